@@ -1,0 +1,76 @@
+// Interfaces between the HTTP surface (routes) and the control plane (stores, queue, worker).
+// Routes depend only on these; the composition root (api/main.ts) wires the implementations.
+import type { Batch, BatchEndpoint, FileObject } from "./schemas/objects.js";
+
+/** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
+export type Owner = string | null;
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+export interface StoredFile {
+  object: FileObject;
+  /** Absolute path of the content on disk. */
+  path: string;
+  owner: Owner;
+}
+
+export interface FileStore {
+  /** Moves an uploaded temp file into the store and records it durably. */
+  adopt(input: { tmpPath: string; filename: string; purpose: FileObject["purpose"]; owner: Owner }): Promise<FileObject>;
+  /** Records a file that already lives elsewhere under BATCH_DIR (a batch's output or error file). */
+  register(input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; id?: string }): Promise<FileObject>;
+  get(id: string, owner: Owner): StoredFile | undefined;
+  list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject>;
+  delete(id: string, owner: Owner): Promise<boolean>;
+}
+
+export interface CreateBatchInput {
+  input_file_id: string;
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  owner: Owner;
+}
+
+/** The proof of concept's inline form, already validated by the route. */
+export interface CreateInlineBatchInput {
+  model?: string;
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  /** Full OpenAI batch lines built from the inline items. */
+  lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
+  owner: Owner;
+}
+
+export interface BatchService {
+  create(input: CreateBatchInput): Promise<Batch>;
+  createInline(input: CreateInlineBatchInput): Promise<Batch>;
+  get(id: string, owner: Owner): Batch | undefined;
+  list(q: { after?: string; limit: number; owner: Owner }): Page<Batch>;
+  cancel(id: string, owner: Owner): Promise<Batch>;
+  /** Path of the batch's output.jsonl for the proof of concept's /results route, if any results exist. */
+  resultsPath(id: string, owner: Owner): string | undefined;
+}
+
+export interface QueueStats {
+  depth: number;
+  max_depth: number;
+  running: number;
+}
+
+export interface PoolStatus {
+  name: "spot" | "dedicated";
+  capacity: number;
+  in_use: number;
+  available: number;
+  jobs: string[];
+}
+
+export interface ControlPlaneStatus {
+  queueStats(): QueueStats;
+  poolStatus(): PoolStatus[];
+}

@@ -1,0 +1,74 @@
+// Contracts of the pipeline: validation of a batch file and the run of a validated file over the engine.
+import type { Engine } from "../engine/types.js";
+
+export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+
+export interface LineError {
+  code: string;
+  message: string;
+  /** 1-based line number in the input file. */
+  line: number | null;
+  param?: string | null;
+}
+
+export interface ValidationLimits {
+  maxRequests: number;
+  maxLineBytes: number;
+  /** Report at most this many line errors (the rest are counted, not listed). */
+  maxErrors?: number;
+}
+
+export interface ValidationResult {
+  ok: boolean;
+  total: number;
+  errors: LineError[];
+  /** The `model` named by the lines (the first one seen), if any. */
+  model?: string;
+}
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export interface Progress {
+  completed: number;
+  failed: number;
+  usage: TokenUsage;
+}
+
+/**
+ * Why a run stops early. Cancel and expiry write an error line with this code for every request
+ * that did not finish; "shutdown" writes nothing so a restart resumes where it stopped.
+ */
+export interface AbortReason {
+  code: "batch_cancelled" | "batch_expired" | "shutdown";
+  message: string;
+}
+
+export interface RunBatchOptions {
+  /** A validated OpenAI-line JSONL file. */
+  inputPath: string;
+  /** Both are appended to (a resumed run keeps what is there). */
+  outputPath: string;
+  errorPath: string;
+  endpoint: Endpoint;
+  engine: Engine;
+  /** Requests grouped per map-batches step. */
+  batchSize: number;
+  /** Requests in flight at once. */
+  concurrency: number;
+  /** custom_ids whose result is already on disk: never run again. */
+  done?: ReadonlySet<string>;
+  /** Abort with an AbortReason as `signal.reason`. */
+  signal?: AbortSignal;
+  onProgress?: (p: Progress) => void;
+  /** Transient engine errors are retried with exponential backoff and jitter. */
+  retry?: { attempts: number; baseDelayMs: number };
+}
+
+export interface RunBatchResult extends Progress {
+  /** Set when the run stopped early. */
+  aborted?: AbortReason;
+}
