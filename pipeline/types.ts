@@ -21,7 +21,10 @@ export interface ValidationLimits {
 export interface ValidationResult {
   ok: boolean;
   total: number;
+  /** The first `maxErrors` problems. */
   errors: LineError[];
+  /** All problems found, listed or not. */
+  errorCount: number;
   /** The `model` named by the lines (the first one seen), if any. */
   model?: string;
 }
@@ -61,6 +64,8 @@ export interface RunBatchOptions {
   concurrency: number;
   /** custom_ids whose result is already on disk: never run again. */
   done?: ReadonlySet<string>;
+  /** Counts and usage already on disk (resume.ts scanDone); progress and the result start from them. */
+  base?: Progress;
   /** Abort with an AbortReason as `signal.reason`. */
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;

@@ -1,0 +1,151 @@
+// Streaming JSONL: a line reader that never holds the whole file, and an append-only line writer.
+import { once } from "node:events";
+import { createReadStream, createWriteStream, type WriteStream } from "node:fs";
+
+export interface JsonlLine {
+  /** 1-based. */
+  lineNo: number;
+  /** The line without its "\n" / "\r\n" terminator; "" when `tooLong`. */
+  text: string;
+  /** UTF-8 bytes of the line without its terminator (counted in full even when `tooLong`). */
+  bytes: number;
+  /** Set when the line passed `maxLineBytes`: its text was dropped instead of buffered. */
+  tooLong?: true;
+}
+
+export interface ReadJsonlOptions {
+  /** Lines longer than this are yielded as `tooLong` with no text; memory stays bounded. */
+  maxLineBytes?: number;
+  /** Read chunk size (default 64 KiB). */
+  chunkBytes?: number;
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Yields every line of a file in order. A missing final newline still yields the last line;
+ * the empty string after a final newline is not a line. A UTF-8 BOM on line 1 is dropped.
+ * Lines are split on raw bytes before decoding, so a multi-byte character cut by a chunk
+ * boundary is decoded whole.
+ */
+export async function* readJsonlLines(path: string, opts: ReadJsonlOptions = {}): AsyncGenerator<JsonlLine> {
+  const maxLineBytes = opts.maxLineBytes ?? Number.POSITIVE_INFINITY;
+  const stream = createReadStream(path, { highWaterMark: opts.chunkBytes ?? 64 * 1024 });
+  // Pieces of the line that started in an earlier chunk.
+  let pieces: Buffer[] = [];
+  let pendingBytes = 0;
+  let overflow = false;
+  // Last byte of the dropped part of an overlong line: its "\r" may sit just before a "\n" in the next chunk.
+  let lastByte = -1;
+  let lineNo = 0;
+
+  const finish = (tail: Buffer): JsonlLine => {
+    lineNo++;
+    let bytes = pendingBytes + tail.length;
+    if (overflow) {
+      // A dropped line may still have had its "\r" in the tail.
+      if (tail.length > 0 && tail[tail.length - 1] === CR) bytes--;
+      else if (tail.length === 0 && lastByte === CR) bytes--;
+      pieces = [];
+      pendingBytes = 0;
+      overflow = false;
+      return { lineNo, text: "", bytes, tooLong: true };
+    }
+    let buf = pieces.length === 0 ? tail : Buffer.concat([...pieces, tail], bytes);
+    pieces = [];
+    pendingBytes = 0;
+    if (buf.length > 0 && buf[buf.length - 1] === CR) buf = buf.subarray(0, buf.length - 1);
+    if (lineNo === 1 && buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
+    if (buf.length > maxLineBytes) return { lineNo, text: "", bytes: buf.length, tooLong: true };
+    return { lineNo, text: buf.toString("utf8"), bytes: buf.length };
+  };
+
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      let start = 0;
+      for (;;) {
+        const nl = chunk.indexOf(LF, start);
+        if (nl === -1) break;
+        yield finish(chunk.subarray(start, nl));
+        start = nl + 1;
+      }
+      if (start < chunk.length) {
+        const rest = chunk.subarray(start);
+        pendingBytes += rest.length;
+        // +1 leaves room for a "\r" that belongs to the terminator.
+        if (overflow || pendingBytes > maxLineBytes + 1) {
+          overflow = true;
+          pieces = [];
+          lastByte = rest[rest.length - 1];
+        } else {
+          pieces.push(rest);
+        }
+      }
+    }
+    if (pendingBytes > 0) yield finish(Buffer.alloc(0));
+  } finally {
+    stream.destroy();
+  }
+}
+
+export interface JsonlAppender {
+  /** Resolves once the line is handed to the stream and, if it was full, after it drained. */
+  append(value: unknown): Promise<void>;
+  /** Flushes everything appended and closes the file. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens `path` for appending (created if missing). Every value becomes exactly one
+ * `JSON.stringify(value) + "\n"` string handed to a single write call, so a crash can tear at
+ * most the last line (see resume.ts repairTornTail).
+ */
+export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
+  const stream: WriteStream = createWriteStream(path, { flags: "a" });
+  let failure: Error | undefined;
+  stream.on("error", (err) => {
+    failure ??= err;
+  });
+  await once(stream, "open");
+  let closed = false;
+  // Shared by every append that finds the stream full, so waiting writers add one listener, not one each.
+  let draining: Promise<void> | undefined;
+
+  return {
+    async append(value) {
+      if (failure) throw failure;
+      if (closed) throw new Error(`JSONL appender for ${path} is closed`);
+      const line = JSON.stringify(value);
+      if (line === undefined) throw new TypeError("cannot append a value that JSON cannot represent");
+      if (!stream.write(line + "\n")) {
+        draining ??= drained(stream).finally(() => (draining = undefined));
+        await draining;
+      }
+      if (failure) throw failure;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (!stream.destroyed) {
+        const done = once(stream, "close");
+        stream.end();
+        await done.catch(() => undefined);
+      }
+      if (failure) throw failure;
+    },
+  };
+}
+
+/** Waits for "drain", or for "close" (a failed stream is destroyed and never drains). */
+function drained(stream: WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      resolve();
+    };
+    stream.on("drain", done);
+    stream.on("close", done);
+  });
+}

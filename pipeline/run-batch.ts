@@ -1,0 +1,174 @@
+// Runs a validated batch file over the engine: stream the lines, map them over executeRequest,
+// append one OpenAI batch output line per request to the output or the error file.
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { EngineRequestError } from "../engine/types.js";
+import { executeRequest, InvalidBodyError, type EndpointResult } from "./endpoints.js";
+import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
+import { mapBatches, type Outcome } from "./map-batches.js";
+import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
+
+export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
+const MAX_RETRY_DELAY_MS = 30_000;
+
+interface BatchRequest {
+  lineNo: number;
+  customId: string | null;
+  body: unknown;
+  /** Set for a line that is not a request object (only possible when validation was skipped). */
+  unparseable?: string;
+}
+
+export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
+  const { engine, endpoint, signal } = opts;
+  const retry = opts.retry ?? DEFAULT_RETRY;
+  const concurrency = opts.concurrency > 0 ? opts.concurrency : Math.max(1, engine.info.sequences);
+  const progress: Progress = {
+    completed: opts.base?.completed ?? 0,
+    failed: opts.base?.failed ?? 0,
+    usage: { ...(opts.base?.usage ?? { promptTokens: 0, completionTokens: 0, cachedTokens: 0 }) },
+  };
+  // Called after every request (a copy, so the caller may keep it); the caller throttles any slow work.
+  const reportProgress = () => opts.onProgress?.({ ...progress, usage: { ...progress.usage } });
+
+  const output = lazyAppender(opts.outputPath);
+  const errors = lazyAppender(opts.errorPath);
+  const source = readRequests(opts.inputPath, opts.done ?? new Set());
+
+  const writeFailure = async (req: BatchRequest, line: object) => {
+    await errors.append(line);
+    progress.failed++;
+    reportProgress();
+  };
+
+  const onResult = async (req: BatchRequest, outcome: Outcome<EndpointResult>) => {
+    if (outcome.ok) {
+      await output.append(successLine(req.customId, outcome.value.body));
+      progress.completed++;
+      progress.usage.promptTokens += outcome.value.usage.promptTokens;
+      progress.usage.completionTokens += outcome.value.usage.completionTokens;
+      progress.usage.cachedTokens += outcome.value.usage.cachedTokens;
+      reportProgress();
+    } else if (signal?.aborted && !isRequestFailure(outcome.error)) {
+      // Stopped by the abort, not failed by itself: it did not run.
+      const reason = abortReasonOf(signal);
+      if (reason.code !== "shutdown") await writeFailure(req, abortedLine(req.customId, reason));
+    } else {
+      await writeFailure(req, failureLine(req.customId, outcome.error));
+    }
+  };
+
+  try {
+    const run = await mapBatches(source, {
+      batchSize: opts.batchSize,
+      concurrency,
+      signal,
+      onResult,
+      fn: (req, sig) => {
+        if (req.unparseable) return Promise.reject(new InvalidBodyError(req.unparseable, null));
+        return withRetry(() => executeRequest(engine, endpoint, req.body, sig), retry, sig);
+      },
+    });
+    if (!run.aborted) return { ...progress };
+    const reason = abortReasonOf(signal!);
+    // Cancel and expiry are final: every request that did not finish gets its line, so
+    // completed + failed == total. A shutdown writes nothing more; the restart resumes.
+    if (reason.code !== "shutdown") {
+      for (const req of run.unstarted) await writeFailure(req, abortedLine(req.customId, reason));
+      for await (const req of source) await writeFailure(req, abortedLine(req.customId, reason));
+    }
+    return { ...progress, aborted: reason };
+  } finally {
+    await source.return(undefined);
+    await Promise.all([output.close(), errors.close()]);
+  }
+}
+
+/** Lines of the input as requests, blank lines and already-done custom_ids left out. */
+async function* readRequests(path: string, done: ReadonlySet<string>): AsyncGenerator<BatchRequest> {
+  for await (const line of readJsonlLines(path)) {
+    if (line.text.trim() === "") continue;
+    let value: any;
+    try {
+      value = JSON.parse(line.text);
+    } catch {
+      yield { lineNo: line.lineNo, customId: null, body: undefined, unparseable: `Line ${line.lineNo} is not valid JSON.` };
+      continue;
+    }
+    const customId = typeof value?.custom_id === "string" ? value.custom_id : null;
+    if (customId !== null && done.has(customId)) continue;
+    if (customId === null) {
+      yield { lineNo: line.lineNo, customId, body: undefined, unparseable: `Line ${line.lineNo} has no string custom_id.` };
+      continue;
+    }
+    yield { lineNo: line.lineNo, customId, body: value.body };
+  }
+}
+
+/** Transient engine errors get more tries, with exponential backoff and full jitter. */
+async function withRetry<T>(run: () => Promise<T>, retry: { attempts: number; baseDelayMs: number }, signal: AbortSignal): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (!(err instanceof EngineRequestError) || !err.retryable || attempt >= retry.attempts || signal.aborted) throw err;
+      const cap = Math.min(MAX_RETRY_DELAY_MS, retry.baseDelayMs * 2 ** attempt);
+      await sleep(Math.random() * cap, undefined, { signal });
+    }
+  }
+}
+
+/** A failure that belongs to the request itself, not to the abort that interrupted it. */
+const isRequestFailure = (err: unknown) => err instanceof EngineRequestError && !err.retryable;
+
+function abortReasonOf(signal: AbortSignal): AbortReason {
+  const r = signal.reason as Partial<AbortReason> | undefined;
+  if (r && (r.code === "batch_cancelled" || r.code === "batch_expired" || r.code === "shutdown")) {
+    return { code: r.code, message: typeof r.message === "string" ? r.message : r.code };
+  }
+  // An abort without our reason is treated as a stop to resume from, which loses nothing.
+  return { code: "shutdown", message: "The run was stopped." };
+}
+
+const hex = () => randomBytes(12).toString("hex");
+
+function successLine(customId: string | null, body: object) {
+  return { id: `batch_req_${hex()}`, custom_id: customId, response: { status_code: 200, request_id: `req_${hex()}`, body }, error: null };
+}
+
+function failureLine(customId: string | null, err: unknown) {
+  const permanent = isRequestFailure(err);
+  const e = err as { message?: unknown; code?: unknown; param?: unknown };
+  const error = {
+    message: typeof e?.message === "string" ? e.message : String(err),
+    type: permanent ? "invalid_request_error" : "server_error",
+    param: typeof e?.param === "string" ? e.param : null,
+    code: typeof e?.code === "string" ? e.code : permanent ? "invalid_request" : "server_error",
+  };
+  return {
+    id: `batch_req_${hex()}`,
+    custom_id: customId,
+    response: { status_code: permanent ? 400 : 500, request_id: `req_${hex()}`, body: { error } },
+    error: null,
+  };
+}
+
+function abortedLine(customId: string | null, reason: AbortReason) {
+  return { id: `batch_req_${hex()}`, custom_id: customId, response: null, error: { code: reason.code, message: reason.message } };
+}
+
+/** Opens the file on the first line, so a run without failures leaves no empty error file behind. */
+function lazyAppender(path: string): JsonlAppender {
+  let opened: Promise<JsonlAppender> | undefined;
+  return {
+    async append(value) {
+      opened ??= openJsonlAppender(path);
+      await (await opened).append(value);
+    },
+    async close() {
+      // A file that never opened has nothing to flush (and its error was already thrown by append).
+      const appender = await opened?.catch(() => undefined);
+      await appender?.close();
+    },
+  };
+}

@@ -1,0 +1,131 @@
+// Validation of an uploaded batch file before it is queued: one streaming pass, memory flat apart
+// from the Set of custom_ids. Every problem is reported with its 1-based line like OpenAI's
+// batch `errors.data`; the list is capped, the count is not.
+import { BatchLineSchema, bodySchemaFor, describeIssue } from "./batch-line.js";
+import { readJsonlLines } from "./jsonl.js";
+import type { Endpoint, LineError, ValidationLimits, ValidationResult } from "./types.js";
+
+export const DEFAULT_MAX_ERRORS = 100;
+
+/** A field of the line envelope -> the error code a problem with it gets. */
+const ENVELOPE_CODES: Record<string, string> = {
+  custom_id: "invalid_custom_id",
+  method: "invalid_method",
+  url: "invalid_url",
+  body: "invalid_body",
+};
+
+export async function validateBatchFile(path: string, endpoint: Endpoint, limits: ValidationLimits): Promise<ValidationResult> {
+  const maxErrors = limits.maxErrors ?? DEFAULT_MAX_ERRORS;
+  const errors: LineError[] = [];
+  let errorCount = 0;
+  const report = (e: LineError) => {
+    errorCount++;
+    if (errors.length < maxErrors) errors.push(e);
+  };
+
+  const bodySchema = bodySchemaFor(endpoint);
+  const seen = new Set<string>();
+  let total = 0;
+  let model: string | undefined;
+  // Blank lines are an error only when a request follows them; trailing ones are ignored.
+  let blankFrom = 0;
+  let blankTo = 0;
+
+  try {
+    for await (const line of readJsonlLines(path, { maxLineBytes: limits.maxLineBytes })) {
+      if (!line.tooLong && line.text.trim() === "") {
+        if (blankFrom === 0) blankFrom = line.lineNo;
+        blankTo = line.lineNo;
+        continue;
+      }
+      for (let n = blankFrom; blankFrom > 0 && n <= blankTo; n++) {
+        report({ code: "invalid_json_line", message: "Blank line: every line must be a JSON request object.", line: n });
+      }
+      blankFrom = 0;
+
+      total++;
+      if (total === limits.maxRequests + 1) {
+        report({
+          code: "too_many_requests",
+          message: `A batch may hold at most ${limits.maxRequests} requests; line ${line.lineNo} is request ${total}.`,
+          line: line.lineNo,
+        });
+      }
+      if (line.tooLong) {
+        report({ code: "line_too_long", message: `Line is ${line.bytes} bytes; the limit is ${limits.maxLineBytes}.`, line: line.lineNo });
+        continue;
+      }
+      const lineModel = checkLine(line.text, line.lineNo, endpoint, bodySchema, seen, report);
+      if (lineModel !== undefined) {
+        if (model === undefined) model = lineModel;
+        else if (lineModel !== model) {
+          report({
+            code: "mismatched_model",
+            message: `All requests in a batch must use the same model: this line names '${lineModel}', earlier lines '${model}'.`,
+            line: line.lineNo,
+            param: "body.model",
+          });
+        }
+      }
+    }
+  } catch (err) {
+    report({ code: "unreadable_file", message: `The file could not be read: ${(err as Error).message}`, line: null });
+  }
+
+  if (total === 0 && errorCount === 0) {
+    report({ code: "empty_file", message: "The file holds no requests.", line: null });
+  }
+  const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount };
+  if (model !== undefined) result.model = model;
+  return result;
+}
+
+/** Checks one non-blank line; returns the body's model when the line is valid and names one. */
+function checkLine(
+  text: string,
+  lineNo: number,
+  endpoint: Endpoint,
+  bodySchema: ReturnType<typeof bodySchemaFor>,
+  seen: Set<string>,
+  report: (e: LineError) => void,
+): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    report({ code: "invalid_json_line", message: `Line is not valid JSON: ${(err as Error).message}`, line: lineNo });
+    return undefined;
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    report({ code: "invalid_json_line", message: "Line must be a JSON object.", line: lineNo });
+    return undefined;
+  }
+
+  const envelope = BatchLineSchema.safeParse(value);
+  if (!envelope.success) {
+    const { message, param, missing } = describeIssue(envelope.error, value);
+    const field = String(envelope.error.issues[0].path[0] ?? "");
+    report({ code: missing ? "missing_required_parameter" : (ENVELOPE_CODES[field] ?? "invalid_request"), message, line: lineNo, param });
+    return undefined;
+  }
+  const { custom_id, url, body } = envelope.data;
+
+  if (seen.has(custom_id)) {
+    report({ code: "duplicate_custom_id", message: `The custom_id '${custom_id}' appears on an earlier line; custom_ids must be unique.`, line: lineNo, param: "custom_id" });
+    return undefined;
+  }
+  seen.add(custom_id);
+
+  if (url !== endpoint) {
+    report({ code: "mismatched_url", message: `The url '${url}' does not match the batch endpoint '${endpoint}'.`, line: lineNo, param: "url" });
+    return undefined;
+  }
+  const parsed = bodySchema.safeParse(body);
+  if (!parsed.success) {
+    const { message, param, missing } = describeIssue(parsed.error, body, "body");
+    report({ code: missing ? "missing_required_parameter" : "invalid_body", message, line: lineNo, param });
+    return undefined;
+  }
+  return typeof body.model === "string" ? body.model : undefined;
+}

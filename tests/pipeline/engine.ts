@@ -1,0 +1,48 @@
+// The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
+// inject transient failures in front of it (the engine itself is never replaced).
+import { createEngine } from "../../engine/index.js";
+import { EngineRequestError, type Engine } from "../../engine/types.js";
+import { testModelPath } from "../helpers/model.js";
+
+export async function testEngine(): Promise<Engine> {
+  return createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    sequences: 4,
+    contextSize: 512,
+    embeddingContexts: 1,
+  });
+}
+
+export interface Observed extends Engine {
+  /** Generation/embedding calls that reached the real engine, by first argument. */
+  readonly calls: string[];
+  /** The next `n` calls fail with a retryable error before reaching the engine. */
+  failNext(n: number): void;
+}
+
+export function observe(engine: Engine): Observed {
+  const calls: string[] = [];
+  let failures = 0;
+  const gate = (what: string) => {
+    if (failures > 0) {
+      failures--;
+      throw new EngineRequestError("injected transient failure", "engine_busy", true);
+    }
+    calls.push(what);
+  };
+  return {
+    get info() {
+      return engine.info;
+    },
+    calls,
+    failNext: (n) => void (failures = n),
+    complete: async (prompt, params, signal) => (gate(prompt), engine.complete(prompt, params, signal)),
+    chat: async (messages, params, signal) => (gate(messages.at(-1)?.content ?? ""), engine.chat(messages, params, signal)),
+    embed: async (inputs, signal) => (gate(inputs[0] ?? ""), engine.embed(inputs, signal)),
+    countTokens: (text) => engine.countTokens(text),
+    close: () => engine.close(),
+  };
+}
