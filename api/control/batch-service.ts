@@ -1,0 +1,232 @@
+// The Batch API behind the routes: create (validate, then queue), read, list, cancel, and the
+// deadline handler that expires what did not finish in its completion window.
+import { existsSync } from "node:fs";
+import { copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
+import type pino from "pino";
+import { validateBatchFile } from "../../pipeline/validate.js";
+import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
+import type { Config } from "../config.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, FileStore, Owner, Page } from "../contracts.js";
+import { badRequest, notFound } from "../errors.js";
+import type { Batch, BatchEndpoint } from "../schemas/objects.js";
+import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
+import { newBatchId } from "../stores/ids.js";
+import { isFinal, transition } from "./batch-state.js";
+import { parseCompletionWindow } from "./completion-window.js";
+import type { DeadlineTimers } from "./deadline-timers.js";
+import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
+import type { JobQueue } from "./job-queue.js";
+import type { Worker } from "./worker.js";
+
+export interface BatchServiceDeps {
+  config: Config;
+  store: BatchStore;
+  files: FileStore;
+  queue: JobQueue;
+  worker: Worker;
+  runner: JobRunner;
+  deadlines: DeadlineTimers;
+  /** The served model's name, for batches whose lines name none. */
+  modelId: string;
+  logger: pino.Logger;
+  /** Unix seconds. */
+  now: () => number;
+}
+
+interface NewBatch {
+  owner: Owner;
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  model?: string;
+  /** Puts the requests at paths.input; returns the input file's id. */
+  writeInput(paths: BatchPaths, batchId: string): Promise<string>;
+}
+
+export class QueueingBatchService implements BatchService {
+  /** Creations under way that will take a queue slot; counted so concurrent creates cannot overfill it. */
+  private reserved = 0;
+
+  constructor(private readonly deps: BatchServiceDeps) {}
+
+  async create(input: CreateBatchInput): Promise<Batch> {
+    const file = this.deps.files.get(input.input_file_id, input.owner);
+    if (!file) throw notFound("file", input.input_file_id, "input_file_id");
+    if (file.object.purpose !== "batch") {
+      throw badRequest(`File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`, "input_file_id");
+    }
+    return this.createBatch({
+      ...input,
+      async writeInput(paths) {
+        // The batch keeps its own name for the requests, so deleting the upload cannot break it.
+        await link(file.path, paths.input).catch(() => copyFile(file.path, paths.input));
+        return input.input_file_id;
+      },
+    });
+  }
+
+  async createInline(input: CreateInlineBatchInput): Promise<Batch> {
+    const { files } = this.deps;
+    return this.createBatch({
+      ...input,
+      async writeInput(paths, batchId) {
+        await writeFile(paths.input, input.lines.map((l) => JSON.stringify(l) + "\n").join(""));
+        const obj = await files.register({ path: paths.input, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
+        return obj.id;
+      },
+    });
+  }
+
+  // Callers get snapshots: the live objects keep changing under the worker.
+  get(id: string, owner: Owner): Batch | undefined {
+    const rec = this.deps.store.get(id, owner);
+    return rec && snapshot(rec.batch);
+  }
+
+  list(q: { after?: string; limit: number; owner: Owner }): Page<Batch> {
+    const page = this.deps.store.list(q);
+    return { ...page, data: page.data.map(snapshot) };
+  }
+
+  async cancel(id: string, owner: Owner): Promise<Batch> {
+    const { store, worker, queue, runner, logger, now } = this.deps;
+    const rec = store.get(id, owner);
+    if (!rec) throw notFound("batch", id);
+    const b = rec.batch;
+    // Nothing to cancel: already over, already being cancelled or expired, or about to complete.
+    const ending = isFinal(b.status) || b.status === "cancelling" || b.status === "finalizing" || runner.isEnding(id) || worker.isStopping(id);
+    if (ending) return snapshot(b);
+    if (worker.isRunning(id)) {
+      transition(b, "cancelling", now());
+      const cancelling = snapshot(b);
+      worker.abort(id, CANCELLED);
+      logger.info({ batch_id: id }, "cancelling running batch");
+      await store.save(id);
+      return cancelling;
+    }
+    queue.remove(id);
+    this.deps.deadlines.clear(id);
+    logger.info({ batch_id: id }, "cancelling queued batch");
+    await runner.closeOut(rec, CANCELLED);
+    return snapshot(b);
+  }
+
+  resultsPath(id: string, owner: Owner): string | undefined {
+    const rec = this.deps.store.get(id, owner);
+    if (!rec) return undefined;
+    const out = this.deps.store.paths(id).output;
+    return existsSync(out) ? out : undefined;
+  }
+
+  /** Queues an accepted batch and arms its deadline. `resumed`: it was running before a restart. */
+  schedule(rec: BatchRecord, opts: { resumed?: boolean } = {}): void {
+    const b = rec.batch;
+    // Recovered batches were accepted before the restart; their slots were reserved then.
+    this.deps.queue.enqueue({ batchId: b.id, seq: rec.seq, submittedAt: b.submitted_at, deadlineAt: b.deadline_at, resumed: opts.resumed }, { force: true });
+    this.deps.deadlines.arm(b.id, b.deadline_at, () => {
+      this.expire(b.id).catch((err) => this.deps.logger.error({ err, batch_id: b.id }, "cannot expire batch"));
+    });
+    this.deps.worker.wake();
+  }
+
+  /** The deadline passed: a queued batch ends now, a running one is stopped and ends expired. */
+  async expire(id: string): Promise<void> {
+    const { store, queue, worker, runner, logger } = this.deps;
+    const rec = store.get(id);
+    if (!rec || isFinal(rec.batch.status) || rec.batch.status === "cancelling" || rec.batch.status === "finalizing") return;
+    logger.warn({ batch_id: id, status: rec.batch.status, deadline_at: rec.batch.deadline_at }, "batch reached its deadline unfinished: expiring");
+    if (worker.abort(id, EXPIRED)) return;
+    queue.remove(id);
+    await runner.closeOut(rec, EXPIRED);
+  }
+
+  private async createBatch(input: NewBatch): Promise<Batch> {
+    const { config, store, queue, logger, now } = this.deps;
+    const windowSeconds = parseCompletionWindow(input.completion_window);
+    queue.ensureRoom(this.reserved + 1);
+    this.reserved++;
+    try {
+      const id = newBatchId();
+      const paths = store.paths(id);
+      await mkdir(paths.dir);
+      let inputFileId: string;
+      let v: ValidationResult;
+      try {
+        inputFileId = await input.writeInput(paths, id);
+        v = await validateBatchFile(paths.input, input.endpoint as Endpoint, {
+          maxRequests: config.maxRequestsPerBatch,
+          maxLineBytes: config.maxLineBytes,
+        });
+      } catch (err) {
+        await rm(paths.dir, { recursive: true, force: true });
+        throw err;
+      }
+      const created = now();
+      const batch = newBatchObject({ id, input, inputFileId, created, windowSeconds, total: v.total, model: v.model ?? input.model ?? this.deps.modelId });
+      if (!v.ok) {
+        batch.errors = { object: "list", data: validationErrors(v) };
+        transition(batch, "failed", created);
+      }
+      const rec: BatchRecord = { batch, owner: input.owner, seq: store.nextSeq() };
+      store.add(rec);
+      try {
+        await store.save(id);
+      } catch (err) {
+        store.discard(id);
+        await rm(paths.dir, { recursive: true, force: true });
+        throw err;
+      }
+      const accepted = snapshot(batch);
+      // A cancel may have ended it while the state was written.
+      if (batch.status === "validating" && !this.deps.runner.isEnding(id)) this.schedule(rec);
+      logger.info(
+        { batch_id: id, status: batch.status, total: v.total, errors: v.errorCount, deadline_at: batch.deadline_at, queued: queue.depth },
+        v.ok ? "batch accepted and queued" : "batch failed validation",
+      );
+      return accepted;
+    } finally {
+      this.reserved--;
+    }
+  }
+}
+
+function newBatchObject(a: { id: string; input: NewBatch; inputFileId: string; created: number; windowSeconds: number; total: number; model: string }): Batch {
+  const deadline = a.created + a.windowSeconds;
+  return {
+    id: a.id,
+    object: "batch",
+    endpoint: a.input.endpoint,
+    model: a.model,
+    errors: null,
+    input_file_id: a.inputFileId,
+    completion_window: a.input.completion_window,
+    status: "validating",
+    output_file_id: null,
+    error_file_id: null,
+    created_at: a.created,
+    in_progress_at: null,
+    expires_at: deadline,
+    finalizing_at: null,
+    completed_at: null,
+    failed_at: null,
+    expired_at: null,
+    cancelling_at: null,
+    cancelled_at: null,
+    request_counts: { completed: 0, failed: 0, total: a.total },
+    usage: { input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 },
+    metadata: a.input.metadata ?? null,
+    submitted_at: a.created,
+    deadline_at: deadline,
+    deadline_met: null,
+    pool: null,
+  };
+}
+
+const snapshot = (b: Batch): Batch => structuredClone(b);
+
+function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {
+  const data = v.errors.map((e) => ({ code: e.code, message: e.message, line: e.line, param: e.param ?? null }));
+  const unlisted = v.errorCount - v.errors.length;
+  if (unlisted > 0) data.push({ code: "too_many_errors", message: `${unlisted} more problems were found and not listed.`, line: null, param: null });
+  return data;
+}

@@ -1,0 +1,67 @@
+// Composition of the control plane: stores loaded from BATCH_DIR, queue, simulated pool scheduler,
+// job runner and worker, with recovery of whatever was unfinished when the service last stopped.
+import type pino from "pino";
+import type { Engine } from "../../engine/types.js";
+import type { Config } from "../config.js";
+import type { ControlPlaneStatus, FileStore } from "../contracts.js";
+import { BatchStore } from "../stores/batch-store.js";
+import { DiskFileStore } from "../stores/file-store.js";
+import { QueueingBatchService } from "./batch-service.js";
+import { DeadlineTimers } from "./deadline-timers.js";
+import { JobQueue } from "./job-queue.js";
+import { JobRunner } from "./job-runner.js";
+import { PoolScheduler } from "./pool-scheduler.js";
+import { recoverBatches } from "./recovery.js";
+import { Worker } from "./worker.js";
+
+export { parseCompletionWindow } from "./completion-window.js";
+export { isFinal } from "./batch-state.js";
+
+/** Sent as Retry-After with a 429 when the queue is full. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
+/** How long close() lets running jobs settle when worker.close() was not called first. */
+const CLOSE_GRACE_MS = 10_000;
+
+export interface ControlPlane {
+  files: FileStore;
+  batches: QueueingBatchService;
+  status: ControlPlaneStatus;
+  worker: Worker;
+  /** Stops the worker (if not stopped yet) and deadline timers, then flushes state to disk. */
+  close(): Promise<void>;
+}
+
+export async function createControlPlane(deps: { config: Config; engine: Engine; logger: pino.Logger }): Promise<ControlPlane> {
+  const { config, engine } = deps;
+  const logger = deps.logger.child({ component: "control" });
+  const now = () => Math.floor(Date.now() / 1000);
+
+  const files = await DiskFileStore.open({ batchDir: config.batchDir, expirySeconds: config.fileExpirySeconds, logger });
+  const store = await BatchStore.open({ batchDir: config.batchDir, logger });
+  const queue = new JobQueue({ maxDepth: config.maxQueueDepth, urgentSeconds: config.slaUrgentSeconds, retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS });
+  const scheduler = new PoolScheduler(config.pools, logger.child({ component: "scheduler" }));
+  const deadlines = new DeadlineTimers();
+  const runner = new JobRunner({ config, engine, store, files, deadlines, scheduler, logger, now });
+  const worker = new Worker({ queue, scheduler, runJob: runner.run, logger: logger.child({ component: "worker" }), urgentSeconds: config.slaUrgentSeconds, now });
+  const batches = new QueueingBatchService({ config, store, files, queue, worker, runner, deadlines, modelId: engine.info.modelId, logger, now });
+
+  await recoverBatches({ store, runner, batches, logger, now });
+  worker.start();
+  logger.info({ batches: store.all().length, queued: queue.depth, pools: scheduler.status() }, "control plane ready");
+
+  let closed: Promise<void> | undefined;
+  return {
+    files,
+    batches,
+    status: { queueStats: () => worker.stats(), poolStatus: () => scheduler.status() },
+    worker,
+    close() {
+      closed ??= (async () => {
+        deadlines.clearAll();
+        await worker.close({ graceMs: CLOSE_GRACE_MS });
+        await store.close();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,216 @@
+// Runs one batch through the pipeline and moves it to its final status. The same path serves a fresh
+// start and a resume after a restart: torn tails are repaired, what is on disk counts as done and is
+// never run again.
+import { createHash } from "node:crypto";
+import { stat } from "node:fs/promises";
+import type pino from "pino";
+import type { Engine } from "../../engine/types.js";
+import { repairTornTail, scanDone } from "../../pipeline/resume.js";
+import { runBatchFile } from "../../pipeline/run-batch.js";
+import type { AbortReason, Endpoint, Progress, RunBatchResult } from "../../pipeline/types.js";
+import type { Config } from "../config.js";
+import type { FileStore } from "../contracts.js";
+import type { Batch, BatchStatus } from "../schemas/objects.js";
+import type { BatchRecord, BatchStore } from "../stores/batch-store.js";
+import { canTransition, isFinal, transition } from "./batch-state.js";
+import type { DeadlineTimers } from "./deadline-timers.js";
+import type { QueuedJob } from "./job-queue.js";
+import type { Lease, PoolScheduler } from "./pool-scheduler.js";
+
+export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
+export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
+
+export interface JobRunnerDeps {
+  config: Config;
+  engine: Engine;
+  store: BatchStore;
+  files: FileStore;
+  /** Disarmed when a batch ends. */
+  deadlines: DeadlineTimers;
+  scheduler: PoolScheduler;
+  logger: pino.Logger;
+  /** Unix seconds. */
+  now: () => number;
+}
+
+export class JobRunner {
+  /** Batches being closed out right now, so a cancel and an expiry cannot both end one. */
+  private readonly ending = new Set<string>();
+
+  constructor(private readonly deps: JobRunnerDeps) {}
+
+  isEnding(id: string): boolean {
+    return this.ending.has(id);
+  }
+
+  /** The worker's RunJob: never throws; a failure midway fails the batch and the service carries on. */
+  run = async (job: QueuedJob, lease: Lease, signal: AbortSignal): Promise<void> => {
+    const { store, logger, now } = this.deps;
+    const rec = store.get(job.batchId);
+    if (!rec || isFinal(rec.batch.status) || rec.batch.status === "cancelling" || this.ending.has(job.batchId)) return;
+    const b = rec.batch;
+    try {
+      b.pool = lease.pool;
+      if (b.status === "validating") transition(b, "in_progress", now());
+      await store.save(b.id);
+      logger.info({ batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: !!job.resumed, deadline_at: b.deadline_at }, "batch started");
+      const result = await this.execute(rec, signal);
+      applyProgress(b, result);
+      if (result.aborted?.code === "shutdown") {
+        await store.save(b.id);
+        logger.info({ batch_id: b.id, request_counts: b.request_counts }, "batch stopped for shutdown; it resumes on restart");
+        return;
+      }
+      // A cancel may have landed after the last request finished: it still wins.
+      const to: BatchStatus =
+        b.status === "cancelling" ? "cancelled" : result.aborted?.code === "batch_cancelled" ? "cancelled" : result.aborted ? "expired" : "completed";
+      await this.finish(rec, to, lease);
+    } catch (err) {
+      // Torn down under a shutdown (the engine closing, say): the batch resumes on restart, it did not fail.
+      if ((signal.reason as AbortReason | undefined)?.code === "shutdown") {
+        logger.warn({ err, batch_id: b.id }, "batch interrupted by shutdown; it resumes on restart");
+        return;
+      }
+      await this.fail(rec, err, lease);
+    }
+  };
+
+  /**
+   * Ends a batch that is not running (queued, or found unfinished at startup) with `reason`: every
+   * request without a result gets an error line, so completed + failed == total.
+   */
+  async closeOut(rec: BatchRecord, reason: AbortReason): Promise<void> {
+    const b = rec.batch;
+    if (isFinal(b.status) || this.ending.has(b.id)) return;
+    this.ending.add(b.id);
+    try {
+      const stop = new AbortController();
+      stop.abort(reason);
+      if (reason.code === "batch_cancelled" && b.status === "in_progress") transition(b, "cancelling", this.deps.now());
+      applyProgress(b, await this.execute(rec, stop.signal));
+      await this.finish(rec, reason.code === "batch_cancelled" ? "cancelled" : "expired");
+    } catch (err) {
+      await this.fail(rec, err);
+    } finally {
+      this.ending.delete(b.id);
+    }
+  }
+
+  private async execute(rec: BatchRecord, signal: AbortSignal): Promise<RunBatchResult> {
+    const { config, engine, store } = this.deps;
+    const b = rec.batch;
+    const p = store.paths(b.id);
+    await repairTornTail(p.output);
+    await repairTornTail(p.errors);
+    const { done, ...base } = await scanDone(p.output, p.errors);
+    applyProgress(b, base);
+    return runBatchFile({
+      inputPath: p.input,
+      outputPath: p.output,
+      errorPath: p.errors,
+      endpoint: b.endpoint as Endpoint,
+      engine,
+      batchSize: config.pipeline.batchSize,
+      concurrency: config.pipeline.concurrency > 0 ? config.pipeline.concurrency : Math.max(1, engine.info.sequences),
+      done,
+      base,
+      signal,
+      onProgress: (progress) => {
+        applyProgress(b, progress);
+        store.touch(b.id);
+      },
+    });
+  }
+
+  /** Registers the result files and enters the final status (completed goes through finalizing). */
+  private async finish(rec: BatchRecord, to: "completed" | "cancelled" | "expired", lease?: Lease) {
+    const { store, logger, now } = this.deps;
+    const b = rec.batch;
+    if (to === "completed" && b.status !== "finalizing") {
+      transition(b, "finalizing", now());
+      await store.save(b.id);
+    }
+    await this.registerResults(rec);
+    if (to === "cancelled" && b.status !== "cancelling" && b.status !== "validating") transition(b, "cancelling", now());
+    transition(b, to, now());
+    this.ended(b.id, lease);
+    b.deadline_met = b.status === "completed" ? (b.completed_at ?? 0) <= b.deadline_at : b.status === "expired" ? false : null;
+    await store.save(b.id);
+    const fields = { batch_id: b.id, status: b.status, pool: b.pool, deadline_met: b.deadline_met, request_counts: b.request_counts };
+    if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
+    else logger.info(fields, `batch ${b.status}`);
+  }
+
+  private async fail(rec: BatchRecord, err: unknown, lease?: Lease) {
+    const { store, logger, now } = this.deps;
+    const b = rec.batch;
+    logger.error({ err, batch_id: b.id, status: b.status }, "batch failed midway");
+    if (isFinal(b.status)) {
+      this.ended(b.id, lease);
+      return;
+    }
+    const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${(err as Error)?.message ?? String(err)}`, line: null };
+    b.errors = { object: "list", data: [...(b.errors?.data ?? []), entry] };
+    try {
+      await this.registerResults(rec);
+    } catch (regErr) {
+      logger.error({ err: regErr, batch_id: b.id }, "cannot register the result files of a failed batch");
+    }
+    // A batch being cancelled can only end cancelled.
+    transition(b, canTransition(b.status, "failed") ? "failed" : "cancelled", now());
+    this.ended(b.id, lease);
+    b.deadline_met = null;
+    await store.save(b.id).catch((saveErr) => logger.error({ err: saveErr, batch_id: b.id }, "cannot persist failed batch"));
+  }
+
+  /**
+   * A batch just became final: its deadline is moot and its slot is free from this moment, so no
+   * one sees a final batch still holding a pool (the worker's own release later is a no-op).
+   */
+  private ended(id: string, lease?: Lease) {
+    this.deps.deadlines.clear(id);
+    if (lease) this.deps.scheduler.release(lease);
+  }
+
+  /** output_file_id / error_file_id for whichever result file has lines. */
+  private async registerResults(rec: BatchRecord) {
+    const { store, files } = this.deps;
+    const b = rec.batch;
+    const p = store.paths(b.id);
+    for (const [kind, file] of [
+      ["output", p.output],
+      ["error", p.errors],
+    ] as const) {
+      if (!(await hasContent(file))) continue;
+      const obj = await files.register({ id: resultFileId(b.id, kind), path: file, filename: `${b.id}_${kind}.jsonl`, purpose: "batch_output", owner: rec.owner });
+      if (kind === "output") b.output_file_id = obj.id;
+      else b.error_file_id = obj.id;
+    }
+  }
+}
+
+function applyProgress(b: Batch, p: Progress) {
+  b.request_counts.completed = p.completed;
+  b.request_counts.failed = p.failed;
+  const u = p.usage;
+  b.usage = {
+    input_tokens: u.promptTokens,
+    input_tokens_details: { cached_tokens: u.cachedTokens },
+    output_tokens: u.completionTokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: u.promptTokens + u.completionTokens,
+  };
+}
+
+/** Derived from the batch id, so finalizing twice (a crash in between) registers the same file. */
+export function resultFileId(batchId: string, kind: "output" | "error"): string {
+  return `file-${createHash("sha256").update(`${batchId}:${kind}`).digest("hex").slice(0, 24)}`;
+}
+
+async function hasContent(file: string): Promise<boolean> {
+  try {
+    return (await stat(file)).size > 0;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,132 @@
+// The background worker: takes the next job from the queue whenever the pool scheduler has a free
+// slot, runs it, and releases the slot however the job ends. Event driven (enqueue and release wake
+// it), so there is no polling; concurrency is bounded by the pools' total capacity.
+import type pino from "pino";
+import type { QueueStats } from "../contracts.js";
+import type { AbortReason } from "../../pipeline/types.js";
+import { isUrgent, type JobQueue, type QueuedJob } from "./job-queue.js";
+import type { Lease, PoolScheduler } from "./pool-scheduler.js";
+
+/** Runs one job to its end. Must settle promptly once `signal` aborts (signal.reason is an AbortReason). */
+export type RunJob = (job: QueuedJob, lease: Lease, signal: AbortSignal) => Promise<void>;
+
+export interface WorkerOptions {
+  queue: JobQueue;
+  scheduler: PoolScheduler;
+  runJob: RunJob;
+  logger: pino.Logger;
+  urgentSeconds: number;
+  /** Unix seconds. */
+  now?: () => number;
+}
+
+interface Running {
+  controller: AbortController;
+  lease: Lease;
+  done: Promise<void>;
+}
+
+export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
+
+export class Worker {
+  private readonly running = new Map<string, Running>();
+  private started = false;
+  private closing = false;
+  /** The job last logged as waiting for capacity, so a wait is logged once and not on every wake. */
+  private waitingFor: string | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: WorkerOptions) {
+    this.now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+    opts.scheduler.onRelease(() => this.wake());
+  }
+
+  start(): void {
+    this.started = true;
+    this.wake();
+  }
+
+  /** Starts as many queued jobs as the pools allow. Safe to call at any time. */
+  wake(): void {
+    if (!this.started || this.closing) return;
+    const { queue, scheduler, logger } = this.opts;
+    for (;;) {
+      const now = this.now();
+      const job = queue.peekNext(now);
+      if (!job) return;
+      const urgent = isUrgent(job, now, this.opts.urgentSeconds);
+      const lease = scheduler.tryAcquire(job.batchId, { urgent });
+      if (!lease) {
+        if (this.waitingFor !== job.batchId) {
+          this.waitingFor = job.batchId;
+          logger.info({ batch_id: job.batchId, urgent, queued: queue.depth, running: this.running.size }, "spot and dedicated pools full: batch waits for a slot");
+        }
+        return;
+      }
+      this.waitingFor = undefined;
+      queue.remove(job.batchId);
+      this.launch(job, lease);
+    }
+  }
+
+  private launch(job: QueuedJob, lease: Lease) {
+    const controller = new AbortController();
+    const done = Promise.resolve()
+      .then(() => this.opts.runJob(job, lease, controller.signal))
+      .catch((err) => this.opts.logger.error({ err, batch_id: job.batchId }, "batch job failed unexpectedly"))
+      .finally(() => {
+        this.running.delete(job.batchId);
+        this.opts.scheduler.release(lease);
+      });
+    this.running.set(job.batchId, { controller, lease, done });
+  }
+
+  isRunning(batchId: string): boolean {
+    return this.running.has(batchId);
+  }
+
+  /** Running but already told to stop (cancel, expiry or shutdown). */
+  isStopping(batchId: string): boolean {
+    return this.running.get(batchId)?.controller.signal.aborted ?? false;
+  }
+
+  /** Stops a running job with `reason`; false when it is not running. */
+  abort(batchId: string, reason: AbortReason): boolean {
+    const run = this.running.get(batchId);
+    if (!run) return false;
+    run.controller.abort(reason);
+    return true;
+  }
+
+  /** `running` counts jobs holding a pool slot (a job gives its slot back the moment it turns final). */
+  stats(): QueueStats {
+    return { depth: this.opts.queue.depth, max_depth: this.opts.queue.maxDepth, running: this.opts.scheduler.inUse };
+  }
+
+  /** Resolves once every job started so far has settled. */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  }
+
+  /**
+   * Stops taking jobs, aborts running ones with reason "shutdown" (their results stay on disk and
+   * their batches stay in_progress, so a restart resumes them), waits up to graceMs for them to
+   * settle, and releases every slot.
+   */
+  async close(opts: { graceMs: number }): Promise<void> {
+    if (!this.closing) {
+      this.closing = true;
+      for (const run of this.running.values()) run.controller.abort(SHUTDOWN);
+      this.opts.logger.info({ running: this.running.size, queued: this.opts.queue.depth }, "worker stopping");
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, opts.graceMs));
+      timer.unref();
+    });
+    await Promise.race([this.idle(), grace]);
+    clearTimeout(timer);
+    if (this.running.size > 0) this.opts.logger.warn({ running: this.running.size }, "jobs still settling after the grace period");
+    for (const run of this.running.values()) this.opts.scheduler.release(run.lease);
+  }
+}

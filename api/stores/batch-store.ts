@@ -1,0 +1,163 @@
+// Batches: an in-memory index backed by BATCH_DIR/<batch_id>/batch.json, one atomically replaced
+// document per batch. Everything is loaded on start; only folders named like a batch id are read.
+import { mkdir, readdir } from "node:fs/promises";
+import path from "node:path";
+import type pino from "pino";
+import type { Owner, Page } from "../contracts.js";
+import { BatchSchema, type Batch } from "../schemas/objects.js";
+import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
+import { BATCH_ID_RE } from "./ids.js";
+import { paginate } from "./paginate.js";
+
+export interface BatchRecord {
+  batch: Batch;
+  owner: Owner;
+  /** Monotonic submission order; recovery requeues by it and lists sort by it. */
+  seq: number;
+}
+
+export interface BatchPaths {
+  dir: string;
+  input: string;
+  output: string;
+  errors: string;
+  state: string;
+}
+
+export function batchPaths(batchDir: string, id: string): BatchPaths {
+  const dir = path.join(batchDir, id);
+  return {
+    dir,
+    input: path.join(dir, "input.jsonl"),
+    output: path.join(dir, "output.jsonl"),
+    errors: path.join(dir, "errors.jsonl"),
+    state: path.join(dir, "batch.json"),
+  };
+}
+
+export interface BatchStoreOptions {
+  batchDir: string;
+  logger: pino.Logger;
+  /** Progress writes of one batch are coalesced to at most one per this many ms. */
+  throttleMs?: number;
+}
+
+export class BatchStore {
+  private readonly records = new Map<string, BatchRecord>();
+  /** Per-batch write chains, so writes of one batch.json land in order. */
+  private readonly writes = new Map<string, Promise<void>>();
+  private readonly pendingTouches = new Map<string, NodeJS.Timeout>();
+  private lastSeq = 0;
+  private closed = false;
+
+  private constructor(private readonly opts: BatchStoreOptions) {}
+
+  static async open(opts: BatchStoreOptions): Promise<BatchStore> {
+    const store = new BatchStore(opts);
+    await mkdir(opts.batchDir, { recursive: true });
+    await store.load();
+    return store;
+  }
+
+  paths(id: string): BatchPaths {
+    return batchPaths(this.opts.batchDir, id);
+  }
+
+  nextSeq(): number {
+    return ++this.lastSeq;
+  }
+
+  /** Adds a new batch to the index; call save() to make it durable. */
+  add(rec: BatchRecord): void {
+    if (this.records.has(rec.batch.id)) throw new Error(`batch ${rec.batch.id} already exists`);
+    this.records.set(rec.batch.id, rec);
+  }
+
+  /** Drops a batch whose creation failed before it was ever made durable. */
+  discard(id: string): void {
+    this.records.delete(id);
+  }
+
+  /** Owner-scoped when `owner` is given; another owner's batch is not found. */
+  get(id: string, owner?: Owner): BatchRecord | undefined {
+    const rec = this.records.get(id);
+    if (!rec || (owner !== undefined && rec.owner !== owner)) return undefined;
+    return rec;
+  }
+
+  /** All batches, oldest submission first. */
+  all(): BatchRecord[] {
+    return [...this.records.values()].sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Newest first, as OpenAI lists batches. */
+  list(q: { after?: string; limit: number; owner: Owner }): Page<Batch> {
+    const sorted = [...this.records.values()]
+      .filter((r) => r.owner === q.owner)
+      .sort((a, b) => b.seq - a.seq)
+      .map((r) => r.batch);
+    return paginate(sorted, (b) => b.id, q);
+  }
+
+  /** Writes the batch's current state now (after any write already under way). */
+  save(id: string): Promise<void> {
+    const timer = this.pendingTouches.get(id);
+    if (timer) {
+      clearTimeout(timer);
+      this.pendingTouches.delete(id);
+    }
+    if (this.closed) return Promise.resolve();
+    const prev = this.writes.get(id) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(() => this.writeNow(id));
+    this.writes.set(id, next);
+    const forget = () => {
+      if (this.writes.get(id) === next) this.writes.delete(id);
+    };
+    next.then(forget, forget);
+    return next;
+  }
+
+  /** Schedules a save within throttleMs unless one is already scheduled (progress updates). */
+  touch(id: string): void {
+    if (this.closed || this.pendingTouches.has(id)) return;
+    const timer = setTimeout(() => {
+      this.pendingTouches.delete(id);
+      this.save(id).catch((err) => this.opts.logger.error({ err, batch_id: id }, "cannot persist batch progress"));
+    }, this.opts.throttleMs ?? 500);
+    timer.unref();
+    this.pendingTouches.set(id, timer);
+  }
+
+  /** Flushes scheduled and running writes; later saves are ignored (a stopped plane must not overwrite a successor's state). */
+  async close(): Promise<void> {
+    const touched = [...this.pendingTouches.keys()];
+    for (const id of touched) this.save(id).catch(() => undefined);
+    this.closed = true;
+    await Promise.allSettled([...this.writes.values()]);
+  }
+
+  private async writeNow(id: string) {
+    const rec = this.records.get(id);
+    if (!rec) return;
+    await writeJsonAtomic(this.paths(id).state, { version: 1, owner: rec.owner, seq: rec.seq, batch: rec.batch });
+  }
+
+  private async load() {
+    const entries = await readdir(this.opts.batchDir, { withFileTypes: true });
+    for (const e of entries) {
+      if (!e.isDirectory() || !BATCH_ID_RE.test(e.name)) continue;
+      const file = this.paths(e.name).state;
+      try {
+        const raw = (await readJsonFile(file)) as any;
+        if (raw === undefined) continue; // a folder whose creation never completed
+        const batch = BatchSchema.parse(raw.batch);
+        if (batch.id !== e.name) throw new Error(`batch.json names ${batch.id}`);
+        const seq = Number.isSafeInteger(raw.seq) ? raw.seq : 0;
+        this.records.set(batch.id, { batch, owner: raw.owner ?? null, seq });
+        this.lastSeq = Math.max(this.lastSeq, seq);
+      } catch (err) {
+        this.opts.logger.warn({ err, file }, "skipping unreadable batch state");
+      }
+    }
+  }
+}

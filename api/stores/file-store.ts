@@ -1,0 +1,152 @@
+// The Files API store. Uploaded content lives in BATCH_DIR/files/<id>.jsonl; every file's metadata
+// (uploads and batch outputs alike) is a small JSON document BATCH_DIR/files/<id>.json, replaced atomically.
+import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import type pino from "pino";
+import type { FileStore, Owner, Page, StoredFile } from "../contracts.js";
+import { FileObjectSchema, type FileObject } from "../schemas/objects.js";
+import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
+import { FILE_ID_RE, newFileId } from "./ids.js";
+import { paginate } from "./paginate.js";
+
+interface FileRecord {
+  object: FileObject;
+  owner: Owner;
+  path: string;
+  /** True when the store owns the content (an upload) and deletes it with the file. */
+  managed: boolean;
+}
+
+export interface FileStoreOptions {
+  batchDir: string;
+  expirySeconds: number;
+  logger: pino.Logger;
+  /** Unix seconds; injectable so tests can order files deterministically. */
+  now?: () => number;
+}
+
+const unixNow = () => Math.floor(Date.now() / 1000);
+
+export class DiskFileStore implements FileStore {
+  private readonly records = new Map<string, FileRecord>();
+  private readonly dir: string;
+  private readonly now: () => number;
+
+  private constructor(private readonly opts: FileStoreOptions) {
+    this.dir = path.join(opts.batchDir, "files");
+    this.now = opts.now ?? unixNow;
+  }
+
+  /** Opens the store, loading every file recorded on disk. */
+  static async open(opts: FileStoreOptions): Promise<DiskFileStore> {
+    const store = new DiskFileStore(opts);
+    await mkdir(store.dir, { recursive: true });
+    await store.load();
+    return store;
+  }
+
+  async adopt(input: { tmpPath: string; filename: string; purpose: FileObject["purpose"]; owner: Owner }): Promise<FileObject> {
+    const id = newFileId();
+    const dest = path.join(this.dir, `${id}.jsonl`);
+    await moveFile(input.tmpPath, dest);
+    try {
+      return await this.record(id, { path: dest, filename: input.filename, purpose: input.purpose, owner: input.owner, managed: true });
+    } catch (err) {
+      await rm(dest, { force: true });
+      throw err;
+    }
+  }
+
+  async register(input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; id?: string }): Promise<FileObject> {
+    // A caller-chosen id makes registration idempotent (a batch finalized twice after a crash keeps one file).
+    const id = input.id ?? newFileId();
+    if (!FILE_ID_RE.test(id)) throw new Error(`invalid file id '${id}'`);
+    return this.record(id, { ...input, managed: false });
+  }
+
+  get(id: string, owner: Owner): StoredFile | undefined {
+    const rec = this.records.get(id);
+    if (!rec || rec.owner !== owner) return undefined;
+    return { object: rec.object, path: rec.path, owner: rec.owner };
+  }
+
+  list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject> {
+    const sign = q.order === "asc" ? 1 : -1;
+    const sorted = [...this.records.values()]
+      .filter((r) => r.owner === q.owner && (!q.purpose || r.object.purpose === q.purpose))
+      .map((r) => r.object)
+      .sort((a, b) => sign * (a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)));
+    return paginate(sorted, (f) => f.id, q);
+  }
+
+  async delete(id: string, owner: Owner): Promise<boolean> {
+    const rec = this.records.get(id);
+    if (!rec || rec.owner !== owner) return false;
+    // Metadata goes first: a crash in between leaves an orphan content file, never a file without content.
+    await rm(this.metaPath(id), { force: true });
+    this.records.delete(id);
+    if (rec.managed) await rm(rec.path, { force: true });
+    return true;
+  }
+
+  private async record(
+    id: string,
+    input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; managed: boolean },
+  ): Promise<FileObject> {
+    const created = this.records.get(id)?.object.created_at ?? this.now();
+    const { size } = await stat(input.path);
+    const object: FileObject = {
+      id,
+      object: "file",
+      bytes: size,
+      created_at: created,
+      filename: input.filename,
+      purpose: input.purpose,
+      status: "processed",
+      expires_at: created + this.opts.expirySeconds,
+    };
+    const rec: FileRecord = { object, owner: input.owner, path: path.resolve(input.path), managed: input.managed };
+    await writeJsonAtomic(this.metaPath(id), {
+      version: 1,
+      owner: rec.owner,
+      // Relative paths keep BATCH_DIR movable.
+      path: path.relative(this.opts.batchDir, rec.path),
+      managed: rec.managed,
+      file: object,
+    });
+    this.records.set(id, rec);
+    return object;
+  }
+
+  private metaPath(id: string) {
+    return path.join(this.dir, `${id}.json`);
+  }
+
+  private async load() {
+    for (const name of await readdir(this.dir)) {
+      const m = /^(.+)\.json$/.exec(name);
+      if (!m || !FILE_ID_RE.test(m[1])) continue;
+      try {
+        const raw = (await readJsonFile(path.join(this.dir, name))) as any;
+        const object = FileObjectSchema.parse(raw?.file);
+        if (object.id !== m[1] || typeof raw.path !== "string") throw new Error("metadata does not match its file name");
+        const content = path.resolve(this.opts.batchDir, raw.path);
+        await stat(content);
+        this.records.set(object.id, { object, owner: raw.owner ?? null, path: content, managed: raw.managed === true });
+      } catch (err) {
+        this.opts.logger.warn({ err, file: name }, "skipping unreadable file record (or its content is missing)");
+      }
+    }
+  }
+}
+
+/** Rename, or copy then remove when the upload sits on another file system. */
+async function moveFile(from: string, to: string) {
+  try {
+    await rename(from, to);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
+    await copyFile(from, to);
+    await rm(from, { force: true });
+  }
+}

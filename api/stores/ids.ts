@@ -1,0 +1,11 @@
+// Object ids in OpenAI's shape: a prefix and 24 random hex characters (96 bits; collisions are not a concern).
+import { randomBytes } from "node:crypto";
+
+const suffix = () => randomBytes(12).toString("hex");
+
+export const newBatchId = () => `batch_${suffix()}`;
+export const newFileId = () => `file-${suffix()}`;
+
+/** Batch folders are recognised by this exact shape, so nothing else under BATCH_DIR (often /tmp) is ever touched. */
+export const BATCH_ID_RE = /^batch_[A-Za-z0-9]{24}$/;
+export const FILE_ID_RE = /^file-[A-Za-z0-9]{24}$/;

@@ -1,0 +1,77 @@
+// Shared setup of the control-plane integration tests: the real engine on the small test model,
+// a temp BATCH_DIR, and helpers to upload batch files and wait for a batch to reach a status.
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pino from "pino";
+import { loadConfig, type Config } from "../../api/config.js";
+import type { ControlPlane } from "../../api/control/index.js";
+import type { Owner } from "../../api/contracts.js";
+import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.js";
+import { createEngine } from "../../engine/index.js";
+import type { Engine } from "../../engine/types.js";
+import { testModelPath } from "../helpers/model.js";
+
+export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+
+export async function openTestEngine(): Promise<Engine> {
+  return createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    sequences: 4,
+    contextSize: 512,
+    embeddingContexts: 1,
+  });
+}
+
+export const tempBatchDir = () => mkdtempSync(path.join(os.tmpdir(), "obi-control-"));
+
+export function testConfig(batchDir: string, env: Record<string, string> = {}): Config {
+  return loadConfig({ BATCH_DIR: batchDir, LOG_LEVEL: "silent", PIPELINE_BATCH_SIZE: "8", ...env });
+}
+
+/** `n` /v1/completions requests, custom_ids `${prefix}-0` .. `${prefix}-(n-1)`. */
+export function completionLines(n: number, opts: { prefix?: string; maxTokens?: number } = {}): string {
+  const prefix = opts.prefix ?? "req";
+  let out = "";
+  for (let i = 0; i < n; i++) {
+    const body = { model: "stories260K", prompt: `Once upon a time, story ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: 0 };
+    out += JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body }) + "\n";
+  }
+  return out;
+}
+
+/** Uploads `content` the way the files route does (a temp file adopted by the store). */
+export async function upload(cp: ControlPlane, batchDir: string, content: string, owner: Owner = null): Promise<FileObject> {
+  const tmp = path.join(batchDir, `upload-${Math.random().toString(36).slice(2)}.tmp`);
+  writeFileSync(tmp, content);
+  return cp.files.adopt({ tmpPath: tmp, filename: "input.jsonl", purpose: "batch", owner });
+}
+
+/** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
+export async function waitFor(cp: ControlPlane, id: string, until: (b: Batch) => boolean, opts: { owner?: Owner; timeoutMs?: number } = {}): Promise<Batch> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  for (;;) {
+    const b = cp.batches.get(id, opts.owner ?? null);
+    if (b && until(b)) return structuredClone(b);
+    if (Date.now() > deadline) throw new Error(`batch ${id} did not get there in time; it is ${JSON.stringify(b)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export const inStatus = (...statuses: BatchStatus[]) => (b: Batch) => statuses.includes(b.status);
+
+export function readJsonl(file: string): any[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l));
+}

@@ -1,0 +1,155 @@
+// The control plane end to end with the real engine: create -> queue -> pool -> pipeline -> files.
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
+import { ApiError } from "../../api/errors.js";
+import type { Engine } from "../../engine/types.js";
+import { completionLines, inStatus, logger, openTestEngine, readJsonl, tempBatchDir, testConfig, upload, waitFor } from "./control-fixtures.js";
+
+let engine: Engine;
+let dir: string;
+let cp: ControlPlane;
+
+beforeAll(async () => {
+  engine = await openTestEngine();
+});
+afterAll(() => engine?.close());
+afterEach(async () => {
+  await cp?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function start(env: Record<string, string> = {}) {
+  dir = tempBatchDir();
+  cp = await createControlPlane({ config: testConfig(dir, env), engine, logger });
+  return cp;
+}
+
+describe("control plane with the real engine", () => {
+  it("runs a file-submitted batch to completion with its output file", async () => {
+    await start();
+    const file = await upload(cp, dir, completionLines(6));
+    const created = await cp.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      metadata: { run: "t1" },
+      owner: null,
+    });
+    expect(created).toMatchObject({ status: "validating", request_counts: { completed: 0, failed: 0, total: 6 }, input_file_id: file.id, metadata: { run: "t1" } });
+    expect(created.id).toMatch(/^batch_[a-f0-9]{24}$/);
+    expect(created.deadline_at - created.submitted_at).toBe(86_400);
+
+    const b = await waitFor(cp, created.id, inStatus("completed", "failed"));
+    expect(b.status).toBe("completed");
+    expect(b.request_counts).toEqual({ completed: 6, failed: 0, total: 6 });
+    expect(b).toMatchObject({ deadline_met: true, pool: "spot", error_file_id: null });
+    expect(b.in_progress_at).not.toBeNull();
+    expect(b.finalizing_at).not.toBeNull();
+    expect(b.completed_at).not.toBeNull();
+    expect(b.usage.output_tokens).toBeGreaterThan(0);
+    expect(b.usage.total_tokens).toBe(b.usage.input_tokens + b.usage.output_tokens);
+
+    const batchDir = path.join(dir, b.id);
+    // The batch keeps the upload under its own name (a hard link of the same content).
+    expect(readFileSync(path.join(batchDir, "input.jsonl"), "utf8")).toBe(completionLines(6));
+    expect(existsSync(path.join(batchDir, "errors.jsonl"))).toBe(false);
+    const out = cp.files.get(b.output_file_id!, null)!;
+    expect(out.object).toMatchObject({ purpose: "batch_output", bytes: statSync(out.path).size });
+    expect(out.path).toBe(path.join(batchDir, "output.jsonl"));
+    const lines = readJsonl(out.path);
+    expect(lines.map((l) => l.custom_id).sort()).toEqual(["req-0", "req-1", "req-2", "req-3", "req-4", "req-5"]);
+    for (const l of lines) expect(l.response.body.choices[0].text).toEqual(expect.any(String));
+    expect(cp.batches.resultsPath(b.id, null)).toBe(out.path);
+
+    expect(cp.status.poolStatus().every((p) => p.in_use === 0)).toBe(true);
+    expect(cp.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
+    await cp.close(); // flushes state writes
+    const onDisk = JSON.parse(readFileSync(path.join(batchDir, "batch.json"), "utf8"));
+    expect(onDisk).toEqual({ version: 1, owner: null, seq: 1, batch: b });
+  });
+
+  it("runs an inline batch whose input is a real file", async () => {
+    await start();
+    const lines = [0, 1, 2].map((i) => ({
+      custom_id: `chat-${i}`,
+      method: "POST" as const,
+      url: "/v1/chat/completions" as const,
+      body: { model: "stories260K", messages: [{ role: "user", content: `Tell story ${i}` }], max_tokens: 6 },
+    }));
+    const created = await cp.batches.createInline({ endpoint: "/v1/chat/completions", completion_window: "1h", lines, owner: "alice" });
+    const input = cp.files.get(created.input_file_id, "alice")!;
+    expect(input.object.purpose).toBe("batch");
+    expect(readJsonl(input.path)).toEqual(lines);
+    const b = await waitFor(cp, created.id, inStatus("completed", "failed"), { owner: "alice" });
+    expect(b.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
+    // Owner isolation reaches batches and their result files.
+    expect(cp.batches.get(b.id, "bob")).toBeUndefined();
+    expect(cp.files.get(b.output_file_id!, "bob")).toBeUndefined();
+    expect(cp.batches.list({ limit: 10, owner: "alice" }).data.map((x) => x.id)).toEqual([b.id]);
+    expect(cp.batches.list({ limit: 10, owner: "bob" }).data).toEqual([]);
+  });
+
+  it("fails an invalid file at creation with line errors and runs nothing", async () => {
+    await start();
+    const content = completionLines(2) + "not json\n" + JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/embeddings", body: {} }) + "\n";
+    const file = await upload(cp, dir, content);
+    const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    expect(b.status).toBe("failed");
+    expect(b.failed_at).not.toBeNull();
+    expect(b.request_counts).toEqual({ completed: 0, failed: 0, total: 4 });
+    expect(b.errors!.object).toBe("list");
+    expect(b.errors!.data.map((e) => e.line)).toEqual([3, 4]);
+    expect(b.errors!.data[1]).toMatchObject({ code: "mismatched_url", param: "url" });
+    expect(cp.status.queueStats().depth).toBe(0);
+    expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
+  });
+
+  it("refuses a missing input file (404) and a bad completion window (400)", async () => {
+    await start();
+    const missing = cp.batches.create({ input_file_id: "file-nope", endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await expect(missing).rejects.toMatchObject({ status: 404, param: "input_file_id" });
+    const file = await upload(cp, dir, completionLines(1), "alice");
+    await expect(cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "bob" })).rejects.toMatchObject({ status: 404 });
+    const bad = cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "soon", owner: "alice" });
+    await expect(bad).rejects.toBeInstanceOf(ApiError);
+    await expect(bad).rejects.toMatchObject({ status: 400, param: "completion_window" });
+    await expect(cp.batches.cancel("batch_nope", null)).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("answers 429 with Retry-After when the queue is full", async () => {
+    await start({ MAX_QUEUE_DEPTH: "1", SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+    const file = await upload(cp, dir, completionLines(40, { maxTokens: 48 }));
+    const create = () => cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const running = await create();
+    await waitFor(cp, running.id, inStatus("in_progress"));
+    const queued = await create();
+    await expect(create()).rejects.toMatchObject({ status: 429, code: "queue_full", headers: { "Retry-After": "30" } });
+    expect(cp.status.queueStats()).toMatchObject({ depth: 1, max_depth: 1, running: 1 });
+    await cp.batches.cancel(queued.id, null);
+    await cp.batches.cancel(running.id, null);
+  });
+
+  it("fails a batch that breaks midway, releases its slot and keeps serving", async () => {
+    await start({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+    const long = await upload(cp, dir, completionLines(60, { maxTokens: 64 }));
+    const file = await upload(cp, dir, completionLines(3));
+    // The long batch holds the one slot while the broken one is prepared behind it.
+    const first = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, first.id, inStatus("in_progress"));
+    const broken = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    // A directory where the results should go: the job cannot write its output.
+    mkdirSync(path.join(dir, broken.id, "output.jsonl"));
+    const after = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    expect((await cp.batches.cancel(first.id, null)).status).toBe("cancelling");
+
+    const b = await waitFor(cp, broken.id, inStatus("failed", "completed"));
+    expect(b.status).toBe("failed");
+    expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
+    expect((await waitFor(cp, first.id, inStatus("cancelled"))).status).toBe("cancelled");
+    expect((await waitFor(cp, after.id, inStatus("completed", "failed"))).status).toBe("completed");
+    expect(cp.status.poolStatus()[0]).toMatchObject({ in_use: 0, jobs: [] });
+  });
+});

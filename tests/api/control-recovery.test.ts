@@ -1,0 +1,102 @@
+// Crash recovery: a control plane shut down mid-batch leaves the batch in_progress on disk; a new
+// one on the same BATCH_DIR resumes it and never runs a custom_id twice.
+import { readFileSync, writeFileSync, appendFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
+import type { Engine } from "../../engine/types.js";
+import { completionLines, inStatus, logger, openTestEngine, readJsonl, tempBatchDir, testConfig, upload, waitFor } from "./control-fixtures.js";
+
+let engine: Engine;
+let dir: string;
+const planes: ControlPlane[] = [];
+
+beforeAll(async () => {
+  engine = await openTestEngine();
+});
+afterAll(() => engine?.close());
+afterEach(async () => {
+  for (const p of planes.splice(0)) await p.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function open(env: Record<string, string> = {}) {
+  const cp = await createControlPlane({ config: testConfig(dir, { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", ...env }), engine, logger });
+  planes.push(cp);
+  return cp;
+}
+
+const stateOf = (id: string) => JSON.parse(readFileSync(path.join(dir, id, "batch.json"), "utf8"));
+
+describe("recovery", () => {
+  it("resumes a batch stopped by shutdown and runs every custom_id exactly once", async () => {
+    dir = tempBatchDir();
+    const first = await open();
+    const file = await upload(first, dir, completionLines(40, { maxTokens: 48 }), "alice");
+    const running = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "alice" });
+    const queued = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "alice" });
+    await waitFor(first, running.id, (b) => b.request_counts.completed >= 4, { owner: "alice" });
+
+    await first.worker.close({ graceMs: 0 });
+    await first.close();
+    const stopped = stateOf(running.id);
+    expect(stopped.batch.status).toBe("in_progress");
+    expect(stateOf(queued.id).batch.status).toBe("validating");
+    const before = readJsonl(path.join(dir, running.id, "output.jsonl")).length;
+    expect(before).toBeGreaterThanOrEqual(4);
+    expect(before).toBeLessThan(40);
+    // A crash mid-append tears the last line; recovery must cut it off, not choke on it.
+    appendFileSync(path.join(dir, running.id, "output.jsonl"), '{"id":"batch_req_torn","custom_id":"req-');
+
+    const second = await open();
+    expect(second.files.get(file.id, "alice")).toBeDefined();
+    const resumed = await waitFor(second, running.id, inStatus("completed", "failed"), { owner: "alice" });
+    expect(resumed.status).toBe("completed");
+    expect(resumed.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    const ids = [
+      ...readJsonl(path.join(dir, running.id, "output.jsonl")),
+      ...readJsonl(path.join(dir, running.id, "errors.jsonl")),
+    ].map((l) => l.custom_id);
+    expect(ids).toHaveLength(40);
+    expect(new Set(ids).size).toBe(40);
+
+    // The queued batch kept its place and ran after the resumed one.
+    const q = await waitFor(second, queued.id, inStatus("completed", "failed"), { owner: "alice" });
+    expect(q.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    expect(q.in_progress_at!).toBeGreaterThanOrEqual(resumed.in_progress_at!);
+    expect(second.batches.list({ limit: 10, owner: "alice" }).data.map((b) => b.id)).toEqual([queued.id, running.id]);
+  });
+
+  it("expires on start what passed its deadline while down, and finishes a cancel in flight", async () => {
+    dir = tempBatchDir();
+    const first = await open();
+    const file = await upload(first, dir, completionLines(30, { maxTokens: 48 }));
+    const a = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const b = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(first, a.id, (x) => x.request_counts.completed >= 2);
+    await first.worker.close({ graceMs: 0 });
+    await first.close();
+
+    // Simulate downtime: a's deadline is now in the past; b was being cancelled when the service died.
+    const sa = stateOf(a.id);
+    sa.batch.deadline_at = sa.batch.expires_at = Math.floor(Date.now() / 1000) - 5;
+    writeFileSync(path.join(dir, a.id, "batch.json"), JSON.stringify(sa));
+    const sb = stateOf(b.id);
+    sb.batch.status = "cancelling";
+    sb.batch.cancelling_at = Math.floor(Date.now() / 1000);
+    writeFileSync(path.join(dir, b.id, "batch.json"), JSON.stringify(sb));
+
+    const second = await open();
+    const ea = second.batches.get(a.id, null)!;
+    expect(ea.status).toBe("expired");
+    expect(ea.deadline_met).toBe(false);
+    expect(ea.request_counts.completed).toBeGreaterThanOrEqual(2);
+    expect(ea.request_counts.completed + ea.request_counts.failed).toBe(30);
+    const cb = second.batches.get(b.id, null)!;
+    expect(cb.status).toBe("cancelled");
+    expect(cb.request_counts).toEqual({ completed: 0, failed: 30, total: 30 });
+    expect(readJsonl(path.join(dir, b.id, "errors.jsonl")).every((l) => l.error.code === "batch_cancelled")).toBe(true);
+    expect(second.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
+  });
+});
