@@ -1,0 +1,60 @@
+// The Express app: middleware order, route mounting, errors. No listening here (api/main.ts does that).
+import express from "express";
+import type pino from "pino";
+import type { Config } from "../config.js";
+import type { BatchService, ControlPlaneStatus, FileStore } from "../contracts.js";
+import type { EngineInfo } from "../../engine/types.js";
+import { buildOpenApiDocument } from "../openapi.js";
+import { batchesRouter } from "../routes/batches.js";
+import { filesRouter } from "../routes/files.js";
+import { statusRouter } from "../routes/status.js";
+import { systemRouter } from "../routes/system.js";
+import { requireApiKey } from "./auth.js";
+import { docsRouter } from "./docs.js";
+import { errorHandler, unknownRoute } from "./error-handler.js";
+import { requestLogger } from "./request-log.js";
+import { readServiceInfo } from "./service-info.js";
+
+export interface AppDeps {
+  config: Config;
+  files: FileStore;
+  batches: BatchService;
+  status: ControlPlaneStatus;
+  /** Null until the model is loaded (then /ready answers 503). */
+  engineInfo: () => EngineInfo | null;
+  logger: pino.Logger;
+}
+
+/** JSON bodies (batch creation, mostly inline prompts) are buffered whole; big inputs belong in a file upload. */
+const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+
+export function createApp(deps: AppDeps): express.Express {
+  const { config } = deps;
+  const service = readServiceInfo();
+  const app = express();
+  app.disable("x-powered-by");
+
+  app.use(requestLogger(deps.logger));
+  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
+  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
+  app.use(
+    express.json({
+      limit: Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES),
+      type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? ""),
+    }),
+  );
+
+  // Open routes: health checks and documentation must work without a key.
+  app.use(systemRouter({ service, engineInfo: deps.engineInfo }));
+  app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
+
+  const auth = requireApiKey(config.apiKeys);
+  app.use(["/v1", "/queue", "/pools"], auth);
+  app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
+  app.use(batchesRouter(deps.batches));
+  app.use(statusRouter({ status: deps.status, batches: deps.batches }));
+
+  app.use(unknownRoute);
+  app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));
+  return app;
+}

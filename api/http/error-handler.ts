@@ -1,0 +1,95 @@
+// Every failure leaves the server as an OpenAI-shaped error: {"error":{"message","type","param","code"}}.
+// Unknown errors become a bare 500; their details go to the log, never to the client.
+import type { ErrorRequestHandler, RequestHandler } from "express";
+import { MulterError } from "multer";
+import { z } from "zod";
+import { ApiError, badRequest } from "../errors.js";
+import { paramPath } from "../../pipeline/batch-line.js";
+
+/** Express error from body-parser / http-errors: a status and a machine-readable type. */
+interface HttpError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  expose?: boolean;
+  message?: string;
+}
+
+const MULTER_PARAMS: Partial<Record<MulterError["code"], string>> = {
+  LIMIT_FILE_SIZE: "file",
+  LIMIT_UNEXPECTED_FILE: "file",
+  LIMIT_FILE_COUNT: "file",
+  LIMIT_FIELD_KEY: "purpose",
+  LIMIT_FIELD_VALUE: "purpose",
+  LIMIT_FIELD_COUNT: "purpose",
+  LIMIT_PART_COUNT: "file",
+};
+
+function fromMulter(err: MulterError, maxFileBytes: number): ApiError {
+  const param = MULTER_PARAMS[err.code] ?? null;
+  if (err.code === "LIMIT_FILE_SIZE") {
+    return new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
+  }
+  if (err.code === "LIMIT_UNEXPECTED_FILE") {
+    return badRequest(`Unexpected file part '${err.field ?? ""}': send exactly one file, in the part named 'file'.`, param);
+  }
+  return badRequest(`Invalid multipart upload: ${err.message}.`, param, "invalid_multipart");
+}
+
+function fromHttpError(err: HttpError): ApiError | undefined {
+  const status = err.status ?? err.statusCode;
+  if (typeof status !== "number" || status < 400 || status >= 500) return undefined;
+  switch (err.type) {
+    case "entity.parse.failed":
+      return new ApiError(400, "We could not parse the JSON body of your request. Send valid JSON.", "invalid_request_error", "invalid_json");
+    case "entity.too.large":
+      return new ApiError(413, "The request body is too large.", "invalid_request_error", "request_too_large");
+    case "encoding.unsupported":
+    case "charset.unsupported":
+      return new ApiError(415, err.message ?? "Unsupported body encoding.", "invalid_request_error", "unsupported_encoding");
+  }
+  // Other http-errors with expose=true carry a message meant for the client.
+  return new ApiError(status, err.expose && err.message ? err.message : "Bad request.", "invalid_request_error", null);
+}
+
+/** Maps anything thrown by a route or middleware to an ApiError; undefined means "unexpected". */
+export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiError | undefined {
+  if (err instanceof ApiError) return err;
+  if (err instanceof MulterError) return fromMulter(err, opts.maxFileBytes);
+  if (err instanceof z.ZodError) {
+    // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
+    const issue = err.issues[0];
+    const param = issue ? paramPath(issue.path) : null;
+    return badRequest(param ? `Invalid '${param}': ${issue.message}` : (issue?.message ?? "Invalid request."), param);
+  }
+  if (err && typeof err === "object") return fromHttpError(err as HttpError);
+  return undefined;
+}
+
+export function sendApiError(res: Parameters<RequestHandler>[1], error: ApiError): void {
+  res.set(error.headers).status(error.status).json(error.toBody());
+}
+
+/** The last middleware: unknown routes. OpenAI answers "Invalid URL (METHOD /path)". */
+export const unknownRoute: RequestHandler = (req, res) => {
+  const path = req.path.length > 200 ? `${req.path.slice(0, 200)}...` : req.path;
+  sendApiError(res, new ApiError(404, `Invalid URL (${req.method} ${path})`, "invalid_request_error", "unknown_url"));
+};
+
+export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const apiError = toApiError(err, opts);
+    // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line.
+    if (!apiError || apiError.status >= 500) (res as { err?: unknown }).err = err;
+    if (res.headersSent) {
+      // A stream broke after the status line went out: all we can still do is cut the response short.
+      req.log?.error({ err }, "response failed after headers were sent");
+      res.destroy();
+      return;
+    }
+    sendApiError(
+      res,
+      apiError ?? new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error"),
+    );
+  };
+}

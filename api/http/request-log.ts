@@ -1,0 +1,36 @@
+// One log line per request, tagged with a request id the client can quote back to us.
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type pino from "pino";
+import { pinoHttp, type HttpLogger } from "pino-http";
+
+/** A client-sent id is reused only if it is short and plain, so it cannot forge log lines or headers. */
+const CLIENT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function requestId(req: IncomingMessage, res: ServerResponse): string {
+  const sent = req.headers["x-request-id"];
+  const id = typeof sent === "string" && CLIENT_ID.test(sent) ? sent : `req_${randomUUID().replace(/-/g, "")}`;
+  res.setHeader("x-request-id", id);
+  return id;
+}
+
+// Headers are logged by allow-list: Authorization, cookies and any other credential-bearing
+// header never reach a log line, whatever header name a client puts its key in.
+const LOGGED_HEADERS = ["user-agent", "content-type", "content-length", "x-request-id"];
+
+function serializeRequest(req: { id?: unknown; method?: string; url?: string; headers?: Record<string, unknown>; remoteAddress?: string }) {
+  const headers: Record<string, unknown> = {};
+  for (const name of LOGGED_HEADERS) if (req.headers?.[name] !== undefined) headers[name] = req.headers[name];
+  return { id: req.id, method: req.method, url: req.url, headers, remoteAddress: req.remoteAddress };
+}
+
+export function requestLogger(logger: pino.Logger): HttpLogger {
+  return pinoHttp({
+    logger,
+    genReqId: requestId,
+    serializers: { req: serializeRequest },
+    // Belt and braces for anything else that logs a raw request object through this child logger.
+    redact: { paths: ["req.headers.authorization", "req.headers.cookie", "req.headers[\"x-api-key\"]"], censor: "[redacted]" },
+    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : "info"),
+  });
+}

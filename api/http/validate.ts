@@ -1,0 +1,34 @@
+// Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
+import { z } from "zod";
+import { badRequest, notFound } from "../errors.js";
+import { paramPath } from "../../pipeline/batch-line.js";
+
+function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
+  let v: unknown = input;
+  for (const k of path) {
+    if (v == null || typeof v !== "object") return undefined;
+    v = (v as Record<PropertyKey, unknown>)[k];
+  }
+  return v;
+}
+
+/** Parses `input` with `schema`; a failure becomes a 400 naming the first offending parameter, as OpenAI does. */
+export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const param = paramPath(issue.path);
+  // A wrong type or value where nothing was sent at all is a missing parameter, and OpenAI says so.
+  const missing = param !== null && (issue.code === "invalid_type" || issue.code === "invalid_value") && valueAt(input, issue.path) === undefined;
+  if (missing) throw badRequest(`Missing required parameter: '${param}'.`, param);
+  throw badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
+}
+
+/**
+ * Validates an id taken from the URL. An id of the wrong shape is reported exactly like an unknown
+ * one (404), so nothing about the store leaks and no odd string is ever used to look anything up.
+ */
+export function parseId(what: "file" | "batch", pattern: RegExp, id: unknown): string {
+  if (typeof id === "string" && pattern.test(id)) return id;
+  throw notFound(what, typeof id === "string" ? id.slice(0, 128) : String(id));
+}

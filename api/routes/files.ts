@@ -1,0 +1,86 @@
+// /v1/files: upload, list, retrieve, download, delete. Parsing here, decisions in the FileStore.
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import path from "node:path";
+import { Router } from "express";
+import type { FileStore } from "../contracts.js";
+import { notFound } from "../errors.js";
+import { ownerFrom } from "../http/auth.js";
+import { listObject } from "../http/list.js";
+import { streamTo } from "../http/stream.js";
+import { acceptUpload, discardUpload } from "../http/upload.js";
+import { parseId, parseRequest } from "../http/validate.js";
+import { FILE_ID_PATTERN, ListFilesQuery, UploadFileForm } from "../schemas/requests.js";
+
+export interface FilesRouteDeps {
+  files: FileStore;
+  batchDir: string;
+  maxFileBytes: number;
+}
+
+/** A display name only (never used as a path): no directories, no control characters, bounded. */
+export function cleanFilename(name: string | undefined): string {
+  const base = path.basename((name ?? "").replace(/\\/g, "/")).replace(/[\u0000-\u001f\u007f]/g, "").trim();
+  return base.slice(0, 255) || "upload.jsonl";
+}
+
+function contentType(filename: string): string {
+  return filename.toLowerCase().endsWith(".jsonl") ? "application/jsonl" : "application/octet-stream";
+}
+
+export function filesRouter(deps: FilesRouteDeps): Router {
+  const { files } = deps;
+  const router = Router();
+  const fileId = (id: unknown) => parseId("file", FILE_ID_PATTERN, id);
+
+  router.post("/v1/files", acceptUpload(deps), async (req, res) => {
+    const tmpPath = req.file?.path;
+    try {
+      const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose });
+      const object = await files.adopt({
+        tmpPath: form.file.path,
+        filename: cleanFilename(form.file.originalname),
+        purpose: form.purpose,
+        owner: ownerFrom(res),
+      });
+      res.json(object);
+    } catch (err) {
+      // A rejected upload must not linger in the temp dir; adopt moved it away if it succeeded.
+      await discardUpload(tmpPath);
+      throw err;
+    }
+  });
+
+  router.get("/v1/files", (req, res) => {
+    const q = parseRequest(ListFilesQuery, req.query);
+    const page = files.list({ ...q, owner: ownerFrom(res) });
+    res.json(listObject(page));
+  });
+
+  router.get("/v1/files/:file_id", (req, res) => {
+    const id = fileId(req.params.file_id);
+    const stored = files.get(id, ownerFrom(res));
+    if (!stored) throw notFound("file", id);
+    res.json(stored.object);
+  });
+
+  router.get("/v1/files/:file_id/content", async (req, res) => {
+    const id = fileId(req.params.file_id);
+    const stored = files.get(id, ownerFrom(res));
+    if (!stored) throw notFound("file", id);
+    // The record can outlive its content (deleted underneath us): that is a 404, not a 500.
+    const info = await stat(stored.path).catch(() => undefined);
+    if (!info?.isFile()) throw notFound("file", id);
+    res.attachment(stored.object.filename);
+    res.set({ "Content-Type": contentType(stored.object.filename), "Content-Length": String(info.size) });
+    await streamTo(res, createReadStream(stored.path));
+  });
+
+  router.delete("/v1/files/:file_id", async (req, res) => {
+    const id = fileId(req.params.file_id);
+    if (!(await files.delete(id, ownerFrom(res)))) throw notFound("file", id);
+    res.json({ id, object: "file" as const, deleted: true });
+  });
+
+  return router;
+}

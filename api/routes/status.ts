@@ -1,0 +1,23 @@
+// The proof of concept's operational views: queue depth and the simulated GPU pools.
+import { Router } from "express";
+import type { BatchService, ControlPlaneStatus } from "../contracts.js";
+import { ownerFrom } from "../http/auth.js";
+
+export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchService }): Router {
+  const { status, batches } = deps;
+  const router = Router();
+
+  router.get("/queue/stats", (_req, res) => {
+    res.json(status.queueStats());
+  });
+
+  // The pools are a scheduling model, not real devices: say so in the payload itself.
+  // With keys on, a caller sees the ids of its own jobs only; the counts stay global.
+  router.get("/pools", (_req, res) => {
+    const owner = ownerFrom(res);
+    const pools = status.poolStatus().map((p) => (owner === null ? p : { ...p, jobs: p.jobs.filter((id) => batches.get(id, owner)) }));
+    res.json({ simulated: true, pools });
+  });
+
+  return router;
+}

@@ -1,0 +1,34 @@
+// Liveness, readiness and the service banner: open to everyone, cheap, no store access.
+import path from "node:path";
+import { Router } from "express";
+import type { EngineInfo } from "../../engine/types.js";
+import { ApiError } from "../errors.js";
+
+export interface SystemRouteDeps {
+  service: { name: string; version: string };
+  engineInfo: () => EngineInfo | null;
+}
+
+export function systemRouter(deps: SystemRouteDeps): Router {
+  const router = Router();
+
+  router.get("/", (_req, res) => {
+    res.json({ status: "ok", service: deps.service.name, version: deps.service.version, docs: "/docs" });
+  });
+
+  // The process answers: nothing more is checked, so an orchestrator restarts only a dead process.
+  router.get("/health", (_req, res) => {
+    res.json({ status: "ok" });
+  });
+
+  // Ready once the model is loaded; a load balancer should send no work before that.
+  // The route is open, so the model's directory on this machine stays out of the answer.
+  router.get("/ready", (_req, res) => {
+    const info = deps.engineInfo();
+    if (!info) throw new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
+    const { modelPath, ...engine } = info;
+    res.json({ status: "ready", model: info.modelId, model_file: path.basename(modelPath), engine });
+  });
+
+  return router;
+}

@@ -1,0 +1,170 @@
+// Request schemas of the HTTP surface: the routes validate with them and api/openapi.ts documents them,
+// so what is accepted and what is documented cannot drift apart.
+import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { BATCH_ENDPOINTS } from "./objects.js";
+import { InlineBatchBodySchema } from "../../pipeline/inline.js";
+
+extendZodWithOpenApi(z);
+
+// --- ids in paths and bodies ---
+
+// Ids are checked before any store sees them, so a path like "../../etc/passwd" never reaches the disk.
+export const FILE_ID_PATTERN = /^file[-_][A-Za-z0-9]{1,120}$/;
+export const BATCH_ID_PATTERN = /^batch[-_][A-Za-z0-9]{1,120}$/;
+
+export const FileIdParams = z.object({
+  file_id: z
+    .string()
+    .regex(FILE_ID_PATTERN)
+    .openapi({ param: { name: "file_id", in: "path", description: "The id of the file." }, example: "file-3c9d1e2f4a5b6c7d8e9f0a1b" }),
+});
+
+export const BatchIdParams = z.object({
+  batch_id: z
+    .string()
+    .regex(BATCH_ID_PATTERN)
+    .openapi({ param: { name: "batch_id", in: "path", description: "The id of the batch." }, example: "batch_6a1f0c2e9b7d4e3f8a5b1c0d" }),
+});
+
+// --- query strings (values arrive as strings; limits are coerced) ---
+
+const cursor = z
+  .string()
+  .max(128)
+  .optional()
+  .openapi({ description: "A cursor: the id of the last object of the previous page; the list continues after it." });
+
+/** OpenAI's files list takes 1..10000, default 10000. */
+export const MAX_FILES_PAGE = 10_000;
+/** OpenAI's batches list takes 1..100, default 20. */
+export const MAX_BATCHES_PAGE = 100;
+
+const pageLimit = (max: number, dflt: number) =>
+  z.coerce
+    .number({ error: "limit must be an integer" })
+    .int("limit must be an integer")
+    .min(1, `limit must be between 1 and ${max}`)
+    .max(max, `limit must be between 1 and ${max}`)
+    .default(dflt)
+    .openapi({ description: `How many objects to return, 1 to ${max}.`, example: Math.min(dflt, 20) });
+
+export const ListFilesQuery = z.object({
+  after: cursor,
+  limit: pageLimit(MAX_FILES_PAGE, MAX_FILES_PAGE),
+  order: z
+    .enum(["asc", "desc"], { error: 'order must be "asc" or "desc"' })
+    .default("desc")
+    .openapi({ description: "Sort by created_at." }),
+  purpose: z.string().max(64).optional().openapi({ description: "Only files with this purpose.", example: "batch" }),
+});
+
+export const ListBatchesQuery = z.object({
+  after: cursor,
+  limit: pageLimit(MAX_BATCHES_PAGE, 20),
+});
+
+export const ResultsQuery = z.object({
+  format: z
+    .enum(["json", "jsonl"], { error: 'format must be "json" or "jsonl"' })
+    .default("json")
+    .openapi({ description: "json: one list object; jsonl: the output lines as they are on disk." }),
+});
+
+// --- POST /v1/files (multipart) ---
+
+/** What multer hands over for the `file` part; only its presence is validated here. */
+export interface UploadedFile {
+  path: string;
+  originalname: string;
+  size: number;
+}
+
+export const UploadFileForm = z.object({
+  file: z
+    .custom<UploadedFile>((v) => v != null && typeof v === "object", { error: "a file part named 'file' is required" })
+    .openapi({ type: "string", format: "binary", description: "The JSONL file of batch requests." }),
+  purpose: z
+    .literal("batch", { error: "purpose must be 'batch'" })
+    .openapi({ description: "Only 'batch' is accepted.", example: "batch" }),
+});
+
+// --- POST /v1/batches ---
+
+export const COMPLETION_WINDOW_PATTERN = /^[1-9][0-9]{0,6}[smhd]$/;
+
+export const CompletionWindow = z
+  .string({ error: "completion_window must be a string" })
+  .regex(COMPLETION_WINDOW_PATTERN, "completion_window must be a positive whole number followed by s, m, h or d, such as '24h'")
+  .default("24h")
+  .openapi({
+    description: "How long the batch may take; its deadline is created_at plus this. OpenAI accepts only '24h'; here any '<n>s|m|h|d' works.",
+    example: "24h",
+  });
+
+export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 } as const;
+
+// Length limits are checked on the map as a whole so every violation reports param "metadata", as OpenAI does.
+export const MetadataParam = z
+  .record(z.string(), z.string({ error: "metadata values must be strings" }))
+  .superRefine((m, ctx) => {
+    const keys = Object.keys(m);
+    if (keys.length > METADATA_LIMITS.keys) ctx.addIssue({ code: "custom", message: `metadata may hold at most ${METADATA_LIMITS.keys} keys` });
+    const longKey = keys.find((k) => k.length > METADATA_LIMITS.keyChars);
+    if (longKey !== undefined) ctx.addIssue({ code: "custom", message: `metadata keys may be at most ${METADATA_LIMITS.keyChars} characters` });
+    const longValue = keys.find((k) => m[k].length > METADATA_LIMITS.valueChars);
+    if (longValue !== undefined) {
+      ctx.addIssue({ code: "custom", message: `metadata value of '${longValue.slice(0, 64)}' is longer than ${METADATA_LIMITS.valueChars} characters` });
+    }
+  })
+  .nullable()
+  .optional()
+  .openapi({
+    description: `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}.`,
+    maxProperties: METADATA_LIMITS.keys,
+    example: { project: "nightly-eval" },
+  });
+
+export const CreateBatchBody = z
+  .object({
+    input_file_id: z
+      .string({ error: "input_file_id must be a string" })
+      .regex(FILE_ID_PATTERN, "input_file_id must be the id of an uploaded file, such as 'file-abc123'")
+      .openapi({ example: "file-3c9d1e2f4a5b6c7d8e9f0a1b" }),
+    endpoint: z
+      .enum(BATCH_ENDPOINTS, { error: `endpoint must be one of ${BATCH_ENDPOINTS.join(", ")}` })
+      .openapi({ example: "/v1/chat/completions" }),
+    completion_window: CompletionWindow,
+    metadata: MetadataParam,
+  })
+  .openapi("CreateBatchRequest", {
+    description: "OpenAI's form: a batch over an uploaded JSONL file.",
+    example: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
+  });
+export type CreateBatchBody = z.infer<typeof CreateBatchBody>;
+
+/**
+ * The proof of concept's inline form: the pipeline's schema of the items, with the same batch options
+ * (completion_window, metadata) validated as in the file form.
+ */
+export const InlineBatchRequest = InlineBatchBodySchema.safeExtend({
+  completion_window: CompletionWindow,
+  metadata: MetadataParam,
+}).openapi("InlineBatchRequest", {
+  description:
+    "The proof of concept's form: prompts in the body. Items are {prompt} (completions), {messages} (chat) or {input} (embeddings); " +
+    "top-level sampling fields apply to every item.",
+  example: { model: "stories260K", input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }], max_tokens: 50 },
+});
+export type InlineBatchRequest = z.infer<typeof InlineBatchRequest>;
+
+/**
+ * Which form a POST /v1/batches body is: inline when it carries `input` and no `input_file_id`.
+ * A non-array `input` still counts as inline, so the client hears what is wrong with its items
+ * rather than that input_file_id is missing.
+ */
+export function isInlineBatchBody(body: unknown): boolean {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return false;
+  const b = body as Record<string, unknown>;
+  return b.input !== undefined && b.input_file_id === undefined;
+}

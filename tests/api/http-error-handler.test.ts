@@ -1,0 +1,130 @@
+// The error middleware on its own: every failure becomes an OpenAI-shaped error and the app keeps serving.
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import express from "express";
+import request from "supertest";
+import { z } from "zod";
+import { afterAll, describe, expect, it } from "vitest";
+import { queueFull } from "../../api/errors.js";
+import { errorHandler, unknownRoute } from "../../api/http/error-handler.js";
+import { acceptUpload, uploadDir } from "../../api/http/upload.js";
+
+const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-errors-"));
+afterAll(() => rmSync(batchDir, { recursive: true, force: true }));
+
+const MAX_FILE_BYTES = 64;
+
+function app() {
+  const a = express();
+  a.use(express.json({ limit: 1024 }));
+  a.post("/json", (req, res) => {
+    res.json({ got: req.body });
+  });
+  a.get("/api-error", () => {
+    throw queueFull(30);
+  });
+  a.get("/zod", () => {
+    z.object({ limit: z.number() }).parse({ limit: "x" });
+  });
+  a.get("/boom", () => {
+    throw new Error("secret detail at /srv/internal/path");
+  });
+  a.get("/async-boom", async () => {
+    await Promise.resolve();
+    throw Object.assign(new Error("db down"), { status: 502 });
+  });
+  a.get("/throws-string", () => {
+    throw "not an error object";
+  });
+  a.get("/after-headers", (_req, res, next) => {
+    res.write("partial");
+    next(new Error("stream broke"));
+  });
+  a.post("/upload", acceptUpload({ batchDir, maxFileBytes: MAX_FILE_BYTES }), (req, res) => {
+    res.json({ size: req.file?.size });
+  });
+  a.use(unknownRoute);
+  a.use(errorHandler({ maxFileBytes: MAX_FILE_BYTES }));
+  return a;
+}
+
+const expectOpenAiError = (body: any) =>
+  expect(body).toEqual({
+    error: { message: expect.any(String), type: expect.any(String), param: expect.toBeOneOf([expect.any(String), null]), code: expect.toBeOneOf([expect.any(String), null]) },
+  });
+
+describe("error handler", () => {
+  const a = app();
+
+  it("answers malformed JSON with 400 invalid_json", async () => {
+    const res = await request(a).post("/json").set("content-type", "application/json").send('{"model": ');
+    expect(res.status).toBe(400);
+    expectOpenAiError(res.body);
+    expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_json" });
+  });
+
+  it("answers an oversized JSON body with 413", async () => {
+    const res = await request(a).post("/json").send({ text: "x".repeat(2000) });
+    expect(res.status).toBe(413);
+    expect(res.body.error.code).toBe("request_too_large");
+  });
+
+  it("answers unknown routes and methods with a 404 JSON error", async () => {
+    for (const res of [await request(a).get("/v1/nothing-here"), await request(a).put("/json")]) {
+      expect(res.status).toBe(404);
+      expect(res.headers["content-type"]).toMatch(/application\/json/);
+      expectOpenAiError(res.body);
+      expect(res.body.error.message).toMatch(/^Invalid URL \((GET|PUT) \//);
+    }
+  });
+
+  it("renders ApiError with its status, code and headers", async () => {
+    const res = await request(a).get("/api-error");
+    expect(res.status).toBe(429);
+    expect(res.headers["retry-after"]).toBe("30");
+    expect(res.body.error).toMatchObject({ type: "rate_limit_error", code: "queue_full", param: null });
+  });
+
+  it("turns a stray ZodError into a 400 naming the param", async () => {
+    const res = await request(a).get("/zod");
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ type: "invalid_request_error", param: "limit" });
+  });
+
+  it("hides unexpected errors behind a plain 500 and keeps serving", async () => {
+    for (const p of ["/boom", "/async-boom", "/throws-string"]) {
+      const res = await request(a).get(p);
+      expect(res.status).toBe(500);
+      expect(res.body).toEqual({
+        error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: "internal_error" },
+      });
+      expect(res.text).not.toMatch(/secret|stack|\/srv|db down/);
+    }
+    expect((await request(a).post("/json").send({ a: 1 })).body).toEqual({ got: { a: 1 } });
+  });
+
+  it("cuts a response short when it fails after the headers went out", async () => {
+    await expect(request(a).get("/after-headers")).rejects.toThrow();
+    expect((await request(a).get("/api-error")).status).toBe(429);
+  });
+
+  it("answers an oversized upload with 413 and leaves no partial file behind", async () => {
+    const res = await request(a).post("/upload").field("purpose", "batch").attach("file", Buffer.alloc(10_000, "x"), "big.jsonl");
+    expect(res.status).toBe(413);
+    expect(res.body.error).toMatchObject({ type: "invalid_request_error", param: "file", code: "file_too_large" });
+    expect(res.body.error.message).toContain(String(MAX_FILE_BYTES));
+    expect(readdirSync(uploadDir(batchDir))).toEqual([]);
+  });
+
+  it("answers a second file part or a broken multipart body with 400", async () => {
+    const two = await request(a).post("/upload").attach("file", Buffer.from("{}"), "a.jsonl").attach("other", Buffer.from("{}"), "b.jsonl");
+    expect(two.status).toBe(400);
+    expect(two.body.error.param).toBe("file");
+    const broken = await request(a).post("/upload").set("content-type", "multipart/form-data; boundary=xyz").send("--xyz\r\nnonsense");
+    expect(broken.status).toBe(400);
+    expectOpenAiError(broken.body);
+    expect(broken.body.error.code).toBe("invalid_multipart");
+    expect(readdirSync(uploadDir(batchDir))).toEqual([]);
+  });
+});

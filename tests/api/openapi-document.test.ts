@@ -1,0 +1,142 @@
+// The OpenAPI document against the routes the app really registers, and Swagger UI served offline.
+import request from "supertest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildOpenApiDocument } from "../../api/openapi.js";
+import { startTestService, type TestService } from "../helpers/service.js";
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => svc?.close());
+
+const METHODS = ["get", "post", "put", "patch", "delete"] as const;
+
+/** "GET /v1/files/{file_id}" for every route in the app's router, nested routers included. */
+function appRoutes(app: any): string[] {
+  const out: string[] = [];
+  const walk = (stack: any[], prefix: string) => {
+    for (const layer of stack) {
+      if (layer.route) {
+        const p = (prefix + layer.route.path).replace(/:([A-Za-z_]+)/g, "{$1}");
+        for (const m of Object.keys(layer.route.methods)) if (m !== "_all") out.push(`${m.toUpperCase()} ${p}`);
+      } else if (layer.handle?.stack) {
+        walk(layer.handle.stack, prefix + (typeof layer.rawPath === "string" && layer.rawPath !== "/" ? layer.rawPath : ""));
+      }
+    }
+  };
+  walk(app.router.stack, "");
+  return out.sort();
+}
+
+function documentedRoutes(doc: any): string[] {
+  const out: string[] = [];
+  for (const [p, item] of Object.entries<any>(doc.paths)) for (const m of METHODS) if (item[m]) out.push(`${m.toUpperCase()} ${p}`);
+  return out.sort();
+}
+
+describe("OpenAPI document", () => {
+  it("documents exactly the routes the app serves", async () => {
+    const doc = (await request(svc.service.app).get("/openapi.json")).body;
+    const served = appRoutes(svc.service.app);
+    expect(served.length).toBeGreaterThanOrEqual(17);
+    expect(documentedRoutes(doc)).toEqual(served);
+  });
+
+  it("lists the OpenAI routes and the proof of concept's", () => {
+    const routes = documentedRoutes(buildOpenApiDocument());
+    expect(routes).toEqual(
+      expect.arrayContaining([
+        "POST /v1/files",
+        "GET /v1/files",
+        "GET /v1/files/{file_id}",
+        "GET /v1/files/{file_id}/content",
+        "DELETE /v1/files/{file_id}",
+        "POST /v1/batches",
+        "GET /v1/batches",
+        "GET /v1/batches/{batch_id}",
+        "POST /v1/batches/{batch_id}/cancel",
+        "GET /v1/batches/{batch_id}/results",
+        "GET /queue/stats",
+        "GET /pools",
+        "GET /",
+        "GET /health",
+        "GET /ready",
+      ]),
+    );
+  });
+
+  it("describes parameters, bodies, errors and auth for every operation", () => {
+    const doc: any = buildOpenApiDocument({ version: "9.9.9" });
+    expect(doc.openapi).toMatch(/^3\.1/);
+    expect(doc.info.version).toBe("9.9.9");
+    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer" });
+    for (const name of ["Batch", "FileObject", "Error", "CreateBatchRequest", "InlineBatchRequest", "QueueStats", "Pools"]) {
+      expect(doc.components.schemas[name], name).toBeDefined();
+    }
+    for (const [p, item] of Object.entries<any>(doc.paths)) {
+      for (const m of METHODS) {
+        const op = item[m];
+        if (!op) continue;
+        const where = `${m} ${p}`;
+        expect(op.summary, where).toBeTruthy();
+        expect(op.responses["200"], where).toBeDefined();
+        const pathParams = [...p.matchAll(/\{(\w+)\}/g)].map((x) => x[1]);
+        for (const name of pathParams) {
+          expect(op.parameters?.find((x: any) => x.in === "path" && x.name === name), `${where} ${name}`).toMatchObject({ required: true });
+        }
+        const keyed = p.startsWith("/v1") || p === "/queue/stats" || p === "/pools";
+        expect(op.security, where).toEqual(keyed ? [{ bearerAuth: [] }] : []);
+        if (keyed) {
+          expect(op.responses["401"]?.content["application/json"].schema, where).toEqual({ $ref: "#/components/schemas/Error" });
+          expect(op.responses["500"], where).toBeDefined();
+        }
+      }
+    }
+  });
+
+  it("documents the multipart upload, the two create forms and the list queries", () => {
+    const doc: any = buildOpenApiDocument();
+    const upload = doc.paths["/v1/files"].post.requestBody.content["multipart/form-data"].schema;
+    expect(upload.properties.file).toMatchObject({ type: "string", format: "binary" });
+    expect(upload.required).toEqual(expect.arrayContaining(["file", "purpose"]));
+
+    const create = doc.paths["/v1/batches"].post.requestBody.content["application/json"];
+    const refs = JSON.stringify(create.schema);
+    expect(refs).toContain("#/components/schemas/CreateBatchRequest");
+    expect(refs).toContain("#/components/schemas/InlineBatchRequest");
+    expect(Object.keys(create.examples)).toEqual(["file", "inline"]);
+    expect(doc.components.schemas.CreateBatchRequest.properties.endpoint.enum).toEqual(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
+    expect(doc.components.schemas.CreateBatchRequest.properties.completion_window.pattern).toBeTruthy();
+
+    const limit = doc.paths["/v1/batches"].get.parameters.find((x: any) => x.name === "limit");
+    expect(limit).toMatchObject({ in: "query", schema: { minimum: 1, maximum: 100, default: 20 } });
+    const names = doc.paths["/v1/files"].get.parameters.map((x: any) => x.name).sort();
+    expect(names).toEqual(["after", "limit", "order", "purpose"]);
+    expect(doc.paths["/v1/batches/{batch_id}/results"].get.responses["200"].content).toHaveProperty("application/jsonl");
+  });
+});
+
+describe("Swagger UI", () => {
+  it("redirects /docs to /docs/ and serves the page and its assets from disk", async () => {
+    const app = svc.service.app;
+    const redirect = await request(app).get("/docs");
+    expect(redirect.status).toBe(301);
+    expect(redirect.headers.location).toBe("docs/");
+
+    const page = await request(app).get("/docs/");
+    expect(page.status).toBe(200);
+    expect(page.headers["content-type"]).toMatch(/text\/html/);
+    expect(page.text).toContain("swagger-ui");
+    // Every asset the page names is relative and served by us: nothing needs the internet.
+    const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    expect(assets.length).toBeGreaterThan(2);
+    for (const asset of assets) {
+      expect(asset, asset).toMatch(/^\.\//);
+      const res = await request(app).get(`/docs/${asset.slice(2)}`);
+      expect(res.status, asset).toBe(200);
+    }
+    const init = await request(app).get("/docs/swagger-ui-init.js");
+    expect(init.text).toContain("/v1/batches/{batch_id}/cancel");
+  });
+});
