@@ -1,0 +1,86 @@
+// Embeddings over a pool of embedding contexts. node-llama-cpp evaluates one input at a time inside an
+// embedding context, so parallel inputs need several contexts.
+import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
+import { asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
+import { ResourcePool } from "./pool.js";
+import type { EmbeddingResult } from "./types.js";
+
+export interface EmbedderOptions {
+  contexts: number;
+  contextSize: number;
+  threads: number;
+}
+
+export class Embedder {
+  private readonly pool: ResourcePool<LlamaEmbeddingContext>;
+
+  private constructor(
+    private readonly model: LlamaModel,
+    private readonly contexts: LlamaEmbeddingContext[],
+    readonly contextSize: number,
+  ) {
+    this.pool = new ResourcePool(contexts);
+  }
+
+  static async create(model: LlamaModel, opts: EmbedderOptions): Promise<Embedder> {
+    const count = Math.max(1, Math.floor(opts.contexts));
+    const contexts: LlamaEmbeddingContext[] = [];
+    try {
+      for (let i = 0; i < count; i++) {
+        // The whole input is one batch, so the batch is as large as the context.
+        contexts.push(await model.createEmbeddingContext({ contextSize: opts.contextSize, batchSize: opts.contextSize, threads: opts.threads }));
+      }
+    } catch (err) {
+      await Promise.all(contexts.map((c) => c.dispose()));
+      throw err;
+    }
+    return new Embedder(model, contexts, opts.contextSize);
+  }
+
+  /** The model's tokens for an embedding input (beginning/end tokens added as the model wants). */
+  private tokensOf(input: string): Token[] {
+    const tokens = this.model.tokenize(input, false);
+    const { bos, eos, shouldPrependBosToken, shouldAppendEosToken } = this.model.tokens;
+    if (shouldPrependBosToken && bos != null && tokens[0] !== bos) tokens.unshift(bos);
+    if (shouldAppendEosToken && eos != null && tokens.at(-1) !== eos) tokens.push(eos);
+    return tokens;
+  }
+
+  async embed(inputs: readonly string[], signal?: AbortSignal): Promise<EmbeddingResult> {
+    if (!Array.isArray(inputs) || inputs.length === 0) throw invalidRequest("input must be a non-empty list of strings.");
+    const tokenized = inputs.map((input, i) => {
+      if (typeof input !== "string" || input === "") throw invalidRequest(`input[${i}] must be a non-empty string.`);
+      const tokens = this.tokensOf(input);
+      // node-llama-cpp needs one cell to spare.
+      if (tokens.length >= this.contextSize) throw contextLengthExceeded(tokens.length, this.contextSize - 1, `input[${i}]`);
+      return tokens;
+    });
+    throwIfAborted(signal);
+    const embeddings = await Promise.all(tokenized.map((tokens) => this.embedOne(tokens, signal)));
+    return { embeddings, promptTokens: tokenized.reduce((n, t) => n + t.length, 0) };
+  }
+
+  private async embedOne(tokens: Token[], signal?: AbortSignal): Promise<number[]> {
+    const context = await this.pool.acquire(signal);
+    try {
+      throwIfAborted(signal);
+      const { vector } = await context.getEmbeddingFor(tokens);
+      return normalize(vector);
+    } catch (err) {
+      throw asEngineError(err);
+    } finally {
+      this.pool.release(context);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.pool.close();
+    await Promise.all(this.contexts.map((c) => c.dispose()));
+  }
+}
+
+/** Unit length, as OpenAI's embeddings are (cosine similarity is then a dot product). */
+export function normalize(vector: readonly number[]): number[] {
+  const norm = Math.sqrt(vector.reduce((s, x) => s + x * x, 0));
+  return norm > 0 ? vector.map((x) => x / norm) : [...vector];
+}

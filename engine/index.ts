@@ -1,0 +1,84 @@
+// The engine's front door: createEngine brings up llama.cpp, the model and its contexts from EngineOptions.
+import { basename } from "node:path";
+import type { Llama } from "node-llama-cpp";
+import { chooseChatFormat } from "./chat.js";
+import { Embedder } from "./embed.js";
+import { LlamaEngine } from "./engine.js";
+import { loadLlama, loadModel } from "./load.js";
+import { DEFAULT_SEQUENCES, SequencePool } from "./sequence-pool.js";
+import { chooseThreads } from "./threads.js";
+import type { Engine, EngineOptions } from "./types.js";
+
+export * from "./types.js";
+export { chooseThreads, type ThreadsInput } from "./threads.js";
+export { DEFAULT_SEQUENCES } from "./sequence-pool.js";
+export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
+
+export async function createEngine(opts: EngineOptions): Promise<Engine> {
+  const log = opts.log ?? (() => {});
+  if (!Number.isInteger(opts.contextSize) || opts.contextSize < 16) {
+    throw new Error(`contextSize must be an integer >= 16, got ${opts.contextSize}.`);
+  }
+  const llama = await loadLlama(opts.gpu, log);
+  try {
+    return await assemble(llama, opts, log);
+  } catch (err) {
+    await llama.dispose();
+    throw err;
+  }
+}
+
+async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<EngineOptions["log"]>): Promise<Engine> {
+  const onGpu = llama.gpu !== false;
+  const threads = chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
+  // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
+  llama.maxThreads = threads;
+  log(`threads: ${threads}`, { threads, requested: opts.threads, cpuMathCores: llama.cpuMathCores, gpu: llama.gpu });
+
+  const model = await loadModel(llama, opts.modelPath, log);
+  if (model.trainContextSize > 0 && opts.contextSize > model.trainContextSize) {
+    log("contextSize exceeds the model's training context; answers past it degrade", {
+      contextSize: opts.contextSize,
+      trainContextSize: model.trainContextSize,
+    });
+  }
+  const auto = !(opts.sequences >= 1);
+  const pool = await SequencePool.create(model, {
+    sequences: auto ? (onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpu) : opts.sequences,
+    auto,
+    contextSize: opts.contextSize,
+    threads,
+    // On CPU llama.cpp's flash-attention kernel was 1.6-3x slower here (head size 8); on GPU it is the fast path.
+    flashAttention: onGpu ? "auto" : false,
+    log,
+  });
+  let embedder: Embedder | null = null;
+  try {
+    embedder = await Embedder.create(model, { contexts: opts.embeddingContexts, contextSize: opts.contextSize, threads });
+  } catch (err) {
+    // Some models (encoder-decoder) cannot embed; generation still works and embed() says why.
+    log("embeddings unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
+  }
+  const chatFormat = chooseChatFormat(model);
+  const engine = new LlamaEngine({
+    llama,
+    model,
+    pool,
+    embedder,
+    chatFormat,
+    info: {
+      modelPath: opts.modelPath,
+      modelId: basename(opts.modelPath).replace(/\.gguf$/i, ""),
+      generatedModel: opts.generatedModel,
+      gpu: llama.gpu,
+      gpuLayers: model.gpuLayers,
+      threads,
+      sequences: pool.size,
+      contextSize: pool.contextSize,
+      embeddingDimensions: model.embeddingVectorSize,
+      hasChatTemplate: chatFormat.hasChatTemplate,
+      chatWrapper: chatFormat.wrapper.wrapperName,
+    },
+  });
+  return engine;
+}

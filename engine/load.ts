@@ -1,0 +1,61 @@
+// Bringing up llama.cpp (the compute backend) and the model. Never builds from source: only the prebuilt
+// binaries shipped with node-llama-cpp are used, and a machine without a usable GPU gets the CPU build.
+import { access, constants } from "node:fs/promises";
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from "node-llama-cpp";
+import type { EngineOptions } from "./types.js";
+
+type Log = NonNullable<EngineOptions["log"]>;
+
+/** llama.cpp's own messages at warn level and above go to the engine log; the rest is noise here. */
+function llamaLogger(log: Log) {
+  return (level: LlamaLogLevel, message: string) => {
+    const text = message.trim();
+    if (text) log(`llama.cpp: ${text}`, { level });
+  };
+}
+
+async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log): Promise<Llama> {
+  return getLlama({
+    build: "never",
+    skipDownload: true,
+    gpu,
+    logLevel: LlamaLogLevel.warn,
+    logger: llamaLogger(log),
+    // Thread use is decided later from the cores this binding reports (see engine/threads.ts).
+    progressLogs: false,
+  });
+}
+
+/**
+ * "auto" lets node-llama-cpp try the GPU backends it detects (CUDA, then Vulkan) and fall back to CPU.
+ * A named GPU that cannot be loaded falls back to CPU with a warning rather than refusing to start:
+ * slow answers beat none, and `info.gpu` tells the truth.
+ */
+export async function loadLlama(gpu: EngineOptions["gpu"], log: Log): Promise<Llama> {
+  let llama: Llama;
+  try {
+    llama = await tryGetLlama(gpu, log);
+  } catch (err) {
+    if (gpu === false) throw err;
+    log(`GPU backend '${gpu}' could not be loaded; falling back to CPU`, { error: err instanceof Error ? err.message : String(err) });
+    llama = await tryGetLlama(false, log);
+  }
+  log(llama.gpu === false ? "llama.cpp backend: CPU" : `llama.cpp backend: ${llama.gpu}`, {
+    requested: gpu,
+    gpu: llama.gpu,
+    cpuMathCores: llama.cpuMathCores,
+  });
+  return llama;
+}
+
+export async function loadModel(llama: Llama, modelPath: string, log: Log): Promise<LlamaModel> {
+  try {
+    await access(modelPath, constants.R_OK);
+  } catch {
+    throw new Error(`Model file not found or not readable: ${modelPath}`);
+  }
+  // "auto" offloads as many layers as the free VRAM holds (all of them for a model that fits).
+  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+  log("model loaded", { modelPath, gpuLayers: model.gpuLayers, sizeBytes: model.size, trainContextSize: model.trainContextSize });
+  return model;
+}

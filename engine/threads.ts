@@ -1,0 +1,29 @@
+// How many threads llama.cpp computes with.
+//
+// Measured on a 2-core machine (stories260K, node-llama-cpp 3.22.1, see engine/README.md):
+//   threads 1: ~2,000 tokens/s with 1 sequence, ~2,600-2,900 with 4-32 parallel sequences.
+//   threads 2: 78 tokens/s with 1 sequence, 127-378 with 4-32 (llama.cpp: 13.5 ms per token instead of 0.18).
+// ggml's worker threads meet at a barrier after every graph node; when one of them is preempted by
+// Node's own event-loop or libuv threads (which sample tokens and schedule decodes), every node waits
+// a scheduler time slice. So one core is left to Node and the rest compute. With the model on a GPU
+// the CPU threads only feed it, and a few are enough.
+
+export interface ThreadsInput {
+  /** Physical cores useful for math (node-llama-cpp's `llama.cpuMathCores`). */
+  cpuCount: number;
+  /** True when the model runs on a GPU. */
+  gpu: boolean;
+  /** The configured value; 0 (or less) means "choose". */
+  requested: number;
+}
+
+/** Most CPU threads worth using to feed a GPU. */
+export const GPU_FEEDER_THREADS = 4;
+
+export function chooseThreads({ cpuCount, gpu, requested }: ThreadsInput): number {
+  if (Number.isFinite(requested) && requested >= 1) return Math.floor(requested);
+  const cores = Number.isFinite(cpuCount) ? Math.max(1, Math.floor(cpuCount)) : 1;
+  // One core stays free for Node's event loop and libuv pool; see above.
+  const spare = Math.max(1, cores - 1);
+  return gpu ? Math.min(GPU_FEEDER_THREADS, spare) : spare;
+}

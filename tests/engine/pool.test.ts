@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { ResourcePool } from "../../engine/pool.js";
+import { EngineRequestError } from "../../engine/types.js";
+
+describe("ResourcePool", () => {
+  it("hands out free items, then serves waiters first come, first served", async () => {
+    const pool = new ResourcePool(["a"]);
+    const first = await pool.acquire();
+    const order: string[] = [];
+    const waiting = [1, 2, 3].map((n) => pool.acquire().then((item) => (order.push(`${n}:${item}`), item)));
+    pool.release(first);
+    const second = await waiting[0];
+    pool.release(second);
+    pool.release(await waiting[1]);
+    await waiting[2];
+    expect(order).toEqual(["1:a", "2:a", "3:a"]);
+  });
+
+  it("lets the chooser pick among free items", async () => {
+    const pool = new ResourcePool(["x", "yy", "zzz"]);
+    expect(await pool.acquire(undefined, (free) => free.findIndex((s) => s.length === 2))).toBe("yy");
+    expect(pool.available).toBe(2);
+  });
+
+  it("rejects an aborted waiter with an AbortError and skips it on release", async () => {
+    const pool = new ResourcePool([1]);
+    const held = await pool.acquire();
+    const controller = new AbortController();
+    const aborted = pool.acquire(controller.signal);
+    const next = pool.acquire();
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ name: "AbortError" });
+    pool.release(held);
+    expect(await next).toBe(1);
+  });
+
+  it("rejects at once when the signal is already aborted", async () => {
+    const pool = new ResourcePool([1]);
+    await expect(pool.acquire(AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    expect(pool.available).toBe(1);
+  });
+
+  it("fails waiters and new requests once closed", async () => {
+    const pool = new ResourcePool([1]);
+    await pool.acquire();
+    const waiter = pool.acquire();
+    pool.close();
+    await expect(waiter).rejects.toBeInstanceOf(EngineRequestError);
+    await expect(pool.acquire()).rejects.toMatchObject({ code: "engine_closed", retryable: true });
+  });
+});

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { chooseThreads, GPU_FEEDER_THREADS } from "../../engine/threads.js";
+
+describe("chooseThreads", () => {
+  it("uses an explicit request as is", () => {
+    expect(chooseThreads({ cpuCount: 2, gpu: false, requested: 3 })).toBe(3);
+    expect(chooseThreads({ cpuCount: 64, gpu: true, requested: 1 })).toBe(1);
+    expect(chooseThreads({ cpuCount: 8, gpu: false, requested: 2.7 })).toBe(2);
+  });
+
+  it("leaves one core to Node on CPU, and never goes below one thread", () => {
+    expect(chooseThreads({ cpuCount: 1, gpu: false, requested: 0 })).toBe(1);
+    expect(chooseThreads({ cpuCount: 2, gpu: false, requested: 0 })).toBe(1);
+    expect(chooseThreads({ cpuCount: 4, gpu: false, requested: 0 })).toBe(3);
+    expect(chooseThreads({ cpuCount: 16, gpu: false, requested: 0 })).toBe(15);
+  });
+
+  it("feeds a GPU with a few threads", () => {
+    expect(chooseThreads({ cpuCount: 2, gpu: true, requested: 0 })).toBe(1);
+    expect(chooseThreads({ cpuCount: 64, gpu: true, requested: 0 })).toBe(GPU_FEEDER_THREADS);
+  });
+
+  it("treats nonsense as 'choose'", () => {
+    expect(chooseThreads({ cpuCount: Number.NaN, gpu: false, requested: -1 })).toBe(1);
+    expect(chooseThreads({ cpuCount: 0, gpu: false, requested: Number.NaN })).toBe(1);
+  });
+});

@@ -1,0 +1,16 @@
+// The model the tests run on: MODEL_PATH if set, else the shared stories260K beside the repository,
+// else the project's generated random-weights model (so tests also run where /work/shared is absent).
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+export async function testModelPath(): Promise<string> {
+  if (process.env.MODEL_PATH) return resolve(process.env.MODEL_PATH);
+  const shared = resolve(repoRoot, "../shared/models/stories260K.gguf");
+  if (existsSync(shared)) return shared;
+  // Imported lazily: it writes the model file on first use.
+  const { ensureGeneratedModel } = await import("../../engine/generated-model.js");
+  return ensureGeneratedModel();
+}
