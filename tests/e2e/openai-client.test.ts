@@ -1,0 +1,117 @@
+// The official `openai` npm client, unchanged, against the real service and engine.
+import path from "node:path";
+import OpenAI, { toFile } from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestService, type TestService } from "../helpers/service.js";
+
+let svc: TestService;
+let client: OpenAI;
+
+const line = (i: number, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    custom_id: `req-${i}`,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: "local", messages: [{ role: "user", content: `Tell me a story number ${i}` }], max_tokens: 8, temperature: 0, ...extra },
+  });
+
+beforeAll(async () => {
+  svc = await startTestService();
+  client = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+});
+afterAll(async () => svc?.close());
+
+async function waitDone(id: string) {
+  for (let i = 0; i < 600; i++) {
+    const b = await client.batches.retrieve(id);
+    if (["completed", "failed", "expired", "cancelled"].includes(b.status)) return b;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`batch ${id} did not finish`);
+}
+
+describe("openai client against the service", () => {
+  it("uploads, creates, polls and downloads results", async () => {
+    const jsonl = Array.from({ length: 6 }, (_, i) => line(i)).join("\n") + "\n";
+    const file = await client.files.create({ file: await toFile(Buffer.from(jsonl), "input.jsonl"), purpose: "batch" });
+    expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "input.jsonl", bytes: Buffer.byteLength(jsonl) });
+    expect((await client.files.retrieve(file.id)).id).toBe(file.id);
+
+    const created = await client.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { suite: "openai-client" },
+    });
+    expect(created.object).toBe("batch");
+    expect(created.metadata).toEqual({ suite: "openai-client" });
+
+    const batch = await waitDone(created.id);
+    expect(batch.status).toBe("completed");
+    expect(batch.request_counts).toEqual({ completed: 6, failed: 0, total: 6 });
+    expect(batch.usage?.output_tokens).toBeGreaterThan(0);
+    expect(batch.completed_at).toBeGreaterThanOrEqual(batch.created_at);
+
+    const text = await (await client.files.content(batch.output_file_id!)).text();
+    const rows = text.trim().split("\n").map((l) => JSON.parse(l));
+    expect(rows.map((r) => r.custom_id).sort()).toEqual(Array.from({ length: 6 }, (_, i) => `req-${i}`).sort());
+    for (const r of rows) {
+      expect(r.error).toBeNull();
+      expect(r.response.status_code).toBe(200);
+      expect(r.response.body.object).toBe("chat.completion");
+      expect(r.response.body.choices[0].message.role).toBe("assistant");
+      expect(r.response.body.usage.completion_tokens).toBeGreaterThan(0);
+    }
+    // The batch's folder holds its own copy of everything.
+    const dir = path.join(svc.batchDir, batch.id);
+    expect((await import("node:fs")).existsSync(path.join(dir, "output.jsonl"))).toBe(true);
+  });
+
+  it("auto-paginates batches and files with after cursors", async () => {
+    const jsonl = line(0) + "\n";
+    const file = await client.files.create({ file: await toFile(Buffer.from(jsonl), "one.jsonl"), purpose: "batch" });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      ids.push(b.id);
+    }
+    const seen: string[] = [];
+    for await (const b of client.batches.list({ limit: 2 })) seen.push(b.id);
+    expect(new Set(seen).size).toBe(seen.length);
+    for (const id of ids) expect(seen).toContain(id);
+
+    const page = await client.batches.list({ limit: 2 });
+    expect(page.data).toHaveLength(2);
+    expect(page.hasNextPage()).toBe(true);
+
+    const files: string[] = [];
+    for await (const f of client.files.list({ limit: 1 })) files.push(f.id);
+    expect(files).toContain(file.id);
+    for (const id of ids) await waitDone(id);
+  });
+
+  it("cancels a batch and keeps the accounting whole", async () => {
+    const long = Array.from({ length: 40 }, (_, i) => line(i, { max_tokens: 200 })).join("\n");
+    const file = await client.files.create({ file: await toFile(Buffer.from(long), "long.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const cancelled = await client.batches.cancel(b.id);
+    expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+    const done = await waitDone(b.id);
+    expect(done.status).toBe("cancelled");
+    const c = done.request_counts!;
+    expect(c.completed + c.failed).toBe(c.total);
+    expect(c.total).toBe(40);
+    const errors = await (await client.files.content(done.error_file_id!)).text();
+    expect(errors).toContain("batch_cancelled");
+  });
+
+  it("surfaces OpenAI-shaped errors as the client's typed errors", async () => {
+    await expect(client.batches.retrieve("batch_doesnotexist")).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(
+      client.batches.create({ input_file_id: "file-missing", endpoint: "/v1/chat/completions", completion_window: "24h" }),
+    ).rejects.toMatchObject({ status: 404, param: "input_file_id" });
+    const del = await client.files.create({ file: await toFile(Buffer.from(line(1)), "x.jsonl"), purpose: "batch" });
+    expect(await client.files.delete(del.id)).toMatchObject({ id: del.id, deleted: true });
+    await expect(client.files.retrieve(del.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});

@@ -1,0 +1,42 @@
+// Runs `api/main.ts` as a real child process, the way `npm start` does.
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export interface ServerProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+export function spawnMain(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], {
+    cwd: repoRoot,
+    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+/** Starts the server on an ephemeral port and resolves once it logs where it listens. */
+export async function startMain(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", ...env });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = p.output().match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) return { ...p, baseUrl: `http://127.0.0.1:${m[1]}` };
+    if (p.child.exitCode !== null) throw new Error(`server exited early:\n${p.output()}`);
+    if (Date.now() > deadline) {
+      p.child.kill("SIGKILL");
+      throw new Error(`server did not start:\n${p.output()}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

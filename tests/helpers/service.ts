@@ -1,0 +1,62 @@
+// Starts the real service (real engine, real stores, real worker) on 127.0.0.1 with a temp BATCH_DIR.
+import { mkdtempSync, rmSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { loadConfig, type Config } from "../../api/config.js";
+import { createLogger } from "../../api/logger.js";
+import { createService, type Service } from "../../api/service.js";
+import { testModelPath } from "./model.js";
+
+export interface TestService {
+  service: Service;
+  config: Config;
+  baseUrl: string;
+  batchDir: string;
+  close(): Promise<void>;
+}
+
+export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
+  const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
+  const config = loadConfig({
+    PORT: "0",
+    HOST: "127.0.0.1",
+    BATCH_DIR: batchDir,
+    MODEL_PATH: await testModelPath(),
+    THREADS: "1",
+    SEQUENCES: "4",
+    CONTEXT_SIZE: "512",
+    EMBEDDING_CONTEXTS: "1",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    ...env,
+  });
+  const service = await createService(config, createLogger(config.logLevel));
+  const server = service.app.listen(0, "127.0.0.1");
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    service,
+    config,
+    baseUrl: `http://127.0.0.1:${port}`,
+    batchDir,
+    async close() {
+      const closing = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closing;
+      await service.close({ graceMs: 2_000 });
+      if (!env.BATCH_DIR) rmSync(batchDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until the batch reaches a final status. */
+export async function waitForBatch(baseUrl: string, id: string, timeoutMs = 60_000, headers: Record<string, string> = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/v1/batches/${id}`, { headers });
+    const batch = (await res.json()) as any;
+    if (["completed", "failed", "expired", "cancelled"].includes(batch.status)) return batch;
+    if (Date.now() > deadline) throw new Error(`batch ${id} still ${batch.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
