@@ -21,14 +21,15 @@ async function main() {
     logger.info({ keys: config.apiKeys.length }, "API key authentication on");
   }
   const service = await createService(config, logger);
-  const server = service.app.listen(config.port, config.host, () => {
+  // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
+  const server = service.app.listen(config.port, config.host, (err?: Error) => {
+    if (err) {
+      logger.fatal({ err }, `cannot listen on ${config.host}:${config.port}`);
+      process.exit(1);
+    }
     const addr = server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.port;
     logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
-  });
-  server.on("error", (err) => {
-    logger.fatal({ err }, "cannot listen");
-    process.exit(1);
   });
 
   let stopping = false;
