@@ -2,12 +2,14 @@
 // api/main.ts listens on it; integration tests drive it through supertest.
 import type express from "express";
 import type pino from "pino";
+import { lockBatchDir } from "./batch-dir-lock.js";
 import type { Config } from "./config.js";
 import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
-import { createEngine } from "../engine/index.js";
-import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { startEngine } from "./start-engine.js";
 import type { Engine } from "../engine/types.js";
+
+export { resolveModelPath } from "./start-engine.js";
 
 export interface Service {
   app: express.Express;
@@ -17,30 +19,18 @@ export interface Service {
   close(opts?: { graceMs?: number }): Promise<void>;
 }
 
-export async function resolveModelPath(config: Config, logger: pino.Logger): Promise<{ path: string; generated: boolean }> {
-  if (config.modelPath) return { path: config.modelPath, generated: false };
-  const generated = await ensureGeneratedModel();
-  logger.warn(
-    { modelPath: generated },
-    "MODEL_PATH is not set: serving the project's GENERATED model with RANDOM weights; its outputs are gibberish. " +
-      "Point MODEL_PATH at a real GGUF model, e.g. MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start",
-  );
-  return { path: generated, generated: true };
+export async function createService(config: Config, logger: pino.Logger): Promise<Service> {
+  const unlock = lockBatchDir(config.batchDir);
+  try {
+    return await buildService(config, logger, unlock);
+  } catch (err) {
+    unlock();
+    throw err;
+  }
 }
 
-export async function createService(config: Config, logger: pino.Logger): Promise<Service> {
-  const model = await resolveModelPath(config, logger);
-  const engine = await createEngine({
-    modelPath: model.path,
-    generatedModel: model.generated,
-    gpu: config.engine.gpu,
-    threads: config.engine.threads,
-    sequences: config.engine.sequences,
-    contextSize: config.engine.contextSize,
-    embeddingContexts: config.engine.embeddingContexts,
-    log: (msg, fields) => logger.info(fields ?? {}, msg),
-  });
-  logger.info({ engine: engine.info }, "engine ready");
+async function buildService(config: Config, logger: pino.Logger, unlock: () => void): Promise<Service> {
+  const engine = await startEngine(config, logger);
   const controlPlane = await createControlPlane({ config, engine, logger });
   const app = createApp({
     config,
@@ -60,6 +50,7 @@ export async function createService(config: Config, logger: pino.Logger): Promis
         await controlPlane.worker.close({ graceMs: opts.graceMs ?? 10_000 });
         await controlPlane.close();
         await engine.close();
+        unlock();
       })();
       return closed;
     },

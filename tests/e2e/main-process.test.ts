@@ -42,6 +42,10 @@ describe("the server process", () => {
       expect(file.stdout).toMatch(/uploaded .*sample_batch\.jsonl/);
       expect(file.stdout).toMatch(/results: .*_output\.jsonl \(4 lines\)/);
       expect(server.output()).toMatch(/open to anyone|OPEN/);
+      // A second server on the same BATCH_DIR would run the same batches twice: it must refuse to start.
+      const twin = spawnMain({ BATCH_DIR: dir, MODEL_PATH: await testModelPath(), PORT: "0", HOST: "127.0.0.1" });
+      expect(await twin.exited).toBe(1);
+      expect(twin.output()).toMatch(/in use by another server \(pid \d+\)/);
     } finally {
       server.child.kill("SIGTERM");
     }

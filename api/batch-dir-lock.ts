@@ -1,0 +1,39 @@
+// One server per BATCH_DIR: two workers resuming the same batches would run requests twice.
+import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
+import path from "node:path";
+
+export class BatchDirInUseError extends Error {
+  constructor(dir: string, pid: number) {
+    super(`BATCH_DIR ${dir} is in use by another server (pid ${pid}); stop it or choose another BATCH_DIR`);
+    this.name = "BatchDirInUseError";
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Takes BATCH_DIR/.server.lock (pid inside); a lock left by a dead process is taken over. Returns the release. */
+export function lockBatchDir(dir: string): () => void {
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, ".server.lock");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(file, "wx");
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(file, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const pid = Number.parseInt(readFileSync(file, "utf8"), 10);
+      if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) throw new BatchDirInUseError(dir, pid);
+      rmSync(file, { force: true });
+    }
+  }
+  throw new Error(`cannot take the lock ${file}`);
+}
