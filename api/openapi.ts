@@ -95,9 +95,26 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   503: "The model is not loaded yet.",
 };
 
+const err = (message: string, type: string, code: string | null, param: string | null = null) => ({ error: { message, type, param, code } });
+const ERROR_EXAMPLES: Record<number, object> = {
+  400: err("Invalid 'limit': must be between 1 and 100.", "invalid_request_error", "invalid_request", "limit"),
+  401: err("Missing or invalid API key. Send 'Authorization: Bearer <key>'.", "authentication_error", "invalid_api_key"),
+  404: err("No batch found with id 'batch_x'.", "invalid_request_error", "not_found"),
+  409: err("The batch cannot be changed in its current state.", "invalid_request_error", "conflict"),
+  413: err("File is larger than the limit of 209715200 bytes.", "invalid_request_error", "file_too_large", "file"),
+  429: err("The batch queue is full; retry later.", "rate_limit_error", "queue_full"),
+  500: err("The server had an error while processing your request.", "server_error", null),
+  503: err("The model is not loaded yet.", "server_error", "not_ready"),
+};
+
 function errors(...statuses: number[]): RouteConfig["responses"] {
   const out: RouteConfig["responses"] = {};
-  for (const s of [...statuses, 500]) out[String(s)] = json(ErrorSchema, ERROR_DESCRIPTIONS[s] ?? "Internal error.");
+  for (const s of [...statuses, 500]) {
+    out[String(s)] = {
+      description: ERROR_DESCRIPTIONS[s] ?? "Internal error.",
+      content: { "application/json": { schema: ErrorSchema, example: ERROR_EXAMPLES[s] } },
+    };
+  }
   return out;
 }
 

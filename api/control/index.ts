@@ -4,6 +4,7 @@ import type pino from "pino";
 import type { Engine } from "../../engine/types.js";
 import type { Config } from "../config.js";
 import type { ControlPlaneStatus, FileStore } from "../contracts.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
 import { BatchStore } from "../stores/batch-store.js";
 import { DiskFileStore } from "../stores/file-store.js";
 import { QueueingBatchService } from "./batch-service.js";
@@ -31,19 +32,19 @@ export interface ControlPlane {
   close(): Promise<void>;
 }
 
-export async function createControlPlane(deps: { config: Config; engine: Engine; logger: pino.Logger }): Promise<ControlPlane> {
-  const { config, engine } = deps;
+export async function createControlPlane(deps: { config: Config; engine: Engine; logger: pino.Logger; metrics?: BatchMetrics }): Promise<ControlPlane> {
+  const { config, engine, metrics } = deps;
   const logger = deps.logger.child({ component: "control" });
   const now = () => Math.floor(Date.now() / 1000);
 
   const files = await DiskFileStore.open({ batchDir: config.batchDir, expirySeconds: config.fileExpirySeconds, logger });
   const store = await BatchStore.open({ batchDir: config.batchDir, logger });
   const queue = new JobQueue({ maxDepth: config.maxQueueDepth, urgentSeconds: config.slaUrgentSeconds, retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS });
-  const scheduler = new PoolScheduler(config.pools, logger.child({ component: "scheduler" }));
+  const scheduler = new PoolScheduler(config.pools, deps.logger.child({ component: "scheduler" }));
   const deadlines = new DeadlineTimers();
-  const runner = new JobRunner({ config, engine, store, files, deadlines, scheduler, logger, now });
-  const worker = new Worker({ queue, scheduler, runJob: runner.run, logger: logger.child({ component: "worker" }), urgentSeconds: config.slaUrgentSeconds, now });
-  const batches = new QueueingBatchService({ config, store, files, queue, worker, runner, deadlines, modelId: engine.info.modelId, logger, now });
+  const runner = new JobRunner({ config, engine, store, files, deadlines, scheduler, logger, now, metrics });
+  const worker = new Worker({ queue, scheduler, runJob: runner.run, logger: deps.logger.child({ component: "worker" }), urgentSeconds: config.slaUrgentSeconds, now });
+  const batches = new QueueingBatchService({ config, store, files, queue, worker, runner, deadlines, modelId: engine.info.modelId, logger, now, metrics });
 
   await recoverBatches({ store, runner, batches, logger, now });
   worker.start();
