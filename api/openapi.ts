@@ -68,6 +68,19 @@ const RootSchema = z
   .object({ status: z.literal("ok"), service: z.string(), version: z.string(), docs: z.string() })
   .openapi("ServiceInfo", { example: { status: "ok", service: "offline-batch-inference", version: "0.1.0", docs: "/docs" } });
 
+const StatusPageDataSchema = z
+  .object({
+    service: z.object({ name: z.string(), version: z.string() }),
+    model: z.string().nullable(),
+    now: z.number().int(),
+    queue: QueueStatsSchema,
+    pools_simulated: z.literal(true),
+    pools: z.array(PoolStatusSchema),
+    batches: z.array(BatchSchema),
+    has_more: z.boolean(),
+  })
+  .openapi("StatusPageData", { description: "Everything the status page at / shows: the queue, the pools and the newest batches (up to 500)." });
+
 const BatchOutputLineSchema = z
   .object({
     id: z.string(),
@@ -92,7 +105,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   409: "The object is in a state that does not allow this.",
   413: "The upload or body is larger than the configured limit.",
   429: "The batch queue is full; retry after the Retry-After header's seconds.",
-  503: "The model is not loaded yet.",
+  503: "Not now: the model is not loaded yet, or the service is shutting down (see Retry-After).",
 };
 
 const err = (message: string, type: string, code: string | null, param: string | null = null) => ({ error: { message, type, param, code } });
@@ -211,7 +224,7 @@ function registerBatches(r: OpenAPIRegistry) {
           },
         },
       },
-      responses: { 200: json(BatchSchema, "The batch, usually still `validating`."), ...errors(400, 401, 404, 429) },
+      responses: { 200: json(BatchSchema, "The batch, usually still `validating`."), ...errors(400, 401, 404, 429, 503) },
     }),
   );
   r.registerPath(
@@ -286,12 +299,30 @@ function registerOperations(r: OpenAPIRegistry) {
       responses: { 200: json(PoolsSchema, "Each pool's capacity and the jobs in it."), ...errors(401) },
     }),
   );
+  r.registerPath(
+    keyed({
+      method: "get",
+      path: "/status.json",
+      tags: ["Operations"],
+      summary: "The status page's data",
+      description: "What the status page at / polls. With API keys on, a key sees its own batches; the counts stay global.",
+      responses: { 200: json(StatusPageDataSchema, "Queue, pools and batches."), ...errors(401) },
+    }),
+  );
 }
 
 function registerSystem(r: OpenAPIRegistry) {
   const system = (path: string, summary: string, responses: RouteConfig["responses"]) =>
     r.registerPath(open({ method: "get", path, tags: ["System"], summary, responses }));
-  system("/", "Service name and version", { 200: json(RootSchema, "The service answers.") });
+  system("/", "Service name and version, or the status page for a browser", {
+    200: {
+      description: "JSON for API clients; the live status page (queue, pools, batches) when the client prefers text/html.",
+      content: { "application/json": { schema: RootSchema }, "text/html": { schema: { type: "string" } } },
+    },
+  });
+  system("/metrics", "Prometheus metrics", {
+    200: { description: "Prometheus text exposition format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } },
+  });
   system("/health", "Liveness: the process is up", { 200: json(HealthSchema, "Up.") });
   system("/ready", "Readiness: the model is loaded", { 200: json(ReadySchema, "Ready, with the engine's settings."), ...errors(503) });
   system("/openapi.json", "This document", { 200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } } });

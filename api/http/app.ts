@@ -4,14 +4,18 @@ import type pino from "pino";
 import type { Config } from "../config.js";
 import type { BatchService, ControlPlaneStatus, FileStore } from "../contracts.js";
 import type { EngineInfo } from "../../engine/types.js";
+import type { Metrics } from "../metrics/metrics.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
 import { filesRouter } from "../routes/files.js";
+import { metricsRouter } from "../routes/metrics.js";
+import { readStatusPage, statusDataRouter } from "../routes/status-page.js";
 import { statusRouter } from "../routes/status.js";
 import { systemRouter } from "../routes/system.js";
 import { requireApiKey } from "./auth.js";
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
+import { httpMetrics } from "./http-metrics.js";
 import { requestLogger } from "./request-log.js";
 import { readServiceInfo } from "./service-info.js";
 
@@ -23,6 +27,8 @@ export interface AppDeps {
   /** Null until the model is loaded (then /ready answers 503). */
   engineInfo: () => EngineInfo | null;
   logger: pino.Logger;
+  /** Serves GET /metrics and counts every request when set. */
+  metrics?: Metrics;
 }
 
 /** JSON bodies (batch creation, mostly inline prompts) are buffered whole; big inputs belong in a file upload. */
@@ -35,6 +41,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.disable("x-powered-by");
 
   app.use(requestLogger(deps.logger));
+  if (deps.metrics) app.use(httpMetrics(deps.metrics));
   // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
   // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
   app.use(
@@ -45,14 +52,16 @@ export function createApp(deps: AppDeps): express.Express {
   );
 
   // Open routes: health checks and documentation must work without a key.
-  app.use(systemRouter({ service, engineInfo: deps.engineInfo }));
+  app.use(systemRouter({ service, engineInfo: deps.engineInfo, statusPage: readStatusPage() }));
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
+  if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
   const auth = requireApiKey(config.apiKeys);
-  app.use(["/v1", "/queue", "/pools"], auth);
+  app.use(["/v1", "/queue", "/pools", "/status.json"], auth);
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
+  app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, engineInfo: deps.engineInfo }));
 
   app.use(unknownRoute);
   app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));

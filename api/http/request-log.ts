@@ -28,6 +28,9 @@ export function requestLogger(logger: pino.Logger): HttpLogger {
   return pinoHttp({
     logger,
     genReqId: requestId,
+    // Every line logged for a request (req.log and the access line) carries a top-level req_id to grep for.
+    quietReqLogger: true,
+    customAttributeKeys: { reqId: "req_id" },
     serializers: { req: serializeRequest },
     // Belt and braces for anything else that logs a raw request object through this child logger.
     redact: { paths: ["req.headers.authorization", "req.headers.cookie", "req.headers[\"x-api-key\"]"], censor: "[redacted]" },

@@ -1,7 +1,12 @@
 // The proof of concept's operational views: queue depth and the simulated GPU pools.
 import { Router } from "express";
-import type { BatchService, ControlPlaneStatus } from "../contracts.js";
+import type { BatchService, ControlPlaneStatus, Owner, PoolStatus } from "../contracts.js";
 import { ownerFrom } from "../http/auth.js";
+
+/** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */
+export function poolsVisibleTo(status: ControlPlaneStatus, batches: BatchService, owner: Owner): PoolStatus[] {
+  return status.poolStatus().map((p) => (owner === null ? p : { ...p, jobs: p.jobs.filter((id) => batches.get(id, owner)) }));
+}
 
 export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchService }): Router {
   const { status, batches } = deps;
@@ -12,11 +17,8 @@ export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchS
   });
 
   // The pools are a scheduling model, not real devices: say so in the payload itself.
-  // With keys on, a caller sees the ids of its own jobs only; the counts stay global.
   router.get("/pools", (_req, res) => {
-    const owner = ownerFrom(res);
-    const pools = status.poolStatus().map((p) => (owner === null ? p : { ...p, jobs: p.jobs.filter((id) => batches.get(id, owner)) }));
-    res.json({ simulated: true, pools });
+    res.json({ simulated: true, pools: poolsVisibleTo(status, batches, ownerFrom(res)) });
   });
 
   return router;

@@ -7,12 +7,21 @@ import { ApiError } from "../errors.js";
 export interface SystemRouteDeps {
   service: { name: string; version: string };
   engineInfo: () => EngineInfo | null;
+  /** The status page's HTML, sent to a client that prefers text/html (a browser). */
+  statusPage?: string;
 }
 
 export function systemRouter(deps: SystemRouteDeps): Router {
   const router = Router();
 
-  router.get("/", (_req, res) => {
+  // curl (Accept: */*) and SDKs prefer JSON; a browser gets the status page.
+  router.get("/", (req, res) => {
+    res.vary("Accept");
+    if (deps.statusPage && req.accepts(["json", "html"]) === "html") {
+      res.type("html").setHeader("cache-control", "no-store");
+      res.send(deps.statusPage);
+      return;
+    }
     res.json({ status: "ok", service: deps.service.name, version: deps.service.version, docs: "/docs" });
   });
 

@@ -85,7 +85,7 @@ describe("OpenAPI document", () => {
         for (const name of pathParams) {
           expect(op.parameters?.find((x: any) => x.in === "path" && x.name === name), `${where} ${name}`).toMatchObject({ required: true });
         }
-        const keyed = p.startsWith("/v1") || p === "/queue/stats" || p === "/pools";
+        const keyed = p.startsWith("/v1") || p === "/queue/stats" || p === "/pools" || p === "/status.json";
         expect(op.security, where).toEqual(keyed ? [{ bearerAuth: [] }] : []);
         if (keyed) {
           expect(op.responses["401"]?.content["application/json"].schema, where).toEqual({ $ref: "#/components/schemas/Error" });

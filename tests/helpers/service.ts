@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import type pino from "pino";
 import { loadConfig, type Config } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { createService, type Service } from "../../api/service.js";
@@ -16,7 +17,8 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
+/** `opts.logger` replaces the service's logger (to read its lines in a test). */
+export async function startTestService(env: Record<string, string> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
   const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
   const config = loadConfig({
     PORT: "0",
@@ -30,7 +32,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     ...env,
   });
-  const service = await createService(config, createLogger(config.logLevel));
+  const service = await createService(config, opts.logger ?? createLogger(config.logLevel));
   const server = service.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const { port } = server.address() as AddressInfo;

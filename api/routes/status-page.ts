@@ -1,0 +1,66 @@
+// The status page: a browser opening / gets a live view of the queue, the pools and the batches
+// (plain HTML and a little inline JS polling /status.json, no build step and no external assets).
+// systemRouter negotiates: JSON clients of / still get the service banner.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Router } from "express";
+import type { Batch } from "../schemas/objects.js";
+import type { BatchService, ControlPlaneStatus, Owner } from "../contracts.js";
+import type { EngineInfo } from "../../engine/types.js";
+import { ownerFrom } from "../http/auth.js";
+import { poolsVisibleTo } from "./status.js";
+
+/** The page lists the newest batches, up to this many. */
+export const STATUS_PAGE_MAX_BATCHES = 500;
+const PAGE_SIZE = 100;
+
+export const STATUS_PAGE_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), "../status-page.html");
+
+export interface StatusPageDeps {
+  service: { name: string; version: string };
+  status: ControlPlaneStatus;
+  batches: BatchService;
+  engineInfo: () => EngineInfo | null;
+}
+
+/** The page systemRouter sends a browser at GET /. */
+export function readStatusPage(): string {
+  return readFileSync(STATUS_PAGE_FILE, "utf8");
+}
+
+/** GET /status.json: what the page polls. Behind the API key like /v1: a key sees its own batches. */
+export function statusDataRouter(deps: StatusPageDeps): Router {
+  const router = Router();
+  router.get("/status.json", (_req, res) => {
+    const owner = ownerFrom(res);
+    const { batches, hasMore } = newestBatches(deps.batches, owner);
+    res.setHeader("cache-control", "no-store");
+    res.json({
+      service: deps.service,
+      model: deps.engineInfo()?.modelId ?? null,
+      now: Math.floor(Date.now() / 1000),
+      queue: deps.status.queueStats(),
+      pools_simulated: true,
+      pools: poolsVisibleTo(deps.status, deps.batches, owner),
+      batches,
+      has_more: hasMore,
+    });
+  });
+  return router;
+}
+
+/** Pages through the owner's batches, newest first, up to STATUS_PAGE_MAX_BATCHES. */
+function newestBatches(service: BatchService, owner: Owner): { batches: Batch[]; hasMore: boolean } {
+  const batches: Batch[] = [];
+  let after: string | undefined;
+  let hasMore = true;
+  while (hasMore && batches.length < STATUS_PAGE_MAX_BATCHES) {
+    const page = service.list({ after, limit: PAGE_SIZE, owner });
+    batches.push(...page.data);
+    hasMore = page.has_more;
+    after = page.data.at(-1)?.id;
+    if (!after) break;
+  }
+  return { batches: batches.slice(0, STATUS_PAGE_MAX_BATCHES), hasMore };
+}

@@ -1,0 +1,111 @@
+// Command-line flags of the offline runner, in the style of `vllm run_batch`.
+import path from "node:path";
+import { parseArgs } from "node:util";
+
+export interface RunnerArgs {
+  /** Local path or http(s) URL. */
+  input: string;
+  /** Local path or http(s) URL. */
+  output: string;
+  /** Local path or http(s) URL for the failed requests' lines. */
+  errors: string;
+  /** GGUF path; undefined: MODEL_PATH, then the generated model. */
+  model?: string;
+  concurrency?: number;
+  threads?: number;
+  sequences?: number;
+  contextSize?: number;
+}
+
+export type ParsedArgs = { kind: "run"; args: RunnerArgs } | { kind: "help" } | { kind: "usage"; message: string };
+
+export const USAGE = `Usage: npm run batch -- -i <input> -o <output> [options]
+
+Runs an OpenAI batch file (one request per line) through the engine, with no server.
+<input> and <output> are local paths or http(s) URLs (GET in, PUT out, with retries).
+
+Options:
+  -i, --input-file <path|url>   the batch file (OpenAI batch JSONL: custom_id, method, url, body)
+  -o, --output-file <path|url>  where the results go, one OpenAI batch output line per request
+      --error-file <path|url>   where failed requests' lines go (default: <output>.errors.jsonl)
+      --model <path.gguf>       the GGUF model (default: $MODEL_PATH, else the generated test model)
+      --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
+      --threads <n>             CPU threads for llama.cpp (default: chosen from the machine)
+      --sequences <n>           parallel sequences in the context (default: chosen from the model)
+      --context-size <n>        tokens per sequence (default: engine/model_config.yaml)
+  -h, --help                    this text
+
+Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
+and exits 1 with the line numbers of its problems. Other settings come from the same
+environment variables and engine/model_config.yaml as the server (GPU, PIPELINE_BATCH_SIZE, ...);
+LOG_LEVEL=warn hides the engine's start-up notes, LOG_FORMAT=json prints them as pino JSON.
+Exit status: 0 when every line ran (failed requests are in the error file), 1 for an invalid
+file or an I/O failure, 2 for bad flags, 130 when interrupted.`;
+
+/** `x.jsonl` -> `x.errors.jsonl`; a URL keeps its query string (its path gets the suffix). */
+export function defaultErrorFile(output: string): string {
+  if (/^https?:\/\//i.test(output)) {
+    const url = new URL(output);
+    url.pathname = withErrorsSuffix(url.pathname);
+    return url.toString();
+  }
+  return withErrorsSuffix(output);
+}
+
+function withErrorsSuffix(p: string): string {
+  return /\.jsonl$/i.test(p) ? p.replace(/\.jsonl$/i, ".errors.jsonl") : `${p}.errors.jsonl`;
+}
+
+/**
+ * Local paths come back absolute, resolved against `baseDir`: `npm run` starts scripts in the package
+ * root, so the caller passes npm's INIT_CWD (where the user typed the command) to keep them the user's.
+ */
+export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): ParsedArgs {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        "input-file": { type: "string", short: "i" },
+        "output-file": { type: "string", short: "o" },
+        "error-file": { type: "string" },
+        model: { type: "string" },
+        concurrency: { type: "string" },
+        threads: { type: "string" },
+        sequences: { type: "string" },
+        "context-size": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (err) {
+    return { kind: "usage", message: (err as Error).message };
+  }
+  if (values.help) return { kind: "help" };
+  const input = values["input-file"];
+  const output = values["output-file"];
+  if (!input) return { kind: "usage", message: "missing -i/--input-file" };
+  if (!output) return { kind: "usage", message: "missing -o/--output-file" };
+
+  const ints: Array<[keyof RunnerArgs, string, number]> = [
+    ["concurrency", "concurrency", 1],
+    ["threads", "threads", 1],
+    ["sequences", "sequences", 1],
+    ["contextSize", "context-size", 64],
+  ];
+  const local = (p: string) => (/^https?:\/\//i.test(p) ? p : path.resolve(baseDir, p));
+  const args: RunnerArgs = { input: local(input), output: local(output), errors: local(values["error-file"] ?? defaultErrorFile(output)) };
+  if (values.model) args.model = path.resolve(baseDir, values.model);
+  for (const [key, flag, min] of ints) {
+    const raw = values[flag as keyof typeof values];
+    if (raw === undefined) continue;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min) return { kind: "usage", message: `--${flag} must be an integer >= ${min}, got '${raw}'` };
+    (args as unknown as Record<string, number>)[key] = n;
+  }
+  if (new Set([args.input, args.output, args.errors]).size < 3) {
+    return { kind: "usage", message: "the input, output and error files must be three different places" };
+  }
+  return { kind: "run", args };
+}

@@ -1,0 +1,82 @@
+// Progress of an offline run on stderr: a redrawn bar with rate and ETA on a terminal, a plain line
+// every few seconds otherwise (CI logs, files), and one final line either way.
+import type { Progress } from "../pipeline/types.js";
+
+export interface ProgressStream {
+  write(text: string): unknown;
+  isTTY?: boolean;
+}
+
+export interface ProgressOptions {
+  total: number;
+  stream: ProgressStream;
+  /** Default: stream.isTTY. */
+  tty?: boolean;
+  /** Plain mode: a line at most this often. */
+  intervalMs?: number;
+  /** Milliseconds. */
+  now?: () => number;
+}
+
+export interface ProgressReporter {
+  update(p: Progress): void;
+  /** Draws the last state and ends the bar's line. */
+  finish(p: Progress): void;
+}
+
+/** A redraw per request would flood a terminal with writes on fast models. */
+const TTY_REDRAW_MS = 100;
+const DEFAULT_PLAIN_INTERVAL_MS = 10_000;
+const BAR_WIDTH = 30;
+
+export function createProgressReporter(opts: ProgressOptions): ProgressReporter {
+  const now = opts.now ?? Date.now;
+  const tty = opts.tty ?? !!opts.stream.isTTY;
+  const every = tty ? TTY_REDRAW_MS : (opts.intervalMs ?? DEFAULT_PLAIN_INTERVAL_MS);
+  const started = now();
+  let last = started;
+  let drawn = "";
+
+  const draw = (p: Progress, final: boolean) => {
+    const line = describe(p, opts.total, (now() - started) / 1000);
+    if (tty) opts.stream.write(`\r\x1b[K${bar(p, opts.total)} ${line}${final ? "\n" : ""}`);
+    else if (line !== drawn) opts.stream.write(`progress: ${line}\n`);
+    drawn = line;
+  };
+
+  return {
+    update(p) {
+      const t = now();
+      if (t - last < every) return;
+      last = t;
+      draw(p, false);
+    },
+    finish(p) {
+      draw(p, true);
+    },
+  };
+}
+
+function bar(p: Progress, total: number): string {
+  const filled = total > 0 ? Math.round((BAR_WIDTH * Math.min(total, p.completed + p.failed)) / total) : BAR_WIDTH;
+  return `[${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}]`;
+}
+
+/** "42/100 (42%) 3.1 req/s 210 tok/s ETA 19s, 2 failed" */
+export function describe(p: Progress, total: number, elapsedSeconds: number): string {
+  const done = p.completed + p.failed;
+  const pct = total > 0 ? Math.floor((100 * done) / total) : 100;
+  const rate = elapsedSeconds > 0 ? done / elapsedSeconds : 0;
+  const tokens = elapsedSeconds > 0 ? p.usage.completionTokens / elapsedSeconds : 0;
+  const eta = done >= total ? "done" : rate > 0 ? `ETA ${formatDuration((total - done) / rate)}` : "ETA ?";
+  const failed = p.failed > 0 ? `, ${p.failed} failed` : "";
+  return `${done}/${total} (${pct}%) ${rate.toFixed(1)} req/s ${Math.round(tokens)} tok/s ${eta}${failed}`;
+}
+
+export function formatDuration(seconds: number): string {
+  if (seconds < 10) return `${Math.max(0, seconds).toFixed(1)}s`;
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}

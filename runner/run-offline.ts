@@ -1,0 +1,161 @@
+// One offline run: fetch the input if it is a URL, validate it as POST /v1/batches would, bring up
+// the engine as the server does, run every line through the same pipeline, deliver the results.
+import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type pino from "pino";
+import type { Config } from "../api/config.js";
+import { startEngine } from "../api/start-engine.js";
+import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
+import { readJsonlLines } from "../pipeline/jsonl.js";
+import { runBatchFile } from "../pipeline/run-batch.js";
+import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
+import { validateBatchFile } from "../pipeline/validate.js";
+import type { RunnerArgs } from "./args.js";
+import { createProgressReporter, formatDuration, type ProgressStream } from "./progress.js";
+import { displayLocation, download, isUrl, upload, type HttpRetry } from "./remote.js";
+
+export interface OfflineRunDeps {
+  /** Engine and pipeline settings (from the environment and engine/model_config.yaml). */
+  config: Config;
+  logger: pino.Logger;
+  /** Progress and problems. */
+  stderr: ProgressStream;
+  /** The summary. */
+  stdout: { write(text: string): unknown };
+  /** Aborting stops the run; what finished stays in the output. */
+  signal?: AbortSignal;
+  httpRetry?: HttpRetry;
+  progressIntervalMs?: number;
+}
+
+export interface OfflineRunResult {
+  /** 0 ran (even if some requests failed), 1 invalid input, 130 interrupted. */
+  exitCode: number;
+  endpoint?: Endpoint;
+  validation?: ValidationResult;
+  result?: RunBatchResult;
+}
+
+/** Problems listed on the terminal; the rest are counted. */
+const SHOWN_ERRORS = 20;
+
+/** The flags win over the environment and the model config file. */
+export function withArgs(config: Config, args: RunnerArgs): Config {
+  return {
+    ...config,
+    modelPath: args.model ?? config.modelPath,
+    engine: {
+      ...config.engine,
+      threads: args.threads ?? config.engine.threads,
+      sequences: args.sequences ?? config.engine.sequences,
+      contextSize: args.contextSize ?? config.engine.contextSize,
+    },
+    pipeline: { ...config.pipeline, concurrency: args.concurrency ?? config.pipeline.concurrency },
+  };
+}
+
+export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promise<OfflineRunResult> {
+  const { config, stderr, stdout, signal } = deps;
+  const work = await mkdtemp(path.join(os.tmpdir(), "obi-run-"));
+  try {
+    const input = isUrl(args.input) ? path.join(work, "input.jsonl") : path.resolve(args.input);
+    if (isUrl(args.input)) {
+      const bytes = await download(args.input, input, { retry: deps.httpRetry, signal });
+      stderr.write(`downloaded ${displayLocation(args.input)} (${bytes} bytes)\n`);
+    } else {
+      await assertFile(input);
+    }
+
+    const endpoint = await detectEndpoint(input, config.maxLineBytes);
+    const validation = await validateBatchFile(input, endpoint, { maxRequests: config.maxRequestsPerBatch, maxLineBytes: config.maxLineBytes });
+    if (!validation.ok) {
+      stderr.write(describeInvalid(args.input, validation));
+      return { exitCode: 1, endpoint, validation };
+    }
+
+    const output = isUrl(args.output) ? path.join(work, "output.jsonl") : path.resolve(args.output);
+    const errors = isUrl(args.errors) ? path.join(work, "errors.jsonl") : path.resolve(args.errors);
+    // A fresh run replaces earlier results, like vllm run_batch; the error file appears only if needed.
+    await mkdir(path.dirname(output), { recursive: true });
+    await writeFile(output, "");
+    await rm(errors, { force: true });
+
+    const engine = await startEngine(config, deps.logger, "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)");
+    const started = Date.now();
+    let result: RunBatchResult;
+    try {
+      stderr.write(`running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${engine.info.threads} threads\n`);
+      const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
+      result = await runBatchFile({
+        inputPath: input,
+        outputPath: output,
+        errorPath: errors,
+        endpoint,
+        engine,
+        batchSize: config.pipeline.batchSize,
+        concurrency: config.pipeline.concurrency,
+        signal: signal ?? new AbortController().signal,
+        onProgress: (p) => progress.update(p),
+      });
+      progress.finish(result);
+    } finally {
+      await engine.close();
+    }
+    const seconds = (Date.now() - started) / 1000;
+
+    const hasErrors = await exists(errors);
+    if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry, signal });
+    if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry, signal });
+    stdout.write(summary({ args, endpoint, result, seconds, hasErrors }));
+    return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** The endpoint named by the first line; validation then holds every other line to it. */
+async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpoint> {
+  for await (const line of readJsonlLines(file, { maxLineBytes })) {
+    if (line.tooLong || line.text.trim() === "") continue;
+    try {
+      const url = (JSON.parse(line.text) as { url?: unknown })?.url;
+      if (isEndpoint(url)) return url;
+    } catch {
+      // Validation reports the line.
+    }
+    break;
+  }
+  return ENDPOINTS[0];
+}
+
+async function assertFile(file: string): Promise<void> {
+  const s = await stat(file).catch(() => null);
+  if (!s?.isFile()) throw new Error(`no such input file: ${file}`);
+}
+
+async function exists(file: string): Promise<boolean> {
+  return (await stat(file).catch(() => null)) !== null;
+}
+
+function describeInvalid(input: string, v: ValidationResult): string {
+  const lines = v.errors.slice(0, SHOWN_ERRORS).map((e) => `  ${e.line === null ? "file" : `line ${e.line}`}: ${e.code}: ${e.message}`);
+  const more = v.errorCount - lines.length;
+  if (more > 0) lines.push(`  ... and ${more} more`);
+  const problems = v.errorCount === 1 ? "1 problem" : `${v.errorCount} problems`;
+  return `error: ${displayLocation(input)} is not a valid batch file (${problems}); nothing was run:\n${lines.join("\n")}\n`;
+}
+
+function summary(s: { args: RunnerArgs; endpoint: Endpoint; result: RunBatchResult; seconds: number; hasErrors: boolean }): string {
+  const { result: r, seconds } = s;
+  const done = r.completed + r.failed;
+  const tokS = seconds > 0 ? Math.round(r.usage.completionTokens / seconds) : 0;
+  const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
+  return [
+    `${head} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
+    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${tokS} tok/s)`,
+    `output: ${displayLocation(s.args.output)}`,
+    `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
+    "",
+  ].join("\n");
+}

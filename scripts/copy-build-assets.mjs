@@ -1,0 +1,11 @@
+// The files the compiled code reads next to itself: tsc copies only what it compiles, and the code
+// finds these relative to its own location (dist/api/config.js -> dist/engine/model_config.yaml).
+// Usage: node scripts/copy-build-assets.mjs [outDir]   (default dist)
+import { cpSync } from "node:fs";
+import path from "node:path";
+
+export const ASSETS = ["package.json", "engine/model_config.yaml", "api/status-page.html"];
+
+const outDir = process.argv[2] ?? "dist";
+for (const file of ASSETS) cpSync(file, path.join(outDir, file));
+console.log(`copied ${ASSETS.length} assets into ${outDir}/`);

@@ -1,0 +1,63 @@
+// / for browsers and for JSON clients, and /status.json (what the page polls), on the real service.
+import request from "supertest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService({ API_KEYS: "key-a,key-b" });
+});
+afterAll(async () => svc?.close());
+
+const app = () => svc.service.app;
+const line = JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/completions", body: { prompt: "Once", max_tokens: 2 } });
+
+async function submit(key: string) {
+  const file = await request(app()).post("/v1/files").set("Authorization", `Bearer ${key}`).field("purpose", "batch").attach("file", Buffer.from(line), "in.jsonl");
+  const res = await request(app())
+    .post("/v1/batches")
+    .set("Authorization", `Bearer ${key}`)
+    .send({ input_file_id: file.body.id, endpoint: "/v1/completions", completion_window: "24h" });
+  return res.body;
+}
+
+describe("GET /", () => {
+  it("keeps the JSON banner for JSON clients and curl", async () => {
+    for (const accept of ["application/json", "*/*", undefined]) {
+      const req = request(app()).get("/");
+      const res = await (accept ? req.set("Accept", accept) : req);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ status: "ok", service: "offline-batch-inference", version: expect.any(String) });
+    }
+  });
+
+  it("serves the status page to a browser, with no key and no external assets", async () => {
+    const res = await request(app()).get("/").set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8");
+    expect(res.status).toBe(200);
+    expect(res.headers["content-type"]).toMatch(/^text\/html/);
+    expect(res.text).toContain("status.json");
+    expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
+  });
+});
+
+describe("GET /status.json", () => {
+  it("needs a key when keys are on, and shows each key its own batches only", async () => {
+    expect((await request(app()).get("/status.json")).status).toBe(401);
+    const a = await submit("key-a");
+    const b = await submit("key-b");
+    await waitForBatch(svc.baseUrl, a.id, 30_000, { Authorization: "Bearer key-a" });
+    await waitForBatch(svc.baseUrl, b.id, 30_000, { Authorization: "Bearer key-b" });
+    const res = await request(app()).get("/status.json").set("Authorization", "Bearer key-a");
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      service: { name: "offline-batch-inference" },
+      model: svc.service.engine.info.modelId,
+      queue: { depth: 0, max_depth: svc.config.maxQueueDepth, running: 0 },
+      pools_simulated: true,
+      has_more: false,
+    });
+    expect(res.body.pools.map((p: { name: string }) => p.name)).toEqual(["spot", "dedicated"]);
+    expect(res.body.batches.map((x: { id: string }) => x.id)).toEqual([a.id]);
+    expect(res.body.batches[0]).toMatchObject({ status: "completed", pool: "spot", deadline_met: true, request_counts: { completed: 1, total: 1 } });
+  });
+});

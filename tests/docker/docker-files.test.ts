@@ -1,0 +1,108 @@
+// Docker cannot run here, so the Docker files are checked as far as reading them allows: the compose
+// files parse and point at files that exist, every COPY source is in the build context, the image
+// runs the compiled entry point as a non-root user with a health check, Prometheus scrapes /metrics.
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import YAML from "yaml";
+import { repoRoot } from "../helpers/process.js";
+
+const read = (p: string) => readFileSync(path.join(repoRoot, p), "utf8");
+const yaml = (p: string) => YAML.parse(read(p));
+
+interface Instruction {
+  op: string;
+  args: string;
+  stage: number;
+}
+
+/** Dockerfile instructions with line continuations joined and comments dropped. */
+function instructions(file: string): Instruction[] {
+  const joined = read(file).replace(/\\\n/g, " ");
+  let stage = -1;
+  const out: Instruction[] = [];
+  for (const line of joined.split("\n")) {
+    const m = /^\s*([A-Z]+)\s+(.*)$/.exec(line);
+    if (!m || line.trim().startsWith("#")) continue;
+    if (m[1] === "FROM") stage++;
+    out.push({ op: m[1], args: m[2].trim(), stage });
+  }
+  return out;
+}
+
+const ignored = read(".dockerignore").split("\n").map((l) => l.trim()).filter(Boolean);
+
+describe.each(["docker/Dockerfile.api", "docker/Dockerfile.gpu"])("%s", (file) => {
+  const ins = instructions(file);
+  const last = Math.max(...ins.map((i) => i.stage));
+  const final = ins.filter((i) => i.stage === last);
+
+  it("copies only files that exist in the build context", () => {
+    for (const copy of ins.filter((i) => i.op === "COPY" && !i.args.startsWith("--from"))) {
+      const sources = copy.args.split(/\s+/).slice(0, -1);
+      for (const src of sources) {
+        expect(existsSync(path.join(repoRoot, src)), `${file}: COPY ${src}`).toBe(true);
+        expect(ignored, `${src} is in .dockerignore`).not.toContain(src);
+      }
+    }
+  });
+
+  it("builds the compiled service and runs it as a non-root user with a health check", () => {
+    expect(ins.some((i) => i.op === "RUN" && /npm ci\b/.test(i.args) && !/omit=optional/.test(i.args))).toBe(true);
+    expect(ins.some((i) => i.op === "RUN" && /npm run build\b/.test(i.args))).toBe(true);
+    expect(JSON.parse(read("package.json")).scripts.build).toMatch(/tsc -p tsconfig\.build\.json/);
+    const cmd = JSON.parse(final.find((i) => i.op === "CMD")!.args);
+    expect(cmd).toEqual(["node", "dist/api/main.js"]);
+    const user = final.find((i) => i.op === "USER")?.args;
+    expect(user).toBeDefined();
+    expect(user).not.toMatch(/^(root|0)$/);
+    expect(final.find((i) => i.op === "HEALTHCHECK")?.args).toMatch(/\/health/);
+    expect(final.find((i) => i.op === "EXPOSE")?.args).toBe("8000");
+    expect(final.some((i) => i.op === "RUN" && /npm ci/.test(i.args))).toBe(false);
+  });
+});
+
+describe("the build the images run", () => {
+  it("compiles api/main.ts to dist/api/main.js and ships the files the code reads beside itself", () => {
+    const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
+    expect(build.compilerOptions).toMatchObject({ outDir: "dist", rootDir: ".", noEmit: false });
+    expect(build.include).toEqual(expect.arrayContaining(["api", "engine", "pipeline", "runner"]));
+    const assets = /ASSETS = (\[.*\])/.exec(read("scripts/copy-build-assets.mjs"))![1];
+    for (const asset of JSON.parse(assets)) expect(existsSync(path.join(repoRoot, asset)), asset).toBe(true);
+  });
+});
+
+describe("compose", () => {
+  const compose = yaml("docker/docker-compose.yml");
+  const dir = path.join(repoRoot, "docker");
+
+  it("runs from the repository root through an include of docker/docker-compose.yml", () => {
+    expect(yaml("docker-compose.yml").include).toEqual(["docker/docker-compose.yml"]);
+  });
+
+  it("builds the API from the repository root with a models volume, MODEL_PATH and a data volume", () => {
+    const api = compose.services.api;
+    expect(path.resolve(dir, api.build.context)).toBe(repoRoot);
+    expect(existsSync(path.join(repoRoot, api.build.dockerfile))).toBe(true);
+    expect(api.ports).toEqual(["${PORT:-8000}:8000"]);
+    expect(api.environment.MODEL_PATH).toMatch(/\/models\//);
+    expect(api.volumes).toEqual(expect.arrayContaining([expect.stringMatching(/:\/models:ro$/), "batch-data:/data"]));
+    expect(Object.keys(compose.volumes)).toContain("batch-data");
+  });
+
+  it("has Prometheus behind a profile, scraping the API's /metrics", () => {
+    const prom = compose.services.prometheus;
+    expect(prom.profiles).toEqual(["monitoring"]);
+    const mount = prom.volumes[0].split(":")[0];
+    const config = YAML.parse(readFileSync(path.resolve(dir, mount), "utf8"));
+    const job = config.scrape_configs[0];
+    expect(job.metrics_path).toBe("/metrics");
+    expect(job.static_configs[0].targets).toEqual(["api:8000"]);
+  });
+
+  it("has a GPU override that builds the CUDA image and reserves the GPUs", () => {
+    const gpu = yaml("docker/docker-compose.gpu.yml").services.api;
+    expect(existsSync(path.join(repoRoot, gpu.build.dockerfile))).toBe(true);
+    expect(gpu.deploy.resources.reservations.devices[0].capabilities).toEqual(["gpu"]);
+  });
+});

@@ -1,0 +1,54 @@
+// `npm run build` output runs as the production image runs it: node dist/api/main.js, no tsx.
+import { execFile } from "node:child_process";
+import { mkdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+import { testModelPath } from "../helpers/model.js";
+import { repoRoot } from "../helpers/process.js";
+
+const run = promisify(execFile);
+// Inside the repository, so the compiled code resolves node_modules as dist/ does.
+const out = path.join(repoRoot, ".tmp", `build-test-${process.pid}`);
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+describe("the compiled build", () => {
+  it("serves the API from plain JavaScript and finds its config, page and package info", async () => {
+    mkdirSync(out, { recursive: true });
+    const dist = path.join(out, "dist");
+    await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--sourceMap", "false"], { cwd: repoRoot });
+    await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
+
+    const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
+    expect(help.stdout).toMatch(/--input-file/);
+
+    const { spawn } = await import("node:child_process");
+    const child = spawn(process.execPath, [path.join(dist, "api/main.js")], {
+      // Another directory as cwd: nothing may depend on being started from the repository root.
+      cwd: out,
+      env: { ...process.env, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: path.join(out, "data"), MODEL_PATH: await testModelPath(), THREADS: "1", NODE_ENV: "production" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let log = "";
+    child.stdout.on("data", (d) => (log += d));
+    child.stderr.on("data", (d) => (log += d));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    try {
+      let port: string | undefined;
+      for (let i = 0; i < 300 && !port; i++) {
+        port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log)?.[1];
+        if (child.exitCode !== null) throw new Error(`server exited:\n${log}`);
+        if (!port) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(port, log).toBeDefined();
+      const base = `http://127.0.0.1:${port}`;
+      expect(await (await fetch(`${base}/`)).json()).toMatchObject({ status: "ok", service: "offline-batch-inference" });
+      expect(await (await fetch(`${base}/`, { headers: { accept: "text/html" } })).text()).toMatch(/<title>/);
+      expect((await fetch(`${base}/ready`)).status).toBe(200);
+      expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/obi_queue_depth 0/);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+  });
+});

@@ -1,0 +1,85 @@
+// The runner's flags and its progress display (a fake clock; nothing here measures speed).
+import { describe, expect, it } from "vitest";
+import { defaultErrorFile, parseRunnerArgs } from "../../runner/args.js";
+import { createProgressReporter, formatDuration } from "../../runner/progress.js";
+
+const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
+
+describe("runner flags", () => {
+  it("takes vLLM-style short and long flags", () => {
+    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--concurrency", "4", "--threads", "2", "--model", "m.gguf"], "/w")).toEqual({
+      kind: "run",
+      args: { input: "/w/in.jsonl", output: "/w/out.jsonl", errors: "/w/out.errors.jsonl", concurrency: 4, threads: 2, model: "/w/m.gguf" },
+    });
+    expect(parseRunnerArgs(["--input-file", "/a", "--output-file", "/b", "--error-file", "/c", "--sequences", "8"])).toMatchObject({
+      args: { input: "/a", output: "/b", errors: "/c", sequences: 8 },
+    });
+    expect(parseRunnerArgs(["-h"])).toEqual({ kind: "help" });
+  });
+
+  it("derives the error file from the output, keeping a URL's query", () => {
+    expect(defaultErrorFile("results/out.jsonl")).toBe("results/out.errors.jsonl");
+    expect(defaultErrorFile("out")).toBe("out.errors.jsonl");
+    expect(defaultErrorFile("https://b.example/r/out.jsonl?sig=1")).toBe("https://b.example/r/out.errors.jsonl?sig=1");
+  });
+
+  it("resolves local paths against where the user ran npm, leaving URLs alone", () => {
+    const argv = ["-i", "in.jsonl", "-o", "https://b.example/out.jsonl?sig=1", "--error-file", "/abs/err.jsonl", "--model", "../m.gguf"];
+    expect(parseRunnerArgs(argv, "/home/me/data")).toEqual({
+      kind: "run",
+      args: { input: "/home/me/data/in.jsonl", output: "https://b.example/out.jsonl?sig=1", errors: "/abs/err.jsonl", model: "/home/me/m.gguf" },
+    });
+  });
+
+  it("refuses missing, unknown and bad flags with a message", () => {
+    expect(parseRunnerArgs(["-o", "x"])).toEqual({ kind: "usage", message: "missing -i/--input-file" });
+    expect(parseRunnerArgs(["-i", "x"])).toEqual({ kind: "usage", message: "missing -o/--output-file" });
+    expect(parseRunnerArgs(["-i", "a", "-o", "b", "--bogus"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/bogus/) });
+    expect(parseRunnerArgs(["-i", "a", "-o", "b", "--concurrency", "0"])).toMatchObject({ message: expect.stringMatching(/--concurrency must be an integer >= 1/) });
+    expect(parseRunnerArgs(["-i", "a", "-o", "a"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/three different/) });
+    expect(parseRunnerArgs(["-i", "a.jsonl", "-o", "./a.jsonl"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/three different/) });
+  });
+});
+
+function recorder(isTTY: boolean) {
+  const out: string[] = [];
+  return { stream: { isTTY, write: (t: string) => out.push(t) }, out };
+}
+
+describe("runner progress", () => {
+  it("redraws one bar in place on a terminal, with rate and ETA", () => {
+    let t = 0;
+    const { stream, out } = recorder(true);
+    const p = createProgressReporter({ total: 100, stream, now: () => t });
+    t = 10_000;
+    p.update({ completed: 25, failed: 0, usage: { ...usage, completionTokens: 500 } });
+    p.update({ completed: 26, failed: 0, usage }); // within the redraw interval: not drawn
+    t = 20_000;
+    p.finish({ completed: 98, failed: 2, usage: { ...usage, completionTokens: 2000 } });
+    expect(out).toHaveLength(2);
+    expect(out[0]).toBe(`\r\x1b[K[########----------------------] 25/100 (25%) 2.5 req/s 50 tok/s ETA 30s`);
+    expect(out[1]).toMatch(/^\r\x1b\[K\[#{30}\] 100\/100 \(100%\) 5\.0 req\/s 100 tok\/s done, 2 failed\n$/);
+  });
+
+  it("prints plain lines at an interval when not a terminal", () => {
+    let t = 0;
+    const { stream, out } = recorder(false);
+    const p = createProgressReporter({ total: 10, stream, now: () => t, intervalMs: 5_000 });
+    for (let i = 1; i <= 10; i++) {
+      t = i * 1_000;
+      p.update({ completed: i, failed: 0, usage });
+    }
+    p.finish({ completed: 10, failed: 0, usage });
+    expect(out).toEqual([
+      "progress: 5/10 (50%) 1.0 req/s 0 tok/s ETA 5.0s\n",
+      "progress: 10/10 (100%) 1.0 req/s 0 tok/s done\n",
+    ]);
+  });
+
+  it("formats durations for people", () => {
+    expect(formatDuration(0.42)).toBe("0.4s");
+    expect(formatDuration(42)).toBe("42s");
+    expect(formatDuration(125)).toBe("2m05s");
+    expect(formatDuration(3 * 3600 + 7 * 60)).toBe("3h07m");
+  });
+});

@@ -1,0 +1,160 @@
+// The offline runner on a real model: local files, URL input and output on loopback, an invalid
+// file, and the command line as `npm run batch` runs it.
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig, type Config } from "../../api/config.js";
+import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
+import { runOffline } from "../../runner/run-offline.js";
+import { startFileServer, type FileServer } from "../helpers/file-server.js";
+import { testModelPath } from "../helpers/model.js";
+import { repoRoot } from "../helpers/process.js";
+
+const exec = promisify(execFile);
+let dir: string;
+let srv: FileServer;
+let config: Config;
+const engineEnv = { THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1" };
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), "obi-runner-"));
+  srv = await startFileServer();
+  config = loadConfig({ MODEL_PATH: await testModelPath(), BATCH_DIR: dir, ...engineEnv });
+});
+afterAll(async () => {
+  await srv.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const chat = (id: string, content: string, extra: object = {}) =>
+  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content }], max_tokens: 8, temperature: 0, ...extra } });
+
+function args(input: string, output: string, more: string[] = []): RunnerArgs {
+  const parsed = parseRunnerArgs(["-i", input, "-o", output, ...more]);
+  if (parsed.kind !== "run") throw new Error(JSON.stringify(parsed));
+  return parsed.args;
+}
+
+function sink() {
+  let text = "";
+  return { write: (t: string) => (text += t), text: () => text };
+}
+
+async function run(a: RunnerArgs) {
+  const stdout = sink();
+  const stderr = sink();
+  const result = await runOffline(a, { config, logger: pino({ level: "silent" }), stdout, stderr, httpRetry: { attempts: 3, baseDelayMs: 5 } });
+  return { ...result, stdout: stdout.text(), stderr: stderr.text() };
+}
+
+const rows = (text: string) => text.trim().split("\n").map((l) => JSON.parse(l));
+
+describe("offline runner", () => {
+  it("runs a local file: results in the output, a failed request in the error file", async () => {
+    const input = path.join(dir, "in.jsonl");
+    // ~2,000 tokens cannot fit a 256-token context: that request fails, the others go on.
+    writeFileSync(input, [chat("a", "Once upon a time"), chat("b", "The cat"), chat("huge", "word ".repeat(2000)), chat("c", "A dog")].join("\n") + "\n");
+    const out = path.join(dir, "results", "out.jsonl");
+    const r = await run(args(input, out));
+    expect(r.exitCode).toBe(0);
+    expect(r.endpoint).toBe("/v1/chat/completions");
+    const ok = rows(readFileSync(out, "utf8"));
+    expect(ok.map((x) => x.custom_id).sort()).toEqual(["a", "b", "c"]);
+    for (const x of ok) {
+      expect(x.response.status_code).toBe(200);
+      expect(x.response.body.choices[0].message.content.length).toBeGreaterThan(0);
+    }
+    const failed = rows(readFileSync(path.join(dir, "results", "out.errors.jsonl"), "utf8"));
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toMatchObject({ custom_id: "huge", response: { status_code: 400 } });
+    expect(r.stdout).toMatch(/4 requests \(\/v1\/chat\/completions\) in .*: 3 completed, 1 failed/);
+    expect(r.stdout).toMatch(/errors: .*out\.errors\.jsonl/);
+    expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
+
+    // A second run replaces the results instead of appending to them.
+    writeFileSync(input, chat("only", "Hello") + "\n");
+    expect((await run(args(input, out))).exitCode).toBe(0);
+    expect(rows(readFileSync(out, "utf8")).map((x) => x.custom_id)).toEqual(["only"]);
+    expect(existsSync(path.join(dir, "results", "out.errors.jsonl"))).toBe(false);
+  });
+
+  it("reads the input from a URL and PUTs the output to one, retrying a 503 each way", async () => {
+    srv.objects.set("/in/batch.jsonl", Buffer.from([chat("u1", "Once"), chat("u2", "The sun"), chat("big", "word ".repeat(2000))].join("\n")));
+    srv.failNext(1);
+    const r = await run(args(`${srv.baseUrl}/in/batch.jsonl`, `${srv.baseUrl}/out/results.jsonl?sig=s3cr3t`));
+    expect(r.exitCode).toBe(0);
+    expect(rows(srv.objects.get("/out/results.jsonl")!.toString()).map((x) => x.custom_id).sort()).toEqual(["u1", "u2"]);
+    expect(rows(srv.objects.get("/out/results.errors.jsonl")!.toString()).map((x) => x.custom_id)).toEqual(["big"]);
+    expect(srv.requests.some((q) => q.method === "PUT" && q.url === "/out/results.errors.jsonl?sig=s3cr3t")).toBe(true);
+    // The signature never reaches the terminal.
+    expect(r.stdout + r.stderr).not.toContain("s3cr3t");
+    expect(r.stdout).toMatch(/output: http:\/\/127\.0\.0\.1:\d+\/out\/results\.jsonl\?…/);
+  });
+
+  it("runs embeddings files, taking the endpoint from the lines", async () => {
+    const input = path.join(dir, "emb.jsonl");
+    const line = (id: string, text: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: "m", input: text } });
+    writeFileSync(input, [line("e1", "hello"), line("e2", "world")].join("\n"));
+    const out = path.join(dir, "emb-out.jsonl");
+    const r = await run(args(input, out));
+    expect(r.endpoint).toBe("/v1/embeddings");
+    const got = rows(readFileSync(out, "utf8"));
+    expect(got).toHaveLength(2);
+    expect(got[0].response.body.data[0].embedding.length).toBeGreaterThan(0);
+  });
+
+  it("runs nothing and exits 1 for an invalid file, listing the bad lines", async () => {
+    const input = path.join(dir, "bad.jsonl");
+    writeFileSync(input, [chat("x", "hi"), "{not json", chat("x", "dup"), JSON.stringify({ custom_id: "y", method: "POST", url: "/v1/completions", body: {} })].join("\n"));
+    const out = path.join(dir, "never.jsonl");
+    const r = await run(args(input, out));
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toMatch(/is not a valid batch file \(3 problems\); nothing was run/);
+    expect(r.stderr).toMatch(/line 2: invalid_json_line/);
+    expect(r.stderr).toMatch(/line 3: duplicate_custom_id/);
+    expect(r.stderr).toMatch(/line 4: mismatched_url/);
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it("fails clearly on a missing input file or an unreachable URL", async () => {
+    await expect(run(args(path.join(dir, "nope.jsonl"), path.join(dir, "o.jsonl")))).rejects.toThrow(/no such input file: .*nope\.jsonl/);
+    await expect(run(args(`${srv.baseUrl}/missing.jsonl`, path.join(dir, "o.jsonl")))).rejects.toThrow(/GET .*missing\.jsonl failed: HTTP 404/);
+  });
+});
+
+describe("npm run batch (the command line)", () => {
+  const cli = (argv: string[], env: Record<string, string> = {}) =>
+    exec(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+      cwd: repoRoot,
+      env: { ...process.env, ...engineEnv, ...env },
+    }).then(
+      (r) => ({ code: 0, ...r }),
+      (e) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
+    );
+
+  it("prints help, refuses bad flags with 2 and invalid files with 1", async () => {
+    const help = await cli(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/-i, --input-file/);
+    expect((await cli(["-i", "x.jsonl"])).code).toBe(2);
+    const bad = path.join(dir, "cli-bad.jsonl");
+    writeFileSync(bad, "nope\n");
+    const r = await cli(["-i", bad, "-o", path.join(dir, "cli-bad-out.jsonl")]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/line 1: invalid_json_line/);
+  });
+
+  it("runs the example file, and warns loudly when no model is given", async () => {
+    const out = path.join(dir, "cli-out.jsonl");
+    const r = await cli(["-i", path.join(repoRoot, "examples/sample_batch.jsonl"), "-o", out], { MODEL_PATH: "" });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/WARNING: MODEL_PATH is not set: .*RANDOM weights.*--model/);
+    expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
+    expect(r.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
+    expect(rows(readFileSync(out, "utf8"))).toHaveLength(4);
+  });
+});
