@@ -20,6 +20,10 @@ const ConfigSchema = z.object({
   maxLineBytes: int(1),
   apiKeys: z.array(z.string().min(1)),
   fileExpirySeconds: int(1),
+  /** How often the collector looks for expired files and batch folders. */
+  collectIntervalSeconds: int(1),
+  /** On SIGTERM/SIGINT, how long requests in flight may run on before they are checkpointed. */
+  shutdownGraceSeconds: int(0),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
   engine: z.object({
     gpu: z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)]),
@@ -72,6 +76,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxLineBytes: env.MAX_LINE_BYTES ?? 1024 * 1024,
     apiKeys: (env.API_KEYS ?? "").split(",").map((k) => k.trim()).filter(Boolean),
     fileExpirySeconds: env.FILE_EXPIRY_SECONDS ?? 30 * 24 * 3600,
+    collectIntervalSeconds: env.COLLECT_INTERVAL_SECONDS ?? 3600,
+    shutdownGraceSeconds: env.SHUTDOWN_GRACE_SECONDS ?? 10,
     logLevel: env.LOG_LEVEL ?? "info",
     engine: {
       gpu: gpuSetting(env.GPU ?? y.engine?.gpu ?? "auto"),

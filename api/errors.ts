@@ -37,3 +37,9 @@ export const queueFull = (retryAfterSeconds: number) =>
 
 export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>'.") =>
   new ApiError(401, message, "authentication_error", "invalid_api_key");
+
+/** The service is draining for a shutdown: nothing new is accepted, a client should retry (elsewhere or later). */
+export const shuttingDown = (retryAfterSeconds: number) =>
+  new ApiError(503, "The service is shutting down and accepts no new batches; retry shortly.", "server_error", "shutting_down", null, {
+    "Retry-After": String(retryAfterSeconds),
+  });

@@ -1,7 +1,11 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
+import os from "node:os";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
 import { createService } from "./service.js";
+
+/** Beyond the drain and checkpoint: flushing state and releasing the model. */
+const SHUTDOWN_SLACK_MS = 15_000;
 
 async function main() {
   let config;
@@ -33,18 +37,29 @@ async function main() {
   });
 
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = (signal: NodeJS.Signals) => {
+    const code = 128 + (os.constants.signals[signal] ?? 15);
     if (stopping) {
-      // State files are only ever replaced by rename, so exiting now cannot tear them.
+      // State files are only ever replaced by rename and result lines are whole single writes, so
+      // exiting now can at most leave a *.tmp file or a torn last line, both cleaned up on start.
       logger.warn({ signal }, "second signal: exiting now");
-      process.exit(130);
+      process.exit(code);
     }
     stopping = true;
-    logger.info({ signal }, "shutting down: no new requests, checkpointing running batches");
+    const graceMs = config.shutdownGraceSeconds * 1000;
+    logger.info(
+      { signal, grace_seconds: config.shutdownGraceSeconds },
+      "shutting down: no new connections or batches, requests in flight may finish, then running batches are checkpointed (a second signal exits at once)",
+    );
     server.close();
     server.closeIdleConnections?.();
+    // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
+    setTimeout(() => {
+      logger.error("shutdown did not finish in time: exiting");
+      process.exit(1);
+    }, 2 * graceMs + SHUTDOWN_SLACK_MS).unref();
     service
-      .close({ graceMs: 10_000 })
+      .close({ graceMs })
       .then(() => {
         logger.info("shutdown complete");
         process.exit(0);

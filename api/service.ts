@@ -6,6 +6,7 @@ import { lockBatchDir } from "./batch-dir-lock.js";
 import type { Config } from "./config.js";
 import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
+import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { startEngine } from "./start-engine.js";
 import type { Engine } from "../engine/types.js";
 
@@ -15,6 +16,8 @@ export interface Service {
   app: express.Express;
   engine: Engine;
   controlPlane: Awaited<ReturnType<typeof createControlPlane>>;
+  /** This instance's Prometheus registry and hooks (GET /metrics). */
+  metrics: Metrics;
   /** Stops the worker (running batches checkpoint), then releases the model. */
   close(opts?: { graceMs?: number }): Promise<void>;
 }
@@ -31,7 +34,10 @@ export async function createService(config: Config, logger: pino.Logger): Promis
 
 async function buildService(config: Config, logger: pino.Logger, unlock: () => void): Promise<Service> {
   const engine = await startEngine(config, logger);
-  const controlPlane = await createControlPlane({ config, engine, logger });
+  const metrics = createMetrics();
+  metrics.setEngineInfo(engine.info);
+  const controlPlane = await createControlPlane({ config, engine, logger, metrics });
+  metrics.watch(controlPlane.status);
   const app = createApp({
     config,
     files: controlPlane.files,
@@ -39,12 +45,14 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
     status: controlPlane.status,
     engineInfo: () => engine.info,
     logger,
+    metrics,
   });
   let closed: Promise<void> | undefined;
   return {
     app,
     engine,
     controlPlane,
+    metrics,
     close(opts = {}) {
       closed ??= (async () => {
         await controlPlane.worker.close({ graceMs: opts.graceMs ?? 10_000 });

@@ -14,11 +14,17 @@ export interface MapBatchesOptions<T, R> {
   onResult: (item: T, outcome: Outcome<R>) => void | Promise<void>;
   /** Stops pulling and starting; calls in flight get it through their `signal`. */
   signal?: AbortSignal;
+  /**
+   * A gentler stop: nothing new is pulled or started, but the calls in flight run to their end and
+   * deliver. `signal` can still cut them short afterwards.
+   */
+  drain?: AbortSignal;
 }
 
 export interface MapBatchesResult<T> {
+  /** Stopped by `signal` or `drain` before every item of the source ran. */
   aborted: boolean;
-  /** Items pulled but never started because of the abort, in source order. */
+  /** Items pulled but never started because of the stop, in source order. */
   unstarted: T[];
 }
 
@@ -50,7 +56,7 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
   let exhausted = false;
 
   const fail = (error: unknown) => void (failure ??= { error });
-  const stopped = () => inner.signal.aborted || failure !== undefined;
+  const stopped = () => inner.signal.aborted || failure !== undefined || opts.drain?.aborted === true;
 
   const start = (item: T) => {
     const task = (async () => {
@@ -88,17 +94,22 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
     }
   } catch (error) {
     fail(error);
+  }
+  try {
+    await Promise.all(inFlight);
+    await delivery;
   } finally {
+    // Only now: a stop that comes while the last calls are in flight (after a drain, say) must still reach them.
     opts.signal?.removeEventListener("abort", forward);
   }
-  await Promise.all(inFlight);
-  await delivery;
 
   if (failure) {
     await iterator.return?.().catch(() => undefined);
     throw failure.error;
   }
-  return { aborted: inner.signal.aborted, unstarted: inner.signal.aborted ? batch : [] };
+  // A drain that came after the last item started stopped nothing.
+  const aborted = inner.signal.aborted || (opts.drain?.aborted === true && !(exhausted && batch.length === 0));
+  return { aborted, unstarted: aborted ? batch : [] };
 }
 
 /** Up to `size` items; fewer only at the end of the source or on a stop. */

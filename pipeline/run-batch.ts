@@ -9,6 +9,17 @@ import { mapBatches, type Outcome } from "./map-batches.js";
 import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
+
+/**
+ * Requests a run keeps in flight when none is configured: twice the engine's sequences, so a request is
+ * always waiting when a sequence frees up (with exactly one per sequence, each sequence idles while its
+ * last result is written and the next request is read and tokenized). Concurrent runs share the engine's
+ * FIFO wait list, so each gets its turn.
+ */
+export function defaultConcurrency(sequences: number): number {
+  return 2 * Math.max(1, sequences);
+}
+const DRAINED: AbortReason = { code: "shutdown", message: "The run was drained for a shutdown; it resumes on restart." };
 const MAX_RETRY_DELAY_MS = 30_000;
 
 interface BatchRequest {
@@ -22,7 +33,7 @@ interface BatchRequest {
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
   const { engine, endpoint, signal } = opts;
   const retry = opts.retry ?? DEFAULT_RETRY;
-  const concurrency = opts.concurrency > 0 ? opts.concurrency : Math.max(1, engine.info.sequences);
+  const concurrency = opts.concurrency > 0 ? opts.concurrency : defaultConcurrency(engine.info.sequences);
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
@@ -63,6 +74,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       batchSize: opts.batchSize,
       concurrency,
       signal,
+      drain: opts.drain,
       onResult,
       fn: (req, sig) => {
         if (req.unparseable) return Promise.reject(new InvalidBodyError(req.unparseable, null));
@@ -70,8 +82,9 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       },
     });
     if (!run.aborted) return { ...progress };
-    const reason = abortReasonOf(signal!);
-    // Cancel and expiry are final: every request that did not finish gets its line, so
+    // Only drained (signal untouched): the requests in flight finished, the rest resume on restart.
+    const reason = signal?.aborted ? abortReasonOf(signal) : DRAINED;
+    // Cancel, expiry and a failed batch are final: every request that did not finish gets its line, so
     // completed + failed == total. A shutdown writes nothing more; the restart resumes.
     if (reason.code !== "shutdown") {
       for (const req of run.unstarted) await writeFailure(req, abortedLine(req.customId, reason));
@@ -123,7 +136,7 @@ const isRequestFailure = (err: unknown) => err instanceof EngineRequestError && 
 
 function abortReasonOf(signal: AbortSignal): AbortReason {
   const r = signal.reason as Partial<AbortReason> | undefined;
-  if (r && (r.code === "batch_cancelled" || r.code === "batch_expired" || r.code === "shutdown")) {
+  if (r && (r.code === "batch_cancelled" || r.code === "batch_expired" || r.code === "batch_failed" || r.code === "shutdown")) {
     return { code: r.code, message: typeof r.message === "string" ? r.message : r.code };
   }
   // An abort without our reason is treated as a stop to resume from, which loses nothing.

@@ -42,11 +42,11 @@ export interface Progress {
 }
 
 /**
- * Why a run stops early. Cancel and expiry write an error line with this code for every request
- * that did not finish; "shutdown" writes nothing so a restart resumes where it stopped.
+ * Why a run stops early. Cancel, expiry and a failure of the batch write an error line with this
+ * code for every request that did not finish; "shutdown" writes nothing so a restart resumes where it stopped.
  */
 export interface AbortReason {
-  code: "batch_cancelled" | "batch_expired" | "shutdown";
+  code: "batch_cancelled" | "batch_expired" | "batch_failed" | "shutdown";
   message: string;
 }
 
@@ -60,7 +60,7 @@ export interface RunBatchOptions {
   engine: Engine;
   /** Requests grouped per map-batches step. */
   batchSize: number;
-  /** Requests in flight at once. */
+  /** Requests in flight at once; 0: defaultConcurrency (run-batch.ts), twice the engine's sequences. */
   concurrency: number;
   /** custom_ids whose result is already on disk: never run again. */
   done?: ReadonlySet<string>;
@@ -68,6 +68,11 @@ export interface RunBatchOptions {
   base?: Progress;
   /** Abort with an AbortReason as `signal.reason`. */
   signal?: AbortSignal;
+  /**
+   * Graceful stop for a shutdown: no new request starts, those in flight finish and are written,
+   * and the run ends with reason "shutdown" (nothing written for the rest). `signal` still cuts it short.
+   */
+  drain?: AbortSignal;
   onProgress?: (p: Progress) => void;
   /** Transient engine errors are retried with exponential backoff and jitter. */
   retry?: { attempts: number; baseDelayMs: number };

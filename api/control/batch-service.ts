@@ -6,8 +6,9 @@ import type pino from "pino";
 import { validateBatchFile } from "../../pipeline/validate.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, FileStore, Owner, Page } from "../contracts.js";
-import { badRequest, notFound } from "../errors.js";
+import { badRequest, notFound, shuttingDown } from "../errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
 import { newBatchId } from "../stores/ids.js";
@@ -17,6 +18,9 @@ import type { DeadlineTimers } from "./deadline-timers.js";
 import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
 import type { JobQueue } from "./job-queue.js";
 import type { Worker } from "./worker.js";
+
+/** Sent as Retry-After with a 503 while the service drains: a restart takes seconds. */
+const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
 
 export interface BatchServiceDeps {
   config: Config;
@@ -31,6 +35,7 @@ export interface BatchServiceDeps {
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
+  metrics?: BatchMetrics;
 }
 
 interface NewBatch {
@@ -143,6 +148,8 @@ export class QueueingBatchService implements BatchService {
   private async createBatch(input: NewBatch): Promise<Batch> {
     const { config, store, queue, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
+    // A batch accepted now could not start before the restart, and its state might land after the final flush.
+    if (this.deps.worker.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     queue.ensureRoom(this.reserved + 1);
     this.reserved++;
     try {
@@ -177,6 +184,7 @@ export class QueueingBatchService implements BatchService {
         throw err;
       }
       const accepted = snapshot(batch);
+      if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
       // A cancel may have ended it while the state was written.
       if (batch.status === "validating" && !this.deps.runner.isEnding(id)) this.schedule(rec);
       logger.info(

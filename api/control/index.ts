@@ -6,6 +6,7 @@ import type { Config } from "../config.js";
 import type { ControlPlaneStatus, FileStore } from "../contracts.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { BatchStore } from "../stores/batch-store.js";
+import { Collector, removeCrashLeftovers } from "./collector.js";
 import { DiskFileStore } from "../stores/file-store.js";
 import { QueueingBatchService } from "./batch-service.js";
 import { DeadlineTimers } from "./deadline-timers.js";
@@ -28,6 +29,8 @@ export interface ControlPlane {
   batches: QueueingBatchService;
   status: ControlPlaneStatus;
   worker: Worker;
+  /** Housekeeping of expired files and batch folders (runs on its own; exposed for tests and tools). */
+  collector: Collector;
   /** Stops the worker (if not stopped yet) and deadline timers, then flushes state to disk. */
   close(): Promise<void>;
 }
@@ -46,8 +49,19 @@ export async function createControlPlane(deps: { config: Config; engine: Engine;
   const worker = new Worker({ queue, scheduler, runJob: runner.run, logger: deps.logger.child({ component: "worker" }), urgentSeconds: config.slaUrgentSeconds, now });
   const batches = new QueueingBatchService({ config, store, files, queue, worker, runner, deadlines, modelId: engine.info.modelId, logger, now, metrics });
 
+  await removeCrashLeftovers({ batchDir: config.batchDir, files, logger });
   await recoverBatches({ store, runner, batches, logger, now });
   worker.start();
+  const collector = new Collector({
+    batchDir: config.batchDir,
+    files,
+    store,
+    expirySeconds: config.fileExpirySeconds,
+    busy: (id) => worker.isRunning(id) || runner.isEnding(id),
+    logger,
+    now,
+  });
+  collector.start(config.collectIntervalSeconds);
   logger.info({ batches: store.all().length, queued: queue.depth, pools: scheduler.status() }, "control plane ready");
 
   let closed: Promise<void> | undefined;
@@ -56,8 +70,10 @@ export async function createControlPlane(deps: { config: Config; engine: Engine;
     batches,
     status: { queueStats: () => worker.stats(), poolStatus: () => scheduler.status() },
     worker,
+    collector,
     close() {
       closed ??= (async () => {
+        await collector.stop();
         deadlines.clearAll();
         await worker.close({ graceMs: CLOSE_GRACE_MS });
         await store.close();

@@ -10,6 +10,7 @@ import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress, RunBatchResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import type { FileStore } from "../contracts.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
 import type { Batch, BatchStatus } from "../schemas/objects.js";
 import type { BatchRecord, BatchStore } from "../stores/batch-store.js";
 import { canTransition, isFinal, transition } from "./batch-state.js";
@@ -31,6 +32,7 @@ export interface JobRunnerDeps {
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
+  metrics?: BatchMetrics;
 }
 
 export class JobRunner {
@@ -44,7 +46,7 @@ export class JobRunner {
   }
 
   /** The worker's RunJob: never throws; a failure midway fails the batch and the service carries on. */
-  run = async (job: QueuedJob, lease: Lease, signal: AbortSignal): Promise<void> => {
+  run = async (job: QueuedJob, lease: Lease, signal: AbortSignal, drain?: AbortSignal): Promise<void> => {
     const { store, logger, now } = this.deps;
     const rec = store.get(job.batchId);
     if (!rec || isFinal(rec.batch.status) || rec.batch.status === "cancelling" || this.ending.has(job.batchId)) return;
@@ -54,7 +56,7 @@ export class JobRunner {
       if (b.status === "validating") transition(b, "in_progress", now());
       await store.save(b.id);
       logger.info({ batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: !!job.resumed, deadline_at: b.deadline_at }, "batch started");
-      const result = await this.execute(rec, signal);
+      const result = await this.execute(rec, signal, drain);
       applyProgress(b, result);
       if (result.aborted?.code === "shutdown") {
         await store.save(b.id);
@@ -96,7 +98,7 @@ export class JobRunner {
     }
   }
 
-  private async execute(rec: BatchRecord, signal: AbortSignal): Promise<RunBatchResult> {
+  private async execute(rec: BatchRecord, signal: AbortSignal, drain?: AbortSignal): Promise<RunBatchResult> {
     const { config, engine, store } = this.deps;
     const b = rec.batch;
     const p = store.paths(b.id);
@@ -104,6 +106,7 @@ export class JobRunner {
     await repairTornTail(p.errors);
     const { done, ...base } = await scanDone(p.output, p.errors);
     applyProgress(b, base);
+    const track = this.deps.metrics?.trackProgress(b.endpoint, base);
     return runBatchFile({
       inputPath: p.input,
       outputPath: p.output,
@@ -111,13 +114,16 @@ export class JobRunner {
       endpoint: b.endpoint as Endpoint,
       engine,
       batchSize: config.pipeline.batchSize,
-      concurrency: config.pipeline.concurrency > 0 ? config.pipeline.concurrency : Math.max(1, engine.info.sequences),
+      // 0: the pipeline's default (pipeline/run-batch.ts defaultConcurrency).
+      concurrency: config.pipeline.concurrency,
       done,
       base,
       signal,
+      drain,
       onProgress: (progress) => {
         applyProgress(b, progress);
         store.touch(b.id);
+        track?.(progress);
       },
     });
   }
@@ -135,6 +141,7 @@ export class JobRunner {
     transition(b, to, now());
     this.ended(b.id, lease);
     b.deadline_met = b.status === "completed" ? (b.completed_at ?? 0) <= b.deadline_at : b.status === "expired" ? false : null;
+    this.deps.metrics?.batchEnded(b);
     await store.save(b.id);
     const fields = { batch_id: b.id, status: b.status, pool: b.pool, deadline_met: b.deadline_met, request_counts: b.request_counts };
     if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
@@ -149,8 +156,10 @@ export class JobRunner {
       this.ended(b.id, lease);
       return;
     }
-    const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${(err as Error)?.message ?? String(err)}`, line: null };
+    const cause = (err as Error)?.message ?? String(err);
+    const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${cause}`, line: null };
     b.errors = { object: "list", data: [...(b.errors?.data ?? []), entry] };
+    await this.accountUnrun(rec, { code: "batch_failed", message: `The batch failed before this request ran: ${cause}` });
     try {
       await this.registerResults(rec);
     } catch (regErr) {
@@ -160,7 +169,26 @@ export class JobRunner {
     transition(b, canTransition(b.status, "failed") ? "failed" : "cancelled", now());
     this.ended(b.id, lease);
     b.deadline_met = null;
+    this.deps.metrics?.batchEnded(b);
     await store.save(b.id).catch((saveErr) => logger.error({ err: saveErr, batch_id: b.id }, "cannot persist failed batch"));
+  }
+
+  /**
+   * A failed batch still accounts for every request: each one without a result gets an error line
+   * with `reason`. Where even that cannot be written (the failure may be the disk itself), the
+   * requests without a line are still counted failed, so completed + failed == total holds.
+   */
+  private async accountUnrun(rec: BatchRecord, reason: AbortReason) {
+    const b = rec.batch;
+    try {
+      const stop = new AbortController();
+      stop.abort(reason);
+      applyProgress(b, await this.execute(rec, stop.signal));
+    } catch (err) {
+      this.deps.logger.error({ err, batch_id: b.id }, "cannot write the error lines of a failed batch; its unrun requests are counted failed");
+    }
+    const c = b.request_counts;
+    c.failed = Math.max(c.failed, c.total - c.completed);
   }
 
   /**

@@ -7,8 +7,11 @@ import type { AbortReason } from "../../pipeline/types.js";
 import { isUrgent, type JobQueue, type QueuedJob } from "./job-queue.js";
 import type { Lease, PoolScheduler } from "./pool-scheduler.js";
 
-/** Runs one job to its end. Must settle promptly once `signal` aborts (signal.reason is an AbortReason). */
-export type RunJob = (job: QueuedJob, lease: Lease, signal: AbortSignal) => Promise<void>;
+/**
+ * Runs one job to its end. Must settle promptly once `signal` aborts (signal.reason is an AbortReason).
+ * `drain` asks for a graceful stop before a shutdown: start nothing new, finish what is in flight.
+ */
+export type RunJob = (job: QueuedJob, lease: Lease, signal: AbortSignal, drain: AbortSignal) => Promise<void>;
 
 export interface WorkerOptions {
   queue: JobQueue;
@@ -22,16 +25,20 @@ export interface WorkerOptions {
 
 interface Running {
   controller: AbortController;
+  drain: AbortController;
   lease: Lease;
   done: Promise<void>;
 }
 
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
 
+/** An aborted request stops within a token, so settling after the abort needs far less than the drain. */
+const MAX_ABORT_SETTLE_MS = 5_000;
+
 export class Worker {
   private readonly running = new Map<string, Running>();
   private started = false;
-  private closing = false;
+  private isClosing = false;
   /** The job last logged as waiting for capacity, so a wait is logged once and not on every wake. */
   private waitingFor: string | undefined;
   private readonly now: () => number;
@@ -48,7 +55,7 @@ export class Worker {
 
   /** Starts as many queued jobs as the pools allow. Safe to call at any time. */
   wake(): void {
-    if (!this.started || this.closing) return;
+    if (!this.started || this.isClosing) return;
     const { queue, scheduler, logger } = this.opts;
     for (;;) {
       const now = this.now();
@@ -71,18 +78,24 @@ export class Worker {
 
   private launch(job: QueuedJob, lease: Lease) {
     const controller = new AbortController();
+    const drain = new AbortController();
     const done = Promise.resolve()
-      .then(() => this.opts.runJob(job, lease, controller.signal))
+      .then(() => this.opts.runJob(job, lease, controller.signal, drain.signal))
       .catch((err) => this.opts.logger.error({ err, batch_id: job.batchId }, "batch job failed unexpectedly"))
       .finally(() => {
         this.running.delete(job.batchId);
         this.opts.scheduler.release(lease);
       });
-    this.running.set(job.batchId, { controller, lease, done });
+    this.running.set(job.batchId, { controller, drain, lease, done });
   }
 
   isRunning(batchId: string): boolean {
     return this.running.has(batchId);
+  }
+
+  /** close() was called: nothing new starts. */
+  get closing(): boolean {
+    return this.isClosing;
   }
 
   /** Running but already told to stop (cancel, expiry or shutdown). */
@@ -109,24 +122,37 @@ export class Worker {
   }
 
   /**
-   * Stops taking jobs, aborts running ones with reason "shutdown" (their results stay on disk and
-   * their batches stay in_progress, so a restart resumes them), waits up to graceMs for them to
-   * settle, and releases every slot.
+   * Stops taking jobs and drains the running ones: no new request starts, requests in flight get up
+   * to graceMs to finish and be written. Whatever still runs then is aborted with reason "shutdown"
+   * (checkpointed: its batch stays in_progress, and the restart runs only what has no result on
+   * disk) and gets a little longer to settle. Every slot is released. Bounded by graceMs plus
+   * min(graceMs, 5 s); graceMs 0 aborts at once.
    */
   async close(opts: { graceMs: number }): Promise<void> {
-    if (!this.closing) {
-      this.closing = true;
-      for (const run of this.running.values()) run.controller.abort(SHUTDOWN);
-      this.opts.logger.info({ running: this.running.size, queued: this.opts.queue.depth }, "worker stopping");
+    const { logger } = this.opts;
+    if (!this.isClosing) {
+      this.isClosing = true;
+      for (const run of this.running.values()) run.drain.abort(SHUTDOWN);
+      logger.info({ running: this.running.size, queued: this.opts.queue.depth, grace_ms: opts.graceMs }, "worker stopping: requests in flight may finish");
     }
+    await this.idleWithin(opts.graceMs);
+    if (this.running.size > 0) {
+      logger.warn({ running: this.running.size }, "grace period over: checkpointing the requests still running");
+      for (const run of this.running.values()) run.controller.abort(SHUTDOWN);
+      await this.idleWithin(Math.min(opts.graceMs, MAX_ABORT_SETTLE_MS));
+    }
+    if (this.running.size > 0) logger.warn({ running: this.running.size }, "jobs still settling after the grace period");
+    for (const run of this.running.values()) this.opts.scheduler.release(run.lease);
+  }
+
+  private async idleWithin(ms: number): Promise<void> {
+    if (this.running.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
     const grace = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, Math.max(0, opts.graceMs));
+      timer = setTimeout(resolve, Math.max(0, ms));
       timer.unref();
     });
     await Promise.race([this.idle(), grace]);
     clearTimeout(timer);
-    if (this.running.size > 0) this.opts.logger.warn({ running: this.running.size }, "jobs still settling after the grace period");
-    for (const run of this.running.values()) this.opts.scheduler.release(run.lease);
   }
 }

@@ -11,17 +11,40 @@ export function uploadDir(batchDir: string): string {
 }
 
 /**
- * Accepts one file part named `file` plus a few small text fields. Past `maxFileBytes` multer stops
- * with LIMIT_FILE_SIZE (413 in the error handler) and deletes the partial file itself.
+ * Accepts one file part named `file` plus a few small text fields. The moment the file passes
+ * `maxFileBytes` the client gets its 413 and the connection is closed after it: the rest of an
+ * oversized body is never waited for. The partial file is deleted at once.
  */
 export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): RequestHandler {
   const dir = uploadDir(opts.batchDir);
-  const storage = multer.diskStorage({
+  const disk = multer.diskStorage({
     // Created on demand: BATCH_DIR may have been emptied while the server runs.
     destination: (_req, _file, cb) => {
       mkdir(dir, { recursive: true }).then(() => cb(null, dir), (err: Error) => cb(err, dir));
     },
   });
+  /** Per request: answers the client as soon as its file is too big (and the partial file is gone). */
+  const tooBig = new WeakMap<object, () => void>();
+  const storage: multer.StorageEngine = {
+    _handleFile(req, file, cb) {
+      let over = false;
+      file.stream.once("limit", () => {
+        over = true;
+        // Stops the write now; multer itself would wait for the end of the part, i.e. of the whole body.
+        file.stream.destroy();
+      });
+      disk._handleFile(req, file, (err, info) => {
+        const done = () => {
+          if (over) tooBig.get(req)?.();
+          cb(err, info);
+        };
+        // On a failed write multer forgets the file, but the disk storage has already created it.
+        if (err && file.path) rm(file.path, { force: true }).then(done, done);
+        else done();
+      });
+    },
+    _removeFile: (req, file, cb) => disk._removeFile(req, file, cb),
+  };
   const accept = multer({
     storage,
     limits: { fileSize: opts.maxFileBytes, files: 1, fields: 8, fieldSize: 4096, parts: 10 },
@@ -29,7 +52,18 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): 
     defParamCharset: "utf8",
   }).single("file");
   return (req, res, next) => {
-    accept(req, res, (err?: unknown) => next(err == null ? undefined : asClientError(err)));
+    let settled = false;
+    const settle = (err?: unknown) => {
+      if (settled) return;
+      settled = true;
+      tooBig.delete(req);
+      next(err == null ? undefined : asClientError(err));
+    };
+    tooBig.set(req, () => {
+      res.setHeader("Connection", "close");
+      settle(new MulterError("LIMIT_FILE_SIZE", "file"));
+    });
+    accept(req, res, settle);
   };
 }
 

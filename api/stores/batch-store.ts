@@ -1,6 +1,6 @@
 // Batches: an in-memory index backed by BATCH_DIR/<batch_id>/batch.json, one atomically replaced
 // document per batch. Everything is loaded on start; only folders named like a batch id are read.
-import { mkdir, readdir } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import type { Owner, Page } from "../contracts.js";
@@ -71,6 +71,22 @@ export class BatchStore {
   add(rec: BatchRecord): void {
     if (this.records.has(rec.batch.id)) throw new Error(`batch ${rec.batch.id} already exists`);
     this.records.set(rec.batch.id, rec);
+  }
+
+  /**
+   * Deletes a batch for good: its state first (a crash then leaves a folder without batch.json,
+   * which start-up cleans away), then its folder. Writes under way land before the delete.
+   */
+  async remove(id: string): Promise<void> {
+    const timer = this.pendingTouches.get(id);
+    if (timer) clearTimeout(timer);
+    this.pendingTouches.delete(id);
+    // With the record gone, any later save() of this id writes nothing.
+    this.records.delete(id);
+    await this.writes.get(id)?.catch(() => undefined);
+    const p = this.paths(id);
+    await rm(p.state, { force: true });
+    await rm(p.dir, { recursive: true, force: true });
   }
 
   /** Drops a batch whose creation failed before it was ever made durable. */

@@ -82,6 +82,18 @@ export class DiskFileStore implements FileStore {
   async delete(id: string, owner: Owner): Promise<boolean> {
     const rec = this.records.get(id);
     if (!rec || rec.owner !== owner) return false;
+    return this.remove(id);
+  }
+
+  /** Every file whoever owns it, with where its content lives (for housekeeping). */
+  entries(): Array<{ object: FileObject; path: string }> {
+    return [...this.records.values()].map((r) => ({ object: r.object, path: r.path }));
+  }
+
+  /** Deletes a file whoever owns it (housekeeping; routes go through delete()). */
+  async remove(id: string): Promise<boolean> {
+    const rec = this.records.get(id);
+    if (!rec) return false;
     // Metadata goes first: a crash in between leaves an orphan content file, never a file without content.
     await rm(this.metaPath(id), { force: true });
     this.records.delete(id);

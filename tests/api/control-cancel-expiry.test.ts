@@ -1,6 +1,6 @@
-// Cancel and expiry accounting with the real engine: every request ends with exactly one line, in
-// the output or the error file, so completed + failed == total.
-import { readFileSync } from "node:fs";
+// Cancel, expiry and failure accounting with the real engine: every request ends with exactly one
+// line, in the output or the error file, so completed + failed == total.
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -103,5 +103,53 @@ describe("expiry", () => {
     expect(out.length).toBeGreaterThan(0);
     expect(out.length).toBeLessThan(120);
     expect(r.usage.output_tokens).toBeGreaterThan(0);
+  });
+});
+
+describe("failure midway", () => {
+  /** Holds the one slot while the test prepares the batch queued behind it, then lets it go. */
+  async function behindABlocker(content: string, prepare: (batchDir: string) => void) {
+    await startOneSlot();
+    const blocker = await upload(cp, dir, completionLines(60, { maxTokens: 64, prefix: "blocker" }));
+    const first = await cp.batches.create({ input_file_id: blocker.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, first.id, inStatus("in_progress"));
+    const file = await upload(cp, dir, content);
+    const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    prepare(path.join(dir, b.id));
+    await cp.batches.cancel(first.id, null);
+    return waitFor(cp, b.id, inStatus("failed", "completed", "cancelled"));
+  }
+
+  it("keeps the results it has and still counts every request when even its error file cannot be written", async () => {
+    await startOneSlot();
+    // Forty good requests, then one too long for the context: its error line is where the disk fails.
+    const lines = completionLines(50, { prefix: "mid", maxTokens: 24 }).trimEnd().split("\n");
+    lines[40] = JSON.stringify({ custom_id: "mid-40", method: "POST", url: "/v1/completions", body: { prompt: "Once upon a time there was a big dog. ".repeat(200), max_tokens: 4 } });
+    const file = await upload(cp, dir, lines.join("\n") + "\n");
+    const running = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, running.id, (x) => x.request_counts.completed >= 2);
+    // No error line yet, so no error file: a directory in its place makes the first error line fail.
+    mkdirSync(path.join(dir, running.id, "errors.jsonl"));
+    const b = await waitFor(cp, running.id, inStatus("failed", "completed"));
+    expect(b.status).toBe("failed");
+    expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
+    const out = readJsonl(path.join(dir, b.id, "output.jsonl"));
+    expect(out.length).toBeGreaterThanOrEqual(2);
+    expect(out.length).toBeLessThan(50);
+    expect(new Set(out.map((l) => l.custom_id)).size).toBe(out.length);
+    expect(b.request_counts).toEqual({ completed: out.length, failed: 50 - out.length, total: 50 });
+    expect(cp.files.get(b.output_file_id!, null)).toBeDefined();
+  });
+
+  it("gives every request that did not run a batch_failed line when the error file can be written", async () => {
+    // The batch's state cannot be saved (a directory stands where batch.json goes): the run fails before any request.
+    const b = await behindABlocker(completionLines(6, { prefix: "early" }), (bdir) => {
+      rmSync(path.join(bdir, "batch.json"));
+      mkdirSync(path.join(bdir, "batch.json"));
+    });
+    expect(b.status).toBe("failed");
+    expect(b.request_counts).toEqual({ completed: 0, failed: 6, total: 6 });
+    const { errs } = expectAccounted(b, "batch_failed");
+    expect(errs[0].error.message).toMatch(/failed before this request ran/);
   });
 });

@@ -3,9 +3,11 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { rm } from "node:fs/promises";
 import pino from "pino";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { loadConfig, type Config } from "../../api/config.js";
-import type { ControlPlane } from "../../api/control/index.js";
+import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
 import type { Owner } from "../../api/contracts.js";
 import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.js";
 import { createEngine } from "../../engine/index.js";
@@ -27,6 +29,46 @@ export async function openTestEngine(): Promise<Engine> {
 }
 
 export const tempBatchDir = () => mkdtempSync(path.join(os.tmpdir(), "obi-control-"));
+
+export interface ControlTestbed {
+  /** The BATCH_DIR of the current test (created by its first open). */
+  readonly dir: string;
+  /**
+   * A control plane on the current test's BATCH_DIR; opening again reuses the folder, as a restart
+   * does. `engineFor` may wrap the file's engine (to observe its calls, say).
+   */
+  open(env?: Record<string, string>, engineFor?: (engine: Engine) => Engine): Promise<ControlPlane>;
+}
+
+/**
+ * Registers the hooks of a control-plane test file: one real engine for the file; after each test
+ * its planes are closed and its BATCH_DIR removed.
+ */
+export function controlTestbed(baseEnv: Record<string, string> = {}): ControlTestbed {
+  let engine: Engine | undefined;
+  let dir = "";
+  const planes: ControlPlane[] = [];
+  beforeAll(async () => {
+    engine = await openTestEngine();
+  });
+  afterAll(() => engine?.close());
+  afterEach(async () => {
+    for (const p of planes.splice(0)) await p.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+    dir = "";
+  });
+  return {
+    get dir() {
+      return dir;
+    },
+    async open(env = {}, engineFor = (e: Engine) => e) {
+      dir ||= tempBatchDir();
+      const cp = await createControlPlane({ config: testConfig(dir, { ...baseEnv, ...env }), engine: engineFor(engine!), logger });
+      planes.push(cp);
+      return cp;
+    },
+  };
+}
 
 export function testConfig(batchDir: string, env: Record<string, string> = {}): Config {
   return loadConfig({ BATCH_DIR: batchDir, LOG_LEVEL: "silent", PIPELINE_BATCH_SIZE: "8", ...env });

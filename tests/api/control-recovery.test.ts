@@ -1,29 +1,19 @@
 // Crash recovery: a control plane shut down mid-batch leaves the batch in_progress on disk; a new
 // one on the same BATCH_DIR resumes it and never runs a custom_id twice.
-import { readFileSync, writeFileSync, appendFileSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
+import { describe, expect, it } from "vitest";
 import type { Engine } from "../../engine/types.js";
-import { completionLines, inStatus, logger, openTestEngine, readJsonl, tempBatchDir, testConfig, upload, waitFor } from "./control-fixtures.js";
+import { observe, type Observed } from "../pipeline/engine.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
-let engine: Engine;
+// One slot in all, so a second batch waits in the queue behind the first.
+const bed = controlTestbed({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
 let dir: string;
-const planes: ControlPlane[] = [];
 
-beforeAll(async () => {
-  engine = await openTestEngine();
-});
-afterAll(() => engine?.close());
-afterEach(async () => {
-  for (const p of planes.splice(0)) await p.close();
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function open(env: Record<string, string> = {}) {
-  const cp = await createControlPlane({ config: testConfig(dir, { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", ...env }), engine, logger });
-  planes.push(cp);
+async function open(env: Record<string, string> = {}, engineFor?: (engine: Engine) => Engine) {
+  const cp = await bed.open(env, engineFor);
+  dir = bed.dir;
   return cp;
 }
 
@@ -31,7 +21,6 @@ const stateOf = (id: string) => JSON.parse(readFileSync(path.join(dir, id, "batc
 
 describe("recovery", () => {
   it("resumes a batch stopped by shutdown and runs every custom_id exactly once", async () => {
-    dir = tempBatchDir();
     const first = await open();
     const file = await upload(first, dir, completionLines(40, { maxTokens: 48 }), "alice");
     const running = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "alice" });
@@ -69,7 +58,6 @@ describe("recovery", () => {
   });
 
   it("expires on start what passed its deadline while down, and finishes a cancel in flight", async () => {
-    dir = tempBatchDir();
     const first = await open();
     const file = await upload(first, dir, completionLines(30, { maxTokens: 48 }));
     const a = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
@@ -98,5 +86,40 @@ describe("recovery", () => {
     expect(cb.request_counts).toEqual({ completed: 0, failed: 30, total: 30 });
     expect(readJsonl(path.join(dir, b.id, "errors.jsonl")).every((l) => l.error.code === "batch_cancelled")).toBe(true);
     expect(second.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
+  });
+});
+
+describe("graceful shutdown", () => {
+  it("drains: refuses new batches, lets requests in flight finish and be written, then the restart runs the rest", async () => {
+    let counted!: Observed;
+    const first = await open({ PIPELINE_CONCURRENCY: "8" }, (engine) => (counted = observe(engine)));
+    const file = await upload(first, dir, completionLines(40, { maxTokens: 48 }));
+    const running = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(first, running.id, (b) => b.request_counts.completed >= 2);
+
+    const closing = first.worker.close({ graceMs: 10_000 });
+    await expect(first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null })).rejects.toMatchObject({
+      status: 503,
+      code: "shutting_down",
+      headers: { "Retry-After": expect.any(String) },
+    });
+    await closing;
+    await first.close();
+
+    const out = readJsonl(path.join(dir, running.id, "output.jsonl"));
+    // Every request that reached the engine finished and was written; none was cut short.
+    expect(out).toHaveLength(counted.calls.length);
+    expect(out.length).toBeLessThan(40);
+    expect(readJsonl(path.join(dir, running.id, "errors.jsonl"))).toEqual([]);
+    const state = stateOf(running.id);
+    expect(state.batch.status).toBe("in_progress");
+    expect(state.batch.request_counts.completed).toBe(out.length);
+    expect(readdirSync(dir).filter((n) => n.startsWith("batch_"))).toEqual([running.id]);
+
+    const second = await open();
+    const done = await waitFor(second, running.id, inStatus("completed", "failed"));
+    expect(done.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    const ids = readJsonl(path.join(dir, running.id, "output.jsonl")).map((l) => l.custom_id);
+    expect(new Set(ids).size).toBe(40);
   });
 });

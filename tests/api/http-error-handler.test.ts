@@ -1,5 +1,5 @@
 // The error middleware on its own: every failure becomes an OpenAI-shaped error and the app keeps serving.
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import express from "express";
@@ -12,6 +12,8 @@ import { acceptUpload, uploadDir } from "../../api/http/upload.js";
 
 const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-errors-"));
 afterAll(() => rmSync(batchDir, { recursive: true, force: true }));
+/** What is left in the upload temp dir (an upload refused early may never have created it). */
+const uploads = () => (existsSync(uploadDir(batchDir)) ? readdirSync(uploadDir(batchDir)) : []);
 
 const MAX_FILE_BYTES = 64;
 
@@ -114,7 +116,7 @@ describe("error handler", () => {
     expect(res.status).toBe(413);
     expect(res.body.error).toMatchObject({ type: "invalid_request_error", param: "file", code: "file_too_large" });
     expect(res.body.error.message).toContain(String(MAX_FILE_BYTES));
-    expect(readdirSync(uploadDir(batchDir))).toEqual([]);
+    expect(uploads()).toEqual([]);
   });
 
   it("answers a second file part or a broken multipart body with 400", async () => {
@@ -125,6 +127,6 @@ describe("error handler", () => {
     expect(broken.status).toBe(400);
     expectOpenAiError(broken.body);
     expect(broken.body.error.code).toBe("invalid_multipart");
-    expect(readdirSync(uploadDir(batchDir))).toEqual([]);
+    expect(uploads()).toEqual([]);
   });
 });

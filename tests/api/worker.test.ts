@@ -14,6 +14,7 @@ interface Started {
   job: QueuedJob;
   lease: Lease;
   signal: AbortSignal;
+  drain: AbortSignal;
   finish: () => void;
   fail: (err: Error) => void;
 }
@@ -28,9 +29,9 @@ function setup(spot = 2, dedicated = 1) {
     logger: silent,
     urgentSeconds: 600,
     now: () => NOW,
-    runJob: (job, lease, signal) =>
+    runJob: (job, lease, signal, drain) =>
       new Promise<void>((resolve, reject) => {
-        const s: Started = { job, lease, signal, finish: resolve, fail: reject };
+        const s: Started = { job, lease, signal, drain, finish: resolve, fail: reject };
         // A job body that honours its signal, as the pipeline does.
         signal.addEventListener("abort", () => resolve(), { once: true });
         started.push(s);
@@ -112,13 +113,27 @@ describe("worker", () => {
     expect(scheduler.inUse).toBe(1);
   });
 
-  it("on close aborts running jobs with 'shutdown', stops dequeuing and releases every slot", async () => {
+  it("on close drains first: a job that finishes within the grace period is never aborted", async () => {
+    const { worker, started, add, scheduler } = setup(1, 0);
+    worker.start();
+    add("a");
+    await tick();
+    // The job's requests in flight finish a little after the drain is asked for.
+    started[0].drain.addEventListener("abort", () => setTimeout(started[0].finish, 20), { once: true });
+    await worker.close({ graceMs: 5_000 });
+    expect(started[0].drain.reason).toMatchObject({ code: "shutdown" });
+    expect(started[0].signal.aborted).toBe(false);
+    expect(scheduler.inUse).toBe(0);
+  });
+
+  it("on close aborts with 'shutdown' what outlives the grace period, stops dequeuing and releases every slot", async () => {
     const { worker, started, add, scheduler, queue } = setup(1, 0);
     worker.start();
     add("a");
     add("b");
     await tick();
-    await worker.close({ graceMs: 1000 });
+    await worker.close({ graceMs: 50 });
+    expect(started[0].drain.aborted).toBe(true);
     expect(started[0].signal.reason).toMatchObject({ code: "shutdown" });
     expect(started).toHaveLength(1);
     expect(queue.depth).toBe(1);

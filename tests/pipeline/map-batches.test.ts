@@ -141,6 +141,45 @@ describe("mapBatches", () => {
     expect(rest).toBe(44);
   });
 
+  it("on drain starts nothing new but lets the calls in flight finish and deliver; the signal can still cut them short", async () => {
+    const { source, state } = countingSource(50);
+    const g = gate<number>();
+    const drain = new AbortController();
+    const ac = new AbortController();
+    const outcomes: Array<[number, boolean]> = [];
+    const run = mapBatches(source, { batchSize: 6, concurrency: 3, fn: g.fn, onResult: (i, o) => void outcomes.push([i, o.ok]), signal: ac.signal, drain: drain.signal });
+    await settle();
+    expect(g.started).toEqual([0, 1, 2]);
+    drain.abort();
+    g.waiting.get(0)!.resolve(0);
+    await settle();
+    // The freed slot is not refilled.
+    expect(g.started).toEqual([0, 1, 2]);
+    g.waiting.get(1)!.resolve(1);
+    await settle();
+    ac.abort({ code: "shutdown", message: "grace period over" });
+    const r = await run;
+    expect(r.aborted).toBe(true);
+    expect(outcomes).toEqual([
+      [0, true],
+      [1, true],
+      [2, false],
+    ]);
+    expect(r.unstarted).toEqual([3, 4, 5]);
+    expect(state.pulled).toBe(6);
+  });
+
+  it("a drain after the last item started stops nothing", async () => {
+    const { source } = countingSource(3);
+    const g = gate<number>();
+    const drain = new AbortController();
+    const run = mapBatches(source, { batchSize: 4, concurrency: 4, fn: g.fn, onResult: () => {}, drain: drain.signal });
+    await settle();
+    drain.abort();
+    for (const w of g.waiting.values()) w.resolve(0);
+    expect(await run).toEqual({ aborted: false, unstarted: [] });
+  });
+
   it("an already-aborted signal starts nothing", async () => {
     const { source, state } = countingSource(5);
     const calls: number[] = [];

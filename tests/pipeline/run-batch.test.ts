@@ -132,6 +132,24 @@ describe("runBatchFile", () => {
     for (const done of scan.done) expect(second.calls).not.toContain(`Once upon a time, story ${done.slice("request-".length)}`);
   });
 
+  it("a drain lets the requests in flight finish and be written, then stops like a shutdown", async () => {
+    const f = await files(Array.from({ length: 24 }, (_, i) => completionLine(i)));
+    const observed = observe(engine);
+    const drain = new AbortController();
+    const r = await run(f, { engine: observed, concurrency: 4, batchSize: 4, drain: drain.signal, onProgress: (p) => p.completed >= 3 && drain.abort() });
+    expect(r.aborted?.code).toBe("shutdown");
+    expect(r.completed).toBeLessThan(24);
+    // Every request that reached the engine finished and has its line: nothing in flight was thrown away.
+    expect(observed.calls).toHaveLength(r.completed);
+    const out = await readLines(f.outputPath);
+    expect(out).toHaveLength(r.completed);
+    await expect(readFile(f.errorPath)).rejects.toMatchObject({ code: "ENOENT" });
+    const scan = await scanDone(f.outputPath, f.errorPath);
+    const r2 = await run(f, { done: scan.done, base: scan });
+    expect(r2).toMatchObject({ completed: 24, failed: 0 });
+    expectEachIdOnce(await readLines(f.outputPath), [], 24);
+  });
+
   it("retries transient engine errors, and reports a 500 line when they persist", async () => {
     const f = await files([completionLine(0)]);
     const flaky = observe(engine);

@@ -1,0 +1,78 @@
+// SIGTERM on the real server process mid-batch: it drains and exits 0 with its state whole, and the
+// restart resumes. A second signal during the drain exits at once, and still nothing is lost or repeated.
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import type { ServerProcess } from "../helpers/process.js";
+import { serverTestbed } from "../helpers/server-testbed.js";
+import { accountIds, completionJsonl, customIds, createBatch, isFinal, logLines, pollBatch, resultLines, tmpFiles, uploadJsonl } from "../helpers/http-batches.js";
+
+const bed = serverTestbed("shutdown", {
+  SPOT_CAPACITY: "1",
+  DEDICATED_CAPACITY: "0",
+  // More requests in flight than sequences, so a drain has real work to let finish.
+  PIPELINE_CONCURRENCY: "12",
+  SHUTDOWN_GRACE_SECONDS: "30",
+});
+const { dir } = bed;
+const start = () => bed.start();
+
+async function waitForLog(s: ServerProcess, msg: string | RegExp, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  const hit = (l: any) => (typeof msg === "string" ? l.msg === msg : msg.test(l.msg));
+  while (!logLines(s.output()).some(hit)) {
+    if (Date.now() > deadline) throw new Error(`no log line ${msg} in:\n${s.output()}`);
+    if (s.child.exitCode !== null) throw new Error(`exited before logging ${msg}:\n${s.output()}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const stateOf = (id: string) => JSON.parse(readFileSync(path.join(dir, id, "batch.json"), "utf8")).batch;
+const TOTAL = 24;
+
+describe("signals", () => {
+  it("SIGTERM drains and exits 0; a second signal exits at once; restarts lose and repeat nothing", async () => {
+    let s = await start();
+    const big = await uploadJsonl(s.baseUrl, completionJsonl(TOTAL, "long", { maxTokens: 200, temperature: 1 }));
+    const small = await uploadJsonl(s.baseUrl, completionJsonl(3, "after"));
+    const running = (await createBatch(s.baseUrl, big.id)).body;
+    const queued = (await createBatch(s.baseUrl, small.id)).body;
+    await pollBatch(s.baseUrl, running.id, (b) => b.request_counts.completed >= 2);
+
+    s.child.kill("SIGTERM");
+    expect(await s.exited).toBe(0);
+    const msgs = logLines(s.output()).map((l) => l.msg);
+    expect(msgs.some((m) => /^shutting down/.test(m))).toBe(true);
+    expect(msgs).toContain("batch stopped for shutdown; it resumes on restart");
+    expect(msgs).toContain("shutdown complete");
+    // The requests in flight finished inside the grace period: nothing had to be cut short.
+    expect(msgs).not.toContain("grace period over: checkpointing the requests still running");
+    // The state on disk is whole and agrees with the result files.
+    const { output, errors } = resultLines(dir, running.id);
+    expect(readFileSync(path.join(dir, running.id, "output.jsonl"), "utf8").endsWith("\n")).toBe(true);
+    expect(errors).toEqual([]);
+    expect(stateOf(running.id)).toMatchObject({ status: "in_progress", request_counts: { completed: output.length, failed: 0, total: TOTAL } });
+    expect(output.length).toBeLessThan(TOTAL);
+    expect(stateOf(queued.id).status).toBe("validating");
+    expect(tmpFiles(dir)).toEqual([]);
+
+    // Resumed, then SIGTERM twice: the second one does not wait for the drain.
+    s = await start();
+    await waitForLog(s, "batch started");
+    s.child.kill("SIGTERM");
+    await waitForLog(s, /^shutting down/);
+    s.child.kill("SIGTERM");
+    expect(await s.exited).toBe(128 + os.constants.signals.SIGTERM);
+    expect(logLines(s.output()).map((l) => l.msg)).toContain("second signal: exiting now");
+
+    s = await start();
+    const [r, q] = await Promise.all([running, queued].map((b) => pollBatch(s.baseUrl, b.id, isFinal)));
+    expect(r).toMatchObject({ status: "completed", request_counts: { completed: TOTAL, failed: 0, total: TOTAL } });
+    expect(q).toMatchObject({ status: "completed", request_counts: { completed: 3, failed: 0, total: 3 } });
+    expect(accountIds(dir, running.id, customIds("long", TOTAL))).toEqual({ duplicated: [], missing: [], lines: TOTAL });
+    expect(accountIds(dir, queued.id, customIds("after", 3))).toEqual({ duplicated: [], missing: [], lines: 3 });
+    s.child.kill("SIGINT");
+    expect(await s.exited).toBe(0);
+  });
+});
