@@ -10,7 +10,7 @@ type Log = NonNullable<EngineOptions["log"]>;
 function llamaLogger(log: Log) {
   return (level: LlamaLogLevel, message: string) => {
     const text = message.trim();
-    if (text) log(`llama.cpp: ${text}`, { level });
+    if (text) log(`llama.cpp: ${text}`, { llamaLogLevel: level });
   };
 }
 
