@@ -10,23 +10,12 @@ import { loadConfig, type Config } from "../../api/config.js";
 import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
 import type { Owner } from "../../api/contracts.js";
 import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.js";
-import { createEngine } from "../../engine/index.js";
 import type { Engine } from "../../engine/types.js";
-import { testModelPath } from "../helpers/model.js";
+import { openTestEngine } from "../helpers/model.js";
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
 
-export async function openTestEngine(): Promise<Engine> {
-  return createEngine({
-    modelPath: await testModelPath(),
-    generatedModel: false,
-    gpu: false,
-    threads: 1,
-    sequences: 4,
-    contextSize: 512,
-    embeddingContexts: 1,
-  });
-}
+export { openTestEngine };
 
 export const tempBatchDir = () => mkdtempSync(path.join(os.tmpdir(), "obi-control-"));
 

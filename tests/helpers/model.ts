@@ -14,3 +14,17 @@ export async function testModelPath(): Promise<string> {
   const { ensureGeneratedModel } = await import("../../engine/generated-model.js");
   return ensureGeneratedModel();
 }
+
+/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context. */
+export async function openTestEngine(): Promise<import("../../engine/types.js").Engine> {
+  const { createEngine } = await import("../../engine/index.js");
+  return createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    sequences: 4,
+    contextSize: 512,
+    embeddingContexts: 1,
+  });
+}

@@ -1,20 +1,9 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
 // inject transient failures in front of it (the engine itself is never replaced).
-import { createEngine } from "../../engine/index.js";
 import { EngineRequestError, type Engine } from "../../engine/types.js";
-import { testModelPath } from "../helpers/model.js";
+import { openTestEngine } from "../helpers/model.js";
 
-export async function testEngine(): Promise<Engine> {
-  return createEngine({
-    modelPath: await testModelPath(),
-    generatedModel: false,
-    gpu: false,
-    threads: 1,
-    sequences: 4,
-    contextSize: 512,
-    embeddingContexts: 1,
-  });
-}
+export const testEngine = openTestEngine;
 
 export interface Observed extends Engine {
   /** Generation/embedding calls that reached the real engine, by first argument. */
