@@ -3,7 +3,8 @@ import type { Llama, LlamaModel } from "node-llama-cpp";
 import { renderChat, type ChatFormat } from "./chat.js";
 import type { Embedder } from "./embed.js";
 import { engineClosed } from "./errors.js";
-import { generate, resolveSampling } from "./generate.js";
+import { generate, resolveSampling, type GenerationRequest } from "./generate.js";
+import type { SamplerMemory } from "./sampler-memory.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { tokenizePrompt } from "./tokens.js";
 import {
@@ -26,6 +27,8 @@ export interface LlamaEngineParts {
   /** Null when the model cannot embed (see createEngine). */
   embedder: Embedder | null;
   chatFormat: ChatFormat;
+  /** Counts the native sampler memory each request leaves for the collector (sampler-memory.ts). */
+  samplerMemory: SamplerMemory;
   info: EngineInfo;
 }
 
@@ -42,7 +45,7 @@ export class LlamaEngine implements Engine {
     if (typeof prompt !== "string") throw new EngineRequestError("prompt must be a string.", "invalid_request", false);
     const sampling = resolveSampling(params, DEFAULT_COMPLETION_MAX_TOKENS);
     const tokens = tokenizePrompt(this.parts.model, prompt);
-    return generate(this.parts.pool, this.parts.model, { ...sampling, tokens, stopTokens: new Set() }, signal);
+    return this.generate({ ...sampling, tokens, stopTokens: new Set() }, signal);
   }
 
   /** Without maxTokens the answer may fill the rest of the sequence's context, which bounds it. */
@@ -50,9 +53,7 @@ export class LlamaEngine implements Engine {
     this.ensureOpen();
     const sampling = resolveSampling(params, null);
     const rendered = renderChat(this.parts.model, this.parts.chatFormat, messages);
-    return generate(
-      this.parts.pool,
-      this.parts.model,
+    return this.generate(
       {
         ...sampling,
         tokens: rendered.tokens,
@@ -61,6 +62,14 @@ export class LlamaEngine implements Engine {
       },
       signal,
     );
+  }
+
+  private async generate(req: GenerationRequest, signal?: AbortSignal): Promise<GenerationResult> {
+    try {
+      return await generate(this.parts.pool, this.parts.model, req, signal);
+    } finally {
+      this.parts.samplerMemory.released();
+    }
   }
 
   async embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult> {

@@ -5,7 +5,7 @@
 import { randomInt } from "node:crypto";
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
-import { reusePrefix, type SequencePool } from "./sequence-pool.js";
+import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
 import type { FinishReason, GenerationResult, SamplingParams } from "./types.js";
 
@@ -65,7 +65,7 @@ export async function generate(
   const sequence = await pool.acquire(req.tokens, signal);
   let failed = false;
   try {
-    const cachedPromptTokens = await reusePrefix(sequence, req.tokens);
+    const cachedPromptTokens = await pool.prepare(sequence, req.tokens);
     throwIfAborted(signal);
     // The history the detokenizer sees, so a word-initial token keeps its leading space.
     const history = req.tokens.slice(-8);
@@ -92,23 +92,26 @@ export async function generate(
       minP: 0,
       seed: req.seed,
       yieldEogToken: true,
+      evaluationPriority: pool.batchTag(sequence),
     });
     for await (const token of tokens) {
       completionTokens++;
-      if (model.isEogToken(token) || req.stopTokens.has(token)) {
-        finishReason = "stop";
+      let stopped = model.isEogToken(token) || req.stopTokens.has(token);
+      if (!stopped) {
+        pending.push(token);
+        const piece = model.detokenize(pending, false, history);
+        const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
+        stopped = !partial && flush(piece);
+      }
+      if (stopped) finishReason = "stop";
+      if (stopped || completionTokens >= maxTokens || signal?.aborted) {
+        // Said before the loop is left: closing node-llama-cpp's generator takes a few promise hops, and the
+        // other sequences' next decode should not wait for this one meanwhile (batch-order.ts).
+        pool.finished(sequence);
         break;
       }
-      pending.push(token);
-      const piece = model.detokenize(pending, false, history);
-      const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
-      if (!partial && flush(piece)) {
-        finishReason = "stop";
-        break;
-      }
-      if (completionTokens >= maxTokens) break;
-      if (signal?.aborted) throw abortError(signal);
     }
+    if (finishReason === "length" && completionTokens < maxTokens && signal?.aborted) throw abortError(signal);
     if (pending.length > 0 && flush()) finishReason = "stop";
     return { text, promptTokens, completionTokens, cachedPromptTokens, finishReason };
   } catch (err) {

@@ -5,13 +5,15 @@ import { chooseChatFormat } from "./chat.js";
 import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
 import { loadLlama, loadModel } from "./load.js";
-import { DEFAULT_SEQUENCES, SequencePool } from "./sequence-pool.js";
-import { chooseThreads } from "./threads.js";
+import { SequencePool } from "./sequence-pool.js";
+import { autoSequences } from "./sequences.js";
+import { fullCollection, SamplerMemory, samplerBytes } from "./sampler-memory.js";
+import { chooseThreads, threadBudget } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
 export * from "./types.js";
-export { chooseThreads, type ThreadsInput } from "./threads.js";
-export { DEFAULT_SEQUENCES } from "./sequence-pool.js";
+export { chooseThreads, threadBudget, type ThreadsInput } from "./threads.js";
+export { DEFAULT_SEQUENCES } from "./sequences.js";
 export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
 
 export async function createEngine(opts: EngineOptions): Promise<Engine> {
@@ -32,8 +34,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const onGpu = llama.gpu !== false;
   const threads = chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
   // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
-  llama.maxThreads = threads;
-  log(`threads: ${threads}`, { threads, requested: opts.threads, cpuMathCores: llama.cpuMathCores, gpu: llama.gpu });
+  llama.maxThreads = threadBudget(threads, llama.cpuMathCores);
+  log(`threads: ${threads}`, { threads, budget: llama.maxThreads, requested: opts.threads, cpuMathCores: llama.cpuMathCores, gpu: llama.gpu });
 
   const model = await loadModel(llama, opts.modelPath, log);
   if (model.trainContextSize > 0 && opts.contextSize > model.trainContextSize) {
@@ -44,12 +46,13 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   }
   const auto = !(opts.sequences >= 1);
   const pool = await SequencePool.create(model, {
-    sequences: auto ? (onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpu) : opts.sequences,
+    sequences: auto ? await autoSequences(llama, model, opts.contextSize) : opts.sequences,
     auto,
     contextSize: opts.contextSize,
     threads,
     // On CPU llama.cpp's flash-attention kernel was 1.6-3x slower here (head size 8); on GPU it is the fast path.
     flashAttention: onGpu ? "auto" : false,
+    prefixReuse: opts.prefixReuse ?? true,
     log,
   });
   let embedder: Embedder | null = null;
@@ -66,6 +69,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     pool,
     embedder,
     chatFormat,
+    samplerMemory: new SamplerMemory(samplerBytes(model), fullCollection()),
     info: {
       modelPath: opts.modelPath,
       modelId: basename(opts.modelPath).replace(/\.gguf$/i, ""),

@@ -1,7 +1,15 @@
 // One LlamaContext with N sequences, lent to requests one sequence each.
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
 // so N requests in flight are decoded together (continuous batching) without any work here.
-import { InsufficientMemoryError, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import {
+  InsufficientMemoryError,
+  type EvaluationPriority,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import { BatchOrder, sequenceTag } from "./batch-order.js";
 import { ResourcePool } from "./pool.js";
 import type { EngineOptions } from "./types.js";
 
@@ -15,25 +23,29 @@ export interface SequencePoolOptions {
   threads: number;
   /** See createEngine: off on CPU, where it is slower for small heads. */
   flashAttention: boolean | "auto";
+  /** Reuse a sequence's cached prefix (default); off only to measure what reuse gains. */
+  prefixReuse?: boolean;
   log: Log;
 }
 
-/** Sequences used when none are configured. See engine/README.md for the measurements behind them. */
-export const DEFAULT_SEQUENCES = { cpu: 8, gpu: 32 } as const;
-
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
+  private readonly tags: Map<LlamaContextSequence, EvaluationPriority>;
 
   private constructor(
     readonly context: LlamaContext,
     private readonly sequences: LlamaContextSequence[],
+    private readonly prefixReuse: boolean,
+    private readonly order: BatchOrder,
   ) {
     this.pool = new ResourcePool(sequences);
+    this.tags = new Map(sequences.map((s, i) => [s, sequenceTag(i)]));
   }
 
   static async create(model: LlamaModel, opts: SequencePoolOptions): Promise<SequencePool> {
     let sequences = Math.max(1, Math.floor(opts.sequences));
     for (;;) {
+      const order = new BatchOrder();
       try {
         const context = await model.createContext({
           sequences,
@@ -41,9 +53,10 @@ export class SequencePool {
           threads: opts.threads,
           flashAttention: opts.flashAttention,
           failedCreationRemedy: false,
+          batching: { itemPrioritizationStrategy: order.strategy },
         });
         const all = Array.from({ length: sequences }, () => context.getSequence());
-        return new SequencePool(context, all);
+        return new SequencePool(context, all, opts.prefixReuse ?? true, order);
       } catch (err) {
         // Each sequence holds its own contextSize of KV cache; halve until it fits, unless the count was asked for.
         if (!opts.auto || sequences === 1 || !(err instanceof InsufficientMemoryError)) throw err;
@@ -58,6 +71,11 @@ export class SequencePool {
     return this.sequences.length;
   }
 
+  /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting. */
+  get batchStats(): Readonly<BatchOrder["stats"]> {
+    return this.order.stats;
+  }
+
   /** Tokens each sequence holds (llama.cpp may round the requested size up). */
   get contextSize(): number {
     return this.context.contextSize;
@@ -69,11 +87,27 @@ export class SequencePool {
    * evaluated once.
    */
   acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
-    return this.pool.acquire(signal, (free) => longestPrefix(free, tokens));
+    return this.pool.acquire(signal, this.prefixReuse ? (free) => longestPrefix(free, tokens) : undefined);
+  }
+
+  /** The sequence's generation is over: decoding stops waiting for its next token (batch-order.ts). */
+  finished(sequence: LlamaContextSequence): void {
+    this.order.leave(this.batchTag(sequence));
+  }
+
+  /** Pass as `evaluationPriority` with every evaluation of `sequence`: it orders the batch (batch-order.ts). */
+  batchTag(sequence: LlamaContextSequence): EvaluationPriority {
+    return this.tags.get(sequence) ?? sequenceTag(0);
+  }
+
+  /** Make a lent sequence ready for `tokens`; returns how many leading tokens need no evaluation. */
+  prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
+    return reusePrefix(sequence, this.prefixReuse ? tokens : []);
   }
 
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */
   async release(sequence: LlamaContextSequence, failed = false): Promise<void> {
+    this.finished(sequence);
     if (failed && !sequence.disposed) {
       try {
         await sequence.clearHistory();
@@ -109,7 +143,7 @@ function longestPrefix(free: readonly LlamaContextSequence[], tokens: readonly T
  * At least the last prompt token is always evaluated, since its logits give the first new token.
  */
 export async function reusePrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
-  const shared = sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
+  const shared = tokens.length === 0 ? 0 : sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
   const keep = Math.max(0, Math.min(shared, tokens.length - 1));
   if (keep < sequence.nextTokenIndex) {
     await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);

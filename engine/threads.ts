@@ -27,3 +27,15 @@ export function chooseThreads({ cpuCount, gpu, requested }: ThreadsInput): numbe
   const spare = Math.max(1, cores - 1);
   return gpu ? Math.min(GPU_FEEDER_THREADS, spare) : spare;
 }
+
+/**
+ * Threads all contexts may compute with at once (llama.cpp's thread budget, shared by generation and the
+ * embedding contexts). Normally the per-context count: a second context computing beside the first would
+ * oversubscribe the cores its threads meet on. A single-threaded context has no such barrier, so on a
+ * machine with a core to spare two of them may compute at once: two embedding contexts then embed 1.8x as
+ * fast as one on 2 cores, where with a budget of 1 they took turns (engine/README.md).
+ */
+export function threadBudget(threads: number, cpuCount: number): number {
+  const cores = Number.isFinite(cpuCount) ? Math.floor(cpuCount) : 1;
+  return threads === 1 && cores >= 2 ? 2 : threads;
+}

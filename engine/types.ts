@@ -86,6 +86,8 @@ export interface EngineOptions {
   contextSize: number;
   /** Parallel embedding contexts (node-llama-cpp serialises work inside one). */
   embeddingContexts: number;
+  /** Reuse cached prompt prefixes across requests (default true); false only to measure the gain. */
+  prefixReuse?: boolean;
   /** Called with one-line human notes (GPU chosen, threads, warnings). */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 }

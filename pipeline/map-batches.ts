@@ -1,6 +1,7 @@
 // The map-batches loop (what Ray Data's map_batches does for the proof of concept): read the source
 // a batch at a time, keep at most `concurrency` calls in flight, hand each outcome on as it completes.
 // Memory stays bounded by batchSize + concurrency items however long the source is.
+import { setMaxListeners } from "node:events";
 
 export type Outcome<R> = { ok: true; value: R } | { ok: false; error: unknown };
 
@@ -42,6 +43,8 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
 
   // Our own controller so a failure here can stop the calls in flight without touching the caller's signal.
   const inner = new AbortController();
+  // Every call in flight may listen on it (a request waiting for an engine sequence does): not a leak.
+  setMaxListeners(concurrency + 10, inner.signal);
   const forward = () => inner.abort(opts.signal?.reason);
   if (opts.signal?.aborted) forward();
   opts.signal?.addEventListener("abort", forward, { once: true });

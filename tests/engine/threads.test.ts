@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseThreads, GPU_FEEDER_THREADS } from "../../engine/threads.js";
+import { chooseThreads, GPU_FEEDER_THREADS, threadBudget } from "../../engine/threads.js";
 
 describe("chooseThreads", () => {
   it("uses an explicit request as is", () => {
@@ -23,5 +23,18 @@ describe("chooseThreads", () => {
   it("treats nonsense as 'choose'", () => {
     expect(chooseThreads({ cpuCount: Number.NaN, gpu: false, requested: -1 })).toBe(1);
     expect(chooseThreads({ cpuCount: 0, gpu: false, requested: Number.NaN })).toBe(1);
+  });
+});
+
+describe("threadBudget", () => {
+  it("lets two single-threaded contexts compute at once where a core is spare", () => {
+    expect(threadBudget(1, 2)).toBe(2);
+    expect(threadBudget(1, 1)).toBe(1);
+  });
+
+  it("keeps multi-threaded contexts to their own count, so they never oversubscribe", () => {
+    expect(threadBudget(3, 4)).toBe(3);
+    expect(threadBudget(15, 16)).toBe(15);
+    expect(threadBudget(4, 64)).toBe(4);
   });
 });

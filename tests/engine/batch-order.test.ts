@@ -1,0 +1,72 @@
+// The batching strategy handed to node-llama-cpp: sequences in id order, and each step waits (briefly)
+// for the sequences of the last one, so they stay in one decode.
+import { describe, expect, it } from "vitest";
+import type { BatchItem, PrioritizedBatchItem } from "node-llama-cpp";
+import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/batch-order.js";
+
+const item = (sequence: number, tokens: number): BatchItem => ({
+  tokens: Array.from({ length: tokens }, (_, i) => i as BatchItem["tokens"][number]),
+  logits: [],
+  evaluationPriority: sequenceTag(sequence),
+});
+
+const shape = (items: BatchItem[], planned: PrioritizedBatchItem[]) => planned.map((p) => [items.indexOf(p.item), p.processAmount]);
+
+describe("planBatch", () => {
+  it("orders the items by sequence, whatever order they were queued in", () => {
+    const items = [item(3, 1), item(0, 1), item(2, 1), item(1, 1)];
+    expect(shape(items, planBatch(items, 512))).toEqual([
+      [1, 1],
+      [3, 1],
+      [2, 1],
+      [0, 1],
+    ]);
+  });
+
+  it("gives every sequence a token before a prompt takes the rest of the room", () => {
+    const items = [item(1, 40), item(0, 1), item(2, 1)];
+    expect(shape(items, planBatch(items, 10))).toEqual([
+      [1, 1],
+      [0, 8],
+      [2, 1],
+    ]);
+  });
+
+  it("never plans more tokens than fit, and leaves out what got none", () => {
+    const items = [item(2, 5), item(0, 5), item(1, 5)];
+    const planned = planBatch(items, 2);
+    expect(planned.map((p) => items.indexOf(p.item))).toEqual([1, 2]);
+    expect(planned.reduce((n, p) => n + p.processAmount, 0)).toBe(2);
+  });
+});
+
+describe("BatchOrder", () => {
+  it("waits for a sequence of the last step before decoding without it", () => {
+    const order = new BatchOrder();
+    expect(order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 })).toHaveLength(2);
+    // Sequence 1 has not queued its next token yet: the step waits.
+    expect(order.strategy({ items: [item(0, 1)], size: 512 })).toEqual([]);
+    expect(order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 })).toHaveLength(2);
+    expect(order.stats).toEqual({ steps: 2, sequences: 4, waitTurns: 1 });
+  });
+
+  it("does not wait for a sequence whose request is over, nor for new ones", () => {
+    const order = new BatchOrder();
+    order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
+    order.leave(sequenceTag(1));
+    expect(order.strategy({ items: [item(0, 1)], size: 512 })).toHaveLength(1);
+    expect(order.strategy({ items: [item(0, 1), item(2, 30)], size: 512 })).toHaveLength(2);
+  });
+
+  it("waits a bounded number of turns, then decodes what is there", () => {
+    const order = new BatchOrder();
+    order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
+    for (let i = 0; i < MAX_WAIT_TURNS; i++) expect(order.strategy({ items: [item(0, 1)], size: 512 })).toEqual([]);
+    expect(order.strategy({ items: [item(0, 1)], size: 512 })).toHaveLength(1);
+  });
+
+  it("tags are positive and follow the sequence index", () => {
+    expect(sequenceTag(0)).toBeGreaterThan(0);
+    expect(sequenceTag(5)).toBeGreaterThan(sequenceTag(4));
+  });
+});

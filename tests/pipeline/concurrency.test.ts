@@ -1,0 +1,67 @@
+// The run's default concurrency keeps a request waiting for every sequence: twice the engine's sequences.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Engine } from "../../engine/types.js";
+import { defaultConcurrency, runBatchFile } from "../../pipeline/run-batch.js";
+import { testEngine } from "./engine.js";
+import { jsonl, scratchDir } from "./scratch.js";
+
+const scratch = scratchDir("concurrency");
+let engine: Engine;
+beforeAll(async () => {
+  engine = await testEngine();
+});
+afterAll(async () => {
+  await engine?.close();
+});
+
+/** The real engine, counting how many completions are in flight at once. */
+function counting(inner: Engine) {
+  let now = 0;
+  let max = 0;
+  const wrapped: Engine = {
+    get info() {
+      return inner.info;
+    },
+    complete: async (prompt, params, signal) => {
+      max = Math.max(max, ++now);
+      try {
+        return await inner.complete(prompt, params, signal);
+      } finally {
+        now--;
+      }
+    },
+    chat: (m, p, s) => inner.chat(m, p, s),
+    embed: (i, s) => inner.embed(i, s),
+    countTokens: (t) => inner.countTokens(t),
+    close: () => inner.close(),
+  };
+  return { engine: wrapped, max: () => max };
+}
+
+describe("default concurrency", () => {
+  it("is twice the sequences", () => {
+    expect(defaultConcurrency(8)).toBe(16);
+    expect(defaultConcurrency(0)).toBe(2);
+  });
+
+  it("a run left at 0 keeps twice the engine's sequences in flight", async () => {
+    const lines = Array.from({ length: 24 }, (_, i) => ({
+      custom_id: `r${i}`,
+      method: "POST",
+      url: "/v1/completions",
+      body: { prompt: `Once upon a time ${i}`, max_tokens: 8, temperature: 0 },
+    }));
+    const c = counting(engine);
+    const r = await runBatchFile({
+      inputPath: await scratch.write(jsonl(lines), "in.jsonl"),
+      outputPath: await scratch.file("out.jsonl"),
+      errorPath: await scratch.file("err.jsonl"),
+      endpoint: "/v1/completions",
+      engine: c.engine,
+      batchSize: 64,
+      concurrency: 0,
+    });
+    expect(r.completed).toBe(24);
+    expect(c.max()).toBe(2 * engine.info.sequences);
+  });
+});
