@@ -1,0 +1,70 @@
+// How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
+
+export interface ModelPlan {
+  /** Label in the table. */
+  name: string;
+  /** A GGUF path, or a generated preset. */
+  source: { path: string } | { preset: string };
+  /** The workload is 256 requests x 64 tokens; the big model runs fewer (said in the table). */
+  requests: number;
+  tokens: number;
+  /** Hand-tuned baseline: sequence counts tried at threads 1 with each batching (llama-baseline.ts --batching). */
+  handTuned: { default: number[]; ordered: number[]; lockstep: number[] };
+  /** Thread counts probed beyond 1, for a few seconds only (they are far slower on small machines). */
+  probeThreads: number[];
+  /** Seconds after which probes and one-at-a-time runs start no new request; throughput is compared. */
+  budgetSeconds: number;
+  /** The project's engine at these sequence counts, for the chart. */
+  engineSequences: number[];
+}
+
+export interface Plan {
+  quick: boolean;
+  models: ModelPlan[];
+  /** The 50,000-line file of 1-token requests (target 3 and 4). */
+  scaleLines: number;
+  /** Engine-only run of the same 1-token requests, for the control-plane overhead. */
+  overheadRequests: number;
+  /** Shared system prompt batch on the last (most realistic) model, reuse on and off. */
+  prefixRequests: number;
+  prefixTokens: number;
+  /** Embedding inputs over 1 and 2 embedding contexts, on the last model (fewer on a bigger one). */
+  embedInputs: number;
+}
+
+export function makePlan(quick: boolean, storiesPath: string | null): Plan {
+  const models: ModelPlan[] = [];
+  if (storiesPath) {
+    models.push({
+      name: "stories260K",
+      source: { path: storiesPath },
+      requests: quick ? 128 : 256,
+      tokens: 64,
+      handTuned: quick ? { default: [8], ordered: [], lockstep: [8, 32] } : { default: [1, 8, 16, 32, 64], ordered: [8, 32], lockstep: [8, 16, 32, 64] },
+      probeThreads: [2],
+      budgetSeconds: quick ? 4 : 8,
+      engineSequences: quick ? [] : [1, 4, 8, 16, 32, 64],
+    });
+  }
+  if (!quick || !storiesPath) {
+    models.push({
+      name: "small (generated, 8x512, Q8_0)",
+      source: { preset: "small" },
+      requests: quick ? 32 : 64,
+      tokens: 64,
+      handTuned: quick ? { default: [8], ordered: [], lockstep: [8] } : { default: [1, 8], ordered: [8], lockstep: [8, 16, 32] },
+      probeThreads: quick ? [] : [2],
+      budgetSeconds: quick ? 4 : 10,
+      engineSequences: quick ? [] : [1, 8, 16, 32],
+    });
+  }
+  return {
+    quick,
+    models,
+    scaleLines: quick ? 10_000 : 50_000,
+    overheadRequests: quick ? 5_000 : 20_000,
+    prefixRequests: 128,
+    prefixTokens: 16,
+    embedInputs: models.at(-1)?.source && "preset" in models.at(-1)!.source ? 128 : 512,
+  };
+}

@@ -1,0 +1,131 @@
+// The one table `npm run bench` prints: every measured run, then the targets with their ratios.
+import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
+import type { RunRecord } from "./records.js";
+import type { ScaleResult } from "./scale.js";
+import type { ThroughputResult } from "./throughput.js";
+
+export interface Machine {
+  cpus: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  nodeLlamaCpp: string;
+  loadAverageAtStart: number[];
+  loadAverageAtEnd?: number[];
+}
+
+export interface BenchResults {
+  startedAt: string;
+  quick: boolean;
+  machine: Machine;
+  throughput: ThroughputResult[];
+  scale: ScaleResult | null;
+  prefix: (PrefixResult & { model: string }) | null;
+  embeddings: (EmbeddingsResult & { model: string }) | null;
+  gpu: { backendLog: string | null; ready: unknown; note: string };
+  targets: Target[];
+  notes: string[];
+  totalSeconds?: number;
+}
+
+export interface Target {
+  id: string;
+  what: string;
+  measured: string;
+  goal: string;
+  met: boolean;
+}
+
+const n = (v: number | null | undefined, digits = 0) =>
+  v == null || !Number.isFinite(v) ? "-" : v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+/** The ratio column: how many times the best hand-tuned script's tokens/s this run's tokens/s is. */
+function ratioTo(best: RunRecord | undefined, r: RunRecord): string {
+  if (!best || r.generated === 0) return "";
+  return `${n(r.tokensPerSecond / best.tokensPerSecond, 2)}x best`;
+}
+
+export function formatTable(res: BenchResults): string {
+  const rows: string[][] = [["model", "run", "requests", "tokens/s", "requests/s", "p50 ms", "p95 ms", "peak RSS MiB", "ratio"]];
+  const add = (r: RunRecord, ratio: string) =>
+    rows.push([r.model, r.label, n(r.requests), n(r.tokensPerSecond), n(r.requestsPerSecond, 1), n(r.p50Ms), n(r.p95Ms), n(r.peakRssMiB), ratio]);
+  for (const t of res.throughput) {
+    for (const r of [...t.handTuned, ...t.probes]) add(r, ratioTo(t.best, r));
+    add(t.best, `best (${n(t.best.seconds, 2)} s)`);
+    add(t.service, `${n(t.ratioToBest, 2)}x best's time`);
+    add(t.sequential, `service ${n(t.speedupOverSequential, 1)}x faster`);
+    add(t.sequentialDefaults, `service ${n(t.speedupOverSequentialDefaults, 1)}x faster`);
+    for (const r of t.engine) add(r, ratioTo(t.best, r));
+  }
+  if (res.prefix) {
+    add(res.prefix.on, `${n(res.prefix.speedup, 2)}x faster, ${n(res.prefix.cachedTokensOn)} of ${n(res.prefix.promptTokens)} prompt tokens cached`);
+    add(res.prefix.off, `${n(res.prefix.cachedTokensOff)} cached`);
+  }
+  if (res.embeddings) {
+    for (const r of res.embeddings.runs) add(r, r === res.embeddings.runs[1] ? `${n(res.embeddings.speedup, 2)}x one context` : "");
+  }
+  if (res.scale) {
+    const s = res.scale;
+    rows.push([
+      "scale",
+      `${n(s.lines)} x 1-token requests via the service`,
+      n(s.lines),
+      "-",
+      n(s.requestsPerSecond, 1),
+      `poll ${n(s.poll.p50Ms, 1)}`,
+      `poll ${n(s.poll.p95Ms, 1)}`,
+      `${n(s.peakRssMiB)} (+${n(s.rssGrowthMiB)})`,
+      `upload ${n(s.uploadMs)} ms + validate ${n(s.validateMs)} ms`,
+    ]);
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
+  const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("-|-"), ...rows.slice(1).map(line)];
+  out.push("", "Targets:");
+  for (const t of res.targets) out.push(`  ${t.met ? "MET   " : "MISSED"} ${t.id} ${t.what}: ${t.measured} (goal ${t.goal})`);
+  if (res.notes.length > 0) out.push("", "Notes:", ...res.notes.map((s) => `  - ${s}`));
+  return out.join("\n");
+}
+
+export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
+  const targets: Target[] = [];
+  for (const t of res.throughput) {
+    targets.push({
+      id: "1",
+      what: `${t.model}: service at defaults vs best hand-tuned node-llama-cpp (${t.requests} x ${t.tokens} tokens)`,
+      measured: `${t.service.seconds.toFixed(2)} s vs ${t.best.seconds.toFixed(2)} s = ${t.ratioToBest.toFixed(2)}x`,
+      goal: "<= 1.10x",
+      met: t.ratioToBest <= 1.1,
+    });
+    targets.push({
+      id: "2",
+      what: `${t.model}: service vs one request at a time through the project engine (same threads)`,
+      measured: `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequential.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequential.toFixed(2)}x`,
+      goal: ">= 5x",
+      met: t.speedupOverSequential >= 5,
+    });
+    targets.push({
+      id: "2'",
+      what: `${t.model}: service vs one request at a time on node-llama-cpp's defaults (an untuned script)`,
+      measured: `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequentialDefaults.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequentialDefaults.toFixed(1)}x`,
+      goal: ">= 5x",
+      met: t.speedupOverSequentialDefaults >= 5,
+    });
+  }
+  const s = res.scale;
+  if (s) {
+    const uv = s.uploadMs + s.validateMs;
+    targets.push({ id: "3a", what: `${s.lines}-line file: upload + validation`, measured: `${(uv / 1000).toFixed(2)} s`, goal: "< 5 s", met: uv < 5000 });
+    targets.push({ id: "3b", what: "server RSS beyond the loaded model, upload through finished run", measured: `${s.rssGrowthMiB} MiB`, goal: "< 300 MiB", met: s.rssGrowthMiB < 300 });
+    targets.push({ id: "3c", what: "listing and polling p95 while it runs", measured: `${s.poll.p95Ms.toFixed(1)} ms over ${s.poll.requests} requests`, goal: "< 50 ms", met: s.poll.p95Ms < 50 });
+    const o = s.overhead;
+    targets.push({
+      id: "4",
+      what: "control-plane overhead per 1-token request (service time per request - engine-only time per request)",
+      measured: `${o.serviceMsPerRequest.toFixed(3)} - ${o.engineMsPerRequest.toFixed(3)} = ${o.overheadMsPerRequest.toFixed(3)} ms`,
+      goal: "< 0.5 ms",
+      met: o.overheadMsPerRequest < 0.5,
+    });
+  }
+  return targets;
+}

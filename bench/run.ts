@@ -1,0 +1,129 @@
+// npm run bench [-- --quick] [-- --only throughput,scale,prefix,embeddings]
+// Runs the issue's comparisons in one go, prints one table, writes bench/results/*.json and the chart
+// (docs/bench-throughput.svg for a full run; a quick run keeps its chart in bench/results/).
+// Not part of `npm test`: it takes minutes and its numbers depend on the machine.
+import { existsSync } from "node:fs";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { throughputChart } from "./chart.js";
+import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
+import { makePlan, type ModelPlan } from "./plan.js";
+import { cpuModel } from "./proc-stats.js";
+import { formatTable, targetsOf, type BenchResults } from "./report.js";
+import { measureScale } from "./scale.js";
+import { repoRoot } from "./server.js";
+import { measureThroughput } from "./throughput.js";
+
+const PARTS = ["throughput", "scale", "prefix", "embeddings"] as const;
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    only: { type: "string", default: PARTS.join(",") },
+    stories: { type: "string", default: path.resolve(repoRoot, "../shared/models/stories260K.gguf") },
+  },
+});
+const parts = new Set(values.only.split(",").map((s) => s.trim()));
+const log = (line: string) => console.log(line);
+const started = performance.now();
+
+const storiesPath = existsSync(values.stories) ? values.stories : null;
+const plan = makePlan(values.quick, storiesPath);
+const notes: string[] = [];
+if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
+
+async function modelPath(m: ModelPlan): Promise<string> {
+  return "path" in m.source ? m.source.path : ensureGeneratedModel({ preset: m.source.preset });
+}
+
+const pkg = JSON.parse(await readFile(path.join(repoRoot, "node_modules/node-llama-cpp/package.json"), "utf8")) as { version: string };
+const machine = {
+  cpus: os.availableParallelism(),
+  cpuModel: cpuModel(),
+  memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+  node: process.version,
+  nodeLlamaCpp: pkg.version,
+  loadAverageAtStart: os.loadavg().map((v) => +v.toFixed(2)),
+};
+log(`bench${values.quick ? " --quick" : ""}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memoryGiB} GiB, Node ${machine.node}, node-llama-cpp ${machine.nodeLlamaCpp}, load ${machine.loadAverageAtStart.join(" ")}`);
+
+const results: Omit<BenchResults, "targets"> = {
+  startedAt: new Date().toISOString(),
+  quick: values.quick,
+  machine,
+  throughput: [],
+  scale: null,
+  prefix: null,
+  embeddings: null,
+  gpu: { backendLog: null, ready: null, note: "" },
+  notes,
+};
+
+if (parts.has("throughput")) {
+  for (const m of plan.models) {
+    log(`\n${m.name}: ${m.requests} requests x ${m.tokens} tokens`);
+    results.throughput.push(await measureThroughput(m, await modelPath(m), log));
+  }
+  const first = results.throughput[0];
+  if (first) {
+    results.gpu = {
+      backendLog: first.backendLog,
+      ready: { gpu: first.serverEngine.gpu, gpuLayers: first.serverEngine.gpuLayers },
+      note:
+        first.serverEngine.gpu === false
+          ? "No GPU here: with gpu \"auto\" the server logged the CPU backend and /ready shows gpu: false, 0 layers offloaded."
+          : `GPU in use: ${String(first.serverEngine.gpu)}, ${String(first.serverEngine.gpuLayers)} layers offloaded.`,
+    };
+    for (const t of results.throughput) {
+      for (const p of t.probes) {
+        const same = t.handTuned.find((h) => h.sequences === p.sequences && h.extra?.batching === p.extra?.batching);
+        if (!same) continue;
+        const ratio = p.tokensPerSecond / same.tokensPerSecond;
+        const compared = ratio >= 1 ? `${ratio.toFixed(2)}x faster` : `${(1 / ratio).toFixed(1)}x slower`;
+        notes.push(`${t.model}: threads ${p.threads} ran at ${p.tokensPerSecond.toFixed(0)} tokens/s against ${same.tokensPerSecond.toFixed(0)} at threads 1 (${same.label}): ${compared}.`);
+      }
+      if (t.requests !== 256) notes.push(`${t.model}: ${t.requests} requests instead of 256, to keep the run short on this machine.`);
+    }
+  }
+}
+
+const realistic = plan.models.at(-1)!;
+if (parts.has("prefix")) {
+  log(`\nshared-prefix reuse on ${realistic.name}`);
+  const p = await measurePrefixReuse(realistic.name, await modelPath(realistic), plan.prefixRequests, plan.prefixTokens);
+  results.prefix = { ...p, model: realistic.name };
+  log(`  reuse on ${p.on.seconds.toFixed(2)} s (${p.cachedTokensOn} cached) vs off ${p.off.seconds.toFixed(2)} s: ${p.speedup.toFixed(2)}x`);
+}
+if (parts.has("embeddings")) {
+  log(`\nembeddings on ${realistic.name}`);
+  const e = await measureEmbeddings(realistic.name, await modelPath(realistic), plan.embedInputs);
+  results.embeddings = { ...e, model: realistic.name };
+  log(`  1 context ${e.runs[0].seconds.toFixed(2)} s, 2 contexts ${e.runs[1].seconds.toFixed(2)} s`);
+}
+if (parts.has("scale")) {
+  const m = plan.models[0];
+  log(`\nscale: ${plan.scaleLines} lines on ${m.name}`);
+  results.scale = await measureScale(await modelPath(m), plan.scaleLines, plan.overheadRequests, log);
+}
+
+results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));
+const final: BenchResults = { ...results, targets: targetsOf(results), totalSeconds: (performance.now() - started) / 1000 };
+log(`\n${formatTable(final)}\n`);
+
+const outDir = path.join(repoRoot, "bench/results");
+await mkdir(outDir, { recursive: true });
+const stamp = final.startedAt.replace(/[:.]/g, "-");
+const json = JSON.stringify(final, null, 2);
+await writeFile(path.join(outDir, `bench-${stamp}${values.quick ? "-quick" : ""}.json`), json);
+await writeFile(path.join(outDir, values.quick ? "latest-quick.json" : "latest.json"), json);
+if (final.throughput.length > 0) {
+  const caption = `${machine.cpus} CPUs (${machine.cpuModel}), node-llama-cpp ${machine.nodeLlamaCpp}, ${final.startedAt.slice(0, 10)}; npm run bench${values.quick ? " -- --quick" : ""}`;
+  const chart = values.quick ? path.join(outDir, "bench-throughput-quick.svg") : path.join(repoRoot, "docs/bench-throughput.svg");
+  await mkdir(path.dirname(chart), { recursive: true });
+  await writeFile(chart, throughputChart(final.throughput, caption));
+  log(`chart: ${path.relative(repoRoot, chart)}`);
+}
+log(`results: bench/results/${values.quick ? "latest-quick.json" : "latest.json"} (${final.totalSeconds!.toFixed(0)} s in all)`);

@@ -1,0 +1,81 @@
+// The service as a user runs it: `api/main.ts` in its own process, configured by the environment only.
+// Every configuration variable of the parent is dropped, so "default settings" means the defaults.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { readMemory, type MemorySample } from "./proc-stats.js";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The service's configuration variables (api/config.ts); none may leak in from the bench's own environment. */
+const CONFIG_VARS = [
+  "PORT", "HOST", "BATCH_DIR", "MODEL_PATH", "MODEL_CONFIG", "MAX_QUEUE_DEPTH", "MAX_FILE_BYTES", "MAX_REQUESTS_PER_BATCH",
+  "MAX_LINE_BYTES", "API_KEYS", "FILE_EXPIRY_SECONDS", "LOG_LEVEL", "GPU", "THREADS", "SEQUENCES", "CONTEXT_SIZE",
+  "EMBEDDING_CONTEXTS", "PIPELINE_BATCH_SIZE", "PIPELINE_CONCURRENCY", "SPOT_CAPACITY", "DEDICATED_CAPACITY", "SLA_URGENT_SECONDS",
+];
+
+export interface BenchServer {
+  baseUrl: string;
+  pid: number;
+  batchDir: string;
+  /** Everything the server printed (pino JSON lines). */
+  output(): string;
+  memory(): MemorySample | undefined;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the server with `MODEL_PATH` and whatever `env` adds, on a free port of 127.0.0.1 with a fresh
+ * BATCH_DIR (where results go, not a performance setting), and resolves once it listens.
+ */
+export async function startServer(modelPath: string, env: Record<string, string> = {}, timeoutMs = 120_000): Promise<BenchServer> {
+  const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-"));
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CONFIG_VARS.includes(k)));
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], {
+    cwd: repoRoot,
+    env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: batchDir, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null) child.kill("SIGTERM");
+    await exited;
+    rmSync(batchDir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+    if (m) {
+      return { baseUrl: `http://127.0.0.1:${m[1]}`, pid: child.pid!, batchDir, output: () => out, memory: () => readMemory(child.pid!), stop };
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(`the server did not start:\n${out.slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Samples a process's resident memory every `everyMs` until stopped; keeps the largest value seen. */
+export function sampleMemory(read: () => MemorySample | undefined, everyMs = 50) {
+  let max = 0;
+  const take = () => {
+    const m = read();
+    if (m && m.rss > max) max = m.rss;
+  };
+  take();
+  const timer = setInterval(take, everyMs);
+  return {
+    stop(): number {
+      clearInterval(timer);
+      take();
+      return max;
+    },
+  };
+}
