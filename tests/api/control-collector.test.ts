@@ -32,7 +32,7 @@ describe("the collector", () => {
       owner: null,
     });
     const inlineDone = await waitFor(cp, inline.id, inStatus("completed"));
-    const long = await upload(cp, dir, completionLines(60, { prefix: "long", maxTokens: 64 }));
+    const long = await upload(cp, dir, completionLines(600, { prefix: "long", maxTokens: 64 }));
     const running = await create(long.id);
     const queued = await create(small.id);
     await waitFor(cp, running.id, inStatus("in_progress"));
@@ -57,7 +57,7 @@ describe("the collector", () => {
     for (const b of [running, queued]) expect(existsSync(path.join(dir, b.id, "batch.json"))).toBe(true);
     await cp.batches.cancel(running.id, null);
     const cancelled = await waitFor(cp, running.id, inStatus("cancelled"));
-    expect(cancelled.request_counts.completed + cancelled.request_counts.failed).toBe(60);
+    expect(cancelled.request_counts.completed + cancelled.request_counts.failed).toBe(600);
     const q = await waitFor(cp, queued.id, inStatus("completed", "failed"));
     expect(q.status).toBe("completed");
     expect(readJsonl(path.join(dir, q.id, "output.jsonl")).map((l) => l.custom_id).sort()).toEqual(["done-0", "done-1", "done-2"]);

@@ -17,7 +17,7 @@ async function kill9(s: ServerProcess) {
   await s.exited;
 }
 
-const BIG = 48;
+const BIG = 96;
 
 describe("crash recovery of the server process", () => {
   it("loses and repeats nothing across a kill -9 mid-batch", async () => {

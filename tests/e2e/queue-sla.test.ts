@@ -23,7 +23,7 @@ const create = (fileId: string, window = "24h") =>
 
 describe("queue and scheduler", () => {
   it("bounds the queue with 429 + Retry-After, takes urgent jobs first, and releases pools on every end", async () => {
-    const long = await upload(60, 200);
+    const long = await upload(400, 200);
     const short = await upload(2, 4);
     // Two long jobs occupy spot and then dedicated (fallback); the rest wait in the queue.
     const a = (await create(long)).body;
