@@ -1,31 +1,20 @@
 // Cancel, expiry and failure accounting with the real engine: every request ends with exactly one
 // line, in the output or the error file, so completed + failed == total.
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
+import { describe, expect, it } from "vitest";
+import type { ControlPlane } from "../../api/control/index.js";
 import type { Batch } from "../../api/schemas/objects.js";
-import type { Engine } from "../../engine/types.js";
-import { completionLines, inStatus, logger, openTestEngine, readJsonl, tempBatchDir, testConfig, upload, waitFor } from "./control-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
-let engine: Engine;
+const bed = controlTestbed();
 let dir: string;
 let cp: ControlPlane;
 
-beforeAll(async () => {
-  engine = await openTestEngine();
-});
-afterAll(() => engine?.close());
-afterEach(async () => {
-  await cp?.close();
-  await rm(dir, { recursive: true, force: true });
-});
-
 /** One slot in all, so a second batch waits in the queue behind the first. */
 async function startOneSlot() {
-  dir = tempBatchDir();
-  cp = await createControlPlane({ config: testConfig(dir, { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" }), engine, logger });
+  cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+  dir = bed.dir;
 }
 
 /** Checks that output + errors hold every custom_id of the input exactly once and match the counts. */

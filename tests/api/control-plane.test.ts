@@ -1,29 +1,18 @@
 // The control plane end to end with the real engine: create -> queue -> pool -> pipeline -> files.
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
+import { describe, expect, it } from "vitest";
+import type { ControlPlane } from "../../api/control/index.js";
 import { ApiError } from "../../api/errors.js";
-import type { Engine } from "../../engine/types.js";
-import { completionLines, inStatus, logger, openTestEngine, readJsonl, tempBatchDir, testConfig, upload, waitFor } from "./control-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
-let engine: Engine;
+const bed = controlTestbed();
 let dir: string;
 let cp: ControlPlane;
 
-beforeAll(async () => {
-  engine = await openTestEngine();
-});
-afterAll(() => engine?.close());
-afterEach(async () => {
-  await cp?.close();
-  await rm(dir, { recursive: true, force: true });
-});
-
 async function start(env: Record<string, string> = {}) {
-  dir = tempBatchDir();
-  cp = await createControlPlane({ config: testConfig(dir, env), engine, logger });
+  cp = await bed.open(env);
+  dir = bed.dir;
   return cp;
 }
 
