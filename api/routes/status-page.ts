@@ -13,7 +13,6 @@ import { poolsVisibleTo } from "./status.js";
 
 /** The page lists the newest batches, up to this many. */
 export const STATUS_PAGE_MAX_BATCHES = 500;
-const PAGE_SIZE = 100;
 
 export const STATUS_PAGE_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), "../status-page.html");
 
@@ -50,17 +49,8 @@ export function statusDataRouter(deps: StatusPageDeps): Router {
   return router;
 }
 
-/** Pages through the owner's batches, newest first, up to STATUS_PAGE_MAX_BATCHES. */
+/** The owner's newest batches, up to STATUS_PAGE_MAX_BATCHES, in one list call (the page polls every second). */
 function newestBatches(service: BatchService, owner: Owner): { batches: Batch[]; hasMore: boolean } {
-  const batches: Batch[] = [];
-  let after: string | undefined;
-  let hasMore = true;
-  while (hasMore && batches.length < STATUS_PAGE_MAX_BATCHES) {
-    const page = service.list({ after, limit: PAGE_SIZE, owner });
-    batches.push(...page.data);
-    hasMore = page.has_more;
-    after = page.data.at(-1)?.id;
-    if (!after) break;
-  }
-  return { batches: batches.slice(0, STATUS_PAGE_MAX_BATCHES), hasMore };
+  const page = service.list({ limit: STATUS_PAGE_MAX_BATCHES, owner });
+  return { batches: page.data, hasMore: page.has_more };
 }
