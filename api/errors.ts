@@ -28,8 +28,6 @@ export const badRequest = (message: string, param: string | null = null, code: s
 export const notFound = (what: string, id: string, param: string | null = null) =>
   new ApiError(404, `No ${what} found with id '${id}'.`, "invalid_request_error", "not_found", param);
 
-export const conflict = (message: string, code = "conflict") => new ApiError(409, message, "invalid_request_error", code);
-
 export const queueFull = (retryAfterSeconds: number) =>
   new ApiError(429, "The batch queue is full; retry later.", "rate_limit_error", "queue_full", null, {
     "Retry-After": String(retryAfterSeconds),
@@ -43,3 +41,10 @@ export const shuttingDown = (retryAfterSeconds: number) =>
   new ApiError(503, "The service is shutting down and accepts no new batches; retry shortly.", "server_error", "shutting_down", null, {
     "Retry-After": String(retryAfterSeconds),
   });
+
+export const fileTooLarge = (maxFileBytes: number, param: string | null = "file") =>
+  new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
+
+export const modelNotReady = () => new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
+
+export const internalError = () => new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error");

@@ -3,6 +3,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import type { PoolStatus, QueueStats } from "./contracts.js";
+import { badRequest, fileTooLarge, internalError, modelNotReady, notFound, queueFull, unauthorized } from "./errors.js";
 import type { EngineInfo } from "../engine/types.js";
 import { BatchSchema, ErrorSchema, FileDeletedSchema, FileObjectSchema, listOf } from "./schemas/objects.js";
 import {
@@ -102,22 +103,20 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: "Invalid request: `param` names the offending parameter.",
   401: "Missing or wrong API key (only when the service runs with API_KEYS).",
   404: "No such object (or it belongs to another API key).",
-  409: "The object is in a state that does not allow this.",
   413: "The upload or body is larger than the configured limit.",
   429: "The batch queue is full; retry after the Retry-After header's seconds.",
   503: "Not now: the model is not loaded yet, or the service is shutting down (see Retry-After).",
 };
 
-const err = (message: string, type: string, code: string | null, param: string | null = null) => ({ error: { message, type, param, code } });
+// Built by the same constructors the service throws, so the documented bodies cannot drift from the real ones.
 const ERROR_EXAMPLES: Record<number, object> = {
-  400: err("Invalid 'limit': must be between 1 and 100.", "invalid_request_error", "invalid_request", "limit"),
-  401: err("Missing or invalid API key. Send 'Authorization: Bearer <key>'.", "authentication_error", "invalid_api_key"),
-  404: err("No batch found with id 'batch_x'.", "invalid_request_error", "not_found"),
-  409: err("The batch cannot be changed in its current state.", "invalid_request_error", "conflict"),
-  413: err("File is larger than the limit of 209715200 bytes.", "invalid_request_error", "file_too_large", "file"),
-  429: err("The batch queue is full; retry later.", "rate_limit_error", "queue_full"),
-  500: err("The server had an error while processing your request.", "server_error", null),
-  503: err("The model is not loaded yet.", "server_error", "not_ready"),
+  400: badRequest("Invalid 'limit': must be between 1 and 100.", "limit").toBody(),
+  401: unauthorized().toBody(),
+  404: notFound("batch", "batch_x").toBody(),
+  413: fileTooLarge(209_715_200).toBody(),
+  429: queueFull(30).toBody(),
+  500: internalError().toBody(),
+  503: modelNotReady().toBody(),
 };
 
 function errors(...statuses: number[]): RouteConfig["responses"] {
@@ -195,7 +194,7 @@ function registerFiles(r: OpenAPIRegistry) {
       tags: ["Files"],
       summary: "Delete a file",
       request: { params: FileIdParams },
-      responses: { 200: json(FileDeletedSchema, "The file is gone."), ...errors(401, 404, 409) },
+      responses: { 200: json(FileDeletedSchema, "The file is gone."), ...errors(401, 404) },
     }),
   );
 }
@@ -255,7 +254,7 @@ function registerBatches(r: OpenAPIRegistry) {
       summary: "Cancel a batch",
       description: "Queued batches end at once (`cancelled`); running ones pass through `cancelling` and keep the results they have.",
       request: { params: BatchIdParams },
-      responses: { 200: json(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errors(401, 404, 409) },
+      responses: { 200: json(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errors(401, 404) },
     }),
   );
   r.registerPath(

@@ -3,7 +3,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
-import { ApiError, badRequest } from "../errors.js";
+import { ApiError, badRequest, fileTooLarge, internalError } from "../errors.js";
 import { paramPath } from "../../pipeline/batch-line.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
@@ -28,7 +28,7 @@ const MULTER_PARAMS: Partial<Record<MulterError["code"], string>> = {
 function fromMulter(err: MulterError, maxFileBytes: number): ApiError {
   const param = MULTER_PARAMS[err.code] ?? null;
   if (err.code === "LIMIT_FILE_SIZE") {
-    return new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
+    return fileTooLarge(maxFileBytes, param);
   }
   if (err.code === "LIMIT_UNEXPECTED_FILE") {
     return badRequest(`Unexpected file part '${err.field ?? ""}': send exactly one file, in the part named 'file'.`, param);
@@ -89,7 +89,7 @@ export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandle
     }
     sendApiError(
       res,
-      apiError ?? new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error"),
+      apiError ?? internalError(),
     );
   };
 }

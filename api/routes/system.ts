@@ -2,7 +2,7 @@
 import path from "node:path";
 import { Router } from "express";
 import type { EngineInfo } from "../../engine/types.js";
-import { ApiError } from "../errors.js";
+import { modelNotReady } from "../errors.js";
 
 export interface SystemRouteDeps {
   service: { name: string; version: string };
@@ -34,7 +34,7 @@ export function systemRouter(deps: SystemRouteDeps): Router {
   // The route is open, so the model's directory on this machine stays out of the answer.
   router.get("/ready", (_req, res) => {
     const info = deps.engineInfo();
-    if (!info) throw new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
+    if (!info) throw modelNotReady();
     const { modelPath, ...engine } = info;
     res.json({ status: "ready", model: info.modelId, model_file: path.basename(modelPath), engine });
   });
