@@ -11,6 +11,7 @@ import {
   EmbeddingBodySchema,
 } from "./batch-line.js";
 import type { Endpoint, TokenUsage } from "./types.js";
+import { emptyUsage } from "./usage.js";
 import type { z } from "zod";
 
 export interface EndpointResult {
@@ -53,7 +54,7 @@ function parse<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   throw new InvalidBodyError(message, param);
 }
 
-const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
+export const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
 const now = () => Math.floor(Date.now() / 1000);
 const modelOf = (engine: Engine, body: { model?: string | null }) => body.model ?? engine.info.modelId;
 
@@ -98,7 +99,7 @@ async function textCompletion(engine: Engine, body: z.infer<typeof CompletionBod
       completionTokens: u.completionTokens + r.completionTokens,
       cachedTokens: u.cachedTokens + r.cachedPromptTokens,
     }),
-    { promptTokens: 0, completionTokens: 0, cachedTokens: 0 },
+    emptyUsage(),
   );
   return {
     body: {

@@ -1,6 +1,7 @@
 // Picking a batch up after a restart: what is already on disk, and the cleanup of a line a crash tore.
 import { open } from "node:fs/promises";
 import { readJsonlLines } from "./jsonl.js";
+import { emptyUsage } from "./usage.js";
 import type { Progress } from "./types.js";
 
 export interface DoneScan extends Progress {
@@ -14,7 +15,7 @@ export interface DoneScan extends Progress {
  * missing files read as empty. Call repairTornTail on both files before appending to them again.
  */
 export async function scanDone(outputPath: string, errorPath: string): Promise<DoneScan> {
-  const scan: DoneScan = { done: new Set(), completed: 0, failed: 0, usage: { promptTokens: 0, completionTokens: 0, cachedTokens: 0 } };
+  const scan: DoneScan = { done: new Set(), completed: 0, failed: 0, usage: emptyUsage() };
   for await (const line of resultLines(outputPath)) {
     if (scan.done.has(line.custom_id)) continue;
     scan.done.add(line.custom_id);

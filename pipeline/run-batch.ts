@@ -1,11 +1,11 @@
 // Runs a validated batch file over the engine: stream the lines, map them over executeRequest,
 // append one OpenAI batch output line per request to the output or the error file.
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { EngineRequestError } from "../engine/types.js";
-import { executeRequest, InvalidBodyError, type EndpointResult } from "./endpoints.js";
+import { executeRequest, hexId, InvalidBodyError, type EndpointResult } from "./endpoints.js";
 import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
+import { addUsage, emptyUsage } from "./usage.js";
 import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
@@ -37,7 +37,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
-    usage: { ...(opts.base?.usage ?? { promptTokens: 0, completionTokens: 0, cachedTokens: 0 }) },
+    usage: { ...(opts.base?.usage ?? emptyUsage()) },
   };
   // Called after every request (a copy, so the caller may keep it); the caller throttles any slow work.
   const reportProgress = () => opts.onProgress?.({ ...progress, usage: { ...progress.usage } });
@@ -56,9 +56,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     if (outcome.ok) {
       await output.append(successLine(req.customId, outcome.value.body));
       progress.completed++;
-      progress.usage.promptTokens += outcome.value.usage.promptTokens;
-      progress.usage.completionTokens += outcome.value.usage.completionTokens;
-      progress.usage.cachedTokens += outcome.value.usage.cachedTokens;
+      addUsage(progress.usage, outcome.value.usage);
       reportProgress();
     } else if (signal?.aborted && !isRequestFailure(outcome.error)) {
       // Stopped by the abort, not failed by itself: it did not run.
@@ -143,10 +141,9 @@ function abortReasonOf(signal: AbortSignal): AbortReason {
   return { code: "shutdown", message: "The run was stopped." };
 }
 
-const hex = () => randomBytes(12).toString("hex");
 
 function successLine(customId: string | null, body: object) {
-  return { id: `batch_req_${hex()}`, custom_id: customId, response: { status_code: 200, request_id: `req_${hex()}`, body }, error: null };
+  return { id: `batch_req_${hexId()}`, custom_id: customId, response: { status_code: 200, request_id: `req_${hexId()}`, body }, error: null };
 }
 
 function failureLine(customId: string | null, err: unknown) {
@@ -159,15 +156,15 @@ function failureLine(customId: string | null, err: unknown) {
     code: typeof e?.code === "string" ? e.code : permanent ? "invalid_request" : "server_error",
   };
   return {
-    id: `batch_req_${hex()}`,
+    id: `batch_req_${hexId()}`,
     custom_id: customId,
-    response: { status_code: permanent ? 400 : 500, request_id: `req_${hex()}`, body: { error } },
+    response: { status_code: permanent ? 400 : 500, request_id: `req_${hexId()}`, body: { error } },
     error: null,
   };
 }
 
 function abortedLine(customId: string | null, reason: AbortReason) {
-  return { id: `batch_req_${hex()}`, custom_id: customId, response: null, error: { code: reason.code, message: reason.message } };
+  return { id: `batch_req_${hexId()}`, custom_id: customId, response: null, error: { code: reason.code, message: reason.message } };
 }
 
 /** Opens the file on the first line, so a run without failures leaves no empty error file behind. */
