@@ -9,6 +9,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { invalidRequest } from "./errors.js";
+import { withBos } from "./tokens.js";
 import type { ChatMessage } from "./types.js";
 
 export interface ChatFormat {
@@ -66,9 +67,7 @@ export function renderChat(model: LlamaModel, format: ChatFormat, messages: read
     // Jinja templates reject what they do not support (e.g. roles that do not alternate).
     throw invalidRequest(`The model's chat template rejected the messages: ${err instanceof Error ? err.message : String(err)}`);
   }
-  const tokens = state.contextText.tokenize(model.tokenizer);
-  const bos = model.tokens.bos;
-  if (model.tokens.shouldPrependBosToken && bos != null && tokens[0] !== bos) tokens.unshift(bos);
+  const tokens = withBos(model, state.contextText.tokenize(model.tokenizer));
   return { tokens, ...stopsOf(model, state.stopGenerationTriggers) };
 }
 

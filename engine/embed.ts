@@ -3,6 +3,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
 import { asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
 import { ResourcePool } from "./pool.js";
+import { withBos } from "./tokens.js";
 import type { EmbeddingResult } from "./types.js";
 
 export interface EmbedderOptions {
@@ -39,9 +40,8 @@ export class Embedder {
 
   /** The model's tokens for an embedding input (beginning/end tokens added as the model wants). */
   private tokensOf(input: string): Token[] {
-    const tokens = this.model.tokenize(input, false);
-    const { bos, eos, shouldPrependBosToken, shouldAppendEosToken } = this.model.tokens;
-    if (shouldPrependBosToken && bos != null && tokens[0] !== bos) tokens.unshift(bos);
+    const tokens = withBos(this.model, this.model.tokenize(input, false));
+    const { eos, shouldAppendEosToken } = this.model.tokens;
     if (shouldAppendEosToken && eos != null && tokens.at(-1) !== eos) tokens.push(eos);
     return tokens;
   }

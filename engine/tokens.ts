@@ -4,7 +4,11 @@
 import type { LlamaModel, Token } from "node-llama-cpp";
 
 export function tokenizePrompt(model: LlamaModel, text: string): Token[] {
-  const tokens = model.tokenize(text, true);
+  return withBos(model, model.tokenize(text, true));
+}
+
+/** Prepends the beginning-of-sequence token, in place, when the model's tokenizer asks for it and it is missing. */
+export function withBos(model: LlamaModel, tokens: Token[]): Token[] {
   const bos = model.tokens.bos;
   if (model.tokens.shouldPrependBosToken && bos != null && tokens[0] !== bos) tokens.unshift(bos);
   return tokens;
