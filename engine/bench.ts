@@ -2,6 +2,7 @@
 //   npx tsx engine/bench.ts [modelPath] [--requests 256] [--tokens 64] [--sequences 1,4,8,16,32] [--threads 1,2]
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
 import { parseArgs } from "node:util";
+import { prompt } from "../bench/workload.js";
 import { createEngine } from "./index.js";
 
 const { values, positionals } = parseArgs({
@@ -16,8 +17,6 @@ const { values, positionals } = parseArgs({
 });
 const modelPath = positionals[0] ?? process.env.MODEL_PATH ?? new URL("../../shared/models/stories260K.gguf", import.meta.url).pathname;
 const list = (s: string) => s.split(",").map(Number);
-const names = ["Lily", "Tom", "Ben", "Sue", "Max", "Anna", "Tim", "Mia"];
-const prompt = (i: number) => `Once upon a time, there was a ${i % 2 ? "boy" : "girl"} named ${names[i % 8]}. ${names[(i >> 3) % 8]} had ${i} `;
 
 for (const threads of list(values.threads)) {
   for (const sequences of list(values.sequences)) {
