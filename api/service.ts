@@ -10,8 +10,6 @@ import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { startEngine } from "./start-engine.js";
 import type { Engine } from "../engine/types.js";
 
-export { resolveModelPath } from "./start-engine.js";
-
 export interface Service {
   app: express.Express;
   engine: Engine;

@@ -49,3 +49,8 @@ export function transition(batch: Batch, to: BatchStatus, now: number): void {
   const stamp = STAMP[to];
   if (stamp) (batch as Record<string, unknown>)[stamp] = now;
 }
+
+/** When a batch reached its final status, or null while it has not. */
+export function endedAt(b: Batch): number | null {
+  return b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at;
+}

@@ -10,7 +10,7 @@ import type { BatchStore } from "../stores/batch-store.js";
 import type { DiskFileStore } from "../stores/file-store.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../stores/ids.js";
 import { uploadDir } from "../http/upload.js";
-import { isFinal } from "./batch-state.js";
+import { endedAt, isFinal } from "./batch-state.js";
 
 export interface CollectorDeps {
   batchDir: string;
@@ -61,7 +61,7 @@ export class Collector {
     const result: SweepResult = { files: 0, batches: 0 };
     for (const rec of store.all()) {
       const b = rec.batch;
-      if (!isFinal(b.status) || busy(b.id) || endedAt(b) + expirySeconds > now) continue;
+      if (!isFinal(b.status) || busy(b.id) || (endedAt(b) ?? b.created_at) + expirySeconds > now) continue;
       const dir = store.paths(b.id).dir;
       // The batch's own files (results, an inline input) go with it: their records first, so no
       // record is ever left pointing into a deleted folder.
@@ -78,10 +78,6 @@ export class Collector {
   }
 }
 
-/** When a final batch ended (created_at for one that never got a final stamp). */
-function endedAt(b: Batch): number {
-  return b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at ?? b.created_at;
-}
 
 const isInside = (file: string, dir: string) => file.startsWith(dir + path.sep);
 

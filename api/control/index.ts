@@ -16,9 +16,6 @@ import { PoolScheduler } from "./pool-scheduler.js";
 import { recoverBatches } from "./recovery.js";
 import { Worker } from "./worker.js";
 
-export { parseCompletionWindow } from "./completion-window.js";
-export { isFinal } from "./batch-state.js";
-
 /** Sent as Retry-After with a 429 when the queue is full. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
 /** How long close() lets running jobs settle when worker.close() was not called first. */

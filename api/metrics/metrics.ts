@@ -5,6 +5,7 @@ import client from "prom-client";
 import type { ControlPlaneStatus, PoolStatus } from "../contracts.js";
 import type { Progress } from "../../pipeline/types.js";
 import type { Batch } from "../schemas/objects.js";
+import { endedAt } from "../control/batch-state.js";
 import { RateWindow } from "./rate-window.js";
 
 const PREFIX = "obi_";
@@ -80,8 +81,8 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     },
     batchEnded(b) {
       batches.inc({ status: b.status });
-      const endedAt = b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at;
-      if (endedAt !== null) timeToFinish.observe({ status: b.status }, Math.max(0, endedAt - b.submitted_at));
+      const ended = endedAt(b);
+      if (ended !== null) timeToFinish.observe({ status: b.status }, Math.max(0, ended - b.submitted_at));
       if (b.deadline_met !== null) deadlines.inc({ result: b.deadline_met ? "met" : "missed" });
     },
     trackProgress(endpoint, base) {
