@@ -58,6 +58,9 @@ export class BatchOrder {
   /** Decodes planned, the sequences in them, and turns spent waiting: how well the batching works. */
   readonly stats = { steps: 0, sequences: 0, waitTurns: 0 };
 
+  /** `onStep` hears the tokens of each planned step just before it is decoded (step-threads.ts). */
+  constructor(private readonly onStep?: (tokens: number) => void) {}
+
   readonly strategy: CustomBatchingPrioritizationStrategy = ({ items, size }) => {
     if (this.turns < MAX_WAIT_TURNS && this.missing(items)) {
       this.turns++;
@@ -69,7 +72,12 @@ export class BatchOrder {
     this.stats.steps++;
     this.stats.sequences += planned.length;
     this.lastStep.clear();
-    for (const p of planned) this.lastStep.add(p.item.evaluationPriority);
+    let tokens = 0;
+    for (const p of planned) {
+      this.lastStep.add(p.item.evaluationPriority);
+      tokens += p.processAmount;
+    }
+    this.onStep?.(tokens);
     return planned;
   };
 

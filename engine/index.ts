@@ -8,6 +8,7 @@ import { loadLlama, loadModel } from "./load.js";
 import { SequencePool } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
 import { fullCollection, SamplerMemory, samplerBytes } from "./sampler-memory.js";
+import { parametersPerToken, StepThreads } from "./step-threads.js";
 import { chooseThreads, threadBudget } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
@@ -35,9 +36,22 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const threads = chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
   // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
   llama.maxThreads = threadBudget(threads, llama.cpuMathCores);
-  log(`threads: ${threads}`, { threads, budget: llama.maxThreads, requested: opts.threads, cpuMathCores: llama.cpuMathCores, gpu: llama.gpu });
-
   const model = await loadModel(llama, opts.modelPath, log);
+  // On CPU, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts).
+  const cores = Math.floor(llama.cpuMathCores);
+  const perStep = !onGpu && !(opts.threads >= 1) && cores > threads
+    ? new StepThreads(llama, cores, threads, parametersPerToken(model), llama.maxThreads)
+    : null;
+  const maxThreads = perStep?.maxThreads ?? threads;
+  log(`threads: ${maxThreads > threads ? `${threads}, ${maxThreads} for large decodes` : threads}`, {
+    threads,
+    threadsLargeSteps: maxThreads,
+    budget: llama.maxThreads,
+    requested: opts.threads,
+    cpuMathCores: llama.cpuMathCores,
+    gpu: llama.gpu,
+  });
+
   if (model.trainContextSize > 0 && opts.contextSize > model.trainContextSize) {
     log("contextSize exceeds the model's training context; answers past it degrade", {
       contextSize: opts.contextSize,
@@ -49,7 +63,9 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     sequences: auto ? await autoSequences(llama, model, opts.contextSize) : opts.sequences,
     auto,
     contextSize: opts.contextSize,
-    threads,
+    threads: perStep?.contextThreads ?? threads,
+    onStep: perStep ? (tokens) => perStep.step(tokens) : undefined,
+    onIdle: perStep ? () => perStep.idle() : undefined,
     // On CPU llama.cpp's flash-attention kernel was 1.6-3x slower here (head size 8); on GPU it is the fast path.
     flashAttention: onGpu ? "auto" : false,
     prefixReuse: opts.prefixReuse ?? true,
@@ -77,6 +93,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
       threads,
+      threadsLargeSteps: maxThreads,
       sequences: pool.size,
       contextSize: pool.contextSize,
       embeddingDimensions: model.embeddingVectorSize,

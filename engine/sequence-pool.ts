@@ -20,7 +20,11 @@ export interface SequencePoolOptions {
   sequences: number;
   auto: boolean;
   contextSize: number;
-  threads: number;
+  /** A fixed count, or a range node-llama-cpp's thread splitter allots per decode (step-threads.ts). */
+  threads: number | { ideal: number; min: number };
+  /** Told each step's token count before it is decoded, and when no sequence is lent any more. */
+  onStep?: (tokens: number) => void;
+  onIdle?: () => void;
   /** See createEngine: off on CPU, where it is slower for small heads. */
   flashAttention: boolean | "auto";
   /** Reuse a sequence's cached prefix (default); off only to measure what reuse gains. */
@@ -37,6 +41,7 @@ export class SequencePool {
     private readonly sequences: LlamaContextSequence[],
     private readonly prefixReuse: boolean,
     private readonly order: BatchOrder,
+    private readonly onIdle?: () => void,
   ) {
     this.pool = new ResourcePool(sequences);
     this.tags = new Map(sequences.map((s, i) => [s, sequenceTag(i)]));
@@ -45,7 +50,7 @@ export class SequencePool {
   static async create(model: LlamaModel, opts: SequencePoolOptions): Promise<SequencePool> {
     let sequences = Math.max(1, Math.floor(opts.sequences));
     for (;;) {
-      const order = new BatchOrder();
+      const order = new BatchOrder(opts.onStep);
       try {
         const context = await model.createContext({
           sequences,
@@ -56,7 +61,7 @@ export class SequencePool {
           batching: { itemPrioritizationStrategy: order.strategy },
         });
         const all = Array.from({ length: sequences }, () => context.getSequence());
-        return new SequencePool(context, all, opts.prefixReuse ?? true, order);
+        return new SequencePool(context, all, opts.prefixReuse ?? true, order, opts.onIdle);
       } catch (err) {
         // Each sequence holds its own contextSize of KV cache; halve until it fits, unless the count was asked for.
         if (!opts.auto || sequences === 1 || !(err instanceof InsufficientMemoryError)) throw err;
@@ -116,6 +121,7 @@ export class SequencePool {
       }
     }
     this.pool.release(sequence);
+    if (this.pool.available === this.sequences.length) this.onIdle?.();
   }
 
   async close(): Promise<void> {

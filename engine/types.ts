@@ -40,7 +40,9 @@ export interface EngineInfo {
   generatedModel: boolean;
   gpu: string | false;
   gpuLayers: number;
+  /** Threads a decode computes with; on CPU a large decode takes `threadsLargeSteps` (engine/threads.ts). */
   threads: number;
+  threadsLargeSteps: number;
   sequences: number;
   contextSize: number;
   embeddingDimensions: number;

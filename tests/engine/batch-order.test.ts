@@ -70,3 +70,14 @@ describe("BatchOrder", () => {
     expect(sequenceTag(5)).toBeGreaterThan(sequenceTag(4));
   });
 });
+
+describe("BatchOrder step size", () => {
+  it("reports the tokens of each planned step, and nothing for a turn spent waiting", () => {
+    const sizes: number[] = [];
+    const order = new BatchOrder((tokens) => sizes.push(tokens));
+    order.strategy({ items: [item(0, 12), item(1, 1)], size: 512 });
+    order.strategy({ items: [item(0, 1)], size: 512 });
+    order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
+    expect(sizes).toEqual([13, 2]);
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseThreads, GPU_FEEDER_THREADS, threadBudget } from "../../engine/threads.js";
+import { ALL_CORES_STEP_WORK, chooseThreads, GPU_FEEDER_THREADS, stepThreads, threadBudget } from "../../engine/threads.js";
 
 describe("chooseThreads", () => {
   it("uses an explicit request as is", () => {
@@ -36,5 +36,24 @@ describe("threadBudget", () => {
     expect(threadBudget(3, 4)).toBe(3);
     expect(threadBudget(15, 16)).toBe(15);
     expect(threadBudget(4, 64)).toBe(4);
+  });
+});
+
+describe("stepThreads", () => {
+  it("gives a decode all cores once its work (parameters x tokens) reaches the threshold", () => {
+    const params = ALL_CORES_STEP_WORK / 32;
+    expect(stepThreads(2, 1, params, 31)).toBe(1);
+    expect(stepThreads(2, 1, params, 32)).toBe(2);
+    expect(stepThreads(16, 15, params, 512)).toBe(16);
+  });
+
+  it("keeps a tiny model on the spare threads however many tokens a step has", () => {
+    // stories260K: 260k parameters per token; a 512-token step is still far below the threshold.
+    expect(stepThreads(2, 1, 260_000, 512)).toBe(1);
+  });
+
+  it("never goes below the spare count", () => {
+    expect(stepThreads(1, 1, 1e9, 64)).toBe(1);
+    expect(stepThreads(2, 3, 1e9, 64)).toBe(3);
   });
 });
