@@ -16,6 +16,8 @@ export interface ModelPlan {
   budgetSeconds: number;
   /** The project's engine at these sequence counts, for the chart. */
   engineSequences: number[];
+  /** The model the prefix-reuse and embedding comparisons run on. */
+  extras?: true;
 }
 
 export interface Plan {
@@ -56,6 +58,20 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
       probeThreads: quick ? [] : [2],
       budgetSeconds: quick ? 4 : 10,
       engineSequences: quick ? [] : [1, 8, 16, 32],
+      extras: true,
+    });
+  }
+  if (!quick) {
+    // Real-model size: about 1 GFLOP per token, 505 MB of weights read per single-sequence step.
+    models.push({
+      name: "qwen2.5-0.5b (generated, 24x896, Q8_0)",
+      source: { preset: "qwen2.5-0.5b" },
+      requests: 64,
+      tokens: 64,
+      handTuned: { default: [], ordered: [], lockstep: [32, 64] },
+      probeThreads: [2],
+      budgetSeconds: 30,
+      engineSequences: [],
     });
   }
   return {
@@ -65,6 +81,11 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
     overheadRequests: quick ? 5_000 : 20_000,
     prefixRequests: 128,
     prefixTokens: 16,
-    embedInputs: models.at(-1)?.source && "preset" in models.at(-1)!.source ? 128 : 512,
+    embedInputs: extrasModel(models)?.source && "preset" in extrasModel(models)!.source ? 128 : 512,
   };
+}
+
+/** Where the prefix-reuse and embedding comparisons run: the model marked for them, else the last one. */
+export function extrasModel(models: readonly ModelPlan[]): ModelPlan | undefined {
+  return models.find((m) => m.extras) ?? models.at(-1);
 }

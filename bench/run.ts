@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { throughputChart } from "./chart.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
-import { makePlan, type ModelPlan } from "./plan.js";
+import { extrasModel, makePlan, type ModelPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { formatTable, targetsOf, type BenchResults } from "./report.js";
 import { measureScale } from "./scale.js";
@@ -90,7 +90,7 @@ if (parts.has("throughput")) {
   }
 }
 
-const realistic = plan.models.at(-1)!;
+const realistic = extrasModel(plan.models)!;
 if (parts.has("prefix")) {
   log(`\nshared-prefix reuse on ${realistic.name}`);
   const p = await measurePrefixReuse(realistic.name, await modelPath(realistic), plan.prefixRequests, plan.prefixTokens);

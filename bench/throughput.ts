@@ -30,6 +30,13 @@ export interface ThroughputResult {
   ratioToBest: number;
   /** service tokens/s over sequential tokens/s (target: >= 5). */
   speedupOverSequential: number;
+  /** One request at a time on node-llama-cpp alone, 1 thread (the hand-tuned sweep's, or a budgeted run). */
+  handTunedSingle: RunRecord;
+  /**
+   * What batching can gain on this machine at best: the best hand-tuned tokens/s over the best
+   * one-request-at-a-time tokens/s (node-llama-cpp alone or the project engine). Target 2 cannot pass above it.
+   */
+  batchingCeiling: number;
   speedupOverSequentialDefaults: number;
 }
 
@@ -78,6 +85,11 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
   const sequentialDefaults = toRecord(plan.name, "sequential", `one request at a time, node-llama-cpp defaults (${poc.threads} threads)`, poc);
   log(`  one at a time, node-llama-cpp defaults: ${Math.round(sequentialDefaults.tokensPerSecond)} tokens/s`);
 
+  const handTunedSingle =
+    handTuned.find((r) => r.sequences === 1) ?? record("hand-tuned", await baseline(1, 1, "default", budget));
+  log(`  one at a time, node-llama-cpp 1 thread: ${Math.round(handTunedSingle.tokensPerSecond)} tokens/s`);
+  const batchingCeiling = best.tokensPerSecond / Math.max(handTunedSingle.tokensPerSecond, sequential.tokensPerSecond);
+
   const engine: RunRecord[] = [];
   for (const sequences of plan.engineSequences) {
     const r = await runChild<ChildResult>("engine-probe.ts", { mode: "complete", model: modelPath, requests, tokens, sequences });
@@ -101,6 +113,8 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
     backendLog,
     ratioToBest: service.seconds / best.seconds,
     speedupOverSequential: service.tokensPerSecond / sequential.tokensPerSecond,
+    handTunedSingle,
+    batchingCeiling,
     speedupOverSequentialDefaults: service.tokensPerSecond / sequentialDefaults.tokensPerSecond,
   };
 }
