@@ -2,6 +2,7 @@
 // job runner and worker, with recovery of whatever was unfinished when the service last stopped.
 import type pino from "pino";
 import type { Engine } from "../../engine/types.js";
+import { unixNow } from "../clock.js";
 import type { Config } from "../config.js";
 import type { ControlPlaneStatus, FileStore } from "../contracts.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
@@ -35,7 +36,7 @@ export interface ControlPlane {
 export async function createControlPlane(deps: { config: Config; engine: Engine; logger: pino.Logger; metrics?: BatchMetrics }): Promise<ControlPlane> {
   const { config, engine, metrics } = deps;
   const logger = deps.logger.child({ component: "control" });
-  const now = () => Math.floor(Date.now() / 1000);
+  const now = unixNow;
 
   const files = await DiskFileStore.open({ batchDir: config.batchDir, expirySeconds: config.fileExpirySeconds, logger });
   const store = await BatchStore.open({ batchDir: config.batchDir, logger });

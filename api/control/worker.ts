@@ -2,6 +2,7 @@
 // slot, runs it, and releases the slot however the job ends. Event driven (enqueue and release wake
 // it), so there is no polling; concurrency is bounded by the pools' total capacity.
 import type pino from "pino";
+import { unixNow } from "../clock.js";
 import type { QueueStats } from "../contracts.js";
 import type { AbortReason } from "../../pipeline/types.js";
 import { isUrgent, type JobQueue, type QueuedJob } from "./job-queue.js";
@@ -44,7 +45,7 @@ export class Worker {
   private readonly now: () => number;
 
   constructor(private readonly opts: WorkerOptions) {
-    this.now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+    this.now = opts.now ?? unixNow;
     opts.scheduler.onRelease(() => this.wake());
   }
 

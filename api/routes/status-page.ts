@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Router } from "express";
+import { unixNow } from "../clock.js";
 import type { Batch } from "../schemas/objects.js";
 import type { BatchService, ControlPlaneStatus, Owner } from "../contracts.js";
 import type { EngineInfo } from "../../engine/types.js";
@@ -38,7 +39,7 @@ export function statusDataRouter(deps: StatusPageDeps): Router {
     res.json({
       service: deps.service,
       model: deps.engineInfo()?.modelId ?? null,
-      now: Math.floor(Date.now() / 1000),
+      now: unixNow(),
       queue: deps.status.queueStats(),
       pools_simulated: true,
       pools: poolsVisibleTo(deps.status, deps.batches, owner),

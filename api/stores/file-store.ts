@@ -8,6 +8,7 @@ import { FileObjectSchema, type FileObject } from "../schemas/objects.js";
 import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
 import { FILE_ID_RE, newFileId } from "./ids.js";
 import { paginate } from "./paginate.js";
+import { unixNow } from "../clock.js";
 
 interface FileRecord {
   object: FileObject;
@@ -24,8 +25,6 @@ export interface FileStoreOptions {
   /** Unix seconds; injectable so tests can order files deterministically. */
   now?: () => number;
 }
-
-const unixNow = () => Math.floor(Date.now() / 1000);
 
 export class DiskFileStore implements FileStore {
   private readonly records = new Map<string, FileRecord>();
