@@ -12,7 +12,7 @@ import { badRequest, notFound, shuttingDown } from "../errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
 import { newBatchId } from "../stores/ids.js";
-import { isFinal, transition } from "./batch-state.js";
+import { isEnding, transition } from "./batch-state.js";
 import { parseCompletionWindow } from "./completion-window.js";
 import type { DeadlineTimers } from "./deadline-timers.js";
 import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
@@ -99,7 +99,7 @@ export class QueueingBatchService implements BatchService {
     if (!rec) throw notFound("batch", id);
     const b = rec.batch;
     // Nothing to cancel: already over, already being cancelled or expired, or about to complete.
-    const ending = isFinal(b.status) || b.status === "cancelling" || b.status === "finalizing" || runner.isEnding(id) || worker.isStopping(id);
+    const ending = isEnding(b.status) || runner.isEnding(id) || worker.isStopping(id);
     if (ending) return snapshot(b);
     if (worker.isRunning(id)) {
       transition(b, "cancelling", now());
@@ -138,7 +138,7 @@ export class QueueingBatchService implements BatchService {
   async expire(id: string): Promise<void> {
     const { store, queue, worker, runner, logger } = this.deps;
     const rec = store.get(id);
-    if (!rec || isFinal(rec.batch.status) || rec.batch.status === "cancelling" || rec.batch.status === "finalizing") return;
+    if (!rec || isEnding(rec.batch.status)) return;
     logger.warn({ batch_id: id, status: rec.batch.status, deadline_at: rec.batch.deadline_at }, "batch reached its deadline unfinished: expiring");
     if (worker.abort(id, EXPIRED)) return;
     queue.remove(id);

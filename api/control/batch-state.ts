@@ -27,6 +27,11 @@ export function isFinal(status: BatchStatus): boolean {
   return EDGES[status].length === 0;
 }
 
+/** Final, or on its way there (being cancelled, or writing its last results): nothing may end it otherwise. */
+export function isEnding(status: BatchStatus): boolean {
+  return isFinal(status) || status === "cancelling" || status === "finalizing";
+}
+
 export function canTransition(from: BatchStatus, to: BatchStatus): boolean {
   return EDGES[from].includes(to);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { canTransition, InvalidTransitionError, isFinal, transition } from "../../api/control/batch-state.js";
+import { canTransition, InvalidTransitionError, isEnding, isFinal, transition } from "../../api/control/batch-state.js";
 import { BATCH_STATUSES, type Batch, type BatchStatus } from "../../api/schemas/objects.js";
 
 const ALLOWED: Array<[BatchStatus, BatchStatus]> = [
@@ -32,6 +32,8 @@ describe("batch state machine", () => {
 
   it("knows the four final statuses", () => {
     expect(BATCH_STATUSES.filter(isFinal).sort()).toEqual(["cancelled", "completed", "expired", "failed"]);
+    // Being cancelled or finalizing: no cancel or deadline may start another ending.
+    expect(BATCH_STATUSES.filter(isEnding).sort()).toEqual(["cancelled", "cancelling", "completed", "expired", "failed", "finalizing"]);
   });
 
   it("stamps the entry time of each status", () => {
