@@ -20,11 +20,15 @@ export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
+/** OpenAI's limits on batch metadata; requests.ts checks them with messages, this schema describes them. */
+export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 } as const;
+export const METADATA_DESCRIPTION = `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}.`;
+
 export const Metadata = z
-  .record(z.string().max(64), z.string().max(512))
-  .refine((m) => Object.keys(m).length <= 16, { message: "metadata may hold at most 16 keys" })
+  .record(z.string().max(METADATA_LIMITS.keyChars), z.string().max(METADATA_LIMITS.valueChars))
+  .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `metadata may hold at most ${METADATA_LIMITS.keys} keys` })
   .nullable()
-  .openapi("Metadata", { description: "Up to 16 key-value pairs; keys up to 64 characters, values up to 512.", example: { project: "nightly-eval" } });
+  .openapi("Metadata", { description: METADATA_DESCRIPTION, example: { project: "nightly-eval" } });
 
 export const BatchErrorSchema = z
   .object({

@@ -2,7 +2,7 @@
 // so what is accepted and what is documented cannot drift apart.
 import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
-import { BATCH_ENDPOINTS } from "./objects.js";
+import { BATCH_ENDPOINTS, METADATA_DESCRIPTION, METADATA_LIMITS } from "./objects.js";
 import { InlineBatchBodySchema } from "../../pipeline/inline.js";
 
 extendZodWithOpenApi(z);
@@ -102,8 +102,6 @@ export const CompletionWindow = z
     example: "24h",
   });
 
-export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 } as const;
-
 // Length limits are checked on the map as a whole so every violation reports param "metadata", as OpenAI does.
 export const MetadataParam = z
   .record(z.string(), z.string({ error: "metadata values must be strings" }))
@@ -120,7 +118,7 @@ export const MetadataParam = z
   .nullable()
   .optional()
   .openapi({
-    description: `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}.`,
+    description: METADATA_DESCRIPTION,
     maxProperties: METADATA_LIMITS.keys,
     example: { project: "nightly-eval" },
   });
