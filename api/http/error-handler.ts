@@ -4,7 +4,7 @@ import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
 import { ApiError, badRequest, fileTooLarge, internalError } from "../errors.js";
-import { paramPath } from "../../pipeline/batch-line.js";
+import { fromZodError } from "./validate.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
 interface HttpError {
@@ -56,12 +56,8 @@ function fromHttpError(err: HttpError): ApiError | undefined {
 export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiError | undefined {
   if (err instanceof ApiError) return err;
   if (err instanceof MulterError) return fromMulter(err, opts.maxFileBytes);
-  if (err instanceof z.ZodError) {
-    // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
-    const issue = err.issues[0];
-    const param = issue ? paramPath(issue.path) : null;
-    return badRequest(param ? `Invalid '${param}': ${issue.message}` : (issue?.message ?? "Invalid request."), param);
-  }
+  // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
+  if (err instanceof z.ZodError) return fromZodError(err);
   if (err && typeof err === "object") return fromHttpError(err as HttpError);
   return undefined;
 }

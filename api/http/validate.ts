@@ -1,6 +1,6 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
 import { z } from "zod";
-import { badRequest, notFound } from "../errors.js";
+import { badRequest, notFound, type ApiError } from "../errors.js";
 import { paramPath } from "../../pipeline/batch-line.js";
 
 function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
@@ -16,12 +16,21 @@ function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
 export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
+  throw fromZodError(result.error, input);
+}
+
+/**
+ * The 400 for a failed parse: the first issue, naming its parameter. With the input at hand, a wrong type
+ * or value where nothing was sent at all is reported as a missing parameter, as OpenAI does.
+ */
+export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
+  const issue = error.issues[0];
+  if (!issue) return badRequest("Invalid request.");
   const param = paramPath(issue.path);
-  // A wrong type or value where nothing was sent at all is a missing parameter, and OpenAI says so.
-  const missing = param !== null && (issue.code === "invalid_type" || issue.code === "invalid_value") && valueAt(input, issue.path) === undefined;
-  if (missing) throw badRequest(`Missing required parameter: '${param}'.`, param);
-  throw badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
+  const missing =
+    input !== undefined && param !== null && (issue.code === "invalid_type" || issue.code === "invalid_value") && valueAt(input, issue.path) === undefined;
+  if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
+  return badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
 }
 
 /**
