@@ -11,8 +11,10 @@ import { accountIds, completionJsonl, customIds, createBatch, isFinal, logLines,
 const bed = serverTestbed("shutdown", {
   SPOT_CAPACITY: "1",
   DEDICATED_CAPACITY: "0",
-  // More requests in flight than sequences, so a drain has real work to let finish.
+  // Far more requests in flight than sequences, so a drain has real work to let finish and lasts long
+  // enough for the second signal to land during it, even on a loaded machine.
   PIPELINE_CONCURRENCY: "12",
+  SEQUENCES: "2",
   SHUTDOWN_GRACE_SECONDS: "30",
 });
 const { dir } = bed;
@@ -29,7 +31,7 @@ async function waitForLog(s: ServerProcess, msg: string | RegExp, timeoutMs = 15
 }
 
 const stateOf = (id: string) => JSON.parse(readFileSync(path.join(dir, id, "batch.json"), "utf8")).batch;
-const TOTAL = 24;
+const TOTAL = 40;
 
 describe("signals", () => {
   it("SIGTERM drains and exits 0; a second signal exits at once; restarts lose and repeat nothing", async () => {
@@ -60,6 +62,8 @@ describe("signals", () => {
     // Resumed, then SIGTERM twice: the second one does not wait for the drain.
     s = await start();
     await waitForLog(s, "batch started");
+    // Only once the resumed batch has requests in the engine does the drain have something to wait for.
+    await pollBatch(s.baseUrl, running.id, (b) => b.request_counts.completed > output.length);
     s.child.kill("SIGTERM");
     await waitForLog(s, /^shutting down/);
     s.child.kill("SIGTERM");
