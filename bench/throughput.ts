@@ -133,7 +133,7 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
       runs.push({
         model: plan.name,
         scenario: "service",
-        label: `service, defaults (${ready.engine.threads} thread, ${ready.engine.sequences} seq)`,
+        label: `service, defaults (${threadsLabel(ready.engine)}, ${ready.engine.sequences} seq)`,
         threads: Number(ready.engine.threads),
         sequences: Number(ready.engine.sequences),
         requests: plan.requests,
@@ -153,4 +153,11 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
   } finally {
     await server.stop();
   }
+}
+
+/** "1 thread", or "1-2 threads" when large decodes take more (engine/step-threads.ts). */
+function threadsLabel(engine: Record<string, unknown>): string {
+  const threads = Number(engine.threads);
+  const large = Number(engine.threadsLargeSteps ?? threads);
+  return large > threads ? `${threads}-${large} threads` : `${threads} thread${threads > 1 ? "s" : ""}`;
 }
