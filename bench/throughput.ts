@@ -1,6 +1,7 @@
 // Targets 1 and 2 for one model: the service at its defaults against the best hand-tuned node-llama-cpp
 // script (swept over threads and sequences) and against the proof of concept's one-request-at-a-time way;
 // plus the project's engine over sequence counts for the chart.
+import { threadsText } from "../engine/threads.js";
 import { runChild } from "./child.js";
 import type { ModelPlan } from "./plan.js";
 import { faster, toRecord, type ChildResult, type RunRecord } from "./records.js";
@@ -133,7 +134,7 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
       runs.push({
         model: plan.name,
         scenario: "service",
-        label: `service, defaults (${threadsLabel(ready.engine)}, ${ready.engine.sequences} seq)`,
+        label: `service, defaults (${threadsText(Number(ready.engine.threads), Number(ready.engine.threadsLargeSteps ?? ready.engine.threads))}, ${ready.engine.sequences} seq)`,
         threads: Number(ready.engine.threads),
         sequences: Number(ready.engine.sequences),
         requests: plan.requests,
@@ -155,9 +156,3 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
   }
 }
 
-/** "1 thread", or "1-2 threads" when large decodes take more (engine/step-threads.ts). */
-function threadsLabel(engine: Record<string, unknown>): string {
-  const threads = Number(engine.threads);
-  const large = Number(engine.threadsLargeSteps ?? threads);
-  return large > threads ? `${threads}-${large} threads` : `${threads} thread${threads > 1 ? "s" : ""}`;
-}

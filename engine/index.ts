@@ -9,11 +9,11 @@ import { SequencePool } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
 import { fullCollection, SamplerMemory, samplerBytes } from "./sampler-memory.js";
 import { parametersPerToken, StepThreads } from "./step-threads.js";
-import { chooseThreads, threadBudget } from "./threads.js";
+import { chooseThreads, threadBudget, threadsText } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
 export * from "./types.js";
-export { chooseThreads, threadBudget, type ThreadsInput } from "./threads.js";
+export { chooseThreads, threadBudget, threadsText, type ThreadsInput } from "./threads.js";
 export { DEFAULT_SEQUENCES } from "./sequences.js";
 export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
 
@@ -43,7 +43,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     ? new StepThreads(llama, cores, threads, parametersPerToken(model), llama.maxThreads)
     : null;
   const maxThreads = perStep?.maxThreads ?? threads;
-  log(`threads: ${maxThreads > threads ? `${threads}, ${maxThreads} for large decodes` : threads}`, {
+  log(`threads: ${threadsText(threads, maxThreads)}${maxThreads > threads ? " (the higher count for large decodes)" : ""}`, {
     threads,
     threadsLargeSteps: maxThreads,
     budget: llama.maxThreads,

@@ -54,3 +54,8 @@ export function threadBudget(threads: number, cpuCount: number): number {
   const cores = Number.isFinite(cpuCount) ? Math.floor(cpuCount) : 1;
   return threads === 1 && cores >= 2 ? 2 : threads;
 }
+
+/** "1 thread", or "1-2 threads" when large decodes take more cores (step-threads.ts). */
+export function threadsText(threads: number, threadsLargeSteps = threads): string {
+  return threadsLargeSteps > threads ? `${threads}-${threadsLargeSteps} threads` : `${threads} thread${threads === 1 ? "" : "s"}`;
+}

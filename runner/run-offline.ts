@@ -6,6 +6,7 @@ import path from "node:path";
 import type pino from "pino";
 import type { Config } from "../api/config.js";
 import { startEngine } from "../api/start-engine.js";
+import { threadsText } from "../engine/index.js";
 import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
@@ -85,7 +86,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const started = Date.now();
     let result: RunBatchResult;
     try {
-      stderr.write(`running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${engine.info.threads} threads\n`);
+      stderr.write(`running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${threadsText(engine.info.threads, engine.info.threadsLargeSteps)}\n`);
       const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
       result = await runBatchFile({
         inputPath: input,
@@ -159,3 +160,4 @@ function summary(s: { args: RunnerArgs; endpoint: Endpoint; result: RunBatchResu
     "",
   ].join("\n");
 }
+

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ALL_CORES_STEP_WORK, chooseThreads, GPU_FEEDER_THREADS, stepThreads, threadBudget } from "../../engine/threads.js";
+import { ALL_CORES_STEP_WORK, chooseThreads, GPU_FEEDER_THREADS, stepThreads, threadBudget, threadsText } from "../../engine/threads.js";
 
 describe("chooseThreads", () => {
   it("uses an explicit request as is", () => {
@@ -55,5 +55,13 @@ describe("stepThreads", () => {
   it("never goes below the spare count", () => {
     expect(stepThreads(1, 1, 1e9, 64)).toBe(1);
     expect(stepThreads(2, 3, 1e9, 64)).toBe(3);
+  });
+});
+
+describe("threadsText", () => {
+  it("says the range when large decodes take more threads", () => {
+    expect(threadsText(1)).toBe("1 thread");
+    expect(threadsText(4, 4)).toBe("4 threads");
+    expect(threadsText(1, 2)).toBe("1-2 threads");
   });
 });
