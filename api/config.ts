@@ -74,7 +74,10 @@ export function loadConfig(env: Env = process.env): Config {
     maxFileBytes: env.MAX_FILE_BYTES ?? 200 * 1024 * 1024,
     maxRequestsPerBatch: env.MAX_REQUESTS_PER_BATCH ?? 50_000,
     maxLineBytes: env.MAX_LINE_BYTES ?? 1024 * 1024,
-    apiKeys: (env.API_KEYS ?? "").split(",").map((k) => k.trim()).filter(Boolean),
+    apiKeys: (env.API_KEYS ?? "")
+      .split(",")
+      .map((k) => k.trim())
+      .filter(Boolean),
     fileExpirySeconds: env.FILE_EXPIRY_SECONDS ?? 30 * 24 * 3600,
     collectIntervalSeconds: env.COLLECT_INTERVAL_SECONDS ?? 3600,
     shutdownGraceSeconds: env.SHUTDOWN_GRACE_SECONDS ?? 10,

@@ -47,4 +47,5 @@ export const fileTooLarge = (maxFileBytes: number, param: string | null = "file"
 
 export const modelNotReady = () => new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
 
-export const internalError = () => new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error");
+export const internalError = () =>
+  new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error");

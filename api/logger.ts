@@ -12,7 +12,9 @@ export function createLogger(level: string, env: Record<string, string | undefin
     level,
     base: { service: "offline-batch-inference" },
     redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization", "apiKey", "apiKeys"], censor: "[redacted]" },
-    ...(pretty && { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,service" } } }),
+    ...(pretty && {
+      transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,service" } },
+    }),
   });
 }
 

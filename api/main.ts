@@ -8,7 +8,7 @@ import { createService } from "./service.js";
 const SHUTDOWN_SLACK_MS = 15_000;
 
 async function main() {
-  let config;
+  let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
   } catch (err) {
@@ -54,10 +54,13 @@ async function main() {
     server.close();
     server.closeIdleConnections?.();
     // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
-    setTimeout(() => {
-      logger.error("shutdown did not finish in time: exiting");
-      process.exit(1);
-    }, 2 * graceMs + SHUTDOWN_SLACK_MS).unref();
+    setTimeout(
+      () => {
+        logger.error("shutdown did not finish in time: exiting");
+        process.exit(1);
+      },
+      2 * graceMs + SHUTDOWN_SLACK_MS,
+    ).unref();
     service
       .close({ graceMs })
       .then(() => {

@@ -33,18 +33,16 @@ const PoolStatusSchema = z
   })
   .openapi("PoolStatus") satisfies z.ZodType<PoolStatus>;
 
-const PoolsSchema = z
-  .object({ simulated: z.literal(true), pools: z.array(PoolStatusSchema) })
-  .openapi("Pools", {
-    description: "The simulated GPU pools the scheduler places jobs on. There are no real devices behind them.",
-    example: {
-      simulated: true,
-      pools: [
-        { name: "spot", capacity: 2, in_use: 1, available: 1, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
-        { name: "dedicated", capacity: 1, in_use: 0, available: 1, jobs: [] },
-      ],
-    },
-  });
+const PoolsSchema = z.object({ simulated: z.literal(true), pools: z.array(PoolStatusSchema) }).openapi("Pools", {
+  description: "The simulated GPU pools the scheduler places jobs on. There are no real devices behind them.",
+  example: {
+    simulated: true,
+    pools: [
+      { name: "spot", capacity: 2, in_use: 1, available: 1, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
+      { name: "dedicated", capacity: 1, in_use: 0, available: 1, jobs: [] },
+    ],
+  },
+});
 
 const EngineInfoSchema = z
   .object({
@@ -60,7 +58,9 @@ const EngineInfoSchema = z
     hasChatTemplate: z.boolean(),
     chatWrapper: z.string(),
   })
-  .openapi("EngineInfo", { description: "The engine's settings (the model's path is left out)." }) satisfies z.ZodType<Omit<EngineInfo, "modelPath">>;
+  .openapi("EngineInfo", { description: "The engine's settings (the model's path is left out)." }) satisfies z.ZodType<
+  Omit<EngineInfo, "modelPath">
+>;
 
 const ReadySchema = z
   .object({ status: z.literal("ready"), model: z.string(), model_file: z.string(), engine: EngineInfoSchema })
@@ -81,7 +81,9 @@ const StatusPageDataSchema = z
     batches: z.array(BatchSchema),
     has_more: z.boolean(),
   })
-  .openapi("StatusPageData", { description: "Everything the status page at / shows: the queue, the pools and the newest batches (up to 500)." });
+  .openapi("StatusPageData", {
+    description: "Everything the status page at / shows: the queue, the pools and the newest batches (up to 500).",
+  });
 
 const BatchOutputLineSchema = z
   .object({
@@ -92,9 +94,7 @@ const BatchOutputLineSchema = z
   })
   .openapi("BatchOutputLine", { description: "One line of a batch's output file, as OpenAI writes it." });
 
-const ResultsListSchema = z
-  .object({ object: z.literal("list"), data: z.array(BatchOutputLineSchema) })
-  .openapi("BatchResults");
+const ResultsListSchema = z.object({ object: z.literal("list"), data: z.array(BatchOutputLineSchema) }).openapi("BatchResults");
 
 // --- helpers ---
 
@@ -144,7 +144,8 @@ function registerFiles(r: OpenAPIRegistry) {
       path: "/v1/files",
       tags: ["Files"],
       summary: "Upload a JSONL file of batch requests",
-      description: "Multipart upload with a `file` part and `purpose=batch`. The file is streamed to disk; its lines are validated when a batch is created.",
+      description:
+        "Multipart upload with a `file` part and `purpose=batch`. The file is streamed to disk; its lines are validated when a batch is created.",
       request: { body: { required: true, content: { "multipart/form-data": { schema: UploadFileForm } } } },
       responses: { 200: json(FileObjectSchema, "The stored file."), ...errors(400, 401, 413) },
     }),
@@ -156,7 +157,10 @@ function registerFiles(r: OpenAPIRegistry) {
       tags: ["Files"],
       summary: "List files",
       request: { query: ListFilesQuery },
-      responses: { 200: json(listOf(FileObjectSchema, "FileList"), "A page of files; pass the last id as `after` for the next."), ...errors(400, 401) },
+      responses: {
+        200: json(listOf(FileObjectSchema, "FileList"), "A page of files; pass the last id as `after` for the next."),
+        ...errors(400, 401),
+      },
     }),
   );
   r.registerPath(
@@ -178,9 +182,13 @@ function registerFiles(r: OpenAPIRegistry) {
       request: { params: FileIdParams },
       responses: {
         200: {
-          description: "The file's bytes: application/jsonl for .jsonl files (inputs, outputs, errors), application/octet-stream otherwise.",
+          description:
+            "The file's bytes: application/jsonl for .jsonl files (inputs, outputs, errors), application/octet-stream otherwise.",
           content: {
-            "application/jsonl": { schema: { type: "string" }, example: '{"id":"batch_req_1","custom_id":"req-1","response":{...},"error":null}\n' },
+            "application/jsonl": {
+              schema: { type: "string" },
+              example: '{"id":"batch_req_1","custom_id":"req-1","response":{...},"error":null}\n',
+            },
             "application/octet-stream": { schema: { type: "string", format: "binary" } },
           },
         },
@@ -217,8 +225,14 @@ function registerBatches(r: OpenAPIRegistry) {
             "application/json": {
               schema: z.union([CreateBatchBody, InlineBatchRequest]).openapi({ description: "OpenAI's file form or the inline form." }),
               examples: {
-                file: { summary: "OpenAI file form", value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" } },
-                inline: { summary: "Inline form (proof of concept)", value: { model: "stories260K", input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 } },
+                file: {
+                  summary: "OpenAI file form",
+                  value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
+                },
+                inline: {
+                  summary: "Inline form (proof of concept)",
+                  value: { model: "stories260K", input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 },
+                },
               },
             },
           },
@@ -325,8 +339,12 @@ function registerSystem(r: OpenAPIRegistry) {
   });
   system("/health", "Liveness: the process is up", { 200: json(HealthSchema, "Up.") });
   system("/ready", "Readiness: the model is loaded", { 200: json(ReadySchema, "Ready, with the engine's settings."), ...errors(503) });
-  system("/openapi.json", "This document", { 200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } } });
-  system("/docs", "Swagger UI for this document", { 200: { description: "HTML page.", content: { "text/html": { schema: { type: "string" } } } } });
+  system("/openapi.json", "This document", {
+    200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } },
+  });
+  system("/docs", "Swagger UI for this document", {
+    200: { description: "HTML page.", content: { "text/html": { schema: { type: "string" } } } },
+  });
 }
 
 export function buildOpenApiDocument(opts: { version?: string } = {}): object {

@@ -24,7 +24,8 @@ function niceMax(v: number): number {
 }
 
 function panel(r: ThroughputResult, dx: number): string {
-  const by = (batching: string) => r.handTuned.filter((h) => h.extra?.batching === batching).map((h) => ({ x: h.sequences!, y: h.tokensPerSecond }));
+  const by = (batching: string) =>
+    r.handTuned.filter((h) => h.extra?.batching === batching).map((h) => ({ x: h.sequences!, y: h.tokensPerSecond }));
   const series: Record<string, Point[]> = {
     default: by("default"),
     ordered: by("ordered"),
@@ -43,7 +44,9 @@ function panel(r: ThroughputResult, dx: number): string {
   const sx = (x: number) => dx + M.left + (Math.log2(x) / Math.log2(xMax)) * pw;
   const sy = (y: number) => M.top + ph - (y / yMax) * ph;
   const out: string[] = [];
-  out.push(`<text x="${dx + W / 2}" y="18" text-anchor="middle" font-weight="bold">${esc(r.model)}: ${r.requests} requests × ${r.tokens} tokens</text>`);
+  out.push(
+    `<text x="${dx + W / 2}" y="18" text-anchor="middle" font-weight="bold">${esc(r.model)}: ${r.requests} requests × ${r.tokens} tokens</text>`,
+  );
   for (let i = 0; i <= 4; i++) {
     const y = (yMax * i) / 4;
     out.push(`<line x1="${dx + M.left}" x2="${dx + W - M.right}" y1="${sy(y)}" y2="${sy(y)}" stroke="#e0e0e0"/>`);
@@ -57,7 +60,9 @@ function panel(r: ThroughputResult, dx: number): string {
   for (const s of SERIES) {
     const pts = [...series[s.key]].sort((a, b) => a.x - b.x);
     if (pts.length === 0) continue;
-    out.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" stroke-dasharray="${s.dash}" points="${pts.map((p) => `${sx(p.x)},${sy(p.y)}`).join(" ")}"/>`);
+    out.push(
+      `<polyline fill="none" stroke="${s.color}" stroke-width="2" stroke-dasharray="${s.dash}" points="${pts.map((p) => `${sx(p.x)},${sy(p.y)}`).join(" ")}"/>`,
+    );
     for (const p of pts) out.push(`<circle cx="${sx(p.x)}" cy="${sy(p.y)}" r="3" fill="${s.color}"/>`);
   }
   for (const m of marks) {
@@ -74,9 +79,19 @@ function panel(r: ThroughputResult, dx: number): string {
 /** Legend items laid out in rows that fit `width`; returns the SVG and the height used. */
 function legend(top: number, width: number): { svg: string; height: number } {
   const items = [
-    ...SERIES.map((s) => ({ name: s.name, svg: (x: number, y: number) => `<line x1="${x}" x2="${x + 22}" y1="${y}" y2="${y}" stroke="${s.color}" stroke-width="2" stroke-dasharray="${s.dash}"/>` })),
-    { name: "service at its defaults", svg: (x: number, y: number) => `<path d="M${x + 11},${y - 6} L${x + 17},${y} L${x + 11},${y + 6} L${x + 5},${y} Z" fill="#188038"/>` },
-    { name: "one request at a time (project engine)", svg: (x: number, y: number) => `<rect x="${x + 6}" y="${y - 5}" width="10" height="10" fill="#d93025"/>` },
+    ...SERIES.map((s) => ({
+      name: s.name,
+      svg: (x: number, y: number) =>
+        `<line x1="${x}" x2="${x + 22}" y1="${y}" y2="${y}" stroke="${s.color}" stroke-width="2" stroke-dasharray="${s.dash}"/>`,
+    })),
+    {
+      name: "service at its defaults",
+      svg: (x: number, y: number) => `<path d="M${x + 11},${y - 6} L${x + 17},${y} L${x + 11},${y + 6} L${x + 5},${y} Z" fill="#188038"/>`,
+    },
+    {
+      name: "one request at a time (project engine)",
+      svg: (x: number, y: number) => `<rect x="${x + 6}" y="${y - 5}" width="10" height="10" fill="#d93025"/>`,
+    },
   ];
   const out: string[] = [];
   let x = 16;

@@ -42,7 +42,9 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
       source: { path: storiesPath },
       requests: quick ? 128 : 256,
       tokens: 64,
-      handTuned: quick ? { default: [8], ordered: [], lockstep: [8, 32] } : { default: [1, 8, 16, 32, 64], ordered: [8, 32], lockstep: [8, 16, 32, 64] },
+      handTuned: quick
+        ? { default: [8], ordered: [], lockstep: [8, 32] }
+        : { default: [1, 8, 16, 32, 64], ordered: [8, 32], lockstep: [8, 16, 32, 64] },
       probeThreads: [2],
       budgetSeconds: quick ? 4 : 8,
       engineSequences: quick ? [] : [1, 4, 8, 16, 32, 64],

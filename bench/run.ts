@@ -48,7 +48,9 @@ const machine = {
   nodeLlamaCpp: pkg.version,
   loadAverageAtStart: os.loadavg().map((v) => +v.toFixed(2)),
 };
-log(`bench${values.quick ? " --quick" : ""}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memoryGiB} GiB, Node ${machine.node}, node-llama-cpp ${machine.nodeLlamaCpp}, load ${machine.loadAverageAtStart.join(" ")}`);
+log(
+  `bench${values.quick ? " --quick" : ""}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memoryGiB} GiB, Node ${machine.node}, node-llama-cpp ${machine.nodeLlamaCpp}, load ${machine.loadAverageAtStart.join(" ")}`,
+);
 
 const results: Omit<BenchResults, "targets"> = {
   startedAt: new Date().toISOString(),
@@ -74,7 +76,7 @@ if (parts.has("throughput")) {
       ready: { gpu: first.serverEngine.gpu, gpuLayers: first.serverEngine.gpuLayers },
       note:
         first.serverEngine.gpu === false
-          ? "No GPU here: with gpu \"auto\" the server logged the CPU backend and /ready shows gpu: false, 0 layers offloaded."
+          ? 'No GPU here: with gpu "auto" the server logged the CPU backend and /ready shows gpu: false, 0 layers offloaded.'
           : `GPU in use: ${String(first.serverEngine.gpu)}, ${String(first.serverEngine.gpuLayers)} layers offloaded.`,
     };
     for (const t of results.throughput) {
@@ -83,7 +85,9 @@ if (parts.has("throughput")) {
         if (!same) continue;
         const ratio = p.tokensPerSecond / same.tokensPerSecond;
         const compared = ratio >= 1 ? `${ratio.toFixed(2)}x faster` : `${(1 / ratio).toFixed(1)}x slower`;
-        notes.push(`${t.model}: threads ${p.threads} ran at ${p.tokensPerSecond.toFixed(0)} tokens/s against ${same.tokensPerSecond.toFixed(0)} at threads 1 (${same.label}): ${compared}.`);
+        notes.push(
+          `${t.model}: threads ${p.threads} ran at ${p.tokensPerSecond.toFixed(0)} tokens/s against ${same.tokensPerSecond.toFixed(0)} at threads 1 (${same.label}): ${compared}.`,
+        );
       }
       if (t.requests !== 256) notes.push(`${t.model}: ${t.requests} requests instead of 256, to keep the run short on this machine.`);
     }
@@ -95,7 +99,9 @@ if (parts.has("prefix")) {
   log(`\nshared-prefix reuse on ${realistic.name}`);
   const p = await measurePrefixReuse(realistic.name, await modelPath(realistic), plan.prefixRequests, plan.prefixTokens);
   results.prefix = { ...p, model: realistic.name };
-  log(`  reuse on ${p.on.seconds.toFixed(2)} s (${p.cachedTokensOn} cached) vs off ${p.off.seconds.toFixed(2)} s: ${p.speedup.toFixed(2)}x`);
+  log(
+    `  reuse on ${p.on.seconds.toFixed(2)} s (${p.cachedTokensOn} cached) vs off ${p.off.seconds.toFixed(2)} s: ${p.speedup.toFixed(2)}x`,
+  );
 }
 if (parts.has("embeddings")) {
   log(`\nembeddings on ${realistic.name}`);

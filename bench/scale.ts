@@ -23,12 +23,23 @@ export interface ScaleResult {
   rssGrowthMiB: number;
   poll: { requests: number; p50Ms: number; p95Ms: number; maxMs: number; byRoute: Record<string, { p50Ms: number; p95Ms: number }> };
   /** Per request: the service's run time over the requests, the engine-only time, and the difference (target < 0.5 ms). */
-  overhead: { serviceMsPerRequest: number; engineMsPerRequest: number; engineRequests: number; overheadMsPerRequest: number; engine: { threads: number; sequences: number; concurrency?: number } };
+  overhead: {
+    serviceMsPerRequest: number;
+    engineMsPerRequest: number;
+    engineRequests: number;
+    overheadMsPerRequest: number;
+    engine: { threads: number; sequences: number; concurrency?: number };
+  };
 }
 
 const POLL_ROUTES = ["/v1/batches?limit=20", "/v1/files?limit=20", "BATCH"] as const;
 
-export async function measureScale(modelPath: string, lines: number, engineRequests: number, log: (l: string) => void): Promise<ScaleResult> {
+export async function measureScale(
+  modelPath: string,
+  lines: number,
+  engineRequests: number,
+  log: (l: string) => void,
+): Promise<ScaleResult> {
   const server = await startServer(modelPath);
   try {
     await new Promise((r) => setTimeout(r, 500));
@@ -48,11 +59,17 @@ export async function measureScale(modelPath: string, lines: number, engineReque
     const { batch, latencies } = await pollUntilFinal(server.baseUrl, created.id);
     const t3 = performance.now();
     const peak = memory.stop();
-    if (batch.status !== "completed" || batch.request_counts.failed > 0) throw new Error(`scale batch ended ${batch.status}: ${JSON.stringify(batch.request_counts)}`);
+    if (batch.status !== "completed" || batch.request_counts.failed > 0)
+      throw new Error(`scale batch ended ${batch.status}: ${JSON.stringify(batch.request_counts)}`);
     const runSeconds = (t3 - t2) / 1000;
     log(`  ran ${lines} requests in ${runSeconds.toFixed(1)} s; peak RSS ${mib(peak)} MiB (idle ${mib(idle)} MiB)`);
 
-    const engineOnly = await runChild<ChildResult>("engine-probe.ts", { mode: "complete", model: modelPath, requests: engineRequests, tokens: 1 });
+    const engineOnly = await runChild<ChildResult>("engine-probe.ts", {
+      mode: "complete",
+      model: modelPath,
+      requests: engineRequests,
+      tokens: 1,
+    });
     const serviceMsPerRequest = (runSeconds * 1000) / lines;
     const engineMsPerRequest = (engineOnly.seconds * 1000) / engineRequests;
     log(`  per request: service ${serviceMsPerRequest.toFixed(3)} ms, engine alone ${engineMsPerRequest.toFixed(3)} ms`);

@@ -11,9 +11,28 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 
 /** The service's configuration variables (api/config.ts); none may leak in from the bench's own environment. */
 const CONFIG_VARS = [
-  "PORT", "HOST", "BATCH_DIR", "MODEL_PATH", "MODEL_CONFIG", "MAX_QUEUE_DEPTH", "MAX_FILE_BYTES", "MAX_REQUESTS_PER_BATCH",
-  "MAX_LINE_BYTES", "API_KEYS", "FILE_EXPIRY_SECONDS", "LOG_LEVEL", "GPU", "THREADS", "SEQUENCES", "CONTEXT_SIZE",
-  "EMBEDDING_CONTEXTS", "PIPELINE_BATCH_SIZE", "PIPELINE_CONCURRENCY", "SPOT_CAPACITY", "DEDICATED_CAPACITY", "SLA_URGENT_SECONDS",
+  "PORT",
+  "HOST",
+  "BATCH_DIR",
+  "MODEL_PATH",
+  "MODEL_CONFIG",
+  "MAX_QUEUE_DEPTH",
+  "MAX_FILE_BYTES",
+  "MAX_REQUESTS_PER_BATCH",
+  "MAX_LINE_BYTES",
+  "API_KEYS",
+  "FILE_EXPIRY_SECONDS",
+  "LOG_LEVEL",
+  "GPU",
+  "THREADS",
+  "SEQUENCES",
+  "CONTEXT_SIZE",
+  "EMBEDDING_CONTEXTS",
+  "PIPELINE_BATCH_SIZE",
+  "PIPELINE_CONCURRENCY",
+  "SPOT_CAPACITY",
+  "DEDICATED_CAPACITY",
+  "SLA_URGENT_SECONDS",
 ];
 
 export interface BenchServer {
@@ -52,7 +71,14 @@ export async function startServer(modelPath: string, env: Record<string, string>
   for (;;) {
     const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
     if (m) {
-      return { baseUrl: `http://127.0.0.1:${m[1]}`, pid: child.pid!, batchDir, output: () => out, memory: () => readMemory(child.pid!), stop };
+      return {
+        baseUrl: `http://127.0.0.1:${m[1]}`,
+        pid: child.pid!,
+        batchDir,
+        output: () => out,
+        memory: () => readMemory(child.pid!),
+        stop,
+      };
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();

@@ -15,7 +15,11 @@ export interface ServiceBatchResult {
   batch: Batch;
 }
 
-export async function runServiceBatch(server: BenchServer, lines: readonly object[], opts: { pollMs?: number; name?: string } = {}): Promise<ServiceBatchResult> {
+export async function runServiceBatch(
+  server: BenchServer,
+  lines: readonly object[],
+  opts: { pollMs?: number; name?: string } = {},
+): Promise<ServiceBatchResult> {
   const file = path.join(server.batchDir, `${opts.name ?? "bench"}-input.jsonl`);
   await writeBatchFile(file, lines);
   const started = performance.now();

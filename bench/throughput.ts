@@ -48,7 +48,15 @@ const BATCHING_LABEL: Record<string, string> = { ordered: "sequence order", lock
 export async function measureThroughput(plan: ModelPlan, modelPath: string, log: Log): Promise<ThroughputResult> {
   const { requests, tokens } = plan;
   const baseline = (threads: number, sequences: number, batching: string, budget = 0) =>
-    runChild<ChildResult>("llama-baseline.ts", { model: modelPath, threads, sequences, requests, tokens, batching, "budget-seconds": budget });
+    runChild<ChildResult>("llama-baseline.ts", {
+      model: modelPath,
+      threads,
+      sequences,
+      requests,
+      tokens,
+      batching,
+      "budget-seconds": budget,
+    });
   const label = (r: ChildResult) =>
     `node-llama-cpp, ${r.threads} thread${r.threads > 1 ? "s" : ""}, ${r.sequences} seq${r.batching === "default" ? "" : `, ${BATCHING_LABEL[r.batching!]}`}`;
   const record = (scenario: string, r: ChildResult) => toRecord(plan.name, scenario, label(r), r, { batching: r.batching });
@@ -67,7 +75,9 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
   for (const threads of plan.probeThreads) {
     const r = await baseline(threads, atOne.sequences!, String(atOne.extra?.batching), plan.budgetSeconds);
     probes.push(record("threads-probe", r));
-    log(`  threads probe ${label(r)} (${r.requests} requests in ~${plan.budgetSeconds} s): ${Math.round(r.generated / r.seconds)} tokens/s`);
+    log(
+      `  threads probe ${label(r)} (${r.requests} requests in ~${plan.budgetSeconds} s): ${Math.round(r.generated / r.seconds)} tokens/s`,
+    );
   }
   // The winner runs again (in full, if it was a short probe); the faster of its runs is the baseline.
   const top = [...handTuned, ...probes].reduce((a, b) => (b.tokensPerSecond > a.tokensPerSecond ? b : a));
@@ -79,15 +89,26 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
   const { service, serverEngine, backendLog } = await measureService(plan, modelPath, log);
 
   const budget = plan.budgetSeconds;
-  const seq = await runChild<ChildResult>("engine-probe.ts", { mode: "complete", model: modelPath, requests, tokens, concurrency: 1, "budget-seconds": budget });
+  const seq = await runChild<ChildResult>("engine-probe.ts", {
+    mode: "complete",
+    model: modelPath,
+    requests,
+    tokens,
+    concurrency: 1,
+    "budget-seconds": budget,
+  });
   const sequential = toRecord(plan.name, "sequential", "one request at a time through the project engine", seq);
   log(`  one at a time, project engine: ${Math.round(sequential.tokensPerSecond)} tokens/s`);
   const poc = await baseline(0, 1, "default", budget);
-  const sequentialDefaults = toRecord(plan.name, "sequential", `one request at a time, node-llama-cpp defaults (${poc.threads} threads)`, poc);
+  const sequentialDefaults = toRecord(
+    plan.name,
+    "sequential",
+    `one request at a time, node-llama-cpp defaults (${poc.threads} threads)`,
+    poc,
+  );
   log(`  one at a time, node-llama-cpp defaults: ${Math.round(sequentialDefaults.tokensPerSecond)} tokens/s`);
 
-  const handTunedSingle =
-    handTuned.find((r) => r.sequences === 1) ?? record("hand-tuned", await baseline(1, 1, "default", budget));
+  const handTunedSingle = handTuned.find((r) => r.sequences === 1) ?? record("hand-tuned", await baseline(1, 1, "default", budget));
   log(`  one at a time, node-llama-cpp 1 thread: ${Math.round(handTunedSingle.tokensPerSecond)} tokens/s`);
   const batchingCeiling = best.tokensPerSecond / Math.max(handTunedSingle.tokensPerSecond, sequential.tokensPerSecond);
 
@@ -149,10 +170,11 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
       });
     }
     const service = faster(runs[0], runs[1]);
-    log(`  service: ${Math.round(service.tokensPerSecond)} tokens/s, ${service.seconds.toFixed(2)} s (runs ${runs.map((r) => r.seconds.toFixed(2)).join(", ")} s)`);
+    log(
+      `  service: ${Math.round(service.tokensPerSecond)} tokens/s, ${service.seconds.toFixed(2)} s (runs ${runs.map((r) => r.seconds.toFixed(2)).join(", ")} s)`,
+    );
     return { service, serverEngine: ready.engine, backendLog };
   } finally {
     await server.stop();
   }
 }
-

@@ -16,7 +16,7 @@ export function sharedSystemPrompt(): string {
     "Every story has a child, an animal and a small problem that gets solved.",
     "Never use scary words, never mention violence, and always be kind.",
   ];
-  return Array.from({ length: 3 }, (_, i) => `Rule set ${i + 1}: ${rules.join(" ")}`).join("\n") + "\n";
+  return `${Array.from({ length: 3 }, (_, i) => `Rule set ${i + 1}: ${rules.join(" ")}`).join("\n")}\n`;
 }
 
 export interface CompletionLine {
@@ -36,7 +36,7 @@ export function completionLines(count: number, maxTokens: number, prefix = ""): 
 }
 
 export async function writeBatchFile(path: string, lines: readonly object[]): Promise<number> {
-  const text = lines.map((l) => JSON.stringify(l)).join("\n") + "\n";
+  const text = `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`;
   await writeFile(path, text);
   return Buffer.byteLength(text);
 }

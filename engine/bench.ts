@@ -38,7 +38,16 @@ for (const threads of list(values.threads)) {
     const generated = results.reduce((n, r) => n + r.completionTokens, 0);
     const cached = results.reduce((n, r) => n + r.cachedPromptTokens, 0);
     console.log(
-      JSON.stringify({ gpu: engine.info.gpu, threads, sequences, requests, seconds: +seconds.toFixed(2), generated, tokensPerSecond: Math.round(generated / seconds), cachedPromptTokens: cached }),
+      JSON.stringify({
+        gpu: engine.info.gpu,
+        threads,
+        sequences,
+        requests,
+        seconds: +seconds.toFixed(2),
+        generated,
+        tokensPerSecond: Math.round(generated / seconds),
+        cachedPromptTokens: cached,
+      }),
     );
     await engine.close();
   }

@@ -29,7 +29,9 @@ export class Embedder {
     try {
       for (let i = 0; i < count; i++) {
         // The whole input is one batch, so the batch is as large as the context.
-        contexts.push(await model.createEmbeddingContext({ contextSize: opts.contextSize, batchSize: opts.contextSize, threads: opts.threads }));
+        contexts.push(
+          await model.createEmbeddingContext({ contextSize: opts.contextSize, batchSize: opts.contextSize, threads: opts.threads }),
+        );
       }
     } catch (err) {
       await Promise.all(contexts.map((c) => c.dispose()));

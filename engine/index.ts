@@ -39,9 +39,10 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const model = await loadModel(llama, opts.modelPath, log);
   // On CPU, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts).
   const cores = Math.floor(llama.cpuMathCores);
-  const perStep = !onGpu && !(opts.threads >= 1) && cores > threads
-    ? new StepThreads(llama, cores, threads, parametersPerToken(model), llama.maxThreads)
-    : null;
+  const perStep =
+    !onGpu && !(opts.threads >= 1) && cores > threads
+      ? new StepThreads(llama, cores, threads, parametersPerToken(model), llama.maxThreads)
+      : null;
   const maxThreads = perStep?.maxThreads ?? threads;
   log(`threads: ${threadsText(threads, maxThreads)}${maxThreads > threads ? " (the higher count for large decodes)" : ""}`, {
     threads,

@@ -26,7 +26,11 @@ export async function autoSequences(llama: Llama, model: LlamaModel, contextSize
   const onGpu = model.gpuLayers > 0;
   const memory = onGpu ? (await llama.getVramState()).total : os.totalmem();
   return fitSequences(onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpu, memory * CONTEXT_MEMORY_SHARE, async (sequences) => {
-    const need = await model.fileInsights.estimateContextResourceRequirementsV2({ contextSize, sequences, modelGpuLayers: model.gpuLayers });
+    const need = await model.fileInsights.estimateContextResourceRequirementsV2({
+      contextSize,
+      sequences,
+      modelGpuLayers: model.gpuLayers,
+    });
     return onGpu ? need.gpuVram : need.cpuRam;
   });
 }

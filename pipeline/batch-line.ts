@@ -14,7 +14,10 @@ export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly 
 export const MAX_CUSTOM_ID_LENGTH = 512;
 
 export const BatchLineSchema = z.object({
-  custom_id: z.string().min(1, "custom_id must not be empty").max(MAX_CUSTOM_ID_LENGTH, `custom_id may be at most ${MAX_CUSTOM_ID_LENGTH} characters`),
+  custom_id: z
+    .string()
+    .min(1, "custom_id must not be empty")
+    .max(MAX_CUSTOM_ID_LENGTH, `custom_id may be at most ${MAX_CUSTOM_ID_LENGTH} characters`),
   method: z.literal("POST", { error: 'method must be "POST"' }),
   url: z.enum(ENDPOINTS, { error: `url must be one of ${ENDPOINTS.join(", ")}` }),
   body: z.record(z.string(), z.unknown(), { error: "body must be a JSON object" }),
@@ -35,7 +38,12 @@ export const SamplingFields = {
 };
 
 const onlyOne = (what: string) =>
-  opt(z.number().int().refine((v) => v === 1, `only ${what}=1 is supported: send one request per sample instead`));
+  opt(
+    z
+      .number()
+      .int()
+      .refine((v) => v === 1, `only ${what}=1 is supported: send one request per sample instead`),
+  );
 const noStream = opt(z.boolean().refine((v) => v === false, "stream is not supported in a batch"));
 const model = opt(z.string().min(1));
 
@@ -76,7 +84,12 @@ export const CompletionBodySchema = z.looseObject({
   n: onlyOne("n"),
   best_of: onlyOne("best_of"),
   stream: noStream,
-  logprobs: opt(z.number().int().refine((v) => v === 0, "logprobs are not supported")),
+  logprobs: opt(
+    z
+      .number()
+      .int()
+      .refine((v) => v === 0, "logprobs are not supported"),
+  ),
 });
 export type CompletionBody = z.infer<typeof CompletionBodySchema>;
 
@@ -85,7 +98,8 @@ export type CompletionBody = z.infer<typeof CompletionBodySchema>;
 /** OpenAI's per-request bound on embedding inputs. */
 export const MAX_EMBEDDING_INPUTS = 2048;
 
-const embeddingInputError = "input must be a non-empty string or a non-empty array of non-empty strings (token-id inputs are not supported)";
+const embeddingInputError =
+  "input must be a non-empty string or a non-empty array of non-empty strings (token-id inputs are not supported)";
 
 export const EmbeddingBodySchema = z.looseObject({
   model,
@@ -108,7 +122,16 @@ export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
 
 // --- body -> engine call parameters ---
 
-function sampling(b: { max_tokens?: number | null; temperature?: number | null; top_p?: number | null; stop?: string | string[] | null; seed?: number | null }, maxTokens = b.max_tokens): SamplingParams {
+function sampling(
+  b: {
+    max_tokens?: number | null;
+    temperature?: number | null;
+    top_p?: number | null;
+    stop?: string | string[] | null;
+    seed?: number | null;
+  },
+  maxTokens = b.max_tokens,
+): SamplingParams {
   const p: SamplingParams = {};
   if (maxTokens != null) p.maxTokens = maxTokens;
   if (b.temperature != null) p.temperature = b.temperature;
@@ -150,7 +173,11 @@ export function paramPath(path: ReadonlyArray<PropertyKey>, prefix?: string): st
 }
 
 /** One readable sentence from a zod error: the first issue, with where it is. */
-export function describeIssue(err: z.ZodError, input: unknown, prefix?: string): { message: string; param: string | null; missing: boolean } {
+export function describeIssue(
+  err: z.ZodError,
+  input: unknown,
+  prefix?: string,
+): { message: string; param: string | null; missing: boolean } {
   const { issue, path } = mostSpecific(err.issues[0], err.issues[0].path);
   const param = paramPath(path, prefix);
   const missing = (issue.code === "invalid_type" || issue.code === "invalid_union") && valueAt(input, path) === undefined;

@@ -124,7 +124,10 @@ async function embeddings(engine: Engine, body: z.infer<typeof EmbeddingBodySche
   const native = engine.info.embeddingDimensions;
   // Truncating a model that was not trained for it (Matryoshka) gives poor vectors, so only the native size is served.
   if (dimensions !== undefined && dimensions !== native) {
-    throw new InvalidBodyError(`This model produces ${native}-dimensional embeddings; 'dimensions' must be ${native} or omitted.`, "dimensions");
+    throw new InvalidBodyError(
+      `This model produces ${native}-dimensional embeddings; 'dimensions' must be ${native} or omitted.`,
+      "dimensions",
+    );
   }
   const r = await engine.embed(inputs, signal);
   return {
@@ -151,6 +154,6 @@ const usageBody = (prompt: number, completion: number) => ({
 /** OpenAI's base64 embeddings: the float32 values, little-endian, base64-encoded. */
 export function float32Base64(vector: readonly number[]): string {
   const buf = Buffer.allocUnsafe(vector.length * 4);
-  vector.forEach((v, i) => buf.writeFloatLE(v, i * 4));
+  for (const [i, v] of vector.entries()) buf.writeFloatLE(v, i * 4);
   return buf.toString("base64");
 }

@@ -14,7 +14,11 @@ export const InlineItemSchema = z.strictObject({
   custom_id: z.string().min(1).max(MAX_CUSTOM_ID_LENGTH).optional(),
   prompt: z.string().optional(),
   messages: z.array(ChatMessageSchema).min(1, "messages must hold at least one message").optional(),
-  input: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)], { error: "input must be a non-empty string or array of non-empty strings" }).optional(),
+  input: z
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)], {
+      error: "input must be a non-empty string or array of non-empty strings",
+    })
+    .optional(),
   ...SamplingFields,
 });
 export type InlineItem = z.infer<typeof InlineItemSchema>;
@@ -55,7 +59,8 @@ export class InlineBatchError extends Error {
 /** Builds the OpenAI lines of a parsed inline body; throws InlineBatchError for an inconsistent one. */
 export function inlineToLines(body: InlineBatchBody): { endpoint: Endpoint; model?: string; lines: InlineLine[] } {
   const plan = planInline(body);
-  if (!plan.ok) throw new InlineBatchError(plan.message, plan.path.map((k, i) => (typeof k === "number" ? `[${k}]` : i ? `.${k}` : k)).join(""));
+  if (!plan.ok)
+    throw new InlineBatchError(plan.message, plan.path.map((k, i) => (typeof k === "number" ? `[${k}]` : i ? `.${k}` : k)).join(""));
   const endpoint = plan.endpoint;
   const lines = body.input.map((item, i): InlineLine => {
     const b: Record<string, unknown> = {};
@@ -90,7 +95,11 @@ function planInline(body: Pick<InlineBatchBody, "endpoint" | "input"> & Partial<
   for (const [i, item] of body.input.entries()) {
     const kinds = (Object.keys(KIND_ENDPOINT) as Kind[]).filter((k) => item[k] !== undefined);
     if (kinds.length !== 1) {
-      return { ok: false, path: ["input", i], message: `input[${i}] must have exactly one of 'prompt', 'messages' or 'input'${kinds.length ? `, not ${kinds.map((k) => `'${k}'`).join(" and ")}` : ""}.` };
+      return {
+        ok: false,
+        path: ["input", i],
+        message: `input[${i}] must have exactly one of 'prompt', 'messages' or 'input'${kinds.length ? `, not ${kinds.map((k) => `'${k}'`).join(" and ")}` : ""}.`,
+      };
     }
     const kind = kinds[0];
     const fits = (e: Endpoint) => e === KIND_ENDPOINT[kind] || (kind === "prompt" && body.endpoint !== undefined);
@@ -98,10 +107,19 @@ function planInline(body: Pick<InlineBatchBody, "endpoint" | "input"> & Partial<
       endpoint = KIND_ENDPOINT[kind];
       decidedBy = `input[${i}]`;
     } else if (!fits(endpoint)) {
-      return { ok: false, path: ["input", i, kind], message: `All items must map to one endpoint: input[${i}] has '${kind}' (${KIND_ENDPOINT[kind]}) but ${decidedBy} means ${endpoint}.` };
+      return {
+        ok: false,
+        path: ["input", i, kind],
+        message: `All items must map to one endpoint: input[${i}] has '${kind}' (${KIND_ENDPOINT[kind]}) but ${decidedBy} means ${endpoint}.`,
+      };
     }
     const id = item.custom_id ?? `request-${i + 1}`;
-    if (seen.has(id)) return { ok: false, path: ["input", i, "custom_id"], message: `input[${i}] repeats the custom_id '${id}'; custom_ids must be unique.` };
+    if (seen.has(id))
+      return {
+        ok: false,
+        path: ["input", i, "custom_id"],
+        message: `input[${i}] repeats the custom_id '${id}'; custom_ids must be unique.`,
+      };
     seen.add(id);
   }
   if (endpoint === "/v1/embeddings") {

@@ -118,7 +118,7 @@ export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
       if (closed) throw new Error(`JSONL appender for ${path} is closed`);
       const line = JSON.stringify(value);
       if (line === undefined) throw new TypeError("cannot append a value that JSON cannot represent");
-      if (!stream.write(line + "\n")) {
+      if (!stream.write(`${line}\n`)) {
         draining ??= drained(stream).finally(() => (draining = undefined));
         await draining;
       }

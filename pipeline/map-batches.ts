@@ -58,7 +58,9 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
   let batch: T[] = [];
   let exhausted = false;
 
-  const fail = (error: unknown) => void (failure ??= { error });
+  const fail = (error: unknown) => {
+    failure ??= { error };
+  };
   const stopped = () => inner.signal.aborted || failure !== undefined || opts.drain?.aborted === true;
 
   const start = (item: T) => {

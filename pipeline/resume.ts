@@ -1,5 +1,5 @@
 // Picking a batch up after a restart: what is already on disk, and the cleanup of a line a crash tore.
-import { open } from "node:fs/promises";
+import { type FileHandle, open } from "node:fs/promises";
 import { readJsonlLines } from "./jsonl.js";
 import { emptyUsage } from "./usage.js";
 import type { Progress } from "./types.js";
@@ -58,7 +58,7 @@ async function* resultLines(path: string): AsyncGenerator<{ custom_id: string; r
  * the last "\n" (to empty if there is none). Returns the bytes removed; 0 for a missing file.
  */
 export async function repairTornTail(path: string): Promise<number> {
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(path, "r+");
   } catch (err) {

@@ -46,7 +46,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const errors = lazyAppender(opts.errorPath);
   const source = readRequests(opts.inputPath, opts.done ?? new Set());
 
-  const writeFailure = async (req: BatchRequest, line: object) => {
+  const writeFailure = async (line: object) => {
     await errors.append(line);
     progress.failed++;
     reportProgress();
@@ -61,9 +61,9 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     } else if (signal?.aborted && !isRequestFailure(outcome.error)) {
       // Stopped by the abort, not failed by itself: it did not run.
       const reason = abortReasonOf(signal);
-      if (reason.code !== "shutdown") await writeFailure(req, abortedLine(req.customId, reason));
+      if (reason.code !== "shutdown") await writeFailure(abortedLine(req.customId, reason));
     } else {
-      await writeFailure(req, failureLine(req.customId, outcome.error));
+      await writeFailure(failureLine(req.customId, outcome.error));
     }
   };
 
@@ -85,8 +85,8 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     // Cancel, expiry and a failed batch are final: every request that did not finish gets its line, so
     // completed + failed == total. A shutdown writes nothing more; the restart resumes.
     if (reason.code !== "shutdown") {
-      for (const req of run.unstarted) await writeFailure(req, abortedLine(req.customId, reason));
-      for await (const req of source) await writeFailure(req, abortedLine(req.customId, reason));
+      for (const req of run.unstarted) await writeFailure(abortedLine(req.customId, reason));
+      for await (const req of source) await writeFailure(abortedLine(req.customId, reason));
     }
     return { ...progress, aborted: reason };
   } finally {
@@ -141,9 +141,13 @@ function abortReasonOf(signal: AbortSignal): AbortReason {
   return { code: "shutdown", message: "The run was stopped." };
 }
 
-
 function successLine(customId: string | null, body: object) {
-  return { id: `batch_req_${hexId()}`, custom_id: customId, response: { status_code: 200, request_id: `req_${hexId()}`, body }, error: null };
+  return {
+    id: `batch_req_${hexId()}`,
+    custom_id: customId,
+    response: { status_code: 200, request_id: `req_${hexId()}`, body },
+    error: null,
+  };
 }
 
 function failureLine(customId: string | null, err: unknown) {

@@ -112,13 +112,23 @@ function checkLine(
   const { custom_id, url, body } = envelope.data;
 
   if (seen.has(custom_id)) {
-    report({ code: "duplicate_custom_id", message: `The custom_id '${custom_id}' appears on an earlier line; custom_ids must be unique.`, line: lineNo, param: "custom_id" });
+    report({
+      code: "duplicate_custom_id",
+      message: `The custom_id '${custom_id}' appears on an earlier line; custom_ids must be unique.`,
+      line: lineNo,
+      param: "custom_id",
+    });
     return undefined;
   }
   seen.add(custom_id);
 
   if (url !== endpoint) {
-    report({ code: "mismatched_url", message: `The url '${url}' does not match the batch endpoint '${endpoint}'.`, line: lineNo, param: "url" });
+    report({
+      code: "mismatched_url",
+      message: `The url '${url}' does not match the batch endpoint '${endpoint}'.`,
+      line: lineNo,
+      param: "url",
+    });
     return undefined;
   }
   const parsed = bodySchema.safeParse(body);

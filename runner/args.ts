@@ -61,24 +61,9 @@ function withErrorsSuffix(p: string): string {
  * root, so the caller passes npm's INIT_CWD (where the user typed the command) to keep them the user's.
  */
 export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): ParsedArgs {
-  let values;
+  let values: ReturnType<typeof parseOptions>["values"];
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        "input-file": { type: "string", short: "i" },
-        "output-file": { type: "string", short: "o" },
-        "error-file": { type: "string" },
-        model: { type: "string" },
-        concurrency: { type: "string" },
-        threads: { type: "string" },
-        sequences: { type: "string" },
-        "context-size": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }));
+    ({ values } = parseOptions(argv));
   } catch (err) {
     return { kind: "usage", message: (err as Error).message };
   }
@@ -109,3 +94,21 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   }
   return { kind: "run", args };
 }
+
+const parseOptions = (argv: string[]) =>
+  parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      "input-file": { type: "string", short: "i" },
+      "output-file": { type: "string", short: "o" },
+      "error-file": { type: "string" },
+      model: { type: "string" },
+      concurrency: { type: "string" },
+      threads: { type: "string" },
+      sequences: { type: "string" },
+      "context-size": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });

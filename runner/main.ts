@@ -18,7 +18,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const { args } = parsed;
-  let config;
+  let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), args);
   } catch (err) {

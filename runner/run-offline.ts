@@ -69,7 +69,10 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     }
 
     const endpoint = await detectEndpoint(input, config.maxLineBytes);
-    const validation = await validateBatchFile(input, endpoint, { maxRequests: config.maxRequestsPerBatch, maxLineBytes: config.maxLineBytes });
+    const validation = await validateBatchFile(input, endpoint, {
+      maxRequests: config.maxRequestsPerBatch,
+      maxLineBytes: config.maxLineBytes,
+    });
     if (!validation.ok) {
       stderr.write(describeInvalid(args.input, validation));
       return { exitCode: 1, endpoint, validation };
@@ -86,7 +89,9 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const started = Date.now();
     let result: RunBatchResult;
     try {
-      stderr.write(`running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${threadsText(engine.info.threads, engine.info.threadsLargeSteps)}\n`);
+      stderr.write(
+        `running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${threadsText(engine.info.threads, engine.info.threadsLargeSteps)}\n`,
+      );
       const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
       result = await runBatchFile({
         inputPath: input,
@@ -160,4 +165,3 @@ function summary(s: { args: RunnerArgs; endpoint: Endpoint; result: RunBatchResu
     "",
   ].join("\n");
 }
-

@@ -58,7 +58,10 @@ export class QueueingBatchService implements BatchService {
     const file = this.deps.files.get(input.input_file_id, input.owner);
     if (!file) throw notFound("file", input.input_file_id, "input_file_id");
     if (file.object.purpose !== "batch") {
-      throw badRequest(`File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`, "input_file_id");
+      throw badRequest(
+        `File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
+        "input_file_id",
+      );
     }
     return this.createBatch({
       ...input,
@@ -75,7 +78,7 @@ export class QueueingBatchService implements BatchService {
     return this.createBatch({
       ...input,
       async writeInput(paths, batchId) {
-        await writeFile(paths.input, input.lines.map((l) => JSON.stringify(l) + "\n").join(""));
+        await writeFile(paths.input, input.lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
         const obj = await files.register({ path: paths.input, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
         return obj.id;
       },
@@ -127,7 +130,10 @@ export class QueueingBatchService implements BatchService {
   schedule(rec: BatchRecord, opts: { resumed?: boolean } = {}): void {
     const b = rec.batch;
     // Recovered batches were accepted before the restart; their slots were reserved then.
-    this.deps.queue.enqueue({ batchId: b.id, seq: rec.seq, submittedAt: b.submitted_at, deadlineAt: b.deadline_at, resumed: opts.resumed }, { force: true });
+    this.deps.queue.enqueue(
+      { batchId: b.id, seq: rec.seq, submittedAt: b.submitted_at, deadlineAt: b.deadline_at, resumed: opts.resumed },
+      { force: true },
+    );
     this.deps.deadlines.arm(b.id, b.deadline_at, () => {
       this.expire(b.id).catch((err) => this.deps.logger.error({ err, batch_id: b.id }, "cannot expire batch"));
     });
@@ -139,7 +145,10 @@ export class QueueingBatchService implements BatchService {
     const { store, queue, worker, runner, logger } = this.deps;
     const rec = store.get(id);
     if (!rec || isEnding(rec.batch.status)) return;
-    logger.warn({ batch_id: id, status: rec.batch.status, deadline_at: rec.batch.deadline_at }, "batch reached its deadline unfinished: expiring");
+    logger.warn(
+      { batch_id: id, status: rec.batch.status, deadline_at: rec.batch.deadline_at },
+      "batch reached its deadline unfinished: expiring",
+    );
     if (worker.abort(id, EXPIRED)) return;
     queue.remove(id);
     await runner.closeOut(rec, EXPIRED);
@@ -169,7 +178,15 @@ export class QueueingBatchService implements BatchService {
         throw err;
       }
       const created = now();
-      const batch = newBatchObject({ id, input, inputFileId, created, windowSeconds, total: v.total, model: v.model ?? input.model ?? this.deps.modelId });
+      const batch = newBatchObject({
+        id,
+        input,
+        inputFileId,
+        created,
+        windowSeconds,
+        total: v.total,
+        model: v.model ?? input.model ?? this.deps.modelId,
+      });
       if (!v.ok) {
         batch.errors = { object: "list", data: validationErrors(v) };
         transition(batch, "failed", created);
@@ -198,7 +215,15 @@ export class QueueingBatchService implements BatchService {
   }
 }
 
-function newBatchObject(a: { id: string; input: NewBatch; inputFileId: string; created: number; windowSeconds: number; total: number; model: string }): Batch {
+function newBatchObject(a: {
+  id: string;
+  input: NewBatch;
+  inputFileId: string;
+  created: number;
+  windowSeconds: number;
+  total: number;
+  model: string;
+}): Batch {
   const deadline = a.created + a.windowSeconds;
   return {
     id: a.id,
@@ -221,7 +246,13 @@ function newBatchObject(a: { id: string; input: NewBatch; inputFileId: string; c
     cancelling_at: null,
     cancelled_at: null,
     request_counts: { completed: 0, failed: 0, total: a.total },
-    usage: { input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 },
+    usage: {
+      input_tokens: 0,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 0,
+    },
     metadata: a.input.metadata ?? null,
     submitted_at: a.created,
     deadline_at: deadline,
@@ -235,6 +266,7 @@ const snapshot = (b: Batch): Batch => structuredClone(b);
 function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {
   const data = v.errors.map((e) => ({ code: e.code, message: e.message, line: e.line, param: e.param ?? null }));
   const unlisted = v.errorCount - v.errors.length;
-  if (unlisted > 0) data.push({ code: "too_many_errors", message: `${unlisted} more problems were found and not listed.`, line: null, param: null });
+  if (unlisted > 0)
+    data.push({ code: "too_many_errors", message: `${unlisted} more problems were found and not listed.`, line: null, param: null });
   return data;
 }

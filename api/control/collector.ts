@@ -5,7 +5,6 @@
 import { readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
-import type { Batch } from "../schemas/objects.js";
 import type { BatchStore } from "../stores/batch-store.js";
 import type { DiskFileStore } from "../stores/file-store.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../stores/ids.js";
@@ -73,11 +72,11 @@ export class Collector {
       const expiresAt = f.object.expires_at;
       if (typeof expiresAt === "number" && expiresAt <= now && (await files.remove(f.object.id))) result.files++;
     }
-    if (result.files + result.batches > 0) logger.info({ ...result, expiry_seconds: expirySeconds }, "housekeeping: deleted expired files and batches");
+    if (result.files + result.batches > 0)
+      logger.info({ ...result, expiry_seconds: expirySeconds }, "housekeeping: deleted expired files and batches");
     return result;
   }
 }
-
 
 const isInside = (file: string, dir: string) => file.startsWith(dir + path.sep);
 
@@ -110,6 +109,7 @@ export async function removeCrashLeftovers(deps: Pick<CollectorDeps, "batchDir" 
   }
   for (const n of await readdir(uploadDir(batchDir)).catch(() => [] as string[])) await remove(path.join(uploadDir(batchDir), n));
 
-  if (removed.length > 0) logger.warn({ count: removed.length, removed: removed.slice(0, 20) }, "removed what an earlier crash left half-written");
+  if (removed.length > 0)
+    logger.warn({ count: removed.length, removed: removed.slice(0, 20) }, "removed what an earlier crash left half-written");
   return removed.length;
 }

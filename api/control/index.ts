@@ -33,19 +33,47 @@ export interface ControlPlane {
   close(): Promise<void>;
 }
 
-export async function createControlPlane(deps: { config: Config; engine: Engine; logger: pino.Logger; metrics?: BatchMetrics }): Promise<ControlPlane> {
+export async function createControlPlane(deps: {
+  config: Config;
+  engine: Engine;
+  logger: pino.Logger;
+  metrics?: BatchMetrics;
+}): Promise<ControlPlane> {
   const { config, engine, metrics } = deps;
   const logger = deps.logger.child({ component: "control" });
   const now = unixNow;
 
   const files = await DiskFileStore.open({ batchDir: config.batchDir, expirySeconds: config.fileExpirySeconds, logger });
   const store = await BatchStore.open({ batchDir: config.batchDir, logger });
-  const queue = new JobQueue({ maxDepth: config.maxQueueDepth, urgentSeconds: config.slaUrgentSeconds, retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS });
+  const queue = new JobQueue({
+    maxDepth: config.maxQueueDepth,
+    urgentSeconds: config.slaUrgentSeconds,
+    retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS,
+  });
   const scheduler = new PoolScheduler(config.pools, deps.logger.child({ component: "scheduler" }));
   const deadlines = new DeadlineTimers();
   const runner = new JobRunner({ config, engine, store, files, deadlines, scheduler, logger, now, metrics });
-  const worker = new Worker({ queue, scheduler, runJob: runner.run, logger: deps.logger.child({ component: "worker" }), urgentSeconds: config.slaUrgentSeconds, now });
-  const batches = new QueueingBatchService({ config, store, files, queue, worker, runner, deadlines, modelId: engine.info.modelId, logger, now, metrics });
+  const worker = new Worker({
+    queue,
+    scheduler,
+    runJob: runner.run,
+    logger: deps.logger.child({ component: "worker" }),
+    urgentSeconds: config.slaUrgentSeconds,
+    now,
+  });
+  const batches = new QueueingBatchService({
+    config,
+    store,
+    files,
+    queue,
+    worker,
+    runner,
+    deadlines,
+    modelId: engine.info.modelId,
+    logger,
+    now,
+    metrics,
+  });
 
   await removeCrashLeftovers({ batchDir: config.batchDir, files, logger });
   await recoverBatches({ store, runner, batches, logger, now });

@@ -55,7 +55,10 @@ export class JobRunner {
       b.pool = lease.pool;
       if (b.status === "validating") transition(b, "in_progress", now());
       await store.save(b.id);
-      logger.info({ batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: !!job.resumed, deadline_at: b.deadline_at }, "batch started");
+      logger.info(
+        { batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: !!job.resumed, deadline_at: b.deadline_at },
+        "batch started",
+      );
       const result = await this.execute(rec, signal, drain);
       applyProgress(b, result);
       if (result.aborted?.code === "shutdown") {
@@ -65,7 +68,13 @@ export class JobRunner {
       }
       // A cancel may have landed after the last request finished: it still wins.
       const to: BatchStatus =
-        b.status === "cancelling" ? "cancelled" : result.aborted?.code === "batch_cancelled" ? "cancelled" : result.aborted ? "expired" : "completed";
+        b.status === "cancelling"
+          ? "cancelled"
+          : result.aborted?.code === "batch_cancelled"
+            ? "cancelled"
+            : result.aborted
+              ? "expired"
+              : "completed";
       await this.finish(rec, to, lease);
     } catch (err) {
       // Torn down under a shutdown (the engine closing, say): the batch resumes on restart, it did not fail.
@@ -185,7 +194,10 @@ export class JobRunner {
       stop.abort(reason);
       applyProgress(b, await this.execute(rec, stop.signal));
     } catch (err) {
-      this.deps.logger.error({ err, batch_id: b.id }, "cannot write the error lines of a failed batch; its unrun requests are counted failed");
+      this.deps.logger.error(
+        { err, batch_id: b.id },
+        "cannot write the error lines of a failed batch; its unrun requests are counted failed",
+      );
     }
     const c = b.request_counts;
     c.failed = Math.max(c.failed, c.total - c.completed);
@@ -210,7 +222,13 @@ export class JobRunner {
       ["error", p.errors],
     ] as const) {
       if (!(await hasContent(file))) continue;
-      const obj = await files.register({ id: resultFileId(b.id, kind), path: file, filename: `${b.id}_${kind}.jsonl`, purpose: "batch_output", owner: rec.owner });
+      const obj = await files.register({
+        id: resultFileId(b.id, kind),
+        path: file,
+        filename: `${b.id}_${kind}.jsonl`,
+        purpose: "batch_output",
+        owner: rec.owner,
+      });
       if (kind === "output") b.output_file_id = obj.id;
       else b.error_file_id = obj.id;
     }

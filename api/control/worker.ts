@@ -67,7 +67,10 @@ export class Worker {
       if (!lease) {
         if (this.waitingFor !== job.batchId) {
           this.waitingFor = job.batchId;
-          logger.info({ batch_id: job.batchId, urgent, queued: queue.depth, running: this.running.size }, "spot and dedicated pools full: batch waits for a slot");
+          logger.info(
+            { batch_id: job.batchId, urgent, queued: queue.depth, running: this.running.size },
+            "spot and dedicated pools full: batch waits for a slot",
+          );
         }
         return;
       }
@@ -134,7 +137,10 @@ export class Worker {
     if (!this.isClosing) {
       this.isClosing = true;
       for (const run of this.running.values()) run.drain.abort(SHUTDOWN);
-      logger.info({ running: this.running.size, queued: this.opts.queue.depth, grace_ms: opts.graceMs }, "worker stopping: requests in flight may finish");
+      logger.info(
+        { running: this.running.size, queued: this.opts.queue.depth, grace_ms: opts.graceMs },
+        "worker stopping: requests in flight may finish",
+      );
     }
     await this.idleWithin(opts.graceMs);
     if (this.running.size > 0) {

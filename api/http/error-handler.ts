@@ -41,7 +41,12 @@ function fromHttpError(err: HttpError): ApiError | undefined {
   if (typeof status !== "number" || status < 400 || status >= 500) return undefined;
   switch (err.type) {
     case "entity.parse.failed":
-      return new ApiError(400, "We could not parse the JSON body of your request. Send valid JSON.", "invalid_request_error", "invalid_json");
+      return new ApiError(
+        400,
+        "We could not parse the JSON body of your request. Send valid JSON.",
+        "invalid_request_error",
+        "invalid_json",
+      );
     case "entity.too.large":
       return new ApiError(413, "The request body is too large.", "invalid_request_error", "request_too_large");
     case "encoding.unsupported":
@@ -83,9 +88,6 @@ export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandle
       res.destroy();
       return;
     }
-    sendApiError(
-      res,
-      apiError ?? internalError(),
-    );
+    sendApiError(res, apiError ?? internalError());
   };
 }

@@ -33,7 +33,7 @@ export function requestLogger(logger: pino.Logger): HttpLogger {
     customAttributeKeys: { reqId: "req_id" },
     serializers: { req: serializeRequest },
     // Belt and braces for anything else that logs a raw request object through this child logger.
-    redact: { paths: ["req.headers.authorization", "req.headers.cookie", "req.headers[\"x-api-key\"]"], censor: "[redacted]" },
+    redact: { paths: ["req.headers.authorization", "req.headers.cookie", 'req.headers["x-api-key"]'], censor: "[redacted]" },
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : "info"),
   });
 }

@@ -8,7 +8,8 @@ export async function streamTo(res: Response, source: Readable | AsyncIterable<s
     await pipeline(source, res);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if ((code === "ERR_STREAM_PREMATURE_CLOSE" || code === "ECONNRESET" || code === "EPIPE") && (res.destroyed || res.req.destroyed)) return;
+    if ((code === "ERR_STREAM_PREMATURE_CLOSE" || code === "ECONNRESET" || code === "EPIPE") && (res.destroyed || res.req.destroyed))
+      return;
     throw err;
   }
 }

@@ -20,7 +20,10 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): 
   const disk = multer.diskStorage({
     // Created on demand: BATCH_DIR may have been emptied while the server runs.
     destination: (_req, _file, cb) => {
-      mkdir(dir, { recursive: true }).then(() => cb(null, dir), (err: Error) => cb(err, dir));
+      mkdir(dir, { recursive: true }).then(
+        () => cb(null, dir),
+        (err: Error) => cb(err, dir),
+      );
     },
   });
   /** Per request: answers the client as soon as its file is too big (and the partial file is gone). */

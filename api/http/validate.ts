@@ -1,5 +1,5 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
-import { z } from "zod";
+import type { z } from "zod";
 import { badRequest, notFound, type ApiError } from "../errors.js";
 import { paramPath } from "../../pipeline/batch-line.js";
 
@@ -28,7 +28,10 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
   if (!issue) return badRequest("Invalid request.");
   const param = paramPath(issue.path);
   const missing =
-    input !== undefined && param !== null && (issue.code === "invalid_type" || issue.code === "invalid_value") && valueAt(input, issue.path) === undefined;
+    input !== undefined &&
+    param !== null &&
+    (issue.code === "invalid_type" || issue.code === "invalid_value") &&
+    valueAt(input, issue.path) === undefined;
   if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
   return badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
 }

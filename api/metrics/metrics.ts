@@ -40,32 +40,65 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
   let status: ControlPlaneStatus | undefined;
   const tokenRate = new RateWindow(TOKEN_RATE_WINDOW_SECONDS, opts.now);
 
-  const counter = (name: string, help: string, labelNames: string[]) => new client.Counter({ name: `${PREFIX}${name}`, help, labelNames, registers });
+  const counter = (name: string, help: string, labelNames: string[]) =>
+    new client.Counter({ name: `${PREFIX}${name}`, help, labelNames, registers });
   const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) =>
     new client.Histogram({ name: `${PREFIX}${name}`, help, labelNames, buckets, registers });
   /** A gauge read at scrape time. */
   const liveGauge = (name: string, help: string, read: (g: client.Gauge) => void, labelNames: string[] = []) =>
-    new client.Gauge({ name: `${PREFIX}${name}`, help, labelNames, registers, collect() { read(this); } });
+    new client.Gauge({
+      name: `${PREFIX}${name}`,
+      help,
+      labelNames,
+      registers,
+      collect() {
+        read(this);
+      },
+    });
   const perPool = (read: (p: PoolStatus) => number) => (g: client.Gauge) => {
     for (const p of status?.poolStatus() ?? []) g.set({ pool: p.name }, read(p));
   };
 
   const batches = counter("batches_total", "Batches that reached a final status.", ["status"]);
-  const timeToFinish = histogram("batch_time_to_finish_seconds", "From submission to the final status, per batch.", ["status"], TIME_TO_FINISH_BUCKETS);
-  const deadlines = counter("sla_deadlines_total", "Batches that finished before their deadline (met) or expired at it (missed).", ["result"]);
+  const timeToFinish = histogram(
+    "batch_time_to_finish_seconds",
+    "From submission to the final status, per batch.",
+    ["status"],
+    TIME_TO_FINISH_BUCKETS,
+  );
+  const deadlines = counter("sla_deadlines_total", "Batches that finished before their deadline (met) or expired at it (missed).", [
+    "result",
+  ]);
   const httpRequests = counter("http_requests_total", "HTTP requests by route and status code.", ["method", "route", "code"]);
   const httpDuration = histogram("http_request_duration_seconds", "HTTP request latency.", ["method", "route"], HTTP_BUCKETS);
   const requests = counter("batch_requests_total", "Requests (batch lines) run, by endpoint and outcome.", ["endpoint", "outcome"]);
   const promptTokens = counter("prompt_tokens_total", "Prompt tokens processed.", ["endpoint"]);
   const completionTokens = counter("completion_tokens_total", "Completion tokens generated.", ["endpoint"]);
-  const engineInfo = new client.Gauge({ name: `${PREFIX}engine_info`, help: "The served model and compute backend (value 1).", labelNames: ["model", "gpu"], registers });
-  liveGauge("engine_tokens_per_second", `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`, (g) =>
-    g.set(tokenRate.rate()),
+  const engineInfo = new client.Gauge({
+    name: `${PREFIX}engine_info`,
+    help: "The served model and compute backend (value 1).",
+    labelNames: ["model", "gpu"],
+    registers,
+  });
+  liveGauge(
+    "engine_tokens_per_second",
+    `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
+    (g) => g.set(tokenRate.rate()),
   );
   liveGauge("queue_depth", "Batches waiting for a pool slot.", (g) => status && g.set(status.queueStats().depth));
   liveGauge("queue_max_depth", "Queued batches accepted before new ones get 429.", (g) => status && g.set(status.queueStats().max_depth));
-  liveGauge("pool_capacity", "Slots of each simulated GPU pool.", perPool((p) => p.capacity), ["pool"]);
-  liveGauge("pool_in_use", "Slots of each simulated GPU pool held by running batches.", perPool((p) => p.in_use), ["pool"]);
+  liveGauge(
+    "pool_capacity",
+    "Slots of each simulated GPU pool.",
+    perPool((p) => p.capacity),
+    ["pool"],
+  );
+  liveGauge(
+    "pool_in_use",
+    "Slots of each simulated GPU pool held by running batches.",
+    perPool((p) => p.in_use),
+    ["pool"],
+  );
 
   return {
     registry,

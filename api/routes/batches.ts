@@ -7,7 +7,14 @@ import { ownerFrom } from "../http/auth.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";
 import { listObject } from "../http/list.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, CreateBatchBody, InlineBatchRequest, isInlineBatchBody, ListBatchesQuery, ResultsQuery } from "../schemas/requests.js";
+import {
+  BATCH_ID_PATTERN,
+  CreateBatchBody,
+  InlineBatchRequest,
+  isInlineBatchBody,
+  ListBatchesQuery,
+  ResultsQuery,
+} from "../schemas/requests.js";
 import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */

@@ -20,7 +20,11 @@ export interface FilesRouteDeps {
 
 /** A display name only (never used as a path): no directories, no control characters, bounded. */
 export function cleanFilename(name: string | undefined): string {
-  const base = path.basename((name ?? "").replace(/\\/g, "/")).replace(/[\u0000-\u001f\u007f]/g, "").trim();
+  const base = path
+    .basename((name ?? "").replace(/\\/g, "/"))
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this strips from file names
+    .replace(/[\u0000-\u001f\u007f]/g, "")
+    .trim();
   return base.slice(0, 255) || "upload.jsonl";
 }
 

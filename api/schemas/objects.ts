@@ -152,9 +152,7 @@ export const FileObjectSchema = z
   });
 export type FileObject = z.infer<typeof FileObjectSchema>;
 
-export const FileDeletedSchema = z
-  .object({ id: z.string(), object: z.literal("file"), deleted: z.boolean() })
-  .openapi("FileDeleted");
+export const FileDeletedSchema = z.object({ id: z.string(), object: z.literal("file"), deleted: z.boolean() }).openapi("FileDeleted");
 
 export const ErrorSchema = z
   .object({

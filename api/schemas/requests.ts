@@ -84,9 +84,7 @@ export const UploadFileForm = z.object({
   file: z
     .custom<UploadedFile>((v) => v != null && typeof v === "object", { error: "a file part named 'file' is required" })
     .openapi({ type: "string", format: "binary", description: "The JSONL file of batch requests." }),
-  purpose: z
-    .literal("batch", { error: "purpose must be 'batch'" })
-    .openapi({ description: "Only 'batch' is accepted.", example: "batch" }),
+  purpose: z.literal("batch", { error: "purpose must be 'batch'" }).openapi({ description: "Only 'batch' is accepted.", example: "batch" }),
 });
 
 // --- POST /v1/batches ---
@@ -98,7 +96,8 @@ export const CompletionWindow = z
   .regex(COMPLETION_WINDOW_PATTERN, "completion_window must be a positive whole number followed by s, m, h or d, such as '24h'")
   .default("24h")
   .openapi({
-    description: "How long the batch may take; its deadline is created_at plus this. OpenAI accepts only '24h'; here any '<n>s|m|h|d' works.",
+    description:
+      "How long the batch may take; its deadline is created_at plus this. OpenAI accepts only '24h'; here any '<n>s|m|h|d' works.",
     example: "24h",
   });
 
@@ -107,12 +106,17 @@ export const MetadataParam = z
   .record(z.string(), z.string({ error: "metadata values must be strings" }))
   .superRefine((m, ctx) => {
     const keys = Object.keys(m);
-    if (keys.length > METADATA_LIMITS.keys) ctx.addIssue({ code: "custom", message: `metadata may hold at most ${METADATA_LIMITS.keys} keys` });
+    if (keys.length > METADATA_LIMITS.keys)
+      ctx.addIssue({ code: "custom", message: `metadata may hold at most ${METADATA_LIMITS.keys} keys` });
     const longKey = keys.find((k) => k.length > METADATA_LIMITS.keyChars);
-    if (longKey !== undefined) ctx.addIssue({ code: "custom", message: `metadata keys may be at most ${METADATA_LIMITS.keyChars} characters` });
+    if (longKey !== undefined)
+      ctx.addIssue({ code: "custom", message: `metadata keys may be at most ${METADATA_LIMITS.keyChars} characters` });
     const longValue = keys.find((k) => m[k].length > METADATA_LIMITS.valueChars);
     if (longValue !== undefined) {
-      ctx.addIssue({ code: "custom", message: `metadata value of '${longValue.slice(0, 64)}' is longer than ${METADATA_LIMITS.valueChars} characters` });
+      ctx.addIssue({
+        code: "custom",
+        message: `metadata value of '${longValue.slice(0, 64)}' is longer than ${METADATA_LIMITS.valueChars} characters`,
+      });
     }
   })
   .nullable()

@@ -8,7 +8,7 @@ export async function writeJsonAtomic(file: string, value: unknown): Promise<voi
   try {
     const fh = await open(tmp, "w");
     try {
-      await fh.writeFile(JSON.stringify(value, null, 2) + "\n");
+      await fh.writeFile(`${JSON.stringify(value, null, 2)}\n`);
       await fh.sync();
     } finally {
       await fh.close();

@@ -56,7 +56,13 @@ export class DiskFileStore implements FileStore {
     }
   }
 
-  async register(input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; id?: string }): Promise<FileObject> {
+  async register(input: {
+    path: string;
+    filename: string;
+    purpose: FileObject["purpose"];
+    owner: Owner;
+    id?: string;
+  }): Promise<FileObject> {
     // A caller-chosen id makes registration idempotent (a batch finalized twice after a crash keeps one file).
     const id = input.id ?? newFileId();
     if (!FILE_ID_RE.test(id)) throw new Error(`invalid file id '${id}'`);

@@ -19,12 +19,12 @@ export function toFloat16Bits(value: number): number {
     const half = 1 << (shift - 1);
     const rest = m & ((1 << shift) - 1);
     let r = m >>> shift;
-    if (rest > half || (rest === half && (r & 1))) r++;
+    if (rest > half || (rest === half && r & 1)) r++;
     return sign | r;
   }
   let r = (e << 10) | (mant >>> 13);
   const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && (r & 1))) r++; // may carry into the exponent: still correct
+  if (rest > 0x1000 || (rest === 0x1000 && r & 1)) r++; // may carry into the exponent: still correct
   return sign | r;
 }
 

@@ -17,13 +17,19 @@ export function createRng(seed: number): Rng {
     z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
     return (z ^ (z >>> 16)) >>> 0;
   };
-  let a = splitmix(), b = splitmix(), c = splitmix(), d = splitmix();
+  let a = splitmix(),
+    b = splitmix(),
+    c = splitmix(),
+    d = splitmix();
   return {
     fillU32(out) {
       for (let i = 0; i < out.length; i++) {
         const r = Math.imul(rotl(Math.imul(b, 5), 7), 9);
         const t = b << 9;
-        c ^= a; d ^= b; b ^= c; a ^= d;
+        c ^= a;
+        d ^= b;
+        b ^= c;
+        a ^= d;
         c ^= t;
         d = rotl(d, 11);
         out[i] = r;

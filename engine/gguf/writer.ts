@@ -139,22 +139,28 @@ function writeValue(out: ByteBuilder, key: string, v: GgufValue): void {
   switch (v.type) {
     case "string":
       out.u32(GgufValueType.STRING);
-      return out.string(v.value);
+      out.string(v.value);
+      return;
     case "uint32":
       out.u32(GgufValueType.UINT32);
-      return out.u32(checkedInt(key, v.value, 0, 0xffffffff));
+      out.u32(checkedInt(key, v.value, 0, 0xffffffff));
+      return;
     case "int32":
       out.u32(GgufValueType.INT32);
-      return out.i32(checkedInt(key, v.value, -0x80000000, 0x7fffffff));
+      out.i32(checkedInt(key, v.value, -0x80000000, 0x7fffffff));
+      return;
     case "float32":
       out.u32(GgufValueType.FLOAT32);
-      return out.f32(v.value);
+      out.f32(v.value);
+      return;
     case "uint64":
       out.u32(GgufValueType.UINT64);
-      return out.u64(v.value);
+      out.u64(v.value);
+      return;
     case "bool":
       out.u32(GgufValueType.BOOL);
-      return out.u8(v.value ? 1 : 0);
+      out.u8(v.value ? 1 : 0);
+      return;
     case "array":
       out.u32(GgufValueType.ARRAY);
       if (v.itemType === "string") {
@@ -163,7 +169,8 @@ function writeValue(out: ByteBuilder, key: string, v: GgufValue): void {
         for (const s of v.value) out.string(s);
         return;
       }
-      return writeNumberArray(out, key, v.itemType, v.value);
+      writeNumberArray(out, key, v.itemType, v.value);
+      return;
   }
 }
 
@@ -199,17 +206,37 @@ class ByteBuilder {
     return at;
   }
   // reserve() may swap this.buf, so it must run before this.buf is read.
-  u8(x: number) { const at = this.reserve(1); this.buf.writeUInt8(x, at); }
-  u32(x: number) { const at = this.reserve(4); this.buf.writeUInt32LE(x, at); }
-  i32(x: number) { const at = this.reserve(4); this.buf.writeInt32LE(x, at); }
-  f32(x: number) { const at = this.reserve(4); this.buf.writeFloatLE(x, at); }
-  u64(x: bigint) { const at = this.reserve(8); this.buf.writeBigUInt64LE(x, at); }
-  zeros(n: number) { const at = this.reserve(n); this.buf.fill(0, at, at + n); }
+  u8(x: number) {
+    const at = this.reserve(1);
+    this.buf.writeUInt8(x, at);
+  }
+  u32(x: number) {
+    const at = this.reserve(4);
+    this.buf.writeUInt32LE(x, at);
+  }
+  i32(x: number) {
+    const at = this.reserve(4);
+    this.buf.writeInt32LE(x, at);
+  }
+  f32(x: number) {
+    const at = this.reserve(4);
+    this.buf.writeFloatLE(x, at);
+  }
+  u64(x: bigint) {
+    const at = this.reserve(8);
+    this.buf.writeBigUInt64LE(x, at);
+  }
+  zeros(n: number) {
+    const at = this.reserve(n);
+    this.buf.fill(0, at, at + n);
+  }
   string(s: string) {
     const n = Buffer.byteLength(s, "utf8");
     this.u64(BigInt(n));
     const at = this.reserve(n);
     this.buf.write(s, at, n, "utf8");
   }
-  bytes(): Uint8Array { return this.buf.subarray(0, this.length); }
+  bytes(): Uint8Array {
+    return this.buf.subarray(0, this.length);
+  }
 }

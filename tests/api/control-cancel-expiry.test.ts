@@ -101,7 +101,12 @@ describe("failure midway", () => {
   async function behindABlocker(content: string, prepare: (batchDir: string) => void) {
     await startOneSlot();
     const blocker = await upload(cp, dir, completionLines(60, { maxTokens: 64, prefix: "blocker" }));
-    const first = await cp.batches.create({ input_file_id: blocker.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const first = await cp.batches.create({
+      input_file_id: blocker.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      owner: null,
+    });
     await waitFor(cp, first.id, inStatus("in_progress"));
     const file = await upload(cp, dir, content);
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
@@ -114,8 +119,13 @@ describe("failure midway", () => {
     await startOneSlot();
     // Forty good requests, then one too long for the context: its error line is where the disk fails.
     const lines = completionLines(50, { prefix: "mid", maxTokens: 24 }).trimEnd().split("\n");
-    lines[40] = JSON.stringify({ custom_id: "mid-40", method: "POST", url: "/v1/completions", body: { prompt: "Once upon a time there was a big dog. ".repeat(200), max_tokens: 4 } });
-    const file = await upload(cp, dir, lines.join("\n") + "\n");
+    lines[40] = JSON.stringify({
+      custom_id: "mid-40",
+      method: "POST",
+      url: "/v1/completions",
+      body: { prompt: "Once upon a time there was a big dog. ".repeat(200), max_tokens: 4 },
+    });
+    const file = await upload(cp, dir, `${lines.join("\n")}\n`);
     const running = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(cp, running.id, (x) => x.request_counts.completed >= 2);
     // No error line yet, so no error file: a directory in its place makes the first error line fail.

@@ -17,7 +17,8 @@ async function start(env: Record<string, string> = {}) {
   return cp;
 }
 
-const create = (fileId: string) => cp.batches.create({ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+const create = (fileId: string) =>
+  cp.batches.create({ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "24h", owner: null });
 const now = () => Math.floor(Date.now() / 1000);
 
 describe("the collector", () => {
@@ -60,7 +61,11 @@ describe("the collector", () => {
     expect(cancelled.request_counts.completed + cancelled.request_counts.failed).toBe(600);
     const q = await waitFor(cp, queued.id, inStatus("completed", "failed"));
     expect(q.status).toBe("completed");
-    expect(readJsonl(path.join(dir, q.id, "output.jsonl")).map((l) => l.custom_id).sort()).toEqual(["done-0", "done-1", "done-2"]);
+    expect(
+      readJsonl(path.join(dir, q.id, "output.jsonl"))
+        .map((l) => l.custom_id)
+        .sort(),
+    ).toEqual(["done-0", "done-1", "done-2"]);
 
     // Once they are over and their time has come, they go too.
     expect(await cp.collector.sweep(now() + 62 * DAY)).toMatchObject({ batches: 2 });

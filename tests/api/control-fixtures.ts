@@ -69,7 +69,7 @@ export function completionLines(n: number, opts: { prefix?: string; maxTokens?: 
   let out = "";
   for (let i = 0; i < n; i++) {
     const body = { model: "stories260K", prompt: `Once upon a time, story ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: 0 };
-    out += JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body }) + "\n";
+    out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
   }
   return out;
 }
@@ -82,7 +82,12 @@ export async function upload(cp: ControlPlane, batchDir: string, content: string
 }
 
 /** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
-export async function waitFor(cp: ControlPlane, id: string, until: (b: Batch) => boolean, opts: { owner?: Owner; timeoutMs?: number } = {}): Promise<Batch> {
+export async function waitFor(
+  cp: ControlPlane,
+  id: string,
+  until: (b: Batch) => boolean,
+  opts: { owner?: Owner; timeoutMs?: number } = {},
+): Promise<Batch> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
     const b = cp.batches.get(id, opts.owner ?? null);
@@ -92,7 +97,10 @@ export async function waitFor(cp: ControlPlane, id: string, until: (b: Batch) =>
   }
 }
 
-export const inStatus = (...statuses: BatchStatus[]) => (b: Batch) => statuses.includes(b.status);
+export const inStatus =
+  (...statuses: BatchStatus[]) =>
+  (b: Batch) =>
+    statuses.includes(b.status);
 
 export function readJsonl(file: string): any[] {
   let text: string;

@@ -27,7 +27,12 @@ describe("control plane with the real engine", () => {
       metadata: { run: "t1" },
       owner: null,
     });
-    expect(created).toMatchObject({ status: "validating", request_counts: { completed: 0, failed: 0, total: 6 }, input_file_id: file.id, metadata: { run: "t1" } });
+    expect(created).toMatchObject({
+      status: "validating",
+      request_counts: { completed: 0, failed: 0, total: 6 },
+      input_file_id: file.id,
+      metadata: { run: "t1" },
+    });
     expect(created.id).toMatch(/^batch_[a-f0-9]{24}$/);
     expect(created.deadline_at - created.submitted_at).toBe(86_400);
 
@@ -83,7 +88,7 @@ describe("control plane with the real engine", () => {
 
   it("fails an invalid file at creation with line errors and runs nothing", async () => {
     await start();
-    const content = completionLines(2) + "not json\n" + JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/embeddings", body: {} }) + "\n";
+    const content = `${completionLines(2)}not json\n${JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/embeddings", body: {} })}\n`;
     const file = await upload(cp, dir, content);
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     expect(b.status).toBe("failed");
@@ -101,7 +106,9 @@ describe("control plane with the real engine", () => {
     const missing = cp.batches.create({ input_file_id: "file-nope", endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await expect(missing).rejects.toMatchObject({ status: 404, param: "input_file_id" });
     const file = await upload(cp, dir, completionLines(1), "alice");
-    await expect(cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "bob" })).rejects.toMatchObject({ status: 404 });
+    await expect(
+      cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "bob" }),
+    ).rejects.toMatchObject({ status: 404 });
     const bad = cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "soon", owner: "alice" });
     await expect(bad).rejects.toBeInstanceOf(ApiError);
     await expect(bad).rejects.toMatchObject({ status: 400, param: "completion_window" });

@@ -23,8 +23,18 @@ describe("recovery", () => {
   it("resumes a batch stopped by shutdown and runs every custom_id exactly once", async () => {
     const first = await open();
     const file = await upload(first, dir, completionLines(40, { maxTokens: 48 }), "alice");
-    const running = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "alice" });
-    const queued = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "alice" });
+    const running = await first.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      owner: "alice",
+    });
+    const queued = await first.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      owner: "alice",
+    });
     await waitFor(first, running.id, (b) => b.request_counts.completed >= 4, { owner: "alice" });
 
     await first.worker.close({ graceMs: 0 });
@@ -43,10 +53,9 @@ describe("recovery", () => {
     const resumed = await waitFor(second, running.id, inStatus("completed", "failed"), { owner: "alice" });
     expect(resumed.status).toBe("completed");
     expect(resumed.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
-    const ids = [
-      ...readJsonl(path.join(dir, running.id, "output.jsonl")),
-      ...readJsonl(path.join(dir, running.id, "errors.jsonl")),
-    ].map((l) => l.custom_id);
+    const ids = [...readJsonl(path.join(dir, running.id, "output.jsonl")), ...readJsonl(path.join(dir, running.id, "errors.jsonl"))].map(
+      (l) => l.custom_id,
+    );
     expect(ids).toHaveLength(40);
     expect(new Set(ids).size).toBe(40);
 
@@ -94,11 +103,18 @@ describe("graceful shutdown", () => {
     let counted!: Observed;
     const first = await open({ PIPELINE_CONCURRENCY: "8" }, (engine) => (counted = observe(engine)));
     const file = await upload(first, dir, completionLines(40, { maxTokens: 48 }));
-    const running = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const running = await first.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      owner: null,
+    });
     await waitFor(first, running.id, (b) => b.request_counts.completed >= 2);
 
     const closing = first.worker.close({ graceMs: 10_000 });
-    await expect(first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null })).rejects.toMatchObject({
+    await expect(
+      first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null }),
+    ).rejects.toMatchObject({
       status: 503,
       code: "shutting_down",
       headers: { "Retry-After": expect.any(String) },

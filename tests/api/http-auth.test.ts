@@ -91,7 +91,11 @@ describe("with API_KEYS set", () => {
   });
 
   it("scopes files and batches to the key that made them", async () => {
-    const up = await request(app).post("/v1/files").set(bearer(KEY_A)).field("purpose", "batch").attach("file", Buffer.from(line + "\n"), "a.jsonl");
+    const up = await request(app)
+      .post("/v1/files")
+      .set(bearer(KEY_A))
+      .field("purpose", "batch")
+      .attach("file", Buffer.from(`${line}\n`), "a.jsonl");
     expect(up.status).toBe(200);
     const id = up.body.id;
     expect((await request(app).get(`/v1/files/${id}`).set(bearer(KEY_A))).status).toBe(200);

@@ -53,7 +53,12 @@ function app() {
 
 const expectOpenAiError = (body: any) =>
   expect(body).toEqual({
-    error: { message: expect.any(String), type: expect.any(String), param: expect.toBeOneOf([expect.any(String), null]), code: expect.toBeOneOf([expect.any(String), null]) },
+    error: {
+      message: expect.any(String),
+      type: expect.any(String),
+      param: expect.toBeOneOf([expect.any(String), null]),
+      code: expect.toBeOneOf([expect.any(String), null]),
+    },
   });
 
 describe("error handler", () => {
@@ -67,7 +72,9 @@ describe("error handler", () => {
   });
 
   it("answers an oversized JSON body with 413", async () => {
-    const res = await request(a).post("/json").send({ text: "x".repeat(2000) });
+    const res = await request(a)
+      .post("/json")
+      .send({ text: "x".repeat(2000) });
     expect(res.status).toBe(413);
     expect(res.body.error.code).toBe("request_too_large");
   });
@@ -99,7 +106,12 @@ describe("error handler", () => {
       const res = await request(a).get(p);
       expect(res.status).toBe(500);
       expect(res.body).toEqual({
-        error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: "internal_error" },
+        error: {
+          message: "The server had an error while processing your request.",
+          type: "server_error",
+          param: null,
+          code: "internal_error",
+        },
       });
       expect(res.text).not.toMatch(/secret|stack|\/srv|db down/);
     }

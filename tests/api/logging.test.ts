@@ -21,7 +21,11 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const inline = (n: number, maxTokens: number) => ({ completion_window: "24h", max_tokens: maxTokens, input: Array.from({ length: n }, (_, i) => ({ prompt: `Once ${i}` })) });
+const inline = (n: number, maxTokens: number) => ({
+  completion_window: "24h",
+  max_tokens: maxTokens,
+  input: Array.from({ length: n }, (_, i) => ({ prompt: `Once ${i}` })),
+});
 const about = (id: string) => lines.filter((l) => l.batch_id === id);
 
 describe("request logs", () => {
@@ -59,10 +63,19 @@ describe("scheduling and SLA logs", () => {
 
 describe("createLogger", () => {
   const logHello = (env: Record<string, string>) =>
-    run(process.execPath, ["--import", "tsx", "-e", `import("./api/logger.ts").then(({ createLogger }) => createLogger("info").info({ batch_id: "b1" }, "hello"))`], {
-      cwd: repoRoot,
-      env: { ...process.env, ...env },
-    });
+    run(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        `import("./api/logger.ts").then(({ createLogger }) => createLogger("info").info({ batch_id: "b1" }, "hello"))`,
+      ],
+      {
+        cwd: repoRoot,
+        env: { ...process.env, ...env },
+      },
+    );
 
   it("prints JSON lines in production and readable lines in development", async () => {
     const prod = await logHello({ NODE_ENV: "production" });

@@ -13,11 +13,21 @@ afterAll(async () => svc?.close());
 
 const app = () => svc.service.app;
 const chat = (id: string, content: string, maxTokens = 8) =>
-  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { messages: [{ role: "user", content }], max_tokens: maxTokens } });
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { messages: [{ role: "user", content }], max_tokens: maxTokens },
+  });
 
 async function submit(lines: string[], window = "24h") {
-  const file = await request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(lines.join("\n")), "in.jsonl");
-  const res = await request(app()).post("/v1/batches").send({ input_file_id: file.body.id, endpoint: "/v1/chat/completions", completion_window: window });
+  const file = await request(app())
+    .post("/v1/files")
+    .field("purpose", "batch")
+    .attach("file", Buffer.from(lines.join("\n")), "in.jsonl");
+  const res = await request(app())
+    .post("/v1/batches")
+    .send({ input_file_id: file.body.id, endpoint: "/v1/chat/completions", completion_window: window });
   expect(res.status).toBe(200);
   return res.body;
 }
@@ -28,7 +38,8 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
     const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const got = Object.fromEntries([...(m[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.keys(labels).length === Object.keys(got).length && Object.entries(labels).every(([k, v]) => got[k] === v)) return Number(m[3]);
+    if (Object.keys(labels).length === Object.keys(got).length && Object.entries(labels).every(([k, v]) => got[k] === v))
+      return Number(m[3]);
   }
   return undefined;
 }

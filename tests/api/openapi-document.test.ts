@@ -83,7 +83,10 @@ describe("OpenAPI document", () => {
         expect(op.responses["200"], where).toBeDefined();
         const pathParams = [...p.matchAll(/\{(\w+)\}/g)].map((x) => x[1]);
         for (const name of pathParams) {
-          expect(op.parameters?.find((x: any) => x.in === "path" && x.name === name), `${where} ${name}`).toMatchObject({ required: true });
+          expect(
+            op.parameters?.find((x: any) => x.in === "path" && x.name === name),
+            `${where} ${name}`,
+          ).toMatchObject({ required: true });
         }
         const keyed = p.startsWith("/v1") || p === "/queue/stats" || p === "/pools" || p === "/status.json";
         expect(op.security, where).toEqual(keyed ? [{ bearerAuth: [] }] : []);
@@ -106,7 +109,11 @@ describe("OpenAPI document", () => {
     expect(refs).toContain("#/components/schemas/CreateBatchRequest");
     expect(refs).toContain("#/components/schemas/InlineBatchRequest");
     expect(Object.keys(create.examples)).toEqual(["file", "inline"]);
-    expect(doc.components.schemas.CreateBatchRequest.properties.endpoint.enum).toEqual(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]);
+    expect(doc.components.schemas.CreateBatchRequest.properties.endpoint.enum).toEqual([
+      "/v1/chat/completions",
+      "/v1/completions",
+      "/v1/embeddings",
+    ]);
     expect(doc.components.schemas.CreateBatchRequest.properties.completion_window.pattern).toBeTruthy();
 
     const limit = doc.paths["/v1/batches"].get.parameters.find((x: any) => x.name === "limit");

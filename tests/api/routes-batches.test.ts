@@ -12,7 +12,12 @@ afterAll(async () => svc?.close());
 const app = () => svc.service.app;
 const completionLines = (n: number, maxTokens = 4) =>
   Array.from({ length: n }, (_, i) =>
-    JSON.stringify({ custom_id: `c${i}`, method: "POST", url: "/v1/completions", body: { prompt: `Once upon a time ${i}`, max_tokens: maxTokens } }),
+    JSON.stringify({
+      custom_id: `c${i}`,
+      method: "POST",
+      url: "/v1/completions",
+      body: { prompt: `Once upon a time ${i}`, max_tokens: maxTokens },
+    }),
   ).join("\n");
 
 async function uploadLines(content: string): Promise<string> {
@@ -28,7 +33,13 @@ describe("POST /v1/batches (file form)", () => {
       .post("/v1/batches")
       .send({ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "2h", metadata: { suite: "routes" } });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ object: "batch", input_file_id: fileId, endpoint: "/v1/completions", completion_window: "2h", metadata: { suite: "routes" } });
+    expect(res.body).toMatchObject({
+      object: "batch",
+      input_file_id: fileId,
+      endpoint: "/v1/completions",
+      completion_window: "2h",
+      metadata: { suite: "routes" },
+    });
     expect(res.body.deadline_at - res.body.submitted_at).toBe(7200);
 
     const done = await waitForBatch(svc.baseUrl, res.body.id);
@@ -41,13 +52,19 @@ describe("POST /v1/batches (file form)", () => {
     expect(list.body.data.map((o: any) => o.custom_id).sort()).toEqual(["c0", "c1", "c2"]);
     expect(list.body.data[0].response.body.object).toBe("text_completion");
 
-    const raw = await request(app()).get(`/v1/batches/${done.id}/results?format=jsonl`).buffer(true).parse((r, cb) => {
-      let s = "";
-      r.on("data", (c: Buffer) => (s += c.toString()));
-      r.on("end", () => cb(null, s));
-    });
+    const raw = await request(app())
+      .get(`/v1/batches/${done.id}/results?format=jsonl`)
+      .buffer(true)
+      .parse((r, cb) => {
+        let s = "";
+        r.on("data", (c: Buffer) => (s += c.toString()));
+        r.on("end", () => cb(null, s));
+      });
     expect(raw.headers["content-type"]).toMatch(/^application\/jsonl/);
-    const rows = (raw.body as string).trim().split("\n").map((l) => JSON.parse(l));
+    const rows = (raw.body as string)
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(rows).toEqual(list.body.data);
     expect((await request(app()).get(`/v1/batches/${done.id}/results?format=xml`)).body.error.param).toBe("format");
   });
@@ -70,7 +87,14 @@ describe("POST /v1/batches (file form)", () => {
       [{ input_file_id: fileId, endpoint: "/v1/responses" }, "endpoint"],
       [{ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "tomorrow" }, "completion_window"],
       [{ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "400d" }, "completion_window"],
-      [{ input_file_id: fileId, endpoint: "/v1/completions", metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, "metadata"],
+      [
+        {
+          input_file_id: fileId,
+          endpoint: "/v1/completions",
+          metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])),
+        },
+        "metadata",
+      ],
       [{ endpoint: "/v1/completions" }, "input_file_id"],
     ];
     for (const [body, param] of cases) {
@@ -78,7 +102,9 @@ describe("POST /v1/batches (file form)", () => {
       expect(res.status, param).toBe(400);
       expect(res.body.error, param).toMatchObject({ type: "invalid_request_error", param });
     }
-    const missing = await request(app()).post("/v1/batches").send({ input_file_id: "file-000000000000000000000000", endpoint: "/v1/completions" });
+    const missing = await request(app())
+      .post("/v1/batches")
+      .send({ input_file_id: "file-000000000000000000000000", endpoint: "/v1/completions" });
     expect(missing.status).toBe(404);
     expect(missing.body.error.param).toBe("input_file_id");
     const broken = await request(app()).post("/v1/batches").set("content-type", "application/json").send('{"input_file_id": "file-');
@@ -93,7 +119,12 @@ describe("POST /v1/batches (inline form)", () => {
       .post("/v1/batches")
       .send({ model: "tiny", input: [{ prompt: "Once upon a time" }, { prompt: "The dog" }], max_tokens: 4, metadata: { from: "inline" } });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ object: "batch", endpoint: "/v1/completions", completion_window: "24h", metadata: { from: "inline" } });
+    expect(res.body).toMatchObject({
+      object: "batch",
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      metadata: { from: "inline" },
+    });
     const done = await waitForBatch(svc.baseUrl, res.body.id);
     expect(done.request_counts).toEqual({ completed: 2, failed: 0, total: 2 });
     const results = (await request(app()).get(`/v1/batches/${done.id}/results`)).body.data;
@@ -111,7 +142,9 @@ describe("POST /v1/batches (inline form)", () => {
   });
 
   it("explains what is wrong with the items", async () => {
-    const mixed = await request(app()).post("/v1/batches").send({ input: [{ prompt: "a" }, { input: "b" }] });
+    const mixed = await request(app())
+      .post("/v1/batches")
+      .send({ input: [{ prompt: "a" }, { input: "b" }] });
     expect(mixed.status).toBe(400);
     expect(mixed.body.error.param).toBe("input[1].input");
     const notArray = await request(app()).post("/v1/batches").send({ input: "hello" });
@@ -123,7 +156,8 @@ describe("GET /v1/batches and cancel", () => {
   it("pages with after/limit and checks the limit", async () => {
     const fileId = await uploadLines(completionLines(1));
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body.id);
+    for (let i = 0; i < 3; i++)
+      ids.push((await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body.id);
     const first = (await request(app()).get("/v1/batches?limit=2")).body;
     expect(first).toMatchObject({ object: "list", has_more: true });
     expect(first.data).toHaveLength(2);
@@ -161,11 +195,22 @@ describe("operational and system routes", () => {
     const pools = (await request(app()).get("/pools")).body;
     expect(pools.simulated).toBe(true);
     expect(pools.pools.map((p: any) => p.name).sort()).toEqual(["dedicated", "spot"]);
-    for (const p of pools.pools) expect(p).toEqual({ name: p.name, capacity: expect.any(Number), in_use: expect.any(Number), available: expect.any(Number), jobs: expect.any(Array) });
+    for (const p of pools.pools)
+      expect(p).toEqual({
+        name: p.name,
+        capacity: expect.any(Number),
+        in_use: expect.any(Number),
+        available: expect.any(Number),
+        jobs: expect.any(Array),
+      });
   });
 
   it("answers the banner, health and readiness with the engine's info", async () => {
-    expect((await request(app()).get("/")).body).toMatchObject({ status: "ok", service: "offline-batch-inference", version: expect.any(String) });
+    expect((await request(app()).get("/")).body).toMatchObject({
+      status: "ok",
+      service: "offline-batch-inference",
+      version: expect.any(String),
+    });
     expect((await request(app()).get("/health")).body).toEqual({ status: "ok" });
     const ready = await request(app()).get("/ready");
     expect(ready.status).toBe(200);

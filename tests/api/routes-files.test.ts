@@ -15,8 +15,9 @@ afterAll(async () => svc?.close());
 
 const app = () => svc.service.app;
 const jsonl = (n: number) =>
-  Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/completions", body: { prompt: `p${i}` } })).join("\n") + "\n";
-const upload = (content: string | Buffer, name = "in.jsonl") => request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), name);
+  `${Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/completions", body: { prompt: `p${i}` } })).join("\n")}\n`;
+const upload = (content: string | Buffer, name = "in.jsonl") =>
+  request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), name);
 const leftovers = () => (existsSync(uploadDir(svc.batchDir)) ? readdirSync(uploadDir(svc.batchDir)) : []);
 
 describe("POST /v1/files", () => {
@@ -52,10 +53,15 @@ describe("POST /v1/files", () => {
   });
 
   it("needs a file and purpose=batch, and leaves nothing behind when refusing", async () => {
-    const noPurpose = await request(app()).post("/v1/files").attach("file", Buffer.from(jsonl(1)), "a.jsonl");
+    const noPurpose = await request(app())
+      .post("/v1/files")
+      .attach("file", Buffer.from(jsonl(1)), "a.jsonl");
     expect(noPurpose.status).toBe(400);
     expect(noPurpose.body.error).toMatchObject({ param: "purpose", message: "Missing required parameter: 'purpose'." });
-    const wrong = await request(app()).post("/v1/files").field("purpose", "fine-tune").attach("file", Buffer.from(jsonl(1)), "a.jsonl");
+    const wrong = await request(app())
+      .post("/v1/files")
+      .field("purpose", "fine-tune")
+      .attach("file", Buffer.from(jsonl(1)), "a.jsonl");
     expect(wrong.status).toBe(400);
     expect(wrong.body.error.param).toBe("purpose");
     const noFile = await request(app()).post("/v1/files").field("purpose", "batch");
@@ -85,7 +91,11 @@ describe("GET /v1/files", () => {
     const seen: string[] = [];
     let after: string | undefined;
     for (;;) {
-      const page = (await request(app()).get("/v1/files").query({ limit: 2, ...(after ? { after } : {}) })).body;
+      const page = (
+        await request(app())
+          .get("/v1/files")
+          .query({ limit: 2, ...(after ? { after } : {}) })
+      ).body;
       expect(page.data.length).toBeLessThanOrEqual(2);
       seen.push(...page.data.map((f: any) => f.id));
       if (!page.has_more) break;
@@ -111,11 +121,14 @@ describe("one file", () => {
     const got = await request(app()).get(`/v1/files/${id}`);
     expect(got.body).toMatchObject({ id, filename: "five.jsonl" });
 
-    const body = await request(app()).get(`/v1/files/${id}/content`).buffer(true).parse((res, cb) => {
-      let s = "";
-      res.on("data", (c: Buffer) => (s += c.toString()));
-      res.on("end", () => cb(null, s));
-    });
+    const body = await request(app())
+      .get(`/v1/files/${id}/content`)
+      .buffer(true)
+      .parse((res, cb) => {
+        let s = "";
+        res.on("data", (c: Buffer) => (s += c.toString()));
+        res.on("end", () => cb(null, s));
+      });
     expect(body.status).toBe(200);
     expect(body.headers["content-type"]).toMatch(/^application\/jsonl/);
     expect(body.headers["content-disposition"]).toContain("five.jsonl");

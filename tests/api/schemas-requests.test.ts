@@ -80,7 +80,10 @@ describe("endpoint and input_file_id", () => {
   });
 
   it("names the missing parameter", () => {
-    expect(rejection(CreateBatchBody, {})).toMatchObject({ param: "input_file_id", message: "Missing required parameter: 'input_file_id'." });
+    expect(rejection(CreateBatchBody, {})).toMatchObject({
+      param: "input_file_id",
+      message: "Missing required parameter: 'input_file_id'.",
+    });
     expect(rejection(CreateBatchBody, { input_file_id: fileForm.input_file_id })).toMatchObject({ param: "endpoint" });
   });
 
@@ -102,7 +105,11 @@ describe("list queries (strings from the URL)", () => {
 
   it("files: limit 1..10000 (default 10000), order asc|desc (default desc), optional purpose", () => {
     expect(parseRequest(ListFilesQuery, {})).toEqual({ limit: 10000, order: "desc" });
-    expect(parseRequest(ListFilesQuery, { limit: "1", order: "asc", purpose: "batch" })).toEqual({ limit: 1, order: "asc", purpose: "batch" });
+    expect(parseRequest(ListFilesQuery, { limit: "1", order: "asc", purpose: "batch" })).toEqual({
+      limit: 1,
+      order: "asc",
+      purpose: "batch",
+    });
     expect(rejection(ListFilesQuery, { limit: "10001" }).param).toBe("limit");
     expect(rejection(ListFilesQuery, { order: "newest" }).param).toBe("order");
   });
@@ -136,7 +143,11 @@ describe("inline form", () => {
   });
 
   it("parses the proof of concept's body with batch options defaulted", () => {
-    const body = parseRequest(InlineBatchRequest, { model: "Qwen/Qwen2.5-0.5B-Instruct", input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }], max_tokens: 50 });
+    const body = parseRequest(InlineBatchRequest, {
+      model: "Qwen/Qwen2.5-0.5B-Instruct",
+      input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }],
+      max_tokens: 50,
+    });
     expect(body).toMatchObject({ model: "Qwen/Qwen2.5-0.5B-Instruct", max_tokens: 50, completion_window: "24h" });
     expect(body.input).toHaveLength(2);
   });
@@ -146,7 +157,9 @@ describe("inline form", () => {
     expect(rejection(InlineBatchRequest, { input: [{ prompt: "a" }], metadata: { ["k".repeat(65)]: "v" } }).param).toBe("metadata");
     expect(rejection(InlineBatchRequest, { input: [] }).param).toBe("input");
     expect(rejection(InlineBatchRequest, { input: "hi" }).param).toBe("input");
-    expect(rejection(InlineBatchRequest, { input: [{ prompt: "a" }, { messages: [{ role: "user", content: "b" }] }] }).param).toBe("input[1].messages");
+    expect(rejection(InlineBatchRequest, { input: [{ prompt: "a" }, { messages: [{ role: "user", content: "b" }] }] }).param).toBe(
+      "input[1].messages",
+    );
   });
 });
 

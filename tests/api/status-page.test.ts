@@ -13,7 +13,11 @@ const app = () => svc.service.app;
 const line = JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/completions", body: { prompt: "Once", max_tokens: 2 } });
 
 async function submit(key: string) {
-  const file = await request(app()).post("/v1/files").set("Authorization", `Bearer ${key}`).field("purpose", "batch").attach("file", Buffer.from(line), "in.jsonl");
+  const file = await request(app())
+    .post("/v1/files")
+    .set("Authorization", `Bearer ${key}`)
+    .field("purpose", "batch")
+    .attach("file", Buffer.from(line), "in.jsonl");
   const res = await request(app())
     .post("/v1/batches")
     .set("Authorization", `Bearer ${key}`)
@@ -58,6 +62,11 @@ describe("GET /status.json", () => {
     });
     expect(res.body.pools.map((p: { name: string }) => p.name)).toEqual(["spot", "dedicated"]);
     expect(res.body.batches.map((x: { id: string }) => x.id)).toEqual([a.id]);
-    expect(res.body.batches[0]).toMatchObject({ status: "completed", pool: "spot", deadline_met: true, request_counts: { completed: 1, total: 1 } });
+    expect(res.body.batches[0]).toMatchObject({
+      status: "completed",
+      pool: "spot",
+      deadline_met: true,
+      request_counts: { completed: 1, total: 1 },
+    });
   });
 });

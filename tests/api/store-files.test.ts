@@ -31,7 +31,15 @@ describe("file store", () => {
     const store = await open();
     const tmp = upload('{"a":1}\n');
     const f = await store.adopt({ tmpPath: tmp, filename: "in.jsonl", purpose: "batch", owner: "alice" });
-    expect(f).toMatchObject({ object: "file", bytes: 8, filename: "in.jsonl", purpose: "batch", status: "processed", created_at: clock, expires_at: clock + 3600 });
+    expect(f).toMatchObject({
+      object: "file",
+      bytes: 8,
+      filename: "in.jsonl",
+      purpose: "batch",
+      status: "processed",
+      created_at: clock,
+      expires_at: clock + 3600,
+    });
     expect(f.id).toMatch(/^file-[a-f0-9]{24}$/);
     expect(existsSync(tmp)).toBe(false);
     const stored = store.get(f.id, "alice")!;

@@ -30,7 +30,10 @@ function instructions(file: string): Instruction[] {
   return out;
 }
 
-const ignored = read(".dockerignore").split("\n").map((l) => l.trim()).filter(Boolean);
+const ignored = read(".dockerignore")
+  .split("\n")
+  .map((l) => l.trim())
+  .filter(Boolean);
 
 describe.each(["docker/Dockerfile.api", "docker/Dockerfile.gpu"])("%s", (file) => {
   const ins = instructions(file);

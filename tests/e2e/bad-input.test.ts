@@ -20,7 +20,11 @@ const app = () => svc.service.app;
 const before: { batch?: any; file?: any; output?: string } = {};
 
 beforeAll(async () => {
-  svc = await startTestService({ MAX_FILE_BYTES: String(MAX_FILE_BYTES), MAX_REQUESTS_PER_BATCH: String(MAX_REQUESTS), MAX_LINE_BYTES: String(MAX_LINE_BYTES) });
+  svc = await startTestService({
+    MAX_FILE_BYTES: String(MAX_FILE_BYTES),
+    MAX_REQUESTS_PER_BATCH: String(MAX_REQUESTS),
+    MAX_LINE_BYTES: String(MAX_LINE_BYTES),
+  });
   before.file = (await upload(completionJsonl(3, "kept"))).body;
   const created = await createBatch({ input_file_id: before.file.id });
   before.batch = await waitForBatch(svc.baseUrl, created.body.id);
@@ -28,8 +32,12 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const upload = (content: string | Buffer, name = "in.jsonl") => request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), name);
-const createBatch = (body: Record<string, unknown>) => request(app()).post("/v1/batches").send({ endpoint: "/v1/completions", completion_window: "24h", ...body });
+const upload = (content: string | Buffer, name = "in.jsonl") =>
+  request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), name);
+const createBatch = (body: Record<string, unknown>) =>
+  request(app())
+    .post("/v1/batches")
+    .send({ endpoint: "/v1/completions", completion_window: "24h", ...body });
 
 /** Exactly OpenAI's error shape, with the status and (when given) the param. */
 function expectError(res: { status: number; body: any }, status: number, param?: string | null) {
@@ -80,7 +88,11 @@ describe("bad input, item by item", () => {
     for (const completion_window of ["24", "24x", "0h", "-1h", "1.5h", "400d", "tomorrow", ""]) {
       expectError(await createBatch({ input_file_id: before.file.id, completion_window }), 400, "completion_window");
     }
-    for (const [completion_window, seconds] of [["30m", 1800], ["2h", 7200], ["10s", 10]] as const) {
+    for (const [completion_window, seconds] of [
+      ["30m", 1800],
+      ["2h", 7200],
+      ["10s", 10],
+    ] as const) {
       const ok = await createBatch({ input_file_id: before.file.id, completion_window });
       expect(ok.status).toBe(200);
       expect(ok.body.expires_at - ok.body.created_at).toBe(seconds);
@@ -109,7 +121,7 @@ describe("bad input, item by item", () => {
       ["GET", "/v1/files/..%2F..%2Fetc%2Fpasswd/content"],
       ["GET", "/v1/files/..%2F..%2Fetc%2Fpasswd"],
       ["GET", "/v1/files/..%252F..%252Fetc%252Fpasswd/content"],
-      ["DELETE", "/v1/files/..%2Ffiles%2F" + before.file.id],
+      ["DELETE", `/v1/files/..%2Ffiles%2F${before.file.id}`],
       ["GET", "/v1/files/file-..%2F..%2F..%2Fetc%2Fpasswd/content"],
       ["GET", "/v1/files/../../etc/passwd"],
       ["GET", "/v1/batches/batch_..%2f"],
@@ -136,14 +148,23 @@ describe("bad input, item by item", () => {
     const head = `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jsonl"\r\nContent-Type: application/octet-stream\r\n\r\n`;
     // The client sends past the limit and then keeps the request open: the answer must not wait for the end.
     const res = await new Promise<{ status: number; body: any; requestEnded: boolean }>((resolve, reject) => {
-      const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/v1/files", headers: { "content-type": `multipart/form-data; boundary=${boundary}` } }, (r) => {
-        let text = "";
-        r.on("data", (d) => (text += d));
-        r.on("end", () => {
-          resolve({ status: r.statusCode!, body: JSON.parse(text), requestEnded: req.writableEnded });
-          req.destroy();
-        });
-      });
+      const req = http.request(
+        {
+          host: "127.0.0.1",
+          port,
+          method: "POST",
+          path: "/v1/files",
+          headers: { "content-type": `multipart/form-data; boundary=${boundary}` },
+        },
+        (r) => {
+          let text = "";
+          r.on("data", (d) => (text += d));
+          r.on("end", () => {
+            resolve({ status: r.statusCode!, body: JSON.parse(text), requestEnded: req.writableEnded });
+            req.destroy();
+          });
+        },
+      );
       req.on("error", reject);
       req.write(head);
       req.write(Buffer.alloc(MAX_FILE_BYTES + 16 * 1024, "x"));
@@ -171,15 +192,20 @@ describe("bad input, item by item", () => {
 
   it("a line over MAX_LINE_BYTES: the batch fails validation at that line", async () => {
     const lines = completionJsonl(3, "long").trimEnd().split("\n");
-    lines[1] = JSON.stringify({ custom_id: "long-1", method: "POST", url: "/v1/completions", body: { prompt: "x".repeat(MAX_LINE_BYTES) } });
-    const b = await batchOver(lines.join("\n") + "\n");
+    lines[1] = JSON.stringify({
+      custom_id: "long-1",
+      method: "POST",
+      url: "/v1/completions",
+      body: { prompt: "x".repeat(MAX_LINE_BYTES) },
+    });
+    const b = await batchOver(`${lines.join("\n")}\n`);
     expect(b.status).toBe("failed");
     expect(b.errors.data).toEqual([expect.objectContaining({ code: "line_too_long", line: 2 })]);
   });
 
   it("a file that is not JSONL: the batch fails validation, naming the bad lines", async () => {
     const good = completionJsonl(1, "fine").trimEnd();
-    const b = await batchOver(["this is not json", good, "{\"custom_id\": ", "[1, 2, 3]"].join("\n") + "\n");
+    const b = await batchOver(`${["this is not json", good, '{"custom_id": ', "[1, 2, 3]"].join("\n")}\n`);
     expect(b.status).toBe("failed");
     expect(b.errors.data.map((e: any) => e.line)).toEqual([1, 3, 4]);
     for (const e of b.errors.data) expect(e.message).toEqual(expect.any(String));
@@ -194,7 +220,13 @@ describe("bad input, item by item", () => {
   });
 
   it("unknown routes: 404 JSON", async () => {
-    for (const [method, p] of [["GET", "/v1/nope"], ["POST", "/v2/batches"], ["DELETE", "/v1/batches"], ["PUT", "/v1/files"], ["GET", "/v1/batches/x/y/z"]]) {
+    for (const [method, p] of [
+      ["GET", "/v1/nope"],
+      ["POST", "/v2/batches"],
+      ["DELETE", "/v1/batches"],
+      ["PUT", "/v1/files"],
+      ["GET", "/v1/batches/x/y/z"],
+    ]) {
       const res = await raw(method, p);
       expectError(res, 404);
       expect(res.body.error.code).toBe("unknown_url");
@@ -209,6 +241,10 @@ describe("bad input, item by item", () => {
     expect(uploadLeftovers()).toEqual([]);
     // Refused requests cost nothing: every batch folder on disk belongs to a batch the API knows.
     const listed = (await request(app()).get("/v1/batches?limit=100")).body.data.map((b: any) => b.id).sort();
-    expect(readdirSync(svc.batchDir).filter((n) => n.startsWith("batch_")).sort()).toEqual(listed);
+    expect(
+      readdirSync(svc.batchDir)
+        .filter((n) => n.startsWith("batch_"))
+        .sort(),
+    ).toEqual(listed);
   });
 });

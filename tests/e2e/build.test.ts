@@ -16,7 +16,11 @@ describe("the compiled build", () => {
   it("serves the API from plain JavaScript and finds its config, page and package info", async () => {
     mkdirSync(out, { recursive: true });
     const dist = path.join(out, "dist");
-    await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--sourceMap", "false"], { cwd: repoRoot });
+    await run(
+      process.execPath,
+      [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--sourceMap", "false"],
+      { cwd: repoRoot },
+    );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
 
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
@@ -26,7 +30,15 @@ describe("the compiled build", () => {
     const child = spawn(process.execPath, [path.join(dist, "api/main.js")], {
       // Another directory as cwd: nothing may depend on being started from the repository root.
       cwd: out,
-      env: { ...process.env, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: path.join(out, "data"), MODEL_PATH: await testModelPath(), THREADS: "1", NODE_ENV: "production" },
+      env: {
+        ...process.env,
+        HOST: "127.0.0.1",
+        PORT: "0",
+        BATCH_DIR: path.join(out, "data"),
+        MODEL_PATH: await testModelPath(),
+        THREADS: "1",
+        NODE_ENV: "production",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let log = "";

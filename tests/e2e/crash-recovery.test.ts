@@ -5,7 +5,19 @@
 import { describe, expect, it } from "vitest";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
-import { accountIds, completionJsonl, customIds, createBatch, getBatch, isFinal, logLines, pollBatch, resultLines, tmpFiles, uploadJsonl } from "../helpers/http-batches.js";
+import {
+  accountIds,
+  completionJsonl,
+  customIds,
+  createBatch,
+  getBatch,
+  isFinal,
+  logLines,
+  pollBatch,
+  resultLines,
+  tmpFiles,
+  uploadJsonl,
+} from "../helpers/http-batches.js";
 
 // One slot in all: one batch runs, the others wait in the queue.
 const bed = serverTestbed("crash", { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
@@ -57,7 +69,9 @@ describe("crash recovery of the server process", () => {
     for (const q of [q1, q2]) expect(accountIds(dir, q.id, customIds("done", 4))).toEqual({ duplicated: [], missing: [], lines: 4 });
 
     // The resumed batch went first, then the queued ones in the order they were submitted.
-    const started = logLines(s.output()).filter((l) => l.msg === "batch started").map((l) => l.batch_id);
+    const started = logLines(s.output())
+      .filter((l) => l.msg === "batch started")
+      .map((l) => l.batch_id);
     expect(started).toEqual([running.id, queued[0].id, queued[1].id]);
     expect(logLines(s.output()).find((l) => l.msg === "batch started")).toMatchObject({ resumed: true });
 

@@ -62,7 +62,10 @@ describe("API keys on the server process", () => {
 
   it("shows each key only its own files and batches, lists and pages included", async () => {
     const mine: Record<string, { files: string[]; batches: string[] }> = { a: { files: [], batches: [] }, b: { files: [], batches: [] } };
-    for (const [who, key, n] of [["a", KEY_A, 3], ["b", KEY_B, 2]] as const) {
+    for (const [who, key, n] of [
+      ["a", KEY_A, 3],
+      ["b", KEY_B, 2],
+    ] as const) {
       for (let i = 0; i < n; i++) {
         const f = await uploadJsonl(s.baseUrl, completionJsonl(2, `${who}${i}`), as(key));
         mine[who].files.push(f.id);
@@ -74,7 +77,13 @@ describe("API keys on the server process", () => {
 
     // Another key's object is 404 on every route, exactly like one that does not exist.
     const [file, batch, output] = [mine.a.files[0], mine.a.batches[0], done[0].output_file_id];
-    for (const p of [`/v1/files/${file}`, `/v1/files/${file}/content`, `/v1/files/${output}/content`, `/v1/batches/${batch}`, `/v1/batches/${batch}/results`]) {
+    for (const p of [
+      `/v1/files/${file}`,
+      `/v1/files/${file}/content`,
+      `/v1/files/${output}/content`,
+      `/v1/batches/${batch}`,
+      `/v1/batches/${batch}/results`,
+    ]) {
       expect((await get(p, as(KEY_B))).status, p).toBe(404);
     }
     const post = (p: string, method = "POST") => fetch(`${s.baseUrl}${p}`, { method, headers: as(KEY_B) });

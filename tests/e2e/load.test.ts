@@ -74,7 +74,10 @@ describe("load", () => {
     await submitRound();
     const refusedFirst = all.filter((s) => !s.batchId).length;
     // Refused creates left no trace: the folders on disk are exactly the accepted batches.
-    const folders = () => readdirSync(svc.batchDir).filter((n) => n.startsWith("batch_")).sort();
+    const folders = () =>
+      readdirSync(svc.batchDir)
+        .filter((n) => n.startsWith("batch_"))
+        .sort();
     expect(folders()).toEqual(all.flatMap((s) => s.batchId ?? []).sort());
     // A client that was refused retries once the queue has drained (a few rounds at most).
     let rounds = 1;
@@ -92,7 +95,10 @@ describe("load", () => {
       const acc = accountIds(svc.batchDir, s.batchId!, expected);
       duplicated += acc.duplicated.length;
       missing += acc.missing.length;
-      expect(finals[i]).toMatchObject({ status: "completed", request_counts: { completed: REQUESTS_PER_BATCH, failed: 0, total: REQUESTS_PER_BATCH } });
+      expect(finals[i]).toMatchObject({
+        status: "completed",
+        request_counts: { completed: REQUESTS_PER_BATCH, failed: 0, total: REQUESTS_PER_BATCH },
+      });
     }
     const figures = {
       batches_tried: all.length,
@@ -108,7 +114,13 @@ describe("load", () => {
       custom_ids_duplicated: duplicated,
     };
     console.log(`load test figures: ${JSON.stringify(figures)}`);
-    expect(figures).toMatchObject({ other_statuses: 0, accepted_in_all: all.length, completed: all.length, requests_lost: 0, custom_ids_duplicated: 0 });
+    expect(figures).toMatchObject({
+      other_statuses: 0,
+      accepted_in_all: all.length,
+      completed: all.length,
+      requests_lost: 0,
+      custom_ids_duplicated: 0,
+    });
     expect(folders()).toHaveLength(all.length);
   });
 });

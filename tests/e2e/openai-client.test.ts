@@ -32,7 +32,7 @@ async function waitDone(id: string) {
 
 describe("openai client against the service", () => {
   it("uploads, creates, polls and downloads results", async () => {
-    const jsonl = Array.from({ length: 6 }, (_, i) => line(i)).join("\n") + "\n";
+    const jsonl = `${Array.from({ length: 6 }, (_, i) => line(i)).join("\n")}\n`;
     const file = await client.files.create({ file: await toFile(Buffer.from(jsonl), "input.jsonl"), purpose: "batch" });
     expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "input.jsonl", bytes: Buffer.byteLength(jsonl) });
     expect((await client.files.retrieve(file.id)).id).toBe(file.id);
@@ -53,7 +53,10 @@ describe("openai client against the service", () => {
     expect(batch.completed_at).toBeGreaterThanOrEqual(batch.created_at);
 
     const text = await (await client.files.content(batch.output_file_id!)).text();
-    const rows = text.trim().split("\n").map((l) => JSON.parse(l));
+    const rows = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(rows.map((r) => r.custom_id).sort()).toEqual(Array.from({ length: 6 }, (_, i) => `req-${i}`).sort());
     for (const r of rows) {
       expect(r.error).toBeNull();
@@ -68,7 +71,7 @@ describe("openai client against the service", () => {
   });
 
   it("auto-paginates batches and files with after cursors", async () => {
-    const jsonl = line(0) + "\n";
+    const jsonl = `${line(0)}\n`;
     const file = await client.files.create({ file: await toFile(Buffer.from(jsonl), "one.jsonl"), purpose: "batch" });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {

@@ -11,7 +11,11 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const readJsonl = (p: string) => readFileSync(p, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+const readJsonl = (p: string) =>
+  readFileSync(p, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
 
 describe("proof of concept flow", () => {
   it("runs the README's inline curl demo and leaves the job's files in BATCH_DIR/<batch_id>/", async () => {
@@ -59,7 +63,12 @@ describe("proof of concept flow", () => {
 
   it("fails an invalid file with line-numbered errors and runs nothing", async () => {
     const good = JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/completions", body: { model: "m", prompt: "hi" } });
-    const content = [good, "{not json", good, JSON.stringify({ custom_id: "b", method: "POST", url: "/v1/embeddings", body: { input: "x" } })].join("\n");
+    const content = [
+      good,
+      "{not json",
+      good,
+      JSON.stringify({ custom_id: "b", method: "POST", url: "/v1/embeddings", body: { input: "x" } }),
+    ].join("\n");
     const up = await request(svc.service.app).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), "bad.jsonl");
     expect(up.status).toBe(200);
     const res = await request(svc.service.app)
@@ -86,7 +95,10 @@ describe("proof of concept flow", () => {
     const batch = await waitForBatch(svc.baseUrl, res.body.id);
     expect(batch.status).toBe("completed");
     const out = await request(svc.service.app).get(`/v1/files/${batch.output_file_id}/content`);
-    const rows = out.text.trim().split("\n").map((l) => JSON.parse(l));
+    const rows = out.text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(rows).toHaveLength(3);
     const body = rows[0].response.body;
     expect(body.object).toBe("list");
@@ -101,7 +113,14 @@ describe("proof of concept flow", () => {
     expect(ready.status).toBe(200);
     expect(JSON.stringify(ready.body)).toContain(svc.service.engine.info.modelId);
     const doc = await request(app).get("/openapi.json");
-    for (const p of ["/v1/files", "/v1/files/{file_id}", "/v1/files/{file_id}/content", "/v1/batches", "/v1/batches/{batch_id}", "/v1/batches/{batch_id}/cancel"]) {
+    for (const p of [
+      "/v1/files",
+      "/v1/files/{file_id}",
+      "/v1/files/{file_id}/content",
+      "/v1/batches",
+      "/v1/batches/{batch_id}",
+      "/v1/batches/{batch_id}/cancel",
+    ]) {
       expect(Object.keys(doc.body.paths)).toContain(p);
     }
     const docs = await request(app).get("/docs/").redirects(1);

@@ -11,7 +11,12 @@ afterAll(async () => svc?.close());
 
 async function upload(lines: number, maxTokens: number) {
   const content = Array.from({ length: lines }, (_, i) =>
-    JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/completions", body: { model: "m", prompt: `Once upon a time ${i}`, max_tokens: maxTokens } }),
+    JSON.stringify({
+      custom_id: `r${i}`,
+      method: "POST",
+      url: "/v1/completions",
+      body: { model: "m", prompt: `Once upon a time ${i}`, max_tokens: maxTokens },
+    }),
   ).join("\n");
   const res = await request(svc.service.app).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), "in.jsonl");
   expect(res.status).toBe(200);

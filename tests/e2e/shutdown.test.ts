@@ -6,7 +6,18 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
-import { accountIds, completionJsonl, customIds, createBatch, isFinal, logLines, pollBatch, resultLines, tmpFiles, uploadJsonl } from "../helpers/http-batches.js";
+import {
+  accountIds,
+  completionJsonl,
+  customIds,
+  createBatch,
+  isFinal,
+  logLines,
+  pollBatch,
+  resultLines,
+  tmpFiles,
+  uploadJsonl,
+} from "../helpers/http-batches.js";
 
 const bed = serverTestbed("shutdown", {
   SPOT_CAPACITY: "1",
@@ -54,7 +65,10 @@ describe("signals", () => {
     const { output, errors } = resultLines(dir, running.id);
     expect(readFileSync(path.join(dir, running.id, "output.jsonl"), "utf8").endsWith("\n")).toBe(true);
     expect(errors).toEqual([]);
-    expect(stateOf(running.id)).toMatchObject({ status: "in_progress", request_counts: { completed: output.length, failed: 0, total: TOTAL } });
+    expect(stateOf(running.id)).toMatchObject({
+      status: "in_progress",
+      request_counts: { completed: output.length, failed: 0, total: TOTAL },
+    });
     expect(output.length).toBeLessThan(TOTAL);
     expect(stateOf(queued.id).status).toBe("validating");
     expect(tmpFiles(dir)).toEqual([]);

@@ -28,7 +28,11 @@ async function submit(n: number, maxTokens: number, window = "24h") {
   const res = await fetch(`${svc.baseUrl}/v1/batches`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ completion_window: window, max_tokens: maxTokens, input: Array.from({ length: n }, (_, i) => ({ prompt: `Once upon a time ${i}` })) }),
+    body: JSON.stringify({
+      completion_window: window,
+      max_tokens: maxTokens,
+      input: Array.from({ length: n }, (_, i) => ({ prompt: `Once upon a time ${i}` })),
+    }),
   });
   expect(res.status).toBe(200);
   return (await res.json()) as { id: string };
@@ -50,7 +54,8 @@ async function countColour(page: Page, png: Buffer, rgb: [number, number, number
       ctx.drawImage(img, 0, 0);
       const d = ctx.getImageData(0, 0, img.width, img.height).data;
       let n = 0;
-      for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]) < 30) n++;
+      for (let i = 0; i < d.length; i += 4)
+        if (Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]) < 30) n++;
       return n;
     },
     { src: `data:image/png;base64,${png.toString("base64")}`, rgb },
@@ -81,9 +86,13 @@ describe.skipIf(!haveChromium)("status page in a browser", () => {
     expect(await page.locator("#pool-dedicated").innerText()).toMatch(/0 \/ 0/);
     await page.waitForFunction(() => document.getElementById("live")?.className === "on");
     // Live progress: the running batch's bar moves while the page stays open.
-    await page.waitForFunction((id) => /^[1-9]\d* \/ 64/.test(document.querySelector(`tr.batch[data-id="${id}"] td.progress`)?.textContent ?? ""), long.id, {
-      timeout: 30_000,
-    });
+    await page.waitForFunction(
+      (id) => /^[1-9]\d* \/ 64/.test(document.querySelector(`tr.batch[data-id="${id}"] td.progress`)?.textContent ?? ""),
+      long.id,
+      {
+        timeout: 30_000,
+      },
+    );
 
     mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
     const png = await page.screenshot({ path: SCREENSHOT, fullPage: true });

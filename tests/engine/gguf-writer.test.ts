@@ -20,7 +20,9 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const bytesOf = (values: Float32Array): GgufTensor["data"] => () => [new Uint8Array(values.buffer)];
+const bytesOf =
+  (values: Float32Array): GgufTensor["data"] =>
+  () => [new Uint8Array(values.buffer)];
 
 describe("writeGgufFile", () => {
   it("writes metadata and tensors that node-llama-cpp's parser reads back", async () => {
@@ -127,7 +129,10 @@ describe("ensureGeneratedModel", () => {
 
     const other = await ensureGeneratedModel({ dir: cache, seed: 2 });
     expect(other).not.toBe(file);
-    const digest = async (f: string) => createHash("sha256").update(await readFile(f)).digest("hex");
+    const digest = async (f: string) =>
+      createHash("sha256")
+        .update(await readFile(f))
+        .digest("hex");
     expect(await digest(other)).not.toBe(await digest(file));
 
     // Same preset and seed in another directory: byte-identical.

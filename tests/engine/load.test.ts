@@ -30,7 +30,15 @@ describe("createEngine", () => {
 
   it("refuses a missing model file with a clear message", async () => {
     await expect(
-      createEngine({ modelPath: "/nonexistent/model.gguf", generatedModel: false, gpu: false, threads: 1, sequences: 1, contextSize: 64, embeddingContexts: 1 }),
+      createEngine({
+        modelPath: "/nonexistent/model.gguf",
+        generatedModel: false,
+        gpu: false,
+        threads: 1,
+        sequences: 1,
+        contextSize: 64,
+        embeddingContexts: 1,
+      }),
     ).rejects.toThrow(/Model file not found/);
   });
 });

@@ -7,7 +7,12 @@ describe("ResourcePool", () => {
     const pool = new ResourcePool(["a"]);
     const first = await pool.acquire();
     const order: string[] = [];
-    const waiting = [1, 2, 3].map((n) => pool.acquire().then((item) => (order.push(`${n}:${item}`), item)));
+    const waiting = [1, 2, 3].map((n) =>
+      pool.acquire().then((item) => {
+        order.push(`${n}:${item}`);
+        return item;
+      }),
+    );
     pool.release(first);
     const second = await waiting[0];
     pool.release(second);

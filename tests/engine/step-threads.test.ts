@@ -69,7 +69,15 @@ describe("StepThreads", () => {
     try {
       const tokens = tokenizePrompt(model, "Once upon a time, there was a little girl named Lily who loved");
       expect(tokens.length).toBeGreaterThanOrEqual(8);
-      const r = await generate(pool, model, { tokens, maxTokens: 4, temperature: 0, topP: 1, seed: 1, stopStrings: [], stopTokens: new Set() });
+      const r = await generate(pool, model, {
+        tokens,
+        maxTokens: 4,
+        temperature: 0,
+        topP: 1,
+        seed: 1,
+        stopStrings: [],
+        stopTokens: new Set(),
+      });
       expect(r.completionTokens).toBe(4);
       // The prompt step, then one step per generated token but the last; a step's threads are read back at the next.
       expect(steps.map((s) => s.tokens)).toEqual([tokens.length, 1, 1, 1]);

@@ -10,7 +10,7 @@ export function completionJsonl(n: number, prefix: string, opts: { maxTokens?: n
   let out = "";
   for (let i = 0; i < n; i++) {
     const body = { prompt: `Once upon a time, story ${prefix} ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: opts.temperature ?? 0 };
-    out += JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body }) + "\n";
+    out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
   }
   return out;
 }
@@ -44,7 +44,13 @@ export async function getBatch(baseUrl: string, id: string, headers: Headers = {
 }
 
 /** Polls until `until` holds for the batch (the run is event driven; this only observes it). */
-export async function pollBatch(baseUrl: string, id: string, until: (b: any) => boolean, timeoutMs = 30_000, headers: Headers = {}): Promise<any> {
+export async function pollBatch(
+  baseUrl: string,
+  id: string,
+  until: (b: any) => boolean,
+  timeoutMs = 30_000,
+  headers: Headers = {},
+): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const b = await getBatch(baseUrl, id, headers);

@@ -28,7 +28,14 @@ export function serverTestbed(name: string, baseEnv: Record<string, string> = {}
   return {
     dir,
     async start(env = {}) {
-      const defaults = { BATCH_DIR: dir, MODEL_PATH: await testModelPath(), GPU: "false", THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "512" };
+      const defaults = {
+        BATCH_DIR: dir,
+        MODEL_PATH: await testModelPath(),
+        GPU: "false",
+        THREADS: "1",
+        SEQUENCES: "4",
+        CONTEXT_SIZE: "512",
+      };
       const s = await startMain({ ...defaults, ...baseEnv, ...env });
       servers.push(s);
       return s;

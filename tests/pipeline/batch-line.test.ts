@@ -20,8 +20,13 @@ describe("BatchLineSchema", () => {
   it("accepts an OpenAI line and names the field of a bad one", () => {
     expect(BatchLineSchema.safeParse({ custom_id: "a", method: "POST", url: "/v1/completions", body: {} }).success).toBe(true);
     expect(problem(BatchLineSchema, { custom_id: "a", method: "PUT", url: "/v1/completions", body: {} }).param).toBe("method");
-    expect(problem(BatchLineSchema, { custom_id: "a".repeat(513), method: "POST", url: "/v1/completions", body: {} }).param).toBe("custom_id");
-    expect(problem(BatchLineSchema, { custom_id: "a", method: "POST", url: "/v1/completions" })).toMatchObject({ missing: true, param: "body" });
+    expect(problem(BatchLineSchema, { custom_id: "a".repeat(513), method: "POST", url: "/v1/completions", body: {} }).param).toBe(
+      "custom_id",
+    );
+    expect(problem(BatchLineSchema, { custom_id: "a", method: "POST", url: "/v1/completions" })).toMatchObject({
+      missing: true,
+      param: "body",
+    });
   });
 });
 
@@ -29,7 +34,9 @@ describe("chat bodies", () => {
   const base = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
   it("tolerates OpenAI fields we do not use", () => {
-    expect(ChatBodySchema.safeParse({ ...base, response_format: { type: "text" }, user: "u", n: 1, stream: false, metadata: {} }).success).toBe(true);
+    expect(
+      ChatBodySchema.safeParse({ ...base, response_format: { type: "text" }, user: "u", n: 1, stream: false, metadata: {} }).success,
+    ).toBe(true);
   });
 
   it("refuses what cannot be honoured, clearly", () => {
@@ -44,7 +51,13 @@ describe("chat bodies", () => {
   it("becomes engine parameters: text parts joined, max_completion_tokens preferred, stop as a list", () => {
     const body = ChatBodySchema.parse({
       messages: [
-        { role: "system", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
+        {
+          role: "system",
+          content: [
+            { type: "text", text: "a" },
+            { type: "text", text: "b" },
+          ],
+        },
         { role: "assistant", content: null },
         { role: "user", content: "q" },
       ],
@@ -72,7 +85,11 @@ describe("chat bodies", () => {
 
 describe("completion bodies", () => {
   it("takes a string or an array of strings; refuses token ids and empty arrays", () => {
-    expect(completionCall(CompletionBodySchema.parse({ prompt: "x", max_tokens: 3 }))).toEqual({ prompts: ["x"], params: { maxTokens: 3 }, echo: false });
+    expect(completionCall(CompletionBodySchema.parse({ prompt: "x", max_tokens: 3 }))).toEqual({
+      prompts: ["x"],
+      params: { maxTokens: 3 },
+      echo: false,
+    });
     expect(completionCall(CompletionBodySchema.parse({ prompt: ["a", "b"], echo: true })).prompts).toEqual(["a", "b"]);
     expect(problem(CompletionBodySchema, { prompt: [] }).param).toBe("prompt");
     expect(problem(CompletionBodySchema, { prompt: [[1, 2]] }).param).toBe("prompt[0]");

@@ -20,7 +20,12 @@ const decodeFloat32 = (b64: string) => {
 
 describe("executeRequest", () => {
   it("/v1/completions returns a text_completion with usage", async () => {
-    const { body, usage } = await executeRequest(engine, "/v1/completions", { model: "my-model", prompt: "Once upon a time", max_tokens: 6, temperature: 0 });
+    const { body, usage } = await executeRequest(engine, "/v1/completions", {
+      model: "my-model",
+      prompt: "Once upon a time",
+      max_tokens: 6,
+      temperature: 0,
+    });
     expect(body).toMatchObject({
       id: expect.stringMatching(/^cmpl-[0-9a-f]+$/),
       object: "text_completion",
@@ -37,7 +42,12 @@ describe("executeRequest", () => {
   });
 
   it("/v1/completions with a prompt array answers one choice per prompt; echo prepends the prompt", async () => {
-    const { body } = await executeRequest(engine, "/v1/completions", { prompt: ["Once upon a time", "The cat"], max_tokens: 3, temperature: 0, echo: true });
+    const { body } = await executeRequest(engine, "/v1/completions", {
+      prompt: ["Once upon a time", "The cat"],
+      max_tokens: 3,
+      temperature: 0,
+      echo: true,
+    });
     const choices = body.choices as Array<{ text: string; index: number }>;
     expect(choices.map((c) => c.index)).toEqual([0, 1]);
     expect(choices[0].text.startsWith("Once upon a time")).toBe(true);
@@ -58,15 +68,30 @@ describe("executeRequest", () => {
       id: expect.stringMatching(/^chatcmpl-/),
       object: "chat.completion",
       model: engine.info.modelId,
-      choices: [{ index: 0, message: { role: "assistant", content: expect.any(String), refusal: null }, logprobs: null, finish_reason: expect.any(String) }],
-      usage: { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, prompt_tokens_details: { cached_tokens: usage.cachedTokens } },
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: expect.any(String), refusal: null },
+          logprobs: null,
+          finish_reason: expect.any(String),
+        },
+      ],
+      usage: {
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        prompt_tokens_details: { cached_tokens: usage.cachedTokens },
+      },
     });
     expect(usage.completionTokens).toBeLessThanOrEqual(5);
   });
 
   it("/v1/embeddings returns a list of vectors, as floats or as little-endian float32 base64", async () => {
     const floats = await executeRequest(engine, "/v1/embeddings", { input: ["a happy dog", "the sun"] });
-    expect(floats.body).toMatchObject({ object: "list", model: engine.info.modelId, usage: { prompt_tokens: floats.usage.promptTokens, total_tokens: floats.usage.promptTokens } });
+    expect(floats.body).toMatchObject({
+      object: "list",
+      model: engine.info.modelId,
+      usage: { prompt_tokens: floats.usage.promptTokens, total_tokens: floats.usage.promptTokens },
+    });
     const data = floats.body.data as Array<{ object: string; index: number; embedding: number[] }>;
     expect(data.map((d) => [d.object, d.index, d.embedding.length])).toEqual([
       ["embedding", 0, engine.info.embeddingDimensions],
@@ -80,13 +105,18 @@ describe("executeRequest", () => {
 
   it("refuses a bad body or a foreign embedding size as a non-retryable request error", async () => {
     await expect(executeRequest(engine, "/v1/completions", { prompt: 42 })).rejects.toBeInstanceOf(InvalidBodyError);
-    const err = await executeRequest(engine, "/v1/embeddings", { input: "x", dimensions: engine.info.embeddingDimensions + 1 }).catch((e) => e);
+    const err = await executeRequest(engine, "/v1/embeddings", { input: "x", dimensions: engine.info.embeddingDimensions + 1 }).catch(
+      (e) => e,
+    );
     expect(err).toBeInstanceOf(EngineRequestError);
     expect(err).toMatchObject({ retryable: false, param: "dimensions" });
   });
 
   it("a prompt longer than the context fails as a non-retryable engine error", async () => {
-    const err = await executeRequest(engine, "/v1/completions", { prompt: "Once upon a time there was a dog. ".repeat(200), max_tokens: 4 }).catch((e) => e);
+    const err = await executeRequest(engine, "/v1/completions", {
+      prompt: "Once upon a time there was a dog. ".repeat(200),
+      max_tokens: 4,
+    }).catch((e) => e);
     expect(err).toBeInstanceOf(EngineRequestError);
     expect(err.retryable).toBe(false);
   });

@@ -27,10 +27,21 @@ export function observe(engine: Engine): Observed {
       return engine.info;
     },
     calls,
-    failNext: (n) => void (failures = n),
-    complete: async (prompt, params, signal) => (gate(prompt), engine.complete(prompt, params, signal)),
-    chat: async (messages, params, signal) => (gate(messages.at(-1)?.content ?? ""), engine.chat(messages, params, signal)),
-    embed: async (inputs, signal) => (gate(inputs[0] ?? ""), engine.embed(inputs, signal)),
+    failNext: (n) => {
+      failures = n;
+    },
+    complete: async (prompt, params, signal) => {
+      gate(prompt);
+      return engine.complete(prompt, params, signal);
+    },
+    chat: async (messages, params, signal) => {
+      gate(messages.at(-1)?.content ?? "");
+      return engine.chat(messages, params, signal);
+    },
+    embed: async (inputs, signal) => {
+      gate(inputs[0] ?? "");
+      return engine.embed(inputs, signal);
+    },
     countTokens: (text) => engine.countTokens(text),
     close: () => engine.close(),
   };

@@ -11,13 +11,27 @@ const issue = (v: unknown) => {
 
 describe("inline batches", () => {
   it("turns the proof of concept's body into /v1/completions lines", () => {
-    const body = parse({ model: "Qwen/Qwen2.5-0.5B-Instruct", input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }], max_tokens: 50 });
+    const body = parse({
+      model: "Qwen/Qwen2.5-0.5B-Instruct",
+      input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }],
+      max_tokens: 50,
+    });
     const { endpoint, model, lines } = inlineToLines(body);
     expect(endpoint).toBe("/v1/completions");
     expect(model).toBe("Qwen/Qwen2.5-0.5B-Instruct");
     expect(lines).toEqual([
-      { custom_id: "request-1", method: "POST", url: "/v1/completions", body: { model: "Qwen/Qwen2.5-0.5B-Instruct", prompt: "What is 2+2?", max_tokens: 50 } },
-      { custom_id: "request-2", method: "POST", url: "/v1/completions", body: { model: "Qwen/Qwen2.5-0.5B-Instruct", prompt: "Hello world", max_tokens: 50 } },
+      {
+        custom_id: "request-1",
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: "Qwen/Qwen2.5-0.5B-Instruct", prompt: "What is 2+2?", max_tokens: 50 },
+      },
+      {
+        custom_id: "request-2",
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: "Qwen/Qwen2.5-0.5B-Instruct", prompt: "Hello world", max_tokens: 50 },
+      },
     ]);
     // The lines are ordinary batch lines that pass the file validator's schemas.
     for (const l of lines) {
@@ -27,16 +41,25 @@ describe("inline batches", () => {
   });
 
   it("maps messages to chat and input to embeddings, keeping custom_ids and item overrides", () => {
-    const chat = inlineToLines(parse({ input: [{ custom_id: "q", messages: [{ role: "user", content: "hi" }], temperature: 0 }], temperature: 1, seed: 3 }));
+    const chat = inlineToLines(
+      parse({ input: [{ custom_id: "q", messages: [{ role: "user", content: "hi" }], temperature: 0 }], temperature: 1, seed: 3 }),
+    );
     expect(chat.endpoint).toBe("/v1/chat/completions");
-    expect(chat.lines[0]).toEqual({ custom_id: "q", method: "POST", url: "/v1/chat/completions", body: { messages: [{ role: "user", content: "hi" }], temperature: 0, seed: 3 } });
+    expect(chat.lines[0]).toEqual({
+      custom_id: "q",
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { messages: [{ role: "user", content: "hi" }], temperature: 0, seed: 3 },
+    });
     const emb = inlineToLines(parse({ input: [{ input: "a" }, { input: ["b", "c"] }] }));
     expect(emb.endpoint).toBe("/v1/embeddings");
     expect(emb.lines.map((l) => l.body)).toEqual([{ input: "a" }, { input: ["b", "c"] }]);
   });
 
   it("lets a top-level endpoint adapt prompt items", () => {
-    const chat = inlineToLines(parse({ endpoint: "/v1/chat/completions", input: [{ prompt: "p" }, { messages: [{ role: "user", content: "m" }] }], max_tokens: 5 }));
+    const chat = inlineToLines(
+      parse({ endpoint: "/v1/chat/completions", input: [{ prompt: "p" }, { messages: [{ role: "user", content: "m" }] }], max_tokens: 5 }),
+    );
     expect(chat.lines.map((l) => l.body)).toEqual([
       { messages: [{ role: "user", content: "p" }], max_tokens: 5 },
       { messages: [{ role: "user", content: "m" }], max_tokens: 5 },
@@ -57,7 +80,9 @@ describe("inline batches", () => {
     expect(issue({ input: [{}] }).message).toMatch(/exactly one/);
     expect(issue({ input: [] }).message).toMatch(/at least one/);
     expect(issue({ input: [{ promt: "x" }] }).code).toBe("unrecognized_keys");
-    expect(issue({ input: [{ prompt: "x" }, { prompt: "y", custom_id: "request-1" }] }).message).toMatch(/repeats the custom_id 'request-1'/);
+    expect(issue({ input: [{ prompt: "x" }, { prompt: "y", custom_id: "request-1" }] }).message).toMatch(
+      /repeats the custom_id 'request-1'/,
+    );
     expect(issue({ input: [{ prompt: "x" }], temperature: 9 }).path).toEqual(["temperature"]);
     expect(issue({ input: [{ input: "x" }], max_tokens: 4 }).message).toMatch(/does not apply to \/v1\/embeddings/);
   });

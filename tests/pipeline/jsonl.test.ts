@@ -99,7 +99,10 @@ describe("openJsonlAppender", () => {
     const big = "y".repeat(10_000);
     await Promise.all(Array.from({ length: 500 }, (_, i) => w.append({ i, big })));
     await w.close();
-    const got = (await readFile(p, "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l).i);
+    const got = (await readFile(p, "utf8"))
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l).i);
     expect(got).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
 

@@ -119,7 +119,13 @@ describe("mapBatches", () => {
     const g = gate<number>();
     const ac = new AbortController();
     const outcomes: Array<[number, boolean]> = [];
-    const run = mapBatches(source, { batchSize: 6, concurrency: 2, fn: g.fn, onResult: (i, o) => void outcomes.push([i, o.ok]), signal: ac.signal });
+    const run = mapBatches(source, {
+      batchSize: 6,
+      concurrency: 2,
+      fn: g.fn,
+      onResult: (i, o) => void outcomes.push([i, o.ok]),
+      signal: ac.signal,
+    });
     await settle();
     g.waiting.get(0)!.resolve(0);
     await settle();
@@ -147,7 +153,14 @@ describe("mapBatches", () => {
     const drain = new AbortController();
     const ac = new AbortController();
     const outcomes: Array<[number, boolean]> = [];
-    const run = mapBatches(source, { batchSize: 6, concurrency: 3, fn: g.fn, onResult: (i, o) => void outcomes.push([i, o.ok]), signal: ac.signal, drain: drain.signal });
+    const run = mapBatches(source, {
+      batchSize: 6,
+      concurrency: 3,
+      fn: g.fn,
+      onResult: (i, o) => void outcomes.push([i, o.ok]),
+      signal: ac.signal,
+      drain: drain.signal,
+    });
     await settle();
     expect(g.started).toEqual([0, 1, 2]);
     drain.abort();

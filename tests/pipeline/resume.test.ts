@@ -10,15 +10,26 @@ const scratch = scratchDir("resume");
 const ok = (id: string, prompt: number, completion: number, cached = 0) => ({
   id: `batch_req_${id}`,
   custom_id: id,
-  response: { status_code: 200, request_id: "req_1", body: { usage: { prompt_tokens: prompt, completion_tokens: completion, prompt_tokens_details: { cached_tokens: cached } } } },
+  response: {
+    status_code: 200,
+    request_id: "req_1",
+    body: { usage: { prompt_tokens: prompt, completion_tokens: completion, prompt_tokens_details: { cached_tokens: cached } } },
+  },
   error: null,
 });
-const failed = (id: string) => ({ id: `batch_req_${id}`, custom_id: id, response: { status_code: 400, request_id: "req_2", body: { error: { message: "x" } } }, error: null });
+const failed = (id: string) => ({
+  id: `batch_req_${id}`,
+  custom_id: id,
+  response: { status_code: 400, request_id: "req_2", body: { error: { message: "x" } } },
+  error: null,
+});
 
 describe("scanDone", () => {
   it("collects done ids, counts and usage from both files, skipping a torn last line", async () => {
-    const out = await scratch.write(jsonl([ok("a", 3, 4, 1), ok("b", 5, 6)]) + '{"custom_id":"c","resp');
-    const err = await scratch.write(jsonl([failed("d"), { id: "x", custom_id: "e", response: null, error: { code: "batch_expired", message: "m" } }]));
+    const out = await scratch.write(`${jsonl([ok("a", 3, 4, 1), ok("b", 5, 6)])}{"custom_id":"c","resp`);
+    const err = await scratch.write(
+      jsonl([failed("d"), { id: "x", custom_id: "e", response: null, error: { code: "batch_expired", message: "m" } }]),
+    );
     const s = await scanDone(out, err);
     expect([...s.done].sort()).toEqual(["a", "b", "d", "e"]);
     expect(s).toMatchObject({ completed: 2, failed: 2, usage: { promptTokens: 8, completionTokens: 10, cachedTokens: 1 } });
@@ -49,7 +60,7 @@ describe("repairTornTail", () => {
   });
 
   it("finds the last newline far back in a long torn line", async () => {
-    const p = await scratch.write("keep\n" + "z".repeat(200_000));
+    const p = await scratch.write(`keep\n${"z".repeat(200_000)}`);
     expect(await repairTornTail(p)).toBe(200_000);
     expect(await readFile(p, "utf8")).toBe("keep\n");
   });
@@ -69,6 +80,6 @@ describe("repairTornTail", () => {
     const lines = (await readFile(p, "utf8")).split("\n");
     expect(lines.pop()).toBe("");
     expect(lines.length).toBeGreaterThan(100);
-    lines.forEach((l, i) => expect(JSON.parse(l)).toMatchObject({ i }));
+    for (const [i, l] of lines.entries()) expect(JSON.parse(l)).toMatchObject({ i });
   });
 });

@@ -26,11 +26,18 @@ const completionLine = (i: number, prompt = `Once upon a time, story ${i}`) => (
 
 async function readLines(path: string): Promise<any[]> {
   const text = await readFile(path, "utf8").catch(() => "");
-  return text.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
 
 async function files(lines: unknown[]) {
-  return { inputPath: await scratch.write(jsonl(lines), "input.jsonl"), outputPath: await scratch.file("output.jsonl"), errorPath: await scratch.file("errors.jsonl") };
+  return {
+    inputPath: await scratch.write(jsonl(lines), "input.jsonl"),
+    outputPath: await scratch.file("output.jsonl"),
+    errorPath: await scratch.file("errors.jsonl"),
+  };
 }
 
 const run = (f: Awaited<ReturnType<typeof files>>, extra: Partial<RunBatchOptions> = {}) =>
@@ -58,7 +65,11 @@ describe("runBatchFile", () => {
       expect(line).toEqual({
         id: expect.stringMatching(/^batch_req_[0-9a-f]+$/),
         custom_id: expect.stringMatching(/^request-\d+$/),
-        response: { status_code: 200, request_id: expect.stringMatching(/^req_[0-9a-f]+$/), body: expect.objectContaining({ object: "text_completion", model: "stories" }) },
+        response: {
+          status_code: 200,
+          request_id: expect.stringMatching(/^req_[0-9a-f]+$/),
+          body: expect.objectContaining({ object: "text_completion", model: "stories" }),
+        },
         error: null,
       });
     }
@@ -102,7 +113,13 @@ describe("runBatchFile", () => {
     const errs = await readLines(f.errorPath);
     expect(out).toHaveLength(r.completed);
     expect(errs).toHaveLength(r.failed);
-    for (const e of errs) expect(e).toEqual({ id: expect.stringMatching(/^batch_req_/), custom_id: expect.any(String), response: null, error: { code: "batch_cancelled", message: reason.message } });
+    for (const e of errs)
+      expect(e).toEqual({
+        id: expect.stringMatching(/^batch_req_/),
+        custom_id: expect.any(String),
+        response: null,
+        error: { code: "batch_cancelled", message: reason.message },
+      });
     expectEachIdOnce(out, errs, 30);
   });
 
@@ -110,7 +127,13 @@ describe("runBatchFile", () => {
     const f = await files(Array.from({ length: 16 }, (_, i) => completionLine(i)));
     const first = observe(engine);
     const ac = new AbortController();
-    const r1 = await run(f, { engine: first, concurrency: 2, batchSize: 2, signal: ac.signal, onProgress: (p) => p.completed >= 3 && ac.abort({ code: "shutdown", message: "restart" }) });
+    const r1 = await run(f, {
+      engine: first,
+      concurrency: 2,
+      batchSize: 2,
+      signal: ac.signal,
+      onProgress: (p) => p.completed >= 3 && ac.abort({ code: "shutdown", message: "restart" }),
+    });
     expect(r1.aborted?.code).toBe("shutdown");
     expect(r1.completed).toBeLessThan(16);
     // A shutdown writes nothing for what did not run.
@@ -136,7 +159,13 @@ describe("runBatchFile", () => {
     const f = await files(Array.from({ length: 24 }, (_, i) => completionLine(i)));
     const observed = observe(engine);
     const drain = new AbortController();
-    const r = await run(f, { engine: observed, concurrency: 4, batchSize: 4, drain: drain.signal, onProgress: (p) => p.completed >= 3 && drain.abort() });
+    const r = await run(f, {
+      engine: observed,
+      concurrency: 4,
+      batchSize: 4,
+      drain: drain.signal,
+      onProgress: (p) => p.completed >= 3 && drain.abort(),
+    });
     expect(r.aborted?.code).toBe("shutdown");
     expect(r.completed).toBeLessThan(24);
     // Every request that reached the engine finished and has its line: nothing in flight was thrown away.
@@ -164,11 +193,24 @@ describe("runBatchFile", () => {
   });
 
   it("runs chat and embeddings files", async () => {
-    const chat = await files([0, 1, 2].map((i) => ({ custom_id: `c${i}`, method: "POST", url: "/v1/chat/completions", body: { messages: [{ role: "user", content: `Hi ${i}` }], max_tokens: 3 } })));
+    const chat = await files(
+      [0, 1, 2].map((i) => ({
+        custom_id: `c${i}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { messages: [{ role: "user", content: `Hi ${i}` }], max_tokens: 3 },
+      })),
+    );
     expect(await run(chat, { endpoint: "/v1/chat/completions" })).toMatchObject({ completed: 3, failed: 0 });
-    expect((await readLines(chat.outputPath)).map((l) => l.response.body.object)).toEqual(["chat.completion", "chat.completion", "chat.completion"]);
+    expect((await readLines(chat.outputPath)).map((l) => l.response.body.object)).toEqual([
+      "chat.completion",
+      "chat.completion",
+      "chat.completion",
+    ]);
 
-    const emb = await files([0, 1].map((i) => ({ custom_id: `e${i}`, method: "POST", url: "/v1/embeddings", body: { input: [`text ${i}`, "more"] } })));
+    const emb = await files(
+      [0, 1].map((i) => ({ custom_id: `e${i}`, method: "POST", url: "/v1/embeddings", body: { input: [`text ${i}`, "more"] } })),
+    );
     const r = await run(emb, { endpoint: "/v1/embeddings" });
     expect(r).toMatchObject({ completed: 2, failed: 0, usage: { completionTokens: 0 } });
     const out = await readLines(emb.outputPath);
@@ -179,7 +221,7 @@ describe("runBatchFile", () => {
   });
 
   it("a line that is not a request becomes an error line instead of stopping the run", async () => {
-    const inputPath = await scratch.write(jsonl([completionLine(0)]) + "{oops\n" + jsonl([{ ...completionLine(1), body: { prompt: 7 } }]));
+    const inputPath = await scratch.write(`${jsonl([completionLine(0)])}{oops\n${jsonl([{ ...completionLine(1), body: { prompt: 7 } }])}`);
     const f = { inputPath, outputPath: await scratch.file(), errorPath: await scratch.file() };
     expect(await run(f)).toMatchObject({ completed: 1, failed: 2 });
     const errs = await readLines(f.errorPath);

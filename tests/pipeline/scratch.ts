@@ -25,4 +25,4 @@ export function scratchDir(prefix: string) {
   };
 }
 
-export const jsonl = (values: unknown[]) => values.map((v) => JSON.stringify(v) + "\n").join("");
+export const jsonl = (values: unknown[]) => values.map((v) => `${JSON.stringify(v)}\n`).join("");

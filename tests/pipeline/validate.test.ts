@@ -25,14 +25,19 @@ describe("validateBatchFile", () => {
 
   it("accepts all three endpoints' bodies, CRLF and a missing final newline", async () => {
     const comp = { custom_id: "c", method: "POST", url: "/v1/completions", body: { model: "m", prompt: ["x"], max_tokens: 5, stop: "\n" } };
-    const emb = { custom_id: "e", method: "POST", url: "/v1/embeddings", body: { model: "m", input: ["a", "b"], encoding_format: "base64" } };
-    expect((await validate(JSON.stringify(comp) + "\r\n" + JSON.stringify({ ...comp, custom_id: "d" }), "/v1/completions")).ok).toBe(true);
+    const emb = {
+      custom_id: "e",
+      method: "POST",
+      url: "/v1/embeddings",
+      body: { model: "m", input: ["a", "b"], encoding_format: "base64" },
+    };
+    expect((await validate(`${JSON.stringify(comp)}\r\n${JSON.stringify({ ...comp, custom_id: "d" })}`, "/v1/completions")).ok).toBe(true);
     expect((await validate(JSON.stringify(emb), "/v1/embeddings")).ok).toBe(true);
   });
 
   it("ignores trailing blank lines but reports blank lines in the middle", async () => {
-    expect((await validate(jsonl([chatLine("a")]) + "\n\n  \n")).ok).toBe(true);
-    const r = await validate(jsonl([chatLine("a")]) + "\n\n" + jsonl([chatLine("b")]));
+    expect((await validate(`${jsonl([chatLine("a")])}\n\n  \n`)).ok).toBe(true);
+    const r = await validate(`${jsonl([chatLine("a")])}\n\n${jsonl([chatLine("b")])}`);
     expect(r.errors.map((e) => [e.code, e.line])).toEqual([
       ["invalid_json_line", 2],
       ["invalid_json_line", 3],
@@ -86,7 +91,11 @@ describe("validateBatchFile", () => {
         chatLine("b", { stop: ["1", "2", "3", "4", "5"] }),
       ]),
     );
-    expect(r.errors[0]).toMatchObject({ code: "invalid_body", param: "body.messages[0].content[0].type", message: expect.stringMatching(/"text"/) });
+    expect(r.errors[0]).toMatchObject({
+      code: "invalid_body",
+      param: "body.messages[0].content[0].type",
+      message: expect.stringMatching(/"text"/),
+    });
     expect(r.errors[1]).toMatchObject({ code: "invalid_body", param: "body.stop", message: expect.stringMatching(/at most 4/) });
   });
 
@@ -102,7 +111,9 @@ describe("validateBatchFile", () => {
   });
 
   it("reports overlong lines without reading them whole", async () => {
-    const r = await validate(jsonl([chatLine("a"), chatLine("b", { pad: "x".repeat(5000) }), chatLine("c")]), undefined, { maxLineBytes: 1000 });
+    const r = await validate(jsonl([chatLine("a"), chatLine("b", { pad: "x".repeat(5000) }), chatLine("c")]), undefined, {
+      maxLineBytes: 1000,
+    });
     expect(r.errors.map((e) => [e.code, e.line])).toEqual([["line_too_long", 2]]);
     expect(r.total).toBe(3);
   });
@@ -127,10 +138,17 @@ describe("validateBatchFile", () => {
         custom_id: `request-${i}`,
         method: "POST",
         url: "/v1/chat/completions",
-        body: { model: "m", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: `Question number ${i}?` }], max_tokens: 50 },
+        body: {
+          model: "m",
+          messages: [
+            { role: "system", content: "Be brief." },
+            { role: "user", content: `Question number ${i}?` },
+          ],
+          max_tokens: 50,
+        },
       }),
     );
-    const p = await scratch.write(lines.join("\n") + "\n");
+    const p = await scratch.write(`${lines.join("\n")}\n`);
     const r = await validateBatchFile(p, "/v1/chat/completions", limits);
     expect(r).toMatchObject({ ok: true, total: 50_000, errorCount: 0 });
   });

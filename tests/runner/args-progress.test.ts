@@ -7,7 +7,9 @@ const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
 
 describe("runner flags", () => {
   it("takes vLLM-style short and long flags", () => {
-    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--concurrency", "4", "--threads", "2", "--model", "m.gguf"], "/w")).toEqual({
+    expect(
+      parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--concurrency", "4", "--threads", "2", "--model", "m.gguf"], "/w"),
+    ).toEqual({
       kind: "run",
       args: { input: "/w/in.jsonl", output: "/w/out.jsonl", errors: "/w/out.errors.jsonl", concurrency: 4, threads: 2, model: "/w/m.gguf" },
     });
@@ -27,7 +29,12 @@ describe("runner flags", () => {
     const argv = ["-i", "in.jsonl", "-o", "https://b.example/out.jsonl?sig=1", "--error-file", "/abs/err.jsonl", "--model", "../m.gguf"];
     expect(parseRunnerArgs(argv, "/home/me/data")).toEqual({
       kind: "run",
-      args: { input: "/home/me/data/in.jsonl", output: "https://b.example/out.jsonl?sig=1", errors: "/abs/err.jsonl", model: "/home/me/m.gguf" },
+      args: {
+        input: "/home/me/data/in.jsonl",
+        output: "https://b.example/out.jsonl?sig=1",
+        errors: "/abs/err.jsonl",
+        model: "/home/me/m.gguf",
+      },
     });
   });
 
@@ -35,9 +42,14 @@ describe("runner flags", () => {
     expect(parseRunnerArgs(["-o", "x"])).toEqual({ kind: "usage", message: "missing -i/--input-file" });
     expect(parseRunnerArgs(["-i", "x"])).toEqual({ kind: "usage", message: "missing -o/--output-file" });
     expect(parseRunnerArgs(["-i", "a", "-o", "b", "--bogus"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/bogus/) });
-    expect(parseRunnerArgs(["-i", "a", "-o", "b", "--concurrency", "0"])).toMatchObject({ message: expect.stringMatching(/--concurrency must be an integer >= 1/) });
+    expect(parseRunnerArgs(["-i", "a", "-o", "b", "--concurrency", "0"])).toMatchObject({
+      message: expect.stringMatching(/--concurrency must be an integer >= 1/),
+    });
     expect(parseRunnerArgs(["-i", "a", "-o", "a"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/three different/) });
-    expect(parseRunnerArgs(["-i", "a.jsonl", "-o", "./a.jsonl"])).toMatchObject({ kind: "usage", message: expect.stringMatching(/three different/) });
+    expect(parseRunnerArgs(["-i", "a.jsonl", "-o", "./a.jsonl"])).toMatchObject({
+      kind: "usage",
+      message: expect.stringMatching(/three different/),
+    });
   });
 });
 
@@ -70,10 +82,7 @@ describe("runner progress", () => {
       p.update({ completed: i, failed: 0, usage });
     }
     p.finish({ completed: 10, failed: 0, usage });
-    expect(out).toEqual([
-      "progress: 5/10 (50%) 1.0 req/s 0 tok/s ETA 5.0s\n",
-      "progress: 10/10 (100%) 1.0 req/s 0 tok/s done\n",
-    ]);
+    expect(out).toEqual(["progress: 5/10 (50%) 1.0 req/s 0 tok/s ETA 5.0s\n", "progress: 10/10 (100%) 1.0 req/s 0 tok/s done\n"]);
   });
 
   it("formats durations for people", () => {

@@ -37,7 +37,9 @@ describe("runner URLs", () => {
 
   it("gives up at once on a 404, with the status in the message", async () => {
     const before = srv.requests.length;
-    await expect(download(`${srv.baseUrl}/missing.jsonl`, path.join(dir, "m"), { retry: fast })).rejects.toThrow(/GET .*missing\.jsonl failed: HTTP 404/);
+    await expect(download(`${srv.baseUrl}/missing.jsonl`, path.join(dir, "m"), { retry: fast })).rejects.toThrow(
+      /GET .*missing\.jsonl failed: HTTP 404/,
+    );
     expect(srv.requests.length - before).toBe(1);
   });
 
@@ -51,7 +53,9 @@ describe("runner URLs", () => {
   it("reports a refused connection", async () => {
     const gone = await startFileServer();
     await gone.close();
-    await expect(download(`${gone.baseUrl}/x.jsonl`, path.join(dir, "r"), { retry: fast })).rejects.toThrow(/after 3 tries: .*ECONNREFUSED/);
+    await expect(download(`${gone.baseUrl}/x.jsonl`, path.join(dir, "r"), { retry: fast })).rejects.toThrow(
+      /after 3 tries: .*ECONNREFUSED/,
+    );
   });
 
   it("PUTs a file with its length declared, retrying a 503", async () => {

@@ -31,7 +31,12 @@ afterAll(async () => {
 });
 
 const chat = (id: string, content: string, extra: object = {}) =>
-  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content }], max_tokens: 8, temperature: 0, ...extra } });
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: "m", messages: [{ role: "user", content }], max_tokens: 8, temperature: 0, ...extra },
+  });
 
 function args(input: string, output: string, more: string[] = []): RunnerArgs {
   const parsed = parseRunnerArgs(["-i", input, "-o", output, ...more]);
@@ -47,17 +52,30 @@ function sink() {
 async function run(a: RunnerArgs) {
   const stdout = sink();
   const stderr = sink();
-  const result = await runOffline(a, { config, logger: pino({ level: "silent" }), stdout, stderr, httpRetry: { attempts: 3, baseDelayMs: 5 } });
+  const result = await runOffline(a, {
+    config,
+    logger: pino({ level: "silent" }),
+    stdout,
+    stderr,
+    httpRetry: { attempts: 3, baseDelayMs: 5 },
+  });
   return { ...result, stdout: stdout.text(), stderr: stderr.text() };
 }
 
-const rows = (text: string) => text.trim().split("\n").map((l) => JSON.parse(l));
+const rows = (text: string) =>
+  text
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
 
 describe("offline runner", () => {
   it("runs a local file: results in the output, a failed request in the error file", async () => {
     const input = path.join(dir, "in.jsonl");
     // ~2,000 tokens cannot fit a 256-token context: that request fails, the others go on.
-    writeFileSync(input, [chat("a", "Once upon a time"), chat("b", "The cat"), chat("huge", "word ".repeat(2000)), chat("c", "A dog")].join("\n") + "\n");
+    writeFileSync(
+      input,
+      `${[chat("a", "Once upon a time"), chat("b", "The cat"), chat("huge", "word ".repeat(2000)), chat("c", "A dog")].join("\n")}\n`,
+    );
     const out = path.join(dir, "results", "out.jsonl");
     const r = await run(args(input, out));
     expect(r.exitCode).toBe(0);
@@ -76,18 +94,25 @@ describe("offline runner", () => {
     expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
 
     // A second run replaces the results instead of appending to them.
-    writeFileSync(input, chat("only", "Hello") + "\n");
+    writeFileSync(input, `${chat("only", "Hello")}\n`);
     expect((await run(args(input, out))).exitCode).toBe(0);
     expect(rows(readFileSync(out, "utf8")).map((x) => x.custom_id)).toEqual(["only"]);
     expect(existsSync(path.join(dir, "results", "out.errors.jsonl"))).toBe(false);
   });
 
   it("reads the input from a URL and PUTs the output to one, retrying a 503 each way", async () => {
-    srv.objects.set("/in/batch.jsonl", Buffer.from([chat("u1", "Once"), chat("u2", "The sun"), chat("big", "word ".repeat(2000))].join("\n")));
+    srv.objects.set(
+      "/in/batch.jsonl",
+      Buffer.from([chat("u1", "Once"), chat("u2", "The sun"), chat("big", "word ".repeat(2000))].join("\n")),
+    );
     srv.failNext(1);
     const r = await run(args(`${srv.baseUrl}/in/batch.jsonl`, `${srv.baseUrl}/out/results.jsonl?sig=s3cr3t`));
     expect(r.exitCode).toBe(0);
-    expect(rows(srv.objects.get("/out/results.jsonl")!.toString()).map((x) => x.custom_id).sort()).toEqual(["u1", "u2"]);
+    expect(
+      rows(srv.objects.get("/out/results.jsonl")!.toString())
+        .map((x) => x.custom_id)
+        .sort(),
+    ).toEqual(["u1", "u2"]);
     expect(rows(srv.objects.get("/out/results.errors.jsonl")!.toString()).map((x) => x.custom_id)).toEqual(["big"]);
     expect(srv.requests.some((q) => q.method === "PUT" && q.url === "/out/results.errors.jsonl?sig=s3cr3t")).toBe(true);
     // The signature never reaches the terminal.
@@ -97,7 +122,8 @@ describe("offline runner", () => {
 
   it("runs embeddings files, taking the endpoint from the lines", async () => {
     const input = path.join(dir, "emb.jsonl");
-    const line = (id: string, text: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: "m", input: text } });
+    const line = (id: string, text: string) =>
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: "m", input: text } });
     writeFileSync(input, [line("e1", "hello"), line("e2", "world")].join("\n"));
     const out = path.join(dir, "emb-out.jsonl");
     const r = await run(args(input, out));
@@ -109,7 +135,15 @@ describe("offline runner", () => {
 
   it("runs nothing and exits 1 for an invalid file, listing the bad lines", async () => {
     const input = path.join(dir, "bad.jsonl");
-    writeFileSync(input, [chat("x", "hi"), "{not json", chat("x", "dup"), JSON.stringify({ custom_id: "y", method: "POST", url: "/v1/completions", body: {} })].join("\n"));
+    writeFileSync(
+      input,
+      [
+        chat("x", "hi"),
+        "{not json",
+        chat("x", "dup"),
+        JSON.stringify({ custom_id: "y", method: "POST", url: "/v1/completions", body: {} }),
+      ].join("\n"),
+    );
     const out = path.join(dir, "never.jsonl");
     const r = await run(args(input, out));
     expect(r.exitCode).toBe(1);
@@ -122,7 +156,9 @@ describe("offline runner", () => {
 
   it("fails clearly on a missing input file or an unreachable URL", async () => {
     await expect(run(args(path.join(dir, "nope.jsonl"), path.join(dir, "o.jsonl")))).rejects.toThrow(/no such input file: .*nope\.jsonl/);
-    await expect(run(args(`${srv.baseUrl}/missing.jsonl`, path.join(dir, "o.jsonl")))).rejects.toThrow(/GET .*missing\.jsonl failed: HTTP 404/);
+    await expect(run(args(`${srv.baseUrl}/missing.jsonl`, path.join(dir, "o.jsonl")))).rejects.toThrow(
+      /GET .*missing\.jsonl failed: HTTP 404/,
+    );
   });
 });
 
