@@ -7,12 +7,12 @@ import type { Config } from "./config.js";
 import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import { startEngine } from "./start-engine.js";
-import type { Engine } from "../engine/types.js";
+import { startBackend } from "./start-engine.js";
+import type { InferenceBackend } from "../openai/backend.js";
 
 export interface Service {
   app: express.Express;
-  engine: Engine;
+  backend: InferenceBackend;
   controlPlane: Awaited<ReturnType<typeof createControlPlane>>;
   /** This instance's Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics;
@@ -31,31 +31,31 @@ export async function createService(config: Config, logger: pino.Logger): Promis
 }
 
 async function buildService(config: Config, logger: pino.Logger, unlock: () => void): Promise<Service> {
-  const engine = await startEngine(config, logger);
+  const backend = await startBackend(config, logger);
   const metrics = createMetrics();
-  metrics.setEngineInfo(engine.info);
-  const controlPlane = await createControlPlane({ config, engine, logger, metrics });
+  metrics.setBackendInfo(backend.info);
+  const controlPlane = await createControlPlane({ config, backend, logger, metrics });
   metrics.watch(controlPlane.status);
   const app = createApp({
     config,
     files: controlPlane.files,
     batches: controlPlane.batches,
     status: controlPlane.status,
-    engineInfo: () => engine.info,
+    backendInfo: () => backend.info,
     logger,
     metrics,
   });
   let closed: Promise<void> | undefined;
   return {
     app,
-    engine,
+    backend,
     controlPlane,
     metrics,
     close(opts = {}) {
       closed ??= (async () => {
         await controlPlane.worker.close({ graceMs: opts.graceMs ?? 10_000 });
         await controlPlane.close();
-        await engine.close();
+        await backend.close();
         unlock();
       })();
       return closed;

@@ -4,7 +4,8 @@ import type pino from "pino";
 import type { Config } from "./config.js";
 import { createEngine } from "../engine/index.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
-import type { Engine } from "../engine/types.js";
+import { LlamaBackend } from "../engine/openai-backend.js";
+import type { InferenceBackend } from "../openai/backend.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start";
@@ -24,8 +25,12 @@ export async function resolveModelPath(
   return { path: generated, generated: true };
 }
 
-/** Resolves the model (warning loudly about the generated one) and brings the engine up. */
-export async function startEngine(config: Pick<Config, "modelPath" | "engine">, logger: pino.Logger, hint?: string): Promise<Engine> {
+/** Resolves the model (warning loudly about the generated one) and brings the local engine up as the backend. */
+export async function startBackend(
+  config: Pick<Config, "modelPath" | "engine">,
+  logger: pino.Logger,
+  hint?: string,
+): Promise<InferenceBackend> {
   const model = await resolveModelPath(config, logger, hint);
   const engine = await createEngine({
     modelPath: model.path,
@@ -37,6 +42,7 @@ export async function startEngine(config: Pick<Config, "modelPath" | "engine">, 
     embeddingContexts: config.engine.embeddingContexts,
     log: (msg, fields) => logger.info(fields ?? {}, msg),
   });
-  logger.info({ engine: engine.info }, "engine ready");
-  return engine;
+  const backend = new LlamaBackend(engine);
+  logger.info({ backend: backend.info }, "backend ready");
+  return backend;
 }

@@ -10,7 +10,8 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { createEngine, type Engine } from "../engine/index.js";
-import { defaultConcurrency, runBatchFile } from "../pipeline/run-batch.js";
+import { LlamaBackend } from "../engine/openai-backend.js";
+import { runBatchFile } from "../pipeline/run-batch.js";
 import { readMemory } from "./proc-stats.js";
 import { completionLines, prompt, sharedSystemPrompt, writeBatchFile } from "./workload.js";
 
@@ -48,7 +49,7 @@ const engine = await createEngine({
 });
 const loaded = readMemory();
 // As a batch job runs by default (pipeline/run-batch.ts), unless told otherwise.
-const concurrency = Number(a.concurrency) > 0 ? Number(a.concurrency) : defaultConcurrency(engine.info.sequences);
+const concurrency = Number(a.concurrency) > 0 ? Number(a.concurrency) : new LlamaBackend(engine).info.concurrency;
 
 interface Totals {
   generated: number;
@@ -89,7 +90,7 @@ async function pipelineMode(e: Engine): Promise<{ totals: Totals; seconds: numbe
       outputPath: path.join(dir, "output.jsonl"),
       errorPath: path.join(dir, "errors.jsonl"),
       endpoint: "/v1/completions",
-      engine: e,
+      backend: new LlamaBackend(e),
       batchSize: 64,
       concurrency,
       onProgress: () => latenciesMs.push(performance.now() - started),

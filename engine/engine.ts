@@ -1,14 +1,16 @@
 // The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
-import type { Llama, LlamaModel } from "node-llama-cpp";
+import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { renderChat, type ChatFormat } from "./chat.js";
 import type { Embedder } from "./embed.js";
-import { engineClosed } from "./errors.js";
+import { unsupportedValue } from "../openai/errors.js";
+import { engineClosed, invalidRequest } from "./errors.js";
 import { generate, resolveSampling, type GenerationRequest } from "./generate.js";
+import type { Grammars } from "./grammars.js";
 import type { SamplerMemory } from "./sampler-memory.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { tokenizePrompt } from "./tokens.js";
 import {
-  EngineRequestError,
+  RequestError,
   type ChatMessage,
   type EmbeddingResult,
   type Engine,
@@ -29,6 +31,8 @@ export interface LlamaEngineParts {
   chatFormat: ChatFormat;
   /** Counts the native sampler memory each request leaves for the collector (sampler-memory.ts). */
   samplerMemory: SamplerMemory;
+  grammars: Grammars;
+  vocabularySize: number;
   info: EngineInfo;
 }
 
@@ -40,31 +44,60 @@ export class LlamaEngine implements Engine {
     this.info = Object.freeze({ ...parts.info });
   }
 
-  async complete(prompt: string, params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
+  async complete(prompt: string | readonly number[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
     this.ensureOpen();
-    if (typeof prompt !== "string") throw new EngineRequestError("prompt must be a string.", "invalid_request", false);
-    const sampling = resolveSampling(params, DEFAULT_COMPLETION_MAX_TOKENS);
-    const tokens = tokenizePrompt(this.parts.model, prompt);
-    return this.generate({ ...sampling, tokens, stopTokens: new Set() }, signal);
+    const tokens = typeof prompt === "string" ? tokenizePrompt(this.parts.model, prompt) : this.checkedTokens(prompt);
+    return this.generate(tokens, params, DEFAULT_COMPLETION_MAX_TOKENS, { stopStrings: [], stopTokens: new Set() }, signal);
   }
 
   /** Without maxTokens the answer may fill the rest of the sequence's context, which bounds it. */
   async chat(messages: ChatMessage[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
     this.ensureOpen();
-    const sampling = resolveSampling(params, null);
     const rendered = renderChat(this.parts.model, this.parts.chatFormat, messages);
-    return this.generate(
-      {
-        ...sampling,
-        tokens: rendered.tokens,
-        stopStrings: [...sampling.stopStrings, ...rendered.stopStrings],
-        stopTokens: rendered.stopTokens,
-      },
-      signal,
-    );
+    return this.generate(rendered.tokens, params, null, rendered, signal);
   }
 
-  private async generate(req: GenerationRequest, signal?: AbortSignal): Promise<GenerationResult> {
+  get vocabularySize(): number {
+    return this.parts.vocabularySize;
+  }
+
+  isEndOfGeneration(token: number): boolean {
+    return this.parts.model.isEogToken(token as Token);
+  }
+
+  private async grammarFor(format: NonNullable<SamplingParams["format"]>) {
+    try {
+      return await this.parts.grammars.get(format);
+    } catch (err) {
+      if (err instanceof RequestError) throw err;
+      // node-llama-cpp's own refusal of a schema it cannot turn into a grammar.
+      const message = err instanceof Error ? err.message : String(err);
+      throw unsupportedValue("response_format", `The response format cannot be enforced: ${message}`);
+    }
+  }
+
+  private checkedTokens(prompt: readonly number[]): Token[] {
+    const bad = prompt.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabularySize);
+    if (bad >= 0) throw invalidRequest(`Token id ${prompt[bad]} is not in the model's vocabulary of ${this.vocabularySize} tokens.`);
+    return prompt as Token[];
+  }
+
+  private async generate(
+    tokens: Token[],
+    params: SamplingParams,
+    defaultMaxTokens: number | null,
+    stops: { stopStrings: string[]; stopTokens: ReadonlySet<Token> },
+    signal?: AbortSignal,
+  ): Promise<GenerationResult> {
+    const sampling = resolveSampling(params, defaultMaxTokens);
+    const grammar = params.format ? await this.grammarFor(params.format) : null;
+    const req: GenerationRequest = {
+      ...sampling,
+      tokens,
+      grammar,
+      stopStrings: [...sampling.stopStrings, ...stops.stopStrings],
+      stopTokens: stops.stopTokens,
+    };
     try {
       return await generate(this.parts.pool, this.parts.model, req, signal);
     } finally {
@@ -75,7 +108,7 @@ export class LlamaEngine implements Engine {
   async embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult> {
     this.ensureOpen();
     if (!this.parts.embedder) {
-      throw new EngineRequestError(`The model ${this.info.modelId} cannot compute embeddings.`, "embeddings_unsupported", false);
+      throw new RequestError(`The model ${this.info.modelId} cannot compute embeddings.`, "embeddings_unsupported", false);
     }
     return this.parts.embedder.embed(inputs, signal);
   }

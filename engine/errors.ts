@@ -1,6 +1,6 @@
-// The errors the engine throws, beyond EngineRequestError itself.
+// The errors the engine throws, beyond RequestError itself.
 import { DisposedError } from "node-llama-cpp";
-import { EngineRequestError } from "./types.js";
+import { RequestError } from "./types.js";
 
 /**
  * The error for a request stopped by its AbortSignal. Named "AbortError" (as fetch and timers name theirs)
@@ -18,25 +18,25 @@ export function throwIfAborted(signal?: AbortSignal): void {
 
 /** `limit`: the most tokens that fit (a generation needs room for at least one new token). */
 export const contextLengthExceeded = (tokens: number, limit: number, what = "prompt") =>
-  new EngineRequestError(
+  new RequestError(
     `The ${what} is ${tokens} tokens long, but at most ${limit} fit in the model's context. Shorten it.`,
     "context_length_exceeded",
     false,
   );
 
-export const invalidRequest = (message: string) => new EngineRequestError(message, "invalid_request", false);
+export const invalidRequest = (message: string) => new RequestError(message, "invalid_request", false);
 
-export const engineClosed = () => new EngineRequestError("The engine is closed.", "engine_closed", true);
+export const engineClosed = () => new RequestError("The engine is closed.", "engine_closed", true);
 
 /**
  * Whatever else escapes node-llama-cpp mid-request (a failed decode, a disposed sequence) is a fault of the
  * moment, not of the request, so it may be retried; the request's own errors pass through unchanged.
  */
 export function asEngineError(err: unknown): unknown {
-  if (err instanceof EngineRequestError) return err;
+  if (err instanceof RequestError) return err;
   if (err instanceof Error && err.name === "AbortError") return err;
   // The engine was closed under the request.
   if (err instanceof DisposedError) return engineClosed();
   const message = err instanceof Error ? err.message : String(err);
-  return new EngineRequestError(`Inference failed: ${message}`, "engine_error", true);
+  return new RequestError(`Inference failed: ${message}`, "engine_error", true);
 }

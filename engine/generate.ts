@@ -1,13 +1,22 @@
-// The generation loop shared by completions and chat: one sequence, one prompt, token by token.
+// The generation loop shared by completions and chat: one sequence, one prompt, token by token, `n` times.
 // A direct sequence.evaluate loop rather than LlamaCompletion: it measured as fast or faster for many short
 // parallel requests (engine/README.md), counts real tokens, never truncates or shifts the prompt behind our
-// back, and keeps the sequence's cache for the next request's shared prefix.
+// back, and keeps the sequence's cache for the next request's shared prefix (and for the next of n choices).
 import { randomInt } from "node:crypto";
-import type { LlamaModel, Token } from "node-llama-cpp";
+import {
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  LlamaGrammarEvaluationState,
+  type LlamaModel,
+  type SequenceEvaluateOptions,
+  type Token,
+  TokenBias,
+} from "node-llama-cpp";
 import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
+import { tokenLogprobs } from "./logprobs.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
-import type { FinishReason, GenerationResult, SamplingParams } from "./types.js";
+import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, SamplingParams } from "./types.js";
 
 export interface GenerationRequest {
   /** The whole prompt, beginning-of-sequence token included. */
@@ -20,30 +29,48 @@ export interface GenerationRequest {
   stopStrings: string[];
   /** Tokens that end the answer besides the model's end-of-generation tokens (e.g. a chat turn's end marker). */
   stopTokens: ReadonlySet<Token>;
+  frequencyPenalty: number;
+  presencePenalty: number;
+  logitBias: ReadonlyMap<number, number> | null;
+  grammar: LlamaGrammar | null;
+  /** Alternatives per token to report; null: no log probabilities. */
+  logprobs: number | null;
+  n: number;
 }
+
+type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar">;
 
 /** A detokenized piece ending in this is an incomplete UTF-8 character: wait for the next byte token. */
 const REPLACEMENT_CHAR = "\uFFFD";
 const MAX_PARTIAL_TOKENS = 4;
 
-/** Sampling parameters checked and defaulted as the OpenAI API does (temperature 1, top_p 1). */
-export function resolveSampling(params: SamplingParams, defaultMaxTokens: number | null) {
-  const { maxTokens, temperature = 1, topP = 1, stop = [], seed } = params;
+/** Sampling parameters checked and defaulted as the OpenAI API does (temperature 1, top_p 1, n 1). */
+export function resolveSampling(params: SamplingParams, defaultMaxTokens: number | null): Resolved {
+  const { maxTokens, topP = 1, stop = [], seed, frequencyPenalty = 0, presencePenalty = 0, n = 1 } = params;
+  let { temperature = 1 } = params;
   if (maxTokens != null && (!Number.isInteger(maxTokens) || maxTokens < 0)) {
     throw invalidRequest(`maxTokens must be a non-negative integer, got ${maxTokens}.`);
   }
   if (!Number.isFinite(temperature) || temperature < 0) throw invalidRequest(`temperature must be >= 0, got ${temperature}.`);
-  if (!Number.isFinite(topP) || topP <= 0 || topP > 1) throw invalidRequest(`topP must be in (0, 1], got ${topP}.`);
+  if (!Number.isFinite(topP) || topP < 0 || topP > 1) throw invalidRequest(`topP must be in [0, 1], got ${topP}.`);
   if (!Array.isArray(stop) || stop.some((s) => typeof s !== "string")) throw invalidRequest("stop must be a list of strings.");
   if (seed != null && !Number.isFinite(seed)) throw invalidRequest(`seed must be a number, got ${seed}.`);
+  if (!Number.isInteger(n) || n < 1) throw invalidRequest(`n must be a positive integer, got ${n}.`);
+  // A nucleus of probability 0 holds only the most likely token: greedy, as temperature 0 is.
+  if (topP === 0) temperature = 0;
   return {
     maxTokens: maxTokens ?? defaultMaxTokens,
     temperature,
-    topP,
+    topP: topP === 0 ? 1 : topP,
     stopStrings: stop.filter((s) => s.length > 0),
     // node-llama-cpp's own default seed is the current second, which would give every request started in the
     // same second the same "random" answer.
     seed: seed == null ? randomInt(2 ** 31) : ((Math.trunc(seed) % 2 ** 32) + 2 ** 32) % 2 ** 32,
+    frequencyPenalty,
+    presencePenalty,
+    logitBias: params.logitBias && params.logitBias.size > 0 ? params.logitBias : null,
+    logprobs: params.logprobs ?? null,
+    n,
   };
 }
 
@@ -60,64 +87,133 @@ export async function generate(
   if (room < 1) throw contextLengthExceeded(promptTokens, pool.contextSize - 1);
   const maxTokens = Math.min(req.maxTokens ?? room, room);
   throwIfAborted(signal);
-  if (maxTokens === 0) return { text: "", promptTokens, completionTokens: 0, cachedPromptTokens: 0, finishReason: "length" };
+  if (maxTokens === 0) {
+    const choices = Array.from({ length: req.n }, (): Choice => ({ text: "", completionTokens: 0, finishReason: "length" }));
+    return { ...choices[0], promptTokens, completionTokens: 0, cachedPromptTokens: 0, choices };
+  }
 
   const sequence = await pool.acquire(req.tokens, signal);
   let failed = false;
   try {
-    const cachedPromptTokens = await pool.prepare(sequence, req.tokens);
-    throwIfAborted(signal);
-    // The history the detokenizer sees, so a word-initial token keeps its leading space.
-    const history = req.tokens.slice(-8);
-    let completionTokens = 0;
-    let text = "";
-    let pending: Token[] = [];
-    let finishReason: FinishReason = "length";
-    /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
-    const flush = (piece = model.detokenize(pending, false, history)) => {
-      const checkedUpTo = text.length;
-      text += piece;
-      history.push(...pending);
-      pending = [];
-      const hit = findStop(text, req.stopStrings, checkedUpTo);
-      if (hit) text = text.slice(0, hit.index);
-      return hit !== null;
-    };
-
-    const tokens = sequence.evaluate(req.tokens.slice(cachedPromptTokens), {
-      temperature: req.temperature,
-      topP: req.topP,
-      // OpenAI sampling has no top-k or min-p cut (0 turns them off).
-      topK: 0,
-      minP: 0,
-      seed: req.seed,
-      yieldEogToken: true,
-      evaluationPriority: pool.batchTag(sequence),
-    });
-    for await (const token of tokens) {
-      completionTokens++;
-      let stopped = model.isEogToken(token) || req.stopTokens.has(token);
-      if (!stopped) {
-        pending.push(token);
-        const piece = model.detokenize(pending, false, history);
-        const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
-        stopped = !partial && flush(piece);
-      }
-      if (stopped) finishReason = "stop";
-      if (stopped || completionTokens >= maxTokens || signal?.aborted) {
-        // Said before the loop is left: closing node-llama-cpp's generator takes a few promise hops, and the
-        // other sequences' next decode should not wait for this one meanwhile (batch-order.ts).
-        pool.finished(sequence);
-        break;
-      }
+    const choices: Choice[] = [];
+    let cachedPromptTokens = 0;
+    // The choices take turns on one sequence: each after the first finds the prompt in the cache, so the prompt
+    // is evaluated once whatever n is (only its last token again, for the first new token's logits).
+    for (let i = 0; i < req.n; i++) {
+      const cached = await pool.prepare(sequence, req.tokens);
+      if (i === 0) cachedPromptTokens = cached;
+      throwIfAborted(signal);
+      choices.push(await generateChoice(pool, sequence, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal));
     }
-    if (finishReason === "length" && completionTokens < maxTokens && signal?.aborted) throw abortError(signal);
-    if (pending.length > 0 && flush()) finishReason = "stop";
-    return { text, promptTokens, completionTokens, cachedPromptTokens, finishReason };
+    const completionTokens = choices.reduce((sum, c) => sum + c.completionTokens, 0);
+    return { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
   } catch (err) {
     failed = !(err instanceof Error && err.name === "AbortError");
     throw asEngineError(err);
   } finally {
     await pool.release(sequence, failed);
+  }
+}
+
+async function generateChoice(
+  pool: SequencePool,
+  sequence: LlamaContextSequence,
+  model: LlamaModel,
+  req: GenerationRequest,
+  cached: number,
+  maxTokens: number,
+  seed: number,
+  signal?: AbortSignal,
+): Promise<Choice> {
+  // The history the detokenizer sees, so a word-initial token keeps its leading space.
+  const history = req.tokens.slice(-8);
+  const generated: Token[] = [];
+  const logprobs: Array<GeneratedTokenLogprob & { offset: number }> | undefined = req.logprobs === null ? undefined : [];
+  let text = "";
+  let pending: Token[] = [];
+  let finishReason: FinishReason = "length";
+  /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
+  const flush = (piece = model.detokenize(pending, false, history)) => {
+    const checkedUpTo = text.length;
+    text += piece;
+    history.push(...pending);
+    pending = [];
+    const hit = findStop(text, req.stopStrings, checkedUpTo);
+    if (hit) text = text.slice(0, hit.index);
+    return hit !== null;
+  };
+
+  for await (const { token, probabilities } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
+    generated.push(token);
+    if (logprobs && probabilities)
+      logprobs.push({ ...tokenLogprobs(model, token, probabilities, req.temperature, req.logprobs ?? 0), offset: text.length });
+    let stopped = model.isEogToken(token) || req.stopTokens.has(token);
+    if (!stopped) {
+      pending.push(token);
+      const piece = model.detokenize(pending, false, history);
+      const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
+      stopped = !partial && flush(piece);
+    } else {
+      // The end-of-turn token is not part of the answer.
+      logprobs?.pop();
+    }
+    if (stopped) finishReason = "stop";
+    if (stopped || generated.length >= maxTokens || signal?.aborted) {
+      // Said before the loop is left: closing node-llama-cpp's generator takes a few promise hops, and the
+      // other sequences' next decode should not wait for this one meanwhile (batch-order.ts).
+      pool.finished(sequence);
+      break;
+    }
+  }
+  if (finishReason === "length" && generated.length < maxTokens && signal?.aborted) throw abortError(signal);
+  if (pending.length > 0 && flush()) finishReason = "stop";
+  const choice: Choice = { text, completionTokens: generated.length, finishReason };
+  // Tokens that began past a stop string's cut are not part of the answer.
+  if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0).map(({ offset: _, ...l }) => l);
+  return choice;
+}
+
+/** node-llama-cpp's evaluation, with the full probabilities per token only when log probabilities were asked for. */
+async function* evaluate(
+  sequence: LlamaContextSequence,
+  model: LlamaModel,
+  req: GenerationRequest,
+  cached: number,
+  generated: Token[],
+  seed: number,
+  pool: SequencePool,
+): AsyncGenerator<{ token: Token; probabilities?: Map<Token, number> }> {
+  const options: SequenceEvaluateOptions = {
+    temperature: req.temperature,
+    topP: req.topP,
+    // OpenAI sampling has no top-k or min-p cut (0 turns them off).
+    topK: 0,
+    minP: 0,
+    seed,
+    yieldEogToken: true,
+    evaluationPriority: pool.batchTag(sequence),
+  };
+  if (req.frequencyPenalty !== 0 || req.presencePenalty !== 0) {
+    // OpenAI's penalties count the tokens sampled so far (not the prompt's); llama.cpp's penalties sampler
+    // subtracts count x frequency and (count > 0) x presence from each logit, as OpenAI documents.
+    options.repeatPenalty = {
+      punishTokens: () => generated,
+      maxPunishTokens: Math.max(1, req.maxTokens ?? pool.contextSize),
+      penalty: 1,
+      frequencyPenalty: req.frequencyPenalty,
+      presencePenalty: req.presencePenalty,
+    };
+  }
+  if (req.logitBias) {
+    const bias = new TokenBias(model.tokenizer);
+    for (const [token, value] of req.logitBias) bias.set(token as Token, { logit: value });
+    options.tokenBias = bias;
+  }
+  if (req.grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar: req.grammar });
+  const input = req.tokens.slice(cached);
+  if (req.logprobs === null) {
+    for await (const token of sequence.evaluate(input, options)) yield { token };
+  } else {
+    yield* sequence.evaluateWithMetadata(input, { probabilities: true }, options);
   }
 }

@@ -7,7 +7,8 @@ import { LlamaEngine } from "./engine.js";
 import { loadLlama, loadModel } from "./load.js";
 import { SequencePool } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
-import { fullCollection, SamplerMemory, samplerBytes } from "./sampler-memory.js";
+import { Grammars } from "./grammars.js";
+import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { parametersPerToken, StepThreads } from "./step-threads.js";
 import { chooseThreads, threadBudget, threadsText } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
@@ -87,6 +88,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     embedder,
     chatFormat,
     samplerMemory: new SamplerMemory(samplerBytes(model), fullCollection()),
+    grammars: new Grammars(llama),
+    vocabularySize: vocabularySize(model),
     info: {
       modelPath: opts.modelPath,
       modelId: basename(opts.modelPath).replace(/\.gguf$/i, ""),

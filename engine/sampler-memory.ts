@@ -37,10 +37,14 @@ export class SamplerMemory {
 }
 
 export function samplerBytes(model: LlamaModel): number {
+  return vocabularySize(model) * BYTES_PER_CANDIDATE;
+}
+
+/** Tokens in the model's vocabulary, from the GGUF's token list (or its embedding matrix's width). */
+export function vocabularySize(model: LlamaModel): number {
   const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
   const embedding = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
-  const vocabulary = Array.isArray(tokens) ? tokens.length : Number(embedding?.dimensions[1] ?? 0);
-  return vocabulary * BYTES_PER_CANDIDATE;
+  return Array.isArray(tokens) ? tokens.length : Number(embedding?.dimensions[1] ?? 0);
 }
 
 /**

@@ -4,9 +4,40 @@
 export interface SamplingParams {
   maxTokens?: number;
   temperature?: number;
+  /** 0 samples greedily, as temperature 0 does. */
   topP?: number;
   stop?: string[];
   seed?: number;
+  /** OpenAI's penalties (-2..2), on the tokens generated so far. */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  /** Token id -> a value added to its logit (-100 bans it, 100 all but forces it). */
+  logitBias?: ReadonlyMap<number, number>;
+  /** The answer must be a JSON object, or follow a JSON schema (engine/json-schema.ts checks it first). */
+  format?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+  /** Return each generated token's log probability with this many most likely alternatives (0..20). */
+  logprobs?: number;
+  /** Answers generated from one evaluation of the prompt (1 by default). */
+  n?: number;
+}
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+export interface GeneratedTokenLogprob extends TokenLogprob {
+  /** The most likely tokens at this position, most likely first. */
+  top: TokenLogprob[];
+}
+
+export interface Choice {
+  text: string;
+  completionTokens: number;
+  finishReason: FinishReason;
+  /** Set when SamplingParams.logprobs was. */
+  logprobs?: GeneratedTokenLogprob[];
 }
 
 export type ChatRole = "system" | "developer" | "user" | "assistant" | "tool";
@@ -18,13 +49,14 @@ export interface ChatMessage {
 
 export type FinishReason = "stop" | "length";
 
-export interface GenerationResult {
-  text: string;
+/** The first choice's fields at the top (the usual n = 1), every choice in `choices`. */
+export interface GenerationResult extends Choice {
   promptTokens: number;
+  /** Over every choice. */
   completionTokens: number;
   /** Prompt tokens served from a reused KV-cache prefix. */
   cachedPromptTokens: number;
-  finishReason: FinishReason;
+  choices: Choice[];
 }
 
 export interface EmbeddingResult {
@@ -52,27 +84,19 @@ export interface EngineInfo {
 
 export interface Engine {
   readonly info: EngineInfo;
-  complete(prompt: string, params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
+  /** A text prompt, or token ids as they are (no beginning-of-sequence token added). */
+  complete(prompt: string | readonly number[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
   chat(messages: ChatMessage[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
   embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
   countTokens(text: string): number;
+  /** Vocabulary size and whether a token ends generation (for logit_bias and token-id prompts). */
+  readonly vocabularySize: number;
+  isEndOfGeneration(token: number): boolean;
   close(): Promise<void>;
 }
 
-/**
- * A request the engine refused. `retryable` says whether trying again later can help
- * (a transient resource failure) or not (context overflow, bad input).
- */
-export class EngineRequestError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-    readonly retryable: boolean,
-  ) {
-    super(message);
-    this.name = "EngineRequestError";
-  }
-}
+// The engine's refusals and failures are the backends' RequestError (retryable or not).
+export { RequestError } from "../openai/errors.js";
 
 export interface EngineOptions {
   /** Absolute path of a .gguf file. */

@@ -1,8 +1,11 @@
-// Runs a validated batch file over the engine: stream the lines, map them over executeRequest,
-// append one OpenAI batch output line per request to the output or the error file.
+// Runs a validated batch file over an inference backend: stream the lines, parse each body, let the backend
+// refuse what it cannot honour, run the rest, and append one OpenAI batch output line per request to the
+// output or the error file. A bad body fails its own line (status 400, the field named), never the batch.
+import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { EngineRequestError } from "../engine/types.js";
-import { executeRequest, hexId, InvalidBodyError, type EndpointResult } from "./endpoints.js";
+import type { BackendResult, Endpoint, InferenceBackend } from "../openai/backend.js";
+import { RequestError } from "../openai/errors.js";
+import { parseRequest } from "../openai/parse.js";
 import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
 import { addUsage, emptyUsage } from "./usage.js";
@@ -10,15 +13,7 @@ import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./t
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
 
-/**
- * Requests a run keeps in flight when none is configured: twice the engine's sequences, so a request is
- * always waiting when a sequence frees up (with exactly one per sequence, each sequence idles while its
- * last result is written and the next request is read and tokenized). Concurrent runs share the engine's
- * FIFO wait list, so each gets its turn.
- */
-export function defaultConcurrency(sequences: number): number {
-  return 2 * Math.max(1, sequences);
-}
+export const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
 const DRAINED: AbortReason = { code: "shutdown", message: "The run was drained for a shutdown; it resumes on restart." };
 const MAX_RETRY_DELAY_MS = 30_000;
 
@@ -31,9 +26,10 @@ interface BatchRequest {
 }
 
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
-  const { engine, endpoint, signal } = opts;
+  const { backend, endpoint, signal } = opts;
   const retry = opts.retry ?? DEFAULT_RETRY;
-  const concurrency = opts.concurrency > 0 ? opts.concurrency : defaultConcurrency(engine.info.sequences);
+  // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
+  const concurrency = opts.concurrency > 0 ? opts.concurrency : backend.info.concurrency;
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
@@ -52,7 +48,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     reportProgress();
   };
 
-  const onResult = async (req: BatchRequest, outcome: Outcome<EndpointResult>) => {
+  const onResult = async (req: BatchRequest, outcome: Outcome<BackendResult>) => {
     if (outcome.ok) {
       await output.append(successLine(req.customId, outcome.value.body));
       progress.completed++;
@@ -74,10 +70,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       signal,
       drain: opts.drain,
       onResult,
-      fn: (req, sig) => {
-        if (req.unparseable) return Promise.reject(new InvalidBodyError(req.unparseable, null));
-        return withRetry(() => executeRequest(engine, endpoint, req.body, sig), retry, sig);
-      },
+      fn: (req, sig) => runRequest(backend, endpoint, req, retry, sig),
     });
     if (!run.aborted) return { ...progress };
     // Only drained (signal untouched): the requests in flight finished, the rest resume on restart.
@@ -116,13 +109,27 @@ async function* readRequests(path: string, done: ReadonlySet<string>): AsyncGene
   }
 }
 
-/** Transient engine errors get more tries, with exponential backoff and full jitter. */
+/** Parse, check, run: the first two throw the line's own 400, which is never retried. */
+async function runRequest(
+  backend: InferenceBackend,
+  endpoint: Endpoint,
+  req: BatchRequest,
+  retry: { attempts: number; baseDelayMs: number },
+  signal: AbortSignal,
+): Promise<BackendResult> {
+  if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
+  const request = parseRequest(endpoint, req.body);
+  backend.check(request);
+  return withRetry(() => backend.execute(request, signal), retry, signal);
+}
+
+/** Transient backend errors get more tries, with exponential backoff and full jitter. */
 async function withRetry<T>(run: () => Promise<T>, retry: { attempts: number; baseDelayMs: number }, signal: AbortSignal): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await run();
     } catch (err) {
-      if (!(err instanceof EngineRequestError) || !err.retryable || attempt >= retry.attempts || signal.aborted) throw err;
+      if (!(err instanceof RequestError) || !err.retryable || attempt >= retry.attempts || signal.aborted) throw err;
       const cap = Math.min(MAX_RETRY_DELAY_MS, retry.baseDelayMs * 2 ** attempt);
       await sleep(Math.random() * cap, undefined, { signal });
     }
@@ -130,7 +137,7 @@ async function withRetry<T>(run: () => Promise<T>, retry: { attempts: number; ba
 }
 
 /** A failure that belongs to the request itself, not to the abort that interrupted it. */
-const isRequestFailure = (err: unknown) => err instanceof EngineRequestError && !err.retryable;
+const isRequestFailure = (err: unknown) => err instanceof RequestError && !err.retryable;
 
 function abortReasonOf(signal: AbortSignal): AbortReason {
   const r = signal.reason as Partial<AbortReason> | undefined;

@@ -1,7 +1,7 @@
-// Contracts of the pipeline: validation of a batch file and the run of a validated file over the engine.
-import type { Engine } from "../engine/types.js";
+// Contracts of the pipeline: validation of a batch file and the run of a validated file over a backend.
+import type { Endpoint, InferenceBackend, TokenUsage } from "../openai/backend.js";
 
-export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+export type { Endpoint, TokenUsage };
 
 export interface LineError {
   code: string;
@@ -29,12 +29,6 @@ export interface ValidationResult {
   model?: string;
 }
 
-export interface TokenUsage {
-  promptTokens: number;
-  completionTokens: number;
-  cachedTokens: number;
-}
-
 export interface Progress {
   completed: number;
   failed: number;
@@ -57,10 +51,10 @@ export interface RunBatchOptions {
   outputPath: string;
   errorPath: string;
   endpoint: Endpoint;
-  engine: Engine;
+  backend: InferenceBackend;
   /** Requests grouped per map-batches step. */
   batchSize: number;
-  /** Requests in flight at once; 0: defaultConcurrency (run-batch.ts), twice the engine's sequences. */
+  /** Requests in flight at once; 0: what the backend asks for (BackendInfo.concurrency). */
   concurrency: number;
   /** custom_ids whose result is already on disk: never run again. */
   done?: ReadonlySet<string>;
@@ -74,7 +68,7 @@ export interface RunBatchOptions {
    */
   drain?: AbortSignal;
   onProgress?: (p: Progress) => void;
-  /** Transient engine errors are retried with exponential backoff and jitter. */
+  /** Transient backend errors are retried with exponential backoff and jitter. */
   retry?: { attempts: number; baseDelayMs: number };
 }
 

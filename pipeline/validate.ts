@@ -1,7 +1,10 @@
 // Validation of an uploaded batch file before it is queued: one streaming pass, memory flat apart
-// from the Set of custom_ids. Every problem is reported with its 1-based line like OpenAI's
-// batch `errors.data`; the list is capped, the count is not.
-import { BatchLineSchema, bodySchemaFor, describeIssue } from "./batch-line.js";
+// from the Set of custom_ids. File-level faults (not JSON, a bad envelope, duplicate custom_ids, another
+// endpoint's url, two models, too many lines) are reported with their 1-based line like OpenAI's batch
+// `errors.data`; the list is capped, the count is not. Request bodies are checked when each line runs,
+// so one bad body fails only its own request, as OpenAI does.
+import { describeIssue } from "../openai/issues.js";
+import { BatchLineSchema } from "./batch-line.js";
 import { readJsonlLines } from "./jsonl.js";
 import type { Endpoint, LineError, ValidationLimits, ValidationResult } from "./types.js";
 
@@ -24,7 +27,6 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
     if (errors.length < maxErrors) errors.push(e);
   };
 
-  const bodySchema = bodySchemaFor(endpoint);
   const seen = new Set<string>();
   let total = 0;
   let model: string | undefined;
@@ -56,7 +58,7 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
         report({ code: "line_too_long", message: `Line is ${line.bytes} bytes; the limit is ${limits.maxLineBytes}.`, line: line.lineNo });
         continue;
       }
-      const lineModel = checkLine(line.text, line.lineNo, endpoint, bodySchema, seen, report);
+      const lineModel = checkLine(line.text, line.lineNo, endpoint, seen, report);
       if (lineModel !== undefined) {
         if (model === undefined) model = lineModel;
         else if (lineModel !== model) {
@@ -81,12 +83,11 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
   return result;
 }
 
-/** Checks one non-blank line; returns the body's model when the line is valid and names one. */
+/** Checks one non-blank line's envelope; returns the body's model when it names one. */
 function checkLine(
   text: string,
   lineNo: number,
   endpoint: Endpoint,
-  bodySchema: ReturnType<typeof bodySchemaFor>,
   seen: Set<string>,
   report: (e: LineError) => void,
 ): string | undefined {
@@ -129,12 +130,6 @@ function checkLine(
       line: lineNo,
       param: "url",
     });
-    return undefined;
-  }
-  const parsed = bodySchema.safeParse(body);
-  if (!parsed.success) {
-    const { message, param, missing } = describeIssue(parsed.error, body, "body");
-    report({ code: missing ? "missing_required_parameter" : "invalid_body", message, line: lineNo, param });
     return undefined;
   }
   return typeof body.model === "string" ? body.model : undefined;

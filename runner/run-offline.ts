@@ -5,8 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import type { Config } from "../api/config.js";
-import { startEngine } from "../api/start-engine.js";
-import { threadsText } from "../engine/index.js";
+import { startBackend } from "../api/start-engine.js";
 import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
@@ -85,20 +84,18 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     await writeFile(output, "");
     await rm(errors, { force: true });
 
-    const engine = await startEngine(config, deps.logger, "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)");
+    const backend = await startBackend(config, deps.logger, "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)");
     const started = Date.now();
     let result: RunBatchResult;
     try {
-      stderr.write(
-        `running ${validation.total} requests (${endpoint}) on ${engine.info.modelId}: ${engine.info.sequences} sequences, ${threadsText(engine.info.threads, engine.info.threadsLargeSteps)}\n`,
-      );
+      stderr.write(`running ${validation.total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
       const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
       result = await runBatchFile({
         inputPath: input,
         outputPath: output,
         errorPath: errors,
         endpoint,
-        engine,
+        backend,
         batchSize: config.pipeline.batchSize,
         concurrency: config.pipeline.concurrency,
         signal: signal ?? new AbortController().signal,
@@ -106,7 +103,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       });
       progress.finish(result);
     } finally {
-      await engine.close();
+      await backend.close();
     }
     const seconds = (Date.now() - started) / 1000;
 

@@ -30,7 +30,7 @@ export interface BatchServiceDeps {
   worker: Worker;
   runner: JobRunner;
   deadlines: DeadlineTimers;
-  /** The served model's name, for batches whose lines name none. */
+  /** The served model's name: what a batch reports as its model, whatever its lines name (one model is served). */
   modelId: string;
   logger: pino.Logger;
   /** Unix seconds. */
@@ -185,7 +185,7 @@ export class QueueingBatchService implements BatchService {
         created,
         windowSeconds,
         total: v.total,
-        model: v.model ?? input.model ?? this.deps.modelId,
+        model: this.deps.modelId,
       });
       if (!v.ok) {
         batch.errors = { object: "list", data: validationErrors(v) };

@@ -1,7 +1,7 @@
 // Composition of the control plane: stores loaded from BATCH_DIR, queue, simulated pool scheduler,
 // job runner and worker, with recovery of whatever was unfinished when the service last stopped.
 import type pino from "pino";
-import type { Engine } from "../../engine/types.js";
+import type { InferenceBackend } from "../../openai/backend.js";
 import { unixNow } from "../clock.js";
 import type { Config } from "../config.js";
 import type { ControlPlaneStatus, FileStore } from "../contracts.js";
@@ -35,11 +35,11 @@ export interface ControlPlane {
 
 export async function createControlPlane(deps: {
   config: Config;
-  engine: Engine;
+  backend: InferenceBackend;
   logger: pino.Logger;
   metrics?: BatchMetrics;
 }): Promise<ControlPlane> {
-  const { config, engine, metrics } = deps;
+  const { config, backend, metrics } = deps;
   const logger = deps.logger.child({ component: "control" });
   const now = unixNow;
 
@@ -52,7 +52,7 @@ export async function createControlPlane(deps: {
   });
   const scheduler = new PoolScheduler(config.pools, deps.logger.child({ component: "scheduler" }));
   const deadlines = new DeadlineTimers();
-  const runner = new JobRunner({ config, engine, store, files, deadlines, scheduler, logger, now, metrics });
+  const runner = new JobRunner({ config, backend, store, files, deadlines, scheduler, logger, now, metrics });
   const worker = new Worker({
     queue,
     scheduler,
@@ -69,7 +69,7 @@ export async function createControlPlane(deps: {
     worker,
     runner,
     deadlines,
-    modelId: engine.info.modelId,
+    modelId: backend.info.model,
     logger,
     now,
     metrics,

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import type pino from "pino";
-import type { Engine } from "../../engine/types.js";
+import type { InferenceBackend } from "../../openai/backend.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress, RunBatchResult } from "../../pipeline/types.js";
@@ -23,7 +23,7 @@ export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch
 
 export interface JobRunnerDeps {
   config: Config;
-  engine: Engine;
+  backend: InferenceBackend;
   store: BatchStore;
   files: FileStore;
   /** Disarmed when a batch ends. */
@@ -108,7 +108,7 @@ export class JobRunner {
   }
 
   private async execute(rec: BatchRecord, signal: AbortSignal, drain?: AbortSignal): Promise<RunBatchResult> {
-    const { config, engine, store } = this.deps;
+    const { config, backend, store } = this.deps;
     const b = rec.batch;
     const p = store.paths(b.id);
     await repairTornTail(p.output);
@@ -121,7 +121,7 @@ export class JobRunner {
       outputPath: p.output,
       errorPath: p.errors,
       endpoint: b.endpoint as Endpoint,
-      engine,
+      backend,
       batchSize: config.pipeline.batchSize,
       // 0: the pipeline's default (pipeline/run-batch.ts defaultConcurrency).
       concurrency: config.pipeline.concurrency,

@@ -3,7 +3,7 @@ import express from "express";
 import type pino from "pino";
 import type { Config } from "../config.js";
 import type { BatchService, ControlPlaneStatus, FileStore } from "../contracts.js";
-import type { EngineInfo } from "../../engine/types.js";
+import type { BackendInfo } from "../../openai/backend.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
@@ -25,7 +25,7 @@ export interface AppDeps {
   batches: BatchService;
   status: ControlPlaneStatus;
   /** Null until the model is loaded (then /ready answers 503). */
-  engineInfo: () => EngineInfo | null;
+  backendInfo: () => BackendInfo | null;
   logger: pino.Logger;
   /** Serves GET /metrics and counts every request when set. */
   metrics?: Metrics;
@@ -52,7 +52,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
 
   // Open routes: health checks and documentation must work without a key.
-  app.use(systemRouter({ service, engineInfo: deps.engineInfo, statusPage: readStatusPage() }));
+  app.use(systemRouter({ service, backendInfo: deps.backendInfo, statusPage: readStatusPage() }));
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
@@ -61,7 +61,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
-  app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, engineInfo: deps.engineInfo }));
+  app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, backendInfo: deps.backendInfo }));
 
   app.use(unknownRoute);
   app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));

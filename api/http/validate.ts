@@ -1,7 +1,7 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
 import type { z } from "zod";
 import { badRequest, notFound, type ApiError } from "../errors.js";
-import { paramPath } from "../../pipeline/batch-line.js";
+import { paramPath } from "../../openai/issues.js";
 
 function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
   let v: unknown = input;

@@ -30,7 +30,7 @@ export interface Metrics extends BatchMetrics {
   /** Queue and pool gauges read these at scrape time. */
   watch(status: ControlPlaneStatus): void;
   /** Model and backend as an info-style gauge. */
-  setEngineInfo(info: { modelId: string; gpu: string | false }): void;
+  setBackendInfo(info: { model: string; kind: string }): void;
 }
 
 export function createMetrics(opts: { now?: () => number; defaultMetrics?: boolean } = {}): Metrics {
@@ -74,10 +74,10 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
   const requests = counter("batch_requests_total", "Requests (batch lines) run, by endpoint and outcome.", ["endpoint", "outcome"]);
   const promptTokens = counter("prompt_tokens_total", "Prompt tokens processed.", ["endpoint"]);
   const completionTokens = counter("completion_tokens_total", "Completion tokens generated.", ["endpoint"]);
-  const engineInfo = new client.Gauge({
-    name: `${PREFIX}engine_info`,
-    help: "The served model and compute backend (value 1).",
-    labelNames: ["model", "gpu"],
+  const backendInfo = new client.Gauge({
+    name: `${PREFIX}backend_info`,
+    help: "The served model and the kind of backend serving it (value 1).",
+    labelNames: ["model", "backend"],
     registers,
   });
   liveGauge(
@@ -109,8 +109,8 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     watch(s) {
       status = s;
     },
-    setEngineInfo(info) {
-      engineInfo.set({ model: info.modelId, gpu: info.gpu === false ? "cpu" : info.gpu }, 1);
+    setBackendInfo(info) {
+      backendInfo.set({ model: info.model, backend: info.kind }, 1);
     },
     batchEnded(b) {
       batches.inc({ status: b.status });

@@ -8,7 +8,7 @@ import { Router } from "express";
 import { unixNow } from "../clock.js";
 import type { Batch } from "../schemas/objects.js";
 import type { BatchService, ControlPlaneStatus, Owner } from "../contracts.js";
-import type { EngineInfo } from "../../engine/types.js";
+import type { BackendInfo } from "../../openai/backend.js";
 import { ownerFrom } from "../http/auth.js";
 import { poolsVisibleTo } from "./status.js";
 
@@ -21,7 +21,7 @@ export interface StatusPageDeps {
   service: { name: string; version: string };
   status: ControlPlaneStatus;
   batches: BatchService;
-  engineInfo: () => EngineInfo | null;
+  backendInfo: () => BackendInfo | null;
 }
 
 /** The page systemRouter sends a browser at GET /. */
@@ -38,7 +38,7 @@ export function statusDataRouter(deps: StatusPageDeps): Router {
     res.setHeader("cache-control", "no-store");
     res.json({
       service: deps.service,
-      model: deps.engineInfo()?.modelId ?? null,
+      model: deps.backendInfo()?.model ?? null,
       now: unixNow(),
       queue: deps.status.queueStats(),
       pools_simulated: true,

@@ -1,12 +1,11 @@
 // Liveness, readiness and the service banner: open to everyone, cheap, no store access.
-import path from "node:path";
 import { Router } from "express";
-import type { EngineInfo } from "../../engine/types.js";
+import type { BackendInfo } from "../../openai/backend.js";
 import { modelNotReady } from "../errors.js";
 
 export interface SystemRouteDeps {
   service: { name: string; version: string };
-  engineInfo: () => EngineInfo | null;
+  backendInfo: () => BackendInfo | null;
   /** The status page's HTML, sent to a client that prefers text/html (a browser). */
   statusPage?: string;
 }
@@ -30,13 +29,22 @@ export function systemRouter(deps: SystemRouteDeps): Router {
     res.json({ status: "ok" });
   });
 
-  // Ready once the model is loaded; a load balancer should send no work before that.
-  // The route is open, so the model's directory on this machine stays out of the answer.
+  // Ready once the backend is up (the model loaded); a load balancer should send no work before that.
+  // The route is open, so the backend's settings carry no path or secret.
   router.get("/ready", (_req, res) => {
-    const info = deps.engineInfo();
+    const info = deps.backendInfo();
     if (!info) throw modelNotReady();
-    const { modelPath, ...engine } = info;
-    res.json({ status: "ready", model: info.modelId, model_file: path.basename(modelPath), engine });
+    res.json({
+      status: "ready",
+      model: info.model,
+      backend: {
+        kind: info.kind,
+        endpoints: info.endpoints,
+        concurrency: info.concurrency,
+        generated_model: info.generatedModel,
+        settings: info.settings,
+      },
+    });
   });
 
   return router;

@@ -10,6 +10,7 @@ import { loadConfig, type Config } from "../../api/config.js";
 import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
 import type { Owner } from "../../api/contracts.js";
 import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.js";
+import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { openTestEngine } from "../helpers/model.js";
 
@@ -52,7 +53,11 @@ export function controlTestbed(baseEnv: Record<string, string> = {}): ControlTes
     },
     async open(env = {}, engineFor = (e: Engine) => e) {
       dir ||= tempBatchDir();
-      const cp = await createControlPlane({ config: testConfig(dir, { ...baseEnv, ...env }), engine: engineFor(engine!), logger });
+      const cp = await createControlPlane({
+        config: testConfig(dir, { ...baseEnv, ...env }),
+        backend: new LlamaBackend(engineFor(engine!)),
+        logger,
+      });
       planes.push(cp);
       return cp;
     },

@@ -30,7 +30,7 @@ beforeAll(async () => {
     files: cp.files,
     batches: cp.batches,
     status: cp.status,
-    engineInfo: () => svc.service.engine.info,
+    backendInfo: () => svc.service.backend.info,
     logger: pino({ level: "info" }, sink),
   });
 });

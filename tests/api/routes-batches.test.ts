@@ -129,7 +129,8 @@ describe("POST /v1/batches (inline form)", () => {
     expect(done.request_counts).toEqual({ completed: 2, failed: 0, total: 2 });
     const results = (await request(app()).get(`/v1/batches/${done.id}/results`)).body.data;
     expect(results.map((r: any) => r.custom_id).sort()).toEqual(["request-1", "request-2"]);
-    expect(results[0].response.body.model).toBe("tiny");
+    // The one model served answers whatever the body named, and says so.
+    expect(results[0].response.body.model).toBe(svc.service.backend.info.model);
   });
 
   it("curl -d without a Content-Type still parses as JSON", async () => {
@@ -214,7 +215,11 @@ describe("operational and system routes", () => {
     expect((await request(app()).get("/health")).body).toEqual({ status: "ok" });
     const ready = await request(app()).get("/ready");
     expect(ready.status).toBe(200);
-    expect(ready.body).toMatchObject({ status: "ready", model: svc.service.engine.info.modelId, engine: { contextSize: 512 } });
+    expect(ready.body).toMatchObject({
+      status: "ready",
+      model: svc.service.backend.info.model,
+      backend: { kind: "local", endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"], settings: { contextSize: 512 } },
+    });
   });
 
   it("echoes a sane x-request-id and replaces an unsafe one", async () => {

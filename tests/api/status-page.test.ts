@@ -55,7 +55,7 @@ describe("GET /status.json", () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       service: { name: "offline-batch-inference" },
-      model: svc.service.engine.info.modelId,
+      model: svc.service.backend.info.model,
       queue: { depth: 0, max_depth: svc.config.maxQueueDepth, running: 0 },
       pools_simulated: true,
       has_more: false,

@@ -41,7 +41,8 @@ describe("proof of concept flow", () => {
     expect(output).toHaveLength(2);
     for (const o of output) {
       expect(o.response.body.object).toBe("text_completion");
-      expect(o.response.body.model).toBe("Qwen/Qwen2.5-0.5B-Instruct");
+      // The curl demo names Qwen; the response names the model that actually answered.
+      expect(o.response.body.model).toBe(svc.service.backend.info.model);
       expect(typeof o.response.body.choices[0].text).toBe("string");
       expect(o.response.body.usage.total_tokens).toBe(o.response.body.usage.prompt_tokens + o.response.body.usage.completion_tokens);
     }
@@ -103,7 +104,7 @@ describe("proof of concept flow", () => {
     const body = rows[0].response.body;
     expect(body.object).toBe("list");
     expect(body.data[0].object).toBe("embedding");
-    expect(body.data[0].embedding.length).toBe(svc.service.engine.info.embeddingDimensions);
+    expect(body.data[0].embedding.length).toBe(svc.service.backend.info.settings.embeddingDimensions);
   });
 
   it("serves health, readiness, the OpenAPI document and Swagger UI", async () => {
@@ -111,7 +112,7 @@ describe("proof of concept flow", () => {
     expect((await request(app).get("/health")).status).toBe(200);
     const ready = await request(app).get("/ready");
     expect(ready.status).toBe(200);
-    expect(JSON.stringify(ready.body)).toContain(svc.service.engine.info.modelId);
+    expect(JSON.stringify(ready.body)).toContain(svc.service.backend.info.model);
     const doc = await request(app).get("/openapi.json");
     for (const p of [
       "/v1/files",

@@ -1,7 +1,7 @@
 // The engine on a real model (stories260K when present, else the generated one): generation, chat,
 // embeddings and the errors callers rely on.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEngine, EngineRequestError, type Engine, type GenerationResult } from "../../engine/index.js";
+import { createEngine, RequestError, type Engine, type GenerationResult } from "../../engine/index.js";
 import { testModelPath } from "../helpers/model.js";
 
 const CONTEXT = 256;
@@ -107,14 +107,15 @@ describe("complete", () => {
 
   it("refuses a prompt longer than the context, for good", async () => {
     const err = await engine.complete("Once upon a time ".repeat(200), greedy(4)).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(EngineRequestError);
+    expect(err).toBeInstanceOf(RequestError);
     expect(err).toMatchObject({ code: "context_length_exceeded", retryable: false });
   });
 
   it("refuses bad sampling parameters without touching the model", async () => {
     await expect(engine.complete("x", { temperature: -1 })).rejects.toMatchObject({ code: "invalid_request", retryable: false });
     await expect(engine.complete("x", { maxTokens: 1.5 })).rejects.toMatchObject({ code: "invalid_request" });
-    await expect(engine.complete("x", { topP: 0 })).rejects.toMatchObject({ code: "invalid_request" });
+    await expect(engine.complete("x", { topP: 1.5 })).rejects.toMatchObject({ code: "invalid_request" });
+    await expect(engine.complete("x", { n: 0 })).rejects.toMatchObject({ code: "invalid_request" });
   });
 
   it("stops on abort with an AbortError, also while queued, and keeps serving", async () => {

@@ -7,6 +7,7 @@ import { loadLlama, loadModel } from "../../engine/load.js";
 import { SequencePool } from "../../engine/sequence-pool.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
 import { testModelPath } from "../helpers/model.js";
+import { PLAIN } from "./plain-request.js";
 
 const SEQUENCES = 4;
 let llama: Llama;
@@ -36,6 +37,7 @@ describe("lockstep decoding", () => {
       topP: 1,
       seed: 1,
       stopStrings: [],
+      ...PLAIN,
       // Never stop early on an end-of-text token: every request runs its 32 tokens.
       stopTokens: new Set<never>(),
     });

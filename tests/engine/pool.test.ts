@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ResourcePool } from "../../engine/pool.js";
-import { EngineRequestError } from "../../engine/types.js";
+import { RequestError } from "../../engine/types.js";
 
 describe("ResourcePool", () => {
   it("hands out free items, then serves waiters first come, first served", async () => {
@@ -50,7 +50,7 @@ describe("ResourcePool", () => {
     await pool.acquire();
     const waiter = pool.acquire();
     pool.close();
-    await expect(waiter).rejects.toBeInstanceOf(EngineRequestError);
+    await expect(waiter).rejects.toBeInstanceOf(RequestError);
     await expect(pool.acquire()).rejects.toMatchObject({ code: "engine_closed", retryable: true });
   });
 });

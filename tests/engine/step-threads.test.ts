@@ -9,6 +9,7 @@ import { parametersPerToken, StepThreads } from "../../engine/step-threads.js";
 import { ALL_CORES_STEP_WORK } from "../../engine/threads.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
 import { testModelPath } from "../helpers/model.js";
+import { PLAIN } from "./plain-request.js";
 
 let llama: Llama;
 let model: LlamaModel;
@@ -77,6 +78,7 @@ describe("StepThreads", () => {
         seed: 1,
         stopStrings: [],
         stopTokens: new Set(),
+        ...PLAIN,
       });
       expect(r.completionTokens).toBe(4);
       // The prompt step, then one step per generated token but the last; a step's threads are read back at the next.

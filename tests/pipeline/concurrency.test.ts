@@ -1,7 +1,9 @@
-// The run's default concurrency keeps a request waiting for every sequence: twice the engine's sequences.
+// The run's default concurrency is the backend's; the local one keeps a request waiting for every sequence:
+// twice the engine's sequences.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
-import { defaultConcurrency, runBatchFile } from "../../pipeline/run-batch.js";
+import { runBatchFile } from "../../pipeline/run-batch.js";
 import { testEngine } from "./engine.js";
 import { jsonl, scratchDir } from "./scratch.js";
 
@@ -33,6 +35,10 @@ function counting(inner: Engine) {
     chat: (m, p, s) => inner.chat(m, p, s),
     embed: (i, s) => inner.embed(i, s),
     countTokens: (t) => inner.countTokens(t),
+    get vocabularySize() {
+      return inner.vocabularySize;
+    },
+    isEndOfGeneration: (t) => inner.isEndOfGeneration(t),
     close: () => inner.close(),
   };
   return { engine: wrapped, max: () => max };
@@ -40,8 +46,7 @@ function counting(inner: Engine) {
 
 describe("default concurrency", () => {
   it("is twice the sequences", () => {
-    expect(defaultConcurrency(8)).toBe(16);
-    expect(defaultConcurrency(0)).toBe(2);
+    expect(new LlamaBackend(engine).info.concurrency).toBe(2 * engine.info.sequences);
   });
 
   it("a run left at 0 keeps twice the engine's sequences in flight", async () => {
@@ -57,7 +62,7 @@ describe("default concurrency", () => {
       outputPath: await scratch.file("out.jsonl"),
       errorPath: await scratch.file("err.jsonl"),
       endpoint: "/v1/completions",
-      engine: c.engine,
+      backend: new LlamaBackend(c.engine),
       batchSize: 64,
       concurrency: 0,
     });

@@ -1,6 +1,6 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
 // inject transient failures in front of it (the engine itself is never replaced).
-import { EngineRequestError, type Engine } from "../../engine/types.js";
+import { RequestError, type Engine } from "../../engine/types.js";
 import { openTestEngine } from "../helpers/model.js";
 
 export const testEngine = openTestEngine;
@@ -18,7 +18,7 @@ export function observe(engine: Engine): Observed {
   const gate = (what: string) => {
     if (failures > 0) {
       failures--;
-      throw new EngineRequestError("injected transient failure", "engine_busy", true);
+      throw new RequestError("injected transient failure", "engine_busy", true);
     }
     calls.push(what);
   };
@@ -31,7 +31,7 @@ export function observe(engine: Engine): Observed {
       failures = n;
     },
     complete: async (prompt, params, signal) => {
-      gate(prompt);
+      gate(String(prompt));
       return engine.complete(prompt, params, signal);
     },
     chat: async (messages, params, signal) => {
@@ -43,6 +43,10 @@ export function observe(engine: Engine): Observed {
       return engine.embed(inputs, signal);
     },
     countTokens: (text) => engine.countTokens(text),
+    get vocabularySize() {
+      return engine.vocabularySize;
+    },
+    isEndOfGeneration: (token) => engine.isEndOfGeneration(token),
     close: () => engine.close(),
   };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { BatchLineSchema, bodySchemaFor } from "../../pipeline/batch-line.js";
+import { bodySchemaFor } from "../../openai/parse.js";
+import { BatchLineSchema } from "../../pipeline/batch-line.js";
 import { InlineBatchBodySchema, InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 
 const parse = (v: unknown) => InlineBatchBodySchema.parse(v);

@@ -1,6 +1,7 @@
 // runBatchFile on the real engine: output and error files, cancel, shutdown and resume, retries.
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
@@ -41,7 +42,14 @@ async function files(lines: unknown[]) {
 }
 
 const run = (f: Awaited<ReturnType<typeof files>>, extra: Partial<RunBatchOptions> = {}) =>
-  runBatchFile({ ...f, endpoint: "/v1/completions" as Endpoint, engine, batchSize: 4, concurrency: 4, ...extra });
+  runBatchFile({
+    ...f,
+    endpoint: "/v1/completions" as Endpoint,
+    backend: new LlamaBackend(engine),
+    batchSize: 4,
+    concurrency: 4,
+    ...extra,
+  });
 
 function expectEachIdOnce(outputs: any[], errors: any[], total: number) {
   const ids = [...outputs, ...errors].map((l) => l.custom_id);
@@ -68,7 +76,8 @@ describe("runBatchFile", () => {
         response: {
           status_code: 200,
           request_id: expect.stringMatching(/^req_[0-9a-f]+$/),
-          body: expect.objectContaining({ object: "text_completion", model: "stories" }),
+          // The model that served the line, not the name the line asked for.
+          body: expect.objectContaining({ object: "text_completion", model: engine.info.modelId }),
         },
         error: null,
       });
@@ -128,7 +137,7 @@ describe("runBatchFile", () => {
     const first = observe(engine);
     const ac = new AbortController();
     const r1 = await run(f, {
-      engine: first,
+      backend: new LlamaBackend(first),
       concurrency: 2,
       batchSize: 2,
       signal: ac.signal,
@@ -146,7 +155,7 @@ describe("runBatchFile", () => {
     const scan = await scanDone(f.outputPath, f.errorPath);
     expect(scan.completed).toBe(r1.completed);
     const second = observe(engine);
-    const r2 = await run(f, { engine: second, done: scan.done, base: scan });
+    const r2 = await run(f, { backend: new LlamaBackend(second), done: scan.done, base: scan });
     expect(r2).toMatchObject({ completed: 16, failed: 0 });
     expect(r2.usage.promptTokens).toBeGreaterThan(scan.usage.promptTokens);
     expect(second.calls).toHaveLength(16 - r1.completed);
@@ -160,7 +169,7 @@ describe("runBatchFile", () => {
     const observed = observe(engine);
     const drain = new AbortController();
     const r = await run(f, {
-      engine: observed,
+      backend: new LlamaBackend(observed),
       concurrency: 4,
       batchSize: 4,
       drain: drain.signal,
@@ -183,11 +192,17 @@ describe("runBatchFile", () => {
     const f = await files([completionLine(0)]);
     const flaky = observe(engine);
     flaky.failNext(2);
-    expect(await run(f, { engine: flaky, retry: { attempts: 2, baseDelayMs: 5 } })).toMatchObject({ completed: 1, failed: 0 });
+    expect(await run(f, { backend: new LlamaBackend(flaky), retry: { attempts: 2, baseDelayMs: 5 } })).toMatchObject({
+      completed: 1,
+      failed: 0,
+    });
 
     const g = await files([completionLine(1)]);
     flaky.failNext(3);
-    expect(await run(g, { engine: flaky, retry: { attempts: 2, baseDelayMs: 5 } })).toMatchObject({ completed: 0, failed: 1 });
+    expect(await run(g, { backend: new LlamaBackend(flaky), retry: { attempts: 2, baseDelayMs: 5 } })).toMatchObject({
+      completed: 0,
+      failed: 1,
+    });
     const [err] = await readLines(g.errorPath);
     expect(err.response).toMatchObject({ status_code: 500, body: { error: { type: "server_error", code: "engine_busy" } } });
   });

@@ -1,14 +1,30 @@
-// executeRequest on the real engine: OpenAI response shapes of the three endpoints.
+// The local backend on the real engine: OpenAI response shapes of the three endpoints, each parameter's
+// effect on the answer, and the per-request refusals of what it cannot honour.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { float32Base64, LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
-import { EngineRequestError } from "../../engine/types.js";
-import { executeRequest, float32Base64, InvalidBodyError } from "../../pipeline/endpoints.js";
-import { testEngine } from "./engine.js";
+import type { BackendResult, Endpoint } from "../../openai/backend.js";
+import { RequestError } from "../../openai/errors.js";
+import { parseRequest } from "../../openai/parse.js";
+import { openTestEngine } from "../helpers/model.js";
 
 let engine: Engine;
+let backend: LlamaBackend;
 beforeAll(async () => {
-  engine = await testEngine();
+  engine = await openTestEngine();
+  backend = new LlamaBackend(engine);
 });
+
+/** One line's body as the pipeline runs it: parsed, checked, executed. */
+const run = (endpoint: Endpoint, body: unknown): Promise<BackendResult> => {
+  try {
+    const request = parseRequest(endpoint, body);
+    backend.check(request);
+    return backend.execute(request);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+};
 afterAll(async () => {
   await engine?.close();
 });
@@ -18,10 +34,10 @@ const decodeFloat32 = (b64: string) => {
   return Array.from({ length: buf.length / 4 }, (_, i) => buf.readFloatLE(i * 4));
 };
 
-describe("executeRequest", () => {
+describe("LlamaBackend", () => {
   it("/v1/completions returns a text_completion with usage", async () => {
-    const { body, usage } = await executeRequest(engine, "/v1/completions", {
-      model: "my-model",
+    const { body, usage } = await run("/v1/completions", {
+      model: "another-model",
       prompt: "Once upon a time",
       max_tokens: 6,
       temperature: 0,
@@ -30,7 +46,8 @@ describe("executeRequest", () => {
       id: expect.stringMatching(/^cmpl-[0-9a-f]+$/),
       object: "text_completion",
       created: expect.any(Number),
-      model: "my-model",
+      // The model that served it, whatever the line named.
+      model: engine.info.modelId,
       choices: [{ text: expect.any(String), index: 0, logprobs: null, finish_reason: expect.stringMatching(/^(stop|length)$/) }],
     });
     const u = body.usage as { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -42,7 +59,7 @@ describe("executeRequest", () => {
   });
 
   it("/v1/completions with a prompt array answers one choice per prompt; echo prepends the prompt", async () => {
-    const { body } = await executeRequest(engine, "/v1/completions", {
+    const { body } = await run("/v1/completions", {
       prompt: ["Once upon a time", "The cat"],
       max_tokens: 3,
       temperature: 0,
@@ -56,7 +73,7 @@ describe("executeRequest", () => {
   });
 
   it("/v1/chat/completions returns a chat.completion", async () => {
-    const { body, usage } = await executeRequest(engine, "/v1/chat/completions", {
+    const { body, usage } = await run("/v1/chat/completions", {
       messages: [
         { role: "system", content: "You tell stories." },
         { role: "user", content: [{ type: "text", text: "Tell me about a dog." }] },
@@ -86,7 +103,7 @@ describe("executeRequest", () => {
   });
 
   it("/v1/embeddings returns a list of vectors, as floats or as little-endian float32 base64", async () => {
-    const floats = await executeRequest(engine, "/v1/embeddings", { input: ["a happy dog", "the sun"] });
+    const floats = await run("/v1/embeddings", { input: ["a happy dog", "the sun"] });
     expect(floats.body).toMatchObject({
       object: "list",
       model: engine.info.modelId,
@@ -97,27 +114,25 @@ describe("executeRequest", () => {
       ["embedding", 0, engine.info.embeddingDimensions],
       ["embedding", 1, engine.info.embeddingDimensions],
     ]);
-    const b64 = await executeRequest(engine, "/v1/embeddings", { input: "a happy dog", encoding_format: "base64" });
+    const b64 = await run("/v1/embeddings", { input: "a happy dog", encoding_format: "base64" });
     const [first] = b64.body.data as Array<{ embedding: string }>;
     expect(typeof first.embedding).toBe("string");
     expect(decodeFloat32(first.embedding)).toEqual(data[0].embedding.map((v) => Math.fround(v)));
   });
 
   it("refuses a bad body or a foreign embedding size as a non-retryable request error", async () => {
-    await expect(executeRequest(engine, "/v1/completions", { prompt: 42 })).rejects.toBeInstanceOf(InvalidBodyError);
-    const err = await executeRequest(engine, "/v1/embeddings", { input: "x", dimensions: engine.info.embeddingDimensions + 1 }).catch(
-      (e) => e,
-    );
-    expect(err).toBeInstanceOf(EngineRequestError);
+    await expect(run("/v1/completions", { prompt: 42 })).rejects.toMatchObject({ code: "invalid_request", param: "prompt" });
+    const err = await run("/v1/embeddings", { input: "x", dimensions: engine.info.embeddingDimensions + 1 }).catch((e) => e);
+    expect(err).toBeInstanceOf(RequestError);
     expect(err).toMatchObject({ retryable: false, param: "dimensions" });
   });
 
   it("a prompt longer than the context fails as a non-retryable engine error", async () => {
-    const err = await executeRequest(engine, "/v1/completions", {
+    const err = await run("/v1/completions", {
       prompt: "Once upon a time there was a dog. ".repeat(200),
       max_tokens: 4,
     }).catch((e) => e);
-    expect(err).toBeInstanceOf(EngineRequestError);
+    expect(err).toBeInstanceOf(RequestError);
     expect(err.retryable).toBe(false);
   });
 });

@@ -1,0 +1,330 @@
+// The local engine as an InferenceBackend: OpenAI request bodies in, OpenAI response bodies out. Everything
+// llama-specific stays below this file; `check` refuses, per line and naming the field, what the engine
+// cannot honour, so nothing a body asks for is silently dropped.
+import { randomBytes } from "node:crypto";
+import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
+import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
+import { invalidParameter, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { toGrammarSchema } from "./json-schema.js";
+import { threadsText } from "./threads.js";
+import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
+
+export const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
+const now = () => Math.floor(Date.now() / 1000);
+
+/** Chat fields this engine has no way to honour, with what each asks for. */
+const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
+  ["tools", "function calling"],
+  ["tool_choice", "function calling"],
+  ["functions", "function calling"],
+  ["function_call", "function calling"],
+  ["audio", "audio output"],
+  ["prediction", "predicted outputs"],
+  ["reasoning_effort", "reasoning, which this model does not do"],
+  ["verbosity", "verbosity control"],
+  ["web_search_options", "web search"],
+  ["moderation", "moderation"],
+  ["prompt_cache_options", "prompt cache options"],
+];
+
+export class LlamaBackend implements InferenceBackend {
+  readonly info: BackendInfo;
+
+  constructor(private readonly engine: Engine) {
+    const e = engine.info;
+    this.info = Object.freeze({
+      model: e.modelId,
+      kind: "local",
+      endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const,
+      // Twice the sequences, so a request is always waiting when a sequence frees up.
+      concurrency: 2 * Math.max(1, e.sequences),
+      generatedModel: e.generatedModel,
+      summary: `${e.sequences} sequences, ${threadsText(e.threads, e.threadsLargeSteps)}`,
+      settings: {
+        model_file: e.modelPath.split(/[\\/]/).pop() ?? e.modelPath,
+        gpu: e.gpu,
+        gpuLayers: e.gpuLayers,
+        threads: e.threads,
+        threadsLargeSteps: e.threadsLargeSteps,
+        sequences: e.sequences,
+        contextSize: e.contextSize,
+        embeddingDimensions: e.embeddingDimensions,
+        hasChatTemplate: e.hasChatTemplate,
+        chatWrapper: e.chatWrapper,
+      },
+    });
+  }
+
+  check(request: InferenceRequest): void {
+    switch (request.endpoint) {
+      case "/v1/chat/completions":
+        return this.checkChat(request.body);
+      case "/v1/completions":
+        return this.checkCompletion(request.body);
+      case "/v1/embeddings":
+        return this.checkEmbedding(request.body);
+    }
+  }
+
+  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+    this.check(request);
+    switch (request.endpoint) {
+      case "/v1/chat/completions":
+        return this.chat(request.body, signal);
+      case "/v1/completions":
+        return this.complete(request.body, signal);
+      case "/v1/embeddings":
+        return this.embed(request.body, signal);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.engine.close();
+  }
+
+  // --- checks ---
+
+  private checkChat(body: ChatBody): void {
+    for (const [field, what] of CHAT_UNSUPPORTED) {
+      const v = body[field];
+      if (v != null && !(Array.isArray(v) && v.length === 0)) {
+        throw unsupportedParameter(field, `'${field}' asks for ${what}, which this deployment does not support.`);
+      }
+    }
+    if (body.modalities?.includes("audio"))
+      throw unsupportedValue("modalities", 'Only text output is supported: modalities must be ["text"].');
+    for (const [i, m] of body.messages.entries()) checkMessage(m, i);
+    this.checkLogitBias(body.logit_bias);
+    const format = body.response_format;
+    if (format?.type === "json_schema") {
+      if (!format.json_schema.schema)
+        throw invalidParameter("response_format.json_schema.schema", "A json_schema response format needs its 'schema'.");
+      toGrammarSchema(format.json_schema.schema, "response_format.json_schema.schema");
+    }
+  }
+
+  private checkCompletion(body: CompletionBody): void {
+    if (body.suffix) throw unsupportedParameter("suffix", "'suffix' (insertion) is not supported by this deployment.");
+    if (body.best_of != null && body.best_of > 1) {
+      throw unsupportedValue("best_of", "best_of > 1 is not supported: ask for n choices and pick among them.");
+    }
+    if (body.echo && body.logprobs != null) {
+      throw unsupportedValue("logprobs", "logprobs together with echo (log probabilities of the prompt) are not supported.");
+    }
+    const prompts = promptsOf(body);
+    if (typeof prompts[0] !== "string") {
+      if (body.echo) throw unsupportedValue("echo", "echo is supported for text prompts only, not token ids.");
+      for (const ids of prompts as number[][]) {
+        const bad = ids.find((t) => t >= this.engine.vocabularySize);
+        if (bad !== undefined)
+          throw invalidParameter("prompt", `Token id ${bad} is not in the model's vocabulary of ${this.engine.vocabularySize} tokens.`);
+      }
+    }
+    this.checkLogitBias(body.logit_bias);
+  }
+
+  private checkEmbedding(body: EmbeddingBody): void {
+    const inputs = Array.isArray(body.input) ? body.input : [body.input];
+    if (typeof inputs[0] !== "string") throw unsupportedValue("input", "Token-id inputs are not supported for embeddings: send text.");
+    const native = this.engine.info.embeddingDimensions;
+    // Truncating a model that was not trained for it (Matryoshka) gives poor vectors, so only the native size is served.
+    if (body.dimensions != null && body.dimensions !== native) {
+      throw unsupportedValue(
+        "dimensions",
+        `This model produces ${native}-dimensional embeddings; 'dimensions' must be ${native} or omitted.`,
+      );
+    }
+  }
+
+  private checkLogitBias(bias: Record<string, number> | null | undefined): void {
+    for (const key of Object.keys(bias ?? {})) {
+      const token = Number(key);
+      if (token >= this.engine.vocabularySize) {
+        throw invalidParameter("logit_bias", `Token id ${token} is not in the model's vocabulary of ${this.engine.vocabularySize} tokens.`);
+      }
+      if (this.engine.isEndOfGeneration(token)) {
+        throw unsupportedValue("logit_bias", `Token id ${token} ends generation; biasing it is not supported.`);
+      }
+    }
+  }
+
+  // --- execution ---
+
+  private async chat(body: ChatBody, signal?: AbortSignal): Promise<BackendResult> {
+    const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
+    if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
+    const format = body.response_format;
+    if (format?.type === "json_object") params.format = { type: "json_object" };
+    if (format?.type === "json_schema" && format.json_schema.schema)
+      params.format = { type: "json_schema", schema: format.json_schema.schema };
+    const r = await this.engine.chat(body.messages.map(toEngineMessage), params, signal);
+    return {
+      body: {
+        id: `chatcmpl-${hexId()}`,
+        object: "chat.completion",
+        created: now(),
+        model: this.info.model,
+        choices: r.choices.map((c, index) => ({
+          index,
+          message: { role: "assistant", content: c.text, refusal: null, annotations: [] },
+          logprobs: c.logprobs ? { content: c.logprobs.map(chatLogprob), refusal: null } : null,
+          finish_reason: c.finishReason,
+        })),
+        usage: {
+          ...usageBody(r.promptTokens, r.completionTokens),
+          prompt_tokens_details: { cached_tokens: r.cachedPromptTokens },
+          completion_tokens_details: { reasoning_tokens: 0 },
+        },
+        service_tier: "default",
+        system_fingerprint: null,
+      },
+      usage: { promptTokens: r.promptTokens, completionTokens: r.completionTokens, cachedTokens: r.cachedPromptTokens },
+    };
+  }
+
+  /** An array prompt runs prompt by prompt (one sequence per request keeps the concurrency bound honest). */
+  private async complete(body: CompletionBody, signal?: AbortSignal): Promise<BackendResult> {
+    const prompts = promptsOf(body);
+    const params = sampling(body, body.max_tokens);
+    if (body.logprobs != null) params.logprobs = body.logprobs;
+    const usage: TokenUsage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
+    const choices: object[] = [];
+    for (const prompt of prompts) {
+      signal?.throwIfAborted();
+      const r = await this.engine.complete(prompt, params, signal);
+      usage.promptTokens += r.promptTokens;
+      usage.completionTokens += r.completionTokens;
+      usage.cachedTokens += r.cachedPromptTokens;
+      const echoed = body.echo && typeof prompt === "string" ? prompt : "";
+      for (const c of r.choices) {
+        choices.push({
+          text: echoed + c.text,
+          index: choices.length,
+          logprobs: c.logprobs ? completionLogprobs(c, echoed.length) : null,
+          finish_reason: c.finishReason,
+        });
+      }
+    }
+    return {
+      body: {
+        id: `cmpl-${hexId()}`,
+        object: "text_completion",
+        created: now(),
+        model: this.info.model,
+        choices,
+        usage: usageBody(usage.promptTokens, usage.completionTokens),
+      },
+      usage,
+    };
+  }
+
+  private async embed(body: EmbeddingBody, signal?: AbortSignal): Promise<BackendResult> {
+    const inputs = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
+    const r = await this.engine.embed(inputs, signal);
+    return {
+      body: {
+        object: "list",
+        data: r.embeddings.map((vector, index) => ({
+          object: "embedding",
+          index,
+          embedding: body.encoding_format === "base64" ? float32Base64(vector) : vector,
+        })),
+        model: this.info.model,
+        usage: { prompt_tokens: r.promptTokens, total_tokens: r.promptTokens },
+      },
+      usage: { promptTokens: r.promptTokens, completionTokens: 0, cachedTokens: 0 },
+    };
+  }
+}
+
+function checkMessage(m: ChatMessageBody, i: number): void {
+  const at = `messages[${i}]`;
+  if (m.role === "function") throw unsupportedValue(`${at}.role`, "The deprecated 'function' role is not supported; use 'tool'.");
+  if ("name" in m && m.name !== undefined) {
+    throw unsupportedParameter(`${at}.name`, "Participant names are not supported: the model's chat template has no place for them.");
+  }
+  if (m.role === "assistant") {
+    for (const field of ["tool_calls", "function_call", "audio", "refusal"] as const) {
+      if (m[field] != null)
+        throw unsupportedParameter(`${at}.${field}`, `Assistant messages with '${field}' are not supported by this deployment.`);
+    }
+  }
+  if (Array.isArray(m.content)) {
+    for (const [j, part] of m.content.entries()) {
+      if (part.type !== "text") {
+        throw unsupportedValue(
+          `${at}.content[${j}]`,
+          `Content parts of type '${part.type}' are not supported: this deployment serves a text-only model.`,
+        );
+      }
+    }
+  }
+}
+
+/** Text parts are joined with a newline, as llama.cpp's and vLLM's servers join them. */
+function toEngineMessage(m: ChatMessageBody): ChatMessage {
+  const content =
+    m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => ("text" in p ? p.text : "")).join("\n");
+  return { role: m.role as ChatMessage["role"], content };
+}
+
+function promptsOf(body: CompletionBody): Array<string | number[]> {
+  const p = body.prompt;
+  if (typeof p === "string") return [p];
+  if (p.length > 0 && typeof p[0] === "number") return [p as number[]];
+  return p as Array<string | number[]>;
+}
+
+function sampling(b: ChatBody | CompletionBody, maxTokens: number | null | undefined): SamplingParams {
+  const p: SamplingParams = {};
+  if (maxTokens != null) p.maxTokens = maxTokens;
+  if (b.temperature != null) p.temperature = b.temperature;
+  if (b.top_p != null) p.topP = b.top_p;
+  if (b.stop != null) {
+    const stop = (typeof b.stop === "string" ? [b.stop] : b.stop).filter((s) => s.length > 0);
+    if (stop.length > 0) p.stop = stop;
+  }
+  if (b.seed != null) p.seed = b.seed;
+  if (b.frequency_penalty != null) p.frequencyPenalty = b.frequency_penalty;
+  if (b.presence_penalty != null) p.presencePenalty = b.presence_penalty;
+  if (b.logit_bias != null) p.logitBias = new Map(Object.entries(b.logit_bias).map(([k, v]) => [Number(k), v]));
+  if (b.n != null) p.n = b.n;
+  return p;
+}
+
+const chatLogprob = (l: GeneratedTokenLogprob) => ({
+  token: l.token,
+  logprob: l.logprob,
+  bytes: l.bytes,
+  top_logprobs: l.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
+});
+
+/** The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. */
+function completionLogprobs(c: Choice, startOffset: number) {
+  const entries = c.logprobs ?? [];
+  let offset = startOffset;
+  const text_offset = entries.map((l) => {
+    const at = offset;
+    offset += l.token.length;
+    return at;
+  });
+  return {
+    tokens: entries.map((l) => l.token),
+    token_logprobs: entries.map((l) => l.logprob),
+    top_logprobs: entries.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
+    text_offset,
+  };
+}
+
+const usageBody = (prompt: number, completion: number) => ({
+  prompt_tokens: prompt,
+  completion_tokens: completion,
+  total_tokens: prompt + completion,
+});
+
+/** OpenAI's base64 embeddings: the float32 values, little-endian, base64-encoded. */
+export function float32Base64(vector: readonly number[]): string {
+  const buf = Buffer.allocUnsafe(vector.length * 4);
+  for (const [i, v] of vector.entries()) buf.writeFloatLE(v, i * 4);
+  return buf.toString("base64");
+}

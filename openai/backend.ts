@@ -1,0 +1,51 @@
+// The port every inference backend implements: it receives a validated OpenAI request body for one endpoint
+// and answers with that endpoint's OpenAI response body. The pipeline and the control plane see only this;
+// how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
+import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
+
+export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+
+export type InferenceRequest =
+  | { endpoint: "/v1/chat/completions"; body: ChatBody }
+  | { endpoint: "/v1/completions"; body: CompletionBody }
+  | { endpoint: "/v1/embeddings"; body: EmbeddingBody };
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export interface BackendResult {
+  /** The endpoint's OpenAI response body (chat.completion, text_completion, embedding list). */
+  body: Record<string, unknown>;
+  usage: TokenUsage;
+}
+
+export interface BackendInfo {
+  /** What response bodies and batches name as `model`: the model that actually serves. */
+  model: string;
+  /** "local" for the in-process engine. */
+  kind: string;
+  endpoints: readonly Endpoint[];
+  /** Requests worth keeping in flight at once to keep the backend busy. */
+  concurrency: number;
+  /** True when serving the project's generated random-weights model. */
+  generatedModel: boolean;
+  /** Settings shown on /ready and in logs: nothing secret, no paths. */
+  settings: Readonly<Record<string, string | number | boolean | null>>;
+  /** One line for banners, e.g. "32 sequences, 1-2 threads". */
+  summary: string;
+}
+
+export interface InferenceBackend {
+  readonly info: BackendInfo;
+  /**
+   * Throws a non-retryable RequestError naming the parameter when the request asks for something this backend
+   * cannot honour; cheap, so it runs for every line before the request is queued for the backend.
+   */
+  check(request: InferenceRequest): void;
+  /** Runs a request that passed `check`. Transient failures throw a retryable RequestError. */
+  execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult>;
+  close(): Promise<void>;
+}

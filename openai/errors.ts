@@ -1,0 +1,22 @@
+// The one error a backend throws for a request it cannot serve. `retryable` says whether trying again later
+// can help (a transient resource failure) or not (a bad body, a context overflow, a parameter refused); a
+// request that is not retried becomes that request's error line, with `param` naming the field at fault.
+
+export class RequestError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly retryable: boolean,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.name = "RequestError";
+  }
+}
+
+/** A parameter (or a value of it) that this backend cannot honour: refused, never ignored. */
+export const unsupportedParameter = (param: string, message: string) => new RequestError(message, "unsupported_parameter", false, param);
+
+export const unsupportedValue = (param: string, message: string) => new RequestError(message, "unsupported_value", false, param);
+
+export const invalidParameter = (param: string | null, message: string) => new RequestError(message, "invalid_request", false, param);

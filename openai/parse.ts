@@ -1,0 +1,31 @@
+// A request body checked against its endpoint's schema, as OpenAI answers a bad request: a 400 whose
+// `param` names the field at fault.
+import type { z } from "zod";
+import type { Endpoint, InferenceRequest } from "./backend.js";
+import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
+import { RequestError } from "./errors.js";
+import { describeIssue } from "./issues.js";
+
+export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
+  switch (endpoint) {
+    case "/v1/chat/completions":
+      return ChatBodySchema;
+    case "/v1/completions":
+      return CompletionBodySchema;
+    case "/v1/embeddings":
+      return EmbeddingBodySchema;
+  }
+}
+
+/** Throws a non-retryable RequestError (invalid_request, unknown_parameter or missing_required_parameter). */
+export function parseRequest(endpoint: Endpoint, body: unknown): InferenceRequest {
+  const schema = bodySchemaFor(endpoint);
+  if (!schema) throw new RequestError(`Unsupported endpoint '${String(endpoint)}'.`, "invalid_url", false);
+  const r = schema.safeParse(body);
+  if (!r.success) {
+    const { message, param, missing, unknown } = describeIssue(r.error, body);
+    const code = unknown ? "unknown_parameter" : missing ? "missing_required_parameter" : "invalid_request";
+    throw new RequestError(message, code, false, param);
+  }
+  return { endpoint, body: r.data } as InferenceRequest;
+}
