@@ -56,14 +56,9 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   check(request: InferenceRequest): void {
-    switch (request.endpoint) {
-      case "/v1/chat/completions":
-        return this.checkChat(request.body);
-      case "/v1/completions":
-        return this.checkCompletion(request.body);
-      case "/v1/embeddings":
-        return this.checkEmbedding(request.body);
-    }
+    if (request.endpoint === "/v1/chat/completions") this.checkChat(request.body);
+    else if (request.endpoint === "/v1/completions") this.checkCompletion(request.body);
+    else this.checkEmbedding(request.body);
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
