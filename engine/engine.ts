@@ -1,5 +1,5 @@
 // The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
-import type { Llama, LlamaModel, Token } from "node-llama-cpp";
+import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import { renderChat, type ChatFormat } from "./chat.js";
 import type { Embedder } from "./embed.js";
 import { unsupportedValue } from "../openai/errors.js";
@@ -91,12 +91,15 @@ export class LlamaEngine implements Engine {
   ): Promise<GenerationResult> {
     const sampling = resolveSampling(params, defaultMaxTokens);
     const grammar = params.format ? await this.grammarFor(params.format) : null;
+    // A JSON grammar ends by allowing newlines only, and says which run of them ends the answer.
+    const grammarStops = (grammar?.stopGenerationTriggers ?? []).map((t) => LlamaText(t).toString());
     const req: GenerationRequest = {
       ...sampling,
       tokens,
       grammar,
-      stopStrings: [...sampling.stopStrings, ...stops.stopStrings],
+      stopStrings: [...sampling.stopStrings, ...stops.stopStrings, ...grammarStops],
       stopTokens: stops.stopTokens,
+      trimTrailingWhitespace: grammar?.trimWhitespaceSuffix ?? false,
     };
     try {
       return await generate(this.parts.pool, this.parts.model, req, signal);

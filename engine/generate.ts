@@ -33,12 +33,14 @@ export interface GenerationRequest {
   presencePenalty: number;
   logitBias: ReadonlyMap<number, number> | null;
   grammar: LlamaGrammar | null;
+  /** Whitespace the grammar lets the model add after the answer is not part of it. */
+  trimTrailingWhitespace: boolean;
   /** Alternatives per token to report; null: no log probabilities. */
   logprobs: number | null;
   n: number;
 }
 
-type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar">;
+type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace">;
 
 /** A detokenized piece ending in this is an incomplete UTF-8 character: wait for the next byte token. */
 const REPLACEMENT_CHAR = "\uFFFD";
@@ -144,9 +146,11 @@ async function generateChoice(
   };
 
   for await (const { token, probabilities } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
+    if (logprobs && probabilities) {
+      const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
+      logprobs.push({ ...tokenLogprobs(model, before, token, probabilities, req.temperature, req.logprobs ?? 0), offset: text.length });
+    }
     generated.push(token);
-    if (logprobs && probabilities)
-      logprobs.push({ ...tokenLogprobs(model, token, probabilities, req.temperature, req.logprobs ?? 0), offset: text.length });
     let stopped = model.isEogToken(token) || req.stopTokens.has(token);
     if (!stopped) {
       pending.push(token);
@@ -167,6 +171,7 @@ async function generateChoice(
   }
   if (finishReason === "length" && generated.length < maxTokens && signal?.aborted) throw abortError(signal);
   if (pending.length > 0 && flush()) finishReason = "stop";
+  if (req.trimTrailingWhitespace) text = text.trimEnd();
   const choice: Choice = { text, completionTokens: generated.length, finishReason };
   // Tokens that began past a stop string's cut are not part of the answer.
   if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0).map(({ offset: _, ...l }) => l);

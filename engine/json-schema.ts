@@ -25,8 +25,9 @@ const ALLOWED: Record<string, Set<string>> = {
   array: new Set(["type", "items", "prefixItems", "minItems", "maxItems", "$defs"]),
   string: new Set(["type", "minLength", "maxLength", "format"]),
   basic: new Set(["type"]),
-  const: new Set(["const"]),
-  enum: new Set(["enum"]),
+  // A type beside const or enum adds nothing the values do not already fix.
+  const: new Set(["const", "type"]),
+  enum: new Set(["enum", "type"]),
   oneOf: new Set(["oneOf", "anyOf", "$defs"]),
   ref: new Set(["$ref", "$defs"]),
 };

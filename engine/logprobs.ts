@@ -10,6 +10,8 @@ import type { GeneratedTokenLogprob, TokenLogprob } from "./types.js";
  */
 export function tokenLogprobs(
   model: LlamaModel,
+  /** The tokens before this position, so a word-initial token keeps its leading space. */
+  before: readonly Token[],
   chosen: Token,
   probabilities: ReadonlyMap<Token, number>,
   temperature: number,
@@ -27,12 +29,12 @@ export function tokenLogprobs(
   // The map comes sorted, most likely first.
   for (const [token, p] of probabilities) {
     if (alternatives.length >= top) break;
-    alternatives.push(entry(model, token, logprobOf(p)));
+    alternatives.push(entry(model, before, token, logprobOf(p)));
   }
-  return { ...entry(model, chosen, logprobOf(probabilities.get(chosen))), top: alternatives };
+  return { ...entry(model, before, chosen, logprobOf(probabilities.get(chosen))), top: alternatives };
 }
 
-function entry(model: LlamaModel, token: Token, logprob: number): TokenLogprob {
-  const text = model.detokenize([token], true);
+function entry(model: LlamaModel, before: readonly Token[], token: Token, logprob: number): TokenLogprob {
+  const text = model.detokenize([token], true, before as Token[]);
   return { token: text, logprob, bytes: [...Buffer.from(text, "utf8")] };
 }

@@ -2,11 +2,15 @@
 // log probabilities, one choice.
 import type { GenerationRequest } from "../../engine/generate.js";
 
-export const PLAIN: Pick<GenerationRequest, "frequencyPenalty" | "presencePenalty" | "logitBias" | "grammar" | "logprobs" | "n"> = {
+export const PLAIN: Pick<
+  GenerationRequest,
+  "frequencyPenalty" | "presencePenalty" | "logitBias" | "grammar" | "logprobs" | "n" | "trimTrailingWhitespace"
+> = {
   frequencyPenalty: 0,
   presencePenalty: 0,
   logitBias: null,
   grammar: null,
   logprobs: null,
   n: 1,
+  trimTrailingWhitespace: false,
 };
