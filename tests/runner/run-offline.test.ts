@@ -69,6 +69,31 @@ const rows = (text: string) =>
     .map((l) => JSON.parse(l));
 
 describe("offline runner", () => {
+  it("honours request parameters per line and fails only the lines it cannot honour", async () => {
+    const input = path.join(dir, "params.jsonl");
+    const schema = { type: "object", properties: { mood: { enum: ["happy", "sad"] } }, required: ["mood"], additionalProperties: false };
+    writeFileSync(
+      input,
+      `${[
+        chat("json", "How is the cat?", { max_tokens: 60, response_format: { type: "json_schema", json_schema: { name: "m", schema } } }),
+        chat("n", "Once upon a time", { n: 2, temperature: 1, seed: 3 }),
+        chat("lp", "Once upon a time", { logprobs: true, top_logprobs: 1 }),
+        chat("unknown", "x", { top_k: 40 }),
+      ].join("\n")}\n`,
+    );
+    const out = path.join(dir, "params-out.jsonl");
+    expect((await run(args(input, out))).exitCode).toBe(0);
+    const ok = new Map(rows(readFileSync(out, "utf8")).map((x) => [x.custom_id, x.response.body]));
+    expect(JSON.parse(ok.get("json").choices[0].message.content)).toEqual({ mood: expect.stringMatching(/^(happy|sad)$/) });
+    expect(ok.get("n").choices).toHaveLength(2);
+    expect(ok.get("lp").choices[0].logprobs.content[0].top_logprobs).toHaveLength(1);
+    const [failed] = rows(readFileSync(path.join(dir, "params-out.errors.jsonl"), "utf8"));
+    expect(failed).toMatchObject({
+      custom_id: "unknown",
+      response: { status_code: 400, body: { error: { code: "unknown_parameter", param: "top_k" } } },
+    });
+  });
+
   it("runs a local file: results in the output, a failed request in the error file", async () => {
     const input = path.join(dir, "in.jsonl");
     // ~2,000 tokens cannot fit a 256-token context: that request fails, the others go on.
