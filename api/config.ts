@@ -24,6 +24,7 @@ const ConfigSchema = z.object({
   collectIntervalSeconds: int(1),
   /** On SIGTERM/SIGINT, how long requests in flight may run on before they are checkpointed. */
   shutdownGraceSeconds: int(0),
+  cancelGraceSeconds: int(0),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
   engine: z.object({
     gpu: z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)]),
@@ -81,6 +82,7 @@ export function loadConfig(env: Env = process.env): Config {
     fileExpirySeconds: env.FILE_EXPIRY_SECONDS ?? 30 * 24 * 3600,
     collectIntervalSeconds: env.COLLECT_INTERVAL_SECONDS ?? 3600,
     shutdownGraceSeconds: env.SHUTDOWN_GRACE_SECONDS ?? 10,
+    cancelGraceSeconds: env.CANCEL_GRACE_SECONDS ?? 600,
     logLevel: env.LOG_LEVEL ?? "info",
     engine: {
       gpu: gpuSetting(env.GPU ?? y.engine?.gpu ?? "auto"),

@@ -145,7 +145,8 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
 async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
   const server = await startServer(modelPath);
   try {
-    const ready = (await (await fetch(`${server.baseUrl}/ready`)).json()) as { engine: Record<string, unknown> };
+    const ready = (await (await fetch(`${server.baseUrl}/ready`)).json()) as { backend: { settings: Record<string, unknown> } };
+    const engine = ready.backend.settings;
     const backendLog = /"msg":"(llama\.cpp backend: [^"]+)"/.exec(server.output())?.[1] ?? null;
     const lines = completionLines(plan.requests, plan.tokens);
     const runs: RunRecord[] = [];
@@ -155,9 +156,9 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
       runs.push({
         model: plan.name,
         scenario: "service",
-        label: `service, defaults (${threadsText(Number(ready.engine.threads), Number(ready.engine.threadsLargeSteps ?? ready.engine.threads))}, ${ready.engine.sequences} seq)`,
-        threads: Number(ready.engine.threads),
-        sequences: Number(ready.engine.sequences),
+        label: `service, defaults (${threadsText(Number(engine.threads), Number(engine.threadsLargeSteps ?? engine.threads))}, ${engine.sequences} seq)`,
+        threads: Number(engine.threads),
+        sequences: Number(engine.sequences),
         requests: plan.requests,
         generated,
         seconds: r.seconds,
@@ -173,7 +174,7 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
     log(
       `  service: ${Math.round(service.tokensPerSecond)} tokens/s, ${service.seconds.toFixed(2)} s (runs ${runs.map((r) => r.seconds.toFixed(2)).join(", ")} s)`,
     );
-    return { service, serverEngine: ready.engine, backendLog };
+    return { service, serverEngine: engine, backendLog };
   } finally {
     await server.stop();
   }

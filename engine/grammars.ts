@@ -21,7 +21,8 @@ export class Grammars {
       grammar =
         format.type === "json_object"
           ? this.llama.getGrammarFor("json")
-          : this.llama.createGrammarForJsonSchema(
+          : // The cast only picks one of the generic's overloads; any GbnfJsonSchema is taken at run time.
+            this.llama.createGrammarForJsonSchema(
               toGrammarSchema(format.schema, "response_format.json_schema.schema") as { type: "string" },
             );
       // A schema that failed to compile is not kept: the next request gets the same error, not a stale promise.

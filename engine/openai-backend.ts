@@ -1,15 +1,14 @@
 // The local engine as an InferenceBackend: OpenAI request bodies in, OpenAI response bodies out. Everything
 // llama-specific stays below this file; `check` refuses, per line and naming the field, what the engine
 // cannot honour, so nothing a body asks for is silently dropped.
-import { randomBytes } from "node:crypto";
 import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { invalidParameter, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { hexId } from "../openai/ids.js";
 import { toGrammarSchema } from "./json-schema.js";
 import { threadsText } from "./threads.js";
 import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
 
-export const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
 const now = () => Math.floor(Date.now() / 1000);
 
 /** Chat fields this engine has no way to honour, with what each asks for. */
@@ -20,7 +19,7 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
   ["function_call", "function calling"],
   ["audio", "audio output"],
   ["prediction", "predicted outputs"],
-  ["reasoning_effort", "reasoning, which this model does not do"],
+  ["reasoning_effort", "a reasoning model"],
   ["verbosity", "verbosity control"],
   ["web_search_options", "web search"],
   ["moderation", "moderation"],

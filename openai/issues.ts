@@ -38,11 +38,12 @@ function mostSpecific(issue: z.core.$ZodIssue, path: PropertyKey[]): { issue: z.
   return { issue, path };
 }
 
-function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
-  let v: any = input;
+/** What `input` holds at `path`; undefined where nothing was sent. */
+export function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
+  let v: unknown = input;
   for (const k of path) {
     if (v == null || typeof v !== "object") return undefined;
-    v = v[k as any];
+    v = (v as Record<PropertyKey, unknown>)[k];
   }
   return v;
 }

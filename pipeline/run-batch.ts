@@ -1,10 +1,10 @@
 // Runs a validated batch file over an inference backend: stream the lines, parse each body, let the backend
 // refuse what it cannot honour, run the rest, and append one OpenAI batch output line per request to the
 // output or the error file. A bad body fails its own line (status 400, the field named), never the batch.
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BackendResult, Endpoint, InferenceBackend } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
+import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../openai/parse.js";
 import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
@@ -13,7 +13,6 @@ import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./t
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
 
-export const hexId = (bytes = 12) => randomBytes(bytes).toString("hex");
 const DRAINED: AbortReason = { code: "shutdown", message: "The run was drained for a shutdown; it resumes on restart." };
 const MAX_RETRY_DELAY_MS = 30_000;
 
@@ -73,8 +72,9 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       fn: (req, sig) => runRequest(backend, endpoint, req, retry, sig),
     });
     if (!run.aborted) return { ...progress };
-    // Only drained (signal untouched): the requests in flight finished, the rest resume on restart.
-    const reason = signal?.aborted ? abortReasonOf(signal) : DRAINED;
+    // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
+    // resume on restart; a drain with a reason of its own (a cancel) ends the rest with it.
+    const reason = signal?.aborted ? abortReasonOf(signal) : opts.drain?.aborted ? abortReasonOf(opts.drain) : DRAINED;
     // Cancel, expiry and a failed batch are final: every request that did not finish gets its line, so
     // completed + failed == total. A shutdown writes nothing more; the restart resumes.
     if (reason.code !== "shutdown") {

@@ -63,8 +63,9 @@ export interface RunBatchOptions {
   /** Abort with an AbortReason as `signal.reason`. */
   signal?: AbortSignal;
   /**
-   * Graceful stop for a shutdown: no new request starts, those in flight finish and are written,
-   * and the run ends with reason "shutdown" (nothing written for the rest). `signal` still cuts it short.
+   * Graceful stop: no new request starts, those in flight finish and are written. With a shutdown (or no
+   * AbortReason) as its reason the run ends with "shutdown" and nothing is written for the rest; with a cancel
+   * the rest get that reason's line. `signal` still cuts it short.
    */
   drain?: AbortSignal;
   onProgress?: (p: Progress) => void;

@@ -107,7 +107,7 @@ export class QueueingBatchService implements BatchService {
     if (worker.isRunning(id)) {
       transition(b, "cancelling", now());
       const cancelling = snapshot(b);
-      worker.abort(id, CANCELLED);
+      worker.stopGracefully(id, CANCELLED, this.deps.config.cancelGraceSeconds * 1000);
       logger.info({ batch_id: id }, "cancelling running batch");
       await store.save(id);
       return cancelling;

@@ -104,7 +104,8 @@ export class Worker {
 
   /** Running but already told to stop (cancel, expiry or shutdown). */
   isStopping(batchId: string): boolean {
-    return this.running.get(batchId)?.controller.signal.aborted ?? false;
+    const run = this.running.get(batchId);
+    return run !== undefined && (run.controller.signal.aborted || run.drain.signal.aborted);
   }
 
   /** Stops a running job with `reason`; false when it is not running. */
@@ -112,6 +113,21 @@ export class Worker {
     const run = this.running.get(batchId);
     if (!run) return false;
     run.controller.abort(reason);
+    return true;
+  }
+
+  /**
+   * Stops a running job as OpenAI cancels a batch: nothing new starts, the requests already running get up
+   * to graceMs to finish and keep their results, then whatever still runs is stopped. `reason` ends the
+   * requests that never started.
+   */
+  stopGracefully(batchId: string, reason: AbortReason, graceMs: number): boolean {
+    const run = this.running.get(batchId);
+    if (!run) return false;
+    run.drain.abort(reason);
+    const timer = setTimeout(() => run.controller.abort(reason), graceMs);
+    timer.unref();
+    void run.done.finally(() => clearTimeout(timer));
     return true;
   }
 

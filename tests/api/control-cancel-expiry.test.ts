@@ -5,6 +5,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
 import type { Batch } from "../../api/schemas/objects.js";
+import { observe, type Observed } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
 const bed = controlTestbed();
@@ -65,6 +66,24 @@ describe("cancel", () => {
     await cp.close(); // flushes state writes
     const onDisk = JSON.parse(readFileSync(path.join(dir, running.id, "batch.json"), "utf8"));
     expect(onDisk.batch).toEqual(done);
+  });
+
+  it("lets the requests already running finish and keep their results; only unstarted ones are cancelled", async () => {
+    let observed: Observed | undefined;
+    cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", CANCEL_GRACE_SECONDS: "600" }, (e) => (observed = observe(e)));
+    dir = bed.dir;
+    const file = await upload(cp, dir, completionLines(60, { maxTokens: 48 }));
+    const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
+    await cp.batches.cancel(batch.id, null);
+    const done = await waitFor(cp, batch.id, inStatus("cancelled"));
+    const { out, errs } = expectAccounted(done, "batch_cancelled");
+    expect(errs.length).toBeGreaterThan(0);
+    // Every request that reached the engine finished and is in the output: nothing running was thrown away.
+    const started = new Set(observed!.calls);
+    const finished = new Set(out.map((l) => `Once upon a time, story ${l.custom_id.slice(4)}:`));
+    expect([...started].filter((p) => !finished.has(p))).toEqual([]);
+    for (const l of out) expect(l.response.status_code).toBe(200);
   });
 });
 
