@@ -37,7 +37,6 @@ export interface CreateBatchInput {
 
 /** The proof of concept's inline form, already validated by the route. */
 export interface CreateInlineBatchInput {
-  model?: string;
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;

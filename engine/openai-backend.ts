@@ -61,7 +61,6 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
-    this.check(request);
     switch (request.endpoint) {
       case "/v1/chat/completions":
         return this.chat(request.body, signal);
@@ -290,7 +289,7 @@ const chatLogprob = (l: GeneratedTokenLogprob) => ({
   token: l.token,
   logprob: l.logprob,
   bytes: l.bytes,
-  top_logprobs: l.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
+  top_logprobs: l.top,
 });
 
 /** The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. */

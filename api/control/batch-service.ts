@@ -43,7 +43,6 @@ interface NewBatch {
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;
-  model?: string;
   /** Puts the requests at paths.input; returns the input file's id. */
   writeInput(paths: BatchPaths, batchId: string): Promise<string>;
 }

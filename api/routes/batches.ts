@@ -35,8 +35,8 @@ export function batchesRouter(batches: BatchService): Router {
     const owner = ownerFrom(res);
     if (isInlineBatchBody(req.body)) {
       const { completion_window, metadata, ...inline } = parseRequest(InlineBatchRequest, req.body);
-      const { endpoint, model, lines } = linesOf(inline);
-      res.json(await batches.createInline({ model, endpoint, completion_window, metadata, lines, owner }));
+      const { endpoint, lines } = linesOf(inline);
+      res.json(await batches.createInline({ endpoint, completion_window, metadata, lines, owner }));
       return;
     }
     const body = parseRequest(CreateBatchBody, req.body ?? {});
