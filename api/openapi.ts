@@ -4,7 +4,6 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteCo
 import { z } from "zod";
 import type { PoolStatus, QueueStats } from "./contracts.js";
 import { badRequest, fileTooLarge, internalError, modelNotReady, notFound, queueFull, unauthorized } from "./errors.js";
-import type { EngineInfo } from "../engine/types.js";
 import { BatchSchema, ErrorSchema, FileDeletedSchema, FileObjectSchema, listOf } from "./schemas/objects.js";
 import {
   BatchIdParams,
@@ -44,26 +43,24 @@ const PoolsSchema = z.object({ simulated: z.literal(true), pools: z.array(PoolSt
   },
 });
 
-const EngineInfoSchema = z
+const BackendSchema = z
   .object({
-    modelId: z.string(),
-    generatedModel: z.boolean(),
-    gpu: z.union([z.string(), z.literal(false)]),
-    gpuLayers: z.number().int(),
-    threads: z.number().int().openapi({ description: "CPU threads a decode computes with." }),
-    threadsLargeSteps: z.number().int().openapi({ description: "CPU threads a large decode computes with (many sequences, a big model)." }),
-    sequences: z.number().int(),
-    contextSize: z.number().int(),
-    embeddingDimensions: z.number().int(),
-    hasChatTemplate: z.boolean(),
-    chatWrapper: z.string(),
+    kind: z.string().openapi({ description: 'Where requests run: "local" (the embedded engine).' }),
+    endpoints: z.array(z.string()).openapi({ description: "The batch endpoints this deployment serves." }),
+    concurrency: z.number().int().openapi({ description: "Requests the service keeps in flight toward the backend." }),
+    generated_model: z.boolean().openapi({ description: "True when serving the project's own random-weights model." }),
+    settings: z.record(z.string(), z.unknown()).openapi({
+      description: "The backend's own settings (for the local engine: threads, sequences, chat template…); no path or secret.",
+    }),
   })
-  .openapi("EngineInfo", { description: "The engine's settings (the model's path is left out)." }) satisfies z.ZodType<
-  Omit<EngineInfo, "modelPath">
->;
+  .openapi("Backend");
 
 const ReadySchema = z
-  .object({ status: z.literal("ready"), model: z.string(), model_file: z.string(), engine: EngineInfoSchema })
+  .object({
+    status: z.literal("ready"),
+    model: z.string().openapi({ description: "The model that serves every request." }),
+    backend: BackendSchema,
+  })
   .openapi("Ready");
 const HealthSchema = z.object({ status: z.literal("ok") }).openapi("Health", { example: { status: "ok" } });
 const RootSchema = z
@@ -338,7 +335,7 @@ function registerSystem(r: OpenAPIRegistry) {
     200: { description: "Prometheus text exposition format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } },
   });
   system("/health", "Liveness: the process is up", { 200: json(HealthSchema, "Up.") });
-  system("/ready", "Readiness: the model is loaded", { 200: json(ReadySchema, "Ready, with the engine's settings."), ...errors(503) });
+  system("/ready", "Readiness: the model is loaded", { 200: json(ReadySchema, "Ready, with the backend's settings."), ...errors(503) });
   system("/openapi.json", "This document", {
     200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } },
   });

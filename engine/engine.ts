@@ -2,13 +2,14 @@
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import { renderChat, type ChatFormat } from "./chat.js";
 import type { Embedder } from "./embed.js";
-import { unsupportedValue } from "../openai/errors.js";
+import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { engineClosed, invalidRequest } from "./errors.js";
 import { generate, resolveSampling, type GenerationRequest } from "./generate.js";
 import type { Grammars } from "./grammars.js";
 import type { SamplerMemory } from "./sampler-memory.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { tokenizePrompt } from "./tokens.js";
+import { generateWithTools } from "./tool-calls.js";
 import {
   RequestError,
   type ChatMessage,
@@ -53,8 +54,17 @@ export class LlamaEngine implements Engine {
   /** Without maxTokens the answer may fill the rest of the sequence's context, which bounds it. */
   async chat(messages: ChatMessage[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
     this.ensureOpen();
-    const rendered = renderChat(this.parts.model, this.parts.chatFormat, messages);
-    return this.generate(rendered.tokens, params, null, rendered, signal);
+    const { model, chatFormat } = this.parts;
+    const { tools, ...plain } = params;
+    if (tools && tools.choice !== "none" && !chatFormat.tools) {
+      throw unsupportedParameter("tools", "The model's chat template has no function-calling format, so it cannot call tools.");
+    }
+    // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
+    const rendered = renderChat(model, chatFormat, messages, chatFormat.tools ? (tools?.functions ?? []) : []);
+    if (!tools || tools.choice === "none" || !chatFormat.tools) return this.generate(rendered.tokens, plain, null, rendered, signal);
+    return generateWithTools(model, chatFormat.tools, rendered, { ...plain, tools }, (tokens, p, stops) =>
+      this.generate(tokens, p, null, stops, signal),
+    );
   }
 
   get vocabularySize(): number {

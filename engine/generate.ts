@@ -134,6 +134,7 @@ async function generateChoice(
   let text = "";
   let pending: Token[] = [];
   let finishReason: FinishReason = "length";
+  let stoppedBy: string | undefined;
   /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
   const flush = (piece = model.detokenize(pending, false, history)) => {
     const checkedUpTo = text.length;
@@ -141,8 +142,10 @@ async function generateChoice(
     history.push(...pending);
     pending = [];
     const hit = findStop(text, req.stopStrings, checkedUpTo);
-    if (hit) text = text.slice(0, hit.index);
-    return hit !== null;
+    if (!hit) return false;
+    text = text.slice(0, hit.index);
+    stoppedBy = hit.stop;
+    return true;
   };
 
   for await (const { token, probabilities } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
@@ -173,6 +176,7 @@ async function generateChoice(
   if (pending.length > 0 && flush()) finishReason = "stop";
   if (req.trimTrailingWhitespace) text = text.trimEnd();
   const choice: Choice = { text, completionTokens: generated.length, finishReason };
+  if (stoppedBy !== undefined) choice.stoppedBy = stoppedBy;
   // Tokens that began past a stop string's cut are not part of the answer.
   if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0).map(({ offset: _, ...l }) => l);
   return choice;

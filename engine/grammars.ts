@@ -12,7 +12,7 @@ export class Grammars {
   constructor(private readonly llama: Llama) {}
 
   get(format: NonNullable<SamplingParams["format"]>): Promise<LlamaGrammar> {
-    const key = format.type === "json_object" ? "" : JSON.stringify(format.schema);
+    const key = format.type === "json_object" ? "" : JSON.stringify(format.type === "one_of" ? format : format.schema);
     let grammar = this.cache.get(key);
     if (grammar) {
       // Most recently used last, so the oldest is the one dropped.
@@ -21,10 +21,13 @@ export class Grammars {
       grammar =
         format.type === "json_object"
           ? this.llama.getGrammarFor("json")
-          : // The cast only picks one of the generic's overloads; any GbnfJsonSchema is taken at run time.
-            this.llama.createGrammarForJsonSchema(
-              toGrammarSchema(format.schema, "response_format.json_schema.schema") as { type: "string" },
-            );
+          : format.type === "one_of"
+            ? // JSON string literals are GBNF string literals for the names OpenAI allows ([A-Za-z0-9_-]).
+              this.llama.createGrammar({ grammar: `root ::= ${format.values.map((v) => JSON.stringify(v)).join(" | ")}` })
+            : // The cast only picks one of the generic's overloads; any GbnfJsonSchema is taken at run time.
+              this.llama.createGrammarForJsonSchema(
+                toGrammarSchema(format.schema, "response_format.json_schema.schema") as { type: "string" },
+              );
       // A schema that failed to compile is not kept: the next request gets the same error, not a stale promise.
       grammar.catch(() => this.cache.delete(key));
       if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value as string);

@@ -103,6 +103,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       embeddingDimensions: model.embeddingVectorSize,
       hasChatTemplate: chatFormat.hasChatTemplate,
       chatWrapper: chatFormat.wrapper.wrapperName,
+      toolCalling: chatFormat.tools !== null,
     },
   });
   return engine;

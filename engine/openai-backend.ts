@@ -6,6 +6,7 @@ import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from ".
 import { invalidParameter, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { toGrammarSchema } from "./json-schema.js";
+import { checkTools, toolCallsBody, toolsParams } from "./openai-tools.js";
 import { threadsText } from "./threads.js";
 import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
 
@@ -13,10 +14,8 @@ const now = () => Math.floor(Date.now() / 1000);
 
 /** Chat fields this engine has no way to honour, with what each asks for. */
 const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
-  ["tools", "function calling"],
-  ["tool_choice", "function calling"],
-  ["functions", "function calling"],
-  ["function_call", "function calling"],
+  ["functions", "the deprecated function calling (use tools)"],
+  ["function_call", "the deprecated function calling (use tool_choice)"],
   ["audio", "audio output"],
   ["prediction", "predicted outputs"],
   ["reasoning_effort", "a reasoning model"],
@@ -50,6 +49,7 @@ export class LlamaBackend implements InferenceBackend {
         embeddingDimensions: e.embeddingDimensions,
         hasChatTemplate: e.hasChatTemplate,
         chatWrapper: e.chatWrapper,
+        toolCalling: e.toolCalling,
       },
     });
   }
@@ -87,6 +87,7 @@ export class LlamaBackend implements InferenceBackend {
     if (body.modalities?.includes("audio"))
       throw unsupportedValue("modalities", 'Only text output is supported: modalities must be ["text"].');
     for (const [i, m] of body.messages.entries()) checkMessage(m, i);
+    checkTools(body, this.engine.info.toolCalling);
     this.checkLogitBias(body.logit_bias);
     const format = body.response_format;
     if (format?.type === "json_schema") {
@@ -150,6 +151,8 @@ export class LlamaBackend implements InferenceBackend {
     if (format?.type === "json_object") params.format = { type: "json_object" };
     if (format?.type === "json_schema" && format.json_schema.schema)
       params.format = { type: "json_schema", schema: format.json_schema.schema };
+    const tools = toolsParams(body);
+    if (tools) params.tools = tools;
     const r = await this.engine.chat(body.messages.map(toEngineMessage), params, signal);
     return {
       body: {
@@ -159,7 +162,9 @@ export class LlamaBackend implements InferenceBackend {
         model: this.info.model,
         choices: r.choices.map((c, index) => ({
           index,
-          message: { role: "assistant", content: c.text, refusal: null, annotations: [] },
+          message: c.toolCalls
+            ? { role: "assistant", content: c.text || null, refusal: null, annotations: [], tool_calls: toolCallsBody(c.toolCalls) }
+            : { role: "assistant", content: c.text, refusal: null, annotations: [] },
           logprobs: c.logprobs ? { content: c.logprobs.map(chatLogprob), refusal: null } : null,
           finish_reason: c.finishReason,
         })),
@@ -237,7 +242,7 @@ function checkMessage(m: ChatMessageBody, i: number): void {
     throw unsupportedParameter(`${at}.name`, "Participant names are not supported: the model's chat template has no place for them.");
   }
   if (m.role === "assistant") {
-    for (const field of ["tool_calls", "function_call", "audio", "refusal"] as const) {
+    for (const field of ["function_call", "audio", "refusal"] as const) {
       if (m[field] != null)
         throw unsupportedParameter(`${at}.${field}`, `Assistant messages with '${field}' are not supported by this deployment.`);
     }
@@ -258,7 +263,12 @@ function checkMessage(m: ChatMessageBody, i: number): void {
 function toEngineMessage(m: ChatMessageBody): ChatMessage {
   const content =
     m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => ("text" in p ? p.text : "")).join("\n");
-  return { role: m.role as ChatMessage["role"], content };
+  const message: ChatMessage = { role: m.role as ChatMessage["role"], content };
+  if (m.role === "assistant" && m.tool_calls?.length) {
+    message.toolCalls = m.tool_calls.flatMap((c) => (c.type === "function" ? [{ id: c.id, ...c.function }] : []));
+  }
+  if (m.role === "tool") message.toolCallId = m.tool_call_id;
+  return message;
 }
 
 function promptsOf(body: CompletionBody): Array<string | number[]> {

@@ -14,11 +14,38 @@ export interface SamplingParams {
   /** Token id -> a value added to its logit (-100 bans it, 100 all but forces it). */
   logitBias?: ReadonlyMap<number, number>;
   /** The answer must be a JSON object, or follow a JSON schema (engine/json-schema.ts checks it first). */
-  format?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+  format?:
+    | { type: "json_object" }
+    | { type: "json_schema"; schema: Record<string, unknown> }
+    /** Exactly one of these strings (a function's name in a tool call). */
+    | { type: "one_of"; values: string[] };
   /** Return each generated token's log probability with this many most likely alternatives (0..20). */
   logprobs?: number;
   /** Answers generated from one evaluation of the prompt (1 by default). */
   n?: number;
+  /** Functions the model may call (chat only; engine/tool-calls.ts). */
+  tools?: ToolsParams;
+}
+
+export interface ToolFunction {
+  name: string;
+  description?: string;
+  /** A JSON schema of the arguments object; absent: the function takes none. */
+  parameters?: Record<string, unknown>;
+}
+
+export interface ToolsParams {
+  functions: ToolFunction[];
+  /** none: answer in text; auto: the model decides; required: at least one call; a name: that function. */
+  choice: "none" | "auto" | "required" | { name: string };
+  /** More than one call in one answer. */
+  parallel: boolean;
+}
+
+export interface ToolCall {
+  name: string;
+  /** The arguments as JSON text, as OpenAI returns them. */
+  arguments: string;
 }
 
 export interface TokenLogprob {
@@ -38,6 +65,10 @@ export interface Choice {
   finishReason: FinishReason;
   /** Set when SamplingParams.logprobs was. */
   logprobs?: GeneratedTokenLogprob[];
+  /** The stop string that ended the answer, when one did. */
+  stoppedBy?: string;
+  /** Calls the model made (finishReason "tool_calls", or "length" when the budget ran out inside one). */
+  toolCalls?: ToolCall[];
 }
 
 export type ChatRole = "system" | "developer" | "user" | "assistant" | "tool";
@@ -45,9 +76,13 @@ export type ChatRole = "system" | "developer" | "user" | "assistant" | "tool";
 export interface ChatMessage {
   role: ChatRole;
   content: string;
+  /** An assistant turn's calls, each answered by a later tool message with the same id. */
+  toolCalls?: Array<ToolCall & { id: string }>;
+  /** A tool message: the call it answers. */
+  toolCallId?: string;
 }
 
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 /** The first choice's fields at the top (the usual n = 1), every choice in `choices`. */
 export interface GenerationResult extends Choice {
@@ -80,6 +115,8 @@ export interface EngineInfo {
   embeddingDimensions: number;
   hasChatTemplate: boolean;
   chatWrapper: string;
+  /** The chat template has its own function-calling format (tools work). */
+  toolCalling: boolean;
 }
 
 export interface Engine {

@@ -57,11 +57,44 @@ export type ContentPart = z.infer<typeof UserPart> | z.infer<typeof AssistantPar
 
 const textContent = z.union([z.string(), z.array(TextPart)]);
 
-const ToolCallSchema = z.looseObject({
-  id: z.string(),
-  type: z.string(),
-  function: z.looseObject({ name: z.string(), arguments: z.string() }).optional(),
+const FunctionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "function names must be 1-64 letters, digits, underscores or dashes");
+
+/** An assistant message's call: a function call (arguments as JSON text) or a custom tool's. */
+const ToolCallSchema = z.discriminatedUnion(
+  "type",
+  [
+    z.strictObject({ id: z.string(), type: z.literal("function"), function: z.strictObject({ name: z.string(), arguments: z.string() }) }),
+    z.strictObject({ id: z.string(), type: z.literal("custom"), custom: z.strictObject({ name: z.string(), input: z.string() }) }),
+  ],
+  { error: 'tool_calls[].type must be "function" or "custom"' },
+);
+
+export const FunctionDefinitionSchema = z.strictObject({
+  name: FunctionName,
+  description: z.string().optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  strict: opt(z.boolean()),
 });
+export type FunctionDefinition = z.infer<typeof FunctionDefinitionSchema>;
+
+const ToolSchema = z.discriminatedUnion(
+  "type",
+  [
+    z.strictObject({ type: z.literal("function"), function: FunctionDefinitionSchema }),
+    z.strictObject({ type: z.literal("custom"), custom: z.looseObject({ name: z.string() }) }),
+  ],
+  { error: 'tools[].type must be "function" or "custom"' },
+);
+
+const ToolChoiceSchema = z.union(
+  [
+    z.enum(["none", "auto", "required"]),
+    z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: z.string() }) }),
+    z.strictObject({ type: z.literal("allowed_tools"), allowed_tools: z.looseObject({}) }),
+    z.strictObject({ type: z.literal("custom"), custom: z.strictObject({ name: z.string() }) }),
+  ],
+  { error: 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}' },
+);
 
 export const ChatMessageSchema = z.discriminatedUnion(
   "role",
@@ -116,8 +149,8 @@ export const ChatBodySchema = z
     logprobs: opt(z.boolean()),
     top_logprobs: opt(int.min(0).max(20)),
     response_format: ResponseFormatSchema.optional(),
-    tools: z.array(z.looseObject({ type: z.string() })).optional(),
-    tool_choice: z.union([z.enum(["none", "auto", "required"]), z.looseObject({ type: z.string() })]).optional(),
+    tools: z.array(ToolSchema).optional(),
+    tool_choice: ToolChoiceSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),
     functions: z.array(z.unknown()).optional(),
     function_call: z.unknown().optional(),

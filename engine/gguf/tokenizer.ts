@@ -19,9 +19,33 @@ export const MIN_VOCAB_SIZE = FIRST_WORD_ID;
 const TOKEN_TYPE_NORMAL = 1;
 const TOKEN_TYPE_CONTROL = 3;
 
-export const CHATML_TEMPLATE =
-  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+/**
+ * ChatML with Hermes-style function calling (the format Qwen 2.5 and many fine-tunes use), so the generated
+ * model exercises a chat template's own tool format: tools listed in the system turn, calls as
+ * <tool_call>{"name", "arguments"}</tool_call>, results as <tool_response> in a user turn.
+ */
+export const CHATML_TEMPLATE = [
+  // trim_blocks is on (as in Hugging Face's rendering), so a newline right after a tag is written as {{ "\n" }}.
+  "{% if tools %}{{ '<|im_start|>system\\n' }}{% if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{% endif %}",
+  "# Tools\n\nYou may call one or more functions. Their signatures are within <tools></tools>:\n<tools>",
+  "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}{{ '\\n</tools>\\n\\n' }}",
+  "For each call, return a JSON object with the function name and arguments within <tool_call></tool_call>:\n",
+  '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n',
+  "{% elif messages[0].role == 'system' %}{{ '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{% endif %}",
+  "{% for message in messages %}",
+  "{% if message.role == 'system' and loop.first %}",
+  "{% elif message.role == 'assistant' %}<|im_start|>assistant{% if message.content %}{{ '\\n' + message.content }}{% endif %}",
+  "{% if message.tool_calls %}{% for call in message.tool_calls %}{% if call.function %}{% set call = call.function %}{% endif %}",
+  `{{ '\\n<tool_call>\\n{"name": "' + call.name + '", "arguments": ' + (call.arguments | tojson) + '}\\n</tool_call>' }}`,
+  "{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}",
+  "{% elif message.role == 'tool' %}",
+  "{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|>user{% endif %}",
+  "{{ '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}",
+  "{% if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{ '<|im_end|>\\n' }}{% endif %}",
+  "{% else %}{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{% endif %}",
+  "{% endfor %}",
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+].join("");
 
 /** GPT-2's reversible byte -> printable-character map. */
 export function bytesToUnicode(): string[] {

@@ -46,10 +46,10 @@ const extras = [
 const bad: Array<[string, object, string, string]> = [
   ["unknown", { messages: user, repetition_penalty: 1.2 }, "repetition_penalty", "unknown_parameter"],
   [
-    "tools",
-    { messages: user, tools: [{ type: "function", function: { name: "f", parameters: {} } }], tool_choice: "required" },
-    "tools",
-    "unsupported_parameter",
+    "tool-choice",
+    { messages: user, tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } },
+    "tool_choice.function.name",
+    "invalid_request",
   ],
   ["hot", { messages: user, temperature: 9 }, "temperature", "invalid_request"],
   [

@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import {
   getLlama,
+  JinjaTemplateChatWrapper,
   LlamaChatSession,
   LlamaLogLevel,
   readGgufFileInfo,
@@ -113,19 +114,20 @@ describe("generated tiny model", () => {
     }
   });
 
-  it("resolves to the ChatML chat wrapper and answers a chat prompt", async () => {
+  it("resolves to its own template, with that template's tool-call syntax, and answers a chat prompt", async () => {
     const wrapper = resolveChatWrapper({
       fileInfo: model.fileInfo,
       filename: model.filename,
       bosString: model.tokens.bosString,
       tokenizer: model.tokenizer,
     });
-    expect(wrapper?.wrapperName).toBe("ChatML");
+    expect(wrapper?.wrapperName).toBe("JinjaTemplate");
+    expect(wrapper instanceof JinjaTemplateChatWrapper && wrapper.usingJinjaFunctionCallTemplate).toBe(true);
 
     const context = await model.createContext({ contextSize: 256, threads: 1 });
     try {
       const session = new LlamaChatSession({ contextSequence: context.getSequence() });
-      expect(session.chatWrapper.wrapperName).toBe("ChatML");
+      expect(session.chatWrapper.wrapperName).toBe("JinjaTemplate");
       const answer = await session.prompt("Hi there", { maxTokens: 8, temperature: 0 });
       expect(typeof answer).toBe("string");
     } finally {
