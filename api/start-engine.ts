@@ -6,6 +6,7 @@ import { createEngine } from "../engine/index.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
 import type { InferenceBackend } from "../openai/backend.js";
+import { withResponses } from "../openai/responses-backend.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start";
@@ -42,7 +43,8 @@ export async function startBackend(
     embeddingContexts: config.engine.embeddingContexts,
     log: (msg, fields) => logger.info(fields ?? {}, msg),
   });
-  const backend = new LlamaBackend(engine);
+  // Responses lines run over the backend's chat endpoint.
+  const backend = withResponses(new LlamaBackend(engine));
   logger.info({ backend: backend.info }, "backend ready");
   return backend;
 }

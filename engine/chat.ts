@@ -157,8 +157,8 @@ export function renderChat(
 }
 
 /**
- * A wrapper's stop triggers are LlamaTexts. One that is a single special token (ChatML's <|im_end|>) is
- * matched as a token, since special tokens have no text in the answer; everything else is matched as text.
+ * A wrapper's stop triggers are LlamaTexts. One that begins with a special token (ChatML's <|im_end|>) is
+ * matched as that token, since special tokens have no text in the answer; everything else is matched as text.
  */
 function stopsOf(model: LlamaModel, triggers: readonly LlamaText[]) {
   const stopStrings = new Set<string>();
@@ -170,7 +170,8 @@ function stopsOf(model: LlamaModel, triggers: readonly LlamaText[]) {
       continue;
     }
     const tokens = LlamaText(trigger).tokenize(model.tokenizer);
-    if (tokens.length === 1 && model.isSpecialToken(tokens[0])) stopTokens.add(tokens[0]);
+    // "<|im_end|>\n": the turn is over at the special token; what a template writes after it is not the answer's.
+    if (tokens.length >= 1 && model.isSpecialToken(tokens[0])) stopTokens.add(tokens[0]);
     else {
       const text = model.detokenize(tokens, false);
       if (text) stopStrings.add(text);

@@ -3,7 +3,7 @@
 // cannot honour, so nothing a body asks for is silently dropped.
 import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
-import { invalidParameter, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { toGrammarSchema } from "./json-schema.js";
 import { checkTools, toolCallsBody, toolsParams } from "./openai-tools.js";
@@ -11,6 +11,7 @@ import { threadsText } from "./threads.js";
 import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
 
 const now = () => Math.floor(Date.now() / 1000);
+const notServed = (endpoint: string) => new RequestError(`This backend does not serve ${endpoint}.`, "invalid_url", false);
 
 /** Chat fields this engine has no way to honour, with what each asks for. */
 const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
@@ -57,7 +58,9 @@ export class LlamaBackend implements InferenceBackend {
   check(request: InferenceRequest): void {
     if (request.endpoint === "/v1/chat/completions") this.checkChat(request.body);
     else if (request.endpoint === "/v1/completions") this.checkCompletion(request.body);
-    else this.checkEmbedding(request.body);
+    else if (request.endpoint === "/v1/embeddings") this.checkEmbedding(request.body);
+    // Responses lines are served over chat by openai/responses-backend.ts, which wraps this backend.
+    else throw notServed(request.endpoint);
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
@@ -68,6 +71,8 @@ export class LlamaBackend implements InferenceBackend {
         return this.complete(request.body, signal);
       case "/v1/embeddings":
         return this.embed(request.body, signal);
+      default:
+        throw notServed(request.endpoint);
     }
   }
 

@@ -2,13 +2,15 @@
 // and answers with that endpoint's OpenAI response body. The pipeline and the control plane see only this;
 // how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
+import type { ResponseBody } from "./response-bodies.js";
 
-export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings";
+export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/responses";
 
 export type InferenceRequest =
   | { endpoint: "/v1/chat/completions"; body: ChatBody }
   | { endpoint: "/v1/completions"; body: CompletionBody }
-  | { endpoint: "/v1/embeddings"; body: EmbeddingBody };
+  | { endpoint: "/v1/embeddings"; body: EmbeddingBody }
+  | { endpoint: "/v1/responses"; body: ResponseBody };
 
 export interface TokenUsage {
   promptTokens: number;
@@ -17,7 +19,7 @@ export interface TokenUsage {
 }
 
 export interface BackendResult {
-  /** The endpoint's OpenAI response body (chat.completion, text_completion, embedding list). */
+  /** The endpoint's OpenAI response body (chat.completion, text_completion, embedding list, response). */
   body: Record<string, unknown>;
   usage: TokenUsage;
 }

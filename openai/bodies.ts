@@ -4,8 +4,8 @@
 // (InferenceBackend.check): nothing is accepted and ignored.
 import { z } from "zod";
 
-const opt = <T extends z.ZodType>(t: T) => t.nullish();
-const int = z.number().int();
+export const opt = <T extends z.ZodType>(t: T) => t.nullish();
+export const int = z.number().int();
 
 /** OpenAI allows at most 4 stop sequences. */
 const stop = opt(z.union([z.string(), z.array(z.string()).max(4, "stop may hold at most 4 sequences")]));
@@ -19,7 +19,7 @@ const logitBias = opt(
 const metadata = opt(z.record(z.string(), z.string()));
 
 /** Fields that change nothing about the answer; accepted and described as such in the README. */
-const HarmlessFields = {
+export const HarmlessFields = {
   user: z.string().optional(),
   store: opt(z.boolean()),
   metadata,
@@ -57,7 +57,7 @@ export type ContentPart = z.infer<typeof UserPart> | z.infer<typeof AssistantPar
 
 const textContent = z.union([z.string(), z.array(TextPart)]);
 
-const FunctionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "function names must be 1-64 letters, digits, underscores or dashes");
+export const FunctionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "function names must be 1-64 letters, digits, underscores or dashes");
 
 /** An assistant message's call: a function call (arguments as JSON text) or a custom tool's. */
 const ToolCallSchema = z.discriminatedUnion(
@@ -137,7 +137,7 @@ export const ResponseFormatSchema = z.discriminatedUnion(
 );
 export type ResponseFormat = z.infer<typeof ResponseFormatSchema>;
 
-const model = opt(z.string().min(1));
+export const model = opt(z.string().min(1));
 
 export const ChatBodySchema = z
   .strictObject({

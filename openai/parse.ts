@@ -4,6 +4,7 @@ import type { z } from "zod";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
+import { ResponseBodySchema } from "./response-bodies.js";
 import { describeIssue } from "./issues.js";
 
 export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
@@ -14,6 +15,8 @@ export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
       return CompletionBodySchema;
     case "/v1/embeddings":
       return EmbeddingBodySchema;
+    case "/v1/responses":
+      return ResponseBodySchema;
   }
 }
 

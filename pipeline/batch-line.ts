@@ -3,7 +3,12 @@
 import { z } from "zod";
 import type { Endpoint } from "./types.js";
 
-export const ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const satisfies readonly Endpoint[];
+export const ENDPOINTS = [
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/embeddings",
+  "/v1/responses",
+] as const satisfies readonly Endpoint[];
 
 export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
 

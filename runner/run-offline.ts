@@ -88,6 +88,10 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const started = Date.now();
     let result: RunBatchResult;
     try {
+      if (!backend.info.endpoints.includes(endpoint)) {
+        stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
+        return { exitCode: 1, endpoint, validation };
+      }
       stderr.write(`running ${validation.total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
       const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
       result = await runBatchFile({

@@ -32,6 +32,8 @@ export interface BatchServiceDeps {
   deadlines: DeadlineTimers;
   /** The served model's name: what a batch reports as its model, whatever its lines name (one model is served). */
   modelId: string;
+  /** The endpoints the backend serves; a batch for another is refused at creation. */
+  endpoints: readonly Endpoint[];
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
@@ -156,6 +158,13 @@ export class QueueingBatchService implements BatchService {
   private async createBatch(input: NewBatch): Promise<Batch> {
     const { config, store, queue, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
+    if (!(this.deps.endpoints as readonly string[]).includes(input.endpoint)) {
+      throw badRequest(
+        `This deployment serves ${this.deps.endpoints.join(", ")}; a batch for '${input.endpoint}' cannot run here.`,
+        "endpoint",
+        "unsupported_value",
+      );
+    }
     // A batch accepted now could not start before the restart, and its state might land after the final flush.
     if (this.deps.worker.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     queue.ensureRoom(this.reserved + 1);

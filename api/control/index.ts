@@ -70,6 +70,7 @@ export async function createControlPlane(deps: {
     runner,
     deadlines,
     modelId: backend.info.model,
+    endpoints: backend.info.endpoints,
     logger,
     now,
     metrics,

@@ -17,7 +17,8 @@ export const BATCH_STATUSES = [
 ] as const;
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
 
-export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const;
+/** The endpoints OpenAI's Batch API takes; which of them this deployment serves is its backend's to say. */
+export const BATCH_ENDPOINTS = ["/v1/responses", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/moderations"] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 /** OpenAI's limits on batch metadata; requests.ts checks them with messages, this schema describes them. */

@@ -110,9 +110,11 @@ describe("OpenAPI document", () => {
     expect(refs).toContain("#/components/schemas/InlineBatchRequest");
     expect(Object.keys(create.examples)).toEqual(["file", "inline"]);
     expect(doc.components.schemas.CreateBatchRequest.properties.endpoint.enum).toEqual([
+      "/v1/responses",
       "/v1/chat/completions",
       "/v1/completions",
       "/v1/embeddings",
+      "/v1/moderations",
     ]);
     expect(doc.components.schemas.CreateBatchRequest.properties.completion_window.pattern).toBeTruthy();
 

@@ -84,7 +84,7 @@ describe("POST /v1/batches (file form)", () => {
   it("names the offending parameter of a bad request", async () => {
     const fileId = await uploadLines(completionLines(1));
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ input_file_id: fileId, endpoint: "/v1/responses" }, "endpoint"],
+      [{ input_file_id: fileId, endpoint: "/v1/moderations" }, "endpoint"],
       [{ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "tomorrow" }, "completion_window"],
       [{ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "400d" }, "completion_window"],
       [
@@ -218,7 +218,11 @@ describe("operational and system routes", () => {
     expect(ready.body).toMatchObject({
       status: "ready",
       model: svc.service.backend.info.model,
-      backend: { kind: "local", endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"], settings: { contextSize: 512 } },
+      backend: {
+        kind: "local",
+        endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"],
+        settings: { contextSize: 512 },
+      },
     });
   });
 

@@ -79,7 +79,7 @@ describe("bad input, item by item", () => {
   });
 
   it("unsupported endpoint: 400", async () => {
-    for (const endpoint of ["/v1/moderations", "/v1/responses", "completions", ""]) {
+    for (const endpoint of ["/v1/moderations", "/v1/images/generations", "completions", ""]) {
       expectError(await createBatch({ input_file_id: before.file.id, endpoint }), 400, "endpoint");
     }
   });

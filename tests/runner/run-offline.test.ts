@@ -8,6 +8,7 @@ import { promisify } from "node:util";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, type Config } from "../../api/config.js";
+import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline } from "../../runner/run-offline.js";
 import { startFileServer, type FileServer } from "../helpers/file-server.js";
@@ -49,11 +50,11 @@ function sink() {
   return { write: (t: string) => (text += t), text: () => text };
 }
 
-async function run(a: RunnerArgs) {
+async function run(a: RunnerArgs, withConfig = config) {
   const stdout = sink();
   const stderr = sink();
   const result = await runOffline(a, {
-    config,
+    config: withConfig,
     logger: pino({ level: "silent" }),
     stdout,
     stderr,
@@ -91,6 +92,35 @@ describe("offline runner", () => {
     expect(failed).toMatchObject({
       custom_id: "unknown",
       response: { status_code: 400, body: { error: { code: "unknown_parameter", param: "top_k" } } },
+    });
+  });
+
+  it("runs /v1/responses lines, tool calls included, on a model whose template has a tool format", async () => {
+    const generated = loadConfig({ MODEL_PATH: await ensureGeneratedModel(), BATCH_DIR: dir, ...engineEnv, CONTEXT_SIZE: "1024" });
+    const input = path.join(dir, "responses.jsonl");
+    const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
+    const line = (id: string, body: object) =>
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/responses", body: { model: "m", ...body } });
+    writeFileSync(
+      input,
+      `${[
+        line("json", { input: "Is it ok?", max_output_tokens: 40, text: { format: { type: "json_schema", name: "ok", schema } } }),
+        line("call", { input: "Check", tools: [{ type: "function", name: "check", parameters: schema }], tool_choice: "required" }),
+        line("bad", { input: "x", previous_response_id: "resp_1" }),
+      ].join("\n")}\n`,
+    );
+    const out = path.join(dir, "responses-out.jsonl");
+    expect((await run(args(input, out), generated)).exitCode).toBe(0);
+    const ok = new Map(rows(readFileSync(out, "utf8")).map((x) => [x.custom_id, x.response.body]));
+    expect(ok.get("json").object).toBe("response");
+    expect(JSON.parse(ok.get("json").output[0].content[0].text)).toEqual({ ok: expect.any(Boolean) });
+    const [call] = ok.get("call").output;
+    expect(call).toMatchObject({ type: "function_call", name: "check" });
+    expect(JSON.parse(call.arguments)).toEqual({ ok: expect.any(Boolean) });
+    const [failed] = rows(readFileSync(path.join(dir, "responses-out.errors.jsonl"), "utf8"));
+    expect(failed).toMatchObject({
+      custom_id: "bad",
+      response: { status_code: 400, body: { error: { code: "unsupported_parameter", param: "previous_response_id" } } },
     });
   });
 
