@@ -17,14 +17,28 @@ export interface StoredFile {
   owner: Owner;
 }
 
+export interface NewFile {
+  filename: string;
+  purpose: FileObject["purpose"];
+  owner: Owner;
+  /** Retention; without it the store's default expiry applies. */
+  expiresAfter?: ExpiresAfter;
+}
+
 export interface FileStore {
   /** Moves an uploaded temp file into the store and records it durably. */
-  adopt(input: { tmpPath: string; filename: string; purpose: FileObject["purpose"]; owner: Owner }): Promise<FileObject>;
+  adopt(input: NewFile & { tmpPath: string }): Promise<FileObject>;
   /** Records a file that already lives elsewhere under BATCH_DIR (a batch's output or error file). */
-  register(input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; id?: string }): Promise<FileObject>;
+  register(input: NewFile & { path: string; id?: string }): Promise<FileObject>;
   get(id: string, owner: Owner): StoredFile | undefined;
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject>;
   delete(id: string, owner: Owner): Promise<boolean>;
+}
+
+/** OpenAI's retention setting: expire `seconds` after the file's created_at. */
+export interface ExpiresAfter {
+  anchor: "created_at";
+  seconds: number;
 }
 
 export interface CreateBatchInput {
@@ -32,6 +46,8 @@ export interface CreateBatchInput {
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;
+  /** Retention of the output and error files. */
+  output_expires_after?: ExpiresAfter;
   owner: Owner;
 }
 
@@ -40,6 +56,7 @@ export interface CreateInlineBatchInput {
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;
+  output_expires_after?: ExpiresAfter;
   /** Full OpenAI batch lines built from the inline items. */
   lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
   owner: Owner;

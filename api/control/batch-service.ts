@@ -7,7 +7,7 @@ import { validateBatchFile } from "../../pipeline/validate.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
-import type { BatchService, CreateBatchInput, CreateInlineBatchInput, FileStore, Owner, Page } from "../contracts.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, FileStore, Owner, Page } from "../contracts.js";
 import { badRequest, notFound, shuttingDown } from "../errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
@@ -45,6 +45,7 @@ interface NewBatch {
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;
+  output_expires_after?: ExpiresAfter;
   /** Puts the requests at paths.input; returns the input file's id. */
   writeInput(paths: BatchPaths, batchId: string): Promise<string>;
 }
@@ -200,6 +201,7 @@ export class QueueingBatchService implements BatchService {
         transition(batch, "failed", created);
       }
       const rec: BatchRecord = { batch, owner: input.owner, seq: store.nextSeq() };
+      if (input.output_expires_after) rec.outputExpiresAfter = input.output_expires_after;
       store.add(rec);
       try {
         await store.save(id);

@@ -68,9 +68,17 @@ export class Collector {
       await store.remove(b.id);
       result.batches++;
     }
+    const busyDirs = store
+      .all()
+      .filter((rec) => busy(rec.batch.id))
+      .map((rec) => store.paths(rec.batch.id).dir);
     for (const f of files.entries()) {
       const expiresAt = f.object.expires_at;
-      if (typeof expiresAt === "number" && expiresAt <= now && (await files.remove(f.object.id))) result.files++;
+      if (typeof expiresAt !== "number" || expiresAt > now) continue;
+      // A batch still running reads its inline input: that file waits for the next sweep.
+      if (busyDirs.some((dir) => isInside(f.path, dir))) continue;
+      // An expired file's bytes go too, a batch's result file included (output_expires_after).
+      if (await files.remove(f.object.id, { content: true })) result.files++;
     }
     if (result.files + result.batches > 0)
       logger.info({ ...result, expiry_seconds: expirySeconds }, "housekeeping: deleted expired files and batches");

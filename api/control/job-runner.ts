@@ -228,6 +228,7 @@ export class JobRunner {
         filename: `${b.id}_${kind}.jsonl`,
         purpose: "batch_output",
         owner: rec.owner,
+        expiresAfter: rec.outputExpiresAfter,
       });
       if (kind === "output") b.output_file_id = obj.id;
       else b.error_file_id = obj.id;

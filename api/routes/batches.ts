@@ -34,9 +34,9 @@ export function batchesRouter(batches: BatchService): Router {
   router.post("/v1/batches", async (req, res) => {
     const owner = ownerFrom(res);
     if (isInlineBatchBody(req.body)) {
-      const { completion_window, metadata, ...inline } = parseRequest(InlineBatchRequest, req.body);
+      const { completion_window, metadata, output_expires_after, ...inline } = parseRequest(InlineBatchRequest, req.body);
       const { endpoint, lines } = linesOf(inline);
-      res.json(await batches.createInline({ endpoint, completion_window, metadata, lines, owner }));
+      res.json(await batches.createInline({ endpoint, completion_window, metadata, output_expires_after, lines, owner }));
       return;
     }
     const body = parseRequest(CreateBatchBody, req.body ?? {});

@@ -40,12 +40,13 @@ export function filesRouter(deps: FilesRouteDeps): Router {
   router.post("/v1/files", acceptUpload(deps), async (req, res) => {
     const tmpPath = req.file?.path;
     try {
-      const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose });
+      const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose, expires_after: req.body?.expires_after });
       const object = await files.adopt({
         tmpPath: form.file.path,
         filename: cleanFilename(form.file.originalname),
         purpose: form.purpose,
         owner: ownerFrom(res),
+        expiresAfter: form.expires_after,
       });
       res.json(object);
     } catch (err) {

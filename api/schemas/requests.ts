@@ -80,11 +80,31 @@ export interface UploadedFile {
   size: number;
 }
 
+/** OpenAI's retention setting for a file: `seconds` after its `created_at`, from 1 hour to 30 days. */
+export const EXPIRES_AFTER_SECONDS = { min: 3600, max: 2_592_000 } as const;
+const expiresAfter = (field: string) =>
+  z
+    .strictObject({
+      anchor: z.literal("created_at", { error: `${field}.anchor must be 'created_at'` }),
+      seconds: z.coerce
+        .number({ error: `${field}.seconds must be a number` })
+        .int(`${field}.seconds must be a whole number`)
+        .min(EXPIRES_AFTER_SECONDS.min, `${field}.seconds must be at least ${EXPIRES_AFTER_SECONDS.min} (1 hour)`)
+        .max(EXPIRES_AFTER_SECONDS.max, `${field}.seconds must be at most ${EXPIRES_AFTER_SECONDS.max} (30 days)`),
+    })
+    .optional()
+    .openapi({
+      description: `When the file expires: \`seconds\` (${EXPIRES_AFTER_SECONDS.min} to ${EXPIRES_AFTER_SECONDS.max}) after its created_at. Without it, FILE_EXPIRY_SECONDS applies.`,
+      example: { anchor: "created_at", seconds: 86400 },
+    });
+
 export const UploadFileForm = z.object({
   file: z
     .custom<UploadedFile>((v) => v != null && typeof v === "object", { error: "a file part named 'file' is required" })
     .openapi({ type: "string", format: "binary", description: "The JSONL file of batch requests." }),
   purpose: z.literal("batch", { error: "purpose must be 'batch'" }).openapi({ description: "Only 'batch' is accepted.", example: "batch" }),
+  // Sent as the form fields expires_after[anchor] and expires_after[seconds], as the openai client does.
+  expires_after: expiresAfter("expires_after"),
 });
 
 // --- POST /v1/batches ---
@@ -138,6 +158,7 @@ export const CreateBatchBody = z
       .openapi({ example: "/v1/chat/completions" }),
     completion_window: CompletionWindow,
     metadata: MetadataParam,
+    output_expires_after: expiresAfter("output_expires_after"),
   })
   .openapi("CreateBatchRequest", {
     description: "OpenAI's form: a batch over an uploaded JSONL file.",
@@ -152,6 +173,7 @@ export type CreateBatchBody = z.infer<typeof CreateBatchBody>;
 export const InlineBatchRequest = InlineBatchBodySchema.safeExtend({
   completion_window: CompletionWindow,
   metadata: MetadataParam,
+  output_expires_after: expiresAfter("output_expires_after"),
 }).openapi("InlineBatchRequest", {
   description:
     "The proof of concept's form: prompts in the body. Items are {prompt} (completions), {messages} (chat) or {input} (embeddings); " +

@@ -3,7 +3,7 @@
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
-import type { Owner, Page } from "../contracts.js";
+import type { ExpiresAfter, Owner, Page } from "../contracts.js";
 import { BatchSchema, type Batch } from "../schemas/objects.js";
 import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
 import { BATCH_ID_RE } from "./ids.js";
@@ -14,6 +14,8 @@ export interface BatchRecord {
   owner: Owner;
   /** Monotonic submission order; recovery requeues by it and lists sort by it. */
   seq: number;
+  /** Retention of the output and error files (output_expires_after); absent: the default file expiry. */
+  outputExpiresAfter?: ExpiresAfter;
 }
 
 export interface BatchPaths {
@@ -155,7 +157,8 @@ export class BatchStore {
   private async writeNow(id: string) {
     const rec = this.records.get(id);
     if (!rec) return;
-    await writeJsonAtomic(this.paths(id).state, { version: 1, owner: rec.owner, seq: rec.seq, batch: rec.batch });
+    const { owner, seq, outputExpiresAfter, batch } = rec;
+    await writeJsonAtomic(this.paths(id).state, { version: 1, owner, seq, output_expires_after: outputExpiresAfter, batch });
   }
 
   private async load() {
@@ -169,7 +172,10 @@ export class BatchStore {
         const batch = BatchSchema.parse(raw.batch);
         if (batch.id !== e.name) throw new Error(`batch.json names ${batch.id}`);
         const seq = Number.isSafeInteger(raw.seq) ? raw.seq : 0;
-        this.records.set(batch.id, { batch, owner: raw.owner ?? null, seq });
+        const rec: BatchRecord = { batch, owner: raw.owner ?? null, seq };
+        const retention = raw.output_expires_after;
+        if (retention?.anchor === "created_at" && Number.isSafeInteger(retention.seconds)) rec.outputExpiresAfter = retention;
+        this.records.set(batch.id, rec);
         this.lastSeq = Math.max(this.lastSeq, seq);
       } catch (err) {
         this.opts.logger.warn({ err, file }, "skipping unreadable batch state");

@@ -3,7 +3,7 @@
 import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
-import type { FileStore, Owner, Page, StoredFile } from "../contracts.js";
+import type { FileStore, NewFile, Owner, Page, StoredFile } from "../contracts.js";
 import { FileObjectSchema, type FileObject } from "../schemas/objects.js";
 import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
 import { FILE_ID_RE, newFileId } from "./ids.js";
@@ -44,25 +44,19 @@ export class DiskFileStore implements FileStore {
     return store;
   }
 
-  async adopt(input: { tmpPath: string; filename: string; purpose: FileObject["purpose"]; owner: Owner }): Promise<FileObject> {
+  async adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {
     const id = newFileId();
     const dest = path.join(this.dir, `${id}.jsonl`);
     await moveFile(input.tmpPath, dest);
     try {
-      return await this.record(id, { path: dest, filename: input.filename, purpose: input.purpose, owner: input.owner, managed: true });
+      return await this.record(id, { ...input, path: dest, managed: true });
     } catch (err) {
       await rm(dest, { force: true });
       throw err;
     }
   }
 
-  async register(input: {
-    path: string;
-    filename: string;
-    purpose: FileObject["purpose"];
-    owner: Owner;
-    id?: string;
-  }): Promise<FileObject> {
+  async register(input: NewFile & { path: string; id?: string }): Promise<FileObject> {
     // A caller-chosen id makes registration idempotent (a batch finalized twice after a crash keeps one file).
     const id = input.id ?? newFileId();
     if (!FILE_ID_RE.test(id)) throw new Error(`invalid file id '${id}'`);
@@ -95,21 +89,21 @@ export class DiskFileStore implements FileStore {
     return [...this.records.values()].map((r) => ({ object: r.object, path: r.path }));
   }
 
-  /** Deletes a file whoever owns it (housekeeping; routes go through delete()). */
-  async remove(id: string): Promise<boolean> {
+  /**
+   * Deletes a file whoever owns it (housekeeping; routes go through delete()). A registered file's content
+   * belongs to its batch and stays, unless `content` says the file's bytes are due too (it expired).
+   */
+  async remove(id: string, opts: { content?: boolean } = {}): Promise<boolean> {
     const rec = this.records.get(id);
     if (!rec) return false;
     // Metadata goes first: a crash in between leaves an orphan content file, never a file without content.
     await rm(this.metaPath(id), { force: true });
     this.records.delete(id);
-    if (rec.managed) await rm(rec.path, { force: true });
+    if (rec.managed || opts.content) await rm(rec.path, { force: true });
     return true;
   }
 
-  private async record(
-    id: string,
-    input: { path: string; filename: string; purpose: FileObject["purpose"]; owner: Owner; managed: boolean },
-  ): Promise<FileObject> {
+  private async record(id: string, input: NewFile & { path: string; managed: boolean }): Promise<FileObject> {
     const created = this.records.get(id)?.object.created_at ?? this.now();
     const { size } = await stat(input.path);
     const object: FileObject = {
@@ -120,7 +114,7 @@ export class DiskFileStore implements FileStore {
       filename: input.filename,
       purpose: input.purpose,
       status: "processed",
-      expires_at: created + this.opts.expirySeconds,
+      expires_at: created + (input.expiresAfter?.seconds ?? this.opts.expirySeconds),
     };
     const rec: FileRecord = { object, owner: input.owner, path: path.resolve(input.path), managed: input.managed };
     await writeJsonAtomic(this.metaPath(id), {

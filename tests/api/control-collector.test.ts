@@ -73,6 +73,54 @@ describe("the collector", () => {
     expect(cp.files.list({ limit: 100, order: "desc", owner: null }).data).toEqual([]);
   });
 
+  it("honours expires_after on a file and output_expires_after on a batch's output, and keeps the rest", async () => {
+    await start();
+    const HOUR = 3600;
+    const upload1h = await upload(cp, dir, completionLines(1), null, { anchor: "created_at", seconds: HOUR });
+    expect(upload1h.expires_at).toBe(upload1h.created_at + HOUR);
+    const input = await upload(cp, dir, completionLines(2, { prefix: "out" }));
+    const b = await cp.batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      output_expires_after: { anchor: "created_at", seconds: 2 * HOUR },
+      owner: null,
+    });
+    const done = await waitFor(cp, b.id, inStatus("completed"));
+    const output = cp.files.get(done.output_file_id!, null)!.object;
+    expect(output.expires_at).toBe(output.created_at + 2 * HOUR);
+
+    expect(await cp.collector.sweep(now() + HOUR + 5)).toEqual({ files: 1, batches: 0 });
+    expect(cp.files.get(upload1h.id, null)).toBeUndefined();
+    expect(await cp.collector.sweep(now() + 2 * HOUR + 5)).toEqual({ files: 1, batches: 0 });
+    expect(cp.files.get(done.output_file_id!, null)).toBeUndefined();
+    expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
+    // The input upload keeps the default 30 days, and so does the batch itself.
+    expect(cp.files.get(input.id, null)).toBeDefined();
+    expect(cp.batches.get(b.id, null)).toBeDefined();
+  });
+
+  it("keeps output_expires_after across a restart", async () => {
+    await start();
+    // The one slot is busy, so the batch is still queued when the service restarts.
+    const running = await create((await upload(cp, dir, completionLines(600, { prefix: "long", maxTokens: 64 }))).id);
+    await waitFor(cp, running.id, inStatus("in_progress"));
+    const input = await upload(cp, dir, completionLines(1));
+    const b = await cp.batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      output_expires_after: { anchor: "created_at", seconds: 5000 },
+      owner: null,
+    });
+    await cp.close();
+    cp = await bed.open();
+    await cp.batches.cancel(running.id, null);
+    const done = await waitFor(cp, b.id, inStatus("completed"));
+    const output = cp.files.get(done.output_file_id!, null)!.object;
+    expect(output.expires_at).toBe(output.created_at + 5000);
+  });
+
   it("runs on its own every COLLECT_INTERVAL_SECONDS", async () => {
     await start({ FILE_EXPIRY_SECONDS: "1", COLLECT_INTERVAL_SECONDS: "1" });
     const f = await upload(cp, dir, completionLines(1));

@@ -8,7 +8,7 @@ import pino from "pino";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { loadConfig, type Config } from "../../api/config.js";
 import { createControlPlane, type ControlPlane } from "../../api/control/index.js";
-import type { Owner } from "../../api/contracts.js";
+import type { ExpiresAfter, Owner } from "../../api/contracts.js";
 import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
@@ -80,10 +80,16 @@ export function completionLines(n: number, opts: { prefix?: string; maxTokens?: 
 }
 
 /** Uploads `content` the way the files route does (a temp file adopted by the store). */
-export async function upload(cp: ControlPlane, batchDir: string, content: string, owner: Owner = null): Promise<FileObject> {
+export async function upload(
+  cp: ControlPlane,
+  batchDir: string,
+  content: string,
+  owner: Owner = null,
+  expiresAfter?: ExpiresAfter,
+): Promise<FileObject> {
   const tmp = path.join(batchDir, `upload-${Math.random().toString(36).slice(2)}.tmp`);
   writeFileSync(tmp, content);
-  return cp.files.adopt({ tmpPath: tmp, filename: "input.jsonl", purpose: "batch", owner });
+  return cp.files.adopt({ tmpPath: tmp, filename: "input.jsonl", purpose: "batch", owner, expiresAfter });
 }
 
 /** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
