@@ -32,6 +32,7 @@ const ConfigSchema = z.object({
     sequences: int(0),
     contextSize: int(64),
     embeddingContexts: int(1),
+    reproducible: z.boolean({ error: "REPRODUCIBLE must be true or false" }),
   }),
   pipeline: z.object({ batchSize: int(1), concurrency: int(0) }),
   pools: z.object({
@@ -51,6 +52,15 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
+
+/** true/false (also 1/0, yes/no, on/off); anything else is left for the schema to refuse. */
+function booleanSetting(v: unknown): unknown {
+  if (typeof v === "boolean") return v;
+  const s = String(v).trim().toLowerCase();
+  if (["true", "1", "yes", "on"].includes(s)) return true;
+  if (["false", "0", "no", "off", ""].includes(s)) return false;
+  return v;
+}
 
 function gpuSetting(v: unknown): unknown {
   if (v === false || v === "false" || v === "off" || v === "cpu") return false;
@@ -90,6 +100,7 @@ export function loadConfig(env: Env = process.env): Config {
       sequences: env.SEQUENCES ?? y.engine?.sequences ?? 0,
       contextSize: env.CONTEXT_SIZE ?? y.engine?.context_size ?? 1024,
       embeddingContexts: env.EMBEDDING_CONTEXTS ?? y.engine?.embedding_contexts ?? 2,
+      reproducible: booleanSetting(env.REPRODUCIBLE ?? y.engine?.reproducible ?? false),
     },
     pipeline: {
       batchSize: env.PIPELINE_BATCH_SIZE ?? y.pipeline?.batch_size ?? 64,

@@ -41,6 +41,7 @@ export async function startBackend(
     sequences: config.engine.sequences,
     contextSize: config.engine.contextSize,
     embeddingContexts: config.engine.embeddingContexts,
+    reproducible: config.engine.reproducible,
     log: (msg, fields) => logger.info(fields ?? {}, msg),
   });
   // Responses lines run over the backend's chat endpoint.

@@ -60,9 +60,11 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       trainContextSize: model.trainContextSize,
     });
   }
-  const auto = !(opts.sequences >= 1);
+  const reproducible = opts.reproducible ?? false;
+  const auto = !(opts.sequences >= 1) && !reproducible;
+  if (reproducible && opts.sequences > 1) log("REPRODUCIBLE: one sequence, whatever SEQUENCES says", { sequences: opts.sequences });
   const pool = await SequencePool.create(model, {
-    sequences: auto ? await autoSequences(llama, model, opts.contextSize) : opts.sequences,
+    sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize) : opts.sequences,
     auto,
     contextSize: opts.contextSize,
     threads: perStep?.contextThreads ?? threads,
@@ -70,7 +72,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     onIdle: perStep ? () => perStep.idle() : undefined,
     // On CPU llama.cpp's flash-attention kernel was 1.6-3x slower here (head size 8); on GPU it is the fast path.
     flashAttention: onGpu ? "auto" : false,
-    prefixReuse: opts.prefixReuse ?? true,
+    prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     log,
   });
   let embedder: Embedder | null = null;
@@ -103,6 +105,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       embeddingDimensions: model.embeddingVectorSize,
       hasChatTemplate: chatFormat.hasChatTemplate,
       chatWrapper: chatFormat.wrapper.wrapperName,
+      reproducible,
       toolCalling: chatFormat.tools !== null,
     },
   });

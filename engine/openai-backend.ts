@@ -51,6 +51,7 @@ export class LlamaBackend implements InferenceBackend {
         hasChatTemplate: e.hasChatTemplate,
         chatWrapper: e.chatWrapper,
         toolCalling: e.toolCalling,
+        reproducible: e.reproducible,
       },
     });
   }

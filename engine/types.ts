@@ -115,6 +115,7 @@ export interface EngineInfo {
   embeddingDimensions: number;
   hasChatTemplate: boolean;
   chatWrapper: string;
+  reproducible: boolean;
   /** The chat template has its own function-calling format (tools work). */
   toolCalling: boolean;
 }
@@ -151,6 +152,12 @@ export interface EngineOptions {
   embeddingContexts: number;
   /** Reuse cached prompt prefixes across requests (default true); false only to measure the gain. */
   prefixReuse?: boolean;
+  /**
+   * Every request computed alone and from scratch (one sequence, no prefix cache), so a seeded request gives
+   * the same answer whatever else runs: llama.cpp's arithmetic differs slightly between a token decoded alone
+   * and one decoded beside others, or after a cached prefix. Costs most of the throughput (README).
+   */
+  reproducible?: boolean;
   /** Called with one-line human notes (GPU chosen, threads, warnings). */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 }
