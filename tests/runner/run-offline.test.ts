@@ -124,6 +124,23 @@ describe("offline runner", () => {
     });
   });
 
+  it("REPRODUCIBLE=true: a seeded line gives the same answer alone and among other lines", async () => {
+    const strict = loadConfig({ MODEL_PATH: await testModelPath(), BATCH_DIR: dir, ...engineEnv, REPRODUCIBLE: "true" });
+    const seeded = chat("seeded", "Tell me a story about a dog.", { temperature: 1.2, seed: 42, max_tokens: 32 });
+    const others = Array.from({ length: 6 }, (_, i) =>
+      chat(`other-${i}`, `A story about a cat, ${i}.`, { temperature: 1.2, seed: i, max_tokens: 32 }),
+    );
+    const answer = async (name: string, lines: string[]) => {
+      const input = path.join(dir, `${name}.jsonl`);
+      const out = path.join(dir, `${name}-out.jsonl`);
+      writeFileSync(input, `${lines.join("\n")}\n`);
+      expect((await run(args(input, out), strict)).exitCode).toBe(0);
+      return rows(readFileSync(out, "utf8")).find((r) => r.custom_id === "seeded").response.body.choices[0].message.content;
+    };
+    const alone = await answer("alone", [seeded]);
+    expect(await answer("crowd", [...others.slice(0, 3), seeded, ...others.slice(3)])).toBe(alone);
+  });
+
   it("runs a local file: results in the output, a failed request in the error file", async () => {
     const input = path.join(dir, "in.jsonl");
     // ~2,000 tokens cannot fit a 256-token context: that request fails, the others go on.
