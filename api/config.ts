@@ -40,6 +40,13 @@ const ConfigSchema = z.object({
     dedicated: z.object({ capacity: int(0) }),
   }),
   slaUrgentSeconds: int(0),
+  http: z.object({
+    headersTimeoutSeconds: int(1),
+    requestTimeoutSeconds: int(1),
+    idleTimeoutSeconds: int(1),
+    /** 0: half the process's descriptor limit (api/http/server.ts). */
+    maxConnections: int(0),
+  }),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
@@ -111,6 +118,12 @@ export function loadConfig(env: Env = process.env): Config {
       dedicated: { capacity: env.DEDICATED_CAPACITY ?? y.pools?.dedicated?.capacity ?? 1 },
     },
     slaUrgentSeconds: env.SLA_URGENT_SECONDS ?? y.sla?.urgent_seconds ?? 600,
+    http: {
+      headersTimeoutSeconds: env.HTTP_HEADERS_TIMEOUT_SECONDS ?? 20,
+      requestTimeoutSeconds: env.HTTP_REQUEST_TIMEOUT_SECONDS ?? 900,
+      idleTimeoutSeconds: env.HTTP_IDLE_TIMEOUT_SECONDS ?? 120,
+      maxConnections: env.MAX_CONNECTIONS ?? 0,
+    },
   };
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {

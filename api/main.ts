@@ -2,6 +2,7 @@
 import os from "node:os";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
+import { applyServerLimits, defaultMaxConnections } from "./http/server.js";
 import { createService } from "./service.js";
 
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
@@ -35,6 +36,9 @@ async function main() {
     const port = typeof addr === "object" && addr ? addr.port : config.port;
     logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
   });
+
+  const { maxConnections, ...timeouts } = config.http;
+  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {

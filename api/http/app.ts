@@ -31,8 +31,10 @@ export interface AppDeps {
   metrics?: Metrics;
 }
 
-/** JSON bodies (batch creation, mostly inline prompts) are buffered whole; big inputs belong in a file upload. */
+/** Batch creation's JSON (the inline form carries its prompts) is buffered whole; big inputs belong in a file upload. */
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+/** Every other route takes a small body or none. */
+const SMALL_JSON_BODY_BYTES = 64 * 1024;
 
 export function createApp(deps: AppDeps): express.Express {
   const { config } = deps;
@@ -42,22 +44,20 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(requestLogger(deps.logger));
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
-  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
-  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
-  app.use(
-    express.json({
-      limit: Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES),
-      type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? ""),
-    }),
-  );
 
-  // Open routes: health checks and documentation must work without a key.
+  // Open routes: health checks and documentation must work without a key; none of them reads a body.
   app.use(systemRouter({ service, backendInfo: deps.backendInfo, statusPage: readStatusPage() }));
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
+  // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
   const auth = requireApiKey(config.apiKeys);
   app.use(["/v1", "/queue", "/pools", "/status.json"], auth);
+  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
+  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
+  const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
+  app.post("/v1/batches", json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES)));
+  app.use(json(SMALL_JSON_BODY_BYTES));
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));

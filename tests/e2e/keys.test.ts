@@ -56,6 +56,30 @@ describe("API keys on the server process", () => {
     }
   });
 
+  it("checks the key before reading a body: malformed or huge bodies without a key get 401, never parsed", async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${s.baseUrl}/v1/batches`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+    const malformed = await post("{not json");
+    expect(malformed.status).toBe(401);
+    expect(((await malformed.json()) as any).error.code).toBe("invalid_api_key");
+    // 15 MB of JSON without a key: refused without being buffered, and /health answers meanwhile.
+    const big = `{"input_file_id":"${"x".repeat(15 * 1024 * 1024)}"}`;
+    const [refused, health] = await Promise.all([post(big), get("/health")]);
+    expect(refused.status).toBe(401);
+    expect(health.status).toBe(200);
+    // With a key the malformed body is the error.
+    const withKey = await post("{not json", as(KEY_A));
+    expect(withKey.status).toBe(400);
+    expect(((await withKey.json()) as any).error.code).toBe("invalid_json");
+    // Routes other than batch creation take small bodies only.
+    const cancel = await fetch(`${s.baseUrl}/v1/batches/batch_6a1f0c2e9b7d4e3f8a5b1c0d/cancel`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...as(KEY_A) },
+      body: `{"pad":"${"y".repeat(100 * 1024)}"}`,
+    });
+    expect(cancel.status).toBe(413);
+  });
+
   it("keeps /health, /ready, /docs and /openapi.json open", async () => {
     for (const p of ["/health", "/ready", "/docs/", "/openapi.json"]) expect((await get(p)).status, p).toBe(200);
   });
