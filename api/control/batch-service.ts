@@ -193,7 +193,9 @@ export class QueueingBatchService implements BatchService {
         inputFileId,
         created,
         windowSeconds,
-        total: v.total,
+        // As OpenAI reports it, a file that failed validation runs no request: its counts are all 0, so
+        // completed + failed == total holds for every batch. The lines at fault are in `errors`.
+        total: v.ok ? v.total : 0,
         model: this.deps.modelId,
       });
       if (!v.ok) {

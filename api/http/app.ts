@@ -56,8 +56,9 @@ export function createApp(deps: AppDeps): express.Express {
   // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
   // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
   const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
-  app.post("/v1/batches", json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES)));
-  app.use(json(SMALL_JSON_BODY_BYTES));
+  const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
+  const smallBody = json(SMALL_JSON_BODY_BYTES);
+  app.use((req, res, next) => (req.method === "POST" && req.path === "/v1/batches" ? createBody : smallBody)(req, res, next));
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));

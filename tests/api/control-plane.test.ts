@@ -93,7 +93,7 @@ describe("control plane with the real engine", () => {
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     expect(b.status).toBe("failed");
     expect(b.failed_at).not.toBeNull();
-    expect(b.request_counts).toEqual({ completed: 0, failed: 0, total: 4 });
+    expect(b.request_counts).toEqual({ completed: 0, failed: 0, total: 0 });
     expect(b.errors!.object).toBe("list");
     expect(b.errors!.data.map((e) => e.line)).toEqual([3, 4]);
     expect(b.errors!.data[1]).toMatchObject({ code: "mismatched_url", param: "url" });
