@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
 import { applyServerLimits, defaultMaxConnections } from "./http/server.js";
 import { createService } from "./service.js";
+import { onStopSignals } from "./signals.js";
 
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
 const SHUTDOWN_SLACK_MS = 15_000;
@@ -40,16 +41,14 @@ async function main() {
   const { maxConnections, ...timeouts } = config.http;
   applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
 
-  let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
+  onStopSignals((signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
-    if (stopping) {
+    if (again) {
       // State files are only ever replaced by rename and result lines are whole single writes, so
       // exiting now can at most leave a *.tmp file or a torn last line, both cleaned up on start.
       logger.warn({ signal }, "second signal: exiting now");
       process.exit(code);
     }
-    stopping = true;
     const graceMs = config.shutdownGraceSeconds * 1000;
     logger.info(
       { signal, grace_seconds: config.shutdownGraceSeconds },
@@ -75,9 +74,7 @@ async function main() {
         logger.error({ err }, "shutdown failed");
         process.exit(1);
       });
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  });
 }
 
 main().catch((err) => {

@@ -4,6 +4,7 @@ import type { AbortReason } from "../pipeline/types.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
 import { runOffline, withArgs } from "./run-offline.js";
+import { onStopSignals } from "../api/signals.js";
 
 const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };
 
@@ -32,13 +33,11 @@ async function main(): Promise<number> {
   const logger = createCliLogger({ level: process.env.LOG_LEVEL ?? "info", json: process.env.LOG_FORMAT === "json" });
 
   const stop = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stop.signal.aborted) process.exit(130);
+  onStopSignals((signal, again) => {
+    if (again) process.exit(130);
     process.stderr.write(`\n${signal}: stopping after the requests in flight (again to quit now)\n`);
     stop.abort(INTERRUPTED);
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  });
 
   try {
     const { exitCode } = await runOffline(args, { config, logger, stderr: process.stderr, stdout: process.stdout, signal: stop.signal });
