@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
@@ -7,10 +7,13 @@ import { z } from "zod";
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const DEFAULT_MODEL_CONFIG = path.resolve(here, "../engine/model_config.yaml");
 
-const int = (min: number) => z.coerce.number().int().min(min);
+const int = (min: number) => {
+  const error = `must be a whole number >= ${min}`;
+  return z.coerce.number({ error }).int({ error }).min(min, { error });
+};
 
 const ConfigSchema = z.object({
-  port: int(0).max(65535),
+  port: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
   host: z.string().min(1),
   batchDir: z.string().min(1),
   modelPath: z.string(),
@@ -25,14 +28,16 @@ const ConfigSchema = z.object({
   /** On SIGTERM/SIGINT, how long requests in flight may run on before they are checkpointed. */
   shutdownGraceSeconds: int(0),
   cancelGraceSeconds: int(0),
-  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], {
+    error: "must be one of fatal, error, warn, info, debug, trace, silent",
+  }),
   engine: z.object({
-    gpu: z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)]),
+    gpu: z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)], { error: "must be auto, cuda, vulkan or false" }),
     threads: int(0),
     sequences: int(0),
     contextSize: int(64),
     embeddingContexts: int(1),
-    reproducible: z.boolean({ error: "REPRODUCIBLE must be true or false" }),
+    reproducible: z.boolean({ error: "must be true or false" }),
   }),
   pipeline: z.object({ batchSize: int(1), concurrency: int(0) }),
   pools: z.object({
@@ -74,6 +79,61 @@ function gpuSetting(v: unknown): unknown {
   return v;
 }
 
+/**
+ * Every setting: its place in Config, the environment variable that sets it, its key in the YAML file,
+ * and its default. Errors name the variable (or YAML key) the user set, with the value given.
+ */
+const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unknown; read?: (v: unknown) => unknown }> = [
+  { path: "port", env: "PORT", default: 8000 },
+  { path: "host", env: "HOST", default: "0.0.0.0" },
+  { path: "batchDir", env: "BATCH_DIR", default: "/tmp" },
+  { path: "modelPath", env: "MODEL_PATH", yaml: "model.path", default: "" },
+  { path: "maxQueueDepth", env: "MAX_QUEUE_DEPTH", default: 100 },
+  { path: "maxFileBytes", env: "MAX_FILE_BYTES", default: 200 * 1024 * 1024 },
+  { path: "maxRequestsPerBatch", env: "MAX_REQUESTS_PER_BATCH", default: 50_000 },
+  { path: "maxLineBytes", env: "MAX_LINE_BYTES", default: 1024 * 1024 },
+  {
+    path: "apiKeys",
+    env: "API_KEYS",
+    default: "",
+    read: (v) =>
+      String(v)
+        .split(",")
+        .map((k) => k.trim())
+        .filter(Boolean),
+  },
+  { path: "fileExpirySeconds", env: "FILE_EXPIRY_SECONDS", default: 30 * 24 * 3600 },
+  { path: "collectIntervalSeconds", env: "COLLECT_INTERVAL_SECONDS", default: 3600 },
+  { path: "shutdownGraceSeconds", env: "SHUTDOWN_GRACE_SECONDS", default: 10 },
+  { path: "cancelGraceSeconds", env: "CANCEL_GRACE_SECONDS", default: 600 },
+  { path: "logLevel", env: "LOG_LEVEL", default: "info" },
+  { path: "engine.gpu", env: "GPU", yaml: "engine.gpu", default: "auto", read: gpuSetting },
+  { path: "engine.threads", env: "THREADS", yaml: "engine.threads", default: 0 },
+  { path: "engine.sequences", env: "SEQUENCES", yaml: "engine.sequences", default: 0 },
+  { path: "engine.contextSize", env: "CONTEXT_SIZE", yaml: "engine.context_size", default: 1024 },
+  { path: "engine.embeddingContexts", env: "EMBEDDING_CONTEXTS", yaml: "engine.embedding_contexts", default: 2 },
+  { path: "engine.reproducible", env: "REPRODUCIBLE", yaml: "engine.reproducible", default: false, read: booleanSetting },
+  { path: "pipeline.batchSize", env: "PIPELINE_BATCH_SIZE", yaml: "pipeline.batch_size", default: 64 },
+  { path: "pipeline.concurrency", env: "PIPELINE_CONCURRENCY", yaml: "pipeline.concurrency", default: 0 },
+  { path: "pools.spot.capacity", env: "SPOT_CAPACITY", yaml: "pools.spot.capacity", default: 2 },
+  { path: "pools.dedicated.capacity", env: "DEDICATED_CAPACITY", yaml: "pools.dedicated.capacity", default: 1 },
+  { path: "slaUrgentSeconds", env: "SLA_URGENT_SECONDS", yaml: "sla.urgent_seconds", default: 600 },
+  { path: "http.headersTimeoutSeconds", env: "HTTP_HEADERS_TIMEOUT_SECONDS", default: 20 },
+  { path: "http.requestTimeoutSeconds", env: "HTTP_REQUEST_TIMEOUT_SECONDS", default: 900 },
+  { path: "http.idleTimeoutSeconds", env: "HTTP_IDLE_TIMEOUT_SECONDS", default: 120 },
+  { path: "http.maxConnections", env: "MAX_CONNECTIONS", default: 0 },
+];
+
+const at = (obj: any, dotted: string): unknown => dotted.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+
+function setAt(obj: Record<string, any>, dotted: string, value: unknown): void {
+  const keys = dotted.split(".");
+  const last = keys.pop() as string;
+  let o = obj;
+  for (const k of keys) o = o[k] ??= {};
+  o[last] = value;
+}
+
 /** Reads engine/model_config.yaml (or MODEL_CONFIG), applies environment overrides, validates once. */
 export function loadConfig(env: Env = process.env): Config {
   const file = env.MODEL_CONFIG || DEFAULT_MODEL_CONFIG;
@@ -83,56 +143,49 @@ export function loadConfig(env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(`cannot read model config ${file}: ${(err as Error).message}`);
   }
-  const raw = {
-    port: env.PORT ?? 8000,
-    host: env.HOST ?? "0.0.0.0",
-    batchDir: env.BATCH_DIR ?? "/tmp",
-    modelPath: env.MODEL_PATH ?? y.model?.path ?? "",
-    maxQueueDepth: env.MAX_QUEUE_DEPTH ?? 100,
-    maxFileBytes: env.MAX_FILE_BYTES ?? 200 * 1024 * 1024,
-    maxRequestsPerBatch: env.MAX_REQUESTS_PER_BATCH ?? 50_000,
-    maxLineBytes: env.MAX_LINE_BYTES ?? 1024 * 1024,
-    apiKeys: (env.API_KEYS ?? "")
-      .split(",")
-      .map((k) => k.trim())
-      .filter(Boolean),
-    fileExpirySeconds: env.FILE_EXPIRY_SECONDS ?? 30 * 24 * 3600,
-    collectIntervalSeconds: env.COLLECT_INTERVAL_SECONDS ?? 3600,
-    shutdownGraceSeconds: env.SHUTDOWN_GRACE_SECONDS ?? 10,
-    cancelGraceSeconds: env.CANCEL_GRACE_SECONDS ?? 600,
-    logLevel: env.LOG_LEVEL ?? "info",
-    engine: {
-      gpu: gpuSetting(env.GPU ?? y.engine?.gpu ?? "auto"),
-      threads: env.THREADS ?? y.engine?.threads ?? 0,
-      sequences: env.SEQUENCES ?? y.engine?.sequences ?? 0,
-      contextSize: env.CONTEXT_SIZE ?? y.engine?.context_size ?? 1024,
-      embeddingContexts: env.EMBEDDING_CONTEXTS ?? y.engine?.embedding_contexts ?? 2,
-      reproducible: booleanSetting(env.REPRODUCIBLE ?? y.engine?.reproducible ?? false),
-    },
-    pipeline: {
-      batchSize: env.PIPELINE_BATCH_SIZE ?? y.pipeline?.batch_size ?? 64,
-      concurrency: env.PIPELINE_CONCURRENCY ?? y.pipeline?.concurrency ?? 0,
-    },
-    pools: {
-      spot: { capacity: env.SPOT_CAPACITY ?? y.pools?.spot?.capacity ?? 2 },
-      dedicated: { capacity: env.DEDICATED_CAPACITY ?? y.pools?.dedicated?.capacity ?? 1 },
-    },
-    slaUrgentSeconds: env.SLA_URGENT_SECONDS ?? y.sla?.urgent_seconds ?? 600,
-    http: {
-      headersTimeoutSeconds: env.HTTP_HEADERS_TIMEOUT_SECONDS ?? 20,
-      requestTimeoutSeconds: env.HTTP_REQUEST_TIMEOUT_SECONDS ?? 900,
-      idleTimeoutSeconds: env.HTTP_IDLE_TIMEOUT_SECONDS ?? 120,
-      maxConnections: env.MAX_CONNECTIONS ?? 0,
-    },
-  };
+  const raw: Record<string, any> = {};
+  const given = new Map<string, string>();
+  for (const s of SETTINGS) {
+    const fromEnv = env[s.env];
+    const fromYaml = s.yaml ? at(y, s.yaml) : undefined;
+    if (fromEnv !== undefined) given.set(s.path, `${s.env}=${fromEnv}`);
+    else if (fromYaml !== undefined) given.set(s.path, `${s.yaml}: ${JSON.stringify(fromYaml)} in ${file}`);
+    const value = fromEnv ?? fromYaml ?? s.default;
+    setAt(raw, s.path, s.read ? s.read(value) : value);
+  }
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
-    throw new ConfigError(`invalid configuration: ${issues}`);
+    const issues = parsed.error.issues.map((i) => {
+      const path = i.path.join(".");
+      const setting = SETTINGS.find((s) => s.path === path);
+      return `${given.get(path) ?? setting?.env ?? path}: ${i.message}`;
+    });
+    throw new ConfigError(`invalid configuration: ${issues.join("; ")}`);
   }
   const cfg = parsed.data;
   if (cfg.pools.spot.capacity + cfg.pools.dedicated.capacity < 1) {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
   return { ...cfg, batchDir: path.resolve(cfg.batchDir), modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "" };
+}
+
+/**
+ * What can be checked on disk before the model loads: BATCH_DIR must be a folder (or not exist yet) and
+ * MODEL_PATH, when set, a file. Throws one ConfigError naming the setting.
+ */
+export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void {
+  const kind = (p: string) => {
+    try {
+      return statSync(p).isDirectory() ? "folder" : "file";
+    } catch {
+      return "missing";
+    }
+  };
+  if (kind(config.batchDir) === "file")
+    throw new ConfigError(`BATCH_DIR=${config.batchDir}: is a file; it must be a folder (or not exist yet)`);
+  if (config.modelPath) {
+    const k = kind(config.modelPath);
+    if (k !== "file")
+      throw new ConfigError(`MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file`);
+  }
 }

@@ -1,6 +1,6 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
 import os from "node:os";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, checkPaths, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
 import { applyServerLimits, defaultMaxConnections } from "./http/server.js";
 import { createService } from "./service.js";
@@ -13,6 +13,7 @@ async function main() {
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
+    checkPaths(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`offline-batch-inference: ${err.message}`);
@@ -30,7 +31,14 @@ async function main() {
   // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
   const server = service.app.listen(config.port, config.host, (err?: Error) => {
     if (err) {
-      logger.fatal({ err }, `cannot listen on ${config.host}:${config.port}`);
+      const code = (err as NodeJS.ErrnoException).code;
+      const why =
+        code === "EADDRINUSE"
+          ? "the port is already in use; set PORT to a free one"
+          : code === "EACCES"
+            ? "permission denied; use a port above 1023"
+            : err.message;
+      console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
       process.exit(1);
     }
     const addr = server.address();

@@ -1,5 +1,5 @@
 // `npm run batch -- -i input.jsonl -o output.jsonl`: the offline runner's entry point (no server).
-import { ConfigError, loadConfig } from "../api/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../api/config.js";
 import type { AbortReason } from "../pipeline/types.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
@@ -22,6 +22,7 @@ async function main(): Promise<number> {
   let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), args);
+    checkPaths(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`error: ${err.message}\n`);

@@ -23,7 +23,7 @@ describe("the server process", () => {
   it("fails at start with one clear message on invalid configuration", async () => {
     const p = spawnMain({ PORT: "not-a-port", BATCH_DIR: tempDir() });
     expect(await p.exited).toBe(1);
-    expect(p.output()).toMatch(/invalid configuration: port/);
+    expect(p.output()).toMatch(/invalid configuration: PORT=not-a-port: must be a whole number >= 0/);
     expect(p.output().trim().split("\n")).toHaveLength(1);
   });
 

@@ -1,0 +1,55 @@
+// Configuration mistakes on the real server process: one line naming the setting as the user set it, its
+// value and what is allowed, exit 1, before the model loads.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { testModelPath } from "../helpers/model.js";
+import { spawnMain } from "../helpers/process.js";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "obi-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function failure(env: Record<string, string>) {
+  const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", BATCH_DIR: dir, GPU: "false", THREADS: "1", ...env });
+  const code = await p.exited;
+  const lines = p.output().trim().split("\n");
+  return { code, lines };
+}
+
+describe("configuration mistakes", () => {
+  it.each([
+    [{ THREADS: "abc" }, "invalid configuration: THREADS=abc: must be a whole number >= 0"],
+    [{ SEQUENCES: "-1" }, "invalid configuration: SEQUENCES=-1: must be a whole number >= 0"],
+    [{ REPRODUCIBLE: "maybe" }, "invalid configuration: REPRODUCIBLE=maybe: must be true or false"],
+    [{ MODEL_PATH: "/nonexistent/model.gguf" }, "MODEL_PATH=/nonexistent/model.gguf: no such file; it must be a .gguf file"],
+  ])("%j: one line naming it, exit 1", async (env, message) => {
+    const { code, lines } = await failure(env);
+    expect(code).toBe(1);
+    expect(lines).toEqual([`offline-batch-inference: ${message}`]);
+  });
+
+  it("BATCH_DIR pointing at a file", async () => {
+    const file = path.join(dir, "not-a-folder");
+    writeFileSync(file, "x");
+    const { code, lines } = await failure({ BATCH_DIR: file });
+    expect(code).toBe(1);
+    expect(lines).toEqual([`offline-batch-inference: BATCH_DIR=${file}: is a file; it must be a folder (or not exist yet)`]);
+  });
+
+  it("a port in use: one line saying so, no stack trace", async () => {
+    const taken = net.createServer().listen(0, "127.0.0.1");
+    await new Promise((r) => taken.once("listening", r));
+    const port = String((taken.address() as net.AddressInfo).port);
+    try {
+      const { code, lines } = await failure({ PORT: port, MODEL_PATH: await testModelPath(), BATCH_DIR: path.join(dir, "b") });
+      expect(code).toBe(1);
+      const last = lines.at(-1);
+      expect(last).toBe(`offline-batch-inference: cannot listen on 127.0.0.1:${port}: the port is already in use; set PORT to a free one`);
+      expect(lines.join("\n")).not.toMatch(/\n\s+at /);
+    } finally {
+      taken.close();
+    }
+  });
+});
