@@ -71,7 +71,7 @@ export class PoolScheduler {
     if (!this.held.delete(lease)) return;
     const pool = this.pools[lease.pool];
     pool.jobs.delete(lease.jobId);
-    this.logger.info({ batch_id: lease.jobId, pool: lease.pool, in_use: pool.jobs.size, capacity: pool.capacity }, "pool slot released");
+    this.logger.debug({ batch_id: lease.jobId, pool: lease.pool, in_use: pool.jobs.size, capacity: pool.capacity }, "pool slot released");
     for (const listener of this.releaseListeners) listener();
   }
 

@@ -24,6 +24,17 @@ function serializeRequest(req: { id?: unknown; method?: string; url?: string; he
   return { id: req.id, method: req.method, url: req.url, headers, remoteAddress: req.remoteAddress };
 }
 
+/**
+ * Health checks, metrics scrapes, the status page polling itself and the docs' assets: most of a log's lines
+ * and none of its news, so they log at debug (a failure still logs at warn or error).
+ */
+const POLLED = new Set(["/", "/health", "/ready", "/metrics", "/status.json"]);
+function isPolling(req: IncomingMessage): boolean {
+  if (req.method !== "GET" && req.method !== "HEAD") return false;
+  const path = (req.url ?? "").split("?")[0];
+  return POLLED.has(path) || path === "/docs" || path.startsWith("/docs/") || path === "/openapi.json";
+}
+
 export function requestLogger(logger: pino.Logger): HttpLogger {
   return pinoHttp({
     logger,
@@ -34,6 +45,7 @@ export function requestLogger(logger: pino.Logger): HttpLogger {
     serializers: { req: serializeRequest },
     // Belt and braces for anything else that logs a raw request object through this child logger.
     redact: { paths: ["req.headers.authorization", "req.headers.cookie", 'req.headers["x-api-key"]'], censor: "[redacted]" },
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : "info"),
+    customLogLevel: (req, res, err) =>
+      err || res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : isPolling(req) ? "debug" : "info",
   });
 }

@@ -36,11 +36,22 @@ describe("request logs", () => {
     expect(access).toHaveLength(1);
     expect(access[0]).toMatchObject({ level: 30, req: { method: "GET", url: "/v1/batches" }, res: { statusCode: 200 } });
 
-    const forged = await request(svc.service.app).get("/health").set("x-request-id", "bad id\twith spaces");
+    const forged = await request(svc.service.app).get("/v1/files").set("x-request-id", "bad id\twith spaces");
     expect(forged.headers["x-request-id"]).toMatch(/^req_[0-9a-f]{32}$/);
     expect(lines.some((l) => l.req_id === forged.headers["x-request-id"])).toBe(true);
     // Every access line has its id at the top level.
     for (const l of lines.filter((x) => x.req)) expect(l.req_id).toEqual(expect.any(String));
+  });
+
+  it("keep health checks, metrics scrapes and the status page's polling out of the info log", async () => {
+    const before = lines.length;
+    for (const p of ["/health", "/ready", "/metrics", "/status.json", "/openapi.json"]) {
+      expect((await request(svc.service.app).get(p)).status, p).toBe(200);
+    }
+    expect(lines.slice(before).filter((l) => l.req)).toEqual([]);
+    // A failing probe still says so.
+    await request(svc.service.app).get("/nope");
+    expect(lines.slice(before).find((l) => l.req?.url === "/nope")).toMatchObject({ level: 40 });
   });
 });
 
