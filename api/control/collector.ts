@@ -78,7 +78,10 @@ export class Collector {
       // A batch still running reads its inline input: that file waits for the next sweep.
       if (busyDirs.some((dir) => isInside(f.path, dir))) continue;
       // An expired file's bytes go too, a batch's result file included (output_expires_after).
-      if (await files.remove(f.object.id, { content: true })) result.files++;
+      if (await files.remove(f.object.id, { content: true })) {
+        result.files++;
+        await store.forgetFile(f.object.id);
+      }
     }
     if (result.files + result.batches > 0)
       logger.info({ ...result, expiry_seconds: expirySeconds }, "housekeeping: deleted expired files and batches");

@@ -43,8 +43,13 @@ export async function createControlPlane(deps: {
   const logger = deps.logger.child({ component: "control" });
   const now = unixNow;
 
-  const files = await DiskFileStore.open({ batchDir: config.batchDir, expirySeconds: config.fileExpirySeconds, logger });
   const store = await BatchStore.open({ batchDir: config.batchDir, logger });
+  const files = await DiskFileStore.open({
+    batchDir: config.batchDir,
+    expirySeconds: config.fileExpirySeconds,
+    logger,
+    onDeleted: (id) => store.forgetFile(id),
+  });
   const queue = new JobQueue({
     maxDepth: config.maxQueueDepth,
     urgentSeconds: config.slaUrgentSeconds,

@@ -96,6 +96,17 @@ export class BatchStore {
     this.records.delete(id);
   }
 
+  /** A deleted or expired file is no longer any batch's output or error file. */
+  async forgetFile(fileId: string): Promise<void> {
+    for (const rec of this.records.values()) {
+      const b = rec.batch;
+      if (b.output_file_id !== fileId && b.error_file_id !== fileId) continue;
+      if (b.output_file_id === fileId) b.output_file_id = null;
+      if (b.error_file_id === fileId) b.error_file_id = null;
+      await this.save(b.id);
+    }
+  }
+
   /** Owner-scoped when `owner` is given; another owner's batch is not found. */
   get(id: string, owner?: Owner): BatchRecord | undefined {
     const rec = this.records.get(id);

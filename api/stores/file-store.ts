@@ -24,6 +24,8 @@ export interface FileStoreOptions {
   logger: pino.Logger;
   /** Unix seconds; injectable so tests can order files deterministically. */
   now?: () => number;
+  /** Told after a client deleted a file (so batches stop naming it). */
+  onDeleted?: (id: string) => Promise<void>;
 }
 
 export class DiskFileStore implements FileStore {
@@ -81,7 +83,9 @@ export class DiskFileStore implements FileStore {
   async delete(id: string, owner: Owner): Promise<boolean> {
     const rec = this.records.get(id);
     if (!rec || rec.owner !== owner) return false;
-    return this.remove(id);
+    const removed = await this.remove(id);
+    if (removed) await this.opts.onDeleted?.(id);
+    return removed;
   }
 
   /** Every file whoever owns it, with where its content lives (for housekeeping). */

@@ -95,6 +95,8 @@ describe("the collector", () => {
     expect(await cp.collector.sweep(now() + 2 * HOUR + 5)).toEqual({ files: 1, batches: 0 });
     expect(cp.files.get(done.output_file_id!, null)).toBeUndefined();
     expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
+    // The batch no longer names a file that is gone.
+    expect(cp.batches.get(b.id, null)!.output_file_id).toBeNull();
     // The input upload keeps the default 30 days, and so does the batch itself.
     expect(cp.files.get(input.id, null)).toBeDefined();
     expect(cp.batches.get(b.id, null)).toBeDefined();

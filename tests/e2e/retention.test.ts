@@ -52,6 +52,9 @@ describe("retention", () => {
     expect(done.status).toBe("completed");
     const output = await client.files.retrieve(done.output_file_id);
     expect(output.expires_at).toBe(output.created_at + 7200);
+    // Deleting the output file: the batch stops naming it (a client never gets an id that is 404).
+    await client.files.delete(done.output_file_id);
+    expect((await client.batches.retrieve(created.id)).output_file_id).toBeNull();
     const err = await client.batches
       .create({
         input_file_id: input.id,
