@@ -103,9 +103,16 @@ export class QueueingBatchService implements BatchService {
     const rec = store.get(id, owner);
     if (!rec) throw notFound("batch", id);
     const b = rec.batch;
-    // Nothing to cancel: already over, already being cancelled or expired, or about to complete.
-    const ending = isEnding(b.status) || runner.isEnding(id) || worker.isStopping(id);
-    if (ending) return snapshot(b);
+    // Nothing to cancel: already over or being cancelled.
+    if (isEnding(b.status)) return snapshot(b);
+    // A cancel accepted now would be dropped by the restart: the client is told to try again.
+    if (worker.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
+    if (runner.isEnding(id) || worker.isStopping(id)) {
+      // The deadline (or another end) was decided first: answer with how the batch ended, never with a
+      // status that is about to change under the client (one ordered decision, whichever wins).
+      await Promise.all([worker.settled(id), runner.closedOut(id)]);
+      return snapshot(store.get(id)?.batch ?? b);
+    }
     if (worker.isRunning(id)) {
       transition(b, "cancelling", now());
       const cancelling = snapshot(b);

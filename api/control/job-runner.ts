@@ -36,13 +36,18 @@ export interface JobRunnerDeps {
 }
 
 export class JobRunner {
-  /** Batches being closed out right now, so a cancel and an expiry cannot both end one. */
-  private readonly ending = new Set<string>();
+  /** Batches being closed out right now (so a cancel and an expiry cannot both end one), and their ends. */
+  private readonly ending = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: JobRunnerDeps) {}
 
   isEnding(id: string): boolean {
     return this.ending.has(id);
+  }
+
+  /** Resolves once a close-out under way is over (at once when none is). */
+  closedOut(id: string): Promise<void> {
+    return this.ending.get(id) ?? Promise.resolve();
   }
 
   /** The worker's RunJob: never throws; a failure midway fails the batch and the service carries on. */
@@ -93,7 +98,17 @@ export class JobRunner {
   async closeOut(rec: BatchRecord, reason: AbortReason): Promise<void> {
     const b = rec.batch;
     if (isFinal(b.status) || this.ending.has(b.id)) return;
-    this.ending.add(b.id);
+    const work = this.end(rec, reason);
+    this.ending.set(b.id, work);
+    try {
+      await work;
+    } finally {
+      this.ending.delete(b.id);
+    }
+  }
+
+  private async end(rec: BatchRecord, reason: AbortReason): Promise<void> {
+    const b = rec.batch;
     try {
       const stop = new AbortController();
       stop.abort(reason);
@@ -102,8 +117,6 @@ export class JobRunner {
       await this.finish(rec, reason.code === "batch_cancelled" ? "cancelled" : "expired");
     } catch (err) {
       await this.fail(rec, err);
-    } finally {
-      this.ending.delete(b.id);
     }
   }
 

@@ -108,6 +108,11 @@ export class Worker {
     return run !== undefined && (run.controller.signal.aborted || run.drain.signal.aborted);
   }
 
+  /** Resolves once the job has settled (at once when it is not running). */
+  settled(batchId: string): Promise<void> {
+    return this.running.get(batchId)?.done ?? Promise.resolve();
+  }
+
   /** Stops a running job with `reason`; false when it is not running. */
   abort(batchId: string, reason: AbortReason): boolean {
     const run = this.running.get(batchId);

@@ -115,6 +115,30 @@ describe("expiry", () => {
   });
 });
 
+describe("cancel racing the deadline", () => {
+  it("answers every cancel with the truth: either the cancel won, or the batch has expired", async () => {
+    await startOneSlot();
+    const long = await upload(cp, dir, completionLines(3000, { maxTokens: 128 }));
+    const b = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "2s", owner: null });
+    await waitFor(cp, b.id, inStatus("in_progress"));
+    // Cancels every 5 ms from the deadline to 80 ms after it, as the expiry is being decided.
+    const deadlineMs = b.deadline_at * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, deadlineMs - Date.now())));
+    const answers: Array<Promise<string>> = [];
+    while (Date.now() < deadlineMs + 80) {
+      answers.push(cp.batches.cancel(b.id, null).then((x) => x.status));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const statuses = await Promise.all(answers);
+    const final = await waitFor(cp, b.id, inStatus("expired", "cancelled"));
+    // No answer says in_progress about a batch whose end was already decided.
+    expect(statuses.filter((s) => s === "in_progress")).toEqual([]);
+    if (final.status === "cancelled") expect(statuses.every((s) => s === "cancelling" || s === "cancelled")).toBe(true);
+    else expect(statuses.every((s) => s === "expired")).toBe(true);
+    expectAccounted(final, final.status === "cancelled" ? "batch_cancelled" : "batch_expired");
+  });
+});
+
 describe("failure midway", () => {
   /** Holds the one slot while the test prepares the batch queued behind it, then lets it go. */
   async function behindABlocker(content: string, prepare: (batchDir: string) => void) {
