@@ -2,6 +2,7 @@
 // from the moment it ended, and only a final batch that nothing is still writing is ever touched);
 // at start, what a crash left half-done is removed. Only names this service creates are looked at,
 // since BATCH_DIR is often a shared directory such as /tmp.
+import { existsSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
@@ -110,6 +111,14 @@ export async function removeCrashLeftovers(deps: Pick<CollectorDeps, "batchDir" 
     const names = await readdir(dir);
     if (!names.includes("batch.json")) await remove(dir);
     else for (const n of names) if (n.endsWith(".tmp")) await remove(path.join(dir, n));
+  }
+
+  // A file recorded for a batch whose creation never finished (an inline batch's input, killed between the
+  // record and batch.json) points into a folder just removed: the record goes too, so no listed file is 404.
+  for (const f of files.entries()) {
+    if (existsSync(f.path)) continue;
+    await files.remove(f.object.id);
+    removed.push(`files/${f.object.id}.json`);
   }
 
   const filesDir = path.join(batchDir, "files");

@@ -146,6 +146,27 @@ describe("start-up cleanup", () => {
     writeFileSync(path.join(bdir, "batch.json.1234.abcd.tmp"), "{");
     mkdirSync(path.join(dir, "batch_0123456789abcdef01234567"));
     writeFileSync(path.join(dir, "batch_0123456789abcdef01234567", "input.jsonl"), "{}\n");
+    // ...with its inline input already recorded as a file (killed between the record and batch.json)...
+    const orphanRecord = "file-bbbbbbbbbbbbbbbbbbbbbbbb";
+    writeFileSync(
+      path.join(dir, "files", `${orphanRecord}.json`),
+      JSON.stringify({
+        version: 1,
+        owner: null,
+        path: "batch_0123456789abcdef01234567/input.jsonl",
+        managed: false,
+        file: {
+          id: orphanRecord,
+          object: "file",
+          bytes: 3,
+          created_at: now(),
+          filename: "x_input.jsonl",
+          purpose: "batch",
+          status: "processed",
+          expires_at: null,
+        },
+      }),
+    );
     writeFileSync(path.join(dir, "files", "file-0123456789abcdef01234567.json.99.ff.tmp"), "{");
     writeFileSync(path.join(dir, "files", "file-aaaaaaaaaaaaaaaaaaaaaaaa.jsonl"), "orphan\n");
     mkdirSync(path.join(dir, "files", ".uploads"), { recursive: true });
@@ -164,6 +185,7 @@ describe("start-up cleanup", () => {
     expect(readdirSync(path.join(dir, "files", ".uploads"))).toEqual([]);
     expect(existsSync(path.join(dir, "someone-else.tmp"))).toBe(true);
     expect(existsSync(path.join(dir, "batch_not_ours", "x.tmp"))).toBe(true);
+    expect(cp.files.get(orphanRecord, null)).toBeUndefined();
     // What was whole is served as before.
     expect(cp.batches.get(b.id, null)).toEqual(b);
     expect(cp.files.get(f.id, null)).toBeDefined();
