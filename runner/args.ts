@@ -15,6 +15,8 @@ export interface RunnerArgs {
   threads?: number;
   sequences?: number;
   contextSize?: number;
+  /** Start afresh instead of continuing the results already in a local output (and error) file. */
+  overwrite?: boolean;
 }
 
 export type ParsedArgs = { kind: "run"; args: RunnerArgs } | { kind: "help" } | { kind: "usage"; message: string };
@@ -33,6 +35,8 @@ Options:
       --threads <n>             CPU threads for llama.cpp (default: chosen from the machine)
       --sequences <n>           parallel sequences in the context (default: chosen from the model)
       --context-size <n>        tokens per sequence (default: engine/model_config.yaml)
+      --overwrite               start afresh; without it, a run continues the results already in
+                                a local output and error file (requests there, by custom_id, are skipped)
   -h, --help                    this text
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
@@ -82,6 +86,7 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   const local = (p: string) => (/^https?:\/\//i.test(p) ? p : path.resolve(baseDir, p));
   const args: RunnerArgs = { input: local(input), output: local(output), errors: local(values["error-file"] ?? defaultErrorFile(output)) };
   if (values.model) args.model = path.resolve(baseDir, values.model);
+  if (values.overwrite) args.overwrite = true;
   for (const [key, flag, min] of ints) {
     const raw = values[flag as keyof typeof values];
     if (raw === undefined) continue;
@@ -109,6 +114,7 @@ const parseOptions = (argv: string[]) =>
       threads: { type: "string" },
       sequences: { type: "string" },
       "context-size": { type: "string" },
+      overwrite: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

@@ -9,6 +9,7 @@ import { startBackend } from "../api/start-engine.js";
 import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
+import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { RunnerArgs } from "./args.js";
@@ -79,10 +80,24 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
 
     const output = isUrl(args.output) ? path.join(work, "output.jsonl") : path.resolve(args.output);
     const errors = isUrl(args.errors) ? path.join(work, "errors.jsonl") : path.resolve(args.errors);
-    // A fresh run replaces earlier results, like vllm run_batch; the error file appears only if needed.
     await mkdir(path.dirname(output), { recursive: true });
-    await writeFile(output, "");
-    await rm(errors, { force: true });
+    const reused = args.overwrite ? null : await resumable(input, output, errors, config.maxLineBytes);
+    if (reused && "foreign" in reused) {
+      stderr.write(
+        `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
+          `(such as '${reused.foreign}'): pass --overwrite to replace them\n`,
+      );
+      return { exitCode: 2, endpoint, validation };
+    }
+    if (!reused) {
+      // A fresh run replaces earlier results; the error file appears only if needed.
+      await writeFile(output, "");
+      await rm(errors, { force: true });
+    } else if (reused.done.size > 0) {
+      stderr.write(
+        `continuing: ${reused.done.size} requests already in the output and error files are skipped (--overwrite starts afresh)\n`,
+      );
+    }
 
     const backend = await startBackend(config, deps.logger, "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)");
     const started = Date.now();
@@ -103,6 +118,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         batchSize: config.pipeline.batchSize,
         concurrency: config.pipeline.concurrency,
         signal: signal ?? new AbortController().signal,
+        ...(reused ? { done: reused.done, base: reused } : {}),
         onProgress: (p) => progress.update(p),
       });
       progress.finish(result);
@@ -114,7 +130,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const hasErrors = await exists(errors);
     if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry, signal });
     if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry, signal });
-    stdout.write(summary({ args, endpoint, result, seconds, hasErrors }));
+    stdout.write(summary({ args, endpoint, result, seconds, hasErrors, reused: reused?.done.size ?? 0 }));
     return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
   } finally {
     await rm(work, { recursive: true, force: true });
@@ -153,16 +169,53 @@ function describeInvalid(input: string, v: ValidationResult): string {
   return `error: ${displayLocation(input)} is not a valid batch file (${problems}); nothing was run:\n${lines.join("\n")}\n`;
 }
 
-function summary(s: { args: RunnerArgs; endpoint: Endpoint; result: RunBatchResult; seconds: number; hasErrors: boolean }): string {
+function summary(s: {
+  args: RunnerArgs;
+  endpoint: Endpoint;
+  result: RunBatchResult;
+  seconds: number;
+  hasErrors: boolean;
+  reused: number;
+}): string {
   const { result: r, seconds } = s;
   const done = r.completed + r.failed;
+  const reused = s.reused > 0 ? ` (${s.reused} from the earlier run)` : "";
   const tokS = seconds > 0 ? Math.round(r.usage.completionTokens / seconds) : 0;
   const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
   return [
-    `${head} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
+    `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
     `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${tokS} tok/s)`,
     `output: ${displayLocation(s.args.output)}`,
     `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
     "",
   ].join("\n");
+}
+
+/**
+ * What an earlier run of this input left in a local output: its results (a torn last line cut first), or the
+ * first custom_id there that the input does not hold (another file's results: not mixed in). Null when
+ * there is nothing to continue (no output yet, or a URL output, which is written whole at the end).
+ */
+async function resumable(
+  input: string,
+  output: string,
+  errors: string,
+  maxLineBytes: number,
+): Promise<DoneScan | { foreign: string } | null> {
+  if (!(await exists(output)) && !(await exists(errors))) return null;
+  await repairTornTail(output);
+  await repairTornTail(errors);
+  const scan = await scanDone(output, errors);
+  if (scan.done.size === 0) return scan;
+  const ids = new Set<string>();
+  for await (const line of readJsonlLines(input, { maxLineBytes })) {
+    try {
+      const id = (JSON.parse(line.text) as { custom_id?: unknown })?.custom_id;
+      if (typeof id === "string") ids.add(id);
+    } catch {
+      // Validation already passed; nothing to learn from a line that is not JSON.
+    }
+  }
+  for (const id of scan.done) if (!ids.has(id)) return { foreign: id };
+  return scan;
 }

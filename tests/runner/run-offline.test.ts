@@ -165,11 +165,36 @@ describe("offline runner", () => {
     expect(r.stdout).toMatch(/errors: .*out\.errors\.jsonl/);
     expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
 
-    // A second run replaces the results instead of appending to them.
+    // Another file's results are never mixed in: without --overwrite the run refuses, with it they are replaced.
     writeFileSync(input, `${chat("only", "Hello")}\n`);
-    expect((await run(args(input, out))).exitCode).toBe(0);
+    const refused = await run(args(input, out));
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toMatch(/holds results for requests that are not in .*: pass --overwrite/);
+    expect((await run(args(input, out, ["--overwrite"]))).exitCode).toBe(0);
     expect(rows(readFileSync(out, "utf8")).map((x) => x.custom_id)).toEqual(["only"]);
     expect(existsSync(path.join(dir, "results", "out.errors.jsonl"))).toBe(false);
+  });
+
+  it("continues an interrupted run: what the output holds is skipped, a torn last line is cut", async () => {
+    const input = path.join(dir, "resume.jsonl");
+    const lines = Array.from({ length: 6 }, (_, i) => chat(`r${i}`, `Story ${i}`));
+    writeFileSync(input, `${lines.join("\n")}\n`);
+    const out = path.join(dir, "resume-out.jsonl");
+    // As an interrupted run leaves it: two whole results and a line torn by the interruption.
+    expect((await run(args(input, out))).exitCode).toBe(0);
+    const whole = readFileSync(out, "utf8").trim().split("\n");
+    const kept = whole.filter((l) => ["r1", "r4"].includes(JSON.parse(l).custom_id));
+    writeFileSync(out, `${kept.join("\n")}\n${whole[0].slice(0, 40)}`);
+
+    const again = await run(args(input, out));
+    expect(again.exitCode).toBe(0);
+    expect(again.stderr).toMatch(/continuing: 2 requests already in the output/);
+    expect(again.stdout).toMatch(/6 requests \(2 from the earlier run\)/);
+    const ids = rows(readFileSync(out, "utf8")).map((x) => x.custom_id);
+    expect(ids.slice(0, 2)).toEqual(["r1", "r4"]);
+    expect([...ids].sort()).toEqual(["r0", "r1", "r2", "r3", "r4", "r5"]);
+    // Kept results are byte for byte the earlier ones.
+    expect(readFileSync(out, "utf8").startsWith(`${kept.join("\n")}\n`)).toBe(true);
   });
 
   it("reads the input from a URL and PUTs the output to one, retrying a 503 each way", async () => {
