@@ -42,6 +42,33 @@ export const shuttingDown = (retryAfterSeconds: number) =>
     "Retry-After": String(retryAfterSeconds),
   });
 
+/**
+ * The machine ran out of disk or file descriptors: the caller's business to know (507 or 503, with a code
+ * saying which), not an internal error. Nothing was accepted; retrying later can succeed.
+ */
+export const storageExhausted = (errno: string, retryAfterSeconds = 30) =>
+  errno === "ENOSPC" || errno === "EDQUOT"
+    ? new ApiError(
+        507,
+        "The service's storage is full; nothing was stored. Retry once space is freed.",
+        "server_error",
+        "storage_full",
+        null,
+        {
+          "Retry-After": String(retryAfterSeconds),
+        },
+      )
+    : new ApiError(
+        503,
+        "The service has run out of file descriptors; nothing was stored. Retry shortly.",
+        "server_error",
+        "too_many_open_files",
+        null,
+        {
+          "Retry-After": String(retryAfterSeconds),
+        },
+      );
+
 export const fileTooLarge = (maxFileBytes: number, param: string | null = "file") =>
   new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
 

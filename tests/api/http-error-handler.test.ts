@@ -1,4 +1,5 @@
 // The error middleware on its own: every failure becomes an OpenAI-shaped error and the app keeps serving.
+import { writeFile } from "node:fs/promises";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -35,6 +36,10 @@ function app() {
   a.get("/async-boom", async () => {
     await Promise.resolve();
     throw Object.assign(new Error("db down"), { status: 502 });
+  });
+  // A real ENOSPC: /dev/full refuses every write with "no space left on device".
+  a.get("/disk-full", async () => {
+    await writeFile("/dev/full", "x");
   });
   a.get("/throws-string", () => {
     throw "not an error object";
@@ -99,6 +104,13 @@ describe("error handler", () => {
     const res = await request(a).get("/zod");
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ type: "invalid_request_error", param: "limit" });
+  });
+
+  it.skipIf(!existsSync("/dev/full"))("answers a full disk with 507 storage_full and Retry-After, not a 500", async () => {
+    const res = await request(a).get("/disk-full");
+    expect(res.status).toBe(507);
+    expect(res.headers["retry-after"]).toBe("30");
+    expect(res.body.error).toMatchObject({ type: "server_error", code: "storage_full", param: null });
   });
 
   it("hides unexpected errors behind a plain 500 and keeps serving", async () => {
