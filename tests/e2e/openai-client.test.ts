@@ -2,7 +2,7 @@
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
@@ -17,7 +17,7 @@ const line = (i: number, extra: Record<string, unknown> = {}) =>
 
 beforeAll(async () => {
   svc = await startTestService();
-  client = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+  client = openaiClient(svc);
 });
 afterAll(async () => svc?.close());
 

@@ -2,16 +2,17 @@
 // with a JSON schema, lines using logprobs, n and penalties, and bad lines that fail alone with the field
 // named. Every output line is read with the SDK's own types.
 import { Ajv } from "ajv";
-import OpenAI, { toFile } from "openai";
+import type OpenAI from "openai";
+import { toFile } from "openai";
 import type { BatchError } from "openai/resources/batches";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
 beforeAll(async () => {
   svc = await startTestService();
-  client = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+  client = openaiClient(svc);
 });
 afterAll(async () => svc?.close());
 

@@ -5,13 +5,13 @@ import OpenAI, { toFile } from "openai";
 import type { Response as OpenAIResponse } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { startTestService, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
 beforeAll(async () => {
   svc = await startTestService({ MODEL_PATH: await ensureGeneratedModel(), CONTEXT_SIZE: "1024" });
-  client = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+  client = openaiClient(svc);
 });
 afterAll(async () => svc?.close());
 

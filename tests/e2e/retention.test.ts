@@ -2,13 +2,13 @@
 // and expires_after[seconds]) and output_expires_after on a batch, through the real service.
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch, openaiClient } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
 beforeAll(async () => {
   svc = await startTestService();
-  client = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+  client = openaiClient(svc);
 });
 afterAll(async () => svc?.close());
 

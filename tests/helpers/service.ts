@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import OpenAI from "openai";
 import type pino from "pino";
 import { loadConfig, type Config } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
@@ -49,6 +50,11 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
       if (!env.BATCH_DIR) rmSync(batchDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The official `openai` client pointed at the test service (no retries: a test sees every answer). */
+export function openaiClient(svc: Pick<TestService, "baseUrl">): OpenAI {
+  return new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
 }
 
 /** Polls until the batch reaches a final status. */
