@@ -18,6 +18,9 @@ import type { DeadlineTimers } from "./deadline-timers.js";
 import type { QueuedJob } from "./job-queue.js";
 import type { Lease, PoolScheduler } from "./pool-scheduler.js";
 
+/** How often a final status that could not be written is tried again (one small file: cheap). */
+const FINAL_RETRY_MS = 2_000;
+
 export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
 export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
 
@@ -155,23 +158,60 @@ export class JobRunner {
     const { store, logger, now } = this.deps;
     const b = rec.batch;
     if (to === "completed" && b.status !== "finalizing") {
-      transition(b, "finalizing", now());
-      await store.save(b.id);
+      const finalizing = structuredClone(b);
+      transition(finalizing, "finalizing", now());
+      // Shown while the result files are registered, once on disk; if it cannot be written the batch shows
+      // what the disk has, and the final status below says the rest.
+      await store.commit(b.id, finalizing).catch(() => undefined);
     }
     await this.registerResults(rec);
-    if (to === "cancelled" && b.status !== "cancelling" && b.status !== "validating") transition(b, "cancelling", now());
-    transition(b, to, now());
+    const next = structuredClone(b);
+    if (to === "completed" && next.status !== "finalizing") transition(next, "finalizing", now());
+    if (to === "cancelled" && next.status !== "cancelling" && next.status !== "validating") transition(next, "cancelling", now());
+    transition(next, to, now());
+    next.deadline_met =
+      next.status === "completed" ? (next.completed_at ?? 0) <= next.deadline_at : next.status === "expired" ? false : null;
     this.ended(b.id, lease);
-    b.deadline_met = b.status === "completed" ? (b.completed_at ?? 0) <= b.deadline_at : b.status === "expired" ? false : null;
-    this.deps.metrics?.batchEnded(b);
-    await store.save(b.id);
-    const fields = { batch_id: b.id, status: b.status, pool: b.pool, deadline_met: b.deadline_met, request_counts: b.request_counts };
-    if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
-    else logger.info(fields, `batch ${b.status}`);
+    await this.commitFinal(rec, next, () => {
+      const fields = { batch_id: b.id, status: b.status, pool: b.pool, deadline_met: b.deadline_met, request_counts: b.request_counts };
+      if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
+      else logger.info(fields, `batch ${b.status}`);
+    });
+  }
+
+  /**
+   * A final status is shown only once it is on disk. When it cannot be written (a full disk), the batch keeps
+   * the status the disk has, which is what a restart resumes from, and the write is retried until it lands:
+   * no client ever reads "failed" for a batch that a restart would complete, and pays twice for it.
+   */
+  private async commitFinal(rec: BatchRecord, next: Batch, onCommitted: () => void): Promise<void> {
+    const { store, logger, metrics } = this.deps;
+    const id = rec.batch.id;
+    const attempt = async () => {
+      await store.commit(id, next);
+      metrics?.batchEnded(rec.batch);
+      onCommitted();
+    };
+    try {
+      await attempt();
+    } catch (err) {
+      logger.error(
+        { err, batch_id: id, status: rec.batch.status, final_status: next.status },
+        `cannot persist the batch's final status: it stays ${rec.batch.status}, as on disk, and the write is retried`,
+      );
+      const retry = setInterval(() => {
+        if (isFinal(rec.batch.status) || store.get(id) !== rec) return clearInterval(retry);
+        attempt().then(
+          () => clearInterval(retry),
+          () => undefined,
+        );
+      }, FINAL_RETRY_MS);
+      retry.unref();
+    }
   }
 
   private async fail(rec: BatchRecord, err: unknown, lease?: Lease) {
-    const { store, logger, now } = this.deps;
+    const { logger, now } = this.deps;
     const b = rec.batch;
     logger.error({ err, batch_id: b.id, status: b.status }, "batch failed midway");
     if (isFinal(b.status)) {
@@ -188,11 +228,11 @@ export class JobRunner {
       logger.error({ err: regErr, batch_id: b.id }, "cannot register the result files of a failed batch");
     }
     // A batch being cancelled can only end cancelled.
-    transition(b, canTransition(b.status, "failed") ? "failed" : "cancelled", now());
+    const next = structuredClone(b);
+    transition(next, canTransition(next.status, "failed") ? "failed" : "cancelled", now());
+    next.deadline_met = null;
     this.ended(b.id, lease);
-    b.deadline_met = null;
-    this.deps.metrics?.batchEnded(b);
-    await store.save(b.id).catch((saveErr) => logger.error({ err: saveErr, batch_id: b.id }, "cannot persist failed batch"));
+    await this.commitFinal(rec, next, () => undefined);
   }
 
   /**

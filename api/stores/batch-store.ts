@@ -146,6 +146,29 @@ export class BatchStore {
     return next;
   }
 
+  /**
+   * Writes `next` as the batch's state and only then makes it the batch everyone sees: a status a client
+   * has read is always the status on disk. Rejects (the live batch unchanged) when the write fails.
+   */
+  commit(id: string, next: Batch): Promise<void> {
+    const rec = this.records.get(id);
+    if (!rec) return Promise.resolve();
+    if (this.closed) return Promise.reject(new Error("the batch store is closed"));
+    const prev = this.writes.get(id) ?? Promise.resolve();
+    const write = prev
+      .catch(() => undefined)
+      .then(() => writeJsonAtomic(this.paths(id).state, { ...this.document(rec), batch: next }))
+      .then(() => {
+        Object.assign(rec.batch, next);
+      });
+    this.writes.set(id, write);
+    const forget = () => {
+      if (this.writes.get(id) === write) this.writes.delete(id);
+    };
+    write.then(forget, forget);
+    return write;
+  }
+
   /** Schedules a save within throttleMs unless one is already scheduled (progress updates). */
   touch(id: string): void {
     if (this.closed || this.pendingTouches.has(id)) return;
@@ -168,8 +191,12 @@ export class BatchStore {
   private async writeNow(id: string) {
     const rec = this.records.get(id);
     if (!rec) return;
+    await writeJsonAtomic(this.paths(id).state, this.document(rec));
+  }
+
+  private document(rec: BatchRecord) {
     const { owner, seq, outputExpiresAfter, batch } = rec;
-    await writeJsonAtomic(this.paths(id).state, { version: 1, owner, seq, output_expires_after: outputExpiresAfter, batch });
+    return { version: 1, owner, seq, output_expires_after: outputExpiresAfter, batch };
   }
 
   private async load() {

@@ -1,6 +1,6 @@
 // Cancel, expiry and failure accounting with the real engine: every request ends with exactly one
 // line, in the output or the error file, so completed + failed == total.
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
@@ -139,6 +139,31 @@ describe("cancel racing the deadline", () => {
   });
 });
 
+describe("a state file that cannot be written", () => {
+  it("never shows a final status the disk does not have, and lands it once the disk takes writes again", async () => {
+    await startOneSlot();
+    const file = await upload(cp, dir, completionLines(30, { prefix: "full", maxTokens: 16 }));
+    const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, b.id, (x) => x.request_counts.completed >= 2);
+    // Every write of batch.json fails from now on (a non-empty folder in its place), as on a full disk.
+    const state = path.join(dir, b.id, "batch.json");
+    rmSync(state);
+    mkdirSync(state);
+    writeFileSync(path.join(state, "keep"), "");
+    await waitFor(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === 30);
+    // The run is over in this process, but its end could not be written: the batch shows what the disk has.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(cp.batches.get(b.id, null)!.status).toBe("in_progress");
+    // Space returns: the final status lands within the retry period, and only then is shown.
+    rmSync(state, { recursive: true });
+    const done = await waitFor(cp, b.id, inStatus("completed", "failed"), { timeoutMs: 10_000 });
+    expect(done.status).toBe("completed");
+    expect(JSON.parse(readFileSync(state, "utf8")).batch).toMatchObject({ status: "completed", request_counts: done.request_counts });
+    expect(done.request_counts).toEqual({ completed: 30, failed: 0, total: 30 });
+    expect(readJsonl(path.join(dir, b.id, "output.jsonl"))).toHaveLength(30);
+  });
+});
+
 describe("failure midway", () => {
   /** Holds the one slot while the test prepares the batch queued behind it, then lets it go. */
   async function behindABlocker(content: string, prepare: (batchDir: string) => void) {
@@ -185,12 +210,26 @@ describe("failure midway", () => {
   });
 
   it("gives every request that did not run a batch_failed line when the error file can be written", async () => {
-    // The batch's state cannot be saved (a directory stands where batch.json goes): the run fails before any request.
-    const b = await behindABlocker(completionLines(6, { prefix: "early" }), (bdir) => {
-      rmSync(path.join(bdir, "batch.json"));
-      mkdirSync(path.join(bdir, "batch.json"));
+    // The batch's state cannot be saved (a directory stands where batch.json goes): the run fails before any
+    // request. Its failed status is shown only once it is on disk, after the directory is gone.
+    let state = "";
+    const prepared = behindABlocker(completionLines(6, { prefix: "early" }), (bdir) => {
+      state = path.join(bdir, "batch.json");
+      rmSync(state);
+      mkdirSync(state);
     });
+    const id = path.basename(
+      await new Promise<string>((resolve) => {
+        const poll = setInterval(() => state && (clearInterval(poll), resolve(path.dirname(state))), 10);
+      }),
+    );
+    await waitFor(cp, id, (x) => x.request_counts.failed === 6);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cp.batches.get(id, null)!.status).not.toBe("failed");
+    rmSync(state, { recursive: true });
+    const b = await prepared;
     expect(b.status).toBe("failed");
+    expect(JSON.parse(readFileSync(state, "utf8")).batch.status).toBe("failed");
     expect(b.request_counts).toEqual({ completed: 0, failed: 6, total: 6 });
     const { errs } = expectAccounted(b, "batch_failed");
     expect(errs[0].error.message).toMatch(/failed before this request ran/);
