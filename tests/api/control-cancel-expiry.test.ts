@@ -220,7 +220,11 @@ describe("failure midway", () => {
     });
     const id = path.basename(
       await new Promise<string>((resolve) => {
-        const poll = setInterval(() => state && (clearInterval(poll), resolve(path.dirname(state))), 10);
+        const poll = setInterval(() => {
+          if (!state) return;
+          clearInterval(poll);
+          resolve(path.dirname(state));
+        }, 10);
       }),
     );
     await waitFor(cp, id, (x) => x.request_counts.failed === 6);
