@@ -1,6 +1,6 @@
 // The offline runner on a real model: local files, URL input and output on loopback, an invalid
 // file, and the command line as `npm run batch` runs it.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -279,6 +279,45 @@ describe("npm run batch (the command line)", () => {
     const r = await cli(["-i", bad, "-o", path.join(dir, "cli-bad-out.jsonl")]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/line 1: invalid_json_line/);
+  });
+
+  it("Ctrl-C leaves a consistent output and the summary; running again continues where it stopped", async () => {
+    const input = path.join(dir, "ctrl-c.jsonl");
+    const body = (i: number) => ({ model: "m", prompt: `Once upon a time ${i}`, max_tokens: 120, temperature: 0 });
+    writeFileSync(
+      input,
+      `${Array.from({ length: 40 }, (_, i) => JSON.stringify({ custom_id: `k${i}`, method: "POST", url: "/v1/completions", body: body(i) })).join("\n")}\n`,
+    );
+    const out = path.join(dir, "ctrl-c-out.jsonl");
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), "-i", input, "-o", out], {
+      cwd: repoRoot,
+      env: { ...process.env, ...engineEnv, MODEL_PATH: config.modelPath, SEQUENCES: "2" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    // Interrupted as soon as it starts running: before, or just after, its first results.
+    while (!/running 40 requests/.test(stderr) && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    child.kill("SIGINT");
+    expect(await exited).toBe(130);
+    const m = /interrupted after (\d+) requests .*: (\d+) completed, 0 failed/.exec(stdout);
+    expect(m, stdout).not.toBeNull();
+    const text = existsSync(out) ? readFileSync(out, "utf8") : "";
+    const written = text.trim() === "" ? [] : rows(text);
+    expect(written).toHaveLength(Number(m![2]));
+    expect(Number(m![2])).toBeLessThan(40);
+
+    const again = await cli(["-i", input, "-o", out], { MODEL_PATH: config.modelPath });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(
+      written.length > 0 ? new RegExp(`40 requests \\(${written.length} from the earlier run\\)`) : /40 requests/,
+    );
+    const ids = rows(readFileSync(out, "utf8")).map((x) => x.custom_id);
+    expect(new Set(ids).size).toBe(40);
+    expect(ids).toHaveLength(40);
   });
 
   it("runs the example file, and warns loudly when no model is given", async () => {

@@ -1,0 +1,41 @@
+// The offline runner's command line, loaded by runner/main.ts once its signal handlers are in place.
+import { ConfigError, checkPaths, loadConfig } from "../api/config.js";
+import { parseRunnerArgs, USAGE } from "./args.js";
+import { createCliLogger } from "./cli-log.js";
+import { runOffline, withArgs } from "./run-offline.js";
+
+/** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included). */
+export async function runCli(stop: AbortSignal): Promise<number> {
+  const parsed = parseRunnerArgs(process.argv.slice(2), process.env.INIT_CWD ?? process.cwd());
+  if (parsed.kind === "help") {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (parsed.kind === "usage") {
+    process.stderr.write(`error: ${parsed.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { args } = parsed;
+  let config: ReturnType<typeof withArgs>;
+  try {
+    config = withArgs(loadConfig(), args);
+    checkPaths(config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  // Engine notes (threads, GPU) are worth a line on a terminal; LOG_LEVEL=warn hides them.
+  const logger = createCliLogger({ level: process.env.LOG_LEVEL ?? "info", json: process.env.LOG_FORMAT === "json" });
+
+  try {
+    const { exitCode } = await runOffline(args, { config, logger, stderr: process.stderr, stdout: process.stdout, signal: stop });
+    return exitCode;
+  } catch (err) {
+    if (stop.aborted) return 130;
+    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
