@@ -12,11 +12,24 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-export function spawnMain(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], {
+export type SpawnedProcess = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
+
+export function spawnMain(env: Record<string, string>): SpawnedProcess {
+  return spawnServer(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], env);
+}
+
+/** The server started some other way (through npm, or a shell that lowers a limit first), its output kept. */
+export function spawnServer(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  opts: { detached?: boolean } = {},
+): SpawnedProcess {
+  const child = spawn(command, args, {
     cwd: repoRoot,
     env: { ...process.env, LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: opts.detached ?? false,
   });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
@@ -26,8 +39,12 @@ export function spawnMain(env: Record<string, string>): { child: ChildProcess; o
 }
 
 /** Starts the server on an ephemeral port and resolves once it logs where it listens. */
-export async function startMain(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
-  const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", ...env });
+export function startMain(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  return untilListening(spawnMain({ HOST: "127.0.0.1", PORT: "0", ...env }), timeoutMs);
+}
+
+/** Resolves once the process logs where it listens (it must have been given HOST=127.0.0.1). */
+export async function untilListening(p: SpawnedProcess, timeoutMs = 30_000): Promise<ServerProcess> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const m = p.output().match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);

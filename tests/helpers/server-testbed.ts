@@ -13,6 +13,20 @@ export interface ServerTestbed {
   start(env?: Record<string, string>): Promise<ServerProcess>;
 }
 
+/** The environment a test server runs with: the small test model on the CPU, on loopback, `dir` as BATCH_DIR. */
+export async function serverEnv(dir: string): Promise<Record<string, string>> {
+  return {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    BATCH_DIR: dir,
+    MODEL_PATH: await testModelPath(),
+    GPU: "false",
+    THREADS: "1",
+    SEQUENCES: "4",
+    CONTEXT_SIZE: "512",
+  };
+}
+
 /** Registers an afterAll that kills any server still running and removes the BATCH_DIR. */
 export function serverTestbed(name: string, baseEnv: Record<string, string> = {}): ServerTestbed {
   const dir = mkdtempSync(path.join(os.tmpdir(), `obi-${name}-`));
@@ -28,15 +42,7 @@ export function serverTestbed(name: string, baseEnv: Record<string, string> = {}
   return {
     dir,
     async start(env = {}) {
-      const defaults = {
-        BATCH_DIR: dir,
-        MODEL_PATH: await testModelPath(),
-        GPU: "false",
-        THREADS: "1",
-        SEQUENCES: "4",
-        CONTEXT_SIZE: "512",
-      };
-      const s = await startMain({ ...defaults, ...baseEnv, ...env });
+      const s = await startMain({ ...(await serverEnv(dir)), ...baseEnv, ...env });
       servers.push(s);
       return s;
     },
