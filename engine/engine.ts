@@ -55,14 +55,16 @@ export class LlamaEngine implements Engine {
   async chat(messages: ChatMessage[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
     this.ensureOpen();
     const { model, chatFormat } = this.parts;
+    const syntax = chatFormat.tools;
     const { tools, ...plain } = params;
-    if (tools && tools.choice !== "none" && !chatFormat.tools) {
+    const calling = tools !== undefined && tools.choice !== "none";
+    if (calling && !syntax) {
       throw unsupportedParameter("tools", "The model's chat template has no function-calling format, so it cannot call tools.");
     }
     // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
-    const rendered = renderChat(model, chatFormat, messages, chatFormat.tools ? (tools?.functions ?? []) : []);
-    if (!tools || tools.choice === "none" || !chatFormat.tools) return this.generate(rendered.tokens, plain, null, rendered, signal);
-    return generateWithTools(model, chatFormat.tools, rendered, { ...plain, tools }, (tokens, p, stops) =>
+    const rendered = renderChat(model, chatFormat, messages, syntax ? (tools?.functions ?? []) : []);
+    if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal);
+    return generateWithTools(model, syntax, rendered, { ...plain, tools }, (tokens, p, stops) =>
       this.generate(tokens, p, null, stops, signal),
     );
   }

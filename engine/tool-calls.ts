@@ -42,17 +42,18 @@ export async function generateWithTools(
     cachedPromptTokens ??= r.cachedPromptTokens;
     return r;
   };
-  /** Adds text to the answer and the prompt of the next phase. */
-  const append = (text: LlamaText | string) => {
-    const added = LlamaText(text).tokenize(model.tokenizer);
+  const tokenize = (text: LlamaText | string) => LlamaText(text).tokenize(model.tokenizer);
+  /** Adds tokens to the answer and the prompt of the next phase. */
+  const append = (added: Token[]) => {
     tokens = [...tokens, ...added];
     completionTokens += added.length;
   };
   /** Writes a fixed part for the model; false when the token budget has no room for it. */
   const write = (text: LlamaText | string) => {
+    const added = tokenize(text);
     const left = remaining();
-    if (left !== undefined && LlamaText(text).tokenize(model.tokenizer).length > left) return false;
-    append(text);
+    if (left !== undefined && added.length > left) return false;
+    append(added);
     return true;
   };
   const finish = (finishReason: FinishReason, text: string): GenerationResult => {
@@ -69,7 +70,7 @@ export async function generateWithTools(
       return finish(r.finishReason, r.text);
     }
     content = r.text.trimEnd();
-    if (content !== "") append(content);
+    if (content !== "") append(tokenize(content));
   }
   const names = tools.functions.map((f) => f.name);
   for (;;) {
@@ -81,7 +82,7 @@ export async function generateWithTools(
     } else {
       const r = await phase({ format: { type: "one_of", values: names } });
       name = r.text;
-      append(name);
+      append(tokenize(name));
       // The budget ran out inside the name: no call can be reported.
       if (!names.includes(name)) return finish("length", content);
     }
@@ -94,7 +95,7 @@ export async function generateWithTools(
         Object.keys(parameters).length === 0 ? { type: "json_object" as const } : { type: "json_schema" as const, schema: parameters };
       const r = await phase({ format });
       args = r.text;
-      append(args);
+      append(tokenize(args));
       if (r.finishReason === "length") {
         // As OpenAI does, a call cut by the budget is returned with the arguments written so far.
         calls.push({ name, arguments: args });

@@ -184,13 +184,13 @@ export class JobRunner {
    * the status the disk has, which is what a restart resumes from, and the write is retried until it lands:
    * no client ever reads "failed" for a batch that a restart would complete, and pays twice for it.
    */
-  private async commitFinal(rec: BatchRecord, next: Batch, onCommitted: () => void): Promise<void> {
+  private async commitFinal(rec: BatchRecord, next: Batch, onCommitted?: () => void): Promise<void> {
     const { store, logger, metrics } = this.deps;
     const id = rec.batch.id;
     const attempt = async () => {
       await store.commit(id, next);
       metrics?.batchEnded(rec.batch);
-      onCommitted();
+      onCommitted?.();
     };
     try {
       await attempt();
@@ -232,7 +232,7 @@ export class JobRunner {
     transition(next, canTransition(next.status, "failed") ? "failed" : "cancelled", now());
     next.deadline_met = null;
     this.ended(b.id, lease);
-    await this.commitFinal(rec, next, () => undefined);
+    await this.commitFinal(rec, next);
   }
 
   /**

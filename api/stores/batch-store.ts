@@ -136,14 +136,7 @@ export class BatchStore {
       this.pendingTouches.delete(id);
     }
     if (this.closed) return Promise.resolve();
-    const prev = this.writes.get(id) ?? Promise.resolve();
-    const next = prev.catch(() => undefined).then(() => this.writeNow(id));
-    this.writes.set(id, next);
-    const forget = () => {
-      if (this.writes.get(id) === next) this.writes.delete(id);
-    };
-    next.then(forget, forget);
-    return next;
+    return this.queueWrite(id, () => this.writeNow(id));
   }
 
   /**
@@ -154,19 +147,22 @@ export class BatchStore {
     const rec = this.records.get(id);
     if (!rec) return Promise.resolve();
     if (this.closed) return Promise.reject(new Error("the batch store is closed"));
+    return this.queueWrite(id, async () => {
+      await writeJsonAtomic(this.paths(id).state, { ...this.document(rec), batch: next });
+      Object.assign(rec.batch, next);
+    });
+  }
+
+  /** Runs `write` after any write of the batch already under way, so its writes land in order. */
+  private queueWrite(id: string, write: () => Promise<void>): Promise<void> {
     const prev = this.writes.get(id) ?? Promise.resolve();
-    const write = prev
-      .catch(() => undefined)
-      .then(() => writeJsonAtomic(this.paths(id).state, { ...this.document(rec), batch: next }))
-      .then(() => {
-        Object.assign(rec.batch, next);
-      });
-    this.writes.set(id, write);
+    const done = prev.catch(() => undefined).then(write);
+    this.writes.set(id, done);
     const forget = () => {
-      if (this.writes.get(id) === write) this.writes.delete(id);
+      if (this.writes.get(id) === done) this.writes.delete(id);
     };
-    write.then(forget, forget);
-    return write;
+    done.then(forget, forget);
+    return done;
   }
 
   /** Schedules a save within throttleMs unless one is already scheduled (progress updates). */
