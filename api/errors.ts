@@ -42,6 +42,18 @@ export const shuttingDown = (retryAfterSeconds: number) =>
     "Retry-After": String(retryAfterSeconds),
   });
 
+/** The errno of a failure that means the machine's disk or file descriptors ran out, else undefined. */
+export function exhaustedErrno(err: unknown): string | undefined {
+  const errno = (err as NodeJS.ErrnoException | null)?.code;
+  return errno === "ENOSPC" || errno === "EDQUOT" || errno === "EMFILE" || errno === "ENFILE" ? errno : undefined;
+}
+
+/** A full disk (or quota): the writes succeed again once space is freed. */
+export const isStorageFull = (err: unknown) => {
+  const errno = exhaustedErrno(err);
+  return errno === "ENOSPC" || errno === "EDQUOT";
+};
+
 /**
  * The machine ran out of disk or file descriptors: the caller's business to know (507 or 503, with a code
  * saying which), not an internal error. Nothing was accepted; retrying later can succeed.

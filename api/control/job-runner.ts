@@ -3,12 +3,14 @@
 // never run again.
 import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
 import type { InferenceBackend } from "../../openai/backend.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress, RunBatchResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
+import { isStorageFull } from "../errors.js";
 import type { FileStore } from "../contracts.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { Batch, BatchStatus } from "../schemas/objects.js";
@@ -20,6 +22,9 @@ import type { Lease, PoolScheduler } from "./pool-scheduler.js";
 
 /** How often a final status that could not be written is tried again (one small file: cheap). */
 const FINAL_RETRY_MS = 2_000;
+/** A batch paused by a full disk looks for free space this often, and goes on once this much is free. */
+const SPACE_POLL_MS = 2_000;
+const RESUME_FREE_BYTES = 1024 * 1024;
 
 export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
 export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
@@ -53,37 +58,26 @@ export class JobRunner {
     return this.ending.get(id) ?? Promise.resolve();
   }
 
-  /** The worker's RunJob: never throws; a failure midway fails the batch and the service carries on. */
+  /**
+   * The worker's RunJob: never throws; a failure midway fails the batch and the service carries on. A full
+   * disk pauses the batch instead: what it wrote stays, and it goes on once space returns (as a restart
+   * would resume it); a cancel, an expiry or a shutdown during the pause ends it the usual way.
+   */
   run = async (job: QueuedJob, lease: Lease, signal: AbortSignal, drain?: AbortSignal): Promise<void> => {
-    const { store, logger, now } = this.deps;
+    const { store, logger } = this.deps;
     const rec = store.get(job.batchId);
     if (!rec || isFinal(rec.batch.status) || rec.batch.status === "cancelling" || this.ending.has(job.batchId)) return;
     const b = rec.batch;
     try {
-      b.pool = lease.pool;
-      if (b.status === "validating") transition(b, "in_progress", now());
-      await store.save(b.id);
-      logger.info(
-        { batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: !!job.resumed, deadline_at: b.deadline_at },
-        "batch started",
-      );
-      const result = await this.execute(rec, signal, drain);
-      applyProgress(b, result);
-      if (result.aborted?.code === "shutdown") {
-        await store.save(b.id);
-        logger.info({ batch_id: b.id, request_counts: b.request_counts }, "batch stopped for shutdown; it resumes on restart");
-        return;
+      for (let pauses = 0; ; pauses++) {
+        try {
+          await this.runOnce(rec, lease, signal, drain, pauses === 0 ? (job.resumed ? "resumed" : "started") : undefined);
+          return;
+        } catch (err) {
+          if (!isStorageFull(err) || signal.aborted || drain?.aborted) throw err;
+          await this.waitForSpace(rec, err, AbortSignal.any(drain ? [signal, drain] : [signal]));
+        }
       }
-      // A cancel may have landed after the last request finished: it still wins.
-      const to: BatchStatus =
-        b.status === "cancelling"
-          ? "cancelled"
-          : result.aborted?.code === "batch_cancelled"
-            ? "cancelled"
-            : result.aborted
-              ? "expired"
-              : "completed";
-      await this.finish(rec, to, lease);
     } catch (err) {
       // Torn down under a shutdown (the engine closing, say): the batch resumes on restart, it did not fail.
       if ((signal.reason as AbortReason | undefined)?.code === "shutdown") {
@@ -93,6 +87,49 @@ export class JobRunner {
       await this.fail(rec, err, lease);
     }
   };
+
+  private async runOnce(rec: BatchRecord, lease: Lease, signal: AbortSignal, drain?: AbortSignal, how?: "started" | "resumed") {
+    const { store, logger, now } = this.deps;
+    const b = rec.batch;
+    b.pool = lease.pool;
+    if (b.status === "validating") transition(b, "in_progress", now());
+    await store.save(b.id);
+    if (how)
+      logger.info(
+        { batch_id: b.id, pool: lease.pool, fallback: lease.fallback, resumed: how === "resumed", deadline_at: b.deadline_at },
+        "batch started",
+      );
+    const result = await this.execute(rec, signal, drain);
+    applyProgress(b, result);
+    if (result.aborted?.code === "shutdown") {
+      await store.save(b.id);
+      logger.info({ batch_id: b.id, request_counts: b.request_counts }, "batch stopped for shutdown; it resumes on restart");
+      return;
+    }
+    // A cancel may have landed after the last request finished: it still wins.
+    const to: BatchStatus =
+      b.status === "cancelling"
+        ? "cancelled"
+        : result.aborted?.code === "batch_cancelled"
+          ? "cancelled"
+          : result.aborted
+            ? "expired"
+            : "completed";
+    await this.finish(rec, to, lease);
+  }
+
+  /** Returns once the disk has room again, or at once when `stop` aborts. */
+  private async waitForSpace(rec: BatchRecord, err: unknown, stop: AbortSignal) {
+    const { store, logger } = this.deps;
+    const b = rec.batch;
+    logger.warn(
+      { err, batch_id: b.id, request_counts: b.request_counts },
+      "the disk is full: the batch is paused, what it wrote is kept, and it goes on once space is freed",
+    );
+    while (!stop.aborted && !(await store.hasFreeSpace(RESUME_FREE_BYTES)))
+      await sleep(SPACE_POLL_MS, undefined, { signal: stop }).catch(() => undefined);
+    if (!stop.aborted) logger.info({ batch_id: b.id }, "disk space is back: the paused batch goes on");
+  }
 
   /**
    * Ends a batch that is not running (queued, or found unfinished at startup) with `reason`: every

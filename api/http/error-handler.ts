@@ -3,7 +3,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
-import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
+import { ApiError, badRequest, exhaustedErrno, fileTooLarge, internalError, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
@@ -63,8 +63,8 @@ export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiErr
   if (err instanceof MulterError) return fromMulter(err, opts.maxFileBytes);
   // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
   if (err instanceof z.ZodError) return fromZodError(err);
-  const errno = (err as NodeJS.ErrnoException | null)?.code;
-  if (errno === "ENOSPC" || errno === "EDQUOT" || errno === "EMFILE" || errno === "ENFILE") return storageExhausted(errno);
+  const errno = exhaustedErrno(err);
+  if (errno) return storageExhausted(errno);
   if (err && typeof err === "object") return fromHttpError(err as HttpError);
   return undefined;
 }

@@ -1,6 +1,6 @@
 // Batches: an in-memory index backed by BATCH_DIR/<batch_id>/batch.json, one atomically replaced
 // document per batch. Everything is loaded on start; only folders named like a batch id are read.
-import { mkdir, readdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm, statfs } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import type { ExpiresAfter, Owner, Page } from "../contracts.js";
@@ -104,6 +104,19 @@ export class BatchStore {
       if (b.output_file_id === fileId) b.output_file_id = null;
       if (b.error_file_id === fileId) b.error_file_id = null;
       await this.save(b.id);
+    }
+  }
+
+  /**
+   * Whether a batch paused by a full disk can go on: at least `minBytes` free (and an inode) where batches
+   * live. When the filesystem cannot say (a quota, say), true: the next write tells.
+   */
+  async hasFreeSpace(minBytes: number): Promise<boolean> {
+    try {
+      const fs = await statfs(this.opts.batchDir);
+      return fs.bavail * fs.bsize >= minBytes && fs.ffree !== 0;
+    } catch {
+      return true;
     }
   }
 
