@@ -43,6 +43,8 @@ export interface BenchServer {
   output(): string;
   memory(): MemorySample | undefined;
   stop(): Promise<void>;
+  /** kill -9: no drain, no cleanup (a crash). */
+  kill9(): Promise<void>;
 }
 
 /**
@@ -78,6 +80,10 @@ export async function startServer(modelPath: string, env: Record<string, string>
         output: () => out,
         memory: () => readMemory(child.pid!),
         stop,
+        kill9: async () => {
+          child.kill("SIGKILL");
+          await exited;
+        },
       };
     }
     if (child.exitCode !== null || Date.now() > deadline) {
