@@ -1,4 +1,5 @@
 // How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
+import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
 
 export interface ModelPlan {
   /** Label in the table. */
@@ -32,6 +33,14 @@ export interface Plan {
   prefixTokens: number;
   /** Embedding inputs over 1 and 2 embedding contexts, on the last model (fewer on a bigger one). */
   embedInputs: number;
+  /** The service against llama-server: per model, the workloads and llama-server's configurations swept. */
+  peer: PeerPlan[];
+}
+
+export interface PeerPlan {
+  model: ModelPlan;
+  workloads: Workload[];
+  grid: { parallel: number[]; threads: number[] };
 }
 
 export function makePlan(quick: boolean, storiesPath: string | null): Plan {
@@ -76,9 +85,21 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
       engineSequences: [],
     });
   }
+  const grid = { parallel: quick ? [8, 16, 32] : [1, 8, 16, 32, 64], threads: [1, 2] };
+  const peer: PeerPlan[] = models.map((m, i) => ({
+    model: m,
+    // The big model gets the uniform workload only, and no one-slot run (over two minutes each).
+    workloads: m.name.startsWith("qwen")
+      ? [uniformWorkload(m.requests, m.tokens)]
+      : i === 0 && !quick
+        ? [uniformWorkload(m.requests, m.tokens), mixedWorkload(), promptHeavyWorkload(256), embeddingsWorkload(2000)]
+        : [uniformWorkload(m.requests, m.tokens), mixedWorkload()],
+    grid: m.name.startsWith("qwen") ? { parallel: [16, 32, 64], threads: [1, 2] } : grid,
+  }));
   return {
     quick,
     models,
+    peer,
     scaleLines: quick ? 10_000 : 50_000,
     overheadRequests: quick ? 5_000 : 20_000,
     prefixRequests: 128,

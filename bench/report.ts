@@ -1,5 +1,6 @@
 // The one table `npm run bench` prints: every measured run, then the targets with their ratios.
 import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
+import type { PeerComparison } from "./peer.js";
 import type { RunRecord } from "./records.js";
 import type { ScaleResult } from "./scale.js";
 import type { ThroughputResult } from "./throughput.js";
@@ -18,6 +19,7 @@ export interface BenchResults {
   startedAt: string;
   quick: boolean;
   machine: Machine;
+  peer: PeerComparison[];
   throughput: ThroughputResult[];
   scale: ScaleResult | null;
   prefix: (PrefixResult & { model: string }) | null;
@@ -92,6 +94,31 @@ export function formatTable(res: BenchResults): string {
       `upload ${n(s.uploadMs)} ms + validate ${n(s.validateMs)} ms`,
     ]);
   }
+  for (const p of res.peer) {
+    const best = p.best;
+    rows.push([
+      p.model,
+      `llama-server best (-np ${best.parallel} -t ${best.threads}), ${p.workload}`,
+      n(best.requests),
+      n(best.generated / best.seconds),
+      n(best.requests / best.seconds, 1),
+      "-",
+      "-",
+      "-",
+      `${n(best.seconds, 2)} s`,
+    ]);
+    rows.push([
+      p.model,
+      `service at defaults, ${p.workload}`,
+      n(best.requests),
+      n(p.service.generated / p.service.seconds),
+      n(best.requests / p.service.seconds, 1),
+      "-",
+      "-",
+      "-",
+      `${n(p.service.seconds, 2)} s: ${n(p.ratio, 2)}x llama-server's speed`,
+    ]);
+  }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
   const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("-|-"), ...rows.slice(1).map(line)];
@@ -103,6 +130,14 @@ export function formatTable(res: BenchResults): string {
 
 export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
   const targets: Target[] = [];
+  for (const p of res.peer)
+    targets.push({
+      id: `peer ${p.workload}`,
+      what: `${p.model}: service at defaults vs llama-server's best (-np ${p.best.parallel} -t ${p.best.threads}), ${p.what}`,
+      measured: `${p.best.seconds.toFixed(2)} s / ${p.service.seconds.toFixed(2)} s = ${p.ratio.toFixed(2)}x (tokens ${p.best.generated} vs ${p.service.generated})`,
+      goal: ">= 1.00x",
+      met: p.ratio >= 1,
+    });
   for (const t of res.throughput) {
     targets.push({
       id: "1",

@@ -10,6 +10,8 @@ import { parseArgs } from "node:util";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { throughputChart } from "./chart.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
+import { llamaServerBinary } from "./llama-server.js";
+import { comparePeer } from "./peer.js";
 import { extrasModel, makePlan, type ModelPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { formatTable, targetsOf, type BenchResults } from "./report.js";
@@ -17,7 +19,7 @@ import { measureScale } from "./scale.js";
 import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 
-const PARTS = ["throughput", "scale", "prefix", "embeddings"] as const;
+const PARTS = ["peer", "throughput", "scale", "prefix", "embeddings"] as const;
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +58,7 @@ const results: Omit<BenchResults, "targets"> = {
   startedAt: new Date().toISOString(),
   quick: values.quick,
   machine,
+  peer: [],
   throughput: [],
   scale: null,
   prefix: null,
@@ -63,6 +66,14 @@ const results: Omit<BenchResults, "targets"> = {
   gpu: { backendLog: null, ready: null, note: "" },
   notes,
 };
+
+if (parts.has("peer")) {
+  const binary = llamaServerBinary(log);
+  if (!binary) notes.push("llama-server could not be built here (cmake, g++ and git are needed): the peer comparison was skipped.");
+  else
+    for (const p of plan.peer)
+      for (const w of p.workloads) results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log));
+}
 
 if (parts.has("throughput")) {
   for (const m of plan.models) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's llama-server from the source node-llama-cpp ships (its git bundle), so the test upstream and
+# the performance peer are the same llama.cpp release as our engine. No network: Debian's cmake and g++ only.
+# The binary is cached outside the repository, keyed by the bundle's commit; a second run prints its path at once.
+# Prints the binary's path on stdout; progress goes to stderr. About 11 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bundle=node_modules/node-llama-cpp/llama/gitRelease.bundle
+[ -f "$bundle" ] || { echo "build-llama-server: $bundle is missing (run npm ci first)" >&2; exit 1; }
+for tool in git cmake g++; do
+  command -v "$tool" >/dev/null || { echo "build-llama-server: $tool is not installed (apt-get install -y cmake g++ git)" >&2; exit 1; }
+done
+
+commit=$(git bundle list-heads "$bundle" | awk '{print $1; exit}')
+cache=${LLAMA_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/llama-server}/${commit:0:12}
+binary=$cache/bin/llama-server
+if [ -x "$binary" ]; then echo "$binary"; exit 0; fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git clone --quiet "$bundle" "$work/src" >&2
+# GGML_NATIVE: the peer gets its best build for this CPU; curl off: it must not reach for model hubs.
+cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
+cmake --build "$work/build" --target llama-server -j "$(nproc)" >&2
+
+mkdir -p "$cache.tmp/bin"
+cp "$work/build/bin/llama-server" "$cache.tmp/bin/"
+rm -rf "$cache" && mv "$cache.tmp" "$cache"
+echo "$binary"
