@@ -39,6 +39,7 @@ export async function startBackend(
     gpu: config.engine.gpu,
     threads: config.engine.threads,
     sequences: config.engine.sequences,
+    contexts: config.engine.contexts,
     contextSize: config.engine.contextSize,
     embeddingContexts: config.engine.embeddingContexts,
     reproducible: config.engine.reproducible,

@@ -1,6 +1,8 @@
-// One LlamaContext with N sequences, lent to requests one sequence each.
+// Generation contexts with N sequences in all, lent to requests one sequence each.
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
-// so N requests in flight are decoded together (continuous batching) without any work here.
+// so the requests in flight on a context are decoded together (continuous batching) without any work here.
+// Several contexts decode at the same time, each on its own thread(s): on a CPU that is how every core
+// computes without ggml's per-node barrier between threads (engine/README.md, "Contexts").
 import {
   InsufficientMemoryError,
   type EvaluationPriority,
@@ -16,8 +18,10 @@ import type { EngineOptions } from "./types.js";
 type Log = NonNullable<EngineOptions["log"]>;
 
 export interface SequencePoolOptions {
-  /** Sequences wanted; when `auto`, fewer are taken if memory is short. */
+  /** Sequences wanted in all; when `auto`, fewer are taken if memory is short. */
   sequences: number;
+  /** Generation contexts the sequences are spread over (default 1). */
+  contexts?: number;
   auto: boolean;
   contextSize: number;
   /** A fixed count, or a range node-llama-cpp's thread splitter allots per decode (step-threads.ts). */
@@ -34,35 +38,53 @@ export interface SequencePoolOptions {
 
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
-  private readonly tags: Map<LlamaContextSequence, EvaluationPriority>;
+  private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();
+  private readonly orderOf = new Map<LlamaContextSequence, BatchOrder>();
+  private readonly busy = new Map<LlamaContext, number>();
 
   private constructor(
-    readonly context: LlamaContext,
+    readonly contexts: readonly LlamaContext[],
+    private readonly orders: readonly BatchOrder[],
     private readonly sequences: LlamaContextSequence[],
     private readonly prefixReuse: boolean,
-    private readonly order: BatchOrder,
     private readonly onIdle?: () => void,
   ) {
     this.pool = new ResourcePool(sequences);
-    this.tags = new Map(sequences.map((s, i) => [s, sequenceTag(i)]));
+    contexts.forEach((context, c) => {
+      this.busy.set(context, 0);
+      for (const [i, s] of sequences.filter((s) => s.context === context).entries()) {
+        this.tags.set(s, sequenceTag(i));
+        this.orderOf.set(s, orders[c]);
+      }
+    });
   }
 
   static async create(model: LlamaModel, opts: SequencePoolOptions): Promise<SequencePool> {
     let sequences = Math.max(1, Math.floor(opts.sequences));
     for (;;) {
-      const order = new BatchOrder(opts.onStep);
+      const count = Math.max(1, Math.min(sequences, Math.floor(opts.contexts ?? 1)));
+      const contexts: LlamaContext[] = [];
+      const orders: BatchOrder[] = [];
       try {
-        const context = await model.createContext({
-          sequences,
-          contextSize: opts.contextSize,
-          threads: opts.threads,
-          flashAttention: opts.flashAttention,
-          failedCreationRemedy: false,
-          batching: { itemPrioritizationStrategy: order.strategy },
-        });
-        const all = Array.from({ length: sequences }, () => context.getSequence());
-        return new SequencePool(context, all, opts.prefixReuse ?? true, order, opts.onIdle);
+        for (let c = 0; c < count; c++) {
+          const order = new BatchOrder(opts.onStep);
+          contexts.push(
+            await model.createContext({
+              // The sequences spread evenly: the first contexts take one more when they do not divide.
+              sequences: Math.floor(sequences / count) + (c < sequences % count ? 1 : 0),
+              contextSize: opts.contextSize,
+              threads: opts.threads,
+              flashAttention: opts.flashAttention,
+              failedCreationRemedy: false,
+              batching: { itemPrioritizationStrategy: order.strategy },
+            }),
+          );
+          orders.push(order);
+        }
+        const all = contexts.flatMap((context) => Array.from({ length: context.totalSequences }, () => context.getSequence()));
+        return new SequencePool(contexts, orders, all, opts.prefixReuse ?? true, opts.onIdle);
       } catch (err) {
+        await Promise.allSettled(contexts.map((c) => c.dispose()));
         // Each sequence holds its own contextSize of KV cache; halve until it fits, unless the count was asked for.
         if (!opts.auto || sequences === 1 || !(err instanceof InsufficientMemoryError)) throw err;
         const fewer = Math.max(1, Math.floor(sequences / 2));
@@ -78,12 +100,14 @@ export class SequencePool {
 
   /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting. */
   get batchStats(): Readonly<BatchOrder["stats"]> {
-    return this.order.stats;
+    const sum = { steps: 0, sequences: 0, waitTurns: 0 };
+    for (const o of this.orders) for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += o.stats[k];
+    return sum;
   }
 
   /** Tokens each sequence holds (llama.cpp may round the requested size up). */
   get contextSize(): number {
-    return this.context.contextSize;
+    return this.contexts[0].contextSize;
   }
 
   /**
@@ -91,13 +115,15 @@ export class SequencePool {
    * share the longest prefix with the prompt is taken, so repeated system prompts and few-shot headers are
    * evaluated once.
    */
-  acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
-    return this.pool.acquire(signal, this.prefixReuse ? (free) => longestPrefix(free, tokens) : undefined);
+  async acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
+    const sequence = await this.pool.acquire(signal, (free) => this.pick(free, this.prefixReuse ? tokens : []));
+    this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
+    return sequence;
   }
 
   /** The sequence's generation is over: decoding stops waiting for its next token (batch-order.ts). */
   finished(sequence: LlamaContextSequence): void {
-    this.order.leave(this.batchTag(sequence));
+    this.orderOf.get(sequence)?.leave(this.batchTag(sequence));
   }
 
   /** Pass as `evaluationPriority` with every evaluation of `sequence`: it orders the batch (batch-order.ts). */
@@ -120,28 +146,53 @@ export class SequencePool {
         // Still lent out below: the next request erases whatever does not match its prompt anyway.
       }
     }
+    this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 1) - 1);
     this.pool.release(sequence);
     if (this.pool.available === this.sequences.length) this.onIdle?.();
   }
 
+  /**
+   * One short generation on every context, its cache cleared after: the first decode of a context allocates
+   * its compute buffers and the first tokens warm the code paths, so the first batch does not pay for them
+   * (as llama-server warms up at start). Measured: a first 128-request batch took 1.64 s, later ones 1.09-1.22.
+   */
+  async warmUp(tokens: readonly Token[]): Promise<void> {
+    if (tokens.length === 0) return;
+    await Promise.all(
+      this.contexts.map(async (context) => {
+        const sequence = this.sequences.find((s) => s.context === context)!;
+        let generated = 0;
+        for await (const _ of sequence.evaluate([...tokens], { temperature: 0, evaluationPriority: this.batchTag(sequence) })) {
+          if (++generated >= 4) break;
+        }
+        this.finished(sequence);
+        await sequence.clearHistory();
+      }),
+    );
+  }
+
   async close(): Promise<void> {
     this.pool.close();
-    await this.context.dispose();
+    await Promise.all(this.contexts.map((c) => c.dispose()));
   }
-}
 
-function longestPrefix(free: readonly LlamaContextSequence[], tokens: readonly Token[]): number {
-  let best = free.length - 1;
-  let bestLength = -1;
-  // From the end: on a tie the most recently released sequence wins.
-  for (let i = free.length - 1; i >= 0; i--) {
-    const length = free[i].compareContextTokens(tokens as Token[]).firstDifferentIndex;
-    if (length > bestLength) {
-      best = i;
-      bestLength = length;
+  /**
+   * The free sequence sharing the longest prefix with the prompt; on a tie, the one on the least busy context
+   * (so the contexts share the work), then the most recently released.
+   */
+  private pick(free: readonly LlamaContextSequence[], tokens: readonly Token[]): number {
+    let best = free.length - 1;
+    let bestKey = [-1, 0];
+    for (let i = free.length - 1; i >= 0; i--) {
+      const length = tokens.length === 0 ? 0 : free[i].compareContextTokens(tokens as Token[]).firstDifferentIndex;
+      const idle = -(this.busy.get(free[i].context) ?? 0);
+      if (length > bestKey[0] || (length === bestKey[0] && idle > bestKey[1])) {
+        best = i;
+        bestKey = [length, idle];
+      }
     }
+    return best;
   }
-  return best;
 }
 
 /**

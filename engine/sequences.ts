@@ -8,8 +8,11 @@
 import os from "node:os";
 import type { Llama, LlamaModel } from "node-llama-cpp";
 
-/** Sequences used when none are configured, before the memory cap. */
-export const DEFAULT_SEQUENCES = { cpu: 32, gpu: 32 } as const;
+/**
+ * Sequences used when none are configured, before the memory cap: on CPU per generation context (4 contexts of
+ * 16 ran the generated `small` model's 64 x 64 tokens in 5.0 s against 5.9 s with 8 each), on GPU in all.
+ */
+export const DEFAULT_SEQUENCES = { cpuPerContext: 16, gpu: 32 } as const;
 
 /** The context (KV caches and compute buffers) of automatically sized sequences takes at most this share of RAM or VRAM. */
 export const CONTEXT_MEMORY_SHARE = 0.25;
@@ -22,15 +25,19 @@ export async function fitSequences(wanted: number, budgetBytes: number, bytesFor
 }
 
 /** The default count for this model and machine: DEFAULT_SEQUENCES, capped by CONTEXT_MEMORY_SHARE. */
-export async function autoSequences(llama: Llama, model: LlamaModel, contextSize: number): Promise<number> {
+export async function autoSequences(llama: Llama, model: LlamaModel, contextSize: number, contexts = 1): Promise<number> {
   const onGpu = model.gpuLayers > 0;
   const memory = onGpu ? (await llama.getVramState()).total : os.totalmem();
-  return fitSequences(onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpu, memory * CONTEXT_MEMORY_SHARE, async (sequences) => {
-    const need = await model.fileInsights.estimateContextResourceRequirementsV2({
-      contextSize,
-      sequences,
-      modelGpuLayers: model.gpuLayers,
-    });
-    return onGpu ? need.gpuVram : need.cpuRam;
-  });
+  return fitSequences(
+    onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpuPerContext * contexts,
+    memory * CONTEXT_MEMORY_SHARE,
+    async (sequences) => {
+      const need = await model.fileInsights.estimateContextResourceRequirementsV2({
+        contextSize,
+        sequences,
+        modelGpuLayers: model.gpuLayers,
+      });
+      return onGpu ? need.gpuVram : need.cpuRam;
+    },
+  );
 }

@@ -111,6 +111,8 @@ export interface EngineInfo {
   threads: number;
   threadsLargeSteps: number;
   sequences: number;
+  /** Generation contexts the sequences are spread over, each decoding on its own threads. */
+  contexts: number;
   contextSize: number;
   embeddingDimensions: number;
   hasChatTemplate: boolean;
@@ -144,11 +146,13 @@ export interface EngineOptions {
   gpu: "auto" | "cuda" | "vulkan" | false;
   /** 0 = choose from the machine (see engine/threads.ts). */
   threads: number;
-  /** Parallel sequences in the one context; 0 = choose from the model and machine. */
+  /** Parallel sequences in all generation contexts; 0 = choose from the model and machine. */
   sequences: number;
+  /** Generation contexts decoding at the same time; 0 (or absent) = choose from the machine (engine/threads.ts). */
+  contexts?: number;
   /** Tokens per sequence. */
   contextSize: number;
-  /** Parallel embedding contexts (node-llama-cpp serialises work inside one). */
+  /** Parallel embedding contexts (node-llama-cpp serialises work inside one); 0 = as many as generation contexts on CPU, 2 on GPU. */
   embeddingContexts: number;
   /** Reuse cached prompt prefixes across requests (default true); false only to measure the gain. */
   prefixReuse?: boolean;

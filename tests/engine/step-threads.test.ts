@@ -62,7 +62,7 @@ describe("StepThreads", () => {
       flashAttention: false,
       log: () => {},
       onStep: (tokens) => {
-        steps.push({ tokens, threadsOfPrevious: pool!.context.currentThreads });
+        steps.push({ tokens, threadsOfPrevious: pool!.contexts[0].currentThreads });
         perStep.step(tokens);
       },
       onIdle: () => perStep.idle(),
@@ -84,7 +84,7 @@ describe("StepThreads", () => {
       // The prompt step, then one step per generated token but the last; a step's threads are read back at the next.
       expect(steps.map((s) => s.tokens)).toEqual([tokens.length, 1, 1, 1]);
       expect(steps.slice(1).map((s) => s.threadsOfPrevious)).toEqual([2, 1, 1]);
-      expect(pool.context.currentThreads).toBe(1);
+      expect(pool.contexts[0].currentThreads).toBe(1);
       expect(llama.maxThreads).toBe(2);
     } finally {
       await pool.close();

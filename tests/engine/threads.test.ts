@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { ALL_CORES_STEP_WORK, chooseThreads, GPU_FEEDER_THREADS, stepThreads, threadBudget, threadsText } from "../../engine/threads.js";
+import {
+  ALL_CORES_STEP_WORK,
+  chooseContexts,
+  chooseThreads,
+  GPU_FEEDER_THREADS,
+  MAX_CPU_CONTEXTS,
+  stepThreads,
+  threadBudget,
+  threadsText,
+} from "../../engine/threads.js";
 
 describe("chooseThreads", () => {
   it("uses an explicit request as is", () => {
@@ -63,5 +72,15 @@ describe("threadsText", () => {
     expect(threadsText(1)).toBe("1 thread");
     expect(threadsText(4, 4)).toBe("4 threads");
     expect(threadsText(1, 2)).toBe("1-2 threads");
+  });
+});
+
+describe("chooseContexts", () => {
+  it("takes two contexts per CPU core, at most MAX_CPU_CONTEXTS, one on a GPU, and what is configured", () => {
+    expect(chooseContexts({ cpuCount: 1, gpu: false, requested: 0 })).toBe(2);
+    expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 0 })).toBe(MAX_CPU_CONTEXTS);
+    expect(chooseContexts({ cpuCount: 64, gpu: false, requested: 0 })).toBe(MAX_CPU_CONTEXTS);
+    expect(chooseContexts({ cpuCount: 8, gpu: true, requested: 0 })).toBe(1);
+    expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 3 })).toBe(3);
   });
 });
