@@ -72,7 +72,8 @@ if (parts.has("peer")) {
   if (!binary) notes.push("llama-server could not be built here (cmake, g++ and git are needed): the peer comparison was skipped.");
   else
     for (const p of plan.peer)
-      for (const w of p.workloads) results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log));
+      for (const w of p.workloads)
+        results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log, values.quick ? 1 : 2));
 }
 
 if (parts.has("throughput")) {

@@ -55,7 +55,7 @@ export interface BenchServer {
 export async function startServer(modelPath: string, env: Record<string, string> = {}, timeoutMs = 120_000): Promise<BenchServer> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-"));
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CONFIG_VARS.includes(k)));
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], {
+  const child: ChildProcess = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "api/main.ts")], {
     cwd: repoRoot,
     env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: batchDir, ...env },
     stdio: ["ignore", "pipe", "pipe"],

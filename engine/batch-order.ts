@@ -14,10 +14,19 @@
 // tokens through `evaluationPriority`, which only prioritization strategies read.
 import type { BatchItem, CustomBatchingPrioritizationStrategy, EvaluationPriority, PrioritizedBatchItem } from "node-llama-cpp";
 
-/** The tag a sequence's tokens carry: its position in the context (0-based), shifted to be positive. */
+/**
+ * The tag a sequence's tokens carry: its position in the context (0-based), shifted to be positive.
+ * node-llama-cpp declares `EvaluationPriority` as 1-5 but hands the value to a custom strategy untouched, and
+ * the strategy is the only reader (tests/engine/batch-order.test.ts checks both against the real library).
+ * Should a later version clamp or drop it, BatchOrder sees tags it never gave and falls back to plain
+ * ordering without the lockstep wait, so batching degrades but never stalls.
+ */
 export function sequenceTag(index: number): EvaluationPriority {
   return (index + 1) as EvaluationPriority;
 }
+
+/** Whether `priority` is a tag sequenceTag gave to one of `sequences` sequences. */
+export const isSequenceTag = (priority: number, sequences: number) => Number.isInteger(priority) && priority >= 1 && priority <= sequences;
 
 /**
  * How many times a step waits for a sequence of the last step to queue its next token. The wait is a
@@ -50,6 +59,16 @@ export function planBatch(items: readonly BatchItem[], size: number): Prioritize
   return planned.filter((p) => p.processAmount > 0);
 }
 
+/** Each item has a tag of its own (a sequence queues one decode at a time), within the tags given out. */
+function tagsIntact(items: readonly BatchItem[], sequences: number): boolean {
+  const seen = new Set<number>();
+  for (const i of items) {
+    if (!isSequenceTag(i.evaluationPriority, sequences) || seen.has(i.evaluationPriority)) return false;
+    seen.add(i.evaluationPriority);
+  }
+  return true;
+}
+
 /** The batching strategy of one context: sequence order, and lockstep across steps. */
 export class BatchOrder {
   /** Sequences decoded in the last step whose requests go on: the next step waits for them. */
@@ -57,12 +76,21 @@ export class BatchOrder {
   private turns = 0;
   /** Decodes planned, the sequences in them, and turns spent waiting: how well the batching works. */
   readonly stats = { steps: 0, sequences: 0, waitTurns: 0 };
+  /** Set once an item came with a tag this order never gave (see sequenceTag): no lockstep from then on. */
+  untagged = false;
 
-  /** `onStep` hears the tokens of each planned step just before it is decoded (step-threads.ts). */
-  constructor(private readonly onStep?: (tokens: number) => void) {}
+  /**
+   * `sequences`: how many sequences tag their tokens (0: not checked). `onStep` hears the tokens of each planned
+   * step just before it is decoded (step-threads.ts).
+   */
+  constructor(
+    private readonly onStep?: (tokens: number) => void,
+    private readonly sequences = 0,
+  ) {}
 
   readonly strategy: CustomBatchingPrioritizationStrategy = ({ items, size }) => {
-    if (this.turns < MAX_WAIT_TURNS && this.missing(items)) {
+    if (this.sequences > 0 && !this.untagged && !tagsIntact(items, this.sequences)) this.untagged = true;
+    if (!this.untagged && this.turns < MAX_WAIT_TURNS && this.missing(items)) {
       this.turns++;
       this.stats.waitTurns++;
       return [];

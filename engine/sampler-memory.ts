@@ -6,8 +6,14 @@
 // little JS garbage, so V8 sees no reason to collect: measured, 1,500 1-token requests on a 32,000-token
 // model grew the process by 475 MB, and 50,000 on stories260K (512 tokens) by ~200 MB. So the engine
 // counts what may be waiting and asks for a full collection (a few ms) once it passes a threshold.
-import v8 from "node:v8";
-import vm from "node:vm";
+//
+// The cause, in node-llama-cpp's addon (llama/addon/AddonSampler.cpp): `tokenCandidates`, a vector sized to the
+// vocabulary, is a member that `dispose()` leaves allocated; only the destructor frees it, when V8 finalizes the
+// wrapper, and the addon never reports that memory to V8 (Napi::MemoryManagement::AdjustExternalMemory), so
+// nothing tells V8 a collection is due. The upstream fix is to release the vector in dispose(). Until then the
+// collection is asked for through `global.gc`, which Node exposes when started with --expose-gc: every way this
+// project starts Node passes it (npm start, npm run batch, the images, the tests). Without it the engine says so
+// at start and runs on; it never flips V8 flags at runtime.
 import type { LlamaModel } from "node-llama-cpp";
 
 /** Bytes of sampler buffers allowed to wait for the collector. */
@@ -47,18 +53,8 @@ export function vocabularySize(model: LlamaModel): number {
   return Array.isArray(tokens) ? tokens.length : Number(embedding?.dimensions[1] ?? 0);
 }
 
-/**
- * V8's full collection: `global.gc` when Node runs with --expose-gc, else exposed here through V8's flag
- * (a documented Node API; the flag only adds the function). Null where neither works.
- */
+/** V8's full collection when Node runs with --expose-gc, else null. */
 export function fullCollection(): (() => void) | null {
   const exposed = (globalThis as { gc?: () => void }).gc;
-  if (typeof exposed === "function") return () => exposed();
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc") as unknown;
-    return typeof gc === "function" ? () => (gc as () => void)() : null;
-  } catch {
-    return null;
-  }
+  return typeof exposed === "function" ? () => exposed() : null;
 }

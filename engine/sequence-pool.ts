@@ -29,7 +29,7 @@ export interface SequencePoolOptions {
   /** Told each step's token count before it is decoded, and when no sequence is lent any more. */
   onStep?: (tokens: number) => void;
   onIdle?: () => void;
-  /** See createEngine: off on CPU, where it is slower for small heads. */
+  /** See createEngine: "auto", as llama-server. */
   flashAttention: boolean | "auto";
   /** Reuse a sequence's cached prefix (default); off only to measure what reuse gains. */
   prefixReuse?: boolean;
@@ -67,11 +67,12 @@ export class SequencePool {
       const orders: BatchOrder[] = [];
       try {
         for (let c = 0; c < count; c++) {
-          const order = new BatchOrder(opts.onStep);
+          // The sequences spread evenly: the first contexts take one more when they do not divide.
+          const share = Math.floor(sequences / count) + (c < sequences % count ? 1 : 0);
+          const order = new BatchOrder(opts.onStep, share);
           contexts.push(
             await model.createContext({
-              // The sequences spread evenly: the first contexts take one more when they do not divide.
-              sequences: Math.floor(sequences / count) + (c < sequences % count ? 1 : 0),
+              sequences: share,
               contextSize: opts.contextSize,
               threads: opts.threads,
               flashAttention: opts.flashAttention,

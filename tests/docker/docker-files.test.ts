@@ -55,7 +55,7 @@ describe.each(["docker/Dockerfile.api", "docker/Dockerfile.gpu"])("%s", (file) =
     expect(ins.some((i) => i.op === "RUN" && /npm run build\b/.test(i.args))).toBe(true);
     expect(JSON.parse(read("package.json")).scripts.build).toMatch(/tsc -p tsconfig\.build\.json/);
     const cmd = JSON.parse(final.find((i) => i.op === "CMD")!.args);
-    expect(cmd).toEqual(["node", "dist/api/main.js"]);
+    expect(cmd).toEqual(["node", "--expose-gc", "dist/api/main.js"]);
     const user = final.find((i) => i.op === "USER")?.args;
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^(root|0)$/);

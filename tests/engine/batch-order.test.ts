@@ -1,7 +1,7 @@
 // The batching strategy handed to node-llama-cpp: sequences in id order, and each step waits (briefly)
 // for the sequences of the last one, so they stay in one decode.
 import { describe, expect, it } from "vitest";
-import type { BatchItem, PrioritizedBatchItem } from "node-llama-cpp";
+import type { BatchItem, PrioritizedBatchItem, Token } from "node-llama-cpp";
 import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/batch-order.js";
 
 const item = (sequence: number, tokens: number): BatchItem => ({
@@ -65,6 +65,20 @@ describe("BatchOrder", () => {
     expect(order.strategy({ items: [item(0, 1)], size: 512 })).toHaveLength(1);
   });
 
+  it("falls back to plain ordering, never waiting, once an item carries a tag it never gave", () => {
+    const order = new BatchOrder(undefined, 2);
+    order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
+    expect(order.untagged).toBe(false);
+    // As if node-llama-cpp clamped the priority to its declared 1-5: sequence 1 would be waited for in vain.
+    const clamped = { ...item(0, 1), evaluationPriority: 5 as BatchItem["evaluationPriority"] };
+    expect(order.strategy({ items: [clamped], size: 512 })).toHaveLength(1);
+    expect(order.untagged).toBe(true);
+    // Two items with one tag (a clamp that stays in range) say the same.
+    const twice = new BatchOrder(undefined, 8);
+    twice.strategy({ items: [item(4, 1), { ...item(6, 1), evaluationPriority: sequenceTag(4) }], size: 512 });
+    expect(twice.untagged).toBe(true);
+  });
+
   it("tags are positive and follow the sequence index", () => {
     expect(sequenceTag(0)).toBeGreaterThan(0);
     expect(sequenceTag(5)).toBeGreaterThan(sequenceTag(4));
@@ -79,5 +93,39 @@ describe("BatchOrder step size", () => {
     order.strategy({ items: [item(0, 1)], size: 512 });
     order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
     expect(sizes).toEqual([13, 2]);
+  });
+});
+
+describe("node-llama-cpp's side of the tag contract", () => {
+  it("hands every sequence's evaluationPriority to the strategy unchanged, past its declared 1-5", async () => {
+    const { loadLlama, loadModel } = await import("../../engine/load.js");
+    const { SequencePool } = await import("../../engine/sequence-pool.js");
+    const { generate } = await import("../../engine/generate.js");
+    const { tokenizePrompt } = await import("../../engine/tokens.js");
+    const { testModelPath } = await import("../helpers/model.js");
+    const { PLAIN } = await import("./plain-request.js");
+    const llama = await loadLlama(false, () => {});
+    const model = await loadModel(llama, await testModelPath(), () => {});
+    const pool = await SequencePool.create(model, {
+      sequences: 8,
+      auto: false,
+      contextSize: 64,
+      threads: 1,
+      flashAttention: false,
+      log: () => {},
+    });
+    try {
+      const tokens = tokenizePrompt(model, "Once upon a time");
+      const req = { tokens, maxTokens: 4, temperature: 0, topP: 1, seed: 1, stopStrings: [], stopTokens: new Set<Token>(), ...PLAIN };
+      await Promise.all(Array.from({ length: 8 }, () => generate(pool, model, req)));
+      // Every item carried a tag 1-8 (else the order would have marked itself untagged), and steps held all 8.
+      const order = (pool as unknown as { orders: BatchOrder[] }).orders[0];
+      expect(order.untagged).toBe(false);
+      expect(pool.batchStats.sequences / pool.batchStats.steps).toBeGreaterThan(6);
+    } finally {
+      await pool.close();
+      await model.dispose();
+      await llama.dispose();
+    }
   });
 });

@@ -15,7 +15,7 @@ export interface ServerProcess {
 export type SpawnedProcess = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
 export function spawnMain(env: Record<string, string>): SpawnedProcess {
-  return spawnServer(process.execPath, ["--import", "tsx", path.join(repoRoot, "api/main.ts")], env);
+  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "api/main.ts")], env);
 }
 
 /** The server started some other way (through npm, or a shell that lowers a limit first), its output kept. */
