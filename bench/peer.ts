@@ -153,7 +153,7 @@ export async function comparePeer(
   const service = await runService(modelPath, w, repeats);
   const ratio = best.seconds / service.seconds;
   log(
-    `  service: ${service.seconds.toFixed(2)} s (${service.generated} tokens) vs llama-server best ${best.seconds.toFixed(2)} s: ${ratio.toFixed(2)}x`,
+    `  service (best of ${repeats}): ${service.seconds.toFixed(2)} s (${service.generated} tokens) vs llama-server best ${best.seconds.toFixed(2)} s: ${ratio.toFixed(2)}x`,
   );
   return { model, workload: w.name, what: w.what, peer: runs, best, service, ratio };
 }

@@ -26,6 +26,8 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     only: { type: "string", default: PARTS.join(",") },
     stories: { type: "string", default: path.resolve(repoRoot, "../shared/models/stories260K.gguf") },
+    /** Only the models whose name contains this (e.g. --model stories). */
+    model: { type: "string", default: "" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -34,6 +36,10 @@ const started = performance.now();
 
 const storiesPath = existsSync(values.stories) ? values.stories : null;
 const plan = makePlan(values.quick, storiesPath);
+if (values.model) {
+  plan.models = plan.models.filter((m) => m.name.includes(values.model));
+  plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
+}
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
 

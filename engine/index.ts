@@ -1,6 +1,6 @@
 // The engine's front door: createEngine brings up llama.cpp, the model and its contexts from EngineOptions.
 import { basename } from "node:path";
-import type { Llama } from "node-llama-cpp";
+import type { Llama, LlamaModel } from "node-llama-cpp";
 import { chooseChatFormat } from "./chat.js";
 import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
@@ -17,6 +17,17 @@ export * from "./types.js";
 export { chooseThreads, threadBudget, threadsText, type ThreadsInput } from "./threads.js";
 export { DEFAULT_SEQUENCES } from "./sequences.js";
 export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
+
+/** Width of one attention head: the GGUF's key length, else the embedding width over the head count. */
+function headSize(model: LlamaModel): number {
+  const meta = model.fileInfo.metadata as Record<string, unknown> & { general?: { architecture?: string } };
+  const arch = (meta[meta.general?.architecture ?? ""] ?? {}) as {
+    embedding_length?: number;
+    attention?: { key_length?: number; head_count?: number | number[] };
+  };
+  const heads = Array.isArray(arch.attention?.head_count) ? arch.attention.head_count[0] : arch.attention?.head_count;
+  return Number(arch.attention?.key_length ?? (arch.embedding_length && heads ? arch.embedding_length / heads : 0));
+}
 
 export async function createEngine(opts: EngineOptions): Promise<Engine> {
   const log = opts.log ?? (() => {});
@@ -75,9 +86,9 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     threads: perStep?.contextThreads ?? threads,
     onStep: perStep ? (tokens) => perStep.step(tokens) : undefined,
     onIdle: perStep ? () => perStep.idle() : undefined,
-    // llama.cpp decides (it is the fast path on GPU, and on CPU too since 0.5.0: `small` 64 x 64 tokens 4.96 -> 3.99 s,
-    // stories260K's 8-wide heads unchanged; engine/README.md). llama-server does the same.
-    flashAttention: "auto",
+    // On GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster: `small`'s 64-wide heads
+    // 64 x 64 tokens 4.96 -> 3.99 s); stories260K's 8-wide heads ran long prompts 1.4x slower with it (engine/README.md).
+    flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     log,
   });
