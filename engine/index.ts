@@ -61,7 +61,9 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       ? new StepThreads(llama, cores, threads, parametersPerToken(model), llama.maxThreads)
       : null;
   const maxThreads = perStep?.maxThreads ?? threads;
-  log(`threads: ${threadsText(threads, maxThreads)}${maxThreads > threads ? " (the higher count for large decodes)" : ""}`, {
+  const perContext = contexts > 1 ? ` per context, ${contexts} generation contexts` : "";
+  log(`threads: ${threadsText(threads, maxThreads)}${perContext}${maxThreads > threads ? " (the higher count for large decodes)" : ""}`, {
+    contexts,
     threads,
     threadsLargeSteps: maxThreads,
     budget: llama.maxThreads,
