@@ -14,6 +14,7 @@ export interface RunnerArgs {
   concurrency?: number;
   threads?: number;
   sequences?: number;
+  contexts?: number;
   contextSize?: number;
   /** Start afresh instead of continuing the results already in a local output (and error) file. */
   overwrite?: boolean;
@@ -32,8 +33,9 @@ Options:
       --error-file <path|url>   where failed requests' lines go (default: <output>.errors.jsonl)
       --model <path.gguf>       the GGUF model (default: $MODEL_PATH, else the generated test model)
       --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
-      --threads <n>             CPU threads for llama.cpp (default: chosen from the machine)
-      --sequences <n>           parallel sequences in the context (default: chosen from the model)
+      --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
+      --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
+      --contexts <n>            generation contexts decoding at once (default: two per CPU core, at most 4)
       --context-size <n>        tokens per sequence (default: engine/model_config.yaml)
       --overwrite               start afresh; without it, a run continues the results already in
                                 a local output and error file (requests there, by custom_id, are skipped)
@@ -81,6 +83,7 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
     ["concurrency", "concurrency", 1],
     ["threads", "threads", 1],
     ["sequences", "sequences", 1],
+    ["contexts", "contexts", 1],
     ["contextSize", "context-size", 64],
   ];
   const local = (p: string) => (/^https?:\/\//i.test(p) ? p : path.resolve(baseDir, p));
@@ -113,6 +116,7 @@ const parseOptions = (argv: string[]) =>
       concurrency: { type: "string" },
       threads: { type: "string" },
       sequences: { type: "string" },
+      contexts: { type: "string" },
       "context-size": { type: "string" },
       overwrite: { type: "boolean" },
       help: { type: "boolean", short: "h" },

@@ -50,6 +50,7 @@ export function withArgs(config: Config, args: RunnerArgs): Config {
       ...config.engine,
       threads: args.threads ?? config.engine.threads,
       sequences: args.sequences ?? config.engine.sequences,
+      contexts: args.contexts ?? config.engine.contexts,
       contextSize: args.contextSize ?? config.engine.contextSize,
     },
     pipeline: { ...config.pipeline, concurrency: args.concurrency ?? config.pipeline.concurrency },

@@ -13,8 +13,10 @@ describe("runner flags", () => {
       kind: "run",
       args: { input: "/w/in.jsonl", output: "/w/out.jsonl", errors: "/w/out.errors.jsonl", concurrency: 4, threads: 2, model: "/w/m.gguf" },
     });
-    expect(parseRunnerArgs(["--input-file", "/a", "--output-file", "/b", "--error-file", "/c", "--sequences", "8"])).toMatchObject({
-      args: { input: "/a", output: "/b", errors: "/c", sequences: 8 },
+    expect(
+      parseRunnerArgs(["--input-file", "/a", "--output-file", "/b", "--error-file", "/c", "--sequences", "8", "--contexts", "2"]),
+    ).toMatchObject({
+      args: { input: "/a", output: "/b", errors: "/c", sequences: 8, contexts: 2 },
     });
     expect(parseRunnerArgs(["-h"])).toEqual({ kind: "help" });
   });
@@ -90,5 +92,15 @@ describe("runner progress", () => {
     expect(formatDuration(42)).toBe("42s");
     expect(formatDuration(125)).toBe("2m05s");
     expect(formatDuration(3 * 3600 + 7 * 60)).toBe("3h07m");
+  });
+});
+
+describe("withArgs", () => {
+  it("puts the engine flags over the configuration, --contexts included", async () => {
+    const { loadConfig } = await import("../../api/config.js");
+    const { withArgs } = await import("../../runner/run-offline.js");
+    const config = withArgs(loadConfig({}), { input: "/a", output: "/b", errors: "/c", threads: 1, sequences: 8, contexts: 2 });
+    expect(config.engine).toMatchObject({ threads: 1, sequences: 8, contexts: 2 });
+    expect(withArgs(loadConfig({ CONTEXTS: "3" }), { input: "/a", output: "/b", errors: "/c" }).engine.contexts).toBe(3);
   });
 });
