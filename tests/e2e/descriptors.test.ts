@@ -1,4 +1,4 @@
-// The real server process under a low descriptor limit (ulimit -n 128) with silent clients trying to hold
+// The real server process under a low descriptor limit (ulimit -n 256) with silent clients trying to hold
 // more sockets than it has descriptors: the connection cap (half the limit by default) keeps descriptors for
 // the batch files, so a running batch persists its progress and completes while they hold on; the idle
 // timeout then frees the server for everyone.
@@ -19,7 +19,7 @@ describe("descriptors kept in reserve", () => {
     const main = path.join(repoRoot, "api/main.ts");
     const env = { ...(await serverEnv(dir)), SEQUENCES: "2", HTTP_IDLE_TIMEOUT_SECONDS: "3", PIPELINE_BATCH_SIZE: "4" };
     const s = await untilListening(
-      spawnServer("sh", ["-c", `ulimit -n 128 && exec "${process.execPath}" --import tsx "${main}"`], env),
+      spawnServer("sh", ["-c", `ulimit -n 256 && exec "${process.execPath}" --import tsx "${main}"`], env),
       60_000,
     );
     const sockets: net.Socket[] = [];
@@ -30,7 +30,7 @@ describe("descriptors kept in reserve", () => {
       expect(created.status).toBe(200);
       await pollBatch(base, created.body.id, (b) => b.status === "in_progress");
       // More silent sockets than the process has descriptors, held while the batch writes its results.
-      for (let i = 0; i < 150; i++) {
+      for (let i = 0; i < 300; i++) {
         const socket = net.connect(Number(new URL(base).port), "127.0.0.1");
         socket.on("error", () => {});
         sockets.push(socket);
