@@ -12,6 +12,8 @@ export interface Batch {
   request_counts: { total: number; completed: number; failed: number };
   usage?: { input_tokens: number; output_tokens: number; input_tokens_details?: { cached_tokens: number } };
   errors?: unknown;
+  output_file_id?: string | null;
+  error_file_id?: string | null;
 }
 
 async function json<T>(res: Response): Promise<T> {

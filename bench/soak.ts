@@ -42,7 +42,7 @@ async function upload(base: string, content: string): Promise<string> {
 
 /** Lost and duplicated custom_ids of a finished batch, read back through the API. */
 async function audit(base: string, id: string, expected: string[]): Promise<{ status: string; lost: number; duplicated: number }> {
-  const b = (await getBatch(base, id)) as Awaited<ReturnType<typeof getBatch>> & { output_file_id?: string; error_file_id?: string };
+  const b = await getBatch(base, id);
   const seen = new Map<string, number>();
   for (const fileId of [b.output_file_id, b.error_file_id]) {
     if (!fileId) continue;

@@ -10,7 +10,7 @@ import { autoSequences } from "./sequences.js";
 import { Grammars } from "./grammars.js";
 import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { parametersPerToken, StepThreads } from "./step-threads.js";
-import { chooseContexts, chooseThreads, threadBudget, threadsText } from "./threads.js";
+import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
 export * from "./types.js";
@@ -49,7 +49,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const contexts = reproducible ? 1 : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0 });
   const threads =
     contexts > 1 && !(opts.threads >= 1)
-      ? Math.max(1, Math.floor(llama.cpuMathCores / contexts))
+      ? threadsPerContext(llama.cpuMathCores, contexts)
       : chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
   // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
   llama.maxThreads = Math.max(threadBudget(threads, llama.cpuMathCores), contexts * threads);
@@ -97,13 +97,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   await pool.warmUp(model.tokenize("Once upon a time", true).slice(0, 8));
   let embedder: Embedder | null = null;
   try {
-    // Embedding contexts follow the same rule as generation ones (2 before it: 4 embedded 2,000 inputs in 17.4 s against 19.7).
-    const embeddingContexts =
-      opts.embeddingContexts >= 1
-        ? opts.embeddingContexts
-        : onGpu
-          ? 2
-          : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: false, requested: 0 });
+    const embeddingContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
     embedder = await Embedder.create(model, { contexts: embeddingContexts, contextSize: opts.contextSize, threads });
   } catch (err) {
     // Some models (encoder-decoder) cannot embed; generation still works and embed() says why.

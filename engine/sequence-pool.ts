@@ -154,8 +154,9 @@ export class SequencePool {
 
   /**
    * One short generation on every context, its cache cleared after: the first decode of a context allocates
-   * its compute buffers and the first tokens warm the code paths, so the first batch does not pay for them
-   * (as llama-server warms up at start). Measured: a first 128-request batch took 1.64 s, later ones 1.09-1.22.
+   * its compute buffers, so the first batch does not pay for them (llama-server warms up at start the same
+   * way). Measured without it: a first 128-request batch took 1.64 s, later ones 1.09-1.22; with it 1.59 s
+   * against 1.37, so most of a first batch's extra time is elsewhere (JIT), and this part is within noise.
    */
   async warmUp(tokens: readonly Token[]): Promise<void> {
     if (tokens.length === 0) return;

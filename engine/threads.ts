@@ -51,6 +51,21 @@ export function chooseContexts({ cpuCount, gpu, requested }: ThreadsInput): numb
   return Math.min(MAX_CPU_CONTEXTS, 2 * cores);
 }
 
+/** Threads each of several CPU contexts computes with, unless a count was asked for: the cores shared out, at least 1. */
+export function threadsPerContext(cpuCount: number, contexts: number): number {
+  const cores = Number.isFinite(cpuCount) ? Math.floor(cpuCount) : 1;
+  return Math.max(1, Math.floor(cores / Math.max(1, contexts)));
+}
+
+/**
+ * Embedding contexts: the configured count, else as many as generation contexts on CPU (4 embedded 2,000
+ * stories260K inputs in 17.4 s against 19.7 with the former default of 2), and 2 on GPU.
+ */
+export function chooseEmbeddingContexts(input: ThreadsInput): number {
+  if (Number.isFinite(input.requested) && input.requested >= 1) return Math.floor(input.requested);
+  return input.gpu ? 2 : chooseContexts({ ...input, requested: 0 });
+}
+
 /** Parameter-tokens in one decode from which it computes on all cores (see above). */
 export const ALL_CORES_STEP_WORK = 5e8;
 

@@ -2,11 +2,13 @@ import { describe, expect, it } from "vitest";
 import {
   ALL_CORES_STEP_WORK,
   chooseContexts,
+  chooseEmbeddingContexts,
   chooseThreads,
   GPU_FEEDER_THREADS,
   MAX_CPU_CONTEXTS,
   stepThreads,
   threadBudget,
+  threadsPerContext,
   threadsText,
 } from "../../engine/threads.js";
 
@@ -82,5 +84,20 @@ describe("chooseContexts", () => {
     expect(chooseContexts({ cpuCount: 64, gpu: false, requested: 0 })).toBe(MAX_CPU_CONTEXTS);
     expect(chooseContexts({ cpuCount: 8, gpu: true, requested: 0 })).toBe(1);
     expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 3 })).toBe(3);
+  });
+});
+
+describe("threadsPerContext and chooseEmbeddingContexts", () => {
+  it("shares the cores out over the contexts, never fewer than one thread", () => {
+    expect(threadsPerContext(2, 4)).toBe(1);
+    expect(threadsPerContext(16, 4)).toBe(4);
+    expect(threadsPerContext(1, 2)).toBe(1);
+  });
+
+  it("takes as many embedding contexts as generation contexts on CPU, 2 on GPU, and what is configured", () => {
+    expect(chooseEmbeddingContexts({ cpuCount: 2, gpu: false, requested: 0 })).toBe(MAX_CPU_CONTEXTS);
+    expect(chooseEmbeddingContexts({ cpuCount: 1, gpu: false, requested: 0 })).toBe(2);
+    expect(chooseEmbeddingContexts({ cpuCount: 8, gpu: true, requested: 0 })).toBe(2);
+    expect(chooseEmbeddingContexts({ cpuCount: 2, gpu: false, requested: 1 })).toBe(1);
   });
 });
