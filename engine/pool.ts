@@ -1,5 +1,8 @@
 // A fair pool of interchangeable resources (context sequences, embedding contexts).
-// Requests that find nothing free wait in FIFO order, so a long batch cannot starve an early request.
+// Requests that find nothing free wait in FIFO order, so a long batch cannot starve an early request; a waiter
+// may say how well a given item suits it (a sequence whose cache holds its prompt's prefix), and a released
+// item then goes to the waiter it suits best, as SGLang schedules by longest cached prefix, within a bound on
+// how often the oldest waiter is passed over.
 import Denque from "denque";
 import { abortError, engineClosed } from "./errors.js";
 
@@ -8,7 +11,18 @@ interface Waiter<T> {
   reject: (err: unknown) => void;
   /** Set once resolved, rejected or aborted; such waiters are skipped. */
   done: boolean;
+  affinity?: Affinity<T>;
+  /** Times a later waiter was served first while this one was the oldest. */
+  passedOver: number;
 }
+
+/** How well an item suits a request (higher is better; equal scores keep FIFO order). */
+export type Affinity<T> = (item: T) => number;
+
+/** Waiters, from the oldest, that a released item is matched against. */
+export const AFFINITY_WINDOW = 256;
+/** The oldest waiter is served after being passed over this often: a waiter's delay stays bounded. */
+export const MAX_PASSED_OVER = 32;
 
 /** Picks which free item a request gets, by index into `free`. */
 export type Chooser<T> = (free: readonly T[]) => number;
@@ -28,9 +42,10 @@ export class ResourcePool<T> {
 
   /**
    * Take an item. With several free, `choose` picks one (default: the one released last, whose state is
-   * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting.
+   * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting. While it waits,
+   * `affinity` scores each released item for it (see release).
    */
-  acquire(signal?: AbortSignal, choose?: Chooser<T>): Promise<T> {
+  acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
     if (this.free.length > 0) {
@@ -46,6 +61,8 @@ export class ResourcePool<T> {
       };
       const waiter: Waiter<T> = {
         done: false,
+        affinity,
+        passedOver: 0,
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
           resolve(item);
@@ -60,17 +77,41 @@ export class ResourcePool<T> {
     });
   }
 
-  /** Give an item back: to the longest-waiting request, else to the free list. */
+  /**
+   * Give an item back: to the waiter it suits best (the oldest on a tie, and the oldest anyway once it has been
+   * passed over MAX_PASSED_OVER times), else to the free list.
+   */
   release(item: T): void {
     if (this.closed) return;
-    while (!this.waiters.isEmpty()) {
-      const waiter = this.waiters.shift()!;
-      if (waiter.done) continue;
-      waiter.done = true;
-      waiter.resolve(item);
+    while (!this.waiters.isEmpty() && this.waiters.peekFront()!.done) this.waiters.shift();
+    if (this.waiters.isEmpty()) {
+      this.free.push(item);
       return;
     }
-    this.free.push(item);
+    const index = this.bestWaiter(item);
+    const waiter = index === 0 ? this.waiters.shift()! : this.waiters.removeOne(index)!;
+    if (index > 0) this.waiters.peekFront()!.passedOver++;
+    waiter.done = true;
+    waiter.resolve(item);
+  }
+
+  /** Index of the live waiter `item` goes to; the front one is live. */
+  private bestWaiter(item: T): number {
+    const oldest = this.waiters.peekFront()!;
+    if (oldest.passedOver >= MAX_PASSED_OVER) return 0;
+    let best = 0;
+    let bestScore = oldest.affinity?.(item) ?? 0;
+    const end = Math.min(this.waiters.length, AFFINITY_WINDOW);
+    for (let i = 1; i < end; i++) {
+      const w = this.waiters.peekAt(i)!;
+      if (w.done || !w.affinity) continue;
+      const score = w.affinity(item);
+      if (score > bestScore) {
+        best = i;
+        bestScore = score;
+      }
+    }
+    return best;
   }
 
   /** Refuse new requests and fail the waiting ones; items still out are not tracked further. */

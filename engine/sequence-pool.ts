@@ -114,10 +114,15 @@ export class SequencePool {
   /**
    * Lend a sequence for a request whose prompt is `tokens`. With several free, the one whose cached tokens
    * share the longest prefix with the prompt is taken, so repeated system prompts and few-shot headers are
-   * evaluated once.
+   * evaluated once; with none free, a released sequence goes to the waiting request it shares most with.
    */
   async acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
-    const sequence = await this.pool.acquire(signal, (free) => this.pick(free, this.prefixReuse ? tokens : []));
+    const sequence = await this.pool.acquire(
+      signal,
+      (free) => this.pick(free, this.prefixReuse ? tokens : []),
+      // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most of its cache.
+      this.prefixReuse && tokens.length > 0 ? (s) => s.compareContextTokens(tokens as Token[]).firstDifferentIndex : undefined,
+    );
     this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
     return sequence;
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ResourcePool } from "../../engine/pool.js";
+import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
 
 describe("ResourcePool", () => {
@@ -52,5 +52,41 @@ describe("ResourcePool", () => {
     pool.close();
     await expect(waiter).rejects.toBeInstanceOf(RequestError);
     await expect(pool.acquire()).rejects.toMatchObject({ code: "engine_closed", retryable: true });
+  });
+
+  it("gives a released item to the waiter it suits best, the oldest on a tie", async () => {
+    const pool = new ResourcePool(["abc", "xyz"]);
+    const x = await pool.acquire(undefined, (free) => free.indexOf("xyz"));
+    const a = await pool.acquire();
+    const shared = (prompt: string) => (item: string) => [...item].findIndex((c, i) => prompt[i] !== c) >>> 0;
+    const got: string[] = [];
+    const wait = (name: string, prompt: string) =>
+      pool.acquire(undefined, undefined, shared(prompt)).then((item) => got.push(`${name}:${item}`));
+    const first = wait("first", "qqq");
+    const second = wait("second", "xyq");
+    const third = wait("third", "abq");
+    pool.release(x);
+    pool.release(a);
+    await Promise.all([second, third]);
+    expect(got).toEqual(["second:xyz", "third:abc"]);
+    // Nothing left that suits it better: the oldest gets the next item whatever it holds.
+    pool.release("zzz");
+    await first;
+    expect(got[2]).toBe("first:zzz");
+  });
+
+  it("serves the oldest waiter once it has been passed over MAX_PASSED_OVER times", async () => {
+    const pool = new ResourcePool(["held"]);
+    await pool.acquire();
+    let oldestServed = false;
+    void pool.acquire(undefined, undefined, () => 0).then(() => (oldestServed = true));
+    const served: number[] = [];
+    for (let i = 0; i <= MAX_PASSED_OVER; i++) {
+      void pool.acquire(undefined, undefined, () => 1).then(() => served.push(i));
+    }
+    for (let i = 0; i <= MAX_PASSED_OVER; i++) pool.release("item");
+    await new Promise((r) => setImmediate(r));
+    expect(served).toHaveLength(MAX_PASSED_OVER);
+    expect(oldestServed).toBe(true);
   });
 });

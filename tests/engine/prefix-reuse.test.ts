@@ -4,13 +4,13 @@ import { createEngine, type Engine } from "../../engine/index.js";
 import { testModelPath } from "../helpers/model.js";
 
 const engines: Engine[] = [];
-const make = async (prefixReuse: boolean) => {
+const make = async (prefixReuse: boolean, sequences = 2) => {
   const engine = await createEngine({
     modelPath: await testModelPath(),
     generatedModel: false,
     gpu: false,
     threads: 1,
-    sequences: 2,
+    sequences,
     contextSize: 256,
     embeddingContexts: 1,
     prefixReuse,
@@ -20,8 +20,9 @@ const make = async (prefixReuse: boolean) => {
 };
 let on: Engine;
 let off: Engine;
+let single: Engine;
 beforeAll(async () => {
-  [on, off] = [await make(true), await make(false)];
+  [on, off, single] = [await make(true), await make(false), await make(true, 1)];
 });
 afterAll(async () => {
   await Promise.all(engines.map((e) => e.close()));
@@ -40,5 +41,19 @@ describe("prefixReuse", () => {
     await on.complete(prompt, greedy);
     const again = await on.complete(prompt, greedy);
     expect(again.cachedPromptTokens).toBe(again.promptTokens - 1);
+  });
+
+  it("a freed sequence goes to the waiting request that shares its cache, not to the oldest waiter", async () => {
+    const story = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her dog";
+    const other = "The big red truck drove down the hill and stopped at the old farm near the river bank";
+    const running = single.complete(story, greedy);
+    // Both wait for the one sequence; the second shares the running prompt's first ~20 tokens.
+    const oldest = single.complete(`${other} every day.`, greedy);
+    const sharing = single.complete(`${story} every day.`, greedy);
+    const order: string[] = [];
+    await Promise.all([running, oldest.then(() => order.push("oldest")), sharing.then(() => order.push("sharing"))]);
+    expect(order).toEqual(["sharing", "oldest"]);
+    const s = await sharing;
+    expect(s.cachedPromptTokens).toBeGreaterThan(15);
   });
 });
