@@ -65,7 +65,35 @@ describe.each(["docker/Dockerfile.api", "docker/Dockerfile.gpu"])("%s", (file) =
   });
 });
 
+/** Top-level folders of every source file the entry points import, followed through relative imports. */
+function sourceFolders(entries: string[]): Set<string> {
+  const seen = new Set<string>();
+  const todo = [...entries];
+  while (todo.length > 0) {
+    const file = todo.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    for (const m of read(file).matchAll(/(?:from|import)\s+["'](\.[^"']+)\.js["']/g)) {
+      todo.push(path.relative(repoRoot, path.resolve(repoRoot, path.dirname(file), `${m[1]}.ts`)));
+    }
+  }
+  return new Set([...seen].map((f) => f.split(path.sep)[0]));
+}
+
 describe("the build the images run", () => {
+  it("compiles and copies every folder the service and the runner import", () => {
+    const folders = sourceFolders(["api/main.ts", "runner/main.ts"]);
+    expect(folders).toContain("openai");
+    const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
+    for (const file of ["docker/Dockerfile.api", "docker/Dockerfile.gpu"]) {
+      const copied = instructions(file)
+        .filter((i) => i.op === "COPY" && !i.args.startsWith("--from"))
+        .map((i) => i.args.split(/\s+/)[0]);
+      for (const f of folders) expect(copied, `${file} copies ${f}`).toContain(f);
+    }
+    for (const f of folders) expect(build.include, `tsconfig.build.json includes ${f}`).toContain(f);
+  });
+
   it("compiles api/main.ts to dist/api/main.js and ships the files the code reads beside itself", () => {
     const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
     expect(build.compilerOptions).toMatchObject({ outDir: "dist", rootDir: ".", noEmit: false });
