@@ -17,6 +17,9 @@ const ConfigSchema = z.object({
   host: z.string().min(1),
   batchDir: z.string().min(1),
   modelPath: z.string(),
+  modelsFile: z.string(),
+  modelMemoryMb: int(0),
+  modelIdleSeconds: int(0),
   maxQueueDepth: int(1),
   maxFileBytes: int(1),
   maxRequestsPerBatch: int(1),
@@ -89,6 +92,9 @@ const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unkno
   { path: "host", env: "HOST", default: "0.0.0.0" },
   { path: "batchDir", env: "BATCH_DIR", default: "/tmp" },
   { path: "modelPath", env: "MODEL_PATH", yaml: "model.path", default: "" },
+  { path: "modelsFile", env: "MODELS_FILE", yaml: "model.models_file", default: "" },
+  { path: "modelMemoryMb", env: "MODEL_MEMORY_MB", yaml: "model.memory_mb", default: 0 },
+  { path: "modelIdleSeconds", env: "MODEL_IDLE_SECONDS", yaml: "model.idle_seconds", default: 300 },
   { path: "maxQueueDepth", env: "MAX_QUEUE_DEPTH", default: 100 },
   { path: "maxFileBytes", env: "MAX_FILE_BYTES", default: 200 * 1024 * 1024 },
   { path: "maxRequestsPerBatch", env: "MAX_REQUESTS_PER_BATCH", default: 50_000 },
@@ -168,7 +174,15 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.pools.spot.capacity + cfg.pools.dedicated.capacity < 1) {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
-  return { ...cfg, batchDir: path.resolve(cfg.batchDir), modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "" };
+  if (cfg.modelsFile && cfg.modelPath) {
+    throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
+  }
+  return {
+    ...cfg,
+    batchDir: path.resolve(cfg.batchDir),
+    modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
+    modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
+  };
 }
 
 /**

@@ -322,6 +322,40 @@ function registerOperations(r: OpenAPIRegistry) {
   );
 }
 
+const ModelSchema = z
+  .object({
+    id: z.string().openapi({ example: "stories" }),
+    object: z.literal("model"),
+    created: z.number().int(),
+    owned_by: z.string().openapi({ description: "`local` (a GGUF in this service) or `upstream` (an OpenAI-compatible server)." }),
+  })
+  .openapi("Model");
+
+function registerModels(r: OpenAPIRegistry) {
+  r.registerPath(
+    keyed({
+      method: "get",
+      path: "/v1/models",
+      tags: ["Models"],
+      summary: "List the models a batch line may name (MODELS_FILE, or the one model)",
+      responses: {
+        200: json(z.object({ object: z.literal("list"), data: z.array(ModelSchema) }).openapi("ModelList"), "The models."),
+        ...errors(401),
+      },
+    }),
+  );
+  r.registerPath(
+    keyed({
+      method: "get",
+      path: "/v1/models/{model}",
+      tags: ["Models"],
+      summary: "Retrieve a model by its name or an alias (names may hold slashes)",
+      request: { params: z.object({ model: z.string().openapi({ example: "Qwen/Qwen2.5-0.5B-Instruct" }) }) },
+      responses: { 200: json(ModelSchema, "The model."), ...errors(401, 404) },
+    }),
+  );
+}
+
 function registerSystem(r: OpenAPIRegistry) {
   const system = (path: string, summary: string, responses: RouteConfig["responses"]) =>
     r.registerPath(open({ method: "get", path, tags: ["System"], summary, responses }));
@@ -353,6 +387,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   });
   registerFiles(registry);
   registerBatches(registry);
+  registerModels(registry);
   registerOperations(registry);
   registerSystem(registry);
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({

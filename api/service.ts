@@ -1,4 +1,4 @@
-// The composition root: config -> model -> engine -> stores/queue/worker -> HTTP app.
+// The composition root: config -> model registry and backends -> stores/queue/worker -> HTTP app.
 // api/main.ts listens on it; integration tests drive it through supertest.
 import type express from "express";
 import type pino from "pino";
@@ -7,12 +7,15 @@ import type { Config } from "./config.js";
 import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import { startBackend } from "./start-engine.js";
+import { createRouter, loadRegistry } from "./start-backends.js";
 import type { InferenceBackend } from "../openai/backend.js";
+import type { ModelRouter } from "../backends/router.js";
 
 export interface Service {
   app: express.Express;
+  /** The primary model's backend (the default model, else the first in the registry), up from the start. */
   backend: InferenceBackend;
+  models: ModelRouter;
   controlPlane: Awaited<ReturnType<typeof createControlPlane>>;
   /** This instance's Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics;
@@ -31,10 +34,21 @@ export async function createService(config: Config, logger: pino.Logger): Promis
 }
 
 async function buildService(config: Config, logger: pino.Logger, unlock: () => void): Promise<Service> {
-  const backend = await startBackend(config, logger);
+  const registry = await loadRegistry(config, logger);
+  const models = createRouter(config, registry, logger);
+  let backend: InferenceBackend;
+  try {
+    // The primary model is up before the service says it is ready; the others come up when a batch needs them.
+    const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
+    primary.release();
+    backend = primary.backend;
+  } catch (err) {
+    await models.close();
+    throw err;
+  }
   const metrics = createMetrics();
   metrics.setBackendInfo(backend.info);
-  const controlPlane = await createControlPlane({ config, backend, logger, metrics });
+  const controlPlane = await createControlPlane({ config, models, logger, metrics });
   metrics.watch(controlPlane.status);
   const app = createApp({
     config,
@@ -42,6 +56,7 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
     batches: controlPlane.batches,
     status: controlPlane.status,
     backendInfo: () => backend.info,
+    registry,
     logger,
     metrics,
   });
@@ -49,13 +64,14 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
   return {
     app,
     backend,
+    models,
     controlPlane,
     metrics,
     close(opts = {}) {
       closed ??= (async () => {
         await controlPlane.worker.close({ graceMs: opts.graceMs ?? 10_000 });
         await controlPlane.close();
-        await backend.close();
+        await models.close();
         unlock();
       })();
       return closed;

@@ -53,7 +53,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       : chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
   // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
   llama.maxThreads = Math.max(threadBudget(threads, llama.cpuMathCores), contexts * threads);
-  const model = await loadModel(llama, opts.modelPath, log);
+  const model = await loadModel(llama, opts.modelPath, log, opts.gpuLayers);
   // On CPU with one context, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts).
   const cores = Math.floor(llama.cpuMathCores);
   const perStep =

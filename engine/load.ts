@@ -48,14 +48,14 @@ export async function loadLlama(gpu: EngineOptions["gpu"], log: Log): Promise<Ll
   return llama;
 }
 
-export async function loadModel(llama: Llama, modelPath: string, log: Log): Promise<LlamaModel> {
+export async function loadModel(llama: Llama, modelPath: string, log: Log, gpuLayers: number | "auto" = "auto"): Promise<LlamaModel> {
   try {
     await access(modelPath, constants.R_OK);
   } catch {
     throw new Error(`Model file not found or not readable: ${modelPath}`);
   }
   // "auto" offloads as many layers as the free VRAM holds (all of them for a model that fits).
-  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers });
   log("model loaded", { modelPath, gpuLayers: model.gpuLayers, sizeBytes: model.size, trainContextSize: model.trainContextSize });
   return model;
 }

@@ -29,10 +29,14 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
 export class LlamaBackend implements InferenceBackend {
   readonly info: BackendInfo;
 
-  constructor(private readonly engine: Engine) {
+  /** `name`: what batches and response bodies call the model (the registry's name); default the file's name. */
+  constructor(
+    private readonly engine: Engine,
+    name?: string,
+  ) {
     const e = engine.info;
     this.info = Object.freeze({
-      model: e.modelId,
+      model: name ?? e.modelId,
       kind: "local",
       endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const,
       // Twice the sequences, so a request is always waiting when a sequence frees up.

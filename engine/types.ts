@@ -144,6 +144,8 @@ export interface EngineOptions {
   generatedModel: boolean;
   /** "auto" tries CUDA, then Vulkan, then CPU. */
   gpu: "auto" | "cuda" | "vulkan" | false;
+  /** Layers offloaded to the GPU: "auto" (default) as many as fit. Ignored on CPU, where there is no GPU to offload to. */
+  gpuLayers?: number | "auto";
   /** 0 = choose from the machine (see engine/threads.ts). */
   threads: number;
   /** Parallel sequences in all generation contexts; 0 = choose from the model and machine. */

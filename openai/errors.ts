@@ -8,6 +8,8 @@ export class RequestError extends Error {
     readonly code: string,
     readonly retryable: boolean,
     readonly param: string | null = null,
+    /** What an upstream server answered: the request's error line carries its status and body as they came. */
+    readonly upstream?: { status: number; body: unknown },
   ) {
     super(message);
     this.name = "RequestError";

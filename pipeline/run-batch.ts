@@ -26,9 +26,10 @@ interface BatchRequest {
 
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
   const { backend, endpoint, signal } = opts;
+  if (!backend && !signal?.aborted) throw new Error("runBatchFile: a run without a backend must be aborted");
   const retry = opts.retry ?? DEFAULT_RETRY;
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
-  const concurrency = opts.concurrency > 0 ? opts.concurrency : backend.info.concurrency;
+  const concurrency = opts.concurrency > 0 ? opts.concurrency : (backend?.info.concurrency ?? 1);
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
@@ -69,7 +70,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       signal,
       drain: opts.drain,
       onResult,
-      fn: (req, sig) => runRequest(backend, endpoint, req, retry, sig),
+      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig),
     });
     if (!run.aborted) return { ...progress };
     // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
@@ -158,6 +159,15 @@ function successLine(customId: string | null, body: object) {
 }
 
 function failureLine(customId: string | null, err: unknown) {
+  if (err instanceof RequestError && err.upstream) {
+    const { status, body } = err.upstream;
+    return {
+      id: `batch_req_${hexId()}`,
+      custom_id: customId,
+      response: { status_code: status, request_id: `req_${hexId()}`, body },
+      error: null,
+    };
+  }
   const permanent = isRequestFailure(err);
   const e = err as { message?: unknown; code?: unknown; param?: unknown };
   const error = {

@@ -25,8 +25,9 @@ export interface ValidationResult {
   errors: LineError[];
   /** All problems found, listed or not. */
   errorCount: number;
-  /** The `model` named by the lines (the first one seen), if any. */
+  /** The `model` named by the lines (the first one seen), if any, and the line naming it first. */
   model?: string;
+  modelLine?: number;
 }
 
 export interface Progress {
@@ -51,7 +52,8 @@ export interface RunBatchOptions {
   outputPath: string;
   errorPath: string;
   endpoint: Endpoint;
-  backend: InferenceBackend;
+  /** Absent only for a run that is already aborted: it writes the lines of what will not run. */
+  backend?: InferenceBackend;
   /** Requests grouped per map-batches step. */
   batchSize: number;
   /** Requests in flight at once; 0: what the backend asks for (BackendInfo.concurrency). */

@@ -30,6 +30,7 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
   const seen = new Set<string>();
   let total = 0;
   let model: string | undefined;
+  let modelLine: number | undefined;
   // Blank lines are an error only when a request follows them; trailing ones are ignored.
   let blankFrom = 0;
   let blankTo = 0;
@@ -60,7 +61,7 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
       }
       const lineModel = checkLine(line.text, line.lineNo, endpoint, seen, report);
       if (lineModel !== undefined) {
-        if (model === undefined) model = lineModel;
+        if (model === undefined) [model, modelLine] = [lineModel, line.lineNo];
         else if (lineModel !== model) {
           report({
             code: "mismatched_model",
@@ -79,7 +80,7 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
     report({ code: "empty_file", message: "The file holds no requests.", line: null });
   }
   const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount };
-  if (model !== undefined) result.model = model;
+  if (model !== undefined) [result.model, result.modelLine] = [model, modelLine];
   return result;
 }
 

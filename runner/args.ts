@@ -11,6 +11,8 @@ export interface RunnerArgs {
   errors: string;
   /** GGUF path; undefined: MODEL_PATH, then the generated model. */
   model?: string;
+  /** A models file (MODELS_FILE): the batch's `model` picks the model, local or upstream. */
+  modelsFile?: string;
   concurrency?: number;
   threads?: number;
   sequences?: number;
@@ -32,6 +34,8 @@ Options:
   -o, --output-file <path|url>  where the results go, one OpenAI batch output line per request
       --error-file <path|url>   where failed requests' lines go (default: <output>.errors.jsonl)
       --model <path.gguf>       the GGUF model (default: $MODEL_PATH, else the generated test model)
+      --models-file <path.yaml> a models file (as MODELS_FILE): the lines' "model" picks a local or
+                                upstream model from it (examples/models.yaml)
       --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
@@ -89,6 +93,9 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   const local = (p: string) => (/^https?:\/\//i.test(p) ? p : path.resolve(baseDir, p));
   const args: RunnerArgs = { input: local(input), output: local(output), errors: local(values["error-file"] ?? defaultErrorFile(output)) };
   if (values.model) args.model = path.resolve(baseDir, values.model);
+  if (values["models-file"]) args.modelsFile = path.resolve(baseDir, values["models-file"]);
+  if (args.model && args.modelsFile)
+    return { kind: "usage", message: "--model and --models-file exclude each other: name the GGUF in the models file" };
   if (values.overwrite) args.overwrite = true;
   for (const [key, flag, min] of ints) {
     const raw = values[flag as keyof typeof values];
@@ -113,6 +120,7 @@ const parseOptions = (argv: string[]) =>
       "output-file": { type: "string", short: "o" },
       "error-file": { type: "string" },
       model: { type: "string" },
+      "models-file": { type: "string" },
       concurrency: { type: "string" },
       threads: { type: "string" },
       sequences: { type: "string" },

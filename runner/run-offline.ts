@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import type { Config } from "../api/config.js";
-import { startBackend } from "../api/start-engine.js";
+import { createRouter, loadRegistry } from "../api/start-backends.js";
 import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
@@ -45,7 +45,9 @@ const SHOWN_ERRORS = 20;
 export function withArgs(config: Config, args: RunnerArgs): Config {
   return {
     ...config,
-    modelPath: args.model ?? config.modelPath,
+    // A flag replaces the environment's choice of model whichever form that took.
+    modelPath: args.model ?? (args.modelsFile ? "" : config.modelPath),
+    modelsFile: args.modelsFile ?? (args.model ? "" : config.modelsFile),
     engine: {
       ...config.engine,
       threads: args.threads ?? config.engine.threads,
@@ -100,10 +102,25 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       );
     }
 
-    const backend = await startBackend(config, deps.logger, "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)");
+    const registry = await loadRegistry(
+      config,
+      deps.logger,
+      process.env,
+      "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)",
+    );
+    const spec = registry.resolve(validation.model);
+    if (!spec) {
+      const named =
+        validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
+      stderr.write(`${displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
+      return { exitCode: 1, endpoint, validation };
+    }
+    const router = createRouter(config, registry, deps.logger);
     const started = Date.now();
     let result: RunBatchResult;
     try {
+      const lease = await router.acquire(spec.name, signal);
+      const backend = lease.backend;
       if (!backend.info.endpoints.includes(endpoint)) {
         stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
         return { exitCode: 1, endpoint, validation };
@@ -123,8 +140,9 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         onProgress: (p) => progress.update(p),
       });
       progress.finish(result);
+      lease.release();
     } finally {
-      await backend.close();
+      await router.close();
     }
     const seconds = (Date.now() - started) / 1000;
 

@@ -4,6 +4,7 @@ import { existsSync } from "node:fs";
 import { copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
 import type pino from "pino";
 import { validateBatchFile } from "../../pipeline/validate.js";
+import type { ModelRegistry } from "../../backends/registry.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
@@ -19,6 +20,9 @@ import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
 import type { JobQueue } from "./job-queue.js";
 import type { Worker } from "./worker.js";
 
+/** Every backend serves these (Responses over chat); a batch for another endpoint is refused at creation. */
+const ENDPOINTS: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
+
 /** Sent as Retry-After with a 503 while the service drains: a restart takes seconds. */
 const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
 
@@ -30,10 +34,8 @@ export interface BatchServiceDeps {
   worker: Worker;
   runner: JobRunner;
   deadlines: DeadlineTimers;
-  /** The served model's name: what a batch reports as its model, whatever its lines name (one model is served). */
-  modelId: string;
-  /** The endpoints the backend serves; a batch for another is refused at creation. */
-  endpoints: readonly Endpoint[];
+  /** Which names a batch may put in `model`, and what each is called (the batch reports the registry's name). */
+  registry: ModelRegistry;
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
@@ -140,7 +142,7 @@ export class QueueingBatchService implements BatchService {
     const b = rec.batch;
     // Recovered batches were accepted before the restart; their slots were reserved then.
     this.deps.queue.enqueue(
-      { batchId: b.id, seq: rec.seq, submittedAt: b.submitted_at, deadlineAt: b.deadline_at, resumed: opts.resumed },
+      { batchId: b.id, seq: rec.seq, submittedAt: b.submitted_at, deadlineAt: b.deadline_at, resumed: opts.resumed, model: b.model },
       { force: true },
     );
     this.deps.deadlines.arm(b.id, b.deadline_at, () => {
@@ -166,9 +168,9 @@ export class QueueingBatchService implements BatchService {
   private async createBatch(input: NewBatch): Promise<Batch> {
     const { config, store, queue, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
-    if (!(this.deps.endpoints as readonly string[]).includes(input.endpoint)) {
+    if (!(ENDPOINTS as readonly string[]).includes(input.endpoint)) {
       throw badRequest(
-        `This deployment serves ${this.deps.endpoints.join(", ")}; a batch for '${input.endpoint}' cannot run here.`,
+        `This deployment serves ${ENDPOINTS.join(", ")}; a batch for '${input.endpoint}' cannot run here.`,
         "endpoint",
         "unsupported_value",
       );
@@ -194,6 +196,8 @@ export class QueueingBatchService implements BatchService {
         throw err;
       }
       const created = now();
+      const served = v.ok ? this.deps.registry.resolve(v.model) : undefined;
+      if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v, this.deps.registry)] };
       const batch = newBatchObject({
         id,
         input,
@@ -203,7 +207,8 @@ export class QueueingBatchService implements BatchService {
         // As OpenAI reports it, a file that failed validation runs no request: its counts are all 0, so
         // completed + failed == total holds for every batch. The lines at fault are in `errors`.
         total: v.ok ? v.total : 0,
-        model: this.deps.modelId,
+        // What serves it; a batch that failed validation reports what its lines named.
+        model: served?.name ?? v.model ?? "",
       });
       if (!v.ok) {
         batch.errors = { object: "list", data: validationErrors(v) };
@@ -281,6 +286,16 @@ function newBatchObject(a: {
 }
 
 const snapshot = (b: Batch): Batch => structuredClone(b);
+
+function modelNotFound(v: ValidationResult, registry: ModelRegistry): ValidationResult["errors"][number] {
+  const named = v.model === undefined ? "The requests name no model" : `The model '${v.model}' is not served here`;
+  return {
+    code: "model_not_found",
+    message: `${named}; the models served are: ${registry.names.join(", ")}.`,
+    line: v.modelLine ?? 1,
+    param: "body.model",
+  };
+}
 
 function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {
   const data = v.errors.map((e) => ({ code: e.code, message: e.message, line: e.line, param: e.param ?? null }));

@@ -1,7 +1,7 @@
 // Composition of the control plane: stores loaded from BATCH_DIR, queue, simulated pool scheduler,
 // job runner and worker, with recovery of whatever was unfinished when the service last stopped.
 import type pino from "pino";
-import type { InferenceBackend } from "../../openai/backend.js";
+import type { ModelRouter } from "../../backends/router.js";
 import { unixNow } from "../clock.js";
 import type { Config } from "../config.js";
 import type { ControlPlaneStatus, FileStore } from "../contracts.js";
@@ -35,11 +35,11 @@ export interface ControlPlane {
 
 export async function createControlPlane(deps: {
   config: Config;
-  backend: InferenceBackend;
+  models: ModelRouter;
   logger: pino.Logger;
   metrics?: BatchMetrics;
 }): Promise<ControlPlane> {
-  const { config, backend, metrics } = deps;
+  const { config, models, metrics } = deps;
   const logger = deps.logger.child({ component: "control" });
   const now = unixNow;
 
@@ -57,7 +57,7 @@ export async function createControlPlane(deps: {
   });
   const scheduler = new PoolScheduler(config.pools, deps.logger.child({ component: "scheduler" }));
   const deadlines = new DeadlineTimers();
-  const runner = new JobRunner({ config, backend, store, files, deadlines, scheduler, logger, now, metrics });
+  const runner = new JobRunner({ config, models, store, files, deadlines, scheduler, logger, now, metrics });
   const worker = new Worker({
     queue,
     scheduler,
@@ -65,6 +65,8 @@ export async function createControlPlane(deps: {
     logger: deps.logger.child({ component: "worker" }),
     urgentSeconds: config.slaUrgentSeconds,
     now,
+    runsUpstream: (job) => models.registry.resolve(job.model)?.backend.kind === "upstream",
+    isLoaded: (job) => models.isLoaded(models.registry.resolve(job.model)?.name ?? ""),
   });
   const batches = new QueueingBatchService({
     config,
@@ -74,8 +76,7 @@ export async function createControlPlane(deps: {
     worker,
     runner,
     deadlines,
-    modelId: backend.info.model,
-    endpoints: backend.info.endpoints,
+    registry: models.registry,
     logger,
     now,
     metrics,

@@ -1,5 +1,7 @@
 // The bounded FIFO of batches waiting for a pool, with SLA-aware selection: batches resumed after a
-// restart go first, then batches near their deadline (earliest deadline first), then submission order.
+// restart go first, then batches near their deadline (earliest deadline first), then submission order, or,
+// given a rank, the lowest rank in submission order (the worker ranks by model, so that a batch for one model
+// does not wait behind another model's).
 import Denque from "denque";
 import { queueFull } from "../errors.js";
 
@@ -11,6 +13,8 @@ export interface QueuedJob {
   deadlineAt: number;
   /** Was running when the service stopped; its partial results are on disk. */
   resumed?: boolean;
+  /** The registry model that serves it. */
+  model?: string;
 }
 
 /** Fraction of the window left under which a job counts as urgent whatever its length. */
@@ -55,14 +59,27 @@ export class JobQueue {
   }
 
   /** The job the worker should start next, left in the queue (it is removed once a pool is leased). */
-  peekNext(now: number): QueuedJob | undefined {
+  peekNext(now: number, rank?: (job: QueuedJob) => number): QueuedJob | undefined {
     let urgent: QueuedJob | undefined;
+    let best: QueuedJob | undefined;
+    let bestRank = Number.POSITIVE_INFINITY;
     for (let i = 0; i < this.items.length; i++) {
       const job = this.items.peekAt(i)!;
       if (job.resumed) return job;
       if (isUrgent(job, now, this.opts.urgentSeconds) && (!urgent || job.deadlineAt < urgent.deadlineAt)) urgent = job;
+      const r = rank ? rank(job) : 0;
+      if (r < bestRank) [best, bestRank] = [job, r];
     }
-    return urgent ?? this.items.peekFront();
+    return urgent ?? best;
+  }
+
+  /** The first job, in submission order, that `match` accepts. */
+  find(match: (job: QueuedJob) => boolean): QueuedJob | undefined {
+    for (let i = 0; i < this.items.length; i++) {
+      const job = this.items.peekAt(i)!;
+      if (match(job)) return job;
+    }
+    return undefined;
   }
 
   /** Takes a job out wherever it sits (started, cancelled or expired while waiting). */

@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
+import type { ModelRouter } from "../../backends/router.js";
 import type { InferenceBackend } from "../../openai/backend.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
@@ -31,7 +32,8 @@ export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch
 
 export interface JobRunnerDeps {
   config: Config;
-  backend: InferenceBackend;
+  /** The batch's model's backend is taken from here for each run. */
+  models: ModelRouter;
   store: BatchStore;
   files: FileStore;
   /** Disarmed when a batch ends. */
@@ -161,13 +163,35 @@ export class JobRunner {
   }
 
   private async execute(rec: BatchRecord, signal: AbortSignal, drain?: AbortSignal): Promise<RunBatchResult> {
-    const { config, backend, store } = this.deps;
+    const { store } = this.deps;
     const b = rec.batch;
     const p = store.paths(b.id);
     await repairTornTail(p.output);
     await repairTornTail(p.errors);
     const { done, ...base } = await scanDone(p.output, p.errors);
     applyProgress(b, base);
+    // A run that only accounts for what will not run (a cancel, an expiry, a failure) needs no model loaded.
+    // Batches name the registry's model; one recorded under another name (an alias, an older record) resolves too.
+    const model = this.deps.models.registry.resolve(b.model)?.name ?? b.model ?? "";
+    const lease = signal.aborted ? undefined : await this.deps.models.acquire(model, signal);
+    try {
+      return await this.runFile(rec, lease?.backend, base, done, signal, drain);
+    } finally {
+      lease?.release();
+    }
+  }
+
+  private runFile(
+    rec: BatchRecord,
+    backend: InferenceBackend | undefined,
+    base: Progress,
+    done: ReadonlySet<string>,
+    signal: AbortSignal,
+    drain?: AbortSignal,
+  ): Promise<RunBatchResult> {
+    const { config, store } = this.deps;
+    const b = rec.batch;
+    const p = store.paths(b.id);
     const track = this.deps.metrics?.trackProgress(b.endpoint, base);
     return runBatchFile({
       inputPath: p.input,

@@ -8,7 +8,8 @@ import type { PoolName } from "../schemas/objects.js";
 
 export interface Lease {
   readonly jobId: string;
-  readonly pool: PoolName;
+  /** null: the job runs outside the simulated pools (on an upstream cluster). */
+  readonly pool: PoolName | null;
   /** The job got its second-choice pool. */
   readonly fallback: boolean;
 }
@@ -68,7 +69,7 @@ export class PoolScheduler {
 
   /** Frees the slot; releasing a lease twice is harmless (every way a job ends calls it). */
   release(lease: Lease): void {
-    if (!this.held.delete(lease)) return;
+    if (lease.pool === null || !this.held.delete(lease)) return;
     const pool = this.pools[lease.pool];
     pool.jobs.delete(lease.jobId);
     this.logger.debug({ batch_id: lease.jobId, pool: lease.pool, in_use: pool.jobs.size, capacity: pool.capacity }, "pool slot released");

@@ -22,9 +22,14 @@ export interface WorkerOptions {
   urgentSeconds: number;
   /** Unix seconds. */
   now?: () => number;
+  /** The job's model runs on an upstream cluster: it starts without a slot of the simulated GPU pools. */
+  runsUpstream?: (job: QueuedJob) => boolean;
+  /** The job's model is loaded in this process: among equals, its batches go first (no load to wait for). */
+  isLoaded?: (job: QueuedJob) => boolean;
 }
 
 interface Running {
+  model?: string;
   controller: AbortController;
   drain: AbortController;
   lease: Lease;
@@ -60,7 +65,15 @@ export class Worker {
     const { queue, scheduler, logger } = this.opts;
     for (;;) {
       const now = this.now();
-      const job = queue.peekNext(now);
+      const upstream = this.opts.runsUpstream && queue.find(this.opts.runsUpstream);
+      if (upstream) {
+        queue.remove(upstream.batchId);
+        this.launch(upstream, { jobId: upstream.batchId, pool: null, fallback: false });
+        continue;
+      }
+      // A model with fewer batches running goes first, then one already loaded: a batch for one model does not
+      // queue behind another model's, and switching models (a load) is put off while other work is ready.
+      const job = queue.peekNext(now, (j) => this.runningFor(j.model) + (this.opts.isLoaded?.(j) === false ? 0.5 : 0));
       if (!job) return;
       const urgent = isUrgent(job, now, this.opts.urgentSeconds);
       const lease = scheduler.tryAcquire(job.batchId, { urgent });
@@ -90,7 +103,13 @@ export class Worker {
         this.running.delete(job.batchId);
         this.opts.scheduler.release(lease);
       });
-    this.running.set(job.batchId, { controller, drain, lease, done });
+    this.running.set(job.batchId, { controller, drain, lease, done, model: job.model });
+  }
+
+  private runningFor(model: string | undefined): number {
+    let n = 0;
+    for (const r of this.running.values()) if (r.model === model) n++;
+    return n;
   }
 
   isRunning(batchId: string): boolean {

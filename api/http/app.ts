@@ -4,11 +4,13 @@ import type pino from "pino";
 import type { Config } from "../config.js";
 import type { BatchService, ControlPlaneStatus, FileStore } from "../contracts.js";
 import type { BackendInfo } from "../../openai/backend.js";
+import type { ModelRegistry } from "../../backends/registry.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
 import { filesRouter } from "../routes/files.js";
 import { metricsRouter } from "../routes/metrics.js";
+import { modelsRouter } from "../routes/models.js";
 import { readStatusPage, statusDataRouter } from "../routes/status-page.js";
 import { statusRouter } from "../routes/status.js";
 import { systemRouter } from "../routes/system.js";
@@ -26,6 +28,8 @@ export interface AppDeps {
   status: ControlPlaneStatus;
   /** Null until the model is loaded (then /ready answers 503). */
   backendInfo: () => BackendInfo | null;
+  /** The models served (GET /v1/models). */
+  registry: ModelRegistry;
   logger: pino.Logger;
   /** Serves GET /metrics and counts every request when set. */
   metrics?: Metrics;
@@ -61,6 +65,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, res, next) => (req.method === "POST" && req.path === "/v1/batches" ? createBody : smallBody)(req, res, next));
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
+  app.use(modelsRouter({ registry: deps.registry, created: Math.floor(Date.now() / 1000) }));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
   app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, backendInfo: deps.backendInfo }));
 

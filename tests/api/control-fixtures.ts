@@ -13,6 +13,7 @@ import type { Batch, BatchStatus, FileObject } from "../../api/schemas/objects.j
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { openTestEngine } from "../helpers/model.js";
+import { routerOver } from "../helpers/router.js";
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
 
@@ -55,7 +56,7 @@ export function controlTestbed(baseEnv: Record<string, string> = {}): ControlTes
       dir ||= tempBatchDir();
       const cp = await createControlPlane({
         config: testConfig(dir, { ...baseEnv, ...env }),
-        backend: new LlamaBackend(engineFor(engine!)),
+        models: routerOver(new LlamaBackend(engineFor(engine!))),
         logger,
       });
       planes.push(cp);

@@ -31,6 +31,7 @@ beforeAll(async () => {
     batches: cp.batches,
     status: cp.status,
     backendInfo: () => svc.service.backend.info,
+    registry: svc.service.models.registry,
     logger: pino({ level: "info" }, sink),
   });
 });

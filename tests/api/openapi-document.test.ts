@@ -18,7 +18,7 @@ function appRoutes(app: any): string[] {
   const walk = (stack: any[], prefix: string) => {
     for (const layer of stack) {
       if (layer.route) {
-        const p = (prefix + layer.route.path).replace(/:([A-Za-z_]+)/g, "{$1}");
+        const p = (prefix + layer.route.path).replace(/[:*]([A-Za-z_]+)/g, "{$1}");
         for (const m of Object.keys(layer.route.methods)) if (m !== "_all") out.push(`${m.toUpperCase()} ${p}`);
       } else if (layer.handle?.stack) {
         walk(layer.handle.stack, prefix + (typeof layer.rawPath === "string" && layer.rawPath !== "/" ? layer.rawPath : ""));
@@ -57,6 +57,8 @@ describe("OpenAPI document", () => {
         "GET /v1/batches/{batch_id}",
         "POST /v1/batches/{batch_id}/cancel",
         "GET /v1/batches/{batch_id}/results",
+        "GET /v1/models",
+        "GET /v1/models/{model}",
         "GET /queue/stats",
         "GET /pools",
         "GET /",

@@ -6,10 +6,19 @@ import path from "node:path";
 export type Headers = Record<string, string>;
 
 /** `n` /v1/completions lines with custom_ids `${prefix}-0`..`${prefix}-(n-1)`. */
-export function completionJsonl(n: number, prefix: string, opts: { maxTokens?: number; temperature?: number } = {}): string {
+export function completionJsonl(
+  n: number,
+  prefix: string,
+  opts: { maxTokens?: number; temperature?: number; model?: string } = {},
+): string {
   let out = "";
   for (let i = 0; i < n; i++) {
-    const body = { prompt: `Once upon a time, story ${prefix} ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: opts.temperature ?? 0 };
+    const body = {
+      ...(opts.model ? { model: opts.model } : {}),
+      prompt: `Once upon a time, story ${prefix} ${i}:`,
+      max_tokens: opts.maxTokens ?? 8,
+      temperature: opts.temperature ?? 0,
+    };
     out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
   }
   return out;

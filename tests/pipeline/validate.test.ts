@@ -20,7 +20,7 @@ async function validate(content: string, endpoint: Endpoint = "/v1/chat/completi
 describe("validateBatchFile", () => {
   it("accepts a good file and reports its total and model", async () => {
     const r = await validate(jsonl([chatLine("a"), chatLine("b")]));
-    expect(r).toEqual({ ok: true, total: 2, errors: [], errorCount: 0, model: "m" });
+    expect(r).toEqual({ ok: true, total: 2, errors: [], errorCount: 0, model: "m", modelLine: 1 });
   });
 
   it("accepts all three endpoints' bodies, CRLF and a missing final newline", async () => {

@@ -1,0 +1,192 @@
+// The model registry: the names a batch line may put in `model`, their aliases, and the backend each routes to
+// (a GGUF run in-process, or an OpenAI-compatible upstream server). Read once at start from MODELS_FILE (YAML);
+// without one, a single local model (MODEL_PATH, or the generated model) answers to every name, as before.
+import path from "node:path";
+import YAML from "yaml";
+import { z } from "zod";
+
+export interface LocalBackendSpec {
+  kind: "local";
+  path: string;
+  /** Engine options; absent: the service's own settings (CONTEXT_SIZE, SEQUENCES, ...). */
+  contextSize?: number;
+  sequences?: number;
+  contexts?: number;
+  threads?: number;
+  gpuLayers?: number | "auto";
+}
+
+export interface UpstreamBackendSpec {
+  kind: "upstream";
+  /** OpenAI-compatible base URLs, each ending in the API's version segment (`http://host:8080/v1`). */
+  baseUrls: string[];
+  /** The upstream's own name for the model (sent as `model`). */
+  model: string;
+  /** Name of the environment variable holding the API key; the key itself is never in the file or a log. */
+  apiKeyEnv?: string;
+  /** Bounds of the adaptive limit on requests in flight (upstream/adaptive-limit.ts). */
+  minInFlight: number;
+  maxInFlight: number;
+  timeoutSeconds: number;
+  /** Attempts per request for 429, 5xx, resets and timeouts (the first try included). */
+  maxAttempts: number;
+}
+
+export interface ModelSpec {
+  /** What batches and responses name as `model`. */
+  name: string;
+  aliases: string[];
+  backend: LocalBackendSpec | UpstreamBackendSpec;
+  /** The project's generated random-weights model (no MODEL_PATH, no file). */
+  generated?: boolean;
+}
+
+export class ModelsFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelsFileError";
+  }
+}
+
+export class ModelRegistry {
+  private readonly byName = new Map<string, ModelSpec>();
+
+  /** `fallback`: the model that serves names the registry does not list (the one-model form); none: refused. */
+  constructor(
+    readonly models: readonly ModelSpec[],
+    readonly fallback?: string,
+  ) {
+    for (const m of models) {
+      for (const n of [m.name, ...m.aliases]) {
+        if (this.byName.has(n)) throw new ModelsFileError(`the name '${n}' is given to two models`);
+        this.byName.set(n, m);
+      }
+    }
+    if (fallback !== undefined && !this.byName.has(fallback)) throw new ModelsFileError(`default_model '${fallback}' is not a model`);
+  }
+
+  /** The model serving `name` (a name, an alias, or anything when there is a fallback). */
+  resolve(name: string | undefined): ModelSpec | undefined {
+    const found = name === undefined ? undefined : this.byName.get(name);
+    return found ?? (this.fallback === undefined ? undefined : this.byName.get(this.fallback));
+  }
+
+  get(name: string): ModelSpec | undefined {
+    return this.models.find((m) => m.name === name);
+  }
+
+  /** Every name and alias, for error messages. */
+  get names(): string[] {
+    return [...this.byName.keys()];
+  }
+}
+
+const positive = z.number().int().min(1);
+const LocalSchema = z.strictObject({
+  path: z.string().min(1),
+  context_size: z.number().int().min(64).optional(),
+  sequences: positive.optional(),
+  contexts: positive.optional(),
+  threads: positive.optional(),
+  gpu_layers: z.union([z.number().int().min(0), z.literal("auto")]).optional(),
+});
+const UpstreamSchema = z.strictObject({
+  base_urls: z.array(z.url({ protocol: /^https?$/ })).min(1),
+  model: z.string().min(1),
+  api_key_env: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable's name")
+    .optional(),
+  min_in_flight: positive.optional(),
+  max_in_flight: positive.optional(),
+  timeout_seconds: z.number().positive().optional(),
+  max_attempts: positive.optional(),
+});
+const ModelSchema = z
+  .strictObject({
+    name: z.string().min(1),
+    aliases: z.array(z.string().min(1)).optional(),
+    local: LocalSchema.optional(),
+    upstream: UpstreamSchema.optional(),
+  })
+  .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream");
+const FileSchema = z.strictObject({
+  default_model: z.string().min(1).optional(),
+  models: z.array(ModelSchema).min(1),
+});
+
+export const UPSTREAM_DEFAULTS = { minInFlight: 1, maxInFlight: 64, timeoutSeconds: 600, maxAttempts: 5 };
+
+/**
+ * Parses a models file. Relative GGUF paths are relative to the file; an `api_key_env` must name a variable
+ * that is set in `env`. Throws one ModelsFileError naming the file, the entry and the field.
+ */
+export function parseModelsFile(text: string, source: string, env: Record<string, string | undefined>): ModelRegistry {
+  let raw: unknown;
+  try {
+    raw = YAML.parse(text);
+  } catch (err) {
+    throw new ModelsFileError(`${source}: not valid YAML: ${(err as Error).message}`);
+  }
+  const parsed = FileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(top level)"}: ${i.message}`);
+    throw new ModelsFileError(`${source}: ${issues.join("; ")}`);
+  }
+  const dir = path.dirname(path.resolve(source));
+  const models = parsed.data.models.map((m): ModelSpec => {
+    const aliases = m.aliases ?? [];
+    if (m.local) {
+      const l = m.local;
+      return {
+        name: m.name,
+        aliases,
+        backend: {
+          kind: "local",
+          path: path.resolve(dir, l.path),
+          contextSize: l.context_size,
+          sequences: l.sequences,
+          contexts: l.contexts,
+          threads: l.threads,
+          gpuLayers: l.gpu_layers,
+        },
+      };
+    }
+    const u = m.upstream!;
+    if (u.api_key_env && env[u.api_key_env] === undefined)
+      throw new ModelsFileError(`${source}: model '${m.name}': api_key_env names ${u.api_key_env}, which is not set`);
+    const minInFlight = u.min_in_flight ?? UPSTREAM_DEFAULTS.minInFlight;
+    const maxInFlight = u.max_in_flight ?? Math.max(minInFlight, UPSTREAM_DEFAULTS.maxInFlight);
+    if (minInFlight > maxInFlight)
+      throw new ModelsFileError(`${source}: model '${m.name}': min_in_flight ${minInFlight} is above max_in_flight ${maxInFlight}`);
+    return {
+      name: m.name,
+      aliases,
+      backend: {
+        kind: "upstream",
+        baseUrls: u.base_urls.map((b) => b.replace(/\/+$/, "")),
+        model: u.model,
+        apiKeyEnv: u.api_key_env,
+        minInFlight,
+        maxInFlight,
+        timeoutSeconds: u.timeout_seconds ?? UPSTREAM_DEFAULTS.timeoutSeconds,
+        maxAttempts: u.max_attempts ?? UPSTREAM_DEFAULTS.maxAttempts,
+      },
+    };
+  });
+  try {
+    return new ModelRegistry(models, parsed.data.default_model);
+  } catch (err) {
+    throw new ModelsFileError(`${source}: ${(err as Error).message}`);
+  }
+}
+
+/** The proof of concept's model name: its curl demo names it, and the one-model form answers to it. */
+export const POC_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";
+
+/** Without a models file: one local model, named after its file, that serves every name. */
+export function singleModelRegistry(modelPath: string, generated: boolean): ModelRegistry {
+  const name = path.basename(modelPath).replace(/\.gguf$/i, "");
+  const aliases = name === POC_MODEL_NAME ? [] : [POC_MODEL_NAME];
+  return new ModelRegistry([{ name, aliases, backend: { kind: "local", path: modelPath }, generated }], name);
+}

@@ -1,0 +1,233 @@
+// The backends of the registry's models, brought up when a batch needs them. Upstream backends are cheap and
+// stay. Local models load on demand and unload after a while unused, within a memory budget: a model that does
+// not fit waits until idle models are unloaded (least recently used first) or, when none can be, until one
+// becomes idle. A model that fails to load fails the batches that asked for it (ModelLoadError), not the others;
+// the next batch for it tries again.
+import type { InferenceBackend } from "../openai/backend.js";
+import type { LocalBackendSpec, ModelRegistry, ModelSpec, UpstreamBackendSpec } from "./registry.js";
+
+export type LocalSpec = ModelSpec & { backend: LocalBackendSpec };
+export type UpstreamSpec = ModelSpec & { backend: UpstreamBackendSpec };
+
+export interface BackendFactory {
+  local(spec: LocalSpec): Promise<InferenceBackend>;
+  upstream(spec: UpstreamSpec): InferenceBackend;
+  /** Bytes a local model will take once loaded (engine/footprint.ts). */
+  footprint(spec: LocalSpec): Promise<number>;
+}
+
+export class ModelLoadError extends Error {
+  constructor(
+    readonly model: string,
+    cause: unknown,
+  ) {
+    super(`The model '${model}' could not be loaded: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = "ModelLoadError";
+  }
+}
+
+export interface ModelLease {
+  backend: InferenceBackend;
+  /** Call once the batch stops using the backend. */
+  release(): void;
+}
+
+type State = "unloaded" | "loading" | "loaded";
+
+interface Entry {
+  spec: ModelSpec;
+  state: State;
+  backend?: InferenceBackend;
+  loading?: Promise<InferenceBackend>;
+  users: number;
+  bytes: number;
+  lastUsed: number;
+  idleTimer?: NodeJS.Timeout;
+}
+
+export interface ModelStatus {
+  name: string;
+  kind: "local" | "upstream";
+  state: State;
+  /** Batches using it now. */
+  batches: number;
+  /** Estimated bytes held (local models). */
+  bytes: number;
+}
+
+export interface RouterOptions {
+  registry: ModelRegistry;
+  factory: BackendFactory;
+  /** Local models loaded at once may take this many bytes together (estimated). */
+  memoryBudgetBytes: number;
+  /** A local model unused this long is unloaded (0: only when another needs the room). */
+  idleUnloadMs: number;
+  log: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export class ModelRouter {
+  private readonly entries = new Map<string, Entry>();
+  private readonly roomWaiters = new Set<() => void>();
+  private clock = 0;
+  private closed = false;
+
+  constructor(private readonly opts: RouterOptions) {
+    for (const spec of opts.registry.models) this.entries.set(spec.name, { spec, state: "unloaded", users: 0, bytes: 0, lastUsed: 0 });
+  }
+
+  get registry(): ModelRegistry {
+    return this.opts.registry;
+  }
+
+  isLoaded(name: string): boolean {
+    return this.entries.get(name)?.state === "loaded";
+  }
+
+  status(): ModelStatus[] {
+    return [...this.entries.values()].map((e) => ({
+      name: e.spec.name,
+      kind: e.spec.backend.kind,
+      state: e.state,
+      batches: e.users,
+      bytes: e.bytes,
+    }));
+  }
+
+  /** Backends up now (for metrics and /ready). */
+  backends(): Array<{ name: string; backend: InferenceBackend }> {
+    return [...this.entries.values()].filter((e) => e.backend).map((e) => ({ name: e.spec.name, backend: e.backend! }));
+  }
+
+  /** The backend of the registry model `name`, brought up if needed. Rejects with ModelLoadError or the signal's reason. */
+  async acquire(name: string, signal?: AbortSignal): Promise<ModelLease> {
+    const entry = this.entries.get(name);
+    if (!entry) throw new ModelLoadError(name, new Error(`it is not in the model registry (${this.opts.registry.names.join(", ")})`));
+    entry.users++;
+    clearTimeout(entry.idleTimer);
+    try {
+      const backend = await untilAborted(this.bringUp(entry), signal);
+      entry.lastUsed = ++this.clock;
+      let released = false;
+      return {
+        backend,
+        release: () => {
+          if (released) return;
+          released = true;
+          this.release(entry);
+        },
+      };
+    } catch (err) {
+      this.release(entry);
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const wake of this.roomWaiters) wake();
+    await Promise.allSettled([...this.entries.values()].map((e) => this.unload(e)));
+  }
+
+  /** Shared by every batch waiting for the model, so no one batch's abort stops the load for the others. */
+  private async bringUp(entry: Entry): Promise<InferenceBackend> {
+    if (entry.backend) return entry.backend;
+    if (entry.loading) return entry.loading;
+    const { spec } = entry;
+    if (spec.backend.kind === "upstream") {
+      entry.backend = this.opts.factory.upstream(spec as UpstreamSpec);
+      entry.state = "loaded";
+      return entry.backend;
+    }
+    entry.loading = (async () => {
+      entry.state = "loading";
+      try {
+        const bytes = await this.opts.factory.footprint(spec as LocalSpec);
+        await this.makeRoom(entry, bytes);
+        entry.bytes = bytes;
+        this.opts.log("loading model", { model: spec.name, estimated_mb: Math.round(bytes / 2 ** 20) });
+        const backend = await this.opts.factory.local(spec as LocalSpec);
+        entry.backend = backend;
+        entry.state = "loaded";
+        return backend;
+      } catch (err) {
+        entry.state = "unloaded";
+        entry.bytes = 0;
+        this.wakeRoomWaiters();
+        throw err instanceof ModelLoadError ? err : new ModelLoadError(spec.name, err);
+      } finally {
+        entry.loading = undefined;
+      }
+    })();
+    return entry.loading;
+  }
+
+  /** Unloads idle local models, least recently used first, until `bytes` more fit; else waits for one to go idle. */
+  private async makeRoom(entry: Entry, bytes: number): Promise<void> {
+    for (;;) {
+      if (this.closed) throw new Error("the service is shutting down");
+      const others = [...this.entries.values()].filter((e) => e !== entry && e.spec.backend.kind === "local");
+      const used = others.reduce((s, e) => s + e.bytes, 0);
+      if (used + bytes <= this.opts.memoryBudgetBytes) return;
+      const idle = others.filter((e) => e.state === "loaded" && e.users === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+      if (idle.length > 0) {
+        this.opts.log("unloading an idle model to make room", { model: idle[0].spec.name, for: entry.spec.name });
+        await this.unload(idle[0]);
+        continue;
+      }
+      // Nothing else loaded or loading: the model runs alone even if the estimate says it is too big.
+      if (others.every((e) => e.state === "unloaded")) {
+        this.opts.log("model's estimated memory exceeds the budget; it runs alone", {
+          model: entry.spec.name,
+          estimated_mb: Math.round(bytes / 2 ** 20),
+          budget_mb: Math.round(this.opts.memoryBudgetBytes / 2 ** 20),
+        });
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          this.roomWaiters.delete(wake);
+          resolve();
+        };
+        this.roomWaiters.add(wake);
+      });
+    }
+  }
+
+  private release(entry: Entry) {
+    entry.users = Math.max(0, entry.users - 1);
+    if (entry.users > 0 || entry.spec.backend.kind !== "local") return;
+    this.wakeRoomWaiters();
+    if (this.opts.idleUnloadMs > 0 && entry.state === "loaded") {
+      entry.idleTimer = setTimeout(() => {
+        if (entry.users === 0) void this.unload(entry).then(() => this.wakeRoomWaiters());
+      }, this.opts.idleUnloadMs);
+      entry.idleTimer.unref();
+    }
+  }
+
+  private wakeRoomWaiters() {
+    for (const wake of [...this.roomWaiters]) wake();
+  }
+
+  private async unload(entry: Entry): Promise<void> {
+    clearTimeout(entry.idleTimer);
+    const backend = entry.backend;
+    if (!backend) return;
+    entry.backend = undefined;
+    entry.state = "unloaded";
+    entry.bytes = 0;
+    if (entry.spec.backend.kind === "local") this.opts.log("model unloaded", { model: entry.spec.name });
+    await backend.close();
+  }
+}
+
+/** `work`, or the signal's reason as soon as it aborts (the work itself goes on for whoever else awaits it). */
+function untilAborted<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return work;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}

@@ -1,0 +1,99 @@
+import { describe, expect, it } from "vitest";
+import { ModelRegistry, ModelsFileError, parseModelsFile, POC_MODEL_NAME, singleModelRegistry } from "../../backends/registry.js";
+
+const FILE = `
+models:
+  - name: stories
+    aliases: [Qwen/Qwen2.5-0.5B-Instruct]
+    local: { path: ./stories260K.gguf, context_size: 1024 }
+  - name: remote-small
+    upstream: { base_urls: ["http://10.0.0.5:8080/v1/"], model: small, api_key_env: UPSTREAM_KEY, max_in_flight: 64 }
+`;
+
+describe("parseModelsFile", () => {
+  it("reads the issue's example: names, aliases, a local path relative to the file, upstream limits", () => {
+    const r = parseModelsFile(FILE, "/etc/obi/models.yaml", { UPSTREAM_KEY: "k" });
+    expect(r.models.map((m) => m.name)).toEqual(["stories", "remote-small"]);
+    expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("stories");
+    expect(r.resolve("stories")?.backend).toEqual({
+      kind: "local",
+      path: "/etc/obi/stories260K.gguf",
+      contextSize: 1024,
+      sequences: undefined,
+      contexts: undefined,
+      threads: undefined,
+      gpuLayers: undefined,
+    });
+    expect(r.resolve("remote-small")?.backend).toEqual({
+      kind: "upstream",
+      baseUrls: ["http://10.0.0.5:8080/v1"],
+      model: "small",
+      apiKeyEnv: "UPSTREAM_KEY",
+      minInFlight: 1,
+      maxInFlight: 64,
+      timeoutSeconds: 600,
+      maxAttempts: 5,
+    });
+    // Without default_model an unknown name is not served.
+    expect(r.resolve("gpt-4o")).toBeUndefined();
+    expect(r.resolve(undefined)).toBeUndefined();
+    expect(r.names).toEqual(["stories", "Qwen/Qwen2.5-0.5B-Instruct", "remote-small"]);
+  });
+
+  it("routes unknown names to default_model when the file names one", () => {
+    const r = parseModelsFile(`default_model: stories\n${FILE}`, "m.yaml", { UPSTREAM_KEY: "k" });
+    expect(r.resolve("anything")?.name).toBe("stories");
+    expect(r.resolve("remote-small")?.name).toBe("remote-small");
+  });
+
+  it.each([
+    ["not YAML", "models: [", /not valid YAML/],
+    ["no models", "models: []", /models: Too small/i],
+    [
+      "both backends",
+      "models: [{ name: a, local: { path: a.gguf }, upstream: { base_urls: ['http://x/v1'], model: m } }]",
+      /exactly one of local and upstream/,
+    ],
+    ["neither backend", "models: [{ name: a }]", /exactly one of local and upstream/],
+    ["an unknown field", "models: [{ name: a, local: { path: a.gguf, gpu: 1 } }]", /models\.0\.local.*gpu/],
+    ["a URL that is not http", "models: [{ name: a, upstream: { base_urls: ['ftp://x/v1'], model: m } }]", /base_urls\.0/],
+    [
+      "an unset key variable",
+      "models: [{ name: a, upstream: { base_urls: ['http://x/v1'], model: m, api_key_env: NOPE_KEY } }]",
+      /NOPE_KEY, which is not set/,
+    ],
+    [
+      "min above max",
+      "models: [{ name: a, upstream: { base_urls: ['http://x/v1'], model: m, min_in_flight: 9, max_in_flight: 4 } }]",
+      /min_in_flight 9 is above max_in_flight 4/,
+    ],
+    [
+      "a name given twice",
+      "models: [{ name: a, local: { path: a.gguf } }, { name: b, aliases: [a], local: { path: b.gguf } }]",
+      /'a' is given to two models/,
+    ],
+    [
+      "a default that is not a model",
+      "default_model: z\nmodels: [{ name: a, local: { path: a.gguf } }]",
+      /default_model 'z' is not a model/,
+    ],
+  ])("refuses %s with one message naming the file and the field", (_what, text, message) => {
+    expect(() => parseModelsFile(text, "models.yaml", {})).toThrow(ModelsFileError);
+    expect(() => parseModelsFile(text, "models.yaml", {})).toThrow(message);
+    expect(() => parseModelsFile(text, "models.yaml", {})).toThrow(/^models\.yaml: /);
+  });
+});
+
+describe("singleModelRegistry", () => {
+  it("names the model after its file, answers to the proof of concept's name and to any other", () => {
+    const r = singleModelRegistry("/models/stories260K.gguf", false);
+    expect(r.models.map((m) => [m.name, m.aliases])).toEqual([["stories260K", [POC_MODEL_NAME]]]);
+    expect(r.resolve(POC_MODEL_NAME)?.name).toBe("stories260K");
+    expect(r.resolve("whatever")?.name).toBe("stories260K");
+    expect(r.resolve(undefined)?.name).toBe("stories260K");
+  });
+
+  it("a registry refuses a fallback it does not hold", () => {
+    expect(() => new ModelRegistry([], "x")).toThrow(/default_model 'x'/);
+  });
+});

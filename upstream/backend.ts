@@ -1,0 +1,215 @@
+// An OpenAI-compatible server (vLLM, llama-server, SGLang, Ollama, a hosted API) as an InferenceBackend. Bodies
+// go out as the line wrote them with `model` set to the upstream's name, and come back as the upstream sent
+// them with `model` set to the registry's name; usage is read from them. One keep-alive connection pool per
+// base URL (undici), an adaptive limit on requests in flight (adaptive-limit.ts), retries with backoff and
+// Retry-After (retry.ts), failing URLs taken out for a while (base-urls.ts). A 4xx other than 408 and 429 is
+// the request's own answer: its error line carries the upstream's status and body.
+import { setTimeout as sleep } from "node:timers/promises";
+import { Pool } from "undici";
+import type { BackendInfo, BackendResult, Endpoint, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
+import { RequestError } from "../openai/errors.js";
+import { AdaptiveLimit, type LimitStats, type Outcome } from "./adaptive-limit.js";
+import { BaseUrls } from "./base-urls.js";
+import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
+
+export interface UpstreamOptions {
+  /** The registry's name: what batches and response bodies say. */
+  name: string;
+  baseUrls: readonly string[];
+  /** The upstream's own name for the model. */
+  model: string;
+  apiKey?: string;
+  minInFlight: number;
+  maxInFlight: number;
+  timeoutSeconds: number;
+  maxAttempts: number;
+  /** For tests: the random source of the backoff jitter. */
+  random?: () => number;
+}
+
+export interface UpstreamStats extends LimitStats {
+  requests: number;
+  /** Failed attempts by cause: an HTTP status, "timeout" or "connection". */
+  errors: Record<string, number>;
+  retries: number;
+  baseUrls: ReturnType<BaseUrls["status"]>;
+}
+
+const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"];
+
+/** A base URL without credentials, for logs and metrics. */
+export function redactUrl(url: string): string {
+  const u = new URL(url);
+  u.username = "";
+  u.password = "";
+  return u.toString().replace(/\/$/, "");
+}
+
+export class UpstreamBackend implements InferenceBackend {
+  readonly info: BackendInfo;
+  readonly limit: AdaptiveLimit;
+  private readonly urls: BaseUrls;
+  private readonly pools = new Map<string, Pool>();
+  private readonly counters = { requests: 0, retries: 0, errors: {} as Record<string, number> };
+
+  constructor(private readonly opts: UpstreamOptions) {
+    this.limit = new AdaptiveLimit({
+      min: opts.minInFlight,
+      max: opts.maxInFlight,
+      initial: Math.min(opts.maxInFlight, Math.max(opts.minInFlight, 4)),
+    });
+    this.urls = new BaseUrls(opts.baseUrls);
+    for (const url of opts.baseUrls) {
+      const origin = new URL(url).origin;
+      if (!this.pools.has(origin))
+        this.pools.set(
+          origin,
+          new Pool(origin, { connections: opts.maxInFlight, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 }),
+        );
+    }
+    this.info = Object.freeze({
+      model: opts.name,
+      kind: "upstream",
+      endpoints: SERVED,
+      // The pipeline keeps this many requests ready; the adaptive limit decides how many are sent.
+      concurrency: opts.maxInFlight,
+      generatedModel: false,
+      summary: `upstream ${opts.model} at ${opts.baseUrls.map(redactUrl).join(", ")}, ${opts.minInFlight}-${opts.maxInFlight} in flight`,
+      settings: {
+        upstream_model: opts.model,
+        base_urls: opts.baseUrls.map(redactUrl).join(", "),
+        min_in_flight: opts.minInFlight,
+        max_in_flight: opts.maxInFlight,
+        timeout_seconds: opts.timeoutSeconds,
+        max_attempts: opts.maxAttempts,
+        api_key: opts.apiKey ? "set" : "none",
+      },
+    });
+  }
+
+  stats(): UpstreamStats {
+    return { ...this.limit.stats(), ...this.counters, errors: { ...this.counters.errors }, baseUrls: this.urls.status() };
+  }
+
+  /** The upstream judges the body itself; only the endpoint must be one it serves. */
+  check(request: InferenceRequest): void {
+    if (!SERVED.includes(request.endpoint))
+      throw new RequestError(`This backend does not serve ${request.endpoint}.`, "invalid_url", false);
+  }
+
+  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+    this.check(request);
+    this.counters.requests++;
+    const payload = JSON.stringify({ ...request.body, model: this.opts.model });
+    for (let attempt = 1; ; attempt++) {
+      const startedAt = await this.limit.acquire(signal);
+      const url = this.urls.pick();
+      let outcome: Outcome = "error";
+      let healthy = true;
+      let failure: RequestError;
+      let wait: number | undefined;
+      const timeout = AbortSignal.timeout(this.opts.timeoutSeconds * 1000);
+      try {
+        const res = await this.send(url, request.endpoint, payload, signal ? AbortSignal.any([signal, timeout]) : timeout);
+        if (res.status < 300) {
+          const body = res.body;
+          if (!body || typeof body !== "object")
+            throw upstreamFault(res.status, "The upstream answered with a body that is not a JSON object.");
+          outcome = "success";
+          (body as Record<string, unknown>).model = this.opts.name;
+          return { body: body as Record<string, unknown>, usage: usageOf(body) };
+        }
+        this.count(String(res.status));
+        if (!isRetryableStatus(res.status))
+          throw new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
+        // 429 and 503 mean "slow down"; other 5xx and 408 may be this URL's trouble.
+        outcome = "overload";
+        healthy = res.status === 429 || res.status === 503;
+        wait = retryAfterMs(res.retryAfter);
+        failure = new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
+      } catch (err) {
+        if (err instanceof RequestError) throw err;
+        if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;
+        const timedOut = timeout.aborted;
+        this.count(timedOut ? "timeout" : "connection");
+        outcome = "overload";
+        healthy = false;
+        failure = transportFailure(url, err as Error, timedOut, this.opts.timeoutSeconds);
+      } finally {
+        this.limit.release(startedAt, outcome);
+        this.urls.done(url, healthy);
+      }
+      if (attempt >= this.opts.maxAttempts) throw failure;
+      this.counters.retries++;
+      await sleep(wait ?? backoffMs(attempt, this.opts.random), undefined, { signal });
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.pools.values()].map((p) => p.close()));
+  }
+
+  private count(cause: string) {
+    this.counters.errors[cause] = (this.counters.errors[cause] ?? 0) + 1;
+  }
+
+  private async send(baseUrl: string, endpoint: Endpoint, payload: string, signal: AbortSignal) {
+    const base = new URL(baseUrl);
+    const res = await this.pools.get(base.origin)!.request({
+      method: "POST",
+      path: `${base.pathname.replace(/\/+$/, "")}${endpoint.replace(/^\/v1/, "")}`,
+      headers: {
+        "content-type": "application/json",
+        ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
+      },
+      body: payload,
+      signal,
+    });
+    const text = await res.body.text();
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // Not JSON: kept as text, and a 2xx without JSON is refused above.
+    }
+    return { status: res.statusCode, body, retryAfter: res.headers["retry-after"] };
+  }
+}
+
+function usageOf(body: object): TokenUsage {
+  const u = (body as { usage?: Record<string, unknown> }).usage ?? {};
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+  const details = (u.prompt_tokens_details ?? {}) as Record<string, unknown>;
+  return { promptTokens: num(u.prompt_tokens), completionTokens: num(u.completion_tokens), cachedTokens: num(details.cached_tokens) };
+}
+
+function errorMessage(body: unknown, status: number): string {
+  const e = (body as { error?: { message?: unknown } } | null)?.error;
+  const detail = typeof e?.message === "string" ? e.message : typeof body === "string" ? body.slice(0, 300) : "";
+  return `The upstream answered ${status}${detail ? `: ${detail}` : "."}`;
+}
+
+function errorCode(body: unknown): string {
+  const e = (body as { error?: { code?: unknown; type?: unknown } } | null)?.error;
+  return typeof e?.code === "string" ? e.code : typeof e?.type === "string" ? e.type : "upstream_error";
+}
+
+function upstreamFault(status: number, message: string): RequestError {
+  return new RequestError(message, "upstream_invalid_response", false, null, {
+    status: 502,
+    body: { error: { message, type: "server_error", param: null, code: "upstream_invalid_response", upstream_status: status } },
+  });
+}
+
+/** A request that never got an answer: an error line that says why, as a 504 (timeout) or 502. */
+function transportFailure(url: string, err: Error, timedOut: boolean, timeoutSeconds: number): RequestError {
+  const code = timedOut ? "upstream_timeout" : "upstream_unreachable";
+  const cause = (err as { code?: string }).code ?? err.name;
+  const message = timedOut
+    ? `The upstream at ${redactUrl(url)} did not answer within ${timeoutSeconds} s.`
+    : `The upstream at ${redactUrl(url)} could not be reached (${cause}).`;
+  return new RequestError(message, code, false, null, {
+    status: timedOut ? 504 : 502,
+    body: { error: { message, type: "server_error", param: null, code } },
+  });
+}
