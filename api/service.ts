@@ -48,6 +48,7 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
   }
   const metrics = createMetrics();
   metrics.setBackendInfo(backend.info);
+  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
   const controlPlane = await createControlPlane({ config, models, logger, metrics });
   metrics.watch(controlPlane.status);
   const app = createApp({

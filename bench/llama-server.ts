@@ -41,7 +41,21 @@ export function llamaServerBinary(log: (line: string) => void): string | null {
   }
 }
 
-async function startPeer(binary: string, model: string, c: PeerConfig) {
+/** The cached build's path, or null when there is none (never builds: for tests, which skip without it). */
+export function cachedLlamaServer(): string | null {
+  try {
+    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh"), "--cached"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    return out.trim().split("\n").at(-1) || null;
+  } catch {
+    return null;
+  }
+}
+
+/** llama-server on 127.0.0.1 at a free port, ready (its /health answers 200). */
+export async function startLlamaServer(binary: string, model: string, c: PeerConfig) {
   const args = ["-m", model, "--host", "127.0.0.1", "--port", "0", "-t", String(c.threads), "-tb", String(c.threads)];
   args.push("-np", String(c.parallel), "-c", String(c.parallel * c.ctxPerSlot), "--no-webui");
   // Embedding inputs are evaluated whole: the physical batch must hold the longest.
@@ -98,7 +112,7 @@ async function drive(baseUrl: string, requests: readonly PeerRequest[], concurre
 
 /** One configuration: start, one warm-up request, the timed run, stop. */
 export async function runPeer(binary: string, model: string, c: PeerConfig, requests: readonly PeerRequest[]): Promise<PeerRun> {
-  const server = await startPeer(binary, model, c);
+  const server = await startLlamaServer(binary, model, c);
   try {
     await drive(server.baseUrl, requests.slice(0, 1), 1);
     const r = await drive(server.baseUrl, requests, c.parallel);

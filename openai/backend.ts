@@ -40,8 +40,27 @@ export interface BackendInfo {
   summary: string;
 }
 
+/** Flow-control figures of a backend that sends requests elsewhere (an upstream server). */
+export interface BackendStats {
+  /** Requests sent and not yet answered, and how many may be. */
+  inFlight: number;
+  limit: number;
+  /** Waiting for room under the limit. */
+  waiting: number;
+  /** Smoothed latency of successful requests, in ms. */
+  latencyMs: number;
+  requests: number;
+  retries: number;
+  /** Failed attempts by cause: an HTTP status, "timeout" or "connection". */
+  errors: Record<string, number>;
+  /** Times the limit was cut, by cause ("overload", "latency"). */
+  decreases: Record<string, number>;
+}
+
 export interface InferenceBackend {
   readonly info: BackendInfo;
+  /** Present on backends that drive an upstream: what /metrics shows per backend. */
+  stats?(): BackendStats;
   /**
    * Throws a non-retryable RequestError naming the parameter when the request asks for something this backend
    * cannot honour; cheap, so it runs for every line before the request is queued for the backend.

@@ -16,7 +16,10 @@ class ResponsesOverChat implements InferenceBackend {
 
   constructor(private readonly inner: InferenceBackend) {
     this.info = Object.freeze({ ...inner.info, endpoints: [...inner.info.endpoints, "/v1/responses" as const] });
+    if (inner.stats) this.stats = () => inner.stats!();
   }
+
+  stats?: InferenceBackend["stats"];
 
   check(request: InferenceRequest): void {
     if (request.endpoint !== "/v1/responses") {

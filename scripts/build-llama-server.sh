@@ -3,12 +3,15 @@
 # the performance peer are the same llama.cpp release as our engine. No network: Debian's cmake and g++ only.
 # The binary is cached outside the repository, keyed by the bundle's commit; a second run prints its path at once.
 # Prints the binary's path on stdout; progress goes to stderr. About 11 minutes on 2 cores.
+# --cached: only print the path of a build already there (exit 3 when there is none); never build.
 set -euo pipefail
+cached_only=false
+[ "${1:-}" = "--cached" ] && cached_only=true
 cd "$(dirname "$0")/.."
 
 bundle=node_modules/node-llama-cpp/llama/gitRelease.bundle
 [ -f "$bundle" ] || { echo "build-llama-server: $bundle is missing (run npm ci first)" >&2; exit 1; }
-for tool in git cmake g++; do
+for tool in git $($cached_only || echo cmake g++); do
   command -v "$tool" >/dev/null || { echo "build-llama-server: $tool is not installed (apt-get install -y cmake g++ git)" >&2; exit 1; }
 done
 
@@ -16,6 +19,7 @@ commit=$(git bundle list-heads "$bundle" | awk '{print $1; exit}')
 cache=${LLAMA_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/llama-server}/${commit:0:12}
 binary=$cache/bin/llama-server
 if [ -x "$binary" ]; then echo "$binary"; exit 0; fi
+if $cached_only; then echo "build-llama-server: no cached build at $binary" >&2; exit 3; fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

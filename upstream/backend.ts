@@ -6,9 +6,17 @@
 // the request's own answer: its error line carries the upstream's status and body.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
-import type { BackendInfo, BackendResult, Endpoint, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
+import type {
+  BackendInfo,
+  BackendResult,
+  BackendStats,
+  Endpoint,
+  InferenceBackend,
+  InferenceRequest,
+  TokenUsage,
+} from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
-import { AdaptiveLimit, type LimitStats, type Outcome } from "./adaptive-limit.js";
+import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { BaseUrls } from "./base-urls.js";
 import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
 
@@ -27,11 +35,8 @@ export interface UpstreamOptions {
   random?: () => number;
 }
 
-export interface UpstreamStats extends LimitStats {
-  requests: number;
-  /** Failed attempts by cause: an HTTP status, "timeout" or "connection". */
-  errors: Record<string, number>;
-  retries: number;
+export interface UpstreamStats extends BackendStats {
+  bestLatencyMs: number;
   baseUrls: ReturnType<BaseUrls["status"]>;
 }
 

@@ -3,6 +3,7 @@
 // patterns, status names, pool names and endpoints, never ids.
 import client from "prom-client";
 import type { ControlPlaneStatus, PoolStatus } from "../contracts.js";
+import type { BackendStats } from "../../openai/backend.js";
 import type { Progress } from "../../pipeline/types.js";
 import type { Batch } from "../schemas/objects.js";
 import { endedAt } from "../control/batch-state.js";
@@ -31,6 +32,8 @@ export interface Metrics extends BatchMetrics {
   watch(status: ControlPlaneStatus): void;
   /** Model and backend as an info-style gauge. */
   setBackendInfo(info: { model: string; kind: string }): void;
+  /** Per-backend flow control (upstream backends), read at scrape time. */
+  watchBackends(read: () => Array<{ model: string; stats: BackendStats }>): void;
 }
 
 export function createMetrics(opts: { now?: () => number; defaultMetrics?: boolean } = {}): Metrics {
@@ -38,6 +41,7 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
   if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let status: ControlPlaneStatus | undefined;
+  let backends: () => Array<{ model: string; stats: BackendStats }> = () => [];
   const tokenRate = new RateWindow(TOKEN_RATE_WINDOW_SECONDS, opts.now);
 
   const counter = (name: string, help: string, labelNames: string[]) =>
@@ -100,8 +104,70 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     ["pool"],
   );
 
+  const perBackend = (read: (s: BackendStats) => number) => (g: client.Gauge) => {
+    g.reset();
+    for (const b of backends()) g.set({ model: b.model }, read(b.stats));
+  };
+  liveGauge(
+    "backend_in_flight",
+    "Requests sent to an upstream backend and not yet answered.",
+    perBackend((s) => s.inFlight),
+    ["model"],
+  );
+  liveGauge(
+    "backend_limit",
+    "The adaptive limit on an upstream backend's requests in flight.",
+    perBackend((s) => s.limit),
+    ["model"],
+  );
+  liveGauge(
+    "backend_waiting",
+    "Requests waiting for room under an upstream backend's limit.",
+    perBackend((s) => s.waiting),
+    ["model"],
+  );
+  liveGauge(
+    "backend_latency_seconds",
+    "Smoothed latency of an upstream backend's successful requests.",
+    perBackend((s) => s.latencyMs / 1000),
+    ["model"],
+  );
+  liveGauge(
+    "backend_requests",
+    "Requests an upstream backend has been given since start.",
+    perBackend((s) => s.requests),
+    ["model"],
+  );
+  liveGauge(
+    "backend_retries",
+    "Attempts an upstream backend made again since start.",
+    perBackend((s) => s.retries),
+    ["model"],
+  );
+  liveGauge(
+    "backend_errors",
+    "Failed attempts of an upstream backend since start, by cause (an HTTP status, timeout, connection).",
+    (g) => {
+      g.reset();
+      for (const b of backends()) for (const [cause, n] of Object.entries(b.stats.errors)) g.set({ model: b.model, cause }, n);
+    },
+    ["model", "cause"],
+  );
+  liveGauge(
+    "backend_limit_decreases",
+    "Times an upstream backend's limit was cut since start, by cause (overload, latency).",
+    (g) => {
+      g.reset();
+      for (const b of backends()) for (const [cause, n] of Object.entries(b.stats.decreases)) g.set({ model: b.model, cause }, n);
+    },
+    ["model", "cause"],
+  );
+
   return {
     registry,
+    watchBackends(read) {
+      backends = read;
+    },
     observeHttp(labels, seconds) {
       httpRequests.inc({ ...labels, code: String(labels.code) });
       httpDuration.observe({ method: labels.method, route: labels.route }, seconds);

@@ -1,0 +1,184 @@
+// The upstream backend against a real OpenAI-compatible server: llama.cpp's own llama-server, built from the
+// source node-llama-cpp ships (scripts/build-llama-server.sh; .ci/run builds it once and caches it). Faults
+// come from a proxy in front of it (tests/helpers/fault-proxy.ts). Skipped, with a note, where no build exists.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cachedLlamaServer, startLlamaServer } from "../../bench/llama-server.js";
+import type { UpstreamStats } from "../../upstream/backend.js";
+import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { type FaultProxy, startFaultProxy } from "../helpers/fault-proxy.js";
+import {
+  accountIds,
+  completionJsonl,
+  createBatch,
+  customIds,
+  isFinal,
+  pollBatch,
+  resultLines,
+  uploadJsonl,
+} from "../helpers/http-batches.js";
+import { testModelPath } from "../helpers/model.js";
+import { startTestService, type TestService } from "../helpers/service.js";
+
+const binary = cachedLlamaServer();
+if (!binary)
+  console.warn("tests/upstream/llama-server.test.ts skipped: no llama-server build (bash scripts/build-llama-server.sh makes one)");
+
+let upstream: Awaited<ReturnType<typeof startLlamaServer>>;
+const services: TestService[] = [];
+const proxies: FaultProxy[] = [];
+
+beforeAll(async () => {
+  if (!binary) return;
+  upstream = await startLlamaServer(binary, await testModelPath(), { parallel: 8, threads: 1, ctxPerSlot: 256 });
+}, 120_000);
+afterAll(async () => {
+  for (const s of services.splice(0)) await s.close();
+  for (const p of proxies.splice(0)) await p.close();
+  await upstream?.stop();
+});
+
+/** A service whose models file holds `models` (YAML lines under `models:`). */
+async function serviceWith(models: string[], env: Record<string, string> = {}): Promise<TestService> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-upstream-"));
+  const file = path.join(dir, "models.yaml");
+  writeFileSync(file, ["models:", ...models.map((m) => `  - ${m}`)].join("\n"));
+  const svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file, ...env });
+  services.push(svc);
+  return svc;
+}
+
+const remote = (urls: string[], extra = "") =>
+  `{ name: remote, upstream: { base_urls: [${urls.map((u) => `"${u}"`).join(", ")}], model: stories, max_in_flight: 16${extra} } }`;
+
+async function runBatch(svc: TestService, jsonl: string, timeoutMs = 120_000) {
+  const file = await uploadJsonl(svc.baseUrl, jsonl);
+  const created = await createBatch(svc.baseUrl, file.id);
+  expect(created.status).toBe(200);
+  return pollBatch(svc.baseUrl, created.body.id, isFinal, timeoutMs);
+}
+
+const stats = (svc: TestService): UpstreamStats =>
+  svc.service.models.backends().find((b) => b.name === "remote")!.backend.stats!() as UpstreamStats;
+
+describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
+  it("runs a 500-request batch with every line exactly once, bodies as the upstream sent them", async () => {
+    const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
+    const b = await runBatch(svc, completionJsonl(500, "u", { model: "remote", maxTokens: 4 }));
+    expect(b).toMatchObject({ status: "completed", model: "remote", request_counts: { completed: 500, failed: 0, total: 500 } });
+    expect(accountIds(svc.batchDir, b.id, customIds("u", 500))).toEqual({ duplicated: [], missing: [], lines: 500 });
+    const lines = resultLines(svc.batchDir, b.id).output;
+    let completion = 0;
+    for (const l of lines) {
+      expect(l.response.status_code).toBe(200);
+      expect(l.response.body).toMatchObject({ object: "text_completion", model: "remote" });
+      completion += l.response.body.usage.completion_tokens;
+    }
+    expect(b.usage.output_tokens).toBe(completion);
+    expect(completion).toBeGreaterThan(0);
+    const s = stats(svc);
+    expect(s).toMatchObject({ requests: 500, retries: 0, inFlight: 0, errors: {} });
+    // Fast, healthy answers: the limit grew past where it started (4).
+    expect(s.limit).toBeGreaterThan(4);
+    const metrics = await (await fetch(`${svc.baseUrl}/metrics`)).text();
+    expect(metrics).toMatch(/obi_backend_limit\{model="remote"\} \d+/);
+    expect(metrics).toMatch(/obi_backend_requests\{model="remote"\} 500/);
+  }, 180_000);
+
+  it("loses and repeats nothing with 20% of requests answered 429 (with and without Retry-After), 503 or reset; the limit backs off and recovers", async () => {
+    const proxy = await startFaultProxy({
+      target: upstream.baseUrl,
+      rate: 0.2,
+      faults: ["429-retry-after", "429", "503", "reset"],
+      seed: 7,
+    });
+    proxies.push(proxy);
+    const svc = await serviceWith([remote([proxy.baseUrl], ", max_attempts: 12")]);
+    const limits: number[] = [];
+    const sampler = setInterval(() => {
+      const b = svc.service.models.backends().find((x) => x.name === "remote");
+      if (b) limits.push(b.backend.stats!().limit);
+    }, 10);
+    const b = await runBatch(svc, completionJsonl(300, "f", { model: "remote", maxTokens: 4 }));
+    clearInterval(sampler);
+    expect(b.request_counts).toEqual({ completed: 300, failed: 0, total: 300 });
+    expect(accountIds(svc.batchDir, b.id, customIds("f", 300))).toEqual({ duplicated: [], missing: [], lines: 300 });
+    for (const fault of ["429-retry-after", "429", "503", "reset"] as const) expect(proxy.counts[fault]).toBeGreaterThan(3);
+    const s = stats(svc);
+    expect(s.retries).toBe(proxy.counts["429-retry-after"] + proxy.counts["429"] + proxy.counts["503"] + proxy.counts.reset);
+    expect(s.errors).toMatchObject({ "429": expect.any(Number), "503": expect.any(Number), connection: expect.any(Number) });
+    expect(s.decreases.overload).toBeGreaterThan(0);
+    // Backed off: some sample is below an earlier one; recovered: a later sample is above that low point.
+    const low = limits.findIndex((l, i) => i > 0 && l < Math.max(...limits.slice(0, i)));
+    expect(low).toBeGreaterThan(0);
+    expect(Math.max(...limits.slice(low))).toBeGreaterThan(limits[low]);
+  }, 180_000);
+
+  it("retries answers slower than timeout_seconds, and spreads over base URLs around a dead one", async () => {
+    const proxy = await startFaultProxy({ target: upstream.baseUrl, rate: 0.1, faults: ["slow"], slowMs: 2_500, seed: 3 });
+    proxies.push(proxy);
+    const dead = "http://127.0.0.1:9/v1";
+    const svc = await serviceWith([remote([dead, proxy.baseUrl, `${upstream.baseUrl}/v1`], ", timeout_seconds: 1, max_attempts: 8")]);
+    const b = await runBatch(svc, completionJsonl(120, "t", { model: "remote", maxTokens: 4 }));
+    expect(b.request_counts).toEqual({ completed: 120, failed: 0, total: 120 });
+    expect(accountIds(svc.batchDir, b.id, customIds("t", 120))).toEqual({ duplicated: [], missing: [], lines: 120 });
+    const s = stats(svc);
+    expect(proxy.counts.slow).toBeGreaterThan(0);
+    expect(s.errors.timeout).toBeGreaterThan(0);
+    const deadUrl = s.baseUrls.find((u) => u.url === "http://127.0.0.1:9/v1")!;
+    expect(deadUrl.failures).toBeGreaterThan(0);
+    // Cooled down after its first failures: nearly every request went to the live URLs.
+    expect(deadUrl.failures).toBeLessThan(10);
+  }, 180_000);
+
+  it("gives a 4xx its own error line with the upstream's status and body, never retried", async () => {
+    const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
+    const long = "Once upon a time there was a very long story. ".repeat(120);
+    const jsonl = [
+      JSON.stringify({ custom_id: "ok", method: "POST", url: "/v1/completions", body: { model: "remote", prompt: "Once", max_tokens: 3 } }),
+      JSON.stringify({
+        custom_id: "too-long",
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: "remote", prompt: long, max_tokens: 3 },
+      }),
+    ].join("\n");
+    const b = await runBatch(svc, `${jsonl}\n`);
+    expect(b.request_counts).toEqual({ completed: 1, failed: 1, total: 2 });
+    const [line] = resultLines(svc.batchDir, b.id).errors;
+    expect(line.custom_id).toBe("too-long");
+    expect(line.response.status_code).toBe(400);
+    // llama-server's own error body, untouched.
+    expect(line.response.body.error).toMatchObject({ code: 400, type: "exceed_context_size_error" });
+    expect(stats(svc).retries).toBe(0);
+  }, 60_000);
+
+  it("runs two local models and one upstream model in three concurrent batches, each line served by the model its batch named", async () => {
+    const svc = await serviceWith([
+      `{ name: first, local: { path: ${await testModelPath()}, sequences: 2 } }`,
+      `{ name: second, local: { path: ${await ensureGeneratedModel()}, sequences: 2, context_size: 256 } }`,
+      remote([`${upstream.baseUrl}/v1`]),
+    ]);
+    const ids = await Promise.all(
+      ["first", "second", "remote"].map(async (model) => {
+        const file = await uploadJsonl(svc.baseUrl, completionJsonl(12, model, { model, maxTokens: 6 }));
+        return (await createBatch(svc.baseUrl, file.id)).body.id as string;
+      }),
+    );
+    // All three run at the same time.
+    const running = await Promise.all(ids.map((id) => pollBatch(svc.baseUrl, id, (x) => x.status !== "validating", 60_000)));
+    expect(running.every((x) => x.status !== "failed")).toBe(true);
+    const done = await Promise.all(ids.map((id) => pollBatch(svc.baseUrl, id, isFinal, 120_000)));
+    for (const [i, model] of ["first", "second", "remote"].entries()) {
+      expect(done[i]).toMatchObject({ status: "completed", model, request_counts: { completed: 12, failed: 0, total: 12 } });
+      const lines = resultLines(svc.batchDir, ids[i]).output;
+      expect(lines.map((l) => l.custom_id).sort()).toEqual(customIds(model, 12).sort());
+      for (const l of lines) expect(l.response.body.model).toBe(model);
+    }
+    // The upstream batch held no simulated GPU slot; the local ones did.
+    expect(done[2].pool).toBeNull();
+    expect(done[0].pool).not.toBeNull();
+  }, 180_000);
+});
