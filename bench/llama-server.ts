@@ -87,7 +87,7 @@ export async function startLlamaServer(binary: string, model: string, c: PeerCon
 }
 
 /** Sends every request, `concurrency` at a time, and times the lot. */
-async function drive(baseUrl: string, requests: readonly PeerRequest[], concurrency: number) {
+export async function drive(baseUrl: string, requests: readonly PeerRequest[], concurrency: number) {
   let next = 0;
   let generated = 0;
   let promptTokens = 0;

@@ -35,6 +35,19 @@ export interface Plan {
   embedInputs: number;
   /** The service against llama-server: per model, the workloads and llama-server's configurations swept. */
   peer: PeerPlan[];
+  /** The service in front of llama-server (an upstream model) against a client with the best fixed concurrency. */
+  upstream: UpstreamPlan[];
+}
+
+export interface UpstreamPlan {
+  model: ModelPlan;
+  requests: number;
+  tokens: number;
+  /** llama-server's slots and threads. */
+  parallel: number;
+  threads: number;
+  /** The client's fixed concurrencies swept. */
+  concurrencies: number[];
 }
 
 export interface PeerPlan {
@@ -96,10 +109,23 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
         : [uniformWorkload(m.requests, m.tokens), mixedWorkload()],
     grid: m.name.startsWith("qwen") ? { parallel: [16, 32, 64], threads: [1, 2] } : grid,
   }));
+  // stories260K answers 16 tokens in a few ms: the service's own cost per request counts as much as it can
+  // against the client's; the generated `small` model is a step towards a real one.
+  const upstream: UpstreamPlan[] = models
+    .filter((m) => m.name === "stories260K" || m.name.startsWith("small"))
+    .map((m) => ({
+      model: m,
+      requests: m.name === "stories260K" ? (quick ? 256 : 4096) : quick ? 64 : 512,
+      tokens: 16,
+      parallel: 16,
+      threads: 1,
+      concurrencies: quick ? [8, 16, 32] : [4, 8, 16, 32, 64],
+    }));
   return {
     quick,
     models,
     peer,
+    upstream,
     scaleLines: quick ? 10_000 : 50_000,
     overheadRequests: quick ? 5_000 : 20_000,
     prefixRequests: 128,

@@ -4,6 +4,7 @@ import type { PeerComparison } from "./peer.js";
 import type { RunRecord } from "./records.js";
 import type { ScaleResult } from "./scale.js";
 import type { ThroughputResult } from "./throughput.js";
+import type { UpstreamComparison } from "./upstream.js";
 
 export interface Machine {
   cpus: number;
@@ -20,6 +21,7 @@ export interface BenchResults {
   quick: boolean;
   machine: Machine;
   peer: PeerComparison[];
+  upstream: UpstreamComparison[];
   throughput: ThroughputResult[];
   scale: ScaleResult | null;
   prefix: (PrefixResult & { model: string }) | null;
@@ -119,6 +121,23 @@ export function formatTable(res: BenchResults): string {
       `${n(p.service.seconds, 2)} s: ${n(p.ratio, 2)}x llama-server's speed`,
     ]);
   }
+  for (const u of res.upstream) {
+    for (const [label, seconds] of [
+      [`client straight to llama-server, best of ${u.clients.length} (${u.bestClient.concurrency} in flight)`, u.bestClient.seconds],
+      [`service, upstream model (adaptive limit ${u.service.limitAtEnd ?? "?"} at the end)`, u.service.seconds],
+    ] as const)
+      rows.push([
+        u.model,
+        label,
+        n(u.requests),
+        n((u.requests * u.tokens) / seconds),
+        n(u.requests / seconds, 1),
+        "-",
+        "-",
+        "-",
+        `${n(seconds, 2)} s`,
+      ]);
+  }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
   const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("-|-"), ...rows.slice(1).map(line)];
@@ -137,6 +156,14 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
       measured: `${p.best.seconds.toFixed(2)} s / ${p.service.seconds.toFixed(2)} s = ${p.ratio.toFixed(2)}x (tokens ${p.best.generated} vs ${p.service.generated})`,
       goal: ">= 1.00x",
       met: p.ratio >= 1,
+    });
+  for (const u of res.upstream)
+    targets.push({
+      id: "upstream",
+      what: `${u.model}: the service in front of llama-server (-np ${u.llamaServer.parallel}) vs a client with the best fixed concurrency, ${u.requests} x ${u.tokens} tokens`,
+      measured: `${u.bestClient.seconds.toFixed(2)} s / ${u.service.seconds.toFixed(2)} s = ${u.ratio.toFixed(2)}x`,
+      goal: ">= 0.95x",
+      met: u.ratio >= 0.95,
     });
   for (const t of res.throughput) {
     targets.push({

@@ -12,6 +12,7 @@ import { throughputChart } from "./chart.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { llamaServerBinary } from "./llama-server.js";
 import { comparePeer } from "./peer.js";
+import { compareUpstream } from "./upstream.js";
 import { extrasModel, makePlan, type ModelPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { formatTable, targetsOf, type BenchResults } from "./report.js";
@@ -19,7 +20,7 @@ import { measureScale } from "./scale.js";
 import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 
-const PARTS = ["peer", "throughput", "scale", "prefix", "embeddings"] as const;
+const PARTS = ["peer", "upstream", "throughput", "scale", "prefix", "embeddings"] as const;
 
 const { values } = parseArgs({
   options: {
@@ -39,6 +40,7 @@ const plan = makePlan(values.quick, storiesPath);
 if (values.model) {
   plan.models = plan.models.filter((m) => m.name.includes(values.model));
   plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
+  plan.upstream = plan.upstream.filter((u) => u.model.name.includes(values.model));
 }
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
@@ -65,6 +67,7 @@ const results: Omit<BenchResults, "targets"> = {
   quick: values.quick,
   machine,
   peer: [],
+  upstream: [],
   throughput: [],
   scale: null,
   prefix: null,
@@ -80,6 +83,16 @@ if (parts.has("peer")) {
     for (const p of plan.peer)
       for (const w of p.workloads)
         results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log, values.quick ? 1 : 2));
+}
+
+if (parts.has("upstream")) {
+  const binary = llamaServerBinary(log);
+  if (!binary) notes.push("llama-server could not be built here: the upstream comparison was skipped.");
+  else
+    for (const u of plan.upstream)
+      results.upstream.push(
+        await compareUpstream(binary, u.model.name, await modelPath(u.model), { ...u, repeats: values.quick ? 1 : 3 }, log),
+      );
 }
 
 if (parts.has("throughput")) {

@@ -15,6 +15,9 @@ const CONFIG_VARS = [
   "HOST",
   "BATCH_DIR",
   "MODEL_PATH",
+  "MODELS_FILE",
+  "MODEL_MEMORY_MB",
+  "MODEL_IDLE_SECONDS",
   "MODEL_CONFIG",
   "MAX_QUEUE_DEPTH",
   "MAX_FILE_BYTES",
@@ -55,11 +58,21 @@ export interface BenchServer {
 export async function startServer(modelPath: string, env: Record<string, string> = {}, timeoutMs = 120_000): Promise<BenchServer> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-"));
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CONFIG_VARS.includes(k)));
-  const child: ChildProcess = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "api/main.ts")], {
-    cwd: repoRoot,
-    env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: batchDir, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_NODE_FLAGS?.split(" ").filter(Boolean) ?? []),
+      "--expose-gc",
+      "--import",
+      "tsx",
+      path.join(repoRoot, "api/main.ts"),
+    ],
+    {
+      cwd: repoRoot,
+      env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: batchDir, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));

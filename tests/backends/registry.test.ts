@@ -97,3 +97,14 @@ describe("singleModelRegistry", () => {
     expect(() => new ModelRegistry([], "x")).toThrow(/default_model 'x'/);
   });
 });
+
+describe("examples/models.yaml", () => {
+  it("parses, and names the models the README shows", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { repoRoot } = await import("../helpers/process.js");
+    const file = `${repoRoot}/examples/models.yaml`;
+    const r = parseModelsFile(readFileSync(file, "utf8"), file, {});
+    expect(r.models.map((m) => m.name)).toEqual(["stories", "remote-small"]);
+    expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("stories");
+  });
+});

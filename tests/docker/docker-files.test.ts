@@ -131,6 +131,22 @@ describe("compose", () => {
     expect(job.static_configs[0].targets).toEqual(["api:8000"]);
   });
 
+  it("has a llama-server upstream behind a profile, health-checked before the API starts, and its models file", async () => {
+    const server = compose.services["llama-server"];
+    expect(server.profiles).toEqual(["upstream"]);
+    expect(server.healthcheck.test.join(" ")).toMatch(/\/health/);
+    expect(compose.services.api.depends_on["llama-server"]).toEqual({ condition: "service_healthy", required: false });
+    expect(compose.services.api.environment.MODELS_FILE).toBe("${MODELS_FILE:-}");
+    const mount = compose.services.api.volumes.find((v: string) => v.includes("models.upstream.yaml"));
+    const [host, inContainer] = mount.split(":");
+    expect(inContainer).toBe("/config/models.upstream.yaml");
+    const { parseModelsFile } = await import("../../backends/registry.js");
+    const registry = parseModelsFile(readFileSync(path.resolve(dir, host), "utf8"), host, {});
+    const remote = registry.resolve("anything")!;
+    expect(remote.backend).toMatchObject({ kind: "upstream", baseUrls: ["http://llama-server:8080/v1"] });
+    expect(registry.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("remote");
+  });
+
   it("has a GPU override that builds the CUDA image and reserves the GPUs", () => {
     const gpu = yaml("docker/docker-compose.gpu.yml").services.api;
     expect(existsSync(path.join(repoRoot, gpu.build.dockerfile))).toBe(true);
