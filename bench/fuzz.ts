@@ -10,7 +10,7 @@ export interface FuzzRequest {
 }
 
 /** mulberry32: small, fast and reproducible. */
-function rng(seed: number) {
+export function rng(seed: number) {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -108,58 +108,29 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     g.reset();
     for (const b of backends()) g.set({ model: b.model }, read(b.stats));
   };
-  liveGauge(
-    "backend_in_flight",
-    "Requests sent to an upstream backend and not yet answered.",
-    perBackend((s) => s.inFlight),
-    ["model"],
-  );
-  liveGauge(
-    "backend_limit",
-    "The adaptive limit on an upstream backend's requests in flight.",
-    perBackend((s) => s.limit),
-    ["model"],
-  );
-  liveGauge(
-    "backend_waiting",
-    "Requests waiting for room under an upstream backend's limit.",
-    perBackend((s) => s.waiting),
-    ["model"],
-  );
-  liveGauge(
-    "backend_latency_seconds",
-    "Smoothed latency of an upstream backend's successful requests.",
-    perBackend((s) => s.latencyMs / 1000),
-    ["model"],
-  );
-  liveGauge(
-    "backend_requests",
-    "Requests an upstream backend has been given since start.",
-    perBackend((s) => s.requests),
-    ["model"],
-  );
-  liveGauge(
-    "backend_retries",
-    "Attempts an upstream backend made again since start.",
-    perBackend((s) => s.retries),
-    ["model"],
-  );
+  const backendGauges: Array<[string, string, (s: BackendStats) => number]> = [
+    ["backend_in_flight", "Requests sent to an upstream backend and not yet answered.", (s) => s.inFlight],
+    ["backend_limit", "The adaptive limit on an upstream backend's requests in flight.", (s) => s.limit],
+    ["backend_waiting", "Requests waiting for room under an upstream backend's limit.", (s) => s.waiting],
+    ["backend_latency_seconds", "Smoothed latency of an upstream backend's successful requests.", (s) => s.latencyMs / 1000],
+    ["backend_requests", "Requests an upstream backend has been given since start.", (s) => s.requests],
+    ["backend_retries", "Attempts an upstream backend made again since start.", (s) => s.retries],
+  ];
+  for (const [name, help, read] of backendGauges) liveGauge(name, help, perBackend(read), ["model"]);
+  const byCause = (read: (s: BackendStats) => Record<string, number>) => (g: client.Gauge) => {
+    g.reset();
+    for (const b of backends()) for (const [cause, n] of Object.entries(read(b.stats))) g.set({ model: b.model, cause }, n);
+  };
   liveGauge(
     "backend_errors",
     "Failed attempts of an upstream backend since start, by cause (an HTTP status, timeout, connection).",
-    (g) => {
-      g.reset();
-      for (const b of backends()) for (const [cause, n] of Object.entries(b.stats.errors)) g.set({ model: b.model, cause }, n);
-    },
+    byCause((s) => s.errors),
     ["model", "cause"],
   );
   liveGauge(
     "backend_limit_decreases",
     "Times an upstream backend's limit was cut since start, by cause (overload, latency).",
-    (g) => {
-      g.reset();
-      for (const b of backends()) for (const [cause, n] of Object.entries(b.stats.decreases)) g.set({ model: b.model, cause }, n);
-    },
+    byCause((s) => s.decreases),
     ["model", "cause"],
   );
 

@@ -34,6 +34,26 @@ describe("job queue", () => {
     expect(q.depth).toBe(0);
   });
 
+  it("with a rank, takes the lowest rank in order (the worker ranks by the model's running batches); urgent still first", () => {
+    const q = queue();
+    for (const [id, model] of [
+      ["a1", "a"],
+      ["a2", "a"],
+      ["b1", "b"],
+      ["a3", "a"],
+      ["b2", "b"],
+    ])
+      q.enqueue(job(id, 86_400, 0, { model }));
+    const running = new Map<string, number>([["a", 2]]);
+    const rank = (j: QueuedJob) => running.get(j.model ?? "") ?? 0;
+    expect(q.peekNext(NOW, rank)?.batchId).toBe("b1");
+    running.set("b", 3);
+    expect(q.peekNext(NOW, rank)?.batchId).toBe("a1");
+    q.enqueue(job("urgent-a", 86_400, 86_400 - 100, { model: "a" }));
+    expect(q.peekNext(NOW, rank)?.batchId).toBe("urgent-a");
+    expect(q.find((j) => j.model === "b")?.batchId).toBe("b1");
+  });
+
   it("takes urgent jobs first, earliest deadline first, the rest in order", () => {
     const q = queue();
     q.enqueue(job("relaxed-1"));

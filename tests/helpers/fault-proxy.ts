@@ -4,6 +4,7 @@
 // every fault was met and survived.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { rng as seeded } from "../../bench/fuzz.js";
 
 export type Fault = "429-retry-after" | "429" | "503" | "reset" | "slow";
 
@@ -24,18 +25,6 @@ export interface FaultProxy {
   /** Change the fault rate (0 stops the faults). */
   setRate(rate: number): void;
   close(): Promise<void>;
-}
-
-/** mulberry32: a small seeded generator, so a failing run can be repeated. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultProxy> {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, type Config } from "../../api/config.js";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
-import { runOffline } from "../../runner/run-offline.js";
+import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { startFileServer, type FileServer } from "../helpers/file-server.js";
 import { testModelPath } from "../helpers/model.js";
 import { repoRoot } from "../helpers/process.js";
@@ -328,5 +328,26 @@ describe("npm run batch (the command line)", () => {
     expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
     expect(r.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
     expect(rows(readFileSync(out, "utf8"))).toHaveLength(4);
+  });
+
+  it("routes by the lines' model with --models-file, and refuses a model the file does not serve", async () => {
+    const models = path.join(dir, "models.yaml");
+    writeFileSync(
+      models,
+      `models:\n  - { name: tiny, aliases: [m], local: { path: ${await testModelPath()}, sequences: 2, context_size: 256 } }\n`,
+    );
+    const input = path.join(dir, "routed.jsonl");
+    writeFileSync(input, `${chat("a", "Once upon a time")}\n`);
+    const out = path.join(dir, "routed-out.jsonl");
+    const a = args(input, out, ["--models-file", models]);
+    const ok = await run(a, withArgs(config, a));
+    expect(ok.exitCode).toBe(0);
+    expect(rows(readFileSync(out, "utf8"))[0].response.body.model).toBe("tiny");
+
+    writeFileSync(input, `${chat("a", "Once upon a time").replace('"model":"m"', '"model":"gpt-4o"')}\n`);
+    const refused = await run(a, withArgs(config, a));
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toMatch(/the model 'gpt-4o' is not in the models file; it serves tiny, m/);
+    expect(parseRunnerArgs(["-i", input, "-o", out, "--model", "x.gguf", "--models-file", models])).toMatchObject({ kind: "usage" });
   });
 });
