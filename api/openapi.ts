@@ -58,8 +58,20 @@ const BackendSchema = z
 const ReadySchema = z
   .object({
     status: z.literal("ready"),
-    model: z.string().openapi({ description: "The model that serves every request." }),
+    model: z
+      .string()
+      .openapi({ description: "The primary model (the default one, else the first of the models file): up from the start." }),
     backend: BackendSchema,
+    models: z
+      .array(
+        z.object({
+          name: z.string(),
+          kind: z.enum(["local", "upstream"]),
+          state: z.enum(["unloaded", "loading", "loaded"]),
+          batches: z.number().int().openapi({ description: "Batches using it now." }),
+        }),
+      )
+      .openapi({ description: "Every model of the registry and whether it is up; local ones load when a batch needs them." }),
   })
   .openapi("Ready");
 const HealthSchema = z.object({ status: z.literal("ok") }).openapi("Health", { example: { status: "ok" } });

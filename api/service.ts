@@ -58,6 +58,7 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
     status: controlPlane.status,
     backendInfo: () => backend.info,
     registry,
+    modelStatus: () => models.status(),
     logger,
     metrics,
   });

@@ -30,6 +30,8 @@ export interface AppDeps {
   backendInfo: () => BackendInfo | null;
   /** The models served (GET /v1/models). */
   registry: ModelRegistry;
+  /** Their state (GET /ready). */
+  modelStatus?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
   logger: pino.Logger;
   /** Serves GET /metrics and counts every request when set. */
   metrics?: Metrics;
@@ -50,7 +52,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
 
   // Open routes: health checks and documentation must work without a key; none of them reads a body.
-  app.use(systemRouter({ service, backendInfo: deps.backendInfo, statusPage: readStatusPage() }));
+  app.use(systemRouter({ service, backendInfo: deps.backendInfo, models: deps.modelStatus, statusPage: readStatusPage() }));
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 

@@ -6,6 +6,8 @@ import { modelNotReady } from "../errors.js";
 export interface SystemRouteDeps {
   service: { name: string; version: string };
   backendInfo: () => BackendInfo | null;
+  /** Every model of the registry and its state. */
+  models?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
   /** The status page's HTML, sent to a client that prefers text/html (a browser). */
   statusPage?: string;
 }
@@ -44,6 +46,7 @@ export function systemRouter(deps: SystemRouteDeps): Router {
         generated_model: info.generatedModel,
         settings: info.settings,
       },
+      models: (deps.models?.() ?? []).map(({ name, kind, state, batches }) => ({ name, kind, state, batches })),
     });
   });
 
