@@ -28,19 +28,8 @@ export const badRequest = (message: string, param: string | null = null, code: s
 export const notFound = (what: string, id: string, param: string | null = null) =>
   new ApiError(404, `No ${what} found with id '${id}'.`, "invalid_request_error", "not_found", param);
 
-export const queueFull = (retryAfterSeconds: number) =>
-  new ApiError(429, "The batch queue is full; retry later.", "rate_limit_error", "queue_full", null, {
-    "Retry-After": String(retryAfterSeconds),
-  });
-
 export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>'.") =>
   new ApiError(401, message, "authentication_error", "invalid_api_key");
-
-/** The service is draining for a shutdown: nothing new is accepted, a client should retry (elsewhere or later). */
-export const shuttingDown = (retryAfterSeconds: number) =>
-  new ApiError(503, "The service is shutting down and accepts no new batches; retry shortly.", "server_error", "shutting_down", null, {
-    "Retry-After": String(retryAfterSeconds),
-  });
 
 /** The errno of a failure that means the machine's disk or file descriptors ran out, else undefined. */
 export function exhaustedErrno(err: unknown): string | undefined {

@@ -3,7 +3,9 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import type { PoolStatus, QueueStats } from "./contracts.js";
-import { badRequest, fileTooLarge, internalError, modelNotReady, notFound, queueFull, unauthorized } from "./errors.js";
+import { queueFull } from "./control/errors.js";
+import { badRequest, fileTooLarge, internalError, modelNotReady, notFound, unauthorized } from "./errors.js";
+import { toApiError } from "./http/error-handler.js";
 import { BatchSchema, ErrorSchema, FileDeletedSchema, FileObjectSchema, listOf } from "./schemas/objects.js";
 import {
   BatchIdParams,
@@ -124,7 +126,7 @@ const ERROR_EXAMPLES: Record<number, object> = {
   401: unauthorized().toBody(),
   404: notFound("batch", "batch_x").toBody(),
   413: fileTooLarge(209_715_200).toBody(),
-  429: queueFull(30).toBody(),
+  429: toApiError(queueFull(30), { maxFileBytes: 0 })!.toBody(),
   500: internalError().toBody(),
   503: modelNotReady().toBody(),
 };

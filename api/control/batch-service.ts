@@ -9,7 +9,7 @@ import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, FileStore, Owner, Page } from "../contracts.js";
-import { badRequest, notFound, shuttingDown } from "../errors.js";
+import { InvalidRequestError, NotFoundError, shuttingDown } from "./errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
 import { newBatchId } from "../stores/ids.js";
@@ -60,10 +60,11 @@ export class QueueingBatchService implements BatchService {
 
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = this.deps.files.get(input.input_file_id, input.owner);
-    if (!file) throw notFound("file", input.input_file_id, "input_file_id");
+    if (!file) throw new NotFoundError("file", input.input_file_id, "input_file_id");
     if (file.object.purpose !== "batch") {
-      throw badRequest(
+      throw new InvalidRequestError(
         `File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
+        "invalid_request",
         "input_file_id",
       );
     }
@@ -103,7 +104,7 @@ export class QueueingBatchService implements BatchService {
   async cancel(id: string, owner: Owner): Promise<Batch> {
     const { store, worker, queue, runner, logger, now } = this.deps;
     const rec = store.get(id, owner);
-    if (!rec) throw notFound("batch", id);
+    if (!rec) throw new NotFoundError("batch", id);
     const b = rec.batch;
     // Nothing to cancel: already over or being cancelled.
     if (isEnding(b.status)) return snapshot(b);
@@ -169,10 +170,10 @@ export class QueueingBatchService implements BatchService {
     const { config, store, queue, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
     if (!(ENDPOINTS as readonly string[]).includes(input.endpoint)) {
-      throw badRequest(
+      throw new InvalidRequestError(
         `This deployment serves ${ENDPOINTS.join(", ")}; a batch for '${input.endpoint}' cannot run here.`,
-        "endpoint",
         "unsupported_value",
+        "endpoint",
       );
     }
     // A batch accepted now could not start before the restart, and its state might land after the final flush.

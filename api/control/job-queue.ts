@@ -3,7 +3,7 @@
 // given a rank, the lowest rank in submission order (the worker ranks by model, so that a batch for one model
 // does not wait behind another model's).
 import Denque from "denque";
-import { queueFull } from "../errors.js";
+import { queueFull } from "./errors.js";
 
 export interface QueuedJob {
   batchId: string;

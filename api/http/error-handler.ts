@@ -3,6 +3,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
+import { ControlError, NotFoundError, UnavailableError } from "../control/errors.js";
 import { ApiError, badRequest, exhaustedErrno, fileTooLarge, internalError, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
@@ -57,9 +58,20 @@ function fromHttpError(err: HttpError): ApiError | undefined {
   return new ApiError(status, err.expose && err.message ? err.message : "Bad request.", "invalid_request_error", null);
 }
 
+/** The control plane's refusals as HTTP answers: 404, 429 or 503 with Retry-After, else 400. */
+function fromControlError(err: ControlError): ApiError {
+  if (err instanceof NotFoundError) return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
+  if (err instanceof UnavailableError) {
+    const [status, type] = err.code === "queue_full" ? ([429, "rate_limit_error"] as const) : ([503, "server_error"] as const);
+    return new ApiError(status, err.message, type, err.code, err.param, { "Retry-After": String(err.retryAfterSeconds) });
+  }
+  return new ApiError(400, err.message, "invalid_request_error", err.code, err.param);
+}
+
 /** Maps anything thrown by a route or middleware to an ApiError; undefined means "unexpected". */
 export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiError | undefined {
   if (err instanceof ApiError) return err;
+  if (err instanceof ControlError) return fromControlError(err);
   if (err instanceof MulterError) return fromMulter(err, opts.maxFileBytes);
   // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
   if (err instanceof z.ZodError) return fromZodError(err);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseCompletionWindow } from "../../api/control/completion-window.js";
-import { ApiError } from "../../api/errors.js";
+import { InvalidRequestError } from "../../api/control/errors.js";
 
 describe("parseCompletionWindow", () => {
   it("accepts OpenAI's 24h and other durations", () => {
@@ -18,13 +18,12 @@ describe("parseCompletionWindow", () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).status).toBe(400);
-    expect((err as ApiError).param).toBe("completion_window");
+    expect(err).toBeInstanceOf(InvalidRequestError);
+    expect((err as InvalidRequestError).param).toBe("completion_window");
   });
 
   it("rejects non-strings without crashing", () => {
-    expect(() => parseCompletionWindow(undefined as unknown as string)).toThrow(ApiError);
-    expect(() => parseCompletionWindow(24 as unknown as string)).toThrow(ApiError);
+    expect(() => parseCompletionWindow(undefined as unknown as string)).toThrow(InvalidRequestError);
+    expect(() => parseCompletionWindow(24 as unknown as string)).toThrow(InvalidRequestError);
   });
 });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
-import { ApiError } from "../../api/errors.js";
+import { InvalidRequestError, NotFoundError } from "../../api/control/errors.js";
 import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
 const bed = controlTestbed();
@@ -101,28 +101,29 @@ describe("control plane with the real engine", () => {
     expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
   });
 
-  it("refuses a missing input file (404) and a bad completion window (400)", async () => {
+  it("refuses a missing input file (not found) and a bad completion window (invalid), in its own terms", async () => {
     await start();
     const missing = cp.batches.create({ input_file_id: "file-nope", endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await expect(missing).rejects.toMatchObject({ status: 404, param: "input_file_id" });
+    await expect(missing).rejects.toBeInstanceOf(NotFoundError);
+    await expect(missing).rejects.toMatchObject({ code: "not_found", param: "input_file_id" });
     const file = await upload(cp, dir, completionLines(1), "alice");
     await expect(
       cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: "bob" }),
-    ).rejects.toMatchObject({ status: 404 });
+    ).rejects.toBeInstanceOf(NotFoundError);
     const bad = cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "soon", owner: "alice" });
-    await expect(bad).rejects.toBeInstanceOf(ApiError);
-    await expect(bad).rejects.toMatchObject({ status: 400, param: "completion_window" });
-    await expect(cp.batches.cancel("batch_nope", null)).rejects.toMatchObject({ status: 404 });
+    await expect(bad).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(bad).rejects.toMatchObject({ param: "completion_window" });
+    await expect(cp.batches.cancel("batch_nope", null)).rejects.toBeInstanceOf(NotFoundError);
   });
 
-  it("answers 429 with Retry-After when the queue is full", async () => {
+  it("refuses with queue_full and a retry delay when the queue is full", async () => {
     await start({ MAX_QUEUE_DEPTH: "1", SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
     const file = await upload(cp, dir, completionLines(40, { maxTokens: 48 }));
     const create = () => cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const running = await create();
     await waitFor(cp, running.id, inStatus("in_progress"));
     const queued = await create();
-    await expect(create()).rejects.toMatchObject({ status: 429, code: "queue_full", headers: { "Retry-After": "30" } });
+    await expect(create()).rejects.toMatchObject({ code: "queue_full", retryAfterSeconds: 30 });
     expect(cp.status.queueStats()).toMatchObject({ depth: 1, max_depth: 1, running: 1 });
     await cp.batches.cancel(queued.id, null);
     await cp.batches.cancel(running.id, null);

@@ -7,7 +7,7 @@ import express from "express";
 import request from "supertest";
 import { z } from "zod";
 import { afterAll, describe, expect, it } from "vitest";
-import { queueFull } from "../../api/errors.js";
+import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../api/control/errors.js";
 import { errorHandler, unknownRoute } from "../../api/http/error-handler.js";
 import { acceptUpload, uploadDir } from "../../api/http/upload.js";
 
@@ -26,6 +26,15 @@ function app() {
   });
   a.get("/api-error", () => {
     throw queueFull(30);
+  });
+  a.get("/draining", () => {
+    throw shuttingDown(5);
+  });
+  a.get("/missing", () => {
+    throw new NotFoundError("batch", "batch_x");
+  });
+  a.get("/invalid", () => {
+    throw new InvalidRequestError("Invalid completion_window 'x'.", "invalid_request", "completion_window");
   });
   a.get("/zod", () => {
     z.object({ limit: z.number() }).parse({ limit: "x" });
@@ -93,11 +102,21 @@ describe("error handler", () => {
     }
   });
 
-  it("renders ApiError with its status, code and headers", async () => {
+  it("renders the control plane's refusals with their status, code and headers", async () => {
     const res = await request(a).get("/api-error");
     expect(res.status).toBe(429);
     expect(res.headers["retry-after"]).toBe("30");
     expect(res.body.error).toMatchObject({ type: "rate_limit_error", code: "queue_full", param: null });
+    const draining = await request(a).get("/draining");
+    expect(draining.status).toBe(503);
+    expect(draining.headers["retry-after"]).toBe("5");
+    expect(draining.body.error).toMatchObject({ type: "server_error", code: "shutting_down" });
+    expect((await request(a).get("/missing")).body).toEqual({
+      error: { message: "No batch found with id 'batch_x'.", type: "invalid_request_error", param: null, code: "not_found" },
+    });
+    const invalid = await request(a).get("/invalid");
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_request", param: "completion_window" });
   });
 
   it("turns a stray ZodError into a 400 naming the param", async () => {

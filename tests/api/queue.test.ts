@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isUrgent, JobQueue, type QueuedJob } from "../../api/control/job-queue.js";
-import { ApiError } from "../../api/errors.js";
+import { UnavailableError } from "../../api/control/errors.js";
 
 const NOW = 1_000_000;
 let seq = 0;
@@ -78,7 +78,7 @@ describe("job queue", () => {
     expect(isUrgent({ submittedAt: NOW - 5000, deadlineAt: NOW + 599 }, NOW, 600)).toBe(true);
   });
 
-  it("rejects a job over MAX_QUEUE_DEPTH with a 429 carrying Retry-After", () => {
+  it("rejects a job over MAX_QUEUE_DEPTH with queue_full and a retry delay", () => {
     const q = queue(2);
     q.enqueue(job("a"));
     q.enqueue(job("b"));
@@ -88,10 +88,8 @@ describe("job queue", () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).status).toBe(429);
-    expect((err as ApiError).code).toBe("queue_full");
-    expect((err as ApiError).headers["Retry-After"]).toBe("30");
+    expect(err).toBeInstanceOf(UnavailableError);
+    expect(err).toMatchObject({ code: "queue_full", retryAfterSeconds: 30 });
     expect(q.depth).toBe(2);
     // Recovered jobs bypass the bound; they were accepted before a restart.
     q.enqueue(job("recovered"), { force: true });

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ApiError } from "../../api/errors.js";
+import { InvalidRequestError } from "../../api/control/errors.js";
 import { DiskFileStore } from "../../api/stores/file-store.js";
 
 const logger = pino({ level: "silent" });
@@ -115,7 +115,7 @@ describe("file store", () => {
     const batchOnly = store.list({ limit: 100, order: "asc", owner: null, purpose: "batch" }).data;
     expect(batchOnly.map((f) => f.id)).toEqual(asc.filter((id) => id !== ids[4]));
 
-    expect(() => store.list({ limit: 2, order: "asc", owner: null, after: "file-unknown" })).toThrow(ApiError);
+    expect(() => store.list({ limit: 2, order: "asc", owner: null, after: "file-unknown" })).toThrow(InvalidRequestError);
   });
 
   it("skips corrupt metadata on load instead of failing", async () => {
