@@ -45,7 +45,7 @@ const ConfigSchema = z.object({
   }),
   pipeline: z.object({ batchSize: int(1), concurrency: int(0) }),
   pools: z.object({
-    spot: z.object({ capacity: int(0) }),
+    spot: z.object({ capacity: int(0), preemptCooldownSeconds: int(0) }),
     dedicated: z.object({ capacity: int(0) }),
   }),
   slaUrgentSeconds: int(0),
@@ -124,6 +124,12 @@ const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unkno
   { path: "pipeline.batchSize", env: "PIPELINE_BATCH_SIZE", yaml: "pipeline.batch_size", default: 64 },
   { path: "pipeline.concurrency", env: "PIPELINE_CONCURRENCY", yaml: "pipeline.concurrency", default: 0 },
   { path: "pools.spot.capacity", env: "SPOT_CAPACITY", yaml: "pools.spot.capacity", default: 2 },
+  {
+    path: "pools.spot.preemptCooldownSeconds",
+    env: "SPOT_PREEMPT_COOLDOWN_SECONDS",
+    yaml: "pools.spot.preempt_cooldown_seconds",
+    default: 60,
+  },
   { path: "pools.dedicated.capacity", env: "DEDICATED_CAPACITY", yaml: "pools.dedicated.capacity", default: 1 },
   { path: "slaUrgentSeconds", env: "SLA_URGENT_SECONDS", yaml: "sla.urgent_seconds", default: 600 },
   { path: "http.headersTimeoutSeconds", env: "HTTP_HEADERS_TIMEOUT_SECONDS", default: 20 },

@@ -83,10 +83,17 @@ export interface PoolStatus {
   capacity: number;
   in_use: number;
   available: number;
+  /** Slots taken away by a simulated preemption, back after the cooldown. */
+  preempted: number;
   jobs: string[];
 }
 
 export interface ControlPlaneStatus {
   queueStats(): QueueStats;
   poolStatus(): PoolStatus[];
+  /**
+   * Simulates losing the spot capacity: its running batches checkpoint (what finished stays, nothing runs twice)
+   * and go back to the queue first in line, to resume on dedicated capacity or on spot once it is back.
+   */
+  preemptSpot(): { preempted: string[]; cooldown_seconds: number };
 }

@@ -30,6 +30,7 @@ const PoolStatusSchema = z
     capacity: z.number().int(),
     in_use: z.number().int(),
     available: z.number().int(),
+    preempted: z.number().int().openapi({ description: "Slots taken away by a simulated preemption, back after the cooldown." }),
     jobs: z.array(z.string()).openapi({ description: "Ids of the batches holding a slot (with keys on: the caller's own)." }),
   })
   .openapi("PoolStatus") satisfies z.ZodType<PoolStatus>;
@@ -39,8 +40,8 @@ const PoolsSchema = z.object({ simulated: z.literal(true), pools: z.array(PoolSt
   example: {
     simulated: true,
     pools: [
-      { name: "spot", capacity: 2, in_use: 1, available: 1, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
-      { name: "dedicated", capacity: 1, in_use: 0, available: 1, jobs: [] },
+      { name: "spot", capacity: 2, in_use: 1, available: 1, preempted: 0, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
+      { name: "dedicated", capacity: 1, in_use: 0, available: 1, preempted: 0, jobs: [] },
     ],
   },
 });
@@ -313,6 +314,35 @@ function registerOperations(r: OpenAPIRegistry) {
       tags: ["Proof of concept"],
       summary: "Queue depth",
       responses: { 200: json(QueueStatsSchema, "Jobs waiting, the bound, and jobs running."), ...errors(401) },
+    }),
+  );
+  r.registerPath(
+    keyed({
+      method: "post",
+      path: "/pools/spot/preempt",
+      tags: ["Proof of concept"],
+      summary: "Simulate a spot preemption: the spot batches checkpoint and resume on other capacity",
+      description:
+        "The spot pool's slots are gone for SPOT_PREEMPT_COOLDOWN_SECONDS. Its running batches stop as on a shutdown " +
+        "(requests in flight get SHUTDOWN_GRACE_SECONDS to finish and are kept; nothing runs twice) and go back to the " +
+        "queue first in line, to resume on dedicated capacity, or on spot once it is back.",
+      responses: {
+        200: json(
+          z
+            .object({
+              simulated: z.literal(true),
+              pool: z.literal("spot"),
+              preempted: z
+                .array(z.string())
+                .openapi({ description: "The batches that were running on spot (with keys on: the caller's own)." }),
+              cooldown_seconds: z.number().int(),
+              pools: z.array(PoolStatusSchema),
+            })
+            .openapi("Preemption"),
+          "What was preempted, and the pools after it.",
+        ),
+        ...errors(401),
+      },
     }),
   );
   r.registerPath(

@@ -114,7 +114,10 @@ export class QueueingBatchService implements BatchService {
       // The deadline (or another end) was decided first: answer with how the batch ended, never with a
       // status that is about to change under the client (one ordered decision, whichever wins).
       await Promise.all([worker.settled(id), runner.closedOut(id)]);
-      return snapshot(store.get(id)?.batch ?? b);
+      const after = store.get(id)?.batch ?? b;
+      // A preempted batch stopped with a checkpoint and went back to the queue: the cancel applies to it there.
+      if (!isEnding(after.status) && !worker.isRunning(id) && !worker.closing) return this.cancel(id, owner);
+      return snapshot(after);
     }
     if (worker.isRunning(id)) {
       transition(b, "cancelling", now());

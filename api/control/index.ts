@@ -65,6 +65,10 @@ export async function createControlPlane(deps: {
     logger: deps.logger.child({ component: "worker" }),
     urgentSeconds: config.slaUrgentSeconds,
     now,
+    requeue: (job) => {
+      const rec = store.get(job.batchId);
+      if (rec) batches.schedule(rec, { resumed: true });
+    },
     runsUpstream: (job) => models.registry.resolve(job.model)?.backend.kind === "upstream",
     isLoaded: (job) => models.isLoaded(models.registry.resolve(job.model)?.name ?? ""),
   });
@@ -101,7 +105,17 @@ export async function createControlPlane(deps: {
   return {
     files,
     batches,
-    status: { queueStats: () => worker.stats(), poolStatus: () => scheduler.status() },
+    status: {
+      queueStats: () => worker.stats(),
+      poolStatus: () => scheduler.status(),
+      preemptSpot: () => ({
+        preempted: worker.preempt("spot", {
+          graceMs: config.shutdownGraceSeconds * 1000,
+          cooldownMs: config.pools.spot.preemptCooldownSeconds * 1000,
+        }),
+        cooldown_seconds: config.pools.spot.preemptCooldownSeconds,
+      }),
+    },
     worker,
     collector,
     close() {

@@ -105,7 +105,10 @@ export class JobRunner {
     applyProgress(b, result);
     if (result.aborted?.code === "shutdown") {
       await store.save(b.id);
-      logger.info({ batch_id: b.id, request_counts: b.request_counts }, "batch stopped for shutdown; it resumes on restart");
+      logger.info(
+        { batch_id: b.id, request_counts: b.request_counts, reason: result.aborted.message },
+        "batch checkpointed: it resumes where it stopped",
+      );
       return;
     }
     // A cancel may have landed after the last request finished: it still wins.

@@ -17,6 +17,8 @@ export interface Lease {
 interface Pool {
   capacity: number;
   jobs: Set<string>;
+  /** Slots lost to a simulated preemption until their cooldown ends. */
+  lost: number;
 }
 
 export interface PoolCapacities {
@@ -34,8 +36,8 @@ export class PoolScheduler {
     private readonly logger: pino.Logger,
   ) {
     this.pools = {
-      spot: { capacity: capacities.spot.capacity, jobs: new Set() },
-      dedicated: { capacity: capacities.dedicated.capacity, jobs: new Set() },
+      spot: { capacity: capacities.spot.capacity, jobs: new Set(), lost: 0 },
+      dedicated: { capacity: capacities.dedicated.capacity, jobs: new Set(), lost: 0 },
     };
   }
 
@@ -55,7 +57,7 @@ export class PoolScheduler {
     const order: PoolName[] = opts.urgent ? ["dedicated", "spot"] : ["spot", "dedicated"];
     for (const [i, name] of order.entries()) {
       const pool = this.pools[name];
-      if (pool.jobs.size >= pool.capacity) continue;
+      if (pool.jobs.size >= pool.capacity - pool.lost) continue;
       pool.jobs.add(jobId);
       const lease: Lease = { jobId, pool: name, fallback: i > 0 };
       this.held.add(lease);
@@ -76,6 +78,24 @@ export class PoolScheduler {
     for (const listener of this.releaseListeners) listener();
   }
 
+  /** `slots` of the pool are gone for `cooldownMs` (a simulated preemption); new jobs are placed around them. */
+  lose(name: PoolName, slots: number, cooldownMs: number): void {
+    const pool = this.pools[name];
+    const lost = Math.min(slots, pool.capacity - pool.lost);
+    if (lost <= 0) return;
+    pool.lost += lost;
+    this.logger.warn(
+      { pool: name, slots: lost, cooldown_ms: cooldownMs },
+      `${name} capacity preempted: its slots are back after the cooldown`,
+    );
+    const timer = setTimeout(() => {
+      pool.lost -= lost;
+      this.logger.info({ pool: name, slots: lost }, `${name} capacity is back after its preemption`);
+      for (const listener of this.releaseListeners) listener();
+    }, cooldownMs);
+    timer.unref();
+  }
+
   onRelease(listener: () => void): void {
     this.releaseListeners.push(listener);
   }
@@ -83,7 +103,14 @@ export class PoolScheduler {
   status(): PoolStatus[] {
     return (["spot", "dedicated"] as const).map((name) => {
       const p = this.pools[name];
-      return { name, capacity: p.capacity, in_use: p.jobs.size, available: p.capacity - p.jobs.size, jobs: [...p.jobs] };
+      return {
+        name,
+        capacity: p.capacity,
+        in_use: p.jobs.size,
+        available: Math.max(0, p.capacity - p.lost - p.jobs.size),
+        preempted: p.lost,
+        jobs: [...p.jobs],
+      };
     });
   }
 }

@@ -26,9 +26,13 @@ export interface WorkerOptions {
   runsUpstream?: (job: QueuedJob) => boolean;
   /** The job's model is loaded in this process: among equals, its batches go first (no load to wait for). */
   isLoaded?: (job: QueuedJob) => boolean;
+  /** A preempted job has settled with its checkpoint: put it back in the queue (first in line). */
+  requeue?: (job: QueuedJob) => void;
 }
 
 interface Running {
+  job: QueuedJob;
+  preempted?: boolean;
   model?: string;
   controller: AbortController;
   drain: AbortController;
@@ -37,6 +41,11 @@ interface Running {
 }
 
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
+/** A checkpoint like a shutdown's: nothing is written for what did not run, and the batch resumes. */
+export const PREEMPTED: AbortReason = {
+  code: "shutdown",
+  message: "Its spot capacity was preempted; the batch resumes from its checkpoint.",
+};
 
 /** An aborted request stops within a token, so settling after the abort needs far less than the drain. */
 const MAX_ABORT_SETTLE_MS = 5_000;
@@ -100,10 +109,13 @@ export class Worker {
       .then(() => this.opts.runJob(job, lease, controller.signal, drain.signal))
       .catch((err) => this.opts.logger.error({ err, batch_id: job.batchId }, "batch job failed unexpectedly"))
       .finally(() => {
+        const run = this.running.get(job.batchId);
         this.running.delete(job.batchId);
+        // Before the slot goes back, so the wake that follows the release finds it queued.
+        if (run?.preempted && !this.isClosing) this.opts.requeue?.({ ...job, resumed: true });
         this.opts.scheduler.release(lease);
       });
-    this.running.set(job.batchId, { controller, drain, lease, done, model: job.model });
+    this.running.set(job.batchId, { job, controller, drain, lease, done, model: job.model });
   }
 
   private runningFor(model: string | undefined): number {
@@ -153,6 +165,28 @@ export class Worker {
     timer.unref();
     void run.done.finally(() => clearTimeout(timer));
     return true;
+  }
+
+  /**
+   * Takes `pool`'s capacity away (a simulated spot preemption): its running jobs drain as on a shutdown (requests
+   * in flight get graceMs to finish and be written), then go back to the queue to resume; the slots come back
+   * after cooldownMs. Returns the ids of the jobs preempted.
+   */
+  preempt(pool: "spot", opts: { graceMs: number; cooldownMs: number }): string[] {
+    const ids: string[] = [];
+    for (const [id, run] of this.running) {
+      if (run.lease.pool !== pool || run.controller.signal.aborted || run.drain.signal.aborted) continue;
+      run.preempted = true;
+      run.drain.abort(PREEMPTED);
+      const timer = setTimeout(() => run.controller.abort(PREEMPTED), opts.graceMs);
+      timer.unref();
+      void run.done.finally(() => clearTimeout(timer));
+      ids.push(id);
+    }
+    const capacity = this.opts.scheduler.status().find((p) => p.name === pool)?.capacity ?? 0;
+    this.opts.scheduler.lose(pool, capacity, opts.cooldownMs);
+    this.opts.logger.warn({ pool, batches: ids }, "spot capacity preempted: its batches checkpoint and go back to the queue");
+    return ids;
   }
 
   /** `running` counts jobs holding a pool slot (a job gives its slot back the moment it turns final). */

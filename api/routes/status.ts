@@ -21,5 +21,18 @@ export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchS
     res.json({ simulated: true, pools: poolsVisibleTo(status, batches, ownerFrom(res)) });
   });
 
+  // Simulates the loss of the spot capacity (a cloud's spot reclaim): its batches checkpoint and resume elsewhere.
+  router.post("/pools/spot/preempt", (_req, res) => {
+    const owner = ownerFrom(res);
+    const { preempted, cooldown_seconds } = status.preemptSpot();
+    res.json({
+      simulated: true,
+      pool: "spot",
+      preempted: owner === null ? preempted : preempted.filter((id) => batches.get(id, owner)),
+      cooldown_seconds,
+      pools: poolsVisibleTo(status, batches, owner),
+    });
+  });
+
   return router;
 }

@@ -202,6 +202,7 @@ describe("operational and system routes", () => {
         capacity: expect.any(Number),
         in_use: expect.any(Number),
         available: expect.any(Number),
+        preempted: 0,
         jobs: expect.any(Array),
       });
   });
@@ -230,5 +231,15 @@ describe("operational and system routes", () => {
     expect((await request(app()).get("/health").set("x-request-id", "abc-123")).headers["x-request-id"]).toBe("abc-123");
     const odd = (await request(app()).get("/health").set("x-request-id", "bad id\twith spaces")).headers["x-request-id"];
     expect(odd).toMatch(/^req_[0-9a-f]{32}$/);
+  });
+});
+
+describe("simulated spot preemption (last: the spot capacity stays gone for its cooldown)", () => {
+  it("POST /pools/spot/preempt takes the spot slots away and says what was preempted", async () => {
+    const res = await request(app()).post("/pools/spot/preempt");
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ simulated: true, pool: "spot", preempted: [], cooldown_seconds: 60 });
+    const spot = res.body.pools.find((p: any) => p.name === "spot");
+    expect(spot).toMatchObject({ preempted: spot.capacity, available: 0 });
   });
 });

@@ -21,8 +21,8 @@ describe("pool scheduler (simulated pools)", () => {
     expect([a.fallback, c.fallback]).toEqual([false, true]);
     expect(s.tryAcquire("d", { urgent: false })).toBeUndefined();
     expect(s.status()).toEqual([
-      { name: "spot", capacity: 2, in_use: 2, available: 0, jobs: ["a", "b"] },
-      { name: "dedicated", capacity: 1, in_use: 1, available: 0, jobs: ["c"] },
+      { name: "spot", capacity: 2, in_use: 2, available: 0, preempted: 0, jobs: ["a", "b"] },
+      { name: "dedicated", capacity: 1, in_use: 1, available: 0, preempted: 0, jobs: ["c"] },
     ]);
     expect(lines.some((l) => l.batch_id === "c" && /falls back to the dedicated pool/.test(l.msg))).toBe(true);
     expect(lines.some((l) => l.batch_id === "a" && l.pool === "spot" && /assigned/.test(l.msg))).toBe(true);
@@ -52,5 +52,18 @@ describe("pool scheduler (simulated pools)", () => {
     const s = new PoolScheduler(pools(0, 1), pino({ level: "silent" }));
     expect(s.totalCapacity).toBe(1);
     expect(s.tryAcquire("a", { urgent: false })).toMatchObject({ pool: "dedicated", fallback: true });
+  });
+
+  it("places no job on slots lost to a preemption until their cooldown ends, then wakes the worker", async () => {
+    const s = new PoolScheduler(pools(2, 1), captured().logger);
+    let woken = 0;
+    s.onRelease(() => woken++);
+    s.lose("spot", 2, 30);
+    expect(s.tryAcquire("a", { urgent: false })).toMatchObject({ pool: "dedicated", fallback: true });
+    expect(s.tryAcquire("b", { urgent: false })).toBeUndefined();
+    expect(s.status()[0]).toMatchObject({ capacity: 2, preempted: 2, available: 0 });
+    await new Promise((r) => setTimeout(r, 60));
+    expect(woken).toBe(1);
+    expect(s.tryAcquire("b", { urgent: false })).toMatchObject({ pool: "spot" });
   });
 });

@@ -1,0 +1,58 @@
+// A simulated spot preemption in the embedded mode: the batch running on spot checkpoints (the requests in
+// flight finish and are kept), goes back to the queue first, resumes on dedicated capacity while spot is gone,
+// and completes with every request run exactly once. The real engine, counted by a wrapper.
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { observe, type Observed } from "../pipeline/engine.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
+
+const bed = controlTestbed();
+
+describe("spot preemption", () => {
+  it("moves the spot batch to dedicated capacity from its checkpoint, nothing lost or run twice", async () => {
+    let observed: Observed | undefined;
+    const cp = await bed.open(
+      { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "1", SHUTDOWN_GRACE_SECONDS: "30", SPOT_PREEMPT_COOLDOWN_SECONDS: "600" },
+      (e) => (observed = observe(e)),
+    );
+    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const running = await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 4);
+    expect(running.pool).toBe("spot");
+
+    const { preempted, cooldown_seconds } = cp.status.preemptSpot();
+    expect(preempted).toEqual([batch.id]);
+    expect(cooldown_seconds).toBe(600);
+    expect(cp.status.poolStatus().find((p) => p.name === "spot")).toMatchObject({ preempted: 1, available: 0 });
+
+    const moved = await waitFor(cp, batch.id, (b) => b.pool === "dedicated");
+    expect(moved.status).toBe("in_progress");
+    const done = await waitFor(cp, batch.id, inStatus("completed"), { timeoutMs: 120_000 });
+    expect(done.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    const ids = readJsonl(path.join(bed.dir, batch.id, "output.jsonl")).map((l) => l.custom_id);
+    expect(new Set(ids).size).toBe(40);
+    // No request reached the engine twice: what finished before the preemption was not run again.
+    expect(observed!.calls).toHaveLength(40);
+    expect(new Set(observed!.calls).size).toBe(40);
+    // While the spot capacity is gone, a new batch goes to dedicated too.
+    const next = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    expect((await waitFor(cp, next.id, (b) => b.pool !== null)).pool).toBe("dedicated");
+  });
+
+  it("a cancel that arrives while the preempted batch checkpoints still cancels it", async () => {
+    const cp = await bed.open({
+      SPOT_CAPACITY: "1",
+      DEDICATED_CAPACITY: "0",
+      SHUTDOWN_GRACE_SECONDS: "30",
+      SPOT_PREEMPT_COOLDOWN_SECONDS: "600",
+    });
+    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
+    expect(cp.status.preemptSpot().preempted).toEqual([batch.id]);
+    const cancelled = await cp.batches.cancel(batch.id, null);
+    expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+    const done = await waitFor(cp, batch.id, inStatus("cancelled"));
+    expect(done.request_counts.completed + done.request_counts.failed).toBe(40);
+  });
+});
