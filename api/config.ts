@@ -45,7 +45,14 @@ const ConfigSchema = z.object({
   }),
   pipeline: z.object({ batchSize: int(1), concurrency: int(0) }),
   pools: z.object({
-    spot: z.object({ capacity: int(0), preemptCooldownSeconds: int(0) }),
+    spot: z.object({
+      capacity: int(0),
+      preemptCooldownSeconds: int(0),
+      preemptionsPerHour: z.coerce
+        .number({ error: "must be a number >= 0" })
+        .min(0, { error: "must be a number >= 0" })
+        .max(36_000, { error: "must be at most 36000" }),
+    }),
     dedicated: z.object({ capacity: int(0) }),
   }),
   slaUrgentSeconds: int(0),
@@ -130,6 +137,7 @@ const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unkno
     yaml: "pools.spot.preempt_cooldown_seconds",
     default: 60,
   },
+  { path: "pools.spot.preemptionsPerHour", env: "SPOT_PREEMPTIONS_PER_HOUR", yaml: "pools.spot.preemptions_per_hour", default: 0 },
   { path: "pools.dedicated.capacity", env: "DEDICATED_CAPACITY", yaml: "pools.dedicated.capacity", default: 1 },
   { path: "slaUrgentSeconds", env: "SLA_URGENT_SECONDS", yaml: "sla.urgent_seconds", default: 600 },
   { path: "http.headersTimeoutSeconds", env: "HTTP_HEADERS_TIMEOUT_SECONDS", default: 20 },

@@ -83,8 +83,9 @@ export interface PoolStatus {
   capacity: number;
   in_use: number;
   available: number;
-  /** Slots taken away by a simulated preemption, back after the cooldown. */
+  /** Slots taken away by a simulated preemption, back after the cooldown; preemptions since start. */
   preempted: number;
+  preemptions: number;
   jobs: string[];
 }
 

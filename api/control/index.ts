@@ -99,27 +99,30 @@ export async function createControlPlane(deps: {
     now,
   });
   collector.start(config.collectIntervalSeconds);
+  const status: ControlPlaneStatus = {
+    queueStats: () => worker.stats(),
+    poolStatus: () => scheduler.status(),
+    preemptSpot: () => ({
+      preempted: worker.preempt("spot", {
+        graceMs: config.shutdownGraceSeconds * 1000,
+        cooldownMs: config.pools.spot.preemptCooldownSeconds * 1000,
+      }),
+      cooldown_seconds: config.pools.spot.preemptCooldownSeconds,
+    }),
+  };
+  const preemptions = randomPreemptions(config.pools.spot.preemptionsPerHour, () => status.preemptSpot());
   logger.info({ batches: store.all().length, queued: queue.depth, pools: scheduler.status() }, "control plane ready");
 
   let closed: Promise<void> | undefined;
   return {
     files,
     batches,
-    status: {
-      queueStats: () => worker.stats(),
-      poolStatus: () => scheduler.status(),
-      preemptSpot: () => ({
-        preempted: worker.preempt("spot", {
-          graceMs: config.shutdownGraceSeconds * 1000,
-          cooldownMs: config.pools.spot.preemptCooldownSeconds * 1000,
-        }),
-        cooldown_seconds: config.pools.spot.preemptCooldownSeconds,
-      }),
-    },
+    status,
     worker,
     collector,
     close() {
       closed ??= (async () => {
+        preemptions.stop();
         await collector.stop();
         deadlines.clearAll();
         await worker.close({ graceMs: CLOSE_GRACE_MS });
@@ -128,4 +131,23 @@ export async function createControlPlane(deps: {
       return closed;
     },
   };
+}
+
+/**
+ * Spot reclaims at random, `perHour` on average (exponential gaps, as independent reclaims arrive), for testing
+ * how batches survive them; 0: none.
+ */
+function randomPreemptions(perHour: number, preempt: () => void): { stop(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const next = () => {
+    if (perHour <= 0) return;
+    const ms = (-Math.log(1 - Math.random()) / perHour) * 3_600_000;
+    timer = setTimeout(() => {
+      preempt();
+      next();
+    }, ms);
+    timer.unref();
+  };
+  next();
+  return { stop: () => clearTimeout(timer) };
 }

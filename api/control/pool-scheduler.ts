@@ -17,8 +17,9 @@ export interface Lease {
 interface Pool {
   capacity: number;
   jobs: Set<string>;
-  /** Slots lost to a simulated preemption until their cooldown ends. */
+  /** Slots lost to a simulated preemption until their cooldown ends, and preemptions so far. */
   lost: number;
+  preemptions: number;
 }
 
 export interface PoolCapacities {
@@ -36,8 +37,8 @@ export class PoolScheduler {
     private readonly logger: pino.Logger,
   ) {
     this.pools = {
-      spot: { capacity: capacities.spot.capacity, jobs: new Set(), lost: 0 },
-      dedicated: { capacity: capacities.dedicated.capacity, jobs: new Set(), lost: 0 },
+      spot: { capacity: capacities.spot.capacity, jobs: new Set(), lost: 0, preemptions: 0 },
+      dedicated: { capacity: capacities.dedicated.capacity, jobs: new Set(), lost: 0, preemptions: 0 },
     };
   }
 
@@ -81,6 +82,7 @@ export class PoolScheduler {
   /** `slots` of the pool are gone for `cooldownMs` (a simulated preemption); new jobs are placed around them. */
   lose(name: PoolName, slots: number, cooldownMs: number): void {
     const pool = this.pools[name];
+    pool.preemptions++;
     const lost = Math.min(slots, pool.capacity - pool.lost);
     if (lost <= 0) return;
     pool.lost += lost;
@@ -109,6 +111,7 @@ export class PoolScheduler {
         in_use: p.jobs.size,
         available: Math.max(0, p.capacity - p.lost - p.jobs.size),
         preempted: p.lost,
+        preemptions: p.preemptions,
         jobs: [...p.jobs],
       };
     });

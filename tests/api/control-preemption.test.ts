@@ -55,4 +55,36 @@ describe("spot preemption", () => {
     const done = await waitFor(cp, batch.id, inStatus("cancelled"));
     expect(done.request_counts.completed + done.request_counts.failed).toBe(40);
   });
+
+  it("with SPOT_PREEMPTIONS_PER_HOUR, reclaims come at random and every batch still completes exactly once", async () => {
+    let observed: Observed | undefined;
+    // About ten reclaims a second, capacity back after one: the batches hop between spot and dedicated.
+    const cp = await bed.open(
+      {
+        SPOT_CAPACITY: "1",
+        DEDICATED_CAPACITY: "1",
+        SHUTDOWN_GRACE_SECONDS: "0",
+        SPOT_PREEMPT_COOLDOWN_SECONDS: "1",
+        SPOT_PREEMPTIONS_PER_HOUR: "36000",
+      },
+      (e) => (observed = observe(e)),
+    );
+    const file = await upload(cp, bed.dir, completionLines(60, { maxTokens: 48 }));
+    const ids = [];
+    for (let i = 0; i < 3; i++)
+      ids.push(
+        (await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null })).id,
+      );
+    for (const id of ids) {
+      const done = await waitFor(cp, id, inStatus("completed"), { timeoutMs: 120_000 });
+      expect(done.request_counts).toEqual({ completed: 60, failed: 0, total: 60 });
+      const out = readJsonl(path.join(bed.dir, id, "output.jsonl")).map((l) => l.custom_id);
+      expect(new Set(out).size).toBe(60);
+      expect(out).toHaveLength(60);
+    }
+    expect(cp.status.poolStatus().find((p) => p.name === "spot")!.preemptions).toBeGreaterThan(0);
+    // Each batch's 60 prompts reached the engine once per batch: aborted requests were never counted done, and
+    // checkpointed ones were never run again. (The same 60 prompts, three batches.)
+    expect(observed!.calls.length).toBeGreaterThanOrEqual(180);
+  });
 });

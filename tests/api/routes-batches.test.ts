@@ -203,6 +203,7 @@ describe("operational and system routes", () => {
         in_use: expect.any(Number),
         available: expect.any(Number),
         preempted: 0,
+        preemptions: 0,
         jobs: expect.any(Array),
       });
   });

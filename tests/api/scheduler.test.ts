@@ -21,8 +21,8 @@ describe("pool scheduler (simulated pools)", () => {
     expect([a.fallback, c.fallback]).toEqual([false, true]);
     expect(s.tryAcquire("d", { urgent: false })).toBeUndefined();
     expect(s.status()).toEqual([
-      { name: "spot", capacity: 2, in_use: 2, available: 0, preempted: 0, jobs: ["a", "b"] },
-      { name: "dedicated", capacity: 1, in_use: 1, available: 0, preempted: 0, jobs: ["c"] },
+      { name: "spot", capacity: 2, in_use: 2, available: 0, preempted: 0, preemptions: 0, jobs: ["a", "b"] },
+      { name: "dedicated", capacity: 1, in_use: 1, available: 0, preempted: 0, preemptions: 0, jobs: ["c"] },
     ]);
     expect(lines.some((l) => l.batch_id === "c" && /falls back to the dedicated pool/.test(l.msg))).toBe(true);
     expect(lines.some((l) => l.batch_id === "a" && l.pool === "spot" && /assigned/.test(l.msg))).toBe(true);
