@@ -35,7 +35,7 @@ export async function createService(config: Config, logger: pino.Logger): Promis
 
 async function buildService(config: Config, logger: pino.Logger, unlock: () => void): Promise<Service> {
   const registry = await loadRegistry(config, logger);
-  const models = createRouter(config, registry, logger);
+  const models = await createRouter(config, registry, logger);
   let backend: InferenceBackend;
   try {
     // The primary model is up before the service says it is ready; the others come up when a batch needs them.

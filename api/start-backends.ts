@@ -7,6 +7,7 @@ import type pino from "pino";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "../backends/registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "../backends/router.js";
 import { createEngine } from "../engine/index.js";
+import { deviceMemory } from "../engine/device-memory.js";
 import { estimateFootprint } from "../engine/footprint.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
@@ -17,7 +18,7 @@ import { type Config, ConfigError } from "./config.js";
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start";
 
-/** Share of RAM local models may take together when MODEL_MEMORY_MB is not set. */
+/** Share of VRAM (with a GPU) or RAM local models may take together when MODEL_MEMORY_MB is not set. */
 export const DEFAULT_MODEL_MEMORY_SHARE = 0.75;
 
 type BackendConfig = Pick<Config, "modelPath" | "modelsFile" | "modelMemoryMb" | "modelIdleSeconds" | "engine">;
@@ -64,13 +65,26 @@ export async function loadRegistry(
   return singleModelRegistry(model.path, model.generated);
 }
 
+/**
+ * What the local models loaded at once may take: MODEL_MEMORY_MB, else a share of the VRAM of the GPU llama.cpp
+ * finds, else of RAM. Probed only where it matters (more than one local model): the probe costs a second.
+ */
+async function memoryBudget(config: BackendConfig, registry: ModelRegistry, logger: pino.Logger): Promise<number> {
+  if (config.modelMemoryMb > 0) return config.modelMemoryMb * 2 ** 20;
+  const locals = registry.models.filter((m) => m.backend.kind === "local").length;
+  const device = locals > 1 ? await deviceMemory(config.engine.gpu) : { kind: "ram" as const, bytes: os.totalmem() };
+  const bytes = device.bytes * DEFAULT_MODEL_MEMORY_SHARE;
+  if (locals > 1) logger.info({ device: device.kind, budget_mb: Math.round(bytes / 2 ** 20) }, "local models share a memory budget");
+  return bytes;
+}
+
 /** The router over the registry's models: local ones as node-llama-cpp engines, upstream ones over HTTP. */
-export function createRouter(
+export async function createRouter(
   config: BackendConfig,
   registry: ModelRegistry,
   logger: pino.Logger,
   env: Record<string, string | undefined> = process.env,
-): ModelRouter {
+): Promise<ModelRouter> {
   const engineFor = (spec: LocalSpec) => ({
     contextSize: spec.backend.contextSize ?? config.engine.contextSize,
     sequences: spec.backend.sequences ?? config.engine.sequences,
@@ -80,7 +94,7 @@ export function createRouter(
   const log = logger.child({ component: "models" });
   return new ModelRouter({
     registry,
-    memoryBudgetBytes: config.modelMemoryMb > 0 ? config.modelMemoryMb * 2 ** 20 : os.totalmem() * DEFAULT_MODEL_MEMORY_SHARE,
+    memoryBudgetBytes: await memoryBudget(config, registry, log),
     // One model has nothing to make room for: it stays loaded.
     idleUnloadMs: registry.models.length > 1 ? config.modelIdleSeconds * 1000 : 0,
     log: (msg, fields) => log.info(fields ?? {}, msg),

@@ -115,7 +115,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       stderr.write(`${displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
       return { exitCode: 1, endpoint, validation };
     }
-    const router = createRouter(config, registry, deps.logger);
+    const router = await createRouter(config, registry, deps.logger);
     const started = Date.now();
     let result: RunBatchResult;
     try {

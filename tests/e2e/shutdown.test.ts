@@ -58,7 +58,7 @@ describe("signals", () => {
     expect(await s.exited).toBe(0);
     const msgs = logLines(s.output()).map((l) => l.msg);
     expect(msgs.some((m) => /^shutting down/.test(m))).toBe(true);
-    expect(msgs).toContain("batch stopped for shutdown; it resumes on restart");
+    expect(msgs).toContain("batch checkpointed: it resumes where it stopped");
     expect(msgs).toContain("shutdown complete");
     // The requests in flight finished inside the grace period: nothing had to be cut short.
     expect(msgs).not.toContain("grace period over: checkpointing the requests still running");

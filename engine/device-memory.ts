@@ -1,0 +1,26 @@
+// How much memory local models may share: the GPU's VRAM when llama.cpp finds one (models are offloaded there),
+// else the machine's RAM. Probing loads llama.cpp's bindings once and lets them go again.
+import os from "node:os";
+import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import type { EngineOptions } from "./types.js";
+
+export interface DeviceMemory {
+  kind: "vram" | "ram";
+  bytes: number;
+}
+
+export async function deviceMemory(gpu: EngineOptions["gpu"]): Promise<DeviceMemory> {
+  if (gpu !== false) {
+    try {
+      const llama = await getLlama({ build: "never", skipDownload: true, gpu, logLevel: LlamaLogLevel.error, progressLogs: false });
+      try {
+        if (llama.gpu !== false) return { kind: "vram", bytes: (await llama.getVramState()).total };
+      } finally {
+        await llama.dispose();
+      }
+    } catch {
+      // No usable GPU backend: the models run on the CPU, in RAM.
+    }
+  }
+  return { kind: "ram", bytes: os.totalmem() };
+}
