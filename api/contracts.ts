@@ -1,5 +1,6 @@
 // Interfaces between the HTTP surface (routes) and the control plane (stores, queue, worker).
 // Routes depend only on these; the composition root (api/main.ts) wires the implementations.
+import type { Readable } from "node:stream";
 import type { Batch, BatchEndpoint, FileObject } from "./schemas/objects.js";
 
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
@@ -31,6 +32,8 @@ export interface FileStore {
   /** Records a file that already lives elsewhere under BATCH_DIR (a batch's output or error file). */
   register(input: NewFile & { path: string; id?: string }): Promise<FileObject>;
   get(id: string, owner: Owner): StoredFile | undefined;
+  /** The file's content as a stream, with its size; undefined when there is no such file (or its content is gone). */
+  open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject>;
   delete(id: string, owner: Owner): Promise<boolean>;
 }
@@ -68,8 +71,11 @@ export interface BatchService {
   get(id: string, owner: Owner): Batch | undefined;
   list(q: { after?: string; limit: number; owner: Owner }): Page<Batch>;
   cancel(id: string, owner: Owner): Promise<Batch>;
-  /** Path of the batch's output.jsonl for the proof of concept's /results route, if any results exist. */
-  resultsPath(id: string, owner: Owner): string | undefined;
+  /**
+   * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
+   * written is left for the next read. Undefined when no result exists yet.
+   */
+  results(id: string, owner: Owner): AsyncIterable<string> | undefined;
 }
 
 export interface QueueStats {

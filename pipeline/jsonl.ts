@@ -149,3 +149,19 @@ function drained(stream: WriteStream): Promise<void> {
     stream.on("close", done);
   });
 }
+
+/**
+ * The complete JSON lines of a file that may be growing: while a batch runs, its last line may be half written;
+ * a line that does not parse is that torn tail and is left for the next read. Blank lines are skipped.
+ */
+export async function* readCompleteJsonLines(path: string): AsyncGenerator<string> {
+  for await (const line of readJsonlLines(path)) {
+    if (line.text.trim() === "") continue;
+    try {
+      JSON.parse(line.text);
+    } catch {
+      continue;
+    }
+    yield line.text;
+  }
+}

@@ -3,6 +3,7 @@
 import { existsSync } from "node:fs";
 import { copyFile, link, mkdir, rm, writeFile } from "node:fs/promises";
 import type pino from "pino";
+import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
 import { validateBatchFile } from "../../pipeline/validate.js";
 import type { ModelRegistry } from "../../backends/registry.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
@@ -134,11 +135,11 @@ export class QueueingBatchService implements BatchService {
     return snapshot(b);
   }
 
-  resultsPath(id: string, owner: Owner): string | undefined {
+  results(id: string, owner: Owner): AsyncIterable<string> | undefined {
     const rec = this.deps.store.get(id, owner);
     if (!rec) return undefined;
     const out = this.deps.store.paths(id).output;
-    return existsSync(out) ? out : undefined;
+    return existsSync(out) ? readCompleteJsonLines(out) : undefined;
   }
 
   /** Queues an accepted batch and arms its deadline. `resumed`: it was running before a restart. */

@@ -66,11 +66,11 @@ export function batchesRouter(batches: BatchService): Router {
     const { format } = parseRequest(ResultsQuery, req.query);
     const batch = batches.get(id, owner);
     if (!batch) throw notFound("batch", id);
-    const path = batches.resultsPath(id, owner);
-    if (!path) {
+    const lines = batches.results(id, owner);
+    if (!lines) {
       throw new ApiError(404, `Batch '${id}' has no results yet (status: ${batch.status}).`, "invalid_request_error", "results_not_ready");
     }
-    await (format === "jsonl" ? sendJsonl(res, path) : sendJsonlAsList(res, path));
+    await (format === "jsonl" ? sendJsonl(res, lines) : sendJsonlAsList(res, lines));
   });
 
   return router;

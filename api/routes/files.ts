@@ -1,6 +1,4 @@
 // /v1/files: upload, list, retrieve, download, delete. Parsing here, decisions in the FileStore.
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
 import path from "node:path";
 import { Router } from "express";
 import type { FileStore } from "../contracts.js";
@@ -71,14 +69,11 @@ export function filesRouter(deps: FilesRouteDeps): Router {
 
   router.get("/v1/files/:file_id/content", async (req, res) => {
     const id = fileId(req.params.file_id);
-    const stored = files.get(id, ownerFrom(res));
-    if (!stored) throw notFound("file", id);
-    // The record can outlive its content (deleted underneath us): that is a 404, not a 500.
-    const info = await stat(stored.path).catch(() => undefined);
-    if (!info?.isFile()) throw notFound("file", id);
-    res.attachment(stored.object.filename);
-    res.set({ "Content-Type": contentType(stored.object.filename), "Content-Length": String(info.size) });
-    await streamTo(res, createReadStream(stored.path));
+    const file = await files.open(id, ownerFrom(res));
+    if (!file) throw notFound("file", id);
+    res.attachment(file.object.filename);
+    res.set({ "Content-Type": contentType(file.object.filename), "Content-Length": String(file.size) });
+    await streamTo(res, file.content);
   });
 
   router.delete("/v1/files/:file_id", async (req, res) => {

@@ -1,7 +1,9 @@
 // The Files API store. Uploaded content lives in BATCH_DIR/files/<id>.jsonl; every file's metadata
 // (uploads and batch outputs alike) is a small JSON document BATCH_DIR/files/<id>.json, replaced atomically.
+import { createReadStream } from "node:fs";
 import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import type pino from "pino";
 import type { FileStore, NewFile, Owner, Page, StoredFile } from "../contracts.js";
 import { FileObjectSchema, type FileObject } from "../schemas/objects.js";
@@ -69,6 +71,15 @@ export class DiskFileStore implements FileStore {
     const rec = this.records.get(id);
     if (!rec || rec.owner !== owner) return undefined;
     return { object: rec.object, path: rec.path, owner: rec.owner };
+  }
+
+  async open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
+    const stored = this.get(id, owner);
+    if (!stored) return undefined;
+    // The record can outlive its content (deleted underneath us): no such file, not an internal error.
+    const info = await stat(stored.path).catch(() => undefined);
+    if (!info?.isFile()) return undefined;
+    return { object: stored.object, size: info.size, content: createReadStream(stored.path) };
   }
 
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject> {

@@ -56,7 +56,13 @@ describe("control plane with the real engine", () => {
     const lines = readJsonl(out.path);
     expect(lines.map((l) => l.custom_id).sort()).toEqual(["req-0", "req-1", "req-2", "req-3", "req-4", "req-5"]);
     for (const l of lines) expect(l.response.body.choices[0].text).toEqual(expect.any(String));
-    expect(cp.batches.resultsPath(b.id, null)).toBe(out.path);
+    const results: string[] = [];
+    for await (const line of cp.batches.results(b.id, null)!) results.push(line);
+    expect(results.map((l) => JSON.parse(l).custom_id)).toEqual(lines.map((l) => l.custom_id));
+    const opened = await cp.files.open(b.output_file_id!, null);
+    expect(opened).toMatchObject({ object: { id: b.output_file_id }, size: statSync(out.path).size });
+    opened!.content.destroy();
+    expect(await cp.files.open(b.output_file_id!, "someone-else")).toBeUndefined();
 
     expect(cp.status.poolStatus().every((p) => p.in_use === 0)).toBe(true);
     expect(cp.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
