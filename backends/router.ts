@@ -143,7 +143,6 @@ export class ModelRouter {
       try {
         const bytes = await this.opts.factory.footprint(spec as LocalSpec);
         await this.makeRoom(entry, bytes);
-        entry.bytes = bytes;
         this.opts.log("loading model", { model: spec.name, estimated_mb: Math.round(bytes / 2 ** 20) });
         const backend = await this.opts.factory.local(spec as LocalSpec);
         entry.backend = backend;
@@ -167,7 +166,11 @@ export class ModelRouter {
       if (this.closed) throw new Error("the service is shutting down");
       const others = [...this.entries.values()].filter((e) => e !== entry && e.spec.backend.kind === "local");
       const used = others.reduce((s, e) => s + e.bytes, 0);
-      if (used + bytes <= this.opts.memoryBudgetBytes) return;
+      // The room is taken in the same turn as the check, so two loads cannot both count on it.
+      if (used + bytes <= this.opts.memoryBudgetBytes) {
+        entry.bytes = bytes;
+        return;
+      }
       const idle = others.filter((e) => e.state === "loaded" && e.users === 0).sort((a, b) => a.lastUsed - b.lastUsed);
       if (idle.length > 0) {
         this.opts.log("unloading an idle model to make room", { model: idle[0].spec.name, for: entry.spec.name });
@@ -181,6 +184,7 @@ export class ModelRouter {
           estimated_mb: Math.round(bytes / 2 ** 20),
           budget_mb: Math.round(this.opts.memoryBudgetBytes / 2 ** 20),
         });
+        entry.bytes = bytes;
         return;
       }
       await new Promise<void>((resolve) => {

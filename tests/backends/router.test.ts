@@ -97,4 +97,16 @@ describe("ModelRouter", () => {
     (await router.acquire("a")).release();
     expect(router.isLoaded("a")).toBe(true);
   });
+
+  it("counts a model's room as taken the moment it is granted, so two loads at once do not both fit", async () => {
+    const { router, events } = setup({ budget: 100, sizes: { a: 60, b: 60 } });
+    const [a, b] = [router.acquire("a"), router.acquire("b")];
+    const first = await Promise.race([a, b]);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(events).toHaveLength(1);
+    first.release();
+    (await (first === (await a) ? b : a)).release();
+    expect(events).toEqual(expect.arrayContaining(["load a", "load b"]));
+    expect(events[1]).toMatch(/^unload /);
+  });
 });
