@@ -54,7 +54,8 @@ export class UpstreamBackend implements InferenceBackend {
   readonly info: BackendInfo;
   readonly limit: AdaptiveLimit;
   private readonly urls: BaseUrls;
-  private readonly pools = new Map<string, Pool>();
+  /** Each base URL's connection pool (one per origin, shared) and path prefix, parsed once. */
+  private readonly targets = new Map<string, { pool: Pool; prefix: string }>();
   private readonly counters = { requests: 0, retries: 0, errors: {} as Record<string, number> };
 
   constructor(private readonly opts: UpstreamOptions) {
@@ -64,13 +65,12 @@ export class UpstreamBackend implements InferenceBackend {
       initial: Math.min(opts.maxInFlight, Math.max(opts.minInFlight, 4)),
     });
     this.urls = new BaseUrls(opts.baseUrls);
+    const pools = new Map<string, Pool>();
     for (const url of opts.baseUrls) {
-      const origin = new URL(url).origin;
-      if (!this.pools.has(origin))
-        this.pools.set(
-          origin,
-          new Pool(origin, { connections: opts.maxInFlight, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 }),
-        );
+      const { origin, pathname } = new URL(url);
+      if (!pools.has(origin))
+        pools.set(origin, new Pool(origin, { connections: opts.maxInFlight, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 }));
+      this.targets.set(url, { pool: pools.get(origin)!, prefix: pathname.replace(/\/+$/, "") });
     }
     this.info = Object.freeze({
       model: opts.name,
@@ -151,7 +151,7 @@ export class UpstreamBackend implements InferenceBackend {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.pools.values()].map((p) => p.close()));
+    await Promise.allSettled([...new Set([...this.targets.values()].map((t) => t.pool))].map((p) => p.close()));
   }
 
   private count(cause: string) {
@@ -159,10 +159,10 @@ export class UpstreamBackend implements InferenceBackend {
   }
 
   private async send(baseUrl: string, endpoint: Endpoint, payload: string, signal: AbortSignal) {
-    const base = new URL(baseUrl);
-    const res = await this.pools.get(base.origin)!.request({
+    const target = this.targets.get(baseUrl)!;
+    const res = await target.pool.request({
       method: "POST",
-      path: `${base.pathname.replace(/\/+$/, "")}${endpoint.replace(/^\/v1/, "")}`,
+      path: `${target.prefix}${endpoint.replace(/^\/v1/, "")}`,
       headers: {
         "content-type": "application/json",
         ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
