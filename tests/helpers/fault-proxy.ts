@@ -16,6 +16,10 @@ export interface FaultProxyOptions {
   faults: Fault[];
   /** How long a slow answer is held before it is forwarded. */
   slowMs?: number;
+  /** The Retry-After a "429-retry-after" carries (default "0.2" seconds). */
+  retryAfter?: string;
+  /** Faults injected at most (default: no bound). */
+  maxFaults?: number;
   seed?: number;
 }
 
@@ -52,7 +56,9 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
     req.on("data", (c) => chunks.push(c));
     req.on("end", () => {
       const body = Buffer.concat(chunks);
-      const fault = random() < rate ? opts.faults[Math.floor(random() * opts.faults.length)] : undefined;
+      const injected = counts["429-retry-after"] + counts["429"] + counts["503"] + counts.reset + counts.slow;
+      const allowed = injected < (opts.maxFaults ?? Number.POSITIVE_INFINITY);
+      const fault = allowed && random() < rate ? opts.faults[Math.floor(random() * opts.faults.length)] : undefined;
       if (fault) counts[fault]++;
       const error = (status: number, headers: Record<string, string> = {}) => {
         res.writeHead(status, { "content-type": "application/json", ...headers });
@@ -60,7 +66,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
       };
       switch (fault) {
         case "429-retry-after":
-          return error(429, { "retry-after": "0.2" });
+          return error(429, { "retry-after": opts.retryAfter ?? "0.2" });
         case "429":
           return error(429);
         case "503":

@@ -133,6 +133,22 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
     expect(deadUrl.failures).toBeLessThan(10);
   }, 180_000);
 
+  it("waits what Retry-After says before trying again, and only the backoff's jitter without it", async () => {
+    const timed = async (fault: "429-retry-after" | "429") => {
+      const proxy = await startFaultProxy({ target: upstream.baseUrl, rate: 1, faults: [fault], retryAfter: "1.5", maxFaults: 1 });
+      proxies.push(proxy);
+      const svc = await serviceWith([remote([proxy.baseUrl])]);
+      const started = performance.now();
+      const b = await runBatch(svc, completionJsonl(1, fault, { model: "remote", maxTokens: 2 }));
+      expect(b.request_counts).toEqual({ completed: 1, failed: 0, total: 1 });
+      expect(stats(svc).retries).toBe(1);
+      return performance.now() - started;
+    };
+    // 1.5 s as asked; without the header the first retry waits at most 250 ms (full jitter).
+    expect(await timed("429-retry-after")).toBeGreaterThanOrEqual(1_500);
+    expect(await timed("429")).toBeLessThan(1_500);
+  }, 60_000);
+
   it("gives a 4xx its own error line with the upstream's status and body, never retried", async () => {
     const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
     const long = "Once upon a time there was a very long story. ".repeat(120);
