@@ -55,12 +55,12 @@ export function cachedLlamaServer(): string | null {
 }
 
 /** llama-server on 127.0.0.1 at a free port, ready (its /health answers 200). */
-export async function startLlamaServer(binary: string, model: string, c: PeerConfig) {
+export async function startLlamaServer(binary: string, model: string, c: PeerConfig, extraArgs: readonly string[] = []) {
   const args = ["-m", model, "--host", "127.0.0.1", "--port", "0", "-t", String(c.threads), "-tb", String(c.threads)];
   args.push("-np", String(c.parallel), "-c", String(c.parallel * c.ctxPerSlot), "--no-webui");
   // Embedding inputs are evaluated whole: the physical batch must hold the longest.
   if (c.embeddings) args.push("--embeddings", "--pooling", "mean", "-ub", String(c.ctxPerSlot), "-b", String(c.ctxPerSlot));
-  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(binary, [...args, ...extraArgs], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (out += d));

@@ -4,6 +4,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cachedLlamaServer, startLlamaServer } from "../../bench/llama-server.js";
 import type { UpstreamStats } from "../../upstream/backend.js";
@@ -148,6 +149,48 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
     expect(await timed("429-retry-after")).toBeGreaterThanOrEqual(1_500);
     expect(await timed("429")).toBeLessThan(1_500);
   }, 60_000);
+
+  it("sends the key from the variable api_key_env names, and never shows it in a log or /ready", async () => {
+    const key = "sk-test-6a1f0c2e9b7d4e3f";
+    const guarded = await startLlamaServer(binary!, await testModelPath(), { parallel: 2, threads: 1, ctxPerSlot: 256 }, [
+      "--api-key",
+      key,
+    ]);
+    try {
+      const logs: string[] = [];
+      const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(line) });
+      const dir = mkdtempSync(path.join(os.tmpdir(), "obi-upstream-key-"));
+      const file = path.join(dir, "models.yaml");
+      const models = (env: string) =>
+        `models:\n  - { name: remote, upstream: { base_urls: ["${guarded.baseUrl}/v1"], model: m, api_key_env: ${env}, max_attempts: 1 } }\n`;
+      process.env.OBI_TEST_UPSTREAM_KEY = key;
+      process.env.OBI_TEST_WRONG_KEY = "sk-wrong";
+      try {
+        writeFileSync(file, models("OBI_TEST_UPSTREAM_KEY"));
+        const svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file, LOG_LEVEL: "debug" }, { logger });
+        services.push(svc);
+        const b = await runBatch(svc, completionJsonl(3, "k", { model: "remote", maxTokens: 2 }));
+        expect(b.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
+        const ready = await (await fetch(`${svc.baseUrl}/ready`)).text();
+        expect(ready).not.toContain(key);
+        expect(logs.join("")).not.toContain(key);
+        expect(logs.join("")).toMatch(/"api_key":"set"/);
+
+        // A wrong key: llama-server's 401 is each line's own answer, passed through.
+        writeFileSync(file, models("OBI_TEST_WRONG_KEY"));
+        const wrong = await startTestService({ MODEL_PATH: "", MODELS_FILE: file }, { logger });
+        services.push(wrong);
+        const w = await runBatch(wrong, completionJsonl(2, "w", { model: "remote", maxTokens: 2 }));
+        expect(w.request_counts).toEqual({ completed: 0, failed: 2, total: 2 });
+        for (const l of resultLines(wrong.batchDir, w.id).errors) expect(l.response.status_code).toBe(401);
+      } finally {
+        delete process.env.OBI_TEST_UPSTREAM_KEY;
+        delete process.env.OBI_TEST_WRONG_KEY;
+      }
+    } finally {
+      await guarded.stop();
+    }
+  }, 120_000);
 
   it("gives a 4xx its own error line with the upstream's status and body, never retried", async () => {
     const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
