@@ -73,6 +73,17 @@ describe("MODELS_FILE", () => {
         .filter((m) => m.state === "loaded")
         .map((m) => m.name),
     ).toEqual(["first", "second"]);
+    // Each local model runs with the engine options its entry names.
+    const settings = new Map(svc.service.models.backends().map((b) => [b.name, b.backend.info.settings]));
+    expect(settings.get("first")).toMatchObject({ sequences: 2, contextSize: 512 });
+    expect(settings.get("second")).toMatchObject({ sequences: 2, contextSize: 256 });
+    const ready = await (await fetch(`${svc.baseUrl}/ready`)).json();
+    expect(ready).toMatchObject({ status: "ready", model: "first" });
+    expect(ready.models).toEqual([
+      { name: "first", kind: "local", state: "loaded", batches: 0 },
+      { name: "second", kind: "local", state: "loaded", batches: 0 },
+      { name: "broken", kind: "local", state: "unloaded", batches: 0 },
+    ]);
   });
 
   it("fails a batch naming an unknown model at validation, naming the models served", async () => {
