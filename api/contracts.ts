@@ -18,6 +18,21 @@ export interface StoredFile {
   owner: Owner;
 }
 
+/**
+ * File contents by key (`files/<id>.jsonl`, `<batch_id>/output.jsonl`): the port every content store implements
+ * (the filesystem today; an object store such as S3 next). Keys are relative, `/`-separated, without `..`.
+ */
+export interface BlobStore {
+  /** Stores a finished local file under `key`, moving it where it can (the local file is gone after). Returns its size. */
+  putFile(key: string, localPath: string): Promise<number>;
+  /** The content as a stream, with its size; undefined when there is none. */
+  open(key: string): Promise<{ size: number; content: Readable } | undefined>;
+  /** Bytes stored under `key`; undefined when there is none. */
+  size(key: string): Promise<number | undefined>;
+  /** Removes the content; absent content is not an error. */
+  delete(key: string): Promise<void>;
+}
+
 export interface NewFile {
   filename: string;
   purpose: FileObject["purpose"];

@@ -9,6 +9,7 @@ import type { BatchMetrics } from "../metrics/metrics.js";
 import { BatchStore } from "../stores/batch-store.js";
 import { Collector, removeCrashLeftovers } from "./collector.js";
 import { DiskFileStore } from "../stores/file-store.js";
+import { FsBlobStore } from "../stores/fs-blob-store.js";
 import { QueueingBatchService } from "./batch-service.js";
 import { DeadlineTimers } from "./deadline-timers.js";
 import { JobQueue } from "./job-queue.js";
@@ -46,6 +47,7 @@ export async function createControlPlane(deps: {
   const store = await BatchStore.open({ batchDir: config.batchDir, logger });
   const files = await DiskFileStore.open({
     batchDir: config.batchDir,
+    blobs: new FsBlobStore(config.batchDir),
     expirySeconds: config.fileExpirySeconds,
     logger,
     onDeleted: (id) => store.forgetFile(id),

@@ -1,7 +1,7 @@
-// The Files API store. Uploaded content lives in BATCH_DIR/files/<id>.jsonl; every file's metadata
-// (uploads and batch outputs alike) is a small JSON document BATCH_DIR/files/<id>.json, replaced atomically.
-import { createReadStream } from "node:fs";
-import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+// The Files API store. Contents live in the blob store under a key (an upload: files/<id>.jsonl; a batch's
+// result: <batch_id>/output.jsonl); every file's metadata (uploads and batch outputs alike) is a small JSON
+// document BATCH_DIR/files/<id>.json, replaced atomically, whose `path` field is the content's key.
+import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import type pino from "pino";
@@ -9,19 +9,23 @@ import type { FileStore, NewFile, Owner, Page, StoredFile } from "../contracts.j
 import { FileObjectSchema, type FileObject } from "../schemas/objects.js";
 import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
 import { FILE_ID_RE, newFileId } from "./ids.js";
+import type { FsBlobStore } from "./fs-blob-store.js";
 import { paginate } from "./paginate.js";
 import { unixNow } from "../clock.js";
 
 interface FileRecord {
   object: FileObject;
   owner: Owner;
-  path: string;
+  /** The content's blob key. */
+  key: string;
   /** True when the store owns the content (an upload) and deletes it with the file. */
   managed: boolean;
 }
 
 export interface FileStoreOptions {
   batchDir: string;
+  /** Where contents live (BATCH_DIR itself on one machine). */
+  blobs: FsBlobStore;
   expirySeconds: number;
   logger: pino.Logger;
   /** Unix seconds; injectable so tests can order files deterministically. */
@@ -50,12 +54,12 @@ export class DiskFileStore implements FileStore {
 
   async adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {
     const id = newFileId();
-    const dest = path.join(this.dir, `${id}.jsonl`);
-    await moveFile(input.tmpPath, dest);
+    const key = `files/${id}.jsonl`;
+    await this.opts.blobs.putFile(key, input.tmpPath);
     try {
-      return await this.record(id, { ...input, path: dest, managed: true });
+      return await this.record(id, { ...input, key, managed: true });
     } catch (err) {
-      await rm(dest, { force: true });
+      await this.opts.blobs.delete(key);
       throw err;
     }
   }
@@ -64,22 +68,21 @@ export class DiskFileStore implements FileStore {
     // A caller-chosen id makes registration idempotent (a batch finalized twice after a crash keeps one file).
     const id = input.id ?? newFileId();
     if (!FILE_ID_RE.test(id)) throw new Error(`invalid file id '${id}'`);
-    return this.record(id, { ...input, managed: false });
+    return this.record(id, { ...input, key: this.opts.blobs.keyOf(input.path), managed: false });
   }
 
   get(id: string, owner: Owner): StoredFile | undefined {
     const rec = this.records.get(id);
     if (!rec || rec.owner !== owner) return undefined;
-    return { object: rec.object, path: rec.path, owner: rec.owner };
+    return { object: rec.object, path: this.opts.blobs.localPath(rec.key), owner: rec.owner };
   }
 
   async open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
-    const stored = this.get(id, owner);
-    if (!stored) return undefined;
+    const rec = this.records.get(id);
+    if (!rec || rec.owner !== owner) return undefined;
     // The record can outlive its content (deleted underneath us): no such file, not an internal error.
-    const info = await stat(stored.path).catch(() => undefined);
-    if (!info?.isFile()) return undefined;
-    return { object: stored.object, size: info.size, content: createReadStream(stored.path) };
+    const blob = await this.opts.blobs.open(rec.key);
+    return blob && { object: rec.object, ...blob };
   }
 
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject> {
@@ -101,7 +104,7 @@ export class DiskFileStore implements FileStore {
 
   /** Every file whoever owns it, with where its content lives (for housekeeping). */
   entries(): Array<{ object: FileObject; path: string }> {
-    return [...this.records.values()].map((r) => ({ object: r.object, path: r.path }));
+    return [...this.records.values()].map((r) => ({ object: r.object, path: this.opts.blobs.localPath(r.key) }));
   }
 
   /**
@@ -114,13 +117,14 @@ export class DiskFileStore implements FileStore {
     // Metadata goes first: a crash in between leaves an orphan content file, never a file without content.
     await rm(this.metaPath(id), { force: true });
     this.records.delete(id);
-    if (rec.managed || opts.content) await rm(rec.path, { force: true });
+    if (rec.managed || opts.content) await this.opts.blobs.delete(rec.key);
     return true;
   }
 
-  private async record(id: string, input: NewFile & { path: string; managed: boolean }): Promise<FileObject> {
+  private async record(id: string, input: NewFile & { key: string; managed: boolean }): Promise<FileObject> {
     const created = this.records.get(id)?.object.created_at ?? this.now();
-    const { size } = await stat(input.path);
+    const size = await this.opts.blobs.size(input.key);
+    if (size === undefined) throw new Error(`no content under '${input.key}' to record as file ${id}`);
     const object: FileObject = {
       id,
       object: "file",
@@ -131,12 +135,12 @@ export class DiskFileStore implements FileStore {
       status: "processed",
       expires_at: created + (input.expiresAfter?.seconds ?? this.opts.expirySeconds),
     };
-    const rec: FileRecord = { object, owner: input.owner, path: path.resolve(input.path), managed: input.managed };
+    const rec: FileRecord = { object, owner: input.owner, key: input.key, managed: input.managed };
     await writeJsonAtomic(this.metaPath(id), {
       version: 1,
       owner: rec.owner,
-      // Relative paths keep BATCH_DIR movable.
-      path: path.relative(this.opts.batchDir, rec.path),
+      // The content's key (a path relative to BATCH_DIR, which keeps it movable).
+      path: rec.key,
       managed: rec.managed,
       file: object,
     });
@@ -156,23 +160,12 @@ export class DiskFileStore implements FileStore {
         const raw = (await readJsonFile(path.join(this.dir, name))) as any;
         const object = FileObjectSchema.parse(raw?.file);
         if (object.id !== m[1] || typeof raw.path !== "string") throw new Error("metadata does not match its file name");
-        const content = path.resolve(this.opts.batchDir, raw.path);
-        await stat(content);
-        this.records.set(object.id, { object, owner: raw.owner ?? null, path: content, managed: raw.managed === true });
+        const key = raw.path.split(path.sep).join("/");
+        if ((await this.opts.blobs.size(key)) === undefined) throw new Error(`no content under '${key}'`);
+        this.records.set(object.id, { object, owner: raw.owner ?? null, key, managed: raw.managed === true });
       } catch (err) {
         this.opts.logger.warn({ err, file: name }, "skipping unreadable file record (or its content is missing)");
       }
     }
-  }
-}
-
-/** Rename, or copy then remove when the upload sits on another file system. */
-async function moveFile(from: string, to: string) {
-  try {
-    await rename(from, to);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
-    await copyFile(from, to);
-    await rm(from, { force: true });
   }
 }

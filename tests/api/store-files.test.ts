@@ -6,6 +6,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InvalidRequestError } from "../../api/control/errors.js";
 import { DiskFileStore } from "../../api/stores/file-store.js";
+import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
 
 const logger = pino({ level: "silent" });
 let dir: string;
@@ -17,7 +18,7 @@ beforeEach(() => {
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
-const open = () => DiskFileStore.open({ batchDir: dir, expirySeconds: 3600, logger, now: () => clock });
+const open = () => DiskFileStore.open({ batchDir: dir, blobs: new FsBlobStore(dir), expirySeconds: 3600, logger, now: () => clock });
 
 /** An "uploaded" temp file, as multer leaves it. */
 function upload(content: string) {

@@ -1,0 +1,54 @@
+// The BlobStore port on a local folder (BATCH_DIR): a key is a path below it. Content moves in by rename (or a
+// copy across file systems), goes out as a read stream. `localPath` is this store's own extra: the parts of the
+// service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
+import { createReadStream } from "node:fs";
+import { copyFile, mkdir, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import type { BlobStore } from "../contracts.js";
+
+export class FsBlobStore implements BlobStore {
+  constructor(readonly root: string) {}
+
+  /** The file holding `key`'s bytes. Throws on a key that would leave the root. */
+  localPath(key: string): string {
+    if (key === "" || path.isAbsolute(key) || key.split(/[\\/]/).some((part) => part === ".." || part === "")) {
+      throw new Error(`invalid blob key '${key}'`);
+    }
+    return path.join(this.root, key);
+  }
+
+  /** The key of a file below the root (one a batch wrote in its folder). */
+  keyOf(localPath: string): string {
+    const key = path.relative(this.root, path.resolve(localPath)).split(path.sep).join("/");
+    this.localPath(key);
+    return key;
+  }
+
+  async putFile(key: string, localPath: string): Promise<number> {
+    const dest = this.localPath(key);
+    await mkdir(path.dirname(dest), { recursive: true });
+    try {
+      await rename(localPath, dest);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
+      await copyFile(localPath, dest);
+      await rm(localPath, { force: true });
+    }
+    return (await stat(dest)).size;
+  }
+
+  async open(key: string): Promise<{ size: number; content: Readable } | undefined> {
+    const size = await this.size(key);
+    return size === undefined ? undefined : { size, content: createReadStream(this.localPath(key)) };
+  }
+
+  async size(key: string): Promise<number | undefined> {
+    const info = await stat(this.localPath(key)).catch(() => undefined);
+    return info?.isFile() ? info.size : undefined;
+  }
+
+  async delete(key: string): Promise<void> {
+    await rm(this.localPath(key), { force: true });
+  }
+}
