@@ -6,16 +6,14 @@ import { copyFile, mkdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import type { BlobStore } from "../contracts.js";
+import { checkBlobKey } from "./blob-key.js";
 
 export class FsBlobStore implements BlobStore {
   constructor(readonly root: string) {}
 
   /** The file holding `key`'s bytes. Throws on a key that would leave the root. */
   localPath(key: string): string {
-    if (key === "" || path.isAbsolute(key) || key.split(/[\\/]/).some((part) => part === ".." || part === "")) {
-      throw new Error(`invalid blob key '${key}'`);
-    }
-    return path.join(this.root, key);
+    return path.join(this.root, checkBlobKey(key));
   }
 
   /** The key of a file below the root (one a batch wrote in its folder). */

@@ -1,38 +1,80 @@
-// The filesystem BlobStore: contents by key below its root, moved in, streamed out, removed; keys that would
-// leave the root are refused.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// The BlobStore port's contract, run against each implementation: the filesystem store, and the S3 store on a
+// real S3 protocol server (s3rver on 127.0.0.1, a dev dependency). Contents by key: moved in, streamed out with
+// their size, removed; keys that would leave the store's root are refused.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { text } from "node:stream/consumers";
-import { afterAll, describe, expect, it } from "vitest";
+import S3rver from "s3rver";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BlobStore } from "../../api/contracts.js";
 import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
+import { S3BlobStore } from "../../api/stores/s3-blob-store.js";
 
 const root = mkdtempSync(path.join(os.tmpdir(), "obi-blobs-"));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+let s3server: S3rver;
+let s3: S3BlobStore;
+beforeAll(async () => {
+  s3server = new S3rver({
+    address: "127.0.0.1",
+    port: 0,
+    silent: true,
+    directory: path.join(root, "s3"),
+    configureBuckets: [{ name: "obi", configs: [] }],
+  });
+  const { port } = (await s3server.run()) as AddressInfo;
+  s3 = new S3BlobStore({
+    bucket: "obi",
+    prefix: "deploy-1/",
+    client: {
+      endpoint: `http://127.0.0.1:${port}`,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+    },
+  });
+});
+afterAll(async () => {
+  s3?.close();
+  await s3server?.close();
+  rmSync(root, { recursive: true, force: true });
+});
 
-describe("FsBlobStore", () => {
+const stores: Array<[string, () => BlobStore]> = [
+  ["FsBlobStore", () => new FsBlobStore(path.join(root, "fs"))],
+  ["S3BlobStore (s3rver)", () => s3],
+];
+
+describe.each(stores)("%s", (_name, store) => {
   it("moves a file in under its key, streams it out with its size, and removes it", async () => {
-    const blobs = new FsBlobStore(root);
-    const tmp = path.join(root, "upload.tmp");
-    writeFileSync(tmp, '{"a":1}\n');
-    expect(await blobs.putFile("files/file-1.jsonl", tmp)).toBe(8);
+    const blobs = store();
+    const tmp = path.join(root, `upload-${Math.random().toString(36).slice(2)}.tmp`);
+    const content = `${JSON.stringify({ a: 1, text: "x".repeat(5000) })}\n`.repeat(300);
+    writeFileSync(tmp, content);
+    expect(await blobs.putFile("files/file-1.jsonl", tmp)).toBe(Buffer.byteLength(content));
     expect(existsSync(tmp)).toBe(false);
-    expect(readFileSync(path.join(root, "files/file-1.jsonl"), "utf8")).toBe('{"a":1}\n');
     const blob = await blobs.open("files/file-1.jsonl");
-    expect(blob?.size).toBe(8);
-    expect(await text(blob!.content)).toBe('{"a":1}\n');
-    expect(await blobs.size("files/file-1.jsonl")).toBe(8);
+    expect(blob?.size).toBe(Buffer.byteLength(content));
+    expect(await text(blob!.content)).toBe(content);
+    expect(await blobs.size("files/file-1.jsonl")).toBe(Buffer.byteLength(content));
     await blobs.delete("files/file-1.jsonl");
     expect(await blobs.open("files/file-1.jsonl")).toBeUndefined();
     expect(await blobs.size("files/file-1.jsonl")).toBeUndefined();
+    // Deleting what is not there is not an error.
     await blobs.delete("files/file-1.jsonl");
   });
 
-  it("names a file below the root by its key, and refuses keys that would leave it", () => {
+  it("refuses keys that would leave the store's root", async () => {
+    for (const key of ["", "../etc/passwd", "/etc/passwd", "a/../../b", "a//b"])
+      await expect(store().size(key), key).rejects.toThrow(/invalid blob key/);
+  });
+});
+
+describe("FsBlobStore", () => {
+  it("names a file below its root by its key", () => {
     const blobs = new FsBlobStore(root);
     expect(blobs.keyOf(path.join(root, "batch_x", "output.jsonl"))).toBe("batch_x/output.jsonl");
-    for (const key of ["", "../etc/passwd", "/etc/passwd", "a/../../b", "a//b"])
-      expect(() => blobs.localPath(key), key).toThrow(/invalid blob key/);
     expect(() => blobs.keyOf("/elsewhere/output.jsonl")).toThrow(/invalid blob key/);
   });
 });

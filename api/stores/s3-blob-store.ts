@@ -1,0 +1,83 @@
+// The BlobStore port on the S3 API (AWS S3, GCS's S3 API, SeaweedFS, Garage, Ceph, MinIO): a key is an object
+// under a prefix in one bucket. Content goes in by multipart upload from a local file (lib-storage streams it,
+// so memory stays flat whatever its size), comes out as the object's body stream. Only this module knows S3.
+import { createReadStream } from "node:fs";
+import { rm } from "node:fs/promises";
+import type { Readable } from "node:stream";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  NoSuchKey,
+  NotFound,
+  S3Client,
+  type S3ClientConfig,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import type { BlobStore } from "../contracts.js";
+import { checkBlobKey } from "./blob-key.js";
+
+export interface S3BlobStoreOptions {
+  bucket: string;
+  /** Prepended to every key (e.g. "obi/"), so one bucket can hold several deployments. */
+  prefix?: string;
+  /** The client's settings: endpoint, region, credentials, forcePathStyle. */
+  client: S3ClientConfig;
+}
+
+const isMissing = (err: unknown) =>
+  err instanceof NoSuchKey ||
+  err instanceof NotFound ||
+  (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 404;
+
+export class S3BlobStore implements BlobStore {
+  private readonly s3: S3Client;
+  private readonly prefix: string;
+
+  constructor(private readonly opts: S3BlobStoreOptions) {
+    // Checksums only where the API requires them: S3-compatible servers differ in which they accept.
+    this.s3 = new S3Client({ requestChecksumCalculation: "WHEN_REQUIRED", responseChecksumValidation: "WHEN_REQUIRED", ...opts.client });
+    this.prefix = opts.prefix ?? "";
+  }
+
+  async putFile(key: string, localPath: string): Promise<number> {
+    const body = createReadStream(localPath);
+    let size = 0;
+    body.on("data", (chunk) => (size += chunk.length));
+    await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: body } }).done();
+    await rm(localPath, { force: true });
+    return size;
+  }
+
+  async open(key: string): Promise<{ size: number; content: Readable } | undefined> {
+    try {
+      const res = await this.s3.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+      return { size: res.ContentLength ?? 0, content: res.Body as Readable };
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async size(key: string): Promise<number | undefined> {
+    try {
+      const res = await this.s3.send(new HeadObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+      return res.ContentLength ?? 0;
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.s3.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+  }
+
+  close(): void {
+    this.s3.destroy();
+  }
+
+  private objectKey(key: string): string {
+    return `${this.prefix}${checkBlobKey(key)}`;
+  }
+}
