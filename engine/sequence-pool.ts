@@ -121,7 +121,7 @@ export class SequencePool {
       signal,
       (free) => this.pick(free, this.prefixReuse ? tokens : []),
       // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most of its cache.
-      this.prefixReuse && tokens.length > 0 ? (s) => s.compareContextTokens(tokens as Token[]).firstDifferentIndex : undefined,
+      this.prefixReuse && tokens.length > 0 ? (s) => sharedPrefix(s, tokens) : undefined,
     );
     this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
     return sequence;
@@ -191,7 +191,7 @@ export class SequencePool {
     let best = free.length - 1;
     let bestKey = [-1, 0];
     for (let i = free.length - 1; i >= 0; i--) {
-      const length = tokens.length === 0 ? 0 : free[i].compareContextTokens(tokens as Token[]).firstDifferentIndex;
+      const length = sharedPrefix(free[i], tokens);
       const idle = -(this.busy.get(free[i].context) ?? 0);
       if (length > bestKey[0] || (length === bestKey[0] && idle > bestKey[1])) {
         best = i;
@@ -207,10 +207,15 @@ export class SequencePool {
  * At least the last prompt token is always evaluated, since its logits give the first new token.
  */
 export async function reusePrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
-  const shared = tokens.length === 0 ? 0 : sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
+  const shared = sharedPrefix(sequence, tokens);
   const keep = Math.max(0, Math.min(shared, tokens.length - 1));
   if (keep < sequence.nextTokenIndex) {
     await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
   }
   return keep;
+}
+
+/** How many leading tokens of `tokens` the sequence's cache already holds. */
+function sharedPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): number {
+  return tokens.length === 0 ? 0 : sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
 }

@@ -125,13 +125,12 @@ export class UpstreamBackend implements InferenceBackend {
           return { body: body as Record<string, unknown>, usage: usageOf(body) };
         }
         this.count(String(res.status));
-        if (!isRetryableStatus(res.status))
-          throw new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
+        failure = new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
+        if (!isRetryableStatus(res.status)) throw failure;
         // 429 and 503 mean "slow down"; other 5xx and 408 may be this URL's trouble.
         outcome = "overload";
         healthy = res.status === 429 || res.status === 503;
         wait = retryAfterMs(res.retryAfter);
-        failure = new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
       } catch (err) {
         if (err instanceof RequestError) throw err;
         if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;

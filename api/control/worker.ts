@@ -33,7 +33,6 @@ export interface WorkerOptions {
 interface Running {
   job: QueuedJob;
   preempted?: boolean;
-  model?: string;
   controller: AbortController;
   drain: AbortController;
   lease: Lease;
@@ -115,12 +114,12 @@ export class Worker {
         if (run?.preempted && !this.isClosing) this.opts.requeue?.({ ...job, resumed: true });
         this.opts.scheduler.release(lease);
       });
-    this.running.set(job.batchId, { job, controller, drain, lease, done, model: job.model });
+    this.running.set(job.batchId, { job, controller, drain, lease, done });
   }
 
   private runningFor(model: string | undefined): number {
     let n = 0;
-    for (const r of this.running.values()) if (r.model === model) n++;
+    for (const r of this.running.values()) if (r.job.model === model) n++;
     return n;
   }
 
