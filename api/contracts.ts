@@ -6,16 +6,23 @@ import type { Batch, BatchEndpoint, FileObject } from "./schemas/objects.js";
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
 export type Owner = string | null;
 
+/** Stores in this process answer at once; shared ones (PostgreSQL) answer later: routes await either. */
+export type Awaitable<T> = T | Promise<T>;
+
 export interface Page<T> {
   data: T[];
   has_more: boolean;
 }
 
-export interface StoredFile {
+export interface FileRecord {
   object: FileObject;
+  owner: Owner;
+}
+
+/** A file of the embedded store, whose content sits on local disk. */
+export interface StoredFile extends FileRecord {
   /** Absolute path of the content on disk. */
   path: string;
-  owner: Owner;
 }
 
 /**
@@ -25,12 +32,23 @@ export interface StoredFile {
 export interface BlobStore {
   /** Stores a finished local file under `key`, moving it where it can (the local file is gone after). Returns its size. */
   putFile(key: string, localPath: string): Promise<number>;
-  /** The content as a stream, with its size; undefined when there is none. */
-  open(key: string): Promise<{ size: number; content: Readable } | undefined>;
+  /** Stores a stream's bytes under `key` (replacing what was there). Returns its size. */
+  put(key: string, content: Readable): Promise<number>;
+  /**
+   * The content as a stream, with its size (of the range, when one is given: bytes `start` to `end`, end
+   * exclusive); undefined when there is none.
+   */
+  open(key: string, range?: ByteRange): Promise<{ size: number; content: Readable } | undefined>;
   /** Bytes stored under `key`; undefined when there is none. */
   size(key: string): Promise<number | undefined>;
   /** Removes the content; absent content is not an error. */
   delete(key: string): Promise<void>;
+}
+
+export interface ByteRange {
+  start: number;
+  /** Exclusive. */
+  end: number;
 }
 
 export interface NewFile {
@@ -41,15 +59,14 @@ export interface NewFile {
   expiresAfter?: ExpiresAfter;
 }
 
+/** The Files API as the routes see it. */
 export interface FileStore {
   /** Moves an uploaded temp file into the store and records it durably. */
   adopt(input: NewFile & { tmpPath: string }): Promise<FileObject>;
-  /** Records a file that already lives elsewhere under BATCH_DIR (a batch's output or error file). */
-  register(input: NewFile & { path: string; id?: string }): Promise<FileObject>;
-  get(id: string, owner: Owner): StoredFile | undefined;
+  get(id: string, owner: Owner): Awaitable<FileRecord | undefined>;
   /** The file's content as a stream, with its size; undefined when there is no such file (or its content is gone). */
   open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
-  list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Page<FileObject>;
+  list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Awaitable<Page<FileObject>>;
   delete(id: string, owner: Owner): Promise<boolean>;
 }
 
@@ -83,14 +100,14 @@ export interface CreateInlineBatchInput {
 export interface BatchService {
   create(input: CreateBatchInput): Promise<Batch>;
   createInline(input: CreateInlineBatchInput): Promise<Batch>;
-  get(id: string, owner: Owner): Batch | undefined;
-  list(q: { after?: string; limit: number; owner: Owner }): Page<Batch>;
+  get(id: string, owner: Owner): Awaitable<Batch | undefined>;
+  list(q: { after?: string; limit: number; owner: Owner }): Awaitable<Page<Batch>>;
   cancel(id: string, owner: Owner): Promise<Batch>;
   /**
    * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
    * written is left for the next read. Undefined when no result exists yet.
    */
-  results(id: string, owner: Owner): AsyncIterable<string> | undefined;
+  results(id: string, owner: Owner): Awaitable<AsyncIterable<string> | undefined>;
 }
 
 export interface QueueStats {
@@ -111,11 +128,11 @@ export interface PoolStatus {
 }
 
 export interface ControlPlaneStatus {
-  queueStats(): QueueStats;
-  poolStatus(): PoolStatus[];
+  queueStats(): Awaitable<QueueStats>;
+  poolStatus(): Awaitable<PoolStatus[]>;
   /**
    * Simulates losing the spot capacity: its running batches checkpoint (what finished stays, nothing runs twice)
    * and go back to the queue first in line, to resume on dedicated capacity or on spot once it is back.
    */
-  preemptSpot(): { preempted: string[]; cooldown_seconds: number };
+  preemptSpot(): Awaitable<{ preempted: string[]; cooldown_seconds: number }>;
 }

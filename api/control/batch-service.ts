@@ -9,7 +9,8 @@ import type { ModelRegistry } from "../../backends/registry.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
-import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, FileStore, Owner, Page } from "../contracts.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../contracts.js";
+import type { DiskFileStore } from "../stores/file-store.js";
 import { InvalidRequestError, NotFoundError, shuttingDown } from "./errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
@@ -30,7 +31,7 @@ const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
 export interface BatchServiceDeps {
   config: Config;
   store: BatchStore;
-  files: FileStore;
+  files: DiskFileStore;
   queue: JobQueue;
   worker: Worker;
   runner: JobRunner;

@@ -4,7 +4,7 @@ import type pino from "pino";
 import type { ModelRouter } from "../../backends/router.js";
 import { unixNow } from "../clock.js";
 import type { Config } from "../config.js";
-import type { ControlPlaneStatus, FileStore } from "../contracts.js";
+import type { PoolStatus, QueueStats } from "../contracts.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { BatchStore } from "../stores/batch-store.js";
 import { Collector, removeCrashLeftovers } from "./collector.js";
@@ -24,14 +24,21 @@ export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
 const CLOSE_GRACE_MS = 10_000;
 
 export interface ControlPlane {
-  files: FileStore;
+  files: DiskFileStore;
   batches: QueueingBatchService;
-  status: ControlPlaneStatus;
+  status: EmbeddedStatus;
   worker: Worker;
   /** Housekeeping of expired files and batch folders (runs on its own; exposed for tests and tools). */
   collector: Collector;
   /** Stops the worker (if not stopped yet) and deadline timers, then flushes state to disk. */
   close(): Promise<void>;
+}
+
+/** ControlPlaneStatus, answered at once from this process's own state. */
+export interface EmbeddedStatus {
+  queueStats(): QueueStats;
+  poolStatus(): PoolStatus[];
+  preemptSpot(): { preempted: string[]; cooldown_seconds: number };
 }
 
 export async function createControlPlane(deps: {
@@ -101,7 +108,7 @@ export async function createControlPlane(deps: {
     now,
   });
   collector.start(config.collectIntervalSeconds);
-  const status: ControlPlaneStatus = {
+  const status: EmbeddedStatus = {
     queueStats: () => worker.stats(),
     poolStatus: () => scheduler.status(),
     preemptSpot: () => ({

@@ -12,10 +12,10 @@ import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress, RunBatchResult } from "../../pipeline/types.js";
 import type { Config } from "../config.js";
 import { isStorageFull } from "../errors.js";
-import type { FileStore } from "../contracts.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { Batch, BatchStatus } from "../schemas/objects.js";
 import type { BatchRecord, BatchStore } from "../stores/batch-store.js";
+import type { DiskFileStore } from "../stores/file-store.js";
 import { canTransition, isFinal, transition } from "./batch-state.js";
 import type { DeadlineTimers } from "./deadline-timers.js";
 import type { QueuedJob } from "./job-queue.js";
@@ -35,7 +35,7 @@ export interface JobRunnerDeps {
   /** The batch's model's backend is taken from here for each run. */
   models: ModelRouter;
   store: BatchStore;
-  files: FileStore;
+  files: DiskFileStore;
   /** Disarmed when a batch ends. */
   deadlines: DeadlineTimers;
   scheduler: PoolScheduler;

@@ -49,18 +49,18 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
   const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) =>
     new client.Histogram({ name: `${PREFIX}${name}`, help, labelNames, buckets, registers });
   /** A gauge read at scrape time. */
-  const liveGauge = (name: string, help: string, read: (g: client.Gauge) => void, labelNames: string[] = []) =>
+  const liveGauge = (name: string, help: string, read: (g: client.Gauge) => void | Promise<void>, labelNames: string[] = []) =>
     new client.Gauge({
       name: `${PREFIX}${name}`,
       help,
       labelNames,
       registers,
       collect() {
-        read(this);
+        return read(this);
       },
     });
-  const perPool = (read: (p: PoolStatus) => number) => (g: client.Gauge) => {
-    for (const p of status?.poolStatus() ?? []) g.set({ pool: p.name }, read(p));
+  const perPool = (read: (p: PoolStatus) => number) => async (g: client.Gauge) => {
+    for (const p of (await status?.poolStatus()) ?? []) g.set({ pool: p.name }, read(p));
   };
 
   const batches = counter("batches_total", "Batches that reached a final status.", ["status"]);
@@ -89,8 +89,12 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
     (g) => g.set(tokenRate.rate()),
   );
-  liveGauge("queue_depth", "Batches waiting for a pool slot.", (g) => status && g.set(status.queueStats().depth));
-  liveGauge("queue_max_depth", "Queued batches accepted before new ones get 429.", (g) => status && g.set(status.queueStats().max_depth));
+  liveGauge("queue_depth", "Batches waiting for a pool slot.", async (g) => {
+    if (status) g.set((await status.queueStats()).depth);
+  });
+  liveGauge("queue_max_depth", "Queued batches accepted before new ones get 429.", async (g) => {
+    if (status) g.set((await status.queueStats()).max_depth);
+  });
   liveGauge(
     "pool_capacity",
     "Slots of each simulated GPU pool.",

@@ -43,14 +43,14 @@ export function batchesRouter(batches: BatchService): Router {
     res.json(await batches.create({ ...body, owner }));
   });
 
-  router.get("/v1/batches", (req, res) => {
+  router.get("/v1/batches", async (req, res) => {
     const q = parseRequest(ListBatchesQuery, req.query);
-    res.json(listObject(batches.list({ ...q, owner: ownerFrom(res) })));
+    res.json(listObject(await batches.list({ ...q, owner: ownerFrom(res) })));
   });
 
-  router.get("/v1/batches/:batch_id", (req, res) => {
+  router.get("/v1/batches/:batch_id", async (req, res) => {
     const id = batchId(req.params.batch_id);
-    const batch = batches.get(id, ownerFrom(res));
+    const batch = await batches.get(id, ownerFrom(res));
     if (!batch) throw notFound("batch", id);
     res.json(batch);
   });
@@ -64,9 +64,9 @@ export function batchesRouter(batches: BatchService): Router {
     const id = batchId(req.params.batch_id);
     const owner = ownerFrom(res);
     const { format } = parseRequest(ResultsQuery, req.query);
-    const batch = batches.get(id, owner);
+    const batch = await batches.get(id, owner);
     if (!batch) throw notFound("batch", id);
-    const lines = batches.results(id, owner);
+    const lines = await batches.results(id, owner);
     if (!lines) {
       throw new ApiError(404, `Batch '${id}' has no results yet (status: ${batch.status}).`, "invalid_request_error", "results_not_ready");
     }

@@ -54,15 +54,15 @@ export function filesRouter(deps: FilesRouteDeps): Router {
     }
   });
 
-  router.get("/v1/files", (req, res) => {
+  router.get("/v1/files", async (req, res) => {
     const q = parseRequest(ListFilesQuery, req.query);
-    const page = files.list({ ...q, owner: ownerFrom(res) });
+    const page = await files.list({ ...q, owner: ownerFrom(res) });
     res.json(listObject(page));
   });
 
-  router.get("/v1/files/:file_id", (req, res) => {
+  router.get("/v1/files/:file_id", async (req, res) => {
     const id = fileId(req.params.file_id);
-    const stored = files.get(id, ownerFrom(res));
+    const stored = await files.get(id, ownerFrom(res));
     if (!stored) throw notFound("file", id);
     res.json(stored.object);
   });

@@ -32,17 +32,17 @@ export function readStatusPage(): string {
 /** GET /status.json: what the page polls. Behind the API key like /v1: a key sees its own batches. */
 export function statusDataRouter(deps: StatusPageDeps): Router {
   const router = Router();
-  router.get("/status.json", (_req, res) => {
+  router.get("/status.json", async (_req, res) => {
     const owner = ownerFrom(res);
-    const { batches, hasMore } = newestBatches(deps.batches, owner);
+    const { batches, hasMore } = await newestBatches(deps.batches, owner);
     res.setHeader("cache-control", "no-store");
     res.json({
       service: deps.service,
       model: deps.backendInfo()?.model ?? null,
       now: unixNow(),
-      queue: deps.status.queueStats(),
+      queue: await deps.status.queueStats(),
       pools_simulated: true,
-      pools: poolsVisibleTo(deps.status, deps.batches, owner),
+      pools: await poolsVisibleTo(deps.status, deps.batches, owner),
       batches,
       has_more: hasMore,
     });
@@ -51,7 +51,7 @@ export function statusDataRouter(deps: StatusPageDeps): Router {
 }
 
 /** The owner's newest batches, up to STATUS_PAGE_MAX_BATCHES, in one list call (the page polls every second). */
-function newestBatches(service: BatchService, owner: Owner): { batches: Batch[]; hasMore: boolean } {
-  const page = service.list({ limit: STATUS_PAGE_MAX_BATCHES, owner });
+async function newestBatches(service: BatchService, owner: Owner): Promise<{ batches: Batch[]; hasMore: boolean }> {
+  const page = await service.list({ limit: STATUS_PAGE_MAX_BATCHES, owner });
   return { batches: page.data, hasMore: page.has_more };
 }

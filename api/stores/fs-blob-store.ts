@@ -1,11 +1,13 @@
 // The BlobStore port on a local folder (BATCH_DIR): a key is a path below it. Content moves in by rename (or a
 // copy across file systems), goes out as a read stream. `localPath` is this store's own extra: the parts of the
 // service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
-import { createReadStream } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
 import { copyFile, mkdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
-import type { Readable } from "node:stream";
-import type { BlobStore } from "../contracts.js";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { BlobStore, ByteRange } from "../contracts.js";
 import { checkBlobKey } from "./blob-key.js";
 
 export class FsBlobStore implements BlobStore {
@@ -36,9 +38,30 @@ export class FsBlobStore implements BlobStore {
     return (await stat(dest)).size;
   }
 
-  async open(key: string): Promise<{ size: number; content: Readable } | undefined> {
+  async put(key: string, content: Readable): Promise<number> {
+    const dest = this.localPath(key);
+    await mkdir(path.dirname(dest), { recursive: true });
+    // Written aside and renamed, so a reader never sees half of it.
+    const tmp = `${dest}.${process.pid}.${randomUUID()}.tmp`;
+    try {
+      await pipeline(content, createWriteStream(tmp));
+      await rename(tmp, dest);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    return (await stat(dest)).size;
+  }
+
+  async open(key: string, range?: ByteRange): Promise<{ size: number; content: Readable } | undefined> {
     const size = await this.size(key);
-    return size === undefined ? undefined : { size, content: createReadStream(this.localPath(key)) };
+    if (size === undefined) return undefined;
+    if (!range) return { size, content: createReadStream(this.localPath(key)) };
+    const end = Math.min(range.end, size);
+    const start = Math.min(range.start, end);
+    // createReadStream's `end` is inclusive; an empty range still needs a stream that ends at once.
+    const content = end > start ? createReadStream(this.localPath(key), { start, end: end - 1 }) : Readable.from([]);
+    return { size: end - start, content };
   }
 
   async size(key: string): Promise<number | undefined> {

@@ -3,7 +3,7 @@
 // so memory stays flat whatever its size), comes out as the object's body stream. Only this module knows S3.
 import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -14,7 +14,7 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import type { BlobStore } from "../contracts.js";
+import type { BlobStore, ByteRange } from "../contracts.js";
 import { checkBlobKey } from "./blob-key.js";
 
 export interface S3BlobStoreOptions {
@@ -41,17 +41,25 @@ export class S3BlobStore implements BlobStore {
   }
 
   async putFile(key: string, localPath: string): Promise<number> {
-    const body = createReadStream(localPath);
-    let size = 0;
-    body.on("data", (chunk) => (size += chunk.length));
-    await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: body } }).done();
+    const size = await this.put(key, createReadStream(localPath));
     await rm(localPath, { force: true });
     return size;
   }
 
-  async open(key: string): Promise<{ size: number; content: Readable } | undefined> {
+  async put(key: string, content: Readable): Promise<number> {
+    let size = 0;
+    content.on("data", (chunk) => (size += chunk.length));
+    await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: content } }).done();
+    return size;
+  }
+
+  async open(key: string, range?: ByteRange): Promise<{ size: number; content: Readable } | undefined> {
+    // An empty range has no HTTP form (bytes=a-b is inclusive): it is an empty stream if the object exists.
+    if (range && range.end <= range.start)
+      return (await this.size(key)) === undefined ? undefined : { size: 0, content: Readable.from([]) };
+    const Range = range && `bytes=${range.start}-${range.end - 1}`;
     try {
-      const res = await this.s3.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+      const res = await this.s3.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key), Range }));
       return { size: res.ContentLength ?? 0, content: res.Body as Readable };
     } catch (err) {
       if (isMissing(err)) return undefined;

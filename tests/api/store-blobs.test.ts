@@ -5,7 +5,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { text } from "node:stream/consumers";
+import { Readable } from "node:stream";
+import { buffer, text } from "node:stream/consumers";
 import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BlobStore } from "../../api/contracts.js";
@@ -63,6 +64,26 @@ describe.each(stores)("%s", (_name, store) => {
     expect(await blobs.size("files/file-1.jsonl")).toBeUndefined();
     // Deleting what is not there is not an error.
     await blobs.delete("files/file-1.jsonl");
+  });
+
+  it("stores a stream, replaces it, and reads byte ranges of it", async () => {
+    const blobs = store();
+    const content = Array.from({ length: 2000 }, (_, i) => `line ${i} ${"é".repeat(i % 7)}\n`).join("");
+    const bytes = Buffer.from(content);
+    expect(await blobs.put("parts/a.jsonl", Readable.from([Buffer.from("old")]))).toBe(3);
+    expect(await blobs.put("parts/a.jsonl", Readable.from([bytes.subarray(0, 1000), bytes.subarray(1000)]))).toBe(bytes.length);
+    for (const [start, end] of [
+      [0, 10],
+      [1000, 5001],
+      [bytes.length - 5, bytes.length],
+      [7, 7],
+    ]) {
+      const part = await blobs.open("parts/a.jsonl", { start, end });
+      expect(part?.size, `${start}-${end}`).toBe(end - start);
+      expect(Buffer.from(await buffer(part!.content)).equals(bytes.subarray(start, end))).toBe(true);
+    }
+    expect(await blobs.open("parts/missing.jsonl", { start: 0, end: 5 })).toBeUndefined();
+    await blobs.delete("parts/a.jsonl");
   });
 
   it("refuses keys that would leave the store's root", async () => {
