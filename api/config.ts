@@ -56,6 +56,26 @@ const ConfigSchema = z.object({
     dedicated: z.object({ capacity: int(0) }),
   }),
   slaUrgentSeconds: int(0),
+  /** Shared state for many processes (DATABASE_URL); off (embedded) when the URL is empty. */
+  cluster: z.object({
+    databaseUrl: z.string(),
+    role: z.enum(["api", "worker", "all"], { error: "must be api, worker or all" }),
+    shardSize: int(1),
+    checkpointSeconds: int(1),
+    leaseSeconds: int(3),
+    workerPool: z.enum(["spot", "dedicated"], { error: "must be spot or dedicated" }),
+    workerCapacity: int(1),
+    workerId: z.string(),
+  }),
+  s3: z.object({
+    endpoint: z.string(),
+    bucket: z.string(),
+    region: z.string().min(1),
+    prefix: z.string(),
+    accessKeyId: z.string(),
+    secretAccessKey: z.string(),
+    forcePathStyle: z.boolean({ error: "must be true or false" }),
+  }),
   http: z.object({
     headersTimeoutSeconds: int(1),
     requestTimeoutSeconds: int(1),
@@ -140,6 +160,21 @@ const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unkno
   { path: "pools.spot.preemptionsPerHour", env: "SPOT_PREEMPTIONS_PER_HOUR", yaml: "pools.spot.preemptions_per_hour", default: 0 },
   { path: "pools.dedicated.capacity", env: "DEDICATED_CAPACITY", yaml: "pools.dedicated.capacity", default: 1 },
   { path: "slaUrgentSeconds", env: "SLA_URGENT_SECONDS", yaml: "sla.urgent_seconds", default: 600 },
+  { path: "cluster.databaseUrl", env: "DATABASE_URL", default: "" },
+  { path: "cluster.role", env: "ROLE", default: "all" },
+  { path: "cluster.shardSize", env: "SHARD_SIZE", default: 1000 },
+  { path: "cluster.checkpointSeconds", env: "CHECKPOINT_SECONDS", default: 10 },
+  { path: "cluster.leaseSeconds", env: "LEASE_SECONDS", default: 30 },
+  { path: "cluster.workerPool", env: "WORKER_POOL", default: "dedicated" },
+  { path: "cluster.workerCapacity", env: "WORKER_CAPACITY", default: 2 },
+  { path: "cluster.workerId", env: "WORKER_ID", default: "" },
+  { path: "s3.endpoint", env: "S3_ENDPOINT", default: "" },
+  { path: "s3.bucket", env: "S3_BUCKET", default: "" },
+  { path: "s3.region", env: "S3_REGION", default: "us-east-1" },
+  { path: "s3.prefix", env: "S3_PREFIX", default: "" },
+  { path: "s3.accessKeyId", env: "S3_ACCESS_KEY_ID", default: "" },
+  { path: "s3.secretAccessKey", env: "S3_SECRET_ACCESS_KEY", default: "" },
+  { path: "s3.forcePathStyle", env: "S3_FORCE_PATH_STYLE", default: true, read: booleanSetting },
   { path: "http.headersTimeoutSeconds", env: "HTTP_HEADERS_TIMEOUT_SECONDS", default: 20 },
   { path: "http.requestTimeoutSeconds", env: "HTTP_REQUEST_TIMEOUT_SECONDS", default: 900 },
   { path: "http.idleTimeoutSeconds", env: "HTTP_IDLE_TIMEOUT_SECONDS", default: 120 },
@@ -188,6 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.pools.spot.capacity + cfg.pools.dedicated.capacity < 1) {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
+  checkCluster(cfg);
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
@@ -197,6 +233,25 @@ export function loadConfig(env: Env = process.env): Config {
     modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
   };
+}
+
+/** Shared state needs its database; a role other than `all` and S3 storage only make sense with one. */
+function checkCluster(cfg: Config): void {
+  const { cluster, s3 } = cfg;
+  const fail = (why: string) => {
+    throw new ConfigError(`invalid configuration: ${why}`);
+  };
+  if (!cluster.databaseUrl) {
+    if (cluster.role !== "all") fail(`ROLE=${cluster.role} needs DATABASE_URL: without it the service is one process that does everything`);
+    if (s3.bucket || s3.endpoint) fail("S3_BUCKET/S3_ENDPOINT need DATABASE_URL: shared storage is used only in the distributed mode");
+    return;
+  }
+  if (!/^postgres(ql)?:\/\//.test(cluster.databaseUrl)) fail("DATABASE_URL: must be a postgres:// or postgresql:// URL");
+  if (s3.endpoint && !s3.bucket) fail("S3_ENDPOINT is set but S3_BUCKET is not: name the bucket to use");
+  if (Boolean(s3.accessKeyId) !== Boolean(s3.secretAccessKey))
+    fail("S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together: set both, or neither (the AWS SDK's default credentials)");
+  if (cluster.checkpointSeconds >= cluster.leaseSeconds)
+    fail(`CHECKPOINT_SECONDS=${cluster.checkpointSeconds} must be below LEASE_SECONDS=${cluster.leaseSeconds}`);
 }
 
 /**

@@ -125,6 +125,8 @@ export interface PoolStatus {
   preempted: number;
   preemptions: number;
   jobs: string[];
+  /** The distributed mode's registered workers of this pool. */
+  workers?: Array<{ id: string; capacity: number; in_use: number; last_seen: number; preempted: boolean }>;
 }
 
 export interface ControlPlaneStatus {

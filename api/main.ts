@@ -3,7 +3,7 @@ import os from "node:os";
 import { ConfigError, checkPaths, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
 import { applyServerLimits, defaultMaxConnections } from "./http/server.js";
-import { createService } from "./service.js";
+import { startService } from "./service.js";
 import { onStopSignals } from "./signals.js";
 
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
@@ -27,7 +27,7 @@ async function main() {
   } else {
     logger.info({ keys: config.apiKeys.length }, "API key authentication on");
   }
-  const service = await createService(config, logger);
+  const service = await startService(config, logger);
   // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
   const server = service.app.listen(config.port, config.host, (err?: Error) => {
     if (err) {

@@ -33,6 +33,18 @@ const PoolStatusSchema = z
     preempted: z.number().int().openapi({ description: "Slots taken away by a simulated preemption, back after the cooldown." }),
     preemptions: z.number().int().openapi({ description: "Simulated preemptions since the service started." }),
     jobs: z.array(z.string()).openapi({ description: "Ids of the batches holding a slot (with keys on: the caller's own)." }),
+    workers: z
+      .array(
+        z.object({
+          id: z.string(),
+          capacity: z.number().int(),
+          in_use: z.number().int(),
+          last_seen: z.number().int().openapi({ description: "Unix seconds of its last heartbeat." }),
+          preempted: z.boolean(),
+        }),
+      )
+      .optional()
+      .openapi({ description: "Distributed mode: the live workers registered in this pool (their capacity is the pool's)." }),
   })
   .openapi("PoolStatus") satisfies z.ZodType<PoolStatus>;
 

@@ -8,7 +8,9 @@ import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { createRouter, loadRegistry } from "./start-backends.js";
-import type { InferenceBackend } from "../openai/backend.js";
+import type { BackendInfo, InferenceBackend } from "../openai/backend.js";
+import type { ModelRegistry } from "../backends/registry.js";
+import { type ClusterPlane, createClusterPlane } from "../cluster/index.js";
 import type { ModelRouter } from "../backends/router.js";
 
 export interface Service {
@@ -21,6 +23,86 @@ export interface Service {
   metrics: Metrics;
   /** Stops the worker (running batches checkpoint), then releases the model. */
   close(opts?: { graceMs?: number }): Promise<void>;
+}
+
+/** What api/main.ts runs: the embedded service, or with DATABASE_URL one role of the distributed mode. */
+export async function startService(config: Config, logger: pino.Logger): Promise<Pick<Service, "app" | "close">> {
+  return config.cluster.databaseUrl ? createClusterService(config, logger) : createService(config, logger);
+}
+
+export interface ClusterService {
+  app: express.Express;
+  models: ModelRouter;
+  cluster: ClusterPlane;
+  metrics: Metrics;
+  close(opts?: { graceMs?: number }): Promise<void>;
+}
+
+/**
+ * The distributed mode: shared state in PostgreSQL and the blob store; ROLE=api serves the API without loading a
+ * model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all both.
+ */
+export async function createClusterService(config: Config, logger: pino.Logger): Promise<ClusterService> {
+  const { role } = config.cluster;
+  const registry = await loadRegistry(config, logger);
+  const models = await createRouter(config, registry, logger);
+  let backend: InferenceBackend | undefined;
+  let cluster: ClusterPlane | undefined;
+  const metrics = createMetrics();
+  try {
+    if (role !== "api") {
+      const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
+      primary.release();
+      backend = primary.backend;
+      metrics.setBackendInfo(backend.info);
+    }
+    cluster = await createClusterPlane({ config, models, logger, metrics });
+  } catch (err) {
+    await models.close();
+    throw err;
+  }
+  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+  metrics.watch(cluster.status);
+  const plane = cluster;
+  const app = createApp({
+    config,
+    files: plane.files,
+    batches: plane.batches,
+    status: plane.status,
+    backendInfo: () => backend?.info ?? apiRoleInfo(registry),
+    registry,
+    modelStatus: () => models.status(),
+    logger,
+    metrics,
+    api: role !== "worker",
+  });
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    models,
+    cluster: plane,
+    metrics,
+    close(opts = {}) {
+      closed ??= (async () => {
+        await plane.close({ graceMs: opts.graceMs ?? 10_000 });
+        await models.close();
+      })();
+      return closed;
+    },
+  };
+}
+
+/** An API server runs no model: it is ready once it has its database; the workers serve the models. */
+function apiRoleInfo(registry: ModelRegistry): BackendInfo {
+  return {
+    model: registry.fallback ?? registry.models[0].name,
+    kind: "workers",
+    endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"],
+    concurrency: 0,
+    generatedModel: false,
+    settings: { role: "api" },
+    summary: "requests run on the workers",
+  };
 }
 
 export async function createService(config: Config, logger: pino.Logger): Promise<Service> {

@@ -19,11 +19,9 @@ import { isEnding, transition } from "./batch-state.js";
 import { parseCompletionWindow } from "./completion-window.js";
 import type { DeadlineTimers } from "./deadline-timers.js";
 import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
+import { checkEndpoint, newBatchObject } from "./batch-object.js";
 import type { JobQueue } from "./job-queue.js";
 import type { Worker } from "./worker.js";
-
-/** Every backend serves these (Responses over chat); a batch for another endpoint is refused at creation. */
-const ENDPOINTS: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
 
 /** Sent as Retry-After with a 503 while the service drains: a restart takes seconds. */
 const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
@@ -174,13 +172,7 @@ export class QueueingBatchService implements BatchService {
   private async createBatch(input: NewBatch): Promise<Batch> {
     const { config, store, queue, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
-    if (!(ENDPOINTS as readonly string[]).includes(input.endpoint)) {
-      throw new InvalidRequestError(
-        `This deployment serves ${ENDPOINTS.join(", ")}; a batch for '${input.endpoint}' cannot run here.`,
-        "unsupported_value",
-        "endpoint",
-      );
-    }
+    checkEndpoint(input.endpoint);
     // A batch accepted now could not start before the restart, and its state might land after the final flush.
     if (this.deps.worker.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     queue.ensureRoom(this.reserved + 1);
@@ -202,24 +194,7 @@ export class QueueingBatchService implements BatchService {
         throw err;
       }
       const created = now();
-      const served = v.ok ? this.deps.registry.resolve(v.model) : undefined;
-      if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v, this.deps.registry)] };
-      const batch = newBatchObject({
-        id,
-        input,
-        inputFileId,
-        created,
-        windowSeconds,
-        // As OpenAI reports it, a file that failed validation runs no request: its counts are all 0, so
-        // completed + failed == total holds for every batch. The lines at fault are in `errors`.
-        total: v.ok ? v.total : 0,
-        // What serves it; a batch that failed validation reports what its lines named.
-        model: served?.name ?? v.model ?? "",
-      });
-      if (!v.ok) {
-        batch.errors = { object: "list", data: validationErrors(v) };
-        transition(batch, "failed", created);
-      }
+      const batch = newBatchObject({ id, ...input, inputFileId, created, windowSeconds, validation: v, registry: this.deps.registry });
       const rec: BatchRecord = { batch, owner: input.owner, seq: store.nextSeq() };
       if (input.output_expires_after) rec.outputExpiresAfter = input.output_expires_after;
       store.add(rec);
@@ -236,7 +211,7 @@ export class QueueingBatchService implements BatchService {
       if (batch.status === "validating" && !this.deps.runner.isEnding(id)) this.schedule(rec);
       logger.info(
         { batch_id: id, status: batch.status, total: v.total, errors: v.errorCount, deadline_at: batch.deadline_at, queued: queue.depth },
-        v.ok ? "batch accepted and queued" : "batch failed validation",
+        batch.status === "validating" ? "batch accepted and queued" : "batch failed validation",
       );
       return accepted;
     } finally {
@@ -245,68 +220,4 @@ export class QueueingBatchService implements BatchService {
   }
 }
 
-function newBatchObject(a: {
-  id: string;
-  input: NewBatch;
-  inputFileId: string;
-  created: number;
-  windowSeconds: number;
-  total: number;
-  model: string;
-}): Batch {
-  const deadline = a.created + a.windowSeconds;
-  return {
-    id: a.id,
-    object: "batch",
-    endpoint: a.input.endpoint,
-    model: a.model,
-    errors: null,
-    input_file_id: a.inputFileId,
-    completion_window: a.input.completion_window,
-    status: "validating",
-    output_file_id: null,
-    error_file_id: null,
-    created_at: a.created,
-    in_progress_at: null,
-    expires_at: deadline,
-    finalizing_at: null,
-    completed_at: null,
-    failed_at: null,
-    expired_at: null,
-    cancelling_at: null,
-    cancelled_at: null,
-    request_counts: { completed: 0, failed: 0, total: a.total },
-    usage: {
-      input_tokens: 0,
-      input_tokens_details: { cached_tokens: 0 },
-      output_tokens: 0,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: 0,
-    },
-    metadata: a.input.metadata ?? null,
-    submitted_at: a.created,
-    deadline_at: deadline,
-    deadline_met: null,
-    pool: null,
-  };
-}
-
 const snapshot = (b: Batch): Batch => structuredClone(b);
-
-function modelNotFound(v: ValidationResult, registry: ModelRegistry): ValidationResult["errors"][number] {
-  const named = v.model === undefined ? "The requests name no model" : `The model '${v.model}' is not served here`;
-  return {
-    code: "model_not_found",
-    message: `${named}; the models served are: ${registry.names.join(", ")}.`,
-    line: v.modelLine ?? 1,
-    param: "body.model",
-  };
-}
-
-function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {
-  const data = v.errors.map((e) => ({ code: e.code, message: e.message, line: e.line, param: e.param ?? null }));
-  const unlisted = v.errorCount - v.errors.length;
-  if (unlisted > 0)
-    data.push({ code: "too_many_errors", message: `${unlisted} more problems were found and not listed.`, line: null, param: null });
-  return data;
-}

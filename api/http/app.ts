@@ -35,6 +35,8 @@ export interface AppDeps {
   logger: pino.Logger;
   /** Serves GET /metrics and counts every request when set. */
   metrics?: Metrics;
+  /** False for a distributed worker: health, readiness, docs and metrics only (default true). */
+  api?: boolean;
 }
 
 /** Batch creation's JSON (the inline form carries its prompts) is buffered whole; big inputs belong in a file upload. */
@@ -55,6 +57,12 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(systemRouter({ service, backendInfo: deps.backendInfo, models: deps.modelStatus, statusPage: readStatusPage() }));
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
+
+  if (deps.api === false) {
+    app.use(unknownRoute);
+    app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));
+    return app;
+  }
 
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
   const auth = requireApiKey(config.apiKeys);

@@ -1,0 +1,178 @@
+// The Batch API on shared state (what an API server of the distributed mode runs): a batch is validated here,
+// split into shards recorded with it in one transaction, and announced to the workers; reads, lists and cancels
+// go to PostgreSQL, so any API server answers for any batch.
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import type pino from "pino";
+import type { ModelRegistry } from "../backends/registry.js";
+import type { Config } from "../api/config.js";
+import type { BatchService, BlobStore, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../api/contracts.js";
+import { checkEndpoint, newBatchObject } from "../api/control/batch-object.js";
+import { isEnding, transition } from "../api/control/batch-state.js";
+import { parseCompletionWindow } from "../api/control/completion-window.js";
+import { InvalidRequestError, NotFoundError, queueFull } from "../api/control/errors.js";
+import type { BatchMetrics } from "../api/metrics/metrics.js";
+import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
+import { newBatchId } from "../api/stores/ids.js";
+import { readCompleteJsonLines } from "../pipeline/jsonl.js";
+import { planShards } from "../pipeline/shards.js";
+import type { Endpoint } from "../pipeline/types.js";
+import { validateBatchFile } from "../pipeline/validate.js";
+import type { BatchRepo } from "./batches.js";
+import { publish } from "./events.js";
+import type { PgFileStore } from "./files.js";
+import type { ShardQueue } from "./shards.js";
+import type pg from "pg";
+
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
+
+export interface ClusterBatchServiceDeps {
+  config: Config;
+  db: pg.Pool;
+  batches: BatchRepo;
+  queue: ShardQueue;
+  files: PgFileStore;
+  blobs: BlobStore;
+  registry: ModelRegistry;
+  /** Local scratch space for validating inputs. */
+  scratchDir: string;
+  logger: pino.Logger;
+  now: () => number;
+  metrics?: BatchMetrics;
+}
+
+export class ClusterBatchService implements BatchService {
+  constructor(private readonly deps: ClusterBatchServiceDeps) {}
+
+  async create(input: CreateBatchInput): Promise<Batch> {
+    const file = await this.deps.files.keyOf(input.input_file_id, input.owner);
+    if (!file) throw new NotFoundError("file", input.input_file_id, "input_file_id");
+    if (file.object.purpose !== "batch") {
+      throw new InvalidRequestError(
+        `File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
+        "invalid_request",
+        "input_file_id",
+      );
+    }
+    return this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key });
+  }
+
+  async createInline(input: CreateInlineBatchInput): Promise<Batch> {
+    checkEndpoint(input.endpoint);
+    parseCompletionWindow(input.completion_window);
+    const tmp = await this.tempDir();
+    try {
+      const local = path.join(tmp, "input.jsonl");
+      await writeFile(local, input.lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
+      const batchId = newBatchId();
+      const obj = await this.deps.files.adopt({ tmpPath: local, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
+      const file = await this.deps.files.keyOf(obj.id, input.owner);
+      return await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key });
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  }
+
+  async get(id: string, owner: Owner): Promise<Batch | undefined> {
+    return (await this.deps.batches.get(id, owner))?.batch;
+  }
+
+  list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+    return this.deps.batches.list(q);
+  }
+
+  /**
+   * The cancel is decided here (cancelling, from the status read) and announced: the workers running its shards
+   * stop them, maintenance writes the waiting shards' error lines, and the batch ends cancelled once all are done.
+   * A batch that an expiry or a failure stopped first is not cancelled: the answer is how it stands.
+   */
+  async cancel(id: string, owner: Owner): Promise<Batch> {
+    const { batches, now, db, logger } = this.deps;
+    const row = await batches.get(id, owner);
+    if (!row) throw new NotFoundError("batch", id);
+    if (isEnding(row.batch.status) || row.stopReason) return row.batch;
+    const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
+      if (r.stopReason) return undefined;
+      transition(r.batch, "cancelling", now());
+      return { stopReason: "cancelled" };
+    });
+    if (!updated) return (await batches.get(id, owner))!.batch;
+    logger.info({ batch_id: id }, "cancelling batch");
+    await publish(db, { type: "stop", batch_id: id, reason: "cancelled" });
+    return updated.batch;
+  }
+
+  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
+  async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
+    const row = await this.deps.batches.get(id, owner);
+    if (!row) return undefined;
+    const keys = row.batch.output_file_id
+      ? [`batches/${id}/output.jsonl`]
+      : (await this.deps.queue.ofBatch(id)).flatMap((s) => s.parts.flatMap((p) => (p.output ? [p.output] : [])));
+    if (keys.length === 0) return undefined;
+    return this.linesOf(keys);
+  }
+
+  private async *linesOf(keys: string[]): AsyncGenerator<string> {
+    const tmp = await this.tempDir();
+    try {
+      for (const key of keys) {
+        const blob = await this.deps.blobs.open(key);
+        if (!blob) continue;
+        const local = path.join(tmp, "part.jsonl");
+        await pipeline(blob.content, createWriteStream(local));
+        yield* readCompleteJsonLines(local);
+      }
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  }
+
+  private async createBatch(input: {
+    id?: string;
+    owner: Owner;
+    endpoint: BatchEndpoint;
+    completion_window: string;
+    metadata?: Record<string, string> | null;
+    output_expires_after?: ExpiresAfter;
+    inputFileId: string;
+    inputKey: string;
+  }): Promise<Batch> {
+    const { config, batches, logger, now } = this.deps;
+    const windowSeconds = parseCompletionWindow(input.completion_window);
+    checkEndpoint(input.endpoint);
+    if ((await batches.openCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+    const tmp = await this.tempDir();
+    try {
+      // The input is read once here: validated, and split into shards by byte range for the workers.
+      const local = path.join(tmp, "input.jsonl");
+      const blob = await this.deps.blobs.open(input.inputKey);
+      if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
+      await pipeline(blob.content, createWriteStream(local));
+      const v = await validateBatchFile(local, input.endpoint as Endpoint, {
+        maxRequests: config.maxRequestsPerBatch,
+        maxLineBytes: config.maxLineBytes,
+      });
+      const id = input.id ?? newBatchId();
+      const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
+      const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize) : [];
+      await batches.insert({ batch, owner: input.owner, inputKey: input.inputKey, outputExpiresAfter: input.output_expires_after, shards });
+      if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
+      else await publish(this.deps.db, { type: "work" }).catch(() => undefined);
+      logger.info(
+        { batch_id: id, status: batch.status, total: v.total, shards: shards.length, errors: v.errorCount, deadline_at: batch.deadline_at },
+        batch.status === "validating" ? "batch accepted and queued" : "batch failed validation",
+      );
+      return batch;
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  }
+
+  private async tempDir(): Promise<string> {
+    await mkdir(this.deps.scratchDir, { recursive: true });
+    return mkdtemp(path.join(this.deps.scratchDir, "api-"));
+  }
+}

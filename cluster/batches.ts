@@ -1,0 +1,156 @@
+// Batches and their shards in PostgreSQL. A status changes only from the status the caller read (conditional
+// updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
+// usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
+import type pg from "pg";
+import type { ExpiresAfter, Owner, Page } from "../api/contracts.js";
+import { InvalidRequestError } from "../api/control/errors.js";
+import type { Batch, BatchStatus } from "../api/schemas/objects.js";
+import type { ShardPlan } from "../pipeline/shards.js";
+import { inTransaction } from "./db.js";
+
+export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
+export type StopReason = "cancelled" | "expired" | "failed";
+
+export interface BatchRow {
+  batch: Batch;
+  owner: Owner;
+  seq: number;
+  stopReason: StopReason | null;
+  inputKey: string | null;
+  outputExpiresAfter?: ExpiresAfter;
+}
+
+const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
+  cached_tokens, output_tokens, doc`;
+
+function fromRow(r: any): BatchRow {
+  const batch: Batch = { ...r.doc, status: r.status };
+  batch.request_counts = { ...batch.request_counts, completed: Number(r.completed), failed: Number(r.failed) };
+  const input = Number(r.input_tokens);
+  const output = Number(r.output_tokens);
+  batch.usage = {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: Number(r.cached_tokens) },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: input + output,
+  };
+  const row: BatchRow = { batch, owner: r.owner, seq: Number(r.seq), stopReason: r.stop_reason, inputKey: r.input_key };
+  if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
+  return row;
+}
+
+export class BatchRepo {
+  constructor(private readonly db: pg.Pool) {}
+
+  /** Records a new batch and its shards in one transaction. */
+  async insert(a: {
+    batch: Batch;
+    owner: Owner;
+    inputKey: string | null;
+    outputExpiresAfter?: ExpiresAfter;
+    shards: ShardPlan[];
+  }): Promise<void> {
+    const b = a.batch;
+    await inTransaction(this.db, async (c) => {
+      await c.query(
+        `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        [b.id, a.owner, b.status, b.model, b.submitted_at, b.deadline_at, a.inputKey, a.outputExpiresAfter ?? null, b],
+      );
+      // One statement for all shards: a 50,000-line batch has 50 of them, a 5-million-line one 5,000.
+      if (a.shards.length > 0)
+        await c.query(
+          `INSERT INTO shards (batch_id, idx, model, byte_start, byte_end, total)
+           SELECT $1, i - 1, $2, s, e, t FROM unnest($3::bigint[], $4::bigint[], $5::int[]) WITH ORDINALITY AS x(s, e, t, i)`,
+          [b.id, b.model, a.shards.map((s) => s.byteStart), a.shards.map((s) => s.byteEnd), a.shards.map((s) => s.total)],
+        );
+    });
+  }
+
+  async get(id: string, owner?: Owner): Promise<BatchRow | undefined> {
+    const { rows } = await this.db.query(
+      `SELECT ${COLUMNS} FROM batches WHERE id = $1 AND ($2::boolean OR owner IS NOT DISTINCT FROM $3)`,
+      [id, owner === undefined, owner ?? null],
+    );
+    return rows[0] && fromRow(rows[0]);
+  }
+
+  /** Newest first, as OpenAI lists batches. */
+  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+    let afterSeq: number | null = null;
+    if (q.after) {
+      const after = await this.get(q.after, q.owner);
+      if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
+      afterSeq = after.seq;
+    }
+    const limit = Math.max(1, Math.floor(q.limit));
+    const { rows } = await this.db.query(
+      `SELECT ${COLUMNS} FROM batches WHERE owner IS NOT DISTINCT FROM $1 AND ($2::bigint IS NULL OR seq < $2)
+       ORDER BY seq DESC LIMIT $3`,
+      [q.owner, afterSeq, limit + 1],
+    );
+    return { data: rows.slice(0, limit).map((r) => fromRow(r).batch), has_more: rows.length > limit };
+  }
+
+  /** Batches not yet final (the queue's bound counts them). */
+  async openCount(): Promise<number> {
+    const { rows } = await this.db.query("SELECT count(*)::int AS n FROM batches WHERE status = ANY($1)", [OPEN_STATUSES]);
+    return rows[0].n;
+  }
+
+  /**
+   * Changes a batch under its row lock, only while its status is one of `from`: `change` edits the batch read
+   * (and may set the stop reason); returns the batch written, or undefined when its status was another (someone
+   * else decided first) or it is gone.
+   */
+  async update(
+    id: string,
+    from: readonly BatchStatus[],
+    change: (row: BatchRow) => { stopReason?: StopReason } | undefined | void,
+  ): Promise<BatchRow | undefined> {
+    return inTransaction(this.db, async (c) => {
+      const { rows } = await c.query(`SELECT ${COLUMNS} FROM batches WHERE id = $1 FOR UPDATE`, [id]);
+      if (!rows[0] || !from.includes(rows[0].status)) return undefined;
+      const row = fromRow(rows[0]);
+      const extra = change(row) ?? {};
+      if (extra.stopReason) row.stopReason = extra.stopReason;
+      const { request_counts, usage, ...rest } = row.batch;
+      await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4 WHERE id = $1", [
+        id,
+        row.batch.status,
+        row.stopReason,
+        { ...rest, request_counts: { ...request_counts, completed: 0, failed: 0 } },
+      ]);
+      return row;
+    });
+  }
+
+  /** completed + failed == total: requests with no result counted (a part lost to a crash) are failed. */
+  async settleCounts(id: string): Promise<void> {
+    await this.db.query(
+      `UPDATE batches SET failed = GREATEST(failed, (doc->'request_counts'->>'total')::bigint - completed) WHERE id = $1`,
+      [id],
+    );
+  }
+
+  /** Open batches whose deadline passed and that no one stopped yet: they stop now, as expired. */
+  async expireDue(now: number): Promise<string[]> {
+    const { rows } = await this.db.query(
+      `UPDATE batches SET stop_reason = 'expired' WHERE status = ANY($1) AND status <> 'finalizing' AND stop_reason IS NULL
+         AND deadline_at <= $2 RETURNING id`,
+      [OPEN_STATUSES, now],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /** Open batches none of whose shards is still to run: ready to be finalized (or ended, when stopped). */
+  async readyToFinish(limit = 100): Promise<string[]> {
+    const { rows } = await this.db.query(
+      `SELECT b.id FROM batches b WHERE b.status = ANY($1)
+         AND NOT EXISTS (SELECT 1 FROM shards s WHERE s.batch_id = b.id AND s.state <> 'done') ORDER BY b.seq LIMIT $2`,
+      [OPEN_STATUSES, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+}

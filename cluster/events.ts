@@ -1,0 +1,64 @@
+// Cross-process signals over PostgreSQL LISTEN/NOTIFY: a cancel or expiry reaches every worker within a second,
+// new work wakes idle workers, a simulated spot reclaim reaches the spot workers. A notification can be missed
+// (a connection lost), so each has a slower fallback: workers poll for work and read stop reasons with every
+// heartbeat.
+import pg from "pg";
+import type pino from "pino";
+import type { StopReason } from "./batches.js";
+
+export type ClusterEvent =
+  | { type: "stop"; batch_id: string; reason: StopReason }
+  | { type: "work" }
+  | { type: "preempt"; pool: "spot"; cooldown_seconds: number };
+
+export const CHANNEL = "obi_events";
+const RECONNECT_MS = 1_000;
+
+export async function publish(db: pg.Pool, event: ClusterEvent): Promise<void> {
+  await db.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(event)]);
+}
+
+/** Listens on its own connection, reconnecting after a loss (a database restart) until closed. */
+export function subscribe(url: string, logger: pino.Logger, onEvent: (e: ClusterEvent) => void): { close(): Promise<void> } {
+  let closed = false;
+  let client: pg.Client | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    if (closed) return;
+    const c = new pg.Client({ connectionString: url });
+    client = c;
+    const lost = (err?: Error) => {
+      if (closed || client !== c) return;
+      client = undefined;
+      logger.warn({ err: err?.message }, "lost the database event connection; reconnecting");
+      c.end().catch(() => undefined);
+      retry = setTimeout(connect, RECONNECT_MS);
+      retry.unref();
+    };
+    c.on("error", lost);
+    c.on("end", () => lost());
+    c.on("notification", (msg) => {
+      try {
+        onEvent(JSON.parse(msg.payload ?? ""));
+      } catch (err) {
+        logger.warn({ err, payload: msg.payload }, "ignoring an unreadable cluster event");
+      }
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${CHANNEL}`);
+      // Whatever was announced while disconnected is found by the fallbacks; a wake-up catches up on work now.
+      onEvent({ type: "work" });
+    } catch (err) {
+      lost(err as Error);
+    }
+  };
+  void connect();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      await client?.end().catch(() => undefined);
+    },
+  };
+}

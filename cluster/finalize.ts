@@ -1,0 +1,109 @@
+// Ends a batch whose shards are all done: the output and error files are assembled by streaming every shard's
+// committed parts in shard order, recorded under ids derived from the batch id, and only then does the batch take
+// its final status (a conditional update). Every step can run again after a crash with the same result.
+import { Readable } from "node:stream";
+import type pino from "pino";
+import type { BlobStore } from "../api/contracts.js";
+import { isFinal, transition } from "../api/control/batch-state.js";
+import { resultFileId } from "../api/control/job-runner.js";
+import type { BatchMetrics } from "../api/metrics/metrics.js";
+import type { Batch } from "../api/schemas/objects.js";
+import type { BatchRepo, BatchRow } from "./batches.js";
+import type { PgFileStore } from "./files.js";
+import type { ShardQueue } from "./shards.js";
+
+export interface FinalizeDeps {
+  batches: BatchRepo;
+  queue: ShardQueue;
+  files: PgFileStore;
+  blobs: BlobStore;
+  logger: pino.Logger;
+  /** Unix seconds. */
+  now: () => number;
+  metrics?: BatchMetrics;
+}
+
+export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Batch | undefined> {
+  const { batches, queue, now, logger } = deps;
+  const row = await batches.get(id);
+  if (!row || isFinal(row.batch.status)) return undefined;
+  const shards = await queue.ofBatch(id);
+  if (shards.some((s) => s.state !== "done")) return undefined;
+  const to =
+    row.stopReason === "cancelled"
+      ? "cancelled"
+      : row.stopReason === "expired"
+        ? "expired"
+        : row.stopReason === "failed"
+          ? "failed"
+          : "completed";
+  if (to === "completed" && row.batch.status !== "finalizing") {
+    await batches.update(id, ["validating", "in_progress"], ({ batch }) => {
+      if (batch.status === "validating") transition(batch, "in_progress", now());
+      transition(batch, "finalizing", now());
+    });
+  }
+  const parts = shards.flatMap((s) => s.parts);
+  const fileIds = {
+    output: await assemble(
+      deps,
+      row,
+      "output",
+      parts.flatMap((p) => (p.output ? [p.output] : [])),
+    ),
+    error: await assemble(
+      deps,
+      row,
+      "error",
+      parts.flatMap((p) => (p.errors ? [p.errors] : [])),
+    ),
+  };
+  // Every line has its result or its error line: whatever the counts lack (a part that could not be written) is failed.
+  await deps.batches.settleCounts(id);
+  const done = await batches.update(id, ["validating", "in_progress", "finalizing", "cancelling"], ({ batch }) => {
+    batch.output_file_id = fileIds.output;
+    batch.error_file_id = fileIds.error;
+    if (to === "completed") {
+      if (batch.status === "validating") transition(batch, "in_progress", now());
+      if (batch.status === "in_progress") transition(batch, "finalizing", now());
+    }
+    if (to === "cancelled" && batch.status !== "cancelling" && batch.status !== "validating") transition(batch, "cancelling", now());
+    transition(batch, to, now());
+    batch.deadline_met =
+      batch.status === "completed" ? (batch.completed_at ?? 0) <= batch.deadline_at : batch.status === "expired" ? false : null;
+  });
+  if (!done) return undefined;
+  const b = done.batch;
+  deps.metrics?.batchEnded(b);
+  const fields = { batch_id: id, status: b.status, request_counts: b.request_counts, deadline_met: b.deadline_met };
+  if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
+  else logger.info(fields, `batch ${b.status}`);
+  // The parts are in the assembled files now; one left behind by a crash here is only storage.
+  await Promise.allSettled(parts.flatMap((p) => [p.output, p.errors]).flatMap((k) => (k ? [deps.blobs.delete(k)] : [])));
+  return b;
+}
+
+/** Streams the parts into one object and records it as a file; null when there are no lines of that kind. */
+async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "error", keys: string[]): Promise<string | null> {
+  if (keys.length === 0) return null;
+  const key = `batches/${row.batch.id}/${kind}.jsonl`;
+  const size = await deps.blobs.put(key, Readable.from(concat(deps.blobs, keys)));
+  const file = await deps.files.record({
+    id: resultFileId(row.batch.id, kind),
+    key,
+    size,
+    filename: `${row.batch.id}_${kind}.jsonl`,
+    purpose: "batch_output",
+    owner: row.owner,
+    expiresAfter: row.outputExpiresAfter,
+  });
+  return file.id;
+}
+
+async function* concat(blobs: BlobStore, keys: string[]): AsyncGenerator<Buffer> {
+  for (const key of keys) {
+    const blob = await blobs.open(key);
+    if (!blob) throw new Error(`a committed result part '${key}' is gone from storage`);
+    for await (const chunk of blob.content) yield chunk as Buffer;
+  }
+}

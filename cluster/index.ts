@@ -1,0 +1,158 @@
+// Composition of the distributed mode (DATABASE_URL set): PostgreSQL for metadata and the shard queue, the blob
+// store (S3 when S3_BUCKET is set, else BATCH_DIR as a shared folder), and by ROLE the API's batch service, a
+// worker, or both. Every process competes for the maintenance lock, so housekeeping runs whatever the roles.
+import os from "node:os";
+import path from "node:path";
+import type pino from "pino";
+import type { ModelRouter } from "../backends/router.js";
+import type { Config } from "../api/config.js";
+import type { BlobStore } from "../api/contracts.js";
+import type { BatchMetrics } from "../api/metrics/metrics.js";
+import { FsBlobStore } from "../api/stores/fs-blob-store.js";
+import { S3BlobStore } from "../api/stores/s3-blob-store.js";
+import { ClusterBatchService } from "./batch-service.js";
+import { BatchRepo } from "./batches.js";
+import { createPool, migrate } from "./db.js";
+import { subscribe } from "./events.js";
+import { PgFileStore } from "./files.js";
+import { Maintenance } from "./maintenance.js";
+import { ShardQueue } from "./shards.js";
+import { ClusterStatus } from "./status.js";
+import { ClusterWorker } from "./worker.js";
+
+export interface ClusterPlane {
+  files: PgFileStore;
+  batches: ClusterBatchService;
+  status: ClusterStatus;
+  /** Absent with ROLE=api. */
+  worker?: ClusterWorker;
+  maintenance: Maintenance;
+  /** Drains the worker (shards handed back after graceMs), then lets go of the lock and the database. */
+  close(opts: { graceMs: number }): Promise<void>;
+}
+
+export function blobStoreFor(config: Config): BlobStore & { close?(): void } {
+  const { s3 } = config;
+  if (!s3.bucket) return new FsBlobStore(config.batchDir);
+  return new S3BlobStore({
+    bucket: s3.bucket,
+    prefix: s3.prefix,
+    client: {
+      region: s3.region,
+      ...(s3.endpoint ? { endpoint: s3.endpoint } : {}),
+      forcePathStyle: s3.forcePathStyle,
+      ...(s3.accessKeyId ? { credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    },
+  });
+}
+
+export async function createClusterPlane(deps: {
+  config: Config;
+  models: ModelRouter;
+  logger: pino.Logger;
+  metrics?: BatchMetrics;
+  now?: () => number;
+}): Promise<ClusterPlane> {
+  const { config, models, metrics } = deps;
+  const { cluster } = config;
+  const now = deps.now ?? (() => Math.floor(Date.now() / 1000));
+  const logger = deps.logger.child({ component: "cluster" });
+  const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
+  const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
+  const db = createPool(cluster.databaseUrl, logger, 10 + cluster.workerCapacity);
+  await migrate(db, logger);
+  const blobs = blobStoreFor(config);
+  const batches = new BatchRepo(db);
+  const queue = new ShardQueue(db);
+  const files = new PgFileStore({ db, blobs, expirySeconds: config.fileExpirySeconds, now });
+  const run = {
+    queue,
+    blobs,
+    checkpointSeconds: cluster.checkpointSeconds,
+    leaseSeconds: cluster.leaseSeconds,
+    batchSize: config.pipeline.batchSize,
+    concurrency: config.pipeline.concurrency,
+  };
+  const service = new ClusterBatchService({
+    config,
+    db,
+    batches,
+    queue,
+    files,
+    blobs,
+    registry: models.registry,
+    scratchDir,
+    logger,
+    now,
+    metrics,
+  });
+  const status = new ClusterStatus({
+    db,
+    maxQueueDepth: config.maxQueueDepth,
+    leaseSeconds: cluster.leaseSeconds,
+    preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
+  });
+  const maintenance = new Maintenance({
+    url: cluster.databaseUrl,
+    db,
+    batches,
+    queue,
+    files,
+    blobs,
+    run,
+    scratchDir,
+    id: `maintenance:${id}`,
+    collectIntervalSeconds: config.collectIntervalSeconds,
+    logger,
+    now,
+    metrics,
+  });
+  const worker =
+    cluster.role === "api"
+      ? undefined
+      : new ClusterWorker({
+          id,
+          pool: cluster.workerPool,
+          capacity: cluster.workerCapacity,
+          db,
+          queue,
+          batches,
+          models,
+          run,
+          scratchDir,
+          urgentSeconds: config.slaUrgentSeconds,
+          cancelGraceSeconds: config.cancelGraceSeconds,
+          preemptGraceMs: config.shutdownGraceSeconds * 1000,
+          logger: logger.child({ worker: id }),
+          now,
+        });
+  const events = subscribe(cluster.databaseUrl, logger, (e) => worker?.onEvent(e));
+  await worker?.start();
+  maintenance.start();
+  logger.info(
+    {
+      role: cluster.role,
+      worker: worker ? { id, pool: cluster.workerPool, capacity: cluster.workerCapacity } : null,
+      storage: config.s3.bucket ? "s3" : "folder",
+    },
+    "distributed mode ready",
+  );
+  let closed: Promise<void> | undefined;
+  return {
+    files,
+    batches: service,
+    status,
+    worker,
+    maintenance,
+    close(opts) {
+      closed ??= (async () => {
+        await worker?.close(opts);
+        await maintenance.close();
+        await events.close();
+        await db.end().catch(() => undefined);
+        blobs.close?.();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,239 @@
+// Runs one claimed shard: its byte range of the input comes from the blob store, the parts it already committed
+// (an earlier worker's checkpoints) are read back as done, and every CHECKPOINT_SECONDS the new whole result lines
+// go up as a part and are committed under the shard's epoch. Fenced (the lease taken over): it stops, and what
+// it has not committed never counts.
+import { createWriteStream } from "node:fs";
+import { mkdir, open, rm, stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { setTimeout as sleep } from "node:timers/promises";
+import type pino from "pino";
+import type { BlobStore } from "../api/contracts.js";
+import type { InferenceBackend } from "../openai/backend.js";
+import { scanDone } from "../pipeline/resume.js";
+import { runBatchFile } from "../pipeline/run-batch.js";
+import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
+import { type ClaimedShard, type CommitResult, type ShardPart, type ShardQueue, shardKey } from "./shards.js";
+
+export type ShardEnd = "done" | "handed_back" | "fenced";
+
+/** The shard cannot run anywhere (its input or a committed part is gone): its batch fails. */
+export class ShardFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ShardFailure";
+  }
+}
+
+export interface ShardRunDeps {
+  queue: ShardQueue;
+  blobs: BlobStore;
+  /** Local scratch space of this process. */
+  scratchDir: string;
+  checkpointSeconds: number;
+  leaseSeconds: number;
+  batchSize: number;
+  concurrency: number;
+  logger: pino.Logger;
+}
+
+/** Blob key of a shard's result part: the epoch in the name keeps a fenced worker's upload apart from its successor's. */
+const partKey = (s: ClaimedShard, n: number, kind: "output" | "errors") =>
+  `batches/${s.batchId}/shards/${s.idx}/${s.epoch}-${n}.${kind}.jsonl`;
+
+const RETRY_MS = 1_000;
+
+export class ShardRun {
+  private readonly dir: string;
+  private readonly files: { input: string; output: string; errors: string };
+  /** Bytes of each local result file already committed (or read back from committed parts). */
+  private readonly sent = { output: 0, errors: 0 };
+  private checkpointing: Promise<CommitResult> | undefined;
+  private fenced = false;
+  /** Aborted when the shard is found fenced, so the run stops at once. */
+  readonly fence = new AbortController();
+
+  constructor(
+    private readonly deps: ShardRunDeps,
+    readonly shard: ClaimedShard,
+  ) {
+    this.dir = path.join(deps.scratchDir, `${shard.batchId}-${shard.idx}-${shard.epoch}`);
+    this.files = {
+      input: path.join(this.dir, "input.jsonl"),
+      output: path.join(this.dir, "output.jsonl"),
+      errors: path.join(this.dir, "errors.jsonl"),
+    };
+  }
+
+  get key(): string {
+    return shardKey(this.shard);
+  }
+
+  /**
+   * Runs to the end. `backend` is absent for a run that only writes the error lines of a stopped batch (the
+   * signal is then already aborted). A "shutdown" abort hands the shard back after a last checkpoint.
+   */
+  async run(
+    backend: InferenceBackend | undefined,
+    signal: AbortSignal,
+    drain?: AbortSignal,
+    onProgress?: (p: Progress) => void,
+  ): Promise<ShardEnd> {
+    const { deps, shard } = this;
+    await mkdir(this.dir, { recursive: true });
+    try {
+      await this.fetchInput();
+      const base = await this.fetchCommitted();
+      const timer = setInterval(() => void this.checkpoint().catch(() => undefined), deps.checkpointSeconds * 1000);
+      timer.unref();
+      let result: Awaited<ReturnType<typeof runBatchFile>>;
+      try {
+        result = await runBatchFile({
+          inputPath: this.files.input,
+          outputPath: this.files.output,
+          errorPath: this.files.errors,
+          endpoint: shard.endpoint as Endpoint,
+          backend,
+          batchSize: deps.batchSize,
+          concurrency: deps.concurrency,
+          done: base.done,
+          base,
+          signal: AbortSignal.any([signal, this.fence.signal]),
+          drain,
+          onProgress,
+        });
+      } finally {
+        clearInterval(timer);
+      }
+      if (this.fenced) return "fenced";
+      // Everything written goes up before the shard ends or is handed back; storage that is down is waited for.
+      while ((await this.checkpointUntilFlushed()) !== "committed") {
+        if (this.fenced) return "fenced";
+        await sleep(RETRY_MS);
+      }
+      if (result.aborted?.code === "shutdown") {
+        await deps.queue.handBack(shard);
+        return "handed_back";
+      }
+      for (;;) {
+        try {
+          return (await deps.queue.finish(shard)) === "committed" ? "done" : "fenced";
+        } catch (err) {
+          deps.logger.warn({ err: (err as Error).message, shard: this.key }, "cannot mark the shard finished yet; retrying");
+          await sleep(RETRY_MS);
+        }
+      }
+    } finally {
+      await rm(this.dir, { recursive: true, force: true });
+    }
+  }
+
+  /** Marks the shard fenced (its lease was taken over): the run stops and commits nothing more. */
+  lose(reason: AbortReason): void {
+    this.fenced = true;
+    this.fence.abort(reason);
+  }
+
+  /** One checkpoint at a time; a tick that finds one under way waits for it. */
+  checkpoint(): Promise<CommitResult> {
+    this.checkpointing ??= this.checkpointOnce().finally(() => (this.checkpointing = undefined));
+    return this.checkpointing;
+  }
+
+  private async checkpointUntilFlushed(): Promise<CommitResult | "failed"> {
+    try {
+      await this.checkpointing?.catch(() => undefined);
+      return await this.checkpoint();
+    } catch (err) {
+      this.deps.logger.warn({ err: (err as Error).message, shard: this.key }, "checkpoint failed; retrying");
+      return "failed";
+    }
+  }
+
+  private async checkpointOnce(): Promise<CommitResult> {
+    if (this.fenced) return "fenced";
+    const { deps, shard } = this;
+    const n = shard.checkpoints + 1;
+    const out = await this.pending("output");
+    const err = await this.pending("errors");
+    if (out.bytes.length === 0 && err.bytes.length === 0) return "committed";
+    const part: ShardPart = {};
+    const local = { output: path.join(this.dir, `part-${n}.output`), errors: path.join(this.dir, `part-${n}.errors`) };
+    await writeFile(local.output, out.bytes);
+    await writeFile(local.errors, err.bytes);
+    if (out.bytes.length > 0) {
+      part.output = partKey(shard, n, "output");
+      await deps.blobs.put(part.output, Readable.from([out.bytes]));
+    }
+    if (err.bytes.length > 0) {
+      part.errors = partKey(shard, n, "errors");
+      await deps.blobs.put(part.errors, Readable.from([err.bytes]));
+    }
+    const counts = await scanDone(local.output, local.errors);
+    await rm(local.output, { force: true });
+    await rm(local.errors, { force: true });
+    const result = await deps.queue.commit(
+      shard,
+      { part, completed: counts.completed, failed: counts.failed, usage: counts.usage },
+      deps.leaseSeconds,
+    );
+    if (result === "fenced") {
+      this.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
+      return result;
+    }
+    shard.checkpoints = n;
+    shard.parts.push(part);
+    this.sent.output = out.end;
+    this.sent.errors = err.end;
+    return result;
+  }
+
+  /** The whole lines written to a local result file since the last commit (a line being written waits). */
+  private async pending(kind: "output" | "errors"): Promise<{ bytes: Buffer; end: number }> {
+    const from = this.sent[kind];
+    const size = await stat(this.files[kind]).then(
+      (s) => s.size,
+      () => 0,
+    );
+    if (size <= from) return { bytes: Buffer.alloc(0), end: from };
+    const fh = await open(this.files[kind], "r");
+    try {
+      const buf = Buffer.alloc(size - from);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, from);
+      const cut = buf.subarray(0, bytesRead).lastIndexOf(0x0a) + 1;
+      return { bytes: buf.subarray(0, cut), end: from + cut };
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private async fetchInput(): Promise<void> {
+    const { shard } = this;
+    const blob = await this.deps.blobs.open(shard.inputKey, { start: shard.byteStart, end: shard.byteEnd });
+    if (!blob) throw new ShardFailure(`the batch's input '${shard.inputKey}' is gone from storage`);
+    await pipeline(blob.content, createWriteStream(this.files.input));
+  }
+
+  /** Downloads the committed parts into the local result files: their lines are done and are never run again. */
+  private async fetchCommitted(): Promise<Progress & { done: Set<string> }> {
+    for (const part of this.shard.parts) {
+      for (const kind of ["output", "errors"] as const) {
+        const key = part[kind];
+        if (!key) continue;
+        const blob = await this.deps.blobs.open(key);
+        if (!blob) throw new ShardFailure(`a committed result part '${key}' is gone from storage`);
+        await pipeline(blob.content, createWriteStream(this.files[kind], { flags: "a" }));
+      }
+    }
+    this.sent.output = await stat(this.files.output).then(
+      (s) => s.size,
+      () => 0,
+    );
+    this.sent.errors = await stat(this.files.errors).then(
+      (s) => s.size,
+      () => 0,
+    );
+    return scanDone(this.files.output, this.files.errors);
+  }
+}

@@ -1,0 +1,215 @@
+// The work queue of the distributed mode: shards claimed with FOR UPDATE SKIP LOCKED under a lease that the
+// worker renews; every claim raises the shard's epoch, and a worker's checkpoints and its end count only under
+// the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
+import type pg from "pg";
+import type { TokenUsage } from "../pipeline/types.js";
+import type { StopReason } from "./batches.js";
+
+export interface ShardPart {
+  output?: string;
+  errors?: string;
+}
+
+export interface ClaimedShard {
+  batchId: string;
+  idx: number;
+  model: string;
+  endpoint: string;
+  inputKey: string;
+  byteStart: number;
+  byteEnd: number;
+  total: number;
+  epoch: number;
+  checkpoints: number;
+  parts: ShardPart[];
+  stopReason: StopReason | null;
+  deadlineAt: number;
+}
+
+export interface ShardCommit {
+  part: ShardPart;
+  completed: number;
+  failed: number;
+  usage: TokenUsage;
+}
+
+export type CommitResult = "committed" | "fenced";
+
+export interface ClaimOptions {
+  workerId: string;
+  pool: "spot" | "dedicated";
+  models: string[];
+  limit: number;
+  leaseSeconds: number;
+  urgentSeconds: number;
+  /** Unix seconds. */
+  now: number;
+}
+
+const key = (s: Pick<ClaimedShard, "batchId" | "idx">) => `${s.batchId}/${s.idx}`;
+export const shardKey = key;
+
+function claimed(r: any): ClaimedShard {
+  return {
+    batchId: r.batch_id,
+    idx: r.idx,
+    model: r.model,
+    endpoint: r.endpoint,
+    inputKey: r.input_key,
+    byteStart: Number(r.byte_start),
+    byteEnd: Number(r.byte_end),
+    total: r.total,
+    epoch: r.epoch,
+    checkpoints: r.checkpoints,
+    parts: r.parts,
+    stopReason: r.stop_reason,
+    deadlineAt: Number(r.deadline_at),
+  };
+}
+
+// Near its deadline: under urgentSeconds left, or under a tenth of its window (as the embedded queue decides).
+const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadline_at - b.submitted_at))";
+// Free slots of the other pool's live workers: spot first for ordinary batches, dedicated first for urgent ones,
+// each falling back to the other only when it has no room.
+const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - jsonb_array_length(w.running)), 0) FROM workers w
+  WHERE w.pool <> $2 AND w.last_seen > now() - make_interval(secs => $4) AND (w.preempted_until IS NULL OR w.preempted_until < now()))`;
+
+export class ShardQueue {
+  constructor(private readonly db: pg.Pool) {}
+
+  /** Up to `limit` shards for this worker: checkpointed ones first (they resume), then urgent, then in submission order. */
+  async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
+    const { rows } = await this.db.query(
+      `WITH pick AS (
+         SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
+         WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
+           AND (s.state = 'queued' OR (s.state = 'running' AND s.lease_until < now()))
+           AND (CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
+         ORDER BY jsonb_array_length(s.parts) > 0 DESC, ${URGENT} DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
+         LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
+       UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
+       FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
+       RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint`,
+      [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit],
+    );
+    return rows.map(claimed);
+  }
+
+  /**
+   * Claims the unfinished shards of stopped batches that no worker holds, to write their error lines (maintenance
+   * does this for a cancelled or expired batch whose shards were waiting).
+   */
+  async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    const { rows } = await this.db.query(
+      `WITH pick AS (
+         SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
+         WHERE b.stop_reason IS NOT NULL AND s.state <> 'done' AND (s.state = 'queued' OR s.lease_until < now())
+         ORDER BY b.seq, s.idx LIMIT $3 FOR UPDATE OF s SKIP LOCKED)
+       UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $2)
+       FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
+       RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint`,
+      [workerId, leaseSeconds, limit],
+    );
+    return rows.map(claimed);
+  }
+
+  /**
+   * Renews the leases of the shards a worker runs. Returns those it no longer holds (taken over: stop them at
+   * once, write nothing) and the stop reasons of their batches (a cancel or expiry this worker may have missed).
+   */
+  async heartbeat(
+    workerId: string,
+    shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
+    leaseSeconds: number,
+  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }> {
+    if (shards.length === 0) return { lost: new Set(), stops: new Map() };
+    const { rows } = await this.db.query(
+      `UPDATE shards s SET lease_until = now() + make_interval(secs => $5)
+       FROM unnest($2::text[], $3::int[], $4::int[]) AS x(batch_id, idx, epoch), batches b
+       WHERE s.batch_id = x.batch_id AND s.idx = x.idx AND s.epoch = x.epoch AND s.worker_id = $1 AND s.state = 'running'
+         AND b.id = s.batch_id
+       RETURNING s.batch_id, s.idx, b.stop_reason`,
+      [workerId, shards.map((s) => s.batchId), shards.map((s) => s.idx), shards.map((s) => s.epoch), leaseSeconds],
+    );
+    const held = new Set(rows.map((r) => key({ batchId: r.batch_id, idx: r.idx })));
+    const stops = new Map<string, StopReason>();
+    for (const r of rows) if (r.stop_reason) stops.set(r.batch_id, r.stop_reason);
+    return { lost: new Set(shards.map(key).filter((k) => !held.has(k))), stops };
+  }
+
+  /**
+   * Records a checkpoint's parts and adds its counts to the batch, in one transaction, under the claimed epoch
+   * and the checkpoint number read. A commit retried after its reply was lost finds the number already raised
+   * by itself and counts as committed, not twice.
+   */
+  async commit(s: ClaimedShard, c: ShardCommit, leaseSeconds: number): Promise<CommitResult> {
+    const { rows } = await this.db.query(
+      `WITH s AS (
+         UPDATE shards SET parts = parts || $5::jsonb, checkpoints = checkpoints + 1, completed = completed + $6,
+           failed = failed + $7, lease_until = now() + make_interval(secs => $11)
+         WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id)
+       UPDATE batches SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
+         cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10
+       WHERE id = (SELECT batch_id FROM s) RETURNING 1`,
+      [
+        s.batchId,
+        s.idx,
+        s.epoch,
+        s.checkpoints,
+        JSON.stringify([c.part]),
+        c.completed,
+        c.failed,
+        c.usage.promptTokens,
+        c.usage.cachedTokens,
+        c.usage.completionTokens,
+        leaseSeconds,
+      ],
+    );
+    if (rows.length > 0) return "committed";
+    return (await this.landed(s, s.checkpoints + 1)) ? "committed" : "fenced";
+  }
+
+  /** Marks the shard finished (every line has its result committed). */
+  async finish(s: ClaimedShard): Promise<CommitResult> {
+    const { rowCount } = await this.db.query(
+      `UPDATE shards SET state = 'done', worker_id = NULL, lease_until = NULL
+       WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running'`,
+      [s.batchId, s.idx, s.epoch, s.checkpoints],
+    );
+    if (rowCount) return "committed";
+    const { rows } = await this.db.query("SELECT state, epoch FROM shards WHERE batch_id = $1 AND idx = $2", [s.batchId, s.idx]);
+    return rows[0]?.state === "done" && rows[0].epoch === s.epoch ? "committed" : "fenced";
+  }
+
+  /** Gives the shard back to the queue at once (a shutdown or preemption after its last checkpoint). */
+  async handBack(s: ClaimedShard): Promise<void> {
+    await this.db.query(
+      `UPDATE shards SET state = 'queued', worker_id = NULL, lease_until = NULL
+       WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND state = 'running'`,
+      [s.batchId, s.idx, s.epoch],
+    );
+  }
+
+  /**
+   * Puts shards whose lease lapsed (their worker died or lost the database) back in the queue, raising the epoch
+   * so their old worker is fenced even before another takes them. Returns how many.
+   */
+  async reap(): Promise<number> {
+    const { rowCount } = await this.db.query(
+      `UPDATE shards SET state = 'queued', worker_id = NULL, lease_until = NULL, epoch = epoch + 1
+       WHERE state = 'running' AND lease_until < now()`,
+    );
+    return rowCount ?? 0;
+  }
+
+  /** Every shard of a batch, in order (finalizing assembles their parts). */
+  async ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>> {
+    const { rows } = await this.db.query("SELECT idx, state, parts, total FROM shards WHERE batch_id = $1 ORDER BY idx", [batchId]);
+    return rows;
+  }
+
+  private async landed(s: ClaimedShard, checkpoints: number): Promise<boolean> {
+    const { rows } = await this.db.query("SELECT epoch, checkpoints FROM shards WHERE batch_id = $1 AND idx = $2", [s.batchId, s.idx]);
+    return rows[0]?.epoch === s.epoch && rows[0].checkpoints === checkpoints;
+  }
+}

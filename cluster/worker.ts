@@ -1,0 +1,258 @@
+// A worker of the distributed mode: registers as spot or dedicated with a capacity (shards at once), claims shards
+// whenever it has room, renews their leases, checkpoints them, and stops them when their batch is cancelled,
+// expires or fails, when its spot capacity is reclaimed, or when it shuts down (each handed back after a last
+// checkpoint, for another worker to resume).
+import path from "node:path";
+import type pg from "pg";
+import type pino from "pino";
+import { ModelLoadError, type ModelRouter } from "../backends/router.js";
+import type { PoolStatus } from "../api/contracts.js";
+import { transition } from "../api/control/batch-state.js";
+import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
+import { PREEMPTED, SHUTDOWN } from "../api/control/worker.js";
+import type { AbortReason } from "../pipeline/types.js";
+import type { BatchRepo, StopReason } from "./batches.js";
+import { type ClusterEvent, publish } from "./events.js";
+import { ShardFailure, ShardRun, type ShardRunDeps } from "./shard-run.js";
+import { type ClaimedShard, type ShardQueue, shardKey } from "./shards.js";
+
+export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
+const POLL_MS = 1_000;
+const RETRY_AFTER_ERROR_MS = 2_000;
+
+export interface ClusterWorkerDeps {
+  id: string;
+  pool: PoolStatus["name"];
+  capacity: number;
+  db: pg.Pool;
+  queue: ShardQueue;
+  batches: BatchRepo;
+  models: ModelRouter;
+  run: Omit<ShardRunDeps, "logger" | "scratchDir">;
+  scratchDir: string;
+  urgentSeconds: number;
+  cancelGraceSeconds: number;
+  /** How long a preempted shard's requests in flight may finish before it is checkpointed. */
+  preemptGraceMs: number;
+  logger: pino.Logger;
+  /** Unix seconds. */
+  now: () => number;
+}
+
+interface Running {
+  run: ShardRun;
+  controller: AbortController;
+  drain: AbortController;
+  done: Promise<void>;
+}
+
+export class ClusterWorker {
+  private readonly running = new Map<string, Running>();
+  private closing = false;
+  private filling = false;
+  private preemptedUntil = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private pausedUntil = 0;
+
+  constructor(private readonly deps: ClusterWorkerDeps) {}
+
+  async start(): Promise<void> {
+    await this.register();
+    const beat = Math.max(1_000, (this.deps.run.leaseSeconds * 1000) / 3);
+    this.timers = [setInterval(() => this.fill(), POLL_MS), setInterval(() => void this.heartbeat(), beat)];
+    for (const t of this.timers) t.unref();
+    this.fill();
+  }
+
+  /** Shards running here, by batch (for /pools). */
+  runningBatches(): string[] {
+    return [...new Set([...this.running.values()].map((r) => r.run.shard.batchId))];
+  }
+
+  onEvent(e: ClusterEvent): void {
+    if (e.type === "work") this.fill();
+    else if (e.type === "stop") this.stopBatch(e.batch_id, e.reason);
+    else if (e.type === "preempt" && e.pool === this.deps.pool) this.preempt(e.cooldown_seconds);
+  }
+
+  /** Claims shards while there is room. Safe to call at any time. */
+  fill(): void {
+    if (this.filling || this.closing || Date.now() < Math.max(this.preemptedUntil, this.pausedUntil)) return;
+    const room = this.deps.capacity - this.running.size;
+    if (room <= 0) return;
+    this.filling = true;
+    this.deps.queue
+      .claim({
+        workerId: this.deps.id,
+        pool: this.deps.pool,
+        models: this.deps.models.registry.names,
+        limit: room,
+        leaseSeconds: this.deps.run.leaseSeconds,
+        urgentSeconds: this.deps.urgentSeconds,
+        now: this.deps.now(),
+      })
+      .then((shards) => {
+        for (const s of shards) this.launch(s);
+        if (shards.length > 0) void this.register();
+        return shards.length;
+      })
+      .catch((err) => {
+        this.deps.logger.warn({ err: (err as Error).message }, "cannot claim shards (database unreachable?); trying again");
+        return 0;
+      })
+      .then((n) => {
+        this.filling = false;
+        if (n > 0) this.fill();
+      });
+  }
+
+  private launch(shard: ClaimedShard) {
+    const { logger } = this.deps;
+    const run = new ShardRun({ ...this.deps.run, logger, scratchDir: this.deps.scratchDir }, shard);
+    const controller = new AbortController();
+    const drain = new AbortController();
+    const key = shardKey(shard);
+    const done = this.execute(run, controller.signal, drain.signal)
+      .catch((err) => logger.error({ err, shard: key }, "shard run failed unexpectedly"))
+      .finally(() => {
+        this.running.delete(key);
+        void this.register();
+        this.fill();
+      });
+    this.running.set(key, { run, controller, drain, done });
+  }
+
+  private async execute(run: ShardRun, signal: AbortSignal, drain: AbortSignal): Promise<void> {
+    const { logger, batches, models, now } = this.deps;
+    const s = run.shard;
+    const fields = { batch_id: s.batchId, shard: s.idx, epoch: s.epoch, resumed_parts: s.parts.length };
+    if (s.stopReason) this.abortRun(run, s.stopReason);
+    try {
+      await batches.update(s.batchId, ["validating"], ({ batch }) => {
+        transition(batch, "in_progress", now());
+        batch.pool = this.deps.pool;
+      });
+      logger.info({ ...fields, pool: this.deps.pool }, "shard started");
+      const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
+      let end: Awaited<ReturnType<ShardRun["run"]>>;
+      try {
+        end = await run.run(lease?.backend, signal, drain);
+      } finally {
+        lease?.release();
+      }
+      logger.info(
+        { ...fields, end },
+        end === "done" ? "shard finished" : end === "fenced" ? "shard taken over by another worker" : "shard handed back",
+      );
+      if (end === "done") await publish(this.deps.db, { type: "work" }).catch(() => undefined);
+    } catch (err) {
+      if (err instanceof ModelLoadError || err instanceof ShardFailure) {
+        logger.error({ err, ...fields }, "the shard cannot run: its batch fails");
+        await this.failBatch(s.batchId, (err as Error).message);
+      } else {
+        // Storage or the database down, say: the shard goes back to the queue, to be tried again here or elsewhere.
+        logger.warn({ err, ...fields }, "shard interrupted by an error; handing it back");
+        this.pausedUntil = Date.now() + RETRY_AFTER_ERROR_MS;
+      }
+      await this.deps.queue.handBack(s).catch(() => undefined);
+    }
+  }
+
+  private async failBatch(batchId: string, why: string) {
+    const { batches, db } = this.deps;
+    const row = await batches.update(batchId, ["validating", "in_progress"], ({ batch }) => {
+      const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${why}`, line: null, param: null };
+      batch.errors = { object: "list", data: [...(batch.errors?.data ?? []), entry] };
+      return { stopReason: "failed" };
+    });
+    if (row) await publish(db, { type: "stop", batch_id: batchId, reason: "failed" }).catch(() => undefined);
+  }
+
+  private stopBatch(batchId: string, reason: StopReason) {
+    for (const r of this.running.values()) if (r.run.shard.batchId === batchId) this.abortRun(r.run, reason);
+  }
+
+  /** A cancel lets requests in flight finish (CANCEL_GRACE_SECONDS), as OpenAI cancels; an expiry or failure stops at once. */
+  private abortRun(run: ShardRun, reason: StopReason) {
+    const r = this.running.get(run.key);
+    run.shard.stopReason = reason;
+    if (!r) return;
+    if (reason === "cancelled") {
+      if (r.drain.signal.aborted) return;
+      r.drain.abort(CANCELLED);
+      const timer = setTimeout(() => r.controller.abort(CANCELLED), this.deps.cancelGraceSeconds * 1000);
+      timer.unref();
+      void r.done.finally(() => clearTimeout(timer));
+    } else if (!r.controller.signal.aborted) {
+      r.controller.abort(reason === "expired" ? EXPIRED : FAILED("another shard of it could not run"));
+    }
+  }
+
+  /** The spot capacity is reclaimed: every shard checkpoints and goes back to the queue; no claims until the cooldown ends. */
+  private preempt(cooldownSeconds: number) {
+    this.preemptedUntil = Date.now() + cooldownSeconds * 1000;
+    this.deps.logger.warn({ shards: this.running.size, cooldown_seconds: cooldownSeconds }, "spot capacity preempted: handing shards back");
+    this.drainAll(PREEMPTED, this.deps.preemptGraceMs);
+    void this.deps.db
+      .query("UPDATE workers SET preempted_until = now() + make_interval(secs => $2), preemptions = preemptions + 1 WHERE id = $1", [
+        this.deps.id,
+        cooldownSeconds,
+      ])
+      .catch(() => undefined);
+  }
+
+  private drainAll(reason: AbortReason, graceMs: number) {
+    for (const r of this.running.values()) {
+      r.drain.abort(reason);
+      const timer = setTimeout(() => r.controller.abort(reason), graceMs);
+      timer.unref();
+      void r.done.finally(() => clearTimeout(timer));
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    const runs = [...this.running.values()].map((r) => r.run);
+    try {
+      await this.register();
+      const { lost, stops } = await this.deps.queue.heartbeat(
+        this.deps.id,
+        runs.map((r) => r.shard),
+        this.deps.run.leaseSeconds,
+      );
+      for (const run of runs) {
+        if (lost.has(run.key)) run.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
+        const stop = stops.get(run.shard.batchId);
+        if (stop && run.shard.stopReason !== stop) this.abortRun(run, stop);
+      }
+    } catch (err) {
+      this.deps.logger.warn({ err: (err as Error).message }, "heartbeat failed (database unreachable?); the shards run on");
+    }
+  }
+
+  /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
+  private async register(): Promise<void> {
+    const { id, pool, capacity, models, db } = this.deps;
+    await db
+      .query(
+        `INSERT INTO workers (id, pool, capacity, models, running, last_seen) VALUES ($1, $2, $3, $4, $5, now())
+         ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, last_seen = now()`,
+        [id, pool, capacity, models.registry.names, JSON.stringify(this.runningBatches())],
+      )
+      .catch((err) => this.deps.logger.warn({ err: (err as Error).message }, "cannot update this worker's registration"));
+  }
+
+  /**
+   * Stops claiming and drains: requests in flight get graceMs to finish, then the rest is checkpointed and every
+   * shard handed back at once (another worker resumes it without waiting for the lease to lapse).
+   */
+  async close(opts: { graceMs: number }): Promise<void> {
+    this.closing = true;
+    for (const t of this.timers) clearInterval(t);
+    this.drainAll(SHUTDOWN, opts.graceMs);
+    await Promise.allSettled([...this.running.values()].map((r) => r.done));
+    await this.deps.db.query("DELETE FROM workers WHERE id = $1", [this.deps.id]).catch(() => undefined);
+  }
+}
+
+export const defaultScratch = (batchDir: string, workerId: string) =>
+  path.join(batchDir, "worker-scratch", workerId.replace(/[^A-Za-z0-9_.-]/g, "_"));

@@ -1,0 +1,93 @@
+// The distributed mode on real components: PostgreSQL 15 (a throwaway cluster) and an S3 protocol server, with API
+// servers and workers of the real service (real engine) sharing them. Skips with a note where PostgreSQL is absent.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../helpers/postgres.js";
+import { openaiClient, waitForBatch } from "../helpers/service.js";
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
+  let shared: SharedState;
+  let apiA: TestNode;
+  let apiB: TestNode;
+  let workers: TestNode[] = [];
+  const calls: string[][] = [];
+
+  beforeAll(async () => {
+    shared = await startSharedState();
+    const common = { SHARD_SIZE: "10", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
+    apiA = await startNode(shared, { ...common, ROLE: "api" });
+    apiB = await startNode(shared, { ...common, ROLE: "api" });
+    workers = [
+      await startNode(shared, { ...common, ROLE: "worker", WORKER_POOL: "spot", WORKER_CAPACITY: "2", WORKER_ID: "w-spot" }),
+      await startNode(shared, { ...common, ROLE: "worker", WORKER_POOL: "spot", WORKER_CAPACITY: "1", WORKER_ID: "w-spot-2" }),
+    ];
+    for (const w of workers) calls.push(countCalls(w.node));
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const n of [...workers, apiA, apiB]) await n?.close();
+    await shared?.close();
+  }, 60_000);
+
+  it("runs a batch submitted to one API server across the workers; the other API server sees and serves it", async () => {
+    const ids = customIds("d1", 45);
+    const file = await uploadJsonl(apiA.baseUrl, completionJsonl(45, "d1"));
+    const created = await openaiClient(apiA).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+    });
+    expect(created.status).toBe("validating");
+    const seenOnB = await openaiClient(apiB).batches.retrieve(created.id);
+    expect(seenOnB.id).toBe(created.id);
+    const done = await waitForBatch(apiB.baseUrl, created.id, 90_000);
+    expect(done.status).toBe("completed");
+    expect(done.request_counts).toEqual({ completed: 45, failed: 0, total: 45 });
+    expect(done.usage.output_tokens).toBeGreaterThan(0);
+    const content = await (await openaiClient(apiB).files.content(done.output_file_id)).text();
+    const lines = content
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.custom_id).sort()).toEqual([...ids].sort());
+    expect(lines.every((l) => l.response.status_code === 200)).toBe(true);
+    // Every request ran once, spread over both workers.
+    const total = calls.reduce((n, c) => n + c.filter((b) => b.includes("story d1 ")).length, 0);
+    expect(total).toBe(45);
+    expect(calls.every((c) => c.some((b) => b.includes("story d1 ")))).toBe(true);
+    const list = await openaiClient(apiA).batches.list();
+    expect(list.data.map((b) => b.id)).toContain(created.id);
+  }, 120_000);
+
+  it("a cancel sent to the other API server stops the batch on every worker; each request is accounted for once", async () => {
+    const n = 600;
+    const file = await uploadJsonl(apiA.baseUrl, completionJsonl(n, "c1", { maxTokens: 64 }));
+    const created = await openaiClient(apiA).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+    });
+    await pollBatch(apiB.baseUrl, created.id, (b) => b.request_counts.completed > 0, 30_000);
+    const cancelling = await openaiClient(apiB).batches.cancel(created.id);
+    expect(["cancelling", "cancelled"]).toContain(cancelling.status);
+    const done = await waitForBatch(apiA.baseUrl, created.id, 60_000);
+    expect(done.status).toBe("cancelled");
+    const c = done.request_counts;
+    expect(c.completed + c.failed).toBe(n);
+    expect(c.failed).toBeGreaterThan(0);
+    const ids: string[] = [];
+    for (const fileId of [done.output_file_id, done.error_file_id].filter(Boolean)) {
+      const text = await (await openaiClient(apiA).files.content(fileId)).text();
+      ids.push(
+        ...text
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l).custom_id),
+      );
+    }
+    expect(ids.sort()).toEqual(customIds("c1", n).sort());
+  }, 90_000);
+});
