@@ -94,9 +94,9 @@ export class ClusterBatchService implements BatchService {
     if (!row) throw new NotFoundError("batch", id);
     if (isEnding(row.batch.status) || row.stopReason) return row.batch;
     const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
-      if (r.stopReason) return undefined;
+      if (r.stopReason) return false;
       transition(r.batch, "cancelling", now());
-      return { stopReason: "cancelled" };
+      r.stopReason = "cancelled";
     });
     if (!updated) return (await batches.get(id, owner))!.batch;
     logger.info({ batch_id: id }, "cancelling batch");

@@ -100,21 +100,16 @@ export class BatchRepo {
   }
 
   /**
-   * Changes a batch under its row lock, only while its status is one of `from`: `change` edits the batch read
-   * (and may set the stop reason); returns the batch written, or undefined when its status was another (someone
+   * Changes a batch under its row lock, only while its status is one of `from`: `change` edits the row read
+   * (the batch, and may set the stop reason), or returns false to leave it as it is; returns the batch written, or undefined when its status was another (someone
    * else decided first) or it is gone.
    */
-  async update(
-    id: string,
-    from: readonly BatchStatus[],
-    change: (row: BatchRow) => { stopReason?: StopReason } | undefined | void,
-  ): Promise<BatchRow | undefined> {
+  async update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
     return inTransaction(this.db, async (c) => {
       const { rows } = await c.query(`SELECT ${COLUMNS} FROM batches WHERE id = $1 FOR UPDATE`, [id]);
       if (!rows[0] || !from.includes(rows[0].status)) return undefined;
       const row = fromRow(rows[0]);
-      const extra = change(row) ?? {};
-      if (extra.stopReason) row.stopReason = extra.stopReason;
+      if (change(row) === false) return undefined;
       const { request_counts, usage, ...rest } = row.batch;
       await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4 WHERE id = $1", [
         id,

@@ -4,7 +4,6 @@
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
 import pg from "pg";
-import type pino from "pino";
 import type { BlobStore } from "../api/contracts.js";
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import type { BatchRepo } from "./batches.js";

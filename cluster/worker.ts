@@ -160,10 +160,11 @@ export class ClusterWorker {
 
   private async failBatch(batchId: string, why: string) {
     const { batches, db } = this.deps;
-    const row = await batches.update(batchId, ["validating", "in_progress"], ({ batch }) => {
+    const row = await batches.update(batchId, ["validating", "in_progress"], (r) => {
+      if (r.stopReason) return false;
       const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${why}`, line: null, param: null };
-      batch.errors = { object: "list", data: [...(batch.errors?.data ?? []), entry] };
-      return { stopReason: "failed" };
+      r.batch.errors = { object: "list", data: [...(r.batch.errors?.data ?? []), entry] };
+      r.stopReason = "failed";
     });
     if (row) await publish(db, { type: "stop", batch_id: batchId, reason: "failed" }).catch(() => undefined);
   }
