@@ -22,6 +22,39 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
   });
 
+  it("reads the distributed mode's settings and refuses combinations that cannot work", () => {
+    const c = loadConfig({
+      DATABASE_URL: "postgres://u@db/obi",
+      ROLE: "worker",
+      WORKER_POOL: "spot",
+      S3_BUCKET: "b",
+      S3_FORCE_PATH_STYLE: "no",
+    });
+    expect(c.cluster).toMatchObject({
+      role: "worker",
+      workerPool: "spot",
+      shardSize: 1000,
+      checkpointSeconds: 10,
+      leaseSeconds: 30,
+      workerCapacity: 2,
+    });
+    expect(c.s3).toMatchObject({ bucket: "b", region: "us-east-1", forcePathStyle: false });
+    expect(loadConfig({}).cluster.databaseUrl).toBe("");
+    expect(() => loadConfig({ ROLE: "api" })).toThrow("ROLE=api needs DATABASE_URL");
+    expect(() => loadConfig({ ROLE: "boss" })).toThrow("ROLE=boss: must be api, worker or all");
+    expect(() => loadConfig({ S3_BUCKET: "b" })).toThrow("S3_BUCKET/S3_ENDPOINT need DATABASE_URL");
+    expect(() => loadConfig({ DATABASE_URL: "mysql://x" })).toThrow("DATABASE_URL: must be a postgres:// or postgresql:// URL");
+    const db = { DATABASE_URL: "postgresql://u@db/obi" };
+    expect(() => loadConfig({ ...db, S3_ENDPOINT: "http://s3:8333" })).toThrow("S3_ENDPOINT is set but S3_BUCKET is not");
+    expect(() => loadConfig({ ...db, S3_BUCKET: "b", S3_ACCESS_KEY_ID: "k" })).toThrow(
+      "S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together",
+    );
+    expect(() => loadConfig({ ...db, CHECKPOINT_SECONDS: "30", LEASE_SECONDS: "30" })).toThrow(
+      "CHECKPOINT_SECONDS=30 must be below LEASE_SECONDS=30",
+    );
+    expect(() => loadConfig({ ...db, SHARD_SIZE: "0" })).toThrow("SHARD_SIZE=0: must be a whole number >= 1");
+  });
+
   it("names the YAML key and file when the mistake is in MODEL_CONFIG", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
     try {

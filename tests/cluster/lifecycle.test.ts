@@ -1,0 +1,175 @@
+// The distributed mode's batch lifecycle on real PostgreSQL and S3: deadlines, cancels reaching the workers within
+// a second, a worker's SIGTERM handing its shards back at once, a model that cannot load, the queue's bound, and
+// the schema migrated once by processes starting together.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { testModelPath } from "../helpers/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../helpers/postgres.js";
+import { openaiClient, waitForBatch } from "../helpers/service.js";
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+const COMMON = { SHARD_SIZE: "20", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "30", CANCEL_GRACE_SECONDS: "0" };
+
+describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
+  let shared: SharedState;
+  let api: TestNode;
+  const nodes: TestNode[] = [];
+  const node = async (env: Record<string, string>) => {
+    const n = await startNode(shared, { ...COMMON, ...env });
+    nodes.push(n);
+    return n;
+  };
+  async function submit(n: number, prefix: string, opts: { maxTokens?: number; window?: string; model?: string } = {}) {
+    const file = await uploadJsonl(api.baseUrl, completionJsonl(n, prefix, { maxTokens: opts.maxTokens ?? 32, model: opts.model }));
+    return openaiClient(api).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: (opts.window ?? "24h") as "24h",
+    });
+  }
+  async function idsOf(b: any): Promise<{ output: any[]; errors: any[] }> {
+    const read = async (id: string | null) =>
+      id
+        ? (await (await openaiClient(api).files.content(id)).text())
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l))
+        : [];
+    return { output: await read(b.output_file_id), errors: await read(b.error_file_id) };
+  }
+
+  beforeAll(async () => {
+    shared = await startSharedState();
+    // Two processes migrating one fresh database at once: one applies the schema, the other finds it applied.
+    [api] = await Promise.all([node({ ROLE: "api", MAX_QUEUE_DEPTH: "3" }), node({ ROLE: "api" })]);
+  }, 90_000);
+  afterAll(async () => {
+    for (const n of nodes) await n.close({ graceMs: 0 });
+    await shared?.close();
+  }, 60_000);
+
+  it("applies each migration once", async () => {
+    const c = new pg.Client(shared.pg.url);
+    await c.connect();
+    const { rows } = await c.query("SELECT version FROM schema_migrations");
+    await c.end();
+    expect(rows.map((r) => r.version)).toEqual(["001_initial"]);
+  });
+
+  it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {
+    const workers = [await node({ ROLE: "worker", WORKER_ID: "l-w1" }), await node({ ROLE: "worker", WORKER_ID: "l-w2" })];
+    const times: number[][] = [];
+    const calls = workers.map((w) => {
+      const c = countCalls(w.node);
+      const t: number[] = [];
+      times.push(t);
+      const push = c.push.bind(c);
+      c.push = (...items: string[]) => {
+        for (const _ of items) t.push(Date.now());
+        return push(...items);
+      };
+      return c;
+    });
+    const n = 800;
+    const b = await submit(n, "lc1", { maxTokens: 64 });
+    await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 20, 60_000);
+    const cancelledAt = Date.now();
+    await openaiClient(api).batches.cancel(b.id);
+    const done = await waitForBatch(api.baseUrl, b.id, 60_000);
+    expect(done.status).toBe("cancelled");
+    expect(done.request_counts.completed + done.request_counts.failed).toBe(n);
+    // No request started on any worker later than a second after the cancel.
+    const late = times.flatMap((t, i) => t.filter((at, j) => at > cancelledAt + 1_000 && calls[i][j].includes("story lc1 ")));
+    expect(late).toEqual([]);
+    const { output, errors } = await idsOf(done);
+    expect([...output, ...errors].map((l) => l.custom_id).sort()).toEqual(customIds("lc1", n).sort());
+    expect(errors.every((l) => l.error.code === "batch_cancelled")).toBe(true);
+    for (const w of workers) await w.close();
+  }, 120_000);
+
+  it("a deadline expires the batch on its workers: finished lines kept, the rest batch_expired", async () => {
+    const worker = await node({ ROLE: "worker", WORKER_ID: "l-exp", WORKER_CAPACITY: "1" });
+    const n = 1500;
+    const b = await submit(n, "lx1", { maxTokens: 64, window: "4s" });
+    const done = await waitForBatch(api.baseUrl, b.id, 60_000);
+    expect(done.status).toBe("expired");
+    expect(done.expired_at - done.deadline_at).toBeLessThanOrEqual(3);
+    expect(done.deadline_met).toBe(false);
+    const c = done.request_counts;
+    expect(c.completed).toBeGreaterThan(0);
+    expect(c.completed + c.failed).toBe(n);
+    const { output, errors } = await idsOf(done);
+    expect(output.length).toBe(c.completed);
+    expect(errors.filter((l) => l.error.code === "batch_expired").length).toBe(c.failed);
+    expect([...output, ...errors].map((l) => l.custom_id).sort()).toEqual(customIds("lx1", n).sort());
+    await worker.close();
+  }, 90_000);
+
+  it("SIGTERM hands a worker's shards back at once: another worker resumes them long before the lease would lapse", async () => {
+    const first = await node({ ROLE: "worker", WORKER_ID: "l-term", WORKER_CAPACITY: "2" });
+    const firstCalls = countCalls(first.node);
+    const n = 400;
+    const b = await submit(n, "lt1", { maxTokens: 48 });
+    await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed >= 20, 60_000);
+    await first.close({ graceMs: 500 });
+    const c = new pg.Client(shared.pg.url);
+    await c.connect();
+    const { rows } = await c.query("SELECT count(*)::int AS n FROM shards WHERE batch_id = $1 AND state = 'running'", [b.id]);
+    await c.end();
+    expect(rows[0].n).toBe(0);
+    const handedBackAt = Date.now();
+    const second = await node({ ROLE: "worker", WORKER_ID: "l-term-2" });
+    const secondCalls = countCalls(second.node);
+    const done = await waitForBatch(api.baseUrl, b.id, 60_000);
+    expect(done.status).toBe("completed");
+    expect(Date.now() - handedBackAt).toBeLessThan(30_000);
+    // Drained and checkpointed: nothing ran twice.
+    const ran = (calls: string[]) => calls.filter((x) => x.includes("story lt1 ")).length;
+    expect(ran(firstCalls) + ran(secondCalls)).toBe(n);
+    await second.close();
+  }, 120_000);
+
+  it("a model that cannot load fails its batch with the reason; the queue's bound answers 429", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-models-"));
+    const file = path.join(dir, "models.yaml");
+    writeFileSync(
+      file,
+      [
+        "default_model: good",
+        "models:",
+        `  - { name: good, local: { path: ${await testModelPath()} } }`,
+        "  - { name: broken, local: { path: ./missing.gguf } }",
+      ].join("\n"),
+    );
+    const apiModels = await node({ ROLE: "api", MODELS_FILE: file, MODEL_PATH: "" });
+    const worker = await node({ ROLE: "worker", WORKER_ID: "l-models", MODELS_FILE: file, MODEL_PATH: "" });
+    const upload = await uploadJsonl(apiModels.baseUrl, completionJsonl(30, "lb1", { model: "broken" }));
+    const b = await openaiClient(apiModels).batches.create({
+      input_file_id: upload.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+    });
+    const done = await waitForBatch(apiModels.baseUrl, b.id, 60_000);
+    expect(done.status).toBe("failed");
+    expect(done.errors?.data?.[0]?.message).toMatch(/could not be loaded/);
+    expect(done.request_counts.completed + done.request_counts.failed).toBe(30);
+    await worker.close();
+
+    // No worker now: batches wait, and the fourth open one is refused (MAX_QUEUE_DEPTH=3 on `api`).
+    for (let i = 0; i < 3; i++) await submit(2, `lq${i}`);
+    const res = await fetch(`${api.baseUrl}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: upload.id, endpoint: "/v1/completions", completion_window: "24h" }),
+    });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe("30");
+    expect(((await res.json()) as any).error.code).toBe("queue_full");
+  }, 120_000);
+});
