@@ -4,8 +4,9 @@
 import { cpSync } from "node:fs";
 import path from "node:path";
 
-export const ASSETS = ["package.json", "engine/model_config.yaml", "api/status-page.html"];
+// cluster/migrations: the versioned SQL the distributed mode applies at start.
+export const ASSETS = ["package.json", "engine/model_config.yaml", "api/status-page.html", "cluster/migrations"];
 
 const outDir = process.argv[2] ?? "dist";
-for (const file of ASSETS) cpSync(file, path.join(outDir, file));
+for (const file of ASSETS) cpSync(file, path.join(outDir, file), { recursive: true });
 console.log(`copied ${ASSETS.length} assets into ${outDir}/`);

@@ -40,7 +40,8 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
   it("uploads and validates in under 5 s and runs with every process's memory flat", async () => {
     const api = await start({ ROLE: "api", MAX_REQUESTS_PER_BATCH: String(N) });
     const workers = [];
-    for (let i = 0; i < 3; i++) workers.push(await start({ ROLE: "worker", WORKER_ID: `scale-${i}`, WORKER_CAPACITY: "1", SEQUENCES: "8" }));
+    for (let i = 0; i < 3; i++)
+      workers.push(await start({ ROLE: "worker", WORKER_ID: `scale-${i}`, WORKER_CAPACITY: "1", SEQUENCES: "8" }));
     const input = completionJsonl(N, "s", { maxTokens: 1 });
     const t0 = Date.now();
     const file = await uploadJsonl(api.baseUrl, input);
@@ -67,7 +68,12 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     expect(done.status).toBe("completed");
     expect(done.request_counts).toEqual({ completed: N, failed: 0, total: N });
     const text = await (await openaiClient(api).files.content(done.output_file_id!)).text();
-    const ids = new Set(text.trim().split("\n").map((l) => JSON.parse(l).custom_id));
+    const ids = new Set(
+      text
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).custom_id),
+    );
     expect(ids.size).toBe(N);
 
     // Flat: the peak of the second half of the run is no higher than the first half's plus 32 MB (a process that

@@ -1,6 +1,6 @@
 // `npm run build` output runs as the production image runs it: node dist/api/main.js, no tsx.
 import { execFile } from "node:child_process";
-import { mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
@@ -23,6 +23,8 @@ describe("the compiled build", () => {
     );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
 
+    // The distributed mode's schema travels with the build.
+    expect(existsSync(path.join(dist, "cluster/migrations/001_initial.sql"))).toBe(true);
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
     expect(help.stdout).toMatch(/--input-file/);
 
