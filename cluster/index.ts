@@ -31,7 +31,7 @@ export interface ClusterPlane {
   close(opts: { graceMs: number }): Promise<void>;
 }
 
-export function blobStoreFor(config: Config): BlobStore & { close?(): void } {
+export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensureBucket?(): Promise<string> } {
   const { s3 } = config;
   if (!s3.bucket) return new FsBlobStore(config.batchDir);
   return new S3BlobStore({
@@ -62,6 +62,10 @@ export async function createClusterPlane(deps: {
   const db = createPool(cluster.databaseUrl, logger, 10 + cluster.workerCapacity);
   await migrate(db, logger);
   const blobs = blobStoreFor(config);
+  const bucket = await blobs.ensureBucket?.().catch((err) => {
+    throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
+  });
+  if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
   const batches = new BatchRepo(db);
   const queue = new ShardQueue(db);
   const files = new PgFileStore({ db, blobs, expirySeconds: config.fileExpirySeconds, now });

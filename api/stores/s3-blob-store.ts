@@ -5,8 +5,10 @@ import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { Readable } from "node:stream";
 import {
+  CreateBucketCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   NoSuchKey,
   NotFound,
@@ -38,6 +40,27 @@ export class S3BlobStore implements BlobStore {
     // Checksums only where the API requires them: S3-compatible servers differ in which they accept.
     this.s3 = new S3Client({ requestChecksumCalculation: "WHEN_REQUIRED", responseChecksumValidation: "WHEN_REQUIRED", ...opts.client });
     this.prefix = opts.prefix ?? "";
+  }
+
+  /**
+   * Creates the bucket when it does not exist (a fresh SeaweedFS or Garage in compose); one that exists is left
+   * as it is. Also checks, at start, that the endpoint and credentials work.
+   */
+  async ensureBucket(): Promise<"exists" | "created"> {
+    try {
+      await this.s3.send(new HeadBucketCommand({ Bucket: this.opts.bucket }));
+      return "exists";
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+    }
+    try {
+      await this.s3.send(new CreateBucketCommand({ Bucket: this.opts.bucket }));
+    } catch (err) {
+      // Another process starting beside this one created it first.
+      if ((err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 409) return "exists";
+      throw err;
+    }
+    return "created";
   }
 
   async putFile(key: string, localPath: string): Promise<number> {

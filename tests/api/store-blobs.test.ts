@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { buffer, text } from "node:stream/consumers";
+import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BlobStore } from "../../api/contracts.js";
@@ -16,6 +17,7 @@ import { S3BlobStore } from "../../api/stores/s3-blob-store.js";
 const root = mkdtempSync(path.join(os.tmpdir(), "obi-blobs-"));
 let s3server: S3rver;
 let s3: S3BlobStore;
+let client: S3ClientConfig;
 beforeAll(async () => {
   s3server = new S3rver({
     address: "127.0.0.1",
@@ -25,16 +27,13 @@ beforeAll(async () => {
     configureBuckets: [{ name: "obi", configs: [] }],
   });
   const { port } = (await s3server.run()) as AddressInfo;
-  s3 = new S3BlobStore({
-    bucket: "obi",
-    prefix: "deploy-1/",
-    client: {
-      endpoint: `http://127.0.0.1:${port}`,
-      region: "us-east-1",
-      forcePathStyle: true,
-      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-    },
-  });
+  client = {
+    endpoint: `http://127.0.0.1:${port}`,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  };
+  s3 = new S3BlobStore({ bucket: "obi", prefix: "deploy-1/", client });
 });
 afterAll(async () => {
   s3?.close();
@@ -89,6 +88,19 @@ describe.each(stores)("%s", (_name, store) => {
   it("refuses keys that would leave the store's root", async () => {
     for (const key of ["", "../etc/passwd", "/etc/passwd", "a/../../b", "a//b"])
       await expect(store().size(key), key).rejects.toThrow(/invalid blob key/);
+  });
+});
+
+describe("S3BlobStore.ensureBucket", () => {
+  it("creates a missing bucket once and leaves an existing one", async () => {
+    const fresh = new S3BlobStore({ bucket: "made-at-start", client });
+    try {
+      expect(await fresh.ensureBucket()).toBe("created");
+      expect(await fresh.ensureBucket()).toBe("exists");
+      expect(await s3.ensureBucket()).toBe("exists");
+    } finally {
+      fresh.close();
+    }
   });
 });
 

@@ -153,3 +153,52 @@ describe("compose", () => {
     expect(gpu.deploy.resources.reservations.devices[0].capabilities).toEqual(["gpu"]);
   });
 });
+
+describe("compose for many machines (docker/docker-compose.distributed.yml)", () => {
+  const file = "docker/docker-compose.distributed.yml";
+  const compose = YAML.parse(read(file), { merge: true });
+  const s = compose.services;
+  /** Compose's `${VAR:-default}` and `${VAR:+alt}` with nothing set. */
+  const defaults = (env: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.entries(env).map(([k, v]) => [k, String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, "$1").replace(/\$\{[A-Z_]+:\+[^}]*\}\}?/g, "")]),
+    );
+
+  it("has PostgreSQL and an S3 server (not MinIO) health-checked before two API servers and two workers", () => {
+    expect(s.postgres.image).toMatch(/^postgres:1[5-9]/);
+    expect(s.postgres.healthcheck.test.join(" ")).toMatch(/pg_isready/);
+    expect(s.s3.image).toMatch(/seaweedfs/);
+    expect(JSON.stringify(compose)).not.toMatch(/minio/i);
+    for (const name of ["api-1", "api-2", "worker-spot", "worker-dedicated"]) {
+      expect(s[name].depends_on, name).toEqual({ postgres: { condition: "service_healthy" }, s3: { condition: "service_healthy" } });
+      expect(path.resolve(path.join(repoRoot, "docker"), s[name].build.context)).toBe(repoRoot);
+    }
+    expect([s["api-1"], s["api-2"]].map((a) => a.environment.ROLE)).toEqual(["api", "api"]);
+    expect([s["worker-spot"], s["worker-dedicated"]].map((w) => [w.environment.ROLE, w.environment.WORKER_POOL])).toEqual([
+      ["worker", "spot"],
+      ["worker", "dedicated"],
+    ]);
+  });
+
+  it("gives every node settings the service accepts, pointing at the compose services", async () => {
+    const { loadConfig } = await import("../../api/config.js");
+    for (const name of ["api-1", "api-2", "worker-spot", "worker-dedicated"]) {
+      const config = loadConfig(defaults(s[name].environment));
+      expect(new URL(config.cluster.databaseUrl).host).toBe("postgres:5432");
+      expect(new URL(config.s3.endpoint).hostname).toBe("s3");
+    }
+    // The credentials are the identity the S3 server is configured with.
+    const identity = JSON.parse(read("docker/seaweedfs-s3.json")).identities[0].credentials[0];
+    expect(s["api-1"].environment.S3_ACCESS_KEY_ID).toBe(identity.accessKey);
+    expect(s["api-1"].environment.S3_SECRET_ACCESS_KEY).toBe(identity.secretKey);
+    expect(s.s3.volumes).toContain("./seaweedfs-s3.json:/etc/seaweedfs/s3.json:ro");
+  });
+
+  it("puts the proxy in front of both API servers once they are healthy", () => {
+    expect(s.proxy.depends_on).toEqual({ "api-1": { condition: "service_healthy" }, "api-2": { condition: "service_healthy" } });
+    const conf = read("docker/nginx.distributed.conf");
+    expect(conf).toMatch(/server api-1:8000/);
+    expect(conf).toMatch(/server api-2:8000/);
+    expect(s.proxy.volumes[0]).toBe("./nginx.distributed.conf:/etc/nginx/conf.d/default.conf:ro");
+  });
+});

@@ -28,7 +28,8 @@ export async function startSharedState(): Promise<SharedState> {
   let port = 0;
   let s3: S3rver | undefined;
   const startS3 = async () => {
-    s3 = new S3rver({ address: "127.0.0.1", port, silent: true, directory: dir, configureBuckets: [{ name: "obi", configs: [] }] });
+    // No bucket: the service creates it at start (several nodes starting at once race to).
+    s3 = new S3rver({ address: "127.0.0.1", port, silent: true, directory: dir });
     port = ((await s3.run()) as AddressInfo).port;
   };
   await startS3();
