@@ -28,6 +28,8 @@ export interface Plan {
   scaleLines: number;
   /** Engine-only run of the same 1-token requests, for the control-plane overhead. */
   overheadRequests: number;
+  /** The distributed mode over an instant upstream: requests, shard size, worker counts, shards for the claim rate. */
+  distributed: { requests: number; shardSize: number; workerCounts: number[]; claimShards: number };
   /** Shared system prompt batch on the last (most realistic) model, reuse on and off. */
   prefixRequests: number;
   prefixTokens: number;
@@ -128,6 +130,7 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
     upstream,
     scaleLines: quick ? 10_000 : 50_000,
     overheadRequests: quick ? 5_000 : 20_000,
+    distributed: { requests: quick ? 4_000 : 20_000, shardSize: 1_000, workerCounts: [1, 3], claimShards: quick ? 1_000 : 5_000 },
     prefixRequests: 128,
     prefixTokens: 16,
     embedInputs: extrasModel(models)?.source && "preset" in extrasModel(models)!.source ? 128 : 512,

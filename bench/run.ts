@@ -13,6 +13,8 @@ import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { llamaServerBinary } from "./llama-server.js";
 import { comparePeer } from "./peer.js";
 import { compareUpstream } from "./upstream.js";
+import { measureDistributed } from "./distributed.js";
+import { POSTGRES_BIN } from "./postgres.js";
 import { extrasModel, makePlan, type ModelPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { formatTable, targetsOf, type BenchResults } from "./report.js";
@@ -20,7 +22,7 @@ import { measureScale } from "./scale.js";
 import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 
-const PARTS = ["peer", "upstream", "throughput", "scale", "prefix", "embeddings"] as const;
+const PARTS = ["peer", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed"] as const;
 
 const { values } = parseArgs({
   options: {
@@ -70,6 +72,7 @@ const results: Omit<BenchResults, "targets"> = {
   upstream: [],
   throughput: [],
   scale: null,
+  distributed: null,
   prefix: null,
   embeddings: null,
   gpu: { backendLog: null, ready: null, note: "" },
@@ -144,6 +147,12 @@ if (parts.has("scale")) {
   const m = plan.models[0];
   log(`\nscale: ${plan.scaleLines} lines on ${m.name}`);
   results.scale = await measureScale(await modelPath(m), plan.scaleLines, plan.overheadRequests, log);
+}
+
+if (parts.has("distributed")) {
+  log("\ndistributed mode (PostgreSQL + S3, an upstream that answers at once)");
+  if (!POSTGRES_BIN) notes.push("PostgreSQL is not installed here: the distributed-mode part was skipped.");
+  else results.distributed = await measureDistributed(plan.distributed, log);
 }
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));

@@ -9,6 +9,8 @@ import type { StopReason } from "./batches.js";
 export type ClusterEvent =
   | { type: "stop"; batch_id: string; reason: StopReason }
   | { type: "work" }
+  /** A shard finished: its batch may be ready to finalize (the maintenance process acts at once, not at its next tick). */
+  | { type: "shard_done"; batch_id: string }
   | { type: "preempt"; pool: "spot"; cooldown_seconds: number };
 
 export const CHANNEL = "obi_events";

@@ -130,7 +130,10 @@ export async function createClusterPlane(deps: {
           logger: logger.child({ worker: id }),
           now,
         });
-  const events = subscribe(cluster.databaseUrl, logger, (e) => worker?.onEvent(e));
+  const events = subscribe(cluster.databaseUrl, logger, (e) => {
+    worker?.onEvent(e);
+    if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
+  });
   await worker?.start();
   maintenance.start();
   logger.info(

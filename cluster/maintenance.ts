@@ -35,6 +35,7 @@ export class Maintenance {
   private lockClient: pg.Client | undefined;
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
+  private again = false;
   private lastCollect = 0;
   private closed = false;
 
@@ -51,12 +52,20 @@ export class Maintenance {
     void this.tick();
   }
 
+  /** One round of housekeeping; one asked for while a round runs follows it (an event is never dropped). */
   async tick(): Promise<void> {
-    if (this.ticking || this.closed) return;
+    if (this.closed) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
     this.ticking = true;
     try {
-      if (!(await this.holdLock())) return;
-      await this.housekeep();
+      do {
+        this.again = false;
+        if (!(await this.holdLock())) return;
+        await this.housekeep();
+      } while (this.again && !this.closed);
     } catch (err) {
       this.deps.logger.warn({ err: (err as Error).message }, "maintenance tick failed; trying again");
     } finally {

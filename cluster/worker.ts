@@ -70,7 +70,7 @@ export class ClusterWorker {
   }
 
   onEvent(e: ClusterEvent): void {
-    if (e.type === "work") this.fill();
+    if (e.type === "work" || e.type === "shard_done") this.fill();
     else if (e.type === "stop") this.stopBatch(e.batch_id, e.reason);
     else if (e.type === "preempt" && e.pool === this.deps.pool) this.preempt(e.cooldown_seconds);
   }
@@ -144,7 +144,7 @@ export class ClusterWorker {
         { ...fields, end },
         end === "done" ? "shard finished" : end === "fenced" ? "shard taken over by another worker" : "shard handed back",
       );
-      if (end === "done") await publish(this.deps.db, { type: "work" }).catch(() => undefined);
+      if (end === "done") await publish(this.deps.db, { type: "shard_done", batch_id: s.batchId }).catch(() => undefined);
     } catch (err) {
       if (err instanceof ModelLoadError || err instanceof ShardFailure) {
         logger.error({ err, ...fields }, "the shard cannot run: its batch fails");

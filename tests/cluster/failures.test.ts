@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { testModelPath } from "../helpers/model.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../helpers/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { type ServerProcess, startMain } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

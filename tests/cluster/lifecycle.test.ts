@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { testModelPath } from "../helpers/model.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../helpers/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

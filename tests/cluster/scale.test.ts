@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SharedState, startSharedState } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import { testModelPath } from "../helpers/model.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../helpers/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { type ServerProcess, startMain } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

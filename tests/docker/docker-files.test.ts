@@ -161,7 +161,12 @@ describe("compose for many machines (docker/docker-compose.distributed.yml)", ()
   /** Compose's `${VAR:-default}` and `${VAR:+alt}` with nothing set. */
   const defaults = (env: Record<string, unknown>) =>
     Object.fromEntries(
-      Object.entries(env).map(([k, v]) => [k, String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, "$1").replace(/\$\{[A-Z_]+:\+[^}]*\}\}?/g, "")]),
+      Object.entries(env).map(([k, v]) => [
+        k,
+        String(v)
+          .replace(/\$\{[A-Z_]+:-([^}]*)\}/g, "$1")
+          .replace(/\$\{[A-Z_]+:\+[^}]*\}\}?/g, ""),
+      ]),
     );
 
   it("has PostgreSQL and an S3 server (not MinIO) health-checked before two API servers and two workers", () => {

@@ -1,59 +1,14 @@
-// The distributed mode's shared state for tests: a throwaway PostgreSQL cluster and an S3 protocol server (s3rver)
-// on loopback, and nodes (API servers, workers) of the real service started on them, in this process or as
-// child processes.
+// Nodes (API servers, workers) of the real service in the distributed mode, started in this process on the shared
+// state of bench/shared-state.ts (a throwaway PostgreSQL and an S3 protocol server).
 import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import S3rver from "s3rver";
 import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
 import { testModelPath } from "./model.js";
-import { startPostgres, type TestPostgres } from "./postgres.js";
-
-export interface SharedState {
-  pg: TestPostgres;
-  /** DATABASE_URL and the S3 settings every node gets. */
-  env: Record<string, string>;
-  /** Stops the S3 server (storage unreachable) and starts it again on the same port. */
-  stopS3(): Promise<void>;
-  startS3(): Promise<void>;
-  close(): Promise<void>;
-}
-
-export async function startSharedState(): Promise<SharedState> {
-  const pg = await startPostgres();
-  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-s3-"));
-  let port = 0;
-  let s3: S3rver | undefined;
-  const startS3 = async () => {
-    // No bucket: the service creates it at start (several nodes starting at once race to).
-    s3 = new S3rver({ address: "127.0.0.1", port, silent: true, directory: dir });
-    port = ((await s3.run()) as AddressInfo).port;
-  };
-  await startS3();
-  return {
-    pg,
-    env: {
-      DATABASE_URL: pg.url,
-      S3_ENDPOINT: `http://127.0.0.1:${port}`,
-      S3_BUCKET: "obi",
-      S3_ACCESS_KEY_ID: "S3RVER",
-      S3_SECRET_ACCESS_KEY: "S3RVER",
-    },
-    async stopS3() {
-      await s3?.close();
-      s3 = undefined;
-    },
-    startS3,
-    async close() {
-      await s3?.close();
-      pg.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+import type { SharedState } from "../../bench/shared-state.js";
 
 export interface TestNode {
   node: ClusterService;
@@ -110,3 +65,5 @@ export function countCalls(node: ClusterService): string[] {
   }
   return calls;
 }
+
+export { type SharedState, startSharedState } from "../../bench/shared-state.js";

@@ -1,4 +1,4 @@
-// A throwaway PostgreSQL cluster for the distributed tests: initdb in a temp folder, pg_ctl on a loopback port,
+// A throwaway PostgreSQL cluster for the distributed tests and the bench: initdb in a temp folder, pg_ctl on a loopback port,
 // removed after. Debian's postgresql package provides the binaries (`.ci/run` installs it); where they are absent
 // the tests that need them skip with a note.
 import { execFileSync } from "node:child_process";
