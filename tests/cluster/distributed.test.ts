@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
@@ -61,6 +62,26 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
     const list = await openaiClient(apiA).batches.list();
     expect(list.data.map((b) => b.id)).toContain(created.id);
   }, 120_000);
+
+  it("/pools and the status page show the registered workers of each pool", async () => {
+    const pools = (await (await fetch(`${apiB.baseUrl}/pools`)).json()) as any;
+    const spot = pools.pools.find((p: any) => p.name === "spot");
+    expect(spot.workers.map((w: any) => [w.id, w.capacity])).toEqual([
+      ["w-spot", 2],
+      ["w-spot-2", 1],
+    ]);
+    expect(spot.capacity).toBe(3);
+    expect(pools.pools.find((p: any) => p.name === "dedicated")).toMatchObject({ capacity: 0, workers: [] });
+    if (!haveChromium) return;
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${apiA.baseUrl}/`);
+      await expect.poll(() => page.locator("#pool-spot").innerText(), { timeout: 10_000 }).toMatch(/worker w-spot: 0 \/ 2[\s\S]*worker w-spot-2: 0 \/ 1/);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 
   it("a cancel sent to the other API server stops the batch on every worker; each request is accounted for once", async () => {
     const n = 600;
