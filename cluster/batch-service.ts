@@ -9,10 +9,10 @@ import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { Config } from "../api/config.js";
 import type { BatchService, BlobStore, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../api/contracts.js";
-import { checkEndpoint, newBatchObject } from "../api/control/batch-object.js";
+import { checkEndpoint, checkInputFile, newBatchObject } from "../api/control/batch-object.js";
 import { isEnding, transition } from "../api/control/batch-state.js";
 import { parseCompletionWindow } from "../api/control/completion-window.js";
-import { InvalidRequestError, NotFoundError, queueFull } from "../api/control/errors.js";
+import { NotFoundError, queueFull } from "../api/control/errors.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
 import { newBatchId } from "../api/stores/ids.js";
@@ -47,15 +47,7 @@ export class ClusterBatchService implements BatchService {
   constructor(private readonly deps: ClusterBatchServiceDeps) {}
 
   async create(input: CreateBatchInput): Promise<Batch> {
-    const file = await this.deps.files.keyOf(input.input_file_id, input.owner);
-    if (!file) throw new NotFoundError("file", input.input_file_id, "input_file_id");
-    if (file.object.purpose !== "batch") {
-      throw new InvalidRequestError(
-        `File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
-        "invalid_request",
-        "input_file_id",
-      );
-    }
+    const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
     return this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key });
   }
 

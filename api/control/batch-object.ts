@@ -3,7 +3,7 @@ import type { ModelRegistry } from "../../backends/registry.js";
 import type { Endpoint, ValidationResult } from "../../pipeline/types.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import { transition } from "./batch-state.js";
-import { InvalidRequestError } from "./errors.js";
+import { InvalidRequestError, NotFoundError } from "./errors.js";
 
 /** Every backend serves these (Responses over chat); a batch for another endpoint is refused at creation. */
 const ENDPOINTS: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
@@ -15,6 +15,19 @@ export function checkEndpoint(endpoint: string): void {
     "unsupported_value",
     "endpoint",
   );
+}
+
+/** The input file a batch names: found for this owner, and uploaded for batches. */
+export function checkInputFile<F extends { object: { purpose: string } }>(file: F | undefined, id: string): F {
+  if (!file) throw new NotFoundError("file", id, "input_file_id");
+  if (file.object.purpose !== "batch") {
+    throw new InvalidRequestError(
+      `File '${id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
+      "invalid_request",
+      "input_file_id",
+    );
+  }
+  return file;
 }
 
 /**

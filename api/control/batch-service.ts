@@ -11,7 +11,7 @@ import type { Config } from "../config.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../contracts.js";
 import type { DiskFileStore } from "../stores/file-store.js";
-import { InvalidRequestError, NotFoundError, shuttingDown } from "./errors.js";
+import { NotFoundError, shuttingDown } from "./errors.js";
 import type { Batch, BatchEndpoint } from "../schemas/objects.js";
 import type { BatchPaths, BatchRecord, BatchStore } from "../stores/batch-store.js";
 import { newBatchId } from "../stores/ids.js";
@@ -19,7 +19,7 @@ import { isEnding, transition } from "./batch-state.js";
 import { parseCompletionWindow } from "./completion-window.js";
 import type { DeadlineTimers } from "./deadline-timers.js";
 import { CANCELLED, EXPIRED, type JobRunner } from "./job-runner.js";
-import { checkEndpoint, newBatchObject } from "./batch-object.js";
+import { checkEndpoint, checkInputFile, newBatchObject } from "./batch-object.js";
 import type { JobQueue } from "./job-queue.js";
 import type { Worker } from "./worker.js";
 
@@ -59,15 +59,7 @@ export class QueueingBatchService implements BatchService {
   constructor(private readonly deps: BatchServiceDeps) {}
 
   async create(input: CreateBatchInput): Promise<Batch> {
-    const file = this.deps.files.get(input.input_file_id, input.owner);
-    if (!file) throw new NotFoundError("file", input.input_file_id, "input_file_id");
-    if (file.object.purpose !== "batch") {
-      throw new InvalidRequestError(
-        `File '${input.input_file_id}' has purpose '${file.object.purpose}'; a batch needs a file uploaded with purpose 'batch'.`,
-        "invalid_request",
-        "input_file_id",
-      );
-    }
+    const file = checkInputFile(this.deps.files.get(input.input_file_id, input.owner), input.input_file_id);
     return this.createBatch({
       ...input,
       async writeInput(paths) {

@@ -77,7 +77,9 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
     try {
       const page = await browser.newPage();
       await page.goto(`${apiA.baseUrl}/`);
-      await expect.poll(() => page.locator("#pool-spot").innerText(), { timeout: 10_000 }).toMatch(/worker w-spot: 0 \/ 2[\s\S]*worker w-spot-2: 0 \/ 1/);
+      await expect
+        .poll(() => page.locator("#pool-spot").innerText(), { timeout: 10_000 })
+        .toMatch(/worker w-spot: 0 \/ 2[\s\S]*worker w-spot-2: 0 \/ 1/);
     } finally {
       await browser.close();
     }

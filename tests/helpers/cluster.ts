@@ -7,7 +7,7 @@ import path from "node:path";
 import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
-import { testModelPath } from "./model.js";
+import { testServiceEnv } from "./service.js";
 import type { SharedState } from "../../bench/shared-state.js";
 
 export interface TestNode {
@@ -19,19 +19,7 @@ export interface TestNode {
 /** One process's worth of the service (ROLE, WORKER_POOL... in `env`), in this process, on 127.0.0.1. */
 export async function startNode(shared: SharedState, env: Record<string, string>): Promise<TestNode> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-node-"));
-  const config = loadConfig({
-    PORT: "0",
-    HOST: "127.0.0.1",
-    BATCH_DIR: batchDir,
-    MODEL_PATH: await testModelPath(),
-    THREADS: "1",
-    SEQUENCES: "4",
-    CONTEXT_SIZE: "512",
-    EMBEDDING_CONTEXTS: "1",
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-    ...shared.env,
-    ...env,
-  });
+  const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...shared.env, ...env });
   const node = await createClusterService(config, createLogger(config.logLevel));
   const server = node.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));

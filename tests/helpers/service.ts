@@ -18,10 +18,9 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-/** `opts.logger` replaces the service's logger (to read its lines in a test). */
-export async function startTestService(env: Record<string, string> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
-  const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
-  const config = loadConfig({
+/** The settings every in-process test service starts with: loopback, the test model, a small engine. */
+export async function testServiceEnv(batchDir: string): Promise<Record<string, string>> {
+  return {
     PORT: "0",
     HOST: "127.0.0.1",
     BATCH_DIR: batchDir,
@@ -31,8 +30,13 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     CONTEXT_SIZE: "512",
     EMBEDDING_CONTEXTS: "1",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-    ...env,
-  });
+  };
+}
+
+/** `opts.logger` replaces the service's logger (to read its lines in a test). */
+export async function startTestService(env: Record<string, string> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
+  const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
+  const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...env });
   const service = await createService(config, opts.logger ?? createLogger(config.logLevel));
   const server = service.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
