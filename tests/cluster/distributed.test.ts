@@ -63,6 +63,38 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
     expect(list.data.map((b) => b.id)).toContain(created.id);
   }, 120_000);
 
+  it("scopes files and batches to their API key across API servers; /results streams the result lines", async () => {
+    const keyed = { SHARD_SIZE: "10", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", ROLE: "api", API_KEYS: "key-one,key-two" };
+    const [k1, k2] = [await startNode(shared, keyed), await startNode(shared, keyed)];
+    try {
+      const one = { authorization: "Bearer key-one" };
+      const two = { authorization: "Bearer key-two" };
+      const file = await uploadJsonl(k1.baseUrl, completionJsonl(12, "own"), one);
+      const res = await fetch(`${k2.baseUrl}/v1/batches`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...one },
+        body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }),
+      });
+      const created = (await res.json()) as any;
+      expect(res.status).toBe(200);
+      // The other key sees neither the file nor the batch, on either server.
+      expect((await fetch(`${k1.baseUrl}/v1/files/${file.id}`, { headers: two })).status).toBe(404);
+      expect((await fetch(`${k2.baseUrl}/v1/batches/${created.id}`, { headers: two })).status).toBe(404);
+      expect(((await (await fetch(`${k1.baseUrl}/v1/batches`, { headers: two })).json()) as any).data).toEqual([]);
+      const done = await waitForBatch(k1.baseUrl, created.id, 60_000, one);
+      expect(done.status).toBe("completed");
+      const results = await fetch(`${k2.baseUrl}/v1/batches/${created.id}/results?format=jsonl`, { headers: one });
+      const lines = (await results.text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
+      expect(lines.map((l) => l.custom_id).sort()).toEqual(customIds("own", 12).sort());
+    } finally {
+      await k1.close();
+      await k2.close();
+    }
+  }, 90_000);
+
   it("/pools and the status page show the registered workers of each pool", async () => {
     const pools = (await (await fetch(`${apiB.baseUrl}/pools`)).json()) as any;
     const spot = pools.pools.find((p: any) => p.name === "spot");
