@@ -43,6 +43,8 @@ export interface BlobStore {
   size(key: string): Promise<number | undefined>;
   /** Removes the content; absent content is not an error. */
   delete(key: string): Promise<void>;
+  /** Removes every key under `prefix` (which ends with "/"); returns how many. */
+  deletePrefix(prefix: string): Promise<number>;
 }
 
 export interface ByteRange {

@@ -129,6 +129,33 @@ export class BatchRepo {
     );
   }
 
+  /** Batches that ended (or failed validation) before `before` (unix seconds): due for removal. */
+  async endedBefore(before: number, limit = 500): Promise<string[]> {
+    const { rows } = await this.db.query(
+      `SELECT id FROM batches WHERE status IN ('completed', 'failed', 'expired', 'cancelled')
+         AND coalesce((doc->>'completed_at')::bigint, (doc->>'failed_at')::bigint, (doc->>'expired_at')::bigint,
+                      (doc->>'cancelled_at')::bigint, (doc->>'created_at')::bigint) <= $1
+       ORDER BY seq LIMIT $2`,
+      [before, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Deletes a batch and its shards (their rows; the caller removes the objects). Returns its input's key when
+   * nothing else needs it any more (its file was deleted while the batch ran, and no other batch reads it).
+   */
+  async remove(id: string): Promise<{ orphanInput?: string }> {
+    const { rows } = await this.db.query("DELETE FROM batches WHERE id = $1 RETURNING input_key", [id]);
+    const key: string | null = rows[0]?.input_key ?? null;
+    if (!key) return {};
+    const { rows: users } = await this.db.query(
+      "SELECT 1 FROM files WHERE blob_key = $1 UNION ALL SELECT 1 FROM batches WHERE input_key = $1 LIMIT 1",
+      [key],
+    );
+    return users.length === 0 ? { orphanInput: key } : {};
+  }
+
   /** Open batches whose deadline passed and that no one stopped yet: they stop now, as expired. */
   async expireDue(now: number): Promise<string[]> {
     const { rows } = await this.db.query(

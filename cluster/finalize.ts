@@ -78,8 +78,12 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   const fields = { batch_id: id, status: b.status, request_counts: b.request_counts, deadline_met: b.deadline_met };
   if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
   else logger.info(fields, `batch ${b.status}`);
-  // The parts are in the assembled files now; one left behind by a crash here is only storage.
-  await Promise.allSettled(parts.flatMap((p) => [p.output, p.errors]).flatMap((k) => (k ? [deps.blobs.delete(k)] : [])));
+  // The parts are in the assembled files now; with them go the parts a fenced worker uploaded but never committed.
+  await deps.blobs
+    .deletePrefix(`batches/${id}/shards/`)
+    .catch((err) =>
+      logger.warn({ err: (err as Error).message, batch_id: id }, "cannot delete the batch's parts; they are removed with the batch"),
+    );
   return b;
 }
 

@@ -107,6 +107,7 @@ export async function createClusterPlane(deps: {
     scratchDir,
     id: `maintenance:${id}`,
     collectIntervalSeconds: config.collectIntervalSeconds,
+    expirySeconds: config.fileExpirySeconds,
     logger,
     now,
     metrics,

@@ -29,6 +29,8 @@ export interface MaintenanceDeps extends FinalizeDeps {
   /** Its name in the shards it claims to close out. */
   id: string;
   collectIntervalSeconds: number;
+  /** FILE_EXPIRY_SECONDS: how long an ended batch is kept. */
+  expirySeconds: number;
 }
 
 export class Maintenance {
@@ -87,8 +89,26 @@ export class Maintenance {
     }
     if (Date.now() - this.lastCollect >= this.deps.collectIntervalSeconds * 1000) {
       this.lastCollect = Date.now();
-      for (const f of await this.deps.files.expired(now())) await this.deps.files.remove(f.id);
+      await this.collect();
     }
+  }
+
+  /**
+   * Expired files go with their contents (a batch's output included, by its own retention); a batch goes
+   * FILE_EXPIRY_SECONDS after it ended, as in the embedded mode, with whatever objects of its are left.
+   */
+  private async collect(): Promise<void> {
+    const { files, batches, blobs, logger, now } = this.deps;
+    const expired = await files.expired(now());
+    for (const f of expired) await files.remove(f.id);
+    const ended = await batches.endedBefore(now() - this.deps.expirySeconds);
+    for (const id of ended) {
+      await blobs.deletePrefix(`batches/${id}/shards/`);
+      const { orphanInput } = await batches.remove(id);
+      if (orphanInput) await blobs.delete(orphanInput);
+    }
+    if (expired.length + ended.length > 0)
+      logger.info({ files: expired.length, batches: ended.length }, "housekeeping: deleted expired files and batches");
   }
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */

@@ -7,3 +7,9 @@ export function checkBlobKey(key: string): string {
   }
   return key;
 }
+
+/** A prefix given as "a/b/": the key of its folder ("a/b"), checked as a key. */
+export function prefixKey(prefix: string): string {
+  if (!prefix.endsWith("/")) throw new Error(`invalid blob prefix '${prefix}': it must end with "/"`);
+  return checkBlobKey(prefix.slice(0, -1));
+}

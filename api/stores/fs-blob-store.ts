@@ -3,12 +3,12 @@
 // service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, mkdir, rename, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { BlobStore, ByteRange } from "../contracts.js";
-import { checkBlobKey } from "./blob-key.js";
+import { checkBlobKey, prefixKey } from "./blob-key.js";
 
 export class FsBlobStore implements BlobStore {
   constructor(readonly root: string) {}
@@ -71,5 +71,12 @@ export class FsBlobStore implements BlobStore {
 
   async delete(key: string): Promise<void> {
     await rm(this.localPath(key), { force: true });
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    const dir = this.localPath(prefixKey(prefix));
+    const files = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+    await rm(dir, { recursive: true, force: true });
+    return files.filter((f) => f.isFile()).length;
   }
 }

@@ -10,6 +10,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListObjectsV2Command,
   NoSuchKey,
   NotFound,
   S3Client,
@@ -17,7 +18,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import type { BlobStore, ByteRange } from "../contracts.js";
-import { checkBlobKey } from "./blob-key.js";
+import { checkBlobKey, prefixKey } from "./blob-key.js";
 
 export interface S3BlobStoreOptions {
   bucket: string;
@@ -102,6 +103,22 @@ export class S3BlobStore implements BlobStore {
 
   async delete(key: string): Promise<void> {
     await this.s3.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    const Prefix = `${this.prefix}${prefixKey(prefix)}/`;
+    let deleted = 0;
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await this.s3.send(new ListObjectsV2Command({ Bucket: this.opts.bucket, Prefix, ContinuationToken }));
+      // One request per key: DeleteObjects needs a Content-MD5 that not every S3-compatible server checks alike.
+      for (const o of page.Contents ?? []) {
+        await this.s3.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: o.Key! }));
+        deleted++;
+      }
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (ContinuationToken);
+    return deleted;
   }
 
   close(): void {

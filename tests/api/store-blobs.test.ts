@@ -85,6 +85,18 @@ describe.each(stores)("%s", (_name, store) => {
     await blobs.delete("parts/a.jsonl");
   });
 
+  it("deletes everything under a prefix, and only that", async () => {
+    const blobs = store();
+    for (const key of ["b/x/shards/0/1.jsonl", "b/x/shards/1/2.jsonl", "b/x/output.jsonl", "b/xy/shards/0/1.jsonl"])
+      await blobs.put(key, Readable.from([Buffer.from(key)]));
+    expect(await blobs.deletePrefix("b/x/shards/")).toBe(2);
+    expect(await blobs.size("b/x/shards/0/1.jsonl")).toBeUndefined();
+    expect(await blobs.size("b/x/output.jsonl")).toBe("b/x/output.jsonl".length);
+    expect(await blobs.size("b/xy/shards/0/1.jsonl")).toBeDefined();
+    expect(await blobs.deletePrefix("b/nothing/")).toBe(0);
+    await expect(blobs.deletePrefix("b/x")).rejects.toThrow(/must end with/);
+  });
+
   it("refuses keys that would leave the store's root", async () => {
     for (const key of ["", "../etc/passwd", "/etc/passwd", "a/../../b", "a//b"])
       await expect(store().size(key), key).rejects.toThrow(/invalid blob key/);
