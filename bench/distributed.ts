@@ -8,9 +8,9 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pino from "pino";
-import { BatchRepo } from "../cluster/batches.js";
-import { createPool, migrate } from "../cluster/db.js";
-import { ShardQueue } from "../cluster/shards.js";
+import { PgBatchRecords } from "../cluster/pg/batches.js";
+import { createPool, migrate } from "../cluster/pg/db.js";
+import { PgWorkQueue } from "../cluster/pg/shards.js";
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { type BenchServer, startServer } from "./server.js";
 import { startSharedState } from "./shared-state.js";
@@ -125,8 +125,8 @@ async function claimRate(url: string, shards: number, claimers: number): Promise
     const id = `batch_${"c".repeat(24)}`;
     const batch = { id, status: "validating", model: "instant", submitted_at: now, deadline_at: now + 86_400, endpoint: "/v1/completions" };
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i, byteEnd: i + 1, total: 1 }));
-    await new BatchRepo(db).insert({ batch: batch as never, owner: null, inputKey: "unused", shards: plan });
-    const queue = new ShardQueue(db);
+    await new PgBatchRecords(db).insert({ batch: batch as never, owner: null, inputKey: "unused", shards: plan });
+    const queue = new PgWorkQueue(db);
     let done = 0;
     const t0 = performance.now();
     await Promise.all(

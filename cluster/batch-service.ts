@@ -20,20 +20,16 @@ import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { planShards } from "../pipeline/shards.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
-import type { BatchRepo } from "./batches.js";
-import { publish } from "./events.js";
-import type { PgFileStore } from "./files.js";
-import type { ShardQueue } from "./shards.js";
-import type pg from "pg";
+import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
 
 export interface ClusterBatchServiceDeps {
   config: Config;
-  db: pg.Pool;
-  batches: BatchRepo;
-  queue: ShardQueue;
-  files: PgFileStore;
+  events: EventBus;
+  batches: BatchRecords;
+  queue: WorkQueue;
+  files: FileRecords;
   blobs: BlobStore;
   registry: ModelRegistry;
   /** Local scratch space for validating inputs. */
@@ -81,7 +77,7 @@ export class ClusterBatchService implements BatchService {
    * A batch that an expiry or a failure stopped first is not cancelled: the answer is how it stands.
    */
   async cancel(id: string, owner: Owner): Promise<Batch> {
-    const { batches, now, db, logger } = this.deps;
+    const { batches, now, events, logger } = this.deps;
     const row = await batches.get(id, owner);
     if (!row) throw new NotFoundError("batch", id);
     if (isEnding(row.batch.status) || row.stopReason) return row.batch;
@@ -92,7 +88,7 @@ export class ClusterBatchService implements BatchService {
     });
     if (!updated) return (await batches.get(id, owner))!.batch;
     logger.info({ batch_id: id }, "cancelling batch");
-    await publish(db, { type: "stop", batch_id: id, reason: "cancelled" });
+    await events.publish({ type: "stop", batch_id: id, reason: "cancelled" });
     return updated.batch;
   }
 
@@ -152,7 +148,7 @@ export class ClusterBatchService implements BatchService {
       const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize) : [];
       await batches.insert({ batch, owner: input.owner, inputKey: input.inputKey, outputExpiresAfter: input.output_expires_after, shards });
       if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
-      else await publish(this.deps.db, { type: "work" }).catch(() => undefined);
+      else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
       logger.info(
         { batch_id: id, status: batch.status, total: v.total, shards: shards.length, errors: v.errorCount, deadline_at: batch.deadline_at },
         batch.status === "validating" ? "batch accepted and queued" : "batch failed validation",

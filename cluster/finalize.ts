@@ -8,14 +8,12 @@ import { isFinal, transition } from "../api/control/batch-state.js";
 import { resultFileId } from "../api/control/job-runner.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch } from "../api/schemas/objects.js";
-import type { BatchRepo, BatchRow } from "./batches.js";
-import type { PgFileStore } from "./files.js";
-import type { ShardQueue } from "./shards.js";
+import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 
 export interface FinalizeDeps {
-  batches: BatchRepo;
-  queue: ShardQueue;
-  files: PgFileStore;
+  batches: BatchRecords;
+  queue: WorkQueue;
+  files: FileRecords;
   blobs: BlobStore;
   logger: pino.Logger;
   /** Unix seconds. */

@@ -11,12 +11,14 @@ import type { BatchMetrics } from "../api/metrics/metrics.js";
 import { FsBlobStore } from "../api/stores/fs-blob-store.js";
 import { S3BlobStore } from "../api/stores/s3-blob-store.js";
 import { ClusterBatchService } from "./batch-service.js";
-import { BatchRepo } from "./batches.js";
-import { createPool, migrate } from "./db.js";
-import { subscribe } from "./events.js";
-import { PgFileStore } from "./files.js";
 import { Maintenance } from "./maintenance.js";
-import { ShardQueue } from "./shards.js";
+import { PgBatchRecords } from "./pg/batches.js";
+import { createPool, LOCKS, migrate } from "./pg/db.js";
+import { PgEventBus, subscribe } from "./pg/events.js";
+import { PgFileStore } from "./pg/files.js";
+import { PgLeaderLock } from "./pg/leader-lock.js";
+import { PgWorkQueue } from "./pg/shards.js";
+import { PgWorkerRegistry } from "./pg/workers.js";
 import { ClusterStatus } from "./status.js";
 import { ClusterWorker } from "./worker.js";
 
@@ -66,8 +68,10 @@ export async function createClusterPlane(deps: {
     throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
   });
   if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
-  const batches = new BatchRepo(db);
-  const queue = new ShardQueue(db);
+  const batches = new PgBatchRecords(db);
+  const queue = new PgWorkQueue(db);
+  const workers = new PgWorkerRegistry(db);
+  const bus = new PgEventBus(db);
   const files = new PgFileStore({ db, blobs, expirySeconds: config.fileExpirySeconds, now });
   const run = {
     queue,
@@ -79,7 +83,7 @@ export async function createClusterPlane(deps: {
   };
   const service = new ClusterBatchService({
     config,
-    db,
+    events: bus,
     batches,
     queue,
     files,
@@ -91,14 +95,15 @@ export async function createClusterPlane(deps: {
     metrics,
   });
   const status = new ClusterStatus({
-    db,
+    workers,
+    events: bus,
     maxQueueDepth: config.maxQueueDepth,
     leaseSeconds: cluster.leaseSeconds,
     preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
   });
   const maintenance = new Maintenance({
-    url: cluster.databaseUrl,
-    db,
+    lock: new PgLeaderLock(cluster.databaseUrl, LOCKS.maintenance),
+    events: bus,
     batches,
     queue,
     files,
@@ -119,9 +124,10 @@ export async function createClusterPlane(deps: {
           id,
           pool: cluster.workerPool,
           capacity: cluster.workerCapacity,
-          db,
           queue,
           batches,
+          workers,
+          events: bus,
           models,
           run,
           scratchDir,

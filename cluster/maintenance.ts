@@ -1,29 +1,19 @@
-// Housekeeping that must run in exactly one process at a time and never stop: whichever process holds the
-// PostgreSQL advisory lock (on a connection of its own) does it; when that process dies its connection closes, the
-// lock is free, and another process takes over within a tick. Each tick: expire batches past their deadline,
+// Housekeeping that must run in exactly one process at a time and never stop: whichever process holds the leader
+// lock does it (PostgreSQL's advisory lock: when that process dies the lock is free, and another process takes over
+// within a tick). Each tick: expire batches past their deadline,
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
-import pg from "pg";
-import type { BlobStore } from "../api/contracts.js";
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
-import type { BatchRepo } from "./batches.js";
-import { LOCKS } from "./db.js";
-import { publish } from "./events.js";
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
-import type { PgFileStore } from "./files.js";
+import type { EventBus, LeaderLock } from "./ports.js";
 import { ShardRun, type ShardRunDeps } from "./shard-run.js";
-import type { ShardQueue } from "./shards.js";
 import { FAILED } from "./worker.js";
 
 const TICK_MS = 1_000;
 
 export interface MaintenanceDeps extends FinalizeDeps {
-  url: string;
-  db: pg.Pool;
-  batches: BatchRepo;
-  queue: ShardQueue;
-  files: PgFileStore;
-  blobs: BlobStore;
+  lock: LeaderLock;
+  events: EventBus;
   run: Omit<ShardRunDeps, "logger" | "scratchDir">;
   scratchDir: string;
   /** Its name in the shards it claims to close out. */
@@ -34,7 +24,6 @@ export interface MaintenanceDeps extends FinalizeDeps {
 }
 
 export class Maintenance {
-  private lockClient: pg.Client | undefined;
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
   private again = false;
@@ -45,7 +34,7 @@ export class Maintenance {
 
   /** Whether this process runs the housekeeping now. */
   get leader(): boolean {
-    return this.lockClient !== undefined;
+    return this.deps.lock.held;
   }
 
   start(): void {
@@ -76,10 +65,10 @@ export class Maintenance {
   }
 
   private async housekeep(): Promise<void> {
-    const { batches, queue, db, logger, now } = this.deps;
+    const { batches, queue, events, logger, now } = this.deps;
     for (const id of await batches.expireDue(now())) {
       logger.warn({ batch_id: id }, "batch reached its deadline unfinished: expiring");
-      await publish(db, { type: "stop", batch_id: id, reason: "expired" });
+      await events.publish({ type: "stop", batch_id: id, reason: "expired" });
     }
     const reaped = await queue.reap();
     if (reaped > 0) logger.warn({ shards: reaped }, "leases lapsed (a worker died or lost the database): shards back in the queue");
@@ -128,39 +117,17 @@ export class Maintenance {
     }
   }
 
-  /** Takes the lock if free; keeps it while its connection lives. */
   private async holdLock(): Promise<boolean> {
-    if (this.lockClient) return true;
-    const c = new pg.Client({ connectionString: this.deps.url });
-    c.on("error", () => undefined);
-    try {
-      await c.connect();
-      const { rows } = await c.query("SELECT pg_try_advisory_lock($1) AS ok", [LOCKS.maintenance]);
-      if (!rows[0].ok) {
-        await c.end();
-        return false;
-      }
-    } catch {
-      await c.end().catch(() => undefined);
-      return false;
-    }
-    c.on("end", () => {
-      if (this.lockClient === c) this.lockClient = undefined;
-    });
-    c.on("error", () => {
-      if (this.lockClient === c) this.lockClient = undefined;
-      c.end().catch(() => undefined);
-    });
-    this.lockClient = c;
-    this.deps.logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
-    return true;
+    const before = this.deps.lock.held;
+    const held = await this.deps.lock.hold();
+    if (held && !before) this.deps.logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
+    return held;
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
     while (this.ticking) await new Promise((r) => setTimeout(r, 20));
-    await this.lockClient?.end().catch(() => undefined);
-    this.lockClient = undefined;
+    await this.deps.lock.release();
   }
 }

@@ -14,7 +14,7 @@ import type { InferenceBackend } from "../openai/backend.js";
 import { scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
-import { type ClaimedShard, type CommitResult, type ShardPart, type ShardQueue, shardKey } from "./shards.js";
+import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
 
@@ -27,7 +27,7 @@ export class ShardFailure extends Error {
 }
 
 export interface ShardRunDeps {
-  queue: ShardQueue;
+  queue: WorkQueue;
   blobs: BlobStore;
   /** Local scratch space of this process. */
   scratchDir: string;

@@ -3,7 +3,6 @@
 // expires or fails, when its spot capacity is reclaimed, or when it shuts down (each handed back after a last
 // checkpoint, for another worker to resume).
 import path from "node:path";
-import type pg from "pg";
 import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
@@ -11,10 +10,17 @@ import { transition } from "../api/control/batch-state.js";
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { PREEMPTED, SHUTDOWN } from "../api/control/worker.js";
 import type { AbortReason } from "../pipeline/types.js";
-import type { BatchRepo, StopReason } from "./batches.js";
-import { type ClusterEvent, publish } from "./events.js";
+import {
+  type BatchRecords,
+  type ClaimedShard,
+  type ClusterEvent,
+  type EventBus,
+  shardKey,
+  type StopReason,
+  type WorkerRegistry,
+  type WorkQueue,
+} from "./ports.js";
 import { ShardFailure, ShardRun, type ShardRunDeps } from "./shard-run.js";
-import { type ClaimedShard, type ShardQueue, shardKey } from "./shards.js";
 
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 const POLL_MS = 1_000;
@@ -24,9 +30,10 @@ export interface ClusterWorkerDeps {
   id: string;
   pool: PoolStatus["name"];
   capacity: number;
-  db: pg.Pool;
-  queue: ShardQueue;
-  batches: BatchRepo;
+  queue: WorkQueue;
+  batches: BatchRecords;
+  workers: WorkerRegistry;
+  events: EventBus;
   models: ModelRouter;
   run: Omit<ShardRunDeps, "logger" | "scratchDir">;
   scratchDir: string;
@@ -49,7 +56,8 @@ interface Running {
 export class ClusterWorker {
   private readonly running = new Map<string, Running>();
   private closing = false;
-  private filling = false;
+  /** The claim under way, if any (close() waits for it, so no shard is claimed behind its back). */
+  private filling: Promise<void> | undefined;
   private preemptedUntil = 0;
   private timers: NodeJS.Timeout[] = [];
   private pausedUntil = 0;
@@ -80,8 +88,7 @@ export class ClusterWorker {
     if (this.filling || this.closing || Date.now() < Math.max(this.preemptedUntil, this.pausedUntil)) return;
     const room = this.deps.capacity - this.running.size;
     if (room <= 0) return;
-    this.filling = true;
-    this.deps.queue
+    this.filling = this.deps.queue
       .claim({
         workerId: this.deps.id,
         pool: this.deps.pool,
@@ -91,7 +98,12 @@ export class ClusterWorker {
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),
       })
-      .then((shards) => {
+      .then(async (shards) => {
+        // Claimed while this worker began to close or was preempted: straight back to the queue.
+        if (this.closing || Date.now() < this.preemptedUntil) {
+          await Promise.all(shards.map((s) => this.deps.queue.handBack(s).catch(() => undefined)));
+          return 0;
+        }
         for (const s of shards) this.launch(s);
         if (shards.length > 0) void this.register();
         return shards.length;
@@ -101,7 +113,7 @@ export class ClusterWorker {
         return 0;
       })
       .then((n) => {
-        this.filling = false;
+        this.filling = undefined;
         if (n > 0) this.fill();
       });
   }
@@ -144,7 +156,7 @@ export class ClusterWorker {
         { ...fields, end },
         end === "done" ? "shard finished" : end === "fenced" ? "shard taken over by another worker" : "shard handed back",
       );
-      if (end === "done") await publish(this.deps.db, { type: "shard_done", batch_id: s.batchId }).catch(() => undefined);
+      if (end === "done") await this.deps.events.publish({ type: "shard_done", batch_id: s.batchId }).catch(() => undefined);
     } catch (err) {
       if (err instanceof ModelLoadError || err instanceof ShardFailure) {
         logger.error({ err, ...fields }, "the shard cannot run: its batch fails");
@@ -159,14 +171,14 @@ export class ClusterWorker {
   }
 
   private async failBatch(batchId: string, why: string) {
-    const { batches, db } = this.deps;
+    const { batches, events } = this.deps;
     const row = await batches.update(batchId, ["validating", "in_progress"], (r) => {
       if (r.stopReason) return false;
       const entry = { code: "batch_failed", message: `The batch stopped unexpectedly: ${why}`, line: null, param: null };
       r.batch.errors = { object: "list", data: [...(r.batch.errors?.data ?? []), entry] };
       r.stopReason = "failed";
     });
-    if (row) await publish(db, { type: "stop", batch_id: batchId, reason: "failed" }).catch(() => undefined);
+    if (row) await events.publish({ type: "stop", batch_id: batchId, reason: "failed" }).catch(() => undefined);
   }
 
   private stopBatch(batchId: string, reason: StopReason) {
@@ -194,12 +206,7 @@ export class ClusterWorker {
     this.preemptedUntil = Date.now() + cooldownSeconds * 1000;
     this.deps.logger.warn({ shards: this.running.size, cooldown_seconds: cooldownSeconds }, "spot capacity preempted: handing shards back");
     this.drainAll(PREEMPTED, this.deps.preemptGraceMs);
-    void this.deps.db
-      .query("UPDATE workers SET preempted_until = now() + make_interval(secs => $2), preemptions = preemptions + 1 WHERE id = $1", [
-        this.deps.id,
-        cooldownSeconds,
-      ])
-      .catch(() => undefined);
+    void this.deps.workers.preempted(this.deps.id, cooldownSeconds).catch(() => undefined);
   }
 
   private drainAll(reason: AbortReason, graceMs: number) {
@@ -232,13 +239,9 @@ export class ClusterWorker {
 
   /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
   private async register(): Promise<void> {
-    const { id, pool, capacity, models, db } = this.deps;
-    await db
-      .query(
-        `INSERT INTO workers (id, pool, capacity, models, running, last_seen) VALUES ($1, $2, $3, $4, $5, now())
-         ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, last_seen = now()`,
-        [id, pool, capacity, models.registry.names, JSON.stringify(this.runningBatches())],
-      )
+    const { id, pool, capacity, models } = this.deps;
+    await this.deps.workers
+      .register({ id, pool, capacity, models: models.registry.names, running: this.runningBatches() })
       .catch((err) => this.deps.logger.warn({ err: (err as Error).message }, "cannot update this worker's registration"));
   }
 
@@ -249,9 +252,10 @@ export class ClusterWorker {
   async close(opts: { graceMs: number }): Promise<void> {
     this.closing = true;
     for (const t of this.timers) clearInterval(t);
+    await this.filling;
     this.drainAll(SHUTDOWN, opts.graceMs);
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
-    await this.deps.db.query("DELETE FROM workers WHERE id = $1", [this.deps.id]).catch(() => undefined);
+    await this.deps.workers.unregister(this.deps.id).catch(() => undefined);
   }
 }
 

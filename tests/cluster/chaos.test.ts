@@ -66,10 +66,10 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
   it(`every batch completes with each custom_id once (seed ${SEED})`, async () => {
     const rand = random(SEED);
     for (let i = 0; i < 3; i++) workers[i] = await worker(i);
-    const sizes = [1200, 800, 1000, 600];
+    const sizes = [800, 500, 650, 400];
     const batches = [];
     for (const [i, n] of sizes.entries()) {
-      const file = await uploadJsonl(api.baseUrl, completionJsonl(n, `ch${i}`, { maxTokens: 96 }));
+      const file = await uploadJsonl(api.baseUrl, completionJsonl(n, `ch${i}`, { maxTokens: 64 }));
       batches.push(
         await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }),
       );

@@ -24,7 +24,7 @@ describe("the compiled build", () => {
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
 
     // The distributed mode's schema travels with the build.
-    expect(existsSync(path.join(dist, "cluster/migrations/001_initial.sql"))).toBe(true);
+    expect(existsSync(path.join(dist, "cluster/pg/migrations/001_initial.sql"))).toBe(true);
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
     expect(help.stdout).toMatch(/--input-file/);
 

@@ -2,12 +2,13 @@
 // Content goes in before its row, so a row always has content; a crash in between leaves an orphan object only.
 import type { Readable } from "node:stream";
 import type pg from "pg";
-import type { BlobStore, FileRecord, FileStore, NewFile, Owner, Page } from "../api/contracts.js";
-import { InvalidRequestError } from "../api/control/errors.js";
-import type { FileObject } from "../api/schemas/objects.js";
-import { newFileId } from "../api/stores/ids.js";
+import type { BlobStore, FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
+import { InvalidRequestError } from "../../api/control/errors.js";
+import type { FileObject } from "../../api/schemas/objects.js";
+import { newFileId } from "../../api/stores/ids.js";
+import type { FileRecords } from "../ports.js";
 
-export class PgFileStore implements FileStore {
+export class PgFileStore implements FileRecords {
   constructor(
     private readonly deps: {
       db: pg.Pool;

@@ -2,52 +2,16 @@
 // worker renews; every claim raises the shard's epoch, and a worker's checkpoints and its end count only under
 // the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
 import type pg from "pg";
-import type { TokenUsage } from "../pipeline/types.js";
-import type { StopReason } from "./batches.js";
-
-export interface ShardPart {
-  output?: string;
-  errors?: string;
-}
-
-export interface ClaimedShard {
-  batchId: string;
-  idx: number;
-  model: string;
-  endpoint: string;
-  inputKey: string;
-  byteStart: number;
-  byteEnd: number;
-  total: number;
-  epoch: number;
-  checkpoints: number;
-  parts: ShardPart[];
-  stopReason: StopReason | null;
-  deadlineAt: number;
-}
-
-export interface ShardCommit {
-  part: ShardPart;
-  completed: number;
-  failed: number;
-  usage: TokenUsage;
-}
-
-export type CommitResult = "committed" | "fenced";
-
-export interface ClaimOptions {
-  workerId: string;
-  pool: "spot" | "dedicated";
-  models: string[];
-  limit: number;
-  leaseSeconds: number;
-  urgentSeconds: number;
-  /** Unix seconds. */
-  now: number;
-}
-
-const key = (s: Pick<ClaimedShard, "batchId" | "idx">) => `${s.batchId}/${s.idx}`;
-export const shardKey = key;
+import {
+  type ClaimedShard,
+  type ClaimOptions,
+  type CommitResult,
+  type ShardCommit,
+  type ShardPart,
+  shardKey as key,
+  type StopReason,
+  type WorkQueue,
+} from "../ports.js";
 
 function claimed(r: any): ClaimedShard {
   return {
@@ -74,7 +38,7 @@ const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadl
 const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - jsonb_array_length(w.running)), 0) FROM workers w
   WHERE w.pool <> $2 AND w.last_seen > now() - make_interval(secs => $4) AND (w.preempted_until IS NULL OR w.preempted_until < now()))`;
 
-export class ShardQueue {
+export class PgWorkQueue implements WorkQueue {
   constructor(private readonly db: pg.Pool) {}
 
   /** Up to `limit` shards for this worker: checkpointed ones first (they resume), then urgent, then in submission order. */

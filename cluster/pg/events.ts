@@ -4,20 +4,17 @@
 // heartbeat.
 import pg from "pg";
 import type pino from "pino";
-import type { StopReason } from "./batches.js";
-
-export type ClusterEvent =
-  | { type: "stop"; batch_id: string; reason: StopReason }
-  | { type: "work" }
-  /** A shard finished: its batch may be ready to finalize (the maintenance process acts at once, not at its next tick). */
-  | { type: "shard_done"; batch_id: string }
-  | { type: "preempt"; pool: "spot"; cooldown_seconds: number };
+import type { ClusterEvent, EventBus } from "../ports.js";
 
 export const CHANNEL = "obi_events";
 const RECONNECT_MS = 1_000;
 
-export async function publish(db: pg.Pool, event: ClusterEvent): Promise<void> {
-  await db.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(event)]);
+export class PgEventBus implements EventBus {
+  constructor(private readonly db: pg.Pool) {}
+
+  async publish(event: ClusterEvent): Promise<void> {
+    await this.db.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(event)]);
+  }
 }
 
 /** Listens on its own connection, reconnecting after a loss (a database restart) until closed. */

@@ -2,23 +2,12 @@
 // updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
 // usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
 import type pg from "pg";
-import type { ExpiresAfter, Owner, Page } from "../api/contracts.js";
-import { InvalidRequestError } from "../api/control/errors.js";
-import type { Batch, BatchStatus } from "../api/schemas/objects.js";
-import type { ShardPlan } from "../pipeline/shards.js";
+import type { ExpiresAfter, Owner, Page } from "../../api/contracts.js";
+import { InvalidRequestError } from "../../api/control/errors.js";
+import type { Batch, BatchStatus } from "../../api/schemas/objects.js";
+import type { ShardPlan } from "../../pipeline/shards.js";
+import { type BatchRecords, type BatchRow, OPEN_STATUSES } from "../ports.js";
 import { inTransaction } from "./db.js";
-
-export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
-export type StopReason = "cancelled" | "expired" | "failed";
-
-export interface BatchRow {
-  batch: Batch;
-  owner: Owner;
-  seq: number;
-  stopReason: StopReason | null;
-  inputKey: string | null;
-  outputExpiresAfter?: ExpiresAfter;
-}
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, doc`;
@@ -40,7 +29,7 @@ function fromRow(r: any): BatchRow {
   return row;
 }
 
-export class BatchRepo {
+export class PgBatchRecords implements BatchRecords {
   constructor(private readonly db: pg.Pool) {}
 
   /** Records a new batch and its shards in one transaction. */

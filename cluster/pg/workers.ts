@@ -1,0 +1,56 @@
+// The live workers in PostgreSQL: each worker's row (pool, capacity, models, what it runs) is upserted with its
+// heartbeat; a worker not heard from within a lease is not counted.
+import type pg from "pg";
+import type { PoolStatus } from "../../api/contracts.js";
+import type { WorkerInfo, WorkerRegistry } from "../ports.js";
+
+export class PgWorkerRegistry implements WorkerRegistry {
+  constructor(private readonly db: pg.Pool) {}
+
+  async register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void> {
+    await this.db.query(
+      `INSERT INTO workers (id, pool, capacity, models, running, last_seen) VALUES ($1, $2, $3, $4, $5, now())
+       ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, last_seen = now()`,
+      [w.id, w.pool, w.capacity, w.models, JSON.stringify(w.running)],
+    );
+  }
+
+  async preempted(id: string, cooldownSeconds: number): Promise<void> {
+    await this.db.query(
+      "UPDATE workers SET preempted_until = now() + make_interval(secs => $2), preemptions = preemptions + 1 WHERE id = $1",
+      [id, cooldownSeconds],
+    );
+  }
+
+  async unregister(id: string): Promise<void> {
+    await this.db.query("DELETE FROM workers WHERE id = $1", [id]);
+  }
+
+  async live(withinSeconds: number): Promise<WorkerInfo[]> {
+    const { rows } = await this.db.query(
+      `SELECT id, pool, capacity, running, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
+              coalesce(preempted_until > now(), false) AS preempted,
+              (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
+       FROM workers w WHERE last_seen > now() - make_interval(secs => $1) ORDER BY id`,
+      [withinSeconds],
+    );
+    return rows.map((w) => ({
+      id: w.id,
+      pool: w.pool,
+      capacity: w.capacity,
+      inUse: w.in_use,
+      running: w.running,
+      lastSeen: Number(w.last_seen),
+      preempted: w.preempted,
+      preemptions: w.preemptions,
+    }));
+  }
+
+  async queueCounts(): Promise<{ depth: number; running: number }> {
+    const { rows } = await this.db.query(
+      `SELECT (SELECT count(DISTINCT batch_id) FROM shards WHERE state = 'queued')::int AS depth,
+              (SELECT count(*) FROM shards WHERE state = 'running')::int AS running`,
+    );
+    return rows[0];
+  }
+}

@@ -1,0 +1,163 @@
+// The distributed mode's ports: what its domain code (API batch service, worker, shard runs, maintenance,
+// finalizing) asks of shared state, saying nothing of where it lives. cluster/pg/ implements them on PostgreSQL;
+// file contents go through the BlobStore port (api/contracts.ts) to S3 or a shared folder.
+import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../api/contracts.js";
+import type { Batch, BatchStatus, FileObject } from "../api/schemas/objects.js";
+import type { ShardPlan } from "../pipeline/shards.js";
+import type { TokenUsage } from "../pipeline/types.js";
+
+export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
+
+/** Decided once, by a cancel, the deadline or a shard that cannot run: the batch's shards stop and it ends so. */
+export type StopReason = "cancelled" | "expired" | "failed";
+
+export interface BatchRow {
+  batch: Batch;
+  owner: Owner;
+  seq: number;
+  stopReason: StopReason | null;
+  inputKey: string | null;
+  outputExpiresAfter?: ExpiresAfter;
+}
+
+/** Batches and their shards, with live counts; a status changes only from the status its writer read. */
+export interface BatchRecords {
+  insert(a: { batch: Batch; owner: Owner; inputKey: string | null; outputExpiresAfter?: ExpiresAfter; shards: ShardPlan[] }): Promise<void>;
+  get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
+  list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
+  openCount(): Promise<number>;
+  /**
+   * Changes a batch atomically while its status is one of `from`: `change` edits the row read (the batch, the
+   * stop reason), or returns false to leave it; undefined when the status was another or the batch is gone.
+   */
+  update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined>;
+  /** Stops open batches past their deadline (as expired); returns their ids. */
+  expireDue(now: number): Promise<string[]>;
+  /** Open batches none of whose shards is still to run. */
+  readyToFinish(limit?: number): Promise<string[]>;
+  /** completed + failed == total: requests without a counted result are failed. */
+  settleCounts(id: string): Promise<void>;
+  endedBefore(before: number, limit?: number): Promise<string[]>;
+  /** Deletes a batch; returns its input's key when nothing else needs it. */
+  remove(id: string): Promise<{ orphanInput?: string }>;
+}
+
+export interface ShardPart {
+  output?: string;
+  errors?: string;
+}
+
+export interface ClaimedShard {
+  batchId: string;
+  idx: number;
+  model: string;
+  endpoint: string;
+  inputKey: string;
+  byteStart: number;
+  byteEnd: number;
+  total: number;
+  epoch: number;
+  checkpoints: number;
+  parts: ShardPart[];
+  stopReason: StopReason | null;
+  deadlineAt: number;
+}
+
+export interface ShardCommit {
+  part: ShardPart;
+  completed: number;
+  failed: number;
+  usage: TokenUsage;
+}
+
+export type CommitResult = "committed" | "fenced";
+
+export interface ClaimOptions {
+  workerId: string;
+  pool: PoolStatus["name"];
+  models: string[];
+  limit: number;
+  leaseSeconds: number;
+  urgentSeconds: number;
+  /** Unix seconds. */
+  now: number;
+}
+
+/**
+ * The work queue: shards claimed under a lease renewed by heartbeat; every claim raises the shard's epoch, and
+ * a worker's commits count only under the epoch it claimed.
+ */
+export interface WorkQueue {
+  claim(o: ClaimOptions): Promise<ClaimedShard[]>;
+  /** Unfinished shards of stopped batches that no worker holds (to write their error lines). */
+  claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]>;
+  /** Renews leases; returns the shards no longer held and the stop reasons of their batches. */
+  heartbeat(
+    workerId: string,
+    shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
+    leaseSeconds: number,
+  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }>;
+  /** Records a checkpoint's part and adds its counts to the batch, once, under the claimed epoch. */
+  commit(s: ClaimedShard, c: ShardCommit, leaseSeconds: number): Promise<CommitResult>;
+  finish(s: ClaimedShard): Promise<CommitResult>;
+  handBack(s: ClaimedShard): Promise<void>;
+  /** Puts shards whose lease lapsed back in the queue, fencing their old workers; returns how many. */
+  reap(): Promise<number>;
+  ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>>;
+}
+
+export const shardKey = (s: Pick<ClaimedShard, "batchId" | "idx">) => `${s.batchId}/${s.idx}`;
+
+/** The Files API plus what the distributed mode's housekeeping and finalizing need. */
+export interface FileRecords extends FileStore {
+  /** Records content already stored under `key`, under the caller's id (recording twice keeps one file). */
+  record(input: NewFile & { id: string; key: string; size: number }): Promise<FileObject>;
+  keyOf(id: string, owner: Owner): Promise<{ object: FileObject; key: string } | undefined>;
+  expired(now: number, limit?: number): Promise<Array<{ id: string; key: string; purpose: string }>>;
+  remove(id: string): Promise<void>;
+}
+
+export interface WorkerInfo {
+  id: string;
+  pool: PoolStatus["name"];
+  capacity: number;
+  /** Shards it runs now. */
+  inUse: number;
+  /** Batch ids it runs. */
+  running: string[];
+  /** Unix seconds of its last heartbeat. */
+  lastSeen: number;
+  preempted: boolean;
+  preemptions: number;
+}
+
+/** The live workers: the pools the scheduler and /pools see. */
+export interface WorkerRegistry {
+  register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void>;
+  preempted(id: string, cooldownSeconds: number): Promise<void>;
+  unregister(id: string): Promise<void>;
+  /** Workers heard from within `withinSeconds`. */
+  live(withinSeconds: number): Promise<WorkerInfo[]>;
+  /** Batches with shards waiting, and shards running. */
+  queueCounts(): Promise<{ depth: number; running: number }>;
+}
+
+export type ClusterEvent =
+  | { type: "stop"; batch_id: string; reason: StopReason }
+  | { type: "work" }
+  /** A shard finished: its batch may be ready to finalize (the maintenance process acts at once, not at its next tick). */
+  | { type: "shard_done"; batch_id: string }
+  | { type: "preempt"; pool: "spot"; cooldown_seconds: number };
+
+/** Cross-process signals; delivery is best effort (each has a slower fallback). */
+export interface EventBus {
+  publish(event: ClusterEvent): Promise<void>;
+}
+
+/** At most one holder among all processes; the holder keeps it until it closes or dies. */
+export interface LeaderLock {
+  /** Takes the lock if it is free (true), or says whether this process still holds it. */
+  hold(): Promise<boolean>;
+  readonly held: boolean;
+  release(): Promise<void>;
+}
