@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rng } from "../../bench/fuzz.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
@@ -16,18 +17,6 @@ if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 const SEED = Number(process.env.CHAOS_SEED ?? 13);
 const COMMON = { SHARD_SIZE: "25", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "3" };
-
-/** mulberry32: a small seeded generator. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => {
   let shared: SharedState;
@@ -64,7 +53,7 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
   }, 60_000);
 
   it(`every batch completes with each custom_id once (seed ${SEED})`, async () => {
-    const rand = random(SEED);
+    const rand = rng(SEED);
     for (let i = 0; i < 3; i++) workers[i] = await worker(i);
     const sizes = [800, 500, 650, 400];
     const batches = [];
