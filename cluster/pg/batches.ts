@@ -4,7 +4,7 @@
 import type pg from "pg";
 import type { ExpiresAfter, Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
-import type { Batch, BatchStatus } from "../../api/schemas/objects.js";
+import { type Batch, BatchSchema, type BatchStatus } from "../../api/schemas/objects.js";
 import type { ShardPlan } from "../../pipeline/shards.js";
 import { type BatchRecords, type BatchRow, OPEN_STATUSES } from "../ports.js";
 import { inTransaction } from "./db.js";
@@ -13,17 +13,21 @@ const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_
   cached_tokens, output_tokens, doc`;
 
 function fromRow(r: any): BatchRow {
-  const batch: Batch = { ...r.doc, status: r.status };
-  batch.request_counts = { ...batch.request_counts, completed: Number(r.completed), failed: Number(r.failed) };
   const input = Number(r.input_tokens);
   const output = Number(r.output_tokens);
-  batch.usage = {
-    input_tokens: input,
-    input_tokens_details: { cached_tokens: Number(r.cached_tokens) },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: input + output,
-  };
+  // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's field order.
+  const batch: Batch = BatchSchema.parse({
+    ...r.doc,
+    status: r.status,
+    request_counts: { completed: Number(r.completed), failed: Number(r.failed), total: r.doc.request_counts.total },
+    usage: {
+      input_tokens: input,
+      input_tokens_details: { cached_tokens: Number(r.cached_tokens) },
+      output_tokens: output,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: input + output,
+    },
+  });
   const row: BatchRow = { batch, owner: r.owner, seq: Number(r.seq), stopReason: r.stop_reason, inputKey: r.input_key };
   if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
   return row;

@@ -4,7 +4,8 @@
 import pino from "pino";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Batch } from "../../api/schemas/objects.js";
+import { newBatchObject } from "../../api/control/batch-object.js";
+import { singleModelRegistry } from "../../backends/registry.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { startPostgres, type TestPostgres } from "../../bench/postgres.js";
 import { PgBatchRecords } from "../../cluster/pg/batches.js";
@@ -29,16 +30,17 @@ describe.skipIf(!POSTGRES_BIN)("PgWorkQueue", () => {
   async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number } = {}): Promise<string> {
     const id = `batch_${String(++n).padStart(24, "0")}`;
     const submitted = now() - (opts.submittedAgo ?? 0);
-    const b = {
+    const windowSeconds = opts.windowSeconds ?? 86_400;
+    const b = newBatchObject({
       id,
-      status: "validating",
-      model: "m",
       endpoint: "/v1/completions",
-      submitted_at: submitted,
-      created_at: submitted,
-      deadline_at: submitted + (opts.windowSeconds ?? 86_400),
-      request_counts: { completed: 0, failed: 0, total: shards * 10 },
-    } as unknown as Batch;
+      completion_window: `${windowSeconds}s`,
+      inputFileId: "file-x",
+      created: submitted,
+      windowSeconds,
+      validation: { ok: true, total: shards * 10, errors: [], errorCount: 0, model: "m" },
+      registry: singleModelRegistry("/models/m.gguf", false),
+    });
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
     await batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: plan });
     return id;
