@@ -146,7 +146,16 @@ export class ClusterBatchService implements BatchService {
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
       const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize) : [];
-      await batches.insert({ batch, owner: input.owner, inputKey: input.inputKey, outputExpiresAfter: input.output_expires_after, shards });
+      const admitted = await batches.insert({
+        batch,
+        owner: input.owner,
+        inputKey: input.inputKey,
+        outputExpiresAfter: input.output_expires_after,
+        shards,
+        maxOpen: config.maxQueueDepth,
+      });
+      // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
+      if (!admitted) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
       if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
       else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
       logger.info(

@@ -22,7 +22,15 @@ export interface BatchRow {
 
 /** Batches and their shards, with live counts; a status changes only from the status its writer read. */
 export interface BatchRecords {
-  insert(a: { batch: Batch; owner: Owner; inputKey: string | null; outputExpiresAfter?: ExpiresAfter; shards: ShardPlan[] }): Promise<void>;
+  /** Records a batch with its shards; with `maxOpen`, only while fewer open batches exist (else false, nothing recorded). */
+  insert(a: {
+    batch: Batch;
+    owner: Owner;
+    inputKey: string | null;
+    outputExpiresAfter?: ExpiresAfter;
+    shards: ShardPlan[];
+    maxOpen?: number;
+  }): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
   list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
   openCount(): Promise<number>;

@@ -7,7 +7,7 @@ import { InvalidRequestError } from "../../api/control/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../api/schemas/objects.js";
 import type { ShardPlan } from "../../pipeline/shards.js";
 import { type BatchRecords, type BatchRow, OPEN_STATUSES } from "../ports.js";
-import { inTransaction } from "./db.js";
+import { inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, doc`;
@@ -36,16 +36,26 @@ function fromRow(r: any): BatchRow {
 export class PgBatchRecords implements BatchRecords {
   constructor(private readonly db: pg.Pool) {}
 
-  /** Records a new batch and its shards in one transaction. */
+  /**
+   * Records a new batch and its shards in one transaction. With `maxOpen`, an open batch is admitted only while
+   * fewer are open, counted under a lock that every API server's admission takes: returns false (nothing
+   * recorded) when the queue is full.
+   */
   async insert(a: {
     batch: Batch;
     owner: Owner;
     inputKey: string | null;
     outputExpiresAfter?: ExpiresAfter;
     shards: ShardPlan[];
-  }): Promise<void> {
+    maxOpen?: number;
+  }): Promise<boolean> {
     const b = a.batch;
-    await inTransaction(this.db, async (c) => {
+    return inTransaction(this.db, async (c) => {
+      if (a.maxOpen !== undefined && OPEN_STATUSES.includes(b.status)) {
+        await c.query("SELECT pg_advisory_xact_lock($1)", [LOCKS.admission]);
+        const { rows } = await c.query("SELECT count(*)::int AS n FROM batches WHERE status = ANY($1)", [OPEN_STATUSES]);
+        if (rows[0].n >= a.maxOpen) return false;
+      }
       await c.query(
         `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
@@ -58,6 +68,7 @@ export class PgBatchRecords implements BatchRecords {
            SELECT $1, i - 1, $2, s, e, t FROM unnest($3::bigint[], $4::bigint[], $5::int[]) WITH ORDINALITY AS x(s, e, t, i)`,
           [b.id, b.model, a.shards.map((s) => s.byteStart), a.shards.map((s) => s.byteEnd), a.shards.map((s) => s.total)],
         );
+      return true;
     });
   }
 

@@ -10,7 +10,7 @@ import type pino from "pino";
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
 /** Advisory lock keys (one namespace for this service). */
-export const LOCKS = { migrate: 7_240_001, maintenance: 7_240_002 } as const;
+export const LOCKS = { migrate: 7_240_001, maintenance: 7_240_002, admission: 7_240_003 } as const;
 
 export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5_000 });

@@ -27,7 +27,7 @@ describe.skipIf(!POSTGRES_BIN)("PgWorkQueue", () => {
   let n = 0;
   const now = () => Math.floor(Date.now() / 1000);
 
-  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number } = {}): Promise<string> {
+  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number; maxOpen?: number } = {}): Promise<string> {
     const id = `batch_${String(++n).padStart(24, "0")}`;
     const submitted = now() - (opts.submittedAgo ?? 0);
     const windowSeconds = opts.windowSeconds ?? 86_400;
@@ -42,8 +42,8 @@ describe.skipIf(!POSTGRES_BIN)("PgWorkQueue", () => {
       registry: singleModelRegistry("/models/m.gguf", false),
     });
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
-    await batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: plan });
-    return id;
+    const admitted = await batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: plan, maxOpen: opts.maxOpen });
+    return admitted ? id : "";
   }
   const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
     workerId: "w",
@@ -71,6 +71,14 @@ describe.skipIf(!POSTGRES_BIN)("PgWorkQueue", () => {
   afterAll(async () => {
     await db?.end();
     server?.destroy();
+  });
+
+  it("admits open batches up to the bound, however many API servers create at once", async () => {
+    await db.query("DELETE FROM batches");
+    const ids = await Promise.all(Array.from({ length: 10 }, () => batch(1, { maxOpen: 3 })));
+    expect(ids.filter(Boolean).length).toBe(3);
+    expect(await batches.openCount()).toBe(3);
+    await db.query("DELETE FROM batches");
   });
 
   it("hands each shard to one claimer, however many claim at once", async () => {
