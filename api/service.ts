@@ -44,7 +44,8 @@ export interface ClusterService {
  */
 export async function createClusterService(config: Config, logger: pino.Logger): Promise<ClusterService> {
   const { role } = config.cluster;
-  const registry = await loadRegistry(config, logger);
+  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
+  const registry = await loadRegistry(config, role === "api" ? logger.child({}, { level: "error" }) : logger);
   const models = await createRouter(config, registry, logger);
   let backend: InferenceBackend | undefined;
   let cluster: ClusterPlane | undefined;

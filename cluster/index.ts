@@ -62,7 +62,14 @@ export async function createClusterPlane(deps: {
   const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
   const db = createPool(cluster.databaseUrl, logger, 10 + cluster.workerCapacity);
-  await migrate(db, logger);
+  try {
+    await migrate(db, logger);
+  } catch (err) {
+    await db.end().catch(() => undefined);
+    // The URL's host and database, never its password.
+    const url = new URL(cluster.databaseUrl);
+    throw new Error(`DATABASE_URL: cannot use the database ${url.host}${url.pathname}: ${(err as Error).message}`);
+  }
   const blobs = blobStoreFor(config);
   const bucket = await blobs.ensureBucket?.().catch((err) => {
     throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);

@@ -30,6 +30,25 @@ describe("configuration mistakes", () => {
     expect(lines).toEqual([`offline-batch-inference: ${message}`]);
   });
 
+  it.each([
+    [
+      { ROLE: "worker" },
+      "invalid configuration: ROLE=worker needs DATABASE_URL: without it the service is one process that does everything",
+    ],
+    [{ DATABASE_URL: "mysql://db/obi" }, "invalid configuration: DATABASE_URL: must be a postgres:// or postgresql:// URL"],
+  ])("%j: the distributed mode's settings, one line, exit 1", async (env, message) => {
+    const { code, lines } = await failure(env);
+    expect(code).toBe(1);
+    expect(lines).toEqual([`offline-batch-inference: ${message}`]);
+  });
+
+  it("a database that cannot be reached: one line naming DATABASE_URL's host, never its password", async () => {
+    const { code, lines } = await failure({ DATABASE_URL: "postgres://obi:s3cret-pw@127.0.0.1:1/obi", ROLE: "api", LOG_LEVEL: "error" });
+    expect(code).toBe(1);
+    expect(lines.at(-1)).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
+    expect(lines.join("\n")).not.toMatch(/s3cret-pw/);
+  });
+
   it("BATCH_DIR pointing at a file", async () => {
     const file = path.join(dir, "not-a-folder");
     writeFileSync(file, "x");
