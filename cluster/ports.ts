@@ -20,17 +20,20 @@ export interface BatchRow {
   outputExpiresAfter?: ExpiresAfter;
 }
 
+export interface NewBatchRecord {
+  batch: Batch;
+  owner: Owner;
+  inputKey: string | null;
+  outputExpiresAfter?: ExpiresAfter;
+  shards: ShardPlan[];
+  /** Admit an open batch only while fewer than this many are open. */
+  maxOpen?: number;
+}
+
 /** Batches and their shards, with live counts; a status changes only from the status its writer read. */
 export interface BatchRecords {
-  /** Records a batch with its shards; with `maxOpen`, only while fewer open batches exist (else false, nothing recorded). */
-  insert(a: {
-    batch: Batch;
-    owner: Owner;
-    inputKey: string | null;
-    outputExpiresAfter?: ExpiresAfter;
-    shards: ShardPlan[];
-    maxOpen?: number;
-  }): Promise<boolean>;
+  /** Records a batch with its shards; false (nothing recorded) when `maxOpen` open batches exist. */
+  insert(a: NewBatchRecord): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
   list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
   openCount(): Promise<number>;

@@ -2,11 +2,10 @@
 // updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
 // usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
 import type pg from "pg";
-import type { ExpiresAfter, Owner, Page } from "../../api/contracts.js";
+import type { Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../api/schemas/objects.js";
-import type { ShardPlan } from "../../pipeline/shards.js";
-import { type BatchRecords, type BatchRow, OPEN_STATUSES } from "../ports.js";
+import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
 import { inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
@@ -41,14 +40,7 @@ export class PgBatchRecords implements BatchRecords {
    * fewer are open, counted under a lock that every API server's admission takes: returns false (nothing
    * recorded) when the queue is full.
    */
-  async insert(a: {
-    batch: Batch;
-    owner: Owner;
-    inputKey: string | null;
-    outputExpiresAfter?: ExpiresAfter;
-    shards: ShardPlan[];
-    maxOpen?: number;
-  }): Promise<boolean> {
+  async insert(a: NewBatchRecord): Promise<boolean> {
     const b = a.batch;
     return inTransaction(this.db, async (c) => {
       if (a.maxOpen !== undefined && OPEN_STATUSES.includes(b.status)) {
