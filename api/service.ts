@@ -4,6 +4,7 @@ import type express from "express";
 import type pino from "pino";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import type { Config } from "./config.js";
+import { SERVED_ENDPOINTS } from "./control/batch-object.js";
 import { createControlPlane } from "./control/index.js";
 import { createApp } from "./http/app.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
@@ -51,18 +52,14 @@ export async function createClusterService(config: Config, logger: pino.Logger):
   let cluster: ClusterPlane | undefined;
   const metrics = createMetrics();
   try {
-    if (role !== "api") {
-      const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
-      primary.release();
-      backend = primary.backend;
-      metrics.setBackendInfo(backend.info);
-    }
+    if (role !== "api") backend = await startPrimary(models, registry);
+    if (backend) metrics.setBackendInfo(backend.info);
     cluster = await createClusterPlane({ config, models, logger, metrics });
   } catch (err) {
     await models.close();
     throw err;
   }
-  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+  watchModelBackends(metrics, models);
   metrics.watch(cluster.status);
   const plane = cluster;
   const app = createApp({
@@ -93,12 +90,24 @@ export async function createClusterService(config: Config, logger: pino.Logger):
   };
 }
 
+/** The primary model is up before the service says it is ready; the others come up when a batch needs them. */
+async function startPrimary(models: ModelRouter, registry: ModelRegistry): Promise<InferenceBackend> {
+  const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
+  primary.release();
+  return primary.backend;
+}
+
+/** /metrics reads each upstream backend's flow control at scrape time. */
+function watchModelBackends(metrics: Metrics, models: ModelRouter): void {
+  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+}
+
 /** An API server runs no model: it is ready once it has its database; the workers serve the models. */
 function apiRoleInfo(registry: ModelRegistry): BackendInfo {
   return {
     model: registry.fallback ?? registry.models[0].name,
     kind: "workers",
-    endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"],
+    endpoints: SERVED_ENDPOINTS,
     concurrency: 0,
     generatedModel: false,
     settings: { role: "api" },
@@ -121,17 +130,14 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
   const models = await createRouter(config, registry, logger);
   let backend: InferenceBackend;
   try {
-    // The primary model is up before the service says it is ready; the others come up when a batch needs them.
-    const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
-    primary.release();
-    backend = primary.backend;
+    backend = await startPrimary(models, registry);
   } catch (err) {
     await models.close();
     throw err;
   }
   const metrics = createMetrics();
   metrics.setBackendInfo(backend.info);
-  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+  watchModelBackends(metrics, models);
   const controlPlane = await createControlPlane({ config, models, logger, metrics });
   metrics.watch(controlPlane.status);
   const app = createApp({

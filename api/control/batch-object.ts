@@ -6,12 +6,12 @@ import { transition } from "./batch-state.js";
 import { InvalidRequestError, NotFoundError } from "./errors.js";
 
 /** Every backend serves these (Responses over chat); a batch for another endpoint is refused at creation. */
-const ENDPOINTS: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
+export const SERVED_ENDPOINTS: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
 
 export function checkEndpoint(endpoint: string): void {
-  if ((ENDPOINTS as readonly string[]).includes(endpoint)) return;
+  if ((SERVED_ENDPOINTS as readonly string[]).includes(endpoint)) return;
   throw new InvalidRequestError(
-    `This deployment serves ${ENDPOINTS.join(", ")}; a batch for '${endpoint}' cannot run here.`,
+    `This deployment serves ${SERVED_ENDPOINTS.join(", ")}; a batch for '${endpoint}' cannot run here.`,
     "unsupported_value",
     "endpoint",
   );
