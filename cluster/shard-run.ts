@@ -3,7 +3,7 @@
 // go up as a part and are committed under the shard's epoch. Fenced (the lease taken over): it stops, and what
 // it has not committed never counts.
 import { createWriteStream } from "node:fs";
-import { mkdir, open, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, open, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -11,7 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
 import type { BlobStore } from "../api/contracts.js";
 import type { InferenceBackend } from "../openai/backend.js";
-import { scanDone } from "../pipeline/resume.js";
+import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
@@ -159,9 +159,6 @@ export class ShardRun {
     const err = await this.pending("errors");
     if (out.bytes.length === 0 && err.bytes.length === 0) return "committed";
     const part: ShardPart = {};
-    const local = { output: path.join(this.dir, `part-${n}.output`), errors: path.join(this.dir, `part-${n}.errors`) };
-    await writeFile(local.output, out.bytes);
-    await writeFile(local.errors, err.bytes);
     if (out.bytes.length > 0) {
       part.output = partKey(shard, n, "output");
       await deps.blobs.put(part.output, Readable.from([out.bytes]));
@@ -170,9 +167,7 @@ export class ShardRun {
       part.errors = partKey(shard, n, "errors");
       await deps.blobs.put(part.errors, Readable.from([err.bytes]));
     }
-    const counts = await scanDone(local.output, local.errors);
-    await rm(local.output, { force: true });
-    await rm(local.errors, { force: true });
+    const counts = await scanResultText(out.bytes.toString("utf8"), err.bytes.toString("utf8"));
     const result = await deps.queue.commit(
       shard,
       { part, completed: counts.completed, failed: counts.failed, usage: counts.usage },

@@ -14,9 +14,18 @@ export interface DoneScan extends Progress {
  * their usage; error-file lines count as failed. Unparseable lines (a torn tail) are skipped, and
  * missing files read as empty. Call repairTornTail on both files before appending to them again.
  */
-export async function scanDone(outputPath: string, errorPath: string): Promise<DoneScan> {
+export function scanDone(outputPath: string, errorPath: string): Promise<DoneScan> {
+  return scanResults(resultLines(outputPath), resultLines(errorPath));
+}
+
+/** The same count over result lines already in memory (a checkpoint's part): the text of whole JSONL lines. */
+export function scanResultText(output: string, errors: string): Promise<DoneScan> {
+  return scanResults(parsed(output.split("\n")), parsed(errors.split("\n")));
+}
+
+async function scanResults(output: AsyncIterable<ResultLine>, errors: AsyncIterable<ResultLine>): Promise<DoneScan> {
   const scan: DoneScan = { done: new Set(), completed: 0, failed: 0, usage: emptyUsage() };
-  for await (const line of resultLines(outputPath)) {
+  for await (const line of output) {
     if (scan.done.has(line.custom_id)) continue;
     scan.done.add(line.custom_id);
     scan.completed++;
@@ -27,7 +36,7 @@ export async function scanDone(outputPath: string, errorPath: string): Promise<D
       scan.usage.cachedTokens += num(u.prompt_tokens_details?.cached_tokens);
     }
   }
-  for await (const line of resultLines(errorPath)) {
+  for await (const line of errors) {
     if (scan.done.has(line.custom_id)) continue;
     scan.done.add(line.custom_id);
     scan.failed++;
@@ -37,17 +46,27 @@ export async function scanDone(outputPath: string, errorPath: string): Promise<D
 
 const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
-async function* resultLines(path: string): AsyncGenerator<{ custom_id: string; response?: any }> {
-  try {
-    for await (const { text } of readJsonlLines(path)) {
-      let v: any;
-      try {
-        v = JSON.parse(text);
-      } catch {
-        continue;
-      }
-      if (v && typeof v.custom_id === "string") yield v;
+type ResultLine = { custom_id: string; response?: any };
+
+/** Lines that parse as a result (with a custom_id); anything else (a torn tail, a blank) is skipped. */
+async function* parsed(texts: Iterable<string> | AsyncIterable<string>): AsyncGenerator<ResultLine> {
+  for await (const text of texts) {
+    let v: any;
+    try {
+      v = JSON.parse(text);
+    } catch {
+      continue;
     }
+    if (v && typeof v.custom_id === "string") yield v;
+  }
+}
+
+async function* resultLines(path: string): AsyncGenerator<ResultLine> {
+  async function* texts() {
+    for await (const line of readJsonlLines(path)) yield line.text;
+  }
+  try {
+    yield* parsed(texts());
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }

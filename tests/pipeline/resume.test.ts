@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { readFile, stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { repairTornTail, scanDone } from "../../pipeline/resume.js";
+import { repairTornTail, scanDone, scanResultText } from "../../pipeline/resume.js";
 import { jsonl, scratchDir } from "./scratch.js";
 
 const scratch = scratchDir("resume");
@@ -33,6 +33,15 @@ describe("scanDone", () => {
     const s = await scanDone(out, err);
     expect([...s.done].sort()).toEqual(["a", "b", "d", "e"]);
     expect(s).toMatchObject({ completed: 2, failed: 2, usage: { promptTokens: 8, completionTokens: 10, cachedTokens: 1 } });
+  });
+
+  it("counts result lines held in memory (a checkpoint's part) the same way", async () => {
+    const output = `${jsonl([ok("a", 3, 4, 1), ok("b", 5, 6)])}`;
+    const errors = jsonl([failed("d")]);
+    const fromText = await scanResultText(output, errors);
+    expect(fromText).toEqual(await scanDone(await scratch.write(output), await scratch.write(errors)));
+    expect(fromText).toMatchObject({ completed: 2, failed: 1, usage: { promptTokens: 8, completionTokens: 10, cachedTokens: 1 } });
+    expect(await scanResultText("", "")).toMatchObject({ completed: 0, failed: 0 });
   });
 
   it("reads missing files as empty", async () => {
