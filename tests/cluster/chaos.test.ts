@@ -1,16 +1,13 @@
 // Whatever dies when: three worker processes, one killed with -9 and restarted every few seconds at random moments
 // (mid-claim, mid-checkpoint, mid-finish), over four batches at once. Every batch completes with each custom_id
 // exactly once and completed + failed == total. Seeded, so a failure replays.
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rng } from "../../bench/fuzz.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
-import { type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
-import { testModelPath } from "../helpers/model.js";
-import { type ServerProcess, startMain } from "../helpers/process.js";
+import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
@@ -24,22 +21,7 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
   const dirs: string[] = [];
   const workers: ServerProcess[] = [];
 
-  async function worker(i: number): Promise<ServerProcess> {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-chaos-"));
-    dirs.push(dir);
-    return startMain(
-      {
-        ...shared.env,
-        ...COMMON,
-        ROLE: "worker",
-        WORKER_ID: `chaos-${i}`,
-        BATCH_DIR: dir,
-        MODEL_PATH: await testModelPath(),
-        THREADS: "1",
-      },
-      60_000,
-    );
-  }
+  const worker = (i: number) => startChild(shared, { ...COMMON, ROLE: "worker", WORKER_ID: `chaos-${i}` }, dirs);
 
   beforeAll(async () => {
     shared = await startSharedState();
@@ -88,13 +70,9 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
       const done = await waitForBatch(api.baseUrl, b.id, 120_000);
       expect(done.status, b.id).toBe("completed");
       expect(done.request_counts).toEqual({ completed: sizes[i], failed: 0, total: sizes[i] });
-      const text = await (await openaiClient(api).files.content(done.output_file_id!)).text();
-      const ids = text
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l).custom_id);
-      expect(ids.length).toBe(sizes[i]);
-      expect(ids.sort()).toEqual(customIds(`ch${i}`, sizes[i]).sort());
+      const { output, ids } = await downloadResults(api, done);
+      expect(output.length).toBe(sizes[i]);
+      expect(ids).toEqual(customIds(`ch${i}`, sizes[i]).sort());
     }
     // The kills fell while work was under way, not after it had all finished.
     expect(killsMidRun).toBeGreaterThanOrEqual(5);

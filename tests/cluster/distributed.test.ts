@@ -2,7 +2,7 @@
 // servers and workers of the real service (real engine) sharing them. Skips with a note where PostgreSQL is absent.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { countCalls, downloadResults, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
@@ -51,13 +51,10 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
     expect(Object.keys(done).slice(0, 4)).toEqual(["id", "object", "endpoint", "model"]);
     expect(Object.keys(done.request_counts)).toEqual(["completed", "failed", "total"]);
     expect(done.usage.output_tokens).toBeGreaterThan(0);
-    const content = await (await openaiClient(apiB).files.content(done.output_file_id)).text();
-    const lines = content
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l));
-    expect(lines.map((l) => l.custom_id).sort()).toEqual([...ids].sort());
-    expect(lines.every((l) => l.response.status_code === 200)).toBe(true);
+    const { output, errors } = await downloadResults(apiB, done);
+    expect(errors).toEqual([]);
+    expect(output.map((l) => l.custom_id).sort()).toEqual([...ids].sort());
+    expect(output.every((l) => l.response.status_code === 200)).toBe(true);
     // Every request ran once, spread over both workers.
     const total = calls.reduce((n, c) => n + c.filter((b) => b.includes("story d1 ")).length, 0);
     expect(total).toBe(45);
@@ -136,16 +133,6 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
     const c = done.request_counts;
     expect(c.completed + c.failed).toBe(n);
     expect(c.failed).toBeGreaterThan(0);
-    const ids: string[] = [];
-    for (const fileId of [done.output_file_id, done.error_file_id].filter(Boolean)) {
-      const text = await (await openaiClient(apiA).files.content(fileId)).text();
-      ids.push(
-        ...text
-          .trim()
-          .split("\n")
-          .map((l) => JSON.parse(l).custom_id),
-      );
-    }
-    expect(ids.sort()).toEqual(customIds("c1", n).sort());
+    expect((await downloadResults(apiA, done)).ids).toEqual(customIds("c1", n).sort());
   }, 90_000);
 });

@@ -2,16 +2,21 @@
 // maintenance lock, kill -9 of a worker mid-shard, PostgreSQL restarted mid-batch, the S3 server unreachable for
 // 10 s, and a spot reclaim. Every batch ends with each custom_id exactly once and completed + failed == total; where
 // a worker dies, no line it had checkpointed runs again (engine calls counted on the survivor).
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { countCalls, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
-import { testModelPath } from "../helpers/model.js";
+import {
+  countCalls,
+  downloadResults,
+  type SharedState,
+  startChild,
+  startNode,
+  startSharedState,
+  type TestNode,
+} from "../helpers/cluster.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
-import { type ServerProcess, startMain } from "../helpers/process.js";
+import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
@@ -26,9 +31,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
   const children: ServerProcess[] = [];
 
   async function child(env: Record<string, string>): Promise<ServerProcess> {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-child-"));
-    dirs.push(dir);
-    const p = await startMain({ ...shared.env, ...COMMON, BATCH_DIR: dir, MODEL_PATH: await testModelPath(), ...env }, 60_000);
+    const p = await startChild(shared, { ...COMMON, ...env }, dirs);
     children.push(p);
     return p;
   }
@@ -47,17 +50,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
   /** Every custom_id of the batch's output and error files, and its counts. */
   async function account(id: string) {
     const b = await waitForBatch(api.baseUrl, id, 150_000);
-    const ids: string[] = [];
-    for (const f of [b.output_file_id, b.error_file_id].filter(Boolean)) {
-      const text = await (await openaiClient(api).files.content(f)).text();
-      ids.push(
-        ...text
-          .trim()
-          .split("\n")
-          .map((l) => JSON.parse(l).custom_id),
-      );
-    }
-    return { batch: b, ids: ids.sort() };
+    return { batch: b, ids: (await downloadResults(api, b)).ids };
   }
   async function committedLines(batchId: string): Promise<number> {
     const c = new pg.Client(shared.pg.url);

@@ -1,14 +1,11 @@
 // A 50,000-line batch over three worker processes and an API server process, on real PostgreSQL and S3: upload and
 // validation within 5 s, each process's memory flat while it runs (no process holds the batch), each request once.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { readFileSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type SharedState, startSharedState } from "../helpers/cluster.js";
+import { downloadResults, type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
-import { testModelPath } from "../helpers/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
-import { type ServerProcess, startMain } from "../helpers/process.js";
+import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
@@ -21,9 +18,7 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
   const procs: ServerProcess[] = [];
   const dirs: string[] = [];
   async function start(env: Record<string, string>) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-scale-"));
-    dirs.push(dir);
-    const p = await startMain({ ...shared.env, BATCH_DIR: dir, MODEL_PATH: await testModelPath(), THREADS: "1", ...env }, 60_000);
+    const p = await startChild(shared, env, dirs);
     procs.push(p);
     return p;
   }
@@ -75,14 +70,9 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     clearInterval(sample);
     expect(done.status).toBe("completed");
     expect(done.request_counts).toEqual({ completed: N, failed: 0, total: N });
-    const text = await (await openaiClient(api).files.content(done.output_file_id!)).text();
-    const ids = new Set(
-      text
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l).custom_id),
-    );
-    expect(ids.size).toBe(N);
+    const { output, ids } = await downloadResults(api, done);
+    expect(output.length).toBe(N);
+    expect(new Set(ids).size).toBe(N);
 
     // Flat: the peak of the second half of the run is no higher than the first half's plus 32 MB (a process that
     // kept the batch's lines would grow with them: 25,000 more lines are tens of MB). Four 50,000-line batches in a

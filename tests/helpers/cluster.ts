@@ -7,7 +7,9 @@ import path from "node:path";
 import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
-import { testServiceEnv } from "./service.js";
+import { testModelPath } from "./model.js";
+import { type ServerProcess, startMain } from "./process.js";
+import { openaiClient, testServiceEnv } from "./service.js";
 import type { SharedState } from "../../bench/shared-state.js";
 
 export interface TestNode {
@@ -43,15 +45,52 @@ export async function startNode(shared: SharedState, env: Record<string, string>
 
 /** Counts the engine calls of a worker node, by the prompt each carries (tests put the custom_id in it). */
 export function countCalls(node: ClusterService): string[] {
-  const calls: string[] = [];
+  return timedCalls(node).bodies;
+}
+
+/** The same, with the moment each call started (ms): to see when the work on a worker stopped. */
+export function timedCalls(node: ClusterService): { bodies: string[]; at: number[] } {
+  const calls = { bodies: [] as string[], at: [] as number[] };
   for (const { backend } of node.models.backends()) {
     const execute = backend.execute.bind(backend);
     backend.execute = (req, signal) => {
-      calls.push(JSON.stringify((req as { body?: unknown }).body ?? req));
+      calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
+      calls.at.push(Date.now());
       return execute(req, signal);
     };
   }
   return calls;
 }
 
+/** Calls whose body has `marker` that started after `after` (ms). */
+export const startedAfter = (calls: ReturnType<typeof timedCalls>, marker: string, after: number) =>
+  calls.bodies.filter((b, i) => b.includes(marker) && calls.at[i] > after);
+
 export { type SharedState, startSharedState } from "../../bench/shared-state.js";
+
+/**
+ * The service as a child process on the shared state (`api/main.ts`, as `npm start` runs it), with a temp BATCH_DIR
+ * recorded in `dirs` for the caller to remove; resolves once it listens.
+ */
+export async function startChild(shared: SharedState, env: Record<string, string>, dirs: string[]): Promise<ServerProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-child-"));
+  dirs.push(dir);
+  return startMain({ ...shared.env, BATCH_DIR: dir, MODEL_PATH: await testModelPath(), THREADS: "1", ...env }, 60_000);
+}
+
+/** A finished batch's result lines, output and error files downloaded with the official client. */
+export async function downloadResults(
+  node: { baseUrl: string },
+  batch: { output_file_id?: string | null; error_file_id?: string | null },
+): Promise<{ output: any[]; errors: any[]; ids: string[] }> {
+  const read = async (id: string | null | undefined) =>
+    id
+      ? (await (await openaiClient(node).files.content(id)).text())
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l))
+      : [];
+  const output = await read(batch.output_file_id);
+  const errors = await read(batch.error_file_id);
+  return { output, errors, ids: [...output, ...errors].map((l) => l.custom_id).sort() };
+}
