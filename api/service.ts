@@ -11,7 +11,8 @@ import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { createRouter, loadRegistry } from "./start-backends.js";
 import type { BackendInfo, InferenceBackend } from "../openai/backend.js";
 import type { ModelRegistry } from "../backends/registry.js";
-import { type ClusterPlane, createClusterPlane } from "../cluster/index.js";
+import { type ClusterPlane, createClusterPlane, openSharedState } from "../cluster/index.js";
+import { unixNow } from "./clock.js";
 import type { ModelRouter } from "../backends/router.js";
 
 export interface Service {
@@ -54,7 +55,11 @@ export async function createClusterService(config: Config, logger: pino.Logger):
   try {
     if (role !== "api") backend = await startPrimary(models, registry);
     if (backend) metrics.setBackendInfo(backend.info);
-    cluster = await createClusterPlane({ config, models, logger, metrics });
+    const shared = await openSharedState(config, logger, unixNow);
+    cluster = await createClusterPlane({ config, models, logger, metrics, ...shared }).catch(async (err) => {
+      await shared.ports.close();
+      throw err;
+    });
   } catch (err) {
     await models.close();
     throw err;

@@ -12,18 +12,13 @@ import { FsBlobStore } from "../api/stores/fs-blob-store.js";
 import { S3BlobStore } from "../api/stores/s3-blob-store.js";
 import { ClusterBatchService } from "./batch-service.js";
 import { Maintenance } from "./maintenance.js";
-import { PgBatchRecords } from "./pg/batches.js";
-import { createPool, LOCKS, migrate } from "./pg/db.js";
-import { PgEventBus, subscribe } from "./pg/events.js";
-import { PgFileStore } from "./pg/files.js";
-import { PgLeaderLock } from "./pg/leader-lock.js";
-import { PgWorkQueue } from "./pg/shards.js";
-import { PgWorkerRegistry } from "./pg/workers.js";
+import { openPgPorts } from "./pg/index.js";
+import type { ClusterPorts, FileRecords } from "./ports.js";
 import { ClusterStatus } from "./status.js";
 import { ClusterWorker } from "./worker.js";
 
 export interface ClusterPlane {
-  files: PgFileStore;
+  files: FileRecords;
   batches: ClusterBatchService;
   status: ClusterStatus;
   /** Absent with ROLE=api. */
@@ -48,38 +43,49 @@ export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensu
   });
 }
 
+/**
+ * The shared state of the distributed mode: PostgreSQL at DATABASE_URL and the blob store, each checked usable
+ * at start (one clear error otherwise).
+ */
+export async function openSharedState(
+  config: Config,
+  logger: pino.Logger,
+  now: () => number,
+): Promise<{ ports: ClusterPorts; blobs: ReturnType<typeof blobStoreFor> }> {
+  const blobs = blobStoreFor(config);
+  const ports = await openPgPorts({
+    url: config.cluster.databaseUrl,
+    blobs,
+    expirySeconds: config.fileExpirySeconds,
+    now,
+    poolSize: 10 + config.cluster.workerCapacity,
+    logger,
+  });
+  const bucket = await blobs.ensureBucket?.().catch(async (err) => {
+    await ports.close();
+    throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
+  });
+  if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
+  return { ports, blobs };
+}
+
+/** By ROLE, the API's batch service, a worker, or both, with the maintenance, on `ports` and `blobs`. */
 export async function createClusterPlane(deps: {
   config: Config;
   models: ModelRouter;
   logger: pino.Logger;
+  ports: ClusterPorts;
+  blobs: BlobStore & { close?(): void };
   metrics?: BatchMetrics;
   now?: () => number;
 }): Promise<ClusterPlane> {
-  const { config, models, metrics } = deps;
+  const { config, models, metrics, ports, blobs } = deps;
   const { cluster } = config;
   const now = deps.now ?? (() => Math.floor(Date.now() / 1000));
   const logger = deps.logger.child({ component: "cluster" });
   const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
-  const db = createPool(cluster.databaseUrl, logger, 10 + cluster.workerCapacity);
-  try {
-    await migrate(db, logger);
-  } catch (err) {
-    await db.end().catch(() => undefined);
-    // The URL's host and database, never its password.
-    const url = new URL(cluster.databaseUrl);
-    throw new Error(`DATABASE_URL: cannot use the database ${url.host}${url.pathname}: ${(err as Error).message}`);
-  }
-  const blobs = blobStoreFor(config);
-  const bucket = await blobs.ensureBucket?.().catch((err) => {
-    throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
-  });
-  if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
-  const batches = new PgBatchRecords(db);
-  const queue = new PgWorkQueue(db);
-  const workers = new PgWorkerRegistry(db);
-  const bus = new PgEventBus(db);
-  const files = new PgFileStore({ db, blobs, expirySeconds: config.fileExpirySeconds, now });
+  const { batches, queue, workers, files, events: bus } = ports;
   const run = {
     queue,
     blobs,
@@ -109,7 +115,7 @@ export async function createClusterPlane(deps: {
     preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
   });
   const maintenance = new Maintenance({
-    lock: new PgLeaderLock(cluster.databaseUrl, LOCKS.maintenance),
+    lock: ports.maintenanceLock(),
     events: bus,
     batches,
     queue,
@@ -144,7 +150,7 @@ export async function createClusterPlane(deps: {
           logger: logger.child({ worker: id }),
           now,
         });
-  const events = subscribe(cluster.databaseUrl, logger, (e) => {
+  const events = ports.subscribe((e) => {
     worker?.onEvent(e);
     if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
   });
@@ -170,7 +176,7 @@ export async function createClusterPlane(deps: {
         await worker?.close(opts);
         await maintenance.close();
         await events.close();
-        await db.end().catch(() => undefined);
+        await ports.close();
         blobs.close?.();
       })();
       return closed;

@@ -172,3 +172,17 @@ export interface LeaderLock {
   readonly held: boolean;
   release(): Promise<void>;
 }
+
+/** One set of the ports, as a composition opens them (PostgreSQL's for many processes, or one process's memory). */
+export interface ClusterPorts {
+  batches: BatchRecords;
+  queue: WorkQueue;
+  files: FileRecords;
+  workers: WorkerRegistry;
+  events: EventBus;
+  /** Delivers every process's events, this one's included, until closed. */
+  subscribe(onEvent: (e: ClusterEvent) => void): { close(): Promise<void> };
+  /** A lock for the maintenance: one holder among everything sharing the state. */
+  maintenanceLock(): LeaderLock;
+  close(): Promise<void>;
+}

@@ -5,7 +5,7 @@ import type pg from "pg";
 import type { BlobStore, FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
 import type { FileObject } from "../../api/schemas/objects.js";
-import { newFileId } from "../../api/stores/ids.js";
+import { adoptUpload, type NewFileRecord, newFileObject } from "../file-object.js";
 import type { FileRecords } from "../ports.js";
 
 export class PgFileStore implements FileRecords {
@@ -19,34 +19,16 @@ export class PgFileStore implements FileRecords {
     },
   ) {}
 
-  async adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {
-    const id = newFileId();
-    const key = `files/${id}.jsonl`;
-    const size = await this.deps.blobs.putFile(key, input.tmpPath);
-    try {
-      return await this.record({ ...input, id, key, size });
-    } catch (err) {
-      await this.deps.blobs.delete(key).catch(() => undefined);
-      throw err;
-    }
+  adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {
+    return adoptUpload(this.deps.blobs, input, (r) => this.record(r));
   }
 
   /**
    * Records content already in the blob store (a batch's assembled output). The id is the caller's, so recording
    * twice (finalizing rerun after a crash) keeps one file.
    */
-  async record(input: NewFile & { id: string; key: string; size: number }): Promise<FileObject> {
-    const created = this.deps.now();
-    const object: FileObject = {
-      id: input.id,
-      object: "file",
-      bytes: input.size,
-      created_at: created,
-      filename: input.filename,
-      purpose: input.purpose,
-      status: "processed",
-      expires_at: created + (input.expiresAfter?.seconds ?? this.deps.expirySeconds),
-    };
+  async record(input: NewFileRecord): Promise<FileObject> {
+    const object = newFileObject(input, this.deps.now(), this.deps.expirySeconds);
     const { rows } = await this.deps.db.query(
       `INSERT INTO files (id, owner, purpose, blob_key, expires_at, object) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (id) DO UPDATE SET object = files.object RETURNING object`,

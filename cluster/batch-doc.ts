@@ -1,0 +1,31 @@
+// A batch as clients read it: the stored document with the live counts that shard checkpoints add to merged in,
+// parsed back through the schema so its fields come in OpenAI's order whatever order the store kept them in.
+import { type Batch, BatchSchema } from "../api/schemas/objects.js";
+
+export interface LiveCounts {
+  completed: number;
+  failed: number;
+  inputTokens: number;
+  cachedTokens: number;
+  outputTokens: number;
+}
+
+export function withCounts(doc: Batch, c: LiveCounts): Batch {
+  return BatchSchema.parse({
+    ...doc,
+    request_counts: { completed: c.completed, failed: c.failed, total: doc.request_counts.total },
+    usage: {
+      input_tokens: c.inputTokens,
+      input_tokens_details: { cached_tokens: c.cachedTokens },
+      output_tokens: c.outputTokens,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: c.inputTokens + c.outputTokens,
+    },
+  });
+}
+
+/** Ended, and when (the first of its end stamps; created_at for a batch that failed validation). */
+export function endedAt(b: Batch): number | undefined {
+  if (!["completed", "failed", "expired", "cancelled"].includes(b.status)) return undefined;
+  return b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at ?? b.created_at;
+}

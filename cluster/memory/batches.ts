@@ -1,0 +1,137 @@
+// Batches and their shards in this process's memory (the PostgreSQL store's counterpart for one process). A status
+// changes only from a status the caller names, and a batch is admitted against the open-batch bound in the same
+// synchronous step that records it, so concurrent callers cannot overfill the queue.
+import type { Owner, Page } from "../../api/contracts.js";
+import type { Batch, BatchStatus } from "../../api/schemas/objects.js";
+import { paginate } from "../../api/stores/paginate.js";
+import { endedAt, withCounts } from "../batch-doc.js";
+import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
+import type { BatchEntry, MemoryState } from "./state.js";
+
+const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
+
+export function rowOf(e: BatchEntry): BatchRow {
+  const row: BatchRow = {
+    batch: withCounts(e.batch, e.counts),
+    owner: e.owner,
+    seq: e.seq,
+    stopReason: e.stopReason,
+    inputKey: e.inputKey,
+  };
+  if (e.outputExpiresAfter) row.outputExpiresAfter = { ...e.outputExpiresAfter };
+  return row;
+}
+
+export class MemoryBatchRecords implements BatchRecords {
+  constructor(private readonly state: MemoryState) {}
+
+  async insert(a: NewBatchRecord): Promise<boolean> {
+    const b = a.batch;
+    // Counted and recorded with no await in between: no other admission runs between the two.
+    if (a.maxOpen !== undefined && OPEN_STATUSES.includes(b.status) && this.countOpen() >= a.maxOpen) return false;
+    if (this.state.batches.has(b.id)) throw new Error(`batch ${b.id} already exists`);
+    const entry: BatchEntry = {
+      batch: structuredClone(b),
+      owner: a.owner,
+      seq: this.state.nextSeq(),
+      stopReason: null,
+      inputKey: a.inputKey,
+      counts: { completed: 0, failed: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0 },
+      shards: a.shards.map((s, idx) => ({
+        idx,
+        model: b.model ?? "",
+        byteStart: s.byteStart,
+        byteEnd: s.byteEnd,
+        total: s.total,
+        state: "queued",
+        epoch: 0,
+        checkpoints: 0,
+        workerId: null,
+        leaseUntil: null,
+        parts: [],
+      })),
+    };
+    if (a.outputExpiresAfter) entry.outputExpiresAfter = { ...a.outputExpiresAfter };
+    this.state.batches.set(b.id, entry);
+    return true;
+  }
+
+  async get(id: string, owner?: Owner): Promise<BatchRow | undefined> {
+    const e = this.state.batches.get(id);
+    if (!e || (owner !== undefined && e.owner !== owner)) return undefined;
+    return rowOf(e);
+  }
+
+  /** Newest first, as OpenAI lists batches. */
+  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+    const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+    const page = paginate(mine, (e) => e.batch.id, q);
+    return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
+  }
+
+  async openCount(): Promise<number> {
+    return this.countOpen();
+  }
+
+  private countOpen(): number {
+    let n = 0;
+    for (const e of this.state.batches.values()) if (isOpen(e)) n++;
+    return n;
+  }
+
+  async update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
+    const e = this.state.batches.get(id);
+    if (!e || !from.includes(e.batch.status)) return undefined;
+    const row = rowOf(e);
+    if (change(row) === false) return undefined;
+    // The counts are the checkpoints' to change; everything else in the document is the writer's.
+    const { request_counts, usage, ...rest } = structuredClone(row.batch);
+    e.batch = { ...e.batch, ...rest, request_counts: { ...e.batch.request_counts, total: request_counts.total } };
+    e.stopReason = row.stopReason;
+    return row;
+  }
+
+  async expireDue(now: number): Promise<string[]> {
+    const due: string[] = [];
+    for (const e of this.state.batches.values()) {
+      if (!isOpen(e) || e.batch.status === "finalizing" || e.stopReason || e.batch.deadline_at > now) continue;
+      e.stopReason = "expired";
+      due.push(e.batch.id);
+    }
+    return due;
+  }
+
+  async readyToFinish(limit = 100): Promise<string[]> {
+    return this.sorted()
+      .filter((e) => isOpen(e) && e.shards.every((s) => s.state === "done"))
+      .slice(0, limit)
+      .map((e) => e.batch.id);
+  }
+
+  async settleCounts(id: string): Promise<void> {
+    const e = this.state.batches.get(id);
+    if (e) e.counts.failed = Math.max(e.counts.failed, e.batch.request_counts.total - e.counts.completed);
+  }
+
+  async endedBefore(before: number, limit = 500): Promise<string[]> {
+    return this.sorted()
+      .filter((e) => (endedAt(e.batch) ?? Number.POSITIVE_INFINITY) <= before)
+      .slice(0, limit)
+      .map((e) => e.batch.id);
+  }
+
+  async remove(id: string): Promise<{ orphanInput?: string }> {
+    const e = this.state.batches.get(id);
+    if (!e) return {};
+    this.state.batches.delete(id);
+    const key = e.inputKey;
+    if (!key) return {};
+    const used =
+      [...this.state.files.values()].some((f) => f.key === key) || [...this.state.batches.values()].some((b) => b.inputKey === key);
+    return used ? {} : { orphanInput: key };
+  }
+
+  private sorted(): BatchEntry[] {
+    return [...this.state.batches.values()].sort((a, b) => a.seq - b.seq);
+  }
+}

@@ -1,0 +1,169 @@
+// The work queue in this process's memory, with the PostgreSQL queue's guarantees: a claim raises the shard's
+// epoch and a worker's checkpoints and end count only under the epoch it claimed; leases lapse by the clock and
+// are reaped. Each operation runs in one synchronous step, so concurrent callers never see a shard half-claimed.
+import { isUrgent } from "../../api/control/job-queue.js";
+import {
+  type ClaimedShard,
+  type ClaimOptions,
+  type CommitResult,
+  type ShardCommit,
+  type ShardPart,
+  shardKey,
+  type StopReason,
+  type WorkQueue,
+} from "../ports.js";
+import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
+
+const RUNNABLE = ["validating", "in_progress"];
+
+export class MemoryWorkQueue implements WorkQueue {
+  constructor(private readonly state: MemoryState) {}
+
+  /** Checkpointed shards first (they resume), then urgent ones by deadline, then submission order; pools as the scheduler rules. */
+  async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
+    const urgent = (e: BatchEntry) =>
+      isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
+    const otherFree = this.freeSlotsOutside(o.pool, o.leaseSeconds);
+    const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
+    for (const e of this.state.batches.values()) {
+      if (e.stopReason || !RUNNABLE.includes(e.batch.status)) continue;
+      const u = urgent(e);
+      const fits = u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0;
+      if (!fits) continue;
+      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s)) picks.push({ e, s, urgent: u });
+    }
+    picks.sort(
+      (a, b) =>
+        Number(b.s.parts.length > 0) - Number(a.s.parts.length > 0) ||
+        Number(b.urgent) - Number(a.urgent) ||
+        (a.urgent && b.urgent ? a.e.batch.deadline_at - b.e.batch.deadline_at : 0) ||
+        a.e.seq - b.e.seq ||
+        a.s.idx - b.s.idx,
+    );
+    return picks.slice(0, o.limit).map(({ e, s }) => this.take(e, s, o.workerId, o.leaseSeconds));
+  }
+
+  async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    const out: ClaimedShard[] = [];
+    for (const e of [...this.state.batches.values()].sort((a, b) => a.seq - b.seq)) {
+      if (!e.stopReason) continue;
+      for (const s of e.shards) {
+        if (out.length >= limit) return out;
+        if (s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds));
+      }
+    }
+    return out;
+  }
+
+  async heartbeat(
+    workerId: string,
+    shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
+    leaseSeconds: number,
+  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }> {
+    const lost = new Set<string>();
+    const stops = new Map<string, StopReason>();
+    for (const c of shards) {
+      const e = this.state.batches.get(c.batchId);
+      const s = e?.shards[c.idx];
+      if (!e || !s || s.epoch !== c.epoch || s.workerId !== workerId || s.state !== "running") {
+        lost.add(shardKey(c));
+        continue;
+      }
+      s.leaseUntil = this.leaseEnd(leaseSeconds);
+      if (e.stopReason) stops.set(c.batchId, e.stopReason);
+    }
+    return { lost, stops };
+  }
+
+  /** A commit retried after its reply was lost finds its own checkpoint number already there: committed, once. */
+  async commit(c: ClaimedShard, commit: ShardCommit, leaseSeconds: number): Promise<CommitResult> {
+    const found = this.find(c);
+    if (!found) return "fenced";
+    const { e, s } = found;
+    if (s.epoch !== c.epoch) return "fenced";
+    if (s.state !== "running" || s.checkpoints !== c.checkpoints) return s.checkpoints === c.checkpoints + 1 ? "committed" : "fenced";
+    s.parts.push(structuredClone(commit.part));
+    s.checkpoints++;
+    s.leaseUntil = this.leaseEnd(leaseSeconds);
+    const n = e.counts;
+    n.completed += commit.completed;
+    n.failed += commit.failed;
+    n.inputTokens += commit.usage.promptTokens;
+    n.cachedTokens += commit.usage.cachedTokens;
+    n.outputTokens += commit.usage.completionTokens;
+    return "committed";
+  }
+
+  async finish(c: ClaimedShard): Promise<CommitResult> {
+    const s = this.find(c)?.s;
+    if (!s || s.epoch !== c.epoch) return "fenced";
+    if (s.state === "done") return "committed";
+    if (s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
+    Object.assign(s, { state: "done", workerId: null, leaseUntil: null });
+    return "committed";
+  }
+
+  async handBack(c: ClaimedShard): Promise<void> {
+    const s = this.find(c)?.s;
+    if (s && s.epoch === c.epoch && s.state === "running") Object.assign(s, { state: "queued", workerId: null, leaseUntil: null });
+  }
+
+  async reap(): Promise<number> {
+    let n = 0;
+    const now = this.state.clock();
+    for (const e of this.state.batches.values())
+      for (const s of e.shards)
+        if (s.state === "running" && (s.leaseUntil ?? 0) < now) {
+          Object.assign(s, { state: "queued", workerId: null, leaseUntil: null, epoch: s.epoch + 1 });
+          n++;
+        }
+    return n;
+  }
+
+  async ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>> {
+    const e = this.state.batches.get(batchId);
+    return (e?.shards ?? []).map((s) => ({ idx: s.idx, state: s.state, parts: structuredClone(s.parts), total: s.total }));
+  }
+
+  private claimable(s: ShardRecord): boolean {
+    return s.state === "queued" || (s.state === "running" && (s.leaseUntil ?? 0) < this.state.clock());
+  }
+
+  private take(e: BatchEntry, s: ShardRecord, workerId: string, leaseSeconds: number): ClaimedShard {
+    Object.assign(s, { state: "running", epoch: s.epoch + 1, workerId, leaseUntil: this.leaseEnd(leaseSeconds) });
+    return {
+      batchId: e.batch.id,
+      idx: s.idx,
+      model: s.model,
+      endpoint: e.batch.endpoint,
+      inputKey: e.inputKey ?? "",
+      byteStart: s.byteStart,
+      byteEnd: s.byteEnd,
+      total: s.total,
+      epoch: s.epoch,
+      checkpoints: s.checkpoints,
+      parts: structuredClone(s.parts),
+      stopReason: e.stopReason,
+      deadlineAt: e.batch.deadline_at,
+    };
+  }
+
+  /** Free slots of the other pool's live, unpreempted workers (the fallback rule looks at them). */
+  private freeSlotsOutside(pool: string, leaseSeconds: number): number {
+    const now = this.state.clock();
+    let free = 0;
+    for (const w of this.state.liveWorkers(leaseSeconds))
+      if (w.pool !== pool && w.preemptedUntil < now) free += w.capacity - w.running.length;
+    return free;
+  }
+
+  private leaseEnd(leaseSeconds: number): number {
+    return this.state.clock() + leaseSeconds * 1000;
+  }
+
+  private find(c: Pick<ClaimedShard, "batchId" | "idx">): { e: BatchEntry; s: ShardRecord } | undefined {
+    const e = this.state.batches.get(c.batchId);
+    const s = e?.shards[c.idx];
+    return e && s ? { e, s } : undefined;
+  }
+}

@@ -1,0 +1,55 @@
+// The live workers of this process (the pools the scheduler and /pools see), and the queue's counts.
+import type { PoolStatus } from "../../api/contracts.js";
+import type { WorkerInfo, WorkerRegistry } from "../ports.js";
+import type { MemoryState } from "./state.js";
+
+export class MemoryWorkerRegistry implements WorkerRegistry {
+  constructor(private readonly state: MemoryState) {}
+
+  async register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void> {
+    const known = this.state.workers.get(w.id);
+    this.state.workers.set(w.id, {
+      ...w,
+      models: [...w.models],
+      running: [...w.running],
+      lastSeen: this.state.clock(),
+      preemptedUntil: known?.preemptedUntil ?? 0,
+      preemptions: known?.preemptions ?? 0,
+    });
+  }
+
+  async preempted(id: string, cooldownSeconds: number): Promise<void> {
+    const w = this.state.workers.get(id);
+    if (!w) return;
+    w.preemptedUntil = this.state.clock() + cooldownSeconds * 1000;
+    w.preemptions++;
+  }
+
+  async unregister(id: string): Promise<void> {
+    this.state.workers.delete(id);
+  }
+
+  async live(withinSeconds: number): Promise<WorkerInfo[]> {
+    const now = this.state.clock();
+    return this.state.liveWorkers(withinSeconds).map((w) => ({
+      id: w.id,
+      pool: w.pool,
+      capacity: w.capacity,
+      inUse: this.shards().filter((s) => s.state === "running" && s.workerId === w.id).length,
+      running: [...w.running],
+      lastSeen: Math.floor(w.lastSeen / 1000),
+      preempted: w.preemptedUntil > now,
+      preemptions: w.preemptions,
+    }));
+  }
+
+  async queueCounts(): Promise<{ depth: number; running: number }> {
+    let depth = 0;
+    for (const e of this.state.batches.values()) if (e.shards.some((s) => s.state === "queued")) depth++;
+    return { depth, running: this.shards().filter((s) => s.state === "running").length };
+  }
+
+  private shards() {
+    return [...this.state.batches.values()].flatMap((e) => e.shards);
+  }
+}

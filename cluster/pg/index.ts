@@ -1,0 +1,43 @@
+// The distributed mode's ports on PostgreSQL: the pool, the schema migrated at start, LISTEN/NOTIFY, the advisory
+// lock for the maintenance. A database that cannot be used is one error naming its host and database, never the
+// password in DATABASE_URL.
+import type pino from "pino";
+import type { BlobStore } from "../../api/contracts.js";
+import type { ClusterPorts } from "../ports.js";
+import { PgBatchRecords } from "./batches.js";
+import { createPool, LOCKS, migrate } from "./db.js";
+import { PgEventBus, subscribe } from "./events.js";
+import { PgFileStore } from "./files.js";
+import { PgLeaderLock } from "./leader-lock.js";
+import { PgWorkQueue } from "./shards.js";
+import { PgWorkerRegistry } from "./workers.js";
+
+export async function openPgPorts(deps: {
+  url: string;
+  blobs: BlobStore;
+  expirySeconds: number;
+  /** Unix seconds. */
+  now: () => number;
+  poolSize: number;
+  logger: pino.Logger;
+}): Promise<ClusterPorts> {
+  const { url, logger } = deps;
+  const db = createPool(url, logger, deps.poolSize);
+  try {
+    await migrate(db, logger);
+  } catch (err) {
+    await db.end().catch(() => undefined);
+    const u = new URL(url);
+    throw new Error(`DATABASE_URL: cannot use the database ${u.host}${u.pathname}: ${(err as Error).message}`);
+  }
+  return {
+    batches: new PgBatchRecords(db),
+    queue: new PgWorkQueue(db),
+    files: new PgFileStore({ db, blobs: deps.blobs, expirySeconds: deps.expirySeconds, now: deps.now }),
+    workers: new PgWorkerRegistry(db),
+    events: new PgEventBus(db),
+    subscribe: (onEvent) => subscribe(url, logger, onEvent),
+    maintenanceLock: () => new PgLeaderLock(url, LOCKS.maintenance),
+    close: () => db.end().catch(() => undefined),
+  };
+}

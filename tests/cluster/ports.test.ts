@@ -1,0 +1,304 @@
+// The distributed mode's ports and their guarantees, one contract for each implementation: PostgreSQL (a real
+// throwaway database) and one process's memory. Claims never overlap, a claim fences the previous holder (epoch),
+// a commit retried after its reply was lost counts once, lapsed leases go back to the queue, the scheduler's pool
+// rules (spot first, urgent to dedicated, fallback) hold across workers, and status changes are conditional.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type pg from "pg";
+import pino from "pino";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { newBatchObject } from "../../api/control/batch-object.js";
+import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
+import { singleModelRegistry } from "../../backends/registry.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../bench/postgres.js";
+import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import { createPool, migrate } from "../../cluster/pg/db.js";
+import { openPgPorts } from "../../cluster/pg/index.js";
+import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+const usage = { promptTokens: 3, completionTokens: 2, cachedTokens: 1 };
+const silent = pino({ level: "silent" });
+const now = () => Math.floor(Date.now() / 1000);
+/** A lease that lapses within the test (both stores take fractions of a second). */
+const SHORT_LEASE = 0.3;
+const lapse = () => sleep(SHORT_LEASE * 1000 + 200);
+
+interface Harness {
+  open(blobs: FsBlobStore): Promise<ClusterPorts>;
+  /** Forgets every batch, shard, file and worker. */
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function postgresHarness(): Harness {
+  let server: TestPostgres | undefined;
+  let db: pg.Pool | undefined;
+  let ports: ClusterPorts | undefined;
+  return {
+    async open(blobs) {
+      server = await startPostgres();
+      db = createPool(server.url, silent);
+      await migrate(db, silent);
+      ports = await openPgPorts({ url: server.url, blobs, expirySeconds: 3600, now, poolSize: 20, logger: silent });
+      return ports;
+    },
+    async reset() {
+      await db?.query("DELETE FROM batches; DELETE FROM files; DELETE FROM workers");
+    },
+    async close() {
+      await ports?.close();
+      await db?.end();
+      server?.destroy();
+    },
+  };
+}
+
+function memoryHarness(): Harness {
+  const state = new MemoryState();
+  return {
+    async open(blobs) {
+      return memoryPorts({ state, blobs, expirySeconds: 3600, now });
+    },
+    async reset() {
+      state.batches.clear();
+      state.files.clear();
+      state.workers.clear();
+    },
+    async close() {},
+  };
+}
+
+const IMPLEMENTATIONS: Array<[string, boolean, () => Harness]> = [
+  ["PostgreSQL", !POSTGRES_BIN, postgresHarness],
+  ["memory", false, memoryHarness],
+];
+
+describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness) => {
+  const h = harness();
+  let ports: ClusterPorts;
+  let blobs: FsBlobStore;
+  let blobDir = "";
+  let n = 0;
+
+  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number; maxOpen?: number } = {}): Promise<string> {
+    const id = `batch_${String(++n).padStart(24, "0")}`;
+    const submitted = now() - (opts.submittedAgo ?? 0);
+    const windowSeconds = opts.windowSeconds ?? 86_400;
+    const b = newBatchObject({
+      id,
+      endpoint: "/v1/completions",
+      completion_window: `${windowSeconds}s`,
+      inputFileId: "file-x",
+      created: submitted,
+      windowSeconds,
+      validation: { ok: true, total: shards * 10, errors: [], errorCount: 0, model: "m" },
+      registry: singleModelRegistry("/models/m.gguf", false),
+    });
+    const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
+    const admitted = await ports.batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: plan, maxOpen: opts.maxOpen });
+    return admitted ? id : "";
+  }
+  const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
+    workerId: "w",
+    pool: "dedicated",
+    models: ["m"],
+    limit: 1,
+    leaseSeconds: 30,
+    urgentSeconds: 600,
+    now: now(),
+    ...o,
+  });
+
+  beforeAll(async () => {
+    if (skip) return;
+    blobDir = mkdtempSync(path.join(os.tmpdir(), "obi-ports-"));
+    blobs = new FsBlobStore(blobDir);
+    ports = await h.open(blobs);
+  }, 60_000);
+  beforeEach(async () => {
+    if (!skip) await h.reset();
+  });
+  afterAll(async () => {
+    await h.close();
+    if (blobDir) rmSync(blobDir, { recursive: true, force: true });
+  });
+
+  it.skipIf(skip)("admits open batches up to the bound, however many API servers create at once", async () => {
+    const ids = await Promise.all(Array.from({ length: 10 }, () => batch(1, { maxOpen: 3 })));
+    expect(ids.filter(Boolean).length).toBe(3);
+    expect(await ports.batches.openCount()).toBe(3);
+  });
+
+  it.skipIf(skip)("hands each shard to one claimer, however many claim at once", async () => {
+    const id = await batch(40);
+    const claimed = await Promise.all(Array.from({ length: 12 }, (_, i) => ports.queue.claim(claimOpts({ workerId: `c${i}`, limit: 5 }))));
+    const keys = claimed.flat().map((s) => `${s.batchId}/${s.idx}`);
+    expect(keys.length).toBe(40);
+    expect(new Set(keys).size).toBe(40);
+    expect(claimed.flat().every((s) => s.batchId === id && s.epoch === 1)).toBe(true);
+  });
+
+  it.skipIf(skip)(
+    "counts a commit once when it is retried after its reply was lost, and fences a worker whose shard was taken over",
+    async () => {
+      const id = await batch(1);
+      const { queue, batches } = ports;
+      const [s] = await queue.claim(claimOpts({ workerId: "a", leaseSeconds: SHORT_LEASE }));
+      const commit = { part: { output: "p1" }, completed: 4, failed: 1, usage };
+      expect(await queue.commit({ ...s }, commit, SHORT_LEASE)).toBe("committed");
+      // The same commit again (the worker never saw the first reply): recognised, not applied twice.
+      expect(await queue.commit({ ...s }, commit, SHORT_LEASE)).toBe("committed");
+      let row = (await batches.get(id))!;
+      expect(row.batch.request_counts).toMatchObject({ completed: 4, failed: 1 });
+      expect(row.batch.usage).toMatchObject({ input_tokens: 3, output_tokens: 2, input_tokens_details: { cached_tokens: 1 } });
+      // The lease lapses and another worker takes the shard: the first can commit and finish nothing more.
+      await lapse();
+      const [taken] = await queue.claim(claimOpts({ workerId: "b" }));
+      expect(taken.epoch).toBe(2);
+      expect(taken.parts).toEqual([{ output: "p1" }]);
+      const stale = { ...s, checkpoints: 1 };
+      expect(await queue.commit(stale, { ...commit, part: { output: "p2" } }, 30)).toBe("fenced");
+      expect(await queue.finish(stale)).toBe("fenced");
+      const beat = await queue.heartbeat("a", [s], 30);
+      expect([...beat.lost]).toEqual([`${id}/0`]);
+      row = (await batches.get(id))!;
+      expect(row.batch.request_counts).toMatchObject({ completed: 4, failed: 1 });
+      expect(await queue.finish(taken)).toBe("committed");
+      expect(await batches.readyToFinish()).toContain(id);
+    },
+  );
+
+  it.skipIf(skip)("puts lapsed leases back in the queue with a new epoch; a hand-back is claimable at once", async () => {
+    const { queue } = ports;
+    await batch(2);
+    const claimed = [
+      ...(await queue.claim(claimOpts({ workerId: "dead", leaseSeconds: SHORT_LEASE }))),
+      ...(await queue.claim(claimOpts({ workerId: "dead" }))),
+    ];
+    await lapse();
+    expect(await queue.reap()).toBe(1);
+    await queue.handBack(claimed[1]);
+    const again = await queue.claim(claimOpts({ workerId: "alive", limit: 5 }));
+    expect(again.map((s) => [s.idx, s.epoch]).sort()).toEqual([
+      [0, 3],
+      [1, 2],
+    ]);
+  });
+
+  it.skipIf(skip)("sends ordinary shards to spot and urgent ones to dedicated, each falling back when the other has no room", async () => {
+    const { queue, workers } = ports;
+    const ordinary = await batch(1);
+    const urgent = await batch(1, { windowSeconds: 100, submittedAgo: 50 });
+    await workers.register({ id: "spot-1", pool: "spot", capacity: 1, models: ["m"], running: [] });
+    await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: [] });
+    // With room on spot, a dedicated worker takes only the urgent shard...
+    const ded = await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 5 }));
+    expect(ded.map((s) => s.batchId)).toEqual([urgent]);
+    // ...and a spot worker the ordinary one.
+    const spot = await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 5 }));
+    expect(spot.map((s) => s.batchId)).toEqual([ordinary]);
+    await h.reset();
+    // No dedicated room (its worker is full): spot takes the urgent shard as a fallback.
+    const urgent2 = await batch(1, { windowSeconds: 100, submittedAgo: 50 });
+    await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: ["busy"] });
+    const fallback = await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 5 }));
+    expect(fallback.map((s) => s.batchId)).toEqual([urgent2]);
+    // A worker never claims a model it does not serve.
+    await batch(1);
+    expect(await queue.claim(claimOpts({ models: ["other"] }))).toEqual([]);
+  });
+
+  it.skipIf(skip)("changes a batch only from the statuses its writer names, and leaves the live counts to checkpoints", async () => {
+    const { batches, queue } = ports;
+    const id = await batch(1);
+    const [s] = await queue.claim(claimOpts());
+    await queue.commit(s, { part: { output: "p" }, completed: 7, failed: 1, usage }, 30);
+    const moved = await batches.update(id, ["validating"], (r) => {
+      r.batch.status = "in_progress";
+      r.batch.in_progress_at = 5;
+      r.batch.request_counts.completed = 0;
+    });
+    expect(moved?.batch.status).toBe("in_progress");
+    // A second writer that read "validating" decides nothing; a change that declines writes nothing.
+    const late = await batches.update(id, ["validating"], (r) => {
+      r.stopReason = "cancelled";
+    });
+    expect(late).toBeUndefined();
+    expect(await batches.update(id, ["in_progress"], () => false)).toBeUndefined();
+    const row = (await batches.get(id))!;
+    expect(row.stopReason).toBeNull();
+    expect(row.batch).toMatchObject({ status: "in_progress", in_progress_at: 5, request_counts: { completed: 7, failed: 1, total: 10 } });
+    expect(Object.keys(row.batch.request_counts)).toEqual(["completed", "failed", "total"]);
+    // Past its deadline it stops once, as expired; settling counts every request without a result as failed.
+    expect(await batches.expireDue(row.batch.deadline_at)).toEqual([id]);
+    expect(await batches.expireDue(row.batch.deadline_at)).toEqual([]);
+    expect((await batches.get(id))!.stopReason).toBe("expired");
+    await batches.settleCounts(id);
+    expect((await batches.get(id))!.batch.request_counts).toMatchObject({ completed: 7, failed: 3 });
+    expect(await queue.claim(claimOpts({ limit: 5 }))).toEqual([]);
+    expect((await queue.claimStopped("maintenance", 30, 5)).map((x) => x.stopReason)).toEqual([]);
+  });
+
+  it.skipIf(skip)("lists batches newest first per owner, and forgets an ended batch with its input once nothing reads it", async () => {
+    const { batches } = ports;
+    const ids = [await batch(1), await batch(1), await batch(1)];
+    const page = await batches.list({ limit: 2, owner: null });
+    expect(page.data.map((b) => b.id)).toEqual([ids[2], ids[1]]);
+    expect(page.has_more).toBe(true);
+    expect((await batches.list({ limit: 5, owner: null, after: ids[1] })).data.map((b) => b.id)).toEqual([ids[0]]);
+    await expect(batches.list({ limit: 5, owner: null, after: "batch_nope" })).rejects.toThrow(/batch_nope/);
+    expect((await batches.list({ limit: 5, owner: "someone" })).data).toEqual([]);
+    for (const id of ids)
+      await batches.update(id, ["validating"], (r) => {
+        r.batch.status = "cancelled";
+        r.batch.cancelled_at = 100;
+      });
+    expect(await batches.endedBefore(99)).toEqual([]);
+    expect(await batches.endedBefore(100)).toEqual(ids);
+    // The three batches read one input: only the last removal hands it back.
+    expect(await batches.remove(ids[0])).toEqual({});
+    expect(await batches.remove(ids[1])).toEqual({});
+    expect(await batches.remove(ids[2])).toEqual({ orphanInput: "files/x.jsonl" });
+    expect(await batches.get(ids[2])).toBeUndefined();
+  });
+
+  it.skipIf(skip)("records files once per id, scoped to their owner, and keeps an input an unfinished batch still reads", async () => {
+    const { files, batches } = ports;
+    writeFileSync(path.join(blobDir, "up.jsonl"), "{}\n");
+    const up = await files.adopt({ tmpPath: path.join(blobDir, "up.jsonl"), filename: "in.jsonl", purpose: "batch", owner: "k1" });
+    expect(await files.get(up.id, "k2")).toBeUndefined();
+    const key = (await files.keyOf(up.id, "k1"))!.key;
+    expect(await blobs.size(key)).toBe(3);
+    const out = { id: "file-out", key: "batches/b/out.jsonl", size: 1, filename: "o.jsonl", purpose: "batch_output" as const, owner: "k1" };
+    const first = await files.record(out);
+    expect(await files.record({ ...out, filename: "again.jsonl" })).toEqual(first);
+    const listed = await files.list({ limit: 10, order: "asc", owner: "k1" });
+    expect(listed.data.map((f) => f.id)).toEqual([up.id, "file-out"]);
+    expect((await files.list({ limit: 10, order: "desc", owner: "k1", purpose: "batch" })).data.map((f) => f.id)).toEqual([up.id]);
+    // A batch reading the upload, which names file-out as its output: deleting both keeps the input's content
+    // (the batch still runs) and clears the batch's output_file_id.
+    const b = newBatchObject({
+      id: "batch_000000000000000000000999",
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      inputFileId: up.id,
+      created: now(),
+      windowSeconds: 86_400,
+      validation: { ok: true, total: 1, errors: [], errorCount: 0, model: "m" },
+      registry: singleModelRegistry("/models/m.gguf", false),
+    });
+    b.output_file_id = "file-out";
+    await batches.insert({ batch: b, owner: "k1", inputKey: key, shards: [{ byteStart: 0, byteEnd: 3, total: 1 }] });
+    expect(await files.delete(up.id, "k2")).toBe(false);
+    expect(await files.delete(up.id, "k1")).toBe(true);
+    await files.remove("file-out");
+    expect(await files.get(up.id, "k1")).toBeUndefined();
+    expect(await blobs.size(key)).toBe(3);
+    expect((await batches.get(b.id))!.batch.output_file_id).toBeNull();
+    expect((await files.expired(first.expires_at! + 1)).map((f) => f.id)).toEqual([]);
+  });
+});
