@@ -2,7 +2,6 @@
 // whenever it has room, renews their leases, checkpoints them, and stops them when their batch is cancelled,
 // expires or fails, when its spot capacity is reclaimed, or when it shuts down (each handed back after a last
 // checkpoint, for another worker to resume).
-import path from "node:path";
 import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
@@ -258,6 +257,3 @@ export class ClusterWorker {
     await this.deps.workers.unregister(this.deps.id).catch(() => undefined);
   }
 }
-
-export const defaultScratch = (batchDir: string, workerId: string) =>
-  path.join(batchDir, "worker-scratch", workerId.replace(/[^A-Za-z0-9_.-]/g, "_"));

@@ -4,16 +4,16 @@ import type { ClusterEvent, EventBus, LeaderLock } from "../ports.js";
 import type { MemoryState } from "./state.js";
 
 export class MemoryEventBus implements EventBus {
-  private readonly listeners = new Set<(e: ClusterEvent) => void>();
+  constructor(private readonly state: MemoryState) {}
 
   async publish(event: ClusterEvent): Promise<void> {
     const copy = structuredClone(event);
-    for (const l of this.listeners) queueMicrotask(() => l(copy));
+    for (const l of this.state.listeners) queueMicrotask(() => l(copy));
   }
 
   subscribe(onEvent: (e: ClusterEvent) => void): { close(): Promise<void> } {
-    this.listeners.add(onEvent);
-    return { close: async () => void this.listeners.delete(onEvent) };
+    this.state.listeners.add(onEvent);
+    return { close: async () => void this.state.listeners.delete(onEvent) };
   }
 }
 

@@ -19,7 +19,7 @@ export function memoryPorts(deps: {
   now: () => number;
 }): ClusterPorts {
   const { state } = deps;
-  const events = new MemoryEventBus();
+  const events = new MemoryEventBus(state);
   return {
     batches: new MemoryBatchRecords(state),
     queue: new MemoryWorkQueue(state),

@@ -151,9 +151,12 @@ export class MemoryWorkQueue implements WorkQueue {
   /** Free slots of the other pool's live, unpreempted workers (the fallback rule looks at them). */
   private freeSlotsOutside(pool: string, leaseSeconds: number): number {
     const now = this.state.clock();
+    const inUse = new Map<string, number>();
+    for (const e of this.state.batches.values())
+      for (const s of e.shards) if (s.state === "running" && s.workerId) inUse.set(s.workerId, (inUse.get(s.workerId) ?? 0) + 1);
     let free = 0;
     for (const w of this.state.liveWorkers(leaseSeconds))
-      if (w.pool !== pool && w.preemptedUntil < now) free += w.capacity - w.running.length;
+      if (w.pool !== pool && w.preemptedUntil < now) free += w.capacity - (inUse.get(w.id) ?? 0);
     return free;
   }
 

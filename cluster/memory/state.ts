@@ -3,7 +3,7 @@
 // copies, so a caller holds a snapshot, as it would a row, never the live record.
 import type { ExpiresAfter, Owner, PoolStatus } from "../../api/contracts.js";
 import type { Batch, FileObject } from "../../api/schemas/objects.js";
-import type { ShardPart, StopReason } from "../ports.js";
+import type { ClusterEvent, ShardPart, StopReason } from "../ports.js";
 
 export interface ShardRecord {
   idx: number;
@@ -58,6 +58,8 @@ export class MemoryState {
   private seq = 0;
   /** The maintenance lock's holder. */
   leader: object | null = null;
+  /** Everything subscribed to the state's events (each node of the process). */
+  readonly listeners = new Set<(e: ClusterEvent) => void>();
 
   /** `clock`: ms since the epoch (leases and liveness are measured by it). */
   constructor(readonly clock: () => number = Date.now) {}

@@ -35,7 +35,8 @@ function claimed(r: any): ClaimedShard {
 const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadline_at - b.submitted_at))";
 // Free slots of the other pool's live workers: spot first for ordinary batches, dedicated first for urgent ones,
 // each falling back to the other only when it has no room.
-const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - jsonb_array_length(w.running)), 0) FROM workers w
+const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')), 0)
+  FROM workers w
   WHERE w.pool <> $2 AND w.last_seen > now() - make_interval(secs => $4) AND (w.preempted_until IS NULL OR w.preempted_until < now()))`;
 
 export class PgWorkQueue implements WorkQueue {

@@ -202,11 +202,24 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     const spot = await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 5 }));
     expect(spot.map((s) => s.batchId)).toEqual([ordinary]);
     await h.reset();
-    // No dedicated room (its worker is full): spot takes the urgent shard as a fallback.
-    const urgent2 = await batch(1, { windowSeconds: 100, submittedAgo: 50 });
-    await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: ["busy"] });
+    // No dedicated room (its worker runs a shard to its capacity): spot takes the urgent shard as a fallback.
+    const urgent2 = await batch(2, { windowSeconds: 100, submittedAgo: 50 });
+    await workers.register({ id: "spot-1", pool: "spot", capacity: 2, models: ["m"], running: [] });
+    await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: [] });
+    expect(await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 1 }))).toHaveLength(1);
     const fallback = await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 5 }));
-    expect(fallback.map((s) => s.batchId)).toEqual([urgent2]);
+    expect(fallback.map((s) => [s.batchId, s.idx])).toEqual([[urgent2, 1]]);
+    await h.reset();
+    // Room is counted in shards: a spot worker running two shards of one batch at its capacity of two is full,
+    // so a dedicated worker takes ordinary work.
+    const wide = await batch(3);
+    await workers.register({ id: "spot-1", pool: "spot", capacity: 2, models: ["m"], running: [] });
+    await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: [] });
+    expect(await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 1 }))).toEqual([]);
+    expect(await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 2 }))).toHaveLength(2);
+    await workers.register({ id: "spot-1", pool: "spot", capacity: 2, models: ["m"], running: [wide] });
+    const spill = await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 1 }));
+    expect(spill.map((s) => [s.batchId, s.idx])).toEqual([[wide, 2]]);
     // A worker never claims a model it does not serve.
     await batch(1);
     expect(await queue.claim(claimOpts({ models: ["other"] }))).toEqual([]);
