@@ -41,10 +41,15 @@ export interface ClusterService {
 }
 
 /**
- * The distributed mode: shared state in PostgreSQL and the blob store; ROLE=api serves the API without loading a
- * model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all both.
+ * The distributed mode: shared state in PostgreSQL and the blob store (or what `openState` opens); ROLE=api serves
+ * the API without loading a model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all
+ * both.
  */
-export async function createClusterService(config: Config, logger: pino.Logger): Promise<ClusterService> {
+export async function createClusterService(
+  config: Config,
+  logger: pino.Logger,
+  openState: typeof openSharedState = openSharedState,
+): Promise<ClusterService> {
   const { role } = config.cluster;
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
   const registry = await loadRegistry(config, role === "api" ? logger.child({}, { level: "error" }) : logger);
@@ -55,7 +60,7 @@ export async function createClusterService(config: Config, logger: pino.Logger):
   try {
     if (role !== "api") backend = await startPrimary(models, registry);
     if (backend) metrics.setBackendInfo(backend.info);
-    const shared = await openSharedState(config, logger, unixNow);
+    const shared = await openState(config, logger, unixNow);
     cluster = await createClusterPlane({ config, models, logger, metrics, ...shared }).catch(async (err) => {
       await shared.ports.close();
       throw err;

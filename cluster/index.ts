@@ -43,15 +43,16 @@ export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensu
   });
 }
 
+export interface SharedState {
+  ports: ClusterPorts;
+  blobs: BlobStore & { close?(): void };
+}
+
 /**
  * The shared state of the distributed mode: PostgreSQL at DATABASE_URL and the blob store, each checked usable
  * at start (one clear error otherwise).
  */
-export async function openSharedState(
-  config: Config,
-  logger: pino.Logger,
-  now: () => number,
-): Promise<{ ports: ClusterPorts; blobs: ReturnType<typeof blobStoreFor> }> {
+export async function openSharedState(config: Config, logger: pino.Logger, now: () => number): Promise<SharedState> {
   const blobs = blobStoreFor(config);
   const ports = await openPgPorts({
     url: config.cluster.databaseUrl,

@@ -7,6 +7,9 @@ import path from "node:path";
 import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
+import type { openSharedState } from "../../cluster/index.js";
+import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
 import { testModelPath } from "./model.js";
 import { type ServerProcess, startMain } from "./process.js";
 import { openaiClient, testServiceEnv } from "./service.js";
@@ -18,11 +21,18 @@ export interface TestNode {
   close(opts?: { graceMs?: number }): Promise<void>;
 }
 
-/** One process's worth of the service (ROLE, WORKER_POOL... in `env`), in this process, on 127.0.0.1. */
-export async function startNode(shared: SharedState, env: Record<string, string>): Promise<TestNode> {
+/**
+ * One process's worth of the service (ROLE, WORKER_POOL... in `env`), in this process, on 127.0.0.1; on the shared
+ * state `shared.env` points at, or on what `openState` opens (memoryState's: one process's memory).
+ */
+export async function startNode(
+  shared: Pick<SharedState, "env">,
+  env: Record<string, string>,
+  openState?: typeof openSharedState,
+): Promise<TestNode> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-node-"));
   const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...shared.env, ...env });
-  const node = await createClusterService(config, createLogger(config.logLevel));
+  const node = await createClusterService(config, createLogger(config.logLevel), openState);
   const server = node.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const { port } = server.address() as AddressInfo;
@@ -93,4 +103,19 @@ export async function downloadResults(
   const output = await read(batch.output_file_id);
   const errors = await read(batch.error_file_id);
   return { output, errors, ids: [...output, ...errors].map((l) => l.custom_id).sort() };
+}
+
+/**
+ * State shared by the nodes of this process (the cluster ports in memory, contents in one folder): the distributed
+ * mode's domain with no database. `open` is startNode's `openState`.
+ */
+export function memoryState(): { open: typeof openSharedState; state: MemoryState; close(): void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-mem-"));
+  const state = new MemoryState();
+  const blobs = new FsBlobStore(dir);
+  return {
+    state,
+    open: async (config, _logger, now) => ({ ports: memoryPorts({ state, blobs, expirySeconds: config.fileExpirySeconds, now }), blobs }),
+    close: () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
