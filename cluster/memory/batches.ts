@@ -53,6 +53,7 @@ export class MemoryBatchRecords implements BatchRecords {
     };
     if (a.outputExpiresAfter) entry.outputExpiresAfter = { ...a.outputExpiresAfter };
     this.state.batches.set(b.id, entry);
+    await this.state.savedBatch(b.id);
     return true;
   }
 
@@ -88,6 +89,7 @@ export class MemoryBatchRecords implements BatchRecords {
     const { request_counts, usage, ...rest } = structuredClone(row.batch);
     e.batch = { ...e.batch, ...rest, request_counts: { ...e.batch.request_counts, total: request_counts.total } };
     e.stopReason = row.stopReason;
+    await this.state.savedBatch(id);
     return row;
   }
 
@@ -98,6 +100,7 @@ export class MemoryBatchRecords implements BatchRecords {
       e.stopReason = "expired";
       due.push(e.batch.id);
     }
+    await this.state.savedBatch(...due);
     return due;
   }
 
@@ -110,7 +113,9 @@ export class MemoryBatchRecords implements BatchRecords {
 
   async settleCounts(id: string): Promise<void> {
     const e = this.state.batches.get(id);
-    if (e) e.counts.failed = Math.max(e.counts.failed, e.batch.request_counts.total - e.counts.completed);
+    if (!e) return;
+    e.counts.failed = Math.max(e.counts.failed, e.batch.request_counts.total - e.counts.completed);
+    await this.state.savedBatch(id);
   }
 
   async endedBefore(before: number, limit = 500): Promise<string[]> {
@@ -124,6 +129,7 @@ export class MemoryBatchRecords implements BatchRecords {
     const e = this.state.batches.get(id);
     if (!e) return {};
     this.state.batches.delete(id);
+    await this.state.savedBatch(id);
     const key = e.inputKey;
     if (!key) return {};
     const used =

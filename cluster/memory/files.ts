@@ -28,6 +28,7 @@ export class MemoryFileRecords implements FileRecords {
     if (known) return structuredClone(known.object);
     const object = newFileObject(input, this.deps.now(), this.deps.expirySeconds);
     this.state.files.set(input.id, { object, owner: input.owner, key: input.key, seq: this.state.nextSeq() });
+    await this.state.savedFile(input.id);
     return structuredClone(object);
   }
 
@@ -76,12 +77,15 @@ export class MemoryFileRecords implements FileRecords {
     if (!f) return;
     this.state.files.delete(id);
     let referenced = false;
+    const named: string[] = [];
     for (const e of this.state.batches.values()) {
       // A batch no longer names a deleted file as its output or error file.
+      if (e.batch.output_file_id === id || e.batch.error_file_id === id) named.push(e.batch.id);
       if (e.batch.output_file_id === id) e.batch.output_file_id = null;
       if (e.batch.error_file_id === id) e.batch.error_file_id = null;
       if (e.inputKey === f.key && OPEN_STATUSES.includes(e.batch.status)) referenced = true;
     }
+    await Promise.all([this.state.savedFile(id), this.state.savedBatch(...named)]);
     if (!referenced) await this.deps.blobs.delete(f.key).catch(() => undefined);
   }
 

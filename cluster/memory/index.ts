@@ -1,5 +1,6 @@
 // The distributed mode's ports in one process's memory: the whole domain (batch service, workers, shard runs,
 // maintenance, finalizing) runs on them without a database, each part seeing what PostgreSQL would show it.
+import type pino from "pino";
 import type { BlobStore } from "../../api/contracts.js";
 import type { ClusterPorts } from "../ports.js";
 import { MemoryBatchRecords } from "./batches.js";
@@ -7,9 +8,24 @@ import { MemoryEventBus, MemoryLeaderLock } from "./events.js";
 import { MemoryFileRecords } from "./files.js";
 import { MemoryWorkQueue } from "./shards.js";
 import { MemoryState } from "./state.js";
+import { StateFiles } from "./state-files.js";
 import { MemoryWorkerRegistry } from "./workers.js";
 
 export { MemoryState };
+
+/**
+ * The state kept durably as documents under `dir`, read back as it was. Whoever opens it must hold the folder
+ * alone (one server per BATCH_DIR): the leases found were held by a process that is gone, so their shards go back
+ * to the queue at once, under a new epoch.
+ */
+export async function openStateFiles(dir: string, logger: pino.Logger, clock: () => number = Date.now): Promise<MemoryState> {
+  const files = new StateFiles(dir, logger);
+  await files.open();
+  const state = new MemoryState(clock, files);
+  await files.load(state);
+  await state.savedBatch(...state.requeue(() => true));
+  return state;
+}
 
 export function memoryPorts(deps: {
   state: MemoryState;
@@ -28,6 +44,6 @@ export function memoryPorts(deps: {
     events,
     subscribe: (onEvent) => events.subscribe(onEvent),
     maintenanceLock: () => new MemoryLeaderLock(state),
-    close: async () => undefined,
+    close: () => state.flush(),
   };
 }

@@ -40,7 +40,9 @@ export class MemoryWorkQueue implements WorkQueue {
         a.e.seq - b.e.seq ||
         a.s.idx - b.s.idx,
     );
-    return picks.slice(0, o.limit).map(({ e, s }) => this.take(e, s, o.workerId, o.leaseSeconds));
+    const taken = picks.slice(0, o.limit).map(({ e, s }) => this.take(e, s, o.workerId, o.leaseSeconds));
+    await this.state.savedBatch(...taken.map((s) => s.batchId));
+    return taken;
   }
 
   async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
@@ -48,10 +50,10 @@ export class MemoryWorkQueue implements WorkQueue {
     for (const e of [...this.state.batches.values()].sort((a, b) => a.seq - b.seq)) {
       if (!e.stopReason) continue;
       for (const s of e.shards) {
-        if (out.length >= limit) return out;
-        if (s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds));
+        if (out.length < limit && s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds));
       }
     }
+    await this.state.savedBatch(...out.map((s) => s.batchId));
     return out;
   }
 
@@ -91,6 +93,7 @@ export class MemoryWorkQueue implements WorkQueue {
     n.inputTokens += commit.usage.promptTokens;
     n.cachedTokens += commit.usage.cachedTokens;
     n.outputTokens += commit.usage.completionTokens;
+    await this.state.savedBatch(c.batchId);
     return "committed";
   }
 
@@ -100,24 +103,21 @@ export class MemoryWorkQueue implements WorkQueue {
     if (s.state === "done") return "committed";
     if (s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
     Object.assign(s, { state: "done", workerId: null, leaseUntil: null });
+    await this.state.savedBatch(c.batchId);
     return "committed";
   }
 
   async handBack(c: ClaimedShard): Promise<void> {
     const s = this.find(c)?.s;
-    if (s && s.epoch === c.epoch && s.state === "running") Object.assign(s, { state: "queued", workerId: null, leaseUntil: null });
+    if (!s || s.epoch !== c.epoch || s.state !== "running") return;
+    Object.assign(s, { state: "queued", workerId: null, leaseUntil: null });
+    await this.state.savedBatch(c.batchId);
   }
 
   async reap(): Promise<number> {
-    let n = 0;
-    const now = this.state.clock();
-    for (const e of this.state.batches.values())
-      for (const s of e.shards)
-        if (s.state === "running" && (s.leaseUntil ?? 0) < now) {
-          Object.assign(s, { state: "queued", workerId: null, leaseUntil: null, epoch: s.epoch + 1 });
-          n++;
-        }
-    return n;
+    const reaped = this.state.requeue((s) => (s.leaseUntil ?? 0) < this.state.clock());
+    await this.state.savedBatch(...reaped);
+    return reaped.length;
   }
 
   async ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>> {

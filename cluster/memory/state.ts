@@ -51,6 +51,13 @@ export interface WorkerEntry {
   preemptions: number;
 }
 
+/** Where the state is kept durably, if anywhere: told after each change that must survive the process. */
+export interface StateStore {
+  saveBatch(state: MemoryState, id: string): Promise<void>;
+  saveFile(state: MemoryState, id: string): Promise<void>;
+  flush(): Promise<void>;
+}
+
 export class MemoryState {
   readonly batches = new Map<string, BatchEntry>();
   readonly files = new Map<string, FileEntry>();
@@ -62,10 +69,43 @@ export class MemoryState {
   readonly listeners = new Set<(e: ClusterEvent) => void>();
 
   /** `clock`: ms since the epoch (leases and liveness are measured by it). */
-  constructor(readonly clock: () => number = Date.now) {}
+  constructor(
+    readonly clock: () => number = Date.now,
+    private readonly store?: StateStore,
+  ) {}
 
   nextSeq(): number {
     return ++this.seq;
+  }
+
+  advanceSeq(to: number): void {
+    this.seq = Math.max(this.seq, to);
+  }
+
+  /** Resolves once the batch as it is now (or its absence) is durable. */
+  savedBatch(...ids: string[]): Promise<unknown> {
+    return this.store ? Promise.all([...new Set(ids)].map((id) => this.store!.saveBatch(this, id))) : Promise.resolve();
+  }
+
+  savedFile(id: string): Promise<unknown> {
+    return this.store ? this.store.saveFile(this, id) : Promise.resolve();
+  }
+
+  /** Waits for every write under way (before the process lets go of the state). */
+  flush(): Promise<void> {
+    return this.store?.flush() ?? Promise.resolve();
+  }
+
+  /** Puts running shards that `lapsed` says lost their lease back in the queue under a new epoch; returns their batches. */
+  requeue(lapsed: (s: ShardRecord) => boolean): string[] {
+    const batches: string[] = [];
+    for (const e of this.batches.values())
+      for (const s of e.shards)
+        if (s.state === "running" && lapsed(s)) {
+          Object.assign(s, { state: "queued", workerId: null, leaseUntil: null, epoch: s.epoch + 1 });
+          batches.push(e.batch.id);
+        }
+    return batches;
   }
 
   /** Workers heard from within `withinSeconds`. */

@@ -2,7 +2,7 @@
 // throwaway database) and one process's memory. Claims never overlap, a claim fences the previous holder (epoch),
 // a commit retried after its reply was lost counts once, lapsed leases go back to the queue, the scheduler's pool
 // rules (spot first, urgent to dedicated, fallback) hold across workers, and status changes are conditional.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -13,7 +13,7 @@ import { newBatchObject } from "../../api/control/batch-object.js";
 import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../bench/postgres.js";
-import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
 import { createPool, migrate } from "../../cluster/pg/db.js";
 import { openPgPorts } from "../../cluster/pg/index.js";
 import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";
@@ -72,9 +72,34 @@ function memoryHarness(): Harness {
   };
 }
 
+/** The memory state kept as documents in a folder. */
+function filesHarness(): Harness {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-state-"));
+  let state: MemoryState;
+  return {
+    async open(blobs) {
+      state = await openStateFiles(dir, silent);
+      return memoryPorts({ state, blobs, expirySeconds: 3600, now });
+    },
+    async reset() {
+      await state.flush();
+      for (const m of [state.batches, state.files, state.workers]) m.clear();
+      for (const sub of ["batches", "files"]) {
+        rmSync(path.join(dir, sub), { recursive: true, force: true });
+        mkdirSync(path.join(dir, sub));
+      }
+    },
+    async close() {
+      await state?.flush();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 const IMPLEMENTATIONS: Array<[string, boolean, () => Harness]> = [
   ["PostgreSQL", !POSTGRES_BIN, postgresHarness],
   ["memory", false, memoryHarness],
+  ["memory kept in files", false, filesHarness],
 ];
 
 describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness) => {
