@@ -20,6 +20,7 @@ import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { planShards } from "../pipeline/shards.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
+import { batchKeys } from "./keys.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -97,7 +98,7 @@ export class ClusterBatchService implements BatchService {
     const row = await this.deps.batches.get(id, owner);
     if (!row) return undefined;
     const keys = row.batch.output_file_id
-      ? [`batches/${id}/output.jsonl`]
+      ? [batchKeys(id).output]
       : (await this.deps.queue.ofBatch(id)).flatMap((s) => s.parts.flatMap((p) => (p.output ? [p.output] : [])));
     if (keys.length === 0) return undefined;
     return this.linesOf(keys);

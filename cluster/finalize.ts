@@ -8,6 +8,7 @@ import { isFinal, transition } from "../api/control/batch-state.js";
 import { resultFileId } from "../api/control/job-runner.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch } from "../api/schemas/objects.js";
+import { batchKeys } from "./keys.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 
 export interface FinalizeDeps {
@@ -78,7 +79,7 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   else logger.info(fields, `batch ${b.status}`);
   // The parts are in the assembled files now; with them go the parts a fenced worker uploaded but never committed.
   await deps.blobs
-    .deletePrefix(`batches/${id}/shards/`)
+    .deletePrefix(batchKeys(id).shards)
     .catch((err) =>
       logger.warn({ err: (err as Error).message, batch_id: id }, "cannot delete the batch's parts; they are removed with the batch"),
     );
@@ -88,7 +89,7 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
 /** Streams the parts into one object and records it as a file; null when there are no lines of that kind. */
 async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "error", keys: string[]): Promise<string | null> {
   if (keys.length === 0) return null;
-  const key = `batches/${row.batch.id}/${kind}.jsonl`;
+  const key = kind === "output" ? batchKeys(row.batch.id).output : batchKeys(row.batch.id).errors;
   const size = await deps.blobs.put(key, Readable.from(concat(deps.blobs, keys)));
   const file = await deps.files.record({
     id: resultFileId(row.batch.id, kind),

@@ -5,6 +5,7 @@
 // whose shards are all done, and (less often) remove expired files.
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
+import { batchKeys } from "./keys.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import { ShardRun, type ShardRunDeps } from "./shard-run.js";
 import { FAILED } from "./worker.js";
@@ -92,7 +93,7 @@ export class Maintenance {
     for (const f of expired) await files.remove(f.id);
     const ended = await batches.endedBefore(now() - this.deps.expirySeconds);
     for (const id of ended) {
-      await blobs.deletePrefix(`batches/${id}/shards/`);
+      await blobs.deletePrefix(batchKeys(id).shards);
       const { orphanInput } = await batches.remove(id);
       if (orphanInput) await blobs.delete(orphanInput);
     }

@@ -14,6 +14,7 @@ import type { InferenceBackend } from "../openai/backend.js";
 import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
+import { partKey } from "./keys.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
@@ -37,10 +38,6 @@ export interface ShardRunDeps {
   concurrency: number;
   logger: pino.Logger;
 }
-
-/** Blob key of a shard's result part: the epoch in the name keeps a fenced worker's upload apart from its successor's. */
-const partKey = (s: ClaimedShard, n: number, kind: "output" | "errors") =>
-  `batches/${s.batchId}/shards/${s.idx}/${s.epoch}-${n}.${kind}.jsonl`;
 
 const RETRY_MS = 1_000;
 

@@ -40,16 +40,16 @@ describe.skipIf(!POSTGRES_BIN)("distributed retention", () => {
       const done = await waitForBatch(node.baseUrl, b.id, 60_000);
       expect(done.status).toBe("completed");
       expect(done.request_counts).toEqual({ completed: 200, failed: 0, total: 200 });
-      expect(await s3.size(`batches/${b.id}/output.jsonl`)).toBeGreaterThan(0);
+      expect(await s3.size(`${b.id}/output.jsonl`)).toBeGreaterThan(0);
       await expect
         .poll(async () => (await fetch(`${node.baseUrl}/v1/batches/${b.id}`)).status, { timeout: 15_000, interval: 500 })
         .toBe(404);
       expect((await fetch(`${node.baseUrl}/v1/files/${file.id}`)).status).toBe(404);
       expect((await fetch(`${node.baseUrl}/v1/files/${done.output_file_id}`)).status).toBe(404);
-      expect(await s3.size(`batches/${b.id}/output.jsonl`)).toBeUndefined();
+      expect(await s3.size(`${b.id}/output.jsonl`)).toBeUndefined();
       expect(await s3.size(`files/${file.id}.jsonl`)).toBeUndefined();
       // Nothing of the batch is left (its shard parts went when it was finalized; this finds none to delete).
-      expect(await s3.deletePrefix(`batches/${b.id}/`)).toBe(0);
+      expect(await s3.deletePrefix(`${b.id}/`)).toBe(0);
     } finally {
       s3.close();
     }
