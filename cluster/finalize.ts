@@ -90,7 +90,10 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
 async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "error", keys: string[]): Promise<string | null> {
   if (keys.length === 0) return null;
   const key = kind === "output" ? batchKeys(row.batch.id).output : batchKeys(row.batch.id).errors;
-  const size = await deps.blobs.put(key, Readable.from(concat(deps.blobs, keys)));
+  // A shard run in place wrote a one-shard batch's results where they belong: there is nothing to assemble.
+  const inPlace = keys.length === 1 && keys[0] === key;
+  const size = inPlace ? await deps.blobs.size(key) : await deps.blobs.put(key, Readable.from(concat(deps.blobs, keys)));
+  if (size === undefined) throw new Error(`the batch's ${kind} file '${key}' is gone from storage`);
   const file = await deps.files.record({
     id: resultFileId(row.batch.id, kind),
     key,

@@ -11,7 +11,9 @@ import type { BatchMetrics } from "../api/metrics/metrics.js";
 import { FsBlobStore } from "../api/stores/fs-blob-store.js";
 import { S3BlobStore } from "../api/stores/s3-blob-store.js";
 import { ClusterBatchService } from "./batch-service.js";
+import { InPlaceShardRun } from "./in-place-run.js";
 import { Maintenance } from "./maintenance.js";
+import { ShardRun, type ShardRunDeps, type StartShardRun } from "./shard-run.js";
 import { openPgPorts } from "./pg/index.js";
 import type { ClusterPorts, FileRecords } from "./ports.js";
 import { ClusterStatus } from "./status.js";
@@ -46,6 +48,18 @@ export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensu
 export interface SharedState {
   ports: ClusterPorts;
   blobs: BlobStore & { close?(): void };
+  /**
+   * How shards keep their results: as parts uploaded at checkpoints (any blob store, any number of processes), or
+   * "in-place", appended to files of a local folder that one process owns (every line written counts at once).
+   */
+  runs?: "parts" | "in-place";
+}
+
+function shardRuns(kind: "parts" | "in-place", deps: ShardRunDeps & { blobs: BlobStore }): StartShardRun {
+  if (kind === "parts") return (shard) => new ShardRun(deps, shard);
+  if (!(deps.blobs instanceof FsBlobStore)) throw new Error("in-place shard runs need a local folder for the blob store");
+  const local = { ...deps, blobs: deps.blobs, active: new Map<string, Promise<unknown>>() };
+  return (shard) => new InPlaceShardRun(local, shard);
 }
 
 /**
@@ -77,6 +91,7 @@ export async function createClusterPlane(deps: {
   logger: pino.Logger;
   ports: ClusterPorts;
   blobs: BlobStore & { close?(): void };
+  runs?: SharedState["runs"];
   metrics?: BatchMetrics;
   now?: () => number;
 }): Promise<ClusterPlane> {
@@ -87,14 +102,16 @@ export async function createClusterPlane(deps: {
   const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
   const { batches, queue, workers, files, events: bus } = ports;
-  const run = {
+  const newRun = shardRuns(deps.runs ?? "parts", {
     queue,
     blobs,
+    scratchDir,
     checkpointSeconds: cluster.checkpointSeconds,
     leaseSeconds: cluster.leaseSeconds,
     batchSize: config.pipeline.batchSize,
     concurrency: config.pipeline.concurrency,
-  };
+    logger,
+  });
   const service = new ClusterBatchService({
     config,
     events: bus,
@@ -122,8 +139,8 @@ export async function createClusterPlane(deps: {
     queue,
     files,
     blobs,
-    run,
-    scratchDir,
+    newRun,
+    leaseSeconds: cluster.leaseSeconds,
     id: `maintenance:${id}`,
     collectIntervalSeconds: config.collectIntervalSeconds,
     expirySeconds: config.fileExpirySeconds,
@@ -143,8 +160,8 @@ export async function createClusterPlane(deps: {
           workers,
           events: bus,
           models,
-          run,
-          scratchDir,
+          newRun,
+          leaseSeconds: cluster.leaseSeconds,
           urgentSeconds: config.slaUrgentSeconds,
           cancelGraceSeconds: config.cancelGraceSeconds,
           preemptGraceMs: config.shutdownGraceSeconds * 1000,

@@ -7,7 +7,7 @@ import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
 import { batchKeys } from "./keys.js";
 import type { EventBus, LeaderLock } from "./ports.js";
-import { ShardRun, type ShardRunDeps } from "./shard-run.js";
+import type { StartShardRun } from "./shard-run.js";
 import { FAILED } from "./worker.js";
 
 const TICK_MS = 1_000;
@@ -15,8 +15,8 @@ const TICK_MS = 1_000;
 export interface MaintenanceDeps extends FinalizeDeps {
   lock: LeaderLock;
   events: EventBus;
-  run: Omit<ShardRunDeps, "logger" | "scratchDir">;
-  scratchDir: string;
+  newRun: StartShardRun;
+  leaseSeconds: number;
   /** Its name in the shards it claims to close out. */
   id: string;
   collectIntervalSeconds: number;
@@ -103,8 +103,8 @@ export class Maintenance {
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */
   private async closeOutStopped(): Promise<void> {
-    const { queue, logger } = this.deps;
-    for (const shard of await queue.claimStopped(this.deps.id, this.deps.run.leaseSeconds, 20)) {
+    const { queue } = this.deps;
+    for (const shard of await queue.claimStopped(this.deps.id, this.deps.leaseSeconds, 20)) {
       const reason =
         shard.stopReason === "cancelled"
           ? CANCELLED
@@ -113,8 +113,7 @@ export class Maintenance {
             : FAILED("another shard of it could not run");
       const stop = new AbortController();
       stop.abort(reason);
-      const run = new ShardRun({ ...this.deps.run, logger, scratchDir: this.deps.scratchDir }, shard);
-      await run.run(undefined, stop.signal);
+      await this.deps.newRun(shard).run(undefined, stop.signal);
     }
   }
 

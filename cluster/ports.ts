@@ -58,6 +58,13 @@ export interface ShardPart {
   errors?: string;
 }
 
+/** What a shard's commits have added to its batch so far. */
+export interface ShardCounts {
+  completed: number;
+  failed: number;
+  usage: TokenUsage;
+}
+
 export interface ClaimedShard {
   batchId: string;
   idx: number;
@@ -70,6 +77,7 @@ export interface ClaimedShard {
   epoch: number;
   checkpoints: number;
   parts: ShardPart[];
+  counted: ShardCounts;
   stopReason: StopReason | null;
   deadlineAt: number;
 }

@@ -19,6 +19,26 @@ import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type Wo
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
 
+/** One claimed shard's run, however its results are kept (parts in the blob store, or files appended in place). */
+export interface ShardExecution {
+  readonly key: string;
+  readonly shard: ClaimedShard;
+  /**
+   * Runs to the end. `backend` is absent for a run that only writes the error lines of a stopped batch (the
+   * signal is then already aborted). A "shutdown" abort hands the shard back after a last checkpoint.
+   */
+  run(
+    backend: InferenceBackend | undefined,
+    signal: AbortSignal,
+    drain?: AbortSignal,
+    onProgress?: (p: Progress) => void,
+  ): Promise<ShardEnd>;
+  /** The shard's lease was taken over: the run stops and commits nothing more. */
+  lose(reason: AbortReason): void;
+}
+
+export type StartShardRun = (shard: ClaimedShard) => ShardExecution;
+
 /** The shard cannot run anywhere (its input or a committed part is gone): its batch fails. */
 export class ShardFailure extends Error {
   constructor(message: string) {
@@ -41,7 +61,7 @@ export interface ShardRunDeps {
 
 const RETRY_MS = 1_000;
 
-export class ShardRun {
+export class ShardRun implements ShardExecution {
   private readonly dir: string;
   private readonly files: { input: string; output: string; errors: string };
   /** Bytes of each local result file already committed (or read back from committed parts). */
@@ -67,10 +87,6 @@ export class ShardRun {
     return shardKey(this.shard);
   }
 
-  /**
-   * Runs to the end. `backend` is absent for a run that only writes the error lines of a stopped batch (the
-   * signal is then already aborted). A "shutdown" abort hands the shard back after a last checkpoint.
-   */
   async run(
     backend: InferenceBackend | undefined,
     signal: AbortSignal,
@@ -126,7 +142,6 @@ export class ShardRun {
     }
   }
 
-  /** Marks the shard fenced (its lease was taken over): the run stops and commits nothing more. */
   lose(reason: AbortReason): void {
     this.fenced = true;
     this.fence.abort(reason);

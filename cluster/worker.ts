@@ -19,7 +19,7 @@ import {
   type WorkerRegistry,
   type WorkQueue,
 } from "./ports.js";
-import { ShardFailure, ShardRun, type ShardRunDeps } from "./shard-run.js";
+import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
 
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 const POLL_MS = 1_000;
@@ -34,8 +34,8 @@ export interface ClusterWorkerDeps {
   workers: WorkerRegistry;
   events: EventBus;
   models: ModelRouter;
-  run: Omit<ShardRunDeps, "logger" | "scratchDir">;
-  scratchDir: string;
+  newRun: StartShardRun;
+  leaseSeconds: number;
   urgentSeconds: number;
   cancelGraceSeconds: number;
   /** How long a preempted shard's requests in flight may finish before it is checkpointed. */
@@ -46,7 +46,7 @@ export interface ClusterWorkerDeps {
 }
 
 interface Running {
-  run: ShardRun;
+  run: ShardExecution;
   controller: AbortController;
   drain: AbortController;
   done: Promise<void>;
@@ -65,7 +65,7 @@ export class ClusterWorker {
 
   async start(): Promise<void> {
     await this.register();
-    const beat = Math.max(1_000, (this.deps.run.leaseSeconds * 1000) / 3);
+    const beat = Math.max(1_000, (this.deps.leaseSeconds * 1000) / 3);
     this.timers = [setInterval(() => this.fill(), POLL_MS), setInterval(() => void this.heartbeat(), beat)];
     for (const t of this.timers) t.unref();
     this.fill();
@@ -93,7 +93,7 @@ export class ClusterWorker {
         pool: this.deps.pool,
         models: this.deps.models.registry.names,
         limit: room,
-        leaseSeconds: this.deps.run.leaseSeconds,
+        leaseSeconds: this.deps.leaseSeconds,
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),
       })
@@ -119,7 +119,7 @@ export class ClusterWorker {
 
   private launch(shard: ClaimedShard) {
     const { logger } = this.deps;
-    const run = new ShardRun({ ...this.deps.run, logger, scratchDir: this.deps.scratchDir }, shard);
+    const run = this.deps.newRun(shard);
     const controller = new AbortController();
     const drain = new AbortController();
     const key = shardKey(shard);
@@ -133,7 +133,7 @@ export class ClusterWorker {
     this.running.set(key, { run, controller, drain, done });
   }
 
-  private async execute(run: ShardRun, signal: AbortSignal, drain: AbortSignal): Promise<void> {
+  private async execute(run: ShardExecution, signal: AbortSignal, drain: AbortSignal): Promise<void> {
     const { logger, batches, models, now } = this.deps;
     const s = run.shard;
     const fields = { batch_id: s.batchId, shard: s.idx, epoch: s.epoch, resumed_parts: s.parts.length };
@@ -145,7 +145,7 @@ export class ClusterWorker {
       });
       logger.info({ ...fields, pool: this.deps.pool }, "shard started");
       const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
-      let end: Awaited<ReturnType<ShardRun["run"]>>;
+      let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {
         end = await run.run(lease?.backend, signal, drain);
       } finally {
@@ -185,7 +185,7 @@ export class ClusterWorker {
   }
 
   /** A cancel lets requests in flight finish (CANCEL_GRACE_SECONDS), as OpenAI cancels; an expiry or failure stops at once. */
-  private abortRun(run: ShardRun, reason: StopReason) {
+  private abortRun(run: ShardExecution, reason: StopReason) {
     const r = this.running.get(run.key);
     run.shard.stopReason = reason;
     if (!r) return;
@@ -224,7 +224,7 @@ export class ClusterWorker {
       const { lost, stops } = await this.deps.queue.heartbeat(
         this.deps.id,
         runs.map((r) => r.shard),
-        this.deps.run.leaseSeconds,
+        this.deps.leaseSeconds,
       );
       for (const run of runs) {
         if (lost.has(run.key)) run.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });

@@ -1,11 +1,12 @@
 // Batches: an in-memory index backed by BATCH_DIR/<batch_id>/batch.json, one atomically replaced
 // document per batch. Everything is loaded on start; only folders named like a batch id are read.
-import { mkdir, readdir, rm, statfs } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import type { ExpiresAfter, Owner, Page } from "../contracts.js";
 import { BatchSchema, type Batch } from "../schemas/objects.js";
 import { readJsonFile, writeJsonAtomic } from "./atomic-json.js";
+import { FsBlobStore } from "./fs-blob-store.js";
 import { BATCH_ID_RE } from "./ids.js";
 import { paginate } from "./paginate.js";
 
@@ -111,13 +112,8 @@ export class BatchStore {
    * Whether a batch paused by a full disk can go on: at least `minBytes` free (and an inode) where batches
    * live. When the filesystem cannot say (a quota, say), true: the next write tells.
    */
-  async hasFreeSpace(minBytes: number): Promise<boolean> {
-    try {
-      const fs = await statfs(this.opts.batchDir);
-      return fs.bavail * fs.bsize >= minBytes && fs.ffree !== 0;
-    } catch {
-      return true;
-    }
+  hasFreeSpace(minBytes: number): Promise<boolean> {
+    return new FsBlobStore(this.opts.batchDir).hasFreeSpace(minBytes);
   }
 
   /** Owner-scoped when `owner` is given; another owner's batch is not found. */

@@ -3,7 +3,7 @@
 // service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -16,6 +16,19 @@ export class FsBlobStore implements BlobStore {
   /** The file holding `key`'s bytes. Throws on a key that would leave the root. */
   localPath(key: string): string {
     return path.join(this.root, checkBlobKey(key));
+  }
+
+  /**
+   * Whether at least `minBytes` (and an inode) are free where the contents live. When the filesystem cannot say
+   * (a quota, say), true: the next write tells.
+   */
+  async hasFreeSpace(minBytes: number): Promise<boolean> {
+    try {
+      const fs = await statfs(this.root);
+      return fs.bavail * fs.bsize >= minBytes && fs.ffree !== 0;
+    } catch {
+      return true;
+    }
   }
 
   /** The key of a file below the root (one a batch wrote in its folder). */

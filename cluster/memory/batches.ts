@@ -49,6 +49,7 @@ export class MemoryBatchRecords implements BatchRecords {
         workerId: null,
         leaseUntil: null,
         parts: [],
+        counted: { completed: 0, failed: 0, usage: { promptTokens: 0, cachedTokens: 0, completionTokens: 0 } },
       })),
     };
     if (a.outputExpiresAfter) entry.outputExpiresAfter = { ...a.outputExpiresAfter };

@@ -84,8 +84,14 @@ export class MemoryWorkQueue implements WorkQueue {
     const { e, s } = found;
     if (s.epoch !== c.epoch) return "fenced";
     if (s.state !== "running" || s.checkpoints !== c.checkpoints) return s.checkpoints === c.checkpoints + 1 ? "committed" : "fenced";
-    s.parts.push(structuredClone(commit.part));
+    if (commit.part.output || commit.part.errors) s.parts.push(structuredClone(commit.part));
     s.checkpoints++;
+    const k = s.counted;
+    k.completed += commit.completed;
+    k.failed += commit.failed;
+    k.usage.promptTokens += commit.usage.promptTokens;
+    k.usage.cachedTokens += commit.usage.cachedTokens;
+    k.usage.completionTokens += commit.usage.completionTokens;
     s.leaseUntil = this.leaseEnd(leaseSeconds);
     const n = e.counts;
     n.completed += commit.completed;
@@ -143,6 +149,7 @@ export class MemoryWorkQueue implements WorkQueue {
       epoch: s.epoch,
       checkpoints: s.checkpoints,
       parts: structuredClone(s.parts),
+      counted: structuredClone(s.counted),
       stopReason: e.stopReason,
       deadlineAt: e.batch.deadline_at,
     };

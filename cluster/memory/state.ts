@@ -3,7 +3,7 @@
 // copies, so a caller holds a snapshot, as it would a row, never the live record.
 import type { ExpiresAfter, Owner, PoolStatus } from "../../api/contracts.js";
 import type { Batch, FileObject } from "../../api/schemas/objects.js";
-import type { ClusterEvent, ShardPart, StopReason } from "../ports.js";
+import type { ClusterEvent, ShardCounts, ShardPart, StopReason } from "../ports.js";
 
 export interface ShardRecord {
   idx: number;
@@ -18,6 +18,7 @@ export interface ShardRecord {
   /** ms since the epoch. */
   leaseUntil: number | null;
   parts: ShardPart[];
+  counted: ShardCounts;
 }
 
 export interface BatchEntry {

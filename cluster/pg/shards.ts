@@ -26,6 +26,11 @@ function claimed(r: any): ClaimedShard {
     epoch: r.epoch,
     checkpoints: r.checkpoints,
     parts: r.parts,
+    counted: {
+      completed: r.completed,
+      failed: r.failed,
+      usage: { promptTokens: Number(r.input_tokens), cachedTokens: Number(r.cached_tokens), completionTokens: Number(r.output_tokens) },
+    },
     stopReason: r.stop_reason,
     deadlineAt: Number(r.deadline_at),
   };
@@ -111,7 +116,8 @@ export class PgWorkQueue implements WorkQueue {
     const { rows } = await this.db.query(
       `WITH s AS (
          UPDATE shards SET parts = parts || $5::jsonb, checkpoints = checkpoints + 1, completed = completed + $6,
-           failed = failed + $7, lease_until = now() + make_interval(secs => $11)
+           failed = failed + $7, input_tokens = input_tokens + $8, cached_tokens = cached_tokens + $9,
+           output_tokens = output_tokens + $10, lease_until = now() + make_interval(secs => $11)
          WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id)
        UPDATE batches SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
          cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10
@@ -121,7 +127,7 @@ export class PgWorkQueue implements WorkQueue {
         s.idx,
         s.epoch,
         s.checkpoints,
-        JSON.stringify([c.part]),
+        JSON.stringify(c.part.output || c.part.errors ? [c.part] : []),
         c.completed,
         c.failed,
         c.usage.promptTokens,

@@ -185,6 +185,8 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       const [taken] = await queue.claim(claimOpts({ workerId: "b" }));
       expect(taken.epoch).toBe(2);
       expect(taken.parts).toEqual([{ output: "p1" }]);
+      // What the shard's commits counted comes with it (a run in place commits only what it finds beyond that).
+      expect(taken.counted).toEqual({ completed: 4, failed: 1, usage });
       const stale = { ...s, checkpoints: 1 };
       expect(await queue.commit(stale, { ...commit, part: { output: "p2" } }, 30)).toBe("fenced");
       expect(await queue.finish(stale)).toBe("fenced");

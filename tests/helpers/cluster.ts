@@ -8,7 +8,7 @@ import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
 import type { openSharedState } from "../../cluster/index.js";
-import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
 import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
 import { testModelPath } from "./model.js";
 import { type ServerProcess, startMain } from "./process.js";
@@ -107,15 +107,33 @@ export async function downloadResults(
 
 /**
  * State shared by the nodes of this process (the cluster ports in memory, contents in one folder): the distributed
- * mode's domain with no database. `open` is startNode's `openState`.
+ * mode's domain with no database. `open` is startNode's `openState`. With `inPlace`, the state is kept in files in
+ * that folder and shards run in place (as one machine runs them); `reopen()` then reads it back, as a restarted
+ * process would.
  */
-export function memoryState(): { open: typeof openSharedState; state: MemoryState; close(): void } {
+export function memoryState(opts: { inPlace?: boolean } = {}): {
+  open: typeof openSharedState;
+  dir: string;
+  blobs: FsBlobStore;
+  reopen(): Promise<void>;
+  close(): void;
+} {
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-mem-"));
-  const state = new MemoryState();
   const blobs = new FsBlobStore(dir);
+  let state: Promise<MemoryState> | undefined;
+  const load = () => (opts.inPlace ? openStateFiles(path.join(dir, ".state"), createLogger("silent")) : Promise.resolve(new MemoryState()));
   return {
-    state,
-    open: async (config, _logger, now) => ({ ports: memoryPorts({ state, blobs, expirySeconds: config.fileExpirySeconds, now }), blobs }),
+    dir,
+    blobs,
+    open: async (config, _logger, now) => {
+      state ??= load();
+      const ports = memoryPorts({ state: await state, blobs, expirySeconds: config.fileExpirySeconds, now });
+      return { ports, blobs, runs: opts.inPlace ? "in-place" : "parts" };
+    },
+    async reopen() {
+      await (await state)?.flush();
+      state = load();
+    },
     close: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
