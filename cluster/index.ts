@@ -165,6 +165,7 @@ export async function createClusterPlane(deps: {
           urgentSeconds: config.slaUrgentSeconds,
           cancelGraceSeconds: config.cancelGraceSeconds,
           preemptGraceMs: config.shutdownGraceSeconds * 1000,
+          preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
           logger: logger.child({ worker: id }),
           now,
         });

@@ -7,6 +7,7 @@ import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
 import { transition } from "../api/control/batch-state.js";
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
+import { randomPreemptions } from "../api/control/preemptions.js";
 import { PREEMPTED, SHUTDOWN } from "../api/control/worker.js";
 import type { AbortReason } from "../pipeline/types.js";
 import {
@@ -40,6 +41,8 @@ export interface ClusterWorkerDeps {
   cancelGraceSeconds: number;
   /** How long a preempted shard's requests in flight may finish before it is checkpointed. */
   preemptGraceMs: number;
+  /** A spot worker's simulated reclaims: this many an hour at random (0: none), each with this cooldown. */
+  preemptions?: { perHour: number; cooldownSeconds: number };
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
@@ -60,6 +63,7 @@ export class ClusterWorker {
   private preemptedUntil = 0;
   private timers: NodeJS.Timeout[] = [];
   private pausedUntil = 0;
+  private reclaims: { stop(): void } | undefined;
 
   constructor(private readonly deps: ClusterWorkerDeps) {}
 
@@ -68,6 +72,8 @@ export class ClusterWorker {
     const beat = Math.max(1_000, (this.deps.leaseSeconds * 1000) / 3);
     this.timers = [setInterval(() => this.fill(), POLL_MS), setInterval(() => void this.heartbeat(), beat)];
     for (const t of this.timers) t.unref();
+    const p = this.deps.preemptions;
+    if (this.deps.pool === "spot" && p) this.reclaims = randomPreemptions(p.perHour, () => this.preempt(p.cooldownSeconds));
     this.fill();
   }
 
@@ -251,6 +257,7 @@ export class ClusterWorker {
   async close(opts: { graceMs: number }): Promise<void> {
     this.closing = true;
     for (const t of this.timers) clearInterval(t);
+    this.reclaims?.stop();
     await this.filling;
     this.drainAll(SHUTDOWN, opts.graceMs);
     await Promise.allSettled([...this.running.values()].map((r) => r.done));

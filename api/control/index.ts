@@ -15,6 +15,7 @@ import { DeadlineTimers } from "./deadline-timers.js";
 import { JobQueue } from "./job-queue.js";
 import { JobRunner } from "./job-runner.js";
 import { PoolScheduler } from "./pool-scheduler.js";
+import { randomPreemptions } from "./preemptions.js";
 import { recoverBatches } from "./recovery.js";
 import { Worker } from "./worker.js";
 
@@ -140,23 +141,4 @@ export async function createControlPlane(deps: {
       return closed;
     },
   };
-}
-
-/**
- * Spot reclaims at random, `perHour` on average (exponential gaps, as independent reclaims arrive), for testing
- * how batches survive them; 0: none.
- */
-function randomPreemptions(perHour: number, preempt: () => void): { stop(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  const next = () => {
-    if (perHour <= 0) return;
-    const ms = (-Math.log(1 - Math.random()) / perHour) * 3_600_000;
-    timer = setTimeout(() => {
-      preempt();
-      next();
-    }, ms);
-    timer.unref();
-  };
-  next();
-  return { stop: () => clearTimeout(timer) };
 }

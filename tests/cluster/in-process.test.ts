@@ -106,4 +106,41 @@ describe("the distributed mode's domain on in-process ports", () => {
     // ...and what it ran was checkpointed before the hand-back, so the total is exactly one call per request.
     expect(ran(calls[0], "m3") + ran(calls[1], "m3")).toBe(120);
   }, 120_000);
+
+  it("with SPOT_PREEMPTIONS_PER_HOUR, a spot worker is reclaimed at random and every batch still completes exactly once", async () => {
+    // About one reclaim a second, each followed by a one-second cooldown; the batch runs for several seconds.
+    const flaky = await startNode(
+      { env: {} },
+      {
+        ...COMMON,
+        ROLE: "worker",
+        DATABASE_URL: "postgresql://unused.invalid/memory",
+        WORKER_ID: "w-flaky",
+        WORKER_POOL: "spot",
+        SPOT_PREEMPTIONS_PER_HOUR: "3600",
+        SPOT_PREEMPT_COOLDOWN_SECONDS: "1",
+      },
+      mem.open,
+    );
+    const spotReclaims = async () =>
+      ((await (await fetch(`${apiA.baseUrl}/pools`)).json()) as any).pools.find((p: any) => p.name === "spot").preemptions;
+    try {
+      const before = await spotReclaims();
+      const n = 800;
+      const flakyCalls = countCalls(flaky.node);
+      const file = await uploadJsonl(apiA.baseUrl, completionJsonl(n, "m4"));
+      const created = await openaiClient(apiA).batches.create({
+        input_file_id: file.id,
+        endpoint: "/v1/completions",
+        completion_window: "24h",
+      });
+      const done = await waitForBatch(apiA.baseUrl, created.id, 90_000);
+      expect(done.status).toBe("completed");
+      expect((await downloadResults(apiA, done)).ids).toEqual(customIds("m4", n).sort());
+      expect(ran(flakyCalls, "m4") + ran(calls[0], "m4") + ran(calls[1], "m4")).toBe(n);
+      expect(await spotReclaims()).toBeGreaterThan(before);
+    } finally {
+      await flaky.close();
+    }
+  }, 120_000);
 });
