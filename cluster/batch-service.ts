@@ -132,7 +132,7 @@ export class ClusterBatchService implements BatchService {
     const { config, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
     checkEndpoint(input.endpoint);
-    if ((await batches.openCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+    if ((await batches.queuedCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
     const tmp = await this.tempDir();
     try {
       // The input is read once here: validated, and split into shards by byte range for the workers.
@@ -153,7 +153,7 @@ export class ClusterBatchService implements BatchService {
         inputKey: input.inputKey,
         outputExpiresAfter: input.output_expires_after,
         shards,
-        maxOpen: config.maxQueueDepth,
+        maxQueued: config.maxQueueDepth,
       });
       // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
       if (!admitted) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);

@@ -26,17 +26,18 @@ export interface NewBatchRecord {
   inputKey: string | null;
   outputExpiresAfter?: ExpiresAfter;
   shards: ShardPlan[];
-  /** Admit an open batch only while fewer than this many are open. */
-  maxOpen?: number;
+  /** Admit a batch only while fewer than this many are queued (MAX_QUEUE_DEPTH). */
+  maxQueued?: number;
 }
 
 /** Batches and their shards, with live counts; a status changes only from the status its writer read. */
 export interface BatchRecords {
-  /** Records a batch with its shards; false (nothing recorded) when `maxOpen` open batches exist. */
+  /** Records a batch with its shards; false (nothing recorded) when `maxQueued` batches are queued. */
   insert(a: NewBatchRecord): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
   list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
-  openCount(): Promise<number>;
+  /** Batches queued: accepted, not yet started on any worker, not stopped (what MAX_QUEUE_DEPTH bounds). */
+  queuedCount(): Promise<number>;
   /**
    * Changes a batch atomically while its status is one of `from`: `change` edits the row read (the batch, the
    * stop reason), or returns false to leave it; undefined when the status was another or the batch is gone.
@@ -157,7 +158,7 @@ export interface WorkerRegistry {
   unregister(id: string): Promise<void>;
   /** Workers heard from within `withinSeconds`. */
   live(withinSeconds: number): Promise<WorkerInfo[]>;
-  /** Batches with shards waiting, and shards running. */
+  /** Batches queued (as `BatchRecords.queuedCount` counts them), and shards running. */
   queueCounts(): Promise<{ depth: number; running: number }>;
 }
 

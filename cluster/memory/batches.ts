@@ -28,7 +28,7 @@ export class MemoryBatchRecords implements BatchRecords {
   async insert(a: NewBatchRecord): Promise<boolean> {
     const b = a.batch;
     // Counted and recorded with no await in between: no other admission runs between the two.
-    if (a.maxOpen !== undefined && OPEN_STATUSES.includes(b.status) && this.countOpen() >= a.maxOpen) return false;
+    if (a.maxQueued !== undefined && b.status === "validating" && this.countQueued() >= a.maxQueued) return false;
     if (this.state.batches.has(b.id)) throw new Error(`batch ${b.id} already exists`);
     const entry: BatchEntry = {
       batch: structuredClone(b),
@@ -71,13 +71,13 @@ export class MemoryBatchRecords implements BatchRecords {
     return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
   }
 
-  async openCount(): Promise<number> {
-    return this.countOpen();
+  async queuedCount(): Promise<number> {
+    return this.countQueued();
   }
 
-  private countOpen(): number {
+  private countQueued(): number {
     let n = 0;
-    for (const e of this.state.batches.values()) if (isOpen(e)) n++;
+    for (const e of this.state.batches.values()) if (e.batch.status === "validating" && !e.stopReason) n++;
     return n;
   }
 

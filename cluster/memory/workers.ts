@@ -45,7 +45,7 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
 
   async queueCounts(): Promise<{ depth: number; running: number }> {
     let depth = 0;
-    for (const e of this.state.batches.values()) if (e.shards.some((s) => s.state === "queued")) depth++;
+    for (const e of this.state.batches.values()) if (e.batch.status === "validating" && !e.stopReason) depth++;
     return { depth, running: this.shards().filter((s) => s.state === "running").length };
   }
 

@@ -28,21 +28,23 @@ function fromRow(r: any): BatchRow {
   return row;
 }
 
+const QUEUED = "SELECT count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL";
+
 export class PgBatchRecords implements BatchRecords {
   constructor(private readonly db: pg.Pool) {}
 
   /**
-   * Records a new batch and its shards in one transaction. With `maxOpen`, an open batch is admitted only while
-   * fewer are open, counted under a lock that every API server's admission takes: returns false (nothing
-   * recorded) when the queue is full.
+   * Records a new batch and its shards in one transaction. With `maxQueued`, a batch is admitted only while fewer
+   * are queued, counted under a lock that every API server's admission takes: returns false (nothing recorded)
+   * when the queue is full.
    */
   async insert(a: NewBatchRecord): Promise<boolean> {
     const b = a.batch;
     return inTransaction(this.db, async (c) => {
-      if (a.maxOpen !== undefined && OPEN_STATUSES.includes(b.status)) {
+      if (a.maxQueued !== undefined && b.status === "validating") {
         await c.query("SELECT pg_advisory_xact_lock($1)", [LOCKS.admission]);
-        const { rows } = await c.query("SELECT count(*)::int AS n FROM batches WHERE status = ANY($1)", [OPEN_STATUSES]);
-        if (rows[0].n >= a.maxOpen) return false;
+        const { rows } = await c.query(QUEUED);
+        if (rows[0].n >= a.maxQueued) return false;
       }
       await c.query(
         `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc)
@@ -85,9 +87,8 @@ export class PgBatchRecords implements BatchRecords {
     return { data: rows.slice(0, limit).map((r) => fromRow(r).batch), has_more: rows.length > limit };
   }
 
-  /** Batches not yet final (the queue's bound counts them). */
-  async openCount(): Promise<number> {
-    const { rows } = await this.db.query("SELECT count(*)::int AS n FROM batches WHERE status = ANY($1)", [OPEN_STATUSES]);
+  async queuedCount(): Promise<number> {
+    const { rows } = await this.db.query(QUEUED);
     return rows[0].n;
   }
 

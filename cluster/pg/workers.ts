@@ -48,7 +48,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
 
   async queueCounts(): Promise<{ depth: number; running: number }> {
     const { rows } = await this.db.query(
-      `SELECT (SELECT count(DISTINCT batch_id) FROM shards WHERE state = 'queued')::int AS depth,
+      `SELECT (SELECT count(*) FROM batches WHERE status = 'validating' AND stop_reason IS NULL)::int AS depth,
               (SELECT count(*) FROM shards WHERE state = 'running')::int AS running`,
     );
     return rows[0];

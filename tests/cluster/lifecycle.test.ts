@@ -160,7 +160,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     expect(done.request_counts.completed + done.request_counts.failed).toBe(30);
     await worker.close();
 
-    // No worker now: batches wait, and the fourth open one is refused (MAX_QUEUE_DEPTH=3 on `api`).
+    // No worker now: batches wait, and the fourth queued one is refused (MAX_QUEUE_DEPTH=3 on `api`).
     for (let i = 0; i < 3; i++) await submit(2, `lq${i}`);
     const res = await fetch(`${api.baseUrl}/v1/batches`, {
       method: "POST",

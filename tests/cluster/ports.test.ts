@@ -109,7 +109,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
   let blobDir = "";
   let n = 0;
 
-  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number; maxOpen?: number } = {}): Promise<string> {
+  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number; maxQueued?: number } = {}): Promise<string> {
     const id = `batch_${String(++n).padStart(24, "0")}`;
     const submitted = now() - (opts.submittedAgo ?? 0);
     const windowSeconds = opts.windowSeconds ?? 86_400;
@@ -124,7 +124,13 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       registry: singleModelRegistry("/models/m.gguf", false),
     });
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
-    const admitted = await ports.batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: plan, maxOpen: opts.maxOpen });
+    const admitted = await ports.batches.insert({
+      batch: b,
+      owner: null,
+      inputKey: "files/x.jsonl",
+      shards: plan,
+      maxQueued: opts.maxQueued,
+    });
     return admitted ? id : "";
   }
   const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
@@ -152,10 +158,17 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     if (blobDir) rmSync(blobDir, { recursive: true, force: true });
   });
 
-  it.skipIf(skip)("admits open batches up to the bound, however many API servers create at once", async () => {
-    const ids = await Promise.all(Array.from({ length: 10 }, () => batch(1, { maxOpen: 3 })));
+  it.skipIf(skip)("admits queued batches up to the bound, however many API servers create at once; started ones leave room", async () => {
+    const ids = await Promise.all(Array.from({ length: 10 }, () => batch(1, { maxQueued: 3 })));
     expect(ids.filter(Boolean).length).toBe(3);
-    expect(await ports.batches.openCount()).toBe(3);
+    expect(await ports.batches.queuedCount()).toBe(3);
+    // A batch that started is no longer queued: it leaves room for one more.
+    await ports.batches.update(ids.find(Boolean)!, ["validating"], (r) => {
+      r.batch.status = "in_progress";
+    });
+    expect(await ports.batches.queuedCount()).toBe(2);
+    expect(await batch(1, { maxQueued: 3 })).not.toBe("");
+    expect(await batch(1, { maxQueued: 3 })).toBe("");
   });
 
   it.skipIf(skip)("hands each shard to one claimer, however many claim at once", async () => {
