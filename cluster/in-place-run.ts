@@ -132,6 +132,7 @@ export class InPlaceShardRun implements ShardExecution {
     await repairTornTail(files.errors.path);
     const { done, ...base } = await scanDone(files.output.path, files.errors.path);
     this.latest = base;
+    onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
     const result = await runBatchFile({
       inputPath: files.input,
       outputPath: files.output.path,

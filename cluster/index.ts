@@ -168,6 +168,7 @@ export async function createClusterPlane(deps: {
           preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
           logger: logger.child({ worker: id }),
           now,
+          metrics,
         });
   const events = ports.subscribe((e) => {
     worker?.onEvent(e);

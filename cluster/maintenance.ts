@@ -8,7 +8,7 @@ import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
 import { batchKeys } from "./keys.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import type { StartShardRun } from "./shard-run.js";
-import { FAILED } from "./worker.js";
+import { FAILED, progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;
 
@@ -113,7 +113,7 @@ export class Maintenance {
             : FAILED("another shard of it could not run");
       const stop = new AbortController();
       stop.abort(reason);
-      await this.deps.newRun(shard).run(undefined, stop.signal);
+      await this.deps.newRun(shard).run(undefined, stop.signal, undefined, progressMeter(this.deps.metrics, shard.endpoint));
     }
   }
 

@@ -26,6 +26,7 @@ export interface ShardExecution {
   /**
    * Runs to the end. `backend` is absent for a run that only writes the error lines of a stopped batch (the
    * signal is then already aborted). A "shutdown" abort hands the shard back after a last checkpoint.
+   * `onProgress` hears first where the run starts (what is already done), then every change.
    */
   run(
     backend: InferenceBackend | undefined,
@@ -98,6 +99,7 @@ export class ShardRun implements ShardExecution {
     try {
       await this.fetchInput();
       const base = await this.fetchCommitted();
+      onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
       const timer = setInterval(() => void this.checkpoint().catch(() => undefined), deps.checkpointSeconds * 1000);
       timer.unref();
       let result: Awaited<ReturnType<typeof runBatchFile>>;

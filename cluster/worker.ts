@@ -9,7 +9,8 @@ import { transition } from "../api/control/batch-state.js";
 import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { randomPreemptions } from "../api/control/preemptions.js";
 import { PREEMPTED, SHUTDOWN } from "../api/control/worker.js";
-import type { AbortReason } from "../pipeline/types.js";
+import type { BatchMetrics } from "../api/metrics/metrics.js";
+import type { AbortReason, Progress } from "../pipeline/types.js";
 import {
   type BatchRecords,
   type ClaimedShard,
@@ -21,6 +22,19 @@ import {
   type WorkQueue,
 } from "./ports.js";
 import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
+
+/**
+ * A shard run's progress into /metrics: its first report is where the run starts (what earlier runs did), and each
+ * later one adds its growth.
+ */
+export function progressMeter(metrics: BatchMetrics | undefined, endpoint: string): ((p: Progress) => void) | undefined {
+  if (!metrics) return undefined;
+  let track: ((p: Progress) => void) | undefined;
+  return (p) => {
+    if (track) track(p);
+    else track = metrics.trackProgress(endpoint, p);
+  };
+}
 
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 const POLL_MS = 1_000;
@@ -46,6 +60,8 @@ export interface ClusterWorkerDeps {
   logger: pino.Logger;
   /** Unix seconds. */
   now: () => number;
+  /** Request outcomes and tokens of the shards run here (each worker's /metrics counts its own). */
+  metrics?: BatchMetrics;
 }
 
 interface Running {
@@ -153,7 +169,7 @@ export class ClusterWorker {
       const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
       let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {
-        end = await run.run(lease?.backend, signal, drain);
+        end = await run.run(lease?.backend, signal, drain, progressMeter(this.deps.metrics, s.endpoint));
       } finally {
         lease?.release();
       }

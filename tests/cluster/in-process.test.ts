@@ -8,6 +8,15 @@ import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 const COMMON = { SHARD_SIZE: "10", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
 const ran = (calls: string[], marker: string) => calls.filter((b) => b.includes(`story ${marker} `)).length;
+/** One sample (`name{labels}` as /metrics writes it) summed over the nodes. */
+async function metricSum(nodes: TestNode[], sample: string): Promise<number> {
+  let sum = 0;
+  for (const n of nodes) {
+    const line = (await (await fetch(`${n.baseUrl}/metrics`)).text()).split("\n").find((l) => l.startsWith(`${sample} `));
+    sum += line ? Number(line.slice(sample.length + 1)) : 0;
+  }
+  return sum;
+}
 
 describe("the distributed mode's domain on in-process ports", () => {
   const mem = memoryState();
@@ -57,6 +66,12 @@ describe("the distributed mode's domain on in-process ports", () => {
     expect(output.every((l) => l.response.status_code === 200)).toBe(true);
     expect(ran(calls[0], "m1") + ran(calls[1], "m1")).toBe(45);
     expect(calls.every((c) => ran(c, "m1") > 0)).toBe(true);
+    // /metrics: each worker counts the requests it ran, the finalizing node the batch; summed over the nodes, as
+    // Prometheus sums instances.
+    const nodes = [apiA, apiB, spot, dedicated];
+    expect(await metricSum(nodes, 'obi_batch_requests_total{endpoint="/v1/completions",outcome="completed"}')).toBe(45);
+    expect(await metricSum(nodes, 'obi_batches_total{status="completed"}')).toBe(1);
+    expect(await metricSum(nodes, 'obi_completion_tokens_total{endpoint="/v1/completions"}')).toBe(done.usage.output_tokens);
     const pools = (await (await fetch(`${apiA.baseUrl}/pools`)).json()) as any;
     expect(pools.pools.map((p: any) => [p.name, p.workers.map((w: any) => w.id)])).toEqual(
       expect.arrayContaining([
