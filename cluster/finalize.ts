@@ -74,7 +74,7 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   if (!done) return undefined;
   const b = done.batch;
   deps.metrics?.batchEnded(b);
-  const fields = { batch_id: id, status: b.status, request_counts: b.request_counts, deadline_met: b.deadline_met };
+  const fields = { batch_id: id, status: b.status, pool: b.pool, request_counts: b.request_counts, deadline_met: b.deadline_met };
   if (b.deadline_met === false) logger.warn(fields, "batch missed its deadline");
   else logger.info(fields, `batch ${b.status}`);
   // The parts are in the assembled files now; with them go the parts a fenced worker uploaded but never committed.

@@ -81,6 +81,8 @@ export interface ClaimedShard {
   counted: ShardCounts;
   stopReason: StopReason | null;
   deadlineAt: number;
+  /** Near its deadline when claimed (urgent work prefers dedicated workers). */
+  urgent: boolean;
 }
 
 export interface ShardCommit {

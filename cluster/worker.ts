@@ -165,7 +165,9 @@ export class ClusterWorker {
         transition(batch, "in_progress", now());
         batch.pool = this.deps.pool;
       });
-      logger.info({ ...fields, pool: this.deps.pool }, "shard started");
+      // A fallback: urgent work on spot, or ordinary work on dedicated (the preferred pool had no room).
+      const fallback = s.urgent !== (this.deps.pool === "dedicated");
+      logger.info({ ...fields, pool: this.deps.pool, urgent: s.urgent, fallback, deadline_at: s.deadlineAt }, "shard started");
       const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
       let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {

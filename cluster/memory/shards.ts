@@ -40,7 +40,7 @@ export class MemoryWorkQueue implements WorkQueue {
         a.e.seq - b.e.seq ||
         a.s.idx - b.s.idx,
     );
-    const taken = picks.slice(0, o.limit).map(({ e, s }) => this.take(e, s, o.workerId, o.leaseSeconds));
+    const taken = picks.slice(0, o.limit).map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds), urgent: u }));
     await this.state.savedBatch(...taken.map((s) => s.batchId));
     return taken;
   }
@@ -152,6 +152,7 @@ export class MemoryWorkQueue implements WorkQueue {
       counted: structuredClone(s.counted),
       stopReason: e.stopReason,
       deadlineAt: e.batch.deadline_at,
+      urgent: false,
     };
   }
 

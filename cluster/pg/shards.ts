@@ -33,6 +33,7 @@ function claimed(r: any): ClaimedShard {
     },
     stopReason: r.stop_reason,
     deadlineAt: Number(r.deadline_at),
+    urgent: r.urgent === true,
   };
 }
 
@@ -59,7 +60,7 @@ export class PgWorkQueue implements WorkQueue {
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
        FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
-       RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint`,
+       RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint, ${URGENT} AS urgent`,
       [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit],
     );
     return rows.map(claimed);

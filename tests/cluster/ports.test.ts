@@ -237,10 +237,10 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     await workers.register({ id: "ded-1", pool: "dedicated", capacity: 1, models: ["m"], running: [] });
     // With room on spot, a dedicated worker takes only the urgent shard...
     const ded = await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 5 }));
-    expect(ded.map((s) => s.batchId)).toEqual([urgent]);
+    expect(ded.map((s) => [s.batchId, s.urgent])).toEqual([[urgent, true]]);
     // ...and a spot worker the ordinary one.
     const spot = await queue.claim(claimOpts({ workerId: "spot-1", pool: "spot", limit: 5 }));
-    expect(spot.map((s) => s.batchId)).toEqual([ordinary]);
+    expect(spot.map((s) => [s.batchId, s.urgent])).toEqual([[ordinary, false]]);
     await h.reset();
     // No dedicated room (its worker runs a shard to its capacity): spot takes the urgent shard as a fallback.
     const urgent2 = await batch(2, { windowSeconds: 100, submittedAgo: 50 });
