@@ -22,16 +22,18 @@ export class ClusterStatus implements ControlPlaneStatus {
   async poolStatus(): Promise<PoolStatus[]> {
     const workers = await this.deps.workers.live(this.deps.leaseSeconds);
     return (["spot", "dedicated"] as const).map((name) => {
+      // As the embedded pools count: capacity is every live worker's, a reclaimed worker's slots are `preempted`
+      // (back after the cooldown), and what is neither running nor reclaimed is available.
       const ws = workers.filter((w) => w.pool === name);
-      const live = ws.filter((w) => !w.preempted);
-      const capacity = live.reduce((n, w) => n + w.capacity, 0);
-      const inUse = live.reduce((n, w) => n + w.inUse, 0);
+      const capacity = ws.reduce((n, w) => n + w.capacity, 0);
+      const inUse = ws.reduce((n, w) => n + w.inUse, 0);
+      const preempted = ws.filter((w) => w.preempted).reduce((n, w) => n + w.capacity, 0);
       return {
         name,
         capacity,
         in_use: inUse,
-        available: Math.max(0, capacity - inUse),
-        preempted: ws.filter((w) => w.preempted).reduce((n, w) => n + w.capacity, 0),
+        available: Math.max(0, capacity - preempted - inUse),
+        preempted,
         preemptions: ws.reduce((n, w) => n + w.preemptions, 0),
         jobs: [...new Set(ws.flatMap((w) => w.running))],
         workers: ws.map((w) => ({ id: w.id, capacity: w.capacity, in_use: w.inUse, last_seen: w.lastSeen, preempted: w.preempted })),

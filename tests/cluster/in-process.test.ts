@@ -111,6 +111,10 @@ describe("the distributed mode's domain on in-process ports", () => {
     await pollBatch(apiA.baseUrl, created.id, () => ran(calls[0], "m3") >= 5, 60_000);
     const body = (await (await fetch(`${apiB.baseUrl}/pools/spot/preempt`, { method: "POST" })).json()) as any;
     expect(body.cooldown_seconds).toBe(60);
+    // The reclaimed slots count as preempted, not as gone, as the embedded pools show them.
+    const spotPool = async () => ((await (await fetch(`${apiA.baseUrl}/pools`)).json()) as any).pools.find((p: any) => p.name === "spot");
+    for (let i = 0; i < 50 && (await spotPool()).preempted === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await spotPool()).toMatchObject({ capacity: 1, preempted: 1, available: 0 });
     const spotCalls = ran(calls[0], "m3");
     const done = await waitForBatch(apiA.baseUrl, created.id, 90_000);
     expect(done.status).toBe("completed");
