@@ -6,7 +6,7 @@ import type { Batch, BatchEndpoint, FileObject } from "./schemas/objects.js";
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
 export type Owner = string | null;
 
-/** Stores in this process answer at once; shared ones (PostgreSQL) answer later: routes await either. */
+/** Routes await what a store answers (PostgreSQL's later, one process's at once). */
 export type Awaitable<T> = T | Promise<T>;
 
 export interface Page<T> {
@@ -17,12 +17,6 @@ export interface Page<T> {
 export interface FileRecord {
   object: FileObject;
   owner: Owner;
-}
-
-/** A file of the embedded store, whose content sits on local disk. */
-export interface StoredFile extends FileRecord {
-  /** Absolute path of the content on disk. */
-  path: string;
 }
 
 /**

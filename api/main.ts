@@ -38,8 +38,15 @@ async function main() {
           : code === "EACCES"
             ? "permission denied; use a port above 1023"
             : err.message;
-      console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
-      process.exit(1);
+      // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a
+      // moment to be read before it goes to stderr.
+      logger.flush(() =>
+        setTimeout(() => {
+          console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
+          process.exit(1);
+        }, 100),
+      );
+      return;
     }
     const addr = server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.port;

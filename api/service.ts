@@ -20,7 +20,7 @@ export interface Service {
   /** The primary model's backend (the default model, else the first in the registry), up from the start. */
   backend: InferenceBackend;
   models: ModelRouter;
-  controlPlane: Awaited<ReturnType<typeof createControlPlane>>;
+  controlPlane: ClusterPlane;
   /** This instance's Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics;
   /** Stops the worker (running batches checkpoint), then releases the model. */
@@ -170,8 +170,7 @@ async function buildService(config: Config, logger: pino.Logger, unlock: () => v
     metrics,
     close(opts = {}) {
       closed ??= (async () => {
-        await controlPlane.worker.close({ graceMs: opts.graceMs ?? 10_000 });
-        await controlPlane.close();
+        await controlPlane.close({ graceMs: opts.graceMs ?? 10_000 });
         await models.close();
         unlock();
       })();

@@ -12,7 +12,7 @@ import type { BatchService, BlobStore, CreateBatchInput, CreateInlineBatchInput,
 import { checkEndpoint, checkInputFile, newBatchObject } from "../api/control/batch-object.js";
 import { isEnding, transition } from "../api/control/batch-state.js";
 import { parseCompletionWindow } from "../api/control/completion-window.js";
-import { NotFoundError, queueFull } from "../api/control/errors.js";
+import { NotFoundError, queueFull, shuttingDown } from "../api/control/errors.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
 import { newBatchId } from "../api/stores/ids.js";
@@ -38,10 +38,25 @@ export interface ClusterBatchServiceDeps {
   logger: pino.Logger;
   now: () => number;
   metrics?: BatchMetrics;
+  /**
+   * Each batch keeps its own copy of its requests, <batch_id>/input.jsonl (one machine's layout): deleting the
+   * upload can never touch a batch. Otherwise batches read their input file's content where it is.
+   */
+  ownInput?: boolean;
 }
 
+/** Sent as Retry-After with a 503 while the process drains: a restart (or another API server) takes seconds. */
+const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
+
 export class ClusterBatchService implements BatchService {
+  private closing = false;
+
   constructor(private readonly deps: ClusterBatchServiceDeps) {}
+
+  /** From now on new batches are refused (503 with a retry delay): this process is stopping. */
+  close(): void {
+    this.closing = true;
+  }
 
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
@@ -49,6 +64,7 @@ export class ClusterBatchService implements BatchService {
   }
 
   async createInline(input: CreateInlineBatchInput): Promise<Batch> {
+    if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     checkEndpoint(input.endpoint);
     parseCompletionWindow(input.completion_window);
     const tmp = await this.tempDir();
@@ -132,6 +148,7 @@ export class ClusterBatchService implements BatchService {
     const { config, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
     checkEndpoint(input.endpoint);
+    if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     if ((await batches.queuedCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
     const tmp = await this.tempDir();
     try {
@@ -147,16 +164,21 @@ export class ClusterBatchService implements BatchService {
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
       const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize) : [];
+      const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
+      if (this.deps.ownInput) await this.deps.blobs.putFile(inputKey, local);
       const admitted = await batches.insert({
         batch,
         owner: input.owner,
-        inputKey: input.inputKey,
+        inputKey,
         outputExpiresAfter: input.output_expires_after,
         shards,
         maxQueued: config.maxQueueDepth,
       });
       // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
-      if (!admitted) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+      if (!admitted) {
+        if (this.deps.ownInput) await this.deps.blobs.deletePrefix(`${id}/`);
+        throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+      }
       if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
       else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
       logger.info(

@@ -5,10 +5,9 @@ import { Readable } from "node:stream";
 import type pino from "pino";
 import type { BlobStore } from "../api/contracts.js";
 import { isFinal, transition } from "../api/control/batch-state.js";
-import { resultFileId } from "../api/control/job-runner.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch } from "../api/schemas/objects.js";
-import { batchKeys } from "./keys.js";
+import { batchKeys, resultFileId } from "./keys.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 
 export interface FinalizeDeps {

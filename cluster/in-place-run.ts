@@ -1,8 +1,10 @@
 // Runs a claimed shard where its results are kept: in files of the local blob store, appended as requests finish,
 // as one machine has always run a batch. Every whole line on disk is done and is never run again, however the
-// last run ended (kill -9 included); counts are committed every COMMIT_MS, and a run that finds more lines than
-// were counted (its predecessor died before committing them) commits the difference first. For one process over
-// its own folder only: a second run of the same shard waits for the first to end.
+// last run ended (kill -9 included); counts are committed as requests finish (they need not be durable: a run
+// recounts them from the files), and a run that finds more lines than were counted (its predecessor died before
+// committing them) commits the difference first. A local failure other than a full disk (a file that cannot be
+// written) fails the batch, as it would fail anywhere. For one process over its own folder only: a second run of
+// the same shard waits for the first to end.
 import { mkdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -19,7 +21,7 @@ import { batchKeys } from "./keys.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 import { type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
 
-/** Counts of a running shard reach its batch this often. */
+/** Besides each progress report, the result files are looked at this often (a part to record). */
 const COMMIT_MS = 500;
 const RETRY_MS = 1_000;
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
@@ -44,6 +46,8 @@ export class InPlaceShardRun implements ShardExecution {
   private fenced = false;
   private latest: Progress | undefined;
   private committing: Promise<CommitResult> | undefined;
+  /** Progress arrived while a commit was under way: another follows it. */
+  private dirty = false;
 
   constructor(
     private readonly deps: InPlaceRunDeps,
@@ -93,7 +97,7 @@ export class InPlaceShardRun implements ShardExecution {
           aborted = await this.runFile(files, backend, stop, drain, onProgress);
           break;
         } catch (err) {
-          if (!isStorageFull(err) || stop.aborted || drain?.aborted) throw err;
+          if (!isStorageFull(err) || stop.aborted || drain?.aborted) throw this.failure(err, stop);
           await this.waitForSpace(err, drain ? AbortSignal.any([stop, drain]) : stop);
         }
       }
@@ -147,11 +151,33 @@ export class InPlaceShardRun implements ShardExecution {
       drain,
       onProgress: (p) => {
         this.latest = p;
+        this.kick(files);
         onProgress?.(p);
       },
     });
     this.latest = result;
     return result.aborted;
+  }
+
+  /** A local failure fails the batch (ShardFailure); one met while stopping is the stop's. */
+  private failure(err: unknown, stop: AbortSignal): unknown {
+    if (stop.aborted || err instanceof ShardFailure) return err;
+    return new ShardFailure(`the batch's files cannot be written: ${(err as Error)?.message ?? err}`);
+  }
+
+  /** Commits now, or right after the commit under way. */
+  private kick(files: ShardFiles): void {
+    if (this.committing) {
+      this.dirty = true;
+      return;
+    }
+    void this.commit(files)
+      .catch(() => undefined)
+      .finally(() => {
+        if (!this.dirty) return;
+        this.dirty = false;
+        this.kick(files);
+      });
   }
 
   private async waitForSpace(err: unknown, stop: AbortSignal) {
@@ -203,7 +229,7 @@ export class InPlaceShardRun implements ShardExecution {
     };
     const nothing = [delta.completed, delta.failed, ...Object.values(delta.usage)].every((n) => n === 0);
     if (nothing && !part.output && !part.errors) return "committed";
-    const result = await this.deps.queue.commit(shard, { part, ...delta }, this.deps.leaseSeconds);
+    const result = await this.deps.queue.commit(shard, { part, ...delta, recountable: true }, this.deps.leaseSeconds);
     if (result === "fenced") {
       this.lose({ code: "shutdown", message: "The shard's lease was taken over." });
       return result;
@@ -249,8 +275,9 @@ interface ShardFiles {
   scratch?: string;
 }
 
+/** Bytes of a result file (0 when it is missing, or is not a file). */
 const sizeOf = (p: string) =>
   stat(p).then(
-    (s) => s.size,
+    (s) => (s.isFile() ? s.size : 0),
     () => 0,
   );

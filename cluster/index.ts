@@ -26,7 +26,9 @@ export interface ClusterPlane {
   /** Absent with ROLE=api. */
   worker?: ClusterWorker;
   maintenance: Maintenance;
-  /** Drains the worker (shards handed back after graceMs), then lets go of the lock and the database. */
+  /** Stops the workers: requests in flight get graceMs, then running shards checkpoint and go back to the queue. */
+  drain(opts: { graceMs: number }): Promise<void>;
+  /** Drains the workers (if not drained yet), then lets go of the lock and the database. */
   close(opts: { graceMs: number }): Promise<void>;
 }
 
@@ -92,6 +94,10 @@ export async function createClusterPlane(deps: {
   ports: ClusterPorts;
   blobs: BlobStore & { close?(): void };
   runs?: SharedState["runs"];
+  /** Each batch keeps its own copy of its input in its folder (ClusterBatchServiceDeps.ownInput). */
+  ownInput?: boolean;
+  /** The workers this process runs (by default the one ROLE and WORKER_* describe). */
+  workers?: Array<{ id: string; pool: "spot" | "dedicated" | null; capacity: number; serves?: string[] }>;
   metrics?: BatchMetrics;
   now?: () => number;
 }): Promise<ClusterPlane> {
@@ -124,6 +130,7 @@ export async function createClusterPlane(deps: {
     logger,
     now,
     metrics,
+    ownInput: deps.ownInput,
   });
   const status = new ClusterStatus({
     workers,
@@ -131,6 +138,7 @@ export async function createClusterPlane(deps: {
     maxQueueDepth: config.maxQueueDepth,
     leaseSeconds: cluster.leaseSeconds,
     preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
+    listWorkers: deps.workers === undefined,
   });
   const maintenance = new Maintenance({
     lock: ports.maintenanceLock(),
@@ -148,52 +156,62 @@ export async function createClusterPlane(deps: {
     now,
     metrics,
   });
-  const worker =
-    cluster.role === "api"
-      ? undefined
-      : new ClusterWorker({
-          id,
-          pool: cluster.workerPool,
-          capacity: cluster.workerCapacity,
-          queue,
-          batches,
-          workers,
-          events: bus,
-          models,
-          newRun,
-          leaseSeconds: cluster.leaseSeconds,
-          urgentSeconds: config.slaUrgentSeconds,
-          cancelGraceSeconds: config.cancelGraceSeconds,
-          preemptGraceMs: config.shutdownGraceSeconds * 1000,
-          preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
-          logger: logger.child({ worker: id }),
-          now,
-          metrics,
-        });
+  const specs = deps.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
+  const pool = specs.map(
+    (w) =>
+      new ClusterWorker({
+        id: w.id,
+        pool: w.pool,
+        capacity: w.capacity,
+        serves: w.serves,
+        queue,
+        batches,
+        workers,
+        events: bus,
+        models,
+        newRun,
+        leaseSeconds: cluster.leaseSeconds,
+        urgentSeconds: config.slaUrgentSeconds,
+        cancelGraceSeconds: config.cancelGraceSeconds,
+        preemptGraceMs: config.shutdownGraceSeconds * 1000,
+        preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
+        logger: logger.child({ worker: w.id }),
+        now,
+        metrics,
+      }),
+  );
+  const worker = pool[0];
   const events = ports.subscribe((e) => {
-    worker?.onEvent(e);
+    for (const w of pool) w.onEvent(e);
     if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
   });
-  await worker?.start();
-  maintenance.start();
+  await maintenance.start();
+  for (const w of pool) await w.start();
   logger.info(
     {
       role: cluster.role,
-      worker: worker ? { id, pool: cluster.workerPool, capacity: cluster.workerCapacity } : null,
+      workers: specs,
       storage: config.s3.bucket ? "s3" : "folder",
     },
     "distributed mode ready",
   );
   let closed: Promise<void> | undefined;
+  let drained: Promise<void> | undefined;
+  const drain = (opts: { graceMs: number }) => {
+    service.close();
+    drained ??= Promise.all(pool.map((w) => w.close(opts))).then(() => undefined);
+    return drained;
+  };
   return {
     files,
     batches: service,
     status,
     worker,
     maintenance,
+    drain,
     close(opts) {
       closed ??= (async () => {
-        await worker?.close(opts);
+        await drain(opts);
         await maintenance.close();
         await events.close();
         await ports.close();

@@ -3,12 +3,12 @@
 // within a tick). Each tick: expire batches past their deadline,
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
-import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
 import { batchKeys } from "./keys.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import type { StartShardRun } from "./shard-run.js";
-import { FAILED, progressMeter } from "./worker.js";
+import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
+import { progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;
 
@@ -38,10 +38,11 @@ export class Maintenance {
     return this.deps.lock.held;
   }
 
-  start(): void {
+  /** Resolves after the first round (what the last process left due is handled before anything is served). */
+  start(): Promise<void> {
     this.timer = setInterval(() => void this.tick(), TICK_MS);
     this.timer.unref();
-    void this.tick();
+    return this.tick();
   }
 
   /** One round of housekeeping; one asked for while a round runs follows it (an event is never dropped). */
@@ -84,21 +85,28 @@ export class Maintenance {
   }
 
   /**
+   * One retention pass (it runs on its own every COLLECT_INTERVAL_SECONDS; `now` lets a caller look ahead).
    * Expired files go with their contents (a batch's output included, by its own retention); a batch goes
-   * FILE_EXPIRY_SECONDS after it ended, as in the embedded mode, with whatever objects of its are left.
+   * FILE_EXPIRY_SECONDS after it ended, with whatever objects of its no file still holds.
    */
-  private async collect(): Promise<void> {
-    const { files, batches, blobs, logger, now } = this.deps;
-    const expired = await files.expired(now());
+  async collect(now = this.deps.now()): Promise<{ files: number; batches: number }> {
+    const { files, batches, blobs, logger } = this.deps;
+    const expired = await files.expired(now);
     for (const f of expired) await files.remove(f.id);
-    const ended = await batches.endedBefore(now() - this.deps.expirySeconds);
+    const ended = await batches.endedBefore(now - this.deps.expirySeconds);
     for (const id of ended) {
+      const row = await batches.get(id);
       await blobs.deletePrefix(batchKeys(id).shards);
       const { orphanInput } = await batches.remove(id);
       if (orphanInput) await blobs.delete(orphanInput);
+      // Whatever is left under the batch's id goes too, unless a result file (by its own retention) still holds it.
+      const results = [row?.batch.output_file_id, row?.batch.error_file_id].filter((f): f is string => Boolean(f));
+      const held = await Promise.all(results.map((f) => files.get(f, row?.owner ?? null)));
+      if (held.every((f) => !f)) await blobs.deletePrefix(`${id}/`);
     }
     if (expired.length + ended.length > 0)
       logger.info({ files: expired.length, batches: ended.length }, "housekeeping: deleted expired files and batches");
+    return { files: expired.length, batches: ended.length };
   }
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */
@@ -113,7 +121,17 @@ export class Maintenance {
             : FAILED("another shard of it could not run");
       const stop = new AbortController();
       stop.abort(reason);
-      await this.deps.newRun(shard).run(undefined, stop.signal, undefined, progressMeter(this.deps.metrics, shard.endpoint));
+      try {
+        await this.deps.newRun(shard).run(undefined, stop.signal, undefined, progressMeter(this.deps.metrics, shard.endpoint));
+      } catch (err) {
+        // Where even the error lines cannot be written, the shard still ends: finalizing counts its unrun
+        // requests failed, so completed + failed == total holds.
+        this.deps.logger.error(
+          { err, batch_id: shard.batchId, shard: shard.idx },
+          "cannot write the error lines of a stopped batch; its unrun requests are counted failed",
+        );
+        await this.deps.queue.finish(shard);
+      }
     }
   }
 

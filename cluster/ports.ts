@@ -90,13 +90,19 @@ export interface ShardCommit {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /**
+   * Counts only, that the committer can recount from its own files after a crash (a run in place): they need
+   * not be durable before the commit returns. Absent: durable on return.
+   */
+  recountable?: boolean;
 }
 
 export type CommitResult = "committed" | "fenced";
 
 export interface ClaimOptions {
   workerId: string;
-  pool: PoolStatus["name"];
+  /** null: a worker outside the pools, which takes its models' shards whatever the pool rules say. */
+  pool: PoolStatus["name"] | null;
   models: string[];
   limit: number;
   leaseSeconds: number;

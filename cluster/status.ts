@@ -11,6 +11,8 @@ export class ClusterStatus implements ControlPlaneStatus {
       maxQueueDepth: number;
       leaseSeconds: number;
       preemptCooldownSeconds: number;
+      /** Each pool lists its workers (false where the workers are the simulated pools themselves). */
+      listWorkers?: boolean;
     },
   ) {}
 
@@ -36,7 +38,11 @@ export class ClusterStatus implements ControlPlaneStatus {
         preempted,
         preemptions: ws.reduce((n, w) => n + w.preemptions, 0),
         jobs: [...new Set(ws.flatMap((w) => w.running))],
-        workers: ws.map((w) => ({ id: w.id, capacity: w.capacity, in_use: w.inUse, last_seen: w.lastSeen, preempted: w.preempted })),
+        ...(this.deps.listWorkers === false
+          ? {}
+          : {
+              workers: ws.map((w) => ({ id: w.id, capacity: w.capacity, in_use: w.inUse, last_seen: w.lastSeen, preempted: w.preempted })),
+            }),
       };
     });
   }

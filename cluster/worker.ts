@@ -6,9 +6,8 @@ import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
 import { transition } from "../api/control/batch-state.js";
-import { CANCELLED, EXPIRED } from "../api/control/job-runner.js";
 import { randomPreemptions } from "../api/control/preemptions.js";
-import { PREEMPTED, SHUTDOWN } from "../api/control/worker.js";
+import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
 import {
@@ -36,14 +35,16 @@ export function progressMeter(metrics: BatchMetrics | undefined, endpoint: strin
   };
 }
 
-export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 const POLL_MS = 1_000;
 const RETRY_AFTER_ERROR_MS = 2_000;
 
 export interface ClusterWorkerDeps {
   id: string;
-  pool: PoolStatus["name"];
+  /** null: a worker outside the simulated pools (one process's upstream models, which need no GPU slot). */
+  pool: PoolStatus["name"] | null;
   capacity: number;
+  /** The models it serves (by default every model of the registry). */
+  serves?: string[];
   queue: WorkQueue;
   batches: BatchRecords;
   workers: WorkerRegistry;
@@ -113,7 +114,7 @@ export class ClusterWorker {
       .claim({
         workerId: this.deps.id,
         pool: this.deps.pool,
-        models: this.deps.models.registry.names,
+        models: this.served(),
         limit: room,
         leaseSeconds: this.deps.leaseSeconds,
         urgentSeconds: this.deps.urgentSeconds,
@@ -161,13 +162,15 @@ export class ClusterWorker {
     const fields = { batch_id: s.batchId, shard: s.idx, epoch: s.epoch, resumed_parts: s.parts.length };
     if (s.stopReason) this.abortRun(run, s.stopReason);
     try {
-      await batches.update(s.batchId, ["validating"], ({ batch }) => {
-        transition(batch, "in_progress", now());
-        batch.pool = this.deps.pool;
+      // A batch takes the pool that starts it, and the one that resumes it (a preempted batch moves).
+      const resumed = s.epoch > 1 || s.parts.length > 0 || s.counted.completed + s.counted.failed > 0;
+      let first = false;
+      await batches.update(s.batchId, resumed ? ["validating", "in_progress"] : ["validating"], ({ batch }) => {
+        first = batch.status === "validating";
+        if (first) transition(batch, "in_progress", now());
+        if (this.deps.pool) batch.pool = this.deps.pool;
       });
-      // A fallback: urgent work on spot, or ordinary work on dedicated (the preferred pool had no room).
-      const fallback = s.urgent !== (this.deps.pool === "dedicated");
-      logger.info({ ...fields, pool: this.deps.pool, urgent: s.urgent, fallback, deadline_at: s.deadlineAt }, "shard started");
+      this.logStart(s, first, resumed);
       const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
       let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {
@@ -177,7 +180,11 @@ export class ClusterWorker {
       }
       logger.info(
         { ...fields, end },
-        end === "done" ? "shard finished" : end === "fenced" ? "shard taken over by another worker" : "shard handed back",
+        end === "done"
+          ? "shard finished"
+          : end === "fenced"
+            ? "shard taken over by another worker"
+            : "batch checkpointed: it resumes where it stopped",
       );
       if (end === "done") await this.deps.events.publish({ type: "shard_done", batch_id: s.batchId }).catch(() => undefined);
     } catch (err) {
@@ -191,6 +198,26 @@ export class ClusterWorker {
       }
       await this.deps.queue.handBack(s).catch(() => undefined);
     }
+  }
+
+  /**
+   * The scheduling decision, at info: a batch's first shard (or one resumed from earlier runs) logs the batch as
+   * started on this pool, whether that was a fallback (urgent work on spot, ordinary work on dedicated: the
+   * preferred pool had no room) and its deadline; any other shard, only itself.
+   */
+  private logStart(s: ClaimedShard, first: boolean, resumed: boolean) {
+    const { logger, pool } = this.deps;
+    const fallback = pool !== null && s.urgent !== (pool === "dedicated");
+    const fields = { batch_id: s.batchId, shard: s.idx, pool, urgent: s.urgent, fallback, deadline_at: s.deadlineAt };
+    if (!first && !resumed) return logger.info(fields, "shard started");
+    if (fallback)
+      logger.info(
+        fields,
+        s.urgent
+          ? "dedicated has no room: the urgent batch falls back to the spot pool"
+          : "spot has no room: the batch falls back to the dedicated pool",
+      );
+    logger.info({ ...fields, resumed }, "batch started");
   }
 
   private async failBatch(batchId: string, why: string) {
@@ -261,10 +288,15 @@ export class ClusterWorker {
   }
 
   /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
+  private served(): string[] {
+    return this.deps.serves ?? this.deps.models.registry.names;
+  }
+
   private async register(): Promise<void> {
-    const { id, pool, capacity, models } = this.deps;
+    const { id, pool, capacity } = this.deps;
+    if (!pool) return;
     await this.deps.workers
-      .register({ id, pool, capacity, models: models.registry.names, running: this.runningBatches() })
+      .register({ id, pool, capacity, models: this.served(), running: this.runningBatches() })
       .catch((err) => this.deps.logger.warn({ err: (err as Error).message }, "cannot update this worker's registration"));
   }
 
@@ -279,6 +311,6 @@ export class ClusterWorker {
     await this.filling;
     this.drainAll(SHUTDOWN, opts.graceMs);
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
-    await this.deps.workers.unregister(this.deps.id).catch(() => undefined);
+    if (this.deps.pool) await this.deps.workers.unregister(this.deps.id).catch(() => undefined);
   }
 }

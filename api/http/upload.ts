@@ -1,14 +1,10 @@
 // Multipart uploads stream straight to a temp file under BATCH_DIR; a file is never held in memory.
 // The temp dir sits on the same file system as the store, so FileStore.adopt can rename instead of copy.
 import { mkdir, rm } from "node:fs/promises";
-import path from "node:path";
 import type { RequestHandler } from "express";
 import multer, { MulterError } from "multer";
 import { badRequest } from "../errors.js";
-
-export function uploadDir(batchDir: string): string {
-  return path.join(batchDir, "files", ".uploads");
-}
+import { uploadDir } from "../stores/fs-blob-store.js";
 
 /**
  * Accepts one file part named `file` plus a few small text fields. The moment the file passes

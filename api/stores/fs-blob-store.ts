@@ -3,7 +3,7 @@
 // service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
+import { copyFile, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -92,4 +92,23 @@ export class FsBlobStore implements BlobStore {
     await rm(dir, { recursive: true, force: true });
     return files.filter((f) => f.isFile()).length;
   }
+}
+
+/** Removes `dir` and its parents while they are empty, up to (not including) `root`. */
+export async function pruneEmpty(dir: string, root: string): Promise<void> {
+  for (let d = dir; d !== root && d.startsWith(root + path.sep); d = path.dirname(d)) {
+    // rmdir refuses a folder that is not empty: that is where pruning stops.
+    if (
+      !(await rmdir(d).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
+  }
+}
+
+/** Where uploads stream to before the store adopts them: inside the folder, so adopting is a rename. */
+export function uploadDir(root: string): string {
+  return path.join(root, "files", ".uploads");
 }

@@ -23,6 +23,8 @@ export function rowOf(e: BatchEntry): BatchRow {
 }
 
 export class MemoryBatchRecords implements BatchRecords {
+  private readonly locks = new Map<string, Promise<unknown>>();
+
   constructor(private readonly state: MemoryState) {}
 
   async insert(a: NewBatchRecord): Promise<boolean> {
@@ -81,17 +83,38 @@ export class MemoryBatchRecords implements BatchRecords {
     return n;
   }
 
-  async update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
-    const e = this.state.batches.get(id);
-    if (!e || !from.includes(e.batch.status)) return undefined;
-    const row = rowOf(e);
-    if (change(row) === false) return undefined;
-    // The counts are the checkpoints' to change; everything else in the document is the writer's.
-    const { request_counts, usage, ...rest } = structuredClone(row.batch);
-    e.batch = { ...e.batch, ...rest, request_counts: { ...e.batch.request_counts, total: request_counts.total } };
-    e.stopReason = row.stopReason;
-    await this.state.savedBatch(id);
-    return row;
+  /**
+   * One change of a batch at a time (a row lock), and the change is shown only once it is kept: a status a
+   * client reads is the status the state's files have. When it cannot be kept, nothing changes and this throws.
+   */
+  update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
+    const before = this.locks.get(id) ?? Promise.resolve();
+    const mine = before
+      .catch(() => undefined)
+      .then(async () => {
+        const e = this.state.batches.get(id);
+        if (!e || !from.includes(e.batch.status)) return undefined;
+        const row = rowOf(e);
+        if (change(row) === false) return undefined;
+        // The counts are the checkpoints' to change; everything else in the document is the writer's.
+        const { request_counts, usage, ...rest } = structuredClone(row.batch);
+        const apply = (x: BatchEntry): BatchEntry => ({
+          ...x,
+          batch: { ...x.batch, ...rest, request_counts: { ...x.batch.request_counts, total: request_counts.total } },
+          stopReason: row.stopReason,
+        });
+        await this.state.keepBatch(id, apply(e));
+        // Checkpoints may have added counts meanwhile: the change goes onto the entry as it is now.
+        const live = this.state.batches.get(id);
+        if (live) this.state.batches.set(id, apply(live));
+        return row;
+      });
+    this.locks.set(id, mine);
+    const forget = () => {
+      if (this.locks.get(id) === mine) this.locks.delete(id);
+    };
+    mine.then(forget, forget);
+    return mine;
   }
 
   async expireDue(now: number): Promise<string[]> {

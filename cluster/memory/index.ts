@@ -8,7 +8,7 @@ import { MemoryEventBus, MemoryLeaderLock } from "./events.js";
 import { MemoryFileRecords } from "./files.js";
 import { MemoryWorkQueue } from "./shards.js";
 import { MemoryState } from "./state.js";
-import { StateFiles } from "./state-files.js";
+import { removeCrashLeftovers, StateFiles } from "./state-files.js";
 import { MemoryWorkerRegistry } from "./workers.js";
 
 export { MemoryState };
@@ -23,6 +23,9 @@ export async function openStateFiles(dir: string, logger: pino.Logger, clock: ()
   await files.open();
   const state = new MemoryState(clock, files);
   await files.load(state);
+  const removed = await removeCrashLeftovers(dir, state);
+  if (removed.length > 0)
+    logger.warn({ count: removed.length, removed: removed.slice(0, 20) }, "removed what an earlier crash left half-written");
   await state.savedBatch(...state.requeue(() => true));
   return state;
 }

@@ -1,7 +1,9 @@
 // The work queue in this process's memory, with the PostgreSQL queue's guarantees: a claim raises the shard's
 // epoch and a worker's checkpoints and end count only under the epoch it claimed; leases lapse by the clock and
 // are reaped. Each operation runs in one synchronous step, so concurrent callers never see a shard half-claimed.
-import { isUrgent } from "../../api/control/job-queue.js";
+// Kept in files, only the commit that records a part is durable on return: leases are requeued when the state is
+// opened again, and a shard's end is found again by its run (a run in place reads its files).
+import { isUrgent } from "../urgency.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -28,7 +30,7 @@ export class MemoryWorkQueue implements WorkQueue {
     for (const e of this.state.batches.values()) {
       if (e.stopReason || !RUNNABLE.includes(e.batch.status)) continue;
       const u = urgent(e);
-      const fits = u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0;
+      const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits) continue;
       for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s)) picks.push({ e, s, urgent: u });
     }
@@ -41,7 +43,7 @@ export class MemoryWorkQueue implements WorkQueue {
         a.s.idx - b.s.idx,
     );
     const taken = picks.slice(0, o.limit).map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds), urgent: u }));
-    await this.state.savedBatch(...taken.map((s) => s.batchId));
+    this.state.saveSoon(...taken.map((s) => s.batchId));
     return taken;
   }
 
@@ -53,7 +55,7 @@ export class MemoryWorkQueue implements WorkQueue {
         if (out.length < limit && s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds));
       }
     }
-    await this.state.savedBatch(...out.map((s) => s.batchId));
+    this.state.saveSoon(...out.map((s) => s.batchId));
     return out;
   }
 
@@ -99,7 +101,8 @@ export class MemoryWorkQueue implements WorkQueue {
     n.inputTokens += commit.usage.promptTokens;
     n.cachedTokens += commit.usage.cachedTokens;
     n.outputTokens += commit.usage.completionTokens;
-    await this.state.savedBatch(c.batchId);
+    if (commit.recountable && !commit.part.output && !commit.part.errors) this.state.saveSoon(c.batchId);
+    else await this.state.savedBatch(c.batchId);
     return "committed";
   }
 
@@ -109,7 +112,7 @@ export class MemoryWorkQueue implements WorkQueue {
     if (s.state === "done") return "committed";
     if (s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
     Object.assign(s, { state: "done", workerId: null, leaseUntil: null });
-    await this.state.savedBatch(c.batchId);
+    this.state.saveSoon(c.batchId);
     return "committed";
   }
 
@@ -117,12 +120,12 @@ export class MemoryWorkQueue implements WorkQueue {
     const s = this.find(c)?.s;
     if (!s || s.epoch !== c.epoch || s.state !== "running") return;
     Object.assign(s, { state: "queued", workerId: null, leaseUntil: null });
-    await this.state.savedBatch(c.batchId);
+    this.state.saveSoon(c.batchId);
   }
 
   async reap(): Promise<number> {
     const reaped = this.state.requeue((s) => (s.leaseUntil ?? 0) < this.state.clock());
-    await this.state.savedBatch(...reaped);
+    this.state.saveSoon(...reaped);
     return reaped.length;
   }
 
@@ -157,7 +160,7 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   /** Free slots of the other pool's live, unpreempted workers (the fallback rule looks at them). */
-  private freeSlotsOutside(pool: string, leaseSeconds: number): number {
+  private freeSlotsOutside(pool: string | null, leaseSeconds: number): number {
     const now = this.state.clock();
     const inUse = new Map<string, number>();
     for (const e of this.state.batches.values())

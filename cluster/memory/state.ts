@@ -54,16 +54,21 @@ export interface WorkerEntry {
 
 /** Where the state is kept durably, if anywhere: told after each change that must survive the process. */
 export interface StateStore {
-  saveBatch(state: MemoryState, id: string): Promise<void>;
+  /** Writes the batch as the state has it, or as `next` has it (a change not yet applied). */
+  saveBatch(state: MemoryState, id: string, next?: BatchEntry): Promise<void>;
   saveFile(state: MemoryState, id: string): Promise<void>;
   flush(): Promise<void>;
 }
+
+/** How long a change that may be lost to a crash waits to be saved (with whatever follows it). */
+const THROTTLE_MS = 500;
 
 export class MemoryState {
   readonly batches = new Map<string, BatchEntry>();
   readonly files = new Map<string, FileEntry>();
   readonly workers = new Map<string, WorkerEntry>();
   private seq = 0;
+  private readonly soon = new Map<string, NodeJS.Timeout>();
   /** The maintenance lock's holder. */
   leader: object | null = null;
   /** Everything subscribed to the state's events (each node of the process). */
@@ -88,13 +93,35 @@ export class MemoryState {
     return this.store ? Promise.all([...new Set(ids)].map((id) => this.store!.saveBatch(this, id))) : Promise.resolve();
   }
 
+  /** Keeps `next` as the batch's record (resolves once it is written); the caller then applies it. */
+  keepBatch(id: string, next: BatchEntry): Promise<void> {
+    return this.store ? this.store.saveBatch(this, id, next) : Promise.resolve();
+  }
+
+  /** Saves the batch soon (within THROTTLE_MS), not now: for changes that may be lost to a crash. */
+  saveSoon(...ids: string[]): void {
+    for (const id of ids) {
+      if (!this.store || this.soon.has(id)) continue;
+      const timer = setTimeout(() => {
+        this.soon.delete(id);
+        this.savedBatch(id).catch(() => undefined);
+      }, THROTTLE_MS);
+      timer.unref();
+      this.soon.set(id, timer);
+    }
+  }
+
   savedFile(id: string): Promise<unknown> {
     return this.store ? this.store.saveFile(this, id) : Promise.resolve();
   }
 
-  /** Waits for every write under way (before the process lets go of the state). */
-  flush(): Promise<void> {
-    return this.store?.flush() ?? Promise.resolve();
+  /** Writes what is scheduled and waits for every write under way (before the process lets go of the state). */
+  async flush(): Promise<void> {
+    const soon = [...this.soon.keys()];
+    for (const t of this.soon.values()) clearTimeout(t);
+    this.soon.clear();
+    await this.savedBatch(...soon).catch(() => undefined);
+    await this.store?.flush();
   }
 
   /** Puts running shards that `lapsed` says lost their lease back in the queue under a new epoch; returns their batches. */

@@ -55,7 +55,7 @@ export class PgWorkQueue implements WorkQueue {
          SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
          WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
            AND (s.state = 'queued' OR (s.state = 'running' AND s.lease_until < now()))
-           AND (CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
+           AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
          ORDER BY jsonb_array_length(s.parts) > 0 DESC, ${URGENT} DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)

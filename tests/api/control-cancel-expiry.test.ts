@@ -1,12 +1,12 @@
 // Cancel, expiry and failure accounting with the real engine: every request ends with exactly one
 // line, in the output or the error file, so completed + failed == total.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
 import type { Batch } from "../../api/schemas/objects.js";
 import { observe, type Observed } from "../pipeline/engine.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
 const bed = controlTestbed();
 let dir: string;
@@ -19,7 +19,7 @@ async function startOneSlot() {
 }
 
 /** Checks that output + errors hold every custom_id of the input exactly once and match the counts. */
-function expectAccounted(b: Batch, errorCode: string) {
+async function expectAccounted(b: Batch, errorCode: string) {
   const bdir = path.join(dir, b.id);
   const input = readJsonl(path.join(bdir, "input.jsonl")).map((l) => l.custom_id);
   const out = readJsonl(path.join(bdir, "output.jsonl"));
@@ -29,13 +29,13 @@ function expectAccounted(b: Batch, errorCode: string) {
   expect(b.request_counts.completed + b.request_counts.failed).toBe(b.request_counts.total);
   for (const e of errs) expect(e).toMatchObject({ response: null, error: { code: errorCode } });
   expect(b.error_file_id).not.toBeNull();
-  expect(cp.files.get(b.error_file_id!, null)!.path).toBe(path.join(bdir, "errors.jsonl"));
-  if (out.length > 0) expect(cp.files.get(b.output_file_id!, null)!.path).toBe(path.join(bdir, "output.jsonl"));
+  expect(await pathOf(cp, dir, b.error_file_id!, null)).toBe(path.join(bdir, "errors.jsonl"));
+  if (out.length > 0) expect(await pathOf(cp, dir, b.output_file_id!, null)).toBe(path.join(bdir, "output.jsonl"));
   return { out, errs };
 }
 
 describe("cancel", () => {
-  it("cancels a queued batch at once and a running one after it stops", async () => {
+  it("cancels a queued batch within a moment (nothing runs) and a running one after it stops", async () => {
     await startOneSlot();
     const long = await upload(cp, dir, completionLines(60, { maxTokens: 64 }));
     const short = await upload(cp, dir, completionLines(5));
@@ -43,26 +43,27 @@ describe("cancel", () => {
     const queued = await cp.batches.create({ input_file_id: short.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(cp, running.id, (b) => b.request_counts.completed >= 2);
 
-    const q = await cp.batches.cancel(queued.id, null);
-    expect(q.status).toBe("cancelled");
+    // As OpenAI answers a cancel: cancelling, then cancelled once the batch has stopped (for a queued one, at once).
+    expect((await cp.batches.cancel(queued.id, null)).status).toBe("cancelling");
+    const q = await waitFor(cp, queued.id, inStatus("cancelled"), { timeoutMs: 3_000 });
     expect(q.cancelled_at).not.toBeNull();
     expect(q.in_progress_at).toBeNull();
     expect(q.request_counts).toEqual({ completed: 0, failed: 5, total: 5 });
-    expectAccounted(q, "batch_cancelled");
+    await expectAccounted(q, "batch_cancelled");
     expect(q.output_file_id).toBeNull();
 
     const r = await cp.batches.cancel(running.id, null);
     expect(r.status).toBe("cancelling");
     expect(r.cancelling_at).not.toBeNull();
     const done = await waitFor(cp, running.id, inStatus("cancelled"));
-    const { out } = expectAccounted(done, "batch_cancelled");
+    const { out } = await expectAccounted(done, "batch_cancelled");
     expect(out.length).toBeGreaterThanOrEqual(2);
     expect(out.length).toBeLessThan(60);
     expect(done.deadline_met).toBeNull();
 
     // Cancelling a finished batch is not an error: it comes back as it is.
     expect(await cp.batches.cancel(running.id, null)).toEqual(done);
-    expect(cp.status.poolStatus()[0].in_use).toBe(0);
+    expect((await cp.status.poolStatus())[0].in_use).toBe(0);
     await cp.close(); // flushes state writes
     const onDisk = JSON.parse(readFileSync(path.join(dir, running.id, "batch.json"), "utf8"));
     expect(onDisk.batch).toEqual(done);
@@ -77,7 +78,7 @@ describe("cancel", () => {
     await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
     await cp.batches.cancel(batch.id, null);
     const done = await waitFor(cp, batch.id, inStatus("cancelled"));
-    const { out, errs } = expectAccounted(done, "batch_cancelled");
+    const { out, errs } = await expectAccounted(done, "batch_cancelled");
     expect(errs.length).toBeGreaterThan(0);
     // Every request that reached the engine finished and is in the output: nothing running was thrown away.
     const started = new Set(observed!.calls);
@@ -102,13 +103,13 @@ describe("expiry", () => {
     expect(q.status).toBe("expired");
     expect(q.in_progress_at).toBeNull();
     expect(q.request_counts).toEqual({ completed: 0, failed: 4, total: 4 });
-    expectAccounted(q, "batch_expired");
+    await expectAccounted(q, "batch_expired");
 
     const r = await waitFor(cp, running.id, inStatus("expired", "completed"));
     expect(r.status).toBe("expired");
     expect(r.deadline_met).toBe(false);
     expect(r.expired_at).toBeGreaterThanOrEqual(r.deadline_at);
-    const { out } = expectAccounted(r, "batch_expired");
+    const { out } = await expectAccounted(r, "batch_expired");
     expect(out.length).toBeGreaterThan(0);
     expect(out.length).toBeLessThan(3000);
     expect(r.usage.output_tokens).toBeGreaterThan(0);
@@ -135,7 +136,7 @@ describe("cancel racing the deadline", () => {
     expect(statuses.filter((s) => s === "in_progress")).toEqual([]);
     if (final.status === "cancelled") expect(statuses.every((s) => s === "cancelling" || s === "cancelled")).toBe(true);
     else expect(statuses.every((s) => s === "expired")).toBe(true);
-    expectAccounted(final, final.status === "cancelled" ? "batch_cancelled" : "batch_expired");
+    await expectAccounted(final, final.status === "cancelled" ? "batch_cancelled" : "batch_expired");
   });
 });
 
@@ -153,7 +154,7 @@ describe("a state file that cannot be written", () => {
     await waitFor(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === 30);
     // The run is over in this process, but its end could not be written: the batch shows what the disk has.
     await new Promise((r) => setTimeout(r, 500));
-    expect(cp.batches.get(b.id, null)!.status).toBe("in_progress");
+    expect((await cp.batches.get(b.id, null))!.status).toBe("in_progress");
     // Space returns: the final status lands within the retry period, and only then is shown.
     rmSync(state, { recursive: true });
     const done = await waitFor(cp, b.id, inStatus("completed", "failed"), { timeoutMs: 10_000 });
@@ -206,36 +207,34 @@ describe("failure midway", () => {
     expect(out.length).toBeLessThan(50);
     expect(new Set(out.map((l) => l.custom_id)).size).toBe(out.length);
     expect(b.request_counts).toEqual({ completed: out.length, failed: 50 - out.length, total: 50 });
-    expect(cp.files.get(b.output_file_id!, null)).toBeDefined();
+    expect(await cp.files.get(b.output_file_id!, null)).toBeDefined();
   });
 
-  it("gives every request that did not run a batch_failed line when the error file can be written", async () => {
-    // The batch's state cannot be saved (a directory stands where batch.json goes): the run fails before any
-    // request. Its failed status is shown only once it is on disk, after the directory is gone.
+  it("does not start a batch whose state cannot be saved: it waits, runs nothing, and runs once the disk takes writes", async () => {
+    // A directory stands where the batch's state goes (as a full disk refuses it): the batch cannot be moved to
+    // in_progress, so no request runs and it shows what its file says. Once writable, it runs to the end.
     let state = "";
     const prepared = behindABlocker(completionLines(6, { prefix: "early" }), (bdir) => {
       state = path.join(bdir, "batch.json");
       rmSync(state);
       mkdirSync(state);
     });
-    const id = path.basename(
-      await new Promise<string>((resolve) => {
-        const poll = setInterval(() => {
-          if (!state) return;
-          clearInterval(poll);
-          resolve(path.dirname(state));
-        }, 10);
-      }),
-    );
-    await waitFor(cp, id, (x) => x.request_counts.failed === 6);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(cp.batches.get(id, null)!.status).not.toBe("failed");
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        if (!state) return;
+        clearInterval(poll);
+        resolve();
+      }, 10);
+    });
+    const id = path.basename(path.dirname(state));
+    await new Promise((r) => setTimeout(r, 1_500));
+    const waiting = (await cp.batches.get(id, null))!;
+    expect(waiting).toMatchObject({ status: "validating", request_counts: { completed: 0, failed: 0, total: 6 } });
+    expect(existsSync(path.join(dir, id, "output.jsonl"))).toBe(false);
     rmSync(state, { recursive: true });
     const b = await prepared;
-    expect(b.status).toBe("failed");
-    expect(JSON.parse(readFileSync(state, "utf8")).batch.status).toBe("failed");
-    expect(b.request_counts).toEqual({ completed: 0, failed: 6, total: 6 });
-    const { errs } = expectAccounted(b, "batch_failed");
-    expect(errs[0].error.message).toMatch(/failed before this request ran/);
+    expect(b.status).toBe("completed");
+    expect(JSON.parse(readFileSync(state, "utf8")).batch.status).toBe("completed");
+    expect(b.request_counts).toEqual({ completed: 6, failed: 0, total: 6 });
   });
 });

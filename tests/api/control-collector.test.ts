@@ -39,18 +39,18 @@ describe("the collector", () => {
     await waitFor(cp, running.id, inStatus("in_progress"));
 
     // Nothing is due yet.
-    expect(await cp.collector.sweep(now() + 29 * DAY)).toEqual({ files: 0, batches: 0 });
+    expect(await cp.maintenance.collect(now() + 29 * DAY)).toEqual({ files: 0, batches: 0 });
 
-    const swept = await cp.collector.sweep(now() + 31 * DAY);
+    const swept = await cp.maintenance.collect(now() + 31 * DAY);
     // Two uploads, the finished batch's output, the inline batch's input and output.
     expect(swept).toEqual({ files: 5, batches: 2 });
     for (const b of [finished, inlineDone]) {
-      expect(cp.batches.get(b.id, null)).toBeUndefined();
+      expect(await cp.batches.get(b.id, null)).toBeUndefined();
       expect(existsSync(path.join(dir, b.id))).toBe(false);
-      expect(cp.files.get(b.output_file_id!, null)).toBeUndefined();
+      expect(await cp.files.get(b.output_file_id!, null)).toBeUndefined();
     }
-    expect(cp.files.get(inline.input_file_id, null)).toBeUndefined();
-    expect(cp.files.get(small.id, null)).toBeUndefined();
+    expect(await cp.files.get(inline.input_file_id, null)).toBeUndefined();
+    expect(await cp.files.get(small.id, null)).toBeUndefined();
     expect(readdirSync(path.join(dir, "files")).filter((n) => n.startsWith("file-"))).toEqual([]);
 
     // The running and the queued batch kept their folders and run on to the end: each has its own
@@ -68,9 +68,9 @@ describe("the collector", () => {
     ).toEqual(["done-0", "done-1", "done-2"]);
 
     // Once they are over and their time has come, they go too.
-    expect(await cp.collector.sweep(now() + 62 * DAY)).toMatchObject({ batches: 2 });
-    expect(cp.batches.list({ limit: 100, owner: null }).data).toEqual([]);
-    expect(cp.files.list({ limit: 100, order: "desc", owner: null }).data).toEqual([]);
+    expect(await cp.maintenance.collect(now() + 62 * DAY)).toMatchObject({ batches: 2 });
+    expect((await cp.batches.list({ limit: 100, owner: null })).data).toEqual([]);
+    expect((await cp.files.list({ limit: 100, order: "desc", owner: null })).data).toEqual([]);
   });
 
   it("honours expires_after on a file and output_expires_after on a batch's output, and keeps the rest", async () => {
@@ -87,19 +87,19 @@ describe("the collector", () => {
       owner: null,
     });
     const done = await waitFor(cp, b.id, inStatus("completed"));
-    const output = cp.files.get(done.output_file_id!, null)!.object;
+    const output = (await cp.files.get(done.output_file_id!, null))!.object;
     expect(output.expires_at).toBe(output.created_at + 2 * HOUR);
 
-    expect(await cp.collector.sweep(now() + HOUR + 5)).toEqual({ files: 1, batches: 0 });
-    expect(cp.files.get(upload1h.id, null)).toBeUndefined();
-    expect(await cp.collector.sweep(now() + 2 * HOUR + 5)).toEqual({ files: 1, batches: 0 });
-    expect(cp.files.get(done.output_file_id!, null)).toBeUndefined();
+    expect(await cp.maintenance.collect(now() + HOUR + 5)).toEqual({ files: 1, batches: 0 });
+    expect(await cp.files.get(upload1h.id, null)).toBeUndefined();
+    expect(await cp.maintenance.collect(now() + 2 * HOUR + 5)).toEqual({ files: 1, batches: 0 });
+    expect(await cp.files.get(done.output_file_id!, null)).toBeUndefined();
     expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
     // The batch no longer names a file that is gone.
-    expect(cp.batches.get(b.id, null)!.output_file_id).toBeNull();
+    expect((await cp.batches.get(b.id, null))!.output_file_id).toBeNull();
     // The input upload keeps the default 30 days, and so does the batch itself.
-    expect(cp.files.get(input.id, null)).toBeDefined();
-    expect(cp.batches.get(b.id, null)).toBeDefined();
+    expect(await cp.files.get(input.id, null)).toBeDefined();
+    expect(await cp.batches.get(b.id, null)).toBeDefined();
   });
 
   it("keeps output_expires_after across a restart", async () => {
@@ -119,17 +119,17 @@ describe("the collector", () => {
     cp = await bed.open();
     await cp.batches.cancel(running.id, null);
     const done = await waitFor(cp, b.id, inStatus("completed"));
-    const output = cp.files.get(done.output_file_id!, null)!.object;
+    const output = (await cp.files.get(done.output_file_id!, null))!.object;
     expect(output.expires_at).toBe(output.created_at + 5000);
   });
 
   it("runs on its own every COLLECT_INTERVAL_SECONDS", async () => {
     await start({ FILE_EXPIRY_SECONDS: "1", COLLECT_INTERVAL_SECONDS: "1" });
     const f = await upload(cp, dir, completionLines(1));
-    expect(cp.files.get(f.id, null)).toBeDefined();
+    expect(await cp.files.get(f.id, null)).toBeDefined();
     const deadline = Date.now() + 10_000;
-    while (cp.files.get(f.id, null) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    expect(cp.files.get(f.id, null)).toBeUndefined();
+    while ((await cp.files.get(f.id, null)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(await cp.files.get(f.id, null)).toBeUndefined();
   });
 });
 
@@ -185,9 +185,9 @@ describe("start-up cleanup", () => {
     expect(readdirSync(path.join(dir, "files", ".uploads"))).toEqual([]);
     expect(existsSync(path.join(dir, "someone-else.tmp"))).toBe(true);
     expect(existsSync(path.join(dir, "batch_not_ours", "x.tmp"))).toBe(true);
-    expect(cp.files.get(orphanRecord, null)).toBeUndefined();
+    expect(await cp.files.get(orphanRecord, null)).toBeUndefined();
     // What was whole is served as before.
-    expect(cp.batches.get(b.id, null)).toEqual(b);
-    expect(cp.files.get(f.id, null)).toBeDefined();
+    expect(await cp.batches.get(b.id, null)).toEqual(b);
+    expect(await cp.files.get(f.id, null)).toBeDefined();
   });
 });

@@ -93,6 +93,12 @@ export async function upload(
   return cp.files.adopt({ tmpPath: tmp, filename: "input.jsonl", purpose: "batch", owner, expiresAfter });
 }
 
+/** Where a file's content sits on disk (its key in the folder's blob store). */
+export async function pathOf(cp: ControlPlane, batchDir: string, fileId: string, owner: Owner): Promise<string | undefined> {
+  const found = await cp.files.keyOf(fileId, owner);
+  return found && path.join(batchDir, found.key);
+}
+
 /** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
 export async function waitFor(
   cp: ControlPlane,
@@ -102,7 +108,7 @@ export async function waitFor(
 ): Promise<Batch> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
-    const b = cp.batches.get(id, opts.owner ?? null);
+    const b = await cp.batches.get(id, opts.owner ?? null);
     if (b && until(b)) return structuredClone(b);
     if (Date.now() > deadline) throw new Error(`batch ${id} did not get there in time; it is ${JSON.stringify(b)}`);
     await new Promise((r) => setTimeout(r, 25));

@@ -4,7 +4,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
 import { InvalidRequestError, NotFoundError } from "../../api/control/errors.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./control-fixtures.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
 const bed = controlTestbed();
 let dir: string;
@@ -50,25 +50,26 @@ describe("control plane with the real engine", () => {
     // The batch keeps the upload under its own name (a hard link of the same content).
     expect(readFileSync(path.join(batchDir, "input.jsonl"), "utf8")).toBe(completionLines(6));
     expect(existsSync(path.join(batchDir, "errors.jsonl"))).toBe(false);
-    const out = cp.files.get(b.output_file_id!, null)!;
-    expect(out.object).toMatchObject({ purpose: "batch_output", bytes: statSync(out.path).size });
-    expect(out.path).toBe(path.join(batchDir, "output.jsonl"));
-    const lines = readJsonl(out.path);
+    const out = (await cp.files.get(b.output_file_id!, null))!;
+    const outPath = (await pathOf(cp, dir, b.output_file_id!, null))!;
+    expect(out.object).toMatchObject({ purpose: "batch_output", bytes: statSync(outPath).size });
+    expect(outPath).toBe(path.join(batchDir, "output.jsonl"));
+    const lines = readJsonl(outPath);
     expect(lines.map((l) => l.custom_id).sort()).toEqual(["req-0", "req-1", "req-2", "req-3", "req-4", "req-5"]);
     for (const l of lines) expect(l.response.body.choices[0].text).toEqual(expect.any(String));
     const results: string[] = [];
-    for await (const line of cp.batches.results(b.id, null)!) results.push(line);
+    for await (const line of (await cp.batches.results(b.id, null))!) results.push(line);
     expect(results.map((l) => JSON.parse(l).custom_id)).toEqual(lines.map((l) => l.custom_id));
     const opened = await cp.files.open(b.output_file_id!, null);
-    expect(opened).toMatchObject({ object: { id: b.output_file_id }, size: statSync(out.path).size });
+    expect(opened).toMatchObject({ object: { id: b.output_file_id }, size: statSync(outPath).size });
     opened!.content.destroy();
     expect(await cp.files.open(b.output_file_id!, "someone-else")).toBeUndefined();
 
-    expect(cp.status.poolStatus().every((p) => p.in_use === 0)).toBe(true);
-    expect(cp.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
+    expect((await cp.status.poolStatus()).every((p) => p.in_use === 0)).toBe(true);
+    expect(await cp.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
     await cp.close(); // flushes state writes
     const onDisk = JSON.parse(readFileSync(path.join(batchDir, "batch.json"), "utf8"));
-    expect(onDisk).toEqual({ version: 1, owner: null, seq: 1, batch: b });
+    expect(onDisk).toMatchObject({ version: 2, owner: null, batch: b, stopReason: null, shards: [{ state: "done" }] });
   });
 
   it("runs an inline batch whose input is a real file", async () => {
@@ -80,16 +81,16 @@ describe("control plane with the real engine", () => {
       body: { model: "stories260K", messages: [{ role: "user", content: `Tell story ${i}` }], max_tokens: 6 },
     }));
     const created = await cp.batches.createInline({ endpoint: "/v1/chat/completions", completion_window: "1h", lines, owner: "alice" });
-    const input = cp.files.get(created.input_file_id, "alice")!;
+    const input = (await cp.files.get(created.input_file_id, "alice"))!;
     expect(input.object.purpose).toBe("batch");
-    expect(readJsonl(input.path)).toEqual(lines);
+    expect(readJsonl((await pathOf(cp, dir, created.input_file_id, "alice"))!)).toEqual(lines);
     const b = await waitFor(cp, created.id, inStatus("completed", "failed"), { owner: "alice" });
     expect(b.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
     // Owner isolation reaches batches and their result files.
-    expect(cp.batches.get(b.id, "bob")).toBeUndefined();
-    expect(cp.files.get(b.output_file_id!, "bob")).toBeUndefined();
-    expect(cp.batches.list({ limit: 10, owner: "alice" }).data.map((x) => x.id)).toEqual([b.id]);
-    expect(cp.batches.list({ limit: 10, owner: "bob" }).data).toEqual([]);
+    expect(await cp.batches.get(b.id, "bob")).toBeUndefined();
+    expect(await cp.files.get(b.output_file_id!, "bob")).toBeUndefined();
+    expect((await cp.batches.list({ limit: 10, owner: "alice" })).data.map((x) => x.id)).toEqual([b.id]);
+    expect((await cp.batches.list({ limit: 10, owner: "bob" })).data).toEqual([]);
   });
 
   it("fails an invalid file at creation with line errors and runs nothing", async () => {
@@ -103,7 +104,7 @@ describe("control plane with the real engine", () => {
     expect(b.errors!.object).toBe("list");
     expect(b.errors!.data.map((e) => e.line)).toEqual([3, 4]);
     expect(b.errors!.data[1]).toMatchObject({ code: "mismatched_url", param: "url" });
-    expect(cp.status.queueStats().depth).toBe(0);
+    expect((await cp.status.queueStats()).depth).toBe(0);
     expect(existsSync(path.join(dir, b.id, "output.jsonl"))).toBe(false);
   });
 
@@ -130,7 +131,7 @@ describe("control plane with the real engine", () => {
     await waitFor(cp, running.id, inStatus("in_progress"));
     const queued = await create();
     await expect(create()).rejects.toMatchObject({ code: "queue_full", retryAfterSeconds: 30 });
-    expect(cp.status.queueStats()).toMatchObject({ depth: 1, max_depth: 1, running: 1 });
+    expect(await cp.status.queueStats()).toMatchObject({ depth: 1, max_depth: 1, running: 1 });
     await cp.batches.cancel(queued.id, null);
     await cp.batches.cancel(running.id, null);
   });
@@ -153,6 +154,6 @@ describe("control plane with the real engine", () => {
     expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
     expect((await waitFor(cp, first.id, inStatus("cancelled"))).status).toBe("cancelled");
     expect((await waitFor(cp, after.id, inStatus("completed", "failed"))).status).toBe("completed");
-    expect(cp.status.poolStatus()[0]).toMatchObject({ in_use: 0, jobs: [] });
+    expect((await cp.status.poolStatus())[0]).toMatchObject({ in_use: 0, jobs: [] });
   });
 });

@@ -20,10 +20,10 @@ describe("spot preemption", () => {
     const running = await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 4);
     expect(running.pool).toBe("spot");
 
-    const { preempted, cooldown_seconds } = cp.status.preemptSpot();
+    const { preempted, cooldown_seconds } = await cp.status.preemptSpot();
     expect(preempted).toEqual([batch.id]);
     expect(cooldown_seconds).toBe(600);
-    expect(cp.status.poolStatus().find((p) => p.name === "spot")).toMatchObject({ preempted: 1, available: 0 });
+    expect((await cp.status.poolStatus()).find((p) => p.name === "spot")).toMatchObject({ preempted: 1, available: 0 });
 
     const moved = await waitFor(cp, batch.id, (b) => b.pool === "dedicated");
     expect(moved.status).toBe("in_progress");
@@ -49,7 +49,7 @@ describe("spot preemption", () => {
     const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
-    expect(cp.status.preemptSpot().preempted).toEqual([batch.id]);
+    expect((await cp.status.preemptSpot()).preempted).toEqual([batch.id]);
     const cancelled = await cp.batches.cancel(batch.id, null);
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
     const done = await waitFor(cp, batch.id, inStatus("cancelled"));
@@ -82,7 +82,7 @@ describe("spot preemption", () => {
       expect(new Set(out).size).toBe(60);
       expect(out).toHaveLength(60);
     }
-    expect(cp.status.poolStatus().find((p) => p.name === "spot")!.preemptions).toBeGreaterThan(0);
+    expect((await cp.status.poolStatus()).find((p) => p.name === "spot")!.preemptions).toBeGreaterThan(0);
     // Each batch's 60 prompts reached the engine once per batch: aborted requests were never counted done, and
     // checkpointed ones were never run again. (The same 60 prompts, three batches.)
     expect(observed!.calls.length).toBeGreaterThanOrEqual(180);

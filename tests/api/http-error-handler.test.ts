@@ -9,7 +9,8 @@ import { z } from "zod";
 import { afterAll, describe, expect, it } from "vitest";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../api/control/errors.js";
 import { errorHandler, unknownRoute } from "../../api/http/error-handler.js";
-import { acceptUpload, uploadDir } from "../../api/http/upload.js";
+import { acceptUpload } from "../../api/http/upload.js";
+import { uploadDir } from "../../api/stores/fs-blob-store.js";
 
 const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-errors-"));
 afterAll(() => rmSync(batchDir, { recursive: true, force: true }));

@@ -84,10 +84,8 @@ function filesHarness(): Harness {
     async reset() {
       await state.flush();
       for (const m of [state.batches, state.files, state.workers]) m.clear();
-      for (const sub of ["batches", "files"]) {
-        rmSync(path.join(dir, sub), { recursive: true, force: true });
-        mkdirSync(path.join(dir, sub));
-      }
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(path.join(dir, "files"), { recursive: true });
     },
     async close() {
       await state?.flush();
@@ -260,6 +258,11 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     await workers.register({ id: "spot-1", pool: "spot", capacity: 2, models: ["m"], running: [wide] });
     const spill = await queue.claim(claimOpts({ workerId: "ded-1", pool: "dedicated", limit: 1 }));
     expect(spill.map((s) => [s.batchId, s.idx])).toEqual([[wide, 2]]);
+    // A worker outside the pools (one process's upstream models) takes its shards whatever the pool rules say.
+    await h.reset();
+    const anyPool = await batch(1);
+    await workers.register({ id: "spot-1", pool: "spot", capacity: 2, models: ["m"], running: [] });
+    expect((await queue.claim(claimOpts({ workerId: "up", pool: null }))).map((s) => s.batchId)).toEqual([anyPool]);
     // A worker never claims a model it does not serve.
     await batch(1);
     expect(await queue.claim(claimOpts({ models: ["other"] }))).toEqual([]);

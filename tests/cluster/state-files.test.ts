@@ -16,6 +16,7 @@ const silent = pino({ level: "silent" });
 const now = () => Math.floor(Date.now() / 1000);
 const usage = { promptTokens: 5, completionTokens: 4, cachedTokens: 2 };
 const dirs: string[] = [];
+const UP = `file-${"u".repeat(24)}`;
 const tmp = () => {
   const d = mkdtempSync(path.join(os.tmpdir(), "obi-statefiles-"));
   dirs.push(d);
@@ -50,8 +51,9 @@ const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
 
 describe("the in-process state kept in files", () => {
   it("is read back whole by the next process, with the dead process's leases back in the queue", async () => {
+    // One folder holds the state and the contents, as BATCH_DIR does.
     const dir = tmp();
-    const blobs = new FsBlobStore(tmp());
+    const blobs = new FsBlobStore(dir);
     const open = async () => memoryPorts({ state: await openStateFiles(dir, silent), blobs, expirySeconds: 3600, now });
     const first = await open();
     const a = newBatch(1, 20);
@@ -80,7 +82,7 @@ describe("the in-process state kept in files", () => {
     await first.batches.remove(gone.id);
     await blobs.put("files/up.jsonl", (await import("node:stream")).Readable.from(["{}\n"]));
     const up = await first.files.record({
-      id: "file-up",
+      id: UP,
       key: "files/up.jsonl",
       size: 3,
       filename: "up.jsonl",
@@ -95,7 +97,7 @@ describe("the in-process state kept in files", () => {
     expect(before.batch.request_counts).toEqual({ completed: 13, failed: 1, total: 20 });
     expect(before.outputExpiresAfter).toEqual({ anchor: "created_at", seconds: 7200 });
     expect(await second.batches.get(gone.id)).toBeUndefined();
-    expect(await second.files.get("file-up", "k1")).toEqual({ object: up, owner: "k1" });
+    expect(await second.files.get(UP, "k1")).toEqual({ object: up, owner: "k1" });
     expect((await second.queue.ofBatch(a.id)).map((s) => [s.state, s.parts])).toEqual([
       ["done", [{ output: "p0-out", errors: "p0-err" }]],
       ["queued", [{ output: "p1-out" }]],
@@ -127,8 +129,8 @@ describe("the in-process state kept in files", () => {
       ),
     );
     await ports.close();
-    writeFileSync(path.join(dir, "batches", `${b.id}.json`), "{ torn");
-    expect(readdirSync(path.join(dir, "batches")).filter((n) => n.endsWith(".tmp"))).toEqual([]);
+    writeFileSync(path.join(dir, b.id, "batch.json"), "{ torn");
+    expect(readdirSync(path.join(dir, a.id)).filter((n) => n.endsWith(".tmp"))).toEqual([]);
     const again = memoryPorts({ state: await openStateFiles(dir, silent), blobs: new FsBlobStore(tmp()), expirySeconds: 3600, now });
     expect((await again.batches.get(a.id))?.batch.metadata).toEqual({ n: "19" });
     expect(await again.batches.get(b.id)).toBeUndefined();

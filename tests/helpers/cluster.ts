@@ -121,7 +121,7 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-mem-"));
   const blobs = new FsBlobStore(dir);
   let state: Promise<MemoryState> | undefined;
-  const load = () => (opts.inPlace ? openStateFiles(path.join(dir, ".state"), createLogger("silent")) : Promise.resolve(new MemoryState()));
+  const load = () => (opts.inPlace ? openStateFiles(dir, createLogger("silent")) : Promise.resolve(new MemoryState()));
   return {
     dir,
     blobs,

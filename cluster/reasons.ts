@@ -1,0 +1,13 @@
+// Why a shard's run stops early, as its requests' error lines say it (cancel, expiry, failure), or without a line
+// (a shutdown or a spot reclaim: the shard is checkpointed and resumes).
+import type { AbortReason } from "../pipeline/types.js";
+
+export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
+export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
+export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
+export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
+/** A checkpoint like a shutdown's: nothing is written for what did not run, and the batch resumes. */
+export const PREEMPTED: AbortReason = {
+  code: "shutdown",
+  message: "Its spot capacity was preempted; the batch resumes from its checkpoint.",
+};
