@@ -6,6 +6,14 @@ import { newFileId } from "../api/stores/ids.js";
 
 export type NewFileRecord = NewFile & { id: string; key: string; size: number };
 
+/** What both file stores need besides their records: the contents' store, the default expiry and a clock. */
+export interface FileStoreDeps {
+  blobs: BlobStore;
+  expirySeconds: number;
+  /** Unix seconds. */
+  now: () => number;
+}
+
 export function newFileObject(input: NewFileRecord, created: number, expirySeconds: number): FileObject {
   return {
     id: input.id,

@@ -19,11 +19,10 @@ import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { batchKeys } from "./keys.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
-import { type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
+import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
 
 /** Besides each progress report, the result files are looked at this often (a part to record). */
 const COMMIT_MS = 500;
-const RETRY_MS = 1_000;
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
 const SPACE_POLL_MS = 2_000;
 const RESUME_FREE_BYTES = 1024 * 1024;
@@ -43,7 +42,7 @@ export interface InPlaceRunDeps {
 
 export class InPlaceShardRun implements ShardExecution {
   private readonly fence = new AbortController();
-  private fenced = false;
+  private lost = false;
   private latest: Progress | undefined;
   private committing: Promise<CommitResult> | undefined;
   /** Progress arrived while a commit was under way: another follows it. */
@@ -58,8 +57,12 @@ export class InPlaceShardRun implements ShardExecution {
     return shardKey(this.shard);
   }
 
+  get fenced(): boolean {
+    return this.lost;
+  }
+
   lose(reason: AbortReason): void {
-    this.fenced = true;
+    this.lost = true;
     this.fence.abort(reason);
   }
 
@@ -85,7 +88,7 @@ export class InPlaceShardRun implements ShardExecution {
     drain?: AbortSignal,
     onProgress?: (p: Progress) => void,
   ): Promise<ShardEnd> {
-    const { deps, shard } = this;
+    const { deps } = this;
     const files = await this.files();
     const stop = AbortSignal.any([signal, this.fence.signal]);
     const timer = setInterval(() => void this.commit(files).catch(() => undefined), COMMIT_MS);
@@ -105,23 +108,7 @@ export class InPlaceShardRun implements ShardExecution {
       clearInterval(timer);
       if (files.scratch) await rm(files.scratch, { recursive: true, force: true });
     }
-    if (this.fenced) return "fenced";
-    while ((await this.commitUntilFlushed(files)) !== "committed") {
-      if (this.fenced) return "fenced";
-      await sleep(RETRY_MS);
-    }
-    if (aborted?.code === "shutdown") {
-      await deps.queue.handBack(shard);
-      return "handed_back";
-    }
-    for (;;) {
-      try {
-        return (await deps.queue.finish(shard)) === "committed" ? "done" : "fenced";
-      } catch (err) {
-        deps.logger.warn({ err: (err as Error).message, shard: this.key }, "cannot mark the shard finished yet; retrying");
-        await sleep(RETRY_MS);
-      }
-    }
+    return endShard(this, deps, aborted, () => this.commitUntilFlushed(files));
   }
 
   /** Whatever is on disk counts as done (a torn last line is cut off first); the rest runs, appended. */
@@ -210,7 +197,7 @@ export class InPlaceShardRun implements ShardExecution {
   private async commitOnce(files: ShardFiles): Promise<CommitResult> {
     const { shard } = this;
     const now = this.latest;
-    if (this.fenced) return "fenced";
+    if (this.lost) return "fenced";
     if (!now) return "committed";
     const was = shard.counted;
     const part: ShardPart = {};

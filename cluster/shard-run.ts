@@ -62,13 +62,42 @@ export interface ShardRunDeps {
 
 const RETRY_MS = 1_000;
 
+/**
+ * How a run ends, whatever keeps its results: what it wrote is committed first (retried until it lands, or until
+ * the shard turns out fenced); then a shutdown hands the shard back, anything else marks it finished.
+ */
+export async function endShard(
+  run: { readonly fenced: boolean; readonly key: string; readonly shard: ClaimedShard },
+  deps: { queue: WorkQueue; logger: pino.Logger },
+  aborted: AbortReason | undefined,
+  flush: () => Promise<CommitResult | "failed">,
+): Promise<ShardEnd> {
+  if (run.fenced) return "fenced";
+  while ((await flush()) !== "committed") {
+    if (run.fenced) return "fenced";
+    await sleep(RETRY_MS);
+  }
+  if (aborted?.code === "shutdown") {
+    await deps.queue.handBack(run.shard);
+    return "handed_back";
+  }
+  for (;;) {
+    try {
+      return (await deps.queue.finish(run.shard)) === "committed" ? "done" : "fenced";
+    } catch (err) {
+      deps.logger.warn({ err: (err as Error).message, shard: run.key }, "cannot mark the shard finished yet; retrying");
+      await sleep(RETRY_MS);
+    }
+  }
+}
+
 export class ShardRun implements ShardExecution {
   private readonly dir: string;
   private readonly files: { input: string; output: string; errors: string };
   /** Bytes of each local result file already committed (or read back from committed parts). */
   private readonly sent = { output: 0, errors: 0 };
   private checkpointing: Promise<CommitResult> | undefined;
-  private fenced = false;
+  private lost = false;
   /** Aborted when the shard is found fenced, so the run stops at once. */
   readonly fence = new AbortController();
 
@@ -86,6 +115,11 @@ export class ShardRun implements ShardExecution {
 
   get key(): string {
     return shardKey(this.shard);
+  }
+
+  /** Its lease was taken over: it commits nothing more. */
+  get fenced(): boolean {
+    return this.lost;
   }
 
   async run(
@@ -121,31 +155,15 @@ export class ShardRun implements ShardExecution {
       } finally {
         clearInterval(timer);
       }
-      if (this.fenced) return "fenced";
       // Everything written goes up before the shard ends or is handed back; storage that is down is waited for.
-      while ((await this.checkpointUntilFlushed()) !== "committed") {
-        if (this.fenced) return "fenced";
-        await sleep(RETRY_MS);
-      }
-      if (result.aborted?.code === "shutdown") {
-        await deps.queue.handBack(shard);
-        return "handed_back";
-      }
-      for (;;) {
-        try {
-          return (await deps.queue.finish(shard)) === "committed" ? "done" : "fenced";
-        } catch (err) {
-          deps.logger.warn({ err: (err as Error).message, shard: this.key }, "cannot mark the shard finished yet; retrying");
-          await sleep(RETRY_MS);
-        }
-      }
+      return await endShard(this, deps, result.aborted, () => this.checkpointUntilFlushed());
     } finally {
       await rm(this.dir, { recursive: true, force: true });
     }
   }
 
   lose(reason: AbortReason): void {
-    this.fenced = true;
+    this.lost = true;
     this.fence.abort(reason);
   }
 
@@ -166,7 +184,7 @@ export class ShardRun implements ShardExecution {
   }
 
   private async checkpointOnce(): Promise<CommitResult> {
-    if (this.fenced) return "fenced";
+    if (this.lost) return "fenced";
     const { deps, shard } = this;
     const n = shard.checkpoints + 1;
     const out = await this.pending("output");

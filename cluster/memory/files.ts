@@ -1,21 +1,16 @@
 // The Files API in this process's memory, contents in the blob store: the PostgreSQL file store's counterpart.
 import type { Readable } from "node:stream";
-import type { BlobStore, FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
+import type { FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
 import type { FileObject } from "../../api/schemas/objects.js";
 import { paginate } from "../../api/stores/paginate.js";
-import { adoptUpload, type NewFileRecord, newFileObject } from "../file-object.js";
+import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
 import { type FileRecords, OPEN_STATUSES } from "../ports.js";
 import type { FileEntry, MemoryState } from "./state.js";
 
 export class MemoryFileRecords implements FileRecords {
   constructor(
     private readonly state: MemoryState,
-    private readonly deps: {
-      blobs: BlobStore;
-      expirySeconds: number;
-      /** Unix seconds. */
-      now: () => number;
-    },
+    private readonly deps: FileStoreDeps,
   ) {}
 
   adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {

@@ -2,22 +2,14 @@
 // Content goes in before its row, so a row always has content; a crash in between leaves an orphan object only.
 import type { Readable } from "node:stream";
 import type pg from "pg";
-import type { BlobStore, FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
+import type { FileRecord, NewFile, Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
 import type { FileObject } from "../../api/schemas/objects.js";
-import { adoptUpload, type NewFileRecord, newFileObject } from "../file-object.js";
+import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
 import type { FileRecords } from "../ports.js";
 
 export class PgFileStore implements FileRecords {
-  constructor(
-    private readonly deps: {
-      db: pg.Pool;
-      blobs: BlobStore;
-      expirySeconds: number;
-      /** Unix seconds. */
-      now: () => number;
-    },
-  ) {}
+  constructor(private readonly deps: FileStoreDeps & { db: pg.Pool }) {}
 
   adopt(input: NewFile & { tmpPath: string }): Promise<FileObject> {
     return adoptUpload(this.deps.blobs, input, (r) => this.record(r));
