@@ -12,7 +12,8 @@ const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
 
 export function rowOf(e: BatchEntry): BatchRow {
   const row: BatchRow = {
-    batch: withCounts(e.batch, e.counts),
+    // A copy: the caller holds a snapshot, never the live record (which keeps the schema's field order).
+    batch: structuredClone(withCounts(e.batch, e.counts)),
     owner: e.owner,
     seq: e.seq,
     stopReason: e.stopReason,

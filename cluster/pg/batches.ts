@@ -4,7 +4,7 @@
 import type pg from "pg";
 import type { Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
-import type { Batch, BatchStatus } from "../../api/schemas/objects.js";
+import { type Batch, BatchSchema, type BatchStatus } from "../../api/schemas/objects.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
 import { inTransaction, LOCKS } from "./db.js";
@@ -13,15 +13,18 @@ const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_
   cached_tokens, output_tokens, doc`;
 
 function fromRow(r: any): BatchRow {
-  const batch = withCounts(
-    { ...r.doc, status: r.status },
-    {
-      completed: Number(r.completed),
-      failed: Number(r.failed),
-      inputTokens: Number(r.input_tokens),
-      cachedTokens: Number(r.cached_tokens),
-      outputTokens: Number(r.output_tokens),
-    },
+  // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's.
+  const batch = BatchSchema.parse(
+    withCounts(
+      { ...r.doc, status: r.status },
+      {
+        completed: Number(r.completed),
+        failed: Number(r.failed),
+        inputTokens: Number(r.input_tokens),
+        cachedTokens: Number(r.cached_tokens),
+        outputTokens: Number(r.output_tokens),
+      },
+    ),
   );
   const row: BatchRow = { batch, owner: r.owner, seq: Number(r.seq), stopReason: r.stop_reason, inputKey: r.input_key };
   if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
