@@ -201,9 +201,11 @@ export class InPlaceShardRun implements ShardExecution {
     if (!now) return "committed";
     const was = shard.counted;
     const part: ShardPart = {};
+    // A result file becomes a part once it has lines (looked at only until then: no disk access per request after).
     for (const kind of ["output", "errors"] as const) {
       const f = files[kind];
-      if (!shard.parts.some((p) => p[kind] === f.key) && (await sizeOf(f.path)) > 0) part[kind] = f.key;
+      const some = kind === "output" ? now.completed > 0 : now.failed > 0;
+      if (some && !shard.parts.some((p) => p[kind] === f.key) && (await sizeOf(f.path)) > 0) part[kind] = f.key;
     }
     const delta = {
       completed: now.completed - was.completed,
