@@ -21,8 +21,6 @@ import { batchKeys } from "./keys.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
 
-/** Besides each progress report, the result files are looked at this often (a part to record). */
-const COMMIT_MS = 500;
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
 const SPACE_POLL_MS = 2_000;
 const RESUME_FREE_BYTES = 1024 * 1024;
@@ -91,8 +89,6 @@ export class InPlaceShardRun implements ShardExecution {
     const { deps } = this;
     const files = await this.files();
     const stop = AbortSignal.any([signal, this.fence.signal]);
-    const timer = setInterval(() => void this.commit(files).catch(() => undefined), COMMIT_MS);
-    timer.unref();
     let aborted: AbortReason | undefined;
     try {
       for (;;) {
@@ -105,7 +101,6 @@ export class InPlaceShardRun implements ShardExecution {
         }
       }
     } finally {
-      clearInterval(timer);
       if (files.scratch) await rm(files.scratch, { recursive: true, force: true });
     }
     return endShard(this, deps, aborted, () => this.commitUntilFlushed(files));
@@ -123,6 +118,8 @@ export class InPlaceShardRun implements ShardExecution {
     await repairTornTail(files.errors.path);
     const { done, ...base } = await scanDone(files.output.path, files.errors.path);
     this.latest = base;
+    // What is on disk but was never counted (a predecessor died first) is counted now, not at the first request.
+    this.kick(files);
     onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
     const result = await runBatchFile({
       inputPath: files.input,
