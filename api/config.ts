@@ -223,7 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.pools.spot.capacity + cfg.pools.dedicated.capacity < 1) {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
-  checkCluster(cfg);
+  checkCluster(cfg, given);
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
@@ -235,8 +235,18 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
-/** Shared state needs its database; a role other than `all` and S3 storage only make sense with one. */
-function checkCluster(cfg: Config): void {
+/** What only the distributed mode reads: on one process a batch is one shard, run by the simulated pools. */
+const DISTRIBUTED_ONLY = [
+  "cluster.shardSize",
+  "cluster.checkpointSeconds",
+  "cluster.leaseSeconds",
+  "cluster.workerPool",
+  "cluster.workerCapacity",
+  "cluster.workerId",
+];
+
+/** Shared state needs its database; a role other than `all`, S3 storage and the shard settings only make sense with one. */
+function checkCluster(cfg: Config, given: Map<string, string>): void {
   const { cluster, s3 } = cfg;
   const fail = (why: string) => {
     throw new ConfigError(`invalid configuration: ${why}`);
@@ -244,6 +254,11 @@ function checkCluster(cfg: Config): void {
   if (!cluster.databaseUrl) {
     if (cluster.role !== "all") fail(`ROLE=${cluster.role} needs DATABASE_URL: without it the service is one process that does everything`);
     if (s3.bucket || s3.endpoint) fail("S3_BUCKET/S3_ENDPOINT need DATABASE_URL: shared storage is used only in the distributed mode");
+    const set = DISTRIBUTED_ONLY.filter((p) => given.has(p)).map((p) => given.get(p));
+    if (set.length > 0)
+      fail(
+        `${set.join(", ")}: only the distributed mode (DATABASE_URL) uses this; on one process a batch is one shard on the simulated pools`,
+      );
     return;
   }
   if (!/^postgres(ql)?:\/\//.test(cluster.databaseUrl)) fail("DATABASE_URL: must be a postgres:// or postgresql:// URL");

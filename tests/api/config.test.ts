@@ -43,6 +43,11 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ ROLE: "api" })).toThrow("ROLE=api needs DATABASE_URL");
     expect(() => loadConfig({ ROLE: "boss" })).toThrow("ROLE=boss: must be api, worker or all");
     expect(() => loadConfig({ S3_BUCKET: "b" })).toThrow("S3_BUCKET/S3_ENDPOINT need DATABASE_URL");
+    // Settings only the distributed mode reads are refused without it, not silently ignored.
+    expect(() => loadConfig({ SHARD_SIZE: "500" })).toThrow("SHARD_SIZE=500: only the distributed mode (DATABASE_URL) uses this");
+    expect(() => loadConfig({ WORKER_POOL: "spot", LEASE_SECONDS: "40" })).toThrow(
+      "LEASE_SECONDS=40, WORKER_POOL=spot: only the distributed mode",
+    );
     expect(() => loadConfig({ DATABASE_URL: "mysql://x" })).toThrow("DATABASE_URL: must be a postgres:// or postgresql:// URL");
     const db = { DATABASE_URL: "postgresql://u@db/obi" };
     expect(() => loadConfig({ ...db, S3_ENDPOINT: "http://s3:8333" })).toThrow("S3_ENDPOINT is set but S3_BUCKET is not");

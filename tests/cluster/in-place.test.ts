@@ -18,8 +18,8 @@ describe("shards run in place, on state kept in files", () => {
 
   async function start() {
     nodes = [
-      await startNode({ env: {} }, { ...COMMON, WORKER_ID: "w-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" }, mem.open),
-      await startNode({ env: {} }, { ...COMMON, WORKER_ID: "w-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1" }, mem.open),
+      await startNode(mem, { ...COMMON, WORKER_ID: "w-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" }, mem.open),
+      await startNode(mem, { ...COMMON, WORKER_ID: "w-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1" }, mem.open),
     ];
     calls = nodes.map((n) => countCalls(n.node));
   }

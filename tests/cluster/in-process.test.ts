@@ -27,17 +27,12 @@ describe("the distributed mode's domain on in-process ports", () => {
   let calls: string[][];
 
   beforeAll(async () => {
-    // ROLE=api takes a DATABASE_URL; this one is never dialled (the state is the process's memory).
-    const api = { ...COMMON, ROLE: "api", DATABASE_URL: "postgresql://unused.invalid/memory" };
-    apiA = await startNode({ env: {} }, api, mem.open);
-    apiB = await startNode({ env: {} }, api, mem.open);
-    spot = await startNode(
-      { env: {} },
-      { ...COMMON, ROLE: "all", WORKER_ID: "w-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" },
-      mem.open,
-    );
+    const api = { ...COMMON, ROLE: "api" };
+    apiA = await startNode(mem, api, mem.open);
+    apiB = await startNode(mem, api, mem.open);
+    spot = await startNode(mem, { ...COMMON, ROLE: "all", WORKER_ID: "w-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" }, mem.open);
     dedicated = await startNode(
-      { env: {} },
+      mem,
       { ...COMMON, ROLE: "all", WORKER_ID: "w-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1", SPOT_PREEMPT_COOLDOWN_SECONDS: "60" },
       mem.open,
     );
@@ -129,11 +124,10 @@ describe("the distributed mode's domain on in-process ports", () => {
   it("with SPOT_PREEMPTIONS_PER_HOUR, a spot worker is reclaimed at random and every batch still completes exactly once", async () => {
     // About one reclaim a second, each followed by a one-second cooldown; the batch runs for several seconds.
     const flaky = await startNode(
-      { env: {} },
+      mem,
       {
         ...COMMON,
         ROLE: "worker",
-        DATABASE_URL: "postgresql://unused.invalid/memory",
         WORKER_ID: "w-flaky",
         WORKER_POOL: "spot",
         SPOT_PREEMPTIONS_PER_HOUR: "3600",

@@ -112,6 +112,8 @@ export async function downloadResults(
  * process would.
  */
 export function memoryState(opts: { inPlace?: boolean } = {}): {
+  /** The settings of the distributed mode: its DATABASE_URL is never dialled (the state is this process's). */
+  env: Record<string, string>;
   open: typeof openSharedState;
   dir: string;
   blobs: FsBlobStore;
@@ -123,6 +125,7 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
   let state: Promise<MemoryState> | undefined;
   const load = () => (opts.inPlace ? openStateFiles(dir, createLogger("silent")) : Promise.resolve(new MemoryState()));
   return {
+    env: { DATABASE_URL: "postgresql://in-process.invalid/memory" },
     dir,
     blobs,
     open: async (config, _logger, now) => {
