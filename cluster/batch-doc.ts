@@ -23,9 +23,3 @@ export function withCounts(doc: Batch, c: LiveCounts): Batch {
     },
   };
 }
-
-/** Ended, and when (the first of its end stamps; created_at for a batch that failed validation). */
-export function endedAt(b: Batch): number | undefined {
-  if (!["completed", "failed", "expired", "cancelled"].includes(b.status)) return undefined;
-  return b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at ?? b.created_at;
-}

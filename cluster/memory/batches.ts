@@ -4,7 +4,8 @@
 import type { Owner, Page } from "../../api/contracts.js";
 import type { Batch, BatchStatus } from "../../api/schemas/objects.js";
 import { paginate } from "../../api/stores/paginate.js";
-import { endedAt, withCounts } from "../batch-doc.js";
+import { endedAt, isFinal } from "../../api/control/batch-state.js";
+import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
 import type { BatchEntry, MemoryState } from "./state.js";
 
@@ -144,10 +145,13 @@ export class MemoryBatchRecords implements BatchRecords {
   }
 
   async endedBefore(before: number, limit = 500): Promise<string[]> {
-    return this.sorted()
-      .filter((e) => (endedAt(e.batch) ?? Number.POSITIVE_INFINITY) <= before)
-      .slice(0, limit)
-      .map((e) => e.batch.id);
+    return (
+      this.sorted()
+        // A batch that failed validation has no end stamp: it ended when it was created.
+        .filter((e) => isFinal(e.batch.status) && (endedAt(e.batch) ?? e.batch.created_at) <= before)
+        .slice(0, limit)
+        .map((e) => e.batch.id)
+    );
   }
 
   async remove(id: string): Promise<{ orphanInput?: string }> {

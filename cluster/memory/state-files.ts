@@ -11,7 +11,8 @@ import { readJsonFile, writeJsonAtomic } from "../../api/stores/atomic-json.js";
 import { pruneEmpty, uploadDir } from "../../api/stores/fs-blob-store.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../../api/stores/ids.js";
 import { type Batch, BatchSchema, FileObjectSchema } from "../../api/schemas/objects.js";
-import { endedAt, withCounts } from "../batch-doc.js";
+import { isFinal } from "../../api/control/batch-state.js";
+import { withCounts } from "../batch-doc.js";
 import { batchKeys } from "../keys.js";
 import type { BatchEntry, FileEntry, MemoryState, StateStore } from "./state.js";
 
@@ -127,7 +128,7 @@ export class StateFiles implements StateStore {
       failed: rc.failed,
       usage: { promptTokens: u.input_tokens, cachedTokens: u.input_tokens_details.cached_tokens, completionTokens: u.output_tokens },
     };
-    const open = endedAt(batch) === undefined;
+    const open = !isFinal(batch.status);
     const parts = [];
     if (((await size(keys.output)) ?? 0) > 0) parts.push({ output: keys.output });
     if (((await size(keys.errors)) ?? 0) > 0) parts.push({ errors: keys.errors });

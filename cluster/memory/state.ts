@@ -1,9 +1,10 @@
 // The state behind the in-process implementations of the distributed mode's ports: what PostgreSQL's tables hold
 // (batches with their shards, files, workers), in one process's memory. Every port reads and writes it through
 // copies, so a caller holds a snapshot, as it would a row, never the live record.
-import type { ExpiresAfter, Owner, PoolStatus } from "../../api/contracts.js";
-import type { Batch, FileObject } from "../../api/schemas/objects.js";
-import type { ClusterEvent, ShardCounts, ShardPart, StopReason } from "../ports.js";
+import type { Owner, PoolStatus } from "../../api/contracts.js";
+import type { FileObject } from "../../api/schemas/objects.js";
+import type { LiveCounts } from "../batch-doc.js";
+import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../ports.js";
 
 export interface ShardRecord {
   idx: number;
@@ -21,15 +22,9 @@ export interface ShardRecord {
   counted: ShardCounts;
 }
 
-export interface BatchEntry {
-  /** The document; its request_counts and usage are kept in `counts` (what checkpoints add to). */
-  batch: Batch;
-  owner: Owner;
-  seq: number;
-  stopReason: StopReason | null;
-  inputKey: string | null;
-  outputExpiresAfter?: ExpiresAfter;
-  counts: { completed: number; failed: number; inputTokens: number; cachedTokens: number; outputTokens: number };
+/** A batch's row, whose document's request_counts and usage are kept in `counts` (what checkpoints add to). */
+export interface BatchEntry extends BatchRow {
+  counts: LiveCounts;
   shards: ShardRecord[];
 }
 
