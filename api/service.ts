@@ -45,10 +45,17 @@ export interface ClusterService {
  * the API without loading a model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all
  * both.
  */
+export interface ClusterServiceOptions {
+  /** Opens the shared state (default: PostgreSQL and the blob store the config names). */
+  openState?: typeof openSharedState;
+  /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
+  beforeWork?: (models: ModelRouter) => void;
+}
+
 export async function createClusterService(
   config: Config,
   logger: pino.Logger,
-  openState: typeof openSharedState = openSharedState,
+  { openState = openSharedState, beforeWork }: ClusterServiceOptions = {},
 ): Promise<ClusterService> {
   const { role } = config.cluster;
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
@@ -60,6 +67,7 @@ export async function createClusterService(
   try {
     if (role !== "api") backend = await startPrimary(models, registry);
     if (backend) metrics.setBackendInfo(backend.info);
+    beforeWork?.(models);
     const shared = await openState(config, logger, unixNow);
     cluster = await createClusterPlane({ config, models, logger, metrics, ...shared }).catch(async (err) => {
       await shared.ports.close();

@@ -25,7 +25,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode (PostgreSQL + S3)", () => {
       await startNode(shared, { ...common, ROLE: "worker", WORKER_POOL: "spot", WORKER_CAPACITY: "2", WORKER_ID: "w-spot" }),
       await startNode(shared, { ...common, ROLE: "worker", WORKER_POOL: "spot", WORKER_CAPACITY: "1", WORKER_ID: "w-spot-2" }),
     ];
-    for (const w of workers) calls.push(countCalls(w.node));
+    for (const w of workers) calls.push(countCalls(w));
   }, 120_000);
 
   afterAll(async () => {

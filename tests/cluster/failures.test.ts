@@ -4,7 +4,7 @@
 // a worker dies, no line it had checkpointed runs again (engine calls counted on the survivor).
 import { rmSync } from "node:fs";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import {
   countCalls,
@@ -34,6 +34,13 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     const p = await startChild(shared, { ...COMMON, ...env }, dirs);
     children.push(p);
     return p;
+  }
+  /** Workers started by the running test: stopped after it whatever its outcome, so none runs the next test's work. */
+  let testWorkers: TestNode[] = [];
+  async function worker(env: Record<string, string>): Promise<TestNode> {
+    const n = await startNode(shared, { ...COMMON, ROLE: "worker", ...env });
+    testWorkers.push(n);
+    return n;
   }
   async function kill9(p: ServerProcess) {
     p.child.kill("SIGKILL");
@@ -69,6 +76,11 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     api = await startNode(shared, { ...COMMON, ROLE: "api" });
   }, 90_000);
 
+  afterEach(async () => {
+    for (const w of testWorkers) await w.close({ graceMs: 0 });
+    testWorkers = [];
+  }, 60_000);
+
   afterAll(async () => {
     for (const p of children) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await api?.close();
@@ -77,8 +89,8 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
   }, 60_000);
 
   it("kill -9 of the API server that runs the maintenance: the batch still finishes, seen from another API server", async () => {
-    const worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "w-a" });
-    const calls = countCalls(worker.node);
+    const w = await worker({ WORKER_ID: "w-a" });
+    const calls = countCalls(w);
     expect(first.output()).toMatch(/now runs the maintenance/);
     const b = await submit(first.baseUrl, 160, "k1");
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 0, 60_000);
@@ -87,7 +99,6 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     expect(batch.status).toBe("completed");
     expect(ids).toEqual(customIds("k1", 160).sort());
     expect(ran(calls, "k1")).toBe(160);
-    await worker.close();
   }, 180_000);
 
   it("kill -9 of a worker mid-shard: another takes its shards after the lease and reruns nothing it checkpointed", async () => {
@@ -97,19 +108,18 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     await kill9(victim);
     const checkpointed = await committedLines(b.id);
     expect(checkpointed).toBeGreaterThanOrEqual(50);
-    const survivor = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "survivor" });
-    const calls = countCalls(survivor.node);
+    const survivor = await worker({ WORKER_ID: "survivor" });
+    const calls = countCalls(survivor);
     const { batch, ids } = await account(b.id);
     expect(batch.status).toBe("completed");
     expect(batch.request_counts).toEqual({ completed: 240, failed: 0, total: 240 });
     expect(ids).toEqual(customIds("k2", 240).sort());
     // The survivor ran exactly what had no checkpoint: nothing twice, nothing skipped.
     expect(ran(calls, "k2")).toBe(240 - checkpointed);
-    await survivor.close();
   }, 240_000);
 
   it("PostgreSQL restarted and the S3 server unreachable for 10 s mid-batch: each request once", async () => {
-    const worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "w-outages" });
+    await worker({ WORKER_ID: "w-outages" });
     const n = 1200;
     const b = await submit(api.baseUrl, n, "k3", 48);
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 0, 60_000);
@@ -127,25 +137,12 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     expect(ids).toEqual(customIds("k3", n).sort());
     // Both outages were met mid-run (and waited out), not slept through after the end.
     expect(batch.completed_at).toBeGreaterThan(before.in_progress_at + 10);
-    await worker.close();
   }, 240_000);
 
   it("a spot reclaim moves the spot worker's shards to dedicated, resumed from their checkpoints", async () => {
-    const spot = await startNode(shared, {
-      ...COMMON,
-      ROLE: "worker",
-      WORKER_ID: "w-spot",
-      WORKER_POOL: "spot",
-      SPOT_PREEMPT_COOLDOWN_SECONDS: "60",
-    });
-    const dedicated = await startNode(shared, {
-      ...COMMON,
-      ROLE: "worker",
-      WORKER_ID: "w-ded",
-      WORKER_POOL: "dedicated",
-      WORKER_CAPACITY: "1",
-    });
-    const calls = [countCalls(spot.node), countCalls(dedicated.node)];
+    const spot = await worker({ WORKER_ID: "w-spot", WORKER_POOL: "spot", SPOT_PREEMPT_COOLDOWN_SECONDS: "60" });
+    const dedicated = await worker({ WORKER_ID: "w-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1" });
+    const calls = [countCalls(spot), countCalls(dedicated)];
     const b = await submit(api.baseUrl, 240, "k4");
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed >= 40, 60_000);
     const res = await fetch(`${api.baseUrl}/pools/spot/preempt`, { method: "POST" });
@@ -161,7 +158,5 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     const spotPool = pools.pools.find((p: any) => p.name === "spot");
     expect(spotPool.preemptions).toBe(1);
     expect(spotPool.workers.map((w: any) => w.id)).toEqual(["w-spot"]);
-    await spot.close();
-    await dedicated.close();
   }, 240_000);
 });

@@ -21,7 +21,7 @@ describe("shards run in place, on state kept in files", () => {
       await startNode(mem, { ...COMMON, WORKER_ID: "w-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" }, mem.open),
       await startNode(mem, { ...COMMON, WORKER_ID: "w-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1" }, mem.open),
     ];
-    calls = nodes.map((n) => countCalls(n.node));
+    calls = nodes.map((n) => countCalls(n));
   }
   async function stop() {
     for (const n of nodes) await n.close({ graceMs: 0 });

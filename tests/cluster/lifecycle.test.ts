@@ -15,7 +15,6 @@ import {
   startNode,
   startSharedState,
   type TestNode,
-  timedCalls,
 } from "../helpers/cluster.js";
 import { testModelPath } from "../helpers/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
@@ -70,7 +69,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
 
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {
     const workers = [await node({ ROLE: "worker", WORKER_ID: "l-w1" }), await node({ ROLE: "worker", WORKER_ID: "l-w2" })];
-    const calls = workers.map((w) => timedCalls(w.node));
+    const calls = workers.map((w) => w.calls);
     const n = 800;
     const b = await submit(n, "lc1", { maxTokens: 64 });
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 20, 60_000);
@@ -89,7 +88,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
 
   it("a deadline expires the batch on its workers: finished lines kept, the rest batch_expired", async () => {
     const worker = await node({ ROLE: "worker", WORKER_ID: "l-exp", WORKER_CAPACITY: "1" });
-    const calls = timedCalls(worker.node);
+    const calls = worker.calls;
     const n = 1500;
     const b = await submit(n, "lx1", { maxTokens: 64, window: "4s" });
     const done = await waitForBatch(api.baseUrl, b.id, 60_000);
@@ -112,7 +111,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
 
   it("SIGTERM hands a worker's shards back at once: another worker resumes them long before the lease would lapse", async () => {
     const first = await node({ ROLE: "worker", WORKER_ID: "l-term", WORKER_CAPACITY: "2" });
-    const firstCalls = countCalls(first.node);
+    const firstCalls = countCalls(first);
     const n = 400;
     const b = await submit(n, "lt1", { maxTokens: 48 });
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed >= 20, 60_000);
@@ -124,7 +123,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     expect(rows[0].n).toBe(0);
     const handedBackAt = Date.now();
     const second = await node({ ROLE: "worker", WORKER_ID: "l-term-2" });
-    const secondCalls = countCalls(second.node);
+    const secondCalls = countCalls(second);
     const done = await waitForBatch(api.baseUrl, b.id, 60_000);
     expect(done.status).toBe("completed");
     expect(Date.now() - handedBackAt).toBeLessThan(30_000);

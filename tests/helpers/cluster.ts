@@ -7,6 +7,7 @@ import path from "node:path";
 import { loadConfig } from "../../api/config.js";
 import { createLogger } from "../../api/logger.js";
 import { type ClusterService, createClusterService } from "../../api/service.js";
+import type { ModelRouter } from "../../backends/router.js";
 import type { openSharedState } from "../../cluster/index.js";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
 import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
@@ -18,6 +19,8 @@ import type { SharedState } from "../../bench/shared-state.js";
 export interface TestNode {
   node: ClusterService;
   baseUrl: string;
+  /** Every engine call of this node, from before its worker could claim: bodies (tests put the custom_id in the prompt) and start times (ms). */
+  calls: EngineCalls;
   close(opts?: { graceMs?: number }): Promise<void>;
 }
 
@@ -32,7 +35,11 @@ export async function startNode(
 ): Promise<TestNode> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-node-"));
   const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...shared.env, ...env });
-  const node = await createClusterService(config, createLogger(config.logLevel), openState);
+  const calls: EngineCalls = { bodies: [], at: [] };
+  const node = await createClusterService(config, createLogger(config.logLevel), {
+    openState,
+    beforeWork: (models) => recordCalls(models, calls),
+  });
   const server = node.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const { port } = server.address() as AddressInfo;
@@ -40,6 +47,7 @@ export async function startNode(
   return {
     node,
     baseUrl: `http://127.0.0.1:${port}`,
+    calls,
     close(opts = {}) {
       closed ??= (async () => {
         const closing = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -53,15 +61,16 @@ export async function startNode(
   };
 }
 
-/** Counts the engine calls of a worker node, by the prompt each carries (tests put the custom_id in it). */
-export function countCalls(node: ClusterService): string[] {
-  return timedCalls(node).bodies;
+export interface EngineCalls {
+  bodies: string[];
+  at: number[];
 }
 
-/** The same, with the moment each call started (ms): to see when the work on a worker stopped. */
-export function timedCalls(node: ClusterService): { bodies: string[]; at: number[] } {
-  const calls = { bodies: [] as string[], at: [] as number[] };
-  for (const { backend } of node.models.backends()) {
+/** A worker node's engine calls, by the prompt each carries. */
+export const countCalls = (node: TestNode): string[] => node.calls.bodies;
+
+function recordCalls(models: ModelRouter, calls: EngineCalls): void {
+  for (const { backend } of models.backends()) {
     const execute = backend.execute.bind(backend);
     backend.execute = (req, signal) => {
       calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
@@ -69,11 +78,10 @@ export function timedCalls(node: ClusterService): { bodies: string[]; at: number
       return execute(req, signal);
     };
   }
-  return calls;
 }
 
 /** Calls whose body has `marker` that started after `after` (ms). */
-export const startedAfter = (calls: ReturnType<typeof timedCalls>, marker: string, after: number) =>
+export const startedAfter = (calls: EngineCalls, marker: string, after: number) =>
   calls.bodies.filter((b, i) => b.includes(marker) && calls.at[i] > after);
 
 export { type SharedState, startSharedState } from "../../bench/shared-state.js";
