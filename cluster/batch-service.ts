@@ -24,6 +24,8 @@ import { batchKeys } from "./keys.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
+/** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
+const DECIDED_END_WAIT_MS = 5_000;
 
 export interface ClusterBatchServiceDeps {
   config: Config;
@@ -97,16 +99,30 @@ export class ClusterBatchService implements BatchService {
     const { batches, now, events, logger } = this.deps;
     const row = await batches.get(id, owner);
     if (!row) throw new NotFoundError("batch", id);
-    if (isEnding(row.batch.status) || row.stopReason) return row.batch;
+    if (isEnding(row.batch.status)) return row.batch;
+    if (row.stopReason) return this.endOf(id, owner);
     const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
       if (r.stopReason) return false;
       transition(r.batch, "cancelling", now());
       r.stopReason = "cancelled";
     });
-    if (!updated) return (await batches.get(id, owner))!.batch;
+    if (!updated) return this.endOf(id, owner);
     logger.info({ batch_id: id }, "cancelling batch");
     await events.publish({ type: "stop", batch_id: id, reason: "cancelled" });
     return updated.batch;
+  }
+
+  /**
+   * A cancel that lost to another end (the deadline, a failure) answers with that end, not with the `in_progress`
+   * the batch shows while its last lines are written: it waits (boundedly) for the final status.
+   */
+  private async endOf(id: string, owner: Owner): Promise<Batch> {
+    const until = Date.now() + DECIDED_END_WAIT_MS;
+    for (;;) {
+      const row = (await this.deps.batches.get(id, owner))!;
+      if (isEnding(row.batch.status) || !row.stopReason || Date.now() >= until) return row.batch;
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
