@@ -1,0 +1,79 @@
+// A cancel that races another end of the batch answers with the truth: the cancel's own `cancelling` when it won,
+// the other end's final status when it lost (never the `in_progress` a batch shows while its last lines are written).
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { newBatchObject } from "../../api/control/batch-object.js";
+import { transition } from "../../api/control/batch-state.js";
+import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
+import { singleModelRegistry } from "../../backends/registry.js";
+import { ClusterBatchService } from "../../cluster/batch-service.js";
+import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import type { ClusterPorts } from "../../cluster/ports.js";
+import { testConfig } from "../api/control-fixtures.js";
+
+const now = () => Math.floor(Date.now() / 1000);
+const registry = singleModelRegistry("/models/m.gguf", false);
+
+describe("cancel against another end", () => {
+  let dir: string;
+  let ports: ClusterPorts;
+  let service: ClusterBatchService;
+
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "obi-cancel-"));
+    const blobs = new FsBlobStore(dir);
+    ports = memoryPorts({ state: new MemoryState(), blobs, expirySeconds: 3600, now });
+    service = new ClusterBatchService({
+      config: testConfig(dir),
+      ...ports,
+      blobs,
+      registry,
+      scratchDir: path.join(dir, "scratch"),
+      logger: pino({ level: "silent" }),
+      now,
+    });
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A running batch whose one-second window closed `ago` seconds ago. */
+  async function runningBatch(ago: number): Promise<string> {
+    const id = "batch_000000000000000000000001";
+    const batch = newBatchObject({
+      id,
+      endpoint: "/v1/completions",
+      completion_window: "1s",
+      inputFileId: "file-x",
+      created: now() - 1 - ago,
+      windowSeconds: 1,
+      validation: { ok: true, total: 10, errors: [], errorCount: 0, model: "m" },
+      registry,
+    });
+    await ports.batches.insert({ batch, owner: null, inputKey: "files/x.jsonl", shards: [{ byteStart: 0, byteEnd: 100, total: 10 }] });
+    await ports.batches.update(id, ["validating"], (r) => transition(r.batch, "in_progress", now()));
+    return id;
+  }
+
+  it("answers the expiry's final status when the deadline was decided first, once the batch has ended", async () => {
+    const id = await runningBatch(5);
+    expect(await ports.batches.expireDue(now())).toEqual([id]);
+    expect((await ports.batches.get(id))?.batch.status).toBe("in_progress");
+    // The expired batch's remaining lines are written a moment later, then it ends.
+    setTimeout(() => void ports.batches.update(id, ["in_progress"], (r) => transition(r.batch, "expired", now())), 300);
+    const answered = await service.cancel(id, null);
+    expect(answered.status).toBe("expired");
+    expect(answered.cancelling_at).toBeNull();
+    expect((await ports.batches.get(id))?.stopReason).toBe("expired");
+  });
+
+  it("answers cancelling when the cancel came first; the deadline then leaves the batch to the cancel", async () => {
+    const id = await runningBatch(0);
+    const answered = await service.cancel(id, null);
+    expect(answered.status).toBe("cancelling");
+    expect(await ports.batches.expireDue(now() + 10)).toEqual([]);
+    expect((await ports.batches.get(id))?.stopReason).toBe("cancelled");
+    expect((await service.cancel(id, null)).status).toBe("cancelling");
+  });
+});
