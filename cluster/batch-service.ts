@@ -2,8 +2,10 @@
 // split into shards recorded with it in one transaction, and announced to the workers; reads, lists and cancels
 // go to PostgreSQL, so any API server answers for any batch.
 import { createWriteStream } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
@@ -16,6 +18,7 @@ import { NotFoundError, queueFull, shuttingDown } from "../api/control/errors.js
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
 import { newBatchId } from "../api/stores/ids.js";
+import { inDir } from "../api/stores/in-dir.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { planShards } from "../pipeline/shards.js";
 import type { Endpoint } from "../pipeline/types.js";
@@ -69,16 +72,16 @@ export class ClusterBatchService implements BatchService {
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     checkEndpoint(input.endpoint);
     parseCompletionWindow(input.completion_window);
-    const tmp = await this.tempDir();
+    const local = this.scratchFile();
     try {
-      const local = path.join(tmp, "input.jsonl");
-      await writeFile(local, input.lines.map((l) => `${JSON.stringify(l)}\n`).join(""));
+      const content = input.lines.map((l) => `${JSON.stringify(l)}\n`).join("");
+      await inDir(this.deps.scratchDir, () => writeFile(local, content));
       const batchId = newBatchId();
       const obj = await this.deps.files.adopt({ tmpPath: local, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
       const file = await this.deps.files.keyOf(obj.id, input.owner);
       return await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key });
     } finally {
-      await rm(tmp, { recursive: true, force: true });
+      await rm(local, { force: true });
     }
   }
 
@@ -137,17 +140,16 @@ export class ClusterBatchService implements BatchService {
   }
 
   private async *linesOf(keys: string[]): AsyncGenerator<string> {
-    const tmp = await this.tempDir();
+    const local = this.scratchFile();
     try {
       for (const key of keys) {
         const blob = await this.deps.blobs.open(key);
         if (!blob) continue;
-        const local = path.join(tmp, "part.jsonl");
-        await pipeline(blob.content, createWriteStream(local));
+        await this.download(blob.content, local);
         yield* readCompleteJsonLines(local);
       }
     } finally {
-      await rm(tmp, { recursive: true, force: true });
+      await rm(local, { force: true });
     }
   }
 
@@ -166,20 +168,20 @@ export class ClusterBatchService implements BatchService {
     checkEndpoint(input.endpoint);
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     if ((await batches.queuedCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
-    const tmp = await this.tempDir();
+    const local = this.scratchFile();
     try {
       // The input is read once here: validated, and split into shards by byte range for the workers.
-      const local = path.join(tmp, "input.jsonl");
       const blob = await this.deps.blobs.open(input.inputKey);
       if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
-      await pipeline(blob.content, createWriteStream(local));
+      await this.download(blob.content, local);
       const v = await validateBatchFile(local, input.endpoint as Endpoint, {
         maxRequests: config.maxRequestsPerBatch,
         maxLineBytes: config.maxLineBytes,
       });
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
-      const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize) : [];
+      const known = { total: v.total, bytes: blob.size };
+      const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize, known) : [];
       const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
       if (this.deps.ownInput) await this.deps.blobs.putFile(inputKey, local);
       const admitted = await batches.insert({
@@ -203,12 +205,18 @@ export class ClusterBatchService implements BatchService {
       );
       return batch;
     } finally {
-      await rm(tmp, { recursive: true, force: true });
+      // Gone already when the store took it (a rename).
+      await rm(local, { force: true });
     }
   }
 
-  private async tempDir(): Promise<string> {
-    await mkdir(this.deps.scratchDir, { recursive: true });
-    return mkdtemp(path.join(this.deps.scratchDir, "api-"));
+  /** A fresh path for one temporary file in the scratch space. */
+  private scratchFile(): string {
+    return path.join(this.deps.scratchDir, `api-${randomUUID()}.jsonl`);
+  }
+
+  private async download(content: Readable, local: string): Promise<void> {
+    const out = await inDir(this.deps.scratchDir, () => open(local, "w"));
+    await pipeline(content, createWriteStream(local, { fd: out }));
   }
 }

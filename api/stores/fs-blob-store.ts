@@ -9,6 +9,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { BlobStore, ByteRange } from "../contracts.js";
 import { checkBlobKey, prefixKey } from "./blob-key.js";
+import { inDir } from "./in-dir.js";
 
 export class FsBlobStore implements BlobStore {
   constructor(readonly root: string) {}
@@ -40,12 +41,11 @@ export class FsBlobStore implements BlobStore {
 
   async putFile(key: string, localPath: string): Promise<number> {
     const dest = this.localPath(key);
-    await mkdir(path.dirname(dest), { recursive: true });
     try {
-      await rename(localPath, dest);
+      await inDir(path.dirname(dest), () => rename(localPath, dest));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
-      await copyFile(localPath, dest);
+      await inDir(path.dirname(dest), () => copyFile(localPath, dest));
       await rm(localPath, { force: true });
     }
     return (await stat(dest)).size;

@@ -8,6 +8,7 @@ import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import { readJsonFile, writeJsonAtomic } from "../../api/stores/atomic-json.js";
+import { inDir } from "../../api/stores/in-dir.js";
 import { pruneEmpty, uploadDir } from "../../api/stores/fs-blob-store.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../../api/stores/ids.js";
 import { type Batch, BatchSchema, FileObjectSchema } from "../../api/schemas/objects.js";
@@ -46,9 +47,9 @@ export class StateFiles implements StateStore {
         await rm(file, { force: true });
         return pruneEmpty(path.dirname(file), this.root);
       }
-      await mkdir(path.dirname(file), { recursive: true });
       // The batch as clients see it (live counts merged), so the record reads as the batch it is.
-      await writeJsonAtomic(file, { version: VERSION, ...e, batch: withCounts(e.batch, e.counts) });
+      const doc = { version: VERSION, ...e, batch: withCounts(e.batch, e.counts) };
+      await inDir(path.dirname(file), () => writeJsonAtomic(file, doc));
     });
   }
 
@@ -58,8 +59,7 @@ export class StateFiles implements StateStore {
       const f = state.files.get(id);
       if (!f) return rm(file, { force: true });
       // Created again if need be: the blob store prunes folders it leaves empty.
-      await mkdir(this.filesDir, { recursive: true });
-      await writeJsonAtomic(file, { version: VERSION, ...f });
+      await inDir(this.filesDir, () => writeJsonAtomic(file, { version: VERSION, ...f }));
     });
   }
 

@@ -1,0 +1,15 @@
+// Writes into a folder that almost always exists: the folder is made only when a write finds it missing, so the
+// common case costs no mkdir and stat (a recursive mkdir of an existing folder is two system calls, and the
+// state files, uploads and batch folders are written many times each).
+import { mkdir } from "node:fs/promises";
+
+/** Runs `write`; when it fails because a folder is missing (ENOENT), makes `dir` and runs it once more. */
+export async function inDir<T>(dir: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    await mkdir(dir, { recursive: true });
+    return write();
+  }
+}
