@@ -41,4 +41,18 @@ describe("planShards", () => {
     expect(await planShards(file('{"a":1}\n{"a":2}\n\n  \n'), 2)).toEqual([{ byteStart: 0, byteEnd: 20, total: 2 }]);
     expect(await planShards(file(""), 5)).toEqual([]);
   });
+
+  it("plans what the pass would when the counts are known and all requests fit in one shard, without reading", async () => {
+    const text = '{"a":1}\n\n{"a":2}\n  \n';
+    const p = file(text);
+    const known = { total: 2, bytes: Buffer.byteLength(text) };
+    expect(await planShards(p, 2, known)).toEqual(await planShards(p, 2));
+    expect(await planShards(p, 5, known)).toEqual(await planShards(p, 5));
+    expect(await planShards("/nonexistent/never-read.jsonl", 3, known)).toEqual([{ byteStart: 0, byteEnd: known.bytes, total: 2 }]);
+    // More requests than one shard holds: the pass runs.
+    expect(await planShards(p, 1, known)).toEqual([
+      { byteStart: 0, byteEnd: 8, total: 1 },
+      { byteStart: 8, byteEnd: known.bytes, total: 1 },
+    ]);
+  });
 });
