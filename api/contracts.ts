@@ -26,6 +26,11 @@ export interface FileRecord {
 export interface BlobStore {
   /** Stores a finished local file under `key`, moving it where it can (the local file is gone after). Returns its size. */
   putFile(key: string, localPath: string): Promise<number>;
+  /**
+   * Stores what `from` holds under `to` as well, without the bytes passing through this process (a link, a
+   * server-side copy); returns its size, or undefined when `from` holds nothing.
+   */
+  copy(from: string, to: string): Promise<number | undefined>;
   /** Stores a stream's bytes under `key` (replacing what was there). Returns its size. */
   put(key: string, content: Readable): Promise<number>;
   /**

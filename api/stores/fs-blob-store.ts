@@ -3,7 +3,7 @@
 // service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
+import { copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -49,6 +49,23 @@ export class FsBlobStore implements BlobStore {
       await rm(localPath, { force: true });
     }
     return (await stat(dest)).size;
+  }
+
+  async copy(from: string, to: string): Promise<number | undefined> {
+    const size = await this.size(from);
+    if (size === undefined) return undefined;
+    const dest = this.localPath(to);
+    // Contents are never changed in place, so a second name for the same bytes is a copy; beside the target
+    // first, then renamed, as every write here is.
+    const tmp = `${dest}.${process.pid}.${randomUUID()}.tmp`;
+    try {
+      await inDir(path.dirname(dest), () => link(this.localPath(from), tmp));
+    } catch (err) {
+      if (!["EXDEV", "EPERM", "ENOTSUP", "EMLINK"].includes((err as NodeJS.ErrnoException).code ?? "")) throw err;
+      await copyFile(this.localPath(from), tmp);
+    }
+    await rename(tmp, dest);
+    return size;
   }
 
   async put(key: string, content: Readable): Promise<number> {

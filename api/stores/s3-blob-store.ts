@@ -5,6 +5,7 @@ import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { Readable } from "node:stream";
 import {
+  CopyObjectCommand,
   CreateBucketCommand,
   DeleteObjectCommand,
   GetObjectCommand,
@@ -67,6 +68,15 @@ export class S3BlobStore implements BlobStore {
   async putFile(key: string, localPath: string): Promise<number> {
     const size = await this.put(key, createReadStream(localPath));
     await rm(localPath, { force: true });
+    return size;
+  }
+
+  async copy(from: string, to: string): Promise<number | undefined> {
+    const size = await this.size(from);
+    if (size === undefined) return undefined;
+    // URL-encoded, the key's slashes kept (some S3-compatible servers do not decode an encoded one).
+    const CopySource = `${this.opts.bucket}/${this.objectKey(from).split("/").map(encodeURIComponent).join("/")}`;
+    await this.s3.send(new CopyObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(to), CopySource }));
     return size;
   }
 

@@ -65,6 +65,18 @@ describe.each(stores)("%s", (_name, store) => {
     await blobs.delete("files/file-1.jsonl");
   });
 
+  it("copies content under a second key without reading it through; the copy outlives the original", async () => {
+    const blobs = store();
+    const content = "one\ntwo\n";
+    await blobs.put("files/src.jsonl", Readable.from([Buffer.from(content)]));
+    expect(await blobs.copy("files/src.jsonl", "batch_1/input.jsonl")).toBe(content.length);
+    await blobs.delete("files/src.jsonl");
+    expect(await text((await blobs.open("batch_1/input.jsonl"))!.content)).toBe(content);
+    expect(await blobs.copy("files/src.jsonl", "batch_2/input.jsonl")).toBeUndefined();
+    expect(await blobs.size("batch_2/input.jsonl")).toBeUndefined();
+    await blobs.deletePrefix("batch_1/");
+  });
+
   it("stores a stream, replaces it, and reads byte ranges of it", async () => {
     const blobs = store();
     const content = Array.from({ length: 2000 }, (_, i) => `line ${i} ${"é".repeat(i % 7)}\n`).join("");
