@@ -20,7 +20,7 @@ import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
 import { newBatchId } from "../api/stores/ids.js";
 import { inDir } from "../api/stores/in-dir.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
-import { planShards } from "../pipeline/shards.js";
+import { oneShard, planShards } from "../pipeline/shards.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import { batchKeys } from "./keys.js";
@@ -168,22 +168,29 @@ export class ClusterBatchService implements BatchService {
     checkEndpoint(input.endpoint);
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     if ((await batches.queuedCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
-    const local = this.scratchFile();
+    // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
+    // need splitting into shards, which takes a second pass to find the boundaries.
+    const blob = await this.deps.blobs.open(input.inputKey);
+    if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
+    const local = config.cluster.shardSize < config.maxRequestsPerBatch ? this.scratchFile() : undefined;
+    let readError: unknown;
+    blob.content.once("error", (err) => (readError ??= err));
     try {
-      // The input is read once here: validated, and split into shards by byte range for the workers.
-      const blob = await this.deps.blobs.open(input.inputKey);
-      if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
-      await this.download(blob.content, local);
-      const v = await validateBatchFile(local, input.endpoint as Endpoint, {
+      if (local) await this.download(blob.content, local);
+      const v = await validateBatchFile(local ?? blob.content, input.endpoint as Endpoint, {
         maxRequests: config.maxRequestsPerBatch,
         maxLineBytes: config.maxLineBytes,
       });
+      // The storage failing to deliver the input is the storage's fault, not a fault of the file.
+      if (readError) throw readError;
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
       const known = { total: v.total, bytes: blob.size };
-      const shards = batch.status === "validating" ? await planShards(local, config.cluster.shardSize, known) : [];
+      const shards =
+        batch.status !== "validating" ? [] : local ? await planShards(local, config.cluster.shardSize, known) : [oneShard(known)];
       const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
-      if (this.deps.ownInput) await this.deps.blobs.putFile(inputKey, local);
+      if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
+        throw new NotFoundError("file", input.inputFileId, "input_file_id");
       const admitted = await batches.insert({
         batch,
         owner: input.owner,
@@ -205,8 +212,8 @@ export class ClusterBatchService implements BatchService {
       );
       return batch;
     } finally {
-      // Gone already when the store took it (a rename).
-      await rm(local, { force: true });
+      blob.content.destroy();
+      if (local) await rm(local, { force: true });
     }
   }
 

@@ -1,6 +1,7 @@
 // Streaming JSONL: a line reader that never holds the whole file, and an append-only line writer.
 import { once } from "node:events";
 import { createReadStream, createWriteStream, type WriteStream } from "node:fs";
+import type { Readable } from "node:stream";
 
 export interface JsonlLine {
   /** 1-based. */
@@ -24,14 +25,14 @@ const LF = 0x0a;
 const CR = 0x0d;
 
 /**
- * Yields every line of a file in order. A missing final newline still yields the last line;
+ * Yields every line of a file (its path, or a stream of its bytes) in order. A missing final newline still yields the last line;
  * the empty string after a final newline is not a line. A UTF-8 BOM on line 1 is dropped.
  * Lines are split on raw bytes before decoding, so a multi-byte character cut by a chunk
  * boundary is decoded whole.
  */
-export async function* readJsonlLines(path: string, opts: ReadJsonlOptions = {}): AsyncGenerator<JsonlLine> {
+export async function* readJsonlLines(source: string | Readable, opts: ReadJsonlOptions = {}): AsyncGenerator<JsonlLine> {
   const maxLineBytes = opts.maxLineBytes ?? Number.POSITIVE_INFINITY;
-  const stream = createReadStream(path, { highWaterMark: opts.chunkBytes ?? 64 * 1024 });
+  const stream = typeof source === "string" ? createReadStream(source, { highWaterMark: opts.chunkBytes ?? 64 * 1024 }) : source;
   // Pieces of the line that started in an earlier chunk.
   let pieces: Buffer[] = [];
   let pendingBytes = 0;

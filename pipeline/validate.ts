@@ -3,6 +3,7 @@
 // endpoint's url, two models, too many lines) are reported with their 1-based line like OpenAI's batch
 // `errors.data`; the list is capped, the count is not. Request bodies are checked when each line runs,
 // so one bad body fails only its own request, as OpenAI does.
+import type { Readable } from "node:stream";
 import { describeIssue } from "../openai/issues.js";
 import { BatchLineSchema } from "./batch-line.js";
 import { readJsonlLines } from "./jsonl.js";
@@ -18,7 +19,12 @@ const ENVELOPE_CODES: Record<string, string> = {
   body: "invalid_body",
 };
 
-export async function validateBatchFile(path: string, endpoint: Endpoint, limits: ValidationLimits): Promise<ValidationResult> {
+/** Validates a batch input: its path, or a stream of its bytes (read once, never held whole). */
+export async function validateBatchFile(
+  source: string | Readable,
+  endpoint: Endpoint,
+  limits: ValidationLimits,
+): Promise<ValidationResult> {
   const maxErrors = limits.maxErrors ?? DEFAULT_MAX_ERRORS;
   const errors: LineError[] = [];
   let errorCount = 0;
@@ -36,7 +42,7 @@ export async function validateBatchFile(path: string, endpoint: Endpoint, limits
   let blankTo = 0;
 
   try {
-    for await (const line of readJsonlLines(path, { maxLineBytes: limits.maxLineBytes })) {
+    for await (const line of readJsonlLines(source, { maxLineBytes: limits.maxLineBytes })) {
       if (!line.tooLong && line.text.trim() === "") {
         if (blankFrom === 0) blankFrom = line.lineNo;
         blankTo = line.lineNo;

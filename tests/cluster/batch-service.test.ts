@@ -1,10 +1,15 @@
-// A cancel that races another end of the batch answers with the truth: the cancel's own `cancelling` when it won,
-// the other end's final status when it lost (never the `in_progress` a batch shows while its last lines are written).
+// The batch service on one process's ports. A storage failure while an input is read is the storage's error, not
+// a failed batch. A cancel that races another end of the batch answers with the truth: the cancel's own `cancelling`
+// when it won, the other end's final status when it lost (never the `in_progress` a batch shows while its last
+// lines are written).
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { Readable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Config } from "../../api/config.js";
+import type { BlobStore } from "../../api/contracts.js";
 import { newBatchObject } from "../../api/control/batch-object.js";
 import { transition } from "../../api/control/batch-state.js";
 import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
@@ -17,7 +22,7 @@ import { testConfig } from "../api/control-fixtures.js";
 const now = () => Math.floor(Date.now() / 1000);
 const registry = singleModelRegistry("/models/m.gguf", false);
 
-describe("cancel against another end", () => {
+describe("the batch service", () => {
   let dir: string;
   let ports: ClusterPorts;
   let service: ClusterBatchService;
@@ -26,8 +31,12 @@ describe("cancel against another end", () => {
     dir = mkdtempSync(path.join(os.tmpdir(), "obi-cancel-"));
     const blobs = new FsBlobStore(dir);
     ports = memoryPorts({ state: new MemoryState(), blobs, expirySeconds: 3600, now });
-    service = new ClusterBatchService({
-      config: testConfig(dir),
+    service = serviceOn(blobs, testConfig(dir));
+  });
+
+  function serviceOn(blobs: BlobStore, config: Config): ClusterBatchService {
+    return new ClusterBatchService({
+      config,
       ...ports,
       blobs,
       registry,
@@ -35,7 +44,7 @@ describe("cancel against another end", () => {
       logger: pino({ level: "silent" }),
       now,
     });
-  });
+  }
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   /** A running batch whose one-second window closed `ago` seconds ago. */
@@ -66,6 +75,39 @@ describe("cancel against another end", () => {
     expect(answered.status).toBe("expired");
     expect(answered.cancelling_at).toBeNull();
     expect((await ports.batches.get(id))?.stopReason).toBe("expired");
+  });
+
+  it.each([
+    ["kept in scratch space (the batch may need shards)", {}],
+    ["read as it streams in (every batch fits one shard)", { MAX_REQUESTS_PER_BATCH: "1000" }],
+  ])("answers a storage failure while reading the input with that failure, not a failed batch: %s", async (_how, env) => {
+    const fs = new FsBlobStore(dir);
+    // The input's first bytes arrive, then the storage fails.
+    const failing: BlobStore = Object.assign(Object.create(fs), {
+      open: async (key: string) => {
+        const real = await fs.open(key);
+        if (!real) return undefined;
+        real.content.destroy();
+        const content = new Readable({ read() {} });
+        content.push('{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":"x"}}\n');
+        setTimeout(() => content.destroy(Object.assign(new Error("connection reset"), { code: "ECONNRESET" })), 20);
+        return { size: real.size, content };
+      },
+    });
+    const lines = ["a", "b"].map((id) => ({
+      custom_id: id,
+      method: "POST" as const,
+      url: "/v1/completions" as const,
+      body: { model: "m", prompt: "x" },
+    }));
+    const create = serviceOn(failing, testConfig(dir, env)).createInline({
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      lines,
+      owner: null,
+    });
+    await expect(create).rejects.toThrow("connection reset");
+    expect((await ports.batches.list({ limit: 10, owner: null })).data).toEqual([]);
   });
 
   it("answers cancelling when the cancel came first; the deadline then leaves the batch to the cancel", async () => {

@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Endpoint, ValidationLimits } from "../../pipeline/types.js";
 import { validateBatchFile } from "../../pipeline/validate.js";
@@ -13,8 +14,13 @@ const chatLine = (id: string, extra: Record<string, unknown> = {}) => ({
   body: { model: "m", messages: [{ role: "user", content: "hi" }], ...extra },
 });
 
+/** Validates the content from a file, and checks that the same bytes streamed in 7-byte chunks read the same. */
 async function validate(content: string, endpoint: Endpoint = "/v1/chat/completions", lim: Partial<ValidationLimits> = {}) {
-  return validateBatchFile(await scratch.write(content), endpoint, { ...limits, ...lim });
+  const fromFile = await validateBatchFile(await scratch.write(content), endpoint, { ...limits, ...lim });
+  const bytes = Buffer.from(content);
+  const chunks = Array.from({ length: Math.ceil(bytes.length / 7) }, (_, i) => bytes.subarray(i * 7, i * 7 + 7));
+  expect(await validateBatchFile(Readable.from(chunks), endpoint, { ...limits, ...lim })).toEqual(fromFile);
+  return fromFile;
 }
 
 describe("validateBatchFile", () => {
