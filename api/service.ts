@@ -40,11 +40,6 @@ export interface ClusterService {
   close(opts?: { graceMs?: number }): Promise<void>;
 }
 
-/**
- * The distributed mode: shared state in PostgreSQL and the blob store (or what `openState` opens); ROLE=api serves
- * the API without loading a model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all
- * both.
- */
 export interface ClusterServiceOptions {
   /** Opens the shared state (default: PostgreSQL and the blob store the config names). */
   openState?: typeof openSharedState;
@@ -52,6 +47,11 @@ export interface ClusterServiceOptions {
   beforeWork?: (models: ModelRouter) => void;
 }
 
+/**
+ * The distributed mode: shared state in PostgreSQL and the blob store (or what `openState` opens); ROLE=api serves
+ * the API without loading a model, ROLE=worker runs shards (and answers only health, readiness and metrics), ROLE=all
+ * both.
+ */
 export async function createClusterService(
   config: Config,
   logger: pino.Logger,

@@ -1,6 +1,6 @@
-// The Batch API on shared state (what an API server of the distributed mode runs): a batch is validated here,
-// split into shards recorded with it in one transaction, and announced to the workers; reads, lists and cancels
-// go to PostgreSQL, so any API server answers for any batch.
+// The Batch API on the cluster ports (what an API server runs, or the one process): a batch is validated here,
+// split into shards recorded with it in one step, and announced to the workers; reads, lists and cancels go to
+// the batch records (PostgreSQL's, so any API server answers for any batch, or one process's).
 import { createWriteStream } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { open, rm, writeFile } from "node:fs/promises";

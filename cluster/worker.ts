@@ -287,11 +287,11 @@ export class ClusterWorker {
     }
   }
 
-  /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
   private served(): string[] {
     return this.deps.serves ?? this.deps.models.registry.names;
   }
 
+  /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
   private async register(): Promise<void> {
     const { id, pool, capacity } = this.deps;
     if (!pool) return;

@@ -1,5 +1,5 @@
 // Multipart uploads stream straight to a temp file under BATCH_DIR; a file is never held in memory.
-// The temp dir sits on the same file system as the store, so FileStore.adopt can rename instead of copy.
+// The temp dir sits on the same file system as the store, so adopting the upload is a rename, not a copy.
 import { mkdir, rm } from "node:fs/promises";
 import type { RequestHandler } from "express";
 import multer, { MulterError } from "multer";

@@ -1,6 +1,6 @@
 // The BlobStore port on a local folder (BATCH_DIR): a key is a path below it. Content moves in by rename (or a
-// copy across file systems), goes out as a read stream. `localPath` is this store's own extra: the parts of the
-// service that still run on local files (a batch's pipeline, the collector) reach the same bytes through it.
+// copy across file systems), goes out as a read stream. `localPath` is this store's own extra: a shard run in
+// place (one machine's batches) appends its results to the files themselves through it.
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
