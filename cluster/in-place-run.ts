@@ -5,7 +5,7 @@
 // committing them) commits the difference first. A local failure other than a full disk (a file that cannot be
 // written) fails the batch, as it would fail anywhere. For one process over its own folder only: a second run of
 // the same shard waits for the first to end.
-import { mkdir, rm, stat } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { createWriteStream } from "node:fs";
@@ -202,7 +202,7 @@ export class InPlaceShardRun implements ShardExecution {
     for (const kind of ["output", "errors"] as const) {
       const f = files[kind];
       const some = kind === "output" ? now.completed > 0 : now.failed > 0;
-      if (some && !shard.parts.some((p) => p[kind] === f.key) && (await sizeOf(f.path)) > 0) part[kind] = f.key;
+      if (some && !shard.parts.some((p) => p[kind] === f.key) && ((await this.deps.blobs.size(f.key)) ?? 0) > 0) part[kind] = f.key;
     }
     const delta = {
       completed: now.completed - was.completed,
@@ -260,10 +260,3 @@ interface ShardFiles {
   /** A scratch folder to remove after the run. */
   scratch?: string;
 }
-
-/** Bytes of a result file (0 when it is missing, or is not a file). */
-const sizeOf = (p: string) =>
-  stat(p).then(
-    (s) => (s.isFile() ? s.size : 0),
-    () => 0,
-  );
