@@ -185,9 +185,14 @@ export class ClusterBatchService implements BatchService {
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
-      const known = { total: v.total, bytes: blob.size };
+      // Without a local copy every request fits one shard (a batch holds at most MAX_REQUESTS_PER_BATCH).
+      const shardSize = config.cluster.shardSize;
       const shards =
-        batch.status !== "validating" ? [] : local ? await planShards(local, config.cluster.shardSize, known) : [oneShard(known)];
+        batch.status !== "validating"
+          ? []
+          : local && v.total > shardSize
+            ? await planShards(local, shardSize)
+            : [oneShard({ total: v.total, bytes: blob.size })];
       const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
       if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
         throw new NotFoundError("file", input.inputFileId, "input_file_id");

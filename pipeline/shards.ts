@@ -14,19 +14,15 @@ const LF = 0x0a;
 /** Space, tab and CR: a line of only these is blank. */
 const isBlankByte = (b: number) => b === 0x20 || b === 0x09 || b === 0x0d;
 
-/** The whole file as one shard, from its requests and bytes as validation counted them. */
+/** The whole file as one shard, from its requests and bytes as validation counted them (no pass needed). */
 export const oneShard = (known: { total: number; bytes: number }): ShardPlan => ({
   byteStart: 0,
   byteEnd: known.bytes,
   total: known.total,
 });
 
-/**
- * One streaming pass: a shard ends after every `linesPerShard` requests; trailing blank lines stay in the last.
- * `known` (the file's requests and bytes, as validation counted them) spares the pass when all fit in one shard.
- */
-export async function planShards(path: string, linesPerShard: number, known?: { total: number; bytes: number }): Promise<ShardPlan[]> {
-  if (known && known.total <= linesPerShard) return known.total > 0 ? [oneShard(known)] : [];
+/** One streaming pass: a shard ends after every `linesPerShard` requests; trailing blank lines stay in the last. */
+export async function planShards(path: string, linesPerShard: number): Promise<ShardPlan[]> {
   const shards: ShardPlan[] = [];
   let offset = 0;
   let shardStart = 0;

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { planShards } from "../../pipeline/shards.js";
+import { oneShard, planShards } from "../../pipeline/shards.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-shards-"));
 function file(content: string | Buffer): string {
@@ -42,17 +42,15 @@ describe("planShards", () => {
     expect(await planShards(file(""), 5)).toEqual([]);
   });
 
-  it("plans what the pass would when the counts are known and all requests fit in one shard, without reading", async () => {
+  it("plans one shard from the counts as the pass plans a file whose requests all fit in one", async () => {
     const text = '{"a":1}\n\n{"a":2}\n  \n';
     const p = file(text);
-    const known = { total: 2, bytes: Buffer.byteLength(text) };
-    expect(await planShards(p, 2, known)).toEqual(await planShards(p, 2));
-    expect(await planShards(p, 5, known)).toEqual(await planShards(p, 5));
-    expect(await planShards("/nonexistent/never-read.jsonl", 3, known)).toEqual([{ byteStart: 0, byteEnd: known.bytes, total: 2 }]);
-    // More requests than one shard holds: the pass runs.
-    expect(await planShards(p, 1, known)).toEqual([
+    const whole = oneShard({ total: 2, bytes: Buffer.byteLength(text) });
+    expect(await planShards(p, 2)).toEqual([whole]);
+    expect(await planShards(p, 5)).toEqual([whole]);
+    expect(await planShards(p, 1)).toEqual([
       { byteStart: 0, byteEnd: 8, total: 1 },
-      { byteStart: 8, byteEnd: known.bytes, total: 1 },
+      { byteStart: 8, byteEnd: whole.byteEnd, total: 1 },
     ]);
   });
 });
