@@ -6,7 +6,7 @@ import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
 import { transition } from "../api/control/batch-state.js";
-import { randomPreemptions } from "../api/control/preemptions.js";
+import { randomPreemptions } from "./preemptions.js";
 import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
