@@ -189,11 +189,12 @@ export async function createClusterPlane(deps: {
   for (const w of pool) await w.start();
   logger.info(
     {
+      mode: cluster.databaseUrl ? "distributed" : "one process",
       role: cluster.role,
       workers: specs,
       storage: config.s3.bucket ? "s3" : "folder",
     },
-    "distributed mode ready",
+    "control plane ready",
   );
   let closed: Promise<void> | undefined;
   let drained: Promise<void> | undefined;
