@@ -12,9 +12,13 @@ export const batchKeys = (id: string) => ({
   shards: `${id}/shards/`,
 });
 
-/** A shard's result part: the epoch in the name keeps a fenced worker's upload apart from its successor's. */
-export const partKey = (s: Pick<ClaimedShard, "batchId" | "idx" | "epoch">, n: number, kind: "output" | "errors") =>
-  `${s.batchId}/shards/${s.idx}/${s.epoch}-${n}.${kind}.jsonl`;
+/**
+ * A shard's result part, one key per upload attempt: a part never changes once written, so a commit whose reply
+ * was lost cannot be overwritten by a retry with more lines, and a successor reads exactly what was committed.
+ * The epoch and checkpoint number in the name are for people reading the bucket; `attempt` makes it unique.
+ */
+export const partKey = (s: Pick<ClaimedShard, "batchId" | "idx" | "epoch">, n: number, kind: "output" | "errors", attempt: string) =>
+  `${s.batchId}/shards/${s.idx}/${s.epoch}-${n}-${attempt}.${kind}.jsonl`;
 
 /** A batch's output or error file's id, derived from the batch id: finalizing twice (a crash in between) records one file. */
 export function resultFileId(batchId: string, kind: "output" | "error"): string {

@@ -2,6 +2,7 @@
 // (an earlier worker's checkpoints) are read back as done, and every CHECKPOINT_SECONDS the new whole result lines
 // go up as a part and are committed under the shard's epoch. Fenced (the lease taken over): it stops, and what
 // it has not committed never counts.
+import { randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { mkdir, open, rm, stat } from "node:fs/promises";
 import path from "node:path";
@@ -15,7 +16,7 @@ import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { partKey } from "./keys.js";
-import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
+import { type ClaimedShard, type CommitResult, type ShardCommit, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
 
@@ -62,6 +63,13 @@ export interface ShardRunDeps {
 
 const RETRY_MS = 1_000;
 
+/** One checkpoint's upload: its part, the counts of exactly its lines, and where it ends in the local files. */
+interface Attempt {
+  n: number;
+  commit: ShardCommit;
+  ends: { output: number; errors: number };
+}
+
 /**
  * How a run ends, whatever keeps its results: what it wrote is committed first (retried until it lands, or until
  * the shard turns out fenced); then a shutdown hands the shard back, anything else marks it finished.
@@ -97,7 +105,10 @@ export class ShardRun implements ShardExecution {
   /** Bytes of each local result file already committed (or read back from committed parts). */
   private readonly sent = { output: 0, errors: 0 };
   private checkpointing: Promise<CommitResult> | undefined;
+  /** A commit sent whose reply never came: it is resolved before anything new is uploaded. */
+  private unresolved: Attempt | undefined;
   private lost = false;
+  private lastFailure: string | undefined;
   /** Aborted when the shard is found fenced, so the run stops at once. */
   readonly fence = new AbortController();
 
@@ -134,7 +145,7 @@ export class ShardRun implements ShardExecution {
       await this.fetchInput();
       const base = await this.fetchCommitted();
       onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
-      const timer = setInterval(() => void this.checkpoint().catch(() => undefined), deps.checkpointSeconds * 1000);
+      const timer = setInterval(() => void this.checkpoint().catch((err) => this.failed(err)), deps.checkpointSeconds * 1000);
       timer.unref();
       let result: Awaited<ReturnType<typeof runBatchFile>>;
       try {
@@ -178,42 +189,71 @@ export class ShardRun implements ShardExecution {
       await this.checkpointing?.catch(() => undefined);
       return await this.checkpoint();
     } catch (err) {
-      this.deps.logger.warn({ err: (err as Error).message, shard: this.key }, "checkpoint failed; retrying");
+      this.failed(err);
       return "failed";
     }
+  }
+
+  /** A checkpoint that failed is tried again at the next tick; said once per outage, not once per tick. */
+  private failed(err: unknown): void {
+    const message = (err as Error).message;
+    if (message === this.lastFailure) return;
+    this.lastFailure = message;
+    this.deps.logger.warn({ err: message, shard: this.key, unresolved: this.unresolved !== undefined }, "checkpoint failed; retrying");
   }
 
   private async checkpointOnce(): Promise<CommitResult> {
     if (this.lost) return "fenced";
     const { deps, shard } = this;
-    const n = shard.checkpoints + 1;
-    const out = await this.pending("output");
-    const err = await this.pending("errors");
-    if (out.bytes.length === 0 && err.bytes.length === 0) return "committed";
-    const part: ShardPart = {};
-    if (out.bytes.length > 0) {
-      part.output = partKey(shard, n, "output");
-      await deps.blobs.put(part.output, Readable.from([out.bytes]));
-    }
-    if (err.bytes.length > 0) {
-      part.errors = partKey(shard, n, "errors");
-      await deps.blobs.put(part.errors, Readable.from([err.bytes]));
-    }
-    const counts = await scanResultText(out.bytes.toString("utf8"), err.bytes.toString("utf8"));
-    const result = await deps.queue.commit(
-      shard,
-      { part, completed: counts.completed, failed: counts.failed, usage: counts.usage },
-      deps.leaseSeconds,
-    );
+    // A commit whose outcome is unknown (its reply lost) is sent again exactly as it was before anything new is
+    // written: the queue recognises its part if it landed, and refuses it if the shard was taken over meanwhile.
+    const attempt = this.unresolved ?? (await this.upload());
+    if (!attempt) return "committed";
+    this.unresolved = attempt;
+    const result = await deps.queue.commit(shard, attempt.commit, deps.leaseSeconds);
+    this.unresolved = undefined;
     if (result === "fenced") {
+      await this.discard(attempt.commit.part);
       this.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
       return result;
     }
-    shard.checkpoints = n;
-    shard.parts.push(part);
-    this.sent.output = out.end;
-    this.sent.errors = err.end;
+    this.lastFailure = undefined;
+    shard.checkpoints = attempt.n;
+    shard.parts.push(attempt.commit.part);
+    this.sent.output = attempt.ends.output;
+    this.sent.errors = attempt.ends.errors;
     return result;
+  }
+
+  /** Uploads the lines written since the last commit under keys of their own; undefined when there are none. */
+  private async upload(): Promise<Attempt | undefined> {
+    const { deps, shard } = this;
+    const n = shard.checkpoints + 1;
+    const out = await this.pending("output");
+    const err = await this.pending("errors");
+    if (out.bytes.length === 0 && err.bytes.length === 0) return undefined;
+    const tag = randomBytes(4).toString("hex");
+    const part: ShardPart = {};
+    if (out.bytes.length > 0) {
+      part.output = partKey(shard, n, "output", tag);
+      await deps.blobs.put(part.output, Readable.from([out.bytes]));
+    }
+    if (err.bytes.length > 0) {
+      part.errors = partKey(shard, n, "errors", tag);
+      await deps.blobs.put(part.errors, Readable.from([err.bytes]));
+    }
+    // Counts come from the bytes uploaded, so what the batch counts is what its parts hold.
+    const counts = await scanResultText(out.bytes.toString("utf8"), err.bytes.toString("utf8"));
+    return {
+      n,
+      commit: { part, completed: counts.completed, failed: counts.failed, usage: counts.usage },
+      ends: { output: out.end, errors: err.end },
+    };
+  }
+
+  /** A part that never counted: removed now (finalizing removes any that a crash leaves behind). */
+  private async discard(part: ShardPart): Promise<void> {
+    for (const key of [part.output, part.errors]) if (key) await this.deps.blobs.delete(key).catch(() => undefined);
   }
 
   /** The whole lines written to a local result file since the last commit (a line being written waits). */

@@ -79,13 +79,16 @@ export class MemoryWorkQueue implements WorkQueue {
     return { lost, stops };
   }
 
-  /** A commit retried after its reply was lost finds its own checkpoint number already there: committed, once. */
+  /** A commit retried after its reply was lost finds its own part (or, with none, its number) there: committed, once. */
   async commit(c: ClaimedShard, commit: ShardCommit, leaseSeconds: number): Promise<CommitResult> {
     const found = this.find(c);
     if (!found) return "fenced";
     const { e, s } = found;
-    if (s.epoch !== c.epoch) return "fenced";
-    if (s.state !== "running" || s.checkpoints !== c.checkpoints) return s.checkpoints === c.checkpoints + 1 ? "committed" : "fenced";
+    const { output, errors } = commit.part;
+    if (output || errors) {
+      if (s.parts.some((p) => p.output === output && p.errors === errors)) return "committed";
+    } else if (s.epoch === c.epoch && s.checkpoints === c.checkpoints + 1) return "committed";
+    if (s.epoch !== c.epoch || s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
     if (commit.part.output || commit.part.errors) s.parts.push(structuredClone(commit.part));
     s.checkpoints++;
     const k = s.counted;

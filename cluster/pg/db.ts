@@ -12,10 +12,39 @@ export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.u
 /** Advisory lock keys (one namespace for this service). */
 export const LOCKS = { migrate: 7_240_001, maintenance: 7_240_002, admission: 7_240_003 } as const;
 
+/**
+ * Bounds on every conversation with the database, so that a reply that never comes (a partition, a frozen server)
+ * fails the call instead of hanging it: the server cancels a statement after STATEMENT_MS, the client gives up on
+ * a reply after QUERY_MS (the pool then drops that connection), and TCP keepalive finds a dead peer within about
+ * a minute where a connection sits idle.
+ */
+export const DB_TIMEOUTS = { connectMs: 5_000, statementMs: 15_000, queryMs: 20_000, keepAliveMs: 10_000 } as const;
+
+export function pgClientConfig(url: string): pg.ClientConfig {
+  return {
+    connectionString: url,
+    connectionTimeoutMillis: DB_TIMEOUTS.connectMs,
+    statement_timeout: DB_TIMEOUTS.statementMs,
+    query_timeout: DB_TIMEOUTS.queryMs,
+    idle_in_transaction_session_timeout: DB_TIMEOUTS.statementMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: DB_TIMEOUTS.keepAliveMs,
+  };
+}
+
 export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5_000 });
+  const pool = new pg.Pool({ ...pgClientConfig(url), max });
   // An idle client losing its connection (a database restart) must not crash the process: the pool replaces it.
-  pool.on("error", (err) => logger.warn({ err: err.message }, "database connection lost; it is reopened on next use"));
+  // A restart loses every idle connection at once: one line says so, with how many since the last.
+  let lastSaid = 0;
+  let unsaid = 0;
+  pool.on("error", (err) => {
+    unsaid++;
+    if (Date.now() - lastSaid < 30_000) return;
+    logger.warn({ err: err.message, connections: unsaid }, "database connections lost; they are reopened on next use");
+    lastSaid = Date.now();
+    unsaid = 0;
+  });
   return pool;
 }
 

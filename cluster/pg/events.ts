@@ -5,9 +5,10 @@
 import pg from "pg";
 import type pino from "pino";
 import type { ClusterEvent, EventBus } from "../ports.js";
+import { pgClientConfig } from "./db.js";
 
 export const CHANNEL = "obi_events";
-const RECONNECT_MS = 1_000;
+const RECONNECT_MS = { first: 500, max: 10_000 };
 
 export class PgEventBus implements EventBus {
   constructor(private readonly db: pg.Pool) {}
@@ -17,22 +18,32 @@ export class PgEventBus implements EventBus {
   }
 }
 
-/** Listens on its own connection, reconnecting after a loss (a database restart) until closed. */
+/**
+ * Listens on its own connection, reconnecting after a loss (a database restart) until closed, with a backoff up
+ * to 10 s; an outage is logged when it starts and when it ends, not at every try.
+ */
 export function subscribe(url: string, logger: pino.Logger, onEvent: (e: ClusterEvent) => void): { close(): Promise<void> } {
   let closed = false;
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
+  let backoff = RECONNECT_MS.first;
+  let down: { since: number; tries: number } | undefined;
   const connect = async () => {
     if (closed) return;
-    const c = new pg.Client({ connectionString: url });
+    const c = new pg.Client(pgClientConfig(url));
     client = c;
     const lost = (err?: Error) => {
       if (closed || client !== c) return;
       client = undefined;
-      logger.warn({ err: err?.message }, "lost the database event connection; reconnecting");
+      if (down) down.tries++;
+      else {
+        down = { since: Date.now(), tries: 1 };
+        logger.warn({ err: err?.message }, "lost the database event connection; reconnecting (said again when it is back)");
+      }
       c.end().catch(() => undefined);
-      retry = setTimeout(connect, RECONNECT_MS);
+      retry = setTimeout(connect, backoff);
       retry.unref();
+      backoff = Math.min(backoff * 2, RECONNECT_MS.max);
     };
     c.on("error", lost);
     c.on("end", () => lost());
@@ -46,6 +57,9 @@ export function subscribe(url: string, logger: pino.Logger, onEvent: (e: Cluster
     try {
       await c.connect();
       await c.query(`LISTEN ${CHANNEL}`);
+      backoff = RECONNECT_MS.first;
+      if (down) logger.info({ down_ms: Date.now() - down.since, tries: down.tries }, "database event connection restored");
+      down = undefined;
       // Whatever was announced while disconnected is found by the fallbacks; a wake-up catches up on work now.
       onEvent({ type: "work" });
     } catch (err) {

@@ -110,8 +110,8 @@ export class PgWorkQueue implements WorkQueue {
 
   /**
    * Records a checkpoint's parts and adds its counts to the batch, in one transaction, under the claimed epoch
-   * and the checkpoint number read. A commit retried after its reply was lost finds the number already raised
-   * by itself and counts as committed, not twice.
+   * and the checkpoint number read. A commit retried after its reply was lost finds its own part (every upload
+   * has keys of its own) and counts as committed, not twice; any other commit under a stale number is refused.
    */
   async commit(s: ClaimedShard, c: ShardCommit, leaseSeconds: number): Promise<CommitResult> {
     const { rows } = await this.db.query(
@@ -138,7 +138,7 @@ export class PgWorkQueue implements WorkQueue {
       ],
     );
     if (rows.length > 0) return "committed";
-    return (await this.landed(s, s.checkpoints + 1)) ? "committed" : "fenced";
+    return (await this.landed(s, c.part)) ? "committed" : "fenced";
   }
 
   /** Marks the shard finished (every line has its result committed). */
@@ -180,8 +180,18 @@ export class PgWorkQueue implements WorkQueue {
     return rows;
   }
 
-  private async landed(s: ClaimedShard, checkpoints: number): Promise<boolean> {
-    const { rows } = await this.db.query("SELECT epoch, checkpoints FROM shards WHERE batch_id = $1 AND idx = $2", [s.batchId, s.idx]);
-    return rows[0]?.epoch === s.epoch && rows[0].checkpoints === checkpoints;
+  /**
+   * Whether a commit landed though its reply was lost: its part is among the shard's (whoever holds the shard now:
+   * a successor read it as done). A commit with no part is recognised by its epoch and number alone.
+   */
+  private async landed(s: ClaimedShard, part: ShardPart): Promise<boolean> {
+    const { rows } = await this.db.query(
+      "SELECT epoch, checkpoints, parts @> $3::jsonb AS has_part FROM shards WHERE batch_id = $1 AND idx = $2",
+      [s.batchId, s.idx, JSON.stringify([part])],
+    );
+    const r = rows[0];
+    if (!r) return false;
+    if (part.output || part.errors) return r.has_part === true;
+    return r.epoch === s.epoch && r.checkpoints === s.checkpoints + 1;
   }
 }

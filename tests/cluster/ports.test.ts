@@ -210,6 +210,32 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     },
   );
 
+  it.skipIf(skip)(
+    "refuses a different commit under a number that already landed, and recognises a lost commit by its part after a takeover",
+    async () => {
+      const id = await batch(1);
+      const { queue, batches } = ports;
+      const [s] = await queue.claim(claimOpts({ workerId: "a", leaseSeconds: SHORT_LEASE }));
+      const first = { part: { output: "a-1" }, completed: 3, failed: 0, usage };
+      expect(await queue.commit({ ...s }, first, SHORT_LEASE)).toBe("committed");
+      // The worker never heard, and (as before the fix) sends more lines under the same number: not counted.
+      const bigger = { part: { output: "a-1b" }, completed: 5, failed: 0, usage };
+      expect(await queue.commit({ ...s }, bigger, SHORT_LEASE)).toBe("fenced");
+      let row = (await batches.get(id))!;
+      expect(row.batch.request_counts).toMatchObject({ completed: 3, failed: 0 });
+      // Taken over: the lost commit is still recognised by its own part (it counts, and its object must stay).
+      await lapse();
+      const [taken] = await queue.claim(claimOpts({ workerId: "b" }));
+      expect(taken.parts).toEqual([{ output: "a-1" }]);
+      expect(await queue.commit({ ...s }, first, SHORT_LEASE)).toBe("committed");
+      // A commit that never landed, sent after the takeover, is refused and counts nothing.
+      expect(await queue.commit({ ...s, checkpoints: 1 }, { ...first, part: { output: "a-2" } }, SHORT_LEASE)).toBe("fenced");
+      row = (await batches.get(id))!;
+      expect(row.batch.request_counts).toMatchObject({ completed: 3, failed: 0 });
+      expect((await queue.ofBatch(id))[0].parts).toEqual([{ output: "a-1" }]);
+    },
+  );
+
   it.skipIf(skip)("puts lapsed leases back in the queue with a new epoch; a hand-back is claimable at once", async () => {
     const { queue } = ports;
     await batch(2);

@@ -1,0 +1,61 @@
+// The checker of a fault history, in the spirit of Jepsen's: whatever happened to the processes, each batch that
+// ended is judged only by what a client can read, its object and its files. Each custom_id once across the output
+// and error files, none lost, none invented; the counts equal the files' lines; the usage equals the sum of the
+// output lines' usage.
+
+export interface ResultLine {
+  custom_id: string;
+  response?: { status_code?: number; body?: any } | null;
+  error?: unknown;
+}
+
+export interface BatchView {
+  id: string;
+  status: string;
+  request_counts?: { total: number; completed: number; failed: number } | null;
+  usage?: { input_tokens: number; output_tokens: number; input_tokens_details?: { cached_tokens?: number } } | null;
+}
+
+export interface Verdict {
+  batch: string;
+  lost: number;
+  duplicated: number;
+  /** Count fields that disagree with the files (completed, failed, total, usage). */
+  mismatches: string[];
+}
+
+export function checkBatch(b: BatchView, expected: readonly string[], output: ResultLine[], errors: ResultLine[]): Verdict {
+  const seen = new Map<string, number>();
+  for (const l of [...output, ...errors]) seen.set(l.custom_id, (seen.get(l.custom_id) ?? 0) + 1);
+  const want = new Set(expected);
+  let duplicated = 0;
+  for (const [id, n] of seen) if (n > 1 || !want.has(id)) duplicated += want.has(id) ? n - 1 : n;
+  const lost = expected.filter((id) => !seen.has(id)).length;
+  const mismatches: string[] = [];
+  const c = b.request_counts;
+  if (!c) mismatches.push("request_counts missing");
+  else {
+    if (c.completed !== output.length) mismatches.push(`completed ${c.completed} != ${output.length} output lines`);
+    if (c.failed !== errors.length) mismatches.push(`failed ${c.failed} != ${errors.length} error lines`);
+    if (c.total !== expected.length) mismatches.push(`total ${c.total} != ${expected.length} requests`);
+  }
+  const sum = { input: 0, output: 0, cached: 0 };
+  for (const l of output) {
+    const u = l.response?.body?.usage;
+    if (!u) continue;
+    sum.input += u.prompt_tokens ?? u.input_tokens ?? 0;
+    sum.output += u.completion_tokens ?? u.output_tokens ?? 0;
+    sum.cached += u.prompt_tokens_details?.cached_tokens ?? u.input_tokens_details?.cached_tokens ?? 0;
+  }
+  if (output.length > 0 && b.usage) {
+    if (b.usage.input_tokens !== sum.input) mismatches.push(`usage.input_tokens ${b.usage.input_tokens} != ${sum.input}`);
+    if (b.usage.output_tokens !== sum.output) mismatches.push(`usage.output_tokens ${b.usage.output_tokens} != ${sum.output}`);
+    const cached = b.usage.input_tokens_details?.cached_tokens ?? 0;
+    if (cached !== sum.cached) mismatches.push(`usage cached_tokens ${cached} != ${sum.cached}`);
+  }
+  return { batch: b.id, lost, duplicated, mismatches };
+}
+
+/** A verdict as one line for a log or a failed assertion. */
+export const describeVerdict = (v: Verdict) =>
+  `${v.batch}: lost ${v.lost}, duplicated ${v.duplicated}${v.mismatches.length ? `, ${v.mismatches.join("; ")}` : ""}`;

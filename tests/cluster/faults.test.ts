@@ -1,0 +1,93 @@
+// Faults where the database meets the blob store, through real processes: a worker behind a TCP proxy to PostgreSQL
+// whose checkpoint commit lands but whose reply is lost, with and without a partition long enough for another
+// worker to take the shard over. Every batch is judged by the checker (chaos/checker.ts): each custom_id once, the
+// counts and usage equal to the files.
+import { rmSync } from "node:fs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { checkBatch, describeVerdict } from "../../chaos/checker.js";
+import { startTcpProxy, type TcpProxy, throughProxy } from "../../chaos/tcp-proxy.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
+import type { ServerProcess } from "../helpers/process.js";
+import { openaiClient, waitForBatch } from "../helpers/service.js";
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+const COMMON = { SHARD_SIZE: "100000", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "512" };
+/** Text only the checkpoint commit's statement sends (cluster/pg/shards.ts). */
+const COMMIT_SQL = "checkpoints = checkpoints + 1";
+
+describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose reply is lost", () => {
+  let shared: SharedState;
+  let api: TestNode;
+  const dirs: string[] = [];
+  let cleanup: Array<() => Promise<unknown>> = [];
+
+  beforeAll(async () => {
+    shared = await startSharedState();
+    api = await startNode(shared, { ...COMMON, ROLE: "api" });
+  }, 90_000);
+  afterEach(async () => {
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+    cleanup = [];
+  }, 60_000);
+  afterAll(async () => {
+    await api?.close();
+    await shared?.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  async function proxiedWorker(id: string): Promise<{ proxy: TcpProxy; worker: ServerProcess }> {
+    const proxy = await startTcpProxy({ host: "127.0.0.1", port: shared.pg.port });
+    const worker = await startChild(
+      shared,
+      { ...COMMON, ROLE: "worker", WORKER_ID: id, DATABASE_URL: throughProxy(shared.env.DATABASE_URL, proxy) },
+      dirs,
+    );
+    cleanup.push(async () => {
+      worker.child.kill("SIGKILL");
+      await worker.exited;
+      await proxy.close();
+    });
+    return { proxy, worker };
+  }
+  async function submit(n: number, prefix: string) {
+    const file = await uploadJsonl(api.baseUrl, completionJsonl(n, prefix, { maxTokens: 24 }));
+    return openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+  }
+  async function verdict(id: string, prefix: string, n: number) {
+    const b = await waitForBatch(api.baseUrl, id, 150_000);
+    const { output, errors } = await downloadResults(api, b);
+    return { batch: b, v: checkBatch(b as any, customIds(prefix, n), output, errors) };
+  }
+
+  it("the commit is retried as it was: counts and usage equal the files (the milder case: no partition)", async () => {
+    const { proxy } = await proxiedWorker("lost-reply");
+    const dropped = proxy.dropReplyTo(COMMIT_SQL, 0);
+    const b = await submit(300, "lr");
+    await dropped;
+    const { batch, v } = await verdict(b.id, "lr", 300);
+    expect(batch.status).toBe("completed");
+    expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });
+  }, 200_000);
+
+  it.each(["refuse", "silent"] as const)(
+    "lost reply, then a %s partition past the lease: the successor reads only what was committed, nothing twice",
+    async (mode) => {
+      const prefix = `lp${mode[0]}`;
+      const { proxy } = await proxiedWorker(`partitioned-${mode}`);
+      const dropped = proxy.dropReplyTo(COMMIT_SQL, 15_000, mode);
+      const b = await submit(700, prefix);
+      await dropped;
+      // Another worker, on the database directly, takes the shard over once the lease lapses.
+      const successor = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "successor" });
+      cleanup.push(() => successor.close({ graceMs: 0 }));
+      const { batch, v } = await verdict(b.id, prefix, 700);
+      expect(batch.status).toBe("completed");
+      expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });
+      expect(successor.calls.bodies.filter((x) => x.includes(`story ${prefix} `)).length).toBeGreaterThan(0);
+    },
+    200_000,
+  );
+});
