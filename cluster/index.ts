@@ -1,6 +1,6 @@
 // Composition of the distributed mode (DATABASE_URL set): PostgreSQL for metadata and the shard queue, the blob
 // store (S3 when S3_BUCKET is set, else BATCH_DIR as a shared folder), and by ROLE the API's batch service, a
-// worker, or both. Every process competes for the maintenance lock, so housekeeping runs whatever the roles.
+// worker, or both. Every process competes for the maintenance's lease, so housekeeping runs whatever the roles.
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
@@ -140,12 +140,10 @@ export async function createClusterPlane(deps: {
     preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
     listWorkers: deps.workers === undefined,
   });
+  const leader = ports.maintenance(`maintenance:${id}`, cluster.leaseSeconds);
   const maintenance = new Maintenance({
-    lock: ports.maintenanceLock(),
+    ...leader,
     events: bus,
-    batches,
-    queue,
-    files,
     blobs,
     newRun,
     leaseSeconds: cluster.leaseSeconds,

@@ -1,6 +1,8 @@
 // Housekeeping that must run in exactly one process at a time and never stop: whichever process holds the leader
-// lock does it (PostgreSQL's advisory lock: when that process dies the lock is free, and another process takes over
-// within a tick). Each tick: expire batches past their deadline,
+// lease does it. The holder renews it every tick on a timer of its own (a long finalize does not starve it); one
+// that dies, freezes or is cut off loses it within LEASE_SECONDS and another process takes over at its next tick,
+// so leadership moves within LEASE_SECONDS + 1 s. What the old holder still writes is refused (the lease's term is
+// checked in each write's transaction). Each tick, every step bounded in time: expire batches past their deadline,
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
@@ -11,6 +13,17 @@ import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import { progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;
+/** Bounds on one step: a database step's statements are bounded too (cluster/pg/db.ts); finalizing streams a whole batch. */
+const STEP_MS = { short: 30_000, finalize: 600_000, collect: 300_000 } as const;
+
+/** A step that did not end in time: the tick goes on (a late write of the abandoned step is fenced by the lease). */
+function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`maintenance step '${what}' took over ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
 
 export interface MaintenanceDeps extends FinalizeDeps {
   lock: LeaderLock;
@@ -26,10 +39,12 @@ export interface MaintenanceDeps extends FinalizeDeps {
 
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
+  private renewing: Promise<boolean> | undefined;
   private ticking = false;
   private again = false;
   private lastCollect = 0;
   private closed = false;
+  private wasLeader = false;
 
   constructor(private readonly deps: MaintenanceDeps) {}
 
@@ -40,7 +55,10 @@ export class Maintenance {
 
   /** Resolves after the first round (what the last process left due is handled before anything is served). */
   start(): Promise<void> {
-    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    this.timer = setInterval(() => {
+      void this.holdLock();
+      void this.tick();
+    }, TICK_MS);
     this.timer.unref();
     return this.tick();
   }
@@ -68,19 +86,22 @@ export class Maintenance {
 
   private async housekeep(): Promise<void> {
     const { batches, queue, events, logger, now } = this.deps;
-    for (const id of await batches.expireDue(now())) {
+    for (const id of await within(STEP_MS.short, "expire", batches.expireDue(now()))) {
       logger.warn({ batch_id: id }, "batch reached its deadline unfinished: expiring");
       await events.publish({ type: "stop", batch_id: id, reason: "expired" });
     }
-    const reaped = await queue.reap();
+    const reaped = await within(STEP_MS.short, "reap", queue.reap());
     if (reaped > 0) logger.warn({ shards: reaped }, "leases lapsed (a worker died or lost the database): shards back in the queue");
-    await this.closeOutStopped();
-    for (const id of await batches.readyToFinish()) {
-      await finalizeBatch(this.deps, id).catch((err) => logger.warn({ err: (err as Error).message, batch_id: id }, "cannot finalize yet"));
+    await within(STEP_MS.short, "close out", this.closeOutStopped());
+    for (const id of await within(STEP_MS.short, "ready", batches.readyToFinish())) {
+      if (!this.deps.lock.held) return;
+      await within(STEP_MS.finalize, "finalize", finalizeBatch(this.deps, id)).catch((err) =>
+        logger.warn({ err: (err as Error).message, batch_id: id }, "cannot finalize yet"),
+      );
     }
     if (Date.now() - this.lastCollect >= this.deps.collectIntervalSeconds * 1000) {
       this.lastCollect = Date.now();
-      await this.collect();
+      await within(STEP_MS.collect, "collect", this.collect());
     }
   }
 
@@ -135,17 +156,26 @@ export class Maintenance {
     }
   }
 
-  private async holdLock(): Promise<boolean> {
-    const before = this.deps.lock.held;
-    const held = await this.deps.lock.hold();
-    if (held && !before) this.deps.logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
-    return held;
+  /** Takes or renews the lease (one attempt at a time); says when this process gains or loses it. */
+  private holdLock(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    this.renewing ??= (async () => {
+      const { lock, logger } = this.deps;
+      const before = this.wasLeader;
+      const held = await within(STEP_MS.short, "lease", lock.hold()).catch(() => lock.held);
+      this.wasLeader = held;
+      if (held && !before) logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
+      if (!held && before) logger.warn("this process lost the maintenance lease (frozen, cut off, or taken over): it stops housekeeping");
+      return held;
+    })().finally(() => (this.renewing = undefined));
+    return this.renewing;
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
     while (this.ticking) await new Promise((r) => setTimeout(r, 20));
+    await this.renewing?.catch(() => undefined);
     await this.deps.lock.release();
   }
 }

@@ -182,12 +182,23 @@ export interface EventBus {
   publish(event: ClusterEvent): Promise<void>;
 }
 
-/** At most one holder among all processes; the holder keeps it until it closes or dies. */
+/**
+ * At most one holder among all processes. With many processes it is a lease: a holder that stops renewing it
+ * (frozen, cut off, dead) loses it when it lapses, and another takes it over.
+ */
 export interface LeaderLock {
-  /** Takes the lock if it is free (true), or says whether this process still holds it. */
+  /** Takes the lock if it is free (true), or renews it and says whether this process still holds it. */
   hold(): Promise<boolean>;
   readonly held: boolean;
   release(): Promise<void>;
+}
+
+/** The maintenance's lock, and the ports it writes through: every write is refused once the lock is lost. */
+export interface LeaderPorts {
+  lock: LeaderLock;
+  batches: BatchRecords;
+  queue: WorkQueue;
+  files: FileRecords;
 }
 
 /** One set of the ports, as a composition opens them (PostgreSQL's for many processes, or one process's memory). */
@@ -199,7 +210,7 @@ export interface ClusterPorts {
   events: EventBus;
   /** Delivers every process's events, this one's included, until closed. */
   subscribe(onEvent: (e: ClusterEvent) => void): { close(): Promise<void> };
-  /** A lock for the maintenance: one holder among everything sharing the state. */
-  maintenanceLock(): LeaderLock;
+  /** The maintenance's lock (one holder among everything sharing the state, `holder` naming this one) and its ports. */
+  maintenance(holder: string, leaseSeconds: number): LeaderPorts;
   close(): Promise<void>;
 }

@@ -39,8 +39,15 @@ export class S3BlobStore implements BlobStore {
   private readonly prefix: string;
 
   constructor(private readonly opts: S3BlobStoreOptions) {
-    // Checksums only where the API requires them: S3-compatible servers differ in which they accept.
-    this.s3 = new S3Client({ requestChecksumCalculation: "WHEN_REQUIRED", responseChecksumValidation: "WHEN_REQUIRED", ...opts.client });
+    // Checksums only where the API requires them: S3-compatible servers differ in which they accept. A server that
+    // stops answering fails the call (connecting bounded, then a socket idle for 30 s) instead of hanging it: the
+    // callers retry, and the maintenance must not wait forever on one object.
+    this.s3 = new S3Client({
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
+      requestHandler: { connectionTimeout: 5_000, socketTimeout: 30_000 },
+      ...opts.client,
+    });
     this.prefix = opts.prefix ?? "";
   }
 

@@ -39,14 +39,18 @@ export function memoryPorts(deps: {
 }): ClusterPorts {
   const { state } = deps;
   const events = new MemoryEventBus(state);
+  const batches = new MemoryBatchRecords(state);
+  const queue = new MemoryWorkQueue(state);
+  const files = new MemoryFileRecords(state, deps);
   return {
-    batches: new MemoryBatchRecords(state),
-    queue: new MemoryWorkQueue(state),
-    files: new MemoryFileRecords(state, deps),
+    batches,
+    queue,
+    files,
     workers: new MemoryWorkerRegistry(state),
     events,
     subscribe: (onEvent) => events.subscribe(onEvent),
-    maintenanceLock: () => new MemoryLeaderLock(state),
+    // One process: its holder cannot freeze apart from the state, so its writes need no fence.
+    maintenance: () => ({ lock: new MemoryLeaderLock(state), batches, queue, files }),
     close: () => state.flush(),
   };
 }

@@ -1,13 +1,12 @@
 // Batches and their shards in PostgreSQL. A status changes only from the status the caller read (conditional
 // updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
 // usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
-import type pg from "pg";
 import type { Owner, Page } from "../../api/contracts.js";
 import { InvalidRequestError } from "../../api/control/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../api/schemas/objects.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
-import { inTransaction, LOCKS } from "./db.js";
+import { type Db, inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, doc`;
@@ -34,7 +33,7 @@ function fromRow(r: any): BatchRow {
 const QUEUED = "SELECT count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL";
 
 export class PgBatchRecords implements BatchRecords {
-  constructor(private readonly db: pg.Pool) {}
+  constructor(private readonly db: Db) {}
 
   /**
    * Records a new batch and its shards in one transaction. With `maxQueued`, a batch is admitted only while fewer

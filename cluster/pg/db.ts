@@ -9,8 +9,8 @@ import type pino from "pino";
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
-/** Advisory lock keys (one namespace for this service). */
-export const LOCKS = { migrate: 7_240_001, maintenance: 7_240_002, admission: 7_240_003 } as const;
+/** Advisory lock keys (one namespace for this service; 7_240_002 was the maintenance's before it became a lease). */
+export const LOCKS = { migrate: 7_240_001, admission: 7_240_003 } as const;
 
 /**
  * Bounds on every conversation with the database, so that a reply that never comes (a partition, a frozen server)
@@ -81,11 +81,20 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
   }
 }
 
+/** What the ports query: the pool, or the pool as the maintenance's leader writes through it (leader-lease.ts). */
+export interface Db {
+  query(text: string, values?: unknown[]): Promise<pg.QueryResult>;
+  connect(): Promise<pg.PoolClient>;
+  /** Checked first in every transaction (a leader's lease); throws to refuse it. */
+  fence?(client: pg.PoolClient): Promise<void>;
+}
+
 /** Runs `work` in one transaction. */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
   try {
     await client.query("BEGIN");
+    await db.fence?.(client);
     const result = await work(client);
     await client.query("COMMIT");
     return result;

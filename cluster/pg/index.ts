@@ -1,14 +1,14 @@
-// The distributed mode's ports on PostgreSQL: the pool, the schema migrated at start, LISTEN/NOTIFY, the advisory
-// lock for the maintenance. A database that cannot be used is one error naming its host and database, never the
+// The distributed mode's ports on PostgreSQL: the pool, the schema migrated at start, LISTEN/NOTIFY, the maintenance's
+// lease. A database that cannot be used is one error naming its host and database, never the
 // password in DATABASE_URL.
 import type pino from "pino";
 import type { BlobStore } from "../../api/contracts.js";
 import type { ClusterPorts } from "../ports.js";
 import { PgBatchRecords } from "./batches.js";
-import { createPool, LOCKS, migrate } from "./db.js";
+import { createPool, migrate } from "./db.js";
 import { PgEventBus, subscribe } from "./events.js";
 import { PgFileStore } from "./files.js";
-import { PgLeaderLock } from "./leader-lock.js";
+import { LeaderDb, PgLeaderLease } from "./leader-lease.js";
 import { PgWorkQueue } from "./shards.js";
 import { PgWorkerRegistry } from "./workers.js";
 
@@ -37,7 +37,16 @@ export async function openPgPorts(deps: {
     workers: new PgWorkerRegistry(db),
     events: new PgEventBus(db),
     subscribe: (onEvent) => subscribe(url, logger, onEvent),
-    maintenanceLock: () => new PgLeaderLock(url, LOCKS.maintenance),
+    maintenance(holder, leaseSeconds) {
+      const lock = new PgLeaderLease(db, "maintenance", holder, leaseSeconds);
+      const fenced = new LeaderDb(db, lock);
+      return {
+        lock,
+        batches: new PgBatchRecords(fenced),
+        queue: new PgWorkQueue(fenced),
+        files: new PgFileStore({ db: fenced, blobs: deps.blobs, expirySeconds: deps.expirySeconds, now: deps.now }),
+      };
+    },
     close: () => db.end().catch(() => undefined),
   };
 }

@@ -1,7 +1,6 @@
 // The work queue of the distributed mode: shards claimed with FOR UPDATE SKIP LOCKED under a lease that the
 // worker renews; every claim raises the shard's epoch, and a worker's checkpoints and its end count only under
 // the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
-import type pg from "pg";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -12,6 +11,7 @@ import {
   type StopReason,
   type WorkQueue,
 } from "../ports.js";
+import type { Db } from "./db.js";
 
 function claimed(r: any): ClaimedShard {
   return {
@@ -46,7 +46,7 @@ const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - (SELECT count(*) FROM shar
   WHERE w.pool <> $2 AND w.last_seen > now() - make_interval(secs => $4) AND (w.preempted_until IS NULL OR w.preempted_until < now()))`;
 
 export class PgWorkQueue implements WorkQueue {
-  constructor(private readonly db: pg.Pool) {}
+  constructor(private readonly db: Db) {}
 
   /** Up to `limit` shards for this worker: checkpointed ones first (they resume), then urgent, then in submission order. */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {

@@ -1,11 +1,11 @@
 // The live workers in PostgreSQL: each worker's row (pool, capacity, models, what it runs) is upserted with its
 // heartbeat; a worker not heard from within a lease is not counted.
-import type pg from "pg";
 import type { PoolStatus } from "../../api/contracts.js";
 import type { WorkerInfo, WorkerRegistry } from "../ports.js";
+import type { Db } from "./db.js";
 
 export class PgWorkerRegistry implements WorkerRegistry {
-  constructor(private readonly db: pg.Pool) {}
+  constructor(private readonly db: Db) {}
 
   async register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void> {
     await this.db.query(

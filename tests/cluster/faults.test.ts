@@ -3,12 +3,13 @@
 // worker to take the shard over. Every batch is judged by the checker (chaos/checker.ts): each custom_id once, the
 // counts and usage equal to the files.
 import { rmSync } from "node:fs";
+import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkBatch, describeVerdict } from "../../chaos/checker.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "../../chaos/tcp-proxy.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
 import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
-import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
@@ -90,4 +91,55 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose repl
     },
     200_000,
   );
+});
+
+describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", () => {
+  let shared: SharedState;
+  const dirs: string[] = [];
+  const nodes: TestNode[] = [];
+  let leader: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    shared = await startSharedState();
+  }, 90_000);
+  afterAll(async () => {
+    if (leader && leader.child.exitCode === null) {
+      leader.child.kill("SIGCONT");
+      leader.child.kill("SIGKILL");
+    }
+    for (const n of nodes) await n.close({ graceMs: 0 });
+    await shared?.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it("loses the lease within LEASE_SECONDS: another process finalizes, and the old leader steps down when it wakes", async () => {
+    const first = await startChild(shared, { ...COMMON, ROLE: "api", WORKER_ID: "frozen" }, dirs);
+    leader = first;
+    for (let i = 0; i < 200 && !/now runs the maintenance/.test(first.output()); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(first.output()).toMatch(/now runs the maintenance/);
+    const api = await startNode(shared, { ...COMMON, ROLE: "api", WORKER_ID: "api-2" });
+    nodes.push(api, await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "w" }));
+    first.child.kill("SIGSTOP");
+    const file = await uploadJsonl(api.baseUrl, completionJsonl(120, "fz", { maxTokens: 16 }));
+    const b = await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+    const ranAll = await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed === 120, 60_000);
+    const allRanAt = Date.now();
+    expect(ranAll.status).not.toBe("completed");
+    // The frozen leader's lease (LEASE_SECONDS=4) lapses; the next holder finalizes: well within twice the lease.
+    const done = await waitForBatch(api.baseUrl, b.id, 30_000);
+    expect(done.status).toBe("completed");
+    expect(Date.now() - allRanAt).toBeLessThan(2 * 4_000 + 2_000);
+    const { output, errors } = await downloadResults(api, done);
+    const v = checkBatch(done as any, customIds("fz", 120), output, errors);
+    expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });
+    first.child.kill("SIGCONT");
+    for (let i = 0; i < 100 && !/lost the maintenance lease/.test(first.output()); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(first.output()).toMatch(/lost the maintenance lease/);
+    const c = new pg.Client(shared.pg.url);
+    await c.connect();
+    const { rows } = await c.query("SELECT holder, term FROM leader_leases WHERE name = 'maintenance'");
+    await c.end();
+    expect(rows[0].holder).not.toBe("maintenance:frozen");
+    expect(Number(rows[0].term)).toBeGreaterThan(1);
+  }, 120_000);
 });
