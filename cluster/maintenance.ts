@@ -9,6 +9,7 @@ import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
 import { batchKeys } from "./keys.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import type { StartShardRun } from "./shard-run.js";
+import { OutageLog } from "./outage-log.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import { progressMeter } from "./worker.js";
 
@@ -45,8 +46,14 @@ export class Maintenance {
   private lastCollect = 0;
   private closed = false;
   private wasLeader = false;
+  /** When the state last answered this process, and before when no lease is reaped (a grace after an outage). */
+  private reachedAt = Date.now();
+  private reapAfter = 0;
+  private readonly outage: OutageLog;
 
-  constructor(private readonly deps: MaintenanceDeps) {}
+  constructor(private readonly deps: MaintenanceDeps) {
+    this.outage = new OutageLog(deps.logger, "maintenance tick");
+  }
 
   /** Whether this process runs the housekeeping now. */
   get leader(): boolean {
@@ -76,9 +83,10 @@ export class Maintenance {
         this.again = false;
         if (!(await this.holdLock())) return;
         await this.housekeep();
+        this.outage.ok();
       } while (this.again && !this.closed);
     } catch (err) {
-      this.deps.logger.warn({ err: (err as Error).message }, "maintenance tick failed; trying again");
+      this.outage.failed(err);
     } finally {
       this.ticking = false;
     }
@@ -90,7 +98,7 @@ export class Maintenance {
       logger.warn({ batch_id: id }, "batch reached its deadline unfinished: expiring");
       await events.publish({ type: "stop", batch_id: id, reason: "expired" });
     }
-    const reaped = await within(STEP_MS.short, "reap", queue.reap());
+    const reaped = Date.now() < this.reapAfter ? 0 : await within(STEP_MS.short, "reap", queue.reap(this.deps.leaseSeconds));
     if (reaped > 0) logger.warn({ shards: reaped }, "leases lapsed (a worker died or lost the database): shards back in the queue");
     await within(STEP_MS.short, "close out", this.closeOutStopped());
     for (const id of await within(STEP_MS.short, "ready", batches.readyToFinish())) {
@@ -162,7 +170,16 @@ export class Maintenance {
     this.renewing ??= (async () => {
       const { lock, logger } = this.deps;
       const before = this.wasLeader;
-      const held = await within(STEP_MS.short, "lease", lock.hold()).catch(() => lock.held);
+      const held = await within(STEP_MS.short, "lease", lock.hold()).then(
+        (h) => {
+          // Cut off from the state for over a lease: so, likely, were the workers. They get a lease to renew
+          // theirs before any is judged lapsed (the database's own restart is judged by the queue itself).
+          if (Date.now() - this.reachedAt > this.deps.leaseSeconds * 1000) this.reapAfter = Date.now() + this.deps.leaseSeconds * 1000;
+          this.reachedAt = Date.now();
+          return h;
+        },
+        () => lock.held,
+      );
       this.wasLeader = held;
       if (held && !before) logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
       if (!held && before) logger.warn("this process lost the maintenance lease (frozen, cut off, or taken over): it stops housekeeping");

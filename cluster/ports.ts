@@ -109,6 +109,11 @@ export interface ClaimOptions {
   urgentSeconds: number;
   /** Unix seconds. */
   now: number;
+  /**
+   * Whether shards whose lease lapsed may be taken (default true). A worker that was itself cut off from the state
+   * says false for a lease after it is back: the others were likely cut off too, and renew theirs meanwhile.
+   */
+  takeLapsed?: boolean;
 }
 
 /**
@@ -129,8 +134,12 @@ export interface WorkQueue {
   commit(s: ClaimedShard, c: ShardCommit, leaseSeconds: number): Promise<CommitResult>;
   finish(s: ClaimedShard): Promise<CommitResult>;
   handBack(s: ClaimedShard): Promise<void>;
-  /** Puts shards whose lease lapsed back in the queue, fencing their old workers; returns how many. */
-  reap(): Promise<number>;
+  /**
+   * Puts shards whose lease lapsed (on the state's own clock) back in the queue, fencing their old workers;
+   * returns how many. None while the state itself came back less than `graceSeconds` ago: its outage kept every
+   * worker from renewing, and they get that long to do so.
+   */
+  reap(graceSeconds: number): Promise<number>;
   ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>>;
 }
 

@@ -203,26 +203,30 @@ export class ShardRun implements ShardExecution {
   }
 
   private async checkpointOnce(): Promise<CommitResult> {
-    if (this.lost) return "fenced";
     const { deps, shard } = this;
-    // A commit whose outcome is unknown (its reply lost) is sent again exactly as it was before anything new is
-    // written: the queue recognises its part if it landed, and refuses it if the shard was taken over meanwhile.
-    const attempt = this.unresolved ?? (await this.upload());
-    if (!attempt) return "committed";
-    this.unresolved = attempt;
-    const result = await deps.queue.commit(shard, attempt.commit, deps.leaseSeconds);
-    this.unresolved = undefined;
-    if (result === "fenced") {
-      await this.discard(attempt.commit.part);
-      this.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
-      return result;
+    for (;;) {
+      if (this.lost) return "fenced";
+      // A commit whose outcome is unknown (its reply lost) is sent again exactly as it was before anything new is
+      // written: the queue recognises its part if it landed, and refuses it if the shard was taken over meanwhile.
+      // Once it is resolved, the lines written since go up too (a flush means everything).
+      const resolving = this.unresolved !== undefined;
+      const attempt = this.unresolved ?? (await this.upload());
+      if (!attempt) return "committed";
+      this.unresolved = attempt;
+      const result = await deps.queue.commit(shard, attempt.commit, deps.leaseSeconds);
+      this.unresolved = undefined;
+      if (result === "fenced") {
+        await this.discard(attempt.commit.part);
+        this.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
+        return result;
+      }
+      this.lastFailure = undefined;
+      shard.checkpoints = attempt.n;
+      shard.parts.push(attempt.commit.part);
+      this.sent.output = attempt.ends.output;
+      this.sent.errors = attempt.ends.errors;
+      if (!resolving) return result;
     }
-    this.lastFailure = undefined;
-    shard.checkpoints = attempt.n;
-    shard.parts.push(attempt.commit.part);
-    this.sent.output = attempt.ends.output;
-    this.sent.errors = attempt.ends.errors;
-    return result;
   }
 
   /** Uploads the lines written since the last commit under keys of their own; undefined when there are none. */

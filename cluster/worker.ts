@@ -6,6 +6,7 @@ import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import type { PoolStatus } from "../api/contracts.js";
 import { transition } from "../api/control/batch-state.js";
+import { OutageLog } from "./outage-log.js";
 import { randomPreemptions } from "./preemptions.js";
 import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
 import type { BatchMetrics } from "../api/metrics/metrics.js";
@@ -82,7 +83,15 @@ export class ClusterWorker {
   private pausedUntil = 0;
   private reclaims: { stop(): void } | undefined;
 
-  constructor(private readonly deps: ClusterWorkerDeps) {}
+  private readonly beats: OutageLog;
+  private readonly claims: OutageLog;
+  /** Before this (ms), a lapsed lease is not taken: this worker was cut off, and likely the others with it. */
+  private lapsedAfter = 0;
+
+  constructor(private readonly deps: ClusterWorkerDeps) {
+    this.beats = new OutageLog(deps.logger, "heartbeat");
+    this.claims = new OutageLog(deps.logger, "claiming shards");
+  }
 
   async start(): Promise<void> {
     await this.register();
@@ -119,6 +128,7 @@ export class ClusterWorker {
         leaseSeconds: this.deps.leaseSeconds,
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),
+        takeLapsed: Date.now() >= this.lapsedAfter,
       })
       .then(async (shards) => {
         // Claimed while this worker began to close or was preempted: straight back to the queue.
@@ -128,10 +138,11 @@ export class ClusterWorker {
         }
         for (const s of shards) this.launch(s);
         if (shards.length > 0) void this.register();
+        if (this.claims.ok() > 0) this.lapsedAfter = Date.now() + this.deps.leaseSeconds * 1000;
         return shards.length;
       })
       .catch((err) => {
-        this.deps.logger.warn({ err: (err as Error).message }, "cannot claim shards (database unreachable?); trying again");
+        this.claims.failed(err);
         return 0;
       })
       .then((n) => {
@@ -282,8 +293,9 @@ export class ClusterWorker {
         const stop = stops.get(run.shard.batchId);
         if (stop && run.shard.stopReason !== stop) this.abortRun(run, stop);
       }
+      this.beats.ok();
     } catch (err) {
-      this.deps.logger.warn({ err: (err as Error).message }, "heartbeat failed (database unreachable?); the shards run on");
+      this.beats.failed(err, { note: "the shards run on; they are taken over if this lasts past LEASE_SECONDS" });
     }
   }
 
@@ -297,7 +309,7 @@ export class ClusterWorker {
     if (!pool) return;
     await this.deps.workers
       .register({ id, pool, capacity, models: this.served(), running: this.runningBatches() })
-      .catch((err) => this.deps.logger.warn({ err: (err as Error).message }, "cannot update this worker's registration"));
+      .catch((err) => this.beats.failed(err));
   }
 
   /**

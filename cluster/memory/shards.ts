@@ -32,7 +32,7 @@ export class MemoryWorkQueue implements WorkQueue {
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits) continue;
-      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s)) picks.push({ e, s, urgent: u });
+      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
     }
     picks.sort(
       (a, b) =>
@@ -126,7 +126,8 @@ export class MemoryWorkQueue implements WorkQueue {
     this.state.saveSoon(c.batchId);
   }
 
-  async reap(): Promise<number> {
+  /** No grace here: the state lives and dies with the process, and reopening it requeues every lease at once. */
+  async reap(_graceSeconds: number): Promise<number> {
     const reaped = this.state.requeue((s) => (s.leaseUntil ?? 0) < this.state.clock());
     this.state.saveSoon(...reaped);
     return reaped.length;
@@ -137,8 +138,8 @@ export class MemoryWorkQueue implements WorkQueue {
     return (e?.shards ?? []).map((s) => ({ idx: s.idx, state: s.state, parts: structuredClone(s.parts), total: s.total }));
   }
 
-  private claimable(s: ShardRecord): boolean {
-    return s.state === "queued" || (s.state === "running" && (s.leaseUntil ?? 0) < this.state.clock());
+  private claimable(s: ShardRecord, takeLapsed = true): boolean {
+    return s.state === "queued" || (takeLapsed && s.state === "running" && (s.leaseUntil ?? 0) < this.state.clock());
   }
 
   private take(e: BatchEntry, s: ShardRecord, workerId: string, leaseSeconds: number): ClaimedShard {

@@ -37,6 +37,10 @@ function claimed(r: any): ClaimedShard {
   };
 }
 
+// A lease lapsed on the database's clock, unless the server itself came back less than a lease ago (secs: the
+// lease): its outage kept every worker from renewing, and they get that long to do so before anyone takes over.
+const LAPSED = (secs: string) => `(s.lease_until < now() AND pg_postmaster_start_time() < now() - make_interval(secs => ${secs}))`;
+
 // Near its deadline: under urgentSeconds left, or under a tenth of its window (as the embedded queue decides).
 const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadline_at - b.submitted_at))";
 // Free slots of the other pool's live workers: spot first for ordinary batches, dedicated first for urgent ones,
@@ -54,14 +58,14 @@ export class PgWorkQueue implements WorkQueue {
       `WITH pick AS (
          SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
          WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
-           AND (s.state = 'queued' OR (s.state = 'running' AND s.lease_until < now()))
+           AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
            AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
          ORDER BY jsonb_array_length(s.parts) > 0 DESC, ${URGENT} DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
        FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
        RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint, ${URGENT} AS urgent`,
-      [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit],
+      [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit, o.takeLapsed ?? true],
     );
     return rows.map(claimed);
   }
@@ -74,7 +78,7 @@ export class PgWorkQueue implements WorkQueue {
     const { rows } = await this.db.query(
       `WITH pick AS (
          SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
-         WHERE b.stop_reason IS NOT NULL AND s.state <> 'done' AND (s.state = 'queued' OR s.lease_until < now())
+         WHERE b.stop_reason IS NOT NULL AND s.state <> 'done' AND (s.state = 'queued' OR ${LAPSED("$2")})
          ORDER BY b.seq, s.idx LIMIT $3 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $2)
        FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
@@ -164,12 +168,14 @@ export class PgWorkQueue implements WorkQueue {
 
   /**
    * Puts shards whose lease lapsed (their worker died or lost the database) back in the queue, raising the epoch
-   * so their old worker is fenced even before another takes them. Returns how many.
+   * so their old worker is fenced even before another takes them. Returns how many. Nothing while the server
+   * started less than `graceSeconds` ago: a restart kept every worker from renewing its leases.
    */
-  async reap(): Promise<number> {
+  async reap(graceSeconds: number): Promise<number> {
     const { rowCount } = await this.db.query(
-      `UPDATE shards SET state = 'queued', worker_id = NULL, lease_until = NULL, epoch = epoch + 1
-       WHERE state = 'running' AND lease_until < now()`,
+      `UPDATE shards s SET state = 'queued', worker_id = NULL, lease_until = NULL, epoch = epoch + 1
+       WHERE state = 'running' AND ${LAPSED("$1")}`,
+      [graceSeconds],
     );
     return rowCount ?? 0;
   }

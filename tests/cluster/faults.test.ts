@@ -93,6 +93,41 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose repl
   );
 });
 
+describe.skipIf(!POSTGRES_BIN)("distributed mode: a database outage longer than the lease", () => {
+  let shared: SharedState;
+  const nodes: TestNode[] = [];
+
+  beforeAll(async () => {
+    shared = await startSharedState();
+  }, 90_000);
+  afterAll(async () => {
+    for (const n of nodes) await n.close({ graceMs: 0 });
+    await shared?.close();
+  }, 60_000);
+
+  it("takes no healthy worker's shards: after the restart the workers renew first, and nothing runs twice", async () => {
+    const env = { ...COMMON, SHARD_SIZE: "300" };
+    const api = await startNode(shared, { ...env, ROLE: "api" });
+    const worker = await startNode(shared, { ...env, ROLE: "worker", WORKER_ID: "steady", WORKER_CAPACITY: "3" });
+    nodes.push(api, worker);
+    const file = await uploadJsonl(api.baseUrl, completionJsonl(900, "ol", { maxTokens: 32 }));
+    const b = await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+    await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 0, 60_000);
+    // Down for two and a half leases (LEASE_SECONDS=4): every lease lapses on the database's clock meanwhile.
+    shared.pg.stop();
+    await new Promise((r) => setTimeout(r, 10_000));
+    shared.pg.start();
+    const outageEnded = Date.now();
+    const done = await waitForBatch(api.baseUrl, b.id, 150_000);
+    const { output, errors } = await downloadResults(api, done);
+    const v = checkBatch(done as any, customIds("ol", 900), output, errors);
+    expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });
+    // The worker was healthy throughout: no shard was taken from it, so each request ran once.
+    expect(done.completed_at).toBeGreaterThan(outageEnded / 1000);
+    expect(worker.calls.bodies.filter((x) => x.includes("story ol ")).length).toBe(900);
+  }, 200_000);
+});
+
 describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", () => {
   let shared: SharedState;
   const dirs: string[] = [];

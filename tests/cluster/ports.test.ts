@@ -244,7 +244,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       ...(await queue.claim(claimOpts({ workerId: "dead" }))),
     ];
     await lapse();
-    expect(await queue.reap()).toBe(1);
+    expect(await queue.reap(0)).toBe(1);
     await queue.handBack(claimed[1]);
     const again = await queue.claim(claimOpts({ workerId: "alive", limit: 5 }));
     expect(again.map((s) => [s.idx, s.epoch]).sort()).toEqual([

@@ -1,0 +1,31 @@
+// An outage said twice, when it starts and when it ends, instead of once per failed try (a worker beats every few
+// seconds and the maintenance ticks every second: a database down for a minute would otherwise fill the log).
+import type pino from "pino";
+
+export class OutageLog {
+  private since: number | undefined;
+  private tries = 0;
+
+  constructor(
+    private readonly logger: pino.Logger,
+    /** What fails, as the log line says it: "heartbeat", "maintenance tick". */
+    private readonly what: string,
+  ) {}
+
+  failed(err: unknown, fields: Record<string, unknown> = {}): void {
+    this.tries++;
+    if (this.since !== undefined) return;
+    this.since = Date.now();
+    this.logger.warn({ ...fields, err: (err as Error)?.message }, `${this.what} failed; retrying (said again when it works)`);
+  }
+
+  /** How long the outage that just ended lasted (ms), or 0 when there was none. */
+  ok(): number {
+    if (this.since === undefined) return 0;
+    const ms = Date.now() - this.since;
+    this.logger.info({ down_ms: ms, tries: this.tries }, `${this.what} works again`);
+    this.since = undefined;
+    this.tries = 0;
+    return ms;
+  }
+}
