@@ -26,6 +26,11 @@ const now = () => Math.floor(Date.now() / 1000);
 /** A lease that lapses within the test (both stores take fractions of a second). */
 const SHORT_LEASE = 0.3;
 const lapse = () => sleep(SHORT_LEASE * 1000 + 200);
+/**
+ * A claim that takes a lapsed lease: with a short lease of its own, since PostgreSQL gives the workers a lease's
+ * grace after the server starts (the test server has just started).
+ */
+const TAKER = { workerId: "b", leaseSeconds: SHORT_LEASE };
 
 interface Harness {
   open(blobs: FsBlobStore): Promise<ClusterPorts>;
@@ -193,7 +198,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       expect(row.batch.usage).toMatchObject({ input_tokens: 3, output_tokens: 2, input_tokens_details: { cached_tokens: 1 } });
       // The lease lapses and another worker takes the shard: the first can commit and finish nothing more.
       await lapse();
-      const [taken] = await queue.claim(claimOpts({ workerId: "b" }));
+      const [taken] = await queue.claim(claimOpts(TAKER));
       expect(taken.epoch).toBe(2);
       expect(taken.parts).toEqual([{ output: "p1" }]);
       // What the shard's commits counted comes with it (a run in place commits only what it finds beyond that).
@@ -225,7 +230,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       expect(row.batch.request_counts).toMatchObject({ completed: 3, failed: 0 });
       // Taken over: the lost commit is still recognised by its own part (it counts, and its object must stay).
       await lapse();
-      const [taken] = await queue.claim(claimOpts({ workerId: "b" }));
+      const [taken] = await queue.claim(claimOpts(TAKER));
       expect(taken.parts).toEqual([{ output: "a-1" }]);
       expect(await queue.commit({ ...s }, first, SHORT_LEASE)).toBe("committed");
       // A commit that never landed, sent after the takeover, is refused and counts nothing.
@@ -251,6 +256,17 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       [0, 3],
       [1, 2],
     ]);
+  });
+
+  it.skipIf(skip)("leaves a lapsed lease to its holder when the claimer was itself cut off (takeLapsed: false)", async () => {
+    const { queue } = ports;
+    await batch(1);
+    const [held] = await queue.claim(claimOpts({ workerId: "slow", leaseSeconds: SHORT_LEASE }));
+    await lapse();
+    expect(await queue.claim(claimOpts({ ...TAKER, takeLapsed: false }))).toEqual([]);
+    // Its holder renews it (the heartbeat does not ask whether it lapsed), and keeps it.
+    expect([...(await queue.heartbeat("slow", [held], 30)).lost]).toEqual([]);
+    expect(await queue.claim(claimOpts(TAKER))).toEqual([]);
   });
 
   it.skipIf(skip)("sends ordinary shards to spot and urgent ones to dedicated, each falling back when the other has no room", async () => {
