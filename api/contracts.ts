@@ -44,6 +44,8 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** Removes every key under `prefix` (which ends with "/"); returns how many. */
   deletePrefix(prefix: string): Promise<number>;
+  /** Resolves when the store answers and takes writes now (readiness); throws storage_unavailable when not. */
+  ping(): Promise<void>;
 }
 
 export interface ByteRange {

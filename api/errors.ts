@@ -37,6 +37,12 @@ export function exhaustedErrno(err: unknown): string | undefined {
   return errno === "ENOSPC" || errno === "EDQUOT" || errno === "EMFILE" || errno === "ENFILE" ? errno : undefined;
 }
 
+/** The disk refuses writes (remounted read-only) or fails them (an I/O error): not ours to fix, nor a 500. */
+export const isStorageFault = (err: unknown) => {
+  const errno = (err as NodeJS.ErrnoException | null)?.code;
+  return errno === "EROFS" || errno === "EIO";
+};
+
 /** A full disk (or quota): the writes succeed again once space is freed. */
 export const isStorageFull = (err: unknown) => {
   const errno = exhaustedErrno(err);

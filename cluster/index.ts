@@ -30,6 +30,8 @@ export interface ClusterPlane {
   drain(opts: { graceMs: number }): Promise<void>;
   /** Drains the workers (if not drained yet), then lets go of the lock and the database. */
   close(opts: { graceMs: number }): Promise<void>;
+  /** Resolves while the state and the blob store answer; throws database_unavailable or storage_unavailable. */
+  ping(): Promise<void>;
 }
 
 export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensureBucket?(): Promise<string> } {
@@ -208,6 +210,10 @@ export async function createClusterPlane(deps: {
     worker,
     maintenance,
     drain,
+    async ping() {
+      await ports.ping();
+      await blobs.ping();
+    },
     close(opts) {
       closed ??= (async () => {
         await drain(opts);

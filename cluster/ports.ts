@@ -221,5 +221,7 @@ export interface ClusterPorts {
   subscribe(onEvent: (e: ClusterEvent) => void): { close(): Promise<void> };
   /** The maintenance's lock (one holder among everything sharing the state, `holder` naming this one) and its ports. */
   maintenance(holder: string, leaseSeconds: number): LeaderPorts;
+  /** Resolves when the state answers now (readiness); throws the domain's database_unavailable when it does not. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -26,16 +26,29 @@ export class NotFoundError extends ControlError {
 /** The request asks for something that cannot be: a bad value, a file of the wrong purpose. */
 export class InvalidRequestError extends ControlError {}
 
-/** Not now: the queue is full, or the service is draining. Retrying after `retryAfterSeconds` can succeed. */
+/**
+ * Not now: the queue is full, the service is draining, or what it keeps its state in cannot be reached. Retrying
+ * after `retryAfterSeconds` can succeed.
+ */
 export class UnavailableError extends ControlError {
   constructor(
     message: string,
-    code: "queue_full" | "shutting_down",
+    code: "queue_full" | "shutting_down" | "database_unavailable" | "storage_unavailable",
     readonly retryAfterSeconds: number,
+    options?: { cause?: unknown },
   ) {
     super(message, code);
+    if (options?.cause !== undefined) this.cause = options.cause;
   }
 }
+
+/** The database did not answer (down, restarting, cut off): whether a write under way landed is unknown. */
+export const databaseUnavailable = (cause?: unknown) =>
+  new UnavailableError("The service cannot reach its database right now; retry shortly.", "database_unavailable", 5, { cause });
+
+/** The blob store (S3, or the disk) did not answer or refuses writes (read-only, I/O errors). */
+export const storageUnavailable = (cause?: unknown) =>
+  new UnavailableError("The service cannot reach its storage right now; retry shortly.", "storage_unavailable", 5, { cause });
 
 export const queueFull = (retryAfterSeconds: number) =>
   new UnavailableError("The batch queue is full; retry later.", "queue_full", retryAfterSeconds);

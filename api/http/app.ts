@@ -28,6 +28,8 @@ export interface AppDeps {
   status: ControlPlaneStatus;
   /** Null until the model is loaded (then /ready answers 503). */
   backendInfo: () => BackendInfo | null;
+  /** Resolves while the state and the blob store answer (else /ready answers 503 with the domain's reason). */
+  reachable?: () => Promise<void>;
   /** The models served (GET /v1/models). */
   registry: ModelRegistry;
   /** Their state (GET /ready). */
@@ -54,7 +56,15 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
 
   // Open routes: health checks and documentation must work without a key; none of them reads a body.
-  app.use(systemRouter({ service, backendInfo: deps.backendInfo, models: deps.modelStatus, statusPage: readStatusPage() }));
+  app.use(
+    systemRouter({
+      service,
+      backendInfo: deps.backendInfo,
+      reachable: deps.reachable,
+      models: deps.modelStatus,
+      statusPage: readStatusPage(),
+    }),
+  );
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 

@@ -3,8 +3,8 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
-import { ControlError, NotFoundError, UnavailableError } from "../control/errors.js";
-import { ApiError, badRequest, exhaustedErrno, fileTooLarge, internalError, storageExhausted } from "../errors.js";
+import { ControlError, NotFoundError, storageUnavailable, UnavailableError } from "../control/errors.js";
+import { ApiError, badRequest, exhaustedErrno, fileTooLarge, internalError, isStorageFault, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
@@ -77,6 +77,7 @@ export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiErr
   if (err instanceof z.ZodError) return fromZodError(err);
   const errno = exhaustedErrno(err);
   if (errno) return storageExhausted(errno);
+  if (isStorageFault(err)) return fromControlError(storageUnavailable(err));
   if (err && typeof err === "object") return fromHttpError(err as HttpError);
   return undefined;
 }

@@ -1,4 +1,5 @@
-// Liveness, readiness and the service banner: open to everyone, cheap, no store access.
+// Liveness, readiness and the service banner: open to everyone and cheap. Readiness asks the state and the blob
+// store whether they answer, at most once a second whatever the request rate.
 import { Router } from "express";
 import type { BackendInfo } from "../../openai/backend.js";
 import { modelNotReady } from "../errors.js";
@@ -6,14 +7,24 @@ import { modelNotReady } from "../errors.js";
 export interface SystemRouteDeps {
   service: { name: string; version: string };
   backendInfo: () => BackendInfo | null;
+  /** Resolves while what the service keeps its state in answers; throws the domain's reason when it does not. */
+  reachable?: () => Promise<void>;
   /** Every model of the registry and its state. */
   models?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
   /** The status page's HTML, sent to a client that prefers text/html (a browser). */
   statusPage?: string;
 }
 
+const PROBE_MS = 1_000;
+
 export function systemRouter(deps: SystemRouteDeps): Router {
   const router = Router();
+  let probe: { at: number; result: Promise<void> } | undefined;
+  const reachable = () => {
+    if (!deps.reachable) return Promise.resolve();
+    if (!probe || Date.now() - probe.at >= PROBE_MS) probe = { at: Date.now(), result: deps.reachable() };
+    return probe.result;
+  };
 
   // curl (Accept: */*) and SDKs prefer JSON; a browser gets the status page.
   router.get("/", (req, res) => {
@@ -31,11 +42,13 @@ export function systemRouter(deps: SystemRouteDeps): Router {
     res.json({ status: "ok" });
   });
 
-  // Ready once the backend is up (the model loaded); a load balancer should send no work before that.
+  // Ready once the backend is up (the model loaded) and while the database and the blob store answer; a load
+  // balancer should send no work before that, nor during an outage (503 with the reason and Retry-After).
   // The route is open, so the backend's settings carry no path or secret.
-  router.get("/ready", (_req, res) => {
+  router.get("/ready", async (_req, res) => {
     const info = deps.backendInfo();
     if (!info) throw modelNotReady();
+    await reachable();
     res.json({
       status: "ready",
       model: info.model,

@@ -2,12 +2,13 @@
 // copy across file systems), goes out as a read stream. `localPath` is this store's own extra: a shard run in
 // place (one machine's batches) appends its results to the files themselves through it.
 import { randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
+import { constants, createReadStream, createWriteStream } from "node:fs";
+import { access, copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { BlobStore, ByteRange } from "../contracts.js";
+import { storageUnavailable } from "../control/errors.js";
 import { checkBlobKey, prefixKey } from "./blob-key.js";
 import { inDir } from "./in-dir.js";
 
@@ -30,6 +31,13 @@ export class FsBlobStore implements BlobStore {
     } catch {
       return true;
     }
+  }
+
+  /** The folder is there and writable (a disk remounted read-only answers EROFS here). */
+  async ping(): Promise<void> {
+    await access(this.root, constants.W_OK).catch((err) => {
+      throw storageUnavailable(err);
+    });
   }
 
   /** The key of a file below the root (one a batch wrote in its folder). */

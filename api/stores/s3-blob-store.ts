@@ -19,6 +19,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import type { BlobStore, ByteRange } from "../contracts.js";
+import { storageUnavailable } from "../control/errors.js";
 import { checkBlobKey, prefixKey } from "./blob-key.js";
 
 export interface S3BlobStoreOptions {
@@ -33,6 +34,14 @@ const isMissing = (err: unknown) =>
   err instanceof NoSuchKey ||
   err instanceof NotFound ||
   (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 404;
+
+/** No answer, or the server's own failure: a retry later can succeed. A refusal (4xx) is not this. */
+function unreachable(err: unknown): boolean {
+  const status = (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+  if (typeof status === "number") return status >= 500;
+  const e = err as { name?: string; code?: string };
+  return e?.name === "TimeoutError" || (typeof e?.code === "string" && /^E[A-Z]+/.test(e.code)) || e?.name === "AbortError";
+}
 
 export class S3BlobStore implements BlobStore {
   private readonly s3: S3Client;
@@ -57,13 +66,13 @@ export class S3BlobStore implements BlobStore {
    */
   async ensureBucket(): Promise<"exists" | "created"> {
     try {
-      await this.s3.send(new HeadBucketCommand({ Bucket: this.opts.bucket }));
+      await this.send(new HeadBucketCommand({ Bucket: this.opts.bucket }));
       return "exists";
     } catch (err) {
       if (!isMissing(err)) throw err;
     }
     try {
-      await this.s3.send(new CreateBucketCommand({ Bucket: this.opts.bucket }));
+      await this.send(new CreateBucketCommand({ Bucket: this.opts.bucket }));
     } catch (err) {
       // Another process starting beside this one created it first.
       if ((err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 409) return "exists";
@@ -83,14 +92,18 @@ export class S3BlobStore implements BlobStore {
     if (size === undefined) return undefined;
     // URL-encoded, the key's slashes kept (some S3-compatible servers do not decode an encoded one).
     const CopySource = `${this.opts.bucket}/${this.objectKey(from).split("/").map(encodeURIComponent).join("/")}`;
-    await this.s3.send(new CopyObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(to), CopySource }));
+    await this.send(new CopyObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(to), CopySource }));
     return size;
   }
 
   async put(key: string, content: Readable): Promise<number> {
     let size = 0;
     content.on("data", (chunk) => (size += chunk.length));
-    await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: content } }).done();
+    await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: content } })
+      .done()
+      .catch((err) => {
+        throw unreachable(err) ? storageUnavailable(err) : err;
+      });
     return size;
   }
 
@@ -100,7 +113,7 @@ export class S3BlobStore implements BlobStore {
       return (await this.size(key)) === undefined ? undefined : { size: 0, content: Readable.from([]) };
     const Range = range && `bytes=${range.start}-${range.end - 1}`;
     try {
-      const res = await this.s3.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key), Range }));
+      const res = await this.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key), Range }));
       return { size: res.ContentLength ?? 0, content: res.Body as Readable };
     } catch (err) {
       if (isMissing(err)) return undefined;
@@ -110,7 +123,7 @@ export class S3BlobStore implements BlobStore {
 
   async size(key: string): Promise<number | undefined> {
     try {
-      const res = await this.s3.send(new HeadObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+      const res = await this.send(new HeadObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
       return res.ContentLength ?? 0;
     } catch (err) {
       if (isMissing(err)) return undefined;
@@ -119,7 +132,7 @@ export class S3BlobStore implements BlobStore {
   }
 
   async delete(key: string): Promise<void> {
-    await this.s3.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
+    await this.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
   }
 
   async deletePrefix(prefix: string): Promise<number> {
@@ -127,10 +140,10 @@ export class S3BlobStore implements BlobStore {
     let deleted = 0;
     let ContinuationToken: string | undefined;
     do {
-      const page = await this.s3.send(new ListObjectsV2Command({ Bucket: this.opts.bucket, Prefix, ContinuationToken }));
+      const page = await this.send(new ListObjectsV2Command({ Bucket: this.opts.bucket, Prefix, ContinuationToken }));
       // One request per key: DeleteObjects needs a Content-MD5 that not every S3-compatible server checks alike.
       for (const o of page.Contents ?? []) {
-        await this.s3.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: o.Key! }));
+        await this.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: o.Key! }));
         deleted++;
       }
       ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
@@ -138,8 +151,21 @@ export class S3BlobStore implements BlobStore {
     return deleted;
   }
 
+  async ping(): Promise<void> {
+    await this.send(new HeadBucketCommand({ Bucket: this.opts.bucket }));
+  }
+
   close(): void {
     this.s3.destroy();
+  }
+
+  /** Every call: a server that cannot be reached, times out or fails (5xx) is the domain's storage_unavailable. */
+  private async send(command: { readonly input: object }): Promise<any> {
+    try {
+      return await this.s3.send(command as Parameters<S3Client["send"]>[0]);
+    } catch (err) {
+      throw unreachable(err) ? storageUnavailable(err) : err;
+    }
   }
 
   private objectKey(key: string): string {

@@ -51,6 +51,8 @@ export function memoryPorts(deps: {
     subscribe: (onEvent) => events.subscribe(onEvent),
     // One process: its holder cannot freeze apart from the state, so its writes need no fence.
     maintenance: () => ({ lock: new MemoryLeaderLock(state), batches, queue, files }),
+    // The state is this process's own memory: it answers whenever the process does.
+    ping: async () => undefined,
     close: () => state.flush(),
   };
 }

@@ -6,6 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type pino from "pino";
+import { databaseUnavailable } from "../../api/control/errors.js";
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
@@ -100,8 +101,50 @@ export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => 
     return result;
   } catch (err) {
     await client.query("ROLLBACK").catch(() => undefined);
-    throw err;
+    throw unreachable(err) ? databaseUnavailable(err) : err;
   } finally {
     client.release();
+  }
+}
+
+const SOCKET_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+]);
+const UNREACHABLE_TEXT =
+  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|connection error|Connection ended/i;
+
+/**
+ * Whether a failure means the database could not be reached or did not answer in time (as opposed to a statement
+ * it refused): a socket error, SQLSTATE class 08, a server shutting down or starting, too many connections, a
+ * statement cancelled by its timeout.
+ */
+export function unreachable(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === "string" ? e.code : "";
+  if (code.startsWith("08") || ["57P01", "57P02", "57P03", "53300", "57014"].includes(code) || SOCKET_ERRORS.has(code)) return true;
+  return typeof e?.message === "string" && UNREACHABLE_TEXT.test(e.message);
+}
+
+/** The pool as the ports use it: a database that cannot be reached is the domain's database_unavailable. */
+export class PgDb implements Db {
+  constructor(readonly pool: pg.Pool) {}
+
+  query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    return this.pool.query(text, values).catch((err) => {
+      throw unreachable(err) ? databaseUnavailable(err) : err;
+    });
+  }
+
+  connect(): Promise<pg.PoolClient> {
+    return this.pool.connect().catch((err) => {
+      throw unreachable(err) ? databaseUnavailable(err) : err;
+    });
   }
 }

@@ -5,13 +5,13 @@
 import pg from "pg";
 import type pino from "pino";
 import type { ClusterEvent, EventBus } from "../ports.js";
-import { pgClientConfig } from "./db.js";
+import { type Db, pgClientConfig } from "./db.js";
 
 export const CHANNEL = "obi_events";
 const RECONNECT_MS = { first: 500, max: 10_000 };
 
 export class PgEventBus implements EventBus {
-  constructor(private readonly db: pg.Pool) {}
+  constructor(private readonly db: Db) {}
 
   async publish(event: ClusterEvent): Promise<void> {
     await this.db.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(event)]);

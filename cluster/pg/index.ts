@@ -5,7 +5,7 @@ import type pino from "pino";
 import type { BlobStore } from "../../api/contracts.js";
 import type { ClusterPorts } from "../ports.js";
 import { PgBatchRecords } from "./batches.js";
-import { createPool, migrate } from "./db.js";
+import { createPool, migrate, PgDb } from "./db.js";
 import { PgEventBus, subscribe } from "./events.js";
 import { PgFileStore } from "./files.js";
 import { LeaderDb, PgLeaderLease } from "./leader-lease.js";
@@ -22,14 +22,15 @@ export async function openPgPorts(deps: {
   logger: pino.Logger;
 }): Promise<ClusterPorts> {
   const { url, logger } = deps;
-  const db = createPool(url, logger, deps.poolSize);
+  const pool = createPool(url, logger, deps.poolSize);
   try {
-    await migrate(db, logger);
+    await migrate(pool, logger);
   } catch (err) {
-    await db.end().catch(() => undefined);
+    await pool.end().catch(() => undefined);
     const u = new URL(url);
     throw new Error(`DATABASE_URL: cannot use the database ${u.host}${u.pathname}: ${(err as Error).message}`);
   }
+  const db = new PgDb(pool);
   return {
     batches: new PgBatchRecords(db),
     queue: new PgWorkQueue(db),
@@ -47,6 +48,9 @@ export async function openPgPorts(deps: {
         files: new PgFileStore({ db: fenced, blobs: deps.blobs, expirySeconds: deps.expirySeconds, now: deps.now }),
       };
     },
-    close: () => db.end().catch(() => undefined),
+    async ping() {
+      await db.query("SELECT 1");
+    },
+    close: () => pool.end().catch(() => undefined),
   };
 }

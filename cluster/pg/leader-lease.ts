@@ -24,7 +24,7 @@ export class PgLeaderLease implements LeaderLock {
   private trustedUntil = 0;
 
   constructor(
-    private readonly db: pg.Pool,
+    private readonly db: Db,
     private readonly name: string,
     private readonly holder: string,
     private readonly leaseSeconds: number,
@@ -84,7 +84,7 @@ export class PgLeaderLease implements LeaderLock {
 /** The pool as the leader writes through it: every statement in a transaction that first checks the lease. */
 export class LeaderDb implements Db {
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: Db,
     private readonly lease: PgLeaderLease,
   ) {}
 

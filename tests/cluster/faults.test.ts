@@ -115,9 +115,28 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a database outage longer than 
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed > 0, 60_000);
     // Down for two and a half leases (LEASE_SECONDS=4): every lease lapses on the database's clock meanwhile.
     shared.pg.stop();
-    await new Promise((r) => setTimeout(r, 10_000));
+    // Meanwhile the API says why it cannot answer, and readiness fails, so a load balancer looks elsewhere.
+    for (const path of ["/v1/batches", `/v1/batches/${b.id}`, "/v1/files"]) {
+      const res = await fetch(`${api.baseUrl}${path}`);
+      expect(res.status, path).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("5");
+      expect(((await res.json()) as any).error).toMatchObject({ code: "database_unavailable", type: "server_error" });
+    }
+    const created = await fetch(`${api.baseUrl}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }),
+    });
+    expect(created.status).toBe(503);
+    for (const node of [api, worker]) {
+      const ready = await fetch(`${node.baseUrl}/ready`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as any).error.code).toBe("database_unavailable");
+    }
+    await new Promise((r) => setTimeout(r, 9_000));
     shared.pg.start();
     const outageEnded = Date.now();
+    await expect.poll(async () => (await fetch(`${api.baseUrl}/ready`)).status, { timeout: 15_000 }).toBe(200);
     const done = await waitForBatch(api.baseUrl, b.id, 150_000);
     const { output, errors } = await downloadResults(api, done);
     const v = checkBatch(done as any, customIds("ol", 900), output, errors);
@@ -125,6 +144,20 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a database outage longer than 
     // The worker was healthy throughout: no shard was taken from it, so each request ran once.
     expect(done.completed_at).toBeGreaterThan(outageEnded / 1000);
     expect(worker.calls.bodies.filter((x) => x.includes("story ol ")).length).toBe(900);
+    // The S3 server down: contents and readiness answer storage_unavailable, never a 500.
+    await shared.stopS3();
+    try {
+      const content = await fetch(`${api.baseUrl}/v1/files/${done.output_file_id}/content`);
+      expect(content.status).toBe(503);
+      expect(((await content.json()) as any).error.code).toBe("storage_unavailable");
+      await new Promise((r) => setTimeout(r, 1_100));
+      const ready = await fetch(`${api.baseUrl}/ready`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as any).error.code).toBe("storage_unavailable");
+    } finally {
+      await shared.startS3();
+    }
+    await expect.poll(async () => (await fetch(`${api.baseUrl}/ready`)).status, { timeout: 15_000 }).toBe(200);
   }, 200_000);
 });
 
