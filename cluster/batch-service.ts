@@ -78,8 +78,14 @@ export class ClusterBatchService implements BatchService {
       await inDir(this.deps.scratchDir, () => writeFile(local, content));
       const batchId = newBatchId();
       const obj = await this.deps.files.adopt({ tmpPath: local, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
-      const file = await this.deps.files.keyOf(obj.id, input.owner);
-      return await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key });
+      try {
+        const file = await this.deps.files.keyOf(obj.id, input.owner);
+        return await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key });
+      } catch (err) {
+        // The client sent lines, not a file: a batch refused (429, 503, a full disk) leaves no file behind.
+        await this.deps.files.delete(obj.id, input.owner).catch(() => undefined);
+        throw err;
+      }
     } finally {
       await rm(local, { force: true });
     }

@@ -26,14 +26,17 @@ export function rowOf(e: BatchEntry): BatchRow {
 
 export class MemoryBatchRecords implements BatchRecords {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Admitted batches whose record is being written: counted against the queue's bound, not yet listed. */
+  private readonly reserved = new Map<string, BatchEntry>();
 
   constructor(private readonly state: MemoryState) {}
 
   async insert(a: NewBatchRecord): Promise<boolean> {
     const b = a.batch;
-    // Counted and recorded with no await in between: no other admission runs between the two.
+    // Counted and reserved with no await in between: no other admission runs between the two. The batch is
+    // listed (and claimable) only once its record is durable: a write refused leaves nothing behind.
     if (a.maxQueued !== undefined && b.status === "validating" && this.countQueued() >= a.maxQueued) return false;
-    if (this.state.batches.has(b.id)) throw new Error(`batch ${b.id} already exists`);
+    if (this.state.batches.has(b.id) || this.reserved.has(b.id)) throw new Error(`batch ${b.id} already exists`);
     const entry: BatchEntry = {
       batch: structuredClone(b),
       owner: a.owner,
@@ -57,8 +60,17 @@ export class MemoryBatchRecords implements BatchRecords {
       })),
     };
     if (a.outputExpiresAfter) entry.outputExpiresAfter = { ...a.outputExpiresAfter };
+    this.reserved.set(b.id, entry);
+    try {
+      await this.state.keepBatch(b.id, entry);
+    } catch (err) {
+      this.reserved.delete(b.id);
+      // Whatever the refused write left (its folder) goes; the record was never there.
+      await this.state.savedBatch(b.id).catch(() => undefined);
+      throw err;
+    }
+    this.reserved.delete(b.id);
     this.state.batches.set(b.id, entry);
-    await this.state.savedBatch(b.id);
     return true;
   }
 
@@ -81,7 +93,7 @@ export class MemoryBatchRecords implements BatchRecords {
 
   private countQueued(): number {
     let n = 0;
-    for (const e of this.state.batches.values()) if (e.batch.status === "validating" && !e.stopReason) n++;
+    for (const e of [...this.state.batches.values(), ...this.reserved.values()]) if (e.batch.status === "validating" && !e.stopReason) n++;
     return n;
   }
 

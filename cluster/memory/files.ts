@@ -22,9 +22,11 @@ export class MemoryFileRecords implements FileRecords {
     const known = this.state.files.get(input.id);
     if (known) return structuredClone(known.object);
     const object = newFileObject(input, this.deps.now(), this.deps.expirySeconds);
-    this.state.files.set(input.id, { object, owner: input.owner, key: input.key, seq: this.state.nextSeq() });
-    await this.state.savedFile(input.id);
-    return structuredClone(object);
+    const entry = { object, owner: input.owner, key: input.key, seq: this.state.nextSeq() };
+    // Durable before it is listed: a write refused (a full disk) leaves no file that a client was told is not there.
+    await this.state.keepFile(input.id, entry);
+    if (!this.state.files.has(input.id)) this.state.files.set(input.id, entry);
+    return structuredClone(this.state.files.get(input.id)!.object);
   }
 
   async get(id: string, owner: Owner): Promise<FileRecord | undefined> {

@@ -53,10 +53,10 @@ export class StateFiles implements StateStore {
     });
   }
 
-  saveFile(state: MemoryState, id: string): Promise<void> {
+  saveFile(state: MemoryState, id: string, next?: FileEntry): Promise<void> {
     const file = path.join(this.filesDir, `${id}.json`);
-    return this.write(`f:${id}`, true, async () => {
-      const f = state.files.get(id);
+    return this.write(`f:${id}`, next === undefined, async () => {
+      const f = next ?? state.files.get(id);
       if (!f) return rm(file, { force: true });
       // Created again if need be: the blob store prunes folders it leaves empty.
       await inDir(this.filesDir, () => writeJsonAtomic(file, { version: VERSION, ...f }));

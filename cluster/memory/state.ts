@@ -51,7 +51,8 @@ export interface WorkerEntry {
 export interface StateStore {
   /** Writes the batch as the state has it, or as `next` has it (a change not yet applied). */
   saveBatch(state: MemoryState, id: string, next?: BatchEntry): Promise<void>;
-  saveFile(state: MemoryState, id: string): Promise<void>;
+  /** Writes the file record as the state has it, or as `next` has it (a record not yet applied). */
+  saveFile(state: MemoryState, id: string, next?: FileEntry): Promise<void>;
   flush(): Promise<void>;
 }
 
@@ -108,6 +109,11 @@ export class MemoryState {
 
   savedFile(id: string): Promise<unknown> {
     return this.store ? this.store.saveFile(this, id) : Promise.resolve();
+  }
+
+  /** Keeps `next` as the file's record (resolves once it is written); the caller then applies it. */
+  keepFile(id: string, next: FileEntry): Promise<void> {
+    return this.store ? this.store.saveFile(this, id, next) : Promise.resolve();
   }
 
   /** Writes what is scheduled and waits for every write under way (before the process lets go of the state). */

@@ -45,9 +45,23 @@ describe.skipIf(!canMount)("a full disk, through the real process on a small tmp
       expect(upload.status).toBe(507);
       expect(upload.headers.get("retry-after")).toMatch(/^\d+$/);
       expect((await upload.json()).error).toMatchObject({ type: "server_error", code: "storage_full" });
-      const refused = await createBatch(base, file.id);
-      expect(refused.status).toBe(507);
-      expect(refused.body.error.code).toBe("storage_full");
+      // Five creates and an inline one at (almost) no bytes free: each refused, and none leaves a batch or a file
+      // behind (a client that retries as told gets no duplicates).
+      for (let i = 0; i < 5; i++) {
+        const refused = await createBatch(base, file.id);
+        expect(refused.status).toBe(507);
+        expect(refused.body.error.code).toBe("storage_full");
+      }
+      const inline = await fetch(`${base}/v1/batches`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ input: [{ prompt: "Once upon a time" }, { prompt: "The dog" }], max_tokens: 4 }),
+      });
+      expect(inline.status).toBe(507);
+      const listed = async (what: string) =>
+        ((await (await fetch(`${base}/v1/${what}?limit=100`)).json()) as any).data.map((x: any) => x.id);
+      expect(await listed("batches")).toEqual([id]);
+      expect(await listed("files")).toEqual([file.id]);
 
       // Still paused a few seconds on: nothing failed, nothing is shown that the disk does not have.
       await new Promise((r) => setTimeout(r, 3000));
@@ -67,6 +81,7 @@ describe.skipIf(!canMount)("a full disk, through the real process on a small tmp
       expect(new Set(lines.map((l) => l.custom_id)).size).toBe(N);
       expect(JSON.parse(readFileSync(inside(id, "batch.json"), "utf8")).batch.status).toBe("completed");
       expect(s.output()).toMatch(/disk space is back/);
+      expect(await listed("batches")).toEqual([id]);
     } finally {
       s.child.kill("SIGTERM");
       await s.exited;
