@@ -131,6 +131,18 @@ describe("control plane with the real engine", () => {
     await waitFor(cp, running.id, inStatus("in_progress"));
     const queued = await create();
     await expect(create()).rejects.toMatchObject({ code: "queue_full", retryAfterSeconds: 30 });
+    // An inline batch refused takes its input file with it: nothing is listed that the client did not upload.
+    const filesBefore = (await cp.files.list({ limit: 100, order: "desc", owner: null })).data.map((f) => f.id);
+    for (let i = 0; i < 3; i++) {
+      const inline = cp.batches.createInline({
+        endpoint: "/v1/completions",
+        completion_window: "24h",
+        lines: [{ custom_id: "a", method: "POST", url: "/v1/completions", body: { prompt: "Hi", max_tokens: 2 } }],
+        owner: null,
+      });
+      await expect(inline).rejects.toMatchObject({ code: "queue_full" });
+    }
+    expect((await cp.files.list({ limit: 100, order: "desc", owner: null })).data.map((f) => f.id)).toEqual(filesBefore);
     expect(await cp.status.queueStats()).toMatchObject({ depth: 1, max_depth: 1, running: 1 });
     await cp.batches.cancel(queued.id, null);
     await cp.batches.cancel(running.id, null);
