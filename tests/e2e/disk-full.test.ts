@@ -62,6 +62,12 @@ describe.skipIf(!canMount)("a full disk, through the real process on a small tmp
         ((await (await fetch(`${base}/v1/${what}?limit=100`)).json()) as any).data.map((x: any) => x.id);
       expect(await listed("batches")).toEqual([id]);
       expect(await listed("files")).toEqual([file.id]);
+      // The results so far stream from the files themselves: no scratch copy, so a full disk does not cut them off.
+      const results = await fetch(`${base}/v1/batches/${id}/results`);
+      expect(results.status).toBe(200);
+      const sofar = ((await results.json()) as any).data as Array<{ custom_id: string }>;
+      expect(sofar.length).toBeGreaterThanOrEqual(3);
+      expect(new Set(sofar.map((l) => l.custom_id)).size).toBe(sofar.length);
 
       // Still paused a few seconds on: nothing failed, nothing is shown that the disk does not have.
       await new Promise((r) => setTimeout(r, 3000));
