@@ -131,14 +131,22 @@ export class MemoryBatchRecords implements BatchRecords {
     return mine;
   }
 
+  /**
+   * Each expiry is decided under the batch's lock, as a cancel is: a cancel whose change is being written when the
+   * deadline passes wins, and the expiry finds the batch stopped (one ordered decision, its error lines included).
+   */
   async expireDue(now: number): Promise<string[]> {
+    const candidates = [...this.state.batches.values()]
+      .filter((e) => isOpen(e) && e.batch.status !== "finalizing" && !e.stopReason && e.batch.deadline_at <= now)
+      .map((e) => e.batch.id);
     const due: string[] = [];
-    for (const e of this.state.batches.values()) {
-      if (!isOpen(e) || e.batch.status === "finalizing" || e.stopReason || e.batch.deadline_at > now) continue;
-      e.stopReason = "expired";
-      due.push(e.batch.id);
+    for (const id of candidates) {
+      const row = await this.update(id, ["validating", "in_progress"], (r) => {
+        if (r.stopReason || r.batch.deadline_at > now) return false;
+        r.stopReason = "expired";
+      });
+      if (row) due.push(id);
     }
-    await this.state.savedBatch(...due);
     return due;
   }
 
