@@ -38,6 +38,8 @@ export function applyServerLimits(server: Server, limits: ServerLimits): void {
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
 }
 
+const LINGER_MS = 2_000;
+
 const PARSER_ERRORS: Record<string, [number, string, string]> = {
   HPE_HEADER_OVERFLOW: [431, "The request's headers are too large.", "headers_too_large"],
   ERR_HTTP_REQUEST_TIMEOUT: [408, "The request did not arrive in time.", "request_timeout"],
@@ -52,6 +54,12 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const [status, message, code] = PARSER_ERRORS[err.code ?? ""] ?? [400, "The request is not valid HTTP.", "bad_http_request"];
   const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code } });
+  // The server's sockets allow half-open connections: after our FIN the descriptor stays until the client closes its
+  // end, which a client that never reads (a silent socket held open) never does. It gets a moment to read the
+  // answer, then the socket goes.
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+  linger.unref();
+  socket.once("close", () => clearTimeout(linger));
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
