@@ -1,8 +1,9 @@
 // Runs a claimed shard where its results are kept: in files of the local blob store, appended as requests finish,
 // as one machine has always run a batch. Every whole line on disk is done and is never run again, however the
-// last run ended (kill -9 included); counts are committed as requests finish (they need not be durable: a run
-// recounts them from the files), and a run that finds more lines than were counted (its predecessor died before
-// committing them) commits the difference first. A local failure other than a full disk (a file that cannot be
+// last run ended (kill -9 included); counts are committed once the lines they count are on stable storage (the
+// files are flushed every 200 ms), and a run recounts the files as it starts: what its predecessor wrote but never
+// counted is committed then, and what a power cut took from the files (lines written, never flushed) is uncounted
+// and runs again. A local failure other than a full disk (a file that cannot be
 // written) fails the batch, as it would fail anywhere. For one process over its own folder only: a second run of
 // the same shard waits for the first to end.
 import { mkdir, rm } from "node:fs/promises";
@@ -24,6 +25,8 @@ import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./sh
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
 const SPACE_POLL_MS = 2_000;
 const RESUME_FREE_BYTES = 1024 * 1024;
+/** How often the result files are flushed (fdatasync) while requests finish: what the counts may lag by. */
+const SYNC_EVERY_MS = 200;
 
 export interface InPlaceRunDeps {
   queue: WorkQueue;
@@ -133,6 +136,8 @@ export class InPlaceShardRun implements ShardExecution {
       base,
       signal,
       drain,
+      // Counted only once on stable storage (a power cut keeps every line counted), the flushes grouped.
+      syncEveryMs: SYNC_EVERY_MS,
       onProgress: (p) => {
         this.latest = p;
         this.kick(files);

@@ -220,7 +220,9 @@ export class LlamaBackend implements InferenceBackend {
         created: now(),
         model: this.info.model,
         choices,
-        usage: usageBody(usage.promptTokens, usage.completionTokens),
+        // The cached part is on the line as on a chat line (CompletionUsage has it): the batch's usage, which
+        // counts it, can then always be recounted from its output file.
+        usage: { ...usageBody(usage.promptTokens, usage.completionTokens), prompt_tokens_details: { cached_tokens: usage.cachedTokens } },
       },
       usage,
     };

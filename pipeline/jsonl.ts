@@ -1,7 +1,7 @@
 // Streaming JSONL: a line reader that never holds the whole file, and an append-only line writer.
 import { StringDecoder } from "node:string_decoder";
 import { once } from "node:events";
-import { createReadStream, createWriteStream, type WriteStream } from "node:fs";
+import { createReadStream, createWriteStream, fdatasync, type WriteStream } from "node:fs";
 import type { Readable } from "node:stream";
 
 export interface JsonlLine {
@@ -94,6 +94,8 @@ export async function* readJsonlLines(source: string | Readable, opts: ReadJsonl
 export interface JsonlAppender {
   /** Resolves once the line is handed to the stream and, if it was full, after it drained. */
   append(value: unknown): Promise<void>;
+  /** Resolves once every line appended before the call is written and on stable storage (fdatasync). */
+  sync(): Promise<void>;
   /** Flushes everything appended and closes the file. */
   close(): Promise<void>;
 }
@@ -105,26 +107,49 @@ export interface JsonlAppender {
  */
 export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
   const stream: WriteStream = createWriteStream(path, { flags: "a" });
+  // Lines handed to the stream, and lines the file has (their write done): a sync waits for the second to reach
+  // the first as it was when the sync began.
+  let issued = 0;
+  let written = 0;
+  const waiters: Array<{ upTo: number; done: () => void }> = [];
+  const onWritten = () => {
+    written++;
+    for (let i = waiters.length - 1; i >= 0; i--)
+      if (waiters[i].upTo <= written) {
+        waiters[i].done();
+        waiters.splice(i, 1);
+      }
+  };
+
   let failure: Error | undefined;
   stream.on("error", (err) => {
     failure ??= err;
+    // A sync waiting for lines that will never be written hears of the failure instead.
+    for (const w of waiters.splice(0)) w.done();
   });
   await once(stream, "open");
   let closed = false;
   // Shared by every append that finds the stream full, so waiting writers add one listener, not one each.
   let draining: Promise<void> | undefined;
-
   return {
     async append(value) {
       if (failure) throw failure;
       if (closed) throw new Error(`JSONL appender for ${path} is closed`);
       const line = JSON.stringify(value);
       if (line === undefined) throw new TypeError("cannot append a value that JSON cannot represent");
-      if (!stream.write(`${line}\n`)) {
+      issued++;
+      if (!stream.write(`${line}\n`, onWritten)) {
         draining ??= drained(stream).finally(() => (draining = undefined));
         await draining;
       }
       if (failure) throw failure;
+    },
+    async sync() {
+      const upTo = issued;
+      if (written < upTo && !failure) await new Promise<void>((done) => waiters.push({ upTo, done }));
+      if (failure) throw failure;
+      const fd = (stream as unknown as { fd: number }).fd;
+      await new Promise<void>((done, fail) => fdatasync(fd, (err) => (err ? fail(err) : done())));
     },
     async close() {
       if (closed) return;

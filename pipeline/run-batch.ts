@@ -35,11 +35,13 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     failed: opts.base?.failed ?? 0,
     usage: { ...(opts.base?.usage ?? emptyUsage()) },
   };
-  // Called after every request (a copy, so the caller may keep it); the caller throttles any slow work.
-  const reportProgress = () => opts.onProgress?.({ ...progress, usage: { ...progress.usage } });
-
+  const snapshot = (): Progress => ({ ...progress, usage: { ...progress.usage } });
   const output = lazyAppender(opts.outputPath);
   const errors = lazyAppender(opts.errorPath);
+  // Called after every request (a copy, so the caller may keep it; the caller throttles any slow work), or with
+  // syncEveryMs once what it counts is on stable storage.
+  const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
+  const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
   const source = readRequests(opts.inputPath, opts.done ?? new Set());
 
   const writeFailure = async (line: object) => {
@@ -85,8 +87,56 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     return { ...progress, aborted: reason };
   } finally {
     await source.return(undefined);
-    await Promise.all([output.close(), errors.close()]);
+    // What was written is flushed (and reported) before the files close; a sync that fails fails the run.
+    try {
+      await durable?.close();
+    } finally {
+      await Promise.all([output.close(), errors.close()]);
+    }
   }
+}
+
+/**
+ * Flushes the result files at most every `everyMs` while results arrive, then reports the progress as it was
+ * when the flush began: only lines on stable storage are ever counted. One flush at a time.
+ */
+function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Progress, onProgress?: (p: Progress) => void) {
+  let timer: NodeJS.Timeout | undefined;
+  let syncing: Promise<void> | undefined;
+  let failure: unknown;
+  let pending = false;
+  const flush = () => {
+    pending = false;
+    const p = snapshot();
+    syncing = Promise.all(files.map((f) => f.sync()))
+      .then(() => onProgress?.(p))
+      .catch((err) => void (failure ??= err))
+      .finally(() => {
+        syncing = undefined;
+        if (pending) schedule();
+      });
+    return syncing;
+  };
+  const schedule = () => {
+    if (timer || syncing) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void flush();
+    }, everyMs);
+  };
+  return {
+    dirty() {
+      pending = true;
+      schedule();
+    },
+    async close() {
+      clearTimeout(timer);
+      timer = undefined;
+      await syncing;
+      await flush();
+      if (failure) throw failure;
+    },
+  };
 }
 
 /** Lines of the input as requests, blank lines and already-done custom_ids left out. */
@@ -195,6 +245,9 @@ function lazyAppender(path: string): JsonlAppender {
     async append(value) {
       opened ??= openJsonlAppender(path);
       await (await opened).append(value);
+    },
+    async sync() {
+      await (await opened)?.sync();
     },
     async close() {
       // A file that never opened has nothing to flush (and its error was already thrown by append).

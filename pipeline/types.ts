@@ -71,6 +71,12 @@ export interface RunBatchOptions {
    */
   drain?: AbortSignal;
   onProgress?: (p: Progress) => void;
+  /**
+   * Durable progress: the result files are flushed to stable storage (fdatasync) at most this often, and
+   * `onProgress` then hears only what was flushed, so nothing counted can be lost to a power cut. Absent: every
+   * result is reported as it is written.
+   */
+  syncEveryMs?: number;
   /** Transient backend errors are retried with exponential backoff and jitter. */
   retry?: { attempts: number; baseDelayMs: number };
 }

@@ -1,7 +1,9 @@
-// Durable JSON state: write a temp file beside the target, fsync it, then rename over the target.
-// A crash leaves either the old or the new file, never a torn one.
+// Durable JSON state: write a temp file beside the target, fsync it, rename it over the target, then fsync the
+// folder (the new name). A crash leaves either the old or the new file, never a torn one.
 import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm } from "node:fs/promises";
+import path from "node:path";
+import { syncDir } from "./durable.js";
 
 export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
@@ -18,6 +20,7 @@ export async function writeJsonAtomic(file: string, value: unknown): Promise<voi
     await rm(tmp, { force: true }).catch(() => undefined);
     throw err;
   }
+  await syncDir(path.dirname(file));
 }
 
 /** Parsed JSON, or undefined when the file is missing. Corrupt JSON throws (the caller decides what to skip). */

@@ -2,14 +2,16 @@
 // copy across file systems), goes out as a read stream. `localPath` is this store's own extra: a shard run in
 // place (one machine's batches) appends its results to the files themselves through it.
 import { randomUUID } from "node:crypto";
-import { constants, createReadStream, createWriteStream } from "node:fs";
-import { access, copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs } from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
+import { copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { BlobStore, ByteRange } from "../contracts.js";
 import { storageUnavailable } from "../control/errors.js";
+import { isStorageFull } from "../errors.js";
 import { checkBlobKey, prefixKey } from "./blob-key.js";
+import { syncCreated, syncDir, syncFile } from "./durable.js";
 import { inDir } from "./in-dir.js";
 
 export class FsBlobStore implements BlobStore {
@@ -33,11 +35,19 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  /** The folder is there and writable (a disk remounted read-only answers EROFS here). */
+  /**
+   * The folder takes writes: a file is made and removed (a disk remounted read-only, or one failing with I/O
+   * errors, refuses). A full disk is not unready: it serves everything but new content, and says so (507).
+   */
   async ping(): Promise<void> {
-    await access(this.root, constants.W_OK).catch((err) => {
+    const probe = path.join(this.root, `.ready-${process.pid}`);
+    try {
+      await writeFile(probe, "");
+      await rm(probe, { force: true });
+    } catch (err) {
+      if (isStorageFull(err)) return;
       throw storageUnavailable(err);
-    });
+    }
   }
 
   /** The key of a file below the root (one a batch wrote in its folder). */
@@ -47,15 +57,19 @@ export class FsBlobStore implements BlobStore {
     return key;
   }
 
+  /** Durable when it returns: the bytes flushed before the rename, the new name after (an upload is acknowledged on it). */
   async putFile(key: string, localPath: string): Promise<number> {
     const dest = this.localPath(key);
+    await syncFile(localPath);
     try {
       await inDir(path.dirname(dest), () => rename(localPath, dest));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
       await inDir(path.dirname(dest), () => copyFile(localPath, dest));
+      await syncFile(dest);
       await rm(localPath, { force: true });
     }
+    await syncDir(path.dirname(dest));
     return (await stat(dest)).size;
   }
 
@@ -71,23 +85,27 @@ export class FsBlobStore implements BlobStore {
     } catch (err) {
       if (!["EXDEV", "EPERM", "ENOTSUP", "EMLINK"].includes((err as NodeJS.ErrnoException).code ?? "")) throw err;
       await copyFile(this.localPath(from), tmp);
+      await syncFile(tmp);
     }
     await rename(tmp, dest);
+    await syncDir(path.dirname(dest));
     return size;
   }
 
   async put(key: string, content: Readable): Promise<number> {
     const dest = this.localPath(key);
-    await mkdir(path.dirname(dest), { recursive: true });
-    // Written aside and renamed, so a reader never sees half of it.
+    await syncCreated(path.dirname(dest), await mkdir(path.dirname(dest), { recursive: true }));
+    // Written aside and renamed, so a reader never sees half of it; flushed before and after the rename.
     const tmp = `${dest}.${process.pid}.${randomUUID()}.tmp`;
     try {
       await pipeline(content, createWriteStream(tmp));
+      await syncFile(tmp);
       await rename(tmp, dest);
     } catch (err) {
       await rm(tmp, { force: true });
       throw err;
     }
+    await syncDir(path.dirname(dest));
     return (await stat(dest)).size;
   }
 
