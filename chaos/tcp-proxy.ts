@@ -11,7 +11,7 @@ export interface TcpProxy {
   readonly open: number;
   /** "silent": black-holes every connection, present and new; "refuse": resets them all and refuses new ones; until heal(). */
   partition(mode?: PartitionMode): void;
-  /** Ends a partition: its connections are reset (their streams lost bytes), new ones pass again. */
+  /** Ends a partition (and disarms a reply drop): its connections are reset (their streams lost bytes), new ones pass. */
   heal(): void;
   /** Resets every connection now. */
   reset(): void;
@@ -59,6 +59,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   };
   const heal = () => {
     clearTimeout(healTimer);
+    // A reply drop armed but never sprung (no such request came) ends with the fault too.
+    trap = undefined;
     refusing = false;
     if (!blackHole) return;
     blackHole = false;

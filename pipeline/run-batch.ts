@@ -247,7 +247,9 @@ function lazyAppender(path: string): JsonlAppender {
       await (await opened).append(value);
     },
     async sync() {
-      await (await opened)?.sync();
+      // A file that never opened holds no line to flush (its error was already thrown by append).
+      const appender = await opened?.catch(() => undefined);
+      await appender?.sync();
     },
     async close() {
       // A file that never opened has nothing to flush (and its error was already thrown by append).

@@ -1,0 +1,69 @@
+// The nemesis: a seeded schedule of faults over a window, each with a start and a duration, and the bookkeeping of
+// a schedule's outcome. What a fault does is the campaign's (distributed.ts, one-machine.ts); the schedule only
+// says which, to whom, when and for how long, so the same seed replays the same history of faults.
+import { rng } from "../bench/fuzz.js";
+
+export interface Fault {
+  kind: string;
+  target: string;
+  /** From the schedule's start. */
+  atMs: number;
+  forMs: number;
+}
+
+export interface FaultMenu {
+  kind: string;
+  targets: string[];
+}
+
+/** `count` faults drawn from `menu`, each starting within `windowMs` and lasting 2 to `maxMs`. */
+export function planFaults(seed: number, menu: FaultMenu[], count: number, windowMs: number, maxMs = 8_000): Fault[] {
+  const rand = rng(seed);
+  const faults: Fault[] = [];
+  for (let i = 0; i < count; i++) {
+    const m = menu[Math.floor(rand() * menu.length)];
+    faults.push({
+      kind: m.kind,
+      target: m.targets[Math.floor(rand() * m.targets.length)],
+      atMs: Math.floor(rand() * windowMs),
+      forMs: 2_000 + Math.floor(rand() * (maxMs - 2_000)),
+    });
+  }
+  return faults.sort((a, b) => a.atMs - b.atMs);
+}
+
+export const describeFault = (f: Fault) => `${f.kind} ${f.target} ${(f.forMs / 1000).toFixed(1)}s@${(f.atMs / 1000).toFixed(1)}`;
+
+/** Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). */
+export async function runFaults(faults: Fault[], inject: (f: Fault) => Promise<() => Promise<void>>): Promise<string[]> {
+  const start = Date.now();
+  const problems: string[] = [];
+  await Promise.all(
+    faults.map(async (f) => {
+      await new Promise((r) => setTimeout(r, Math.max(0, start + f.atMs - Date.now())));
+      try {
+        const heal = await inject(f);
+        await new Promise((r) => setTimeout(r, f.forMs));
+        await heal();
+      } catch (err) {
+        problems.push(`${describeFault(f)}: ${(err as Error).message}`);
+      }
+    }),
+  );
+  return problems;
+}
+
+/** One schedule's line in the campaign's table. */
+export interface ScheduleResult {
+  mode: "distributed" | "one machine";
+  seed: number;
+  faults: string[];
+  batches: number;
+  lines: number;
+  lost: number;
+  duplicated: number;
+  mismatches: string[];
+  /** Requests run more than once (engine calls beyond the lines), as far as the processes' metrics saw. */
+  recomputed: number;
+  seconds: number;
+}

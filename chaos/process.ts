@@ -1,0 +1,58 @@
+// The service as the nemesis sees it: a real process (api/main.ts, as `npm start` runs it) that can be killed,
+// frozen and started again, whose /metrics are read while it lives.
+import { type ChildProcess, spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `command args` (by default the service itself) and resolves once it logs where it listens. */
+export async function startService(
+  env: Record<string, string>,
+  opts: { command?: string; args?: string[]; timeoutMs?: number } = {},
+): Promise<ServiceProcess> {
+  const main = path.join(repoRoot, "api/main.ts");
+  const child = spawn(opts.command ?? process.execPath, opts.args ?? ["--expose-gc", "--import", "tsx", main], {
+    cwd: repoRoot,
+    env: { ...process.env, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  // Only the tail is kept: a long campaign's logs would otherwise fill memory.
+  const keep = (d: Buffer) => {
+    out += d;
+    if (out.length > 200_000) out = out.slice(-100_000);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  for (;;) {
+    const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) return { child, baseUrl: `http://127.0.0.1:${m[1]}`, output: () => out, exited };
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`the service did not start:\n${out.slice(-3000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Requests this process ran to a result (obi_batch_requests_total), or undefined when it does not answer. */
+export async function requestsRun(baseUrl: string): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(`${baseUrl}/metrics`, { signal: AbortSignal.timeout(1_000) })).text();
+    let n = 0;
+    for (const m of text.matchAll(/^obi_batch_requests_total\{[^}]*\} (\d+)/gm)) n += Number(m[1]);
+    return n;
+  } catch {
+    return undefined;
+  }
+}

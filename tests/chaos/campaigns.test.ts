@@ -1,0 +1,54 @@
+// A few short schedules of `npm run chaos` in every test run: the nemesis over real processes (PostgreSQL, an S3
+// server, two API servers and two workers behind TCP proxies; the embedded service on a loop-mounted ext4), every
+// batch judged by the checker. The long campaign (50 + 20 schedules) prints the README's table.
+import { describe, expect, it } from "vitest";
+import { describeFault } from "../../chaos/nemesis.js";
+import { distributedCampaign } from "../../chaos/distributed.js";
+import { planFaults } from "../../chaos/nemesis.js";
+import { available, oneMachineCampaign } from "../../chaos/one-machine.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { testModelPath } from "../helpers/model.js";
+
+const SEED = Number(process.env.CHAOS_SEED ?? 101);
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+const noLoop = available();
+if (noLoop) console.warn(`campaigns.test: the one-machine schedules are skipped: ${noLoop}`);
+
+describe("the nemesis's schedules", () => {
+  it("replays the same faults for the same seed", () => {
+    const menu = [
+      { kind: "kill-9", targets: ["a", "b"] },
+      { kind: "sigstop", targets: ["a"] },
+    ];
+    const one = planFaults(5, menu, 4, 10_000).map(describeFault);
+    expect(planFaults(5, menu, 4, 10_000).map(describeFault)).toEqual(one);
+    expect(planFaults(6, menu, 4, 10_000).map(describeFault)).not.toEqual(one);
+  });
+});
+
+describe.skipIf(!POSTGRES_BIN)("chaos: distributed schedules", () => {
+  it(`lose, duplicate and miscount nothing (seeds ${SEED}, ${SEED + 1})`, async () => {
+    const results = await distributedCampaign({ schedules: 2, seed: SEED, modelPath: await testModelPath(), log: console.log });
+    for (const r of results)
+      expect({ seed: r.seed, lost: r.lost, duplicated: r.duplicated, mismatches: r.mismatches }).toEqual({
+        seed: r.seed,
+        lost: 0,
+        duplicated: 0,
+        mismatches: [],
+      });
+    expect(results.flatMap((r) => r.faults)).toHaveLength(6);
+  }, 600_000);
+});
+
+describe.skipIf(noLoop !== undefined)("chaos: one-machine schedules", () => {
+  it(`lose, duplicate and miscount nothing (seed ${SEED + 10_000})`, async () => {
+    const results = await oneMachineCampaign({ schedules: 2, seed: SEED + 10_000, modelPath: await testModelPath(), log: console.log });
+    for (const r of results)
+      expect({ seed: r.seed, lost: r.lost, duplicated: r.duplicated, mismatches: r.mismatches }).toEqual({
+        seed: r.seed,
+        lost: 0,
+        duplicated: 0,
+        mismatches: [],
+      });
+  }, 600_000);
+});
