@@ -101,7 +101,8 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
     const began = Date.now();
     await scrape();
     const ranBefore = ran();
-    const batches = [batchLines(90 + (seed % 5) * 20, `d${seed}a`, 12), batchLines(60 + (seed % 3) * 20, `d${seed}b`, 12)];
+    // Long enough (about 15 s of work) that the faults land while the batches run.
+    const batches = [batchLines(500 + (seed % 5) * 40, `d${seed}a`, 32), batchLines(300 + (seed % 3) * 40, `d${seed}b`, 32)];
     const ids = [];
     for (const b of batches) ids.push(await submit(apis, b.text));
     const names = (role: string) => slots.filter((s) => s.role === role).map((s) => s.name);
@@ -114,7 +115,7 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
       { kind: "lost-commit-reply", targets: names("worker") },
       { kind: "postgres-restart", targets: ["postgres"] },
     ];
-    const faults = planFaults(seed, menu, 3, 10_000);
+    const faults = planFaults(seed, menu, 3, 12_000);
     const problems = await runFaults(faults, (f) => inject(f, shared));
     const verdicts = [];
     for (const [k, id] of ids.entries()) verdicts.push(await judge(apis, id, batches[k].ids, 240_000));
@@ -131,10 +132,11 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
       duplicated: verdicts.reduce((n, v) => n + v.duplicated, 0),
       mismatches: [...problems, ...verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
       recomputed: Math.max(0, ran() - ranBefore - lines),
+      ran: ran() - ranBefore,
       seconds: Math.round((Date.now() - began) / 1000),
     };
     o.log(
-      `distributed seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed}${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
+      `distributed seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed} (results seen ${result.ran})${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
     );
     return result;
   }

@@ -34,22 +34,29 @@ export function planFaults(seed: number, menu: FaultMenu[], count: number, windo
 
 export const describeFault = (f: Fault) => `${f.kind} ${f.target} ${(f.forMs / 1000).toFixed(1)}s@${(f.atMs / 1000).toFixed(1)}`;
 
-/** Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). */
-export async function runFaults(faults: Fault[], inject: (f: Fault) => Promise<() => Promise<void>>): Promise<string[]> {
+/**
+ * Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). With
+ * `oneAtATime`, a fault waits for the one before it to have ended (a restart included) however late that makes it.
+ */
+export async function runFaults(
+  faults: Fault[],
+  inject: (f: Fault) => Promise<() => Promise<void>>,
+  opts: { oneAtATime?: boolean } = {},
+): Promise<string[]> {
   const start = Date.now();
   const problems: string[] = [];
-  await Promise.all(
-    faults.map(async (f) => {
-      await new Promise((r) => setTimeout(r, Math.max(0, start + f.atMs - Date.now())));
-      try {
-        const heal = await inject(f);
-        await new Promise((r) => setTimeout(r, f.forMs));
-        await heal();
-      } catch (err) {
-        problems.push(`${describeFault(f)}: ${(err as Error).message}`);
-      }
-    }),
-  );
+  const one = async (f: Fault) => {
+    await new Promise((r) => setTimeout(r, Math.max(0, start + f.atMs - Date.now())));
+    try {
+      const heal = await inject(f);
+      await new Promise((r) => setTimeout(r, f.forMs));
+      await heal();
+    } catch (err) {
+      problems.push(`${describeFault(f)}: ${(err as Error).message}`);
+    }
+  };
+  if (opts.oneAtATime) for (const f of faults) await one(f);
+  else await Promise.all(faults.map(one));
   return problems;
 }
 
@@ -63,7 +70,9 @@ export interface ScheduleResult {
   lost: number;
   duplicated: number;
   mismatches: string[];
-  /** Requests run more than once (engine calls beyond the lines), as far as the processes' metrics saw. */
+  /** Requests run more than once (results beyond the lines), as far as the processes' metrics saw. */
   recomputed: number;
+  /** Results the processes' metrics counted in all (the lines, plus what was recomputed). */
+  ran: number;
   seconds: number;
 }

@@ -90,7 +90,8 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     const began = Date.now();
     await scrape();
     const ranBefore = banked + seen;
-    const batches = [batchLines(100 + (seed % 5) * 20, `m${seed}a`, 12), batchLines(60 + (seed % 3) * 20, `m${seed}b`, 12)];
+    // Long enough (about 15 s of work) that the faults land while the batches run.
+    const batches = [batchLines(400 + (seed % 5) * 40, `m${seed}a`, 40), batchLines(200 + (seed % 3) * 40, `m${seed}b`, 40)];
     const ids = [];
     for (const b of batches) ids.push(await submit(bases, b.text));
     const menu: FaultMenu[] = [
@@ -102,8 +103,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     ];
     // One at a time: every fault here is to the one process or its one disk.
     const faults = planFaults(seed, menu, 2, 8_000, 6_000);
-    faults[1].atMs = Math.max(faults[1].atMs, faults[0].atMs + faults[0].forMs + 1_000);
-    const problems = await runFaults(faults, inject);
+    const problems = await runFaults(faults, inject, { oneAtATime: true });
     const verdicts = [];
     for (const [k, id] of ids.entries()) verdicts.push(await judge(bases, id, batches[k].ids, 240_000));
     await new Promise((r) => setTimeout(r, 600));
@@ -119,10 +119,11 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
       duplicated: verdicts.reduce((n, v) => n + v.duplicated, 0),
       mismatches: [...problems, ...verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
       recomputed: Math.max(0, banked + seen - ranBefore - lines),
+      ran: banked + seen - ranBefore,
       seconds: Math.round((Date.now() - began) / 1000),
     };
     o.log(
-      `one machine seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed}${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
+      `one machine seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed} (results seen ${result.ran})${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
     );
     return result;
   }

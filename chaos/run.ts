@@ -40,7 +40,7 @@ export function table(results: ScheduleResult[]): string {
     for (const f of r.flatMap((x) => x.faults)) kinds.set(f.split(" ")[0], (kinds.get(f.split(" ")[0]) ?? 0) + 1);
     const sum = (k: "batches" | "lines" | "lost" | "duplicated" | "recomputed" | "seconds") => r.reduce((n, x) => n + x[k], 0);
     rows.push(
-      `| ${mode} | ${r.length} | ${[...kinds].map(([k, n]) => `${k} ×${n}`).join(", ")} | ${sum("batches")} | ${sum("lines")} | ${sum("lost")} | ${sum("duplicated")} | ${r.reduce((n, x) => n + x.mismatches.length, 0)} | ${sum("recomputed")} | ${Math.round(sum("seconds") / 60)} min |`,
+      `| ${mode} | ${r.length} | ${[...kinds].map(([k, n]) => `${k} ×${n}`).join(", ")} | ${sum("batches")} | ${sum("lines")} | ${sum("lost")} | ${sum("duplicated")} | ${r.reduce((n, x) => n + x.mismatches.length, 0)} | ${sum("recomputed")} | ${sum("seconds")} s |`,
     );
   }
   return rows.join("\n");
