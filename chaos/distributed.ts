@@ -9,7 +9,7 @@ import { type SharedState, startSharedState } from "../bench/shared-state.js";
 import { describeVerdict } from "./checker.js";
 import { batchLines, judge, submit } from "./client.js";
 import { describeFault, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult } from "./nemesis.js";
-import { requestsRun, type ServiceProcess, startService } from "./process.js";
+import { requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "./tcp-proxy.js";
 
 const SETTINGS = { SHARD_SIZE: "40", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "512" };
@@ -58,7 +58,7 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
   const start = async (s: Slot) => {
     s.banked += s.seen;
     s.seen = 0;
-    s.proc = await startService({
+    s.proc = await startSupervised({
       ...shared.env,
       ...SETTINGS,
       DATABASE_URL: throughProxy(shared.env.DATABASE_URL, s.pg),

@@ -10,7 +10,7 @@ import { describeVerdict } from "./checker.js";
 import { batchLines, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
 import { describeFault, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult } from "./nemesis.js";
-import { repoRoot, requestsRun, type ServiceProcess, startService } from "./process.js";
+import { repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 
 /** EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with EXT4_GOING_FLAGS_NOLOGFLUSH: nothing more reaches the disk. */
 const GODOWN = `import fcntl, os, struct, sys
@@ -51,7 +51,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
   const start = async () => {
     banked += seen;
     seen = 0;
-    proc = await startService(
+    proc = await startSupervised(
       { BATCH_DIR: dir, MODEL_PATH: o.modelPath, THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "512" },
       {
         command: "unshare",

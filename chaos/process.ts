@@ -45,6 +45,25 @@ export async function startService(
   }
 }
 
+/**
+ * As a supervisor (systemd, Kubernetes) restarts a service that exits at start, say because its database is down
+ * that moment: tried again every second for up to `withinMs`.
+ */
+export async function startSupervised(
+  env: Record<string, string>,
+  opts: Parameters<typeof startService>[1] & { withinMs?: number } = {},
+): Promise<ServiceProcess> {
+  const until = Date.now() + (opts.withinMs ?? 90_000);
+  for (;;) {
+    try {
+      return await startService(env, opts);
+    } catch (err) {
+      if (Date.now() > until) throw err;
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
+}
+
 /** Requests this process ran to a result (obi_batch_requests_total), or undefined when it does not answer. */
 export async function requestsRun(baseUrl: string): Promise<number | undefined> {
   try {
