@@ -6,9 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type SharedState, startSharedState } from "../bench/shared-state.js";
-import { describeVerdict } from "./checker.js";
 import { batchLines, judge, submit } from "./client.js";
-import { describeFault, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult } from "./nemesis.js";
+import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "./tcp-proxy.js";
 
@@ -122,22 +121,8 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
     await new Promise((r) => setTimeout(r, 1_200));
     await scrape();
     const lines = batches.reduce((n, b) => n + b.ids.length, 0);
-    const result: ScheduleResult = {
-      mode: "distributed",
-      seed,
-      faults: faults.map(describeFault),
-      batches: ids.length,
-      lines,
-      lost: verdicts.reduce((n, v) => n + v.lost, 0),
-      duplicated: verdicts.reduce((n, v) => n + v.duplicated, 0),
-      mismatches: [...problems, ...verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
-      recomputed: Math.max(0, ran() - ranBefore - lines),
-      ran: ran() - ranBefore,
-      seconds: Math.round((Date.now() - began) / 1000),
-    };
-    o.log(
-      `distributed seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed} (results seen ${result.ran})${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
-    );
+    const result = scheduleResult({ mode: "distributed", seed, faults, lines, verdicts, problems, ran: ran() - ranBefore, began });
+    o.log(describeSchedule(result));
     return result;
   }
 

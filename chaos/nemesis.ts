@@ -2,6 +2,7 @@
 // a schedule's outcome. What a fault does is the campaign's (distributed.ts, one-machine.ts); the schedule only
 // says which, to whom, when and for how long, so the same seed replays the same history of faults.
 import { rng } from "../bench/fuzz.js";
+import { describeVerdict, type Verdict } from "./checker.js";
 
 export interface Fault {
   kind: string;
@@ -76,3 +77,32 @@ export interface ScheduleResult {
   ran: number;
   seconds: number;
 }
+
+/** A schedule's outcome from its faults, its batches' verdicts and the results its processes were seen to run. */
+export function scheduleResult(a: {
+  mode: ScheduleResult["mode"];
+  seed: number;
+  faults: Fault[];
+  lines: number;
+  verdicts: Verdict[];
+  problems: string[];
+  ran: number;
+  began: number;
+}): ScheduleResult {
+  return {
+    mode: a.mode,
+    seed: a.seed,
+    faults: a.faults.map(describeFault),
+    batches: a.verdicts.length,
+    lines: a.lines,
+    lost: a.verdicts.reduce((n, v) => n + v.lost, 0),
+    duplicated: a.verdicts.reduce((n, v) => n + v.duplicated, 0),
+    mismatches: [...a.problems, ...a.verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
+    recomputed: Math.max(0, a.ran - a.lines),
+    ran: a.ran,
+    seconds: Math.round((Date.now() - a.began) / 1000),
+  };
+}
+
+export const describeSchedule = (r: ScheduleResult) =>
+  `${r.mode} seed ${r.seed}: ${r.faults.join(", ")} -> lost ${r.lost}, duplicated ${r.duplicated}, recomputed ${r.recomputed} (results seen ${r.ran})${r.mismatches.length ? `, ${r.mismatches.join("; ")}` : ""}`;

@@ -6,10 +6,9 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describeVerdict } from "./checker.js";
 import { batchLines, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
-import { describeFault, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult } from "./nemesis.js";
+import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 
 /** EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with EXT4_GOING_FLAGS_NOLOGFLUSH: nothing more reaches the disk. */
@@ -109,22 +108,8 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     await new Promise((r) => setTimeout(r, 600));
     await scrape();
     const lines = batches.reduce((n, b) => n + b.ids.length, 0);
-    const result: ScheduleResult = {
-      mode: "one machine",
-      seed,
-      faults: faults.map(describeFault),
-      batches: ids.length,
-      lines,
-      lost: verdicts.reduce((n, v) => n + v.lost, 0),
-      duplicated: verdicts.reduce((n, v) => n + v.duplicated, 0),
-      mismatches: [...problems, ...verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
-      recomputed: Math.max(0, banked + seen - ranBefore - lines),
-      ran: banked + seen - ranBefore,
-      seconds: Math.round((Date.now() - began) / 1000),
-    };
-    o.log(
-      `one machine seed ${seed}: ${result.faults.join(", ")} -> lost ${result.lost}, duplicated ${result.duplicated}, recomputed ${result.recomputed} (results seen ${result.ran})${result.mismatches.length ? `, ${result.mismatches.join("; ")}` : ""}`,
-    );
+    const result = scheduleResult({ mode: "one machine", seed, faults, lines, verdicts, problems, ran: banked + seen - ranBefore, began });
+    o.log(describeSchedule(result));
     return result;
   }
 
