@@ -69,11 +69,13 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
     });
   };
   const scrape = async () => {
-    for (const s of slots)
-      if (s.role === "worker" && s.proc && s.proc.child.exitCode === null) {
-        const n = await requestsRun(s.proc.baseUrl);
-        if (n !== undefined) s.seen = n;
-      }
+    for (const s of slots) {
+      const proc = s.proc;
+      if (s.role !== "worker" || !proc || proc.child.exitCode !== null) continue;
+      const n = await requestsRun(proc.baseUrl);
+      // A reading of an incarnation that has since been replaced is not this one's.
+      if (n !== undefined && s.proc === proc) s.seen = n;
+    }
   };
   const ran = () => slots.reduce((sum, s) => sum + s.banked + s.seen, 0);
   const apis = () => slots.filter((s) => s.role === "api" && s.proc && s.proc.child.exitCode === null).map((s) => s.proc!.baseUrl);

@@ -68,7 +68,11 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     await start();
   };
   const scrape = async () => {
-    if (proc && proc.child.exitCode === null) seen = (await requestsRun(proc.baseUrl)) ?? seen;
+    const p = proc;
+    if (!p || p.child.exitCode !== null) return;
+    const n = await requestsRun(p.baseUrl);
+    // A reading of an incarnation that has since been replaced is not this one's.
+    if (n !== undefined && proc === p) seen = n;
   };
   const scraper = setInterval(() => void scrape(), 500);
   const bases = () => (proc && proc.child.exitCode === null ? [proc.baseUrl] : []);
