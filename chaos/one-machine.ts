@@ -1,6 +1,6 @@
 // The one-machine campaign: the embedded service (no other process) with BATCH_DIR on an ext4 file system of its
-// own, a loop device mounted in a private mount namespace, so the nemesis can fill it, make it read-only, and cut
-// its power (EXT4_IOC_SHUTDOWN without flushing, then fsck) as well as kill -9 and SIGSTOP the process. Needs root
+// own, a loop device mounted in a private mount namespace, so the nemesis can fill it, make it fail every write
+// (read-only) and cut its power (EXT4_IOC_SHUTDOWN, then fsck) as well as kill -9 and SIGSTOP the process. Needs root
 // and e2fsprogs: `available()` says why not where they are missing.
 import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,10 +11,14 @@ import type { CampaignOptions } from "./distributed.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 
-/** EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with EXT4_GOING_FLAGS_NOLOGFLUSH: nothing more reaches the disk. */
+/**
+ * EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)): with EXT4_GOING_FLAGS_NOLOGFLUSH (2) nothing more reaches the disk (a
+ * power cut); with EXT4_GOING_FLAGS_DEFAULT (0) what is written is flushed first, then every write fails (a disk
+ * that goes read-only under the process, as ext4 does on an error).
+ */
 const GODOWN = `import fcntl, os, struct, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))`;
+fcntl.ioctl(fd, 0x8004587D, struct.pack("I", int(sys.argv[2])))`;
 
 /** Undefined when an ext4 image can be loop-mounted in a mount namespace here; else why not. */
 export function available(): string | undefined {
@@ -118,7 +122,6 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
   }
 
   async function inject(f: Fault): Promise<() => Promise<void>> {
-    const pid = proc!.child.pid!;
     switch (f.kind) {
       case "kill-9":
         proc!.child.kill("SIGKILL");
@@ -137,11 +140,13 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
           }
         return async () => rmSync(filler, { force: true });
       }
+      // A remount read-only is refused while the batch's result files are open for writing ("busy"): the disk
+      // fails under the process instead, then is checked and mounted again, as after ext4 remounts on an error.
       case "read-only":
-        execFileSync("nsenter", ["-t", String(pid), "-m", "mount", "-o", "remount,ro", dir]);
-        return async () => void execFileSync("nsenter", ["-t", String(pid), "-m", "mount", "-o", "remount,rw", dir]);
+        execFileSync("python3", [godown, inside(), "0"]);
+        return () => restart();
       case "power-cut":
-        execFileSync("python3", [godown, inside()]);
+        execFileSync("python3", [godown, inside(), "2"]);
         return () => restart();
       default:
         throw new Error(`unknown fault ${f.kind}`);
