@@ -36,8 +36,9 @@ export function planFaults(seed: number, menu: FaultMenu[], count: number, windo
 export const describeFault = (f: Fault) => `${f.kind} ${f.target} ${(f.forMs / 1000).toFixed(1)}s@${(f.atMs / 1000).toFixed(1)}`;
 
 /**
- * Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). With
- * `oneAtATime`, a fault waits for the one before it to have ended (a restart included) however late that makes it.
+ * Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). Two
+ * faults on one target never overlap (a second kill of a process being restarted would start it twice): the later
+ * waits for the earlier to end. With `oneAtATime`, every fault waits for the one before it, whatever its target.
  */
 export async function runFaults(
   faults: Fault[],
@@ -46,6 +47,7 @@ export async function runFaults(
 ): Promise<string[]> {
   const start = Date.now();
   const problems: string[] = [];
+  const busy = new Map<string, Promise<void>>();
   const one = async (f: Fault) => {
     await new Promise((r) => setTimeout(r, Math.max(0, start + f.atMs - Date.now())));
     try {
@@ -57,7 +59,14 @@ export async function runFaults(
     }
   };
   if (opts.oneAtATime) for (const f of faults) await one(f);
-  else await Promise.all(faults.map(one));
+  else
+    await Promise.all(
+      faults.map((f) => {
+        const done = (busy.get(f.target) ?? Promise.resolve()).then(() => one(f));
+        busy.set(f.target, done);
+        return done;
+      }),
+    );
   return problems;
 }
 
