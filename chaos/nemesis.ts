@@ -37,8 +37,10 @@ export const describeFault = (f: Fault) => `${f.kind} ${f.target} ${(f.forMs / 1
 
 /**
  * Runs each fault at its time: `inject` starts it and returns how to end it (awaited after its duration). Two
- * faults on one target never overlap (a second kill of a process being restarted would start it twice): the later
- * waits for the earlier to end. With `oneAtATime`, every fault waits for the one before it, whatever its target.
+ * faults of one kind on one target never overlap (a second kill of a process being restarted would start it
+ * twice, a second stop of a stopped PostgreSQL fails): the later waits for the earlier to end. Faults of different
+ * kinds on one target do overlap (a partition, then a kill). With `oneAtATime`, every fault waits for the one
+ * before it.
  */
 export async function runFaults(
   faults: Fault[],
@@ -62,8 +64,9 @@ export async function runFaults(
   else
     await Promise.all(
       faults.map((f) => {
-        const done = (busy.get(f.target) ?? Promise.resolve()).then(() => one(f));
-        busy.set(f.target, done);
+        const key = `${f.kind} ${f.target}`;
+        const done = (busy.get(key) ?? Promise.resolve()).then(() => one(f));
+        busy.set(key, done);
         return done;
       }),
     );
