@@ -110,7 +110,9 @@ function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Pro
     const p = snapshot();
     syncing = Promise.all(files.map((f) => f.sync()))
       .then(() => onProgress?.(p))
-      .catch((err) => void (failure ??= err))
+      .catch((err) => {
+        failure ??= err;
+      })
       .finally(() => {
         syncing = undefined;
         if (pending) schedule();
