@@ -51,6 +51,8 @@ export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool 
 
 export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
   const client = await pool.connect();
+  const lost = () => undefined;
+  client.on("error", lost);
   try {
     await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
     await client.query(
@@ -78,6 +80,7 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
     return applied;
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
+    client.off("error", lost);
     client.release();
   }
 }
@@ -93,6 +96,10 @@ export interface Db {
 /** Runs `work` in one transaction. */
 export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
+  // A checked-out client whose server goes away (a restart) emits "error" between queries; unheard, that ends
+  // the process. The next query fails with it anyway, and the pool then drops the client.
+  const lost = () => undefined;
+  client.on("error", lost);
   try {
     await client.query("BEGIN");
     await db.fence?.(client);
@@ -103,6 +110,7 @@ export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => 
     await client.query("ROLLBACK").catch(() => undefined);
     throw unreachable(err) ? databaseUnavailable(err) : err;
   } finally {
+    client.off("error", lost);
     client.release();
   }
 }
