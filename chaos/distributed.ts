@@ -8,7 +8,7 @@ import path from "node:path";
 import { type SharedState, startSharedState } from "../bench/shared-state.js";
 import { batchLines, judge, submit } from "./client.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
-import { requestsRun, type ServiceProcess, startSupervised } from "./process.js";
+import { alive, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "./tcp-proxy.js";
 
 const SETTINGS = { SHARD_SIZE: "40", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "512" };
@@ -71,14 +71,14 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
   const scrape = async () => {
     for (const s of slots) {
       const proc = s.proc;
-      if (s.role !== "worker" || !proc || proc.child.exitCode !== null) continue;
+      if (s.role !== "worker" || !alive(proc)) continue;
       const n = await requestsRun(proc.baseUrl);
       // A reading of an incarnation that has since been replaced is not this one's.
       if (n !== undefined && s.proc === proc) s.seen = n;
     }
   };
   const ran = () => slots.reduce((sum, s) => sum + s.banked + s.seen, 0);
-  const apis = () => slots.filter((s) => s.role === "api" && s.proc && s.proc.child.exitCode === null).map((s) => s.proc!.baseUrl);
+  const apis = () => slots.filter((s) => s.role === "api" && alive(s.proc)).map((s) => s.proc!.baseUrl);
   const scraper = setInterval(() => void scrape(), 500);
   const results: ScheduleResult[] = [];
   try {

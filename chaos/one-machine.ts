@@ -9,7 +9,7 @@ import path from "node:path";
 import { batchLines, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
-import { repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
+import { alive, repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 
 /**
  * EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)): with EXT4_GOING_FLAGS_NOLOGFLUSH (2) nothing more reaches the disk (a
@@ -73,13 +73,13 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
   };
   const scrape = async () => {
     const p = proc;
-    if (!p || p.child.exitCode !== null) return;
+    if (!alive(p)) return;
     const n = await requestsRun(p.baseUrl);
     // A reading of an incarnation that has since been replaced is not this one's.
     if (n !== undefined && proc === p) seen = n;
   };
   const scraper = setInterval(() => void scrape(), 500);
-  const bases = () => (proc && proc.child.exitCode === null ? [proc.baseUrl] : []);
+  const bases = () => (alive(proc) ? [proc.baseUrl] : []);
   const results: ScheduleResult[] = [];
   try {
     await start();

@@ -64,6 +64,13 @@ export async function startSupervised(
   }
 }
 
+/**
+ * Whether the process still runs. A process killed by a signal has no exit code (only a signal code), and its port
+ * may already serve another process: asking its address then reads someone else's figures.
+ */
+export const alive = (p: ServiceProcess | undefined): p is ServiceProcess =>
+  p !== undefined && p.child.exitCode === null && p.child.signalCode === null;
+
 /** Requests this process ran to a result (obi_batch_requests_total), or undefined when it does not answer. */
 export async function requestsRun(baseUrl: string): Promise<number | undefined> {
   try {
