@@ -33,7 +33,16 @@ describe.skipIf(!POSTGRES_BIN)("the maintenance's lease", () => {
     });
     await expect(work).rejects.toMatchObject({ code: "database_unavailable" });
     server.start();
-    await expect.poll(async () => (await db.query("SELECT 1").then(() => "up", () => "down")), { timeout: 10_000 }).toBe("up");
+    await expect
+      .poll(
+        async () =>
+          await db.query("SELECT 1").then(
+            () => "up",
+            () => "down",
+          ),
+        { timeout: 10_000 },
+      )
+      .toBe("up");
   });
 
   it("moves to another holder once it lapses, and refuses the old holder's writes", async () => {
