@@ -19,7 +19,7 @@ import type { BatchMetrics } from "../api/metrics/metrics.js";
 import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
 import { newBatchId } from "../api/stores/ids.js";
 import { inDir } from "../api/stores/in-dir.js";
-import { completeJsonLines } from "../pipeline/jsonl.js";
+import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planShards } from "../pipeline/shards.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
@@ -149,12 +149,7 @@ export class ClusterBatchService implements BatchService {
   private async *linesOf(keys: string[]): AsyncGenerator<string> {
     for (const key of keys) {
       const blob = await this.deps.blobs.open(key);
-      if (!blob) continue;
-      try {
-        yield* completeJsonLines(blob.content);
-      } finally {
-        blob.content.destroy();
-      }
+      if (blob) yield* readCompleteJsonLines(blob.content);
     }
   }
 

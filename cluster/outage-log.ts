@@ -16,7 +16,7 @@ export class OutageLog {
     this.tries++;
     if (this.since !== undefined) return;
     this.since = Date.now();
-    this.logger.warn({ ...fields, err: (err as Error)?.message }, `${this.what} failed; retrying (said again when it works)`);
+    this.logger.warn({ ...fields, err: (err as Error | undefined)?.message }, `${this.what} failed; retrying (said again when it works)`);
   }
 
   /** How long the outage that just ended lasted (ms), or 0 when there was none. */

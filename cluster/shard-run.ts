@@ -16,6 +16,7 @@ import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { partKey } from "./keys.js";
+import { OutageLog } from "./outage-log.js";
 import { type ClaimedShard, type CommitResult, type ShardCommit, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
@@ -108,7 +109,8 @@ export class ShardRun implements ShardExecution {
   /** A commit sent whose reply never came: it is resolved before anything new is uploaded. */
   private unresolved: Attempt | undefined;
   private lost = false;
-  private lastFailure: string | undefined;
+  /** Checkpoint failures, said when they start and when they end. */
+  private readonly outage: OutageLog;
   /** Aborted when the shard is found fenced, so the run stops at once. */
   readonly fence = new AbortController();
 
@@ -122,6 +124,7 @@ export class ShardRun implements ShardExecution {
       output: path.join(this.dir, "output.jsonl"),
       errors: path.join(this.dir, "errors.jsonl"),
     };
+    this.outage = new OutageLog(deps.logger, "checkpoint");
   }
 
   get key(): string {
@@ -196,10 +199,7 @@ export class ShardRun implements ShardExecution {
 
   /** A checkpoint that failed is tried again at the next tick; said once per outage, not once per tick. */
   private failed(err: unknown): void {
-    const message = (err as Error).message;
-    if (message === this.lastFailure) return;
-    this.lastFailure = message;
-    this.deps.logger.warn({ err: message, shard: this.key, unresolved: this.unresolved !== undefined }, "checkpoint failed; retrying");
+    this.outage.failed(err, { shard: this.key, unresolved: this.unresolved !== undefined });
   }
 
   private async checkpointOnce(): Promise<CommitResult> {
@@ -220,7 +220,7 @@ export class ShardRun implements ShardExecution {
         this.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
         return result;
       }
-      this.lastFailure = undefined;
+      this.outage.ok();
       shard.checkpoints = attempt.n;
       shard.parts.push(attempt.commit.part);
       this.sent.output = attempt.ends.output;

@@ -1,5 +1,4 @@
 // Streaming JSONL: a line reader that never holds the whole file, and an append-only line writer.
-import { StringDecoder } from "node:string_decoder";
 import { once } from "node:events";
 import { createReadStream, createWriteStream, fdatasync, type WriteStream } from "node:fs";
 import type { Readable } from "node:stream";
@@ -178,26 +177,12 @@ function drained(stream: WriteStream): Promise<void> {
 }
 
 /**
- * The complete JSON lines of a file that may be growing: while a batch runs, its last line may be half written;
- * a line that does not parse is that torn tail and is left for the next read. Blank lines are skipped.
+ * The complete JSON lines of a file that may be growing (its path, or a stream of its bytes as a blob store hands
+ * them over, read as they arrive with no copy made): while a batch runs, its last line may be half written; a
+ * line that does not parse is that torn tail and is left for the next read. Blank lines are skipped.
  */
-export async function* readCompleteJsonLines(path: string): AsyncGenerator<string> {
-  for await (const line of readJsonlLines(path)) if (isJsonLine(line.text)) yield line.text;
-}
-
-/**
- * The same, read from a stream as it arrives (a blob store's content): nothing is copied anywhere first, and a
- * last line without its "\n" (still being written) is left out.
- */
-export async function* completeJsonLines(content: AsyncIterable<Buffer | string>): AsyncGenerator<string> {
-  let rest = "";
-  const decoder = new StringDecoder("utf8");
-  for await (const chunk of content) {
-    const text = rest + (typeof chunk === "string" ? chunk : decoder.write(chunk));
-    const lines = text.split("\n");
-    rest = lines.pop() ?? "";
-    for (const line of lines) if (isJsonLine(line)) yield line;
-  }
+export async function* readCompleteJsonLines(source: string | Readable): AsyncGenerator<string> {
+  for await (const line of readJsonlLines(source)) if (isJsonLine(line.text)) yield line.text;
 }
 
 function isJsonLine(text: string): boolean {

@@ -105,6 +105,7 @@ function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Pro
   let syncing: Promise<void> | undefined;
   let failure: unknown;
   let pending = false;
+  let closing = false;
   const flush = () => {
     pending = false;
     const p = snapshot();
@@ -120,7 +121,8 @@ function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Pro
     return syncing;
   };
   const schedule = () => {
-    if (timer || syncing) return;
+    // Once closing, the last flush is close()'s own: a timer set by a flush ending then would sync closed files.
+    if (timer || syncing || closing) return;
     timer = setTimeout(() => {
       timer = undefined;
       void flush();
@@ -132,6 +134,7 @@ function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Pro
       schedule();
     },
     async close() {
+      closing = true;
       clearTimeout(timer);
       timer = undefined;
       await syncing;

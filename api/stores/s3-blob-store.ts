@@ -43,6 +43,9 @@ function unreachable(err: unknown): boolean {
   return e?.name === "TimeoutError" || (typeof e?.code === "string" && /^E[A-Z]+/.test(e.code)) || e?.name === "AbortError";
 }
 
+/** Every failure of a call: a server that cannot be reached, times out or fails (5xx) is the domain's storage_unavailable. */
+const inDomain = (err: unknown) => (unreachable(err) ? storageUnavailable(err) : err);
+
 export class S3BlobStore implements BlobStore {
   private readonly s3: S3Client;
   private readonly prefix: string;
@@ -102,7 +105,7 @@ export class S3BlobStore implements BlobStore {
     await new Upload({ client: this.s3, params: { Bucket: this.opts.bucket, Key: this.objectKey(key), Body: content } })
       .done()
       .catch((err) => {
-        throw unreachable(err) ? storageUnavailable(err) : err;
+        throw inDomain(err);
       });
     return size;
   }
@@ -159,12 +162,11 @@ export class S3BlobStore implements BlobStore {
     this.s3.destroy();
   }
 
-  /** Every call: a server that cannot be reached, times out or fails (5xx) is the domain's storage_unavailable. */
   private async send(command: { readonly input: object }): Promise<any> {
     try {
       return await this.s3.send(command as Parameters<S3Client["send"]>[0]);
     } catch (err) {
-      throw unreachable(err) ? storageUnavailable(err) : err;
+      throw inDomain(err);
     }
   }
 

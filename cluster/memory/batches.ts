@@ -93,7 +93,8 @@ export class MemoryBatchRecords implements BatchRecords {
 
   private countQueued(): number {
     let n = 0;
-    for (const e of [...this.state.batches.values(), ...this.reserved.values()]) if (e.batch.status === "validating" && !e.stopReason) n++;
+    for (const entries of [this.state.batches, this.reserved])
+      for (const e of entries.values()) if (e.batch.status === "validating" && !e.stopReason) n++;
     return n;
   }
 

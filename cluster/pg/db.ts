@@ -49,10 +49,23 @@ export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool 
   return pool;
 }
 
-export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
-  const client = await pool.connect();
+/**
+ * Holds a checked-out client until the returned release: a client whose server goes away (a restart) emits "error"
+ * between queries, and unheard that ends the process. The next query fails with it anyway, and the pool then
+ * drops the client.
+ */
+function hold(client: pg.PoolClient): () => void {
   const lost = () => undefined;
   client.on("error", lost);
+  return () => {
+    client.off("error", lost);
+    client.release();
+  };
+}
+
+export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
+  const client = await pool.connect();
+  const release = hold(client);
   try {
     await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
     await client.query(
@@ -80,8 +93,7 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
     return applied;
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
-    client.off("error", lost);
-    client.release();
+    release();
   }
 }
 
@@ -96,10 +108,7 @@ export interface Db {
 /** Runs `work` in one transaction. */
 export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
-  // A checked-out client whose server goes away (a restart) emits "error" between queries; unheard, that ends
-  // the process. The next query fails with it anyway, and the pool then drops the client.
-  const lost = () => undefined;
-  client.on("error", lost);
+  const release = hold(client);
   try {
     await client.query("BEGIN");
     await db.fence?.(client);
@@ -108,10 +117,9 @@ export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => 
     return result;
   } catch (err) {
     await client.query("ROLLBACK").catch(() => undefined);
-    throw unreachable(err) ? databaseUnavailable(err) : err;
+    throw inDomain(err);
   } finally {
-    client.off("error", lost);
-    client.release();
+    release();
   }
 }
 
@@ -140,19 +148,22 @@ export function unreachable(err: unknown): boolean {
   return typeof e?.message === "string" && UNREACHABLE_TEXT.test(e.message);
 }
 
+/** A database that cannot be reached is the domain's database_unavailable; any other failure stays as it is. */
+const inDomain = (err: unknown) => (unreachable(err) ? databaseUnavailable(err) : err);
+
 /** The pool as the ports use it: a database that cannot be reached is the domain's database_unavailable. */
 export class PgDb implements Db {
   constructor(readonly pool: pg.Pool) {}
 
   query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
     return this.pool.query(text, values).catch((err) => {
-      throw unreachable(err) ? databaseUnavailable(err) : err;
+      throw inDomain(err);
     });
   }
 
   connect(): Promise<pg.PoolClient> {
     return this.pool.connect().catch((err) => {
-      throw unreachable(err) ? databaseUnavailable(err) : err;
+      throw inDomain(err);
     });
   }
 }

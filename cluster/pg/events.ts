@@ -4,6 +4,7 @@
 // heartbeat.
 import pg from "pg";
 import type pino from "pino";
+import { OutageLog } from "../outage-log.js";
 import type { ClusterEvent, EventBus } from "../ports.js";
 import { type Db, pgClientConfig } from "./db.js";
 
@@ -27,7 +28,7 @@ export function subscribe(url: string, logger: pino.Logger, onEvent: (e: Cluster
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   let backoff = RECONNECT_MS.first;
-  let down: { since: number; tries: number } | undefined;
+  const outage = new OutageLog(logger, "the database event connection");
   const connect = async () => {
     if (closed) return;
     const c = new pg.Client(pgClientConfig(url));
@@ -35,11 +36,7 @@ export function subscribe(url: string, logger: pino.Logger, onEvent: (e: Cluster
     const lost = (err?: Error) => {
       if (closed || client !== c) return;
       client = undefined;
-      if (down) down.tries++;
-      else {
-        down = { since: Date.now(), tries: 1 };
-        logger.warn({ err: err?.message }, "lost the database event connection; reconnecting (said again when it is back)");
-      }
+      outage.failed(err);
       c.end().catch(() => undefined);
       retry = setTimeout(connect, backoff);
       retry.unref();
@@ -58,8 +55,7 @@ export function subscribe(url: string, logger: pino.Logger, onEvent: (e: Cluster
       await c.connect();
       await c.query(`LISTEN ${CHANNEL}`);
       backoff = RECONNECT_MS.first;
-      if (down) logger.info({ down_ms: Date.now() - down.since, tries: down.tries }, "database event connection restored");
-      down = undefined;
+      outage.ok();
       // Whatever was announced while disconnected is found by the fallbacks; a wake-up catches up on work now.
       onEvent({ type: "work" });
     } catch (err) {

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
+import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { openJsonlAppender, readJsonlLines, type JsonlLine } from "../../pipeline/jsonl.js";
+import { openJsonlAppender, readCompleteJsonLines, readJsonlLines, type JsonlLine } from "../../pipeline/jsonl.js";
 import { scratchDir } from "./scratch.js";
 
 const scratch = scratchDir("jsonl");
@@ -115,5 +116,16 @@ describe("openJsonlAppender", () => {
 
   it("fails clearly when the file cannot be opened", async () => {
     await expect(openJsonlAppender("/nonexistent-dir/x.jsonl")).rejects.toMatchObject({ code: "ENOENT" });
+  });
+});
+
+describe("readCompleteJsonLines", () => {
+  it("reads a blob store's stream as it arrives: whole lines only, a character split across chunks decoded whole", async () => {
+    const text = `{"a":"é"}\n\n{"b":2}\n{"c":`;
+    const bytes = Buffer.from(text);
+    const cut = bytes.indexOf(0xa9); // inside the two bytes of "é"
+    const lines: string[] = [];
+    for await (const l of readCompleteJsonLines(Readable.from([bytes.subarray(0, cut), bytes.subarray(cut)]))) lines.push(l);
+    expect(lines).toEqual(['{"a":"é"}', '{"b":2}']);
   });
 });
