@@ -89,6 +89,21 @@ export class MemoryWorkQueue implements WorkQueue {
       if (s.parts.some((p) => p.output === output && p.errors === errors)) return "committed";
     } else if (s.epoch === c.epoch && s.checkpoints === c.checkpoints + 1) return "committed";
     if (s.epoch !== c.epoch || s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
+    if (commit.recountable && !output && !errors) {
+      this.apply(e, s, commit, leaseSeconds);
+      this.state.saveSoon(c.batchId);
+      return "committed";
+    }
+    // Durable before applied: a commit whose record cannot be written changes nothing, so its retry (which may
+    // carry more lines) is applied whole, never taken for one that landed.
+    const next = structuredClone(e);
+    this.apply(next, next.shards[s.idx], commit, leaseSeconds);
+    await this.state.keepBatch(c.batchId, next);
+    this.apply(e, s, commit, leaseSeconds);
+    return "committed";
+  }
+
+  private apply(e: BatchEntry, s: ShardRecord, commit: ShardCommit, leaseSeconds: number): void {
     if (commit.part.output || commit.part.errors) s.parts.push(structuredClone(commit.part));
     s.checkpoints++;
     const k = s.counted;
@@ -104,9 +119,6 @@ export class MemoryWorkQueue implements WorkQueue {
     n.inputTokens += commit.usage.promptTokens;
     n.cachedTokens += commit.usage.cachedTokens;
     n.outputTokens += commit.usage.completionTokens;
-    if (commit.recountable && !commit.part.output && !commit.part.errors) this.state.saveSoon(c.batchId);
-    else await this.state.savedBatch(c.batchId);
-    return "committed";
   }
 
   async finish(c: ClaimedShard): Promise<CommitResult> {

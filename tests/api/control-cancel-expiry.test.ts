@@ -143,7 +143,10 @@ describe("cancel racing the deadline", () => {
 describe("a state file that cannot be written", () => {
   it("never shows a final status the disk does not have, and lands it once the disk takes writes again", async () => {
     await startOneSlot();
-    const file = await upload(cp, dir, completionLines(30, { prefix: "full", maxTokens: 16 }));
+    const N = 300;
+    // Long in requests, so it still runs when its state file is taken away: counts move only as result lines are
+    // flushed (every 200 ms), and a short batch could end before the swap.
+    const file = await upload(cp, dir, completionLines(N, { prefix: "full", maxTokens: 16 }));
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(cp, b.id, (x) => x.request_counts.completed >= 2);
     // Every write of batch.json fails from now on (a non-empty folder in its place), as on a full disk.
@@ -151,7 +154,7 @@ describe("a state file that cannot be written", () => {
     rmSync(state);
     mkdirSync(state);
     writeFileSync(path.join(state, "keep"), "");
-    await waitFor(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === 30);
+    await waitFor(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === N);
     // The run is over in this process, but its end could not be written: the batch shows what the disk has.
     await new Promise((r) => setTimeout(r, 500));
     expect((await cp.batches.get(b.id, null))!.status).toBe("in_progress");
@@ -160,8 +163,8 @@ describe("a state file that cannot be written", () => {
     const done = await waitFor(cp, b.id, inStatus("completed", "failed"), { timeoutMs: 10_000 });
     expect(done.status).toBe("completed");
     expect(JSON.parse(readFileSync(state, "utf8")).batch).toMatchObject({ status: "completed", request_counts: done.request_counts });
-    expect(done.request_counts).toEqual({ completed: 30, failed: 0, total: 30 });
-    expect(readJsonl(path.join(dir, b.id, "output.jsonl"))).toHaveLength(30);
+    expect(done.request_counts).toEqual({ completed: N, failed: 0, total: N });
+    expect(readJsonl(path.join(dir, b.id, "output.jsonl"))).toHaveLength(N);
   });
 });
 
