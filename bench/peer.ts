@@ -9,7 +9,7 @@ import { sweepPeer, type PeerRequest, type PeerRun } from "./llama-server.js";
 import { startServer } from "./server.js";
 import { completionLines, prompt, writeBatchFile } from "./workload.js";
 
-export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings";
+export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval";
 
 export interface Workload {
   name: WorkloadName;

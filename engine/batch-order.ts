@@ -74,8 +74,8 @@ export class BatchOrder {
   /** Sequences decoded in the last step whose requests go on: the next step waits for them. */
   private readonly lastStep = new Set<EvaluationPriority>();
   private turns = 0;
-  /** Decodes planned, the sequences in them, and turns spent waiting: how well the batching works. */
-  readonly stats = { steps: 0, sequences: 0, waitTurns: 0 };
+  /** Decodes planned, the sequences and tokens in them, and turns spent waiting: how well the batching works. */
+  readonly stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0 };
   /** Set once an item came with a tag this order never gave (see sequenceTag): no lockstep from then on. */
   untagged = false;
 
@@ -105,6 +105,7 @@ export class BatchOrder {
       this.lastStep.add(p.item.evaluationPriority);
       tokens += p.processAmount;
     }
+    this.stats.tokens += tokens;
     this.onStep?.(tokens);
     return planned;
   };

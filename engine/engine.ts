@@ -18,6 +18,7 @@ import {
   type EngineInfo,
   type GenerationResult,
   type SamplingParams,
+  type SchedulingStats,
 } from "./types.js";
 
 /** OpenAI's default max_tokens for /v1/completions. */
@@ -75,6 +76,18 @@ export class LlamaEngine implements Engine {
 
   isEndOfGeneration(token: number): boolean {
     return this.parts.model.isEogToken(token as Token);
+  }
+
+  scheduling(): SchedulingStats {
+    const { pool } = this.parts;
+    const b = pool.batchStats;
+    return {
+      steps: b.steps,
+      sequences: b.sequences,
+      evaluatedTokens: b.tokens,
+      prefixCopies: pool.copyStats.copies,
+      copiedTokens: pool.copyStats.tokens,
+    };
   }
 
   private async grammarFor(format: NonNullable<SamplingParams["format"]>) {

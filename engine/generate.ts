@@ -149,6 +149,8 @@ async function generateChoice(
   };
 
   for await (const { token, probabilities } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
+    // The prompt is in the cache now: requests sharing its prefix on this context may copy it.
+    if (generated.length === 0) pool.evaluated(sequence);
     if (logprobs && probabilities) {
       const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
       logprobs.push({ ...tokenLogprobs(model, before, token, probabilities, req.temperature, req.logprobs ?? 0), offset: text.length });

@@ -92,6 +92,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     // 64 x 64 tokens 4.96 -> 3.99 s); stories260K's 8-wide heads ran long prompts 1.4x slower with it (engine/README.md).
     flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
+    prefixCopy: opts.prefixCopy ?? true,
     log,
   });
   await pool.warmUp(model.tokenize("Once upon a time", true).slice(0, 8));
@@ -134,6 +135,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       chatWrapper: chatFormat.wrapper.wrapperName,
       reproducible,
       toolCalling: chatFormat.tools !== null,
+      prefixCopy: pool.prefixCopy,
     },
   });
   return engine;

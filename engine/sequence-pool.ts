@@ -13,6 +13,7 @@ import {
 } from "node-llama-cpp";
 import { BatchOrder, sequenceTag } from "./batch-order.js";
 import { ResourcePool } from "./pool.js";
+import { cachedPrefix, canCopyState, copyState, MIN_COPY_TOKENS, PrefixClaims } from "./prefix-share.js";
 import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
@@ -33,6 +34,8 @@ export interface SequencePoolOptions {
   flashAttention: boolean | "auto";
   /** Reuse a sequence's cached prefix (default); off only to measure what reuse gains. */
   prefixReuse?: boolean;
+  /** Copy a prefix another sequence of the context holds (prefix-share.ts; default on where the library can). */
+  prefixCopy?: boolean;
   log: Log;
 }
 
@@ -41,18 +44,28 @@ export class SequencePool {
   private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();
   private readonly orderOf = new Map<LlamaContextSequence, BatchOrder>();
   private readonly busy = new Map<LlamaContext, number>();
+  private readonly siblings = new Map<LlamaContext, LlamaContextSequence[]>();
+  private readonly claims = new PrefixClaims();
+  /** Whether prefixes are copied between sequences (prefix-share.ts): asked for, and the library can. */
+  readonly prefixCopy: boolean;
+  /** Prefix copies made, and the prompt tokens they spared. */
+  readonly copyStats = { copies: 0, tokens: 0, declined: 0 };
 
   private constructor(
     readonly contexts: readonly LlamaContext[],
     private readonly orders: readonly BatchOrder[],
     private readonly sequences: LlamaContextSequence[],
     private readonly prefixReuse: boolean,
+    prefixCopy: boolean,
     private readonly onIdle?: () => void,
   ) {
     this.pool = new ResourcePool(sequences);
+    this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && canCopyState(sequences[0]);
     contexts.forEach((context, c) => {
       this.busy.set(context, 0);
-      for (const [i, s] of sequences.filter((s) => s.context === context).entries()) {
+      const mine = sequences.filter((s) => s.context === context);
+      this.siblings.set(context, mine);
+      for (const [i, s] of mine.entries()) {
         this.tags.set(s, sequenceTag(i));
         this.orderOf.set(s, orders[c]);
       }
@@ -83,7 +96,7 @@ export class SequencePool {
           orders.push(order);
         }
         const all = contexts.flatMap((context) => Array.from({ length: context.totalSequences }, () => context.getSequence()));
-        return new SequencePool(contexts, orders, all, opts.prefixReuse ?? true, opts.onIdle);
+        return new SequencePool(contexts, orders, all, opts.prefixReuse ?? true, opts.prefixCopy ?? true, opts.onIdle);
       } catch (err) {
         await Promise.allSettled(contexts.map((c) => c.dispose()));
         // Each sequence holds its own contextSize of KV cache; halve until it fits, unless the count was asked for.
@@ -101,7 +114,7 @@ export class SequencePool {
 
   /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting. */
   get batchStats(): Readonly<BatchOrder["stats"]> {
-    const sum = { steps: 0, sequences: 0, waitTurns: 0 };
+    const sum = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0 };
     for (const o of this.orders) for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += o.stats[k];
     return sum;
   }
@@ -117,14 +130,50 @@ export class SequencePool {
    * evaluated once; with none free, a released sequence goes to the waiting request it shares most with.
    */
   async acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
+    const memo = new WeakMap<object, number>();
     const sequence = await this.pool.acquire(
       signal,
-      (free) => this.pick(free, this.prefixReuse ? tokens : []),
-      // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most of its cache.
-      this.prefixReuse && tokens.length > 0 ? (s) => sharedPrefix(s, tokens) : undefined,
+      (free) => {
+        const index = this.pick(free, this.prefixReuse ? tokens : [], memo);
+        // Claimed at once, so a request picking right after this one sees this prompt coming on this context.
+        if (this.prefixCopy) this.claims.claim(free[index], tokens);
+        return index;
+      },
+      // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most with its cache,
+      // or with what its context's other sequences hold (a copy away).
+      this.prefixReuse && tokens.length > 0 ? (s) => this.affinity(s, tokens, memo) : undefined,
     );
+    if (this.prefixCopy && !this.claims.isClaimed(sequence)) this.claims.claim(sequence, tokens);
     this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
     return sequence;
+  }
+
+  /** How much of `tokens` a request given `sequence` would not evaluate: its cache, or a sibling's by a copy. */
+  private reach(sequence: LlamaContextSequence, tokens: readonly Token[], viaCopy: number): number {
+    const own = cachedPrefix(sequence, tokens);
+    return viaCopy >= own + MIN_COPY_TOKENS ? viaCopy : own;
+  }
+
+  private viaCopy(context: LlamaContext, tokens: readonly Token[], memo?: WeakMap<object, number>): number {
+    if (!this.prefixCopy || tokens.length === 0) return 0;
+    return this.claims.bestDonor(tokens, this.siblings.get(context) ?? [], undefined, memo)?.shared ?? 0;
+  }
+
+  /**
+   * How well a freed sequence suits a waiting prompt: what it would not evaluate there, and below a copy's worth,
+   * -1 when its family's prefix sits on another context (a new family's head should take this one, and the
+   * prompt wait for a sequence beside its family; pool.ts bounds how long).
+   */
+  private affinity(sequence: LlamaContextSequence, tokens: readonly Token[], memo: WeakMap<object, number>): number {
+    const reach = this.reach(sequence, tokens, this.viaCopy(sequence.context, tokens, memo));
+    if (!this.prefixCopy || reach >= MIN_COPY_TOKENS) return reach;
+    const elsewhere = this.contexts.some((c) => c !== sequence.context && this.viaCopy(c, tokens, memo) >= MIN_COPY_TOKENS);
+    return elsewhere ? -1 : reach;
+  }
+
+  /** The sequence's prompt has been evaluated (its first token came): others may copy it now. */
+  evaluated(sequence: LlamaContextSequence): void {
+    this.claims.evaluated(sequence);
   }
 
   /** The sequence's generation is over: decoding stops waiting for its next token (batch-order.ts). */
@@ -137,14 +186,41 @@ export class SequencePool {
     return this.tags.get(sequence) ?? sequenceTag(0);
   }
 
-  /** Make a lent sequence ready for `tokens`; returns how many leading tokens need no evaluation. */
-  prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
+  /**
+   * Make a lent sequence ready for `tokens`; returns how many leading tokens need no evaluation. When another
+   * sequence of the context holds (or is evaluating) a longer prefix of them, that prefix is copied from it.
+   */
+  async prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
+    if (this.prefixCopy) await this.copyPrefix(sequence, tokens);
     return reusePrefix(sequence, this.prefixReuse ? tokens : []);
+  }
+
+  private async copyPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<void> {
+    const own = cachedPrefix(sequence, tokens);
+    const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
+    // The last prompt token is evaluated anyway (its logits give the first new token).
+    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - own;
+    if (!donor || gain < MIN_COPY_TOKENS) return;
+    await donor.ready;
+    if (sequence.disposed || donor.sequence.disposed) return;
+    const before = own;
+    let copied = false;
+    try {
+      copied = await copyState(sequence, donor.sequence, Math.min(donor.shared, tokens.length - 1));
+    } catch {
+      // The cache is left as the copy made it; reusePrefix erases whatever does not match the prompt.
+    }
+    const now = cachedPrefix(sequence, tokens);
+    if (copied && now > before) {
+      this.copyStats.copies++;
+      this.copyStats.tokens += now - before;
+    } else this.copyStats.declined++;
   }
 
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */
   async release(sequence: LlamaContextSequence, failed = false): Promise<void> {
     this.finished(sequence);
+    this.claims.drop(sequence);
     if (failed && !sequence.disposed) {
       try {
         await sequence.clearHistory();
@@ -187,11 +263,15 @@ export class SequencePool {
    * The free sequence sharing the longest prefix with the prompt; on a tie, the one on the least busy context
    * (so the contexts share the work), then the most recently released.
    */
-  private pick(free: readonly LlamaContextSequence[], tokens: readonly Token[]): number {
+  private pick(free: readonly LlamaContextSequence[], tokens: readonly Token[], memo: WeakMap<object, number>): number {
     let best = free.length - 1;
     let bestKey = [-1, 0];
+    // What each context could give by a copy: families go where their prefix already is.
+    const donors = new Map<LlamaContext, number>();
     for (let i = free.length - 1; i >= 0; i--) {
-      const length = sharedPrefix(free[i], tokens);
+      const context = free[i].context;
+      if (!donors.has(context)) donors.set(context, this.viaCopy(context, tokens, memo));
+      const length = this.reach(free[i], tokens, donors.get(context) ?? 0);
       const idle = -(this.busy.get(free[i].context) ?? 0);
       if (length > bestKey[0] || (length === bestKey[0] && idle > bestKey[1])) {
         best = i;
@@ -207,15 +287,10 @@ export class SequencePool {
  * At least the last prompt token is always evaluated, since its logits give the first new token.
  */
 export async function reusePrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
-  const shared = sharedPrefix(sequence, tokens);
+  const shared = cachedPrefix(sequence, tokens);
   const keep = Math.max(0, Math.min(shared, tokens.length - 1));
   if (keep < sequence.nextTokenIndex) {
     await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
   }
   return keep;
-}
-
-/** How many leading tokens of `tokens` the sequence's cache already holds. */
-function sharedPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): number {
-  return tokens.length === 0 ? 0 : sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
 }

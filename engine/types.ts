@@ -120,6 +120,19 @@ export interface EngineInfo {
   reproducible: boolean;
   /** The chat template has its own function-calling format (tools work). */
   toolCalling: boolean;
+  /** Prompt prefixes are copied between the sequences of a context (engine/prefix-share.ts). */
+  prefixCopy: boolean;
+}
+
+/** What the generation contexts have done since the engine started (counters). */
+export interface SchedulingStats {
+  /** Decodes, the sequences in them, and the tokens they evaluated (prompts and generated tokens alike). */
+  steps: number;
+  sequences: number;
+  evaluatedTokens: number;
+  /** Prefixes copied from another sequence of the same context, and the prompt tokens those copies spared. */
+  prefixCopies: number;
+  copiedTokens: number;
 }
 
 export interface Engine {
@@ -132,6 +145,7 @@ export interface Engine {
   /** Vocabulary size and whether a token ends generation (for logit_bias and token-id prompts). */
   readonly vocabularySize: number;
   isEndOfGeneration(token: number): boolean;
+  scheduling(): SchedulingStats;
   close(): Promise<void>;
 }
 
@@ -158,6 +172,8 @@ export interface EngineOptions {
   embeddingContexts: number;
   /** Reuse cached prompt prefixes across requests (default true); false only to measure the gain. */
   prefixReuse?: boolean;
+  /** Copy a prefix another sequence of the same context holds instead of evaluating it (default true; engine/prefix-share.ts). */
+  prefixCopy?: boolean;
   /**
    * Every request computed alone and from scratch (one sequence, no prefix cache), so a seeded request gives
    * the same answer whatever else runs: llama.cpp's arithmetic differs slightly between a token decoded alone

@@ -12,6 +12,9 @@ export interface JsonlLine {
   bytes: number;
   /** Set when the line passed `maxLineBytes`: its text was dropped instead of buffered. */
   tooLong?: true;
+  /** Where the line's raw bytes lie in the source, terminator and BOM aside: [start, end). For reading it again. */
+  start: number;
+  end: number;
 }
 
 export interface ReadJsonlOptions {
@@ -40,10 +43,15 @@ export async function* readJsonlLines(source: string | Readable, opts: ReadJsonl
   // Last byte of the dropped part of an overlong line: its "\r" may sit just before a "\n" in the next chunk.
   let lastByte = -1;
   let lineNo = 0;
+  // Source bytes before the current line.
+  let position = 0;
 
   const finish = (tail: Buffer): JsonlLine => {
     lineNo++;
     let bytes = pendingBytes + tail.length;
+    const start = position;
+    const end = start + bytes;
+    position = end + 1;
     if (overflow) {
       // A dropped line may still have had its "\r" in the tail.
       if (tail.length > 0 && tail[tail.length - 1] === CR) bytes--;
@@ -51,15 +59,15 @@ export async function* readJsonlLines(source: string | Readable, opts: ReadJsonl
       pieces = [];
       pendingBytes = 0;
       overflow = false;
-      return { lineNo, text: "", bytes, tooLong: true };
+      return { lineNo, text: "", bytes, tooLong: true, start, end };
     }
     let buf = pieces.length === 0 ? tail : Buffer.concat([...pieces, tail], bytes);
     pieces = [];
     pendingBytes = 0;
     if (buf.length > 0 && buf[buf.length - 1] === CR) buf = buf.subarray(0, buf.length - 1);
     if (lineNo === 1 && buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
-    if (buf.length > maxLineBytes) return { lineNo, text: "", bytes: buf.length, tooLong: true };
-    return { lineNo, text: buf.toString("utf8"), bytes: buf.length };
+    if (buf.length > maxLineBytes) return { lineNo, text: "", bytes: buf.length, tooLong: true, start, end };
+    return { lineNo, text: buf.toString("utf8"), bytes: buf.length, start, end };
   };
 
   try {

@@ -8,6 +8,7 @@ import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../openai/parse.js";
 import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
+import { plannedLines, type SourceLine } from "./schedule.js";
 import { addUsage, emptyUsage } from "./usage.js";
 import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
 
@@ -42,7 +43,12 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   // syncEveryMs once what it counts is on stable storage.
   const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
   const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
-  const source = readRequests(opts.inputPath, opts.done ?? new Set());
+  const done = opts.done ?? new Set<string>();
+  const lines =
+    opts.order === "file"
+      ? readJsonlLines(opts.inputPath)
+      : plannedLines(opts.inputPath, endpoint, (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string));
+  const source = readRequests(lines, done);
 
   const writeFailure = async (line: object) => {
     await errors.append(line);
@@ -145,8 +151,8 @@ function groupSyncs(everyMs: number, files: JsonlAppender[], snapshot: () => Pro
 }
 
 /** Lines of the input as requests, blank lines and already-done custom_ids left out. */
-async function* readRequests(path: string, done: ReadonlySet<string>): AsyncGenerator<BatchRequest> {
-  for await (const line of readJsonlLines(path)) {
+async function* readRequests(lines: AsyncIterable<SourceLine>, done: ReadonlySet<string>): AsyncGenerator<BatchRequest> {
+  for await (const line of lines) {
     if (line.text.trim() === "") continue;
     let value: any;
     try {

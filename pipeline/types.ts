@@ -1,5 +1,6 @@
 // Contracts of the pipeline: validation of a batch file and the run of a validated file over a backend.
 import type { Endpoint, InferenceBackend, TokenUsage } from "../openai/backend.js";
+import type { LineOrder } from "./schedule.js";
 
 export type { Endpoint, TokenUsage };
 
@@ -79,6 +80,11 @@ export interface RunBatchOptions {
   syncEveryMs?: number;
   /** Transient backend errors are retried with exponential backoff and jitter. */
   retry?: { attempts: number; baseDelayMs: number };
+  /**
+   * The order lines start in: "cost" (default), the costliest first with prefix families together
+   * (schedule.ts); "file", as they stand in the file.
+   */
+  order?: LineOrder;
 }
 
 export interface RunBatchResult extends Progress {

@@ -39,6 +39,7 @@ function counting(inner: Engine) {
       return inner.vocabularySize;
     },
     isEndOfGeneration: (t) => inner.isEndOfGeneration(t),
+    scheduling: () => inner.scheduling(),
     close: () => inner.close(),
   };
   return { engine: wrapped, max: () => max };

@@ -47,6 +47,7 @@ export function observe(engine: Engine): Observed {
       return engine.vocabularySize;
     },
     isEndOfGeneration: (token) => engine.isEndOfGeneration(token),
+    scheduling: () => engine.scheduling(),
     close: () => engine.close(),
   };
 }

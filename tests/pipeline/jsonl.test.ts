@@ -16,9 +16,16 @@ describe("readJsonlLines", () => {
   it("numbers lines from 1 and counts bytes without the terminator", async () => {
     const p = await scratch.write('{"a":1}\n{"b":"é"}\n');
     expect(await lines(p)).toEqual([
-      { lineNo: 1, text: '{"a":1}', bytes: 7 },
-      { lineNo: 2, text: '{"b":"é"}', bytes: 10 },
+      { lineNo: 1, text: '{"a":1}', bytes: 7, start: 0, end: 7 },
+      { lineNo: 2, text: '{"b":"é"}', bytes: 10, start: 8, end: 18 },
     ]);
+  });
+
+  it("says where each line's raw bytes lie, CR and BOM included, across chunk boundaries", async () => {
+    const raw = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":1}\r\n\n{"b":"é"}\r\nlast')]);
+    const p = await scratch.write(raw);
+    const got = await lines(p, { chunkBytes: 3 });
+    expect(got.map((l) => raw.subarray(l.start, l.end).toString("utf8"))).toEqual(['\uFEFF{"a":1}\r', "", '{"b":"é"}\r', "last"]);
   });
 
   it("strips CRLF and yields a last line without a final newline", async () => {
@@ -54,10 +61,10 @@ describe("readJsonlLines", () => {
     const p = await scratch.write(`short\n${long}\r\nafter\n${long}`);
     const got = await lines(p, { maxLineBytes: 100, chunkBytes: 64 });
     expect(got).toEqual([
-      { lineNo: 1, text: "short", bytes: 5 },
-      { lineNo: 2, text: "", bytes: 5000, tooLong: true },
-      { lineNo: 3, text: "after", bytes: 5 },
-      { lineNo: 4, text: "", bytes: 5000, tooLong: true },
+      { lineNo: 1, text: "short", bytes: 5, start: 0, end: 5 },
+      { lineNo: 2, text: "", bytes: 5000, tooLong: true, start: 6, end: 5007 },
+      { lineNo: 3, text: "after", bytes: 5, start: 5008, end: 5013 },
+      { lineNo: 4, text: "", bytes: 5000, tooLong: true, start: 5014, end: 10014 },
     ]);
   });
 

@@ -1,0 +1,138 @@
+// Workloads where seeing the whole batch pays (issue 23), each at any size, seeded so every run is the same:
+// (a) template: one long system prompt and few-shot examples, then a short document per line;
+// (b) varied: no shared prefix, prompts of about 10 to 1,000 tokens, max_tokens 16 to 512 (the two fit 1,024);
+// (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).
+import type { PeerRequest } from "./llama-server.js";
+import type { Workload } from "./peer.js";
+import { prompt, sharedSystemPrompt } from "./workload.js";
+
+const WORDS = [
+  "river",
+  "garden",
+  "lantern",
+  "pocket",
+  "meadow",
+  "kettle",
+  "window",
+  "button",
+  "ladder",
+  "pebble",
+  "candle",
+  "basket",
+  "ribbon",
+  "feather",
+  "puddle",
+  "blanket",
+  "teacup",
+  "pillow",
+  "wagon",
+  "marble",
+  "orchard",
+  "harbor",
+  "mitten",
+  "acorn",
+  "saddle",
+  "tunnel",
+  "violin",
+  "compass",
+  "cabin",
+  "lemon",
+];
+
+/** A small deterministic generator (mulberry32), so a workload is the same in every run and on both sides. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** About `tokens` tokens of these words on the generated `small` model (3 tokens a word; stories260K 4.4). */
+function words(random: () => number, tokens: number): string {
+  const count = Math.max(1, Math.round(tokens / 3));
+  return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
+}
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [items[i], items[j]] = [items[j], items[i]];
+  }
+  return items;
+}
+
+const FEW_SHOT = [
+  { role: "user", content: `Document: ${prompt(1)}the dog found a ball.\nLabel the document's mood in one word.` },
+  { role: "assistant", content: "happy" },
+  { role: "user", content: `Document: ${prompt(2)}the rain would not stop.\nLabel the document's mood in one word.` },
+  { role: "assistant", content: "sad" },
+];
+
+export function templateWorkload(lines: number, maxTokens = 16): Workload {
+  const random = seeded(1);
+  const system = { role: "system", content: sharedSystemPrompt() };
+  const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => ({
+    url: "/v1/chat/completions",
+    body: {
+      messages: [
+        system,
+        ...FEW_SHOT,
+        { role: "user", content: `Document: ${prompt(i)}${words(random, 20 + (i % 40))}.\nLabel the document's mood in one word.` },
+      ],
+      max_tokens: maxTokens,
+      temperature: 0,
+    },
+  }));
+  return {
+    name: "template",
+    what: `${lines} chat lines: one ~360-token system prompt + few-shot, short documents, ${maxTokens} tokens`,
+    requests,
+    ctxPerSlot: 1024,
+  };
+}
+
+export function variedWorkload(lines: number): Workload {
+  const random = seeded(2);
+  const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => {
+    const promptTokens = 10 + Math.floor(random() * 990);
+    // Log-uniform from 16 to 512, within what the 1,024-token context leaves after the prompt.
+    const wanted = Math.round(16 * 32 ** random());
+    const max_tokens = Math.max(16, Math.min(wanted, 1000 - promptTokens));
+    return { url: "/v1/completions", body: { prompt: `${i} ${words(random, promptTokens)}`, max_tokens, temperature: 0 } };
+  });
+  return {
+    name: "varied",
+    what: `${lines} completions, no shared prefix, prompts ~10-1,000 tokens, max_tokens 16-512`,
+    requests,
+    ctxPerSlot: 1024,
+  };
+}
+
+export function retrievalWorkload(lines: number, maxTokens = 16): Workload {
+  const random = seeded(3);
+  const documents = Array.from(
+    { length: Math.ceil(lines / 5) },
+    (_, d) => `Document ${d}: ${words(random, 250 + Math.floor(random() * 150))}.`,
+  );
+  const requests: PeerRequest[] = shuffle(
+    Array.from({ length: lines }, (_, i) => ({
+      url: "/v1/completions" as const,
+      body: {
+        prompt: `${documents[Math.floor(i / 5)]}\nQuestion ${i % 5}: where is the ${WORDS[i % WORDS.length]}?\nAnswer:`,
+        max_tokens: maxTokens,
+        temperature: 0,
+      },
+    })),
+    random,
+  );
+  return {
+    name: "retrieval",
+    what: `${lines} completions: ${documents.length} documents (~250-400 tokens) x 5 questions, shuffled, ${maxTokens} tokens`,
+    requests,
+    ctxPerSlot: 1024,
+  };
+}

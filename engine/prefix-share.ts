@@ -1,0 +1,128 @@
+// Prefix families: a prompt whose opening another sequence of the same context holds (or is about to hold)
+// gets that part of the KV cache copied instead of evaluated again. llama.cpp copies one sequence's cache into
+// another with `llama_memory_seq_cp`; node-llama-cpp 3.22.1 reaches it only through the internal
+// `LlamaContextSequence._copyStateFromOtherSequence`, so it is used behind `canCopyState` and the plain path
+// (evaluate the whole prompt) stays the fallback. tests/engine/prefix-share.test.ts pins both against the real
+// library: an upgrade that renames or changes it fails there, loudly, instead of running slower unnoticed.
+//
+// With one KV stream per sequence (node-llama-cpp sets kv_unified off) the copy is of the whole stream, done by
+// llama.cpp at the start of the context's next decode; the tokens past the shared prefix are then erased.
+// A copy costs a memory copy of the stream (a few MB for a small model), against a few hundred tokens of compute.
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+
+/** Below this many tokens gained a copy is not worth waiting for another sequence's prompt. */
+export const MIN_COPY_TOKENS = 16;
+
+interface Claim {
+  tokens: readonly Token[];
+  /** Claims are numbered: a request only waits for an earlier one, so no two wait for each other. */
+  order: number;
+  evaluated: boolean;
+  ready: Promise<void>;
+  resolve: () => void;
+}
+
+export interface Donor {
+  sequence: LlamaContextSequence;
+  /** Leading prompt tokens the donor holds or will hold once `ready` settles. */
+  shared: number;
+  ready?: Promise<void>;
+}
+
+type CopyFn = (other: LlamaContextSequence, upToTokenIndex: number) => Promise<boolean>;
+
+/** Whether this node-llama-cpp can copy one sequence's cache into another (see the file's comment). */
+export function canCopyState(sequence: LlamaContextSequence): boolean {
+  const copy = (sequence as unknown as { _copyStateFromOtherSequence?: unknown })._copyStateFromOtherSequence;
+  return typeof copy === "function" && copy.length === 2;
+}
+
+/** Copies `donor`'s cache into `target` and keeps its first `upTo` tokens; false when the library declined. */
+export function copyState(target: LlamaContextSequence, donor: LlamaContextSequence, upTo: number): Promise<boolean> {
+  const copy = (target as unknown as { _copyStateFromOtherSequence: CopyFn })._copyStateFromOtherSequence;
+  return copy.call(target, donor, upTo);
+}
+
+export function commonPrefix(a: readonly Token[], b: readonly Token[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/** What each lent sequence's prompt is, and whether it has been evaluated yet. */
+export class PrefixClaims {
+  private readonly claims = new Map<LlamaContextSequence, Claim>();
+  /** Stands for an unclaimed sequence's cache until it is claimed again (a memo key: see bestDonor). */
+  private readonly idle = new Map<LlamaContextSequence, object>();
+  private next = 0;
+
+  claim(sequence: LlamaContextSequence, tokens: readonly Token[]): void {
+    this.drop(sequence);
+    let resolve!: () => void;
+    const ready = new Promise<void>((r) => (resolve = r));
+    this.claims.set(sequence, { tokens, order: this.next++, evaluated: false, ready, resolve });
+    this.idle.delete(sequence);
+  }
+
+  isClaimed(sequence: LlamaContextSequence): boolean {
+    return this.claims.has(sequence);
+  }
+
+  /** The sequence's prompt is in its cache: those waiting to copy it may go on. */
+  evaluated(sequence: LlamaContextSequence): void {
+    const claim = this.claims.get(sequence);
+    if (!claim || claim.evaluated) return;
+    claim.evaluated = true;
+    claim.resolve();
+  }
+
+  /** The sequence is free again (or failed): nobody waits for it any more. */
+  drop(sequence: LlamaContextSequence): void {
+    const claim = this.claims.get(sequence);
+    if (!claim) return;
+    claim.resolve();
+    this.claims.delete(sequence);
+    this.idle.set(sequence, {});
+  }
+
+  /**
+   * How much of `tokens` a sequence among `others` holds or will hold: an unclaimed sequence by its cache, a
+   * claimed one by its prompt. With `asker`, only prompts claimed before the asker's (or already evaluated) count.
+   * `memo` (one per prompt) keeps each comparison until that sequence is claimed or freed again: a waiting request
+   * is scored against every freed sequence's context, and long shared prompts are long to compare.
+   */
+  bestDonor(
+    tokens: readonly Token[],
+    others: readonly LlamaContextSequence[],
+    asker?: LlamaContextSequence,
+    memo?: WeakMap<object, number>,
+  ): Donor | undefined {
+    const mine = asker ? this.claims.get(asker)?.order : undefined;
+    let best: Donor | undefined;
+    for (const other of others) {
+      if (other === asker || other.disposed) continue;
+      const claim = this.claims.get(other);
+      if (claim && !claim.evaluated && mine !== undefined && claim.order > mine) continue;
+      const key = claim ?? this.idleKey(other);
+      let shared = memo?.get(key);
+      if (shared === undefined) {
+        shared = claim ? commonPrefix(claim.tokens, tokens) : cachedPrefix(other, tokens);
+        memo?.set(key, shared);
+      }
+      if (!best || shared > best.shared) best = { sequence: other, shared, ready: claim && !claim.evaluated ? claim.ready : undefined };
+    }
+    return best;
+  }
+
+  private idleKey(sequence: LlamaContextSequence): object {
+    let key = this.idle.get(sequence);
+    if (!key) this.idle.set(sequence, (key = {}));
+    return key;
+  }
+}
+
+/** How many leading tokens of `tokens` the sequence's cache already holds. */
+export function cachedPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): number {
+  return tokens.length === 0 ? 0 : sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
+}
