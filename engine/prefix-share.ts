@@ -117,7 +117,10 @@ export class PrefixClaims {
 
   private idleKey(sequence: LlamaContextSequence): object {
     let key = this.idle.get(sequence);
-    if (!key) this.idle.set(sequence, (key = {}));
+    if (!key) {
+      key = {};
+      this.idle.set(sequence, key);
+    }
     return key;
   }
 }

@@ -125,7 +125,7 @@ export class OrderPlanner {
     this.endAt.push(line.end);
     this.lineNo.push(line.lineNo);
     this.cost.push(line.estimate?.cost ?? 0);
-    FAMILY_LEVELS.forEach((level, k) => this.keys[k].push(line.estimate ? prefixHash(line.estimate.prefixText, level) : 0));
+    for (const [k, level] of FAMILY_LEVELS.entries()) this.keys[k].push(line.estimate ? prefixHash(line.estimate.prefixText, level) : 0);
   }
 
   plan(): LinePlan {
