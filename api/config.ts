@@ -42,8 +42,13 @@ const ConfigSchema = z.object({
     contextSize: int(64),
     embeddingContexts: int(0),
     reproducible: z.boolean({ error: "must be true or false" }),
+    prefixCopy: z.boolean({ error: "must be true or false" }),
   }),
-  pipeline: z.object({ batchSize: int(1), concurrency: int(0) }),
+  pipeline: z.object({
+    batchSize: int(1),
+    concurrency: int(0),
+    order: z.enum(["cost", "file"], { error: "must be cost or file" }),
+  }),
   pools: z.object({
     spot: z.object({
       capacity: int(0),
@@ -148,8 +153,10 @@ const SETTINGS: Array<{ path: string; env: string; yaml?: string; default: unkno
   { path: "engine.contextSize", env: "CONTEXT_SIZE", yaml: "engine.context_size", default: 1024 },
   { path: "engine.embeddingContexts", env: "EMBEDDING_CONTEXTS", yaml: "engine.embedding_contexts", default: 0 },
   { path: "engine.reproducible", env: "REPRODUCIBLE", yaml: "engine.reproducible", default: false, read: booleanSetting },
+  { path: "engine.prefixCopy", env: "PREFIX_COPY", yaml: "engine.prefix_copy", default: true, read: booleanSetting },
   { path: "pipeline.batchSize", env: "PIPELINE_BATCH_SIZE", yaml: "pipeline.batch_size", default: 64 },
   { path: "pipeline.concurrency", env: "PIPELINE_CONCURRENCY", yaml: "pipeline.concurrency", default: 0 },
+  { path: "pipeline.order", env: "BATCH_ORDER", yaml: "pipeline.order", default: "cost" },
   { path: "pools.spot.capacity", env: "SPOT_CAPACITY", yaml: "pools.spot.capacity", default: 2 },
   {
     path: "pools.spot.preemptCooldownSeconds",

@@ -109,6 +109,7 @@ export async function createRouter(
           ...engineFor(spec),
           embeddingContexts: config.engine.embeddingContexts,
           reproducible: config.engine.reproducible,
+          prefixCopy: config.engine.prefixCopy,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         // Responses lines run over the backend's chat endpoint.

@@ -17,6 +17,7 @@ import type { FsBlobStore } from "../api/stores/fs-blob-store.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
+import type { LineOrder } from "../pipeline/schedule.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { batchKeys } from "./keys.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
@@ -36,6 +37,7 @@ export interface InPlaceRunDeps {
   leaseSeconds: number;
   batchSize: number;
   concurrency: number;
+  order: LineOrder;
   logger: pino.Logger;
   /** Runs under way in this process, by shard: a new run of one waits for the old to end. */
   active: Map<string, Promise<unknown>>;
@@ -132,6 +134,7 @@ export class InPlaceShardRun implements ShardExecution {
       backend,
       batchSize: this.deps.batchSize,
       concurrency: this.deps.concurrency,
+      order: this.deps.order,
       done,
       base,
       signal,

@@ -118,6 +118,7 @@ export async function createClusterPlane(deps: {
     leaseSeconds: cluster.leaseSeconds,
     batchSize: config.pipeline.batchSize,
     concurrency: config.pipeline.concurrency,
+    order: config.pipeline.order,
     logger,
   });
   const service = new ClusterBatchService({

@@ -14,6 +14,7 @@ import type { BlobStore } from "../api/contracts.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
+import type { LineOrder } from "../pipeline/schedule.js";
 import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
 import { partKey } from "./keys.js";
 import { OutageLog } from "./outage-log.js";
@@ -59,6 +60,7 @@ export interface ShardRunDeps {
   leaseSeconds: number;
   batchSize: number;
   concurrency: number;
+  order: LineOrder;
   logger: pino.Logger;
 }
 
@@ -160,6 +162,7 @@ export class ShardRun implements ShardExecution {
           backend,
           batchSize: deps.batchSize,
           concurrency: deps.concurrency,
+          order: deps.order,
           done: base.done,
           base,
           signal: AbortSignal.any([signal, this.fence.signal]),

@@ -61,11 +61,14 @@ function firstNumber(...values: unknown[]): number | undefined {
 /** Cost class: a factor of two apart. */
 export const costClass = (cost: number) => Math.floor(Math.log2(Math.max(1, cost)));
 
-/** 32-bit FNV-1a of the first `length` UTF-16 units (the whole text when shorter). */
+/**
+ * 32-bit FNV-1a of the first `length` UTF-16 units; 0 for a text shorter than that, so lines that end before a
+ * level tie there and are ordered by cost instead.
+ */
 export function prefixHash(text: string, length: number): number {
+  if (text.length < length) return 0;
   let h = 0x811c9dc5;
-  const end = Math.min(length, text.length);
-  for (let i = 0; i < end; i++) {
+  for (let i = 0; i < length; i++) {
     h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }

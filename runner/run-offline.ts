@@ -135,6 +135,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         backend,
         batchSize: config.pipeline.batchSize,
         concurrency: config.pipeline.concurrency,
+        order: config.pipeline.order,
         signal: signal ?? new AbortController().signal,
         ...(reused ? { done: reused.done, base: reused } : {}),
         onProgress: (p) => progress.update(p),

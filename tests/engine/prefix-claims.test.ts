@@ -1,0 +1,92 @@
+// The bookkeeping behind prefix families, without a model: who may copy from whom, and when.
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import { describe, expect, it } from "vitest";
+import { canCopyState, commonPrefix, PrefixClaims } from "../../engine/prefix-share.js";
+
+/** Just what the claims read of a sequence: its cache's tokens. */
+function fakeSequence(cache: number[] = []) {
+  const s = {
+    cache,
+    disposed: false,
+    compareContextTokens: (tokens: Token[]) => ({ firstDifferentIndex: commonPrefix(s.cache as Token[], tokens) }),
+  };
+  return s as unknown as LlamaContextSequence & { cache: number[] };
+}
+const t = (...n: number[]) => n as Token[];
+const settled = async (p: Promise<unknown> | undefined) => {
+  let done = false;
+  void p?.then(() => (done = true));
+  await new Promise((r) => setImmediate(r));
+  return done;
+};
+
+describe("PrefixClaims", () => {
+  it("counts an unclaimed sequence by its cache and a claimed one by its prompt", () => {
+    const claims = new PrefixClaims();
+    const [idle, busy] = [fakeSequence([1, 2, 3, 9]), fakeSequence()];
+    claims.claim(busy, t(1, 2, 3, 4, 5, 6));
+    const donor = claims.bestDonor(t(1, 2, 3, 4, 5, 7), [idle, busy]);
+    expect(donor?.sequence).toBe(busy);
+    expect(donor?.shared).toBe(5);
+    expect(donor?.ready).toBeDefined();
+  });
+
+  it("a request waits only for prompts claimed before its own, so no two wait for each other", () => {
+    const claims = new PrefixClaims();
+    const [a, b] = [fakeSequence(), fakeSequence()];
+    claims.claim(a, t(1, 2, 3, 4));
+    claims.claim(b, t(1, 2, 3, 5));
+    expect(claims.bestDonor(t(1, 2, 3, 5), [a, b], b)?.sequence).toBe(a);
+    // a asks: b claimed later and has not evaluated, so it is no donor.
+    expect(claims.bestDonor(t(1, 2, 3, 4), [a, b], a)).toBeUndefined();
+    // Once b's prompt is evaluated it can be copied by anyone, without waiting.
+    claims.evaluated(b);
+    const donor = claims.bestDonor(t(1, 2, 3, 4), [a, b], a);
+    expect(donor?.sequence).toBe(b);
+    expect(donor?.ready).toBeUndefined();
+  });
+
+  it("a waiter is released when the donor's prompt is evaluated, or when the donor is freed or fails first", async () => {
+    const claims = new PrefixClaims();
+    const [a, b] = [fakeSequence(), fakeSequence()];
+    claims.claim(a, t(1, 2, 3));
+    const ready = claims.bestDonor(t(1, 2, 3), [a])?.ready;
+    expect(await settled(ready)).toBe(false);
+    claims.evaluated(a);
+    expect(await settled(ready)).toBe(true);
+
+    claims.claim(b, t(7, 8, 9));
+    const dropped = claims.bestDonor(t(7, 8, 9), [b])?.ready;
+    claims.drop(b);
+    expect(await settled(dropped)).toBe(true);
+    expect(claims.isClaimed(b)).toBe(false);
+  });
+
+  it("the memo keeps a comparison until the sequence is claimed or freed again", () => {
+    const claims = new PrefixClaims();
+    const s = fakeSequence([1, 2, 3]);
+    const memo = new WeakMap<object, number>();
+    expect(claims.bestDonor(t(1, 2, 3, 4), [s], undefined, memo)?.shared).toBe(3);
+    s.cache = [1, 9];
+    // Unchanged as far as the claims know (an unclaimed cache only changes once claimed): the memo answers.
+    expect(claims.bestDonor(t(1, 2, 3, 4), [s], undefined, memo)?.shared).toBe(3);
+    claims.claim(s, t(1, 2, 8));
+    expect(claims.bestDonor(t(1, 2, 3, 4), [s], undefined, memo)?.shared).toBe(2);
+    claims.drop(s);
+    expect(claims.bestDonor(t(1, 2, 3, 4), [s], undefined, memo)?.shared).toBe(1);
+  });
+
+  it("skips disposed sequences and the asker itself", () => {
+    const claims = new PrefixClaims();
+    const [gone, me] = [fakeSequence([1, 2, 3]), fakeSequence([1, 2, 3])];
+    (gone as unknown as { disposed: boolean }).disposed = true;
+    claims.claim(me, t(1, 2, 3));
+    expect(claims.bestDonor(t(1, 2, 3), [gone, me], me)).toBeUndefined();
+  });
+
+  it("the capability check wants the method with its two parameters: anything else falls back", () => {
+    expect(canCopyState({ _copyStateFromOtherSequence: (_a: unknown, _b: unknown) => true } as never)).toBe(true);
+    expect(canCopyState({ _copyStateFromOtherSequence: (_a: unknown) => true } as never)).toBe(false);
+    expect(canCopyState({} as never)).toBe(false);
+  });
+});
