@@ -36,7 +36,7 @@ describe("estimateLine", () => {
 describe("OrderPlanner", () => {
   const plan = (lines: Array<{ text: string; cost: number }>) => {
     const planner = new OrderPlanner();
-    lines.forEach((l, i) => planner.add({ lineNo: i + 1, start: i, end: i, estimate: { cost: l.cost, prefixText: l.text } }));
+    for (const [i, l] of lines.entries()) planner.add({ lineNo: i + 1, start: i, end: i, estimate: { cost: l.cost, prefixText: l.text } });
     const p = planner.plan();
     return Array.from(p.order, (i) => p.lineNo(i));
   };
