@@ -24,6 +24,8 @@ export interface PeerRun extends PeerConfig {
   /** completion_tokens summed over the answers (0 for embeddings). */
   generated: number;
   promptTokens: number;
+  /** Prompt tokens its prompt cache spared (prompt tokens less those its log says it evaluated); absent if unlogged. */
+  cachedTokens?: number;
 }
 
 /** The cached llama-server binary, built on first use (about 11 minutes); null when it cannot be built here. */
@@ -76,7 +78,7 @@ export async function startLlamaServer(binary: string, model: string, c: PeerCon
       const baseUrl = `http://127.0.0.1:${m[1]}`;
       // Listening comes before the model is ready: wait for /health.
       while ((await fetch(`${baseUrl}/health`).catch(() => undefined))?.status !== 200) await new Promise((r) => setTimeout(r, 50));
-      return { baseUrl, stop };
+      return { baseUrl, stop, log: () => out };
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
@@ -115,8 +117,16 @@ export async function runPeer(binary: string, model: string, c: PeerConfig, requ
   const server = await startLlamaServer(binary, model, c);
   try {
     await drive(server.baseUrl, requests.slice(0, 1), 1);
+    const warmed = server.log().length;
     const r = await drive(server.baseUrl, requests, c.parallel);
-    return { ...c, ...r, requests: requests.length };
+    const evaluated = [
+      ...server
+        .log()
+        .slice(warmed)
+        .matchAll(/prompt eval time =\s+[\d.]+ ms \/\s+(\d+) tokens/g),
+    ];
+    const cachedTokens = evaluated.length > 0 ? r.promptTokens - evaluated.reduce((n, m) => n + Number(m[1]), 0) : undefined;
+    return { ...c, ...r, requests: requests.length, cachedTokens };
   } finally {
     await server.stop();
   }

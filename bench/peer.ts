@@ -25,7 +25,7 @@ export interface PeerComparison {
   what: string;
   peer: PeerRun[];
   best: PeerRun;
-  service: { seconds: number; generated: number; promptTokens: number };
+  service: ServiceRun;
   /** llama-server's best seconds / the service's seconds: >= 1 means the service is at least as fast. */
   ratio: number;
 }
@@ -91,25 +91,25 @@ export function embeddingsWorkload(inputs: number): Workload {
   };
 }
 
-type ServiceRun = { seconds: number; generated: number; promptTokens: number };
+export type ServiceRun = { seconds: number; generated: number; promptTokens: number; cachedTokens: number };
 
 /**
  * The workload through the service at its defaults: one batch per endpoint, submitted together. Best of
  * `repeats` runs, as llama-server's figure is the best of its sweep (this machine is noisy); each run on a fresh
  * server, so no run finds the last one's prompts in its cache (llama-server starts afresh per configuration too).
  */
-async function runService(modelPath: string, w: Workload, repeats: number): Promise<ServiceRun> {
+export async function runService(modelPath: string, w: Workload, repeats: number, env: Record<string, string> = {}): Promise<ServiceRun> {
   let best: ServiceRun | undefined;
   for (let r = 0; r < repeats; r++) {
-    const run = await runServiceOnce(modelPath, w);
+    const run = await runServiceOnce(modelPath, w, env);
     if (!best || run.seconds < best.seconds) best = run;
   }
   return best!;
 }
 
-async function runServiceOnce(modelPath: string, w: Workload): Promise<ServiceRun> {
+async function runServiceOnce(modelPath: string, w: Workload, env: Record<string, string>): Promise<ServiceRun> {
   // The defaults are what is compared; BENCH_SERVICE_ENV (JSON) sets variables for experiments.
-  const server = await startServer(modelPath, JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}"));
+  const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}"), ...env });
   try {
     const byUrl = new Map<string, object[]>();
     w.requests.forEach((r, i) => {
@@ -137,6 +137,7 @@ async function runServiceOnce(modelPath: string, w: Workload): Promise<ServiceRu
       seconds,
       generated: batches.reduce((s, b) => s + (b.usage?.output_tokens ?? 0), 0),
       promptTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens ?? 0), 0),
+      cachedTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens_details?.cached_tokens ?? 0), 0),
     };
   } finally {
     await server.stop();

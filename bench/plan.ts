@@ -1,5 +1,7 @@
 // How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
 import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
+import type { SchedulingCase } from "./scheduling.js";
+import { retrievalWorkload, TOKENS_PER_WORD, templateWorkload, variedWorkload } from "./scheduling-workloads.js";
 
 export interface ModelPlan {
   /** Label in the table. */
@@ -39,6 +41,23 @@ export interface Plan {
   peer: PeerPlan[];
   /** The service in front of llama-server (an upstream model) against a client with the best fixed concurrency. */
   upstream: UpstreamPlan[];
+  /** Issue 23's workloads against llama-server, with each scheduling part switched off in turn. */
+  scheduling: SchedulingPlan[];
+}
+
+export interface SchedulingPlan {
+  model: ModelPlan;
+  cases: SchedulingCase[];
+  grid: { parallel: number[]; threads: number[] };
+}
+
+/** (a) template, (b) varied, (c) retrieval at `lines` lines, with the issue's goals. */
+function schedulingCases(lines: number, perWord: number): SchedulingCase[] {
+  return [
+    { workload: templateWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
+    { workload: variedWorkload(lines, perWord), goal: lines >= 2048 ? 1.15 : 1.0, sharesPrefixes: false },
+    { workload: retrievalWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
+  ];
 }
 
 export interface UpstreamPlan {
@@ -123,11 +142,24 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
       threads: 1,
       concurrencies: quick ? [8, 16, 32] : [4, 8, 16, 32, 64],
     }));
+  // llama-server at 2 threads won every earlier row on `small` (README), and 1 thread is about half as fast there, so
+  // the sweep is over slots; each of these runs takes minutes on 2 cores.
+  const scheduling: SchedulingPlan[] = models
+    .filter((m) => m.name.startsWith("small") || m.name === "stories260K")
+    .map((m) => ({
+      model: m,
+      cases:
+        m.name === "stories260K"
+          ? schedulingCases(quick ? 512 : 2048, TOKENS_PER_WORD.stories)
+          : schedulingCases(512, TOKENS_PER_WORD.generated),
+      grid: { parallel: quick ? [16] : [16, 32], threads: [2] },
+    }));
   return {
     quick,
     models,
     peer,
     upstream,
+    scheduling,
     scaleLines: quick ? 10_000 : 50_000,
     overheadRequests: quick ? 5_000 : 20_000,
     distributed: { requests: quick ? 4_000 : 20_000, shardSize: 1_000, workerCounts: [1, 3], claimShards: quick ? 1_000 : 5_000 },

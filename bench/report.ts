@@ -4,6 +4,7 @@ import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
 import type { PeerComparison } from "./peer.js";
 import type { RunRecord } from "./records.js";
 import type { ScaleResult } from "./scale.js";
+import type { SchedulingRow } from "./scheduling.js";
 import type { ThroughputResult } from "./throughput.js";
 import type { UpstreamComparison } from "./upstream.js";
 
@@ -22,6 +23,7 @@ export interface BenchResults {
   quick: boolean;
   machine: Machine;
   peer: PeerComparison[];
+  scheduling: SchedulingRow[];
   upstream: UpstreamComparison[];
   throughput: ThroughputResult[];
   scale: ScaleResult | null;

@@ -12,6 +12,7 @@ import { throughputChart } from "./chart.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { llamaServerBinary } from "./llama-server.js";
 import { comparePeer } from "./peer.js";
+import { compareScheduling, schedulingTable } from "./scheduling.js";
 import { compareUpstream } from "./upstream.js";
 import { measureDistributed } from "./distributed.js";
 import { POSTGRES_BIN } from "./postgres.js";
@@ -22,7 +23,7 @@ import { measureScale } from "./scale.js";
 import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 
-const PARTS = ["peer", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed"] as const;
+const PARTS = ["peer", "scheduling", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed"] as const;
 
 const { values } = parseArgs({
   options: {
@@ -43,6 +44,7 @@ if (values.model) {
   plan.models = plan.models.filter((m) => m.name.includes(values.model));
   plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
   plan.upstream = plan.upstream.filter((u) => u.model.name.includes(values.model));
+  plan.scheduling = plan.scheduling.filter((s) => s.model.name.includes(values.model));
 }
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
@@ -69,6 +71,7 @@ const results: Omit<BenchResults, "targets"> = {
   quick: values.quick,
   machine,
   peer: [],
+  scheduling: [],
   upstream: [],
   throughput: [],
   scale: null,
@@ -86,6 +89,15 @@ if (parts.has("peer")) {
     for (const p of plan.peer)
       for (const w of p.workloads)
         results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log, values.quick ? 1 : 2));
+}
+
+if (parts.has("scheduling")) {
+  const binary = llamaServerBinary(log);
+  if (!binary) notes.push("llama-server could not be built here: the scheduling comparison was skipped.");
+  else
+    for (const s of plan.scheduling)
+      for (const c of s.cases)
+        results.scheduling.push(await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log));
 }
 
 if (parts.has("upstream")) {
@@ -158,6 +170,7 @@ if (parts.has("distributed")) {
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));
 const final: BenchResults = { ...results, targets: targetsOf(results), totalSeconds: (performance.now() - started) / 1000 };
 log(`\n${formatTable(final)}\n`);
+if (final.scheduling.length > 0) log(`${schedulingTable(final.scheduling)}\n`);
 
 const outDir = path.join(repoRoot, "bench/results");
 await mkdir(outDir, { recursive: true });

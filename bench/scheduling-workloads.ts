@@ -51,9 +51,12 @@ export function seeded(seed: number): () => number {
   };
 }
 
-/** About `tokens` tokens of these words on the generated `small` model (3 tokens a word; stories260K 4.4). */
-function words(random: () => number, tokens: number): string {
-  const count = Math.max(1, Math.round(tokens / 3));
+/** Tokens one of WORDS takes: 3 on the generated models' tokenizer, 4.4 on stories260K's. */
+export const TOKENS_PER_WORD = { generated: 3, stories: 4.4 } as const;
+
+/** About `tokens` tokens of these words at `perWord` tokens a word. */
+function words(random: () => number, tokens: number, perWord: number = TOKENS_PER_WORD.generated): string {
+  const count = Math.max(1, Math.round(tokens / perWord));
   return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
 }
 
@@ -72,7 +75,7 @@ const FEW_SHOT = [
   { role: "assistant", content: "sad" },
 ];
 
-export function templateWorkload(lines: number, maxTokens = 16): Workload {
+export function templateWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated, maxTokens = 16): Workload {
   const random = seeded(1);
   const system = { role: "system", content: sharedSystemPrompt() };
   const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => ({
@@ -81,7 +84,10 @@ export function templateWorkload(lines: number, maxTokens = 16): Workload {
       messages: [
         system,
         ...FEW_SHOT,
-        { role: "user", content: `Document: ${prompt(i)}${words(random, 20 + (i % 40))}.\nLabel the document's mood in one word.` },
+        {
+          role: "user",
+          content: `Document: ${prompt(i)}${words(random, 20 + (i % 40), perWord)}.\nLabel the document's mood in one word.`,
+        },
       ],
       max_tokens: maxTokens,
       temperature: 0,
@@ -95,14 +101,14 @@ export function templateWorkload(lines: number, maxTokens = 16): Workload {
   };
 }
 
-export function variedWorkload(lines: number): Workload {
+export function variedWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated): Workload {
   const random = seeded(2);
   const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => {
     const promptTokens = 10 + Math.floor(random() * 990);
     // Log-uniform from 16 to 512, within what the 1,024-token context leaves after the prompt.
     const wanted = Math.round(16 * 32 ** random());
     const max_tokens = Math.max(16, Math.min(wanted, 1000 - promptTokens));
-    return { url: "/v1/completions", body: { prompt: `${i} ${words(random, promptTokens)}`, max_tokens, temperature: 0 } };
+    return { url: "/v1/completions", body: { prompt: `${i} ${words(random, promptTokens, perWord)}`, max_tokens, temperature: 0 } };
   });
   return {
     name: "varied",
@@ -112,11 +118,11 @@ export function variedWorkload(lines: number): Workload {
   };
 }
 
-export function retrievalWorkload(lines: number, maxTokens = 16): Workload {
+export function retrievalWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated, maxTokens = 16): Workload {
   const random = seeded(3);
   const documents = Array.from(
     { length: Math.ceil(lines / 5) },
-    (_, d) => `Document ${d}: ${words(random, 250 + Math.floor(random() * 150))}.`,
+    (_, d) => `Document ${d}: ${words(random, 250 + Math.floor(random() * 150), perWord)}.`,
   );
   const requests: PeerRequest[] = shuffle(
     Array.from({ length: lines }, (_, i) => ({

@@ -1,0 +1,97 @@
+// Issue 23: the service against llama-server on the workloads where seeing the whole batch pays, and what each
+// scheduling part is worth: the same service run with the line order switched off (BATCH_ORDER=file: no
+// longest-first start, no family grouping, so no tail control either) and with prefix copies switched off
+// (PREFIX_COPY=false). Cached prompt tokens are reported on both sides (llama-server's from its own log).
+import { runService, type ServiceRun, type Workload } from "./peer.js";
+import { sweepPeer, type PeerRun } from "./llama-server.js";
+
+export interface SchedulingRow {
+  model: string;
+  workload: string;
+  what: string;
+  lines: number;
+  peer: PeerRun[];
+  best: PeerRun;
+  service: ServiceRun;
+  /** llama-server's best seconds / the service's: >= 1 means the service is at least as fast. */
+  ratio: number;
+  /** The service with one part switched off (absent where it cannot matter, e.g. copies without shared prefixes). */
+  withoutOrder?: ServiceRun;
+  withoutCopy?: ServiceRun;
+  goal: number;
+}
+
+export interface SchedulingCase {
+  workload: Workload;
+  /** The issue's goal for this row: 1.3 for shared-prefix work, 1.15 for the varied 2,048, else 1.0. */
+  goal: number;
+  /** Whether the workload shares prefixes (the copy switch is measured only then). */
+  sharesPrefixes: boolean;
+}
+
+export async function compareScheduling(
+  binary: string,
+  model: string,
+  modelPath: string,
+  c: SchedulingCase,
+  grid: { parallel: number[]; threads: number[] },
+  log: (line: string) => void,
+): Promise<SchedulingRow> {
+  const w = c.workload;
+  log(`\n${model}, ${w.name} (${w.what}): llama-server swept, the service at its defaults, then with each part off`);
+  const { runs, best } = await sweepPeer(binary, modelPath, w.requests, { ...grid, ctxPerSlot: w.ctxPerSlot }, log);
+  const service = await runService(modelPath, w, 1);
+  log(
+    `  service: ${service.seconds.toFixed(2)} s, ${service.cachedTokens} cached prompt tokens: ${(best.seconds / service.seconds).toFixed(2)}x`,
+  );
+  const withoutOrder = await runService(modelPath, w, 1, { BATCH_ORDER: "file" });
+  log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
+  const withoutCopy = c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
+  if (withoutCopy) log(`  PREFIX_COPY=false: ${withoutCopy.seconds.toFixed(2)} s, ${withoutCopy.cachedTokens} cached`);
+  return {
+    model,
+    workload: w.name,
+    what: w.what,
+    lines: w.requests.length,
+    peer: runs,
+    best,
+    service,
+    ratio: best.seconds / service.seconds,
+    withoutOrder,
+    withoutCopy,
+    goal: c.goal,
+  };
+}
+
+const s = (r: ServiceRun | PeerRun | undefined) => (r ? `${r.seconds.toFixed(1)} s` : "-");
+const pct = (cached: number | undefined, prompt: number) =>
+  cached === undefined ? "-" : `${cached.toLocaleString("en-US")} (${Math.round((100 * cached) / prompt)}%)`;
+
+/** The README's table: one row per workload. */
+export function schedulingTable(rows: readonly SchedulingRow[]): string {
+  const head = [
+    "model, workload, lines",
+    "llama-server best",
+    "service",
+    "ratio (goal)",
+    "order off",
+    "copies off",
+    "cached prompt tokens: llama-server / service",
+  ];
+  const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
+  for (const r of rows) {
+    const met = r.ratio >= r.goal ? "met" : "missed";
+    lines.push(
+      `| ${[
+        `${r.model}, ${r.workload}, ${r.lines}`,
+        `${s(r.best)} (${r.best.parallel} slots, ${r.best.threads} threads)`,
+        s(r.service),
+        `**${r.ratio.toFixed(2)}×** (${r.goal.toFixed(2)}: ${met})`,
+        s(r.withoutOrder),
+        s(r.withoutCopy),
+        `${pct(r.best.cachedTokens, r.best.promptTokens)} / ${pct(r.service.cachedTokens, r.service.promptTokens)}`,
+      ].join(" | ")} |`,
+    );
+  }
+  return lines.join("\n");
+}
