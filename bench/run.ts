@@ -97,7 +97,7 @@ if (parts.has("scheduling")) {
   else
     for (const s of plan.scheduling)
       for (const c of s.cases)
-        results.scheduling.push(await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log));
+        results.scheduling.push(await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations));
 }
 
 if (parts.has("upstream")) {

@@ -2,6 +2,7 @@
 // (a) template: one long system prompt and few-shot examples, then a short document per line;
 // (b) varied: no shared prefix, prompts of about 10 to 1,000 tokens, max_tokens 16 to 512 (the two fit 1,024);
 // (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).
+import { rng } from "./fuzz.js";
 import type { PeerRequest } from "./llama-server.js";
 import type { Workload } from "./peer.js";
 import { prompt, sharedSystemPrompt } from "./workload.js";
@@ -39,18 +40,6 @@ const WORDS = [
   "lemon",
 ];
 
-/** A small deterministic generator (mulberry32), so a workload is the same in every run and on both sides. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Tokens one of WORDS takes: 3 on the generated models' tokenizer, 4.4 on stories260K's. */
 export const TOKENS_PER_WORD = { generated: 3, stories: 4.4 } as const;
 
@@ -76,7 +65,7 @@ const FEW_SHOT = [
 ];
 
 export function templateWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated, maxTokens = 16): Workload {
-  const random = seeded(1);
+  const random = rng(1);
   const system = { role: "system", content: sharedSystemPrompt() };
   const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => ({
     url: "/v1/chat/completions",
@@ -102,7 +91,7 @@ export function templateWorkload(lines: number, perWord: number = TOKENS_PER_WOR
 }
 
 export function variedWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated): Workload {
-  const random = seeded(2);
+  const random = rng(2);
   const requests: PeerRequest[] = Array.from({ length: lines }, (_, i) => {
     const promptTokens = 10 + Math.floor(random() * 990);
     // Log-uniform from 16 to 512, within what the 1,024-token context leaves after the prompt.
@@ -119,7 +108,7 @@ export function variedWorkload(lines: number, perWord: number = TOKENS_PER_WORD.
 }
 
 export function retrievalWorkload(lines: number, perWord: number = TOKENS_PER_WORD.generated, maxTokens = 16): Workload {
-  const random = seeded(3);
+  const random = rng(3);
   const documents = Array.from(
     { length: Math.ceil(lines / 5) },
     (_, d) => `Document ${d}: ${words(random, 250 + Math.floor(random() * 150), perWord)}.`,

@@ -36,6 +36,7 @@ export async function compareScheduling(
   c: SchedulingCase,
   grid: { parallel: number[]; threads: number[] },
   log: (line: string) => void,
+  ablations = true,
 ): Promise<SchedulingRow> {
   const w = c.workload;
   log(`\n${model}, ${w.name} (${w.what}): llama-server swept, the service at its defaults, then with each part off`);
@@ -44,9 +45,9 @@ export async function compareScheduling(
   log(
     `  service: ${service.seconds.toFixed(2)} s, ${service.cachedTokens} cached prompt tokens: ${(best.seconds / service.seconds).toFixed(2)}x`,
   );
-  const withoutOrder = await runService(modelPath, w, 1, { BATCH_ORDER: "file" });
-  log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
-  const withoutCopy = c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
+  const withoutOrder = ablations ? await runService(modelPath, w, 1, { BATCH_ORDER: "file" }) : undefined;
+  if (withoutOrder) log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
+  const withoutCopy = ablations && c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
   if (withoutCopy) log(`  PREFIX_COPY=false: ${withoutCopy.seconds.toFixed(2)} s, ${withoutCopy.cachedTokens} cached`);
   return {
     model,
