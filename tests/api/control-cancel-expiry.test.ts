@@ -13,8 +13,8 @@ let dir: string;
 let cp: ControlPlane;
 
 /** One slot in all, so a second batch waits in the queue behind the first. */
-async function startOneSlot() {
-  cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+async function startOneSlot(env: Record<string, string> = {}) {
+  cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", ...env });
   dir = bed.dir;
 }
 
@@ -188,7 +188,8 @@ describe("failure midway", () => {
   }
 
   it("keeps the results it has and still counts every request when even its error file cannot be written", async () => {
-    await startOneSlot();
+    // In file order, so the line that fails comes after the first results (in cost order its long prompt goes first).
+    await startOneSlot({ BATCH_ORDER: "file" });
     // Forty good requests, then one too long for the context: its error line is where the disk fails.
     const lines = completionLines(50, { prefix: "mid", maxTokens: 24 }).trimEnd().split("\n");
     lines[40] = JSON.stringify({

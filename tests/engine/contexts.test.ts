@@ -48,7 +48,7 @@ describe("generation contexts", () => {
 });
 
 describe("SequencePool over several contexts", () => {
-  it("lends each new request a sequence of the least busy context, unless another shares its prefix", async () => {
+  it("lends each new request a sequence of the least busy context, unless another holds or evaluates its prefix", async () => {
     const llama = await loadLlama(false, () => {});
     const model = await loadModel(llama, await testModelPath(), () => {});
     const pool = await SequencePool.create(model, {
@@ -62,12 +62,17 @@ describe("SequencePool over several contexts", () => {
     });
     try {
       expect(pool.contexts.map((c) => c.totalSequences)).toEqual([2, 2]);
-      const tokens = tokenizePrompt(model, prompt(1));
+      const tokens = tokenizePrompt(model, `${prompt(1)} ${"and the sun was warm ".repeat(4)}`);
       const a = await pool.acquire(tokens);
-      const b = await pool.acquire(tokens);
+      const b = await pool.acquire(tokenizePrompt(model, "The big red truck drove down the hill to the farm."));
       expect(a.context).not.toBe(b.context);
+      // The same family: it joins the context where its prefix is being evaluated, to copy it (prefix-share.ts).
+      const family = await pool.acquire(tokens);
+      expect(family.context).toBe(a.context);
+      await pool.release(family);
       // A prompt already in a free sequence's cache goes to that sequence, whatever its context's load.
       await a.evaluateWithoutGeneratingNewTokens(tokens);
+      pool.evaluated(a);
       await pool.release(a);
       const c = await pool.acquire(tokens);
       expect(c).toBe(a);

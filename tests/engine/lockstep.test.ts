@@ -19,7 +19,16 @@ beforeAll(async () => {
   llama = await loadLlama(false, log);
   llama.maxThreads = 1;
   model = await loadModel(llama, await testModelPath(), log);
-  pool = await SequencePool.create(model, { sequences: SEQUENCES, auto: false, contextSize: 256, threads: 1, flashAttention: false, log });
+  // Prefix copies off: the prompts share their opening, and a copy would start each follower a step after its head.
+  pool = await SequencePool.create(model, {
+    sequences: SEQUENCES,
+    auto: false,
+    contextSize: 256,
+    threads: 1,
+    flashAttention: false,
+    prefixCopy: false,
+    log,
+  });
 });
 
 afterAll(async () => {
