@@ -5,12 +5,28 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../api/control/index.js";
 import type { Batch } from "../../api/schemas/objects.js";
+import type { Engine } from "../../engine/types.js";
 import { observe, type Observed } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./control-fixtures.js";
 
 const bed = controlTestbed();
 let dir: string;
 let cp: ControlPlane;
+
+/** The engine, with requests whose prompt is over 1,000 characters held until `gate` opens. */
+function holdLongPrompts(engine: Engine, gate: Promise<void>): Engine {
+  return new Proxy(engine, {
+    get(target, key) {
+      if (key === "complete")
+        return async (...args: Parameters<Engine["complete"]>) => {
+          if (typeof args[0] === "string" && args[0].length > 1000) await gate;
+          return target.complete(...args);
+        };
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
 
 /** One slot in all, so a second batch waits in the queue behind the first. */
 async function startOneSlot(env: Record<string, string> = {}) {
@@ -188,8 +204,12 @@ describe("failure midway", () => {
   }
 
   it("keeps the results it has and still counts every request when even its error file cannot be written", async () => {
-    // In file order, so the line that fails comes after the first results (in cost order its long prompt goes first).
-    await startOneSlot({ BATCH_ORDER: "file" });
+    // The line that fails (a prompt too long for the context) is held until the error file is made unwritable, so
+    // the results before it are on disk first whatever the start order and the machine's speed.
+    let letThrough!: () => void;
+    const gate = new Promise<void>((resolve) => (letThrough = resolve));
+    cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" }, (engine) => holdLongPrompts(engine, gate));
+    dir = bed.dir;
     // Forty good requests, then one too long for the context: its error line is where the disk fails.
     const lines = completionLines(50, { prefix: "mid", maxTokens: 24 }).trimEnd().split("\n");
     lines[40] = JSON.stringify({
@@ -203,6 +223,7 @@ describe("failure midway", () => {
     await waitFor(cp, running.id, (x) => x.request_counts.completed >= 2);
     // No error line yet, so no error file: a directory in its place makes the first error line fail.
     mkdirSync(path.join(dir, running.id, "errors.jsonl"));
+    letThrough();
     const b = await waitFor(cp, running.id, inStatus("failed", "completed"));
     expect(b.status).toBe("failed");
     expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
