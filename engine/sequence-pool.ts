@@ -49,7 +49,7 @@ export class SequencePool {
   /** Whether prefixes are copied between sequences (prefix-share.ts): asked for, and the library can. */
   readonly prefixCopy: boolean;
   /** Prefix copies made, and the prompt tokens they spared. */
-  readonly copyStats = { copies: 0, tokens: 0, declined: 0 };
+  readonly copyStats = { copies: 0, tokens: 0 };
 
   private constructor(
     readonly contexts: readonly LlamaContext[],
@@ -191,30 +191,30 @@ export class SequencePool {
    * sequence of the context holds (or is evaluating) a longer prefix of them, that prefix is copied from it.
    */
   async prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
-    if (this.prefixCopy) await this.copyPrefix(sequence, tokens);
-    return reusePrefix(sequence, this.prefixReuse ? tokens : []);
+    const copied = this.prefixCopy ? await this.copyPrefix(sequence, tokens) : undefined;
+    const keep = await reusePrefix(sequence, this.prefixReuse ? tokens : []);
+    if (copied && keep > copied.before) {
+      this.copyStats.copies++;
+      this.copyStats.tokens += keep - copied.before;
+    }
+    return keep;
   }
 
-  private async copyPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<void> {
-    const own = cachedPrefix(sequence, tokens);
+  /** Copies a sibling's longer prefix into `sequence`; says how much its own cache held before, when it did. */
+  private async copyPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<{ before: number } | undefined> {
+    const before = cachedPrefix(sequence, tokens);
     const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
     // The last prompt token is evaluated anyway (its logits give the first new token).
-    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - own;
-    if (!donor || gain < MIN_COPY_TOKENS) return;
+    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - before;
+    if (!donor || gain < MIN_COPY_TOKENS) return undefined;
     await donor.ready;
-    if (sequence.disposed || donor.sequence.disposed) return;
-    const before = own;
-    let copied = false;
+    if (sequence.disposed || donor.sequence.disposed) return undefined;
     try {
-      copied = await copyState(sequence, donor.sequence, Math.min(donor.shared, tokens.length - 1));
+      if (await copyState(sequence, donor.sequence, Math.min(donor.shared, tokens.length - 1))) return { before };
     } catch {
       // The cache is left as the copy made it; reusePrefix erases whatever does not match the prompt.
     }
-    const now = cachedPrefix(sequence, tokens);
-    if (copied && now > before) {
-      this.copyStats.copies++;
-      this.copyStats.tokens += now - before;
-    } else this.copyStats.declined++;
+    return undefined;
   }
 
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */

@@ -29,8 +29,8 @@ function holdLongPrompts(engine: Engine, gate: Promise<void>): Engine {
 }
 
 /** One slot in all, so a second batch waits in the queue behind the first. */
-async function startOneSlot(env: Record<string, string> = {}) {
-  cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", ...env });
+async function startOneSlot() {
+  cp = await bed.open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
   dir = bed.dir;
 }
 
