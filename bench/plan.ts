@@ -79,7 +79,11 @@ export interface PeerPlan {
   grid: { parallel: number[]; threads: number[] };
 }
 
-export function makePlan(quick: boolean, storiesPath: string | null): Plan {
+/**
+ * `schedulingLines` runs issue 23's workloads at that many lines on every model, with one llama-server
+ * configuration and no ablations (at 2,048 lines a `small` row takes many minutes).
+ */
+export function makePlan(quick: boolean, storiesPath: string | null, schedulingLines?: number): Plan {
   const models: ModelPlan[] = [];
   if (storiesPath) {
     models.push({
@@ -150,14 +154,14 @@ export function makePlan(quick: boolean, storiesPath: string | null): Plan {
     .filter((m) => m.name.startsWith("small") || m.name === "stories260K")
     .map((m) => ({
       model: m,
-      cases:
-        m.name === "stories260K"
-          ? schedulingCases(quick ? 512 : 2048, TOKENS_PER_WORD.stories)
-          : schedulingCases(512, TOKENS_PER_WORD.generated),
+      cases: schedulingCases(
+        schedulingLines ?? (m.name === "stories260K" ? (quick ? 512 : 2048) : 512),
+        m.name === "stories260K" ? TOKENS_PER_WORD.stories : TOKENS_PER_WORD.generated,
+      ),
       // At 2,048 lines each run takes minutes even on stories260K: one llama-server configuration (16 slots won two
       // of three rows on `small`), and the parts' worth is measured on `small`'s 512 lines.
-      grid: { parallel: quick || m.name === "stories260K" ? [16] : [16, 32], threads: [2] },
-      ablations: m.name !== "stories260K",
+      grid: { parallel: quick || schedulingLines || m.name === "stories260K" ? [16] : [16, 32], threads: [2] },
+      ablations: !schedulingLines && m.name !== "stories260K",
     }));
   return {
     quick,

@@ -32,6 +32,8 @@ const { values } = parseArgs({
     stories: { type: "string", default: path.resolve(repoRoot, "../shared/models/stories260K.gguf") },
     /** Only the models whose name contains this (e.g. --model stories). */
     model: { type: "string", default: "" },
+    /** Issue 23's scheduling workloads at this many lines (one llama-server configuration, no ablations). */
+    lines: { type: "string" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -39,7 +41,7 @@ const log = (line: string) => console.log(line);
 const started = performance.now();
 
 const storiesPath = existsSync(values.stories) ? values.stories : null;
-const plan = makePlan(values.quick, storiesPath);
+const plan = makePlan(values.quick, storiesPath, values.lines ? Number(values.lines) : undefined);
 if (values.model) {
   plan.models = plan.models.filter((m) => m.name.includes(values.model));
   plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
