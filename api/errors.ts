@@ -1,5 +1,6 @@
 // OpenAI-shaped errors: {"error":{"message","type","param","code"}} with the right HTTP status.
-// Thrown anywhere in the control plane; rendered by the error middleware in api/http/error-handler.ts.
+// The HTTP surface's own refusals (auth, uploads, routes); the control plane's are the domain's errors
+// (domain/errors.ts), mapped to these by api/http/error-handler.ts.
 
 export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error";
 
@@ -30,24 +31,6 @@ export const notFound = (what: string, id: string, param: string | null = null) 
 
 export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>'.") =>
   new ApiError(401, message, "authentication_error", "invalid_api_key");
-
-/** The errno of a failure that means the machine's disk or file descriptors ran out, else undefined. */
-export function exhaustedErrno(err: unknown): string | undefined {
-  const errno = (err as NodeJS.ErrnoException | null)?.code;
-  return errno === "ENOSPC" || errno === "EDQUOT" || errno === "EMFILE" || errno === "ENFILE" ? errno : undefined;
-}
-
-/** The disk refuses writes (remounted read-only) or fails them (an I/O error): not ours to fix, nor a 500. */
-export const isStorageFault = (err: unknown) => {
-  const errno = (err as NodeJS.ErrnoException | null)?.code;
-  return errno === "EROFS" || errno === "EIO";
-};
-
-/** A full disk (or quota): the writes succeed again once space is freed. */
-export const isStorageFull = (err: unknown) => {
-  const errno = exhaustedErrno(err);
-  return errno === "ENOSPC" || errno === "EDQUOT";
-};
 
 /**
  * The machine ran out of disk or file descriptors: the caller's business to know (507 or 503, with a code

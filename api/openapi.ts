@@ -2,11 +2,11 @@
 // Every route the app serves is registered here; tests/api/openapi-routes.test.ts checks the two agree.
 import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
-import type { PoolStatus, QueueStats } from "./contracts.js";
-import { queueFull } from "./control/errors.js";
+import type { PoolStatus, QueueStats } from "../domain/ports.js";
+import { queueFull } from "../domain/errors.js";
 import { badRequest, fileTooLarge, internalError, modelNotReady, notFound, unauthorized } from "./errors.js";
 import { toApiError } from "./http/error-handler.js";
-import { BatchSchema, ErrorSchema, FileDeletedSchema, FileObjectSchema, listOf } from "./schemas/objects.js";
+import { BatchSchema, ErrorSchema, FileDeletedSchema, FileObjectSchema, listOf } from "../domain/objects.js";
 import {
   BatchIdParams,
   CreateBatchBody,

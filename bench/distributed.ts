@@ -13,8 +13,8 @@ import { createPool, migrate } from "../cluster/pg/db.js";
 import { PgWorkQueue } from "../cluster/pg/shards.js";
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { type BenchServer, startServer } from "./server.js";
-import { startSharedState } from "./shared-state.js";
-import { completionLines, writeBatchFile } from "./workload.js";
+import { startSharedState } from "../testkit/shared-state.js";
+import { completionLines, writeBatchFile } from "../testkit/workload.js";
 
 export interface DistributedRun {
   workers: number;

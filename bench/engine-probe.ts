@@ -13,7 +13,7 @@ import { createEngine, type Engine } from "../engine/index.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import { readMemory } from "./proc-stats.js";
-import { completionLines, prompt, sharedSystemPrompt, writeBatchFile } from "./workload.js";
+import { completionLines, prompt, sharedSystemPrompt, writeBatchFile } from "../testkit/workload.js";
 
 const { values: a } = parseArgs({
   options: {

@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import { getLlama, type BatchItem, type CustomBatchingPrioritizationStrategy, type EvaluationPriority, type Token } from "node-llama-cpp";
 import { readMemory } from "./proc-stats.js";
-import { prompt } from "./workload.js";
+import { prompt } from "../testkit/workload.js";
 
 const { values } = parseArgs({
   options: {

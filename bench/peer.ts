@@ -5,9 +5,9 @@
 // each has had one small warm-up (a request; a 4-line batch) after its start.
 import path from "node:path";
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
-import { sweepPeer, type PeerRequest, type PeerRun } from "./llama-server.js";
+import { sweepPeer, type PeerRequest, type PeerRun } from "../testkit/llama-server.js";
 import { startServer } from "./server.js";
-import { completionLines, prompt, writeBatchFile } from "./workload.js";
+import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 
 export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval";
 

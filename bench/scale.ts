@@ -7,7 +7,7 @@ import { runChild } from "./child.js";
 import type { ChildResult } from "./records.js";
 import { sampleMemory, startServer } from "./server.js";
 import { mib, percentile } from "./stats.js";
-import { completionLines, writeBatchFile } from "./workload.js";
+import { completionLines, writeBatchFile } from "../testkit/workload.js";
 
 export interface ScaleResult {
   lines: number;

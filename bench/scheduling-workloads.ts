@@ -2,10 +2,10 @@
 // (a) template: one long system prompt and few-shot examples, then a short document per line;
 // (b) varied: no shared prefix, prompts of about 10 to 1,000 tokens, max_tokens 16 to 512 (the two fit 1,024);
 // (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).
-import { rng } from "./fuzz.js";
-import type { PeerRequest } from "./llama-server.js";
+import { rng } from "../testkit/fuzz.js";
+import type { PeerRequest } from "../testkit/llama-server.js";
 import type { Workload } from "./peer.js";
-import { prompt, sharedSystemPrompt } from "./workload.js";
+import { prompt, sharedSystemPrompt } from "../testkit/workload.js";
 
 const WORDS = [
   "river",

@@ -3,7 +3,7 @@
 // longest-first start, no family grouping, so no tail control either) and with prefix copies switched off
 // (PREFIX_COPY=false). Cached prompt tokens are reported on both sides (llama-server's from its own log).
 import { runService, type ServiceRun, type Workload } from "./peer.js";
-import { sweepPeer, type PeerRun } from "./llama-server.js";
+import { sweepPeer, type PeerRun } from "../testkit/llama-server.js";
 
 export interface SchedulingRow {
   model: string;

@@ -1,15 +1,15 @@
-// The service as a user runs it: `api/main.ts` in its own process, configured by the environment only.
+// The service as a user runs it: `app/main.ts` in its own process, configured by the environment only.
 // Every configuration variable of the parent is dropped, so "default settings" means the defaults.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { repoRoot } from "../testkit/repo-root.js";
 import { readMemory, type MemorySample } from "./proc-stats.js";
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+export { repoRoot };
 
-/** The service's configuration variables (api/config.ts); none may leak in from the bench's own environment. */
+/** The service's configuration variables (config/config.ts); none may leak in from the bench's own environment. */
 const CONFIG_VARS = [
   "PORT",
   "HOST",
@@ -79,7 +79,7 @@ export async function startServer(modelPath: string, env: Record<string, string>
       "--expose-gc",
       "--import",
       "tsx",
-      path.join(repoRoot, "api/main.ts"),
+      path.join(repoRoot, "app/main.ts"),
     ],
     {
       cwd: repoRoot,

@@ -3,7 +3,7 @@
 import path from "node:path";
 import { createBatch, tailLineTimes, uploadFile, waitForBatch, type Batch } from "./batch-client.js";
 import type { BenchServer } from "./server.js";
-import { writeBatchFile } from "./workload.js";
+import { writeBatchFile } from "../testkit/workload.js";
 
 export interface ServiceBatchResult {
   seconds: number;

@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { testModelPath } from "../tests/helpers/model.js";
+import { testModelPath } from "../testkit/model.js";
 import { createBatch, getBatch, waitForBatch } from "./batch-client.js";
-import { fuzzRequests } from "./fuzz.js";
+import { fuzzRequests } from "../testkit/fuzz.js";
 import { startServer, type BenchServer } from "./server.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, seed: { type: "string", default: "1" } } });

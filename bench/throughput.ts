@@ -8,7 +8,7 @@ import { faster, toRecord, type ChildResult, type RunRecord } from "./records.js
 import { runServiceBatch } from "./service-batch.js";
 import { startServer } from "./server.js";
 import { mib, percentile } from "./stats.js";
-import { completionLines } from "./workload.js";
+import { completionLines } from "../testkit/workload.js";
 
 export interface ThroughputResult {
   model: string;

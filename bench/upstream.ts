@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
-import { drive, startLlamaServer } from "./llama-server.js";
+import { drive, startLlamaServer } from "../testkit/llama-server.js";
 import { startServer } from "./server.js";
-import { completionLines, writeBatchFile } from "./workload.js";
+import { completionLines, writeBatchFile } from "../testkit/workload.js";
 
 export interface UpstreamComparison {
   model: string;

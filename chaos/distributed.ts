@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { type SharedState, startSharedState } from "../bench/shared-state.js";
+import { type SharedState, startSharedState } from "../testkit/shared-state.js";
 import { batchLines, judge, submit } from "./client.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { alive, requestsRun, type ServiceProcess, startSupervised } from "./process.js";

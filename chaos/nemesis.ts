@@ -1,7 +1,7 @@
 // The nemesis: a seeded schedule of faults over a window, each with a start and a duration, and the bookkeeping of
 // a schedule's outcome. What a fault does is the campaign's (distributed.ts, one-machine.ts); the schedule only
 // says which, to whom, when and for how long, so the same seed replays the same history of faults.
-import { rng } from "../bench/fuzz.js";
+import { rng } from "../testkit/fuzz.js";
 import { describeVerdict, type Verdict } from "./checker.js";
 
 export interface Fault {

@@ -49,7 +49,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
   let proc: ServiceProcess | undefined;
   let banked = 0;
   let seen = 0;
-  const main = path.join(repoRoot, "api/main.ts");
+  const main = path.join(repoRoot, "app/main.ts");
   const inside = (...p: string[]) => path.join(`/proc/${proc!.child.pid}/root`, dir, ...p);
   const start = async () => {
     banked += seen;

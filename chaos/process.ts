@@ -1,4 +1,4 @@
-// The service as the nemesis sees it: a real process (api/main.ts, as `npm start` runs it) that can be killed,
+// The service as the nemesis sees it: a real process (app/main.ts, as `npm start` runs it) that can be killed,
 // frozen and started again, whose /metrics are read while it lives.
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
@@ -18,7 +18,7 @@ export async function startService(
   env: Record<string, string>,
   opts: { command?: string; args?: string[]; timeoutMs?: number } = {},
 ): Promise<ServiceProcess> {
-  const main = path.join(repoRoot, "api/main.ts");
+  const main = path.join(repoRoot, "app/main.ts");
   const child = spawn(opts.command ?? process.execPath, opts.args ?? ["--expose-gc", "--import", "tsx", main], {
     cwd: repoRoot,
     env: { ...process.env, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", ...env },

@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../bench/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../testkit/postgres.js";
 import { distributedCampaign } from "./distributed.js";
 import type { ScheduleResult } from "./nemesis.js";
 import { available, oneMachineCampaign } from "./one-machine.js";

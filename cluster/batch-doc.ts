@@ -1,6 +1,6 @@
 // A batch as clients read it: the stored document with the live counts that shard checkpoints add to merged in,
 // each field where the document has it (a store that reorders fields parses the result through the schema).
-import type { Batch } from "../api/schemas/objects.js";
+import type { Batch } from "../domain/objects.js";
 
 export interface LiveCounts {
   completed: number;

@@ -9,21 +9,20 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
-import type { Config } from "../api/config.js";
-import type { BatchService, BlobStore, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../api/contracts.js";
-import { checkEndpoint, checkInputFile, newBatchObject } from "../api/control/batch-object.js";
-import { isEnding, transition } from "../api/control/batch-state.js";
-import { parseCompletionWindow } from "../api/control/completion-window.js";
-import { NotFoundError, queueFull, shuttingDown } from "../api/control/errors.js";
-import type { BatchMetrics } from "../api/metrics/metrics.js";
-import type { Batch, BatchEndpoint } from "../api/schemas/objects.js";
-import { newBatchId } from "../api/stores/ids.js";
-import { inDir } from "../api/stores/in-dir.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
+import type { BlobStore } from "../stores/blob-store.js";
+import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
+import { isEnding, transition } from "../domain/batch-state.js";
+import { parseCompletionWindow } from "../domain/completion-window.js";
+import { NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
+import type { Batch, BatchEndpoint } from "../domain/objects.js";
+import { newBatchId } from "../domain/ids.js";
+import { inDir } from "../stores/in-dir.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planShards } from "../pipeline/shards.js";
-import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
-import { batchKeys } from "./keys.js";
+import { batchKeys } from "./blob-layout.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -31,7 +30,14 @@ export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
 const DECIDED_END_WAIT_MS = 5_000;
 
 export interface ClusterBatchServiceDeps {
-  config: Config;
+  limits: {
+    /** Admit a batch only while fewer are queued (MAX_QUEUE_DEPTH). */
+    maxQueueDepth: number;
+    maxRequestsPerBatch: number;
+    maxLineBytes: number;
+    /** Requests per shard: SHARD_SIZE, or every request in one where one process runs a batch in place. */
+    shardSize: number;
+  };
   events: EventBus;
   batches: BatchRecords;
   queue: WorkQueue;
@@ -70,7 +76,7 @@ export class ClusterBatchService implements BatchService {
 
   async createInline(input: CreateInlineBatchInput): Promise<Batch> {
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
-    checkEndpoint(input.endpoint);
+    servedEndpoint(input.endpoint);
     parseCompletionWindow(input.completion_window);
     const local = this.scratchFile();
     try {
@@ -163,30 +169,30 @@ export class ClusterBatchService implements BatchService {
     inputFileId: string;
     inputKey: string;
   }): Promise<Batch> {
-    const { config, batches, logger, now } = this.deps;
+    const { limits, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
-    checkEndpoint(input.endpoint);
+    const endpoint = servedEndpoint(input.endpoint);
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
-    if ((await batches.queuedCount()) >= config.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+    if ((await batches.queuedCount()) >= limits.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
     // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
     // need splitting into shards, which takes a second pass to find the boundaries.
     const blob = await this.deps.blobs.open(input.inputKey);
     if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
-    const local = config.cluster.shardSize < config.maxRequestsPerBatch ? this.scratchFile() : undefined;
+    const local = limits.shardSize < limits.maxRequestsPerBatch ? this.scratchFile() : undefined;
     let readError: unknown;
     blob.content.once("error", (err) => (readError ??= err));
     try {
       if (local) await this.download(blob.content, local);
-      const v = await validateBatchFile(local ?? blob.content, input.endpoint as Endpoint, {
-        maxRequests: config.maxRequestsPerBatch,
-        maxLineBytes: config.maxLineBytes,
+      const v = await validateBatchFile(local ?? blob.content, endpoint, {
+        maxRequests: limits.maxRequestsPerBatch,
+        maxLineBytes: limits.maxLineBytes,
       });
       // The storage failing to deliver the input is the storage's fault, not a fault of the file.
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
       // Without a local copy every request fits one shard (a batch holds at most MAX_REQUESTS_PER_BATCH).
-      const shardSize = config.cluster.shardSize;
+      const shardSize = limits.shardSize;
       const shards =
         batch.status !== "validating"
           ? []
@@ -202,7 +208,7 @@ export class ClusterBatchService implements BatchService {
         inputKey,
         outputExpiresAfter: input.output_expires_after,
         shards,
-        maxQueued: config.maxQueueDepth,
+        maxQueued: limits.maxQueueDepth,
       });
       // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
       if (!admitted) {

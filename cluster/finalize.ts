@@ -3,11 +3,11 @@
 // its final status (a conditional update). Every step can run again after a crash with the same result.
 import { Readable } from "node:stream";
 import type pino from "pino";
-import type { BlobStore } from "../api/contracts.js";
-import { isFinal, transition } from "../api/control/batch-state.js";
-import type { BatchMetrics } from "../api/metrics/metrics.js";
-import type { Batch } from "../api/schemas/objects.js";
-import { batchKeys, resultFileId } from "./keys.js";
+import type { BlobStore } from "../stores/blob-store.js";
+import { isFinal, transition } from "../domain/batch-state.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
+import type { Batch } from "../domain/objects.js";
+import { batchKeys, resultFileId } from "./blob-layout.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 
 export interface FinalizeDeps {

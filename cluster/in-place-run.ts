@@ -12,14 +12,15 @@ import { pipeline } from "node:stream/promises";
 import { createWriteStream } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
-import { isStorageFull } from "../api/errors.js";
-import type { FsBlobStore } from "../api/stores/fs-blob-store.js";
+import { isStorageFull } from "../stores/errors.js";
+import type { FsBlobStore } from "../stores/fs-blob-store.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { LineOrder } from "../pipeline/schedule.js";
-import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
-import { batchKeys } from "./keys.js";
+import type { AbortReason, Progress } from "../pipeline/types.js";
+import { servedEndpoint } from "../domain/batch-object.js";
+import { batchKeys } from "./blob-layout.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
 
@@ -130,7 +131,7 @@ export class InPlaceShardRun implements ShardExecution {
       inputPath: files.input,
       outputPath: files.output.path,
       errorPath: files.errors.path,
-      endpoint: this.shard.endpoint as Endpoint,
+      endpoint: servedEndpoint(this.shard.endpoint),
       backend,
       batchSize: this.deps.batchSize,
       concurrency: this.deps.concurrency,

@@ -6,7 +6,7 @@
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
 import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
-import { batchKeys } from "./keys.js";
+import { batchKeys } from "./blob-layout.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import type { StartShardRun } from "./shard-run.js";
 import { OutageLog } from "./outage-log.js";

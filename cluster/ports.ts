@@ -1,8 +1,8 @@
 // The distributed mode's ports: what its domain code (API batch service, worker, shard runs, maintenance,
 // finalizing) asks of shared state, saying nothing of where it lives. cluster/pg/ implements them on PostgreSQL;
-// file contents go through the BlobStore port (api/contracts.ts) to S3 or a shared folder.
-import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../api/contracts.js";
-import type { Batch, BatchStatus, FileObject } from "../api/schemas/objects.js";
+// file contents go through the BlobStore port (domain/ports.ts) to S3 or a shared folder.
+import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
+import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
 

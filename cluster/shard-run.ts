@@ -10,13 +10,14 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
-import type { BlobStore } from "../api/contracts.js";
+import type { BlobStore } from "../stores/blob-store.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { scanDone, scanResultText } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { LineOrder } from "../pipeline/schedule.js";
-import type { AbortReason, Endpoint, Progress } from "../pipeline/types.js";
-import { partKey } from "./keys.js";
+import type { AbortReason, Progress } from "../pipeline/types.js";
+import { servedEndpoint } from "../domain/batch-object.js";
+import { partKey } from "./blob-layout.js";
 import { OutageLog } from "./outage-log.js";
 import { type ClaimedShard, type CommitResult, type ShardCommit, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 
@@ -158,7 +159,7 @@ export class ShardRun implements ShardExecution {
           inputPath: this.files.input,
           outputPath: this.files.output,
           errorPath: this.files.errors,
-          endpoint: shard.endpoint as Endpoint,
+          endpoint: servedEndpoint(shard.endpoint),
           backend,
           batchSize: deps.batchSize,
           concurrency: deps.concurrency,

@@ -1,6 +1,6 @@
 // /queue/stats and /pools of the distributed mode, from the shared state: the pools are the live workers
 // registered in each (their capacities summed), the queue the batches with shards waiting.
-import type { ControlPlaneStatus, PoolStatus, QueueStats } from "../api/contracts.js";
+import type { ControlPlaneStatus, PoolStatus, QueueStats } from "../domain/ports.js";
 import type { EventBus, WorkerRegistry } from "./ports.js";
 
 export class ClusterStatus implements ControlPlaneStatus {

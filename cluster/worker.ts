@@ -4,12 +4,12 @@
 // checkpoint, for another worker to resume).
 import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
-import type { PoolStatus } from "../api/contracts.js";
-import { transition } from "../api/control/batch-state.js";
+import type { PoolStatus } from "../domain/ports.js";
+import { transition } from "../domain/batch-state.js";
 import { OutageLog } from "./outage-log.js";
 import { randomPreemptions } from "./preemptions.js";
 import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
-import type { BatchMetrics } from "../api/metrics/metrics.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
 import {
   type BatchRecords,

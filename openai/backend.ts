@@ -4,7 +4,10 @@
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
 import type { ResponseBody } from "./response-bodies.js";
 
-export type Endpoint = "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings" | "/v1/responses";
+/** The endpoints every backend serves (Responses over chat), in OpenAI's order: the one list of them. */
+export const ENDPOINTS = ["/v1/responses", "/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const;
+export type Endpoint = (typeof ENDPOINTS)[number];
+export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
 
 export type InferenceRequest =
   | { endpoint: "/v1/chat/completions"; body: ChatBody }

@@ -1,16 +1,7 @@
 // The envelope of an OpenAI batch input line: {custom_id, method, url, body}. The body itself is the
 // endpoint's request (openai/bodies.ts), parsed per line when it runs, so one bad body fails only its line.
 import { z } from "zod";
-import type { Endpoint } from "./types.js";
-
-export const ENDPOINTS = [
-  "/v1/chat/completions",
-  "/v1/completions",
-  "/v1/embeddings",
-  "/v1/responses",
-] as const satisfies readonly Endpoint[];
-
-export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
+import { ENDPOINTS } from "../openai/backend.js";
 
 /** OpenAI documents no bound; 512 keeps output lines and the resume Set reasonable. */
 export const MAX_CUSTOM_ID_LENGTH = 512;

@@ -6,7 +6,8 @@
 // an item may override them.
 import { z } from "zod";
 import { ChatMessageSchema, SamplingFields } from "../openai/bodies.js";
-import { ENDPOINTS, MAX_CUSTOM_ID_LENGTH } from "./batch-line.js";
+import { ENDPOINTS } from "../openai/backend.js";
+import { MAX_CUSTOM_ID_LENGTH } from "./batch-line.js";
 import type { Endpoint } from "./types.js";
 
 const SAMPLING_KEYS = Object.keys(SamplingFields) as Array<keyof typeof SamplingFields>;

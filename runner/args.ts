@@ -40,14 +40,14 @@ Options:
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
       --contexts <n>            generation contexts decoding at once (default: two per CPU core, at most 4)
-      --context-size <n>        tokens per sequence (default: engine/model_config.yaml)
+      --context-size <n>        tokens per sequence (default: config/model_config.yaml)
       --overwrite               start afresh; without it, a run continues the results already in
                                 a local output and error file (requests there, by custom_id, are skipped)
   -h, --help                    this text
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
 and exits 1 with the line numbers of its problems. Other settings come from the same
-environment variables and engine/model_config.yaml as the server (GPU, PIPELINE_BATCH_SIZE, ...);
+environment variables and config/model_config.yaml as the server (GPU, PIPELINE_BATCH_SIZE, ...);
 LOG_LEVEL=warn hides the engine's start-up notes, LOG_FORMAT=json prints them as pino JSON.
 Exit status: 0 when every line ran (failed requests are in the error file), 1 for an invalid
 file or an I/O failure, 2 for bad flags, 130 when interrupted.`;

@@ -1,5 +1,5 @@
 // The offline runner's command line, loaded by runner/main.ts once its signal handlers are in place.
-import { ConfigError, checkPaths, loadConfig } from "../api/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
 import { runOffline, withArgs } from "./run-offline.js";

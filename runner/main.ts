@@ -1,7 +1,7 @@
 // `npm run batch -- -i input.jsonl -o output.jsonl`: the offline runner's entry point (no server).
 // The signal handlers go in before anything heavy loads, so a Ctrl-C during start-up (module loading, the
 // model) still ends in a consistent output and the summary instead of the default abrupt exit.
-import { onStopSignals } from "../api/signals.js";
+import { onStopSignals } from "../app/signals.js";
 import type { AbortReason } from "../pipeline/types.js";
 
 const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };

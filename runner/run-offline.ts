@@ -4,9 +4,9 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
-import type { Config } from "../api/config.js";
-import { createRouter, loadRegistry } from "../api/start-backends.js";
-import { ENDPOINTS, isEndpoint } from "../pipeline/batch-line.js";
+import type { Config } from "../config/config.js";
+import { createRouter, loadRegistry } from "../backends/build.js";
+import { isEndpoint } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
@@ -17,7 +17,7 @@ import { createProgressReporter, formatDuration, type ProgressStream } from "./p
 import { displayLocation, download, isUrl, upload, type HttpRetry } from "./remote.js";
 
 export interface OfflineRunDeps {
-  /** Engine and pipeline settings (from the environment and engine/model_config.yaml). */
+  /** Engine and pipeline settings (from the environment and config/model_config.yaml). */
   config: Config;
   logger: pino.Logger;
   /** Progress and problems. */
@@ -169,7 +169,7 @@ async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpo
     }
     break;
   }
-  return ENDPOINTS[0];
+  return "/v1/chat/completions";
 }
 
 async function assertFile(file: string): Promise<void> {

@@ -1,11 +1,11 @@
 // The files the compiled code reads next to itself: tsc copies only what it compiles, and the code
-// finds these relative to its own location (dist/api/config.js -> dist/engine/model_config.yaml).
+// finds these relative to its own location (dist/config/config.js -> dist/config/model_config.yaml).
 // Usage: node scripts/copy-build-assets.mjs [outDir]   (default dist)
 import { cpSync } from "node:fs";
 import path from "node:path";
 
 // cluster/pg/migrations: the versioned SQL the distributed mode applies at start.
-export const ASSETS = ["package.json", "engine/model_config.yaml", "api/status-page.html", "cluster/pg/migrations"];
+export const ASSETS = ["package.json", "config/model_config.yaml", "api/status-page.html", "cluster/pg/migrations"];
 
 const outDir = process.argv[2] ?? "dist";
 for (const file of ASSETS) cpSync(file, path.join(outDir, file), { recursive: true });

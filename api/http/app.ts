@@ -1,11 +1,11 @@
-// The Express app: middleware order, route mounting, errors. No listening here (api/main.ts does that).
+// The Express app: middleware order, route mounting, errors. No listening here (app/main.ts does that).
 import express from "express";
 import type pino from "pino";
-import type { Config } from "../config.js";
-import type { BatchService, ControlPlaneStatus, FileStore } from "../contracts.js";
+import type { Config } from "../../config/config.js";
+import type { BatchService, ControlPlaneStatus, FileStore } from "../../domain/ports.js";
 import type { BackendInfo } from "../../openai/backend.js";
 import type { ModelRegistry } from "../../backends/registry.js";
-import type { Metrics } from "../metrics/metrics.js";
+import type { Metrics } from "../../metrics/metrics.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
 import { filesRouter } from "../routes/files.js";

@@ -2,7 +2,7 @@
 // so keys are never stored, and one key's files and batches are invisible to another.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { RequestHandler, Response } from "express";
-import type { Owner } from "../contracts.js";
+import type { Owner } from "../../domain/ports.js";
 import { unauthorized } from "../errors.js";
 
 /** A stable, non-reversible owner id for an API key: the first 32 hex digits of its sha256. */

@@ -3,8 +3,9 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
-import { ControlError, NotFoundError, storageUnavailable, UnavailableError } from "../control/errors.js";
-import { ApiError, badRequest, exhaustedErrno, fileTooLarge, internalError, isStorageFault, storageExhausted } from "../errors.js";
+import { ControlError, NotFoundError, StorageUnavailableError, storageUnavailable, UnavailableError } from "../../domain/errors.js";
+import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
+import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
@@ -59,9 +60,9 @@ function fromHttpError(err: HttpError): ApiError | undefined {
 }
 
 /** The control plane's refusals as HTTP answers: 404, 429 or 503 with Retry-After, else 400. */
-function fromControlError(err: ControlError): ApiError {
+function fromControlError(err: ControlError | StorageUnavailableError): ApiError {
   if (err instanceof NotFoundError) return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
-  if (err instanceof UnavailableError) {
+  if (err instanceof UnavailableError || err instanceof StorageUnavailableError) {
     const [status, type] = err.code === "queue_full" ? ([429, "rate_limit_error"] as const) : ([503, "server_error"] as const);
     return new ApiError(status, err.message, type, err.code, err.param, { "Retry-After": String(err.retryAfterSeconds) });
   }
@@ -71,7 +72,7 @@ function fromControlError(err: ControlError): ApiError {
 /** Maps anything thrown by a route or middleware to an ApiError; undefined means "unexpected". */
 export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiError | undefined {
   if (err instanceof ApiError) return err;
-  if (err instanceof ControlError) return fromControlError(err);
+  if (err instanceof ControlError || err instanceof StorageUnavailableError) return fromControlError(err);
   if (err instanceof MulterError) return fromMulter(err, opts.maxFileBytes);
   // Routes parse through parseRequest; a raw ZodError here came from deeper down and has no input at hand.
   if (err instanceof z.ZodError) return fromZodError(err);

@@ -1,7 +1,7 @@
 // Counts and times every HTTP request for /metrics. The route label is the matched route pattern
 // (/v1/batches/:batch_id), never the raw path, so ids cannot blow up the label set.
 import type { NextFunction, Request, Response } from "express";
-import type { Metrics } from "../metrics/metrics.js";
+import type { Metrics } from "../../metrics/metrics.js";
 
 export function httpMetrics(metrics: Metrics) {
   return (req: Request, res: Response, next: NextFunction) => {

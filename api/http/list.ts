@@ -1,5 +1,5 @@
 // OpenAI's list envelope around a page from a store.
-import type { Page } from "../contracts.js";
+import type { Page } from "../../domain/ports.js";
 
 export interface ListObject<T> {
   object: "list";

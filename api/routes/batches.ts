@@ -1,7 +1,7 @@
 // /v1/batches: create (OpenAI's file form or the proof of concept's inline form), retrieve, list,
 // cancel, and the proof of concept's /results view.
 import { Router } from "express";
-import type { BatchService } from "../contracts.js";
+import type { BatchService } from "../../domain/ports.js";
 import { ApiError, badRequest, notFound } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";

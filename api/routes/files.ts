@@ -1,7 +1,7 @@
 // /v1/files: upload, list, retrieve, download, delete. Parsing here, decisions in the FileStore.
 import path from "node:path";
 import { Router } from "express";
-import type { FileStore } from "../contracts.js";
+import type { FileStore } from "../../domain/ports.js";
 import { notFound } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { listObject } from "../http/list.js";

@@ -1,7 +1,7 @@
 // GET /metrics: Prometheus text format, open like /health so a scraper needs no API key
 // (the values are counts and timings; no ids, prompts or keys).
 import { Router } from "express";
-import type { Metrics } from "../metrics/metrics.js";
+import type { Metrics } from "../../metrics/metrics.js";
 
 export function metricsRouter(metrics: Metrics): Router {
   const router = Router();

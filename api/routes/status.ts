@@ -1,6 +1,6 @@
 // The proof of concept's operational views: queue depth and the simulated GPU pools.
 import { Router } from "express";
-import type { BatchService, ControlPlaneStatus, Owner, PoolStatus } from "../contracts.js";
+import type { BatchService, ControlPlaneStatus, Owner, PoolStatus } from "../../domain/ports.js";
 import { ownerFrom } from "../http/auth.js";
 
 /** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */

@@ -2,7 +2,7 @@
 // so what is accepted and what is documented cannot drift apart.
 import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
-import { BATCH_ENDPOINTS, METADATA_DESCRIPTION, METADATA_LIMITS } from "./objects.js";
+import { BATCH_ENDPOINTS, METADATA_DESCRIPTION, METADATA_LIMITS } from "../../domain/objects.js";
 import { InlineBatchBodySchema } from "../../pipeline/inline.js";
 
 extendZodWithOpenApi(z);

@@ -1,7 +1,7 @@
 // The distributed mode's ports in one process's memory: the whole domain (batch service, workers, shard runs,
 // maintenance, finalizing) runs on them without a database, each part seeing what PostgreSQL would show it.
 import type pino from "pino";
-import type { BlobStore } from "../../api/contracts.js";
+import type { BlobStore } from "../../stores/blob-store.js";
 import type { ClusterPorts } from "../ports.js";
 import { MemoryBatchRecords } from "./batches.js";
 import { MemoryEventBus, MemoryLeaderLock } from "./events.js";

@@ -7,14 +7,14 @@
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
-import { readJsonFile, writeJsonAtomic } from "../../api/stores/atomic-json.js";
-import { inDir } from "../../api/stores/in-dir.js";
-import { pruneEmpty, uploadDir } from "../../api/stores/fs-blob-store.js";
-import { BATCH_ID_RE, FILE_ID_RE } from "../../api/stores/ids.js";
-import { type Batch, BatchSchema, FileObjectSchema } from "../../api/schemas/objects.js";
-import { isFinal } from "../../api/control/batch-state.js";
+import { readJsonFile, writeJsonAtomic } from "../../stores/atomic-json.js";
+import { inDir } from "../../stores/in-dir.js";
+import { pruneEmpty, uploadDir } from "../../stores/fs-blob-store.js";
+import { BATCH_ID_RE, FILE_ID_RE } from "../../domain/ids.js";
+import { type Batch, BatchSchema, FileObjectSchema } from "../../domain/objects.js";
+import { isFinal } from "../../domain/batch-state.js";
 import { withCounts } from "../batch-doc.js";
-import { batchKeys } from "../keys.js";
+import { batchKeys } from "../blob-layout.js";
 import type { BatchEntry, FileEntry, MemoryState, StateStore } from "./state.js";
 
 const VERSION = 2;

@@ -1,5 +1,5 @@
 // The live workers of this process (the pools the scheduler and /pools see), and the queue's counts.
-import type { PoolStatus } from "../../api/contracts.js";
+import type { PoolStatus } from "../../domain/ports.js";
 import type { WorkerInfo, WorkerRegistry } from "../ports.js";
 import type { MemoryState } from "./state.js";
 

@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type pino from "pino";
-import { databaseUnavailable } from "../../api/control/errors.js";
+import { databaseUnavailable } from "../../domain/errors.js";
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 

@@ -2,7 +2,7 @@
 // lease. A database that cannot be used is one error naming its host and database, never the
 // password in DATABASE_URL.
 import type pino from "pino";
-import type { BlobStore } from "../../api/contracts.js";
+import type { BlobStore } from "../../stores/blob-store.js";
 import type { ClusterPorts } from "../ports.js";
 import { PgBatchRecords } from "./batches.js";
 import { createPool, migrate, PgDb } from "./db.js";

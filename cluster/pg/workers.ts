@@ -1,6 +1,6 @@
 // The live workers in PostgreSQL: each worker's row (pool, capacity, models, what it runs) is upserted with its
 // heartbeat; a worker not heard from within a lease is not counted.
-import type { PoolStatus } from "../../api/contracts.js";
+import type { PoolStatus } from "../../domain/ports.js";
 import type { WorkerInfo, WorkerRegistry } from "../ports.js";
 import type { Db } from "./db.js";
 

@@ -7,10 +7,10 @@ import express from "express";
 import request from "supertest";
 import { z } from "zod";
 import { afterAll, describe, expect, it } from "vitest";
-import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../api/control/errors.js";
+import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../domain/errors.js";
 import { errorHandler, unknownRoute } from "../../api/http/error-handler.js";
 import { acceptUpload } from "../../api/http/upload.js";
-import { uploadDir } from "../../api/stores/fs-blob-store.js";
+import { uploadDir } from "../../stores/fs-blob-store.js";
 
 const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-errors-"));
 afterAll(() => rmSync(batchDir, { recursive: true, force: true }));

@@ -83,7 +83,7 @@ describe("createLogger", () => {
         "--import",
         "tsx",
         "-e",
-        `import("./api/logger.ts").then(({ createLogger }) => createLogger("info").info({ batch_id: "b1" }, "hello"))`,
+        `import("./app/logger.ts").then(({ createLogger }) => createLogger("info").info({ batch_id: "b1" }, "hello"))`,
       ],
       {
         cwd: repoRoot,

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { uploadDir } from "../../api/stores/fs-blob-store.js";
+import { uploadDir } from "../../stores/fs-blob-store.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const MAX_FILE_BYTES = 4096;

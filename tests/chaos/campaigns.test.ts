@@ -6,8 +6,8 @@ import { describeFault, describeSchedule, type ScheduleResult } from "../../chao
 import { distributedCampaign } from "../../chaos/distributed.js";
 import { planFaults } from "../../chaos/nemesis.js";
 import { available, oneMachineCampaign } from "../../chaos/one-machine.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
-import { testModelPath } from "../helpers/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { testModelPath } from "../../testkit/model.js";
 
 const SEED = Number(process.env.CHAOS_SEED ?? 101);
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

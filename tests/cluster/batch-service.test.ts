@@ -8,16 +8,16 @@ import path from "node:path";
 import { Readable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Config } from "../../api/config.js";
-import type { BlobStore } from "../../api/contracts.js";
-import { newBatchObject } from "../../api/control/batch-object.js";
-import { transition } from "../../api/control/batch-state.js";
-import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
+import type { Config } from "../../config/config.js";
+import type { BlobStore } from "../../stores/blob-store.js";
+import { newBatchObject } from "../../domain/batch-object.js";
+import { transition } from "../../domain/batch-state.js";
+import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { ClusterBatchService } from "../../cluster/batch-service.js";
 import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
 import type { ClusterPorts } from "../../cluster/ports.js";
-import { testConfig } from "../api/control-fixtures.js";
+import { testConfig } from "./embedded-fixtures.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 const registry = singleModelRegistry("/models/m.gguf", false);
@@ -36,7 +36,7 @@ describe("the batch service", () => {
 
   function serviceOn(blobs: BlobStore, config: Config): ClusterBatchService {
     return new ClusterBatchService({
-      config,
+      limits: { ...config, shardSize: config.cluster.shardSize },
       ...ports,
       blobs,
       registry,

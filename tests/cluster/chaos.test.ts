@@ -3,8 +3,8 @@
 // exactly once and completed + failed == total. Seeded, so a failure replays.
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rng } from "../../bench/fuzz.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { rng } from "../../testkit/fuzz.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, downloadResults, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

@@ -15,7 +15,7 @@ import {
   startSharedState,
   type TestNode,
 } from "../helpers/cluster.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkBatch, describeVerdict } from "../../chaos/checker.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "../../chaos/tcp-proxy.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";

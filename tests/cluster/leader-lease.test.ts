@@ -1,8 +1,8 @@
 // The maintenance's lease on PostgreSQL: one holder at a time, taken over with a higher term once it lapses, and
 // an ex-holder's writes refused by the database (a takeover also waits for a write under way to commit).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../api/logger.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../bench/postgres.js";
+import { createLogger } from "../../app/logger.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { createPool, inTransaction, migrate } from "../../cluster/pg/db.js";
 import { LeaderDb, LeaderLost, PgLeaderLease } from "../../cluster/pg/leader-lease.js";
 

@@ -16,8 +16,8 @@ import {
   startSharedState,
   type TestNode,
 } from "../helpers/cluster.js";
-import { testModelPath } from "../helpers/model.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { testModelPath } from "../../testkit/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

@@ -1,8 +1,8 @@
 // Retention in the distributed mode: expired files go with their contents, and a batch goes FILE_EXPIRY_SECONDS
 // after it ended with every object of its left in S3, as batch folders go in the embedded mode.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { S3BlobStore } from "../../api/stores/s3-blob-store.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { S3BlobStore } from "../../stores/s3-blob-store.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";

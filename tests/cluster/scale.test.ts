@@ -4,7 +4,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { downloadResults, type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../bench/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

@@ -55,7 +55,7 @@ describe.each(["docker/Dockerfile.api", "docker/Dockerfile.gpu"])("%s", (file) =
     expect(ins.some((i) => i.op === "RUN" && /npm run build\b/.test(i.args))).toBe(true);
     expect(JSON.parse(read("package.json")).scripts.build).toMatch(/tsc -p tsconfig\.build\.json/);
     const cmd = JSON.parse(final.find((i) => i.op === "CMD")!.args);
-    expect(cmd).toEqual(["node", "--expose-gc", "dist/api/main.js"]);
+    expect(cmd).toEqual(["node", "--expose-gc", "dist/app/main.js"]);
     const user = final.find((i) => i.op === "USER")?.args;
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^(root|0)$/);
@@ -82,7 +82,7 @@ function sourceFolders(entries: string[]): Set<string> {
 
 describe("the build the images run", () => {
   it("compiles and copies every folder the service and the runner import", () => {
-    const folders = sourceFolders(["api/main.ts", "runner/main.ts"]);
+    const folders = sourceFolders(["app/main.ts", "runner/main.ts"]);
     expect(folders).toContain("openai");
     const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
     for (const file of ["docker/Dockerfile.api", "docker/Dockerfile.gpu"]) {
@@ -94,7 +94,7 @@ describe("the build the images run", () => {
     for (const f of folders) expect(build.include, `tsconfig.build.json includes ${f}`).toContain(f);
   });
 
-  it("compiles api/main.ts to dist/api/main.js and ships the files the code reads beside itself", () => {
+  it("compiles app/main.ts to dist/app/main.js and ships the files the code reads beside itself", () => {
     const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
     expect(build.compilerOptions).toMatchObject({ outDir: "dist", rootDir: ".", noEmit: false });
     expect(build.include).toEqual(expect.arrayContaining(["api", "engine", "pipeline", "runner"]));
@@ -186,7 +186,7 @@ describe("compose for many machines (docker/docker-compose.distributed.yml)", ()
   });
 
   it("gives every node settings the service accepts, pointing at the compose services", async () => {
-    const { loadConfig } = await import("../../api/config.js");
+    const { loadConfig } = await import("../../config/config.js");
     for (const name of ["api-1", "api-2", "worker-spot", "worker-dedicated"]) {
       const config = loadConfig(defaults(s[name].environment));
       expect(new URL(config.cluster.databaseUrl).host).toBe("postgres:5432");

@@ -6,7 +6,7 @@ import http from "node:http";
 import path from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { uploadDir } from "../../api/stores/fs-blob-store.js";
+import { uploadDir } from "../../stores/fs-blob-store.js";
 import { completionJsonl } from "../helpers/http-batches.js";
 import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
 

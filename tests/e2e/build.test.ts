@@ -1,10 +1,10 @@
-// `npm run build` output runs as the production image runs it: node dist/api/main.js, no tsx.
+// `npm run build` output runs as the production image runs it: node dist/app/main.js, no tsx.
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../helpers/process.js";
 
 const run = promisify(execFile);
@@ -29,7 +29,7 @@ describe("the compiled build", () => {
     expect(help.stdout).toMatch(/--input-file/);
 
     const { spawn } = await import("node:child_process");
-    const child = spawn(process.execPath, [path.join(dist, "api/main.js")], {
+    const child = spawn(process.execPath, [path.join(dist, "app/main.js")], {
       // Another directory as cwd: nothing may depend on being started from the repository root.
       cwd: out,
       env: {

@@ -5,7 +5,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { spawnMain } from "../helpers/process.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-config-"));

@@ -16,7 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("descriptors kept in reserve", () => {
   it("a running batch completes while silent clients try to take every descriptor", async () => {
-    const main = path.join(repoRoot, "api/main.ts");
+    const main = path.join(repoRoot, "app/main.ts");
     const env = { ...(await serverEnv(dir)), SEQUENCES: "2", HTTP_IDLE_TIMEOUT_SECONDS: "3", PIPELINE_BATCH_SIZE: "4" };
     const s = await untilListening(
       spawnServer("sh", ["-c", `ulimit -n 256 && exec "${process.execPath}" --import tsx "${main}"`], env),

@@ -22,7 +22,7 @@ const N = 200;
 
 describe.skipIf(!canMount)("a full disk, through the real process on a small tmpfs", () => {
   it("pauses a running batch, answers 507 to uploads and creates, and goes on once space is freed", async () => {
-    const main = path.join(repoRoot, "api/main.ts");
+    const main = path.join(repoRoot, "app/main.ts");
     const mount = `mount -t tmpfs -o size=8m obi-full "${dir}" && exec "${process.execPath}" --import tsx "${main}"`;
     const s = await untilListening(spawnServer("unshare", ["-r", "-m", "sh", "-c", mount], await serverEnv(dir)), 60_000);
     // The tmpfs as the server sees it: its mount namespace, reached through its root.

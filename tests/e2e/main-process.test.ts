@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { repoRoot, spawnMain, startMain } from "../helpers/process.js";
 
 const run = promisify(execFile);

@@ -39,7 +39,7 @@ fd = os.open(sys.argv[1], os.O_RDONLY)
 fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))`;
 
 async function start(): Promise<ServerProcess> {
-  const main = path.join(repoRoot, "api/main.ts");
+  const main = path.join(repoRoot, "app/main.ts");
   const cmd = `mount -o loop "${image}" "${dir}" && exec "${process.execPath}" --import tsx "${main}"`;
   return untilListening(spawnServer("unshare", ["-m", "sh", "-c", cmd], { ...(await serverEnv(dir)), SEQUENCES: "2" }), 60_000);
 }

@@ -18,13 +18,13 @@ import {
   tmpFiles,
   uploadJsonl,
 } from "../helpers/http-batches.js";
-import { SIGNAL_REPEAT_MS } from "../../api/signals.js";
+import { SIGNAL_REPEAT_MS } from "../../app/signals.js";
 
 const bed = serverTestbed("shutdown", {
   SPOT_CAPACITY: "1",
   DEDICATED_CAPACITY: "0",
   // Far more requests in flight than sequences, so a drain has real work to let finish and lasts long
-  // enough for a second signal to land during it, past the window in which repeats count as one (api/signals.ts).
+  // enough for a second signal to land during it, past the window in which repeats count as one (app/signals.ts).
   PIPELINE_CONCURRENCY: "24",
   SEQUENCES: "2",
   SHUTDOWN_GRACE_SECONDS: "30",

@@ -102,7 +102,7 @@ describe("node-llama-cpp's side of the tag contract", () => {
     const { SequencePool } = await import("../../engine/sequence-pool.js");
     const { generate } = await import("../../engine/generate.js");
     const { tokenizePrompt } = await import("../../engine/tokens.js");
-    const { testModelPath } = await import("../helpers/model.js");
+    const { testModelPath } = await import("../../testkit/model.js");
     const { PLAIN } = await import("./plain-request.js");
     const llama = await loadLlama(false, () => {});
     const model = await loadModel(llama, await testModelPath(), () => {});

@@ -2,7 +2,7 @@
 // embeddings and the errors callers rely on.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, RequestError, type Engine, type GenerationResult } from "../../engine/index.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 
 const CONTEXT = 256;
 let engine: Engine;

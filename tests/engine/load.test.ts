@@ -1,7 +1,7 @@
 // Bringing the engine up on whatever machine runs the tests: never a build, never a crash for want of a GPU.
 import { describe, expect, it } from "vitest";
 import { createEngine } from "../../engine/index.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 
 describe("createEngine", () => {
   it("falls back to the CPU when the named GPU backend cannot be loaded, and says so", async () => {

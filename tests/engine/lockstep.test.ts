@@ -6,7 +6,7 @@ import { generate } from "../../engine/generate.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { SequencePool } from "../../engine/sequence-pool.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 
 const SEQUENCES = 4;

@@ -6,7 +6,7 @@ import type { Engine } from "../../engine/types.js";
 import type { BackendResult, Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
 import { parseRequest } from "../../openai/parse.js";
-import { openTestEngine } from "../helpers/model.js";
+import { openTestEngine } from "../../testkit/model.js";
 
 let engine: Engine;
 let backend: LlamaBackend;

@@ -6,7 +6,7 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";
-import { openTestEngine } from "../helpers/model.js";
+import { openTestEngine } from "../../testkit/model.js";
 
 let engine: Engine;
 let backend: LlamaBackend;

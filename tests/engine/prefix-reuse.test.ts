@@ -1,7 +1,7 @@
 // Prefix reuse can be switched off (the benchmark measures what it gains).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 
 const engines: Engine[] = [];
 const make = async (prefixReuse: boolean, sequences = 2) => {

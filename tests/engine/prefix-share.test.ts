@@ -4,7 +4,7 @@
 import { LlamaContextSequence } from "node-llama-cpp";
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 
 const engines: Engine[] = [];
 async function make(contexts: number, prefixCopy: boolean): Promise<Engine> {

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine } from "../../engine/index.js";
 import type { Engine } from "../../engine/types.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 
 let engine: Engine;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { SequencePool } from "../../engine/sequence-pool.js";
 import { parametersPerToken, StepThreads } from "../../engine/step-threads.js";
 import { ALL_CORES_STEP_WORK } from "../../engine/threads.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 
 let llama: Llama;

@@ -1,23 +1,23 @@
 // Nodes (API servers, workers) of the real service in the distributed mode, started in this process on the shared
-// state of bench/shared-state.ts (a throwaway PostgreSQL and an S3 protocol server).
+// state of testkit/shared-state.ts (a throwaway PostgreSQL and an S3 protocol server).
 import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { loadConfig } from "../../api/config.js";
-import { createLogger } from "../../api/logger.js";
-import { type ClusterService, createClusterService } from "../../api/service.js";
+import { loadConfig } from "../../config/config.js";
+import { createLogger } from "../../app/logger.js";
+import { buildService, type Service, type ServiceOptions } from "../../app/service.js";
 import type { ModelRouter } from "../../backends/router.js";
-import type { openSharedState } from "../../cluster/index.js";
+import { unixNow } from "../../domain/clock.js";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
-import { FsBlobStore } from "../../api/stores/fs-blob-store.js";
-import { testModelPath } from "./model.js";
+import { FsBlobStore } from "../../stores/fs-blob-store.js";
+import { testModelPath } from "../../testkit/model.js";
 import { type ServerProcess, startMain } from "./process.js";
 import { openaiClient, testServiceEnv } from "./service.js";
-import type { SharedState } from "../../bench/shared-state.js";
+import type { SharedState } from "../../testkit/shared-state.js";
 
 export interface TestNode {
-  node: ClusterService;
+  node: Service;
   baseUrl: string;
   /** Every engine call of this node, from before its worker could claim: bodies (tests put the custom_id in the prompt) and start times (ms). */
   calls: EngineCalls;
@@ -31,12 +31,12 @@ export interface TestNode {
 export async function startNode(
   shared: Pick<SharedState, "env">,
   env: Record<string, string>,
-  openState?: typeof openSharedState,
+  openState?: ServiceOptions["openState"],
 ): Promise<TestNode> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-node-"));
   const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...shared.env, ...env });
   const calls: EngineCalls = { bodies: [], at: [] };
-  const node = await createClusterService(config, createLogger(config.logLevel), {
+  const node = await buildService(config, createLogger(config.logLevel), {
     openState,
     beforeWork: (models) => recordCalls(models, calls),
   });
@@ -84,10 +84,10 @@ function recordCalls(models: ModelRouter, calls: EngineCalls): void {
 export const startedAfter = (calls: EngineCalls, marker: string, after: number) =>
   calls.bodies.filter((b, i) => b.includes(marker) && calls.at[i] > after);
 
-export { type SharedState, startSharedState } from "../../bench/shared-state.js";
+export { type SharedState, startSharedState } from "../../testkit/shared-state.js";
 
 /**
- * The service as a child process on the shared state (`api/main.ts`, as `npm start` runs it), with a temp BATCH_DIR
+ * The service as a child process on the shared state (`app/main.ts`, as `npm start` runs it), with a temp BATCH_DIR
  * recorded in `dirs` for the caller to remove; resolves once it listens.
  */
 export async function startChild(shared: SharedState, env: Record<string, string>, dirs: string[]): Promise<ServerProcess> {
@@ -122,7 +122,7 @@ export async function downloadResults(
 export function memoryState(opts: { inPlace?: boolean } = {}): {
   /** The settings of the distributed mode: its DATABASE_URL is never dialled (the state is this process's). */
   env: Record<string, string>;
-  open: typeof openSharedState;
+  open: NonNullable<ServiceOptions["openState"]>;
   dir: string;
   blobs: FsBlobStore;
   reopen(): Promise<void>;
@@ -136,9 +136,9 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
     env: { DATABASE_URL: "postgresql://in-process.invalid/memory" },
     dir,
     blobs,
-    open: async (config, _logger, now) => {
+    open: async (config) => {
       state ??= load();
-      const ports = memoryPorts({ state: await state, blobs, expirySeconds: config.fileExpirySeconds, now });
+      const ports = memoryPorts({ state: await state, blobs, expirySeconds: config.fileExpirySeconds, now: unixNow });
       return { ports, blobs, runs: opts.inPlace ? "in-place" : "parts" };
     },
     async reopen() {

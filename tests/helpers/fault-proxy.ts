@@ -4,7 +4,7 @@
 // every fault was met and survived.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { rng as seeded } from "../../bench/fuzz.js";
+import { rng as seeded } from "../../testkit/fuzz.js";
 
 export type Fault = "429-retry-after" | "429" | "503" | "reset" | "slow";
 

@@ -1,4 +1,4 @@
-// Runs `api/main.ts` as a real child process, the way `npm start` does.
+// Runs `app/main.ts` as a real child process, the way `npm start` does.
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,7 +15,7 @@ export interface ServerProcess {
 export type SpawnedProcess = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
 export function spawnMain(env: Record<string, string>): SpawnedProcess {
-  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "api/main.ts")], env);
+  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "app/main.ts")], env);
 }
 
 /** The server started some other way (through npm, or a shell that lowers a limit first), its output kept. */

@@ -4,12 +4,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll } from "vitest";
-import { testModelPath } from "./model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { startMain, type ServerProcess } from "./process.js";
 
 export interface ServerTestbed {
   dir: string;
-  /** Starts `api/main.ts` on the testbed's BATCH_DIR; `env` adds to or overrides the defaults. */
+  /** Starts `app/main.ts` on the testbed's BATCH_DIR; `env` adds to or overrides the defaults. */
   start(env?: Record<string, string>): Promise<ServerProcess>;
 }
 

@@ -5,13 +5,14 @@ import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import type pino from "pino";
-import { loadConfig, type Config } from "../../api/config.js";
-import { createLogger } from "../../api/logger.js";
-import { createService, type Service } from "../../api/service.js";
-import { testModelPath } from "./model.js";
+import { loadConfig, type Config } from "../../config/config.js";
+import { createLogger } from "../../app/logger.js";
+import { buildService, type Service } from "../../app/service.js";
+import { testModelPath } from "../../testkit/model.js";
 
 export interface TestService {
-  service: Service;
+  /** One process, so its primary model's backend is up. */
+  service: Service & { backend: NonNullable<Service["backend"]> };
   config: Config;
   baseUrl: string;
   batchDir: string;
@@ -37,7 +38,8 @@ export async function testServiceEnv(batchDir: string): Promise<Record<string, s
 export async function startTestService(env: Record<string, string> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
   const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
   const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...env });
-  const service = await createService(config, opts.logger ?? createLogger(config.logLevel));
+  const built = await buildService(config, opts.logger ?? createLogger(config.logLevel));
+  const service = { ...built, backend: built.backend! };
   const server = service.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const { port } = server.address() as AddressInfo;

@@ -1,7 +1,7 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
 // inject transient failures in front of it (the engine itself is never replaced).
 import { RequestError, type Engine } from "../../engine/types.js";
-import { openTestEngine } from "../helpers/model.js";
+import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;
 

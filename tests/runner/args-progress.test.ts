@@ -97,7 +97,7 @@ describe("runner progress", () => {
 
 describe("withArgs", () => {
   it("puts the engine flags over the configuration, --contexts included", async () => {
-    const { loadConfig } = await import("../../api/config.js");
+    const { loadConfig } = await import("../../config/config.js");
     const { withArgs } = await import("../../runner/run-offline.js");
     const config = withArgs(loadConfig({}), { input: "/a", output: "/b", errors: "/c", threads: 1, sequences: 8, contexts: 2 });
     expect(config.engine).toMatchObject({ threads: 1, sequences: 8, contexts: 2 });

@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cachedLlamaServer, startLlamaServer } from "../../bench/llama-server.js";
+import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
 import type { UpstreamStats } from "../../upstream/backend.js";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { type FaultProxy, startFaultProxy } from "../helpers/fault-proxy.js";
@@ -20,7 +20,7 @@ import {
   resultLines,
   uploadJsonl,
 } from "../helpers/http-batches.js";
-import { testModelPath } from "../helpers/model.js";
+import { testModelPath } from "../../testkit/model.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const binary = cachedLlamaServer();

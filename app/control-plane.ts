@@ -1,0 +1,267 @@
+// The control plane, built in one place for both modes. Its state is the one thing that differs:
+// - embedded (no DATABASE_URL): BATCH_DIR's layout (<batch_id>/batch.json, files/<file_id>.json) read back at start,
+//   each batch one shard run in place (results appended to <batch_id>/output.jsonl and errors.jsonl, every line
+//   written counting at once), the simulated spot and dedicated pools as its workers;
+// - distributed: PostgreSQL for metadata and the shard queue, the blob store (S3 when S3_BUCKET is set, else
+//   BATCH_DIR as a shared folder), shards run as parts uploaded at checkpoints, and by ROLE the API's batch
+//   service, a worker, or both. Every process competes for the maintenance's lease whatever its role.
+import os from "node:os";
+import path from "node:path";
+import type pino from "pino";
+import type { ModelRouter } from "../backends/router.js";
+import { ClusterBatchService } from "../cluster/batch-service.js";
+import { InPlaceShardRun } from "../cluster/in-place-run.js";
+import { Maintenance } from "../cluster/maintenance.js";
+import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
+import { openPgPorts } from "../cluster/pg/index.js";
+import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
+import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
+import { ClusterStatus } from "../cluster/status.js";
+import { ClusterWorker } from "../cluster/worker.js";
+import type { Config } from "../config/config.js";
+import { unixNow } from "../domain/clock.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
+import type { BlobStore } from "../stores/blob-store.js";
+import { FsBlobStore } from "../stores/fs-blob-store.js";
+import { S3BlobStore } from "../stores/s3-blob-store.js";
+
+export interface ControlPlane {
+  files: FileRecords;
+  batches: ClusterBatchService;
+  status: ClusterStatus;
+  /** The first of the workers this process runs; absent with ROLE=api. */
+  worker?: ClusterWorker;
+  maintenance: Maintenance;
+  /** Stops the workers: requests in flight get graceMs, then running shards checkpoint and go back to the queue. */
+  drain(opts: { graceMs: number }): Promise<void>;
+  /** Drains the workers (if not drained yet), then lets go of the lease and the state. */
+  close(opts?: { graceMs: number }): Promise<void>;
+  /** Resolves while the state and the blob store answer; throws database_unavailable or storage_unavailable. */
+  ping(): Promise<void>;
+}
+
+type WorkerSpec = { id: string; pool: "spot" | "dedicated" | null; capacity: number; serves?: string[] };
+
+/** Where the control plane keeps its state, and how its shards keep their results. */
+export interface PlaneState {
+  ports: ClusterPorts;
+  blobs: BlobStore & { close?(): void };
+  /**
+   * As parts uploaded at checkpoints (any blob store, any number of processes), or "in-place", appended to files
+   * of a local folder that one process owns (every line written counts at once).
+   */
+  runs?: "parts" | "in-place";
+  /** Each batch keeps its own copy of its input in its folder (ClusterBatchServiceDeps.ownInput). */
+  ownInput?: boolean;
+  /** Requests per shard (default SHARD_SIZE). */
+  shardSize?: number;
+  /** The workers this process runs (default: the one ROLE and WORKER_* describe). */
+  workers?: WorkerSpec[];
+}
+
+/** How long close() lets running batches settle when the workers were not drained first. */
+const CLOSE_GRACE_MS = 10_000;
+
+/** One process owns BATCH_DIR: its state files, the simulated pools as workers, a batch as one shard run in place. */
+export async function embeddedState(config: Config, models: ModelRouter, logger: pino.Logger): Promise<PlaneState> {
+  const state = await openStateFiles(config.batchDir, logger);
+  const blobs = new FsBlobStore(config.batchDir);
+  const ports = memoryPorts({ state, blobs, expirySeconds: config.fileExpirySeconds, now: unixNow });
+  // The simulated pools run the local models; upstream models need no GPU slot here (their servers have their
+  // own), so one more worker outside the pools runs every batch of theirs at once, bounded by the queue.
+  const names = (kind: string) => models.registry.models.filter((m) => m.backend.kind === kind).map((m) => m.name);
+  const [local, upstream] = [names("local"), names("upstream")];
+  const workers: WorkerSpec[] = [
+    ...(local.length === 0
+      ? []
+      : (["spot", "dedicated"] as const)
+          .filter((p) => config.pools[p].capacity > 0)
+          .map((p) => ({ id: p, pool: p, capacity: config.pools[p].capacity, serves: local }))),
+    ...(upstream.length === 0 ? [] : [{ id: "upstream", pool: null, capacity: config.maxQueueDepth, serves: upstream }]),
+  ];
+  // A batch is one shard: it runs on one pool slot, its files in its own folder, as one machine has always run it.
+  return { ports, blobs, runs: "in-place", ownInput: true, shardSize: Number.MAX_SAFE_INTEGER, workers };
+}
+
+export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensureBucket?(): Promise<string> } {
+  const { s3 } = config;
+  if (!s3.bucket) return new FsBlobStore(config.batchDir);
+  return new S3BlobStore({
+    bucket: s3.bucket,
+    prefix: s3.prefix,
+    client: {
+      region: s3.region,
+      ...(s3.endpoint ? { endpoint: s3.endpoint } : {}),
+      forcePathStyle: s3.forcePathStyle,
+      ...(s3.accessKeyId ? { credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    },
+  });
+}
+
+/**
+ * The distributed mode's shared state: PostgreSQL at DATABASE_URL and the blob store, each checked usable at start
+ * (one clear error otherwise).
+ */
+export async function openSharedState(config: Config, logger: pino.Logger, now: () => number = unixNow): Promise<PlaneState> {
+  const blobs = blobStoreFor(config);
+  const ports = await openPgPorts({
+    url: config.cluster.databaseUrl,
+    blobs,
+    expirySeconds: config.fileExpirySeconds,
+    now,
+    poolSize: 10 + config.cluster.workerCapacity,
+    logger,
+  });
+  const bucket = await blobs.ensureBucket?.().catch(async (err) => {
+    await ports.close();
+    throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
+  });
+  if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
+  return { ports, blobs };
+}
+
+function shardRuns(kind: "parts" | "in-place", deps: ShardRunDeps & { blobs: BlobStore }): StartShardRun {
+  if (kind === "parts") return (shard) => new ShardRun(deps, shard);
+  if (!(deps.blobs instanceof FsBlobStore)) throw new Error("in-place shard runs need a local folder for the blob store");
+  const local = { ...deps, blobs: deps.blobs, active: new Map<string, Promise<unknown>>() };
+  return (shard) => new InPlaceShardRun(local, shard);
+}
+
+/** The batch service, the status, the maintenance and this process's workers over `state`. */
+export async function buildControlPlane(deps: {
+  config: Config;
+  models: ModelRouter;
+  logger: pino.Logger;
+  state: PlaneState;
+  metrics?: BatchMetrics;
+  now?: () => number;
+}): Promise<ControlPlane> {
+  const { config, models, metrics, state } = deps;
+  const { ports, blobs } = state;
+  const { cluster } = config;
+  const now = deps.now ?? unixNow;
+  const logger = deps.logger.child({ component: "cluster" });
+  const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
+  const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
+  const { batches, queue, workers, files, events: bus } = ports;
+  const newRun = shardRuns(state.runs ?? "parts", {
+    queue,
+    blobs,
+    scratchDir,
+    checkpointSeconds: cluster.checkpointSeconds,
+    leaseSeconds: cluster.leaseSeconds,
+    batchSize: config.pipeline.batchSize,
+    concurrency: config.pipeline.concurrency,
+    order: config.pipeline.order,
+    logger,
+  });
+  const service = new ClusterBatchService({
+    limits: {
+      maxQueueDepth: config.maxQueueDepth,
+      maxRequestsPerBatch: config.maxRequestsPerBatch,
+      maxLineBytes: config.maxLineBytes,
+      shardSize: state.shardSize ?? cluster.shardSize,
+    },
+    events: bus,
+    batches,
+    queue,
+    files,
+    blobs,
+    registry: models.registry,
+    scratchDir,
+    logger,
+    now,
+    metrics,
+    ownInput: state.ownInput,
+  });
+  const status = new ClusterStatus({
+    workers,
+    events: bus,
+    maxQueueDepth: config.maxQueueDepth,
+    leaseSeconds: cluster.leaseSeconds,
+    preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
+    listWorkers: state.workers === undefined,
+  });
+  const leader = ports.maintenance(`maintenance:${id}`, cluster.leaseSeconds);
+  const maintenance = new Maintenance({
+    ...leader,
+    events: bus,
+    blobs,
+    newRun,
+    leaseSeconds: cluster.leaseSeconds,
+    id: `maintenance:${id}`,
+    collectIntervalSeconds: config.collectIntervalSeconds,
+    expirySeconds: config.fileExpirySeconds,
+    logger,
+    now,
+    metrics,
+  });
+  const specs = state.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
+  const pool = specs.map(
+    (w) =>
+      new ClusterWorker({
+        id: w.id,
+        pool: w.pool,
+        capacity: w.capacity,
+        serves: w.serves,
+        queue,
+        batches,
+        workers,
+        events: bus,
+        models,
+        newRun,
+        leaseSeconds: cluster.leaseSeconds,
+        urgentSeconds: config.slaUrgentSeconds,
+        cancelGraceSeconds: config.cancelGraceSeconds,
+        preemptGraceMs: config.shutdownGraceSeconds * 1000,
+        preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
+        logger: logger.child({ worker: w.id }),
+        now,
+        metrics,
+      }),
+  );
+  const events = ports.subscribe((e) => {
+    for (const w of pool) w.onEvent(e);
+    if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
+  });
+  await maintenance.start();
+  for (const w of pool) await w.start();
+  logger.info(
+    {
+      mode: cluster.databaseUrl ? "distributed" : "one process",
+      role: cluster.role,
+      workers: specs,
+      storage: config.s3.bucket ? "s3" : "folder",
+    },
+    "control plane ready",
+  );
+  let closed: Promise<void> | undefined;
+  let drained: Promise<void> | undefined;
+  const drain = (opts: { graceMs: number }) => {
+    service.close();
+    drained ??= Promise.all(pool.map((w) => w.close(opts))).then(() => undefined);
+    return drained;
+  };
+  return {
+    files,
+    batches: service,
+    status,
+    worker: pool[0],
+    maintenance,
+    drain,
+    async ping() {
+      await ports.ping();
+      await blobs.ping();
+    },
+    close(opts = { graceMs: CLOSE_GRACE_MS }) {
+      closed ??= (async () => {
+        await drain(opts);
+        await maintenance.close();
+        await events.close();
+        await ports.close();
+        blobs.close?.();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// Entry point: validate config, build the service, listen, and shut down cleanly on signals.
+import os from "node:os";
+import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
+import { createLogger } from "./logger.js";
+import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
+import { buildService } from "./service.js";
+import { onStopSignals } from "./signals.js";
+
+/** Beyond the drain and checkpoint: flushing state and releasing the model. */
+const SHUTDOWN_SLACK_MS = 15_000;
+
+async function main() {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+    checkPaths(config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`offline-batch-inference: ${err.message}`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const logger = createLogger(config.logLevel);
+  if (config.apiKeys.length === 0) {
+    logger.warn("API_KEYS is not set: the API is OPEN to anyone who can reach it; set API_KEYS=key1,key2 to require keys");
+  } else {
+    logger.info({ keys: config.apiKeys.length }, "API key authentication on");
+  }
+  const service = await buildService(config, logger);
+  // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
+  const server = service.app.listen(config.port, config.host, (err?: Error) => {
+    if (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why =
+        code === "EADDRINUSE"
+          ? "the port is already in use; set PORT to a free one"
+          : code === "EACCES"
+            ? "permission denied; use a port above 1023"
+            : err.message;
+      // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a
+      // moment to be read before it goes to stderr.
+      logger.flush(() =>
+        setTimeout(() => {
+          console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
+          process.exit(1);
+        }, 100),
+      );
+      return;
+    }
+    const addr = server.address();
+    const port = typeof addr === "object" && addr ? addr.port : config.port;
+    logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
+  });
+
+  const { maxConnections, ...timeouts } = config.http;
+  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
+
+  onStopSignals((signal, again) => {
+    const code = 128 + (os.constants.signals[signal] ?? 15);
+    if (again) {
+      // State files are only ever replaced by rename and result lines are whole single writes, so
+      // exiting now can at most leave a *.tmp file or a torn last line, both cleaned up on start.
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(code);
+    }
+    const graceMs = config.shutdownGraceSeconds * 1000;
+    logger.info(
+      { signal, grace_seconds: config.shutdownGraceSeconds },
+      "shutting down: no new connections or batches, requests in flight may finish, then running batches are checkpointed (a second signal exits at once)",
+    );
+    server.close();
+    server.closeIdleConnections?.();
+    // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
+    setTimeout(
+      () => {
+        logger.error("shutdown did not finish in time: exiting");
+        process.exit(1);
+      },
+      2 * graceMs + SHUTDOWN_SLACK_MS,
+    ).unref();
+    service
+      .close({ graceMs })
+      .then(() => {
+        logger.info("shutdown complete");
+        process.exit(0);
+      })
+      .catch((err) => {
+        logger.error({ err }, "shutdown failed");
+        process.exit(1);
+      });
+  });
+}
+
+main().catch((err) => {
+  console.error("offline-batch-inference: failed to start:", err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,131 @@
+// The composition root: config -> model registry and backends -> control plane -> HTTP app. The one builder of
+// the service in either mode: without DATABASE_URL everything in one process on BATCH_DIR; with it one ROLE of
+// the distributed mode. app/main.ts listens on what it builds; integration tests drive it through supertest.
+import type express from "express";
+import type pino from "pino";
+import { createApp } from "../api/http/app.js";
+import { createRouter, loadRegistry } from "../backends/build.js";
+import type { ModelRegistry } from "../backends/registry.js";
+import type { ModelRouter } from "../backends/router.js";
+import type { Config } from "../config/config.js";
+import { createMetrics, type Metrics } from "../metrics/metrics.js";
+import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
+import { lockBatchDir } from "./batch-dir-lock.js";
+import { buildControlPlane, type ControlPlane, embeddedState, openSharedState, type PlaneState } from "./control-plane.js";
+
+export interface Service {
+  app: express.Express;
+  /** The primary model's backend (the default model, else the first in the registry); none with ROLE=api. */
+  backend?: InferenceBackend;
+  models: ModelRouter;
+  controlPlane: ControlPlane;
+  /** This instance's Prometheus registry and hooks (GET /metrics). */
+  metrics: Metrics;
+  /** Stops the workers (running batches checkpoint), then releases the models. */
+  close(opts?: { graceMs?: number }): Promise<void>;
+}
+
+export interface ServiceOptions {
+  /**
+   * Opens the control plane's state. By default it follows the config: BATCH_DIR's files (the embedded mode), or
+   * PostgreSQL and the blob store DATABASE_URL and S3_* name.
+   */
+  openState?: (config: Config, logger: pino.Logger, models: ModelRouter) => Promise<PlaneState>;
+  /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
+  beforeWork?: (models: ModelRouter) => void;
+}
+
+const defaultState = (config: Config, logger: pino.Logger, models: ModelRouter) =>
+  config.cluster.databaseUrl ? openSharedState(config, logger) : embeddedState(config, models, logger);
+
+export async function buildService(config: Config, logger: pino.Logger, options: ServiceOptions = {}): Promise<Service> {
+  // One process owns BATCH_DIR in the embedded mode; a second would run its batches twice.
+  const unlock = config.cluster.databaseUrl ? () => {} : lockBatchDir(config.batchDir);
+  try {
+    return await compose(config, logger, options, unlock);
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+}
+
+async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
+  const { openState = defaultState, beforeWork } = options;
+  const apiOnly = config.cluster.role === "api";
+  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
+  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
+  const models = await createRouter(config, registry, logger);
+  const metrics = createMetrics();
+  let backend: InferenceBackend | undefined;
+  let controlPlane: ControlPlane;
+  try {
+    if (!apiOnly) backend = await startPrimary(models, registry);
+    if (backend) metrics.setBackendInfo(backend.info);
+    beforeWork?.(models);
+    const state = await openState(config, logger, models);
+    controlPlane = await buildControlPlane({ config, models, logger, metrics, state }).catch(async (err) => {
+      await state.ports.close();
+      throw err;
+    });
+  } catch (err) {
+    await models.close();
+    throw err;
+  }
+  watchModelBackends(metrics, models);
+  metrics.watch(controlPlane.status);
+  const plane = controlPlane;
+  const app = createApp({
+    config,
+    files: plane.files,
+    batches: plane.batches,
+    status: plane.status,
+    backendInfo: () => backend?.info ?? apiRoleInfo(registry),
+    reachable: () => plane.ping(),
+    registry,
+    modelStatus: () => models.status(),
+    logger,
+    metrics,
+    api: config.cluster.role !== "worker",
+  });
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    backend,
+    models,
+    controlPlane: plane,
+    metrics,
+    close(opts = {}) {
+      closed ??= (async () => {
+        await plane.close({ graceMs: opts.graceMs ?? 10_000 });
+        await models.close();
+        unlock();
+      })();
+      return closed;
+    },
+  };
+}
+
+/** The primary model is up before the service says it is ready; the others come up when a batch needs them. */
+async function startPrimary(models: ModelRouter, registry: ModelRegistry): Promise<InferenceBackend> {
+  const primary = await models.acquire(registry.fallback ?? registry.models[0].name);
+  primary.release();
+  return primary.backend;
+}
+
+/** /metrics reads each upstream backend's flow control at scrape time. */
+function watchModelBackends(metrics: Metrics, models: ModelRouter): void {
+  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+}
+
+/** An API server runs no model: it is ready once it has its database; the workers serve the models. */
+function apiRoleInfo(registry: ModelRegistry): BackendInfo {
+  return {
+    model: registry.fallback ?? registry.models[0].name,
+    kind: "workers",
+    endpoints: ENDPOINTS,
+    concurrency: 0,
+    generatedModel: false,
+    settings: { role: "api" },
+    summary: "requests run on the workers",
+  };
+}

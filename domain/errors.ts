@@ -1,0 +1,55 @@
+// What the control plane and its stores refuse, in their own terms: no HTTP statuses here. The HTTP layer
+// (api/http/error-handler.ts) maps each to its OpenAI-shaped answer; a worker on another machine, or the
+// offline runner, can read them without knowing HTTP.
+
+export { StorageUnavailableError, storageUnavailable } from "../stores/errors.js";
+
+/** The parent of every refusal the control plane explains to its caller. */
+export class ControlError extends Error {
+  constructor(
+    message: string,
+    /** OpenAI's machine-readable code, e.g. "not_found". */
+    readonly code: string,
+    /** The request field at fault, if one is. */
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** No such object, or one the caller may not see. */
+export class NotFoundError extends ControlError {
+  constructor(what: string, id: string, param: string | null = null) {
+    super(`No ${what} found with id '${id}'.`, "not_found", param);
+  }
+}
+
+/** The request asks for something that cannot be: a bad value, a file of the wrong purpose. */
+export class InvalidRequestError extends ControlError {}
+
+/**
+ * Not now: the queue is full, the service is draining, or what it keeps its state in cannot be reached. Retrying
+ * after `retryAfterSeconds` can succeed.
+ */
+export class UnavailableError extends ControlError {
+  constructor(
+    message: string,
+    code: "queue_full" | "shutting_down" | "database_unavailable" | "storage_unavailable",
+    readonly retryAfterSeconds: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, code);
+    if (options?.cause !== undefined) this.cause = options.cause;
+  }
+}
+
+/** The database did not answer (down, restarting, cut off): whether a write under way landed is unknown. */
+export const databaseUnavailable = (cause?: unknown) =>
+  new UnavailableError("The service cannot reach its database right now; retry shortly.", "database_unavailable", 5, { cause });
+
+export const queueFull = (retryAfterSeconds: number) =>
+  new UnavailableError("The batch queue is full; retry later.", "queue_full", retryAfterSeconds);
+
+export const shuttingDown = (retryAfterSeconds: number) =>
+  new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);

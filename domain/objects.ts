@@ -1,0 +1,183 @@
+// OpenAI wire objects, field for field as in openai-node (resources/batches.ts, files.ts),
+// plus our SLA fields. These zod schemas feed both validation and the OpenAPI document.
+import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { ENDPOINTS } from "../openai/backend.js";
+
+extendZodWithOpenApi(z);
+
+export const BATCH_STATUSES = [
+  "validating",
+  "failed",
+  "in_progress",
+  "finalizing",
+  "completed",
+  "expired",
+  "cancelling",
+  "cancelled",
+] as const;
+export type BatchStatus = (typeof BATCH_STATUSES)[number];
+
+/** The endpoints OpenAI's Batch API takes; which of them this deployment serves is its backend's to say. */
+/** What OpenAI's Batch object may name: the endpoints served here, and moderations (refused at creation). */
+export const BATCH_ENDPOINTS = [...ENDPOINTS, "/v1/moderations"] as const;
+export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
+
+/** OpenAI's limits on batch metadata; requests.ts checks them with messages, this schema describes them. */
+export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 } as const;
+export const METADATA_DESCRIPTION = `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}.`;
+
+export const Metadata = z
+  .record(z.string().max(METADATA_LIMITS.keyChars), z.string().max(METADATA_LIMITS.valueChars))
+  .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `metadata may hold at most ${METADATA_LIMITS.keys} keys` })
+  .nullable()
+  .openapi("Metadata", { description: METADATA_DESCRIPTION, example: { project: "nightly-eval" } });
+
+export const BatchErrorSchema = z
+  .object({
+    code: z.string().optional(),
+    line: z.number().int().nullable().optional(),
+    message: z.string().optional(),
+    param: z.string().nullable().optional(),
+  })
+  .openapi("BatchError");
+
+export const RequestCounts = z
+  .object({ completed: z.number().int(), failed: z.number().int(), total: z.number().int() })
+  .openapi("BatchRequestCounts");
+
+export const BatchUsage = z
+  .object({
+    input_tokens: z.number().int(),
+    input_tokens_details: z.object({ cached_tokens: z.number().int() }),
+    output_tokens: z.number().int(),
+    output_tokens_details: z.object({ reasoning_tokens: z.number().int() }),
+    total_tokens: z.number().int(),
+  })
+  .openapi("BatchUsage");
+
+export const PoolName = z.enum(["spot", "dedicated"]);
+export type PoolName = z.infer<typeof PoolName>;
+
+export const BatchSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal("batch"),
+    endpoint: z.string(),
+    model: z.string().optional(),
+    errors: z.object({ object: z.literal("list"), data: z.array(BatchErrorSchema) }).nullable(),
+    input_file_id: z.string(),
+    completion_window: z.string(),
+    status: z.enum(BATCH_STATUSES),
+    output_file_id: z.string().nullable(),
+    error_file_id: z.string().nullable(),
+    created_at: z.number().int(),
+    in_progress_at: z.number().int().nullable(),
+    expires_at: z.number().int().nullable(),
+    finalizing_at: z.number().int().nullable(),
+    completed_at: z.number().int().nullable(),
+    failed_at: z.number().int().nullable(),
+    expired_at: z.number().int().nullable(),
+    cancelling_at: z.number().int().nullable(),
+    cancelled_at: z.number().int().nullable(),
+    request_counts: RequestCounts,
+    usage: BatchUsage,
+    metadata: Metadata,
+    // SLA extension fields (not in OpenAI's object; clients ignore unknown fields).
+    submitted_at: z.number().int(),
+    deadline_at: z.number().int(),
+    deadline_met: z.boolean().nullable(),
+    pool: PoolName.nullable(),
+  })
+  .openapi("Batch", {
+    example: {
+      id: "batch_6a1f0c2e9b7d4e3f8a5b1c0d",
+      object: "batch",
+      endpoint: "/v1/chat/completions",
+      model: "stories260K",
+      errors: null,
+      input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b",
+      completion_window: "24h",
+      status: "completed",
+      output_file_id: "file-7e8f9a0b1c2d3e4f5a6b7c8d",
+      error_file_id: null,
+      created_at: 1763700000,
+      in_progress_at: 1763700001,
+      expires_at: 1763786400,
+      finalizing_at: 1763700009,
+      completed_at: 1763700010,
+      failed_at: null,
+      expired_at: null,
+      cancelling_at: null,
+      cancelled_at: null,
+      request_counts: { completed: 2, failed: 0, total: 2 },
+      usage: {
+        input_tokens: 24,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: 100,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 124,
+      },
+      metadata: { project: "nightly-eval" },
+      submitted_at: 1763700000,
+      deadline_at: 1763786400,
+      deadline_met: true,
+      pool: "spot",
+    },
+  });
+export type Batch = z.infer<typeof BatchSchema>;
+
+export const FILE_PURPOSES = ["batch", "batch_output"] as const;
+
+export const FileObjectSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal("file"),
+    bytes: z.number().int(),
+    created_at: z.number().int(),
+    filename: z.string(),
+    purpose: z.enum(FILE_PURPOSES),
+    status: z.enum(["uploaded", "processed", "error"]),
+    expires_at: z.number().int().nullable().optional(),
+    status_details: z.string().nullable().optional(),
+  })
+  .openapi("FileObject", {
+    example: {
+      id: "file-3c9d1e2f4a5b6c7d8e9f0a1b",
+      object: "file",
+      bytes: 1024,
+      created_at: 1763700000,
+      filename: "batch_input.jsonl",
+      purpose: "batch",
+      status: "processed",
+      expires_at: 1766292000,
+    },
+  });
+export type FileObject = z.infer<typeof FileObjectSchema>;
+
+export const FileDeletedSchema = z.object({ id: z.string(), object: z.literal("file"), deleted: z.boolean() }).openapi("FileDeleted");
+
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      message: z.string(),
+      type: z.string(),
+      param: z.string().nullable(),
+      code: z.string().nullable(),
+    }),
+  })
+  .openapi("Error", {
+    example: { error: { message: "No batch found with id 'batch_x'.", type: "invalid_request_error", param: null, code: "not_found" } },
+  });
+
+export function listOf<T extends z.ZodTypeAny>(item: T, name: string) {
+  return z
+    .object({
+      object: z.literal("list"),
+      data: z.array(item),
+      first_id: z.string().nullable(),
+      last_id: z.string().nullable(),
+      has_more: z.boolean(),
+    })
+    .openapi(name);
+}

@@ -1,0 +1,108 @@
+// Interfaces between the HTTP surface (routes) and the control plane (stores, queue, worker).
+// Routes depend only on these; the composition root (app/main.ts) wires the implementations.
+import type { Readable } from "node:stream";
+import type { Batch, BatchEndpoint, FileObject } from "./objects.js";
+
+/** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
+export type Owner = string | null;
+
+/** Routes await what a store answers (PostgreSQL's later, one process's at once). */
+export type Awaitable<T> = T | Promise<T>;
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+export interface FileRecord {
+  object: FileObject;
+  owner: Owner;
+}
+
+export interface NewFile {
+  filename: string;
+  purpose: FileObject["purpose"];
+  owner: Owner;
+  /** Retention; without it the store's default expiry applies. */
+  expiresAfter?: ExpiresAfter;
+}
+
+/** The Files API as the routes see it. */
+export interface FileStore {
+  /** Moves an uploaded temp file into the store and records it durably. */
+  adopt(input: NewFile & { tmpPath: string }): Promise<FileObject>;
+  get(id: string, owner: Owner): Awaitable<FileRecord | undefined>;
+  /** The file's content as a stream, with its size; undefined when there is no such file (or its content is gone). */
+  open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
+  list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Awaitable<Page<FileObject>>;
+  delete(id: string, owner: Owner): Promise<boolean>;
+}
+
+/** OpenAI's retention setting: expire `seconds` after the file's created_at. */
+export interface ExpiresAfter {
+  anchor: "created_at";
+  seconds: number;
+}
+
+export interface CreateBatchInput {
+  input_file_id: string;
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  /** Retention of the output and error files. */
+  output_expires_after?: ExpiresAfter;
+  owner: Owner;
+}
+
+/** The proof of concept's inline form, already validated by the route. */
+export interface CreateInlineBatchInput {
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  output_expires_after?: ExpiresAfter;
+  /** Full OpenAI batch lines built from the inline items. */
+  lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
+  owner: Owner;
+}
+
+export interface BatchService {
+  create(input: CreateBatchInput): Promise<Batch>;
+  createInline(input: CreateInlineBatchInput): Promise<Batch>;
+  get(id: string, owner: Owner): Awaitable<Batch | undefined>;
+  list(q: { after?: string; limit: number; owner: Owner }): Awaitable<Page<Batch>>;
+  cancel(id: string, owner: Owner): Promise<Batch>;
+  /**
+   * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
+   * written is left for the next read. Undefined when no result exists yet.
+   */
+  results(id: string, owner: Owner): Awaitable<AsyncIterable<string> | undefined>;
+}
+
+export interface QueueStats {
+  depth: number;
+  max_depth: number;
+  running: number;
+}
+
+export interface PoolStatus {
+  name: "spot" | "dedicated";
+  capacity: number;
+  in_use: number;
+  available: number;
+  /** Slots taken away by a simulated preemption, back after the cooldown; preemptions since start. */
+  preempted: number;
+  preemptions: number;
+  jobs: string[];
+  /** The distributed mode's registered workers of this pool. */
+  workers?: Array<{ id: string; capacity: number; in_use: number; last_seen: number; preempted: boolean }>;
+}
+
+export interface ControlPlaneStatus {
+  queueStats(): Awaitable<QueueStats>;
+  poolStatus(): Awaitable<PoolStatus[]>;
+  /**
+   * Simulates losing the spot capacity: its running batches checkpoint (what finished stays, nothing runs twice)
+   * and go back to the queue first in line, to resume on dedicated capacity or on spot once it is back.
+   */
+  preemptSpot(): Awaitable<{ preempted: string[]; cooldown_seconds: number }>;
+}

@@ -1,0 +1,152 @@
+// The performance peer: llama.cpp's own llama-server (built by scripts/build-llama-server.sh from the source
+// node-llama-cpp ships), fed by a script that keeps as many requests in flight as the server has slots. The
+// clock runs from the first request sent to the last answer; the server's start-up is not counted.
+import { execFileSync, spawn } from "node:child_process";
+import path from "node:path";
+import { repoRoot } from "./repo-root.js";
+
+export interface PeerConfig {
+  parallel: number;
+  threads: number;
+  /** Context cells per slot (llama-server's -c is the total). */
+  ctxPerSlot: number;
+  embeddings?: boolean;
+}
+
+export interface PeerRequest {
+  url: "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings";
+  body: Record<string, unknown>;
+}
+
+export interface PeerRun extends PeerConfig {
+  seconds: number;
+  requests: number;
+  /** completion_tokens summed over the answers (0 for embeddings). */
+  generated: number;
+  promptTokens: number;
+  /** Prompt tokens its prompt cache spared (prompt tokens less those its log says it evaluated); absent if unlogged. */
+  cachedTokens?: number;
+}
+
+/** The cached llama-server binary, built on first use (about 11 minutes); null when it cannot be built here. */
+export function llamaServerBinary(log: (line: string) => void): string | null {
+  try {
+    log("  llama-server: building or finding the cached build (scripts/build-llama-server.sh)");
+    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh")], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    return out.trim().split("\n").at(-1) ?? null;
+  } catch (err) {
+    log(`  llama-server: cannot be built here (${(err as Error).message.split("\n")[0]})`);
+    return null;
+  }
+}
+
+/** The cached build's path, or null when there is none (never builds: for tests, which skip without it). */
+export function cachedLlamaServer(): string | null {
+  try {
+    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh"), "--cached"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    return out.trim().split("\n").at(-1) || null;
+  } catch {
+    return null;
+  }
+}
+
+/** llama-server on 127.0.0.1 at a free port, ready (its /health answers 200). */
+export async function startLlamaServer(binary: string, model: string, c: PeerConfig, extraArgs: readonly string[] = []) {
+  const args = ["-m", model, "--host", "127.0.0.1", "--port", "0", "-t", String(c.threads), "-tb", String(c.threads)];
+  args.push("-np", String(c.parallel), "-c", String(c.parallel * c.ctxPerSlot), "--no-webui");
+  // Embedding inputs are evaluated whole: the physical batch must hold the longest.
+  if (c.embeddings) args.push("--embeddings", "--pooling", "mean", "-ub", String(c.ctxPerSlot), "-b", String(c.ctxPerSlot));
+  const child = spawn(binary, [...args, ...extraArgs], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+    await exited;
+  };
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+    if (m) {
+      const baseUrl = `http://127.0.0.1:${m[1]}`;
+      // Listening comes before the model is ready: wait for /health.
+      while ((await fetch(`${baseUrl}/health`).catch(() => undefined))?.status !== 200) await new Promise((r) => setTimeout(r, 50));
+      return { baseUrl, stop, log: () => out };
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(`llama-server did not start:\n${out.slice(-2000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Sends every request, `concurrency` at a time, and times the lot. */
+export async function drive(baseUrl: string, requests: readonly PeerRequest[], concurrency: number) {
+  let next = 0;
+  let generated = 0;
+  let promptTokens = 0;
+  const worker = async () => {
+    while (next < requests.length) {
+      const r = requests[next++];
+      const res = await fetch(`${baseUrl}${r.url}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(r.body),
+      });
+      const body = (await res.json()) as { usage?: { completion_tokens?: number; prompt_tokens?: number } };
+      if (!res.ok) throw new Error(`llama-server answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
+      generated += body.usage?.completion_tokens ?? 0;
+      promptTokens += body.usage?.prompt_tokens ?? 0;
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { seconds: (performance.now() - t0) / 1000, generated, promptTokens };
+}
+
+/** One configuration: start, one warm-up request, the timed run, stop. */
+export async function runPeer(binary: string, model: string, c: PeerConfig, requests: readonly PeerRequest[]): Promise<PeerRun> {
+  const server = await startLlamaServer(binary, model, c);
+  try {
+    await drive(server.baseUrl, requests.slice(0, 1), 1);
+    const warmed = server.log().length;
+    const r = await drive(server.baseUrl, requests, c.parallel);
+    const evaluated = [
+      ...server
+        .log()
+        .slice(warmed)
+        .matchAll(/prompt eval time =\s+[\d.]+ ms \/\s+(\d+) tokens/g),
+    ];
+    const cachedTokens = evaluated.length > 0 ? r.promptTokens - evaluated.reduce((n, m) => n + Number(m[1]), 0) : undefined;
+    return { ...c, ...r, requests: requests.length, cachedTokens };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** llama-server's best configuration over `parallel` x `threads`: the shortest time. */
+export async function sweepPeer(
+  binary: string,
+  model: string,
+  requests: readonly PeerRequest[],
+  grid: { parallel: number[]; threads: number[]; ctxPerSlot: number; embeddings?: boolean },
+  log: (line: string) => void,
+): Promise<{ runs: PeerRun[]; best: PeerRun }> {
+  const runs: PeerRun[] = [];
+  for (const threads of grid.threads)
+    for (const parallel of grid.parallel) {
+      const r = await runPeer(binary, model, { parallel, threads, ctxPerSlot: grid.ctxPerSlot, embeddings: grid.embeddings }, requests);
+      runs.push(r);
+      log(`  llama-server -np ${parallel} -t ${threads}: ${r.seconds.toFixed(2)} s (${r.generated} tokens)`);
+    }
+  const none: PeerRun = { parallel: 0, threads: 0, ctxPerSlot: 0, seconds: Number.NaN, requests: 0, generated: 0, promptTokens: 0 };
+  return { runs, best: runs.reduce((a, b) => (b.seconds < a.seconds ? b : a), runs[0] ?? none) };
+}

@@ -1,0 +1,28 @@
+// The model the tests run on: MODEL_PATH if set, else the shared stories260K beside the repository,
+// else the project's generated random-weights model (so tests also run where /work/shared is absent).
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { repoRoot } from "./repo-root.js";
+
+export async function testModelPath(): Promise<string> {
+  if (process.env.MODEL_PATH) return resolve(process.env.MODEL_PATH);
+  const shared = resolve(repoRoot, "../shared/models/stories260K.gguf");
+  if (existsSync(shared)) return shared;
+  // Imported lazily: it writes the model file on first use.
+  const { ensureGeneratedModel } = await import("../engine/generated-model.js");
+  return ensureGeneratedModel();
+}
+
+/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context. */
+export async function openTestEngine(): Promise<import("../engine/types.js").Engine> {
+  const { createEngine } = await import("../engine/index.js");
+  return createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    sequences: 4,
+    contextSize: 512,
+    embeddingContexts: 1,
+  });
+}

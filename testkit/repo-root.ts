@@ -1,0 +1,5 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository's root, wherever the checkout is (../shared sits beside it). */
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -1,0 +1,132 @@
+// Shared setup of the control-plane integration tests: the real engine on the small test model,
+// a temp BATCH_DIR, and helpers to upload batch files and wait for a batch to reach a status.
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { rm } from "node:fs/promises";
+import pino from "pino";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { loadConfig, type Config } from "../../config/config.js";
+import { buildControlPlane, type ControlPlane, embeddedState } from "../../app/control-plane.js";
+import type { ExpiresAfter, Owner } from "../../domain/ports.js";
+import type { Batch, BatchStatus, FileObject } from "../../domain/objects.js";
+import { LlamaBackend } from "../../engine/openai-backend.js";
+import type { Engine } from "../../engine/types.js";
+import { openTestEngine } from "../../testkit/model.js";
+import { routerOver } from "../helpers/router.js";
+
+export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+
+export { openTestEngine };
+
+export const tempBatchDir = () => mkdtempSync(path.join(os.tmpdir(), "obi-control-"));
+
+export interface ControlTestbed {
+  /** The BATCH_DIR of the current test (created by its first open). */
+  readonly dir: string;
+  /**
+   * A control plane on the current test's BATCH_DIR; opening again reuses the folder, as a restart
+   * does. `engineFor` may wrap the file's engine (to observe its calls, say).
+   */
+  open(env?: Record<string, string>, engineFor?: (engine: Engine) => Engine): Promise<ControlPlane>;
+}
+
+/**
+ * Registers the hooks of a control-plane test file: one real engine for the file; after each test
+ * its planes are closed and its BATCH_DIR removed.
+ */
+export function controlTestbed(baseEnv: Record<string, string> = {}): ControlTestbed {
+  let engine: Engine | undefined;
+  let dir = "";
+  const planes: ControlPlane[] = [];
+  beforeAll(async () => {
+    engine = await openTestEngine();
+  });
+  afterAll(() => engine?.close());
+  afterEach(async () => {
+    for (const p of planes.splice(0)) await p.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+    dir = "";
+  });
+  return {
+    get dir() {
+      return dir;
+    },
+    async open(env = {}, engineFor = (e: Engine) => e) {
+      dir ||= tempBatchDir();
+      const config = testConfig(dir, { ...baseEnv, ...env });
+      const models = routerOver(new LlamaBackend(engineFor(engine!)));
+      const cp = await buildControlPlane({ config, models, logger, state: await embeddedState(config, models, logger) });
+      planes.push(cp);
+      return cp;
+    },
+  };
+}
+
+export function testConfig(batchDir: string, env: Record<string, string> = {}): Config {
+  return loadConfig({ BATCH_DIR: batchDir, LOG_LEVEL: "silent", PIPELINE_BATCH_SIZE: "8", ...env });
+}
+
+/** `n` /v1/completions requests, custom_ids `${prefix}-0` .. `${prefix}-(n-1)`. */
+export function completionLines(n: number, opts: { prefix?: string; maxTokens?: number } = {}): string {
+  const prefix = opts.prefix ?? "req";
+  let out = "";
+  for (let i = 0; i < n; i++) {
+    const body = { model: "stories260K", prompt: `Once upon a time, story ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: 0 };
+    out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
+  }
+  return out;
+}
+
+/** Uploads `content` the way the files route does (a temp file adopted by the store). */
+export async function upload(
+  cp: ControlPlane,
+  batchDir: string,
+  content: string,
+  owner: Owner = null,
+  expiresAfter?: ExpiresAfter,
+): Promise<FileObject> {
+  const tmp = path.join(batchDir, `upload-${Math.random().toString(36).slice(2)}.tmp`);
+  writeFileSync(tmp, content);
+  return cp.files.adopt({ tmpPath: tmp, filename: "input.jsonl", purpose: "batch", owner, expiresAfter });
+}
+
+/** Where a file's content sits on disk (its key in the folder's blob store). */
+export async function pathOf(cp: ControlPlane, batchDir: string, fileId: string, owner: Owner): Promise<string | undefined> {
+  const found = await cp.files.keyOf(fileId, owner);
+  return found && path.join(batchDir, found.key);
+}
+
+/** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
+export async function waitFor(
+  cp: ControlPlane,
+  id: string,
+  until: (b: Batch) => boolean,
+  opts: { owner?: Owner; timeoutMs?: number } = {},
+): Promise<Batch> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  for (;;) {
+    const b = await cp.batches.get(id, opts.owner ?? null);
+    if (b && until(b)) return structuredClone(b);
+    if (Date.now() > deadline) throw new Error(`batch ${id} did not get there in time; it is ${JSON.stringify(b)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export const inStatus =
+  (...statuses: BatchStatus[]) =>
+  (b: Batch) =>
+    statuses.includes(b.status);
+
+export function readJsonl(file: string): any[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l));
+}

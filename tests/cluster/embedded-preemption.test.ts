@@ -1,0 +1,90 @@
+// A simulated spot preemption in the embedded mode: the batch running on spot checkpoints (the requests in
+// flight finish and are kept), goes back to the queue first, resumes on dedicated capacity while spot is gone,
+// and completes with every request run exactly once. The real engine, counted by a wrapper.
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { observe, type Observed } from "../pipeline/engine.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+
+const bed = controlTestbed();
+
+describe("spot preemption", () => {
+  it("moves the spot batch to dedicated capacity from its checkpoint, nothing lost or run twice", async () => {
+    let observed: Observed | undefined;
+    const cp = await bed.open(
+      { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "1", SHUTDOWN_GRACE_SECONDS: "30", SPOT_PREEMPT_COOLDOWN_SECONDS: "600" },
+      (e) => (observed = observe(e)),
+    );
+    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const running = await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 4);
+    expect(running.pool).toBe("spot");
+
+    const { preempted, cooldown_seconds } = await cp.status.preemptSpot();
+    expect(preempted).toEqual([batch.id]);
+    expect(cooldown_seconds).toBe(600);
+    expect((await cp.status.poolStatus()).find((p) => p.name === "spot")).toMatchObject({ preempted: 1, available: 0 });
+
+    const moved = await waitFor(cp, batch.id, (b) => b.pool === "dedicated");
+    expect(moved.status).toBe("in_progress");
+    const done = await waitFor(cp, batch.id, inStatus("completed"), { timeoutMs: 120_000 });
+    expect(done.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    const ids = readJsonl(path.join(bed.dir, batch.id, "output.jsonl")).map((l) => l.custom_id);
+    expect(new Set(ids).size).toBe(40);
+    // No request reached the engine twice: what finished before the preemption was not run again.
+    expect(observed!.calls).toHaveLength(40);
+    expect(new Set(observed!.calls).size).toBe(40);
+    // While the spot capacity is gone, a new batch goes to dedicated too.
+    const next = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    expect((await waitFor(cp, next.id, (b) => b.pool !== null)).pool).toBe("dedicated");
+  });
+
+  it("a cancel that arrives while the preempted batch checkpoints still cancels it", async () => {
+    const cp = await bed.open({
+      SPOT_CAPACITY: "1",
+      DEDICATED_CAPACITY: "0",
+      SHUTDOWN_GRACE_SECONDS: "30",
+      SPOT_PREEMPT_COOLDOWN_SECONDS: "600",
+    });
+    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
+    expect((await cp.status.preemptSpot()).preempted).toEqual([batch.id]);
+    const cancelled = await cp.batches.cancel(batch.id, null);
+    expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+    const done = await waitFor(cp, batch.id, inStatus("cancelled"));
+    expect(done.request_counts.completed + done.request_counts.failed).toBe(40);
+  });
+
+  it("with SPOT_PREEMPTIONS_PER_HOUR, reclaims come at random and every batch still completes exactly once", async () => {
+    let observed: Observed | undefined;
+    // About ten reclaims a second, capacity back after one: the batches hop between spot and dedicated.
+    const cp = await bed.open(
+      {
+        SPOT_CAPACITY: "1",
+        DEDICATED_CAPACITY: "1",
+        SHUTDOWN_GRACE_SECONDS: "0",
+        SPOT_PREEMPT_COOLDOWN_SECONDS: "1",
+        SPOT_PREEMPTIONS_PER_HOUR: "36000",
+      },
+      (e) => (observed = observe(e)),
+    );
+    const file = await upload(cp, bed.dir, completionLines(60, { maxTokens: 48 }));
+    const ids = [];
+    for (let i = 0; i < 3; i++)
+      ids.push(
+        (await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null })).id,
+      );
+    for (const id of ids) {
+      const done = await waitFor(cp, id, inStatus("completed"), { timeoutMs: 120_000 });
+      expect(done.request_counts).toEqual({ completed: 60, failed: 0, total: 60 });
+      const out = readJsonl(path.join(bed.dir, id, "output.jsonl")).map((l) => l.custom_id);
+      expect(new Set(out).size).toBe(60);
+      expect(out).toHaveLength(60);
+    }
+    expect((await cp.status.poolStatus()).find((p) => p.name === "spot")!.preemptions).toBeGreaterThan(0);
+    // Each batch's 60 prompts reached the engine once per batch: aborted requests were never counted done, and
+    // checkpointed ones were never run again. (The same 60 prompts, three batches.)
+    expect(observed!.calls.length).toBeGreaterThanOrEqual(180);
+  });
+});

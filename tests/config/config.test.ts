@@ -1,0 +1,84 @@
+// Configuration is read and validated once, failing with one message that names the setting.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../config/config.js";
+
+describe("loadConfig", () => {
+  it("defaults REPRODUCIBLE to false and reads true/false words", () => {
+    expect(loadConfig({}).engine.reproducible).toBe(false);
+    for (const v of ["true", "1", "yes", "ON"]) expect(loadConfig({ REPRODUCIBLE: v }).engine.reproducible, v).toBe(true);
+    for (const v of ["false", "0", "no", "off"]) expect(loadConfig({ REPRODUCIBLE: v }).engine.reproducible, v).toBe(false);
+  });
+
+  it("reads the scheduling switches: BATCH_ORDER cost (default) or file, PREFIX_COPY on by default", () => {
+    expect(loadConfig({}).pipeline.order).toBe("cost");
+    expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");
+    expect(() => loadConfig({ BATCH_ORDER: "random" })).toThrow("invalid configuration: BATCH_ORDER=random: must be cost or file");
+    expect(loadConfig({}).engine.prefixCopy).toBe(true);
+    expect(loadConfig({ PREFIX_COPY: "off" }).engine.prefixCopy).toBe(false);
+    expect(() => loadConfig({ PREFIX_COPY: "sometimes" })).toThrow("PREFIX_COPY=sometimes: must be true or false");
+  });
+
+  it("refuses a value it cannot read, naming the setting", () => {
+    expect(() => loadConfig({ REPRODUCIBLE: "maybe" })).toThrow(ConfigError);
+    expect(() => loadConfig({ REPRODUCIBLE: "maybe" })).toThrow("invalid configuration: REPRODUCIBLE=maybe: must be true or false");
+    expect(() => loadConfig({ THREADS: "abc" })).toThrow("invalid configuration: THREADS=abc: must be a whole number >= 0");
+    expect(() => loadConfig({ SEQUENCES: "-2" })).toThrow("SEQUENCES=-2: must be a whole number >= 0");
+    expect(() => loadConfig({ PORT: "70000" })).toThrow("PORT=70000: must be a port number, 0 to 65535");
+    expect(() => loadConfig({ GPU: "metal" })).toThrow("GPU=metal: must be auto, cuda, vulkan or false");
+    expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
+  });
+
+  it("reads the distributed mode's settings and refuses combinations that cannot work", () => {
+    const c = loadConfig({
+      DATABASE_URL: "postgres://u@db/obi",
+      ROLE: "worker",
+      WORKER_POOL: "spot",
+      S3_BUCKET: "b",
+      S3_FORCE_PATH_STYLE: "no",
+    });
+    expect(c.cluster).toMatchObject({
+      role: "worker",
+      workerPool: "spot",
+      shardSize: 1000,
+      checkpointSeconds: 10,
+      leaseSeconds: 30,
+      workerCapacity: 2,
+    });
+    expect(c.s3).toMatchObject({ bucket: "b", region: "us-east-1", forcePathStyle: false });
+    expect(loadConfig({}).cluster.databaseUrl).toBe("");
+    expect(() => loadConfig({ ROLE: "api" })).toThrow("ROLE=api needs DATABASE_URL");
+    expect(() => loadConfig({ ROLE: "boss" })).toThrow("ROLE=boss: must be api, worker or all");
+    expect(() => loadConfig({ S3_BUCKET: "b" })).toThrow("S3_BUCKET/S3_ENDPOINT need DATABASE_URL");
+    // Settings only the distributed mode reads are refused without it, not silently ignored.
+    expect(() => loadConfig({ SHARD_SIZE: "500" })).toThrow("SHARD_SIZE=500: only the distributed mode (DATABASE_URL) uses this");
+    expect(() => loadConfig({ WORKER_POOL: "spot", LEASE_SECONDS: "40" })).toThrow(
+      "LEASE_SECONDS=40, WORKER_POOL=spot: only the distributed mode",
+    );
+    expect(() => loadConfig({ DATABASE_URL: "mysql://x" })).toThrow("DATABASE_URL: must be a postgres:// or postgresql:// URL");
+    const db = { DATABASE_URL: "postgresql://u@db/obi" };
+    expect(() => loadConfig({ ...db, S3_ENDPOINT: "http://s3:8333" })).toThrow("S3_ENDPOINT is set but S3_BUCKET is not");
+    expect(() => loadConfig({ ...db, S3_BUCKET: "b", S3_ACCESS_KEY_ID: "k" })).toThrow(
+      "S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together",
+    );
+    expect(() => loadConfig({ ...db, CHECKPOINT_SECONDS: "30", LEASE_SECONDS: "30" })).toThrow(
+      "CHECKPOINT_SECONDS=30 must be below LEASE_SECONDS=30",
+    );
+    expect(() => loadConfig({ ...db, SHARD_SIZE: "0" })).toThrow("SHARD_SIZE=0: must be a whole number >= 1");
+  });
+
+  it("names the YAML key and file when the mistake is in MODEL_CONFIG", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
+    try {
+      const file = path.join(dir, "c.yaml");
+      writeFileSync(file, "engine:\n  threads: many\n");
+      expect(() => loadConfig({ MODEL_CONFIG: file })).toThrow(`engine.threads: "many" in ${file}: must be a whole number >= 0`);
+      // The environment wins over the file, and is what the message names.
+      expect(() => loadConfig({ MODEL_CONFIG: file, THREADS: "x" })).toThrow("THREADS=x:");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
