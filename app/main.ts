@@ -1,6 +1,7 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
 import os from "node:os";
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
+import { settingsHelp } from "../config/settings.js";
 import { createLogger } from "./logger.js";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { buildService } from "./service.js";
@@ -10,6 +11,10 @@ import { onStopSignals } from "./signals.js";
 const SHUTDOWN_SLACK_MS = 15_000;
 
 async function main() {
+  if (process.argv.includes("--help") || process.argv.includes("-h")) {
+    console.log(settingsHelp());
+    return;
+  }
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();

@@ -22,7 +22,7 @@ import { requestLogger } from "./request-log.js";
 import { readServiceInfo } from "./service-info.js";
 
 export interface AppDeps {
-  config: Config;
+  config: Pick<Config, "apiKeys" | "maxFileBytes" | "batchDir">;
   files: FileStore;
   batches: BatchService;
   status: ControlPlaneStatus;

@@ -9,6 +9,7 @@ import { listObject } from "../http/list.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import {
   BATCH_ID_PATTERN,
+  BatchIdParams,
   CreateBatchBody,
   InlineBatchRequest,
   isInlineBatchBody,
@@ -16,6 +17,10 @@ import {
   ResultsQuery,
 } from "../schemas/requests.js";
 import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { BatchSchema, listOf } from "../../domain/objects.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */
 function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
@@ -74,4 +79,103 @@ export function batchesRouter(batches: BatchService): Router {
   });
 
   return router;
+}
+
+// --- OpenAPI ---
+
+const BatchOutputLineSchema = z
+  .object({
+    id: z.string(),
+    custom_id: z.string(),
+    response: z.object({ status_code: z.number().int(), request_id: z.string(), body: z.record(z.string(), z.unknown()) }).nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  })
+  .openapi("BatchOutputLine", { description: "One line of a batch's output file, as OpenAI writes it." });
+
+const ResultsListSchema = z.object({ object: z.literal("list"), data: z.array(BatchOutputLineSchema) }).openapi("BatchResults");
+
+export function registerBatchesPaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/batches",
+      tags: ["Batches"],
+      summary: "Create a batch",
+      description:
+        "OpenAI's form names an uploaded file (`input_file_id`). The proof of concept's inline form sends the prompts in the body " +
+        "(`input: [{prompt}]`); it is recognised by an `input` array and no `input_file_id`, and becomes a /v1/completions batch.",
+      request: {
+        body: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: z.union([CreateBatchBody, InlineBatchRequest]).openapi({ description: "OpenAI's file form or the inline form." }),
+              examples: {
+                file: {
+                  summary: "OpenAI file form",
+                  value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
+                },
+                inline: {
+                  summary: "Inline form (proof of concept)",
+                  value: { model: "stories260K", input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 },
+                },
+              },
+            },
+          },
+        },
+      },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches",
+      tags: ["Batches"],
+      summary: "List batches",
+      request: { query: ListBatchesQuery },
+      responses: { 200: jsonResponse(listOf(BatchSchema, "BatchList"), "A page of batches, newest first."), ...errorResponses(400, 401) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches/{batch_id}",
+      tags: ["Batches"],
+      summary: "Retrieve a batch",
+      request: { params: BatchIdParams },
+      responses: { 200: jsonResponse(BatchSchema, "The batch."), ...errorResponses(401, 404) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/batches/{batch_id}/cancel",
+      tags: ["Batches"],
+      summary: "Cancel a batch",
+      description: "Queued batches end at once (`cancelled`); running ones pass through `cancelling` and keep the results they have.",
+      request: { params: BatchIdParams },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 404) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches/{batch_id}/results",
+      tags: ["Proof of concept"],
+      summary: "A batch's output lines",
+      description: "Not part of OpenAI's API. 404 until the batch has results; while it runs, the lines finished so far.",
+      request: { params: BatchIdParams, query: ResultsQuery },
+      responses: {
+        200: {
+          description: "The output lines.",
+          content: {
+            "application/json": { schema: ResultsListSchema },
+            "application/jsonl": { schema: { type: "string" } },
+          },
+        },
+        ...errorResponses(400, 401, 404),
+      },
+    }),
+  );
 }

@@ -9,6 +9,10 @@ import { streamTo } from "../http/stream.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { FILE_ID_PATTERN, ListFilesQuery, UploadFileForm } from "../schemas/requests.js";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { FileDeletedSchema, FileObjectSchema, listOf } from "../../domain/objects.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { FileIdParams } from "../schemas/requests.js";
 
 export interface FilesRouteDeps {
   files: FileStore;
@@ -83,4 +87,77 @@ export function filesRouter(deps: FilesRouteDeps): Router {
   });
 
   return router;
+}
+
+// --- OpenAPI ---
+
+export function registerFilesPaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/files",
+      tags: ["Files"],
+      summary: "Upload a JSONL file of batch requests",
+      description:
+        "Multipart upload with a `file` part and `purpose=batch`. The file is streamed to disk; its lines are validated when a batch is created.",
+      request: { body: { required: true, content: { "multipart/form-data": { schema: UploadFileForm } } } },
+      responses: { 200: jsonResponse(FileObjectSchema, "The stored file."), ...errorResponses(400, 401, 413) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/files",
+      tags: ["Files"],
+      summary: "List files",
+      request: { query: ListFilesQuery },
+      responses: {
+        200: jsonResponse(listOf(FileObjectSchema, "FileList"), "A page of files; pass the last id as `after` for the next."),
+        ...errorResponses(400, 401),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/files/{file_id}",
+      tags: ["Files"],
+      summary: "Retrieve a file",
+      request: { params: FileIdParams },
+      responses: { 200: jsonResponse(FileObjectSchema, "The file."), ...errorResponses(401, 404) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/files/{file_id}/content",
+      tags: ["Files"],
+      summary: "Download a file's content",
+      request: { params: FileIdParams },
+      responses: {
+        200: {
+          description:
+            "The file's bytes: application/jsonl for .jsonl files (inputs, outputs, errors), application/octet-stream otherwise.",
+          content: {
+            "application/jsonl": {
+              schema: { type: "string" },
+              example: '{"id":"batch_req_1","custom_id":"req-1","response":{...},"error":null}\n',
+            },
+            "application/octet-stream": { schema: { type: "string", format: "binary" } },
+          },
+        },
+        ...errorResponses(401, 404),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "delete",
+      path: "/v1/files/{file_id}",
+      tags: ["Files"],
+      summary: "Delete a file",
+      request: { params: FileIdParams },
+      responses: { 200: jsonResponse(FileDeletedSchema, "The file is gone."), ...errorResponses(401, 404) },
+    }),
+  );
 }

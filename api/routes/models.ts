@@ -4,6 +4,9 @@
 import { Router } from "express";
 import type { ModelRegistry, ModelSpec } from "../../backends/registry.js";
 import { ApiError } from "../errors.js";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 export interface ModelsRouteDeps {
   registry: ModelRegistry;
@@ -40,4 +43,40 @@ export function modelsRouter(deps: ModelsRouteDeps): Router {
     res.json(modelObject(m, deps.created));
   });
   return router;
+}
+
+// --- OpenAPI ---
+
+const ModelSchema = z
+  .object({
+    id: z.string().openapi({ example: "stories" }),
+    object: z.literal("model"),
+    created: z.number().int(),
+    owned_by: z.string().openapi({ description: "`local` (a GGUF in this service) or `upstream` (an OpenAI-compatible server)." }),
+  })
+  .openapi("Model");
+
+export function registerModelsPaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/models",
+      tags: ["Models"],
+      summary: "List the models a batch line may name (MODELS_FILE, or the one model)",
+      responses: {
+        200: jsonResponse(z.object({ object: z.literal("list"), data: z.array(ModelSchema) }).openapi("ModelList"), "The models."),
+        ...errorResponses(401),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/models/{model}",
+      tags: ["Models"],
+      summary: "Retrieve a model by its name or an alias (names may hold slashes)",
+      request: { params: z.object({ model: z.string().openapi({ example: "Qwen/Qwen2.5-0.5B-Instruct" }) }) },
+      responses: { 200: jsonResponse(ModelSchema, "The model."), ...errorResponses(401, 404) },
+    }),
+  );
 }

@@ -11,6 +11,11 @@ import type { BatchService, ControlPlaneStatus, Owner } from "../../domain/ports
 import type { BackendInfo } from "../../openai/backend.js";
 import { ownerFrom } from "../http/auth.js";
 import { poolsVisibleTo } from "./status.js";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { BatchSchema } from "../../domain/objects.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { PoolStatusSchema, QueueStatsSchema } from "./status.js";
 
 /** The page lists the newest batches, up to this many. */
 export const STATUS_PAGE_MAX_BATCHES = 500;
@@ -54,4 +59,34 @@ export function statusDataRouter(deps: StatusPageDeps): Router {
 async function newestBatches(service: BatchService, owner: Owner): Promise<{ batches: Batch[]; hasMore: boolean }> {
   const page = await service.list({ limit: STATUS_PAGE_MAX_BATCHES, owner });
   return { batches: page.data, hasMore: page.has_more };
+}
+
+// --- OpenAPI ---
+
+const StatusPageDataSchema = z
+  .object({
+    service: z.object({ name: z.string(), version: z.string() }),
+    model: z.string().nullable(),
+    now: z.number().int(),
+    queue: QueueStatsSchema,
+    pools_simulated: z.literal(true),
+    pools: z.array(PoolStatusSchema),
+    batches: z.array(BatchSchema),
+    has_more: z.boolean(),
+  })
+  .openapi("StatusPageData", {
+    description: "Everything the status page at / shows: the queue, the pools and the newest batches (up to 500).",
+  });
+
+export function registerStatusPagePaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/status.json",
+      tags: ["Operations"],
+      summary: "The status page's data",
+      description: "What the status page at / polls. With API keys on, a key sees its own batches; the counts stay global.",
+      responses: { 200: jsonResponse(StatusPageDataSchema, "Queue, pools and batches."), ...errorResponses(401) },
+    }),
+  );
 }

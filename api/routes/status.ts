@@ -2,6 +2,10 @@
 import { Router } from "express";
 import type { BatchService, ControlPlaneStatus, Owner, PoolStatus } from "../../domain/ports.js";
 import { ownerFrom } from "../http/auth.js";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import type { QueueStats } from "../../domain/ports.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 /** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */
 export async function poolsVisibleTo(status: ControlPlaneStatus, batches: BatchService, owner: Owner): Promise<PoolStatus[]> {
@@ -42,4 +46,95 @@ export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchS
   });
 
   return router;
+}
+
+// --- OpenAPI ---
+
+export const QueueStatsSchema = z
+  .object({ depth: z.number().int(), max_depth: z.number().int(), running: z.number().int() })
+  .openapi("QueueStats", { example: { depth: 3, max_depth: 100, running: 2 } }) satisfies z.ZodType<QueueStats>;
+
+export const PoolStatusSchema = z
+  .object({
+    name: z.enum(["spot", "dedicated"]),
+    capacity: z.number().int(),
+    in_use: z.number().int(),
+    available: z.number().int(),
+    preempted: z.number().int().openapi({ description: "Slots taken away by a simulated preemption, back after the cooldown." }),
+    preemptions: z.number().int().openapi({ description: "Simulated preemptions since the service started." }),
+    jobs: z.array(z.string()).openapi({ description: "Ids of the batches holding a slot (with keys on: the caller's own)." }),
+    workers: z
+      .array(
+        z.object({
+          id: z.string(),
+          capacity: z.number().int(),
+          in_use: z.number().int(),
+          last_seen: z.number().int().openapi({ description: "Unix seconds of its last heartbeat." }),
+          preempted: z.boolean(),
+        }),
+      )
+      .optional()
+      .openapi({ description: "Distributed mode: the live workers registered in this pool (their capacity is the pool's)." }),
+  })
+  .openapi("PoolStatus") satisfies z.ZodType<PoolStatus>;
+
+const PoolsSchema = z.object({ simulated: z.literal(true), pools: z.array(PoolStatusSchema) }).openapi("Pools", {
+  description: "The simulated GPU pools the scheduler places jobs on. There are no real devices behind them.",
+  example: {
+    simulated: true,
+    pools: [
+      { name: "spot", capacity: 2, in_use: 1, available: 1, preempted: 0, preemptions: 0, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
+      { name: "dedicated", capacity: 1, in_use: 0, available: 1, preempted: 0, preemptions: 0, jobs: [] },
+    ],
+  },
+});
+
+export function registerStatusPaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/queue/stats",
+      tags: ["Proof of concept"],
+      summary: "Queue depth",
+      responses: { 200: jsonResponse(QueueStatsSchema, "Jobs waiting, the bound, and jobs running."), ...errorResponses(401) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/pools/spot/preempt",
+      tags: ["Proof of concept"],
+      summary: "Simulate a spot preemption: the spot batches checkpoint and resume on other capacity",
+      description:
+        "The spot pool's slots are gone for SPOT_PREEMPT_COOLDOWN_SECONDS. Its running batches stop as on a shutdown " +
+        "(requests in flight get SHUTDOWN_GRACE_SECONDS to finish and are kept; nothing runs twice) and go back to the " +
+        "queue first in line, to resume on dedicated capacity, or on spot once it is back.",
+      responses: {
+        200: jsonResponse(
+          z
+            .object({
+              simulated: z.literal(true),
+              pool: z.literal("spot"),
+              preempted: z
+                .array(z.string())
+                .openapi({ description: "The batches that were running on spot (with keys on: the caller's own)." }),
+              cooldown_seconds: z.number().int(),
+              pools: z.array(PoolStatusSchema),
+            })
+            .openapi("Preemption"),
+          "What was preempted, and the pools after it.",
+        ),
+        ...errorResponses(401),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/pools",
+      tags: ["Proof of concept"],
+      summary: "Simulated GPU pool status",
+      responses: { 200: jsonResponse(PoolsSchema, "Each pool's capacity and the jobs in it."), ...errorResponses(401) },
+    }),
+  );
 }

@@ -3,6 +3,9 @@
 import { Router } from "express";
 import type { BackendInfo } from "../../openai/backend.js";
 import { modelNotReady } from "../errors.js";
+import type { OpenAPIRegistry, RouteConfig } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import { errorResponses, jsonResponse, openRoute } from "../http/openapi-paths.js";
 
 export interface SystemRouteDeps {
   service: { name: string; version: string };
@@ -64,4 +67,67 @@ export function systemRouter(deps: SystemRouteDeps): Router {
   });
 
   return router;
+}
+
+// --- OpenAPI ---
+
+const BackendSchema = z
+  .object({
+    kind: z.string().openapi({ description: 'Where requests run: "local" (the embedded engine).' }),
+    endpoints: z.array(z.string()).openapi({ description: "The batch endpoints this deployment serves." }),
+    concurrency: z.number().int().openapi({ description: "Requests the service keeps in flight toward the backend." }),
+    generated_model: z.boolean().openapi({ description: "True when serving the project's own random-weights model." }),
+    settings: z.record(z.string(), z.unknown()).openapi({
+      description: "The backend's own settings (for the local engine: threads, sequences, chat template…); no path or secret.",
+    }),
+  })
+  .openapi("Backend");
+
+const ReadySchema = z
+  .object({
+    status: z.literal("ready"),
+    model: z
+      .string()
+      .openapi({ description: "The primary model (the default one, else the first of the models file): up from the start." }),
+    backend: BackendSchema,
+    models: z
+      .array(
+        z.object({
+          name: z.string(),
+          kind: z.enum(["local", "upstream"]),
+          state: z.enum(["unloaded", "loading", "loaded"]),
+          batches: z.number().int().openapi({ description: "Batches using it now." }),
+        }),
+      )
+      .openapi({ description: "Every model of the registry and whether it is up; local ones load when a batch needs them." }),
+  })
+  .openapi("Ready");
+const HealthSchema = z.object({ status: z.literal("ok") }).openapi("Health", { example: { status: "ok" } });
+const RootSchema = z
+  .object({ status: z.literal("ok"), service: z.string(), version: z.string(), docs: z.string() })
+  .openapi("ServiceInfo", { example: { status: "ok", service: "offline-batch-inference", version: "0.1.0", docs: "/docs" } });
+
+export function registerSystemPaths(r: OpenAPIRegistry): void {
+  const system = (path: string, summary: string, responses: RouteConfig["responses"]) =>
+    r.registerPath(openRoute({ method: "get", path, tags: ["System"], summary, responses }));
+  system("/", "Service name and version, or the status page for a browser", {
+    200: {
+      description: "JSON for API clients; the live status page (queue, pools, batches) when the client prefers text/html.",
+      content: { "application/json": { schema: RootSchema }, "text/html": { schema: { type: "string" } } },
+    },
+  });
+  system("/metrics", "Prometheus metrics", {
+    200: { description: "Prometheus text exposition format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } },
+  });
+  system("/health", "Liveness: the process is up", { 200: jsonResponse(HealthSchema, "Up.") });
+  system("/ready", "Readiness: the model is loaded", {
+    200: jsonResponse(ReadySchema, "Ready, with the backend's settings."),
+    ...errorResponses(503),
+  });
+  system("/openapi.json", "This document", {
+    200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } },
+  });
+  system("/docs", "Swagger UI for this document", {
+    200: { description: "HTML page.", content: { "text/html": { schema: { type: "string" } } } },
+  });
 }

@@ -3,7 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import YAML from "yaml";
 import { ConfigError, loadConfig } from "../../config/config.js";
+import { eachSetting, settingsHelp } from "../../config/settings.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("loadConfig", () => {
   it("defaults REPRODUCIBLE to false and reads true/false words", () => {
@@ -80,5 +84,57 @@ describe("loadConfig", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the settings, declared once", () => {
+  const settings = eachSetting();
+
+  it("gives each setting one variable, a default the schema accepts, and help", () => {
+    const envs = settings.map((s) => s.setting.env);
+    expect(new Set(envs).size).toBe(envs.length);
+    const defaults = loadConfig({});
+    for (const { path: keys, setting } of settings) {
+      expect(setting.help.length, setting.env).toBeGreaterThan(5);
+      expect(
+        keys.reduce((o: any, k) => o?.[k], defaults),
+        setting.env,
+      ).not.toBeUndefined();
+    }
+  });
+
+  it("documents every variable in the README's table and in --help", () => {
+    const readme = readFileSync(path.join(repoRoot, "README.md"), "utf8");
+    const help = settingsHelp();
+    for (const { setting } of settings) {
+      expect(readme, `README documents ${setting.env}`).toContain(`\`${setting.env}\``);
+      expect(help).toContain(setting.env);
+    }
+  });
+
+  it("knows every key of the shipped YAML file, and the file's keys reach their settings", () => {
+    const file = YAML.parse(readFileSync(path.join(repoRoot, "config/model_config.yaml"), "utf8"));
+    const leaves = (o: Record<string, unknown>, at: string[] = []): string[] =>
+      Object.entries(o).flatMap(([k, v]) =>
+        v && typeof v === "object" ? leaves(v as Record<string, unknown>, [...at, k]) : [[...at, k].join(".")],
+      );
+    const yamlKeys = new Set(settings.flatMap((s) => (s.setting.yaml ? [s.setting.yaml] : [])));
+    for (const key of leaves(file)) expect(yamlKeys.has(key), key).toBe(true);
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
+    try {
+      writeFileSync(path.join(dir, "c.yaml"), "engine:\n  context_size: 2048\npools:\n  spot:\n    preempt_cooldown_seconds: 7\n");
+      const c = loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml") });
+      expect(c.engine.contextSize).toBe(2048);
+      expect(c.pools.spot.preemptCooldownSeconds).toBe(7);
+      expect(loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml"), CONTEXT_SIZE: "512" }).engine.contextSize).toBe(512);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a distributed-only setting without DATABASE_URL, naming it", () => {
+    expect(() => loadConfig({ SHARD_SIZE: "10", WORKER_ID: "w1" })).toThrow(
+      "SHARD_SIZE=10, WORKER_ID=w1: only the distributed mode (DATABASE_URL) uses this",
+    );
   });
 });

@@ -1,0 +1,385 @@
+// Every setting, declared once: its place in Config (the tree's shape), its environment variable, its key in the
+// YAML file, its default, its schema and its help text. config.ts reads and checks them; `npm start -- --help`
+// prints them; a test holds the README's table to them.
+import { z } from "zod";
+
+export interface Setting<S extends z.ZodType = z.ZodType> {
+  env: string;
+  /** Its dotted key in the YAML file (config/model_config.yaml or MODEL_CONFIG), where the file may set it. */
+  yaml?: string;
+  default: unknown;
+  schema: S;
+  help: string;
+  /** Turns what the environment or the file gave into what the schema checks (booleans, lists). */
+  read?: (v: unknown) => unknown;
+  /** Only the distributed mode (DATABASE_URL) reads it: setting it without one is refused. */
+  distributedOnly?: boolean;
+}
+
+export type SettingsTree = { [key: string]: Setting | SettingsTree };
+
+/** The checked value of each setting, in the tree's shape. */
+export type ConfigOf<T extends SettingsTree> = {
+  [K in keyof T]: T[K] extends Setting<infer S> ? z.infer<S> : T[K] extends SettingsTree ? ConfigOf<T[K]> : never;
+};
+
+export const isSetting = (node: Setting | SettingsTree): node is Setting => "schema" in node && node.schema instanceof z.ZodType;
+
+const setting = <S extends z.ZodType>(s: Setting<S>): Setting<S> => s;
+
+const int = (min: number) => {
+  const error = `must be a whole number >= ${min}`;
+  return z.coerce.number({ error }).int({ error }).min(min, { error });
+};
+const bool = () => z.boolean({ error: "must be true or false" });
+
+/** true/false (also 1/0, yes/no, on/off); anything else is left for the schema to refuse. */
+function booleanSetting(v: unknown): unknown {
+  if (typeof v === "boolean") return v;
+  const s = String(v).trim().toLowerCase();
+  if (["true", "1", "yes", "on"].includes(s)) return true;
+  if (["false", "0", "no", "off", ""].includes(s)) return false;
+  return v;
+}
+
+const gpuSetting = (v: unknown): unknown => (v === false || v === "false" || v === "off" || v === "cpu" ? false : v);
+
+const keyList = (v: unknown) =>
+  String(v)
+    .split(",")
+    .map((k) => k.trim())
+    .filter(Boolean);
+
+export const SETTINGS = {
+  port: setting({
+    env: "PORT",
+    default: 8000,
+    schema: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
+    help: "where the HTTP server listens (0: any free port)",
+  }),
+  host: setting({ env: "HOST", default: "0.0.0.0", schema: z.string().min(1), help: "the address the HTTP server listens on" }),
+  batchDir: setting({
+    env: "BATCH_DIR",
+    default: "/tmp",
+    schema: z.string().min(1),
+    help: "batch folders BATCH_DIR/<batch_id>/ and uploaded files BATCH_DIR/files/",
+  }),
+  modelPath: setting({
+    env: "MODEL_PATH",
+    yaml: "model.path",
+    default: "",
+    schema: z.string(),
+    help: "a .gguf file: the one model, answering to every name (default: the generated model)",
+  }),
+  modelsFile: setting({
+    env: "MODELS_FILE",
+    yaml: "model.models_file",
+    default: "",
+    schema: z.string(),
+    help: "a models file (YAML): several models, local or upstream; excludes MODEL_PATH",
+  }),
+  modelMemoryMb: setting({
+    env: "MODEL_MEMORY_MB",
+    yaml: "model.memory_mb",
+    default: 0,
+    schema: int(0),
+    help: "what the local models loaded at once may take together (0: 3/4 of the GPU's memory, else of RAM)",
+  }),
+  modelIdleSeconds: setting({
+    env: "MODEL_IDLE_SECONDS",
+    yaml: "model.idle_seconds",
+    default: 300,
+    schema: int(0),
+    help: "a local model unused this long is unloaded (with a models file)",
+  }),
+  maxQueueDepth: setting({ env: "MAX_QUEUE_DEPTH", default: 100, schema: int(1), help: "queued batches before 429" }),
+  maxFileBytes: setting({ env: "MAX_FILE_BYTES", default: 200 * 1024 * 1024, schema: int(1), help: "largest upload" }),
+  maxRequestsPerBatch: setting({ env: "MAX_REQUESTS_PER_BATCH", default: 50_000, schema: int(1), help: "lines per batch file" }),
+  maxLineBytes: setting({ env: "MAX_LINE_BYTES", default: 1024 * 1024, schema: int(1), help: "longest line in a batch file" }),
+  apiKeys: setting({
+    env: "API_KEYS",
+    default: "",
+    schema: z.array(z.string().min(1)),
+    read: keyList,
+    help: "comma-separated keys; each key sees only its own files and batches (none: the API is open)",
+  }),
+  fileExpirySeconds: setting({
+    env: "FILE_EXPIRY_SECONDS",
+    default: 30 * 24 * 3600,
+    schema: int(1),
+    help: "when files and batch folders (counted from the batch's end) expire",
+  }),
+  collectIntervalSeconds: setting({
+    env: "COLLECT_INTERVAL_SECONDS",
+    default: 3600,
+    schema: int(1),
+    help: "how often expired files and ended batches' folders are deleted",
+  }),
+  shutdownGraceSeconds: setting({
+    env: "SHUTDOWN_GRACE_SECONDS",
+    default: 10,
+    schema: int(0),
+    help: "on SIGTERM/SIGINT, how long requests in flight may finish before they are checkpointed",
+  }),
+  cancelGraceSeconds: setting({
+    env: "CANCEL_GRACE_SECONDS",
+    default: 600,
+    schema: int(0),
+    help: "on cancel of a running batch, how long the requests already running may finish",
+  }),
+  logLevel: setting({
+    env: "LOG_LEVEL",
+    default: "info",
+    schema: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], {
+      error: "must be one of fatal, error, warn, info, debug, trace, silent",
+    }),
+    help: "pino level",
+  }),
+  engine: {
+    gpu: setting({
+      env: "GPU",
+      yaml: "engine.gpu",
+      default: "auto",
+      schema: z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)], { error: "must be auto, cuda, vulkan or false" }),
+      read: gpuSetting,
+      help: "auto (CUDA, then Vulkan, then CPU), cuda, vulkan, false",
+    }),
+    threads: setting({
+      env: "THREADS",
+      yaml: "engine.threads",
+      default: 0,
+      schema: int(0),
+      help: "llama.cpp threads per context (0: auto)",
+    }),
+    sequences: setting({
+      env: "SEQUENCES",
+      yaml: "engine.sequences",
+      default: 0,
+      schema: int(0),
+      help: "sequences decoded together, over all contexts (0: auto)",
+    }),
+    contexts: setting({
+      env: "CONTEXTS",
+      yaml: "engine.contexts",
+      default: 0,
+      schema: int(0),
+      help: "generation contexts decoding at once (0: auto)",
+    }),
+    contextSize: setting({ env: "CONTEXT_SIZE", yaml: "engine.context_size", default: 1024, schema: int(64), help: "tokens per sequence" }),
+    embeddingContexts: setting({
+      env: "EMBEDDING_CONTEXTS",
+      yaml: "engine.embedding_contexts",
+      default: 0,
+      schema: int(0),
+      help: "parallel embedding contexts (0: auto)",
+    }),
+    reproducible: setting({
+      env: "REPRODUCIBLE",
+      yaml: "engine.reproducible",
+      default: false,
+      schema: bool(),
+      read: booleanSetting,
+      help: "every request computed alone and from scratch, so a seeded line's answer never depends on the batch",
+    }),
+    prefixCopy: setting({
+      env: "PREFIX_COPY",
+      yaml: "engine.prefix_copy",
+      default: true,
+      schema: bool(),
+      read: booleanSetting,
+      help: "copy a shared prompt opening between sequences of a context instead of evaluating it again",
+    }),
+  },
+  pipeline: {
+    batchSize: setting({
+      env: "PIPELINE_BATCH_SIZE",
+      yaml: "pipeline.batch_size",
+      default: 64,
+      schema: int(1),
+      help: "map-batches group size",
+    }),
+    concurrency: setting({
+      env: "PIPELINE_CONCURRENCY",
+      yaml: "pipeline.concurrency",
+      default: 0,
+      schema: int(0),
+      help: "requests in flight per batch (0: twice the engine's sequences)",
+    }),
+    order: setting({
+      env: "BATCH_ORDER",
+      yaml: "pipeline.order",
+      default: "cost",
+      schema: z.enum(["cost", "file"], { error: "must be cost or file" }),
+      help: "the order a batch's lines start in: cost (costliest first, prefix families together) or file",
+    }),
+  },
+  pools: {
+    spot: {
+      capacity: setting({
+        env: "SPOT_CAPACITY",
+        yaml: "pools.spot.capacity",
+        default: 2,
+        schema: int(0),
+        help: "the simulated spot pool's slots",
+      }),
+      preemptCooldownSeconds: setting({
+        env: "SPOT_PREEMPT_COOLDOWN_SECONDS",
+        yaml: "pools.spot.preempt_cooldown_seconds",
+        default: 60,
+        schema: int(0),
+        help: "after a simulated preemption, how long the spot slots stay gone",
+      }),
+      preemptionsPerHour: setting({
+        env: "SPOT_PREEMPTIONS_PER_HOUR",
+        yaml: "pools.spot.preemptions_per_hour",
+        default: 0,
+        schema: z.coerce
+          .number({ error: "must be a number >= 0" })
+          .min(0, { error: "must be a number >= 0" })
+          .max(36_000, { error: "must be at most 36000" }),
+        help: "simulated spot reclaims at random, this many an hour on average",
+      }),
+    },
+    dedicated: {
+      capacity: setting({
+        env: "DEDICATED_CAPACITY",
+        yaml: "pools.dedicated.capacity",
+        default: 1,
+        schema: int(0),
+        help: "the simulated dedicated pool's slots",
+      }),
+    },
+  },
+  slaUrgentSeconds: setting({
+    env: "SLA_URGENT_SECONDS",
+    yaml: "sla.urgent_seconds",
+    default: 600,
+    schema: int(0),
+    help: "a job with less time than this to its deadline is urgent",
+  }),
+  cluster: {
+    databaseUrl: setting({
+      env: "DATABASE_URL",
+      default: "",
+      schema: z.string(),
+      help: "postgres://...: the distributed mode (none: one process)",
+    }),
+    role: setting({
+      env: "ROLE",
+      default: "all",
+      schema: z.enum(["api", "worker", "all"], { error: "must be api, worker or all" }),
+      help: "api, worker or all (needs DATABASE_URL unless all)",
+    }),
+    shardSize: setting({ env: "SHARD_SIZE", default: 1000, schema: int(1), distributedOnly: true, help: "lines per shard" }),
+    checkpointSeconds: setting({
+      env: "CHECKPOINT_SECONDS",
+      default: 10,
+      schema: int(1),
+      distributedOnly: true,
+      help: "how often a worker commits its shard's finished lines",
+    }),
+    leaseSeconds: setting({
+      env: "LEASE_SECONDS",
+      default: 30,
+      schema: int(3),
+      distributedOnly: true,
+      help: "how long a silent worker keeps its shards",
+    }),
+    workerPool: setting({
+      env: "WORKER_POOL",
+      default: "dedicated",
+      schema: z.enum(["spot", "dedicated"], { error: "must be spot or dedicated" }),
+      distributedOnly: true,
+      help: "a worker's pool",
+    }),
+    workerCapacity: setting({
+      env: "WORKER_CAPACITY",
+      default: 2,
+      schema: int(1),
+      distributedOnly: true,
+      help: "a worker's shards at once",
+    }),
+    workerId: setting({
+      env: "WORKER_ID",
+      default: "",
+      schema: z.string(),
+      distributedOnly: true,
+      help: "a worker's name (default host-pid)",
+    }),
+  },
+  s3: {
+    endpoint: setting({ env: "S3_ENDPOINT", default: "", schema: z.string(), help: "an S3-compatible server (none: AWS)" }),
+    bucket: setting({ env: "S3_BUCKET", default: "", schema: z.string(), help: "the bucket (none: BATCH_DIR as a shared folder)" }),
+    region: setting({ env: "S3_REGION", default: "us-east-1", schema: z.string().min(1), help: "the bucket's region" }),
+    prefix: setting({ env: "S3_PREFIX", default: "", schema: z.string(), help: "a key prefix inside the bucket" }),
+    accessKeyId: setting({
+      env: "S3_ACCESS_KEY_ID",
+      default: "",
+      schema: z.string(),
+      help: "with S3_SECRET_ACCESS_KEY (none: the SDK's defaults)",
+    }),
+    secretAccessKey: setting({ env: "S3_SECRET_ACCESS_KEY", default: "", schema: z.string(), help: "with S3_ACCESS_KEY_ID" }),
+    forcePathStyle: setting({
+      env: "S3_FORCE_PATH_STYLE",
+      default: true,
+      schema: bool(),
+      read: booleanSetting,
+      help: "path-style bucket addressing (most S3-compatible servers want it)",
+    }),
+  },
+  http: {
+    headersTimeoutSeconds: setting({
+      env: "HTTP_HEADERS_TIMEOUT_SECONDS",
+      default: 20,
+      schema: int(1),
+      help: "a client must send its headers within this (408 otherwise)",
+    }),
+    requestTimeoutSeconds: setting({
+      env: "HTTP_REQUEST_TIMEOUT_SECONDS",
+      default: 900,
+      schema: int(1),
+      help: "a client must send its whole request, an upload included, within this",
+    }),
+    idleTimeoutSeconds: setting({
+      env: "HTTP_IDLE_TIMEOUT_SECONDS",
+      default: 120,
+      schema: int(1),
+      help: "a socket with no traffic for this long is closed",
+    }),
+    maxConnections: setting({
+      env: "MAX_CONNECTIONS",
+      default: 0,
+      schema: int(0),
+      help: "connections held at once (0: half the process's descriptor limit)",
+    }),
+  },
+} satisfies SettingsTree;
+
+export type Config = ConfigOf<typeof SETTINGS>;
+
+/** Each setting with its place in the tree, in declaration order. */
+export function eachSetting(tree: SettingsTree = SETTINGS, at: string[] = []): Array<{ path: string[]; setting: Setting }> {
+  return Object.entries(tree).flatMap(([key, node]) =>
+    isSetting(node) ? [{ path: [...at, key], setting: node }] : eachSetting(node, [...at, key]),
+  );
+}
+
+/** The zod schema of the whole tree. */
+export function schemaOf(tree: SettingsTree): z.ZodObject {
+  return z.object(Object.fromEntries(Object.entries(tree).map(([k, node]) => [k, isSetting(node) ? node.schema : schemaOf(node)])));
+}
+
+/** `npm start -- --help`: each variable with its default and what it does. */
+export function settingsHelp(): string {
+  const rows = eachSetting().map(({ setting: s }) => {
+    const shown = s.default === "" ? "(none)" : String(s.default);
+    return `  ${s.env.padEnd(30)} ${shown.padEnd(10)} ${s.help}`;
+  });
+  return [
+    "offline-batch-inference: settings come from the environment, else MODEL_CONFIG's YAML (config/model_config.yaml).",
+    "",
+    `  ${"VARIABLE".padEnd(30)} ${"DEFAULT".padEnd(10)} WHAT IT DOES`,
+    ...rows,
+    `  ${"MODEL_CONFIG".padEnd(30)} ${"(above)".padEnd(10)} another YAML file of defaults`,
+  ].join("\n");
+}
