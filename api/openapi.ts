@@ -4,8 +4,8 @@ import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-ope
 import { registerBatchesPaths } from "./routes/batches.js";
 import { registerFilesPaths } from "./routes/files.js";
 import { registerModelsPaths } from "./routes/models.js";
-import { registerStatusPagePaths } from "./routes/status-page.js";
 import { registerStatusPaths } from "./routes/status.js";
+import { registerStatusPagePaths } from "./routes/status-page.js";
 import { registerSystemPaths } from "./routes/system.js";
 
 export function buildOpenApiDocument(opts: { version?: string } = {}): object {

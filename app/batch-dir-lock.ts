@@ -1,5 +1,5 @@
 // One server per BATCH_DIR: two workers resuming the same batches would run requests twice.
-import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 
 export class BatchDirInUseError extends Error {

@@ -1,9 +1,9 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
 import os from "node:os";
+import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
 import { createLogger } from "./logger.js";
-import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { buildService } from "./service.js";
 import { onStopSignals } from "./signals.js";
 

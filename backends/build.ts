@@ -4,16 +4,16 @@
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import type pino from "pino";
-import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
-import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
-import { createEngine } from "../engine/index.js";
+import { type Config, ConfigError } from "../config/config.js";
 import { deviceMemory } from "../engine/device-memory.js";
 import { estimateFootprint } from "../engine/footprint.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { createEngine } from "../engine/index.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
 import { withResponses } from "../openai/responses-backend.js";
 import { UpstreamBackend } from "../upstream/backend.js";
-import { type Config, ConfigError } from "../config/config.js";
+import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
+import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start";

@@ -2,7 +2,7 @@
 // PostgreSQL and an S3 protocol server, serving a model whose upstream answers at once (a stub on loopback), so
 // what is timed is the service: the CPU every service process spends per request, and requests/s through 1 vs 3
 // workers. Then the shard claim rate PostgreSQL sustains (claim + finish, 8 claimers).
-import { readFileSync, rmSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -11,10 +11,10 @@ import pino from "pino";
 import { PgBatchRecords } from "../cluster/pg/batches.js";
 import { createPool, migrate } from "../cluster/pg/db.js";
 import { PgWorkQueue } from "../cluster/pg/shards.js";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
-import { type BenchServer, startServer } from "./server.js";
 import { startSharedState } from "../testkit/shared-state.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
+import { type BenchServer, startServer } from "./server.js";
 
 export interface DistributedRun {
   workers: number;

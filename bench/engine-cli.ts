@@ -3,8 +3,8 @@
 // (threads 0: the engine's own choice)
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
 import { parseArgs } from "node:util";
-import { prompt } from "../testkit/workload.js";
 import { createEngine } from "../engine/index.js";
+import { prompt } from "../testkit/workload.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

@@ -1,7 +1,7 @@
 // Engine features measured on their own: shared-prefix reuse (a batch whose requests share a long system
 // prompt, through the pipeline, reuse on and off) and embeddings over one and two embedding contexts.
 import { runChild } from "./child.js";
-import { toRecord, type ChildResult, type RunRecord } from "./records.js";
+import { type ChildResult, type RunRecord, toRecord } from "./records.js";
 
 export interface PrefixResult {
   on: RunRecord;

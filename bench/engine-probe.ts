@@ -12,8 +12,8 @@ import { parseArgs } from "node:util";
 import { createEngine, type Engine } from "../engine/index.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
-import { readMemory } from "./proc-stats.js";
 import { completionLines, prompt, sharedSystemPrompt, writeBatchFile } from "../testkit/workload.js";
+import { readMemory } from "./proc-stats.js";
 
 const { values: a } = parseArgs({
   options: {

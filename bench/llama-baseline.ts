@@ -11,9 +11,9 @@
 // within a request; throughput is then over the tokens generated.
 //   npx tsx bench/llama-baseline.ts --model M --threads 1 --sequences 8 --requests 256 --tokens 64 [--batching lockstep]
 import { parseArgs } from "node:util";
-import { getLlama, type BatchItem, type CustomBatchingPrioritizationStrategy, type EvaluationPriority, type Token } from "node-llama-cpp";
-import { readMemory } from "./proc-stats.js";
+import { type BatchItem, type CustomBatchingPrioritizationStrategy, type EvaluationPriority, getLlama, type Token } from "node-llama-cpp";
 import { prompt } from "../testkit/workload.js";
+import { readMemory } from "./proc-stats.js";
 
 const { values } = parseArgs({
   options: {

@@ -4,10 +4,10 @@
 // the upload to `completed` (every batch of the workload), the peer's from its first request to its last answer;
 // each has had one small warm-up (a request; a 4-line batch) after its start.
 import path from "node:path";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
-import { sweepPeer, type PeerRequest, type PeerRun } from "../testkit/llama-server.js";
-import { startServer } from "./server.js";
+import { type PeerRequest, type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
+import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
+import { startServer } from "./server.js";
 
 export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval";
 

@@ -8,20 +8,20 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
-import { throughputChart } from "./chart.js";
-import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
-import { comparePeer } from "./peer.js";
-import { compareScheduling, schedulingTable } from "./scheduling.js";
-import { compareUpstream } from "./upstream.js";
-import { measureDistributed } from "./distributed.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
-import { extrasModel, makePlan, type ModelPlan } from "./plan.js";
+import { throughputChart } from "./chart.js";
+import { measureDistributed } from "./distributed.js";
+import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
+import { comparePeer } from "./peer.js";
+import { extrasModel, type ModelPlan, makePlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
-import { formatTable, targetsOf, type BenchResults } from "./report.js";
+import { type BenchResults, formatTable, targetsOf } from "./report.js";
 import { measureScale } from "./scale.js";
+import { compareScheduling, schedulingTable } from "./scheduling.js";
 import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
+import { compareUpstream } from "./upstream.js";
 
 const PARTS = ["peer", "scheduling", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed"] as const;
 

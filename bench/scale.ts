@@ -2,12 +2,12 @@
 // validation time; the server's resident memory beyond what it held idle with the model loaded; listing and
 // polling latency while the batch runs; and the control-plane cost per request against the engine alone.
 import path from "node:path";
-import { createBatch, getBatch, uploadFile, type Batch } from "./batch-client.js";
+import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { type Batch, createBatch, getBatch, uploadFile } from "./batch-client.js";
 import { runChild } from "./child.js";
 import type { ChildResult } from "./records.js";
 import { sampleMemory, startServer } from "./server.js";
 import { mib, percentile } from "./stats.js";
-import { completionLines, writeBatchFile } from "../testkit/workload.js";
 
 export interface ScaleResult {
   lines: number;

@@ -4,8 +4,8 @@
 // (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).
 import { rng } from "../testkit/fuzz.js";
 import type { PeerRequest } from "../testkit/llama-server.js";
-import type { Workload } from "./peer.js";
 import { prompt, sharedSystemPrompt } from "../testkit/workload.js";
+import type { Workload } from "./peer.js";
 
 const WORDS = [
   "river",

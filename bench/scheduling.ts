@@ -2,8 +2,9 @@
 // scheduling part is worth: the same service run with the line order switched off (BATCH_ORDER=file: no
 // longest-first start, no family grouping, so no tail control either) and with prefix copies switched off
 // (PREFIX_COPY=false). Cached prompt tokens are reported on both sides (llama-server's from its own log).
+
+import { type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { runService, type ServiceRun, type Workload } from "./peer.js";
-import { sweepPeer, type PeerRun } from "../testkit/llama-server.js";
 
 export interface SchedulingRow {
   model: string;

@@ -1,11 +1,11 @@
 // The service as a user runs it: `app/main.ts` in its own process, configured by the environment only.
 // Every configuration variable of the parent is dropped, so "default settings" means the defaults.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { repoRoot } from "../testkit/repo-root.js";
-import { readMemory, type MemorySample } from "./proc-stats.js";
+import { type MemorySample, readMemory } from "./proc-stats.js";
 
 export { repoRoot };
 

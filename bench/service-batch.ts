@@ -1,9 +1,9 @@
 // One batch through a running server, the way a user submits it: upload the file, create the batch,
 // poll until it is final. The clock runs from the start of the upload to the poll that sees it final.
 import path from "node:path";
-import { createBatch, tailLineTimes, uploadFile, waitForBatch, type Batch } from "./batch-client.js";
-import type { BenchServer } from "./server.js";
 import { writeBatchFile } from "../testkit/workload.js";
+import { type Batch, createBatch, tailLineTimes, uploadFile, waitForBatch } from "./batch-client.js";
+import type { BenchServer } from "./server.js";
 
 export interface ServiceBatchResult {
   seconds: number;

@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { fuzzRequests } from "../testkit/fuzz.js";
 import { testModelPath } from "../testkit/model.js";
 import { createBatch, getBatch, waitForBatch } from "./batch-client.js";
-import { fuzzRequests } from "../testkit/fuzz.js";
-import { startServer, type BenchServer } from "./server.js";
+import { type BenchServer, startServer } from "./server.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, seed: { type: "string", default: "1" } } });
 const plan = values.quick

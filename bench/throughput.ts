@@ -2,13 +2,13 @@
 // script (swept over threads and sequences) and against the proof of concept's one-request-at-a-time way;
 // plus the project's engine over sequence counts for the chart.
 import { threadsText } from "../engine/threads.js";
+import { completionLines } from "../testkit/workload.js";
 import { runChild } from "./child.js";
 import type { ModelPlan } from "./plan.js";
-import { faster, toRecord, type ChildResult, type RunRecord } from "./records.js";
-import { runServiceBatch } from "./service-batch.js";
+import { type ChildResult, faster, type RunRecord, toRecord } from "./records.js";
 import { startServer } from "./server.js";
+import { runServiceBatch } from "./service-batch.js";
 import { mib, percentile } from "./stats.js";
-import { completionLines } from "../testkit/workload.js";
 
 export interface ThroughputResult {
   model: string;

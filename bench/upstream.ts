@@ -6,10 +6,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { drive, startLlamaServer } from "../testkit/llama-server.js";
-import { startServer } from "./server.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
+import { startServer } from "./server.js";
 
 export interface UpstreamComparison {
   model: string;

@@ -1,27 +1,28 @@
 // The Batch API on the cluster ports (what an API server runs, or the one process): a batch is validated here,
 // split into shards recorded with it in one step, and announced to the workers; reads, lists and cancels go to
 // the batch records (PostgreSQL's, so any API server answers for any batch, or one process's).
-import { createWriteStream } from "node:fs";
+
 import { randomUUID } from "node:crypto";
+import { createWriteStream } from "node:fs";
 import { open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
-import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
-import type { BlobStore } from "../stores/blob-store.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
 import { isEnding, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
 import { NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
-import type { BatchMetrics } from "../metrics/metrics.js";
-import type { Batch, BatchEndpoint } from "../domain/objects.js";
 import { newBatchId } from "../domain/ids.js";
-import { inDir } from "../stores/in-dir.js";
+import type { Batch, BatchEndpoint } from "../domain/objects.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planShards } from "../pipeline/shards.js";
 import { validateBatchFile } from "../pipeline/validate.js";
+import type { BlobStore } from "../stores/blob-store.js";
+import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 

@@ -1,9 +1,10 @@
 // What both file stores of the distributed mode share: the File object a record starts as, and an upload's way in
 // (content first, then its record, so a record always has content; a failed record takes its content back out).
+
+import { newFileId } from "../domain/ids.js";
+import type { FileObject } from "../domain/objects.js";
 import type { NewFile } from "../domain/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
-import type { FileObject } from "../domain/objects.js";
-import { newFileId } from "../domain/ids.js";
 
 export type NewFileRecord = NewFile & { id: string; key: string; size: number };
 

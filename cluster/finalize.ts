@@ -3,10 +3,10 @@
 // its final status (a conditional update). Every step can run again after a crash with the same result.
 import { Readable } from "node:stream";
 import type pino from "pino";
-import type { BlobStore } from "../stores/blob-store.js";
 import { isFinal, transition } from "../domain/batch-state.js";
-import type { BatchMetrics } from "../metrics/metrics.js";
 import type { Batch } from "../domain/objects.js";
+import type { BatchMetrics } from "../metrics/metrics.js";
+import type { BlobStore } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 

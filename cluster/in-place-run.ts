@@ -6,20 +6,21 @@
 // and runs again. A local failure other than a full disk (a file that cannot be
 // written) fails the batch, as it would fail anywhere. For one process over its own folder only: a second run of
 // the same shard waits for the first to end.
+
+import { createWriteStream } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
-import { createWriteStream } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pino from "pino";
-import { isStorageFull } from "../stores/errors.js";
-import type { FsBlobStore } from "../stores/fs-blob-store.js";
+import { servedEndpoint } from "../domain/batch-object.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { LineOrder } from "../pipeline/schedule.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
-import { servedEndpoint } from "../domain/batch-object.js";
+import { isStorageFull } from "../stores/errors.js";
+import type { FsBlobStore } from "../stores/fs-blob-store.js";
 import { batchKeys } from "./blob-layout.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";

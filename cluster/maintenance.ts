@@ -5,12 +5,13 @@
 // checked in each write's transaction). Each tick, every step bounded in time: expire batches past their deadline,
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
-import { finalizeBatch, type FinalizeDeps } from "./finalize.js";
+
 import { batchKeys } from "./blob-layout.js";
-import type { EventBus, LeaderLock } from "./ports.js";
-import type { StartShardRun } from "./shard-run.js";
+import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { OutageLog } from "./outage-log.js";
+import type { EventBus, LeaderLock } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
+import type { StartShardRun } from "./shard-run.js";
 import { progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;

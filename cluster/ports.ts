@@ -1,8 +1,10 @@
-// The distributed mode's ports: what its domain code (API batch service, worker, shard runs, maintenance,
-// finalizing) asks of shared state, saying nothing of where it lives. cluster/pg/ implements them on PostgreSQL;
-// file contents go through the BlobStore port (domain/ports.ts) to S3 or a shared folder.
-import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
+// The control plane's state ports: what its batch service, workers, shard runs, maintenance and finalizing ask of
+// the state, saying nothing of where it lives. cluster/memory/ implements them in one process's memory (kept in
+// BATCH_DIR's files when it runs alone), cluster/pg/ on PostgreSQL for many processes; file contents go through the
+// BlobStore port (stores/blob-store.ts) to a folder or S3.
+
 import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
+import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
 

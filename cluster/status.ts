@@ -1,5 +1,5 @@
-// /queue/stats and /pools of the distributed mode, from the shared state: the pools are the live workers
-// registered in each (their capacities summed), the queue the batches with shards waiting.
+// /queue/stats and /pools from the state, in either mode: the pools are the workers registered in each (their
+// capacities summed; one process's are the simulated pools), the queue the batches with shards waiting.
 import type { ControlPlaneStatus, PoolStatus, QueueStats } from "../domain/ports.js";
 import type { EventBus, WorkerRegistry } from "./ports.js";
 

@@ -4,23 +4,23 @@
 // checkpoint, for another worker to resume).
 import type pino from "pino";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
-import type { PoolStatus } from "../domain/ports.js";
 import { transition } from "../domain/batch-state.js";
-import { OutageLog } from "./outage-log.js";
-import { randomPreemptions } from "./preemptions.js";
-import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
+import type { PoolStatus } from "../domain/ports.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
+import { OutageLog } from "./outage-log.js";
 import {
   type BatchRecords,
   type ClaimedShard,
   type ClusterEvent,
   type EventBus,
-  shardKey,
   type StopReason,
+  shardKey,
   type WorkerRegistry,
   type WorkQueue,
 } from "./ports.js";
+import { randomPreemptions } from "./preemptions.js";
+import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
 import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
 
 /**

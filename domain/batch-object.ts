@@ -2,9 +2,9 @@
 import type { ModelRegistry } from "../backends/registry.js";
 import { ENDPOINTS, type Endpoint, isEndpoint } from "../openai/backend.js";
 import type { ValidationResult } from "../pipeline/types.js";
-import type { Batch, BatchEndpoint } from "./objects.js";
 import { transition } from "./batch-state.js";
 import { InvalidRequestError, NotFoundError } from "./errors.js";
+import type { Batch, BatchEndpoint } from "./objects.js";
 
 /** The endpoint a batch names, if every backend serves it; a batch for another is refused at creation. */
 export function servedEndpoint(endpoint: string): Endpoint {

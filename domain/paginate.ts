@@ -1,7 +1,8 @@
 // Cursor pagination over an already filtered and sorted list, as OpenAI's list endpoints do it:
 // `after` names the last object of the previous page.
-import type { Page } from "./ports.js";
+
 import { InvalidRequestError } from "./errors.js";
+import type { Page } from "./ports.js";
 
 export function paginate<T>(sorted: readonly T[], idOf: (item: T) => string, q: { after?: string; limit: number }): Page<T> {
   let start = 0;

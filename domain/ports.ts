@@ -1,5 +1,5 @@
-// Interfaces between the HTTP surface (routes) and the control plane (stores, queue, worker).
-// Routes depend only on these; the composition root (app/main.ts) wires the implementations.
+// What the HTTP surface (api/) asks of the control plane (cluster/), and the objects they pass: files, batches,
+// pages, the queue and the pools. Routes depend only on these; app/service.ts wires the implementations.
 import type { Readable } from "node:stream";
 import type { Batch, BatchEndpoint, FileObject } from "./objects.js";
 

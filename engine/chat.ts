@@ -1,14 +1,14 @@
 // Chat messages to prompt tokens, through the model's chat template.
 import {
-  ChatWrapper,
-  GeneralChatWrapper,
-  JinjaTemplateChatWrapper,
-  LlamaText,
-  resolveChatWrapper,
   type ChatHistoryItem,
   type ChatModelFunctions,
   type ChatModelResponse,
+  ChatWrapper,
+  GeneralChatWrapper,
+  JinjaTemplateChatWrapper,
   type LlamaModel,
+  LlamaText,
+  resolveChatWrapper,
   type Token,
 } from "node-llama-cpp";
 import { invalidRequest } from "./errors.js";

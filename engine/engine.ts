@@ -1,22 +1,22 @@
 // The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
-import { renderChat, type ChatFormat } from "./chat.js";
-import type { Embedder } from "./embed.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { type ChatFormat, renderChat } from "./chat.js";
+import type { Embedder } from "./embed.js";
 import { engineClosed, invalidRequest } from "./errors.js";
-import { generate, resolveSampling, type GenerationRequest } from "./generate.js";
+import { type GenerationRequest, generate, resolveSampling } from "./generate.js";
 import type { Grammars } from "./grammars.js";
 import type { SamplerMemory } from "./sampler-memory.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { tokenizePrompt } from "./tokens.js";
 import { generateWithTools } from "./tool-calls.js";
 import {
-  RequestError,
   type ChatMessage,
   type EmbeddingResult,
   type Engine,
   type EngineInfo,
   type GenerationResult,
+  RequestError,
   type SamplingParams,
   type SchedulingStats,
 } from "./types.js";

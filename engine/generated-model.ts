@@ -4,8 +4,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { mkdir, rename, stat, unlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { GENERATOR_VERSION, buildLlamaModel } from "./gguf/llama-model.js";
-import { DEFAULT_PRESET, PRESET_NAMES, getPreset, type ModelPreset, type PresetName } from "./gguf/presets.js";
+import { buildLlamaModel, GENERATOR_VERSION } from "./gguf/llama-model.js";
+import { DEFAULT_PRESET, getPreset, type ModelPreset, PRESET_NAMES, type PresetName } from "./gguf/presets.js";
 import { encodeHeader, writeGgufFile } from "./gguf/writer.js";
 
 export { DEFAULT_PRESET, PRESET_NAMES as GENERATED_MODEL_PRESETS, type PresetName };

@@ -4,19 +4,19 @@ import type { Llama, LlamaModel } from "node-llama-cpp";
 import { chooseChatFormat } from "./chat.js";
 import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
+import { Grammars } from "./grammars.js";
 import { loadLlama, loadModel } from "./load.js";
+import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { SequencePool } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
-import { Grammars } from "./grammars.js";
-import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { parametersPerToken, StepThreads } from "./step-threads.js";
 import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
-export * from "./types.js";
-export { chooseThreads, threadBudget, threadsText, type ThreadsInput } from "./threads.js";
-export { DEFAULT_SEQUENCES } from "./sequences.js";
 export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
+export { DEFAULT_SEQUENCES } from "./sequences.js";
+export { chooseThreads, type ThreadsInput, threadBudget, threadsText } from "./threads.js";
+export * from "./types.js";
 
 /** Width of one attention head: the GGUF's key length, else the embedding width over the head count. */
 function headSize(model: LlamaModel): number {

@@ -1,7 +1,7 @@
 // Bringing up llama.cpp (the compute backend) and the model. Never builds from source: only the prebuilt
 // binaries shipped with node-llama-cpp are used, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
-import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from "node-llama-cpp";
+import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
 import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;

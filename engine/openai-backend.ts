@@ -1,30 +1,16 @@
 // The local engine as an InferenceBackend: OpenAI request bodies in, OpenAI response bodies out. Everything
-// llama-specific stays below this file; `check` refuses, per line and naming the field, what the engine
-// cannot honour, so nothing a body asks for is silently dropped.
+// llama-specific stays below this file. What the engine cannot honour is refused first, per line and naming the
+// field (openai-checks.ts); this file runs what passed and builds the response bodies.
 import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
-import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
-import { toGrammarSchema } from "./json-schema.js";
-import { checkTools, toolCallsBody, toolsParams } from "./openai-tools.js";
+import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
+
+import { toolCallsBody, toolsParams } from "./openai-tools.js";
 import { threadsText } from "./threads.js";
 import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
 
 const now = () => Math.floor(Date.now() / 1000);
-const notServed = (endpoint: string) => new RequestError(`This backend does not serve ${endpoint}.`, "invalid_url", false);
-
-/** Chat fields this engine has no way to honour, with what each asks for. */
-const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
-  ["functions", "the deprecated function calling (use tools)"],
-  ["function_call", "the deprecated function calling (use tool_choice)"],
-  ["audio", "audio output"],
-  ["prediction", "predicted outputs"],
-  ["reasoning_effort", "a reasoning model"],
-  ["verbosity", "verbosity control"],
-  ["web_search_options", "web search"],
-  ["moderation", "moderation"],
-  ["prompt_cache_options", "prompt cache options"],
-];
 
 export class LlamaBackend implements InferenceBackend {
   readonly info: BackendInfo;
@@ -61,11 +47,7 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   check(request: InferenceRequest): void {
-    if (request.endpoint === "/v1/chat/completions") this.checkChat(request.body);
-    else if (request.endpoint === "/v1/completions") this.checkCompletion(request.body);
-    else if (request.endpoint === "/v1/embeddings") this.checkEmbedding(request.body);
-    // Responses lines are served over chat by openai/responses-backend.ts, which wraps this backend.
-    else throw notServed(request.endpoint);
+    checkRequest(this.engine, request);
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
@@ -83,73 +65,6 @@ export class LlamaBackend implements InferenceBackend {
 
   close(): Promise<void> {
     return this.engine.close();
-  }
-
-  // --- checks ---
-
-  private checkChat(body: ChatBody): void {
-    for (const [field, what] of CHAT_UNSUPPORTED) {
-      const v = body[field];
-      if (v != null && !(Array.isArray(v) && v.length === 0)) {
-        throw unsupportedParameter(field, `'${field}' asks for ${what}, which this deployment does not support.`);
-      }
-    }
-    if (body.modalities?.includes("audio"))
-      throw unsupportedValue("modalities", 'Only text output is supported: modalities must be ["text"].');
-    for (const [i, m] of body.messages.entries()) checkMessage(m, i);
-    checkTools(body, this.engine.info.toolCalling);
-    this.checkLogitBias(body.logit_bias);
-    const format = body.response_format;
-    if (format?.type === "json_schema") {
-      if (!format.json_schema.schema)
-        throw invalidParameter("response_format.json_schema.schema", "A json_schema response format needs its 'schema'.");
-      toGrammarSchema(format.json_schema.schema, "response_format.json_schema.schema");
-    }
-  }
-
-  private checkCompletion(body: CompletionBody): void {
-    if (body.suffix) throw unsupportedParameter("suffix", "'suffix' (insertion) is not supported by this deployment.");
-    if (body.best_of != null && body.best_of > 1) {
-      throw unsupportedValue("best_of", "best_of > 1 is not supported: ask for n choices and pick among them.");
-    }
-    if (body.echo && body.logprobs != null) {
-      throw unsupportedValue("logprobs", "logprobs together with echo (log probabilities of the prompt) are not supported.");
-    }
-    const prompts = promptsOf(body);
-    if (typeof prompts[0] !== "string") {
-      if (body.echo) throw unsupportedValue("echo", "echo is supported for text prompts only, not token ids.");
-      for (const ids of prompts as number[][]) {
-        const bad = ids.find((t) => t >= this.engine.vocabularySize);
-        if (bad !== undefined)
-          throw invalidParameter("prompt", `Token id ${bad} is not in the model's vocabulary of ${this.engine.vocabularySize} tokens.`);
-      }
-    }
-    this.checkLogitBias(body.logit_bias);
-  }
-
-  private checkEmbedding(body: EmbeddingBody): void {
-    const inputs = Array.isArray(body.input) ? body.input : [body.input];
-    if (typeof inputs[0] !== "string") throw unsupportedValue("input", "Token-id inputs are not supported for embeddings: send text.");
-    const native = this.engine.info.embeddingDimensions;
-    // Truncating a model that was not trained for it (Matryoshka) gives poor vectors, so only the native size is served.
-    if (body.dimensions != null && body.dimensions !== native) {
-      throw unsupportedValue(
-        "dimensions",
-        `This model produces ${native}-dimensional embeddings; 'dimensions' must be ${native} or omitted.`,
-      );
-    }
-  }
-
-  private checkLogitBias(bias: Record<string, number> | null | undefined): void {
-    for (const key of Object.keys(bias ?? {})) {
-      const token = Number(key);
-      if (token >= this.engine.vocabularySize) {
-        throw invalidParameter("logit_bias", `Token id ${token} is not in the model's vocabulary of ${this.engine.vocabularySize} tokens.`);
-      }
-      if (this.engine.isEndOfGeneration(token)) {
-        throw unsupportedValue("logit_bias", `Token id ${token} ends generation; biasing it is not supported.`);
-      }
-    }
   }
 
   // --- execution ---
@@ -247,30 +162,6 @@ export class LlamaBackend implements InferenceBackend {
   }
 }
 
-function checkMessage(m: ChatMessageBody, i: number): void {
-  const at = `messages[${i}]`;
-  if (m.role === "function") throw unsupportedValue(`${at}.role`, "The deprecated 'function' role is not supported; use 'tool'.");
-  if ("name" in m && m.name !== undefined) {
-    throw unsupportedParameter(`${at}.name`, "Participant names are not supported: the model's chat template has no place for them.");
-  }
-  if (m.role === "assistant") {
-    for (const field of ["function_call", "audio", "refusal"] as const) {
-      if (m[field] != null)
-        throw unsupportedParameter(`${at}.${field}`, `Assistant messages with '${field}' are not supported by this deployment.`);
-    }
-  }
-  if (Array.isArray(m.content)) {
-    for (const [j, part] of m.content.entries()) {
-      if (part.type !== "text") {
-        throw unsupportedValue(
-          `${at}.content[${j}]`,
-          `Content parts of type '${part.type}' are not supported: this deployment serves a text-only model.`,
-        );
-      }
-    }
-  }
-}
-
 /** Text parts are joined with a newline, as llama.cpp's and vLLM's servers join them. */
 function toEngineMessage(m: ChatMessageBody): ChatMessage {
   const content =
@@ -281,13 +172,6 @@ function toEngineMessage(m: ChatMessageBody): ChatMessage {
   }
   if (m.role === "tool") message.toolCallId = m.tool_call_id;
   return message;
-}
-
-function promptsOf(body: CompletionBody): Array<string | number[]> {
-  const p = body.prompt;
-  if (typeof p === "string") return [p];
-  if (p.length > 0 && typeof p[0] === "number") return [p as number[]];
-  return p as Array<string | number[]>;
 }
 
 function sampling(b: ChatBody | CompletionBody, maxTokens: number | null | undefined): SamplingParams {

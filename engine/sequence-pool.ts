@@ -4,8 +4,8 @@
 // Several contexts decode at the same time, each on its own thread(s): on a CPU that is how every core
 // computes without ggml's per-node barrier between threads (engine/README.md, "Contexts").
 import {
-  InsufficientMemoryError,
   type EvaluationPriority,
+  InsufficientMemoryError,
   type LlamaContext,
   type LlamaContextSequence,
   type LlamaModel,

@@ -6,7 +6,7 @@
 //             arguments under the function's JSON-schema grammar, and the suffix is written for it;
 //   parallel: after a call the model decides, unconstrained, whether another call follows or its turn ends.
 // Writing the fixed parts instead of sampling them is what makes `required` and a named function exact.
-import { LlamaText, type LlamaModel, type Token } from "node-llama-cpp";
+import { type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import type { RenderedChat, ToolSyntax } from "./chat.js";
 import type { Choice, FinishReason, GenerationResult, SamplingParams, ToolCall, ToolsParams } from "./types.js";
 

@@ -4,8 +4,8 @@ import type { z } from "zod";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
-import { ResponseBodySchema } from "./response-bodies.js";
 import { describeIssue } from "./issues.js";
+import { ResponseBodySchema } from "./response-bodies.js";
 
 export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
   switch (endpoint) {

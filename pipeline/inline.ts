@@ -5,8 +5,8 @@
 // message for chat, the input for embeddings). Top-level sampling fields apply to every item and
 // an item may override them.
 import { z } from "zod";
-import { ChatMessageSchema, SamplingFields } from "../openai/bodies.js";
 import { ENDPOINTS } from "../openai/backend.js";
+import { ChatMessageSchema, SamplingFields } from "../openai/bodies.js";
 import { MAX_CUSTOM_ID_LENGTH } from "./batch-line.js";
 import type { Endpoint } from "./types.js";
 

@@ -1,8 +1,8 @@
 // Picking a batch up after a restart: what is already on disk, and the cleanup of a line a crash tore.
 import { type FileHandle, open } from "node:fs/promises";
 import { readJsonlLines } from "./jsonl.js";
-import { emptyUsage } from "./usage.js";
 import type { Progress } from "./types.js";
+import { emptyUsage } from "./usage.js";
 
 export interface DoneScan extends Progress {
   /** custom_ids with a line in the output or error file. */

@@ -6,11 +6,11 @@ import type { BackendResult, Endpoint, InferenceBackend } from "../openai/backen
 import { RequestError } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../openai/parse.js";
-import { openJsonlAppender, readJsonlLines, type JsonlAppender } from "./jsonl.js";
+import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
 import { plannedLines, type SourceLine } from "./schedule.js";
-import { addUsage, emptyUsage } from "./usage.js";
 import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
+import { addUsage, emptyUsage } from "./usage.js";
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
 

@@ -4,17 +4,17 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
-import type { Config } from "../config/config.js";
 import { createRouter, loadRegistry } from "../backends/build.js";
+import type { Config } from "../config/config.js";
 import { isEndpoint } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
-import { runBatchFile } from "../pipeline/run-batch.js";
 import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
+import { runBatchFile } from "../pipeline/run-batch.js";
 import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { RunnerArgs } from "./args.js";
 import { createProgressReporter, formatDuration, type ProgressStream } from "./progress.js";
-import { displayLocation, download, isUrl, upload, type HttpRetry } from "./remote.js";
+import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
 export interface OfflineRunDeps {
   /** Engine and pipeline settings (from the environment and config/model_config.yaml). */

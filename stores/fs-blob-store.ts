@@ -7,11 +7,10 @@ import { copyFile, link, mkdir, readdir, rename, rm, rmdir, stat, statfs, writeF
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { BlobStore, ByteRange } from "./blob-store.js";
-import { storageUnavailable } from "./errors.js";
-import { isStorageFull } from "./errors.js";
 import { checkBlobKey, prefixKey } from "./blob-key.js";
+import type { BlobStore, ByteRange } from "./blob-store.js";
 import { syncCreated, syncDir, syncFile } from "./durable.js";
+import { isStorageFull, storageUnavailable } from "./errors.js";
 import { inDir } from "./in-dir.js";
 
 export class FsBlobStore implements BlobStore {

@@ -18,9 +18,9 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
+import { checkBlobKey, prefixKey } from "./blob-key.js";
 import type { BlobStore, ByteRange } from "./blob-store.js";
 import { storageUnavailable } from "./errors.js";
-import { checkBlobKey, prefixKey } from "./blob-key.js";
 
 export interface S3BlobStoreOptions {
   bucket: string;

@@ -1,18 +1,18 @@
 // The Express app: middleware order, route mounting, errors. No listening here (app/main.ts does that).
 import express from "express";
 import type pino from "pino";
+import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
 import type { BatchService, ControlPlaneStatus, FileStore } from "../../domain/ports.js";
-import type { BackendInfo } from "../../openai/backend.js";
-import type { ModelRegistry } from "../../backends/registry.js";
 import type { Metrics } from "../../metrics/metrics.js";
+import type { BackendInfo } from "../../openai/backend.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
 import { filesRouter } from "../routes/files.js";
 import { metricsRouter } from "../routes/metrics.js";
 import { modelsRouter } from "../routes/models.js";
-import { readStatusPage, statusDataRouter } from "../routes/status-page.js";
 import { statusRouter } from "../routes/status.js";
+import { readStatusPage, statusDataRouter } from "../routes/status-page.js";
 import { systemRouter } from "../routes/system.js";
 import { requireApiKey } from "./auth.js";
 import { docsRouter } from "./docs.js";

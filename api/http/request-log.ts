@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type pino from "pino";
-import { pinoHttp, type HttpLogger } from "pino-http";
+import { type HttpLogger, pinoHttp } from "pino-http";
 
 /** A client-sent id is reused only if it is short and plain, so it cannot forge log lines or headers. */
 const CLIENT_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -2,7 +2,7 @@
 // long a silent socket stays open, how many connections are held at once (so descriptors stay in reserve for
 // the batch files), and an OpenAI-shaped body on the errors Node's own HTTP parser answers.
 import { readFileSync } from "node:fs";
-import { STATUS_CODES, type Server } from "node:http";
+import { type Server, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 
 export interface ServerLimits {

@@ -3,8 +3,8 @@
 import { mkdir, rm } from "node:fs/promises";
 import type { RequestHandler } from "express";
 import multer, { MulterError } from "multer";
-import { badRequest } from "../errors.js";
 import { uploadDir } from "../../stores/fs-blob-store.js";
+import { badRequest } from "../errors.js";
 
 /**
  * Accepts one file part named `file` plus a few small text fields. The moment the file passes

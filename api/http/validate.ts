@@ -1,7 +1,7 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
 import type { z } from "zod";
-import { badRequest, notFound, type ApiError } from "../errors.js";
 import { paramPath, valueAt } from "../../openai/issues.js";
+import { type ApiError, badRequest, notFound } from "../errors.js";
 
 /** Parses `input` with `schema`; a failure becomes a 400 naming the first offending parameter, as OpenAI does. */
 export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {

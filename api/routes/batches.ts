@@ -1,11 +1,17 @@
 // /v1/batches: create (OpenAI's file form or the proof of concept's inline form), retrieve, list,
 // cancel, and the proof of concept's /results view.
+
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
+import { z } from "zod";
+import { BatchSchema, listOf } from "../../domain/objects.js";
 import type { BatchService } from "../../domain/ports.js";
+import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 import { ApiError, badRequest, notFound } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";
 import { listObject } from "../http/list.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import {
   BATCH_ID_PATTERN,
@@ -16,11 +22,6 @@ import {
   ListBatchesQuery,
   ResultsQuery,
 } from "../schemas/requests.js";
-import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
-import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { z } from "zod";
-import { BatchSchema, listOf } from "../../domain/objects.js";
-import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */
 function linesOf(inline: Parameters<typeof inlineToLines>[0]) {

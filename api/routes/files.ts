@@ -1,18 +1,17 @@
 // /v1/files: upload, list, retrieve, download, delete. Parsing here, decisions in the FileStore.
 import path from "node:path";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
+import { FileDeletedSchema, FileObjectSchema, listOf } from "../../domain/objects.js";
 import type { FileStore } from "../../domain/ports.js";
 import { notFound } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { listObject } from "../http/list.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { streamTo } from "../http/stream.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { FILE_ID_PATTERN, ListFilesQuery, UploadFileForm } from "../schemas/requests.js";
-import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { FileDeletedSchema, FileObjectSchema, listOf } from "../../domain/objects.js";
-import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
-import { FileIdParams } from "../schemas/requests.js";
+import { FILE_ID_PATTERN, FileIdParams, ListFilesQuery, UploadFileForm } from "../schemas/requests.js";
 
 export interface FilesRouteDeps {
   files: FileStore;

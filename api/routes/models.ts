@@ -1,11 +1,12 @@
 // GET /v1/models and /v1/models/{id} in OpenAI's shapes: the registry's models, by name. An alias finds its
 // model (whose `id` is the registry's name). In the one-model form any name is served by the one model, but
 // only its name and aliases are listed or found here.
+
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
+import { z } from "zod";
 import type { ModelRegistry, ModelSpec } from "../../backends/registry.js";
 import { ApiError } from "../errors.js";
-import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { z } from "zod";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 export interface ModelsRouteDeps {

@@ -4,18 +4,17 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
+import { z } from "zod";
 import { unixNow } from "../../domain/clock.js";
 import type { Batch } from "../../domain/objects.js";
+import { BatchSchema } from "../../domain/objects.js";
 import type { BatchService, ControlPlaneStatus, Owner } from "../../domain/ports.js";
 import type { BackendInfo } from "../../openai/backend.js";
 import { ownerFrom } from "../http/auth.js";
-import { poolsVisibleTo } from "./status.js";
-import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { z } from "zod";
-import { BatchSchema } from "../../domain/objects.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
-import { PoolStatusSchema, QueueStatsSchema } from "./status.js";
+import { PoolStatusSchema, poolsVisibleTo, QueueStatsSchema } from "./status.js";
 
 /** The page lists the newest batches, up to this many. */
 export const STATUS_PAGE_MAX_BATCHES = 500;

@@ -1,10 +1,10 @@
 // The proof of concept's operational views: queue depth and the simulated GPU pools.
-import { Router } from "express";
-import type { BatchService, ControlPlaneStatus, Owner, PoolStatus } from "../../domain/ports.js";
-import { ownerFrom } from "../http/auth.js";
+
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { Router } from "express";
 import { z } from "zod";
-import type { QueueStats } from "../../domain/ports.js";
+import type { BatchService, ControlPlaneStatus, Owner, PoolStatus, QueueStats } from "../../domain/ports.js";
+import { ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 
 /** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */

@@ -1,10 +1,11 @@
 // Liveness, readiness and the service banner: open to everyone and cheap. Readiness asks the state and the blob
 // store whether they answer, at most once a second whatever the request rate.
+
+import type { OpenAPIRegistry, RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
+import { z } from "zod";
 import type { BackendInfo } from "../../openai/backend.js";
 import { modelNotReady } from "../errors.js";
-import type { OpenAPIRegistry, RouteConfig } from "@asteasolutions/zod-to-openapi";
-import { z } from "zod";
 import { errorResponses, jsonResponse, openRoute } from "../http/openapi-paths.js";
 
 export interface SystemRouteDeps {

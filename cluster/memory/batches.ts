@@ -1,10 +1,11 @@
 // Batches and their shards in this process's memory (the PostgreSQL store's counterpart for one process). A status
 // changes only from a status the caller names, and a batch is admitted against the open-batch bound in the same
 // synchronous step that records it, so concurrent callers cannot overfill the queue.
-import type { Owner, Page } from "../../domain/ports.js";
+
+import { endedAt, isFinal } from "../../domain/batch-state.js";
 import type { Batch, BatchStatus } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
-import { endedAt, isFinal } from "../../domain/batch-state.js";
+import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
 import type { BatchEntry, MemoryState } from "./state.js";

@@ -1,8 +1,8 @@
 // The Files API in this process's memory, contents in the blob store: the PostgreSQL file store's counterpart.
 import type { Readable } from "node:stream";
-import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import type { FileObject } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
+import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
 import { type FileRecords, OPEN_STATUSES } from "../ports.js";
 import type { FileEntry, MemoryState } from "./state.js";

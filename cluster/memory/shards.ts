@@ -3,17 +3,18 @@
 // are reaped. Each operation runs in one synchronous step, so concurrent callers never see a shard half-claimed.
 // Kept in files, only the commit that records a part is durable on return: leases are requeued when the state is
 // opened again, and a shard's end is found again by its run (a run in place reads its files).
-import { isUrgent } from "../urgency.js";
+
 import {
   type ClaimedShard,
   type ClaimOptions,
   type CommitResult,
   type ShardCommit,
   type ShardPart,
-  shardKey,
   type StopReason,
+  shardKey,
   type WorkQueue,
 } from "../ports.js";
+import { isUrgent } from "../urgency.js";
 import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
 
 const RUNNABLE = ["validating", "in_progress"];

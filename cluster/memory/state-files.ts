@@ -7,12 +7,12 @@
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
-import { readJsonFile, writeJsonAtomic } from "../../stores/atomic-json.js";
-import { inDir } from "../../stores/in-dir.js";
-import { pruneEmpty, uploadDir } from "../../stores/fs-blob-store.js";
+import { isFinal } from "../../domain/batch-state.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../../domain/ids.js";
 import { type Batch, BatchSchema, FileObjectSchema } from "../../domain/objects.js";
-import { isFinal } from "../../domain/batch-state.js";
+import { readJsonFile, writeJsonAtomic } from "../../stores/atomic-json.js";
+import { pruneEmpty, uploadDir } from "../../stores/fs-blob-store.js";
+import { inDir } from "../../stores/in-dir.js";
 import { withCounts } from "../batch-doc.js";
 import { batchKeys } from "../blob-layout.js";
 import type { BatchEntry, FileEntry, MemoryState, StateStore } from "./state.js";

@@ -1,8 +1,9 @@
 // The state behind the in-process implementations of the distributed mode's ports: what PostgreSQL's tables hold
 // (batches with their shards, files, workers), in one process's memory. Every port reads and writes it through
 // copies, so a caller holds a snapshot, as it would a row, never the live record.
-import type { Owner, PoolStatus } from "../../domain/ports.js";
+
 import type { FileObject } from "../../domain/objects.js";
+import type { Owner, PoolStatus } from "../../domain/ports.js";
 import type { LiveCounts } from "../batch-doc.js";
 import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../ports.js";
 

@@ -1,9 +1,10 @@
 // Batches and their shards in PostgreSQL. A status changes only from the status the caller read (conditional
 // updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
 // usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
-import type { Owner, Page } from "../../domain/ports.js";
+
 import { InvalidRequestError } from "../../domain/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.js";
+import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";

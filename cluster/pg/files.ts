@@ -1,9 +1,9 @@
 // The Files API on shared state: metadata rows in PostgreSQL, contents in the blob store (S3 or a shared folder).
 // Content goes in before its row, so a row always has content; a crash in between leaves an orphan object only.
 import type { Readable } from "node:stream";
-import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import { InvalidRequestError } from "../../domain/errors.js";
 import type { FileObject } from "../../domain/objects.js";
+import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
 import type { FileRecords } from "../ports.js";
 import type { Db } from "./db.js";

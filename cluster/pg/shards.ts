@@ -5,9 +5,9 @@ import {
   type ClaimedShard,
   type ClaimOptions,
   type CommitResult,
+  shardKey as key,
   type ShardCommit,
   type ShardPart,
-  shardKey as key,
   type StopReason,
   type WorkQueue,
 } from "../ports.js";

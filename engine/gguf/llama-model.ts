@@ -1,10 +1,10 @@
 // Describes a llama-architecture GGUF with random weights: metadata, tensor shapes (as llama.cpp's
 // llama model loader expects them) and the seeded data source of each tensor.
-import { LlamaFileType, type GgmlTypeName } from "./format.js";
+import { type GgmlTypeName, LlamaFileType } from "./format.js";
 import type { ModelPreset } from "./presets.js";
 import { constantF32Data, randomTensorData, tensorSeed } from "./random.js";
 import { tokenizerMetadata } from "./tokenizer.js";
-import { gguf, type GgufFile, type GgufTensor } from "./writer.js";
+import { type GgufFile, type GgufTensor, gguf } from "./writer.js";
 
 /** Bump when the random tensor data changes (metadata changes are caught by the cache key's header hash). */
 export const GENERATOR_VERSION = 1;

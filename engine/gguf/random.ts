@@ -1,7 +1,8 @@
 // Seeded pseudo-random numbers and the random tensor data streamed into generated models.
 // xoshiro128** (period 2^128-1) seeded through splitmix32: fast in plain JS, deterministic per seed.
-import { Q8_0_BLOCK_BYTES, rowByteLength, type GgmlTypeName } from "./format.js";
+
 import { toFloat16Bits } from "./float16.js";
+import { type GgmlTypeName, Q8_0_BLOCK_BYTES, rowByteLength } from "./format.js";
 
 export interface Rng {
   /** Fills `out` with uniformly distributed u32 values. */

@@ -3,7 +3,7 @@
 //   ids 256..258 ChatML control tokens;
 //   the rest     lowercase "words" (with and without a leading space) plus one merge each, so
 //                English-ish text tokenizes to a realistic ~3-4 characters per token.
-import { gguf, type GgufValue } from "./writer.js";
+import { type GgufValue, gguf } from "./writer.js";
 
 export const SPECIAL_TOKENS = {
   endOfText: { id: 256, text: "<|endoftext|>" },

@@ -2,14 +2,14 @@
 // is streamed chunk by chunk so a multi-hundred-MB model never sits in memory at once.
 import { open } from "node:fs/promises";
 import {
+  alignUp,
   GGUF_ALIGNMENT,
   GGUF_MAGIC,
   GGUF_VERSION,
   GgmlType,
-  GgufValueType,
-  alignUp,
-  tensorByteLength,
   type GgmlTypeName,
+  GgufValueType,
+  tensorByteLength,
 } from "./format.js";
 
 export type GgufNumberArrayType = "int32" | "uint32" | "float32";

@@ -4,8 +4,8 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ownerOf, requireApiKey } from "../../api/http/auth.js";
 import { createApp } from "../../api/http/app.js";
+import { ownerOf, requireApiKey } from "../../api/http/auth.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const KEY_A = "sk-test-alpha-0123456789";

@@ -1,15 +1,16 @@
 // The error middleware on its own: every failure becomes an OpenAI-shaped error and the app keeps serving.
-import { writeFile } from "node:fs/promises";
+
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import express from "express";
 import request from "supertest";
-import { z } from "zod";
 import { afterAll, describe, expect, it } from "vitest";
-import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../domain/errors.js";
+import { z } from "zod";
 import { errorHandler, unknownRoute } from "../../api/http/error-handler.js";
 import { acceptUpload } from "../../api/http/upload.js";
+import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../../domain/errors.js";
 import { uploadDir } from "../../stores/fs-blob-store.js";
 
 const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-errors-"));

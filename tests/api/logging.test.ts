@@ -6,7 +6,7 @@ import pino from "pino";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "../helpers/process.js";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const run = promisify(execFile);
 

@@ -5,8 +5,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { completionJsonl, createBatch, customIds, pollBatch, isFinal, resultLines, uploadJsonl } from "../helpers/http-batches.js";
 import { testModelPath } from "../../testkit/model.js";
+import { completionJsonl, createBatch, customIds, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;

@@ -1,7 +1,7 @@
 // /v1/batches, /results and the operational routes through the real app, control plane and engine.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 // / for browsers and for JSON clients, and /status.json (what the page polls), on the real service.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 beforeAll(async () => {

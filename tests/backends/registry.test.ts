@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ModelRegistry, ModelsFileError, parseModelsFile, POC_MODEL_NAME, singleModelRegistry } from "../../backends/registry.js";
+import { ModelRegistry, ModelsFileError, POC_MODEL_NAME, parseModelsFile, singleModelRegistry } from "../../backends/registry.js";
 
 const FILE = `
 models:

@@ -2,12 +2,11 @@
 // server, two API servers and two workers behind TCP proxies; the embedded service on a loop-mounted ext4), every
 // batch judged by the checker. The long campaign (50 + 20 schedules) prints the README's table.
 import { describe, expect, it } from "vitest";
-import { describeFault, describeSchedule, type ScheduleResult } from "../../chaos/nemesis.js";
 import { distributedCampaign } from "../../chaos/distributed.js";
-import { planFaults } from "../../chaos/nemesis.js";
+import { describeFault, describeSchedule, planFaults, type ScheduleResult } from "../../chaos/nemesis.js";
 import { available, oneMachineCampaign } from "../../chaos/one-machine.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { testModelPath } from "../../testkit/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 
 const SEED = Number(process.env.CHAOS_SEED ?? 101);
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

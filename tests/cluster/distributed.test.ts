@@ -1,10 +1,10 @@
 // The distributed mode on real components: PostgreSQL 15 (a throwaway cluster) and an S3 protocol server, with API
 // servers and workers of the real service (real engine) sharing them. Skips with a note where PostgreSQL is absent.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { countCalls, downloadResults, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
+import { countCalls, downloadResults, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

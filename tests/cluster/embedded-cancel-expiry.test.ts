@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
 import type { Batch } from "../../domain/objects.js";
 import type { Engine } from "../../engine/types.js";
-import { observe, type Observed } from "../pipeline/engine.js";
+import { type Observed, observe } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
 
 const bed = controlTestbed();

@@ -1,15 +1,15 @@
 // Shared setup of the control-plane integration tests: the real engine on the small test model,
 // a temp BATCH_DIR, and helpers to upload batch files and wait for a batch to reach a status.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { rm } from "node:fs/promises";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import { loadConfig, type Config } from "../../config/config.js";
 import { buildControlPlane, type ControlPlane, embeddedState } from "../../app/control-plane.js";
-import type { ExpiresAfter, Owner } from "../../domain/ports.js";
+import { type Config, loadConfig } from "../../config/config.js";
 import type { Batch, BatchStatus, FileObject } from "../../domain/objects.js";
+import type { ExpiresAfter, Owner } from "../../domain/ports.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { openTestEngine } from "../../testkit/model.js";

@@ -3,7 +3,7 @@
 // and completes with every request run exactly once. The real engine, counted by a wrapper.
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { observe, type Observed } from "../pipeline/engine.js";
+import { type Observed, observe } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
 
 const bed = controlTestbed();

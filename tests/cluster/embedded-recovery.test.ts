@@ -4,7 +4,7 @@ import { appendFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } f
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../engine/types.js";
-import { observe, type Observed } from "../pipeline/engine.js";
+import { type Observed, observe } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
 
 // One slot in all, so a second batch waits in the queue behind the first.

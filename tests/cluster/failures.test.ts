@@ -5,7 +5,7 @@
 import { rmSync } from "node:fs";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import {
   countCalls,
   downloadResults,
@@ -15,7 +15,7 @@ import {
   startSharedState,
   type TestNode,
 } from "../helpers/cluster.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

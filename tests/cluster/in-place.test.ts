@@ -4,8 +4,8 @@
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 const COMMON = { SHARD_SIZE: "250", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };

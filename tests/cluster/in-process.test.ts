@@ -2,8 +2,8 @@
 // in one process's memory, with the real engine: what the PostgreSQL tests check, on every machine, database or not.
 // Two API nodes and a spot and a dedicated worker node share one state.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { countCalls, downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 const COMMON = { SHARD_SIZE: "10", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };

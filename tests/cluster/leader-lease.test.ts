@@ -2,9 +2,9 @@
 // an ex-holder's writes refused by the database (a takeover also waits for a write under way to commit).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../app/logger.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { createPool, inTransaction, migrate } from "../../cluster/pg/db.js";
 import { LeaderDb, LeaderLost, PgLeaderLease } from "../../cluster/pg/leader-lease.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 

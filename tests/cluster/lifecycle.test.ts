@@ -6,7 +6,8 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { testModelPath } from "../../testkit/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import {
   countCalls,
   downloadResults,
@@ -16,8 +17,7 @@ import {
   startSharedState,
   type TestNode,
 } from "../helpers/cluster.js";
-import { testModelPath } from "../../testkit/model.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);

@@ -2,12 +2,12 @@
 // the deadline passes must win over the expiry (before, the expiry read the batch past the cancel's lock and the
 // batch ended cancelled with every unstarted request marked batch_expired).
 import { describe, expect, it } from "vitest";
-import { transition } from "../../domain/batch-state.js";
-import { newBatchObject } from "../../domain/batch-object.js";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { MemoryBatchRecords } from "../../cluster/memory/batches.js";
 import { MemoryWorkQueue } from "../../cluster/memory/shards.js";
 import { type BatchEntry, MemoryState, type StateStore } from "../../cluster/memory/state.js";
+import { newBatchObject } from "../../domain/batch-object.js";
+import { transition } from "../../domain/batch-state.js";
 
 /** A store whose next `failures` batch writes fail (a full disk, a folder in the record's place). */
 function failingStore(failures: number): StateStore {

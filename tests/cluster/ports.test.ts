@@ -9,14 +9,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { newBatchObject } from "../../domain/batch-object.js";
-import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
 import { createPool, migrate } from "../../cluster/pg/db.js";
 import { openPgPorts } from "../../cluster/pg/index.js";
 import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";
+import { newBatchObject } from "../../domain/batch-object.js";
+import { FsBlobStore } from "../../stores/fs-blob-store.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 

@@ -2,9 +2,9 @@
 // validation within 5 s, each process's memory flat while it runs (no process holds the batch), each request once.
 import { readFileSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { downloadResults, type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 

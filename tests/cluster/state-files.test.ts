@@ -6,11 +6,11 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { newBatchObject } from "../../domain/batch-object.js";
-import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
 import type { ClaimOptions } from "../../cluster/ports.js";
+import { newBatchObject } from "../../domain/batch-object.js";
+import { FsBlobStore } from "../../stores/fs-blob-store.js";
 
 const silent = pino({ level: "silent" });
 const now = () => Math.floor(Date.now() / 1000);

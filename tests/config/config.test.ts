@@ -1,9 +1,8 @@
 // Configuration is read and validated once, failing with one message that names the setting.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { readFileSync } from "node:fs";
 import YAML from "yaml";
 import { ConfigError, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp } from "../../config/settings.js";

@@ -8,7 +8,7 @@ import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uploadDir } from "../../stores/fs-blob-store.js";
 import { completionJsonl } from "../helpers/http-batches.js";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const MAX_FILE_BYTES = 64 * 1024;
 const MAX_REQUESTS = 5;

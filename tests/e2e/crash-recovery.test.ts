@@ -3,13 +3,11 @@
 // and every custom_id ends up exactly once across the output and error files. (A second stop at
 // another moment, an immediate exit mid-drain, is in shutdown.test.ts.)
 import { describe, expect, it } from "vitest";
-import type { ServerProcess } from "../helpers/process.js";
-import { serverTestbed } from "../helpers/server-testbed.js";
 import {
   accountIds,
   completionJsonl,
-  customIds,
   createBatch,
+  customIds,
   getBatch,
   isFinal,
   logLines,
@@ -18,6 +16,8 @@ import {
   tmpFiles,
   uploadJsonl,
 } from "../helpers/http-batches.js";
+import type { ServerProcess } from "../helpers/process.js";
+import { serverTestbed } from "../helpers/server-testbed.js";
 
 // One slot in all: one batch runs, the others wait in the queue.
 const bed = serverTestbed("crash", { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });

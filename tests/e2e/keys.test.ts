@@ -2,9 +2,9 @@
 // and batches (lists and their pages included), health and docs stay open, and no key ever reaches
 // the process's log. (Without API_KEYS the start-up log says the API is open: crash-recovery.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl, createBatch, isFinal, logLines, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
-import { completionJsonl, createBatch, isFinal, logLines, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 
 const KEY_A = "sk-e2e-alpha-3b9f01c7d2e4";
 const KEY_B = "sk-e2e-bravo-8c4d2a6f1e03";

@@ -4,7 +4,7 @@
 // of it later goes through. The figures are printed for the README's reliability section.
 import { readdirSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { accountIds, completionJsonl, customIds, createBatch, isFinal, uploadJsonl } from "../helpers/http-batches.js";
+import { accountIds, completionJsonl, createBatch, customIds, isFinal, uploadJsonl } from "../helpers/http-batches.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const CLIENTS = 20;

@@ -2,7 +2,7 @@
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 // Queue bound, SLA ordering and pool choice, through HTTP with one slot in the simulated pool.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 beforeAll(async () => {

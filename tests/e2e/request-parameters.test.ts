@@ -6,7 +6,7 @@ import type OpenAI from "openai";
 import { toFile } from "openai";
 import type { BatchError } from "openai/resources/batches";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;

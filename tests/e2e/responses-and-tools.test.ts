@@ -5,7 +5,7 @@ import OpenAI, { toFile } from "openai";
 import type { Response as OpenAIResponse } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { startTestService, type TestService, openaiClient } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;

@@ -2,7 +2,7 @@
 // and expires_after[seconds]) and output_expires_after on a batch, through the real service.
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestService, type TestService, waitForBatch, openaiClient } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;

@@ -4,13 +4,12 @@ import { readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { ServerProcess } from "../helpers/process.js";
-import { serverTestbed } from "../helpers/server-testbed.js";
+import { SIGNAL_REPEAT_MS } from "../../app/signals.js";
 import {
   accountIds,
   completionJsonl,
-  customIds,
   createBatch,
+  customIds,
   isFinal,
   logLines,
   pollBatch,
@@ -18,7 +17,8 @@ import {
   tmpFiles,
   uploadJsonl,
 } from "../helpers/http-batches.js";
-import { SIGNAL_REPEAT_MS } from "../../app/signals.js";
+import type { ServerProcess } from "../helpers/process.js";
+import { serverTestbed } from "../helpers/server-testbed.js";
 
 const bed = serverTestbed("shutdown", {
   SPOT_CAPACITY: "1",

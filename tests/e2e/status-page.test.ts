@@ -6,7 +6,7 @@ import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const SCREENSHOT = path.join(os.tmpdir(), "obi-screens", "status-page.png");
 

@@ -4,8 +4,8 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
-import { accountIds, completionJsonl, createBatch, customIds, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { testModelPath } from "../../testkit/model.js";
+import { accountIds, completionJsonl, createBatch, customIds, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
 
 const binary = cachedLlamaServer();

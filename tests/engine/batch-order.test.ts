@@ -1,7 +1,8 @@
 // The batching strategy handed to node-llama-cpp: sequences in id order, and each step waits (briefly)
 // for the sequences of the last one, so they stay in one decode.
-import { describe, expect, it } from "vitest";
+
 import type { BatchItem, PrioritizedBatchItem, Token } from "node-llama-cpp";
+import { describe, expect, it } from "vitest";
 import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/batch-order.js";
 
 const item = (sequence: number, tokens: number): BatchItem => ({

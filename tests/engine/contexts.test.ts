@@ -2,11 +2,11 @@
 // own sequences, and the answers are the ones a single context gives.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { prompt } from "../../testkit/workload.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { SequencePool } from "../../engine/sequence-pool.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
 import { testModelPath } from "../../testkit/model.js";
+import { prompt } from "../../testkit/workload.js";
 
 const make = async (contexts: number) =>
   createEngine({

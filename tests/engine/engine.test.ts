@@ -1,7 +1,7 @@
 // The engine on a real model (stories260K when present, else the generated one): generation, chat,
 // embeddings and the errors callers rely on.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEngine, RequestError, type Engine, type GenerationResult } from "../../engine/index.js";
+import { createEngine, type Engine, type GenerationResult, RequestError } from "../../engine/index.js";
 import { testModelPath } from "../../testkit/model.js";
 
 const CONTEXT = 256;

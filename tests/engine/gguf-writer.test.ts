@@ -1,16 +1,16 @@
 // The GGUF writer, read back by node-llama-cpp's own parser, and the generated-model cache.
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { GgmlType as LlamaGgmlType, readGgufFileInfo } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel, generatedModelFileName, GENERATED_MODEL_PRESETS } from "../../engine/generated-model.js";
+import { ensureGeneratedModel, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../../engine/generated-model.js";
 import { fromFloat16Bits, toFloat16Bits } from "../../engine/gguf/float16.js";
 import { tensorByteLength } from "../../engine/gguf/format.js";
 import { getPreset, MODEL_PRESETS } from "../../engine/gguf/presets.js";
 import { randomTensorData } from "../../engine/gguf/random.js";
-import { gguf, writeGgufFile, type GgufTensor } from "../../engine/gguf/writer.js";
+import { type GgufTensor, gguf, writeGgufFile } from "../../engine/gguf/writer.js";
 
 let dir: string;
 beforeAll(async () => {

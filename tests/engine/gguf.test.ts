@@ -4,15 +4,15 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {
+  type ControlledEvaluateInputItem,
   getLlama,
   JinjaTemplateChatWrapper,
+  type Llama,
   LlamaChatSession,
   LlamaLogLevel,
+  type LlamaModel,
   readGgufFileInfo,
   resolveChatWrapper,
-  type ControlledEvaluateInputItem,
-  type Llama,
-  type LlamaModel,
   type Token,
 } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

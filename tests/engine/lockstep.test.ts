@@ -1,7 +1,8 @@
 // Parallel requests share each decode: with the batch order of batch-order.ts, every sequence that is
 // generating joins every step, instead of the sequences drifting into groups decoded in turn.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
 import type { Llama, LlamaModel } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generate } from "../../engine/generate.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { SequencePool } from "../../engine/sequence-pool.js";

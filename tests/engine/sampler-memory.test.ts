@@ -3,10 +3,10 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../helpers/process.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { fullCollection, SamplerMemory, samplerBytes } from "../../engine/sampler-memory.js";
 import { testModelPath } from "../../testkit/model.js";
+import { repoRoot } from "../helpers/process.js";
 
 describe("SamplerMemory", () => {
   it("collects once per limit's worth of released samplers", () => {

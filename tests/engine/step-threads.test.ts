@@ -1,7 +1,8 @@
 // Threads chosen per decode on CPU: a large step computes on all cores, a small one on the spare ones, and
 // node-llama-cpp really decodes with what the budget said (read back from llama.cpp after each decode).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
 import type { Llama, LlamaModel } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generate } from "../../engine/generate.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { SequencePool } from "../../engine/sequence-pool.js";

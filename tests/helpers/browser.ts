@@ -1,7 +1,7 @@
 // Headless Chromium for the browser tests (Debian's chromium, driven by playwright-core); the tests
 // skip where it is absent (CI installs it in .ci/run).
 import { existsSync } from "node:fs";
-import { chromium, type Browser } from "playwright-core";
+import { type Browser, chromium } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const haveChromium = existsSync(CHROMIUM);

@@ -4,17 +4,17 @@ import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { loadConfig } from "../../config/config.js";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service, type ServiceOptions } from "../../app/service.js";
 import type { ModelRouter } from "../../backends/router.js";
-import { unixNow } from "../../domain/clock.js";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
+import { loadConfig } from "../../config/config.js";
+import { unixNow } from "../../domain/clock.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { testModelPath } from "../../testkit/model.js";
+import type { SharedState } from "../../testkit/shared-state.js";
 import { type ServerProcess, startMain } from "./process.js";
 import { openaiClient, testServiceEnv } from "./service.js";
-import type { SharedState } from "../../testkit/shared-state.js";
 
 export interface TestNode {
   node: Service;

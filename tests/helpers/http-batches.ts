@@ -1,6 +1,6 @@
 // A plain-fetch client for the batch API, for tests that drive a server over real HTTP (a child
 // process, or many concurrent clients), plus the checks those tests share.
-import { readFileSync, readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 export type Headers = Record<string, string>;

@@ -1,5 +1,5 @@
 // Runs `app/main.ts` as a real child process, the way `npm start` does.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
-import { startMain, type ServerProcess } from "./process.js";
+import { type ServerProcess, startMain } from "./process.js";
 
 export interface ServerTestbed {
   dir: string;

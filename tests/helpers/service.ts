@@ -5,9 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import type pino from "pino";
-import { loadConfig, type Config } from "../../config/config.js";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service } from "../../app/service.js";
+import { type Config, loadConfig } from "../../config/config.js";
 import { testModelPath } from "../../testkit/model.js";
 
 export interface TestService {

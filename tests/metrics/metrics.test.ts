@@ -3,7 +3,7 @@ import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../metrics/metrics.js";
 import { RateWindow } from "../../metrics/rate-window.js";
-import { startTestService, waitForBatch, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 beforeAll(async () => {

@@ -1,6 +1,6 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
 // inject transient failures in front of it (the engine itself is never replaced).
-import { RequestError, type Engine } from "../../engine/types.js";
+import { type Engine, RequestError } from "../../engine/types.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;

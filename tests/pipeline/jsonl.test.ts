@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { openJsonlAppender, readCompleteJsonLines, readJsonlLines, type JsonlLine } from "../../pipeline/jsonl.js";
+import { type JsonlLine, openJsonlAppender, readCompleteJsonLines, readJsonlLines } from "../../pipeline/jsonl.js";
 import { scratchDir } from "./scratch.js";
 
 const scratch = scratchDir("jsonl");

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { displayLocation, download, isUrl, upload } from "../../runner/remote.js";
-import { startFileServer, type FileServer } from "../helpers/file-server.js";
+import { type FileServer, startFileServer } from "../helpers/file-server.js";
 
 const fast = { attempts: 3, baseDelayMs: 5 };
 let srv: FileServer;

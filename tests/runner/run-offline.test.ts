@@ -7,12 +7,12 @@ import path from "node:path";
 import { promisify } from "node:util";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig, type Config } from "../../config/config.js";
+import { type Config, loadConfig } from "../../config/config.js";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
-import { startFileServer, type FileServer } from "../helpers/file-server.js";
 import { testModelPath } from "../../testkit/model.js";
+import { type FileServer, startFileServer } from "../helpers/file-server.js";
 import { repoRoot } from "../helpers/process.js";
 
 const exec = promisify(execFile);

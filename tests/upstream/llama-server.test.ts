@@ -6,9 +6,10 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
-import type { UpstreamStats } from "../../upstream/backend.js";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
+import { testModelPath } from "../../testkit/model.js";
+import type { UpstreamStats } from "../../upstream/backend.js";
 import { type FaultProxy, startFaultProxy } from "../helpers/fault-proxy.js";
 import {
   accountIds,
@@ -20,7 +21,6 @@ import {
   resultLines,
   uploadJsonl,
 } from "../helpers/http-batches.js";
-import { testModelPath } from "../../testkit/model.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const binary = cachedLlamaServer();
