@@ -4,19 +4,20 @@
 
 import { randomUUID } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { open, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
-import { isEnding, transition } from "../domain/batch-state.js";
+import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
-import { NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
+import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
+import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planShards } from "../pipeline/shards.js";
@@ -141,6 +142,58 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
+  async retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch> {
+    const { batches, files, blobs } = this.deps;
+    const row = await batches.get(id, owner);
+    if (!row) throw new NotFoundError("batch", id);
+    const { batch } = row;
+    if (!isFinal(batch.status)) {
+      throw new InvalidRequestError(
+        `Batch '${id}' is ${batch.status}; only a finished batch's failed lines can be retried.`,
+        "batch_not_finished",
+        "batch_id",
+      );
+    }
+    const errorFile = batch.error_file_id ? await files.keyOf(batch.error_file_id, owner) : undefined;
+    const wanted = new Set<string>();
+    for await (const text of this.linesOf(errorFile ? [errorFile.key] : [])) {
+      const line = JSON.parse(text) as Parameters<typeof errorCodeOf>[0] & { custom_id?: unknown };
+      if (typeof line.custom_id === "string" && wantsRetry(errorCodeOf(line), filter)) wanted.add(line.custom_id);
+    }
+    if (wanted.size === 0) {
+      const why = batch.errors?.data.length
+        ? "its input file failed validation (see errors); upload a corrected file"
+        : filter.codes || filter.include_cancelled === false || filter.include_expired === false
+          ? "none of its failed lines matches the filter"
+          : "none of its lines failed";
+      throw new InvalidRequestError(`Batch '${id}' has nothing to retry: ${why}.`, "nothing_to_retry", null);
+    }
+    const input = row.inputKey ? await blobs.open(row.inputKey) : undefined;
+    if (!input) throw new InvalidRequestError(`Batch '${id}' no longer has its input to retry from.`, "input_gone", "batch_id");
+    const local = this.scratchFile();
+    try {
+      await mkdir(this.deps.scratchDir, { recursive: true });
+      await pipeline(retriedLines(readCompleteJsonLines(input.content), wanted), createWriteStream(local));
+      const obj = await files.adopt({ tmpPath: local, filename: `${id}_retry.jsonl`, purpose: "batch", owner });
+      try {
+        return await this.createBatch({
+          owner,
+          endpoint: servedEndpoint(batch.endpoint),
+          completion_window: batch.completion_window,
+          metadata: retryMetadata(batch.metadata, id),
+          output_expires_after: row.outputExpiresAfter,
+          inputFileId: obj.id,
+          inputKey: (await files.keyOf(obj.id, owner))!.key,
+        });
+      } catch (err) {
+        await files.delete(obj.id, owner).catch(() => undefined);
+        throw err;
+      }
+    } finally {
+      await rm(local, { force: true });
+    }
+  }
+
   /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
   async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
     const row = await this.deps.batches.get(id, owner);
@@ -237,5 +290,13 @@ export class ClusterBatchService implements BatchService {
   private async download(content: Readable, local: string): Promise<void> {
     const out = await inDir(this.deps.scratchDir, () => open(local, "w"));
     await pipeline(content, createWriteStream(local, { fd: out }));
+  }
+}
+
+/** The input's lines whose custom_id is wanted, each once (a batch's custom_ids are unique). */
+async function* retriedLines(lines: AsyncIterable<string>, wanted: Set<string>): AsyncGenerator<string> {
+  for await (const text of lines) {
+    const id = (JSON.parse(text) as { custom_id?: unknown }).custom_id;
+    if (typeof id === "string" && wanted.has(id)) yield `${text}\n`;
   }
 }

@@ -2,6 +2,7 @@
 // pages, the queue and the pools. Routes depend only on these; app/service.ts wires the implementations.
 import type { Readable } from "node:stream";
 import type { Batch, BatchEndpoint, FileObject } from "./objects.js";
+import type { RetryFilter } from "./retry.js";
 
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
 export type Owner = string | null;
@@ -71,6 +72,11 @@ export interface BatchService {
   get(id: string, owner: Owner): Awaitable<Batch | undefined>;
   list(q: { after?: string; limit: number; owner: Owner }): Awaitable<Page<Batch>>;
   cancel(id: string, owner: Owner): Promise<Batch>;
+  /**
+   * A new batch of the finished batch's failed lines (and those a cancel or an expiry left unrun), as `filter`
+   * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
+   */
+  retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch>;
   /**
    * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
    * written is left for the next read. Undefined when no result exists yet.

@@ -20,6 +20,8 @@ export interface RunnerArgs {
   contextSize?: number;
   /** Start afresh instead of continuing the results already in a local output (and error) file. */
   overwrite?: boolean;
+  /** Run again the requests of the error file (moved aside first); those in the output are never rerun. */
+  retryFailed?: boolean;
 }
 
 export type ParsedArgs = { kind: "run"; args: RunnerArgs } | { kind: "help" } | { kind: "usage"; message: string };
@@ -43,6 +45,8 @@ Options:
       --context-size <n>        tokens per sequence (default: config/model_config.yaml)
       --overwrite               start afresh; without it, a run continues the results already in
                                 a local output and error file (requests there, by custom_id, are skipped)
+      --retry-failed            run again the requests in the error file (moved aside to
+                                <errors>.retried); requests in the output are never rerun
   -h, --help                    this text
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
@@ -97,6 +101,12 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   if (args.model && args.modelsFile)
     return { kind: "usage", message: "--model and --models-file exclude each other: name the GGUF in the models file" };
   if (values.overwrite) args.overwrite = true;
+  if (values["retry-failed"]) {
+    if (args.overwrite) return { kind: "usage", message: "--retry-failed and --overwrite exclude each other" };
+    if (/^https?:\/\//i.test(args.output) || /^https?:\/\//i.test(args.errors))
+      return { kind: "usage", message: "--retry-failed needs a local output and error file" };
+    args.retryFailed = true;
+  }
   for (const [key, flag, min] of ints) {
     const raw = values[flag as keyof typeof values];
     if (raw === undefined) continue;
@@ -127,6 +137,7 @@ const parseOptions = (argv: string[]) =>
       contexts: { type: "string" },
       "context-size": { type: "string" },
       overwrite: { type: "boolean" },
+      "retry-failed": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

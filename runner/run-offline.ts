@@ -1,6 +1,6 @@
 // One offline run: fetch the input if it is a URL, validate it as POST /v1/batches would, bring up
 // the engine as the server does, run every line through the same pipeline, deliver the results.
-import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
@@ -84,6 +84,15 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const output = isUrl(args.output) ? path.join(work, "output.jsonl") : path.resolve(args.output);
     const errors = isUrl(args.errors) ? path.join(work, "errors.jsonl") : path.resolve(args.errors);
     await mkdir(path.dirname(output), { recursive: true });
+    if (args.retryFailed) {
+      if (!(await exists(errors))) {
+        stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
+        return { exitCode: 0, endpoint, validation };
+      }
+      // The failed lines leave the error file, so the resume below skips only what succeeded and runs them again.
+      await rename(errors, `${errors}.retried`);
+      stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(errors)}.retried)\n`);
+    }
     const reused = args.overwrite ? null : await resumable(input, output, errors, config.maxLineBytes);
     if (reused && "foreign" in reused) {
       stderr.write(

@@ -21,6 +21,7 @@ import {
   isInlineBatchBody,
   ListBatchesQuery,
   ResultsQuery,
+  RetryBatchBody,
 } from "../schemas/requests.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */
@@ -64,6 +65,13 @@ export function batchesRouter(batches: BatchService): Router {
   router.post("/v1/batches/:batch_id/cancel", async (req, res) => {
     const id = batchId(req.params.batch_id);
     res.json(await batches.cancel(id, ownerFrom(res)));
+  });
+
+  // Our extension: a new batch of a finished batch's failed lines.
+  router.post("/v1/batches/:batch_id/retry", async (req, res) => {
+    const id = batchId(req.params.batch_id);
+    const filter = parseRequest(RetryBatchBody, req.body ?? {});
+    res.json(await batches.retry(id, ownerFrom(res), filter));
   });
 
   router.get("/v1/batches/:batch_id/results", async (req, res) => {
@@ -157,6 +165,27 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       description: "Queued batches end at once (`cancelled`); running ones pass through `cancelling` and keep the results they have.",
       request: { params: BatchIdParams },
       responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 404) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches/{batch_id}/retry",
+      tags: ["Batches"],
+      summary: "Retry a finished batch's failed lines (an extension, not part of OpenAI's API)",
+      description:
+        "Creates a new batch from the lines of a finished batch that failed, or that a cancel or an expiry left unrun, with " +
+        "`metadata.retry_of` naming the original. Lines that succeeded are never rerun. `codes` keeps only lines with those error " +
+        "codes; `include_cancelled` and `include_expired` (default true) take or leave the unrun lines. 400 `batch_not_finished` " +
+        "while the batch runs, 400 `nothing_to_retry` when no line qualifies.",
+      request: {
+        params: BatchIdParams,
+        body: { required: false, content: { "application/json": { schema: RetryBatchBody } } },
+      },
+      responses: {
+        200: jsonResponse(BatchSchema, "The new batch, usually still `validating`."),
+        ...errorResponses(400, 401, 404, 429, 503),
+      },
     }),
   );
   r.registerPath(

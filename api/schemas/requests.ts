@@ -192,3 +192,33 @@ export function isInlineBatchBody(body: unknown): boolean {
   const b = body as Record<string, unknown>;
   return b.input !== undefined && b.input_file_id === undefined;
 }
+
+/** POST /v1/batches/{batch_id}/retry (our extension): which failed lines the new batch takes; an empty body takes all. */
+export const RetryBatchBody = z
+  .strictObject(
+    {
+      codes: z
+        .array(z.string({ error: "codes must be an array of error codes" }).min(1, "codes must not hold an empty string"), {
+          error: "codes must be an array of error codes",
+        })
+        .min(1, "codes must name at least one error code")
+        .max(100, "codes may name at most 100 error codes")
+        .optional()
+        .openapi({
+          description: "Only lines with one of these error codes (e.g. `server_error`, `context_length_exceeded`, `batch_cancelled`).",
+        }),
+      include_cancelled: z
+        .boolean({ error: "include_cancelled must be true or false" })
+        .optional()
+        .openapi({ description: "Lines a cancel left unrun (`batch_cancelled`). Default true." }),
+      include_expired: z
+        .boolean({ error: "include_expired must be true or false" })
+        .optional()
+        .openapi({ description: "Lines an expiry left unrun (`batch_expired`). Default true." }),
+    },
+    {
+      error: (issue) =>
+        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
+    },
+  )
+  .openapi("RetryBatchRequest", { example: { codes: ["server_error"], include_cancelled: true } });

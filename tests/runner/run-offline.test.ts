@@ -197,6 +197,38 @@ describe("offline runner", () => {
     expect(readFileSync(out, "utf8").startsWith(`${kept.join("\n")}\n`)).toBe(true);
   });
 
+  it("--retry-failed runs only the error file's requests again, keeping every success byte for byte", async () => {
+    const input = path.join(dir, "retry.jsonl");
+    writeFileSync(input, `${[chat("a", "Once upon a time"), chat("big", "word ".repeat(2000)), chat("b", "The cat")].join("\n")}\n`);
+    const out = path.join(dir, "retry-out.jsonl");
+    const errors = path.join(dir, "retry-out.errors.jsonl");
+    expect((await run(args(input, out))).exitCode).toBe(0);
+    const before = readFileSync(out, "utf8");
+    expect(rows(readFileSync(errors, "utf8")).map((x) => x.custom_id)).toEqual(["big"]);
+
+    const again = await run(args(input, out, ["--retry-failed"]));
+    expect(again.exitCode).toBe(0);
+    expect(again.stderr).toMatch(
+      /retrying the failed requests of .*retry-out\.errors\.jsonl \(kept as retry-out\.errors\.jsonl\.retried\)/,
+    );
+    // One request ran: the two in the output were skipped, and kept as they were.
+    expect(again.stdout).toMatch(/3 requests \(2 from the earlier run\)/);
+    expect(readFileSync(out, "utf8").startsWith(before)).toBe(true);
+    expect(rows(readFileSync(`${errors}.retried`, "utf8")).map((x) => x.custom_id)).toEqual(["big"]);
+    // Still too long for the context: it fails again, once, in a fresh error file.
+    expect(rows(readFileSync(errors, "utf8")).map((x) => x.custom_id)).toEqual(["big"]);
+
+    rmSync(errors);
+    const none = await run(args(input, out, ["--retry-failed"]));
+    expect(none.exitCode).toBe(0);
+    expect(none.stderr).toMatch(/nothing to retry: .*does not exist/);
+    expect(parseRunnerArgs(["-i", input, "-o", out, "--retry-failed", "--overwrite"])).toMatchObject({ kind: "usage" });
+    expect(parseRunnerArgs(["-i", input, "-o", "http://127.0.0.1:1/o.jsonl", "--retry-failed"])).toMatchObject({
+      kind: "usage",
+      message: "--retry-failed needs a local output and error file",
+    });
+  });
+
   it("reads the input from a URL and PUTs the output to one, retrying a 503 each way", async () => {
     srv.objects.set(
       "/in/batch.jsonl",

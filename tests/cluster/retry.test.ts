@@ -1,0 +1,81 @@
+// Retrying failed lines in the distributed mode (its domain on in-process ports): through the HTTP API of one
+// node while another works, the new batch takes only the failed lines, and no line that succeeded runs again.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { countCalls, downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
+import { openaiClient, waitForBatch } from "../helpers/service.js";
+
+const COMMON = { SHARD_SIZE: "5", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
+
+/** Twelve lines; lines 3 and 8 ask for `suffix`, which the engine refuses per line (400 unsupported_parameter). */
+function mixedJsonl(prefix: string): string {
+  return completionJsonl(12, prefix, { maxTokens: 4 })
+    .trimEnd()
+    .split("\n")
+    .map((l, i) => (i === 3 || i === 8 ? l.replace('"max_tokens"', '"suffix":"!","max_tokens"') : l))
+    .join("\n")
+    .concat("\n");
+}
+
+describe("retrying failed lines (distributed mode)", () => {
+  const mem = memoryState();
+  let api: TestNode;
+  let worker: TestNode;
+
+  beforeAll(async () => {
+    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
+    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1" }, mem.open);
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [worker, api]) await n?.close();
+    mem.close();
+  }, 60_000);
+
+  it("creates a batch of only the failed lines, linked by metadata.retry_of, and reruns no success", async () => {
+    const client = openaiClient(api);
+    const file = await uploadJsonl(api.baseUrl, mixedJsonl("rt"));
+    const first = await client.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      metadata: { team: "evals" },
+    });
+    const done = await waitForBatch(api.baseUrl, first.id);
+    expect(done.request_counts).toEqual({ completed: 10, failed: 2, total: 12 });
+    const ranBefore = countCalls(worker).length;
+
+    const refused = await fetch(`${api.baseUrl}/v1/batches/${first.id}/retry`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ codes: ["unsupported_parameter"], only_new: true }),
+    });
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).error.message).toContain("only_new");
+    const unknown = await fetch(`${api.baseUrl}/v1/batches/batch_00000000000000000000dead/retry`, { method: "POST" });
+    expect(unknown.status).toBe(404);
+
+    const res = await fetch(`${api.baseUrl}/v1/batches/${first.id}/retry`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ codes: ["unsupported_parameter"] }),
+    });
+    expect(res.status).toBe(200);
+    const retry = await res.json();
+    expect(retry.metadata).toEqual({ team: "evals", retry_of: first.id });
+    const again = await waitForBatch(api.baseUrl, retry.id);
+    expect(again.request_counts).toEqual({ completed: 0, failed: 2, total: 2 });
+    const { errors, output } = await downloadResults(api, again);
+    expect(output).toEqual([]);
+    expect(errors.map((l) => l.custom_id).sort()).toEqual(["rt-3", "rt-8"]);
+    // Refused per line before they run: the retry made no engine call at all, so no success ran twice.
+    expect(countCalls(worker).length).toBe(ranBefore);
+
+    const nothing = await fetch(`${api.baseUrl}/v1/batches/${first.id}/retry`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ codes: ["server_error"] }),
+    });
+    expect(nothing.status).toBe(400);
+    expect((await nothing.json()).error).toMatchObject({ code: "nothing_to_retry", type: "invalid_request_error" });
+  });
+});
