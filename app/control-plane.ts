@@ -17,9 +17,11 @@ import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
+import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
-import type { Config } from "../config/config.js";
+import { type Config, webhookEndpoints } from "../config/config.js";
 import { unixNow } from "../domain/clock.js";
+import { ownerOf } from "../domain/owner.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
@@ -120,6 +122,14 @@ export async function openSharedState(config: Config, logger: pino.Logger, now: 
   return { ports, blobs };
 }
 
+/** Each owner's webhook endpoint: its API key's (WEBHOOKS_BY_KEY), else the deployment's; undefined: none at all. */
+function webhookTargets(config: Config): WebhookTargets | undefined {
+  const { deployment, byKey } = webhookEndpoints(config);
+  if (!deployment && byKey.size === 0) return undefined;
+  const byOwner = new Map([...byKey].map(([apiKey, target]) => [ownerOf(apiKey), target]));
+  return (owner) => (owner !== null && byOwner.get(owner)) || deployment;
+}
+
 function shardRuns(kind: "parts" | "in-place", deps: ShardRunDeps & { blobs: BlobStore }): StartShardRun {
   if (kind === "parts") return (shard) => new ShardRun(deps, shard);
   if (!(deps.blobs instanceof FsBlobStore)) throw new Error("in-place shard runs need a local folder for the blob store");
@@ -144,6 +154,7 @@ export async function buildControlPlane(deps: {
   const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
   const { batches, queue, workers, files, events: bus } = ports;
+  const webhooks = webhookTargets(config);
   const newRun = shardRuns(state.runs ?? "parts", {
     queue,
     blobs,
@@ -173,6 +184,7 @@ export async function buildControlPlane(deps: {
     now,
     metrics,
     ownInput: state.ownInput,
+    webhooks,
   });
   const status = new ClusterStatus({
     workers,
@@ -192,6 +204,8 @@ export async function buildControlPlane(deps: {
     id: `maintenance:${id}`,
     collectIntervalSeconds: config.collectIntervalSeconds,
     expirySeconds: config.fileExpirySeconds,
+    webhooks,
+    webhookRetrySeconds: config.webhooks.retrySeconds,
     logger,
     now,
     metrics,

@@ -26,6 +26,7 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
+import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
 /** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
@@ -46,6 +47,8 @@ export interface ClusterBatchServiceDeps {
   files: FileRecords;
   blobs: BlobStore;
   registry: ModelRegistry;
+  /** Where ended batches' events go: a batch whose file fails validation ends at once. */
+  webhooks?: WebhookTargets;
   /** Local scratch space for validating inputs. */
   scratchDir: string;
   logger: pino.Logger;
@@ -263,6 +266,7 @@ export class ClusterBatchService implements BatchService {
         outputExpiresAfter: input.output_expires_after,
         shards,
         maxQueued: limits.maxQueueDepth,
+        webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
       });
       // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
       if (!admitted) {

@@ -9,6 +9,7 @@ import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
+import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export interface FinalizeDeps {
   batches: BatchRecords;
@@ -19,6 +20,8 @@ export interface FinalizeDeps {
   /** Unix seconds. */
   now: () => number;
   metrics?: BatchMetrics;
+  /** Where ended batches' events go (none: no webhooks). */
+  webhooks?: WebhookTargets;
 }
 
 export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Batch | undefined> {
@@ -58,7 +61,8 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   };
   // Every line has its result or its error line: whatever the counts lack (a part that could not be written) is failed.
   await deps.batches.settleCounts(id);
-  const done = await batches.update(id, ["validating", "in_progress", "finalizing", "cancelling"], ({ batch }) => {
+  const done = await batches.update(id, ["validating", "in_progress", "finalizing", "cancelling"], (r) => {
+    const { batch } = r;
     batch.output_file_id = fileIds.output;
     batch.error_file_id = fileIds.error;
     if (to === "completed") {
@@ -69,6 +73,8 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
     transition(batch, to, now());
     batch.deadline_met =
       batch.status === "completed" ? (batch.completed_at ?? 0) <= batch.deadline_at : batch.status === "expired" ? false : null;
+    // In the same write as the final status: a crash after it still has the event to deliver.
+    r.webhook = webhookEvent(batch, r.owner, deps.webhooks, now()) ?? null;
   });
   if (!done) return undefined;
   const b = done.batch;

@@ -12,6 +12,7 @@ import { OutageLog } from "./outage-log.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import type { StartShardRun } from "./shard-run.js";
+import { WebhookSender } from "./webhooks.js";
 import { progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;
@@ -37,6 +38,8 @@ export interface MaintenanceDeps extends FinalizeDeps {
   collectIntervalSeconds: number;
   /** FILE_EXPIRY_SECONDS: how long an ended batch is kept. */
   expirySeconds: number;
+  /** WEBHOOK_RETRY_SECONDS: how long a failing webhook delivery is retried. */
+  webhookRetrySeconds?: number;
 }
 
 export class Maintenance {
@@ -52,8 +55,13 @@ export class Maintenance {
   private reapAfter = 0;
   private readonly outage: OutageLog;
 
+  private readonly sender: WebhookSender | undefined;
+
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
+    const { webhooks: targets, batches, logger, now, metrics } = deps;
+    if (targets)
+      this.sender = new WebhookSender({ batches, targets, retrySeconds: deps.webhookRetrySeconds ?? 72 * 3600, logger, now, metrics });
   }
 
   /** Whether this process runs the housekeeping now. */
@@ -108,6 +116,7 @@ export class Maintenance {
         logger.warn({ err: (err as Error).message, batch_id: id }, "cannot finalize yet"),
       );
     }
+    if (this.sender && this.deps.lock.held) await within(STEP_MS.short, "webhooks", this.sender.kick());
     if (Date.now() - this.lastCollect >= this.deps.collectIntervalSeconds * 1000) {
       this.lastCollect = Date.now();
       await within(STEP_MS.collect, "collect", this.collect());
@@ -193,6 +202,7 @@ export class Maintenance {
     this.closed = true;
     clearInterval(this.timer);
     while (this.ticking) await new Promise((r) => setTimeout(r, 20));
+    await this.sender?.close();
     await this.renewing?.catch(() => undefined);
     await this.deps.lock.release();
   }

@@ -20,6 +20,26 @@ export interface BatchRow {
   stopReason: StopReason | null;
   inputKey: string | null;
   outputExpiresAfter?: ExpiresAfter;
+  /** The batch's webhook event, set with its final status where webhooks are on (the outbox, one per batch). */
+  webhook?: WebhookState | null;
+}
+
+/** A batch's webhook event and its delivery so far. */
+export interface WebhookState {
+  /** `evt_…`: the same on every attempt, so a receiver can deduplicate. */
+  event_id: string;
+  type: "batch.completed" | "batch.failed" | "batch.expired" | "batch.cancelled";
+  created_at: number;
+  /** Where it goes (the deployment's URL, or the API key's). */
+  url: string;
+  attempts: number;
+  /** Unix seconds of the next attempt. */
+  next_at: number;
+  delivered_at: number | null;
+  /** Retried past WEBHOOK_RETRY_SECONDS without a 2xx. */
+  gave_up: boolean;
+  last_status: number | null;
+  last_error: string | null;
 }
 
 export interface NewBatchRecord {
@@ -28,6 +48,8 @@ export interface NewBatchRecord {
   inputKey: string | null;
   outputExpiresAfter?: ExpiresAfter;
   shards: ShardPlan[];
+  /** A batch recorded already ended (its file failed validation) carries its webhook event from the start. */
+  webhook?: WebhookState | null;
   /** Admit a batch only while fewer than this many are queued (MAX_QUEUE_DEPTH). */
   maxQueued?: number;
 }
@@ -52,6 +74,10 @@ export interface BatchRecords {
   /** completed + failed == total: requests without a counted result are failed. */
   settleCounts(id: string): Promise<void>;
   endedBefore(before: number, limit?: number): Promise<string[]>;
+  /** Batches whose webhook is due (neither delivered nor given up, next attempt at or before `now`). */
+  webhooksDue(now: number, limit: number): Promise<Array<{ id: string; owner: Owner; webhook: WebhookState }>>;
+  /** Records a delivery attempt's outcome. */
+  setWebhook(id: string, webhook: WebhookState): Promise<void>;
   /** Deletes a batch; returns its input's key when nothing else needs it. */
   remove(id: string): Promise<{ orphanInput?: string }>;
 }

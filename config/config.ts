@@ -64,6 +64,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
   checkCluster(cfg, given);
+  checkWebhooks(cfg);
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
@@ -99,6 +100,71 @@ function checkCluster(cfg: Config, given: Map<string, string>): void {
     fail("S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together: set both, or neither (the AWS SDK's default credentials)");
   if (cluster.checkpointSeconds >= cluster.leaseSeconds)
     fail(`CHECKPOINT_SECONDS=${cluster.checkpointSeconds} must be below LEASE_SECONDS=${cluster.leaseSeconds}`);
+}
+
+export interface WebhookEndpoint {
+  url: string;
+  /** WEBHOOK_SECRET's key bytes (the base64 after `whsec_`). */
+  key: Buffer;
+}
+
+/** A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes. */
+function webhookKey(secret: string, name: string): Buffer {
+  const m = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(secret);
+  const key = m ? Buffer.from(m[1], "base64") : undefined;
+  if (!key || key.length < 24 || key.length > 64)
+    throw new ConfigError(
+      `invalid configuration: ${name}: must be whsec_ and the base64 of 24 to 64 random bytes (openssl rand -base64 32)`,
+    );
+  return key;
+}
+
+function webhookUrl(url: string, name: string): string {
+  let u: URL | undefined;
+  try {
+    u = new URL(url);
+  } catch {}
+  if (!u || (u.protocol !== "http:" && u.protocol !== "https:"))
+    throw new ConfigError(`invalid configuration: ${name}: must be an http(s) URL`);
+  return url;
+}
+
+/**
+ * The webhook endpoints the settings name: the deployment's (WEBHOOK_URL, WEBHOOK_SECRET), and each API key's
+ * (WEBHOOKS_BY_KEY). Throws one ConfigError naming the setting at fault; loadConfig calls it once at start.
+ */
+export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys">): {
+  deployment?: WebhookEndpoint;
+  byKey: Map<string, WebhookEndpoint>;
+} {
+  const { url, secret, byKey } = cfg.webhooks;
+  if (Boolean(url) !== Boolean(secret))
+    throw new ConfigError("invalid configuration: WEBHOOK_URL and WEBHOOK_SECRET go together: set both, or neither");
+  const deployment = url ? { url: webhookUrl(url, "WEBHOOK_URL"), key: webhookKey(secret, "WEBHOOK_SECRET") } : undefined;
+  const keyed = new Map<string, WebhookEndpoint>();
+  if (byKey) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(byKey);
+    } catch {
+      throw new ConfigError('invalid configuration: WEBHOOKS_BY_KEY: must be JSON, {"<api key>": {"url": ..., "secret": "whsec_..."}}');
+    }
+    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
+      throw new ConfigError('invalid configuration: WEBHOOKS_BY_KEY: must be a JSON object, {"<api key>": {"url": ..., "secret": ...}}');
+    for (const [apiKey, v] of Object.entries(parsed)) {
+      if (!cfg.apiKeys.includes(apiKey))
+        throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: names a key that is not in API_KEYS");
+      const e = v as { url?: unknown; secret?: unknown } | null;
+      if (typeof e?.url !== "string" || typeof e?.secret !== "string")
+        throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
+      keyed.set(apiKey, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
+    }
+  }
+  return { deployment, byKey: keyed };
+}
+
+function checkWebhooks(cfg: Config): void {
+  webhookEndpoints(cfg);
 }
 
 /**

@@ -327,6 +327,32 @@ export const SETTINGS = {
       help: "path-style bucket addressing (most S3-compatible servers want it)",
     }),
   },
+  webhooks: {
+    url: setting({
+      env: "WEBHOOK_URL",
+      default: "",
+      schema: z.string(),
+      help: "where batch.completed/failed/expired/cancelled events are POSTed, signed (Standard Webhooks)",
+    }),
+    secret: setting({
+      env: "WEBHOOK_SECRET",
+      default: "",
+      schema: z.string(),
+      help: "whsec_<base64>: the signing secret WEBHOOK_URL's receiver verifies with",
+    }),
+    byKey: setting({
+      env: "WEBHOOKS_BY_KEY",
+      default: "",
+      schema: z.string(),
+      help: 'JSON {"<api key>": {"url": ..., "secret": "whsec_..."}}: an API key\'s own endpoint for its batches',
+    }),
+    retrySeconds: setting({
+      env: "WEBHOOK_RETRY_SECONDS",
+      default: 72 * 3600,
+      schema: int(1),
+      help: "how long a failing delivery is retried (with backoff) before it is given up",
+    }),
+  },
   http: {
     headersTimeoutSeconds: setting({
       env: "HTTP_HEADERS_TIMEOUT_SECONDS",

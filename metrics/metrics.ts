@@ -42,6 +42,8 @@ export interface BatchMetrics {
   batchEnded(batch: EndedBatch): void;
   /** Returns the onProgress hook of one run; `base` is what was already on disk (a resume). */
   trackProgress(endpoint: string, base: Progress): (p: Progress) => void;
+  /** One webhook delivery attempt's outcome. */
+  webhookAttempt(outcome: "delivered" | "failed" | "gave_up"): void;
 }
 
 export interface Metrics extends BatchMetrics {
@@ -83,6 +85,7 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     for (const p of (await status?.poolStatus()) ?? []) g.set({ pool: p.name }, read(p));
   };
 
+  const webhooks = counter("webhook_deliveries_total", "Webhook delivery attempts by outcome (delivered, failed, gave_up).", ["outcome"]);
   const batches = counter("batches_total", "Batches that reached a final status.", ["status"]);
   const timeToFinish = histogram(
     "batch_time_to_finish_seconds",
@@ -178,6 +181,9 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
       const ended = b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at;
       if (ended !== null) timeToFinish.observe({ status: b.status }, Math.max(0, ended - b.submitted_at));
       if (b.deadline_met !== null) deadlines.inc({ result: b.deadline_met ? "met" : "missed" });
+    },
+    webhookAttempt(outcome) {
+      webhooks.inc({ outcome });
     },
     trackProgress(endpoint, base) {
       let last = base;

@@ -2,13 +2,11 @@
 // so keys are never stored, and one key's files and batches are invisible to another.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { RequestHandler, Response } from "express";
+import { ownerOf } from "../../domain/owner.js";
 import type { Owner } from "../../domain/ports.js";
 import { unauthorized } from "../errors.js";
 
-/** A stable, non-reversible owner id for an API key: the first 32 hex digits of its sha256. */
-export function ownerOf(apiKey: string): string {
-  return createHash("sha256").update(apiKey, "utf8").digest("hex").slice(0, 32);
-}
+export { ownerOf };
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 

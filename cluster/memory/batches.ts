@@ -7,7 +7,7 @@ import type { Batch, BatchStatus } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
 import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
-import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
+import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import type { BatchEntry, MemoryState } from "./state.js";
 
 const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
@@ -22,6 +22,7 @@ export function rowOf(e: BatchEntry): BatchRow {
     inputKey: e.inputKey,
   };
   if (e.outputExpiresAfter) row.outputExpiresAfter = { ...e.outputExpiresAfter };
+  if (e.webhook) row.webhook = { ...e.webhook };
   return row;
 }
 
@@ -44,6 +45,7 @@ export class MemoryBatchRecords implements BatchRecords {
       seq: this.state.nextSeq(),
       stopReason: null,
       inputKey: a.inputKey,
+      webhook: a.webhook ?? null,
       counts: { completed: 0, failed: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0 },
       shards: a.shards.map((s, idx) => ({
         idx,
@@ -103,6 +105,35 @@ export class MemoryBatchRecords implements BatchRecords {
    * One change of a batch at a time (a row lock), and the change is shown only once it is kept: a status a
    * client reads is the status the state's files have. When it cannot be kept, nothing changes and this throws.
    */
+  async webhooksDue(now: number, limit: number): Promise<Array<{ id: string; owner: Owner; webhook: WebhookState }>> {
+    const due = [];
+    for (const e of this.state.batches.values()) {
+      const w = e.webhook;
+      if (w && w.delivered_at === null && !w.gave_up && w.next_at <= now) due.push({ id: e.batch.id, owner: e.owner, webhook: { ...w } });
+    }
+    return due.sort((a, b) => a.webhook.next_at - b.webhook.next_at).slice(0, limit);
+  }
+
+  /** Under the batch's lock, as every change of its record. */
+  setWebhook(id: string, webhook: WebhookState): Promise<void> {
+    const before = this.locks.get(id) ?? Promise.resolve();
+    const mine = before
+      .catch(() => undefined)
+      .then(async () => {
+        const e = this.state.batches.get(id);
+        if (!e) return;
+        await this.state.keepBatch(id, { ...e, webhook: { ...webhook } });
+        const live = this.state.batches.get(id);
+        if (live) this.state.batches.set(id, { ...live, webhook: { ...webhook } });
+      });
+    this.locks.set(id, mine);
+    const forget = () => {
+      if (this.locks.get(id) === mine) this.locks.delete(id);
+    };
+    mine.then(forget, forget);
+    return mine;
+  }
+
   update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
     const before = this.locks.get(id) ?? Promise.resolve();
     const mine = before
@@ -118,6 +149,7 @@ export class MemoryBatchRecords implements BatchRecords {
           ...x,
           batch: { ...x.batch, ...rest, request_counts: { ...x.batch.request_counts, total: request_counts.total } },
           stopReason: row.stopReason,
+          webhook: row.webhook ?? x.webhook ?? null,
         });
         await this.state.keepBatch(id, apply(e));
         // Checkpoints may have added counts meanwhile: the change goes onto the entry as it is now.

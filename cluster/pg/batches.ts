@@ -6,11 +6,11 @@ import { InvalidRequestError } from "../../domain/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.js";
 import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
-import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES } from "../ports.js";
+import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
-  cached_tokens, output_tokens, doc`;
+  cached_tokens, output_tokens, doc, webhook`;
 
 function fromRow(r: any): BatchRow {
   // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's.
@@ -28,6 +28,7 @@ function fromRow(r: any): BatchRow {
   );
   const row: BatchRow = { batch, owner: r.owner, seq: Number(r.seq), stopReason: r.stop_reason, inputKey: r.input_key };
   if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
+  if (r.webhook) row.webhook = r.webhook;
   return row;
 }
 
@@ -50,9 +51,9 @@ export class PgBatchRecords implements BatchRecords {
         if (rows[0].n >= a.maxQueued) return false;
       }
       await c.query(
-        `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [b.id, a.owner, b.status, b.model, b.submitted_at, b.deadline_at, a.inputKey, a.outputExpiresAfter ?? null, b],
+        `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc, webhook)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        [b.id, a.owner, b.status, b.model, b.submitted_at, b.deadline_at, a.inputKey, a.outputExpiresAfter ?? null, b, a.webhook ?? null],
       );
       // One statement for all shards: a 50,000-line batch has 50 of them, a 5-million-line one 5,000.
       if (a.shards.length > 0)
@@ -95,6 +96,21 @@ export class PgBatchRecords implements BatchRecords {
     return rows[0].n;
   }
 
+  async webhooksDue(now: number, limit: number): Promise<Array<{ id: string; owner: Owner; webhook: WebhookState }>> {
+    const { rows } = await this.db.query(
+      `SELECT id, owner, webhook FROM batches
+        WHERE webhook IS NOT NULL AND webhook->>'delivered_at' IS NULL AND NOT (webhook->>'gave_up')::boolean
+          AND (webhook->>'next_at')::bigint <= $1
+        ORDER BY (webhook->>'next_at')::bigint LIMIT $2`,
+      [now, limit],
+    );
+    return rows.map((r) => ({ id: r.id, owner: r.owner, webhook: r.webhook }));
+  }
+
+  async setWebhook(id: string, webhook: WebhookState): Promise<void> {
+    await this.db.query("UPDATE batches SET webhook = $2 WHERE id = $1", [id, webhook]);
+  }
+
   /**
    * Changes a batch under its row lock, only while its status is one of `from`: `change` edits the row read
    * (the batch, and may set the stop reason), or returns false to leave it as it is; returns the batch written, or undefined when its status was another (someone
@@ -107,11 +123,12 @@ export class PgBatchRecords implements BatchRecords {
       const row = fromRow(rows[0]);
       if (change(row) === false) return undefined;
       const { request_counts, usage, ...rest } = row.batch;
-      await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4 WHERE id = $1", [
+      await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4, webhook = $5 WHERE id = $1", [
         id,
         row.batch.status,
         row.stopReason,
         { ...rest, request_counts: { ...request_counts, completed: 0, failed: 0 } },
+        row.webhook ?? null,
       ]);
       return row;
     });

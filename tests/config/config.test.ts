@@ -137,3 +137,26 @@ describe("the settings, declared once", () => {
     );
   });
 });
+
+describe("webhook settings", () => {
+  const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+
+  it("takes a URL with a Standard Webhooks secret, and refuses each half alone or a bad secret, naming it", () => {
+    expect(loadConfig({ WEBHOOK_URL: "https://example.test/hooks", WEBHOOK_SECRET: secret }).webhooks.url).toBe(
+      "https://example.test/hooks",
+    );
+    expect(() => loadConfig({ WEBHOOK_URL: "https://example.test/hooks" })).toThrow("WEBHOOK_URL and WEBHOOK_SECRET go together");
+    expect(() => loadConfig({ WEBHOOK_URL: "https://example.test/hooks", WEBHOOK_SECRET: "hunter2" })).toThrow(
+      "WEBHOOK_SECRET: must be whsec_ and the base64 of 24 to 64 random bytes",
+    );
+    expect(() => loadConfig({ WEBHOOK_URL: "ftp://example.test", WEBHOOK_SECRET: secret })).toThrow("WEBHOOK_URL: must be an http(s) URL");
+    expect(loadConfig({}).webhooks.retrySeconds).toBe(72 * 3600);
+  });
+
+  it("takes per-key endpoints only for keys in API_KEYS", () => {
+    const byKey = JSON.stringify({ k1: { url: "http://127.0.0.1:9/h", secret } });
+    expect(loadConfig({ API_KEYS: "k1,k2", WEBHOOKS_BY_KEY: byKey }).webhooks.byKey).toBe(byKey);
+    expect(() => loadConfig({ API_KEYS: "k2", WEBHOOKS_BY_KEY: byKey })).toThrow("WEBHOOKS_BY_KEY: names a key that is not in API_KEYS");
+    expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: "{" })).toThrow("WEBHOOKS_BY_KEY: must be JSON");
+  });
+});
