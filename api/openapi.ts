@@ -2,6 +2,7 @@
 // built from the same zod schemas the routes validate with; tests/api/openapi-document.test.ts checks the two agree.
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import { registerBatchesPaths } from "./routes/batches.js";
+import { registerConsolePaths } from "./routes/console.js";
 import { registerFilesPaths } from "./routes/files.js";
 import { registerModelsPaths } from "./routes/models.js";
 import { registerStatusPaths } from "./routes/status.js";
@@ -21,6 +22,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   registerStatusPaths(registry);
   registerStatusPagePaths(registry);
   registerSystemPaths(registry);
+  registerConsolePaths(registry);
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: "3.1.0",
     info: {
@@ -36,6 +38,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
       { name: "Batches", description: "OpenAI Batch API." },
       { name: "Proof of concept", description: "Routes kept from the proof of concept; not part of OpenAI's API." },
       { name: "System", description: "Health, readiness and documentation; never need a key." },
+      { name: "Console", description: "The console at / and the JSON it reads (not part of OpenAI's API)." },
     ],
   });
 }

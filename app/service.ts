@@ -9,6 +9,7 @@ import type { ModelRegistry } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
+import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import { buildControlPlane, type ControlPlane, embeddedState, openSharedState, type PlaneState } from "./control-plane.js";
@@ -74,6 +75,12 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   watchModelBackends(metrics, models);
   metrics.watch(controlPlane.status);
   const plane = controlPlane;
+  const series = new Series({
+    totals: () => metrics.totals(),
+    queueDepth: async () => (await plane.status.queueStats()).depth,
+    pools: () => Promise.resolve(plane.status.poolStatus()),
+  });
+  series.start();
   const app = createApp({
     config,
     files: plane.files,
@@ -83,6 +90,8 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     reachable: () => plane.ping(),
     registry,
     modelStatus: () => models.status(),
+    upstreams: () => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])),
+    series: () => series.list(),
     logger,
     metrics,
     api: config.cluster.role !== "worker",
@@ -96,6 +105,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     metrics,
     close(opts = {}) {
       closed ??= (async () => {
+        series.stop();
         await plane.close({ graceMs: opts.graceMs ?? 10_000 });
         await models.close();
         unlock();

@@ -16,7 +16,17 @@ import { parseCompletionWindow } from "../domain/completion-window.js";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
-import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
+import type {
+  BatchInspection,
+  BatchSearch,
+  BatchService,
+  CreateBatchInput,
+  CreateInlineBatchInput,
+  ExpiresAfter,
+  ListedBatch,
+  Owner,
+  Page,
+} from "../domain/ports.js";
 import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
@@ -29,6 +39,10 @@ import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js"
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
+/** Failed lines shown by the console per batch. */
+const LINE_ERRORS = 100;
+/** Batches a console search looks through per page before it answers with what it found. */
+const SEARCH_SCAN = 5_000;
 /** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
 const DECIDED_END_WAIT_MS = 5_000;
 
@@ -197,7 +211,85 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
-  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
+  async inspect(id: string, owner: Owner): Promise<BatchInspection | undefined> {
+    const row = await this.deps.batches.get(id, owner);
+    if (!row) return undefined;
+    const { batch } = row;
+    const shards = await this.deps.queue.ofBatch(id);
+    const w = row.webhook;
+    return {
+      batch,
+      input_filename: (await this.deps.files.get(batch.input_file_id, owner))?.object.filename ?? null,
+      shards: shards.map((s) => ({
+        idx: s.idx,
+        state: s.state,
+        worker: s.workerId,
+        completed: s.completed,
+        failed: s.failed,
+        total: s.total,
+      })),
+      webhook: w
+        ? {
+            event_id: w.event_id,
+            type: w.type,
+            url: w.url,
+            attempts: w.attempts,
+            delivered_at: w.delivered_at,
+            gave_up: w.gave_up,
+            next_at: w.next_at,
+            last_status: w.last_status,
+            last_error: w.last_error,
+          }
+        : null,
+      line_errors: await this.lineErrors(batch, owner),
+    };
+  }
+
+  private async lineErrors(batch: Batch, owner: Owner): Promise<BatchInspection["line_errors"]> {
+    const validation = batch.errors?.data ?? [];
+    if (validation.length > 0)
+      return validation
+        .slice(0, LINE_ERRORS)
+        .map((e) => ({ line: e.line ?? null, custom_id: null, code: e.code ?? "invalid_request", message: e.message ?? "" }));
+    const file = batch.error_file_id ? await this.deps.files.keyOf(batch.error_file_id, owner) : undefined;
+    const out: BatchInspection["line_errors"] = [];
+    for await (const text of this.linesOf(file ? [file.key] : [])) {
+      const l = JSON.parse(text) as Parameters<typeof errorCodeOf>[0] & {
+        custom_id?: string;
+        error?: { message?: string } | null;
+        response?: { body?: { error?: { message?: string } } } | null;
+      };
+      const message = l.error?.message ?? l.response?.body?.error?.message ?? "";
+      out.push({ line: null, custom_id: l.custom_id ?? null, code: errorCodeOf(l), message: String(message) });
+      if (out.length >= LINE_ERRORS) break;
+    }
+    return out;
+  }
+
+  async search(q: BatchSearch): Promise<Page<ListedBatch>> {
+    const text = q.text?.toLowerCase();
+    const data: ListedBatch[] = [];
+    let after = q.after;
+    let scanned = 0;
+    for (;;) {
+      const page = await this.deps.batches.list({ after, limit: 100, owner: q.owner });
+      for (const b of page.data) {
+        scanned++;
+        after = b.id;
+        if (q.status && b.status !== q.status) continue;
+        if (q.model && b.model !== q.model) continue;
+        const filename = (await this.deps.files.get(b.input_file_id, q.owner))?.object.filename ?? null;
+        if (text && !searchable(b, filename).includes(text)) continue;
+        data.push({ ...b, input_filename: filename });
+        if (data.length === q.limit) return { data, has_more: true };
+      }
+      if (!page.has_more) return { data, has_more: false };
+      // A bounded scan per request: a filter that matches little answers with what it found and a cursor onward.
+      if (scanned >= SEARCH_SCAN) return { data, has_more: true };
+    }
+  }
+
+  /** The result lines so far:  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
   async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
     const row = await this.deps.batches.get(id, owner);
     if (!row) return undefined;
@@ -295,6 +387,11 @@ export class ClusterBatchService implements BatchService {
     const out = await inDir(this.deps.scratchDir, () => open(local, "w"));
     await pipeline(content, createWriteStream(local, { fd: out }));
   }
+}
+
+/** What a console search's text is looked for in: the id, the input file's name, the metadata's keys and values. */
+function searchable(b: Batch, filename: string | null): string {
+  return [b.id, filename ?? "", ...Object.entries(b.metadata ?? {}).flat()].join("\n").toLowerCase();
 }
 
 /** The input's lines whose custom_id is wanted, each once (a batch's custom_ids are unique). */

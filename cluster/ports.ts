@@ -168,7 +168,19 @@ export interface WorkQueue {
    * worker from renewing, and they get that long to do so.
    */
   reap(graceSeconds: number): Promise<number>;
-  ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>>;
+  ofBatch(batchId: string): Promise<ShardView[]>;
+}
+
+export interface ShardView {
+  idx: number;
+  /** queued | running | done */
+  state: string;
+  parts: ShardPart[];
+  total: number;
+  /** Who runs it (or ran it last). */
+  workerId: string | null;
+  completed: number;
+  failed: number;
 }
 
 export const shardKey = (s: Pick<ClaimedShard, "batchId" | "idx">) => `${s.batchId}/${s.idx}`;

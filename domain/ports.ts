@@ -77,12 +77,51 @@ export interface BatchService {
    * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
    */
   retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch>;
+  /** The console's view of a batch; undefined when there is none for this owner. */
+  inspect(id: string, owner: Owner): Promise<BatchInspection | undefined>;
+  /** Newest first, as list, filtered; scans a bounded number of batches per page. */
+  search(q: BatchSearch): Promise<Page<ListedBatch>>;
   /**
    * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
    * written is left for the next read. Undefined when no result exists yet.
    */
   results(id: string, owner: Owner): Awaitable<AsyncIterable<string> | undefined>;
 }
+
+/** What the console shows of one batch beyond the Batch object. */
+export interface BatchInspection {
+  batch: Batch;
+  /** The input file's name while the file is there. */
+  input_filename: string | null;
+  /** Its shards and who ran them (one on one machine, the simulated pool's slot). */
+  shards: Array<{ idx: number; state: string; worker: string | null; completed: number; failed: number; total: number }>;
+  /** Its webhook event's delivery, where webhooks are on. */
+  webhook: {
+    event_id: string;
+    type: string;
+    url: string;
+    attempts: number;
+    delivered_at: number | null;
+    gave_up: boolean;
+    next_at: number;
+    last_status: number | null;
+    last_error: string | null;
+  } | null;
+  /** Up to 100 failed lines: the file's validation errors (with their line numbers), else the error file's first lines. */
+  line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string }>;
+}
+
+/** A console search: any of status, model and text (in the id, the input file's name or the metadata). */
+export interface BatchSearch {
+  status?: string;
+  model?: string;
+  text?: string;
+  after?: string;
+  limit: number;
+  owner: Owner;
+}
+
+export type ListedBatch = Batch & { input_filename: string | null };
 
 export interface QueueStats {
   depth: number;

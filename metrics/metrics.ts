@@ -54,6 +54,8 @@ export interface Metrics extends BatchMetrics {
   watch(status: GaugeSource): void;
   /** Model and backend as an info-style gauge. */
   setBackendInfo(info: { model: string; kind: string }): void;
+  /** Since start: completion tokens generated and requests finished (completed or failed), for rates over time. */
+  totals(): { completionTokens: number; requests: number };
   /** Per-backend flow control (upstream backends), read at scrape time. */
   watchBackends(read: () => Array<{ model: string; stats: BackendStats }>): void;
 }
@@ -65,6 +67,7 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
   let status: GaugeSource | undefined;
   let backends: () => Array<{ model: string; stats: BackendStats }> = () => [];
   const tokenRate = new RateWindow(TOKEN_RATE_WINDOW_SECONDS, opts.now);
+  const total = { completionTokens: 0, requests: 0 };
 
   const counter = (name: string, help: string, labelNames: string[]) =>
     new client.Counter({ name: `${PREFIX}${name}`, help, labelNames, registers });
@@ -182,6 +185,9 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
       if (ended !== null) timeToFinish.observe({ status: b.status }, Math.max(0, ended - b.submitted_at));
       if (b.deadline_met !== null) deadlines.inc({ result: b.deadline_met ? "met" : "missed" });
     },
+    totals() {
+      return { ...total };
+    },
     webhookAttempt(outcome) {
       webhooks.inc({ outcome });
     },
@@ -192,12 +198,14 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
         const failed = p.failed - last.failed;
         const prompt = p.usage.promptTokens - last.usage.promptTokens;
         const completion = p.usage.completionTokens - last.usage.completionTokens;
+        if (done + failed > 0) total.requests += done + failed;
         if (done > 0) requests.inc({ endpoint, outcome: "completed" }, done);
         if (failed > 0) requests.inc({ endpoint, outcome: "failed" }, failed);
         if (prompt > 0) promptTokens.inc({ endpoint }, prompt);
         if (completion > 0) {
           completionTokens.inc({ endpoint }, completion);
           tokenRate.add(completion);
+          total.completionTokens += completion;
         }
         last = p;
       };

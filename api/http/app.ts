@@ -5,14 +5,16 @@ import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
 import type { BatchService, ControlPlaneStatus, FileStore } from "../../domain/ports.js";
 import type { Metrics } from "../../metrics/metrics.js";
-import type { BackendInfo } from "../../openai/backend.js";
+import type { SeriesPoint } from "../../metrics/series.js";
+import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { batchesRouter } from "../routes/batches.js";
+import { consoleApiRouter, consoleAssetsRouter, readConsolePage } from "../routes/console.js";
 import { filesRouter } from "../routes/files.js";
 import { metricsRouter } from "../routes/metrics.js";
 import { modelsRouter } from "../routes/models.js";
 import { statusRouter } from "../routes/status.js";
-import { readStatusPage, statusDataRouter } from "../routes/status-page.js";
+import { statusDataRouter } from "../routes/status-page.js";
 import { systemRouter } from "../routes/system.js";
 import { requireApiKey } from "./auth.js";
 import { docsRouter } from "./docs.js";
@@ -32,8 +34,12 @@ export interface AppDeps {
   reachable?: () => Promise<void>;
   /** The models served (GET /v1/models). */
   registry: ModelRegistry;
-  /** Their state (GET /ready). */
-  modelStatus?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
+  /** Their state (GET /ready, the console). */
+  modelStatus?: () => Array<{ name: string; kind: string; state: string; batches: number; bytes?: number }>;
+  /** Each upstream model's flow control (the console). */
+  upstreams?: () => Array<{ model: string; stats: BackendStats }>;
+  /** The console's live charts. */
+  series?: () => SeriesPoint[];
   logger: pino.Logger;
   /** Serves GET /metrics and counts every request when set. */
   metrics?: Metrics;
@@ -62,10 +68,11 @@ export function createApp(deps: AppDeps): express.Express {
       backendInfo: deps.backendInfo,
       reachable: deps.reachable,
       models: deps.modelStatus,
-      statusPage: readStatusPage(),
+      statusPage: readConsolePage(),
     }),
   );
   app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
+  app.use(consoleAssetsRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
   if (deps.api === false) {
@@ -76,7 +83,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
   const auth = requireApiKey(config.apiKeys);
-  app.use(["/v1", "/queue", "/pools", "/status.json"], auth);
+  app.use(["/v1", "/queue", "/pools", "/status.json", "/console/api"], auth);
   // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
   // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
   const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
@@ -88,6 +95,17 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(modelsRouter({ registry: deps.registry, created: Math.floor(Date.now() / 1000) }));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
   app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, backendInfo: deps.backendInfo }));
+  app.use(
+    consoleApiRouter({
+      service,
+      batches: deps.batches,
+      status: deps.status,
+      backendInfo: deps.backendInfo,
+      models: deps.modelStatus,
+      upstreams: deps.upstreams,
+      series: deps.series,
+    }),
+  );
 
   app.use(unknownRoute);
   app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));

@@ -25,14 +25,21 @@ function serializeRequest(req: { id?: unknown; method?: string; url?: string; he
 }
 
 /**
- * Health checks, metrics scrapes, the status page polling itself and the docs' assets: most of a log's lines
+ * Health checks, metrics scrapes, the console polling itself, and the console's and the docs' assets: most of a log's lines
  * and none of its news, so they log at debug (a failure still logs at warn or error).
  */
-const POLLED = new Set(["/", "/health", "/ready", "/metrics", "/status.json"]);
+const POLLED = new Set(["/", "/health", "/ready", "/metrics", "/status.json", "/console.js", "/console.css", "/favicon.ico"]);
 function isPolling(req: IncomingMessage): boolean {
   if (req.method !== "GET" && req.method !== "HEAD") return false;
   const path = (req.url ?? "").split("?")[0];
-  return POLLED.has(path) || path === "/docs" || path.startsWith("/docs/") || path === "/openapi.json";
+  return (
+    POLLED.has(path) ||
+    path === "/docs" ||
+    path.startsWith("/docs/") ||
+    path === "/openapi.json" ||
+    path.startsWith("/console/api/") ||
+    path.startsWith("/assets/")
+  );
 }
 
 export function requestLogger(logger: pino.Logger): HttpLogger {

@@ -1,9 +1,5 @@
-// The status page: a browser opening / gets a live view of the queue, the pools and the batches
-// (plain HTML and a little inline JS polling /status.json, no build step and no external assets).
-// systemRouter negotiates: JSON clients of / still get the service banner.
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+// GET /status.json: the queue, the pools and the newest batches in one answer, as the first status page polled
+// it (kept for scripts and dashboards that read it; the console at / reads /console/api/*).
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
@@ -19,18 +15,11 @@ import { PoolStatusSchema, poolsVisibleTo, QueueStatsSchema } from "./status.js"
 /** The page lists the newest batches, up to this many. */
 export const STATUS_PAGE_MAX_BATCHES = 500;
 
-export const STATUS_PAGE_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), "../status-page.html");
-
 export interface StatusPageDeps {
   service: { name: string; version: string };
   status: ControlPlaneStatus;
   batches: BatchService;
   backendInfo: () => BackendInfo | null;
-}
-
-/** The page systemRouter sends a browser at GET /. */
-export function readStatusPage(): string {
-  return readFileSync(STATUS_PAGE_FILE, "utf8");
 }
 
 /** GET /status.json: what the page polls. Behind the API key like /v1: a key sees its own batches. */

@@ -9,7 +9,7 @@ import {
   type ClaimOptions,
   type CommitResult,
   type ShardCommit,
-  type ShardPart,
+  type ShardView,
   type StopReason,
   shardKey,
   type WorkQueue,
@@ -127,7 +127,8 @@ export class MemoryWorkQueue implements WorkQueue {
     if (!s || s.epoch !== c.epoch) return "fenced";
     if (s.state === "done") return "committed";
     if (s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
-    Object.assign(s, { state: "done", workerId: null, leaseUntil: null });
+    // The worker stays named: it is who ran the shard (the console shows it); only running shards count as its load.
+    Object.assign(s, { state: "done", leaseUntil: null });
     this.state.saveSoon(c.batchId);
     return "committed";
   }
@@ -146,9 +147,17 @@ export class MemoryWorkQueue implements WorkQueue {
     return reaped.length;
   }
 
-  async ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>> {
+  async ofBatch(batchId: string): Promise<ShardView[]> {
     const e = this.state.batches.get(batchId);
-    return (e?.shards ?? []).map((s) => ({ idx: s.idx, state: s.state, parts: structuredClone(s.parts), total: s.total }));
+    return (e?.shards ?? []).map((s) => ({
+      idx: s.idx,
+      state: s.state,
+      parts: structuredClone(s.parts),
+      total: s.total,
+      workerId: s.workerId,
+      completed: s.counted.completed,
+      failed: s.counted.failed,
+    }));
   }
 
   private claimable(s: ShardRecord, takeLapsed = true): boolean {

@@ -8,6 +8,7 @@ import {
   shardKey as key,
   type ShardCommit,
   type ShardPart,
+  type ShardView,
   type StopReason,
   type WorkQueue,
 } from "../ports.js";
@@ -148,7 +149,7 @@ export class PgWorkQueue implements WorkQueue {
   /** Marks the shard finished (every line has its result committed). */
   async finish(s: ClaimedShard): Promise<CommitResult> {
     const { rowCount } = await this.db.query(
-      `UPDATE shards SET state = 'done', worker_id = NULL, lease_until = NULL
+      `UPDATE shards SET state = 'done', lease_until = NULL
        WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running'`,
       [s.batchId, s.idx, s.epoch, s.checkpoints],
     );
@@ -181,8 +182,11 @@ export class PgWorkQueue implements WorkQueue {
   }
 
   /** Every shard of a batch, in order (finalizing assembles their parts). */
-  async ofBatch(batchId: string): Promise<Array<{ idx: number; state: string; parts: ShardPart[]; total: number }>> {
-    const { rows } = await this.db.query("SELECT idx, state, parts, total FROM shards WHERE batch_id = $1 ORDER BY idx", [batchId]);
+  async ofBatch(batchId: string): Promise<ShardView[]> {
+    const { rows } = await this.db.query(
+      `SELECT idx, state, parts, total, worker_id AS "workerId", completed, failed FROM shards WHERE batch_id = $1 ORDER BY idx`,
+      [batchId],
+    );
     return rows;
   }
 

@@ -79,3 +79,38 @@ describe("retrying failed lines (distributed mode)", () => {
     expect((await nothing.json()).error).toMatchObject({ code: "nothing_to_retry", type: "invalid_request_error" });
   });
 });
+
+describe("the console's data (distributed mode)", () => {
+  const mem = memoryState();
+  let api: TestNode;
+  let worker: TestNode;
+
+  beforeAll(async () => {
+    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
+    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w-console", WORKER_POOL: "spot" }, mem.open);
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [worker, api]) await n?.close();
+    mem.close();
+  }, 60_000);
+
+  it("shows a batch's shards and the worker that ran each, the pools' workers, and filters by status", async () => {
+    const file = await uploadJsonl(api.baseUrl, completionJsonl(12, "cs", { maxTokens: 2 }), {}, "sharded.jsonl");
+    const b = await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+    await waitForBatch(api.baseUrl, b.id);
+    const page = await (await fetch(`${api.baseUrl}/console/api/batches/${b.id}`)).json();
+    expect(page.input_filename).toBe("sharded.jsonl");
+    expect(page.shards).toHaveLength(3);
+    for (const s of page.shards) expect(s).toMatchObject({ state: "done", worker: "w-console", total: expect.any(Number) });
+    expect(page.shards.reduce((n: number, s: { completed: number }) => n + s.completed, 0)).toBe(12);
+    const overview = await (await fetch(`${api.baseUrl}/console/api/overview`)).json();
+    expect(overview.pools.find((p: { name: string }) => p.name === "spot").workers.map((w: { id: string }) => w.id)).toContain("w-console");
+    const completed = await (await fetch(`${api.baseUrl}/console/api/batches?status=completed&q=sharded`)).json();
+    expect(completed.data.map((x: { id: string }) => x.id)).toEqual([b.id]);
+    const none = await (await fetch(`${api.baseUrl}/console/api/batches?status=failed`)).json();
+    expect(none.data).toEqual([]);
+    const bad = await fetch(`${api.baseUrl}/console/api/batches?status=done`);
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error.param).toBe("status");
+  });
+});

@@ -1,4 +1,4 @@
-// The status page in a real headless Chromium: queue, pools and batch rows with live progress,
+// The page at / (the console) in a real headless Chromium: queue, pools and batch rows with live progress,
 // deadline and pool, updated by polling without a reload; the screenshot is checked for the rows.
 import { mkdirSync } from "node:fs";
 import os from "node:os";
@@ -99,7 +99,7 @@ describe.skipIf(!haveChromium)("status page in a browser", () => {
     // The finished batch's full green bar and badge, and the running one's blue badge and pool meter.
     expect(await countColour(page, png, [0x12, 0xb7, 0x6a])).toBeGreaterThan(1000);
     expect(await countColour(page, png, [0x2e, 0x90, 0xfa])).toBeGreaterThan(300);
-    const table = await page.locator("table").boundingBox();
+    const table = await page.locator("#batches table").boundingBox();
     expect(table!.height).toBeGreaterThan(3 * 30);
 
     // Live: once the long batch is cancelled the queued one runs, and its row turns completed, no reload.
