@@ -108,7 +108,8 @@ function progressCell(b) {
 function deadlineCell(b, now) {
   const td = el("td", "deadline");
   td.title = "deadline " + stamp(b.deadline_at) + " (window " + b.completion_window + ")";
-  if (FINAL.includes(b.status)) td.textContent = stamp(b.deadline_at);
+  if (b.status === "failed" || b.status === "cancelled") td.textContent = "—";
+  else if (FINAL.includes(b.status)) td.textContent = stamp(b.deadline_at);
   else if (b.deadline_at >= now) td.textContent = "in " + duration(b.deadline_at - now);
   else td.textContent = duration(now - b.deadline_at) + " overdue";
   return td;
@@ -141,8 +142,13 @@ function batchRow(b, now) {
   id.appendChild(link);
   const sub = [b.input_filename, metadataText(b)].filter(Boolean).join(" · ");
   if (sub) id.appendChild(el("div", "muted meta", sub));
-  const status = el("td");
+  const status = el("td", "status");
   status.appendChild(el("span", "badge " + b.status, b.status.replace("_", " ")));
+  const reason = b.errors && b.errors.data && b.errors.data[0];
+  if (b.status === "failed" && reason) {
+    const text = (reason.line ? "line " + reason.line + ": " : "") + reason.message;
+    status.appendChild(el("div", "muted reason wrap", text.length > 90 ? text.slice(0, 89) + "…" : text));
+  }
   tr.append(
     id,
     el("td", "", b.model || "—"),
@@ -202,6 +208,32 @@ function renderModels(models, upstreams) {
   );
 }
 
+const progressParts = (b) => {
+  const { c, pct } = counts(b);
+  return [["done", pct(c.completed)], ["failed", pct(c.failed)]];
+};
+
+/** New rows each poll, but each batch keeps its progress bar, moved over and then set: the bar glides. */
+function renderRows(batches, now) {
+  const body = $("batch-rows");
+  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr.querySelector("td.progress .meter")]));
+  const moved = [];
+  const rows = batches.map((b) => {
+    const tr = batchRow(b, now);
+    const bar = old.get(b.id);
+    if (bar) {
+      tr.querySelector("td.progress .meter").replaceWith(bar);
+      moved.push([bar, progressParts(b)]);
+    }
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  for (const [bar, parts] of moved) {
+    void bar.offsetWidth;
+    setMeter(bar, parts);
+  }
+}
+
 async function refreshHome() {
   const o = await api("console/api/overview");
   document.title = o.service.name + " · console";
@@ -218,7 +250,7 @@ async function refreshHome() {
   if (after) q.set("after", after);
   const page = await api("console/api/batches?" + q);
   lastPage = page;
-  $("batch-rows").replaceChildren(...page.data.map((b) => batchRow(b, o.now)));
+  renderRows(page.data, o.now);
   $("empty").style.display = page.data.length ? "none" : "";
   $("batch-count").textContent = "(" + page.data.length + " shown)";
   $("newer").disabled = cursors.length === 1;

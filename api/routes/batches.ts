@@ -169,7 +169,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
   );
   r.registerPath(
     keyedRoute({
-      method: "get",
+      method: "post",
       path: "/v1/batches/{batch_id}/retry",
       tags: ["Batches"],
       summary: "Retry a finished batch's failed lines (an extension, not part of OpenAI's API)",

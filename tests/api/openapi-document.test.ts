@@ -90,7 +90,8 @@ describe("OpenAPI document", () => {
             `${where} ${name}`,
           ).toMatchObject({ required: true });
         }
-        const keyed = p.startsWith("/v1") || p === "/queue/stats" || p.startsWith("/pools") || p === "/status.json";
+        const keyed =
+          p.startsWith("/v1") || p === "/queue/stats" || p.startsWith("/pools") || p === "/status.json" || p.startsWith("/console/api/");
         expect(op.security, where).toEqual(keyed ? [{ bearerAuth: [] }] : []);
         if (keyed) {
           expect(op.responses["401"]?.content["application/json"].schema, where).toEqual({ $ref: "#/components/schemas/Error" });

@@ -35,12 +35,22 @@ describe("GET /", () => {
     }
   });
 
-  it("serves the status page to a browser, with no key and no external assets", async () => {
+  it("serves the console to a browser, with no key and no external assets: every file it loads comes from here", async () => {
     const res = await request(app()).get("/").set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8");
     expect(res.status).toBe(200);
     expect(res.headers["content-type"]).toMatch(/^text\/html/);
-    expect(res.text).toContain("status.json");
+    expect(res.text).toContain("console.js");
     expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
+    const loaded = [...res.text.matchAll(/(?:src|href)="([^"#][^"]*)"/g)].map((m) => m[1]);
+    expect(loaded).toEqual(expect.arrayContaining(["console.js", "console.css", "assets/uplot.js", "assets/uplot.css", "favicon.ico"]));
+    for (const file of loaded) {
+      const asset = await request(app()).get(`/${file}`);
+      expect(asset.status, file).toBe(200);
+      expect(asset.body.length || asset.text.length, file).toBeGreaterThan(100);
+    }
+    // What it reads needs the key, as /v1 does.
+    expect((await request(app()).get("/console/api/overview")).status).toBe(401);
+    expect((await request(app()).get("/console/api/batches")).status).toBe(401);
   });
 });
 

@@ -64,7 +64,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     await c.connect();
     const { rows } = await c.query("SELECT version FROM schema_migrations");
     await c.end();
-    expect(rows.map((r) => r.version).sort()).toEqual(["001_initial", "002_shard_usage", "003_leader_leases"]);
+    expect(rows.map((r) => r.version).sort()).toEqual(["001_initial", "002_shard_usage", "003_leader_leases", "004_webhooks"]);
   });
 
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {

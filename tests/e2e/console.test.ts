@@ -58,6 +58,8 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
       [...document.querySelectorAll("tr.batch")].every((r) => (r as HTMLElement).dataset.status === "failed"),
     );
     expect(await page.locator("tr.batch").count()).toBe(1);
+    // A failed batch says why in the list too, and shows no deadline still ahead of it.
+    expect(await page.locator("tr.batch").first().innerText()).toMatch(/failed\s+line 1: [\s\S]*—/);
     await page.selectOption("#f-status", "");
     await page.fill("#f-q", "nightly");
     await page.waitForFunction(
