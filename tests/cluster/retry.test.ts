@@ -109,6 +109,22 @@ describe("the console's data (distributed mode)", () => {
     expect(completed.data.map((x: { id: string }) => x.id)).toEqual([b.id]);
     const none = await (await fetch(`${api.baseUrl}/console/api/batches?status=failed`)).json();
     expect(none.data).toEqual([]);
+    // Paging by cursor, newest first, over more batches than a page holds.
+    for (let i = 0; i < 4; i++) {
+      const f = await uploadJsonl(api.baseUrl, completionJsonl(1, `pg${i}`, { maxTokens: 1 }));
+      await openaiClient(api).batches.create({ input_file_id: f.id, endpoint: "/v1/completions", completion_window: "24h" });
+    }
+    const all = (await (await fetch(`${api.baseUrl}/console/api/batches?limit=100`)).json()).data.map((x: { id: string }) => x.id);
+    expect(all).toHaveLength(5);
+    const seen: string[] = [];
+    let after = "";
+    for (;;) {
+      const page = await (await fetch(`${api.baseUrl}/console/api/batches?limit=2${after ? `&after=${after}` : ""}`)).json();
+      seen.push(...page.data.map((x: { id: string }) => x.id));
+      if (!page.has_more) break;
+      after = page.last_id;
+    }
+    expect(seen).toEqual(all);
     const bad = await fetch(`${api.baseUrl}/console/api/batches?status=done`);
     expect(bad.status).toBe(400);
     expect((await bad.json()).error.param).toBe("status");

@@ -81,8 +81,8 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.close();
   }, 60_000);
 
-  it("fits a phone: no horizontal scrolling of the page at 390 and 360 px, tables scroll in their box", async () => {
-    for (const width of [390, 360]) {
+  it("fits a phone and a wide screen: no horizontal scrolling of the page at 390, 360 and 1,920 px, tables scroll in their box", async () => {
+    for (const width of [390, 360, 1920]) {
       const page = await open(width);
       await page.waitForSelector(`tr.batch[data-id="${ids.done}"]`);
       expect(await pageWidth(page)).toBe(width);
