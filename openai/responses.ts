@@ -243,7 +243,8 @@ export function toResponseObject(body: ResponseBody, completion: ChatCompletionL
     truncation: "disabled",
     usage: {
       input_tokens: prompt_tokens,
-      input_tokens_details: { cached_tokens: prompt_tokens_details?.cached_tokens ?? 0 },
+      // Nothing is billed for writing a prompt cache here: the KV reuse of a batch costs no tokens.
+      input_tokens_details: { cached_tokens: prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 },
       output_tokens: completion_tokens,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: prompt_tokens + completion_tokens,

@@ -1,0 +1,81 @@
+"""Validates what the service emitted with the official Python SDK's runtime (pydantic) types.
+
+Reads {"kind": [object, ...], ...} as JSON on stdin; prints one line per failure and exits 1 if any failed.
+Kinds name the SDK type each object must satisfy (see TYPES); list pages are checked as pages of their items.
+"""
+import base64
+import json
+import struct
+import sys
+
+from openai.types import Batch, Completion, CreateEmbeddingResponse, FileDeleted, FileObject, Model
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+from openai.types.shared import ErrorObject
+
+TYPES = {
+    "batch": Batch,
+    "file": FileObject,
+    "file_deleted": FileDeleted,
+    "model": Model,
+    "chat.completion": ChatCompletion,
+    "text_completion": Completion,
+    "embedding_list": CreateEmbeddingResponse,
+    "response": Response,
+    "error": ErrorObject,
+}
+
+
+def check(kind, obj):
+    if kind.endswith("_page"):
+        item = kind[: -len("_page")]
+        if obj.get("object") != "list" or not isinstance(obj.get("data"), list) or not isinstance(obj.get("has_more"), bool):
+            raise ValueError("not a list page: " + json.dumps({k: obj.get(k) for k in ("object", "has_more")}))
+        for o in obj["data"]:
+            check(item, o)
+        return
+    if kind == "error":
+        if set(obj) != {"error"}:
+            raise ValueError("the envelope holds more than 'error': " + ",".join(sorted(obj)))
+        obj = obj["error"]
+        for field in ("message", "type", "param", "code"):
+            if field not in obj:
+                raise ValueError("error." + field + " is missing")
+    if kind == "embedding_list":
+        obj = decoded_embeddings(obj)
+    TYPES[kind].model_validate(obj)
+
+
+def decoded_embeddings(obj):
+    """A base64 embedding is a string on the wire, as OpenAI sends it; the SDK decodes it to float32s (little-endian)
+    before its type applies (embeddings.create does so for the base64 it asks for), and so does this check. A string
+    that is not whole float32s fails here."""
+    data = []
+    for item in obj.get("data", []):
+        emb = item.get("embedding")
+        if isinstance(emb, str):
+            raw = base64.b64decode(emb, validate=True)
+            if len(raw) % 4:
+                raise ValueError("a base64 embedding that is not whole float32s")
+            emb = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+        data.append({**item, "embedding": emb})
+    return {**obj, "data": data}
+
+
+def main():
+    data = json.load(sys.stdin)
+    failures = 0
+    checked = 0
+    for kind, objects in data.items():
+        for i, obj in enumerate(objects):
+            checked += 1
+            try:
+                check(kind, obj)
+            except Exception as err:  # noqa: BLE001 - every failure is reported, none stops the rest
+                failures += 1
+                print(f"{kind}[{i}]: {str(err).splitlines()[0]} :: {' '.join(str(err).split())[:600]}")
+    print(f"checked {checked} objects, {failures} failed", file=sys.stderr)
+    sys.exit(1 if failures else 0)
+
+
+main()
