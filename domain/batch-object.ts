@@ -45,14 +45,16 @@ export function newBatchObject(a: {
   registry: ModelRegistry;
 }): Batch {
   let v = a.validation;
-  const served = v.ok ? a.registry.resolve(v.model) : undefined;
+  // The model is chosen by the name the lines give, whatever else is wrong with the file.
+  const served = v.ok || v.model !== undefined ? a.registry.resolve(v.model) : undefined;
   if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v, a.registry)] };
   const deadline = a.created + a.windowSeconds;
   const batch: Batch = {
     id: a.id,
     object: "batch",
     endpoint: a.endpoint,
-    // What serves it; a batch that failed validation reports what its lines named.
+    // What serves it (the served model's name, as its response bodies say); a batch that failed before a model
+    // could be chosen reports the name its lines asked for, or "" when it never got to read one.
     model: served?.name ?? v.model ?? "",
     errors: null,
     input_file_id: a.inputFileId,
@@ -96,7 +98,7 @@ function modelNotFound(v: ValidationResult, registry: ModelRegistry): Validation
   const named = v.model === undefined ? "The requests name no model" : `The model '${v.model}' is not served here`;
   return {
     code: "model_not_found",
-    message: `${named}; the models served are: ${registry.names.join(", ")}.`,
+    message: `${named}; the models served are: ${registry.models.map((m) => m.name).join(", ")}.`,
     line: v.modelLine ?? 1,
     param: "body.model",
   };

@@ -12,7 +12,7 @@ import {
   type Token,
   TokenBias,
 } from "node-llama-cpp";
-import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
+import { abortError, asEngineError, completionTooLong, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
 import { tokenLogprobs } from "./logprobs.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
@@ -23,6 +23,8 @@ export interface GenerationRequest {
   tokens: Token[];
   /** Most tokens to generate; null: as many as the context has room for. */
   maxTokens: number | null;
+  /** The request field that asked for maxTokens; set, a maxTokens past the context is refused instead of capped. */
+  maxTokensParam?: string | null;
   temperature: number;
   topP: number;
   seed: number;
@@ -62,6 +64,7 @@ export function resolveSampling(params: SamplingParams, defaultMaxTokens: number
   if (topP === 0) temperature = 0;
   return {
     maxTokens: maxTokens ?? defaultMaxTokens,
+    maxTokensParam: maxTokens != null ? (params.maxTokensParam ?? null) : null,
     temperature,
     topP: topP === 0 ? 1 : topP,
     stopStrings: stop.filter((s) => s.length > 0),
@@ -87,6 +90,8 @@ export async function generate(
   // Evaluated tokens are the prompt plus all but the last generated token: this never overflows the sequence.
   const room = pool.contextSize - promptTokens;
   if (room < 1) throw contextLengthExceeded(promptTokens, pool.contextSize - 1);
+  if (req.maxTokensParam && req.maxTokens !== null && req.maxTokens > room)
+    throw completionTooLong(pool.contextSize, promptTokens, req.maxTokens, req.maxTokensParam);
   const maxTokens = Math.min(req.maxTokens ?? room, room);
   throwIfAborted(signal);
   if (maxTokens === 0) {

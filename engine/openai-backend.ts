@@ -71,6 +71,7 @@ export class LlamaBackend implements InferenceBackend {
 
   private async chat(body: ChatBody, signal?: AbortSignal): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
+    if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
     const format = body.response_format;
     if (format?.type === "json_object") params.format = { type: "json_object" };
@@ -109,6 +110,7 @@ export class LlamaBackend implements InferenceBackend {
   private async complete(body: CompletionBody, signal?: AbortSignal): Promise<BackendResult> {
     const prompts = promptsOf(body);
     const params = sampling(body, body.max_tokens);
+    if (params.maxTokens !== undefined) params.maxTokensParam = "max_tokens";
     if (body.logprobs != null) params.logprobs = body.logprobs;
     const usage: TokenUsage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
     const choices: object[] = [];

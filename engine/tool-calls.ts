@@ -73,20 +73,27 @@ export async function generateWithTools(
     if (content !== "") append(tokenize(content));
   }
   const names = tools.functions.map((f) => f.name);
+  /** As OpenAI returns a call the budget cut: what was written of it, with finish_reason length. */
+  const cut = (name: string, args: string) => {
+    if (name !== "") calls.push({ name, arguments: args });
+    return finish("length", content);
+  };
   for (;;) {
+    // Nothing of a call is written yet: there is none to report.
     if (!write(syntax.prefix)) return finish("length", content);
     let name: string;
     if (typeof tools.choice === "object") {
       name = tools.choice.name;
-      if (!write(name)) return finish("length", content);
+      // The request named the function, so the call is known even when its name does not fit the budget.
+      if (!write(name)) return cut(name, "");
     } else {
       const r = await phase({ format: { type: "one_of", values: names } });
       name = r.text;
       append(tokenize(name));
-      // The budget ran out inside the name: no call can be reported.
-      if (!names.includes(name)) return finish("length", content);
+      // The budget ran out inside the name: the name as far as it was written.
+      if (!names.includes(name)) return cut(name, "");
     }
-    if (!write(syntax.paramsPrefix)) return finish("length", content);
+    if (!write(syntax.paramsPrefix)) return cut(name, "");
     const parameters = tools.functions.find((f) => f.name === name)?.parameters;
     let args = "{}";
     if (parameters) {
@@ -101,7 +108,7 @@ export async function generateWithTools(
         calls.push({ name, arguments: args });
         return finish("length", content);
       }
-    } else if (!write(args)) return finish("length", content);
+    } else if (!write(args)) return cut(name, "");
     calls.push({ name, arguments: args });
     if (!write(syntax.suffix)) return finish("length", content);
     if (!tools.parallel || typeof tools.choice === "object" || calls.length >= MAX_CALLS) break;

@@ -3,6 +3,11 @@
 
 export interface SamplingParams {
   maxTokens?: number;
+  /**
+   * The request field that set maxTokens (`max_tokens`, `max_completion_tokens`): a prompt plus maxTokens beyond the
+   * context is then refused naming it, as OpenAI refuses it. Without it, maxTokens is capped to what fits.
+   */
+  maxTokensParam?: string;
   temperature?: number;
   /** 0 samples greedily, as temperature 0 does. */
   topP?: number;

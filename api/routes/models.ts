@@ -1,6 +1,7 @@
-// GET /v1/models and /v1/models/{id} in OpenAI's shapes: the registry's models, by name. An alias finds its
-// model (whose `id` is the registry's name). In the one-model form any name is served by the one model, but
-// only its name and aliases are listed or found here.
+// GET /v1/models and /v1/models/{id} in OpenAI's shapes: the registry's models, by name. A name finds a model
+// exactly when a batch line naming it would run: by its name, an alias, or any name at all where one model answers
+// every name (the one-model form, or a models file's default_model). The object found is the model that serves the
+// name (its `id` the registry's name, as batches report it); the list shows each model once, aliases never.
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
@@ -31,11 +32,11 @@ export function modelsRouter(deps: ModelsRouteDeps): Router {
   router.get("/v1/models/*model", (req, res) => {
     const segments = (req.params as { model: string | string[] }).model;
     const id = Array.isArray(segments) ? segments.join("/") : segments;
-    const m = deps.registry.models.find((x) => x.name === id || x.aliases.includes(id));
+    const m = deps.registry.resolve(id);
     if (!m) {
       throw new ApiError(
         404,
-        `The model '${id}' does not exist; the models served are: ${deps.registry.names.join(", ")}.`,
+        `The model '${id}' does not exist; the models served are: ${deps.registry.models.map((x) => x.name).join(", ")}.`,
         "invalid_request_error",
         "model_not_found",
         "model",

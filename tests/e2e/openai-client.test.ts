@@ -118,3 +118,21 @@ describe("openai client against the service", () => {
     await expect(client.files.retrieve(del.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 });
+
+describe("one rule for model names (one model answers every name)", () => {
+  it("finds any name a batch may use, as the model that serves it; a batch reports that model, failed or not", async () => {
+    const served = svc.service.backend.info.model;
+    const ids: string[] = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids).toEqual([served]);
+    for (const name of [served, "gpt-4o", "Qwen/Qwen2.5-0.5B-Instruct"])
+      expect(await client.models.retrieve(name)).toMatchObject({ id: served, object: "model" });
+    // A file that fails validation still reports the model its lines chose: the one serving "gpt-4o".
+    const bad = `${line(0, { model: "gpt-4o" })}\n${line(0, { model: "gpt-4o" })}\n`;
+    const file = await client.files.create({ file: await toFile(Buffer.from(bad), "dup.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(b.status).toBe("failed");
+    expect(b.errors?.data?.[0]?.code).toBe("duplicate_custom_id");
+    expect(b.model).toBe(served);
+  });
+});

@@ -311,3 +311,27 @@ describe("the phases of a tool-call answer (scripted model turns over the real t
     expect(r.completionTokens).toBeLessThanOrEqual(60);
   });
 });
+
+describe("a tool call cut by the token budget (per line)", () => {
+  it("keeps the call with what was written of it and finish_reason length, at every budget from 1 to a whole call", async () => {
+    const whole = await chat({ tool_choice: { type: "function", function: { name: "get_weather" } }, max_completion_tokens: 200 });
+    const full = whole.choices[0].message.tool_calls[0].function.arguments as string;
+    const used = whole.usage.completion_tokens as number;
+    let withCall = 0;
+    for (let budget = 1; budget < used; budget++) {
+      const body = await chat({ tool_choice: { type: "function", function: { name: "get_weather" } }, max_completion_tokens: budget });
+      const choice = body.choices[0];
+      expect(choice.finish_reason, `budget ${budget}`).toBe("length");
+      expect(body.usage.completion_tokens, `budget ${budget}`).toBeLessThanOrEqual(budget);
+      const calls = choice.message.tool_calls;
+      if (!calls) continue;
+      withCall++;
+      expect(calls).toHaveLength(1);
+      expect(calls[0]).toMatchObject({ type: "function", function: { name: "get_weather" } });
+      // The arguments are the start of what a larger budget writes (greedy sampling).
+      expect(full.startsWith(calls[0].function.arguments), `budget ${budget}`).toBe(true);
+    }
+    // Every budget past the call's opening marker reports the call.
+    expect(withCall).toBeGreaterThan(used / 2);
+  }, 120_000);
+});
