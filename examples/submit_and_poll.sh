@@ -17,7 +17,8 @@ if [[ -n "${OPENAI_API_KEY:-}" ]]; then auth=(-H "Authorization: Bearer ${OPENAI
 
 die() { echo "error: $*" >&2; exit 1; }
 # Pull one top-level field out of a JSON object without needing jq.
-field() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const v=JSON.parse(s)[process.argv[1]];console.log(typeof v==="object"?JSON.stringify(v):v)})' "$1"; }
+# Reads nothing when the call before it failed (it already said why): then it exits quietly.
+field() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{if(!s.trim())process.exit(1);let v;try{v=JSON.parse(s)[process.argv[1]]}catch{console.error("error: the service answered something that is not JSON");process.exit(1)}console.log(typeof v==="object"?JSON.stringify(v):v)})' "$1"; }
 call() { # method path [curl args...] -> body on stdout; fails on HTTP >= 400
   local method="$1" path="$2"; shift 2
   local out status

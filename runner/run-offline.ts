@@ -111,6 +111,15 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       );
     }
 
+    if (reused && !("foreign" in reused) && reused.done.size >= validation.total) {
+      // Every request already has its result: nothing to run, so no model is loaded.
+      stdout.write(
+        `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
+          `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
+      );
+      return { exitCode: 0, endpoint, validation };
+    }
+
     const registry = await loadRegistry(
       config,
       deps.logger,
@@ -159,7 +168,17 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const hasErrors = await exists(errors);
     if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry, signal });
     if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry, signal });
-    stdout.write(summary({ args, endpoint, result, seconds, hasErrors, reused: reused?.done.size ?? 0 }));
+    stdout.write(
+      summary({
+        args,
+        endpoint,
+        result,
+        seconds,
+        hasErrors,
+        reused: reused?.done.size ?? 0,
+        reusedTokens: reused?.usage.completionTokens ?? 0,
+      }),
+    );
     return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
   } finally {
     await rm(work, { recursive: true, force: true });
@@ -205,11 +224,13 @@ function summary(s: {
   seconds: number;
   hasErrors: boolean;
   reused: number;
+  /** The earlier run's completion tokens: the rate counts only this run's. */
+  reusedTokens: number;
 }): string {
   const { result: r, seconds } = s;
   const done = r.completed + r.failed;
   const reused = s.reused > 0 ? ` (${s.reused} from the earlier run)` : "";
-  const tokS = seconds > 0 ? Math.round(r.usage.completionTokens / seconds) : 0;
+  const tokS = seconds > 0 ? Math.round((r.usage.completionTokens - s.reusedTokens) / seconds) : 0;
   const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
   return [
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,

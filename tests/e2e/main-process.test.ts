@@ -43,6 +43,12 @@ describe("the server process", () => {
       const file = await run("bash", [path.join(repoRoot, "examples/submit_and_poll.sh")], { env });
       expect(file.stdout).toMatch(/uploaded .*sample_batch\.jsonl/);
       expect(file.stdout).toMatch(/results: .*_output\.jsonl \(4 lines\)/);
+      // With no server there, its own message and nothing else: no stack trace from the JSON reader.
+      const down = await run("bash", [path.join(repoRoot, "examples/submit_and_poll.sh")], {
+        env: { ...env, BASE_URL: "http://127.0.0.1:1" },
+      }).catch((err: { stdout: string; stderr: string; code: number }) => err);
+      expect(down.stderr).toMatch(/error: cannot reach http:\/\/127\.0\.0\.1:1/);
+      expect(down.stderr).not.toMatch(/SyntaxError|at JSON\.parse/);
       expect(server.output()).toMatch(/open to anyone|OPEN/);
       // A second server on the same BATCH_DIR would run the same batches twice: it must refuse to start.
       const twin = spawnMain({ BATCH_DIR: dir, MODEL_PATH: await testModelPath(), PORT: "0", HOST: "127.0.0.1" });

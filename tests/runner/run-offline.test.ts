@@ -218,6 +218,13 @@ describe("offline runner", () => {
     // Still too long for the context: it fails again, once, in a fresh error file.
     expect(rows(readFileSync(errors, "utf8")).map((x) => x.custom_id)).toEqual(["big"]);
 
+    // Run again as it stands: every request has a result (the failure in the error file), so nothing runs and no
+    // model is loaded.
+    const again2 = await run(args(input, out));
+    expect(again2.exitCode).toBe(0);
+    expect(again2.stdout).toMatch(/^nothing to run: all 3 requests of .* already have a result \(2 completed, 1 failed\)/);
+    expect(again2.result).toBeUndefined();
+
     rmSync(errors);
     const none = await run(args(input, out, ["--retry-failed"]));
     expect(none.exitCode).toBe(0);
