@@ -8,6 +8,7 @@ import { registerModelsPaths } from "./routes/models.js";
 import { registerStatusPaths } from "./routes/status.js";
 import { registerStatusPagePaths } from "./routes/status-page.js";
 import { registerSystemPaths } from "./routes/system.js";
+import { registerUploadsPaths } from "./routes/uploads.js";
 
 export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   const registry = new OpenAPIRegistry();
@@ -17,6 +18,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
     description: "Only enforced when the service runs with API_KEYS; send `Authorization: Bearer <key>`.",
   });
   registerFilesPaths(registry);
+  registerUploadsPaths(registry);
   registerBatchesPaths(registry);
   registerModelsPaths(registry);
   registerStatusPaths(registry);

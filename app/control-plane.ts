@@ -17,6 +17,7 @@ import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
+import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
 import { type Config, webhookEndpoints } from "../config/config.js";
@@ -29,6 +30,7 @@ import { S3BlobStore } from "../stores/s3-blob-store.js";
 
 export interface ControlPlane {
   files: FileRecords;
+  uploads: BlobUploads;
   batches: ClusterBatchService;
   status: ClusterStatus;
   /** The first of the workers this process runs; absent with ROLE=api. */
@@ -186,6 +188,13 @@ export async function buildControlPlane(deps: {
     ownInput: state.ownInput,
     webhooks,
   });
+  const uploads = new BlobUploads({
+    blobs,
+    files,
+    scratchDir: path.join(scratchDir, "uploads"),
+    maxFileBytes: config.maxFileBytes,
+    now,
+  });
   const status = new ClusterStatus({
     workers,
     events: bus,
@@ -206,6 +215,7 @@ export async function buildControlPlane(deps: {
     expirySeconds: config.fileExpirySeconds,
     webhooks,
     webhookRetrySeconds: config.webhooks.retrySeconds,
+    uploads,
     logger,
     now,
     metrics,
@@ -258,6 +268,7 @@ export async function buildControlPlane(deps: {
   };
   return {
     files,
+    uploads,
     batches: service,
     status,
     worker: pool[0],

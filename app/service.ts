@@ -84,6 +84,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const app = createApp({
     config,
     files: plane.files,
+    uploads: plane.uploads,
     batches: plane.batches,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),

@@ -38,6 +38,8 @@ export interface MaintenanceDeps extends FinalizeDeps {
   collectIntervalSeconds: number;
   /** FILE_EXPIRY_SECONDS: how long an ended batch is kept. */
   expirySeconds: number;
+  /** Uploads an hour old go in the retention pass. */
+  uploads?: { collect(now: number): Promise<number> };
   /** WEBHOOK_RETRY_SECONDS: how long a failing webhook delivery is retried. */
   webhookRetrySeconds?: number;
 }
@@ -143,6 +145,8 @@ export class Maintenance {
       const held = await Promise.all(results.map((f) => files.get(f, row?.owner ?? null)));
       if (held.every((f) => !f)) await blobs.deletePrefix(`${id}/`);
     }
+    const uploads = (await this.deps.uploads?.collect(now)) ?? 0;
+    if (uploads > 0) logger.info({ uploads }, "housekeeping: removed uploads past their hour");
     if (expired.length + ended.length > 0)
       logger.info({ files: expired.length, batches: ended.length }, "housekeeping: deleted expired files and batches");
     return { files: expired.length, batches: ended.length };

@@ -181,3 +181,24 @@ export function listOf<T extends z.ZodTypeAny>(item: T, name: string) {
     })
     .openapi(name);
 }
+
+/** OpenAI's Uploads API: a file sent in parts, completed into a File. */
+export const UploadSchema = z
+  .object({
+    id: z.string().openapi({ example: "upload_5d1f0c2e9b7d4e3f8a5b1c0d" }),
+    object: z.literal("upload"),
+    bytes: z.number().int(),
+    created_at: z.number().int(),
+    expires_at: z.number().int(),
+    filename: z.string(),
+    purpose: z.string(),
+    status: z.enum(["pending", "completed", "cancelled", "expired"]),
+    file: FileObjectSchema.nullable().optional(),
+  })
+  .openapi("Upload");
+export type Upload = z.infer<typeof UploadSchema>;
+
+export const UploadPartSchema = z
+  .object({ id: z.string(), object: z.literal("upload.part"), created_at: z.number().int(), upload_id: z.string() })
+  .openapi("UploadPart");
+export type UploadPart = z.infer<typeof UploadPartSchema>;

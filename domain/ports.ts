@@ -1,7 +1,7 @@
 // What the HTTP surface (api/) asks of the control plane (cluster/), and the objects they pass: files, batches,
 // pages, the queue and the pools. Routes depend only on these; app/service.ts wires the implementations.
 import type { Readable } from "node:stream";
-import type { Batch, BatchEndpoint, FileObject } from "./objects.js";
+import type { Batch, BatchEndpoint, FileObject, Upload, UploadPart } from "./objects.js";
 import type { RetryFilter } from "./retry.js";
 
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
@@ -122,6 +122,23 @@ export interface BatchSearch {
 }
 
 export type ListedBatch = Batch & { input_filename: string | null };
+
+/** OpenAI's Uploads API: a file sent in parts (each streamed to the blob store), completed into a File. */
+export interface UploadStore {
+  create(input: {
+    filename: string;
+    purpose: string;
+    bytes: number;
+    mime_type: string;
+    owner: Owner;
+    /** The retention of the file it completes into. */
+    expiresAfter?: ExpiresAfter;
+  }): Promise<Upload>;
+  /** Stores a part from a local temp file (moved, not copied, where it can be). */
+  addPart(id: string, owner: Owner, tmpPath: string): Promise<UploadPart>;
+  complete(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload>;
+  cancel(id: string, owner: Owner): Promise<Upload>;
+}
 
 export interface QueueStats {
   depth: number;

@@ -111,15 +111,6 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       );
     }
 
-    if (reused && !("foreign" in reused) && reused.done.size >= validation.total) {
-      // Every request already has its result: nothing to run, so no model is loaded.
-      stdout.write(
-        `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
-          `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
-      );
-      return { exitCode: 0, endpoint, validation };
-    }
-
     const registry = await loadRegistry(
       config,
       deps.logger,
@@ -133,6 +124,15 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       stderr.write(`${displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
       return { exitCode: 1, endpoint, validation };
     }
+    if (reused && !("foreign" in reused) && reused.done.size >= validation.total) {
+      // Every request already has its result: nothing to run, so no model is loaded (the lines' model was checked above).
+      stdout.write(
+        `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
+          `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
+      );
+      return { exitCode: 0, endpoint, validation };
+    }
+
     const router = await createRouter(config, registry, deps.logger);
     const started = Date.now();
     let result: RunBatchResult;

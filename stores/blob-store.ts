@@ -24,6 +24,8 @@ export interface BlobStore {
   size(key: string): Promise<number | undefined>;
   /** Removes the content; absent content is not an error. */
   delete(key: string): Promise<void>;
+  /** The keys under `prefix` (which ends with "/"), in no particular order. */
+  list(prefix: string): Promise<string[]>;
   /** Removes every key under `prefix` (which ends with "/"); returns how many. */
   deletePrefix(prefix: string): Promise<number>;
   /** Resolves when the store answers and takes writes now (readiness); throws storage_unavailable when not. */

@@ -128,6 +128,15 @@ export class FsBlobStore implements BlobStore {
     await rm(this.localPath(key), { force: true });
   }
 
+  async list(prefix: string): Promise<string[]> {
+    const key = prefixKey(prefix);
+    const files = await readdir(this.localPath(key), { recursive: true, withFileTypes: true }).catch(() => []);
+    return files
+      .filter((f) => f.isFile())
+      .map((f) => path.relative(this.root, path.join(f.parentPath, f.name)).split(path.sep).join("/"))
+      .filter((k) => !k.split("/").some((part) => part.startsWith(".")));
+  }
+
   async deletePrefix(prefix: string): Promise<number> {
     const dir = this.localPath(prefixKey(prefix));
     const files = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);

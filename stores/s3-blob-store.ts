@@ -138,6 +138,18 @@ export class S3BlobStore implements BlobStore {
     await this.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.objectKey(key) }));
   }
 
+  async list(prefix: string): Promise<string[]> {
+    const Prefix = `${this.prefix}${prefixKey(prefix)}/`;
+    const keys: string[] = [];
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await this.send(new ListObjectsV2Command({ Bucket: this.opts.bucket, Prefix, ContinuationToken }));
+      for (const o of page.Contents ?? []) keys.push(o.Key!.slice(this.prefix.length));
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (ContinuationToken);
+    return keys;
+  }
+
   async deletePrefix(prefix: string): Promise<number> {
     const Prefix = `${this.prefix}${prefixKey(prefix)}/`;
     let deleted = 0;

@@ -3,7 +3,7 @@ import express from "express";
 import type pino from "pino";
 import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
-import type { BatchService, ControlPlaneStatus, FileStore } from "../../domain/ports.js";
+import type { BatchService, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
@@ -16,6 +16,7 @@ import { modelsRouter } from "../routes/models.js";
 import { statusRouter } from "../routes/status.js";
 import { statusDataRouter } from "../routes/status-page.js";
 import { systemRouter } from "../routes/system.js";
+import { uploadsRouter } from "../routes/uploads.js";
 import { requireApiKey } from "./auth.js";
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
@@ -27,6 +28,8 @@ export interface AppDeps {
   config: Pick<Config, "apiKeys" | "maxFileBytes" | "batchDir">;
   files: FileStore;
   batches: BatchService;
+  /** The Uploads API (POST /v1/uploads...). */
+  uploads?: UploadStore;
   status: ControlPlaneStatus;
   /** Null until the model is loaded (then /ready answers 503). */
   backendInfo: () => BackendInfo | null;
@@ -92,6 +95,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, res, next) => (req.method === "POST" && req.path === "/v1/batches" ? createBody : smallBody)(req, res, next));
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
+  if (deps.uploads) app.use(uploadsRouter({ uploads: deps.uploads, batchDir: config.batchDir }));
   app.use(modelsRouter({ registry: deps.registry, created: Math.floor(Date.now() / 1000) }));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
   app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, backendInfo: deps.backendInfo }));

@@ -11,7 +11,7 @@ import { badRequest } from "../errors.js";
  * `maxFileBytes` the client gets its 413 and the connection is closed after it: the rest of an
  * oversized body is never waited for. The partial file is deleted at once.
  */
-export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): RequestHandler {
+export function acceptUpload(opts: { batchDir: string; maxFileBytes: number; field?: string }): RequestHandler {
   const dir = uploadDir(opts.batchDir);
   const disk = multer.diskStorage({
     // Created on demand: BATCH_DIR may have been emptied while the server runs.
@@ -49,7 +49,7 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): 
     limits: { fileSize: opts.maxFileBytes, files: 1, fields: 8, fieldSize: 4096, parts: 10 },
     // Browsers and openai-node send UTF-8 file names without declaring a charset.
     defParamCharset: "utf8",
-  }).single("file");
+  }).single(opts.field ?? "file");
   return (req, res, next) => {
     let settled = false;
     const settle = (err?: unknown) => {
@@ -60,7 +60,7 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number }): 
     };
     tooBig.set(req, () => {
       res.setHeader("Connection", "close");
-      settle(new MulterError("LIMIT_FILE_SIZE", "file"));
+      settle(new MulterError("LIMIT_FILE_SIZE", opts.field ?? "file"));
     });
     accept(req, res, settle);
   };

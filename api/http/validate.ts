@@ -31,7 +31,7 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
  * Validates an id taken from the URL. An id of the wrong shape is reported exactly like an unknown
  * one (404), so nothing about the store leaks and no odd string is ever used to look anything up.
  */
-export function parseId(what: "file" | "batch", pattern: RegExp, id: unknown): string {
+export function parseId(what: "file" | "batch" | "upload", pattern: RegExp, id: unknown): string {
   if (typeof id === "string" && pattern.test(id)) return id;
   throw notFound(what, typeof id === "string" ? id.slice(0, 128) : String(id));
 }

@@ -222,3 +222,46 @@ export const RetryBatchBody = z
     },
   )
   .openapi("RetryBatchRequest", { example: { codes: ["server_error"], include_cancelled: true } });
+
+// --- /v1/uploads ---
+
+export const UPLOAD_ID_PATTERN = /^upload_[A-Za-z0-9]{24}$/;
+
+export const CreateUploadBody = z
+  .strictObject(
+    {
+      bytes: z.number({ error: "bytes must be a number" }).int("bytes must be a whole number").min(1, "bytes must be at least 1"),
+      filename: z.string({ error: "filename must be a string" }).min(1, "filename must not be empty").max(255),
+      mime_type: z.string({ error: "mime_type must be a string" }).min(1).max(255),
+      purpose: z.string({ error: "purpose must be a string" }),
+      expires_after: expiresAfter("expires_after"),
+    },
+    {
+      error: (issue) =>
+        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
+    },
+  )
+  .openapi("CreateUploadRequest", {
+    example: { bytes: 2147483, filename: "requests.jsonl", mime_type: "application/jsonl", purpose: "batch" },
+  });
+
+export const CompleteUploadBody = z
+  .strictObject(
+    {
+      part_ids: z
+        .array(z.string({ error: "part_ids must be part ids" }), { error: "part_ids must be an array of part ids" })
+        .min(1, "part_ids must name at least one part")
+        .max(10_000),
+      md5: z
+        .string({ error: "md5 must be a string" })
+        .regex(/^[0-9a-fA-F]{32}$/, "md5 must be 32 hex digits")
+        .optional(),
+    },
+    {
+      error: (issue) =>
+        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
+    },
+  )
+  .openapi("CompleteUploadRequest");
+
+export const UploadIdParams = z.object({ upload_id: z.string().openapi({ example: "upload_5d1f0c2e9b7d4e3f8a5b1c0d" }) });

@@ -158,7 +158,7 @@ beforeAll(async () => {
     ["GET", "/v1/batches/batch_000000000000000000000000", undefined],
     ["GET", "/v1/batches?limit=1000", undefined],
     ["POST", "/v1/batches", { endpoint: "/v1/completions" }],
-    ["GET", "/v1/models/no-such-model", undefined],
+    ["GET", "/v1/files/file-000000000000000000000000", undefined],
     ["GET", "/v1/nowhere", undefined],
   ] as const)
     add("error", (await json(method, url, body)).body);

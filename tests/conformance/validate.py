@@ -8,7 +8,8 @@ import json
 import struct
 import sys
 
-from openai.types import Batch, Completion, CreateEmbeddingResponse, FileDeleted, FileObject, Model
+from openai.types import Batch, Completion, CreateEmbeddingResponse, FileDeleted, FileObject, Model, Upload
+from openai.types.uploads import UploadPart
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 from openai.types.shared import ErrorObject
@@ -23,6 +24,8 @@ TYPES = {
     "embedding_list": CreateEmbeddingResponse,
     "response": Response,
     "error": ErrorObject,
+    "upload": Upload,
+    "upload.part": UploadPart,
 }
 
 

@@ -101,6 +101,8 @@ describe.each(stores)("%s", (_name, store) => {
     const blobs = store();
     for (const key of ["b/x/shards/0/1.jsonl", "b/x/shards/1/2.jsonl", "b/x/output.jsonl", "b/xy/shards/0/1.jsonl"])
       await blobs.put(key, Readable.from([Buffer.from(key)]));
+    expect((await blobs.list("b/x/")).sort()).toEqual(["b/x/output.jsonl", "b/x/shards/0/1.jsonl", "b/x/shards/1/2.jsonl"]);
+    expect(await blobs.list("b/nothing/")).toEqual([]);
     expect(await blobs.deletePrefix("b/x/shards/")).toBe(2);
     expect(await blobs.size("b/x/shards/0/1.jsonl")).toBeUndefined();
     expect(await blobs.size("b/x/output.jsonl")).toBe("b/x/output.jsonl".length);

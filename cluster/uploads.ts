@@ -1,0 +1,177 @@
+// OpenAI's Uploads API over the blob store, in either mode: an upload's record and its parts are objects under
+// uploads/<id>/ (a folder on one machine, S3 in the distributed mode), so any API server can take any part. Parts
+// stream to the store; completing streams them, in the order given, into one file that the file store adopts.
+// Memory stays flat whatever the size. An upload is open for an hour; the maintenance removes what is left of it.
+import { createHash } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
+import { newPartId, newUploadId } from "../domain/ids.js";
+import type { Upload, UploadPart } from "../domain/objects.js";
+import type { ExpiresAfter, Owner, UploadStore } from "../domain/ports.js";
+import type { BlobStore } from "../stores/blob-store.js";
+import type { FileRecords } from "./ports.js";
+
+/** OpenAI's: an upload is open for an hour (the route bounds a part to 64 MB while it streams). */
+export const UPLOAD_SECONDS = 3600;
+const ROOT = "uploads/";
+
+interface UploadRecord {
+  upload: Upload;
+  owner: Owner;
+  expiresAfter?: ExpiresAfter;
+}
+
+const recordKey = (id: string) => `${ROOT}${id}/upload.json`;
+const partKey = (id: string, part: string) => `${ROOT}${id}/parts/${part}`;
+
+export interface BlobUploadsDeps {
+  blobs: BlobStore;
+  files: FileRecords;
+  /** Local scratch space for assembling a completed upload. */
+  scratchDir: string;
+  maxFileBytes: number;
+  now: () => number;
+}
+
+export class BlobUploads implements UploadStore {
+  constructor(private readonly deps: BlobUploadsDeps) {}
+
+  async create(input: Parameters<UploadStore["create"]>[0]): Promise<Upload> {
+    if (input.purpose !== "batch")
+      throw new InvalidRequestError(`Only purpose 'batch' is served here, not '${input.purpose}'.`, "unsupported_value", "purpose");
+    if (input.bytes > this.deps.maxFileBytes)
+      throw new InvalidRequestError(
+        `The upload of ${input.bytes} bytes is larger than the limit of ${this.deps.maxFileBytes} bytes for a file.`,
+        "file_too_large",
+        "bytes",
+      );
+    const now = this.deps.now();
+    const upload: Upload = {
+      id: newUploadId(),
+      object: "upload",
+      bytes: input.bytes,
+      created_at: now,
+      expires_at: now + UPLOAD_SECONDS,
+      filename: input.filename,
+      purpose: input.purpose,
+      status: "pending",
+      file: null,
+    };
+    await this.write({ upload, owner: input.owner, expiresAfter: input.expiresAfter });
+    return upload;
+  }
+
+  async addPart(id: string, owner: Owner, tmpPath: string): Promise<UploadPart> {
+    const record = await this.pending(id, owner);
+    const part = newPartId();
+    await this.deps.blobs.putFile(partKey(id, part), tmpPath);
+    return { id: part, object: "upload.part", created_at: this.deps.now(), upload_id: record.upload.id };
+  }
+
+  async complete(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload> {
+    const record = await this.pending(id, owner);
+    const { blobs, files } = this.deps;
+    const sizes = await Promise.all(input.part_ids.map((p) => blobs.size(partKey(id, p))));
+    const missing = input.part_ids.find((_, i) => sizes[i] === undefined);
+    if (missing !== undefined)
+      throw new InvalidRequestError(`No part '${missing}' was added to upload '${id}'.`, "invalid_request", "part_ids");
+    if (new Set(input.part_ids).size !== input.part_ids.length)
+      throw new InvalidRequestError("part_ids names a part twice.", "invalid_request", "part_ids");
+    const total = sizes.reduce((n: number, s) => n + (s ?? 0), 0);
+    if (total !== record.upload.bytes)
+      throw new InvalidRequestError(
+        `The parts hold ${total} bytes; the upload was created for ${record.upload.bytes}.`,
+        "invalid_request",
+        "part_ids",
+      );
+    await mkdir(this.deps.scratchDir, { recursive: true });
+    const local = path.join(this.deps.scratchDir, `${id}.jsonl`);
+    try {
+      const md5 = createHash("md5");
+      await pipeline(this.partsInOrder(id, input.part_ids), hashing(md5), createWriteStream(local));
+      if (input.md5 && input.md5.toLowerCase() !== md5.digest("hex"))
+        throw new InvalidRequestError("The md5 given does not match the parts' bytes.", "invalid_request", "md5");
+      const file = await files.adopt({
+        tmpPath: local,
+        filename: record.upload.filename,
+        purpose: "batch",
+        owner,
+        expiresAfter: record.expiresAfter,
+      });
+      const upload: Upload = { ...record.upload, status: "completed", file };
+      await this.write({ ...record, upload });
+      await blobs.deletePrefix(`${ROOT}${id}/parts/`);
+      return upload;
+    } finally {
+      await rm(local, { force: true });
+    }
+  }
+
+  async cancel(id: string, owner: Owner): Promise<Upload> {
+    const record = await this.pending(id, owner);
+    const upload: Upload = { ...record.upload, status: "cancelled" };
+    await this.write({ ...record, upload });
+    await this.deps.blobs.deletePrefix(`${ROOT}${id}/parts/`);
+    return upload;
+  }
+
+  /** Removes uploads an hour old: their parts, and their records once nothing can ask for them. */
+  async collect(now = this.deps.now()): Promise<number> {
+    let removed = 0;
+    for (const key of await this.deps.blobs.list(ROOT)) {
+      if (!key.endsWith("/upload.json")) continue;
+      const id = key.slice(ROOT.length, -"/upload.json".length);
+      const record = await this.read(id);
+      if (record && record.upload.expires_at > now) continue;
+      removed++;
+      await this.deps.blobs.deletePrefix(`${ROOT}${id}/`);
+    }
+    return removed;
+  }
+
+  /** The owner's upload while it takes parts: not found otherwise, and refused once ended or expired. */
+  private async pending(id: string, owner: Owner): Promise<UploadRecord> {
+    const record = await this.read(id);
+    if (!record || record.owner !== owner) throw new NotFoundError("upload", id);
+    if (record.upload.status === "pending" && record.upload.expires_at <= this.deps.now()) {
+      record.upload.status = "expired";
+      await this.write(record);
+    }
+    if (record.upload.status !== "pending")
+      throw new InvalidRequestError(`Upload '${id}' is ${record.upload.status}: it takes no more changes.`, "upload_not_pending", null);
+    return record;
+  }
+
+  private async read(id: string): Promise<UploadRecord | undefined> {
+    const blob = await this.deps.blobs.open(recordKey(id));
+    if (!blob) return undefined;
+    const chunks: Buffer[] = [];
+    for await (const c of blob.content) chunks.push(c as Buffer);
+    return JSON.parse(Buffer.concat(chunks).toString("utf8")) as UploadRecord;
+  }
+
+  private async write(record: UploadRecord): Promise<void> {
+    await this.deps.blobs.put(recordKey(record.upload.id), Readable.from([Buffer.from(JSON.stringify(record))]));
+  }
+
+  private async *partsInOrder(id: string, parts: string[]): AsyncGenerator<Buffer> {
+    for (const p of parts) {
+      const blob = await this.deps.blobs.open(partKey(id, p));
+      if (!blob) throw new InvalidRequestError(`Part '${p}' is gone.`, "invalid_request", "part_ids");
+      for await (const chunk of blob.content) yield chunk as Buffer;
+    }
+  }
+}
+
+function hashing(hash: ReturnType<typeof createHash>): Transform {
+  return new Transform({
+    transform(chunk, _enc, cb) {
+      hash.update(chunk);
+      cb(null, chunk);
+    },
+  });
+}
