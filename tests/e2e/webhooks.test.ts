@@ -65,15 +65,20 @@ describe("webhooks (one process)", () => {
   });
 
   const eventsOf = (batchId: string) => receiver.deliveries.filter((d) => JSON.parse(d.body).data?.id === batchId);
-
-  it("sends batch.completed, signed so that the official client's unwrap accepts it, and a wrong secret is refused", async () => {
-    const file = await uploadJsonl(server.baseUrl, completionJsonl(3, "wh", { maxTokens: 4 }));
+  /** A completions batch of `n` lines, created and run to its end. */
+  async function runBatch(n: number, prefix: string, maxTokens: number) {
+    const file = await uploadJsonl(server.baseUrl, completionJsonl(n, prefix, { maxTokens }));
     const batch = await openaiClient(server).batches.create({
       input_file_id: file.id,
       endpoint: "/v1/completions",
       completion_window: "24h",
     });
     await waitForBatch(server.baseUrl, batch.id);
+    return batch;
+  }
+
+  it("sends batch.completed, signed so that the official client's unwrap accepts it, and a wrong secret is refused", async () => {
+    const batch = await runBatch(3, "wh", 4);
     const [d] = await until("the event", () => (eventsOf(batch.id).length > 0 ? eventsOf(batch.id) : undefined));
     const event = await verifier.webhooks.unwrap(d.body, d.headers, secret);
     expect(event).toMatchObject({ object: "event", type: "batch.completed", data: { id: batch.id } });
@@ -103,13 +108,7 @@ describe("webhooks (one process)", () => {
 
   it("retries a receiver that answers 500 three times, under the same event id, and counts each attempt", async () => {
     receiver.statuses.push(500, 500, 500);
-    const file = await uploadJsonl(server.baseUrl, completionJsonl(2, "wr", { maxTokens: 2 }));
-    const batch = await openaiClient(server).batches.create({
-      input_file_id: file.id,
-      endpoint: "/v1/completions",
-      completion_window: "24h",
-    });
-    await waitForBatch(server.baseUrl, batch.id);
+    const batch = await runBatch(2, "wr", 2);
     const all = await until("four attempts", () => (eventsOf(batch.id).length >= 4 ? eventsOf(batch.id) : undefined));
     expect(new Set(all.map((d) => d.headers["webhook-id"])).size).toBe(1);
     for (const d of all) expect(await verifier.webhooks.unwrap(d.body, d.headers)).toMatchObject({ data: { id: batch.id } });
@@ -123,13 +122,7 @@ describe("webhooks (one process)", () => {
 
   it("delivers after a kill -9 between the final status and a successful delivery, with the same event id", async () => {
     receiver.statuses.push(...Array(1000).fill(503));
-    const file = await uploadJsonl(server.baseUrl, completionJsonl(2, "wk", { maxTokens: 2 }));
-    const batch = await openaiClient(server).batches.create({
-      input_file_id: file.id,
-      endpoint: "/v1/completions",
-      completion_window: "24h",
-    });
-    await waitForBatch(server.baseUrl, batch.id);
+    const batch = await runBatch(2, "wk", 2);
     const [first] = await until("a refused attempt", () => (eventsOf(batch.id).length > 0 ? eventsOf(batch.id) : undefined));
     server.child.kill("SIGKILL");
     await server.exited;
