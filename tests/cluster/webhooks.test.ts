@@ -1,9 +1,9 @@
-// Webhooks in the distributed mode, on real PostgreSQL and S3: the event is written with the batch's final status in
+// Webhooks and uploads in the distributed mode, on real PostgreSQL and S3: the event is written with the batch's final status in
 // its row and delivered by whichever process holds the maintenance's lease, signed as the official client verifies.
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import OpenAI from "openai";
+import OpenAI, { toFile } from "openai";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -82,5 +82,32 @@ describe.skipIf(!POSTGRES_BIN)("webhooks (distributed mode)", () => {
     } finally {
       await db.end();
     }
+  });
+});
+
+describe.skipIf(!POSTGRES_BIN)("uploads (distributed mode, S3)", () => {
+  let shared: SharedState;
+  const nodes: TestNode[] = [];
+  beforeAll(async () => {
+    shared = await startSharedState();
+    nodes.push(await startNode(shared, { ROLE: "api" }));
+    nodes.push(await startNode(shared, { ROLE: "api" }));
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of nodes) await n.close({ graceMs: 0 });
+    await shared?.close();
+  }, 60_000);
+
+  it("takes the parts of one upload on two API servers and completes it on either, the file in S3", async () => {
+    const [a, b] = nodes.map((n) => new OpenAI({ baseURL: `${n.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 }));
+    const content = completionJsonl(20, "s3up", { maxTokens: 1 });
+    const bytes = Buffer.from(content);
+    const half = Math.floor(bytes.length / 2);
+    const upload = await a.uploads.create({ bytes: bytes.length, filename: "s3.jsonl", mime_type: "application/jsonl", purpose: "batch" });
+    const p1 = await a.uploads.parts.create(upload.id, { data: await toFile(bytes.subarray(0, half), "p1") });
+    const p2 = await b.uploads.parts.create(upload.id, { data: await toFile(bytes.subarray(half), "p2") });
+    const done = await b.uploads.complete(upload.id, { part_ids: [p1.id, p2.id] });
+    expect(done.status).toBe("completed");
+    expect(await (await a.files.content(done.file!.id)).text()).toBe(content);
   });
 });
