@@ -91,7 +91,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     reachable: () => plane.ping(),
     registry,
     modelStatus: () => models.status(),
-    upstreams: () => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])),
+    upstreams: () => upstreamStats(models),
     series: () => series.list(),
     logger,
     metrics,
@@ -125,8 +125,12 @@ async function startPrimary(models: ModelRouter, registry: ModelRegistry): Promi
 
 /** /metrics reads each upstream backend's flow control at scrape time. */
 function watchModelBackends(metrics: Metrics, models: ModelRouter): void {
-  metrics.watchBackends(() => models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : [])));
+  metrics.watchBackends(() => upstreamStats(models));
 }
+
+/** Each backend with flow control of its own (the upstream ones), by model: for /metrics and the console. */
+const upstreamStats = (models: ModelRouter) =>
+  models.backends().flatMap(({ name, backend: b }) => (b.stats ? [{ model: name, stats: b.stats() }] : []));
 
 /** An API server runs no model: it is ready once it has its database; the workers serve the models. */
 function apiRoleInfo(registry: ModelRegistry): BackendInfo {

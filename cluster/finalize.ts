@@ -6,7 +6,7 @@ import type pino from "pino";
 import { isFinal, transition } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
-import type { BlobStore } from "../stores/blob-store.js";
+import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
@@ -97,7 +97,7 @@ async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "err
   const key = kind === "output" ? batchKeys(row.batch.id).output : batchKeys(row.batch.id).errors;
   // A shard run in place wrote a one-shard batch's results where they belong: there is nothing to assemble.
   const inPlace = keys.length === 1 && keys[0] === key;
-  const size = inPlace ? await deps.blobs.size(key) : await deps.blobs.put(key, Readable.from(concat(deps.blobs, keys)));
+  const size = inPlace ? await deps.blobs.size(key) : await deps.blobs.put(key, Readable.from(concatenated(deps.blobs, keys, partGone)));
   if (size === undefined) throw new Error(`the batch's ${kind} file '${key}' is gone from storage`);
   const file = await deps.files.record({
     id: resultFileId(row.batch.id, kind),
@@ -111,10 +111,4 @@ async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "err
   return file.id;
 }
 
-async function* concat(blobs: BlobStore, keys: string[]): AsyncGenerator<Buffer> {
-  for (const key of keys) {
-    const blob = await blobs.open(key);
-    if (!blob) throw new Error(`a committed result part '${key}' is gone from storage`);
-    for await (const chunk of blob.content) yield chunk as Buffer;
-  }
-}
+const partGone = (key: string) => new Error(`a committed result part '${key}' is gone from storage`);

@@ -12,7 +12,7 @@ import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import { newPartId, newUploadId } from "../domain/ids.js";
 import type { Upload, UploadPart } from "../domain/objects.js";
 import type { ExpiresAfter, Owner, UploadStore } from "../domain/ports.js";
-import type { BlobStore } from "../stores/blob-store.js";
+import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import type { FileRecords } from "./ports.js";
 
 /** OpenAI's: an upload is open for an hour (the route bounds a part to 64 MB while it streams). */
@@ -92,7 +92,9 @@ export class BlobUploads implements UploadStore {
     const local = path.join(this.deps.scratchDir, `${id}.jsonl`);
     try {
       const md5 = createHash("md5");
-      await pipeline(this.partsInOrder(id, input.part_ids), hashing(md5), createWriteStream(local));
+      const parts = input.part_ids.map((p) => partKey(id, p));
+      const gone = (key: string) => new InvalidRequestError(`Part '${key.split("/").pop()}' is gone.`, "invalid_request", "part_ids");
+      await pipeline(concatenated(this.deps.blobs, parts, gone), hashing(md5), createWriteStream(local));
       if (input.md5 && input.md5.toLowerCase() !== md5.digest("hex"))
         throw new InvalidRequestError("The md5 given does not match the parts' bytes.", "invalid_request", "md5");
       const file = await files.adopt({
@@ -156,14 +158,6 @@ export class BlobUploads implements UploadStore {
 
   private async write(record: UploadRecord): Promise<void> {
     await this.deps.blobs.put(recordKey(record.upload.id), Readable.from([Buffer.from(JSON.stringify(record))]));
-  }
-
-  private async *partsInOrder(id: string, parts: string[]): AsyncGenerator<Buffer> {
-    for (const p of parts) {
-      const blob = await this.deps.blobs.open(partKey(id, p));
-      if (!blob) throw new InvalidRequestError(`Part '${p}' is gone.`, "invalid_request", "part_ids");
-      for await (const chunk of blob.content) yield chunk as Buffer;
-    }
   }
 }
 

@@ -5,20 +5,15 @@
 // at least once, retrying with backoff under the same event id until a 2xx or WEBHOOK_RETRY_SECONDS.
 import { createHmac } from "node:crypto";
 import type pino from "pino";
+import type { WebhookEndpoint } from "../config/config.js";
 import type { Batch } from "../domain/objects.js";
 import type { Owner } from "../domain/ports.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { hexId } from "../openai/ids.js";
 import type { BatchRecords, WebhookState } from "./ports.js";
 
-export interface WebhookTarget {
-  url: string;
-  /** The signing key (the bytes of `whsec_<base64>`). */
-  key: Buffer;
-}
-
 /** Where an owner's events go: its API key's endpoint, else the deployment's; undefined when webhooks are off for it. */
-export type WebhookTargets = (owner: Owner) => WebhookTarget | undefined;
+export type WebhookTargets = (owner: Owner) => WebhookEndpoint | undefined;
 
 const TYPES = {
   completed: "batch.completed",

@@ -7,8 +7,6 @@ export const newBatchId = () => `batch_${suffix()}`;
 export const newFileId = () => `file-${suffix()}`;
 export const newUploadId = () => `upload_${suffix()}`;
 export const newPartId = () => `part_${suffix()}`;
-export const UPLOAD_ID_RE = /^upload_[A-Za-z0-9]{24}$/;
-export const PART_ID_RE = /^part_[A-Za-z0-9]{24}$/;
 
 /** Batch folders are recognised by this exact shape, so nothing else under BATCH_DIR (often /tmp) is ever touched. */
 export const BATCH_ID_RE = /^batch_[A-Za-z0-9]{24}$/;

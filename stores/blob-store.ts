@@ -32,6 +32,15 @@ export interface BlobStore {
   ping(): Promise<void>;
 }
 
+/** The contents of `keys` in order, as one stream of chunks; `gone` says why a key holding nothing is a failure. */
+export async function* concatenated(blobs: BlobStore, keys: readonly string[], gone: (key: string) => Error): AsyncGenerator<Buffer> {
+  for (const key of keys) {
+    const blob = await blobs.open(key);
+    if (!blob) throw gone(key);
+    for await (const chunk of blob.content) yield chunk as Buffer;
+  }
+}
+
 export interface ByteRange {
   start: number;
   /** Exclusive. */

@@ -70,6 +70,12 @@ function counts(b) {
   return { c, total, pct };
 }
 
+/** A batch's bar: completed, then failed. */
+const progressParts = (b) => {
+  const { c, pct } = counts(b);
+  return [["done", pct(c.completed)], ["failed", pct(c.failed)]];
+};
+
 /** tokens/s and the ETA of a running batch, from its counts now and a few seconds ago. */
 function rateOf(b) {
   const now = Date.now() / 1000;
@@ -95,7 +101,7 @@ function rateOf(b) {
 function progressCell(b) {
   const { c, total, pct } = counts(b);
   const td = el("td", "progress");
-  td.appendChild(meter([["done", pct(c.completed)], ["failed", pct(c.failed)]]));
+  td.appendChild(meter(progressParts(b)));
   const failed = c.failed ? " · " + c.failed + " failed" : "";
   td.appendChild(el("div", "muted", c.completed + c.failed + " / " + total + " (" + Math.floor(pct(c.completed + c.failed)) + "%)" + failed));
   if (b.status === "in_progress") {
@@ -208,11 +214,6 @@ function renderModels(models, upstreams) {
   );
 }
 
-const progressParts = (b) => {
-  const { c, pct } = counts(b);
-  return [["done", pct(c.completed)], ["failed", pct(c.failed)]];
-};
-
 /** New rows each poll, but each batch keeps its progress bar, moved over and then set: the bar glides. */
 function renderRows(batches, now) {
   const body = $("batch-rows");
@@ -318,7 +319,7 @@ async function refreshBatch(id) {
   $("b-status").textContent = b.status.replace("_", " ");
   document.title = b.id + " · " + b.status;
   const { c, total, pct } = counts(b);
-  setMeter($("b-meter"), [["done", pct(c.completed)], ["failed", pct(c.failed)]]);
+  setMeter($("b-meter"), progressParts(b));
   const rate = b.status === "in_progress" ? rateOf(b) : null;
   $("b-progress").textContent =
     c.completed + " completed · " + c.failed + " failed · " + total + " requests (" + Math.floor(pct(c.completed + c.failed)) + "%)" + (rate ? " · " + rate.text : "");

@@ -17,7 +17,7 @@ import { notFound } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { errorResponses, keyedRoute, openRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, unknownFields } from "../schemas/requests.js";
 import { poolsVisibleTo } from "./status.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -57,7 +57,7 @@ export const ConsoleBatchesQuery = z.strictObject(
     after: z.string().regex(BATCH_ID_PATTERN, "after must be a batch id").optional(),
     limit: z.coerce.number({ error: "limit must be a number" }).int().min(1).max(100).default(50),
   },
-  { error: (issue) => (issue.code === "unrecognized_keys" ? `Unrecognized query parameter: ${issue.keys.join(", ")}` : undefined) },
+  unknownFields("query parameter"),
 );
 
 /** The console's static files: open, since a browser fetches them before it has asked for a key. */

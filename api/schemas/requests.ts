@@ -107,6 +107,12 @@ export const UploadFileForm = z.object({
   expires_after: expiresAfter("expires_after"),
 });
 
+/** A strict schema's error for fields it does not know, naming them (what: "request argument supplied", "query parameter"). */
+export const unknownFields = (what: string) => ({
+  error: (issue: z.core.$ZodRawIssue) =>
+    issue.code === "unrecognized_keys" ? `Unrecognized ${what}: ${issue.keys.join(", ")}` : undefined,
+});
+
 // --- POST /v1/batches ---
 
 export const COMPLETION_WINDOW_PATTERN = /^[1-9][0-9]{0,6}[smhd]$/;
@@ -216,10 +222,7 @@ export const RetryBatchBody = z
         .optional()
         .openapi({ description: "Lines an expiry left unrun (`batch_expired`). Default true." }),
     },
-    {
-      error: (issue) =>
-        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
-    },
+    unknownFields("request argument supplied"),
   )
   .openapi("RetryBatchRequest", { example: { codes: ["server_error"], include_cancelled: true } });
 
@@ -236,10 +239,7 @@ export const CreateUploadBody = z
       purpose: z.string({ error: "purpose must be a string" }),
       expires_after: expiresAfter("expires_after"),
     },
-    {
-      error: (issue) =>
-        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
-    },
+    unknownFields("request argument supplied"),
   )
   .openapi("CreateUploadRequest", {
     example: { bytes: 2147483, filename: "requests.jsonl", mime_type: "application/jsonl", purpose: "batch" },
@@ -257,10 +257,7 @@ export const CompleteUploadBody = z
         .regex(/^[0-9a-fA-F]{32}$/, "md5 must be 32 hex digits")
         .optional(),
     },
-    {
-      error: (issue) =>
-        issue.code === "unrecognized_keys" ? `Unrecognized request argument supplied: ${issue.keys.join(", ")}` : undefined,
-    },
+    unknownFields("request argument supplied"),
   )
   .openapi("CompleteUploadRequest");
 

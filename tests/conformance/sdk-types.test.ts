@@ -4,24 +4,15 @@
 // floats and base64; responses with text, json_schema and tool calls). TypeScript types are not checked at run
 // time, so only this sees a field the SDK requires and the service leaves out. Skips with a note where Python or
 // its `openai` package is absent (.ci/run installs both into .venv).
-import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
-function findPython(): string | undefined {
-  const candidates = [process.env.OBI_PYTHON, path.join(repoRoot, ".venv/bin/python"), "python3"].filter((p): p is string => Boolean(p));
-  for (const p of candidates) {
-    if (p.includes("/") && !existsSync(p)) continue;
-    const probe = spawnSync(p, ["-c", "import openai.types.responses"], { encoding: "utf8" });
-    if (probe.status === 0) return p;
-  }
-  return undefined;
-}
-const python = findPython();
+const python = pythonWithOpenAI();
 if (!python)
   console.warn("SDK conformance skipped: no Python with the openai package (python3 -m venv .venv && .venv/bin/pip install openai)");
 

@@ -2,21 +2,20 @@
 // openai-node's uploads and parts, on a file larger than one part; the file that results runs as a batch; what
 // cannot be is refused in OpenAI's shapes; the objects pass the Python client's runtime types.
 import { execFile, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { completionJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let dir: string;
-const python = [process.env.OBI_PYTHON, path.join(repoRoot, ".venv/bin/python"), "python3"]
-  .filter((p): p is string => Boolean(p))
-  .find((p) => (!p.includes("/") || existsSync(p)) && spawnSync(p, ["-c", "import openai"]).status === 0);
+const python = pythonWithOpenAI();
 if (!python) console.warn("the Python client's upload test is skipped: no Python with the openai package (.venv/bin/pip install openai)");
 
 beforeAll(async () => {
