@@ -29,7 +29,7 @@ export const badRequest = (message: string, param: string | null = null, code: s
 export const notFound = (what: string, id: string, param: string | null = null) =>
   new ApiError(404, `No ${what} found with id '${id}'.`, "invalid_request_error", "not_found", param);
 
-export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>'.") =>
+export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').") =>
   new ApiError(401, message, "authentication_error", "invalid_api_key");
 
 /**

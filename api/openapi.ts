@@ -4,6 +4,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-ope
 import { registerBatchesPaths } from "./routes/batches.js";
 import { registerConsolePaths } from "./routes/console.js";
 import { registerFilesPaths } from "./routes/files.js";
+import { registerMessageBatchesPaths } from "./routes/message-batches.js";
 import { registerModelsPaths } from "./routes/models.js";
 import { registerStatusPaths } from "./routes/status.js";
 import { registerStatusPagePaths } from "./routes/status-page.js";
@@ -20,6 +21,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   registerFilesPaths(registry);
   registerUploadsPaths(registry);
   registerBatchesPaths(registry);
+  registerMessageBatchesPaths(registry);
   registerModelsPaths(registry);
   registerStatusPaths(registry);
   registerStatusPagePaths(registry);

@@ -10,7 +10,7 @@ import { estimateFootprint } from "../engine/footprint.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { createEngine } from "../engine/index.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
-import { withResponses } from "../openai/responses-backend.js";
+import { overChat } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
@@ -113,13 +113,13 @@ export async function createRouter(
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         // Responses lines run over the backend's chat endpoint.
-        const backend = withResponses(new LlamaBackend(engine, spec.name));
+        const backend = overChat(new LlamaBackend(engine, spec.name));
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;
-        const backend = withResponses(
+        const backend = overChat(
           new UpstreamBackend({
             name: spec.name,
             baseUrls: u.baseUrls,

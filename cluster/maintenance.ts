@@ -6,11 +6,11 @@
 // put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
 // whose shards are all done, and (less often) remove expired files.
 
-import { batchKeys } from "./blob-layout.js";
 import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { OutageLog } from "./outage-log.js";
 import type { EventBus, LeaderLock } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
+import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
 import { WebhookSender } from "./webhooks.js";
 import { progressMeter } from "./worker.js";
@@ -135,16 +135,7 @@ export class Maintenance {
     const expired = await files.expired(now);
     for (const f of expired) await files.remove(f.id);
     const ended = await batches.endedBefore(now - this.deps.expirySeconds);
-    for (const id of ended) {
-      const row = await batches.get(id);
-      await blobs.deletePrefix(batchKeys(id).shards);
-      const { orphanInput } = await batches.remove(id);
-      if (orphanInput) await blobs.delete(orphanInput);
-      // Whatever is left under the batch's id goes too, unless a result file (by its own retention) still holds it.
-      const results = [row?.batch.output_file_id, row?.batch.error_file_id].filter((f): f is string => Boolean(f));
-      const held = await Promise.all(results.map((f) => files.get(f, row?.owner ?? null)));
-      if (held.every((f) => !f)) await blobs.deletePrefix(`${id}/`);
-    }
+    for (const id of ended) await removeBatch({ files, batches, blobs }, id, { withResults: false });
     const uploads = (await this.deps.uploads?.collect(now)) ?? 0;
     if (uploads > 0) logger.info({ uploads }, "housekeeping: removed uploads past their hour");
     if (expired.length + ended.length > 0)

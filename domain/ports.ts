@@ -77,6 +77,11 @@ export interface BatchService {
    * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
    */
   retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch>;
+  /**
+   * Deletes a finished batch with its result files and everything stored for it (Anthropic's Message Batches
+   * delete); a batch still running is refused (`batch_not_finished`).
+   */
+  delete(id: string, owner: Owner): Promise<void>;
   /** The console's view of a batch; undefined when there is none for this owner. */
   inspect(id: string, owner: Owner): Promise<BatchInspection | undefined>;
   /** Newest first, as list, filtered; scans a bounded number of batches per page. */
@@ -115,6 +120,8 @@ export interface BatchInspection {
 export interface BatchSearch {
   status?: string;
   model?: string;
+  /** Only batches for this endpoint (Anthropic's list shows its /v1/messages batches). */
+  endpoint?: string;
   text?: string;
   after?: string;
   limit: number;

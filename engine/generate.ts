@@ -27,6 +27,8 @@ export interface GenerationRequest {
   maxTokensParam?: string | null;
   temperature: number;
   topP: number;
+  /** Sample among this many most likely tokens (Anthropic's top_k); 0: no cut, as OpenAI samples. */
+  topK: number;
   seed: number;
   stopStrings: string[];
   /** Tokens that end the answer besides the model's end-of-generation tokens (e.g. a chat turn's end marker). */
@@ -50,13 +52,14 @@ const MAX_PARTIAL_TOKENS = 4;
 
 /** Sampling parameters checked and defaulted as the OpenAI API does (temperature 1, top_p 1, n 1). */
 export function resolveSampling(params: SamplingParams, defaultMaxTokens: number | null): Resolved {
-  const { maxTokens, topP = 1, stop = [], seed, frequencyPenalty = 0, presencePenalty = 0, n = 1 } = params;
+  const { maxTokens, topP = 1, topK = 0, stop = [], seed, frequencyPenalty = 0, presencePenalty = 0, n = 1 } = params;
   let { temperature = 1 } = params;
   if (maxTokens != null && (!Number.isInteger(maxTokens) || maxTokens < 0)) {
     throw invalidRequest(`maxTokens must be a non-negative integer, got ${maxTokens}.`);
   }
   if (!Number.isFinite(temperature) || temperature < 0) throw invalidRequest(`temperature must be >= 0, got ${temperature}.`);
   if (!Number.isFinite(topP) || topP < 0 || topP > 1) throw invalidRequest(`topP must be in [0, 1], got ${topP}.`);
+  if (!Number.isInteger(topK) || topK < 0) throw invalidRequest(`topK must be a non-negative integer, got ${topK}.`);
   if (!Array.isArray(stop) || stop.some((s) => typeof s !== "string")) throw invalidRequest("stop must be a list of strings.");
   if (seed != null && !Number.isFinite(seed)) throw invalidRequest(`seed must be a number, got ${seed}.`);
   if (!Number.isInteger(n) || n < 1) throw invalidRequest(`n must be a positive integer, got ${n}.`);
@@ -67,6 +70,7 @@ export function resolveSampling(params: SamplingParams, defaultMaxTokens: number
     maxTokensParam: maxTokens != null ? (params.maxTokensParam ?? null) : null,
     temperature,
     topP: topP === 0 ? 1 : topP,
+    topK,
     stopStrings: stop.filter((s) => s.length > 0),
     // node-llama-cpp's own default seed is the current second, which would give every request started in the
     // same second the same "random" answer.
@@ -202,8 +206,8 @@ async function* evaluate(
   const options: SequenceEvaluateOptions = {
     temperature: req.temperature,
     topP: req.topP,
-    // OpenAI sampling has no top-k or min-p cut (0 turns them off).
-    topK: 0,
+    // OpenAI sampling has no top-k or min-p cut (0 turns them off); Anthropic's top_k asks for one.
+    topK: req.topK,
     minP: 0,
     seed,
     yieldEogToken: true,

@@ -53,7 +53,7 @@ export class LlamaBackend implements InferenceBackend {
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
     switch (request.endpoint) {
       case "/v1/chat/completions":
-        return this.chat(request.body, signal);
+        return this.chat(request.body, request.topK, signal);
       case "/v1/completions":
         return this.complete(request.body, signal);
       case "/v1/embeddings":
@@ -69,8 +69,9 @@ export class LlamaBackend implements InferenceBackend {
 
   // --- execution ---
 
-  private async chat(body: ChatBody, signal?: AbortSignal): Promise<BackendResult> {
+  private async chat(body: ChatBody, topK: number | undefined, signal?: AbortSignal): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
+    if (topK) params.topK = topK;
     if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
     const format = body.response_format;
@@ -103,6 +104,7 @@ export class LlamaBackend implements InferenceBackend {
         system_fingerprint: null,
       },
       usage: { promptTokens: r.promptTokens, completionTokens: r.completionTokens, cachedTokens: r.cachedPromptTokens },
+      stops: r.choices.map((c) => (c.stoppedBy !== undefined && params.stop?.includes(c.stoppedBy) ? c.stoppedBy : null)),
     };
   }
 

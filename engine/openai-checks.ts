@@ -27,7 +27,7 @@ export function checkRequest(engine: Engine, request: InferenceRequest): void {
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);
-  // Responses lines are served over chat by openai/responses-backend.ts, which wraps the backend.
+  // Responses lines are served over chat by openai/over-chat.ts, which wraps the backend.
   else throw notServed(request.endpoint);
 }
 

@@ -11,6 +11,8 @@ export interface SamplingParams {
   temperature?: number;
   /** 0 samples greedily, as temperature 0 does. */
   topP?: number;
+  /** Anthropic's top_k: sample among this many most likely tokens (0 or absent: no cut). */
+  topK?: number;
   stop?: string[];
   seed?: number;
   /** OpenAI's penalties (-2..2), on the tokens generated so far. */

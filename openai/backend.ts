@@ -1,19 +1,29 @@
 // The port every inference backend implements: it receives a validated OpenAI request body for one endpoint
 // and answers with that endpoint's OpenAI response body. The pipeline and the control plane see only this;
 // how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
+import type { MessagesParams } from "../anthropic/params.js";
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
 import type { ResponseBody } from "./response-bodies.js";
 
-/** The endpoints every backend serves (Responses over chat), in OpenAI's order: the one list of them. */
-export const ENDPOINTS = ["/v1/responses", "/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const;
+/**
+ * The endpoints every backend serves (Responses and Anthropic's Messages over chat), in OpenAI's order and
+ * Anthropic's last: the one list of them.
+ */
+export const ENDPOINTS = ["/v1/responses", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages"] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
 
 export type InferenceRequest =
-  | { endpoint: "/v1/chat/completions"; body: ChatBody }
+  | {
+      endpoint: "/v1/chat/completions";
+      body: ChatBody;
+      /** Anthropic's top_k (a Messages request's), which OpenAI's chat body does not define. */
+      topK?: number;
+    }
   | { endpoint: "/v1/completions"; body: CompletionBody }
   | { endpoint: "/v1/embeddings"; body: EmbeddingBody }
-  | { endpoint: "/v1/responses"; body: ResponseBody };
+  | { endpoint: "/v1/responses"; body: ResponseBody }
+  | { endpoint: "/v1/messages"; body: MessagesParams };
 
 export interface TokenUsage {
   promptTokens: number;
@@ -25,6 +35,8 @@ export interface BackendResult {
   /** The endpoint's OpenAI response body (chat.completion, text_completion, embedding list, response). */
   body: Record<string, unknown>;
   usage: TokenUsage;
+  /** Per choice, the stop string that ended it (null: another end), where the backend knows it. */
+  stops?: Array<string | null>;
 }
 
 export interface BackendInfo {

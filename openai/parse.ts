@@ -1,6 +1,7 @@
 // A request body checked against its endpoint's schema, as OpenAI answers a bad request: a 400 whose
 // `param` names the field at fault.
 import type { z } from "zod";
+import { MessagesParamsSchema } from "../anthropic/params.js";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
@@ -17,6 +18,8 @@ export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
       return EmbeddingBodySchema;
     case "/v1/responses":
       return ResponseBodySchema;
+    case "/v1/messages":
+      return MessagesParamsSchema;
   }
 }
 

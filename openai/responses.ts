@@ -3,7 +3,7 @@
 // cannot carry is refused by its Responses name, and a refusal from the chat backend names the Responses
 // field it came from (max_completion_tokens is reported as max_output_tokens, messages[3] as input[2]...).
 import type { ChatBody, ChatMessageBody } from "./bodies.js";
-import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "./errors.js";
+import { invalidParameter, unsupportedParameter, unsupportedValue } from "./errors.js";
 import { hexId } from "./ids.js";
 import type { ResponseBody, ResponseContentPart, ResponseFunctionTool, ResponseInputItem } from "./response-bodies.js";
 
@@ -159,13 +159,6 @@ export function responsesParam(param: string | null, origins: TranslatedRequest[
   ];
   for (const [from, to] of renames) if (from.test(param)) return param.replace(from, to);
   return param;
-}
-
-/** Re-throws a chat-side refusal with the Responses field named. */
-export function renamed(err: unknown, origins: TranslatedRequest["origins"]): unknown {
-  if (!(err instanceof RequestError) || err.param === null) return err;
-  const param = responsesParam(err.param, origins);
-  return param === err.param ? err : new RequestError(err.message, err.code, err.retryable, param);
 }
 
 interface ChatCompletionLike {

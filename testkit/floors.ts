@@ -16,6 +16,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ["backends", "pipeline"],
   ["engine", "upstream"],
   ["openai"],
+  ["anthropic"],
   ["config"],
 ];
 

@@ -105,7 +105,9 @@ export class UpstreamBackend implements InferenceBackend {
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
     this.check(request);
     this.counters.requests++;
-    const payload = JSON.stringify({ ...request.body, model: this.opts.model });
+    // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
+    const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
+    const payload = JSON.stringify({ ...request.body, ...topK, model: this.opts.model });
     for (let attempt = 1; ; attempt++) {
       const startedAt = await this.limit.acquire(signal);
       const url = this.urls.pick();
@@ -122,7 +124,7 @@ export class UpstreamBackend implements InferenceBackend {
             throw upstreamFault(res.status, "The upstream answered with a body that is not a JSON object.");
           outcome = "success";
           (body as Record<string, unknown>).model = this.opts.name;
-          return { body: body as Record<string, unknown>, usage: usageOf(body) };
+          return { body: body as Record<string, unknown>, usage: usageOf(body), stops: stopsOf(body) };
         }
         this.count(String(res.status));
         failure = new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
@@ -185,6 +187,13 @@ function usageOf(body: object): TokenUsage {
   const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
   const details = (u.prompt_tokens_details ?? {}) as Record<string, unknown>;
   return { promptTokens: num(u.prompt_tokens), completionTokens: num(u.completion_tokens), cachedTokens: num(details.cached_tokens) };
+}
+
+/** vLLM names the stop string that ended a choice (`stop_reason`); other servers do not, and then none is known. */
+function stopsOf(body: object): Array<string | null> | undefined {
+  const choices = (body as { choices?: Array<{ stop_reason?: unknown }> }).choices;
+  if (!Array.isArray(choices)) return undefined;
+  return choices.map((c) => (typeof c?.stop_reason === "string" ? c.stop_reason : null));
 }
 
 function errorMessage(body: unknown, status: number): string {

@@ -11,7 +11,8 @@ export { ownerOf };
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 
 /**
- * Requires `Authorization: Bearer <key>` with one of `apiKeys`, and sets res.locals.owner.
+ * Requires `Authorization: Bearer <key>` (or Anthropic's `x-api-key: <key>`) with one of `apiKeys`, and sets
+ * res.locals.owner.
  * With no keys configured every request passes and the owner is null.
  */
 export function requireApiKey(apiKeys: readonly string[]): RequestHandler {
@@ -22,9 +23,10 @@ export function requireApiKey(apiKeys: readonly string[]): RequestHandler {
       res.locals.owner = null;
       return next();
     }
-    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(req.get("authorization") ?? "");
-    if (!match) return next(unauthorized());
-    const presented = digest(match[1]);
+    const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(req.get("authorization") ?? "")?.[1];
+    const key = bearer ?? (req.get("authorization") === undefined ? req.get("x-api-key")?.trim() : undefined);
+    if (!key) return next(unauthorized());
+    const presented = digest(key);
     const hit = known.find((k) => timingSafeEqual(k.digest, presented));
     if (!hit) return next(unauthorized("Incorrect API key provided."));
     res.locals.owner = hit.owner;

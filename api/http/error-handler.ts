@@ -5,6 +5,7 @@ import { MulterError } from "multer";
 import { z } from "zod";
 import { ControlError, NotFoundError, StorageUnavailableError, storageUnavailable, UnavailableError } from "../../domain/errors.js";
 import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
+import { anthropicErrorBody, isAnthropicPath } from "../anthropic.js";
 import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
@@ -83,14 +84,17 @@ export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiErr
   return undefined;
 }
 
-export function sendApiError(res: Parameters<RequestHandler>[1], error: ApiError): void {
-  res.set(error.headers).status(error.status).json(error.toBody());
+/** OpenAI's envelope, or Anthropic's on Anthropic's routes. */
+export function sendApiError(req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], error: ApiError): void {
+  const id = res.getHeader("x-request-id");
+  const body = isAnthropicPath(req.path) ? anthropicErrorBody(error, typeof id === "string" ? id : null) : error.toBody();
+  res.set(error.headers).status(error.status).json(body);
 }
 
 /** The last middleware: unknown routes. OpenAI answers "Invalid URL (METHOD /path)". */
 export const unknownRoute: RequestHandler = (req, res) => {
   const path = req.path.length > 200 ? `${req.path.slice(0, 200)}...` : req.path;
-  sendApiError(res, new ApiError(404, `Invalid URL (${req.method} ${path})`, "invalid_request_error", "unknown_url"));
+  sendApiError(req, res, new ApiError(404, `Invalid URL (${req.method} ${path})`, "invalid_request_error", "unknown_url"));
 };
 
 export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandler {
@@ -104,6 +108,6 @@ export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandle
       res.destroy();
       return;
     }
-    sendApiError(res, apiError ?? internalError());
+    sendApiError(req, res, apiError ?? internalError());
   };
 }

@@ -94,7 +94,9 @@ describe("OpenAPI document", () => {
           p.startsWith("/v1") || p === "/queue/stats" || p.startsWith("/pools") || p === "/status.json" || p.startsWith("/console/api/");
         expect(op.security, where).toEqual(keyed ? [{ bearerAuth: [] }] : []);
         if (keyed) {
-          expect(op.responses["401"]?.content["application/json"].schema, where).toEqual({ $ref: "#/components/schemas/Error" });
+          // Anthropic's routes answer in Anthropic's envelope.
+          const envelope = p.startsWith("/v1/messages/") ? "AnthropicError" : "Error";
+          expect(op.responses["401"]?.content["application/json"].schema, where).toEqual({ $ref: `#/components/schemas/${envelope}` });
           expect(op.responses["500"], where).toBeDefined();
         }
       }
@@ -117,6 +119,7 @@ describe("OpenAPI document", () => {
       "/v1/chat/completions",
       "/v1/completions",
       "/v1/embeddings",
+      "/v1/messages",
       "/v1/moderations",
     ]);
     expect(doc.components.schemas.CreateBatchRequest.properties.completion_window.pattern).toBeTruthy();

@@ -222,7 +222,7 @@ describe("operational and system routes", () => {
       model: svc.service.backend.info.model,
       backend: {
         kind: "local",
-        endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"],
+        endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"],
         settings: { contextSize: 512 },
       },
     });

@@ -6,8 +6,8 @@ Kinds name the SDK type each object must satisfy (see TYPES); list pages are che
 import base64
 import json
 import struct
-import sys
 
+from check_all import check_all
 from openai.types import Batch, Completion, CreateEmbeddingResponse, FileDeleted, FileObject, Model, Upload
 from openai.types.uploads import UploadPart
 from openai.types.chat import ChatCompletion
@@ -65,20 +65,4 @@ def decoded_embeddings(obj):
     return {**obj, "data": data}
 
 
-def main():
-    data = json.load(sys.stdin)
-    failures = 0
-    checked = 0
-    for kind, objects in data.items():
-        for i, obj in enumerate(objects):
-            checked += 1
-            try:
-                check(kind, obj)
-            except Exception as err:  # noqa: BLE001 - every failure is reported, none stops the rest
-                failures += 1
-                print(f"{kind}[{i}]: {str(err).splitlines()[0]} :: {' '.join(str(err).split())[:600]}")
-    print(f"checked {checked} objects, {failures} failed", file=sys.stderr)
-    sys.exit(1 if failures else 0)
-
-
-main()
+check_all(check)

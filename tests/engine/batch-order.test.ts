@@ -117,7 +117,17 @@ describe("node-llama-cpp's side of the tag contract", () => {
     });
     try {
       const tokens = tokenizePrompt(model, "Once upon a time");
-      const req = { tokens, maxTokens: 4, temperature: 0, topP: 1, seed: 1, stopStrings: [], stopTokens: new Set<Token>(), ...PLAIN };
+      const req = {
+        tokens,
+        maxTokens: 4,
+        temperature: 0,
+        topP: 1,
+        topK: 0,
+        seed: 1,
+        stopStrings: [],
+        stopTokens: new Set<Token>(),
+        ...PLAIN,
+      };
       await Promise.all(Array.from({ length: 8 }, () => generate(pool, model, req)));
       // Every item carried a tag 1-8 (else the order would have marked itself untagged), and steps held all 8.
       const order = (pool as unknown as { orders: BatchOrder[] }).orders[0];

@@ -45,6 +45,7 @@ describe("lockstep decoding", () => {
       maxTokens: 32,
       temperature: 0,
       topP: 1,
+      topK: 0,
       seed: 1,
       stopStrings: [],
       ...PLAIN,

@@ -76,6 +76,7 @@ describe("StepThreads", () => {
         maxTokens: 4,
         temperature: 0,
         topP: 1,
+        topK: 0,
         seed: 1,
         stopStrings: [],
         stopTokens: new Set(),

@@ -4,6 +4,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
@@ -240,4 +241,37 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
     expect(done[2].pool).toBeNull();
     expect(done[0].pool).not.toBeNull();
   }, 180_000);
+});
+
+describe.skipIf(!binary)("Anthropic's message batches over a real llama-server", () => {
+  it("sends top_k through (top_k 1 answers as greedy decoding does) and brings the upstream's refusals back per request", async () => {
+    const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
+    const client = new Anthropic({ apiKey: "unused", baseURL: svc.baseUrl, maxRetries: 0 });
+    const ask = (p: object) => ({
+      model: "remote",
+      max_tokens: 16,
+      messages: [{ role: "user" as const, content: "Once upon a time" }],
+      ...p,
+    });
+    const created = await client.messages.batches.create({
+      requests: [
+        { custom_id: "greedy", params: ask({ temperature: 0 }) },
+        { custom_id: "top1", params: ask({ temperature: 1, top_k: 1 }) },
+        { custom_id: "long", params: ask({ messages: [{ role: "user", content: "tell me more ".repeat(400) }] }) },
+      ],
+    });
+    let batch = created;
+    while (batch.processing_status !== "ended") {
+      await new Promise((r) => setTimeout(r, 100));
+      batch = await client.messages.batches.retrieve(created.id);
+    }
+    const got = new Map<string, any>();
+    for await (const line of await client.messages.batches.results(created.id)) got.set(line.custom_id, line.result);
+    expect(batch.request_counts).toMatchObject({ succeeded: 2, errored: 1 });
+    const text = (id: string) => got.get(id).message.content[0].text;
+    expect(got.get("greedy").message).toMatchObject({ type: "message", model: "remote" });
+    expect(text("top1")).toBe(text("greedy"));
+    expect(got.get("long").error).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    expect(got.get("long").error.error.message).toMatch(/context/i);
+  }, 120_000);
 });

@@ -1,0 +1,81 @@
+// Anthropic's Message Batches API as a view of our batches: a batch for /v1/messages shown as a
+// `message_batch`, its result lines as `{custom_id, result}`, and errors in Anthropic's envelope.
+import type { Batch } from "../domain/objects.js";
+import type { ApiError } from "./errors.js";
+
+/** Routes answered in Anthropic's shapes (errors included). */
+export const ANTHROPIC_PREFIX = "/v1/messages";
+export const isAnthropicPath = (path: string) => path === ANTHROPIC_PREFIX || path.startsWith(`${ANTHROPIC_PREFIX}/`);
+
+/** Anthropic's error types by HTTP status; its 5xx are api_error, and overloaded_error for a full or busy service. */
+function errorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 403) return "permission_error";
+  if (status === 404) return "not_found_error";
+  if (status === 413) return "request_too_large";
+  if (status === 429) return "rate_limit_error";
+  if (status === 503) return "overloaded_error";
+  return status >= 500 ? "api_error" : "invalid_request_error";
+}
+
+/** `{type: "error", error: {type, message}, request_id}`; the field at fault is named in the message. */
+export function anthropicError(status: number, message: string, param: string | null, requestId: string | null) {
+  const text = param && !message.includes(param) ? `${param}: ${message}` : message;
+  return { type: "error" as const, error: { type: errorType(status), message: text }, request_id: requestId };
+}
+
+export const anthropicErrorBody = (e: ApiError, requestId: string | null) => anthropicError(e.status, e.message, e.param, requestId);
+
+export interface RequestCounts {
+  processing: number;
+  succeeded: number;
+  errored: number;
+  canceled: number;
+  expired: number;
+}
+
+const iso = (seconds: number | null | undefined) => (seconds == null ? null : new Date(seconds * 1000).toISOString());
+
+/** Ended: every request has its result (Anthropic's `ended` covers completed, failed, expired and cancelled). */
+export const hasEnded = (b: Batch) => ["completed", "failed", "expired", "cancelled"].includes(b.status);
+
+export function toMessageBatch(b: Batch, resultsUrl: string, ended: Omit<RequestCounts, "processing"> | null) {
+  const status = hasEnded(b) ? "ended" : b.status === "cancelling" ? "canceling" : "in_progress";
+  const total = b.request_counts?.total ?? 0;
+  // Anthropic moves requests out of `processing` only once the whole batch has ended.
+  const counts: RequestCounts = ended
+    ? { processing: 0, ...ended }
+    : { processing: total, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
+  return {
+    id: b.id,
+    type: "message_batch" as const,
+    processing_status: status,
+    request_counts: counts,
+    created_at: iso(b.created_at)!,
+    expires_at: iso(b.expires_at ?? b.deadline_at)!,
+    ended_at: status === "ended" ? iso(b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at) : null,
+    cancel_initiated_at: iso(b.cancelling_at),
+    archived_at: null,
+    results_url: status === "ended" ? resultsUrl : null,
+  };
+}
+
+interface OutputLine {
+  custom_id: string;
+  response: { status_code: number; body: Record<string, unknown> } | null;
+  error: { code: string; message: string } | null;
+}
+
+/** One output or error line of ours as Anthropic's result line. */
+export function toResultLine(line: OutputLine, requestId: string | null = null) {
+  const { custom_id, response, error } = line;
+  if (response && response.status_code < 300) return { custom_id, result: { type: "succeeded", message: response.body } };
+  if (error?.code === "batch_cancelled") return { custom_id, result: { type: "canceled" } };
+  if (error?.code === "batch_expired") return { custom_id, result: { type: "expired" } };
+  if (response) {
+    const e = (response.body as { error?: { message?: string; param?: string | null } }).error;
+    const failure = anthropicError(response.status_code, e?.message ?? "The request failed.", e?.param ?? null, requestId);
+    return { custom_id, result: { type: "errored", error: failure } };
+  }
+  return { custom_id, result: { type: "errored", error: anthropicError(500, error?.message ?? "The request failed.", null, requestId) } };
+}

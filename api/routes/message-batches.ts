@@ -1,0 +1,262 @@
+// Anthropic's Message Batches API (/v1/messages/batches) over the same batches: a create writes each request
+// as a /v1/messages line of an inline batch (openai/messages.ts serves it over chat), so the queue, the pools,
+// the checkpoints and the exactly-once guarantees are the OpenAI batches'. Reads show the batch in Anthropic's
+// shapes; errors on these routes are Anthropic's envelope (api/http/error-handler.ts).
+
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { type Request, Router } from "express";
+import { z } from "zod";
+import type { Batch } from "../../domain/objects.js";
+import type { BatchService, FileStore, Owner } from "../../domain/ports.js";
+import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
+import { ANTHROPIC_PREFIX, anthropicError, hasEnded, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
+import { ApiError, badRequest } from "../errors.js";
+import { ownerFrom } from "../http/auth.js";
+import { sendJsonl } from "../http/jsonl-response.js";
+import { jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { parseId, parseRequest } from "../http/validate.js";
+import { BATCH_ID_PATTERN, BatchIdParams } from "../schemas/requests.js";
+
+const ENDPOINT = "/v1/messages" as const;
+/** Anthropic's bounds: a batch holds at most 100,000 requests; a custom_id is 1-64 letters, digits, - and _. */
+const MAX_REQUESTS = 100_000;
+/** Ended batches whose cancelled/expired counts were read from their error file (they never change). */
+const COUNTS_CACHE = 1_000;
+
+const CreateMessageBatchBody = z
+  .strictObject({
+    requests: z
+      .array(
+        z.strictObject({
+          custom_id: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "custom_id must be 1-64 letters, digits, underscores or dashes"),
+          params: z.record(z.string(), z.unknown()),
+        }),
+      )
+      .min(1, "requests must hold at least one request")
+      .max(MAX_REQUESTS, `requests may hold at most ${MAX_REQUESTS} requests`),
+  })
+  .superRefine((b, ctx) => {
+    const seen = new Set<string>();
+    const model = b.requests[0]?.params.model;
+    for (const [i, r] of b.requests.entries()) {
+      if (seen.has(r.custom_id))
+        ctx.addIssue({ code: "custom", path: ["requests", i, "custom_id"], message: `custom_id '${r.custom_id}' is used twice` });
+      seen.add(r.custom_id);
+      // A batch runs on one model (as an OpenAI batch does); Anthropic lets requests name several.
+      if (r.params.model !== model)
+        ctx.addIssue({
+          code: "custom",
+          path: ["requests", i, "params", "model"],
+          message: `every request of a batch must name the same model here: this one names ${JSON.stringify(r.params.model)}, the first ${JSON.stringify(model)}`,
+        });
+    }
+  })
+  .openapi("CreateMessageBatch");
+
+const ListMessageBatchesQuery = z.object({
+  after_id: z.string().max(128).optional(),
+  before_id: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined, "before_id is not supported: page forward with after_id"),
+  limit: z.coerce
+    .number({ error: "limit must be an integer" })
+    .int("limit must be an integer")
+    .min(1, "limit must be between 1 and 1000")
+    .max(1000, "limit must be between 1 and 1000")
+    .default(20),
+});
+
+export function messageBatchesRouter(deps: { batches: BatchService; files: FileStore }): Router {
+  const { batches, files } = deps;
+  const router = Router();
+  const ended = new Map<string, Omit<RequestCounts, "processing">>();
+
+  /** Only /v1/messages batches are message batches; another batch's id is not found here. */
+  const messageBatch = async (id: unknown, owner: Owner): Promise<Batch> => {
+    const batchId = parseId("batch", BATCH_ID_PATTERN, id);
+    const batch = await batches.get(batchId, owner);
+    if (!batch || batch.endpoint !== ENDPOINT) throw new ApiError(404, `No message batch found with id '${batchId}'.`, "not_found_error");
+    return batch;
+  };
+
+  /** Anthropic's tallies once a batch has ended: what a cancel or an expiry left unrun is told apart from errors. */
+  const countsOf = async (b: Batch, owner: Owner) => {
+    if (!hasEnded(b)) return null;
+    const cached = ended.get(b.id);
+    if (cached) return cached;
+    const { completed = 0, failed = 0 } = b.request_counts ?? {};
+    const counts = { succeeded: completed, errored: failed, canceled: 0, expired: 0 };
+    // A file that failed validation ran nothing (and counted nothing): every request is errored.
+    if (b.errors?.data.length) {
+      counts.errored = 0;
+      for await (const _ of validationFailures(b, owner)) counts.errored++;
+    } else if (failed > 0 && (b.status === "cancelled" || b.status === "expired")) {
+      const unrun = b.status === "cancelled" ? "canceled" : "expired";
+      for await (const line of resultLines(b, owner, "error")) if (line.result.type === unrun) counts[unrun]++;
+      counts.errored -= counts[unrun];
+    }
+    if (ended.size >= COUNTS_CACHE) ended.delete(ended.keys().next().value!);
+    ended.set(b.id, counts);
+    return counts;
+  };
+
+  async function* resultLines(b: Batch, owner: Owner, which: "output" | "error" | "both") {
+    const ids = which === "output" ? [b.output_file_id] : which === "error" ? [b.error_file_id] : [b.output_file_id, b.error_file_id];
+    for (const id of ids) {
+      const file = id ? await files.open(id, owner) : undefined;
+      if (file) for await (const text of readCompleteJsonLines(file.content)) yield toResultLine(JSON.parse(text));
+    }
+  }
+
+  /** A file that failed validation: each request errored with its line's reason (or the file's). */
+  async function* validationFailures(b: Batch, owner: Owner) {
+    const byLine = new Map((b.errors?.data ?? []).map((e) => [e.line ?? 0, e.message ?? "Invalid request."]));
+    const first = b.errors?.data[0]?.message ?? "The batch failed validation.";
+    const input = await files.open(b.input_file_id, owner);
+    if (!input) return;
+    let n = 0;
+    for await (const text of readCompleteJsonLines(input.content)) {
+      n++;
+      const custom_id = String((JSON.parse(text) as { custom_id?: unknown }).custom_id ?? "");
+      yield { custom_id, result: { type: "errored", error: anthropicError(400, byLine.get(n) ?? first, null, null) } };
+    }
+  }
+
+  const show = async (req: Request, b: Batch, owner: Owner) => {
+    const url = `${req.protocol}://${req.get("host")}${ANTHROPIC_PREFIX}/batches/${b.id}/results`;
+    return toMessageBatch(b, url, await countsOf(b, owner));
+  };
+
+  router.post(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const { requests } = parseRequest(CreateMessageBatchBody, req.body ?? {});
+    const lines = requests.map((r) => ({ custom_id: r.custom_id, method: "POST" as const, url: ENDPOINT, body: r.params }));
+    const batch = await batches.createInline({ endpoint: ENDPOINT, completion_window: "24h", lines, owner });
+    res.json(await show(req, batch, owner));
+  });
+
+  router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const q = parseRequest(ListMessageBatchesQuery, req.query);
+    const page = await batches.search({ endpoint: ENDPOINT, after: q.after_id, limit: q.limit, owner });
+    const data = await Promise.all(page.data.map(({ input_filename: _, ...b }) => show(req, b, owner)));
+    res.json({ data, has_more: page.has_more, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
+  });
+
+  router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
+    const owner = ownerFrom(res);
+    res.json(await show(req, await messageBatch(req.params.batch_id, owner), owner));
+  });
+
+  router.post(`${ANTHROPIC_PREFIX}/batches/:batch_id/cancel`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const batch = await messageBatch(req.params.batch_id, owner);
+    res.json(await show(req, await batches.cancel(batch.id, owner), owner));
+  });
+
+  router.delete(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const batch = await messageBatch(req.params.batch_id, owner);
+    if (!hasEnded(batch))
+      throw badRequest(`Message batch '${batch.id}' is still processing; cancel it and wait for it to end before deleting it.`, null);
+    await batches.delete(batch.id, owner);
+    ended.delete(batch.id);
+    res.json({ id: batch.id, type: "message_batch_deleted" });
+  });
+
+  router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id/results`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const batch = await messageBatch(req.params.batch_id, owner);
+    if (!hasEnded(batch)) throw badRequest(`Message batch '${batch.id}' has not ended yet; its results are not available.`, null);
+    await sendJsonl(
+      res,
+      (async function* () {
+        const lines = batch.errors?.data.length ? validationFailures(batch, owner) : resultLines(batch, owner, "both");
+        for await (const line of lines) yield JSON.stringify(line);
+      })(),
+    );
+  });
+
+  return router;
+}
+
+// --- OpenAPI ---
+
+const MessageBatchSchema = z
+  .object({
+    id: z.string(),
+    type: z.literal("message_batch"),
+    processing_status: z.enum(["in_progress", "canceling", "ended"]),
+    request_counts: z.object({
+      processing: z.number().int(),
+      succeeded: z.number().int(),
+      errored: z.number().int(),
+      canceled: z.number().int(),
+      expired: z.number().int(),
+    }),
+    created_at: z.string(),
+    expires_at: z.string(),
+    ended_at: z.string().nullable(),
+    cancel_initiated_at: z.string().nullable(),
+    archived_at: z.string().nullable(),
+    results_url: z.string().nullable(),
+  })
+  .openapi("MessageBatch", { description: "Anthropic's Message Batch object." });
+
+const AnthropicErrorSchema = z
+  .object({
+    type: z.literal("error"),
+    error: z.object({ type: z.string(), message: z.string() }),
+    request_id: z.string().nullable(),
+  })
+  .openapi("AnthropicError");
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((s) => [String(s), jsonResponse(AnthropicErrorSchema, "Anthropic's error envelope.")]));
+
+export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
+  const tags = ["Anthropic Message Batches"];
+  const params = BatchIdParams;
+  const route = (method: "get" | "post" | "delete", path: string, summary: string, extra: object, ok: z.ZodType) =>
+    r.registerPath(
+      keyedRoute({
+        method,
+        path: `${ANTHROPIC_PREFIX}/batches${path}`,
+        tags,
+        summary,
+        ...extra,
+        responses: { 200: jsonResponse(ok, summary), ...errors(400, 401, 404, 429, 500, 503) },
+      }),
+    );
+  route(
+    "post",
+    "",
+    "Create a message batch",
+    { request: { body: { required: true, content: { "application/json": { schema: CreateMessageBatchBody } } } } },
+    MessageBatchSchema,
+  );
+  route(
+    "get",
+    "",
+    "List message batches",
+    { request: { query: ListMessageBatchesQuery } },
+    z.object({ data: z.array(MessageBatchSchema), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
+  );
+  route("get", "/{batch_id}", "Retrieve a message batch", { request: { params } }, MessageBatchSchema);
+  route("post", "/{batch_id}/cancel", "Cancel a message batch", { request: { params } }, MessageBatchSchema);
+  route(
+    "delete",
+    "/{batch_id}",
+    "Delete an ended message batch",
+    { request: { params } },
+    z.object({ id: z.string(), type: z.literal("message_batch_deleted") }),
+  );
+  route(
+    "get",
+    "/{batch_id}/results",
+    "Stream a message batch's results (JSONL)",
+    { request: { params } },
+    z.object({ custom_id: z.string(), result: z.record(z.string(), z.unknown()) }),
+  );
+}

@@ -1,0 +1,111 @@
+// Serves /v1/responses and /v1/messages over a backend's /v1/chat/completions (openai/responses.ts and
+// openai/messages.ts translate each way), so every backend that serves chat serves those lines too, with the
+// same checks, and every refusal names the field of the request as it was written.
+import type { MessagesParams } from "../anthropic/params.js";
+import type { BackendInfo, BackendResult, Endpoint, InferenceBackend, InferenceRequest } from "./backend.js";
+import { RequestError } from "./errors.js";
+import { messagesParam, toAnthropicMessage, toChatFromMessages } from "./messages.js";
+import { parseRequest } from "./parse.js";
+import type { ResponseBody } from "./response-bodies.js";
+import { responsesParam, toChatBody, toResponseObject } from "./responses.js";
+
+type Completion = Parameters<typeof toResponseObject>[1] & Parameters<typeof toAnthropicMessage>[0];
+
+/** One request shape served over chat: how it becomes a chat body, and how the completion becomes its answer. */
+interface Dialect {
+  endpoint: Endpoint;
+  toChat(body: never): { chat: unknown; topK?: number; rename(param: string): string | null };
+  answer(body: never, completion: Completion, result: BackendResult): Record<string, unknown>;
+}
+
+const RESPONSES: Dialect = {
+  endpoint: "/v1/responses",
+  toChat(body: ResponseBody) {
+    const { chat, origins } = toChatBody(body);
+    return { chat, rename: (p) => responsesParam(p, origins) };
+  },
+  answer: (body: ResponseBody, completion) => toResponseObject(body, completion),
+};
+
+const MESSAGES: Dialect = {
+  endpoint: "/v1/messages",
+  toChat(body: MessagesParams) {
+    const { chat, topK, origins } = toChatFromMessages(body);
+    return { chat, topK, rename: (p) => messagesParam(p, origins) };
+  },
+  answer: (_body, completion, result) => toAnthropicMessage(completion, result),
+};
+
+/** The backend, serving Responses and Messages lines too where it serves chat and not them itself. */
+export function overChat(inner: InferenceBackend): InferenceBackend {
+  let backend = inner;
+  for (const dialect of [RESPONSES, MESSAGES]) {
+    const { endpoints } = backend.info;
+    if (endpoints.includes("/v1/chat/completions") && !endpoints.includes(dialect.endpoint)) backend = new OverChat(backend, dialect);
+  }
+  return backend;
+}
+
+class OverChat implements InferenceBackend {
+  readonly info: BackendInfo;
+  stats?: InferenceBackend["stats"];
+
+  constructor(
+    private readonly inner: InferenceBackend,
+    private readonly dialect: Dialect,
+  ) {
+    this.info = Object.freeze({ ...inner.info, endpoints: [...inner.info.endpoints, dialect.endpoint] });
+    if (inner.stats) this.stats = () => inner.stats!();
+  }
+
+  check(request: InferenceRequest): void {
+    if (request.endpoint !== this.dialect.endpoint) {
+      this.inner.check(request);
+      return;
+    }
+    const { chat, rename } = this.translate(request.body);
+    try {
+      this.inner.check(chat);
+    } catch (err) {
+      throw renamed(err, rename);
+    }
+  }
+
+  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+    if (request.endpoint !== this.dialect.endpoint) return this.inner.execute(request, signal);
+    const { chat, rename } = this.translate(request.body);
+    try {
+      const r = await this.inner.execute(chat, signal);
+      return { body: this.dialect.answer(request.body as never, r.body as never, r), usage: r.usage };
+    } catch (err) {
+      throw renamed(err, rename);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  /** The chat request, checked against the chat schema as a line of its own would be. */
+  private translate(body: unknown): { chat: InferenceRequest; rename: (param: string) => string | null } {
+    let rename = (p: string): string | null => p;
+    try {
+      const t = this.dialect.toChat(body as never);
+      rename = t.rename;
+      const chat = parseRequest("/v1/chat/completions", t.chat);
+      if (t.topK && chat.endpoint === "/v1/chat/completions") chat.topK = t.topK;
+      return { chat, rename };
+    } catch (err) {
+      throw renamed(err, rename);
+    }
+  }
+}
+
+/** Re-throws a chat-side refusal with the request's own field named. */
+function renamed(err: unknown, rename: (param: string) => string | null): unknown {
+  if (!(err instanceof RequestError) || err.param === null) return err;
+  const param = rename(err.param);
+  if (param === err.param) return err;
+  const message = err.message.split(`'${err.param}'`).join(`'${param}'`);
+  return new RequestError(message, err.code, err.retryable, param, err.upstream);
+}
