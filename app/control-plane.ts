@@ -10,6 +10,7 @@ import path from "node:path";
 import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ClusterBatchService } from "../cluster/batch-service.js";
+import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
 import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
@@ -158,7 +159,7 @@ export async function buildControlPlane(deps: {
   const { batches, queue, workers, files, events: bus } = ports;
   const webhooks = webhookTargets(config);
   const newRun = shardRuns(state.runs ?? "parts", {
-    queue,
+    queue: meteredQueue(queue, metrics, models.registry),
     blobs,
     scratchDir,
     checkpointSeconds: cluster.checkpointSeconds,

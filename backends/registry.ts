@@ -4,6 +4,7 @@
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { type Price, PriceSchema, priceFrom } from "./price.js";
 
 export interface LocalBackendSpec {
   kind: "local";
@@ -39,6 +40,8 @@ export interface ModelSpec {
   backend: LocalBackendSpec | UpstreamBackendSpec;
   /** The project's generated random-weights model (no MODEL_PATH, no file). */
   generated?: boolean;
+  /** What it costs to run (the models file's `price`); absent: batches report no cost. */
+  price?: Price;
 }
 
 export class ModelsFileError extends Error {
@@ -108,6 +111,7 @@ const ModelSchema = z
     aliases: z.array(z.string().min(1)).optional(),
     local: LocalSchema.optional(),
     upstream: UpstreamSchema.optional(),
+    price: PriceSchema.optional(),
   })
   .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream");
 const FileSchema = z.strictObject({
@@ -136,11 +140,13 @@ export function parseModelsFile(text: string, source: string, env: Record<string
   const dir = path.dirname(path.resolve(source));
   const models = parsed.data.models.map((m): ModelSpec => {
     const aliases = m.aliases ?? [];
+    const price = m.price ? { price: priceFrom(m.price) } : {};
     if (m.local) {
       const l = m.local;
       return {
         name: m.name,
         aliases,
+        ...price,
         backend: {
           kind: "local",
           path: path.resolve(dir, l.path),
@@ -162,6 +168,7 @@ export function parseModelsFile(text: string, source: string, env: Record<string
     return {
       name: m.name,
       aliases,
+      ...price,
       backend: {
         kind: "upstream",
         baseUrls: u.base_urls.map((b) => b.replace(/\/+$/, "")),

@@ -8,7 +8,12 @@ export interface LiveCounts {
   inputTokens: number;
   cachedTokens: number;
   outputTokens: number;
+  /** Engine time by pool: seconds the batch's shards held a slot there. */
+  spotSeconds: number;
+  dedicatedSeconds: number;
 }
+
+const round = (s: number) => Math.round(s * 1000) / 1000;
 
 export function withCounts(doc: Batch, c: LiveCounts): Batch {
   return {
@@ -21,5 +26,6 @@ export function withCounts(doc: Batch, c: LiveCounts): Batch {
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: c.inputTokens + c.outputTokens,
     },
+    engine_seconds: { spot: round(c.spotSeconds), dedicated: round(c.dedicatedSeconds) },
   };
 }

@@ -13,6 +13,7 @@ import type { ModelRegistry } from "../backends/registry.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
+import { priced } from "../domain/cost.js";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
@@ -36,6 +37,7 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
+import { removeBatch } from "./remove-batch.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -90,7 +92,12 @@ export class ClusterBatchService implements BatchService {
 
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
-    return this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key });
+    return this.out(await this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
+  }
+
+  /** A batch as clients read it: with its cost at its model's price (domain/cost.ts). */
+  private out(batch: Batch): Batch {
+    return priced(batch, this.deps.registry);
   }
 
   async createInline(input: CreateInlineBatchInput): Promise<Batch> {
@@ -105,7 +112,7 @@ export class ClusterBatchService implements BatchService {
       const obj = await this.deps.files.adopt({ tmpPath: local, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
       try {
         const file = await this.deps.files.keyOf(obj.id, input.owner);
-        return await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key });
+        return this.out(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key }));
       } catch (err) {
         // The client sent lines, not a file: a batch refused (429, 503, a full disk) leaves no file behind.
         await this.deps.files.delete(obj.id, input.owner).catch(() => undefined);
@@ -117,11 +124,13 @@ export class ClusterBatchService implements BatchService {
   }
 
   async get(id: string, owner: Owner): Promise<Batch | undefined> {
-    return (await this.deps.batches.get(id, owner))?.batch;
+    const row = await this.deps.batches.get(id, owner);
+    return row && this.out(row.batch);
   }
 
-  list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
-    return this.deps.batches.list(q);
+  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+    const page = await this.deps.batches.list(q);
+    return { ...page, data: page.data.map((b) => this.out(b)) };
   }
 
   /**
@@ -133,7 +142,7 @@ export class ClusterBatchService implements BatchService {
     const { batches, now, events, logger } = this.deps;
     const row = await batches.get(id, owner);
     if (!row) throw new NotFoundError("batch", id);
-    if (isEnding(row.batch.status)) return row.batch;
+    if (isEnding(row.batch.status)) return this.out(row.batch);
     if (row.stopReason) return this.endOf(id, owner);
     const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
       if (r.stopReason) return false;
@@ -143,7 +152,7 @@ export class ClusterBatchService implements BatchService {
     if (!updated) return this.endOf(id, owner);
     logger.info({ batch_id: id }, "cancelling batch");
     await events.publish({ type: "stop", batch_id: id, reason: "cancelled" });
-    return updated.batch;
+    return this.out(updated.batch);
   }
 
   /**
@@ -154,7 +163,7 @@ export class ClusterBatchService implements BatchService {
     const until = Date.now() + DECIDED_END_WAIT_MS;
     for (;;) {
       const row = (await this.deps.batches.get(id, owner))!;
-      if (isEnding(row.batch.status) || !row.stopReason || Date.now() >= until) return row.batch;
+      if (isEnding(row.batch.status) || !row.stopReason || Date.now() >= until) return this.out(row.batch);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -193,7 +202,7 @@ export class ClusterBatchService implements BatchService {
       await pipeline(retriedLines(readCompleteJsonLines(input.content), wanted), createWriteStream(local));
       const obj = await files.adopt({ tmpPath: local, filename: `${id}_retry.jsonl`, purpose: "batch", owner });
       try {
-        return await this.createBatch({
+        const created = await this.createBatch({
           owner,
           endpoint: servedEndpoint(batch.endpoint),
           completion_window: batch.completion_window,
@@ -202,6 +211,7 @@ export class ClusterBatchService implements BatchService {
           inputFileId: obj.id,
           inputKey: (await files.keyOf(obj.id, owner))!.key,
         });
+        return this.out(created);
       } catch (err) {
         await files.delete(obj.id, owner).catch(() => undefined);
         throw err;
@@ -211,6 +221,19 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
+  async delete(id: string, owner: Owner): Promise<void> {
+    const row = await this.deps.batches.get(id, owner);
+    if (!row) throw new NotFoundError("batch", id);
+    if (!isFinal(row.batch.status))
+      throw new InvalidRequestError(
+        `Batch '${id}' is ${row.batch.status}; only a finished batch can be deleted (cancel it first).`,
+        "batch_not_finished",
+        "batch_id",
+      );
+    await removeBatch(this.deps, id, { withResults: true });
+    this.deps.logger.info({ batch_id: id }, "batch deleted");
+  }
+
   async inspect(id: string, owner: Owner): Promise<BatchInspection | undefined> {
     const row = await this.deps.batches.get(id, owner);
     if (!row) return undefined;
@@ -218,7 +241,7 @@ export class ClusterBatchService implements BatchService {
     const shards = await this.deps.queue.ofBatch(id);
     const w = row.webhook;
     return {
-      batch,
+      batch: this.out(batch),
       input_filename: (await this.deps.files.get(batch.input_file_id, owner))?.object.filename ?? null,
       shards: shards.map((s) => ({
         idx: s.idx,
@@ -278,9 +301,10 @@ export class ClusterBatchService implements BatchService {
         after = b.id;
         if (q.status && b.status !== q.status) continue;
         if (q.model && b.model !== q.model) continue;
+        if (q.endpoint && b.endpoint !== q.endpoint) continue;
         const filename = (await this.deps.files.get(b.input_file_id, q.owner))?.object.filename ?? null;
         if (text && !searchable(b, filename).includes(text)) continue;
-        data.push({ ...b, input_filename: filename });
+        data.push({ ...this.out(b), input_filename: filename });
         if (data.length === q.limit) return { data, has_more: true };
       }
       if (!page.has_more) return { data, has_more: false };

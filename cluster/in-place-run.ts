@@ -23,7 +23,7 @@ import { isStorageFull } from "../stores/errors.js";
 import type { FsBlobStore } from "../stores/fs-blob-store.js";
 import { batchKeys } from "./blob-layout.js";
 import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
-import { endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
+import { EngineClock, endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
 
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
 const SPACE_POLL_MS = 2_000;
@@ -52,6 +52,7 @@ export class InPlaceShardRun implements ShardExecution {
   private committing: Promise<CommitResult> | undefined;
   /** Progress arrived while a commit was under way: another follows it. */
   private dirty = false;
+  private readonly clock = new EngineClock();
 
   constructor(
     private readonly deps: InPlaceRunDeps,
@@ -225,7 +226,11 @@ export class InPlaceShardRun implements ShardExecution {
     };
     const nothing = [delta.completed, delta.failed, ...Object.values(delta.usage)].every((n) => n === 0);
     if (nothing && !part.output && !part.errors) return "committed";
-    const result = await this.deps.queue.commit(shard, { part, ...delta, recountable: true }, this.deps.leaseSeconds);
+    const result = await this.deps.queue.commit(
+      shard,
+      { part, ...delta, seconds: this.clock.lap(), recountable: true },
+      this.deps.leaseSeconds,
+    );
     if (result === "fenced") {
       this.lose({ code: "shutdown", message: "The shard's lease was taken over." });
       return result;

@@ -111,6 +111,8 @@ export interface ClaimedShard {
   deadlineAt: number;
   /** Near its deadline when claimed (urgent work prefers dedicated workers). */
   urgent: boolean;
+  /** The pool of the worker that claimed it (null: outside the pools); its engine time is counted there. */
+  pool: PoolStatus["name"] | null;
 }
 
 export interface ShardCommit {
@@ -118,6 +120,8 @@ export interface ShardCommit {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** Seconds the shard held its slot since the last commit: the batch's engine time in the claim's pool. */
+  seconds?: number;
   /**
    * Counts only, that the committer can recount from its own files after a crash (a run in place): they need
    * not be durable before the commit returns. Absent: durable on return.

@@ -67,6 +67,23 @@ export interface ShardRunDeps {
 
 const RETRY_MS = 1_000;
 
+/** Engine time: each commit carries the seconds since the one before, from when the run started computing. */
+export class EngineClock {
+  private mark = performance.now();
+
+  start(): void {
+    this.mark = performance.now();
+  }
+
+  /** Seconds since the last lap (or the start). */
+  lap(): number {
+    const now = performance.now();
+    const seconds = (now - this.mark) / 1000;
+    this.mark = now;
+    return seconds;
+  }
+}
+
 /** One checkpoint's upload: its part, the counts of exactly its lines, and where it ends in the local files. */
 interface Attempt {
   n: number;
@@ -116,6 +133,7 @@ export class ShardRun implements ShardExecution {
   private readonly outage: OutageLog;
   /** Aborted when the shard is found fenced, so the run stops at once. */
   readonly fence = new AbortController();
+  private readonly clock = new EngineClock();
 
   constructor(
     private readonly deps: ShardRunDeps,
@@ -151,6 +169,7 @@ export class ShardRun implements ShardExecution {
       await this.fetchInput();
       const base = await this.fetchCommitted();
       onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
+      this.clock.start();
       const timer = setInterval(() => void this.checkpoint().catch((err) => this.failed(err)), deps.checkpointSeconds * 1000);
       timer.unref();
       let result: Awaited<ReturnType<typeof runBatchFile>>;
@@ -254,7 +273,7 @@ export class ShardRun implements ShardExecution {
     const counts = await scanResultText(out.bytes.toString("utf8"), err.bytes.toString("utf8"));
     return {
       n,
-      commit: { part, completed: counts.completed, failed: counts.failed, usage: counts.usage },
+      commit: { part, completed: counts.completed, failed: counts.failed, usage: counts.usage, seconds: this.clock.lap() },
       ends: { output: out.end, errors: err.end },
     };
   }

@@ -86,6 +86,7 @@ export function newBatchObject(a: {
     deadline_at: deadline,
     deadline_met: null,
     pool: null,
+    engine_seconds: { spot: 0, dedicated: 0 },
   };
   if (!v.ok) {
     batch.errors = { object: "list", data: validationErrors(v) };

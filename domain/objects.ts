@@ -59,6 +59,25 @@ export const BatchUsage = z
 export const PoolName = z.enum(["spot", "dedicated"]);
 export type PoolName = z.infer<typeof PoolName>;
 
+const EngineSecondsSchema = z
+  .object({ spot: z.number().min(0), dedicated: z.number().min(0) })
+  .openapi({ description: "Seconds the batch's shards held a slot of each pool (committed work; an extension field)." });
+
+export const CostSchema = z
+  .object({
+    currency: z.string(),
+    amount: z.number().min(0),
+    basis: z.enum(["pool_hours", "tokens"]),
+    spot: z.number().min(0).nullable(),
+    dedicated: z.number().min(0).nullable(),
+  })
+  .openapi("BatchCost", {
+    description:
+      "What the batch cost at its model's price in the models file (an extension field; null without a price): per pool hour " +
+      "(`engine_seconds` at each pool's rate, split by pool) or per million tokens (`usage`; no split by pool).",
+  });
+export type Cost = z.infer<typeof CostSchema>;
+
 export const BatchSchema = z
   .object({
     id: z.string(),
@@ -88,6 +107,10 @@ export const BatchSchema = z
     deadline_at: z.number().int(),
     deadline_met: z.boolean().nullable(),
     pool: PoolName.nullable(),
+    // Cost extension fields: engine time by pool, and what it cost at the models file's price.
+    // Records written before engine time was kept read as none.
+    engine_seconds: EngineSecondsSchema.default({ spot: 0, dedicated: 0 }),
+    cost: CostSchema.nullable().optional(),
   })
   .openapi("Batch", {
     example: {
@@ -123,6 +146,8 @@ export const BatchSchema = z
       deadline_at: 1763786400,
       deadline_met: true,
       pool: "spot",
+      engine_seconds: { spot: 9.2, dedicated: 0 },
+      cost: { currency: "USD", amount: 0.0023, basis: "pool_hours", spot: 0.0023, dedicated: 0 },
     },
   });
 export type Batch = z.infer<typeof BatchSchema>;

@@ -44,6 +44,8 @@ export interface BatchMetrics {
   trackProgress(endpoint: string, base: Progress): (p: Progress) => void;
   /** One webhook delivery attempt's outcome. */
   webhookAttempt(outcome: "delivered" | "failed" | "gave_up"): void;
+  /** Engine time a commit added (seconds a slot of `pool` was held), and its cost at the model's price. */
+  engineWork(w: { model: string; pool: string | null; seconds: number; cost: { currency: string; amount: number } | null }): void;
 }
 
 export interface Metrics extends BatchMetrics {
@@ -90,6 +92,16 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
 
   const webhooks = counter("webhook_deliveries_total", "Webhook delivery attempts by outcome (delivered, failed, gave_up).", ["outcome"]);
   const batches = counter("batches_total", "Batches that reached a final status.", ["status"]);
+  const engineSeconds = counter(
+    "engine_seconds_total",
+    "Seconds batches' shards held a slot, by model and pool (committed work; pool none: outside the pools).",
+    ["model", "pool"],
+  );
+  const spent = counter("cost_total", "What that work cost at the model's price in the models file, by model, pool and currency.", [
+    "model",
+    "pool",
+    "currency",
+  ]);
   const timeToFinish = histogram(
     "batch_time_to_finish_seconds",
     "From submission to the final status, per batch.",
@@ -190,6 +202,11 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     },
     webhookAttempt(outcome) {
       webhooks.inc({ outcome });
+    },
+    engineWork({ model, pool, seconds, cost }) {
+      const labels = { model, pool: pool ?? "none" };
+      if (seconds > 0) engineSeconds.inc(labels, seconds);
+      if (cost && cost.amount > 0) spent.inc({ ...labels, currency: cost.currency }, cost.amount);
     },
     trackProgress(endpoint, base) {
       let last = base;

@@ -22,6 +22,8 @@ export interface RunnerArgs {
   overwrite?: boolean;
   /** Run again the requests of the error file (moved aside first); those in the output are never rerun. */
   retryFailed?: boolean;
+  /** Whose hourly price the run's time is costed at, when the models file prices pool hours (default dedicated). */
+  pool?: "spot" | "dedicated";
 }
 
 export type ParsedArgs = { kind: "run"; args: RunnerArgs } | { kind: "help" } | { kind: "usage"; message: string };
@@ -47,6 +49,8 @@ Options:
                                 a local output and error file (requests there, by custom_id, are skipped)
       --retry-failed            run again the requests in the error file (moved aside to
                                 <errors>.retried); requests in the output are never rerun
+      --pool <spot|dedicated>   the pool whose hourly price (a models file's price) the run is
+                                costed at in the summary (default: dedicated, a machine of your own)
   -h, --help                    this text
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
@@ -107,6 +111,11 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
       return { kind: "usage", message: "--retry-failed needs a local output and error file" };
     args.retryFailed = true;
   }
+  const pool = values.pool;
+  if (pool !== undefined) {
+    if (pool !== "spot" && pool !== "dedicated") return { kind: "usage", message: `--pool must be spot or dedicated, got '${pool}'` };
+    args.pool = pool;
+  }
   for (const [key, flag, min] of ints) {
     const raw = values[flag as keyof typeof values];
     if (raw === undefined) continue;
@@ -138,6 +147,7 @@ const parseOptions = (argv: string[]) =>
       "context-size": { type: "string" },
       overwrite: { type: "boolean" },
       "retry-failed": { type: "boolean" },
+      pool: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });

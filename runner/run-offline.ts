@@ -5,8 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import { createRouter, loadRegistry } from "../backends/build.js";
+import { costOf, type Price, roundMoney } from "../backends/price.js";
 import type { Config } from "../config/config.js";
-import { isEndpoint } from "../openai/backend.js";
+import { isEndpoint, type TokenUsage } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
@@ -176,7 +177,8 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         seconds,
         hasErrors,
         reused: reused?.done.size ?? 0,
-        reusedTokens: reused?.usage.completionTokens ?? 0,
+        reusedUsage: reused?.usage,
+        price: spec.price,
       }),
     );
     return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
@@ -224,21 +226,41 @@ function summary(s: {
   seconds: number;
   hasErrors: boolean;
   reused: number;
-  /** The earlier run's completion tokens: the rate counts only this run's. */
-  reusedTokens: number;
+  /** The earlier run's tokens: the rate and the cost count only this run's. */
+  reusedUsage?: TokenUsage;
+  /** The model's price in the models file. */
+  price?: Price;
 }): string {
   const { result: r, seconds } = s;
   const done = r.completed + r.failed;
   const reused = s.reused > 0 ? ` (${s.reused} from the earlier run)` : "";
-  const tokS = seconds > 0 ? Math.round((r.usage.completionTokens - s.reusedTokens) / seconds) : 0;
+  const was = s.reusedUsage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 };
+  const tokS = seconds > 0 ? Math.round((r.usage.completionTokens - was.completionTokens) / seconds) : 0;
   const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
   return [
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
     `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${tokS} tok/s)`,
+    ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
     `output: ${displayLocation(s.args.output)}`,
     `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
     "",
   ].join("\n");
+}
+
+/** "cost: 0.000123 USD (41.0 s of a dedicated slot at 2.5 USD/hour)", for this run's time or tokens. */
+function costLine(price: Price, pool: "spot" | "dedicated", seconds: number, usage: TokenUsage, was: TokenUsage): string {
+  const work = {
+    seconds,
+    inputTokens: usage.promptTokens - was.promptTokens,
+    cachedTokens: usage.cachedTokens - was.cachedTokens,
+    outputTokens: usage.completionTokens - was.completionTokens,
+  };
+  const amount = roundMoney(costOf(price, pool, work));
+  const basis =
+    price.basis === "pool_hours"
+      ? `${seconds.toFixed(1)} s of a ${pool} slot at ${pool === "spot" ? price.spotPerHour : price.dedicatedPerHour} ${price.currency}/hour`
+      : `${work.inputTokens} input (${work.cachedTokens} cached) and ${work.outputTokens} output tokens at ${price.inputPerMillion} (cached ${price.cachedInputPerMillion}) in, ${price.outputPerMillion} out ${price.currency} per million`;
+  return `cost: ${amount} ${price.currency} (${basis})`;
 }
 
 /**

@@ -131,6 +131,13 @@ function slaCell(b) {
   return el("td", "muted", FINAL.includes(b.status) ? "n/a" : "pending");
 }
 
+/** "0.0123 USD (spot 0.0023 · dedicated 0.01)"; null without a price in the models file. */
+function costText(cost) {
+  if (!cost) return null;
+  const split = cost.basis === "pool_hours" ? " (spot " + cost.spot + " · dedicated " + cost.dedicated + ")" : " (by tokens)";
+  return cost.amount + " " + cost.currency + split;
+}
+
 function metadataText(b) {
   return Object.entries(b.metadata || {})
     .map(([k, v]) => k + "=" + v)
@@ -334,6 +341,9 @@ async function refreshBatch(id) {
   fact(facts, "Deadline", stamp(b.deadline_at) + " (window " + b.completion_window + ")");
   fact(facts, "SLA", b.deadline_met === true ? "met" : b.deadline_met === false ? "missed" : FINAL.includes(b.status) ? "n/a" : "pending");
   fact(facts, "Usage", (u.input_tokens || 0) + " input (" + ((u.input_tokens_details && u.input_tokens_details.cached_tokens) || 0) + " cached) · " + (u.output_tokens || 0) + " output tokens");
+  const e = b.engine_seconds || { spot: 0, dedicated: 0 };
+  fact(facts, "Engine time", e.spot.toFixed(1) + " s spot · " + e.dedicated.toFixed(1) + " s dedicated");
+  fact(facts, "Cost", costText(b.cost));
   const steps = [
     ["created", b.created_at],
     ["in progress", b.in_progress_at],

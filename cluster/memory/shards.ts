@@ -43,7 +43,9 @@ export class MemoryWorkQueue implements WorkQueue {
         a.e.seq - b.e.seq ||
         a.s.idx - b.s.idx,
     );
-    const taken = picks.slice(0, o.limit).map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds), urgent: u }));
+    const taken = picks
+      .slice(0, o.limit)
+      .map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds, o.pool), urgent: u }));
     this.state.saveSoon(...taken.map((s) => s.batchId));
     return taken;
   }
@@ -53,7 +55,7 @@ export class MemoryWorkQueue implements WorkQueue {
     for (const e of [...this.state.batches.values()].sort((a, b) => a.seq - b.seq)) {
       if (!e.stopReason) continue;
       for (const s of e.shards) {
-        if (out.length < limit && s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds));
+        if (out.length < limit && s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds, null));
       }
     }
     this.state.saveSoon(...out.map((s) => s.batchId));
@@ -91,20 +93,20 @@ export class MemoryWorkQueue implements WorkQueue {
     } else if (s.epoch === c.epoch && s.checkpoints === c.checkpoints + 1) return "committed";
     if (s.epoch !== c.epoch || s.state !== "running" || s.checkpoints !== c.checkpoints) return "fenced";
     if (commit.recountable && !output && !errors) {
-      this.apply(e, s, commit, leaseSeconds);
+      this.apply(e, s, commit, leaseSeconds, c.pool);
       this.state.saveSoon(c.batchId);
       return "committed";
     }
     // Durable before applied: a commit whose record cannot be written changes nothing, so its retry (which may
     // carry more lines) is applied whole, never taken for one that landed.
     const next = structuredClone(e);
-    this.apply(next, next.shards[s.idx], commit, leaseSeconds);
+    this.apply(next, next.shards[s.idx], commit, leaseSeconds, c.pool);
     await this.state.keepBatch(c.batchId, next);
-    this.apply(e, s, commit, leaseSeconds);
+    this.apply(e, s, commit, leaseSeconds, c.pool);
     return "committed";
   }
 
-  private apply(e: BatchEntry, s: ShardRecord, commit: ShardCommit, leaseSeconds: number): void {
+  private apply(e: BatchEntry, s: ShardRecord, commit: ShardCommit, leaseSeconds: number, pool: ClaimedShard["pool"]): void {
     if (commit.part.output || commit.part.errors) s.parts.push(structuredClone(commit.part));
     s.checkpoints++;
     const k = s.counted;
@@ -120,6 +122,7 @@ export class MemoryWorkQueue implements WorkQueue {
     n.inputTokens += commit.usage.promptTokens;
     n.cachedTokens += commit.usage.cachedTokens;
     n.outputTokens += commit.usage.completionTokens;
+    if (pool && commit.seconds) n[pool === "spot" ? "spotSeconds" : "dedicatedSeconds"] += commit.seconds;
   }
 
   async finish(c: ClaimedShard): Promise<CommitResult> {
@@ -164,7 +167,7 @@ export class MemoryWorkQueue implements WorkQueue {
     return s.state === "queued" || (takeLapsed && s.state === "running" && (s.leaseUntil ?? 0) < this.state.clock());
   }
 
-  private take(e: BatchEntry, s: ShardRecord, workerId: string, leaseSeconds: number): ClaimedShard {
+  private take(e: BatchEntry, s: ShardRecord, workerId: string, leaseSeconds: number, pool: ClaimedShard["pool"]): ClaimedShard {
     Object.assign(s, { state: "running", epoch: s.epoch + 1, workerId, leaseUntil: this.leaseEnd(leaseSeconds) });
     return {
       batchId: e.batch.id,
@@ -182,6 +185,7 @@ export class MemoryWorkQueue implements WorkQueue {
       stopReason: e.stopReason,
       deadlineAt: e.batch.deadline_at,
       urgent: false,
+      pool,
     };
   }
 

@@ -104,7 +104,8 @@ export class StateFiles implements StateStore {
       if (!Array.isArray(raw.shards) || typeof raw.counts?.completed !== "number") throw new Error("not a batch record");
       const { version: _, ...entry } = raw;
       // A batch left cancelling ends cancelled, whoever decided it.
-      return { ...entry, batch, stopReason: entry.stopReason ?? (batch.status === "cancelling" ? "cancelled" : null) };
+      const counts = { spotSeconds: 0, dedicatedSeconds: 0, ...entry.counts };
+      return { ...entry, batch, counts, stopReason: entry.stopReason ?? (batch.status === "cancelling" ? "cancelled" : null) };
     }
     if (raw.version !== 1) throw new Error(`unknown document version ${raw.version}`);
     return this.fromVersion1(batch, raw);
@@ -144,6 +145,8 @@ export class StateFiles implements StateStore {
         inputTokens: u.input_tokens,
         cachedTokens: u.input_tokens_details.cached_tokens,
         outputTokens: u.output_tokens,
+        spotSeconds: batch.engine_seconds?.spot ?? 0,
+        dedicatedSeconds: batch.engine_seconds?.dedicated ?? 0,
       },
       shards:
         open && inputSize !== undefined

@@ -10,7 +10,7 @@ import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, t
 import { type Db, inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
-  cached_tokens, output_tokens, doc, webhook`;
+  cached_tokens, output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
 
 function fromRow(r: any): BatchRow {
   // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's.
@@ -23,6 +23,8 @@ function fromRow(r: any): BatchRow {
         inputTokens: Number(r.input_tokens),
         cachedTokens: Number(r.cached_tokens),
         outputTokens: Number(r.output_tokens),
+        spotSeconds: Number(r.spot_seconds),
+        dedicatedSeconds: Number(r.dedicated_seconds),
       },
     ),
   );

@@ -14,8 +14,9 @@ import {
 } from "../ports.js";
 import type { Db } from "./db.js";
 
-function claimed(r: any): ClaimedShard {
-  return {
+const claimed =
+  (pool: ClaimedShard["pool"]) =>
+  (r: any): ClaimedShard => ({
     batchId: r.batch_id,
     idx: r.idx,
     model: r.model,
@@ -35,8 +36,8 @@ function claimed(r: any): ClaimedShard {
     stopReason: r.stop_reason,
     deadlineAt: Number(r.deadline_at),
     urgent: r.urgent === true,
-  };
-}
+    pool,
+  });
 
 // A lease lapsed on the database's clock, unless the server itself came back less than a lease ago (secs: the
 // lease): its outage kept every worker from renewing, and they get that long to do so before anyone takes over.
@@ -68,7 +69,7 @@ export class PgWorkQueue implements WorkQueue {
        RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint, ${URGENT} AS urgent`,
       [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit, o.takeLapsed ?? true],
     );
-    return rows.map(claimed);
+    return rows.map(claimed(o.pool));
   }
 
   /**
@@ -86,7 +87,7 @@ export class PgWorkQueue implements WorkQueue {
        RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint`,
       [workerId, leaseSeconds, limit],
     );
-    return rows.map(claimed);
+    return rows.map(claimed(null));
   }
 
   /**
@@ -126,7 +127,8 @@ export class PgWorkQueue implements WorkQueue {
            output_tokens = output_tokens + $10, lease_until = now() + make_interval(secs => $11)
          WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id)
        UPDATE batches SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
-         cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10
+         cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10,
+         spot_seconds = spot_seconds + $12, dedicated_seconds = dedicated_seconds + $13
        WHERE id = (SELECT batch_id FROM s) RETURNING 1`,
       [
         s.batchId,
@@ -140,6 +142,8 @@ export class PgWorkQueue implements WorkQueue {
         c.usage.cachedTokens,
         c.usage.completionTokens,
         leaseSeconds,
+        s.pool === "spot" ? (c.seconds ?? 0) : 0,
+        s.pool === "dedicated" ? (c.seconds ?? 0) : 0,
       ],
     );
     if (rows.length > 0) return "committed";

@@ -64,7 +64,13 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     await c.connect();
     const { rows } = await c.query("SELECT version FROM schema_migrations");
     await c.end();
-    expect(rows.map((r) => r.version).sort()).toEqual(["001_initial", "002_shard_usage", "003_leader_leases", "004_webhooks"]);
+    expect(rows.map((r) => r.version).sort()).toEqual([
+      "001_initial",
+      "002_shard_usage",
+      "003_leader_leases",
+      "004_webhooks",
+      "005_engine_seconds",
+    ]);
   });
 
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {
@@ -78,6 +84,9 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     const done = await waitForBatch(api.baseUrl, b.id, 60_000);
     expect(done.status).toBe("cancelled");
     expect(done.request_counts.completed + done.request_counts.failed).toBe(n);
+    // The workers' engine time is the batch's, in their pool (dedicated by default).
+    expect(done.engine_seconds.dedicated).toBeGreaterThan(0);
+    expect(done.engine_seconds.spot).toBe(0);
     // No request started on any worker later than a second after the cancel.
     expect(calls.flatMap((c) => startedAfter(c, "story lc1 ", cancelledAt + 1_000))).toEqual([]);
     const { output, errors } = await downloadResults(api, done);

@@ -389,4 +389,39 @@ describe("npm run batch (the command line)", () => {
     expect(refused.stderr).toMatch(/the model 'gpt-4o' is not in the models file; it serves tiny, m/);
     expect(parseRunnerArgs(["-i", input, "-o", out, "--model", "x.gguf", "--models-file", models])).toMatchObject({ kind: "usage" });
   });
+
+  it("states what the run cost at the models file's price: per hour of the --pool given, or per million tokens", async () => {
+    const models = path.join(dir, "priced.yaml");
+    const local = `local: { path: ${await testModelPath()}, sequences: 2, context_size: 256 }`;
+    writeFileSync(
+      models,
+      [
+        "models:",
+        `  - { name: hourly, ${local}, price: { spot_per_hour: 3.6, dedicated_per_hour: 36 } }`,
+        `  - { name: tokens, ${local}, price: { currency: EUR, input_per_million: 1000000, output_per_million: 2000000 } }`,
+      ].join("\n"),
+    );
+    const input = path.join(dir, "priced.jsonl");
+    const out = path.join(dir, "priced-out.jsonl");
+    const costOf = (stdout: string) => {
+      const m = /^cost: ([0-9.]+) (\w+) \((.*)\)$/m.exec(stdout);
+      expect(m, stdout).not.toBeNull();
+      return { amount: Number(m![1]), currency: m![2], basis: m![3] };
+    };
+    writeFileSync(input, `${chat("a", "Once upon a time").replace('"model":"m"', '"model":"hourly"')}\n`);
+    const spot = args(input, out, ["--models-file", models, "--pool", "spot", "--overwrite"]);
+    const hourly = await run(spot, withArgs(config, spot));
+    const c = costOf(hourly.stdout);
+    const seconds = Number(/([0-9.]+) s of a spot slot at 3.6 USD\/hour/.exec(c.basis)?.[1]);
+    expect(c.currency).toBe("USD");
+    expect(c.amount).toBeCloseTo(seconds / 1000, 3);
+
+    writeFileSync(input, `${chat("a", "Once upon a time").replace('"model":"m"', '"model":"tokens"')}\n`);
+    const t = args(input, out, ["--models-file", models, "--overwrite"]);
+    const tokens = await run(t, withArgs(config, t));
+    const u = rows(readFileSync(out, "utf8"))[0].response.body.usage;
+    // A price of 1 EUR per input token and 2 per output token: the cost is the token counts.
+    expect(costOf(tokens.stdout)).toMatchObject({ currency: "EUR", amount: u.prompt_tokens + 2 * u.completion_tokens });
+    expect(parseRunnerArgs(["-i", input, "-o", out, "--pool", "cheap"])).toMatchObject({ kind: "usage" });
+  });
 });
