@@ -124,7 +124,9 @@ export class ClusterWorker {
         workerId: this.deps.id,
         pool: this.deps.pool,
         models: this.served(),
-        limit: room,
+        // One at a time (the loop claims again while there is room): each claim sees what this worker already runs,
+        // so a batch's shards spread over idle workers (the stores' fairness rule) rather than filling one.
+        limit: 1,
         leaseSeconds: this.deps.leaseSeconds,
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),

@@ -27,13 +27,15 @@ export class MemoryWorkQueue implements WorkQueue {
     const urgent = (e: BatchEntry) =>
       isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
     const otherFree = this.freeSlotsOutside(o.pool, o.leaseSeconds);
+    const fair = this.spreader(o);
     const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
     for (const e of this.state.batches.values()) {
       if (e.stopReason || !RUNNABLE.includes(e.batch.status)) continue;
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits) continue;
-      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
+      for (const s of e.shards)
+        if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true) && fair(e, s)) picks.push({ e, s, urgent: u });
     }
     picks.sort(
       (a, b) =>
@@ -186,6 +188,25 @@ export class MemoryWorkQueue implements WorkQueue {
       deadlineAt: e.batch.deadline_at,
       urgent: false,
       pool,
+    };
+  }
+
+  /**
+   * Spreads a batch's shards over idle workers: this worker passes on a shard of a batch it already runs more of
+   * than another live worker of its pool that serves the model and has a free slot (that one takes it).
+   */
+  private spreader(o: ClaimOptions): (e: BatchEntry, s: ShardRecord) => boolean {
+    const now = this.state.clock();
+    const peers = this.state.liveWorkers(o.leaseSeconds).filter((w) => w.id !== o.workerId && w.pool === o.pool && w.preemptedUntil < now);
+    if (o.pool === null || peers.length === 0) return () => true;
+    const running = (workerId: string, batch?: BatchEntry) =>
+      (batch ? [batch] : [...this.state.batches.values()]).reduce(
+        (n, e) => n + e.shards.filter((s) => s.state === "running" && s.workerId === workerId).length,
+        0,
+      );
+    return (e, s) => {
+      const mine = running(o.workerId, e);
+      return mine === 0 || !peers.some((w) => w.models.includes(s.model) && running(w.id) < w.capacity && running(w.id, e) < mine);
     };
   }
 

@@ -45,6 +45,14 @@ const LAPSED = (secs: string) => `(s.lease_until < now() AND pg_postmaster_start
 
 // Near its deadline: under urgentSeconds left, or under a tenth of its window (as the embedded queue decides).
 const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadline_at - b.submitted_at))";
+// Spreads a batch's shards over idle workers: a worker passes on a shard of a batch it already runs more of than
+// another live worker of its pool that serves the model and has a free slot (that one takes it).
+const SPREAD = `NOT EXISTS (SELECT 1 FROM workers w
+  WHERE w.id <> $1 AND w.pool = $2 AND s.model = ANY(w.models) AND w.last_seen > now() - make_interval(secs => $4)
+    AND (w.preempted_until IS NULL OR w.preempted_until < now())
+    AND w.capacity > (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')
+    AND (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.batch_id = s.batch_id AND r.state = 'running')
+      < (SELECT count(*) FROM shards r WHERE r.worker_id = $1 AND r.batch_id = s.batch_id AND r.state = 'running'))`;
 // Free slots of the other pool's live workers: spot first for ordinary batches, dedicated first for urgent ones,
 // each falling back to the other only when it has no room.
 const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')), 0)
@@ -62,6 +70,7 @@ export class PgWorkQueue implements WorkQueue {
          WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
            AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
            AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
+           AND ($2::text IS NULL OR ${SPREAD})
          ORDER BY jsonb_array_length(s.parts) > 0 DESC, ${URGENT} DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)

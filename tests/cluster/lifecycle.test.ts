@@ -73,6 +73,19 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     ]);
   });
 
+  it("spreads a batch's shards over idle workers: a 2-shard batch runs on two of three workers, one shard each", async () => {
+    const workers = await Promise.all(["f-w1", "f-w2", "f-w3"].map((id) => node({ ROLE: "worker", WORKER_ID: id, WORKER_CAPACITY: "2" })));
+    const b = await submit(40, "fair", { maxTokens: 4 });
+    const done = await waitForBatch(api.baseUrl, b.id, 60_000);
+    expect(done.status).toBe("completed");
+    const inspected = (await (await fetch(`${api.baseUrl}/console/api/batches/${b.id}`)).json()) as { shards: Array<{ worker: string }> };
+    expect(inspected.shards).toHaveLength(2);
+    expect(new Set(inspected.shards.map((s) => s.worker)).size).toBe(2);
+    // Each worker that ran a shard ran its 20 requests; the third ran none.
+    const ran = workers.map((w) => w.calls.bodies.filter((x) => x.includes("story fair ")).length).sort();
+    expect(ran).toEqual([0, 20, 20]);
+  });
+
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {
     const workers = [await node({ ROLE: "worker", WORKER_ID: "l-w1" }), await node({ ROLE: "worker", WORKER_ID: "l-w2" })];
     const calls = workers.map((w) => w.calls);

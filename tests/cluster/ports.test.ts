@@ -269,6 +269,33 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await queue.claim(claimOpts(TAKER))).toEqual([]);
   });
 
+  it.skipIf(skip)("spreads a batch's shards over idle workers of the pool before one worker takes a second", async () => {
+    const { queue, workers } = ports;
+    const id = await batch(3);
+    for (const w of ["w1", "w2", "w3"]) await workers.register({ id: w, pool: "dedicated", capacity: 2, models: ["m"], running: [] });
+    const take = (workerId: string) => queue.claim(claimOpts({ workerId, limit: 1 }));
+    expect((await take("w1")).map((s) => [s.batchId, s.idx])).toEqual([[id, 0]]);
+    // w2 and w3 are idle: w1 passes on the batch's next shards, whose claims go to them.
+    expect(await take("w1")).toEqual([]);
+    expect((await take("w2")).map((s) => s.idx)).toEqual([1]);
+    expect(await take("w2")).toEqual([]);
+    expect((await take("w3")).map((s) => s.idx)).toEqual([2]);
+    // A peer of another pool, one that serves another model, or one that is full does not hold a shard back.
+    await h.reset();
+    const wide = await batch(3);
+    // (Ordinary work goes to spot first: w1 is a spot worker, its idle peer of the other pool a dedicated one.)
+    await workers.register({ id: "w1", pool: "spot", capacity: 3, models: ["m"], running: [] });
+    await workers.register({ id: "ded", pool: "dedicated", capacity: 2, models: ["m"], running: [] });
+    await workers.register({ id: "other", pool: "spot", capacity: 2, models: ["x"], running: [] });
+    const spot = () => queue.claim(claimOpts({ workerId: "w1", pool: "spot", limit: 1 }));
+    const taken = [...(await spot()), ...(await spot()), ...(await spot())];
+    expect(taken.map((s) => [s.batchId, s.idx])).toEqual([
+      [wide, 0],
+      [wide, 1],
+      [wide, 2],
+    ]);
+  });
+
   it.skipIf(skip)("sends ordinary shards to spot and urgent ones to dedicated, each falling back when the other has no room", async () => {
     const { queue, workers } = ports;
     const ordinary = await batch(1);
