@@ -14,6 +14,7 @@ import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
 import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
+import { createPool, migrate } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
@@ -43,7 +44,22 @@ export interface ControlPlane {
   close(opts?: { graceMs: number }): Promise<void>;
   /** Resolves while the state and the blob store answer; throws database_unavailable or storage_unavailable. */
   ping(): Promise<void>;
+  /** The cluster's running totals, from the state (cluster/totals.ts). */
+  totals(): Promise<Record<string, number>>;
 }
+
+/** Applies the schema's migrations and lets go (`main --migrate`, the migration job). */
+export async function migrateSchema(url: string, logger: pino.Logger): Promise<string[]> {
+  const pool = createPool(url, logger, 1);
+  try {
+    return await migrate(pool, logger);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** This process's name: WORKER_ID, else host and pid (scratch space, leases, the metrics' `process` label). */
+export const processId = (config: Pick<Config, "cluster">) => config.cluster.workerId || `${os.hostname()}-${process.pid}`;
 
 type WorkerSpec = { id: string; pool: "spot" | "dedicated" | null; capacity: number; serves?: string[] };
 
@@ -116,6 +132,7 @@ export async function openSharedState(config: Config, logger: pino.Logger, now: 
     now,
     poolSize: 10 + config.cluster.workerCapacity,
     logger,
+    migrate: config.cluster.migrate,
   });
   const bucket = await blobs.ensureBucket?.().catch(async (err) => {
     await ports.close();
@@ -154,7 +171,7 @@ export async function buildControlPlane(deps: {
   const { cluster } = config;
   const now = deps.now ?? unixNow;
   const logger = deps.logger.child({ component: "cluster" });
-  const id = cluster.workerId || `${os.hostname()}-${process.pid}`;
+  const id = processId(config);
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
   const { batches, queue, workers, files, events: bus } = ports;
   const webhooks = webhookTargets(config);
@@ -279,6 +296,7 @@ export async function buildControlPlane(deps: {
       await ports.ping();
       await blobs.ping();
     },
+    totals: () => batches.totals(),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
         await drain(opts);

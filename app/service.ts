@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
-import { buildControlPlane, type ControlPlane, embeddedState, openSharedState, type PlaneState } from "./control-plane.js";
+import { buildControlPlane, type ControlPlane, embeddedState, openSharedState, type PlaneState, processId } from "./control-plane.js";
 
 export interface Service {
   app: express.Express;
@@ -56,7 +56,8 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
   const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
   const models = await createRouter(config, registry, logger);
-  const metrics = createMetrics();
+  // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
+  const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;
   let controlPlane: ControlPlane;
   try {
@@ -73,7 +74,13 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     throw err;
   }
   watchModelBackends(metrics, models);
-  metrics.watch(controlPlane.status);
+  const { status, maintenance } = controlPlane;
+  metrics.watch({
+    queueStats: () => status.queueStats(),
+    poolStatus: () => status.poolStatus(),
+    leader: () => maintenance.leader,
+    totals: () => controlPlane.totals(),
+  });
   const plane = controlPlane;
   const series = new Series({
     totals: () => metrics.totals(),

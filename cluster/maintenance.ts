@@ -13,7 +13,6 @@ import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
 import { WebhookSender } from "./webhooks.js";
-import { progressMeter } from "./worker.js";
 
 const TICK_MS = 1_000;
 /** Bounds on one step: a database step's statements are bounded too (cluster/pg/db.ts); finalizing streams a whole batch. */
@@ -156,7 +155,8 @@ export class Maintenance {
       const stop = new AbortController();
       stop.abort(reason);
       try {
-        await this.deps.newRun(shard).run(undefined, stop.signal, undefined, progressMeter(this.deps.metrics, shard.endpoint));
+        // Not metered: these lines record requests that never ran (the batch's counts and the totals have them).
+        await this.deps.newRun(shard).run(undefined, stop.signal);
       } catch (err) {
         // Where even the error lines cannot be written, the shard still ends: finalizing counts its unrun
         // requests failed, so completed + failed == total holds.

@@ -7,6 +7,7 @@ import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
+import type { Totals } from "./totals.js";
 
 export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
 
@@ -80,6 +81,8 @@ export interface BatchRecords {
   setWebhook(id: string, webhook: WebhookState): Promise<void>;
   /** Deletes a batch; returns its input's key when nothing else needs it. */
   remove(id: string): Promise<{ orphanInput?: string }>;
+  /** The running totals (cluster/totals.ts), added to as batches end. */
+  totals(): Promise<Totals>;
 }
 
 export interface ShardPart {

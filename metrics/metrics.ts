@@ -28,6 +28,13 @@ export interface EndedBatch {
 export interface GaugeSource {
   queueStats(): { depth: number; max_depth: number } | Promise<{ depth: number; max_depth: number }>;
   poolStatus(): PoolGauges[] | Promise<PoolGauges[]>;
+  /**
+   * Whether this process exports the cluster's figures (queue, pools): only the maintenance's leader does, so
+   * summing over processes counts them once. Absent: always (one process).
+   */
+  leader?(): boolean;
+  /** The cluster's running totals kept in the state (batches:<status>, requests:<outcome>, deadlines:<result>). */
+  totals?(): Promise<Record<string, number>>;
 }
 
 export interface PoolGauges {
@@ -38,7 +45,7 @@ export interface PoolGauges {
 
 /** What the control plane reports as batches run and end. */
 export interface BatchMetrics {
-  /** A batch entered a final status (completed, failed, expired, cancelled). */
+  /** A batch entered a final status (completed, failed, expired, cancelled): its time to finish. */
   batchEnded(batch: EndedBatch): void;
   /** Returns the onProgress hook of one run; `base` is what was already on disk (a resume). */
   trackProgress(endpoint: string, base: Progress): (p: Progress) => void;
@@ -62,8 +69,15 @@ export interface Metrics extends BatchMetrics {
   watchBackends(read: () => Array<{ model: string; stats: BackendStats }>): void;
 }
 
-export function createMetrics(opts: { now?: () => number; defaultMetrics?: boolean } = {}): Metrics {
+export function createMetrics(
+  opts: {
+    now?: () => number;
+    defaultMetrics?: boolean /** Labels every sample (the process, in the distributed mode). */;
+    labels?: Record<string, string>;
+  } = {},
+): Metrics {
   const registry = new client.Registry();
+  if (opts.labels) registry.setDefaultLabels(opts.labels);
   if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let status: GaugeSource | undefined;
@@ -86,12 +100,44 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
         return read(this);
       },
     });
+  /** The cluster's figures, from the leader only (none elsewhere: a sum over processes counts them once). */
+  const cluster = () => (status && status.leader?.() !== false ? status : undefined);
   const perPool = (read: (p: PoolGauges) => number) => async (g: client.Gauge) => {
-    for (const p of (await status?.poolStatus()) ?? []) g.set({ pool: p.name }, read(p));
+    g.reset();
+    for (const p of (await cluster()?.poolStatus()) ?? []) g.set({ pool: p.name }, read(p));
   };
 
   const webhooks = counter("webhook_deliveries_total", "Webhook delivery attempts by outcome (delivered, failed, gave_up).", ["outcome"]);
-  const batches = counter("batches_total", "Batches that reached a final status.", ["status"]);
+  /**
+   * A counter of the cluster's totals, read from the state at scrape time by the maintenance's leader (elsewhere it
+   * has no sample): a process that exits or loses the lease loses no count, and a sum over processes counts once.
+   */
+  const fromTotals = (name: string, help: string, label: string, prefix: string) => {
+    const seen = new Map<string, number>();
+    return new client.Counter({
+      name: `${PREFIX}${name}`,
+      help,
+      labelNames: [label],
+      registers,
+      async collect() {
+        const source = cluster();
+        if (!source?.totals) {
+          this.reset();
+          seen.clear();
+          return;
+        }
+        for (const [key, value] of Object.entries(await source.totals())) {
+          if (!key.startsWith(prefix)) continue;
+          const l = key.slice(prefix.length);
+          const added = value - (seen.get(l) ?? 0);
+          if (added > 0) this.inc({ [label]: l }, added);
+          seen.set(l, value);
+        }
+      },
+    });
+  };
+  fromTotals("batches_total", "Batches that reached a final status (the cluster's, from the leader).", "status", "batches:");
+  fromTotals("requests_total", "Requests of ended batches, by outcome (the cluster's, from the leader).", "outcome", "requests:");
   const engineSeconds = counter(
     "engine_seconds_total",
     "Seconds batches' shards held a slot, by model and pool (committed work; pool none: outside the pools).",
@@ -108,9 +154,12 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     ["status"],
     TIME_TO_FINISH_BUCKETS,
   );
-  const deadlines = counter("sla_deadlines_total", "Batches that finished before their deadline (met) or expired at it (missed).", [
+  fromTotals(
+    "sla_deadlines_total",
+    "Batches that finished before their deadline (met) or expired at it (missed); the cluster's, from the leader.",
     "result",
-  ]);
+    "deadlines:",
+  );
   const httpRequests = counter("http_requests_total", "HTTP requests by route and status code.", ["method", "route", "code"]);
   const httpDuration = histogram("http_request_duration_seconds", "HTTP request latency.", ["method", "route"], HTTP_BUCKETS);
   const requests = counter("batch_requests_total", "Requests (batch lines) run, by endpoint and outcome.", ["endpoint", "outcome"]);
@@ -127,12 +176,24 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
     `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
     (g) => g.set(tokenRate.rate()),
   );
-  liveGauge("queue_depth", "Batches waiting for a pool slot.", async (g) => {
-    if (status) g.set((await status.queueStats()).depth);
-  });
-  liveGauge("queue_max_depth", "Queued batches accepted before new ones get 429.", async (g) => {
-    if (status) g.set((await status.queueStats()).max_depth);
-  });
+  const queue = (read: (q: { depth: number; max_depth: number }) => number) => async (g: client.Gauge) => {
+    g.reset();
+    const source = cluster();
+    if (source) g.set({ scope: "cluster" }, read(await source.queueStats()));
+  };
+  // Labelled (scope="cluster"), as an unlabelled gauge always has a sample: a process that is not the leader has none.
+  liveGauge(
+    "queue_depth",
+    "Batches waiting for a pool slot (the maintenance's leader only).",
+    queue((q) => q.depth),
+    ["scope"],
+  );
+  liveGauge(
+    "queue_max_depth",
+    "Queued batches accepted before new ones get 429 (the leader only).",
+    queue((q) => q.max_depth),
+    ["scope"],
+  );
   liveGauge(
     "pool_capacity",
     "Slots of each simulated GPU pool.",
@@ -192,10 +253,9 @@ export function createMetrics(opts: { now?: () => number; defaultMetrics?: boole
       backendInfo.set({ model: info.model, backend: info.kind }, 1);
     },
     batchEnded(b) {
-      batches.inc({ status: b.status });
+      // Counted where the batch ended (the totals above come from the state).
       const ended = b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at;
       if (ended !== null) timeToFinish.observe({ status: b.status }, Math.max(0, ended - b.submitted_at));
-      if (b.deadline_met !== null) deadlines.inc({ result: b.deadline_met ? "met" : "missed" });
     },
     totals() {
       return { ...total };

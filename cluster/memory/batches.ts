@@ -8,6 +8,7 @@ import { paginate } from "../../domain/paginate.js";
 import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
+import { endTotals, type Totals } from "../totals.js";
 import type { BatchEntry, MemoryState } from "./state.js";
 
 const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
@@ -74,6 +75,7 @@ export class MemoryBatchRecords implements BatchRecords {
     }
     this.reserved.delete(b.id);
     this.state.batches.set(b.id, entry);
+    this.state.addTotals(endTotals(null, b));
     return true;
   }
 
@@ -134,6 +136,10 @@ export class MemoryBatchRecords implements BatchRecords {
     return mine;
   }
 
+  async totals(): Promise<Totals> {
+    return Object.fromEntries(this.state.totals);
+  }
+
   update(id: string, from: readonly BatchStatus[], change: (row: BatchRow) => unknown): Promise<BatchRow | undefined> {
     const before = this.locks.get(id) ?? Promise.resolve();
     const mine = before
@@ -142,6 +148,7 @@ export class MemoryBatchRecords implements BatchRecords {
         const e = this.state.batches.get(id);
         if (!e || !from.includes(e.batch.status)) return undefined;
         const row = rowOf(e);
+        const was = e.batch.status;
         if (change(row) === false) return undefined;
         // The counts are the checkpoints' to change; everything else in the document is the writer's.
         const { request_counts, usage, ...rest } = structuredClone(row.batch);
@@ -155,6 +162,7 @@ export class MemoryBatchRecords implements BatchRecords {
         // Checkpoints may have added counts meanwhile: the change goes onto the entry as it is now.
         const live = this.state.batches.get(id);
         if (live) this.state.batches.set(id, apply(live));
+        this.state.addTotals(endTotals(was, row.batch));
         return row;
       });
     this.locks.set(id, mine);

@@ -15,6 +15,7 @@ import { pruneEmpty, uploadDir } from "../../stores/fs-blob-store.js";
 import { inDir } from "../../stores/in-dir.js";
 import { withCounts } from "../batch-doc.js";
 import { batchKeys } from "../blob-layout.js";
+import { endTotals } from "../totals.js";
 import type { BatchEntry, FileEntry, MemoryState, StateStore } from "./state.js";
 
 const VERSION = 2;
@@ -71,6 +72,7 @@ export class StateFiles implements StateStore {
       const entry = await this.read(this.batchDoc(e.name), (raw) => this.batchEntry(e.name, raw));
       if (!entry) continue;
       state.batches.set(entry.batch.id, entry);
+      state.addTotals(endTotals(null, withCounts(entry.batch, entry.counts)));
       seq = Math.max(seq, entry.seq);
     }
     const files: FileEntry[] = [];

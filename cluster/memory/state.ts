@@ -68,6 +68,11 @@ export class MemoryState {
   private readonly soon = new Map<string, NodeJS.Timeout>();
   /** The maintenance lock's holder. */
   leader: object | null = null;
+  /**
+   * The running totals (cluster/totals.ts). Kept in memory: after a restart they start from the batches the folder
+   * still holds (the collector removes batches past their retention).
+   */
+  readonly totals = new Map<string, number>();
   /** Everything subscribed to the state's events (each node of the process). */
   readonly listeners = new Set<(e: ClusterEvent) => void>();
 
@@ -76,6 +81,10 @@ export class MemoryState {
     readonly clock: () => number = Date.now,
     private readonly store?: StateStore,
   ) {}
+
+  addTotals(adds: Array<[string, number]>): void {
+    for (const [name, n] of adds) this.totals.set(name, (this.totals.get(name) ?? 0) + n);
+  }
 
   nextSeq(): number {
     return ++this.seq;

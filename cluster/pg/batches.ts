@@ -7,6 +7,7 @@ import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.
 import type { Owner, Page } from "../../domain/ports.js";
 import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
+import { endTotals, type Totals } from "../totals.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
@@ -32,6 +33,15 @@ function fromRow(r: any): BatchRow {
   if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
   if (r.webhook) row.webhook = r.webhook;
   return row;
+}
+
+async function addTotals(c: { query: Db["query"] }, adds: Array<[string, number]>): Promise<void> {
+  if (adds.length === 0) return;
+  await c.query(
+    `INSERT INTO totals (name, value) SELECT * FROM unnest($1::text[], $2::bigint[])
+     ON CONFLICT (name) DO UPDATE SET value = totals.value + EXCLUDED.value`,
+    [adds.map(([n]) => n), adds.map(([, v]) => v)],
+  );
 }
 
 const QUEUED = "SELECT count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL";
@@ -64,6 +74,8 @@ export class PgBatchRecords implements BatchRecords {
            SELECT $1, i - 1, $2, s, e, t FROM unnest($3::bigint[], $4::bigint[], $5::int[]) WITH ORDINALITY AS x(s, e, t, i)`,
           [b.id, b.model, a.shards.map((s) => s.byteStart), a.shards.map((s) => s.byteEnd), a.shards.map((s) => s.total)],
         );
+      // A batch whose file failed validation ends as it is recorded.
+      await addTotals(c, endTotals(null, b));
       return true;
     });
   }
@@ -124,6 +136,7 @@ export class PgBatchRecords implements BatchRecords {
       if (!rows[0] || !from.includes(rows[0].status)) return undefined;
       const row = fromRow(rows[0]);
       if (change(row) === false) return undefined;
+      await addTotals(c, endTotals(rows[0].status, row.batch));
       const { request_counts, usage, ...rest } = row.batch;
       await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4, webhook = $5 WHERE id = $1", [
         id,
@@ -134,6 +147,11 @@ export class PgBatchRecords implements BatchRecords {
       ]);
       return row;
     });
+  }
+
+  async totals(): Promise<Totals> {
+    const { rows } = await this.db.query("SELECT name, value FROM totals");
+    return Object.fromEntries(rows.map((r) => [r.name, Number(r.value)]));
   }
 
   /** completed + failed == total: requests with no result counted (a part lost to a crash) are failed. */

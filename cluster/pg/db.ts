@@ -63,6 +63,27 @@ function hold(client: pg.PoolClient): () => void {
   };
 }
 
+const migrations = () =>
+  readdirSync(MIGRATIONS_DIR)
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
+
+/**
+ * Checks that every migration this build ships is applied (MIGRATE=false: a migration job owns the schema);
+ * throws naming what is missing.
+ */
+export async function checkMigrated(pool: pg.Pool): Promise<void> {
+  const { rows } = await pool.query("SELECT version FROM schema_migrations").catch(() => ({ rows: [] as Array<{ version: string }> }));
+  const done = new Set(rows.map((r) => r.version));
+  const missing = migrations()
+    .map((f) => f.replace(/\.sql$/, ""))
+    .filter((v) => !done.has(v));
+  if (missing.length > 0)
+    throw new Error(
+      `the schema lacks migrations ${missing.join(", ")} and MIGRATE=false: run the migration job (node dist/app/main.js --migrate) first`,
+    );
+}
+
 export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
   const client = await pool.connect();
   const release = hold(client);
@@ -73,9 +94,7 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
     );
     const done = new Set((await client.query("SELECT version FROM schema_migrations")).rows.map((r) => r.version as string));
     const applied: string[] = [];
-    for (const file of readdirSync(MIGRATIONS_DIR)
-      .filter((f) => f.endsWith(".sql"))
-      .sort()) {
+    for (const file of migrations()) {
       const version = file.replace(/\.sql$/, "");
       if (done.has(version)) continue;
       await client.query("BEGIN");

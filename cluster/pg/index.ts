@@ -5,7 +5,7 @@ import type pino from "pino";
 import type { BlobStore } from "../../stores/blob-store.js";
 import type { ClusterPorts } from "../ports.js";
 import { PgBatchRecords } from "./batches.js";
-import { createPool, migrate, PgDb } from "./db.js";
+import { checkMigrated, createPool, migrate, PgDb } from "./db.js";
 import { PgEventBus, subscribe } from "./events.js";
 import { PgFileStore } from "./files.js";
 import { LeaderDb, PgLeaderLease } from "./leader-lease.js";
@@ -20,11 +20,14 @@ export async function openPgPorts(deps: {
   now: () => number;
   poolSize: number;
   logger: pino.Logger;
+  /** False: the schema must already be current (a migration job applies it); default true. */
+  migrate?: boolean;
 }): Promise<ClusterPorts> {
   const { url, logger } = deps;
   const pool = createPool(url, logger, deps.poolSize);
   try {
-    await migrate(pool, logger);
+    if (deps.migrate === false) await checkMigrated(pool);
+    else await migrate(pool, logger);
   } catch (err) {
     await pool.end().catch(() => undefined);
     const u = new URL(url);

@@ -8,12 +8,16 @@ import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 const COMMON = { SHARD_SIZE: "10", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
 const ran = (calls: string[], marker: string) => calls.filter((b) => b.includes(`story ${marker} `)).length;
-/** One sample (`name{labels}` as /metrics writes it) summed over the nodes. */
+/** One sample (`name{labels}`) summed over the nodes: each line of that name holding those labels (and its process's). */
 async function metricSum(nodes: TestNode[], sample: string): Promise<number> {
+  const [name, labels = ""] = sample.replace(/}$/, "").split("{");
+  const wanted = labels ? labels.split(",") : [];
   let sum = 0;
   for (const n of nodes) {
-    const line = (await (await fetch(`${n.baseUrl}/metrics`)).text()).split("\n").find((l) => l.startsWith(`${sample} `));
-    sum += line ? Number(line.slice(sample.length + 1)) : 0;
+    for (const line of (await (await fetch(`${n.baseUrl}/metrics`)).text()).split("\n")) {
+      const m = /^([a-z_]+)\{(.*)\} (\S+)$/.exec(line);
+      if (m && m[1] === name && wanted.every((l) => m[2].split(",").includes(l))) sum += Number(m[3]);
+    }
   }
   return sum;
 }
@@ -67,6 +71,10 @@ describe("the distributed mode's domain on in-process ports", () => {
     expect(await metricSum(nodes, 'obi_batch_requests_total{endpoint="/v1/completions",outcome="completed"}')).toBe(45);
     expect(await metricSum(nodes, 'obi_batches_total{status="completed"}')).toBe(1);
     expect(await metricSum(nodes, 'obi_completion_tokens_total{endpoint="/v1/completions"}')).toBe(done.usage.output_tokens);
+    // The cluster's gauges (queue, pools) come from the maintenance's leader alone: summed over nodes, counted once.
+    const texts = await Promise.all(nodes.map(async (n) => (await fetch(`${n.baseUrl}/metrics`)).text()));
+    expect(texts.filter((t) => /^obi_queue_max_depth\{scope="cluster",process="[^"]+"\} \d+$/m.test(t))).toHaveLength(1);
+    expect(texts.filter((t) => /^obi_pool_capacity\{/m.test(t))).toHaveLength(1);
     const pools = (await (await fetch(`${apiA.baseUrl}/pools`)).json()) as any;
     expect(pools.pools.map((p: any) => [p.name, p.workers.map((w: any) => w.id)])).toEqual(
       expect.arrayContaining([

@@ -70,6 +70,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "003_leader_leases",
       "004_webhooks",
       "005_engine_seconds",
+      "006_totals",
     ]);
   });
 
@@ -84,6 +85,8 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     // Each worker that ran a shard ran its 20 requests; the third ran none.
     const ran = workers.map((w) => w.calls.bodies.filter((x) => x.includes("story fair ")).length).sort();
     expect(ran).toEqual([0, 20, 20]);
+    // Each process labels its samples with its name.
+    expect(await (await fetch(`${workers[0].baseUrl}/metrics`)).text()).toMatch(/^process_cpu_user_seconds_total\{process="f-w1"\} /m);
   });
 
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {

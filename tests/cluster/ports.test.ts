@@ -269,6 +269,31 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await queue.claim(claimOpts(TAKER))).toEqual([]);
   });
 
+  it.skipIf(skip)("adds a batch to the running totals once, as it ends, with its requests and its deadline", async () => {
+    const { batches } = ports;
+    const before = await batches.totals();
+    const id = await batch(1);
+    const end = (status: "completed" | "cancelled") =>
+      batches.update(id, ["validating", "in_progress", "completed"], (r) => {
+        r.batch.status = status;
+        r.batch.deadline_met = true;
+      });
+    await batches.update(id, ["validating"], (r) => {
+      r.batch.status = "in_progress";
+    });
+    expect(await batches.totals()).toEqual(before);
+    await ports.queue.commit((await ports.queue.claim(claimOpts()))[0], { part: { output: "p" }, completed: 8, failed: 2, usage }, 30);
+    await batches.settleCounts(id);
+    await end("completed");
+    // Changed again once ended (a webhook's state, say): nothing more is added.
+    await end("completed");
+    const after = await batches.totals();
+    const added = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
+    expect([added("batches:completed"), added("requests:completed"), added("requests:failed"), added("deadlines:met")]).toEqual([
+      1, 8, 2, 1,
+    ]);
+  });
+
   it.skipIf(skip)("spreads a batch's shards over idle workers of the pool before one worker takes a second", async () => {
     const { queue, workers } = ports;
     const id = await batch(3);

@@ -59,7 +59,7 @@ describe("the compiled build", () => {
       expect(await (await fetch(`${base}/`)).json()).toMatchObject({ status: "ok", service: "offline-batch-inference" });
       expect(await (await fetch(`${base}/`, { headers: { accept: "text/html" } })).text()).toMatch(/<title>/);
       expect((await fetch(`${base}/ready`)).status).toBe(200);
-      expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/obi_queue_depth 0/);
+      expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/obi_queue_depth\{scope="cluster"\} 0/);
     } finally {
       child.kill("SIGTERM");
     }

@@ -73,8 +73,8 @@ describe("GET /metrics", () => {
     expect(sample(m, "obi_http_requests_total", { method: "GET", route: "/v1/batches/:batch_id", code: "200" })).toBeGreaterThan(0);
     expect(sample(m, "obi_http_requests_total", { method: "GET", route: "unmatched", code: "404" })).toBe(1);
     expect(sample(m, "obi_http_request_duration_seconds_count", { method: "POST", route: "/v1/files" })).toBe(2);
-    expect(sample(m, "obi_queue_depth")).toBe(0);
-    expect(sample(m, "obi_queue_max_depth")).toBe(svc.config.maxQueueDepth);
+    expect(sample(m, "obi_queue_depth", { scope: "cluster" })).toBe(0);
+    expect(sample(m, "obi_queue_max_depth", { scope: "cluster" })).toBe(svc.config.maxQueueDepth);
     expect(sample(m, "obi_pool_capacity", { pool: "spot" })).toBe(2);
     expect(sample(m, "obi_pool_capacity", { pool: "dedicated" })).toBe(1);
     expect(sample(m, "obi_pool_in_use", { pool: "spot" })).toBe(0);
