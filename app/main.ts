@@ -3,6 +3,7 @@ import os from "node:os";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
+import { migrateSchema } from "./control-plane.js";
 import { createLogger } from "./logger.js";
 import { buildService } from "./service.js";
 import { onStopSignals } from "./signals.js";
@@ -27,6 +28,16 @@ async function main() {
     throw err;
   }
   const logger = createLogger(config.logLevel);
+  if (process.argv.includes("--migrate")) {
+    // The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false).
+    if (!config.cluster.databaseUrl) {
+      console.error("offline-batch-inference: --migrate needs DATABASE_URL (the one-process mode has no schema)");
+      process.exit(1);
+    }
+    const applied = await migrateSchema(config.cluster.databaseUrl, logger);
+    logger.info({ applied }, applied.length > 0 ? "migrations applied" : "the schema is current");
+    return;
+  }
   if (config.apiKeys.length === 0) {
     logger.warn("API_KEYS is not set: the API is OPEN to anyone who can reach it; set API_KEYS=key1,key2 to require keys");
   } else {

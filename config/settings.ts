@@ -264,6 +264,14 @@ export const SETTINGS = {
       schema: z.string(),
       help: "postgres://...: the distributed mode (none: one process)",
     }),
+    migrate: setting({
+      env: "MIGRATE",
+      default: true,
+      schema: bool(),
+      read: booleanSetting,
+      distributedOnly: true,
+      help: "apply the schema's migrations at start (false: a migration job does, `--migrate`)",
+    }),
     role: setting({
       env: "ROLE",
       default: "all",

@@ -158,52 +158,103 @@ describe("compose for many machines (docker/docker-compose.distributed.yml)", ()
   const file = "docker/docker-compose.distributed.yml";
   const compose = YAML.parse(read(file), { merge: true });
   const s = compose.services;
-  /** Compose's `${VAR:-default}` and `${VAR:+alt}` with nothing set. */
+  const nodes = ["api", "worker-spot", "worker-dedicated"];
+  /** Compose's `${VAR:-default}`, `${VAR:+alt}` and `${VAR:?error}` with only MODEL_FILE set. */
   const defaults = (env: Record<string, unknown>) =>
     Object.fromEntries(
       Object.entries(env).map(([k, v]) => [
         k,
         String(v)
+          .replace(/\$\{MODEL_FILE:\?[^}]*\}/g, "model.gguf")
           .replace(/\$\{[A-Z_]+:-([^}]*)\}/g, "$1")
           .replace(/\$\{[A-Z_]+:\+[^}]*\}\}?/g, ""),
       ]),
     );
 
-  it("has PostgreSQL and an S3 server (not MinIO) health-checked before two API servers and two workers", () => {
+  it("has PostgreSQL and an S3 server (not MinIO) health-checked, a migration once, then API servers and workers", () => {
     expect(s.postgres.image).toMatch(/^postgres:1[5-9]/);
     expect(s.postgres.healthcheck.test.join(" ")).toMatch(/pg_isready/);
     expect(s.s3.image).toMatch(/seaweedfs/);
     expect(JSON.stringify(compose)).not.toMatch(/minio/i);
-    for (const name of ["api-1", "api-2", "worker-spot", "worker-dedicated"]) {
-      expect(s[name].depends_on, name).toEqual({ postgres: { condition: "service_healthy" }, s3: { condition: "service_healthy" } });
+    expect(s.migrate.command).toEqual(["node", "dist/app/main.js", "--migrate"]);
+    expect(s.migrate.depends_on).toEqual({ postgres: { condition: "service_healthy" } });
+    for (const name of nodes) {
+      expect(s[name].depends_on, name).toEqual({
+        migrate: { condition: "service_completed_successfully" },
+        s3: { condition: "service_healthy" },
+      });
       expect(path.resolve(path.join(repoRoot, "docker"), s[name].build.context)).toBe(repoRoot);
+      // The processes only check the schema; longer to stop than the process's own bound (35 s).
+      expect(s[name].environment.MIGRATE).toBe("false");
+      expect(Number.parseInt(s[name].stop_grace_period, 10)).toBeGreaterThan(35);
     }
-    expect([s["api-1"], s["api-2"]].map((a) => a.environment.ROLE)).toEqual(["api", "api"]);
+    expect(s.api.environment.ROLE).toBe("api");
+    expect(String(s.api.deploy.replicas)).toMatch(/2/);
     expect([s["worker-spot"], s["worker-dedicated"]].map((w) => [w.environment.ROLE, w.environment.WORKER_POOL])).toEqual([
       ["worker", "spot"],
       ["worker", "dedicated"],
     ]);
   });
 
+  it("sizes each worker to its own limits and makes every worker run the one GGUF named", () => {
+    for (const name of ["worker-spot", "worker-dedicated"]) {
+      const w = s[name];
+      expect(w.deploy.resources.limits.cpus).toBe("${WORKER_CPUS:-2}");
+      expect(w.environment.THREADS).toBe("${WORKER_CPUS:-2}");
+      expect(w.deploy.resources.limits.memory).toMatch(/WORKER_MEMORY/);
+      expect(w.environment.MODEL_MEMORY_MB).toBeTruthy();
+      // Unset, compose refuses to start rather than give each worker its own random-weights model.
+      expect(w.environment.MODEL_PATH).toMatch(/^\/models\/\$\{MODEL_FILE:\?/);
+    }
+  });
+
   it("gives every node settings the service accepts, pointing at the compose services", async () => {
     const { loadConfig } = await import("../../config/config.js");
-    for (const name of ["api-1", "api-2", "worker-spot", "worker-dedicated"]) {
+    for (const name of [...nodes, "migrate"]) {
       const config = loadConfig(defaults(s[name].environment));
       expect(new URL(config.cluster.databaseUrl).host).toBe("postgres:5432");
       expect(new URL(config.s3.endpoint).hostname).toBe("s3");
     }
     // The credentials are the identity the S3 server is configured with.
     const identity = JSON.parse(read("docker/seaweedfs-s3.json")).identities[0].credentials[0];
-    expect(s["api-1"].environment.S3_ACCESS_KEY_ID).toBe(identity.accessKey);
-    expect(s["api-1"].environment.S3_SECRET_ACCESS_KEY).toBe(identity.secretKey);
+    expect(s.api.environment.S3_ACCESS_KEY_ID).toBe(identity.accessKey);
+    expect(s.api.environment.S3_SECRET_ACCESS_KEY).toBe(identity.secretKey);
     expect(s.s3.volumes).toContain("./seaweedfs-s3.json:/etc/seaweedfs/s3.json:ro");
   });
 
-  it("puts the proxy in front of both API servers once they are healthy", () => {
-    expect(s.proxy.depends_on).toEqual({ "api-1": { condition: "service_healthy" }, "api-2": { condition: "service_healthy" } });
+  it("puts the proxy in front of the API servers, finding them by name at request time", () => {
+    expect(s.proxy.depends_on).toEqual({ api: { condition: "service_healthy" } });
     const conf = read("docker/nginx.distributed.conf");
-    expect(conf).toMatch(/server api-1:8000/);
-    expect(conf).toMatch(/server api-2:8000/);
+    expect(conf).toMatch(/resolver 127\.0\.0\.11 valid=\d+s/);
+    expect(conf).toMatch(/set \$api http:\/\/api:8000;/);
+    expect(conf).toMatch(/proxy_pass \$api;/);
+    expect(conf).not.toMatch(/^upstream /m);
     expect(s.proxy.volumes[0]).toBe("./nginx.distributed.conf:/etc/nginx/conf.d/default.conf:ro");
+  });
+
+  it("scrapes every process and provisions a Grafana dashboard whose queries name metrics the service exports", async () => {
+    const prom = YAML.parse(read("docker/prometheus.distributed.yml"));
+    expect(prom.scrape_configs[0].dns_sd_configs[0].names).toEqual(nodes);
+    expect(s.prometheus.volumes[0]).toBe("./prometheus.distributed.yml:/etc/prometheus/prometheus.yml:ro");
+    expect(s.grafana.volumes).toEqual([
+      "./grafana/provisioning:/etc/grafana/provisioning:ro",
+      "./grafana/dashboards:/var/lib/grafana/dashboards:ro",
+    ]);
+    const source = YAML.parse(read("docker/grafana/provisioning/datasources/prometheus.yml")).datasources[0];
+    expect(source.url).toBe("http://prometheus:9090");
+    const provider = YAML.parse(read("docker/grafana/provisioning/dashboards/obi.yml")).providers[0];
+    expect(provider.options.path).toBe("/var/lib/grafana/dashboards");
+    const dashboard = JSON.parse(read("docker/grafana/dashboards/obi.json"));
+    const { createMetrics } = await import("../../metrics/metrics.js");
+    const exported = new Set(
+      createMetrics({ defaultMetrics: false })
+        .registry.getMetricsAsArray()
+        .map((m) => m.name),
+    );
+    expect(dashboard.panels.length).toBeGreaterThanOrEqual(8);
+    for (const panel of dashboard.panels) {
+      expect(panel.datasource.uid).toBe(source.uid);
+      for (const name of panel.targets[0].expr.match(/obi_[a-z_]+/g)) expect(exported.has(name), `${panel.title}: ${name}`).toBe(true);
+    }
   });
 });
