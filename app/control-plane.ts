@@ -17,6 +17,7 @@ import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
 import { createPool, migrate } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
+import { ScratchSpace } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { BlobUploads } from "../cluster/uploads.js";
@@ -234,6 +235,8 @@ export async function buildControlPlane(deps: {
     webhooks,
     webhookRetrySeconds: config.webhooks.retrySeconds,
     uploads,
+    workers,
+    workerRetentionSeconds: cluster.workerRetentionSeconds,
     logger,
     now,
     metrics,
@@ -266,6 +269,14 @@ export async function buildControlPlane(deps: {
     for (const w of pool) w.onEvent(e);
     if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
   });
+  // A killed process's scratch folder goes once it is stale: a few leases untouched, and never under a minute.
+  const scratch = new ScratchSpace({
+    root: path.dirname(scratchDir),
+    own: scratchDir,
+    staleSeconds: Math.max(60, 4 * cluster.leaseSeconds),
+    logger,
+  });
+  await scratch.start();
   await maintenance.start();
   for (const w of pool) await w.start();
   logger.info(
@@ -304,6 +315,7 @@ export async function buildControlPlane(deps: {
         await events.close();
         await ports.close();
         blobs.close?.();
+        await scratch.close();
       })();
       return closed;
     },

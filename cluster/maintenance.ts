@@ -41,6 +41,9 @@ export interface MaintenanceDeps extends FinalizeDeps {
   uploads?: { collect(now: number): Promise<number> };
   /** WEBHOOK_RETRY_SECONDS: how long a failing webhook delivery is retried. */
   webhookRetrySeconds?: number;
+  /** Workers' rows, forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's). */
+  workers?: { forget(olderThanSeconds: number): Promise<number> };
+  workerRetentionSeconds?: number;
 }
 
 export class Maintenance {
@@ -137,6 +140,8 @@ export class Maintenance {
     for (const id of ended) await removeBatch({ files, batches, blobs }, id, { withResults: false });
     const uploads = (await this.deps.uploads?.collect(now)) ?? 0;
     if (uploads > 0) logger.info({ uploads }, "housekeeping: removed uploads past their hour");
+    const workers = (await this.deps.workers?.forget(this.deps.workerRetentionSeconds ?? 86_400)) ?? 0;
+    if (workers > 0) logger.info({ workers }, "housekeeping: forgot workers not heard from within WORKER_RETENTION_SECONDS");
     if (expired.length + ended.length > 0)
       logger.info({ files: expired.length, batches: ended.length }, "housekeeping: deleted expired files and batches");
     return { files: expired.length, batches: ended.length };

@@ -222,6 +222,8 @@ export interface WorkerRegistry {
   unregister(id: string): Promise<void>;
   /** Workers heard from within `withinSeconds`. */
   live(withinSeconds: number): Promise<WorkerInfo[]>;
+  /** Removes the rows of workers not heard from for `olderThanSeconds` (killed, never unregistered); how many. */
+  forget(olderThanSeconds: number): Promise<number>;
   /** Batches queued (as `BatchRecords.queuedCount` counts them), and shards running. */
   queueCounts(): Promise<{ depth: number; running: number }>;
 }

@@ -300,6 +300,13 @@ export const SETTINGS = {
       distributedOnly: true,
       help: "a worker's pool",
     }),
+    workerRetentionSeconds: setting({
+      env: "WORKER_RETENTION_SECONDS",
+      default: 86_400,
+      schema: int(60),
+      distributedOnly: true,
+      help: "how long a worker not heard from keeps its row (then the maintenance forgets it)",
+    }),
     workerCapacity: setting({
       env: "WORKER_CAPACITY",
       default: 2,

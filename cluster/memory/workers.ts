@@ -29,6 +29,13 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
     this.state.workers.delete(id);
   }
 
+  async forget(olderThanSeconds: number): Promise<number> {
+    const before = this.state.clock() - olderThanSeconds * 1000;
+    let n = 0;
+    for (const [id, w] of this.state.workers) if (w.lastSeen < before && this.state.workers.delete(id)) n++;
+    return n;
+  }
+
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const now = this.state.clock();
     return this.state.liveWorkers(withinSeconds).map((w) => ({

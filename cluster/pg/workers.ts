@@ -26,6 +26,11 @@ export class PgWorkerRegistry implements WorkerRegistry {
     await this.db.query("DELETE FROM workers WHERE id = $1", [id]);
   }
 
+  async forget(olderThanSeconds: number): Promise<number> {
+    const { rowCount } = await this.db.query("DELETE FROM workers WHERE last_seen < now() - make_interval(secs => $1)", [olderThanSeconds]);
+    return rowCount ?? 0;
+  }
+
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const { rows } = await this.db.query(
       `SELECT id, pool, capacity, running, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,

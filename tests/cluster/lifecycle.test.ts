@@ -22,7 +22,7 @@ import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
-const COMMON = { SHARD_SIZE: "20", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "30", CANCEL_GRACE_SECONDS: "0" };
+const COMMON = { SHARD_SIZE: "20", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "30", CANCEL_GRACE_SECONDS: "0", COLLECT_INTERVAL_SECONDS: "1" };
 
 describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
   let shared: SharedState;
@@ -87,6 +87,24 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     expect(ran).toEqual([0, 20, 20]);
     // Each process labels its samples with its name.
     expect(await (await fetch(`${workers[0].baseUrl}/metrics`)).text()).toMatch(/^process_cpu_user_seconds_total\{process="f-w1"\} /m);
+  });
+
+  it("forgets a killed worker's row after WORKER_RETENTION_SECONDS; /pools never lists it", async () => {
+    const c = new pg.Client(shared.pg.url);
+    await c.connect();
+    try {
+      // A worker killed two days ago: its row was never unregistered.
+      await c.query(
+        "INSERT INTO workers (id, pool, capacity, models, last_seen) VALUES ('killed-w', 'dedicated', 2, '{}', now() - interval '2 days')",
+      );
+      const listed = async () => JSON.stringify(await (await fetch(`${api.baseUrl}/pools`)).json());
+      expect(await listed()).not.toContain("killed-w");
+      await expect
+        .poll(async () => (await c.query("SELECT count(*)::int AS n FROM workers WHERE id = 'killed-w'")).rows[0].n, { timeout: 15_000 })
+        .toBe(0);
+    } finally {
+      await c.end();
+    }
   });
 
   it("a cancel stops the work on every worker within a second; each request is accounted for once", async () => {

@@ -269,6 +269,17 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await queue.claim(claimOpts(TAKER))).toEqual([]);
   });
 
+  it.skipIf(skip)("forgets workers not heard from within the retention, and lists only live ones", async () => {
+    const { workers } = ports;
+    await workers.register({ id: "gone", pool: "spot", capacity: 1, models: ["m"], running: [] });
+    await sleep(2_100);
+    await workers.register({ id: "here", pool: "spot", capacity: 1, models: ["m"], running: [] });
+    expect((await workers.live(2)).map((w) => w.id)).toEqual(["here"]);
+    expect(await workers.forget(2)).toBe(1);
+    expect(await workers.forget(2)).toBe(0);
+    expect((await workers.live(3_600)).map((w) => w.id)).toEqual(["here"]);
+  });
+
   it.skipIf(skip)("adds a batch to the running totals once, as it ends, with its requests and its deadline", async () => {
     const { batches } = ports;
     const before = await batches.totals();
