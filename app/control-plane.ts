@@ -237,6 +237,7 @@ export async function buildControlPlane(deps: {
     uploads,
     workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
+    ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
     logger,
     now,
     metrics,

@@ -38,6 +38,7 @@ import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
+import { projectedFinish } from "./sla.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -97,7 +98,21 @@ export class ClusterBatchService implements BatchService {
 
   /** A batch as clients read it: with its cost at its model's price (domain/cost.ts). */
   private out(batch: Batch): Batch {
-    return priced(batch, this.deps.registry);
+    const projected = isFinal(batch.status)
+      ? null
+      : projectedFinish(
+          {
+            total: batch.request_counts.total,
+            done: batch.request_counts.completed + batch.request_counts.failed,
+            inProgressAt: batch.in_progress_at,
+          },
+          this.deps.now(),
+        );
+    return {
+      ...priced(batch, this.deps.registry),
+      projected_finish_at: projected,
+      deadline_at_risk: projected === null ? null : projected > batch.deadline_at,
+    };
   }
 
   async createInline(input: CreateInlineBatchInput): Promise<Batch> {

@@ -12,6 +12,7 @@ import type { EventBus, LeaderLock } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
+import { chooseYields, projectedFinish } from "./sla.js";
 import { WebhookSender } from "./webhooks.js";
 
 const TICK_MS = 1_000;
@@ -44,7 +45,12 @@ export interface MaintenanceDeps extends FinalizeDeps {
   /** Workers' rows, forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's). */
   workers?: { forget(olderThanSeconds: number): Promise<number> };
   workerRetentionSeconds?: number;
+  /** SLA enforcement (cluster/sla.ts): urgent batches make less urgent shards yield; at-risk deadlines are told. */
+  sla?: { urgentSeconds: number; yieldGraceMs: number };
 }
+
+/** How long a shard asked to yield is left to do so before it may be asked again (its requests' grace and a checkpoint). */
+const YIELD_PATIENCE_MS = 30_000;
 
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
@@ -60,6 +66,10 @@ export class Maintenance {
   private readonly outage: OutageLog;
 
   private readonly sender: WebhookSender | undefined;
+  /** Shards asked to yield, with when (ms): each is asked once while it gets there. */
+  private readonly yielding = new Map<string, number>();
+  /** Batches already told to be at risk (once each, while this process leads). */
+  private readonly atRisk = new Set<string>();
 
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
@@ -121,6 +131,7 @@ export class Maintenance {
       );
     }
     if (this.sender && this.deps.lock.held) await within(STEP_MS.short, "webhooks", this.sender.kick());
+    if (this.deps.sla && this.deps.lock.held) await within(STEP_MS.short, "sla", this.enforceSla(this.deps.sla));
     if (Date.now() - this.lastCollect >= this.deps.collectIntervalSeconds * 1000) {
       this.lastCollect = Date.now();
       await within(STEP_MS.collect, "collect", this.collect());
@@ -145,6 +156,38 @@ export class Maintenance {
     if (expired.length + ended.length > 0)
       logger.info({ files: expired.length, batches: ended.length }, "housekeeping: deleted expired files and batches");
     return { files: expired.length, batches: ended.length };
+  }
+
+  /**
+   * Urgent batches waiting with no free slot make less urgent running shards yield (spot first); running batches
+   * whose projected finish passes their deadline are logged and counted, once each.
+   */
+  private async enforceSla(sla: NonNullable<MaintenanceDeps["sla"]>): Promise<void> {
+    const { queue, events, logger, now, metrics, leaseSeconds } = this.deps;
+    const at = now();
+    const snapshot = await queue.slaSnapshot(leaseSeconds);
+    const since = Date.now() - Math.max(YIELD_PATIENCE_MS, 2 * sla.yieldGraceMs);
+    for (const [k, t] of this.yielding) if (t < since) this.yielding.delete(k);
+    for (const y of chooseYields(snapshot, at, sla.urgentSeconds, new Set(this.yielding.keys()))) {
+      this.yielding.set(`${y.victim.batchId}/${y.victim.idx}`, Date.now());
+      logger.warn(
+        { batch_id: y.for.batchId, deadline_at: y.for.deadlineAt, yielding: y.victim },
+        "an urgent batch waits with every slot taken: a less urgent shard yields to it at its next checkpoint",
+      );
+      await events.publish({ type: "yield", batch_id: y.victim.batchId, idx: y.victim.idx, for_batch: y.for.batchId });
+    }
+    const open = new Set(snapshot.batches.map((b) => b.id));
+    for (const id of this.atRisk) if (!open.has(id)) this.atRisk.delete(id);
+    for (const b of snapshot.batches) {
+      const finish = projectedFinish(b, at);
+      if (finish === null || finish <= b.deadlineAt || this.atRisk.has(b.id)) continue;
+      this.atRisk.add(b.id);
+      metrics?.slaEvent("at_risk");
+      logger.warn(
+        { batch_id: b.id, projected_finish_at: finish, deadline_at: b.deadlineAt, done: b.done, total: b.total },
+        "deadline at risk: at its rate so far the batch ends after its deadline",
+      );
+    }
   }
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */

@@ -7,6 +7,7 @@ import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
+import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
 
 export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
@@ -175,6 +176,8 @@ export interface WorkQueue {
    * worker from renewing, and they get that long to do so.
    */
   reap(graceSeconds: number): Promise<number>;
+  /** Open batches' queued and running shards, their progress, and the workers heard from within `leaseSeconds` (cluster/sla.ts). */
+  slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot>;
   ofBatch(batchId: string): Promise<ShardView[]>;
 }
 
@@ -233,7 +236,9 @@ export type ClusterEvent =
   | { type: "work" }
   /** A shard finished: its batch may be ready to finalize (the maintenance process acts at once, not at its next tick). */
   | { type: "shard_done"; batch_id: string }
-  | { type: "preempt"; pool: "spot"; cooldown_seconds: number };
+  | { type: "preempt"; pool: "spot"; cooldown_seconds: number }
+  /** The shard's worker checkpoints it and hands it back: a more urgent batch waits for its slot (cluster/sla.ts). */
+  | { type: "yield"; batch_id: string; idx: number; for_batch: string };
 
 /** Cross-process signals; delivery is best effort (each has a slower fallback). */
 export interface EventBus {

@@ -6,6 +6,11 @@ export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The b
 export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
+/** Its slot goes to a more urgent batch (cluster/sla.ts): a checkpoint like a preemption's, and it resumes later. */
+export const YIELDED: AbortReason = {
+  code: "shutdown",
+  message: "It yielded its slot to a more urgent batch; the batch resumes from its checkpoint.",
+};
 /** A checkpoint like a shutdown's: nothing is written for what did not run, and the batch resumes. */
 export const PREEMPTED: AbortReason = {
   code: "shutdown",

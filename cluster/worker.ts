@@ -20,7 +20,7 @@ import {
   type WorkQueue,
 } from "./ports.js";
 import { randomPreemptions } from "./preemptions.js";
-import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN } from "./reasons.js";
+import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN, YIELDED } from "./reasons.js";
 import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
 
 /**
@@ -112,6 +112,7 @@ export class ClusterWorker {
     if (e.type === "work" || e.type === "shard_done") this.fill();
     else if (e.type === "stop") this.stopBatch(e.batch_id, e.reason);
     else if (e.type === "preempt" && e.pool === this.deps.pool) this.preempt(e.cooldown_seconds);
+    else if (e.type === "yield") this.yieldShard(e.batch_id, e.idx, e.for_batch);
   }
 
   /** Claims shards while there is room. Safe to call at any time. */
@@ -273,12 +274,32 @@ export class ClusterWorker {
   }
 
   private drainAll(reason: AbortReason, graceMs: number) {
-    for (const r of this.running.values()) {
-      r.drain.abort(reason);
-      const timer = setTimeout(() => r.controller.abort(reason), graceMs);
-      timer.unref();
-      void r.done.finally(() => clearTimeout(timer));
-    }
+    for (const r of this.running.values()) this.drainRun(r, reason, graceMs);
+  }
+
+  /** Requests in flight get `graceMs`, then the run checkpoints and hands its shard back. */
+  private drainRun(
+    r: { drain: AbortController; controller: AbortController; done: Promise<unknown> },
+    reason: AbortReason,
+    graceMs: number,
+  ) {
+    if (r.drain.signal.aborted) return;
+    r.drain.abort(reason);
+    const timer = setTimeout(() => r.controller.abort(reason), graceMs);
+    timer.unref();
+    void r.done.finally(() => clearTimeout(timer));
+  }
+
+  /** A more urgent batch waits for this slot: the shard yields at its next checkpoint and goes back to the queue. */
+  private yieldShard(batchId: string, idx: number, forBatch: string) {
+    const r = this.running.get(shardKey({ batchId, idx }));
+    if (!r || r.drain.signal.aborted) return;
+    this.deps.logger.warn(
+      { batch_id: batchId, shard: idx, for_batch: forBatch, pool: this.deps.pool },
+      "yielding a shard to a more urgent batch: it checkpoints and resumes later",
+    );
+    this.deps.metrics?.slaEvent("yield", this.deps.pool);
+    this.drainRun(r, YIELDED, this.deps.preemptGraceMs);
   }
 
   private async heartbeat(): Promise<void> {

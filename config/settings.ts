@@ -257,6 +257,14 @@ export const SETTINGS = {
     schema: int(0),
     help: "a job with less time than this to its deadline is urgent",
   }),
+  slaYield: setting({
+    env: "SLA_YIELD",
+    yaml: "sla.yield",
+    default: true,
+    schema: bool(),
+    read: booleanSetting,
+    help: "an urgent batch waiting with every slot taken makes a less urgent running shard yield (spot first)",
+  }),
   cluster: {
     databaseUrl: setting({
       env: "DATABASE_URL",

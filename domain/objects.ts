@@ -111,6 +111,10 @@ export const BatchSchema = z
     // Records written before engine time was kept read as none.
     engine_seconds: EngineSecondsSchema.default({ spot: 0, dedicated: 0 }),
     cost: CostSchema.nullable().optional(),
+    // SLA extension fields: when the batch ends at its rate so far, and whether that is past its deadline (null
+    // once it ended, or before it has a rate).
+    projected_finish_at: z.number().int().nullable().optional(),
+    deadline_at_risk: z.boolean().nullable().optional(),
   })
   .openapi("Batch", {
     example: {

@@ -51,6 +51,8 @@ export interface BatchMetrics {
   trackProgress(endpoint: string, base: Progress): (p: Progress) => void;
   /** One webhook delivery attempt's outcome. */
   webhookAttempt(outcome: "delivered" | "failed" | "gave_up"): void;
+  /** An SLA decision: a shard yielded its slot (by the pool it left), or a batch's deadline found at risk. */
+  slaEvent(kind: "yield" | "at_risk", pool?: string | null): void;
   /** Engine time a commit added (seconds a slot of `pool` was held), and its cost at the model's price. */
   engineWork(w: { model: string; pool: string | null; seconds: number; cost: { currency: string; amount: number } | null }): void;
 }
@@ -138,6 +140,14 @@ export function createMetrics(
   };
   fromTotals("batches_total", "Batches that reached a final status (the cluster's, from the leader).", "status", "batches:");
   fromTotals("requests_total", "Requests of ended batches, by outcome (the cluster's, from the leader).", "outcome", "requests:");
+  const slaYields = counter("sla_yields_total", "Running shards that yielded their slot to a more urgent batch, by the pool they left.", [
+    "pool",
+  ]);
+  const slaAtRisk = counter(
+    "sla_at_risk_total",
+    "Batches whose projected finish passed their deadline while they ran (the leader's count).",
+    [],
+  );
   const engineSeconds = counter(
     "engine_seconds_total",
     "Seconds batches' shards held a slot, by model and pool (committed work; pool none: outside the pools).",
@@ -262,6 +272,10 @@ export function createMetrics(
     },
     webhookAttempt(outcome) {
       webhooks.inc({ outcome });
+    },
+    slaEvent(kind, pool) {
+      if (kind === "yield") slaYields.inc({ pool: pool ?? "none" });
+      else slaAtRisk.inc();
     },
     engineWork({ model, pool, seconds, cost }) {
       const labels = { model, pool: pool ?? "none" };

@@ -14,6 +14,7 @@ import {
   shardKey,
   type WorkQueue,
 } from "../ports.js";
+import type { SlaSnapshot } from "../sla.js";
 import { isUrgent } from "../urgency.js";
 import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
 
@@ -22,7 +23,7 @@ const RUNNABLE = ["validating", "in_progress"];
 export class MemoryWorkQueue implements WorkQueue {
   constructor(private readonly state: MemoryState) {}
 
-  /** Checkpointed shards first (they resume), then urgent ones by deadline, then submission order; pools as the scheduler rules. */
+  /** Urgent shards first, by deadline, then checkpointed ones (they resume), then submission order; pools as the scheduler rules. */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
     const urgent = (e: BatchEntry) =>
       isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
@@ -39,8 +40,8 @@ export class MemoryWorkQueue implements WorkQueue {
     }
     picks.sort(
       (a, b) =>
-        Number(b.s.parts.length > 0) - Number(a.s.parts.length > 0) ||
         Number(b.urgent) - Number(a.urgent) ||
+        Number(b.s.parts.length > 0) - Number(a.s.parts.length > 0) ||
         (a.urgent && b.urgent ? a.e.batch.deadline_at - b.e.batch.deadline_at : 0) ||
         a.e.seq - b.e.seq ||
         a.s.idx - b.s.idx,
@@ -50,6 +51,42 @@ export class MemoryWorkQueue implements WorkQueue {
       .map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds, o.pool), urgent: u }));
     this.state.saveSoon(...taken.map((s) => s.batchId));
     return taken;
+  }
+
+  async slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot> {
+    const now = this.state.clock();
+    const open = [...this.state.batches.values()].filter((e) => !e.stopReason && RUNNABLE.includes(e.batch.status));
+    const running = (id: string) => open.reduce((n, e) => n + e.shards.filter((s) => s.state === "running" && s.workerId === id).length, 0);
+    return {
+      shards: open.flatMap((e) =>
+        e.shards
+          .filter((s) => s.state === "queued" || s.state === "running")
+          .map((s) => ({
+            batchId: e.batch.id,
+            idx: s.idx,
+            model: s.model,
+            state: s.state as "queued" | "running",
+            workerId: s.workerId,
+            submittedAt: e.batch.submitted_at,
+            deadlineAt: e.batch.deadline_at,
+          })),
+      ),
+      workers: this.state.liveWorkers(leaseSeconds).map((w) => ({
+        id: w.id,
+        pool: w.pool,
+        capacity: w.capacity,
+        inUse: running(w.id),
+        models: [...w.models],
+        preempted: w.preemptedUntil > now,
+      })),
+      batches: open.map((e) => ({
+        id: e.batch.id,
+        total: e.batch.request_counts.total,
+        done: e.counts.completed + e.counts.failed,
+        inProgressAt: e.batch.in_progress_at,
+        deadlineAt: e.batch.deadline_at,
+      })),
+    };
   }
 
   async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {

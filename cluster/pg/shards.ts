@@ -12,6 +12,7 @@ import {
   type StopReason,
   type WorkQueue,
 } from "../ports.js";
+import type { SlaSnapshot } from "../sla.js";
 import type { Db } from "./db.js";
 
 const claimed =
@@ -62,7 +63,10 @@ const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - (SELECT count(*) FROM shar
 export class PgWorkQueue implements WorkQueue {
   constructor(private readonly db: Db) {}
 
-  /** Up to `limit` shards for this worker: checkpointed ones first (they resume), then urgent, then in submission order. */
+  /**
+   * Up to `limit` shards for this worker: urgent ones first (a slot a shard yielded goes to the batch it yielded
+   * to), then checkpointed ones (they resume), then in submission order.
+   */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
     const { rows } = await this.db.query(
       `WITH pick AS (
@@ -71,7 +75,7 @@ export class PgWorkQueue implements WorkQueue {
            AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
            AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
            AND ($2::text IS NULL OR ${SPREAD})
-         ORDER BY jsonb_array_length(s.parts) > 0 DESC, ${URGENT} DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
+         ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
        FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
@@ -157,6 +161,53 @@ export class PgWorkQueue implements WorkQueue {
     );
     if (rows.length > 0) return "committed";
     return (await this.landed(s, c.part)) ? "committed" : "fenced";
+  }
+
+  async slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot> {
+    const open = "b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress')";
+    const [shards, workers, batches] = await Promise.all([
+      this.db.query(
+        `SELECT s.batch_id, s.idx, s.model, s.state, s.worker_id, b.submitted_at, b.deadline_at
+         FROM shards s JOIN batches b ON b.id = s.batch_id WHERE ${open} AND s.state IN ('queued', 'running')`,
+      ),
+      this.db.query(
+        `SELECT id, pool, capacity, models, coalesce(preempted_until > now(), false) AS preempted,
+                (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
+         FROM workers w WHERE last_seen > now() - make_interval(secs => $1)`,
+        [leaseSeconds],
+      ),
+      this.db.query(
+        `SELECT id, (doc->'request_counts'->>'total')::int AS total, completed + failed AS done,
+                (doc->>'in_progress_at')::bigint AS in_progress_at, deadline_at
+         FROM batches b WHERE ${open}`,
+      ),
+    ]);
+    return {
+      shards: shards.rows.map((r) => ({
+        batchId: r.batch_id,
+        idx: r.idx,
+        model: r.model,
+        state: r.state,
+        workerId: r.worker_id,
+        submittedAt: Number(r.submitted_at),
+        deadlineAt: Number(r.deadline_at),
+      })),
+      workers: workers.rows.map((w) => ({
+        id: w.id,
+        pool: w.pool,
+        capacity: w.capacity,
+        inUse: w.in_use,
+        models: w.models,
+        preempted: w.preempted,
+      })),
+      batches: batches.rows.map((b) => ({
+        id: b.id,
+        total: Number(b.total),
+        done: Number(b.done),
+        inProgressAt: b.in_progress_at === null ? null : Number(b.in_progress_at),
+        deadlineAt: Number(b.deadline_at),
+      })),
+    };
   }
 
   /** Marks the shard finished (every line has its result committed). */

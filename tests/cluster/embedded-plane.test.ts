@@ -69,8 +69,8 @@ describe("control plane with the real engine", () => {
     expect(await cp.status.queueStats()).toEqual({ depth: 0, max_depth: 100, running: 0 });
     await cp.close(); // flushes state writes
     const onDisk = JSON.parse(readFileSync(path.join(batchDir, "batch.json"), "utf8"));
-    // The record is the batch as read, less its cost (computed from the models file's price as it is read).
-    const { cost: _, ...stored } = b;
+    // The record is the batch as read, less what is computed as it is read (its cost, its projected finish).
+    const { cost: _c, projected_finish_at: _p, deadline_at_risk: _r, ...stored } = b;
     expect(onDisk).toMatchObject({ version: 2, owner: null, batch: stored, stopReason: null, shards: [{ state: "done" }] });
   });
 
