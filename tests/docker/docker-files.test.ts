@@ -147,6 +147,10 @@ describe("compose", () => {
     expect(registry.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("remote");
   });
 
+  it("gives the service more time to stop than its own shutdown bound (35 s)", () => {
+    expect(Number.parseInt(yaml("docker/docker-compose.yml").services.api.stop_grace_period, 10)).toBeGreaterThan(35);
+  });
+
   it("has a GPU override that builds the CUDA image and reserves the GPUs", () => {
     const gpu = yaml("docker/docker-compose.gpu.yml").services.api;
     expect(existsSync(path.join(repoRoot, gpu.build.dockerfile))).toBe(true);
