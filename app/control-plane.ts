@@ -14,7 +14,7 @@ import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
 import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
-import { createPool, migrate } from "../cluster/pg/db.js";
+import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
 import { ScratchSpace } from "../cluster/scratch.js";
@@ -49,11 +49,14 @@ export interface ControlPlane {
   totals(): Promise<Record<string, number>>;
 }
 
-/** Applies the schema's migrations and lets go (`main --migrate`, the migration job). */
-export async function migrateSchema(url: string, logger: pino.Logger): Promise<string[]> {
+/**
+ * Applies the schema's migrations and lets go (`main --migrate`, the migration job), or with `downTo` reverts
+ * those newer than it (`main --migrate-down <version>`).
+ */
+export async function migrateSchema(url: string, logger: pino.Logger, downTo?: string): Promise<string[]> {
   const pool = createPool(url, logger, 1);
   try {
-    return await migrate(pool, logger);
+    return downTo === undefined ? await migrate(pool, logger) : await migrateDown(pool, logger, downTo);
   } finally {
     await pool.end();
   }

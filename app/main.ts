@@ -28,14 +28,23 @@ async function main() {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  if (process.argv.includes("--migrate")) {
-    // The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false).
+  const down = process.argv.indexOf("--migrate-down");
+  if (process.argv.includes("--migrate") || down >= 0) {
+    // The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false), or its
+    // reverse before going back to an older release.
     if (!config.cluster.databaseUrl) {
       console.error("offline-batch-inference: --migrate needs DATABASE_URL (the one-process mode has no schema)");
       process.exit(1);
     }
-    const applied = await migrateSchema(config.cluster.databaseUrl, logger);
-    logger.info({ applied }, applied.length > 0 ? "migrations applied" : "the schema is current");
+    const target = down >= 0 ? (process.argv[down + 1] ?? "") : undefined;
+    try {
+      const done = await migrateSchema(config.cluster.databaseUrl, logger, target);
+      if (target === undefined) logger.info({ applied: done }, done.length > 0 ? "migrations applied" : "the schema is current");
+      else logger.info({ reverted: done, to: target }, done.length > 0 ? "migrations reverted" : "nothing newer to revert");
+    } catch (err) {
+      console.error(`offline-batch-inference: ${(err as Error).message}`);
+      process.exit(1);
+    }
     return;
   }
   if (config.apiKeys.length === 0) {

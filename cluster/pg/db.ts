@@ -116,6 +116,42 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
   }
 }
 
+/**
+ * Reverts the applied migrations newer than `target` (a version such as `004_webhooks`, or `none` for all), newest
+ * first, each with its `down/` file in a transaction of its own; for going back to an older release after an
+ * upgrade's migration job. Returns the versions reverted. Under the same lock as migrating.
+ */
+export async function migrateDown(pool: pg.Pool, logger: pino.Logger, target: string): Promise<string[]> {
+  const shipped = migrations().map((f) => f.replace(/\.sql$/, ""));
+  if (target !== "none" && !shipped.includes(target))
+    throw new Error(`no migration '${target}': the versions are ${shipped.join(", ")} (or none)`);
+  const client = await pool.connect();
+  const release = hold(client);
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
+    const { rows } = await client.query("SELECT version FROM schema_migrations ORDER BY version DESC").catch(() => ({ rows: [] }));
+    const reverted: string[] = [];
+    for (const { version } of rows as Array<{ version: string }>) {
+      if (target !== "none" && version <= target) break;
+      await client.query("BEGIN");
+      try {
+        await client.query(readFileSync(path.join(MIGRATIONS_DIR, "down", `${version}.sql`), "utf8"));
+        await client.query("DELETE FROM schema_migrations WHERE version = $1", [version]);
+        await client.query("COMMIT");
+      } catch (err) {
+        await client.query("ROLLBACK");
+        throw new Error(`reverting ${version} failed: ${(err as Error).message}`);
+      }
+      reverted.push(version);
+    }
+    if (reverted.length > 0) logger.warn({ reverted }, "database migrations reverted");
+    return reverted;
+  } finally {
+    await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
+    release();
+  }
+}
+
 /** What the ports query: the pool, or the pool as the maintenance's leader writes through it (leader-lease.ts). */
 export interface Db {
   query(text: string, values?: unknown[]): Promise<pg.QueryResult>;

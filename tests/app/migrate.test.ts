@@ -75,6 +75,42 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
     expect(await versions()).toEqual(shipped);
   }, 120_000);
 
+  it("reverts to an older release's schema with --migrate-down, and migrates up again; every migration has its down", async () => {
+    const down = readdirSync(path.join(repoRoot, "cluster/pg/migrations/down"))
+      .map((f) => f.replace(/\.sql$/, ""))
+      .sort();
+    expect(down).toEqual(shipped);
+    const job = async (args: string[]) =>
+      promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", ...args], {
+        cwd: repoRoot,
+        env: { ...process.env, ...(await env({})) },
+      });
+    await job(["--migrate"]);
+    const c = new pg.Client(server.url);
+    await c.connect();
+    try {
+      const reverted = await job(["--migrate-down", "004_webhooks"]);
+      expect(reverted.stdout).toMatch(/"msg":"migrations reverted"/);
+      expect(await versions()).toEqual(shipped.filter((v) => v <= "004_webhooks"));
+      expect((await c.query("SELECT to_regclass('totals') AS t")).rows[0].t).toBeNull();
+      const cols = (await c.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'batches'")).rows.map(
+        (r) => r.column_name,
+      );
+      expect(cols).toContain("webhook");
+      expect(cols).not.toContain("spot_seconds");
+      const bad = await job(["--migrate-down", "999_nothing"]).catch((e) => e);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/no migration '999_nothing'/);
+      await job(["--migrate-down", "none"]);
+      expect(await versions()).toEqual([]);
+      expect((await c.query("SELECT to_regclass('batches') AS t")).rows[0].t).toBeNull();
+      await job(["--migrate"]);
+      expect(await versions()).toEqual(shipped);
+    } finally {
+      await c.end();
+    }
+  }, 120_000);
+
   it("says what --migrate needs without a database", async () => {
     const res = await promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", "--migrate"], {
       cwd: repoRoot,
