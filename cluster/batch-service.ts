@@ -124,7 +124,7 @@ export class ClusterBatchService implements BatchService {
       const content = input.lines.map((l) => `${JSON.stringify(l)}\n`).join("");
       await inDir(this.deps.scratchDir, () => writeFile(local, content));
       const batchId = newBatchId();
-      const obj = await this.deps.files.adopt({ tmpPath: local, filename: `${batchId}_input.jsonl`, purpose: "batch", owner: input.owner });
+      const obj = await this.deps.files.adopt({ tmpPath: local, filename: inlineInputName(batchId), purpose: "batch", owner: input.owner });
       try {
         const file = await this.deps.files.keyOf(obj.id, input.owner);
         return this.out(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key }));
@@ -245,7 +245,10 @@ export class ClusterBatchService implements BatchService {
         "batch_not_finished",
         "batch_id",
       );
+    // The requests of an inline batch (Anthropic's create) are in a file the client never made: it goes too.
+    const input = await this.deps.files.get(row.batch.input_file_id, owner);
     await removeBatch(this.deps, id, { withResults: true });
+    if (input?.object.filename === inlineInputName(id)) await this.deps.files.delete(input.object.id, owner);
     this.deps.logger.info({ batch_id: id }, "batch deleted");
   }
 
@@ -427,6 +430,9 @@ export class ClusterBatchService implements BatchService {
     await pipeline(content, createWriteStream(local, { fd: out }));
   }
 }
+
+/** The file an inline batch's requests are kept in. */
+const inlineInputName = (batchId: string) => `${batchId}_input.jsonl`;
 
 /** What a console search's text is looked for in: the id, the input file's name, the metadata's keys and values. */
 function searchable(b: Batch, filename: string | null): string {

@@ -124,7 +124,10 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
   }
 
   const show = async (req: Request, b: Batch, owner: Owner) => {
-    const url = `${req.protocol}://${req.get("host")}${ANTHROPIC_PREFIX}/batches/${b.id}/results`;
+    // Behind a proxy that terminates TLS, the address the client used is the one it forwarded.
+    const proto = req.get("x-forwarded-proto")?.split(",")[0].trim() || req.protocol;
+    const host = req.get("x-forwarded-host")?.split(",")[0].trim() || req.get("host");
+    const url = `${proto}://${host}${ANTHROPIC_PREFIX}/batches/${b.id}/results`;
     return toMessageBatch(b, url, await countsOf(b, owner));
   };
 

@@ -333,9 +333,19 @@ describe("Anthropic's Message Batches API", () => {
     await expect(client.messages.batches.retrieve(created.id)).rejects.toBeInstanceOf(Anthropic.NotFoundError);
     const headers = { authorization: `Bearer ${KEY}` };
     expect((await fetch(`${svc.baseUrl}/v1/batches/${created.id}`, { headers })).status).toBe(404);
-    for (const f of [openaiView.output_file_id, openaiView.error_file_id].filter(Boolean))
+    // Its results and the file its requests were kept in (which the client never made) went with it.
+    for (const f of [openaiView.output_file_id, openaiView.error_file_id, openaiView.input_file_id].filter(Boolean))
       expect((await fetch(`${svc.baseUrl}/v1/files/${f}`, { headers })).status).toBe(404);
   }, 120_000);
+
+  it("names the results_url the client reached, behind a proxy that forwards the scheme and host", async () => {
+    const created = await client.messages.batches.create({ requests: [{ custom_id: "p", params: params({ max_tokens: 2 }) }] });
+    await ended(created.id);
+    const res = await fetch(`${svc.baseUrl}/v1/messages/batches/${created.id}`, {
+      headers: { "x-api-key": KEY, "x-forwarded-proto": "https", "x-forwarded-host": "batch.example.com" },
+    });
+    expect(((await res.json()) as MessageBatch).results_url).toBe(`https://batch.example.com/v1/messages/batches/${created.id}/results`);
+  }, 60_000);
 
   it("a batch over the request limit ends with every request errored, each with its reason", async () => {
     const { batch, results: got } = await run(
