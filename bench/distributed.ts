@@ -11,6 +11,7 @@ import pino from "pino";
 import { PgBatchRecords } from "../cluster/pg/batches.js";
 import { createPool, migrate } from "../cluster/pg/db.js";
 import { PgWorkQueue } from "../cluster/pg/shards.js";
+import { PgWorkerRegistry } from "../cluster/pg/workers.js";
 import { startSharedState } from "../testkit/shared-state.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
@@ -115,7 +116,9 @@ export async function measureDistributed(
   }
 }
 
-/** `claimers` loops claiming one shard at a time and marking it finished, over one batch of `shards` shards. */
+/**
+ * `claimers` registered workers looping: claim one shard, mark it finished, over one batch of `shards` shards.
+ */
 async function claimRate(url: string, shards: number, claimers: number): Promise<DistributedResult["claims"]> {
   const logger = pino({ level: "silent" });
   const db = createPool(url, logger, claimers + 2);
@@ -127,6 +130,10 @@ async function claimRate(url: string, shards: number, claimers: number): Promise
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i, byteEnd: i + 1, total: 1 }));
     await new PgBatchRecords(db).insert({ batch: batch as never, owner: null, inputKey: "unused", shards: plan });
     const queue = new PgWorkQueue(db);
+    // Registered, as real workers are: each claim then also weighs the fairness rule against its peers.
+    const workers = new PgWorkerRegistry(db);
+    for (let w = 0; w < claimers; w++)
+      await workers.register({ id: `claimer-${w}`, pool: "dedicated", capacity: 4, models: ["instant"], running: [] });
     let done = 0;
     const t0 = performance.now();
     await Promise.all(

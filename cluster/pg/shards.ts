@@ -46,14 +46,17 @@ const LAPSED = (secs: string) => `(s.lease_until < now() AND pg_postmaster_start
 
 // Near its deadline: under urgentSeconds left, or under a tenth of its window (as the embedded queue decides).
 const URGENT = "(b.deadline_at - $5 < $6 OR (b.deadline_at - $5) * 10 < (b.deadline_at - b.submitted_at))";
-// Spreads a batch's shards over idle workers: a worker passes on a shard of a batch it already runs more of than
-// another live worker of its pool that serves the model and has a free slot (that one takes it).
-const SPREAD = `NOT EXISTS (SELECT 1 FROM workers w
-  WHERE w.id <> $1 AND w.pool = $2 AND s.model = ANY(w.models) AND w.last_seen > now() - make_interval(secs => $4)
-    AND (w.preempted_until IS NULL OR w.preempted_until < now())
-    AND w.capacity > (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')
-    AND (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.batch_id = s.batch_id AND r.state = 'running')
-      < (SELECT count(*) FROM shards r WHERE r.worker_id = $1 AND r.batch_id = s.batch_id AND r.state = 'running'))`;
+// Spreads a batch's shards over idle workers: the batches this worker runs more shards of than another live worker
+// of its pool that serves the model and has a free slot (that one takes their next shard). Computed once per claim
+// (it does not depend on the shard considered): a claim over thousands of queued shards stays as cheap as before.
+const HELD_BACK = `(SELECT m.batch_id
+  FROM (SELECT batch_id, count(*) AS n FROM shards WHERE worker_id = $1 AND state = 'running' GROUP BY batch_id) m
+  JOIN batches hb ON hb.id = m.batch_id
+  WHERE EXISTS (SELECT 1 FROM workers w
+    WHERE w.id <> $1 AND w.pool = $2 AND hb.model = ANY(w.models) AND w.last_seen > now() - make_interval(secs => $4)
+      AND (w.preempted_until IS NULL OR w.preempted_until < now())
+      AND w.capacity > (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')
+      AND (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.batch_id = m.batch_id AND r.state = 'running') < m.n))`;
 // Free slots of the other pool's live workers: spot first for ordinary batches, dedicated first for urgent ones,
 // each falling back to the other only when it has no room.
 const OTHER_FREE = `(SELECT coalesce(sum(w.capacity - (SELECT count(*) FROM shards r WHERE r.worker_id = w.id AND r.state = 'running')), 0)
@@ -69,12 +72,13 @@ export class PgWorkQueue implements WorkQueue {
    */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
     const { rows } = await this.db.query(
-      `WITH pick AS (
+      `WITH held AS MATERIALIZED ${HELD_BACK},
+       pick AS (
          SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
          WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
            AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
            AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
-           AND ($2::text IS NULL OR ${SPREAD})
+           AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
          ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
          LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
