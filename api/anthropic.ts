@@ -1,5 +1,6 @@
 // Anthropic's Message Batches API as a view of our batches: a batch for /v1/messages shown as a
 // `message_batch`, its result lines as `{custom_id, result}`, and errors in Anthropic's envelope.
+import { endedAt, isFinal } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { ApiError } from "./errors.js";
 
@@ -36,11 +37,9 @@ export interface RequestCounts {
 
 const iso = (seconds: number | null | undefined) => (seconds == null ? null : new Date(seconds * 1000).toISOString());
 
-/** Ended: every request has its result (Anthropic's `ended` covers completed, failed, expired and cancelled). */
-export const hasEnded = (b: Batch) => ["completed", "failed", "expired", "cancelled"].includes(b.status);
-
+/** Anthropic's `ended` is our final status: every request has its result. */
 export function toMessageBatch(b: Batch, resultsUrl: string, ended: Omit<RequestCounts, "processing"> | null) {
-  const status = hasEnded(b) ? "ended" : b.status === "cancelling" ? "canceling" : "in_progress";
+  const status = isFinal(b.status) ? "ended" : b.status === "cancelling" ? "canceling" : "in_progress";
   const total = b.request_counts?.total ?? 0;
   // Anthropic moves requests out of `processing` only once the whole batch has ended.
   const counts: RequestCounts = ended
@@ -53,7 +52,7 @@ export function toMessageBatch(b: Batch, resultsUrl: string, ended: Omit<Request
     request_counts: counts,
     created_at: iso(b.created_at)!,
     expires_at: iso(b.expires_at ?? b.deadline_at)!,
-    ended_at: status === "ended" ? iso(b.completed_at ?? b.failed_at ?? b.expired_at ?? b.cancelled_at) : null,
+    ended_at: iso(endedAt(b)),
     cancel_initiated_at: iso(b.cancelling_at),
     archived_at: null,
     results_url: status === "ended" ? resultsUrl : null,
@@ -67,15 +66,15 @@ interface OutputLine {
 }
 
 /** One output or error line of ours as Anthropic's result line. */
-export function toResultLine(line: OutputLine, requestId: string | null = null) {
+export function toResultLine(line: OutputLine) {
   const { custom_id, response, error } = line;
   if (response && response.status_code < 300) return { custom_id, result: { type: "succeeded", message: response.body } };
   if (error?.code === "batch_cancelled") return { custom_id, result: { type: "canceled" } };
   if (error?.code === "batch_expired") return { custom_id, result: { type: "expired" } };
   if (response) {
     const e = (response.body as { error?: { message?: string; param?: string | null } }).error;
-    const failure = anthropicError(response.status_code, e?.message ?? "The request failed.", e?.param ?? null, requestId);
+    const failure = anthropicError(response.status_code, e?.message ?? "The request failed.", e?.param ?? null, null);
     return { custom_id, result: { type: "errored", error: failure } };
   }
-  return { custom_id, result: { type: "errored", error: anthropicError(500, error?.message ?? "The request failed.", null, requestId) } };
+  return { custom_id, result: { type: "errored", error: anthropicError(500, error?.message ?? "The request failed.", null, null) } };
 }

@@ -6,10 +6,11 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { type Request, Router } from "express";
 import { z } from "zod";
+import { isFinal } from "../../domain/batch-state.js";
 import type { Batch } from "../../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../../domain/ports.js";
 import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
-import { ANTHROPIC_PREFIX, anthropicError, hasEnded, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
+import { ANTHROPIC_PREFIX, anthropicError, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { sendJsonl } from "../http/jsonl-response.js";
@@ -82,7 +83,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
 
   /** Anthropic's tallies once a batch has ended: what a cancel or an expiry left unrun is told apart from errors. */
   const countsOf = async (b: Batch, owner: Owner) => {
-    if (!hasEnded(b)) return null;
+    if (!isFinal(b.status)) return null;
     const cached = ended.get(b.id);
     if (cached) return cached;
     const { completed = 0, failed = 0 } = b.request_counts ?? {};
@@ -93,7 +94,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
       for await (const _ of validationFailures(b, owner)) counts.errored++;
     } else if (failed > 0 && (b.status === "cancelled" || b.status === "expired")) {
       const unrun = b.status === "cancelled" ? "canceled" : "expired";
-      for await (const line of resultLines(b, owner, "error")) if (line.result.type === unrun) counts[unrun]++;
+      for await (const line of resultLines([b.error_file_id], owner)) if (line.result.type === unrun) counts[unrun]++;
       counts.errored -= counts[unrun];
     }
     if (ended.size >= COUNTS_CACHE) ended.delete(ended.keys().next().value!);
@@ -101,8 +102,8 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     return counts;
   };
 
-  async function* resultLines(b: Batch, owner: Owner, which: "output" | "error" | "both") {
-    const ids = which === "output" ? [b.output_file_id] : which === "error" ? [b.error_file_id] : [b.output_file_id, b.error_file_id];
+  /** The lines of these result files (output, error) as Anthropic's result lines. */
+  async function* resultLines(ids: Array<string | null>, owner: Owner) {
     for (const id of ids) {
       const file = id ? await files.open(id, owner) : undefined;
       if (file) for await (const text of readCompleteJsonLines(file.content)) yield toResultLine(JSON.parse(text));
@@ -161,8 +162,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
   router.delete(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
     const owner = ownerFrom(res);
     const batch = await messageBatch(req.params.batch_id, owner);
-    if (!hasEnded(batch))
-      throw badRequest(`Message batch '${batch.id}' is still processing; cancel it and wait for it to end before deleting it.`, null);
+    // The service refuses a batch still running (batch_not_finished), as Anthropic does.
     await batches.delete(batch.id, owner);
     ended.delete(batch.id);
     res.json({ id: batch.id, type: "message_batch_deleted" });
@@ -171,11 +171,13 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id/results`, async (req, res) => {
     const owner = ownerFrom(res);
     const batch = await messageBatch(req.params.batch_id, owner);
-    if (!hasEnded(batch)) throw badRequest(`Message batch '${batch.id}' has not ended yet; its results are not available.`, null);
+    if (!isFinal(batch.status)) throw badRequest(`Message batch '${batch.id}' has not ended yet; its results are not available.`, null);
     await sendJsonl(
       res,
       (async function* () {
-        const lines = batch.errors?.data.length ? validationFailures(batch, owner) : resultLines(batch, owner, "both");
+        const lines = batch.errors?.data.length
+          ? validationFailures(batch, owner)
+          : resultLines([batch.output_file_id, batch.error_file_id], owner);
         for await (const line of lines) yield JSON.stringify(line);
       })(),
     );
