@@ -5,6 +5,7 @@
 import type { ContentBlockParam, MessageParam, MessagesParams } from "../anthropic/params.js";
 import type { BackendResult } from "./backend.js";
 import type { ChatBody, ChatMessageBody } from "./bodies.js";
+import { type Origins, type ParamNames, renamedParam } from "./chat-origins.js";
 import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "./errors.js";
 import { hexId } from "./ids.js";
 
@@ -25,8 +26,8 @@ export interface TranslatedMessages {
   chat: ChatBody;
   /** Anthropic's top_k, which chat bodies do not carry. */
   topK?: number;
-  /** For each chat message, the Messages path it came from; an assistant message's tool calls each have their own. */
-  origins: Array<{ path: string; calls: string[] }>;
+  /** For each chat message, the Messages path it came from. */
+  origins: Origins;
 }
 
 export function toChatFromMessages(p: MessagesParams): TranslatedMessages {
@@ -85,9 +86,9 @@ export function toChatFromMessages(p: MessagesParams): TranslatedMessages {
 }
 
 /** The system prompt first; a user turn's tool results become tool messages ahead of its text. */
-function toChatMessages(p: MessagesParams): { messages: ChatMessageBody[]; origins: TranslatedMessages["origins"] } {
+function toChatMessages(p: MessagesParams): { messages: ChatMessageBody[]; origins: Origins } {
   const messages: ChatMessageBody[] = [];
-  const origins: TranslatedMessages["origins"] = [];
+  const origins: Origins = [];
   const push = (m: ChatMessageBody, path: string, calls: string[] = []) => {
     messages.push(m);
     origins.push({ path, calls });
@@ -158,18 +159,12 @@ function unsupportedBlock(type: string, at: string): RequestError {
   return unsupportedValue(`${at}.type`, `Content blocks of type '${type}' are not supported: ${why}.`);
 }
 
-/** A chat-side parameter name as the Messages field it was translated from. */
-export function messagesParam(param: string | null, origins: TranslatedMessages["origins"]): string | null {
-  if (param === null) return null;
-  const m = /^messages\[(\d+)\](?:\.tool_calls\[(\d+)\])?(.*)$/.exec(param);
-  if (m) {
-    const origin = origins[Number(m[1])];
-    if (!origin) return "messages";
-    if (m[2] !== undefined)
-      return (origin.calls[Number(m[2])] ?? origin.path) + m[3].replace(/^\.function\.arguments/, ".input").replace(/^\.function\./, ".");
-    return origin.path + (m[3] === ".tool_call_id" ? ".tool_use_id" : m[3].startsWith(".content") ? "" : m[3]);
-  }
-  const renames: Array<[RegExp, string]> = [
+/** How Messages names what chat calls otherwise (a tool message is a `tool_result` block of a user turn). */
+const MESSAGES_NAMES: ParamNames = {
+  whole: "messages",
+  message: (rest) => (rest === ".tool_call_id" ? ".tool_use_id" : rest.startsWith(".content") ? "" : rest),
+  call: (rest) => rest.replace(/^\.function\.arguments/, ".input").replace(/^\.function\./, "."),
+  renames: [
     [/^stop/, "stop_sequences"],
     [/^tools\[(\d+)\]\.function\.parameters/, "tools[$1].input_schema"],
     [/^tools\[(\d+)\]\.function\./, "tools[$1]."],
@@ -177,10 +172,11 @@ export function messagesParam(param: string | null, origins: TranslatedMessages[
     [/^parallel_tool_calls$/, "tool_choice.disable_parallel_tool_use"],
     [/^response_format\.json_schema\.schema/, "output_config.format.schema"],
     [/^response_format/, "output_config.format"],
-  ];
-  for (const [from, to] of renames) if (from.test(param)) return param.replace(from, to);
-  return param;
-}
+  ],
+};
+
+/** A chat-side parameter name as the Messages field it was translated from. */
+export const messagesParam = (param: string | null, origins: Origins) => renamedParam(param, origins, MESSAGES_NAMES);
 
 interface ChatCompletionLike {
   model: string;

@@ -3,6 +3,7 @@
 // cannot carry is refused by its Responses name, and a refusal from the chat backend names the Responses
 // field it came from (max_completion_tokens is reported as max_output_tokens, messages[3] as input[2]...).
 import type { ChatBody, ChatMessageBody } from "./bodies.js";
+import { type Origins, type ParamNames, renamedParam } from "./chat-origins.js";
 import { invalidParameter, unsupportedParameter, unsupportedValue } from "./errors.js";
 import { hexId } from "./ids.js";
 import type { ResponseBody, ResponseContentPart, ResponseFunctionTool, ResponseInputItem } from "./response-bodies.js";
@@ -27,8 +28,8 @@ const UNSUPPORTED: Array<[keyof ResponseBody, string]> = [
 
 export interface TranslatedRequest {
   chat: ChatBody;
-  /** For each chat message, the Responses path it came from; a message's tool calls each have their own. */
-  origins: Array<{ path: string; calls: string[] }>;
+  /** For each chat message, the Responses path it came from. */
+  origins: Origins;
 }
 
 export function toChatBody(body: ResponseBody): TranslatedRequest {
@@ -78,9 +79,9 @@ export function toChatBody(body: ResponseBody): TranslatedRequest {
 }
 
 /** Instructions first, as a system message; consecutive function calls form one assistant turn. */
-function toMessages(body: ResponseBody): { messages: ChatMessageBody[]; origins: TranslatedRequest["origins"] } {
+function toMessages(body: ResponseBody): { messages: ChatMessageBody[]; origins: Origins } {
   const messages: ChatMessageBody[] = [];
-  const origins: TranslatedRequest["origins"] = [];
+  const origins: Origins = [];
   const push = (m: ChatMessageBody, path: string) => {
     messages.push(m);
     origins.push({ path, calls: [] });
@@ -130,36 +131,27 @@ function textOf(parts: readonly ResponseContentPart[], at: string): string {
     .join("\n");
 }
 
-/** A chat-side parameter name as the Responses field it was translated from. */
-export function responsesParam(param: string | null, origins: TranslatedRequest["origins"]): string | null {
-  if (param === null) return null;
-  const m = /^messages\[(\d+)\](?:\.tool_calls\[(\d+)\])?(.*)$/.exec(param);
-  if (m) {
-    const origin = origins[Number(m[1])];
-    if (!origin) return "input";
-    if (m[2] !== undefined) {
-      const call = origin.calls[Number(m[2])] ?? origin.path;
-      return (
-        call +
-        m[3]
-          .replace(/^\.function\.arguments/, ".arguments")
-          .replace(/^\.id$/, ".call_id")
-          .replace(/^\.function\./, ".")
-      );
-    }
-    return origin.path + m[3].replace(/^\.tool_call_id$/, ".call_id");
-  }
-  const renames: Array<[RegExp, string]> = [
+/** How Responses names what chat calls otherwise. */
+const RESPONSES_NAMES: ParamNames = {
+  whole: "input",
+  message: (rest) => rest.replace(/^\.tool_call_id$/, ".call_id"),
+  call: (rest) =>
+    rest
+      .replace(/^\.function\.arguments/, ".arguments")
+      .replace(/^\.id$/, ".call_id")
+      .replace(/^\.function\./, "."),
+  renames: [
     [/^max_completion_tokens$/, "max_output_tokens"],
     [/^response_format\.json_schema\./, "text.format."],
     [/^response_format/, "text.format"],
     [/^tools\[(\d+)\]\.function\./, "tools[$1]."],
     [/^tool_choice\.function\./, "tool_choice."],
     [/^(logprobs|top_logprobs)$/, "top_logprobs"],
-  ];
-  for (const [from, to] of renames) if (from.test(param)) return param.replace(from, to);
-  return param;
-}
+  ],
+};
+
+/** A chat-side parameter name as the Responses field it was translated from. */
+export const responsesParam = (param: string | null, origins: Origins) => renamedParam(param, origins, RESPONSES_NAMES);
 
 interface ChatCompletionLike {
   id: string;
