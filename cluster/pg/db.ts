@@ -63,10 +63,12 @@ function hold(client: pg.PoolClient): () => void {
   };
 }
 
-const migrations = () =>
+/** The versions this build ships (`001_initial`...), in order. */
+const shipped = () =>
   readdirSync(MIGRATIONS_DIR)
     .filter((f) => f.endsWith(".sql"))
-    .sort();
+    .sort()
+    .map((f) => f.replace(/\.sql$/, ""));
 
 /**
  * Checks that every migration this build ships is applied (MIGRATE=false: a migration job owns the schema);
@@ -75,45 +77,60 @@ const migrations = () =>
 export async function checkMigrated(pool: pg.Pool): Promise<void> {
   const { rows } = await pool.query("SELECT version FROM schema_migrations").catch(() => ({ rows: [] as Array<{ version: string }> }));
   const done = new Set(rows.map((r) => r.version));
-  const missing = migrations()
-    .map((f) => f.replace(/\.sql$/, ""))
-    .filter((v) => !done.has(v));
+  const missing = shipped().filter((v) => !done.has(v));
   if (missing.length > 0)
     throw new Error(
       `the schema lacks migrations ${missing.join(", ")} and MIGRATE=false: run the migration job (node dist/app/main.js --migrate) first`,
     );
 }
 
-export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
+/** Runs `work` on one connection under the migration lock, so processes migrating at once take turns. */
+async function underMigrationLock<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   const release = hold(client);
   try {
     await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
+    return await work(client);
+  } finally {
+    await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
+    release();
+  }
+}
+
+/** One migration's file (up or down) and its record in schema_migrations, in one transaction. */
+async function step(client: pg.PoolClient, file: string, record: [string, unknown[]], failure: string): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await client.query(readFileSync(file, "utf8"));
+    await client.query(...record);
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw new Error(`${failure}: ${(err as Error).message}`);
+  }
+}
+
+export function migrate(pool: pg.Pool, logger: pino.Logger): Promise<string[]> {
+  return underMigrationLock(pool, async (client) => {
     await client.query(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
     );
     const done = new Set((await client.query("SELECT version FROM schema_migrations")).rows.map((r) => r.version as string));
     const applied: string[] = [];
-    for (const file of migrations()) {
-      const version = file.replace(/\.sql$/, "");
+    for (const version of shipped()) {
       if (done.has(version)) continue;
-      await client.query("BEGIN");
-      try {
-        await client.query(readFileSync(path.join(MIGRATIONS_DIR, file), "utf8"));
-        await client.query("INSERT INTO schema_migrations (version) VALUES ($1)", [version]);
-        await client.query("COMMIT");
-      } catch (err) {
-        await client.query("ROLLBACK");
-        throw new Error(`database migration ${file} failed: ${(err as Error).message}`);
-      }
+      const file = path.join(MIGRATIONS_DIR, `${version}.sql`);
+      await step(
+        client,
+        file,
+        ["INSERT INTO schema_migrations (version) VALUES ($1)", [version]],
+        `database migration ${version}.sql failed`,
+      );
       applied.push(version);
     }
     if (applied.length > 0) logger.info({ applied }, "database schema migrated");
     return applied;
-  } finally {
-    await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
-    release();
-  }
+  });
 }
 
 /**
@@ -122,34 +139,21 @@ export async function migrate(pool: pg.Pool, logger: pino.Logger): Promise<strin
  * upgrade's migration job. Returns the versions reverted. Under the same lock as migrating.
  */
 export async function migrateDown(pool: pg.Pool, logger: pino.Logger, target: string): Promise<string[]> {
-  const shipped = migrations().map((f) => f.replace(/\.sql$/, ""));
-  if (target !== "none" && !shipped.includes(target))
-    throw new Error(`no migration '${target}': the versions are ${shipped.join(", ")} (or none)`);
-  const client = await pool.connect();
-  const release = hold(client);
-  try {
-    await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
+  const versions = shipped();
+  if (target !== "none" && !versions.includes(target))
+    throw new Error(`no migration '${target}': the versions are ${versions.join(", ")} (or none)`);
+  return underMigrationLock(pool, async (client) => {
     const { rows } = await client.query("SELECT version FROM schema_migrations ORDER BY version DESC").catch(() => ({ rows: [] }));
     const reverted: string[] = [];
     for (const { version } of rows as Array<{ version: string }>) {
       if (target !== "none" && version <= target) break;
-      await client.query("BEGIN");
-      try {
-        await client.query(readFileSync(path.join(MIGRATIONS_DIR, "down", `${version}.sql`), "utf8"));
-        await client.query("DELETE FROM schema_migrations WHERE version = $1", [version]);
-        await client.query("COMMIT");
-      } catch (err) {
-        await client.query("ROLLBACK");
-        throw new Error(`reverting ${version} failed: ${(err as Error).message}`);
-      }
+      const file = path.join(MIGRATIONS_DIR, "down", `${version}.sql`);
+      await step(client, file, ["DELETE FROM schema_migrations WHERE version = $1", [version]], `reverting ${version} failed`);
       reverted.push(version);
     }
     if (reverted.length > 0) logger.warn({ reverted }, "database migrations reverted");
     return reverted;
-  } finally {
-    await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
-    release();
-  }
+  });
 }
 
 /** What the ports query: the pool, or the pool as the maintenance's leader writes through it (leader-lease.ts). */
