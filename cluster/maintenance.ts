@@ -8,7 +8,7 @@
 
 import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { OutageLog } from "./outage-log.js";
-import type { EventBus, LeaderLock } from "./ports.js";
+import type { EventBus, LeaderLock, WorkerRegistry } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
@@ -42,8 +42,8 @@ export interface MaintenanceDeps extends FinalizeDeps {
   uploads?: { collect(now: number): Promise<number> };
   /** WEBHOOK_RETRY_SECONDS: how long a failing webhook delivery is retried. */
   webhookRetrySeconds?: number;
-  /** Workers' rows, forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's). */
-  workers?: { forget(olderThanSeconds: number): Promise<number> };
+  /** Workers' rows: forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's); the live ones the SLA weighs. */
+  workers?: Pick<WorkerRegistry, "forget" | "live">;
   workerRetentionSeconds?: number;
   /** SLA enforcement (cluster/sla.ts): urgent batches make less urgent shards yield; at-risk deadlines are told. */
   sla?: { urgentSeconds: number; yieldGraceMs: number };
@@ -165,7 +165,8 @@ export class Maintenance {
   private async enforceSla(sla: NonNullable<MaintenanceDeps["sla"]>): Promise<void> {
     const { queue, events, logger, now, metrics, leaseSeconds } = this.deps;
     const at = now();
-    const snapshot = await queue.slaSnapshot(leaseSeconds);
+    const [progress, workers] = await Promise.all([queue.slaSnapshot(), this.deps.workers?.live(leaseSeconds) ?? []]);
+    const snapshot = { ...progress, workers };
     const since = Date.now() - Math.max(YIELD_PATIENCE_MS, 2 * sla.yieldGraceMs);
     for (const [k, t] of this.yielding) if (t < since) this.yielding.delete(k);
     for (const y of chooseYields(snapshot, at, sla.urgentSeconds, new Set(this.yielding.keys()))) {

@@ -176,8 +176,8 @@ export interface WorkQueue {
    * worker from renewing, and they get that long to do so.
    */
   reap(graceSeconds: number): Promise<number>;
-  /** Open batches' queued and running shards, their progress, and the workers heard from within `leaseSeconds` (cluster/sla.ts). */
-  slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot>;
+  /** Open batches' queued and running shards and their progress (cluster/sla.ts; the workers are the registry's). */
+  slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">>;
   ofBatch(batchId: string): Promise<ShardView[]>;
 }
 
@@ -212,6 +212,8 @@ export interface WorkerInfo {
   inUse: number;
   /** Batch ids it runs. */
   running: string[];
+  /** The models it serves. */
+  models: string[];
   /** Unix seconds of its last heartbeat. */
   lastSeen: number;
   preempted: boolean;

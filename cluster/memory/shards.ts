@@ -28,15 +28,14 @@ export class MemoryWorkQueue implements WorkQueue {
     const urgent = (e: BatchEntry) =>
       isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
     const otherFree = this.freeSlotsOutside(o.pool, o.leaseSeconds);
-    const fair = this.spreader(o);
+    const held = this.heldBack(o);
     const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
     for (const e of this.state.batches.values()) {
       if (e.stopReason || !RUNNABLE.includes(e.batch.status)) continue;
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
-      if (!fits) continue;
-      for (const s of e.shards)
-        if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true) && fair(e, s)) picks.push({ e, s, urgent: u });
+      if (!fits || held.has(e.batch.id)) continue;
+      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
     }
     picks.sort(
       (a, b) =>
@@ -53,10 +52,8 @@ export class MemoryWorkQueue implements WorkQueue {
     return taken;
   }
 
-  async slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot> {
-    const now = this.state.clock();
+  async slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">> {
     const open = [...this.state.batches.values()].filter((e) => !e.stopReason && RUNNABLE.includes(e.batch.status));
-    const running = (id: string) => open.reduce((n, e) => n + e.shards.filter((s) => s.state === "running" && s.workerId === id).length, 0);
     return {
       shards: open.flatMap((e) =>
         e.shards
@@ -71,14 +68,6 @@ export class MemoryWorkQueue implements WorkQueue {
             deadlineAt: e.batch.deadline_at,
           })),
       ),
-      workers: this.state.liveWorkers(leaseSeconds).map((w) => ({
-        id: w.id,
-        pool: w.pool,
-        capacity: w.capacity,
-        inUse: running(w.id),
-        models: [...w.models],
-        preempted: w.preemptedUntil > now,
-      })),
       batches: open.map((e) => ({
         id: e.batch.id,
         total: e.batch.request_counts.total,
@@ -229,30 +218,31 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   /**
-   * Spreads a batch's shards over idle workers: this worker passes on a shard of a batch it already runs more of
-   * than another live worker of its pool that serves the model and has a free slot (that one takes it).
+   * Spreads a batch's shards over idle workers: the batches this worker runs more shards of than another live
+   * worker of its pool that serves the model and has a free slot (that one takes their next shard). Once per claim,
+   * as the PostgreSQL queue decides it.
    */
-  private spreader(o: ClaimOptions): (e: BatchEntry, s: ShardRecord) => boolean {
+  private heldBack(o: ClaimOptions): Set<string> {
+    const held = new Set<string>();
+    if (o.pool === null) return held;
     const now = this.state.clock();
-    const peers = this.state.liveWorkers(o.leaseSeconds).filter((w) => w.id !== o.workerId && w.pool === o.pool && w.preemptedUntil < now);
-    if (o.pool === null || peers.length === 0) return () => true;
-    const running = (workerId: string, batch?: BatchEntry) =>
-      (batch ? [batch] : [...this.state.batches.values()]).reduce(
-        (n, e) => n + e.shards.filter((s) => s.state === "running" && s.workerId === workerId).length,
-        0,
-      );
-    return (e, s) => {
-      const mine = running(o.workerId, e);
-      return mine === 0 || !peers.some((w) => w.models.includes(s.model) && running(w.id) < w.capacity && running(w.id, e) < mine);
-    };
+    const inUse = this.state.runningByWorker();
+    const idle = this.state
+      .liveWorkers(o.leaseSeconds)
+      .filter((w) => w.id !== o.workerId && w.pool === o.pool && w.preemptedUntil < now && (inUse.get(w.id) ?? 0) < w.capacity);
+    if (idle.length === 0) return held;
+    for (const e of this.state.batches.values()) {
+      const ofBatch = this.state.runningByWorker([e]);
+      const mine = ofBatch.get(o.workerId) ?? 0;
+      if (mine > 0 && idle.some((w) => w.models.includes(e.batch.model ?? "") && (ofBatch.get(w.id) ?? 0) < mine)) held.add(e.batch.id);
+    }
+    return held;
   }
 
   /** Free slots of the other pool's live, unpreempted workers (the fallback rule looks at them). */
   private freeSlotsOutside(pool: string | null, leaseSeconds: number): number {
     const now = this.state.clock();
-    const inUse = new Map<string, number>();
-    for (const e of this.state.batches.values())
-      for (const s of e.shards) if (s.state === "running" && s.workerId) inUse.set(s.workerId, (inUse.get(s.workerId) ?? 0) + 1);
+    const inUse = this.state.runningByWorker();
     let free = 0;
     for (const w of this.state.liveWorkers(leaseSeconds))
       if (w.pool !== pool && w.preemptedUntil < now) free += w.capacity - (inUse.get(w.id) ?? 0);

@@ -148,6 +148,14 @@ export class MemoryState {
   }
 
   /** Workers heard from within `withinSeconds`. */
+  /** Running shards by the worker running them, over `batches` (every batch by default). */
+  runningByWorker(batches: Iterable<BatchEntry> = this.batches.values()): Map<string, number> {
+    const n = new Map<string, number>();
+    for (const e of batches)
+      for (const s of e.shards) if (s.state === "running" && s.workerId) n.set(s.workerId, (n.get(s.workerId) ?? 0) + 1);
+    return n;
+  }
+
   liveWorkers(withinSeconds: number): WorkerEntry[] {
     const since = this.clock() - withinSeconds * 1000;
     return [...this.workers.values()].filter((w) => w.lastSeen > since).sort((a, b) => (a.id < b.id ? -1 : 1));

@@ -38,12 +38,14 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
 
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const now = this.state.clock();
+    const inUse = this.state.runningByWorker();
     return this.state.liveWorkers(withinSeconds).map((w) => ({
       id: w.id,
       pool: w.pool,
       capacity: w.capacity,
-      inUse: this.shards().filter((s) => s.state === "running" && s.workerId === w.id).length,
+      inUse: inUse.get(w.id) ?? 0,
       running: [...w.running],
+      models: [...w.models],
       lastSeen: Math.floor(w.lastSeen / 1000),
       preempted: w.preemptedUntil > now,
       preemptions: w.preemptions,

@@ -167,18 +167,12 @@ export class PgWorkQueue implements WorkQueue {
     return (await this.landed(s, c.part)) ? "committed" : "fenced";
   }
 
-  async slaSnapshot(leaseSeconds: number): Promise<SlaSnapshot> {
+  async slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">> {
     const open = "b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress')";
-    const [shards, workers, batches] = await Promise.all([
+    const [shards, batches] = await Promise.all([
       this.db.query(
         `SELECT s.batch_id, s.idx, s.model, s.state, s.worker_id, b.submitted_at, b.deadline_at
          FROM shards s JOIN batches b ON b.id = s.batch_id WHERE ${open} AND s.state IN ('queued', 'running')`,
-      ),
-      this.db.query(
-        `SELECT id, pool, capacity, models, coalesce(preempted_until > now(), false) AS preempted,
-                (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
-         FROM workers w WHERE last_seen > now() - make_interval(secs => $1)`,
-        [leaseSeconds],
       ),
       this.db.query(
         `SELECT id, (doc->'request_counts'->>'total')::int AS total, completed + failed AS done,
@@ -195,14 +189,6 @@ export class PgWorkQueue implements WorkQueue {
         workerId: r.worker_id,
         submittedAt: Number(r.submitted_at),
         deadlineAt: Number(r.deadline_at),
-      })),
-      workers: workers.rows.map((w) => ({
-        id: w.id,
-        pool: w.pool,
-        capacity: w.capacity,
-        inUse: w.in_use,
-        models: w.models,
-        preempted: w.preempted,
       })),
       batches: batches.rows.map((b) => ({
         id: b.id,

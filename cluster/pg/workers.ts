@@ -33,7 +33,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
 
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const { rows } = await this.db.query(
-      `SELECT id, pool, capacity, running, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
+      `SELECT id, pool, capacity, running, models, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
               coalesce(preempted_until > now(), false) AS preempted,
               (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
        FROM workers w WHERE last_seen > now() - make_interval(secs => $1) ORDER BY id`,
@@ -45,6 +45,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
       capacity: w.capacity,
       inUse: w.in_use,
       running: w.running,
+      models: w.models,
       lastSeen: Number(w.last_seen),
       preempted: w.preempted,
       preemptions: w.preemptions,
