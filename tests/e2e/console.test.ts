@@ -109,6 +109,12 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.keyboard.press("Enter");
     await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.done);
     expect(await page.locator("#b-facts").innerText()).toMatch(/eval-set\.jsonl[\s\S]*project=nightly-eval[\s\S]*spot/);
+    // Its engine time by pool, as the batch reports it; no cost without a price in a models file.
+    const batch = await openaiClient(svc).batches.retrieve(ids.done);
+    const e = (batch as unknown as { engine_seconds: { spot: number; dedicated: number } }).engine_seconds;
+    expect(await page.locator("#b-facts").innerText()).toContain(
+      `Engine time\n${e.spot.toFixed(1)} s spot · ${e.dedicated.toFixed(1)} s dedicated\nCost\n—`,
+    );
     const [dl] = await Promise.all([page.waitForEvent("download"), page.click("#b-dl-output")]);
     const lines = readFileSync(await dl.path(), "utf8")
       .trim()
