@@ -5,7 +5,15 @@ import { startTestService, type TestService, waitForBatch } from "../helpers/ser
 
 let svc: TestService;
 beforeAll(async () => {
-  svc = await startTestService({ MAX_QUEUE_DEPTH: "2", SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "1", SLA_URGENT_SECONDS: "3600" });
+  // Yielding is off: with it, the waiting urgent job may make the spot shard yield (as it should, tested in
+  // tests/cluster/sla-yield.test.ts) before the test frees the dedicated pool, and this test is about the queue.
+  svc = await startTestService({
+    MAX_QUEUE_DEPTH: "2",
+    SPOT_CAPACITY: "1",
+    DEDICATED_CAPACITY: "1",
+    SLA_URGENT_SECONDS: "3600",
+    SLA_YIELD: "false",
+  });
 });
 afterAll(async () => svc?.close());
 
