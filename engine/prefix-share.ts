@@ -7,11 +7,21 @@
 //
 // With one KV stream per sequence (node-llama-cpp sets kv_unified off) the copy is of the whole stream, done by
 // llama.cpp at the start of the context's next decode; the tokens past the shared prefix are then erased.
-// A copy costs a memory copy of the stream (a few MB for a small model), against a few hundred tokens of compute.
+//
+// The memory copy is cheap (a few MB for a small model); the wait is not. The copy takes node-llama-cpp's
+// context lock, which its dispatch loop holds for as long as any sequence of the context has a decode queued,
+// so a copy beside sequences that are generating waits until they pause: 1.3-3 s each, measured on `small`.
+// Hence the threshold below.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 
-/** Below this many tokens gained a copy is not worth waiting for another sequence's prompt. */
-export const MIN_COPY_TOKENS = 16;
+/**
+ * Below this many tokens gained a copy is not worth waiting for (see above). At 16, prompts sharing a ~19-token
+ * opening (the bench's uniform 64 x 64 on `small`) copied it and took 10.0 s through the service against 4.3-4.7 s
+ * without copies; at 128 and 256 that run made no copies, and the shared-prefix workloads, whose shared parts are
+ * hundreds of tokens long, ran as fast or faster than at 16 (512 retrieval lines 40.9 s at 16, 37.7 at 128,
+ * 37.1 at 256; 512 template lines 45.5, 40.5, 39.6; the mixed 128 lines 29.6, 27.2, 29.2, and 30.6 without copies).
+ */
+export const MIN_COPY_TOKENS = 128;
 
 interface Claim {
   tokens: readonly Token[];

@@ -4,6 +4,7 @@
 import { LlamaContextSequence } from "node-llama-cpp";
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
+import { MIN_COPY_TOKENS } from "../../engine/prefix-share.js";
 import { testModelPath } from "../../testkit/model.js";
 
 const engines: Engine[] = [];
@@ -26,7 +27,7 @@ afterAll(async () => {
   await Promise.all(engines.map((e) => e.close()));
 });
 
-const PREFIX = `Rules for every story. ${"Every story has a child, a dog and a red ball in a sunny park. ".repeat(5)}Now the story:`;
+const PREFIX = `Rules for every story. ${"Every story has a child, a dog and a red ball in a sunny park. ".repeat(14)}Now the story:`;
 const prompts = (n: number) => Array.from({ length: n }, (_, i) => `${PREFIX} ${["Lily", "Tom", "Ben", "Sue"][i % 4]} had ${i} cats and`);
 const greedy = { temperature: 0, maxTokens: 4 };
 
@@ -57,7 +58,7 @@ describe("prefix families (engine/prefix-share.ts)", () => {
     const engine = await make(1, true);
     expect(engine.info.prefixCopy).toBe(true);
     const prefixTokens = engine.countTokens(PREFIX);
-    expect(prefixTokens).toBeGreaterThan(60);
+    expect(prefixTokens).toBeGreaterThan(MIN_COPY_TOKENS);
     const texts = prompts(4);
     const suffixes = texts.reduce((n, t) => n + engine.countTokens(t), 0) - 4 * prefixTokens;
     const run = await evaluatedPromptTokens(engine, texts);
@@ -85,6 +86,18 @@ describe("prefix families (engine/prefix-share.ts)", () => {
     const run = await evaluatedPromptTokens(engine, texts);
     expect(run.copies).toBe(6);
     expect(run.prompt).toBeLessThanOrEqual(2 * prefixTokens + suffixes + 16);
+  });
+
+  it("a shared opening shorter than MIN_COPY_TOKENS is evaluated by each sequence, not waited for and copied", async () => {
+    const engine = await make(1, true);
+    // Some tens of tokens: a copy would pay for itself in compute, but not for the wait.
+    const opening = "Once upon a time, there was a girl named Lily. She had a dog and a red ball. ".repeat(3);
+    expect(engine.countTokens(opening)).toBeGreaterThan(40);
+    expect(engine.countTokens(opening)).toBeLessThan(MIN_COPY_TOKENS);
+    const texts = ["Tom", "Ben", "Sue", "Max"].map((n) => `${opening} ${n} had a`);
+    const run = await evaluatedPromptTokens(engine, texts);
+    expect(run.copies).toBe(0);
+    expect(run.prompt).toBeGreaterThanOrEqual(texts.reduce((n, t) => n + engine.countTokens(t), 0) - 4);
   });
 
   it("a copied prefix gives the same answer as an evaluated one", async () => {
