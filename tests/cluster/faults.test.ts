@@ -8,7 +8,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkBatch, describeVerdict } from "../../chaos/checker.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "../../chaos/tcp-proxy.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { downloadResults, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import {
+  closeCluster,
+  downloadResults,
+  type SharedState,
+  startChild,
+  startNode,
+  startSharedState,
+  type TestNode,
+} from "../helpers/cluster.js";
 import { completionJsonl, customIds, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
@@ -100,10 +108,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a database outage longer than 
   beforeAll(async () => {
     shared = await startSharedState();
   }, 90_000);
-  afterAll(async () => {
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
-  }, 60_000);
+  afterAll(() => closeCluster(nodes, shared), 60_000);
 
   it("takes no healthy worker's shards: after the restart the workers renew first, and nothing runs twice", async () => {
     const env = { ...COMMON, SHARD_SIZE: "300" };
@@ -176,8 +181,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", 
       leader.child.kill("SIGCONT");
       leader.child.kill("SIGKILL");
     }
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
+    await closeCluster(nodes, shared);
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 

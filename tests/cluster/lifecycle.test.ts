@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import {
+  closeCluster,
   countCalls,
   downloadResults,
   type SharedState,
@@ -54,10 +55,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     for (const w of testWorkers) await w.close({ graceMs: 0 });
     testWorkers = [];
   }, 60_000);
-  afterAll(async () => {
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
-  }, 60_000);
+  afterAll(() => closeCluster(nodes, shared), 60_000);
 
   it("applies each migration once", async () => {
     const c = new pg.Client(shared.pg.url);

@@ -4,7 +4,7 @@
 // on one machine (in-process pools) and on PostgreSQL and S3 with a spot and a dedicated worker.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { closeCluster, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
@@ -71,10 +71,7 @@ describe.skipIf(!POSTGRES_BIN)("SLA yield across workers (PostgreSQL and S3)", (
     nodes.push(await startNode(shared, { ...common, ROLE: "worker", WORKER_ID: "y-spot", WORKER_POOL: "spot", WORKER_CAPACITY: "1" }));
     nodes.push(await startNode(shared, { ...common, ROLE: "worker", WORKER_ID: "y-ded", WORKER_POOL: "dedicated", WORKER_CAPACITY: "1" }));
   }, 90_000);
-  afterAll(async () => {
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
-  }, 60_000);
+  afterAll(() => closeCluster(nodes, shared), 60_000);
 
   it("an urgent batch overtakes two long ones: the spot worker's shard yields; each request once", async () => {
     await overtake(nodes[0], nodes.slice(1), "d");

@@ -7,7 +7,7 @@ import OpenAI, { toFile } from "openai";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { closeCluster, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import { waitForBatch } from "../helpers/service.js";
 
@@ -47,8 +47,7 @@ describe.skipIf(!POSTGRES_BIN)("webhooks (distributed mode)", () => {
     nodes.push(await startNode(shared, { ...env, ROLE: "worker", WORKER_ID: "w1" }));
   }, 120_000);
   afterAll(async () => {
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
+    await closeCluster(nodes, shared);
     await new Promise((r) => receiver?.close(r));
   }, 60_000);
 
@@ -93,10 +92,7 @@ describe.skipIf(!POSTGRES_BIN)("uploads (distributed mode, S3)", () => {
     nodes.push(await startNode(shared, { ROLE: "api" }));
     nodes.push(await startNode(shared, { ROLE: "api" }));
   }, 120_000);
-  afterAll(async () => {
-    for (const n of nodes) await n.close({ graceMs: 0 });
-    await shared?.close();
-  }, 60_000);
+  afterAll(() => closeCluster(nodes, shared), 60_000);
 
   it("takes the parts of one upload on two API servers and completes it on either, the file in S3", async () => {
     const [a, b] = nodes.map((n) => new OpenAI({ baseURL: `${n.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 }));

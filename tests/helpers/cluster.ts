@@ -86,6 +86,12 @@ export const startedAfter = (calls: EngineCalls, marker: string, after: number) 
 
 export { type SharedState, startSharedState } from "../../testkit/shared-state.js";
 
+/** Stops the nodes at once (no grace: tests are done with them), then the shared state they ran on. */
+export async function closeCluster(nodes: readonly TestNode[], shared: Pick<SharedState, "close"> | undefined): Promise<void> {
+  for (const n of nodes) await n.close({ graceMs: 0 });
+  await shared?.close();
+}
+
 /**
  * The service as a child process on the shared state (`app/main.ts`, as `npm start` runs it), with a temp BATCH_DIR
  * recorded in `dirs` for the caller to remove; resolves once it listens.
