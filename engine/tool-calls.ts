@@ -39,7 +39,8 @@ export async function generateWithTools(
     const maxTokens = Math.min(remaining() ?? cap, cap);
     const stops = { stopStrings: [...rendered.stopStrings, ...(trigger ? [trigger] : [])], stopTokens: rendered.stopTokens };
     const r = await run(tokens, { ...sampling, ...p, ...(Number.isFinite(maxTokens) ? { maxTokens } : {}) }, stops);
-    cachedPromptTokens ??= r.cachedPromptTokens;
+    // A phase's prompt may hold the parts already written of the answer: only the request's own prompt counts.
+    cachedPromptTokens ??= Math.min(r.cachedPromptTokens, promptTokens);
     return r;
   };
   const tokenize = (text: LlamaText | string) => LlamaText(text).tokenize(model.tokenizer);

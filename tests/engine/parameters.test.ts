@@ -46,8 +46,7 @@ describe("structured output", () => {
     type: "object",
     properties: {
       label: { type: "string", enum: ["positive", "negative", "neutral"] },
-      // A rating: node-llama-cpp's number and integer grammars allow any exponent, and a random model writes
-      // numbers (4E+5297816680) that are valid JSON but no finite double, which a validator of parsed values rejects.
+      // A rating (tests/engine/grammars.test.ts checks free numbers).
       score: { type: "integer", enum: [1, 2, 3, 4, 5] },
       // Enumerated strings: a free string from a random model runs past max_tokens, and maxLength is counted by
       // llama.cpp's grammar with a broken UTF-8 sequence (which the random model emits) as one character.
