@@ -56,10 +56,7 @@ const CreateMessageBatchBody = z
 
 const ListMessageBatchesQuery = z.object({
   after_id: z.string().max(128).optional(),
-  before_id: z
-    .string()
-    .optional()
-    .refine((v) => v === undefined, "before_id is not supported: page forward with after_id"),
+  before_id: z.string().max(128).optional(),
   limit: z.coerce
     .number({ error: "limit must be an integer" })
     .int("limit must be an integer")
@@ -140,11 +137,32 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     res.json(await show(req, batch, owner));
   });
 
+  /**
+   * The page just newer than `before` (Anthropic's before_id), still newest first; has_more says whether newer
+   * ones remain. Batches are kept newest first only, so this reads forward from the newest to `before`.
+   */
+  const pageBefore = async (before: string, limit: number, owner: Owner) => {
+    await messageBatch(before, owner);
+    const newer: Batch[] = [];
+    for (let after: string | undefined; ; ) {
+      const page = await batches.list({ after, limit: 100, owner });
+      for (const b of page.data) {
+        if (b.id === before) return { data: newer.slice(-limit), has_more: newer.length > limit };
+        if (b.endpoint === ENDPOINT) newer.push(b);
+      }
+      if (!page.has_more || page.data.length === 0) return { data: newer.slice(-limit), has_more: newer.length > limit };
+      after = page.data.at(-1)?.id;
+    }
+  };
+
   router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
     const owner = ownerFrom(res);
     const q = parseRequest(ListMessageBatchesQuery, req.query);
-    const page = await batches.search({ endpoint: ENDPOINT, after: q.after_id, limit: q.limit, owner });
-    const data = await Promise.all(page.data.map(({ input_filename: _, ...b }) => show(req, b, owner)));
+    if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
+    const page = q.before_id
+      ? await pageBefore(q.before_id, q.limit, owner)
+      : await batches.search({ endpoint: ENDPOINT, after: q.after_id, limit: q.limit, owner });
+    const data = await Promise.all(page.data.map((b) => show(req, b, owner)));
     res.json({ data, has_more: page.has_more, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
   });
 

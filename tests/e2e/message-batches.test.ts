@@ -259,7 +259,7 @@ describe("Anthropic's Message Batches API", () => {
     expect((m.content[0] as Anthropic.Messages.TextBlock).text).toBe(answer.slice(0, answer.indexOf(stop)));
   }, 120_000);
 
-  it("lists only message batches, newest first, paging with after_id; an OpenAI batch of /v1/messages lines is one too", async () => {
+  it("lists only message batches, newest first, paging with after_id and before_id; an OpenAI batch of /v1/messages lines is one too", async () => {
     const a = await client.messages.batches.create({ requests: [{ custom_id: "a", params: params({ max_tokens: 2 }) }] });
     const openai = openaiClient(svc);
     const chat = await openai.batches.create(
@@ -293,10 +293,20 @@ describe("Anthropic's Message Batches API", () => {
     const done = await ended(viaOpenAI.id);
     expect(done.request_counts.succeeded).toBe(1);
     expect(messageOf((await results(viaOpenAI.id)).get("x")).type).toBe("message");
-    const err = await client.messages.batches.list({ before_id: b.id }).catch((e) => e);
-    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-    expect(err.error.error.message).toContain("before_id");
-    add("error", err.error);
+    // Backwards from a: the page just newer, newest first, and the SDK's reverse paging over the rest.
+    const before = await client.messages.batches.list({ before_id: a.id, limit: 1 });
+    expect(before.data.map((x) => x.id)).toEqual([viaOpenAI.id]);
+    expect([before.has_more, before.first_id, before.last_id]).toEqual([true, viaOpenAI.id, viaOpenAI.id]);
+    expect((await client.messages.batches.list({ before_id: a.id })).data.map((x) => x.id)).toEqual([b.id, viaOpenAI.id]);
+    const back: string[] = [];
+    for await (const x of client.messages.batches.list({ before_id: a.id, limit: 1 })) back.push(x.id);
+    expect(back).toEqual([viaOpenAI.id, b.id]);
+    expect((await client.messages.batches.list({ before_id: b.id })).data).toEqual([]);
+    const both = await client.messages.batches.list({ before_id: b.id, after_id: a.id }).catch((e) => e);
+    expect(both).toBeInstanceOf(Anthropic.BadRequestError);
+    expect(both.error.error.message).toContain("after_id or before_id");
+    add("error", both.error);
+    await expect(client.messages.batches.list({ before_id: chat.id })).rejects.toBeInstanceOf(Anthropic.NotFoundError);
   }, 120_000);
 
   it("cancels (what did not run is `canceled`), refuses to delete a running batch, deletes an ended one with its results", async () => {
