@@ -90,7 +90,7 @@ export async function validateBatchFile(
   return result;
 }
 
-/** Checks one non-blank line's envelope; returns the body's model when it names one. */
+/** Checks one non-blank line's envelope; returns the body's model when it names one, even on a line refused. */
 function checkLine(
   text: string,
   lineNo: number,
@@ -118,6 +118,8 @@ function checkLine(
     return undefined;
   }
   const { custom_id, url, body } = envelope.data;
+  // A refused line still says which model the file asked for (the failed batch reports it).
+  const model = typeof body.model === "string" ? body.model : undefined;
 
   if (seen.has(custom_id)) {
     report({
@@ -126,7 +128,7 @@ function checkLine(
       line: lineNo,
       param: "custom_id",
     });
-    return undefined;
+    return model;
   }
   seen.add(custom_id);
 
@@ -137,7 +139,6 @@ function checkLine(
       line: lineNo,
       param: "url",
     });
-    return undefined;
   }
-  return typeof body.model === "string" ? body.model : undefined;
+  return model;
 }

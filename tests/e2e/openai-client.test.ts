@@ -134,5 +134,10 @@ describe("one rule for model names (one model answers every name)", () => {
     expect(b.status).toBe("failed");
     expect(b.errors?.data?.[0]?.code).toBe("duplicate_custom_id");
     expect(b.model).toBe(served);
+    // So does a file whose only line names a model but the wrong url.
+    const wrongUrl = JSON.stringify({ custom_id: "u", method: "POST", url: "/v1/completions", body: { model: "gpt-4o", prompt: "x" } });
+    const other = await client.files.create({ file: await toFile(Buffer.from(wrongUrl), "url.jsonl"), purpose: "batch" });
+    const c = await client.batches.create({ input_file_id: other.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect([c.status, c.errors?.data?.[0]?.code, c.model]).toEqual(["failed", "mismatched_url", served]);
   });
 });
