@@ -178,6 +178,20 @@ describe.skipIf(!python)("every body the service emits, by the official Python S
     expect((emitted.response as any[]).some((b) => b.output.some((o: any) => o.type === "function_call"))).toBe(true);
   });
 
+  it("every body's usage adds up: totals are the sum of their parts, cached tokens a part of the prompt", () => {
+    for (const b of [...(emitted["chat.completion"] as any[]), ...(emitted.text_completion as any[])]) {
+      const u = b.usage;
+      expect(u.total_tokens, b.id).toBe(u.prompt_tokens + u.completion_tokens);
+      expect(u.prompt_tokens_details?.cached_tokens ?? 0, b.id).toBeLessThanOrEqual(u.prompt_tokens);
+    }
+    for (const b of emitted.response as any[]) {
+      const u = b.usage;
+      expect(u.total_tokens, b.id).toBe(u.input_tokens + u.output_tokens);
+      expect(u.input_tokens_details.cached_tokens, b.id).toBeLessThanOrEqual(u.input_tokens);
+    }
+    for (const b of emitted.embedding_list as any[]) expect(b.usage.total_tokens).toBe(b.usage.prompt_tokens);
+  });
+
   it("validates them all", () => {
     let out = "";
     try {
