@@ -6,7 +6,15 @@ import type { ApiError } from "./errors.js";
 
 /** Routes answered in Anthropic's shapes (errors included). */
 export const ANTHROPIC_PREFIX = "/v1/messages";
-export const isAnthropicPath = (path: string) => path === ANTHROPIC_PREFIX || path.startsWith(`${ANTHROPIC_PREFIX}/`);
+
+/**
+ * Anthropic's routes, and the Models API's when an Anthropic client asks (its SDK sends `anthropic-version` on
+ * every request): /v1/models is the same path in both APIs, with different shapes.
+ */
+export const isAnthropicRequest = (req: { path: string; get(name: string): string | undefined }) =>
+  req.path === ANTHROPIC_PREFIX ||
+  req.path.startsWith(`${ANTHROPIC_PREFIX}/`) ||
+  ((req.path === "/v1/models" || req.path.startsWith("/v1/models/")) && req.get("anthropic-version") !== undefined);
 
 /** Anthropic's error types by HTTP status; its 5xx are api_error, and overloaded_error for a full or busy service. */
 function errorType(status: number): string {

@@ -5,7 +5,7 @@ import { MulterError } from "multer";
 import { z } from "zod";
 import { ControlError, NotFoundError, StorageUnavailableError, storageUnavailable, UnavailableError } from "../../domain/errors.js";
 import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
-import { anthropicErrorBody, isAnthropicPath } from "../anthropic.js";
+import { anthropicErrorBody, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
 import { fromZodError } from "./validate.js";
 
@@ -87,7 +87,7 @@ export function toApiError(err: unknown, opts: { maxFileBytes: number }): ApiErr
 /** OpenAI's envelope, or Anthropic's on Anthropic's routes. */
 export function sendApiError(req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], error: ApiError): void {
   const id = res.getHeader("x-request-id");
-  const body = isAnthropicPath(req.path) ? anthropicErrorBody(error, typeof id === "string" ? id : null) : error.toBody();
+  const body = isAnthropicRequest(req) ? anthropicErrorBody(error, typeof id === "string" ? id : null) : error.toBody();
   res.set(error.headers).status(error.status).json(body);
 }
 

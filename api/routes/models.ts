@@ -2,13 +2,16 @@
 // exactly when a batch line naming it would run: by its name, an alias, or any name at all where one model answers
 // every name (the one-model form, or a models file's default_model). The object found is the model that serves the
 // name (its `id` the registry's name, as batches report it); the list shows each model once, aliases never.
+// An Anthropic client (its SDK sends anthropic-version) gets Anthropic's Models API shapes on the same paths.
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
 import type { ModelRegistry, ModelSpec } from "../../backends/registry.js";
-import { ApiError } from "../errors.js";
+import { isAnthropicRequest } from "../anthropic.js";
+import { ApiError, badRequest } from "../errors.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { parseRequest } from "../http/validate.js";
 
 export interface ModelsRouteDeps {
   registry: ModelRegistry;
@@ -23,10 +26,51 @@ const modelObject = (m: ModelSpec, created: number) => ({
   owned_by: m.backend.kind === "upstream" ? "upstream" : "local",
 });
 
+/** Anthropic's ModelInfo, for an Anthropic client (api/anthropic.ts isAnthropicRequest). */
+const anthropicModel = (m: ModelSpec, created: number) => ({
+  type: "model" as const,
+  id: m.name,
+  display_name: m.name,
+  created_at: new Date(created * 1000).toISOString(),
+  lifecycle: "active" as const,
+  deprecated_at: null,
+  retires_at: null,
+});
+
+const AnthropicListQuery = z.object({
+  after_id: z.string().max(512).optional(),
+  before_id: z.string().max(512).optional(),
+  limit: z.coerce
+    .number({ error: "limit must be an integer" })
+    .int("limit must be an integer")
+    .min(1, "limit must be between 1 and 1000")
+    .max(1000, "limit must be between 1 and 1000")
+    .default(20),
+});
+
+/** Anthropic's page of the models: forward after after_id, or the page just before before_id. */
+function anthropicPage(models: readonly ModelSpec[], q: z.infer<typeof AnthropicListQuery>, created: number) {
+  if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
+  const at = (id: string, param: string) => {
+    const i = models.findIndex((m) => m.name === id);
+    if (i === -1) throw badRequest(`No model '${id}' to page from.`, param);
+    return i;
+  };
+  const [from, to] =
+    q.before_id !== undefined
+      ? [Math.max(0, at(q.before_id, "before_id") - q.limit), at(q.before_id, "before_id")]
+      : [q.after_id === undefined ? 0 : at(q.after_id, "after_id") + 1, Number.POSITIVE_INFINITY];
+  const page = models.slice(from, Math.min(to, from + q.limit));
+  const data = page.map((m) => anthropicModel(m, created));
+  const has_more = q.before_id !== undefined ? from > 0 : from + page.length < models.length;
+  return { data, has_more, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+}
+
 export function modelsRouter(deps: ModelsRouteDeps): Router {
   const router = Router();
-  router.get("/v1/models", (_req, res) => {
-    res.json({ object: "list", data: deps.registry.models.map((m) => modelObject(m, deps.created)) });
+  router.get("/v1/models", (req, res) => {
+    if (isAnthropicRequest(req)) res.json(anthropicPage(deps.registry.models, parseRequest(AnthropicListQuery, req.query), deps.created));
+    else res.json({ object: "list", data: deps.registry.models.map((m) => modelObject(m, deps.created)) });
   });
   // Model ids such as Qwen/Qwen2.5-0.5B-Instruct hold a slash: the wildcard takes every segment.
   router.get("/v1/models/*model", (req, res) => {
@@ -42,7 +86,7 @@ export function modelsRouter(deps: ModelsRouteDeps): Router {
         "model",
       );
     }
-    res.json(modelObject(m, deps.created));
+    res.json(isAnthropicRequest(req) ? anthropicModel(m, deps.created) : modelObject(m, deps.created));
   });
   return router;
 }

@@ -3,7 +3,7 @@
 Reads {"kind": [object, ...], ...} as JSON on stdin; prints one line per failure and exits 1 if any failed.
 """
 from check_all import check_all
-from anthropic.types import ErrorResponse
+from anthropic.types import ErrorResponse, ModelInfo
 from anthropic.types.messages import DeletedMessageBatch, MessageBatch, MessageBatchIndividualResponse
 
 TYPES = {
@@ -11,16 +11,17 @@ TYPES = {
     "result": MessageBatchIndividualResponse,
     "deleted": DeletedMessageBatch,
     "error": ErrorResponse,
+    "model": ModelInfo,
 }
 
 
 def check(kind, obj):
-    if kind == "message_batch_page":
+    if kind.endswith("_page"):
         for field in ("data", "has_more", "first_id", "last_id"):
             if field not in obj:
                 raise ValueError("the page has no " + field)
         for o in obj["data"]:
-            check("message_batch", o)
+            check(kind[: -len("_page")], o)
         return
     if kind == "error" and set(obj) - {"type", "error", "request_id"}:
         raise ValueError("the envelope holds more than type, error and request_id: " + ",".join(sorted(obj)))

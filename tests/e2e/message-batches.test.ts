@@ -357,6 +357,27 @@ describe("Anthropic's Message Batches API", () => {
     expect(((await res.json()) as MessageBatch).results_url).toBe(`https://batch.example.com/v1/messages/batches/${created.id}/results`);
   }, 60_000);
 
+  it("serves Anthropic's Models API to an Anthropic client on the same paths (OpenAI's shapes to others)", async () => {
+    const served = svc.service.backend.info.model;
+    const page = await client.models.list();
+    add("model_page", { data: page.data, has_more: page.has_more, first_id: page.first_id, last_id: page.last_id });
+    expect(page.data.map((m) => [m.type, m.id, m.display_name])).toEqual([["model", served, served]]);
+    expect([page.has_more, page.first_id, page.last_id]).toEqual([false, served, served]);
+    // One model answers every name, so any name finds it, as a batch's params.model would.
+    for (const name of [served, "claude-sonnet-4-5"]) {
+      const m = await client.models.retrieve(name);
+      add("model", m);
+      expect(m.id).toBe(served);
+    }
+    expect((await client.models.list({ after_id: served })).data).toEqual([]);
+    expect((await client.models.list({ before_id: served })).data).toEqual([]);
+    const bad = await client.models.list({ after_id: "nope" }).catch((e) => e);
+    expect(bad).toBeInstanceOf(Anthropic.BadRequestError);
+    add("error", bad.error);
+    const openai = await openaiClient(svc).models.list({ headers: { authorization: `Bearer ${KEY}` } });
+    expect(openai.data[0]).toMatchObject({ id: served, object: "model" });
+  });
+
   it("a batch over the request limit ends with every request errored, each with its reason", async () => {
     const { batch, results: got } = await run(
       Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`r${i}`, params({ max_tokens: 2 })])),
@@ -423,7 +444,7 @@ describe("Anthropic's Message Batches API", () => {
   it.skipIf(!python)(
     "every object it emitted passes the Python SDK's pydantic types",
     async () => {
-      for (const kind of ["message_batch", "result", "deleted", "error", "message_batch_page"])
+      for (const kind of ["message_batch", "result", "deleted", "error", "message_batch_page", "model", "model_page"])
         expect(emitted[kind]?.length, kind).toBeGreaterThan(0);
       const script = path.join(repoRoot, "tests/conformance/validate_anthropic.py");
       const child = promisify(execFile)(python!, [script], { maxBuffer: 16 * 1024 * 1024 });
