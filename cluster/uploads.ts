@@ -28,6 +28,13 @@ interface UploadRecord {
 const recordKey = (id: string) => `${ROOT}${id}/upload.json`;
 const partKey = (id: string, part: string) => `${ROOT}${id}/parts/${part}`;
 
+/**
+ * The MIME types a JSONL file goes by (OpenAI asks for one "within the supported MIME types for your file
+ * purpose"); anything else (an image, a PDF) is no batch file and is refused rather than taken and ignored.
+ */
+const BATCH_MIME_TYPES = /^(text\/[\w.+-]+|application\/(jsonl|x-jsonl|jsonlines|x-jsonlines|json|x-ndjson|ndjson|octet-stream))$/i;
+export const isBatchMimeType = (mime: string) => BATCH_MIME_TYPES.test(mime.split(";")[0].trim());
+
 export interface BlobUploadsDeps {
   blobs: BlobStore;
   files: FileRecords;
@@ -43,6 +50,12 @@ export class BlobUploads implements UploadStore {
   async create(input: Parameters<UploadStore["create"]>[0]): Promise<Upload> {
     if (input.purpose !== "batch")
       throw new InvalidRequestError(`Only purpose 'batch' is served here, not '${input.purpose}'.`, "unsupported_value", "purpose");
+    if (!isBatchMimeType(input.mime_type))
+      throw new InvalidRequestError(
+        `A batch file is JSONL: mime_type '${input.mime_type}' is not one for it (use application/jsonl, a text/ type, application/json, application/x-ndjson or application/octet-stream).`,
+        "unsupported_value",
+        "mime_type",
+      );
     if (input.bytes > this.deps.maxFileBytes)
       throw new InvalidRequestError(
         `The upload of ${input.bytes} bytes is larger than the limit of ${this.deps.maxFileBytes} bytes for a file.`,

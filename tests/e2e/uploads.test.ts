@@ -71,6 +71,16 @@ describe("the Uploads API", () => {
     expect(
       (await err(client.uploads.create({ bytes: 10 ** 12, filename: "a.jsonl", mime_type: "application/jsonl", purpose: "batch" }))).error,
     ).toMatchObject({ code: "file_too_large", param: "bytes" });
+    // A batch file is JSONL: a MIME type that says otherwise is refused, not taken and ignored.
+    for (const mime_type of ["image/png", "application/pdf", "video/mp4"])
+      expect((await err(client.uploads.create({ bytes: 10, filename: "a.jsonl", mime_type, purpose: "batch" }))).error).toMatchObject({
+        code: "unsupported_value",
+        param: "mime_type",
+      });
+    for (const mime_type of ["application/jsonl", "text/plain; charset=utf-8", "application/json", "application/octet-stream"])
+      expect(await client.uploads.create({ bytes: 10, filename: "a.jsonl", mime_type, purpose: "batch" })).toMatchObject({
+        status: "pending",
+      });
     const u = await client.uploads.create({ bytes: 100, filename: "a.jsonl", mime_type: "application/jsonl", purpose: "batch" });
     const p = await client.uploads.parts.create(u.id, { data: await toFile(Buffer.from("x".repeat(40)), "p") });
     expect((await err(client.uploads.complete(u.id, { part_ids: [p.id] }))).error).toMatchObject({ param: "part_ids" });
