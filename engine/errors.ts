@@ -24,16 +24,6 @@ export const contextLengthExceeded = (tokens: number, limit: number, what = "pro
     false,
   );
 
-/** A prompt plus the tokens asked for by `param` past the context, as OpenAI words it (a 400 on that line). */
-export const completionTooLong = (context: number, prompt: number, asked: number, param: string) =>
-  new RequestError(
-    `This model's maximum context length is ${context} tokens. However, you requested ${prompt + asked} tokens ` +
-      `(${prompt} in the prompt, ${asked} in ${param}). Please reduce the prompt or ${param} (at most ${context - prompt} here).`,
-    "context_length_exceeded",
-    false,
-    param,
-  );
-
 export const invalidRequest = (message: string) => new RequestError(message, "invalid_request", false);
 
 export const engineClosed = () => new RequestError("The engine is closed.", "engine_closed", true);

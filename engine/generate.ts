@@ -12,7 +12,8 @@ import {
   type Token,
   TokenBias,
 } from "node-llama-cpp";
-import { abortError, asEngineError, completionTooLong, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
+import { completionTooLong } from "../openai/errors.js";
+import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
 import { tokenLogprobs } from "./logprobs.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";

@@ -22,3 +22,13 @@ export const unsupportedParameter = (param: string, message: string) => new Requ
 export const unsupportedValue = (param: string, message: string) => new RequestError(message, "unsupported_value", false, param);
 
 export const invalidParameter = (param: string | null, message: string) => new RequestError(message, "invalid_request", false, param);
+
+/** A prompt plus the tokens asked for by `param` past the context, as OpenAI words it (a 400 on that line). */
+export const completionTooLong = (context: number, prompt: number, asked: number, param: string) =>
+  new RequestError(
+    `This model's maximum context length is ${context} tokens. However, you requested ${prompt + asked} tokens ` +
+      `(${prompt} in the prompt, ${asked} in ${param}). Please reduce the prompt or ${param} (at most ${context - prompt} here).`,
+    "context_length_exceeded",
+    false,
+    param,
+  );

@@ -3,7 +3,8 @@
 // them with `model` set to the registry's name; usage is read from them. One keep-alive connection pool per
 // base URL (undici), an adaptive limit on requests in flight (adaptive-limit.ts), retries with backoff and
 // Retry-After (retry.ts), failing URLs taken out for a while (base-urls.ts). A 4xx other than 408 and 429 is
-// the request's own answer: its error line carries the upstream's status and body.
+// the request's own answer: its error line carries the upstream's status and body, except a context overflow,
+// which is OpenAI's context_length_exceeded naming the field (context-limit.ts).
 import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
 import type {
@@ -18,6 +19,7 @@ import type {
 import { RequestError } from "../openai/errors.js";
 import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { BaseUrls } from "./base-urls.js";
+import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
 import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
 
 export interface UpstreamOptions {
@@ -57,6 +59,8 @@ export class UpstreamBackend implements InferenceBackend {
   /** Each base URL's connection pool (one per origin, shared) and path prefix, parsed once. */
   private readonly targets = new Map<string, { pool: Pool; prefix: string }>();
   private readonly counters = { requests: 0, retries: 0, errors: {} as Record<string, number> };
+  /** The model's context as the upstream reported it (a refusal's n_ctx, else asked once); undefined if unknown. */
+  private context: Promise<number | undefined> | undefined;
 
   constructor(private readonly opts: UpstreamOptions) {
     this.limit = new AdaptiveLimit({
@@ -123,10 +127,20 @@ export class UpstreamBackend implements InferenceBackend {
           if (!body || typeof body !== "object")
             throw upstreamFault(res.status, "The upstream answered with a body that is not a JSON object.");
           outcome = "success";
+          const cut = await contextCut(request.endpoint, request.body as Record<string, unknown>, body as Record<string, unknown>, () =>
+            this.contextSize(url),
+          );
+          if (cut) throw cut;
           (body as Record<string, unknown>).model = this.opts.name;
           return { body: body as Record<string, unknown>, usage: usageOf(body), stops: stopsOf(body) };
         }
         this.count(String(res.status));
+        const refusal = res.status < 500 ? contextRefusal(request.endpoint, request.body as Record<string, unknown>, res.body) : undefined;
+        if (refusal) {
+          const reported = reportedContext(res.body);
+          if (reported !== undefined) this.context = Promise.resolve(reported);
+          throw refusal;
+        }
         failure = new RequestError(errorMessage(res.body, res.status), errorCode(res.body), false, null, res);
         if (!isRetryableStatus(res.status)) throw failure;
         // 429 and 503 mean "slow down"; other 5xx and 408 may be this URL's trouble.
@@ -153,6 +167,23 @@ export class UpstreamBackend implements InferenceBackend {
 
   async close(): Promise<void> {
     await Promise.allSettled([...new Set([...this.targets.values()].map((t) => t.pool))].map((p) => p.close()));
+  }
+
+  private contextSize(url: string): Promise<number | undefined> {
+    this.context ??= probeContext((path) => this.getJson(url, path), this.targets.get(url)!.prefix, this.opts.model).catch(() => undefined);
+    return this.context;
+  }
+
+  /** A GET of the upstream's own (non-OpenAI) routes; undefined for anything but a 2xx with JSON. */
+  private async getJson(baseUrl: string, path: string): Promise<unknown> {
+    const res = await this.targets.get(baseUrl)!.pool.request({
+      method: "GET",
+      path,
+      headers: this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {},
+      signal: AbortSignal.timeout(5_000),
+    });
+    const text = await res.body.text();
+    return res.statusCode < 300 ? JSON.parse(text) : undefined;
   }
 
   private count(cause: string) {

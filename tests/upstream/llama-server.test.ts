@@ -205,15 +205,64 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
         body: { model: "remote", prompt: long, max_tokens: 3 },
       }),
     ].join("\n");
-    const b = await runBatch(svc, `${jsonl}\n`);
-    expect(b.request_counts).toEqual({ completed: 1, failed: 1, total: 2 });
-    const [line] = resultLines(svc.batchDir, b.id).errors;
-    expect(line.custom_id).toBe("too-long");
-    expect(line.response.status_code).toBe(400);
+    // Token ids are the upstream's to judge: llama-server refuses one past its vocabulary.
+    const badToken = JSON.stringify({
+      custom_id: "bad-token",
+      method: "POST",
+      url: "/v1/completions",
+      body: { model: "remote", prompt: [999_999], max_tokens: 3 },
+    });
+    const b = await runBatch(svc, `${jsonl}\n${badToken}\n`);
+    expect(b.request_counts).toEqual({ completed: 1, failed: 2, total: 3 });
+    const errors = new Map(resultLines(svc.batchDir, b.id).errors.map((l: any) => [l.custom_id, l.response]));
     // llama-server's own error body, untouched.
-    expect(line.response.body.error).toMatchObject({ code: 400, type: "exceed_context_size_error" });
+    expect(errors.get("bad-token")).toMatchObject({
+      status_code: 400,
+      body: { error: { code: 400, type: "invalid_request_error", message: "Prompt contains invalid tokens" } },
+    });
+    // A prompt past the slot's context, refused in OpenAI's words and shape (llama-server says exceed_context_size_error).
+    expect(errors.get("too-long")?.status_code).toBe(400);
+    expect(errors.get("too-long")?.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+      param: "prompt",
+    });
+    expect(errors.get("too-long")?.body.error.message).toMatch(/maximum context length is 256 tokens/);
     expect(stats(svc).retries).toBe(0);
   }, 60_000);
+
+  it("refuses a max_tokens past the upstream's context on that line, naming the field, as the local engine does", async () => {
+    const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
+    const chat = (body: object) => ({ model: "remote", messages: [{ role: "user", content: "Once" }], ...body });
+    const lines: Array<[string, string, object]> = [
+      ["fits", "/v1/completions", { model: "remote", prompt: "Once", max_tokens: 8 }],
+      ["completions", "/v1/completions", { model: "remote", prompt: "Once", max_tokens: 100_000 }],
+      ["chat", "/v1/chat/completions", chat({ max_completion_tokens: 100_000 })],
+      ["chat-fits", "/v1/chat/completions", chat({ max_tokens: 8 })],
+      ["responses", "/v1/responses", { model: "remote", input: "Once", max_output_tokens: 100_000 }],
+      ["messages", "/v1/messages", { model: "remote", max_tokens: 100_000, messages: [{ role: "user", content: "Once" }] }],
+    ];
+    const refused = new Map<string, any>();
+    for (const [id, url, body] of lines) {
+      const file = await uploadJsonl(svc.baseUrl, `${JSON.stringify({ custom_id: id, method: "POST", url, body })}\n`);
+      const res = await fetch(`${svc.baseUrl}/v1/batches`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ input_file_id: file.id, endpoint: url, completion_window: "24h" }),
+      });
+      const b = await pollBatch(svc.baseUrl, ((await res.json()) as { id: string }).id, isFinal, 60_000);
+      const out = resultLines(svc.batchDir, b.id);
+      if (id.includes("fits")) expect(out.output.map((l: any) => l.response.status_code)).toEqual([200]);
+      else refused.set(id, out.errors[0]?.response);
+    }
+    expect(refused.get("completions").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_tokens" });
+    expect(refused.get("completions").body.error.message).toMatch(/maximum context length is 256 tokens.*100000 in max_tokens/);
+    expect(refused.get("chat").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_completion_tokens" });
+    expect(refused.get("responses").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_output_tokens" });
+    expect(refused.get("messages")).toMatchObject({ status_code: 400 });
+    expect(JSON.stringify(refused.get("messages").body)).toMatch(/max_tokens/);
+    for (const r of refused.values()) expect(r.status_code).toBe(400);
+  }, 120_000);
 
   it("runs two local models and one upstream model in three concurrent batches, each line served by the model its batch named", async () => {
     const svc = await serviceWith([
