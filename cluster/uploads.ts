@@ -45,7 +45,27 @@ export interface BlobUploadsDeps {
 }
 
 export class BlobUploads implements UploadStore {
+  /**
+   * The change under way on each upload in this process: a complete and a cancel (or a complete sent twice, a
+   * client retrying one that is still assembling) take turns, so one upload never makes two files or ends
+   * both completed and cancelled. Across API servers the record is a blob with no conditional write: the
+   * README says so.
+   */
+  private readonly changing = new Map<string, Promise<unknown>>();
+
   constructor(private readonly deps: BlobUploadsDeps) {}
+
+  private inTurn<T>(id: string, change: () => Promise<T>): Promise<T> {
+    const before = this.changing.get(id) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(change);
+    this.changing.set(id, mine);
+    void mine
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.changing.get(id) === mine) this.changing.delete(id);
+      });
+    return mine;
+  }
 
   async create(input: Parameters<UploadStore["create"]>[0]): Promise<Upload> {
     if (input.purpose !== "batch")
@@ -85,7 +105,11 @@ export class BlobUploads implements UploadStore {
     return { id: part, object: "upload.part", created_at: this.deps.now(), upload_id: record.upload.id };
   }
 
-  async complete(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload> {
+  complete(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload> {
+    return this.inTurn(id, () => this.completeNow(id, owner, input));
+  }
+
+  private async completeNow(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload> {
     const record = await this.pending(id, owner);
     const { blobs, files } = this.deps;
     const sizes = await Promise.all(input.part_ids.map((p) => blobs.size(partKey(id, p))));
@@ -126,12 +150,14 @@ export class BlobUploads implements UploadStore {
     }
   }
 
-  async cancel(id: string, owner: Owner): Promise<Upload> {
-    const record = await this.pending(id, owner);
-    const upload: Upload = { ...record.upload, status: "cancelled" };
-    await this.write({ ...record, upload });
-    await this.deps.blobs.deletePrefix(`${ROOT}${id}/parts/`);
-    return upload;
+  cancel(id: string, owner: Owner): Promise<Upload> {
+    return this.inTurn(id, async () => {
+      const record = await this.pending(id, owner);
+      const upload: Upload = { ...record.upload, status: "cancelled" };
+      await this.write({ ...record, upload });
+      await this.deps.blobs.deletePrefix(`${ROOT}${id}/parts/`);
+      return upload;
+    });
   }
 
   /** Removes uploads an hour old: their parts, and their records once nothing can ask for them. */

@@ -62,6 +62,36 @@ describe("the Uploads API", () => {
     expect(again.error).toMatchObject({ code: "upload_not_pending" });
   });
 
+  it("a complete sent twice at once, or with a cancel, makes one file and one ending", async () => {
+    const client = openaiClient(svc);
+    const bytes = Buffer.from(content);
+    const files = async () => (await client.files.list({ limit: 10_000 })).data.filter((f) => f.filename === "race.jsonl").length;
+    const before = await files();
+    let completed = 0;
+    for (const rival of ["complete", "cancel"] as const) {
+      const u = await client.uploads.create({
+        bytes: bytes.length,
+        filename: "race.jsonl",
+        mime_type: "application/jsonl",
+        purpose: "batch",
+      });
+      const p = await client.uploads.parts.create(u.id, { data: await toFile(bytes, "part") });
+      const done = () => client.uploads.complete(u.id, { part_ids: [p.id] });
+      const settled = await Promise.allSettled([done(), rival === "complete" ? done() : client.uploads.cancel(u.id)]);
+      const won = settled
+        .filter((r) => r.status === "fulfilled")
+        .map((r) => (r as PromiseFulfilledResult<{ status: string }>).value.status);
+      // The first to arrive ends it; the other is refused as the upload is no longer pending.
+      expect(won).toHaveLength(1);
+      const lost = settled.find((r) => r.status === "rejected") as PromiseRejectedResult;
+      expect(lost.reason.error).toMatchObject({ code: "upload_not_pending" });
+      if (rival === "complete") expect(won[0]).toBe("completed");
+      if (won[0] === "completed") completed++;
+    }
+    // A file for each upload that ended completed, and none for one a cancel ended.
+    expect((await files()) - before).toBe(completed);
+  });
+
   it("refuses what cannot be, in OpenAI's shapes", async () => {
     const client = openaiClient(svc);
     const err = async (p: Promise<unknown>): Promise<any> => p.catch((e) => e);
