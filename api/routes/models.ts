@@ -109,6 +109,8 @@ export function registerModelsPaths(r: OpenAPIRegistry): void {
       path: "/v1/models",
       tags: ["Models"],
       summary: "List the models a batch line may name (MODELS_FILE, or the one model)",
+      description:
+        "OpenAI's list. A request with an `anthropic-version` header (Anthropic's SDK) gets Anthropic's Models API page instead: `{data: [ModelInfo], has_more, first_id, last_id}`, paged by `after_id`, `before_id` and `limit` (1-1000).",
       responses: {
         200: jsonResponse(z.object({ object: z.literal("list"), data: z.array(ModelSchema) }).openapi("ModelList"), "The models."),
         ...errorResponses(401),
@@ -121,6 +123,8 @@ export function registerModelsPaths(r: OpenAPIRegistry): void {
       path: "/v1/models/{model}",
       tags: ["Models"],
       summary: "Retrieve a model by its name or an alias (names may hold slashes)",
+      description:
+        "OpenAI's Model; with an `anthropic-version` header, Anthropic's ModelInfo (`type: model`, `display_name`, `created_at`).",
       request: { params: z.object({ model: z.string().openapi({ example: "Qwen/Qwen2.5-0.5B-Instruct" }) }) },
       responses: { 200: jsonResponse(ModelSchema, "The model."), ...errorResponses(401, 404) },
     }),
