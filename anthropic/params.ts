@@ -68,7 +68,7 @@ export const MessagesParamsSchema = z.strictObject({
   max_tokens: z.number().int().min(1),
   messages: z.array(MessageParam).min(1, "messages must hold at least one message"),
   system: z.union([z.string(), z.array(TextBlockParamSchema)]).optional(),
-  stop_sequences: z.array(z.string()).optional(),
+  stop_sequences: z.array(z.string().min(1, "a stop sequence must not be empty")).optional(),
   temperature: z.number().min(0).max(1).optional(),
   top_p: z.number().min(0).max(1).optional(),
   top_k: z.number().int().min(0).optional(),

@@ -8,7 +8,9 @@ export const opt = <T extends z.ZodType>(t: T) => t.nullish();
 export const int = z.number().int();
 
 /** OpenAI allows at most 4 stop sequences. */
-const stop = opt(z.union([z.string(), z.array(z.string()).max(4, "stop may hold at most 4 sequences")]));
+// An empty sequence can stop nothing: refused rather than dropped.
+const stopSequence = z.string().min(1, "a stop sequence must not be empty");
+const stop = opt(z.union([stopSequence, z.array(stopSequence).max(4, "stop may hold at most 4 sequences")]));
 const noStream = opt(
   z.boolean().refine((v) => v === false, "stream is not supported in a batch: the whole answer is written to the output file"),
 );

@@ -38,13 +38,15 @@ const CreateMessageBatchBody = z
   })
   .superRefine((b, ctx) => {
     const seen = new Set<string>();
-    const model = b.requests[0]?.params.model;
+    // A request with no model name (or not a string) is that request's own error, as Anthropic has it.
+    const named = (r: (typeof b.requests)[number]) => (typeof r.params.model === "string" ? r.params.model : undefined);
+    const model = b.requests.map(named).find((m) => m !== undefined);
     for (const [i, r] of b.requests.entries()) {
       if (seen.has(r.custom_id))
         ctx.addIssue({ code: "custom", path: ["requests", i, "custom_id"], message: `custom_id '${r.custom_id}' is used twice` });
       seen.add(r.custom_id);
       // A batch runs on one model (as an OpenAI batch does); Anthropic lets requests name several.
-      if (r.params.model !== model)
+      if (named(r) !== undefined && named(r) !== model)
         ctx.addIssue({
           code: "custom",
           path: ["requests", i, "params", "model"],

@@ -111,6 +111,9 @@ describe("Anthropic's Message Batches API", () => {
       missing: [{ model: "claude-sonnet-4-5", messages: user("x") } as never, "max_tokens"],
       too_long: [params({ max_tokens: 100_000 }), "max_tokens"],
       bad_temperature: [params({ temperature: 1.5 }), "temperature"],
+      empty_stop: [params({ stop_sequences: ["END", ""] }), "stop_sequences"],
+      // A request naming no model is its own error; the batch's other requests still run.
+      no_model: [{ max_tokens: 4, messages: user("x") } as never, "model"],
       unknown_tool: [params({ tools: [tool], tool_choice: { type: "tool", name: "nope" } }), "tool_choice"],
       result_image: [
         params({

@@ -61,6 +61,9 @@ describe("chat bodies", () => {
       expect(refusal(chat, { ...base, logprobs: true, [field]: value }).param).toBe(field);
     }
     expect(refusal(chat, { ...base, stop: ["a", "b", "c", "d", "e"] }).message).toMatch(/at most 4/);
+    // An empty stop sequence can stop nothing: refused, not dropped.
+    expect(refusal(chat, { ...base, stop: ["a", ""] })).toMatchObject({ param: "stop[1]", message: expect.stringMatching(/empty/) });
+    expect(refusal(chat, { ...base, stop: "" })).toMatchObject({ param: "stop", message: expect.stringMatching(/empty/) });
     expect(refusal(chat, { ...base, stream: true }).message).toMatch(/stream/);
     expect(refusal(chat, { ...base, logit_bias: { "50256": 101 } }).param).toBe("logit_bias.50256");
     expect(refusal(chat, { ...base, logit_bias: { abc: 1 } }).param).toBe("logit_bias.abc");
