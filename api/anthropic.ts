@@ -1,5 +1,6 @@
 // Anthropic's Message Batches API as a view of our batches: a batch for /v1/messages shown as a
 // `message_batch`, its result lines as `{custom_id, result}`, and errors in Anthropic's envelope.
+import { z } from "zod";
 import { endedAt, isFinal } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { ApiError } from "./errors.js";
@@ -15,6 +16,18 @@ export const isAnthropicRequest = (req: { path: string; get(name: string): strin
   req.path === ANTHROPIC_PREFIX ||
   req.path.startsWith(`${ANTHROPIC_PREFIX}/`) ||
   ((req.path === "/v1/models" || req.path.startsWith("/v1/models/")) && req.get("anthropic-version") !== undefined);
+
+/** Anthropic's list paging: forward after `after_id`, back before `before_id`, `limit` 1..1000 (default 20). */
+export const AnthropicPageQuery = z.object({
+  after_id: z.string().max(256).optional(),
+  before_id: z.string().max(256).optional(),
+  limit: z.coerce
+    .number({ error: "limit must be an integer" })
+    .int("limit must be an integer")
+    .min(1, "limit must be between 1 and 1000")
+    .max(1000, "limit must be between 1 and 1000")
+    .default(20),
+});
 
 /** Anthropic's error types by HTTP status; its 5xx are api_error, and overloaded_error for a full or busy service. */
 function errorType(status: number): string {

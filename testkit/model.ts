@@ -26,3 +26,20 @@ export async function openTestEngine(): Promise<import("../engine/types.js").Eng
     embeddingContexts: 1,
   });
 }
+
+/** The real engine on the generated model (its ChatML template has a tool-call format), as the tool tests run it. */
+export async function openGeneratedEngine(sequences = 4): Promise<import("../engine/types.js").Engine> {
+  const [{ createEngine }, { ensureGeneratedModel }] = await Promise.all([
+    import("../engine/index.js"),
+    import("../engine/generated-model.js"),
+  ]);
+  return createEngine({
+    modelPath: await ensureGeneratedModel(),
+    generatedModel: true,
+    gpu: false,
+    threads: 1,
+    sequences,
+    contextSize: 1024,
+    embeddingContexts: 1,
+  });
+}

@@ -10,7 +10,7 @@ import { isFinal } from "../../domain/batch-state.js";
 import type { Batch } from "../../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../../domain/ports.js";
 import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
-import { ANTHROPIC_PREFIX, anthropicError, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
+import { ANTHROPIC_PREFIX, AnthropicPageQuery, anthropicError, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { sendJsonl } from "../http/jsonl-response.js";
@@ -55,17 +55,6 @@ const CreateMessageBatchBody = z
     }
   })
   .openapi("CreateMessageBatch");
-
-const ListMessageBatchesQuery = z.object({
-  after_id: z.string().max(128).optional(),
-  before_id: z.string().max(128).optional(),
-  limit: z.coerce
-    .number({ error: "limit must be an integer" })
-    .int("limit must be an integer")
-    .min(1, "limit must be between 1 and 1000")
-    .max(1000, "limit must be between 1 and 1000")
-    .default(20),
-});
 
 export function messageBatchesRouter(deps: { batches: BatchService; files: FileStore }): Router {
   const { batches, files } = deps;
@@ -159,7 +148,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
 
   router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
     const owner = ownerFrom(res);
-    const q = parseRequest(ListMessageBatchesQuery, req.query);
+    const q = parseRequest(AnthropicPageQuery, req.query);
     if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
     const page = q.before_id
       ? await pageBefore(q.before_id, q.limit, owner)
@@ -265,7 +254,7 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
     "get",
     "",
     "List message batches",
-    { request: { query: ListMessageBatchesQuery } },
+    { request: { query: AnthropicPageQuery } },
     z.object({ data: z.array(MessageBatchSchema), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
   );
   route("get", "/{batch_id}", "Retrieve a message batch", { request: { params } }, MessageBatchSchema);

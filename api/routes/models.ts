@@ -8,7 +8,7 @@ import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
 import type { ModelRegistry, ModelSpec } from "../../backends/registry.js";
-import { isAnthropicRequest } from "../anthropic.js";
+import { AnthropicPageQuery, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseRequest } from "../http/validate.js";
@@ -37,19 +37,8 @@ const anthropicModel = (m: ModelSpec, created: number) => ({
   retires_at: null,
 });
 
-const AnthropicListQuery = z.object({
-  after_id: z.string().max(512).optional(),
-  before_id: z.string().max(512).optional(),
-  limit: z.coerce
-    .number({ error: "limit must be an integer" })
-    .int("limit must be an integer")
-    .min(1, "limit must be between 1 and 1000")
-    .max(1000, "limit must be between 1 and 1000")
-    .default(20),
-});
-
 /** Anthropic's page of the models: forward after after_id, or the page just before before_id. */
-function anthropicPage(models: readonly ModelSpec[], q: z.infer<typeof AnthropicListQuery>, created: number) {
+function anthropicPage(models: readonly ModelSpec[], q: z.infer<typeof AnthropicPageQuery>, created: number) {
   if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
   const at = (id: string, param: string) => {
     const i = models.findIndex((m) => m.name === id);
@@ -69,7 +58,7 @@ function anthropicPage(models: readonly ModelSpec[], q: z.infer<typeof Anthropic
 export function modelsRouter(deps: ModelsRouteDeps): Router {
   const router = Router();
   router.get("/v1/models", (req, res) => {
-    if (isAnthropicRequest(req)) res.json(anthropicPage(deps.registry.models, parseRequest(AnthropicListQuery, req.query), deps.created));
+    if (isAnthropicRequest(req)) res.json(anthropicPage(deps.registry.models, parseRequest(AnthropicPageQuery, req.query), deps.created));
     else res.json({ object: "list", data: deps.registry.models.map((m) => modelObject(m, deps.created)) });
   });
   // Model ids such as Qwen/Qwen2.5-0.5B-Instruct hold a slash: the wildcard takes every segment.

@@ -3,14 +3,11 @@
 // on the library's real grammar text and on the generated model's real answers, which write such numbers often.
 import { getLlama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-const boundedNumbers = (s: string) => s;
-
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { createEngine } from "../../engine/index.js";
+import { boundedNumbers } from "../../engine/grammars.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { parseRequest } from "../../openai/parse.js";
+import { openGeneratedEngine } from "../../testkit/model.js";
 
 const numbers = {
   type: "object",
@@ -49,15 +46,7 @@ describe("answers of the generated model", () => {
   let engine: Engine;
   let backend: LlamaBackend;
   beforeAll(async () => {
-    engine = await createEngine({
-      modelPath: await ensureGeneratedModel(),
-      generatedModel: true,
-      gpu: false,
-      threads: 1,
-      sequences: 8,
-      contextSize: 1024,
-      embeddingContexts: 1,
-    });
+    engine = await openGeneratedEngine(8);
     backend = new LlamaBackend(engine);
   });
   afterAll(async () => {

@@ -12,6 +12,7 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import { generateWithTools, type Phase } from "../../engine/tool-calls.js";
 import type { Engine, GenerationResult } from "../../engine/types.js";
 import { parseRequest } from "../../openai/parse.js";
+import { openGeneratedEngine } from "../../testkit/model.js";
 
 const weather = {
   type: "object",
@@ -29,16 +30,7 @@ const validWeather = new Ajv().compile(weather);
 let engine: Engine;
 let backend: LlamaBackend;
 beforeAll(async () => {
-  const modelPath = await ensureGeneratedModel();
-  engine = await createEngine({
-    modelPath,
-    generatedModel: true,
-    gpu: false,
-    threads: 1,
-    sequences: 4,
-    contextSize: 1024,
-    embeddingContexts: 1,
-  });
+  engine = await openGeneratedEngine();
   backend = new LlamaBackend(engine);
 });
 afterAll(async () => {
