@@ -3,12 +3,13 @@
 // field (openai-checks.ts); this file runs what passed and builds the response bodies.
 import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
+import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
 import { toolCallsBody, toolsParams } from "./openai-tools.js";
 import { threadsText } from "./threads.js";
-import type { ChatMessage, Choice, Engine, GeneratedTokenLogprob, SamplingParams } from "./types.js";
+import { type ChatMessage, type Choice, type Engine, type GeneratedTokenLogprob, RequestError, type SamplingParams } from "./types.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -51,15 +52,22 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
-    switch (request.endpoint) {
-      case "/v1/chat/completions":
-        return this.chat(request.body, request.topK, signal);
-      case "/v1/completions":
-        return this.complete(request.body, signal);
-      case "/v1/embeddings":
-        return this.embed(request.body, signal);
-      default:
-        throw notServed(request.endpoint);
+    try {
+      switch (request.endpoint) {
+        case "/v1/chat/completions":
+          return await this.chat(request.body, request.topK, signal);
+        case "/v1/completions":
+          return await this.complete(request.body, signal);
+        case "/v1/embeddings":
+          return await this.embed(request.body, signal);
+        default:
+          throw notServed(request.endpoint);
+      }
+    } catch (err) {
+      // A prompt too long for the context names the request's prompt field, as OpenAI's refusal does.
+      if (err instanceof RequestError && err.code === "context_length_exceeded" && err.param === null)
+        throw new RequestError(err.message, err.code, err.retryable, PROMPT_FIELD[request.endpoint] ?? null);
+      throw err;
     }
   }
 

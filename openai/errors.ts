@@ -32,3 +32,10 @@ export const completionTooLong = (context: number, prompt: number, asked: number
     false,
     param,
   );
+
+/** The field holding each endpoint's prompt: what a refusal of a prompt too long for the context names. */
+export const PROMPT_FIELD: Readonly<Record<string, string>> = {
+  "/v1/chat/completions": "messages",
+  "/v1/completions": "prompt",
+  "/v1/embeddings": "input",
+};

@@ -141,6 +141,7 @@ const RESPONSES_NAMES: ParamNames = {
       .replace(/^\.id$/, ".call_id")
       .replace(/^\.function\./, "."),
   renames: [
+    [/^messages$/, "input"],
     [/^max_completion_tokens$/, "max_output_tokens"],
     [/^response_format\.json_schema\./, "text.format."],
     [/^response_format/, "text.format"],

@@ -4,13 +4,8 @@
 // does not refuse a max_tokens past its context at all: it answers up to what fits, with finish_reason "length".
 // That answer is told apart from max_tokens reached by its usage against the context the upstream reported.
 import type { Endpoint } from "../openai/backend.js";
-import { completionTooLong, RequestError } from "../openai/errors.js";
+import { completionTooLong, PROMPT_FIELD, RequestError } from "../openai/errors.js";
 
-const PROMPT_FIELD: Partial<Record<Endpoint, string>> = {
-  "/v1/chat/completions": "messages",
-  "/v1/completions": "prompt",
-  "/v1/embeddings": "input",
-};
 const CONTEXT_WORDS = /maximum context length|context (length|size|window)/i;
 
 type Json = Record<string, unknown>;

@@ -68,4 +68,19 @@ describe("limits refused per line", () => {
     const b = await openaiClient(svc).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
     expect((await waitForBatch(svc.baseUrl, b.id)).request_counts).toMatchObject({ completed: 1, failed: 0 });
   });
+
+  it("a prompt too long for the context names the prompt's field: messages, prompt, input", async () => {
+    const long = "Once upon a time there was a very long story. ".repeat(60);
+    const chat = await run("/v1/chat/completions", { long: { messages: [{ role: "user", content: long }] } });
+    const completions = await run("/v1/completions", { long: { prompt: long } });
+    const responses = await run("/v1/responses", { long: { input: long } });
+    for (const [r, param] of [
+      [chat, "messages"],
+      [completions, "prompt"],
+      [responses, "input"],
+    ] as const) {
+      expect(r.get("long").status_code, param).toBe(400);
+      expect(r.get("long").body.error).toMatchObject({ type: "invalid_request_error", code: "context_length_exceeded", param });
+    }
+  });
 });
