@@ -40,10 +40,10 @@ async function startReceiver() {
 const secret = `whsec_${randomBytes(32).toString("base64")}`;
 const verifier = new OpenAI({ apiKey: "unused", webhookSecret: secret });
 
-async function until<T>(what: string, get: () => T | undefined, timeoutMs = 30_000): Promise<T> {
+async function until<T>(what: string, get: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = get();
+    const v = await get();
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
@@ -112,10 +112,14 @@ describe("webhooks (one process)", () => {
     const all = await until("four attempts", () => (eventsOf(batch.id).length >= 4 ? eventsOf(batch.id) : undefined));
     expect(new Set(all.map((d) => d.headers["webhook-id"])).size).toBe(1);
     for (const d of all) expect(await verifier.webhooks.unwrap(d.body, d.headers)).toMatchObject({ data: { id: batch.id } });
-    // Backoff: 1, 2 then 4 seconds between the attempts.
-    const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
+    // Backoff: 1, 2 then 4 seconds between the attempts. The receiver sees the last attempt before the sender has
+    // its answer and counts it, so the count is awaited.
+    const delivered = /obi_webhook_deliveries_total\{outcome="delivered"\} [4-9]/;
+    const metrics = await until("the delivery counted", async () => {
+      const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+      return delivered.test(text) ? text : undefined;
+    });
     expect(metrics).toMatch(/obi_webhook_deliveries_total\{outcome="failed"\} 3/);
-    expect(metrics).toMatch(/obi_webhook_deliveries_total\{outcome="delivered"\} [4-9]/);
     await new Promise((r) => setTimeout(r, 1500));
     expect(eventsOf(batch.id)).toHaveLength(4);
   }, 60_000);

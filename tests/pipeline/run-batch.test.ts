@@ -102,7 +102,7 @@ describe("runBatchFile", () => {
       response: {
         status_code: 400,
         request_id: expect.stringMatching(/^req_/),
-        body: { error: { message: expect.any(String), type: "invalid_request_error", param: null, code: expect.any(String) } },
+        body: { error: { message: expect.any(String), type: "invalid_request_error", param: "prompt", code: "context_length_exceeded" } },
       },
       error: null,
     });
