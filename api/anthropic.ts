@@ -18,16 +18,21 @@ export const isAnthropicRequest = (req: { path: string; get(name: string): strin
   ((req.path === "/v1/models" || req.path.startsWith("/v1/models/")) && req.get("anthropic-version") !== undefined);
 
 /** Anthropic's list paging: forward after `after_id`, back before `before_id`, `limit` 1..1000 (default 20). */
-export const AnthropicPageQuery = z.object({
-  after_id: z.string().max(256).optional(),
-  before_id: z.string().max(256).optional(),
-  limit: z.coerce
-    .number({ error: "limit must be an integer" })
-    .int("limit must be an integer")
-    .min(1, "limit must be between 1 and 1000")
-    .max(1000, "limit must be between 1 and 1000")
-    .default(20),
-});
+export const AnthropicPageQuery = z
+  .object({
+    after_id: z.string().max(256).optional(),
+    before_id: z.string().max(256).optional(),
+    limit: z.coerce
+      .number({ error: "limit must be an integer" })
+      .int("limit must be an integer")
+      .min(1, "limit must be between 1 and 1000")
+      .max(1000, "limit must be between 1 and 1000")
+      .default(20),
+  })
+  .refine((q) => q.after_id === undefined || q.before_id === undefined, {
+    path: ["before_id"],
+    message: "Give after_id or before_id, not both.",
+  });
 
 /** Anthropic's error types by HTTP status; its 5xx are api_error, and overloaded_error for a full or busy service. */
 function errorType(status: number): string {

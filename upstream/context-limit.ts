@@ -24,17 +24,22 @@ function limitOf(body: Json): { param: string; asked: number } | undefined {
   return undefined;
 }
 
+/** The `error` object of an upstream's refusal, where its body has one. */
+function errorOf(answer: unknown): Json | undefined {
+  const e = (answer as { error?: unknown } | null)?.error;
+  return e && typeof e === "object" ? (e as Json) : undefined;
+}
+
 /** The context size an upstream's refusal reports, where it reports one. */
 export function reportedContext(answer: unknown): number | undefined {
-  const e = (answer as { error?: Json } | null)?.error;
-  if (!e || typeof e !== "object") return undefined;
-  return num(e.n_ctx) ?? matched(/maximum context length is (\d+)/i, String(e.message ?? ""));
+  const e = errorOf(answer);
+  return e && (num(e.n_ctx) ?? matched(/maximum context length is (\d+)/i, String(e.message ?? "")));
 }
 
 /** The upstream's 4xx as OpenAI's context_length_exceeded when it says the context is exceeded; else undefined. */
 export function contextRefusal(endpoint: Endpoint, body: Json, answer: unknown): RequestError | undefined {
-  const e = (answer as { error?: Json } | null)?.error;
-  if (!e || typeof e !== "object") return undefined;
+  const e = errorOf(answer);
+  if (!e) return undefined;
   const message = typeof e.message === "string" ? e.message : "";
   if (e.code !== "context_length_exceeded" && e.type !== "exceed_context_size_error" && !CONTEXT_WORDS.test(message)) return undefined;
   const prompt = PROMPT_FIELD[endpoint] ?? null;

@@ -135,21 +135,21 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
   const pageBefore = async (before: string, limit: number, owner: Owner) => {
     await messageBatch(before, owner);
     const newer: Batch[] = [];
-    for (let after: string | undefined; ; ) {
+    scan: for (let after: string | undefined; ; ) {
       const page = await batches.list({ after, limit: 100, owner });
       for (const b of page.data) {
-        if (b.id === before) return { data: newer.slice(-limit), has_more: newer.length > limit };
+        if (b.id === before) break scan;
         if (b.endpoint === ENDPOINT) newer.push(b);
       }
-      if (!page.has_more || page.data.length === 0) return { data: newer.slice(-limit), has_more: newer.length > limit };
+      if (!page.has_more || page.data.length === 0) break;
       after = page.data.at(-1)?.id;
     }
+    return { data: newer.slice(-limit), has_more: newer.length > limit };
   };
 
   router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
     const owner = ownerFrom(res);
     const q = parseRequest(AnthropicPageQuery, req.query);
-    if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
     const page = q.before_id
       ? await pageBefore(q.before_id, q.limit, owner)
       : await batches.search({ endpoint: ENDPOINT, after: q.after_id, limit: q.limit, owner });

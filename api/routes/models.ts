@@ -39,16 +39,14 @@ const anthropicModel = (m: ModelSpec, created: number) => ({
 
 /** Anthropic's page of the models: forward after after_id, or the page just before before_id. */
 function anthropicPage(models: readonly ModelSpec[], q: z.infer<typeof AnthropicPageQuery>, created: number) {
-  if (q.after_id !== undefined && q.before_id !== undefined) throw badRequest("Give after_id or before_id, not both.", "before_id");
   const at = (id: string, param: string) => {
     const i = models.findIndex((m) => m.name === id);
     if (i === -1) throw badRequest(`No model '${id}' to page from.`, param);
     return i;
   };
-  const [from, to] =
-    q.before_id !== undefined
-      ? [Math.max(0, at(q.before_id, "before_id") - q.limit), at(q.before_id, "before_id")]
-      : [q.after_id === undefined ? 0 : at(q.after_id, "after_id") + 1, Number.POSITIVE_INFINITY];
+  // [from, to): the `limit` models just before before_id, or from just after after_id.
+  const to = q.before_id !== undefined ? at(q.before_id, "before_id") : models.length;
+  const from = q.before_id !== undefined ? Math.max(0, to - q.limit) : q.after_id === undefined ? 0 : at(q.after_id, "after_id") + 1;
   const page = models.slice(from, Math.min(to, from + q.limit));
   const data = page.map((m) => anthropicModel(m, created));
   const has_more = q.before_id !== undefined ? from > 0 : from + page.length < models.length;

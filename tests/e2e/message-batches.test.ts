@@ -374,6 +374,9 @@ describe("Anthropic's Message Batches API", () => {
     }
     expect((await client.models.list({ after_id: served })).data).toEqual([]);
     expect((await client.models.list({ before_id: served })).data).toEqual([]);
+    const both = await client.models.list({ after_id: served, before_id: served }).catch((e) => e);
+    expect(both).toBeInstanceOf(Anthropic.BadRequestError);
+    expect(both.error.error.message).toContain("after_id or before_id");
     const bad = await client.models.list({ after_id: "nope" }).catch((e) => e);
     expect(bad).toBeInstanceOf(Anthropic.BadRequestError);
     add("error", bad.error);
