@@ -110,6 +110,8 @@ export async function createRouter(
           embeddingContexts: config.engine.embeddingContexts,
           reproducible: config.engine.reproducible,
           prefixCopy: config.engine.prefixCopy,
+          build: config.engine.build,
+          kvUnified: config.engine.kvUnified,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         // Responses lines run over the backend's chat endpoint.

@@ -181,6 +181,21 @@ export const SETTINGS = {
       read: booleanSetting,
       help: "every request computed alone and from scratch, so a seeded line's answer never depends on the batch",
     }),
+    build: setting({
+      env: "ENGINE_BUILD",
+      yaml: "engine.build",
+      default: "auto",
+      schema: z.enum(["auto", "prebuilt", "patched"], { error: "must be auto, prebuilt or patched" }),
+      help: "which node-llama-cpp build runs: auto (the patched build of npm run build:engine where it exists, else the prebuilt binaries), prebuilt, patched (refuse to start without it)",
+    }),
+    kvUnified: setting({
+      env: "KV_UNIFIED",
+      yaml: "engine.kv_unified",
+      default: false,
+      schema: bool(),
+      read: booleanSetting,
+      help: "one KV cache for all sequences of a context (patched build only): a shared prefix is stored once, but every token attends over all sequences' cells",
+    }),
     prefixCopy: setting({
       env: "PREFIX_COPY",
       yaml: "engine.prefix_copy",

@@ -6,6 +6,7 @@ import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
 import { Grammars } from "./grammars.js";
 import { loadLlama, loadModel } from "./load.js";
+import { loadedBuild } from "./native.js";
 import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { SequencePool } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
@@ -34,7 +35,7 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
   if (!Number.isInteger(opts.contextSize) || opts.contextSize < 16) {
     throw new Error(`contextSize must be an integer >= 16, got ${opts.contextSize}.`);
   }
-  const llama = await loadLlama(opts.gpu, log);
+  const llama = await loadLlama(opts.gpu, log, opts.build);
   try {
     return await assemble(llama, opts, log);
   } catch (err) {
@@ -46,7 +47,11 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
 async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<EngineOptions["log"]>): Promise<Engine> {
   const onGpu = llama.gpu !== false;
   const reproducible = opts.reproducible ?? false;
-  const contexts = reproducible ? 1 : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0 });
+  const build = loadedBuild(llama);
+  const contexts = reproducible
+    ? 1
+    : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0, patched: build === "patched" });
+  const kvUnified = build === "patched" && (opts.kvUnified ?? false);
   const threads =
     contexts > 1 && !(opts.threads >= 1)
       ? threadsPerContext(llama.cpuMathCores, contexts)
@@ -93,6 +98,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     prefixCopy: opts.prefixCopy ?? true,
+    kvUnified,
     log,
   });
   await pool.warmUp(model.tokenize("Once upon a time", true).slice(0, 8));
@@ -136,6 +142,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       reproducible,
       toolCalling: chatFormat.tools !== null,
       prefixCopy: pool.prefixCopy,
+      build,
+      kvUnified,
     },
   });
   return engine;

@@ -1,7 +1,9 @@
-// Bringing up llama.cpp (the compute backend) and the model. Never builds from source: only the prebuilt
-// binaries shipped with node-llama-cpp are used, and a machine without a usable GPU gets the CPU build.
+// Bringing up llama.cpp (the compute backend) and the model. Never builds from source at start: the patched
+// build scripts/build-engine.sh made (native.ts) where it exists, else the prebuilt binaries shipped with
+// node-llama-cpp, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { buildSelection, defaultBuildChoice, type EngineBuildChoice, loadedBuild, missingPatchedBuild } from "./native.js";
 import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
@@ -14,8 +16,9 @@ function llamaLogger(log: Log) {
   };
 }
 
-async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log): Promise<Llama> {
+async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, build: EngineBuildChoice): Promise<Llama> {
   return getLlama({
+    ...buildSelection(build),
     build: "never",
     skipDownload: true,
     gpu,
@@ -31,18 +34,25 @@ async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log): P
  * A named GPU that cannot be loaded falls back to CPU with a warning rather than refusing to start:
  * slow answers beat none, and `info.gpu` tells the truth.
  */
-export async function loadLlama(gpu: EngineOptions["gpu"], log: Log): Promise<Llama> {
+export async function loadLlama(gpu: EngineOptions["gpu"], log: Log, build: EngineBuildChoice = defaultBuildChoice()): Promise<Llama> {
   let llama: Llama;
   try {
-    llama = await tryGetLlama(gpu, log);
+    llama = await tryGetLlama(gpu, log, build);
   } catch (err) {
     if (gpu === false) throw err;
     log(`GPU backend '${gpu}' could not be loaded; falling back to CPU`, { error: err instanceof Error ? err.message : String(err) });
-    llama = await tryGetLlama(false, log);
+    llama = await tryGetLlama(false, log, build);
   }
-  log(llama.gpu === false ? "llama.cpp backend: CPU" : `llama.cpp backend: ${llama.gpu}`, {
+  const loaded = loadedBuild(llama);
+  if (build === "patched" && loaded !== "patched") {
+    await llama.dispose();
+    throw new Error(missingPatchedBuild());
+  }
+  const backend = llama.gpu === false ? "CPU" : llama.gpu;
+  log(`llama.cpp backend: ${backend}, ${loaded === "patched" ? "patched build (scripts/build-engine.sh)" : "prebuilt binaries"}`, {
     requested: gpu,
     gpu: llama.gpu,
+    build: loaded,
     cpuMathCores: llama.cpuMathCores,
   });
   return llama;

@@ -29,7 +29,7 @@ export class LlamaBackend implements InferenceBackend {
       // Twice the sequences, so a request is always waiting when a sequence frees up.
       concurrency: 2 * Math.max(1, e.sequences),
       generatedModel: e.generatedModel,
-      summary: `${e.sequences} sequences, ${threadsText(e.threads, e.threadsLargeSteps)}`,
+      summary: `${e.sequences} sequences, ${threadsText(e.threads, e.threadsLargeSteps)}, ${e.build} build`,
       settings: {
         model_file: e.modelPath.split(/[\\/]/).pop() ?? e.modelPath,
         gpu: e.gpu,
@@ -43,6 +43,9 @@ export class LlamaBackend implements InferenceBackend {
         chatWrapper: e.chatWrapper,
         toolCalling: e.toolCalling,
         reproducible: e.reproducible,
+        contexts: e.contexts,
+        engineBuild: e.build,
+        kvUnified: e.kvUnified,
       },
     });
   }

@@ -23,6 +23,13 @@ import type { LlamaContextSequence, Token } from "node-llama-cpp";
  */
 export const MIN_COPY_TOKENS = 128;
 
+/**
+ * The same threshold where copies are queued into the next decode (the patched build, kv-ops.ts): a copy then
+ * waits for nothing, and costs a memory copy of the donor's KV stream (about 16 MB for `small` at 1,024 cells) or,
+ * with a unified cache, nothing. Below this a copy spares less than its bookkeeping.
+ */
+export const MIN_QUEUED_COPY_TOKENS = 8;
+
 interface Claim {
   tokens: readonly Token[];
   /** Claims are numbered: a request only waits for an earlier one, so no two wait for each other. */

@@ -12,8 +12,9 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { BatchOrder, sequenceTag } from "./batch-order.js";
+import { canQueueKvOps, queueCopy, queueTruncate } from "./kv-ops.js";
 import { ResourcePool } from "./pool.js";
-import { cachedPrefix, canCopyState, copyState, MIN_COPY_TOKENS, PrefixClaims } from "./prefix-share.js";
+import { cachedPrefix, canCopyState, copyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS, PrefixClaims } from "./prefix-share.js";
 import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
@@ -36,6 +37,8 @@ export interface SequencePoolOptions {
   prefixReuse?: boolean;
   /** Copy a prefix another sequence of the context holds (prefix-share.ts; default on where the library can). */
   prefixCopy?: boolean;
+  /** One KV stream for all sequences of a context (the patched build only; native.ts): a copy is then free. */
+  kvUnified?: boolean;
   log: Log;
 }
 
@@ -48,6 +51,10 @@ export class SequencePool {
   private readonly claims = new PrefixClaims();
   /** Whether prefixes are copied between sequences (prefix-share.ts): asked for, and the library can. */
   readonly prefixCopy: boolean;
+  /** Copies and erases are queued into the next decode instead of waiting for the context lock (kv-ops.ts). */
+  readonly queuedKvOps: boolean;
+  /** The fewest prompt tokens a copy must spare: a queued copy costs little, a locked one waits (prefix-share.ts). */
+  readonly minCopy: number;
   /** Prefix copies made, and the prompt tokens they spared. */
   readonly copyStats = { copies: 0, tokens: 0 };
 
@@ -60,7 +67,9 @@ export class SequencePool {
     private readonly onIdle?: () => void,
   ) {
     this.pool = new ResourcePool(sequences);
-    this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && canCopyState(sequences[0]);
+    this.queuedKvOps = canQueueKvOps(sequences[0]);
+    this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && (this.queuedKvOps || canCopyState(sequences[0]));
+    this.minCopy = this.queuedKvOps ? MIN_QUEUED_COPY_TOKENS : MIN_COPY_TOKENS;
     contexts.forEach((context, c) => {
       this.busy.set(context, 0);
       const mine = sequences.filter((s) => s.context === context);
@@ -91,6 +100,8 @@ export class SequencePool {
               flashAttention: opts.flashAttention,
               failedCreationRemedy: false,
               batching: { itemPrioritizationStrategy: order.strategy },
+              // Read by the patched build only (native.ts); the prebuilt addon ignores it.
+              ...(opts.kvUnified ? { experimentalKvUnified: true } : {}),
             }),
           );
           orders.push(order);
@@ -151,7 +162,7 @@ export class SequencePool {
   /** How much of `tokens` a request given `sequence` would not evaluate: its cache, or a sibling's by a copy. */
   private reach(sequence: LlamaContextSequence, tokens: readonly Token[], viaCopy: number): number {
     const own = cachedPrefix(sequence, tokens);
-    return viaCopy >= own + MIN_COPY_TOKENS ? viaCopy : own;
+    return viaCopy >= own + this.minCopy ? viaCopy : own;
   }
 
   private viaCopy(context: LlamaContext, tokens: readonly Token[], memo?: WeakMap<object, number>): number {
@@ -166,8 +177,8 @@ export class SequencePool {
    */
   private affinity(sequence: LlamaContextSequence, tokens: readonly Token[], memo: WeakMap<object, number>): number {
     const reach = this.reach(sequence, tokens, this.viaCopy(sequence.context, tokens, memo));
-    if (!this.prefixCopy || reach >= MIN_COPY_TOKENS) return reach;
-    const elsewhere = this.contexts.some((c) => c !== sequence.context && this.viaCopy(c, tokens, memo) >= MIN_COPY_TOKENS);
+    if (!this.prefixCopy || reach >= this.minCopy) return reach;
+    const elsewhere = this.contexts.some((c) => c !== sequence.context && this.viaCopy(c, tokens, memo) >= this.minCopy);
     return elsewhere ? -1 : reach;
   }
 
@@ -192,7 +203,7 @@ export class SequencePool {
    */
   async prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
     const copied = this.prefixCopy ? await this.copyPrefix(sequence, tokens) : undefined;
-    const keep = await reusePrefix(sequence, this.prefixReuse ? tokens : []);
+    const keep = await reusePrefix(sequence, this.prefixReuse ? tokens : [], this.queuedKvOps);
     if (copied && keep > copied.before) {
       this.copyStats.copies++;
       this.copyStats.tokens += keep - copied.before;
@@ -206,9 +217,16 @@ export class SequencePool {
     const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
     // The last prompt token is evaluated anyway (its logits give the first new token).
     const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - before;
-    if (!donor || gain < MIN_COPY_TOKENS) return undefined;
+    if (!donor || gain < this.minCopy) return undefined;
     await donor.ready;
     if (sequence.disposed || donor.sequence.disposed) return undefined;
+    if (this.queuedKvOps) {
+      // What the donor's cells hold now: its decoded tokens (a donor freed meanwhile may hold less).
+      const upTo = Math.min(cachedPrefix(donor.sequence, tokens), tokens.length - 1);
+      if (upTo - before < this.minCopy) return undefined;
+      queueCopy(sequence, donor.sequence, upTo);
+      return { before };
+    }
     try {
       if (await copyState(sequence, donor.sequence, Math.min(donor.shared, tokens.length - 1))) return { before };
     } catch {
@@ -286,11 +304,12 @@ export class SequencePool {
  * Align the sequence's cache with `tokens` and say how many leading tokens need no evaluation.
  * At least the last prompt token is always evaluated, since its logits give the first new token.
  */
-export async function reusePrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
+export async function reusePrefix(sequence: LlamaContextSequence, tokens: readonly Token[], queued = false): Promise<number> {
   const shared = cachedPrefix(sequence, tokens);
   const keep = Math.max(0, Math.min(shared, tokens.length - 1));
   if (keep < sequence.nextTokenIndex) {
-    await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+    if (queued) queueTruncate(sequence, keep);
+    else await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
   }
   return keep;
 }

@@ -22,6 +22,8 @@ export interface ThreadsInput {
   gpu: boolean;
   /** The configured value; 0 (or less) means "choose". */
   requested: number;
+  /** The patched build runs (engine/native.ts): its OpenMP threads and queued copies suit one context. */
+  patched?: boolean;
 }
 
 /** Most CPU threads worth using to feed a GPU. */
@@ -44,9 +46,9 @@ export function chooseThreads({ cpuCount, gpu, requested }: ThreadsInput): numbe
  */
 export const MAX_CPU_CONTEXTS = 4;
 
-export function chooseContexts({ cpuCount, gpu, requested }: ThreadsInput): number {
+export function chooseContexts({ cpuCount, gpu, requested, patched }: ThreadsInput): number {
   if (Number.isFinite(requested) && requested >= 1) return Math.floor(requested);
-  if (gpu) return 1;
+  if (gpu || patched) return 1;
   const cores = Number.isFinite(cpuCount) ? Math.max(1, Math.floor(cpuCount)) : 1;
   return Math.min(MAX_CPU_CONTEXTS, 2 * cores);
 }

@@ -129,6 +129,10 @@ export interface EngineInfo {
   toolCalling: boolean;
   /** Prompt prefixes are copied between the sequences of a context (engine/prefix-share.ts). */
   prefixCopy: boolean;
+  /** The node-llama-cpp build that runs: its prebuilt binaries, or the patched build (engine/native.ts). */
+  build: "prebuilt" | "patched";
+  /** One KV stream for all sequences of a context (the patched build only). */
+  kvUnified: boolean;
 }
 
 /** What the generation contexts have done since the engine started (counters). */
@@ -181,6 +185,10 @@ export interface EngineOptions {
   prefixReuse?: boolean;
   /** Copy a prefix another sequence of the same context holds instead of evaluating it (default true; engine/prefix-share.ts). */
   prefixCopy?: boolean;
+  /** Which node-llama-cpp build to load (engine/native.ts); default ENGINE_BUILD, else "auto". */
+  build?: "auto" | "prebuilt" | "patched";
+  /** One KV stream for all sequences of a context, where the patched build runs (default false). */
+  kvUnified?: boolean;
   /**
    * Every request computed alone and from scratch (one sequence, no prefix cache), so a seeded request gives
    * the same answer whatever else runs: llama.cpp's arithmetic differs slightly between a token decoded alone

@@ -64,7 +64,7 @@ export interface Metrics extends BatchMetrics {
   /** Queue and pool gauges read these at scrape time. */
   watch(status: GaugeSource): void;
   /** Model and backend as an info-style gauge. */
-  setBackendInfo(info: { model: string; kind: string }): void;
+  setBackendInfo(info: { model: string; kind: string; settings?: Readonly<Record<string, unknown>> }): void;
   /** Since start: completion tokens generated and requests finished (completed or failed), for rates over time. */
   totals(): { completionTokens: number; requests: number };
   /** Per-backend flow control (upstream backends), read at scrape time. */
@@ -181,6 +181,12 @@ export function createMetrics(
     labelNames: ["model", "backend"],
     registers,
   });
+  const engineBuild = new client.Gauge({
+    name: `${PREFIX}engine_build_info`,
+    help: 'The node-llama-cpp build the local engine runs (value 1): "prebuilt" binaries or the "patched" build of npm run build:engine.',
+    labelNames: ["model", "build"],
+    registers,
+  });
   liveGauge(
     "engine_tokens_per_second",
     `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
@@ -261,6 +267,8 @@ export function createMetrics(
     },
     setBackendInfo(info) {
       backendInfo.set({ model: info.model, backend: info.kind }, 1);
+      const build = info.settings?.engineBuild;
+      if (typeof build === "string") engineBuild.set({ model: info.model, build }, 1);
     },
     batchEnded(b) {
       // Counted where the batch ended (the totals above come from the state).

@@ -43,3 +43,22 @@ export async function openGeneratedEngine(sequences = 4): Promise<import("../eng
     embeddingContexts: 1,
   });
 }
+
+/**
+ * The node-llama-cpp builds this machine can run: the prebuilt binaries always, and the patched build where
+ * `npm run build:engine` made it (engine/native.ts). Tests that hold for both run once per build.
+ */
+export async function engineBuilds(): Promise<Array<"prebuilt" | "patched">> {
+  const { loadLlama } = await import("../engine/load.js");
+  try {
+    const llama = await loadLlama(false, () => {}, "patched");
+    await llama.dispose();
+    return ["prebuilt", "patched"];
+  } catch {
+    return ["prebuilt"];
+  }
+}
+
+/** Said once by tests that would also run on the patched build, where it is missing. */
+export const NO_PATCHED_BUILD =
+  "the patched engine is not built here (npm run build:engine; it needs cmake and g++): its tests are skipped, the prebuilt build's run";

@@ -80,6 +80,9 @@ describe("GET /metrics", () => {
     expect(sample(m, "obi_pool_in_use", { pool: "spot" })).toBe(0);
     expect(sample(m, "obi_engine_tokens_per_second")).toBeGreaterThanOrEqual(0);
     expect(sample(m, "obi_backend_info", { model: svc.service.backend.info.model, backend: "local" })).toBe(1);
+    const build = svc.service.backend.info.settings.engineBuild;
+    expect(["prebuilt", "patched"]).toContain(build);
+    expect(sample(m, "obi_engine_build_info", { model: svc.service.backend.info.model, build: String(build) })).toBe(1);
     expect(sample(m, "process_resident_memory_bytes")).toBeGreaterThan(0);
     // Ids never become labels.
     expect(m).not.toMatch(/batch_[0-9a-f]{8}|file-[0-9a-f]{8}/);

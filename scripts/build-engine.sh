@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the fast engine: node-llama-cpp's addon with the reviewed patch in engine/native/, compiled by
+# node-llama-cpp's own source build from the llama.cpp it ships (its git bundle; no network). The build is cached
+# outside the repository, keyed by the patch, so a second run (or `npm ci` followed by this script) takes seconds.
+# About 5 minutes on 2 cores with Debian's cmake and g++. Without them it prints one line and exits 1, and the
+# engine goes on with the prebuilt binaries.
+# Prints the build's folder on stdout; progress goes to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nlc=node_modules/node-llama-cpp
+patch_file=engine/native/node-llama-cpp-3.22.1.patch
+[ -d "$nlc" ] || { echo "build-engine: $nlc is missing (run npm ci first)" >&2; exit 1; }
+version=$(node -p "require('./$nlc/package.json').version")
+[ "$version" = 3.22.1 ] || { echo "build-engine: the patch is for node-llama-cpp 3.22.1, not $version" >&2; exit 1; }
+for tool in cmake g++ make git patch; do
+  command -v "$tool" >/dev/null || { echo "build-engine: $tool is not installed (apt-get install -y cmake g++ make git patch); the prebuilt engine stays" >&2; exit 1; }
+done
+
+# Applied in place, once: the JavaScript half (the kvUnified option) must match the addon it loads.
+if patch -p1 -R -s -f --dry-run -d "$nlc" <"$patch_file" >/dev/null 2>&1; then
+  :
+else
+  patch -p1 -N -s -d "$nlc" <"$patch_file" >&2 || { echo "build-engine: the patch does not apply to $nlc" >&2; exit 1; }
+fi
+
+key=$(sha256sum "$patch_file" | cut -c1-16)
+# The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load.ts passes the same).
+export NODE_LLAMA_CPP_CMAKE_OPTION_OBI_ENGINE_PATCH="$key"
+folder=$(node --input-type=module -e "
+import {getBuildFolderNameForBuildOptions} from './$nlc/dist/bindings/utils/getBuildFolderNameForBuildOptions.js';
+import {builtinLlamaCppGitHubRepo} from './$nlc/dist/config.js';
+import {builtinLlamaCppRelease} from './$nlc/dist/bindings/utils/binariesGithubRelease.js';
+const n = await getBuildFolderNameForBuildOptions({platform: 'linux', arch: process.arch, gpu: false,
+  customCmakeOptions: new Map([['OBI_ENGINE_PATCH', '$key']]),
+  llamaCpp: {repo: builtinLlamaCppGitHubRepo, release: builtinLlamaCppRelease}});
+console.log(n.withCustomCmakeOptions);")
+local_builds=$nlc/llama/localBuilds
+cache=${ENGINE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/engine}/$folder
+if [ -f "$local_builds/$folder/buildDone.status" ]; then echo "$local_builds/$folder"; exit 0; fi
+if [ -f "$cache/buildDone.status" ]; then
+  mkdir -p "$local_builds" && rm -rf "$local_builds/$folder" && cp -a "$cache" "$local_builds/$folder"
+  echo "$local_builds/$folder"
+  exit 0
+fi
+
+[ -d "$nlc/llama/llama.cpp" ] || node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >&2
+start=$(date +%s)
+node "$nlc/dist/cli/cli.js" source build --gpu false --noUsageExample >&2
+[ -f "$local_builds/$folder/buildDone.status" ] || { echo "build-engine: the build finished without $local_builds/$folder" >&2; exit 1; }
+echo "build-engine: built in $(( $(date +%s) - start )) s" >&2
+mkdir -p "$(dirname "$cache")" && rm -rf "$cache.tmp" && cp -a "$local_builds/$folder" "$cache.tmp" && rm -rf "$cache" && mv "$cache.tmp" "$cache"
+echo "$local_builds/$folder"

@@ -1,0 +1,103 @@
+// The patched build's queued KV changes (engine/kv-ops.ts) on the real library: copies and truncations give the
+// answers a fresh evaluation gives, with and without a unified KV cache, and a copy does not wait for sequences
+// that are generating. Skipped with a note where the patched build is not there (npm run build:engine).
+import { afterAll, describe, expect, it } from "vitest";
+import { createEngine, type Engine } from "../../engine/index.js";
+import { canQueueKvOps } from "../../engine/kv-ops.js";
+import { engineBuilds, NO_PATCHED_BUILD, testModelPath } from "../../testkit/model.js";
+
+const patched = (await engineBuilds()).includes("patched");
+if (!patched) console.warn(NO_PATCHED_BUILD);
+
+const engines: Engine[] = [];
+async function make(opts: { sequences: number; prefixCopy?: boolean; prefixReuse?: boolean; kvUnified?: boolean }) {
+  const engine = await createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    contexts: 1,
+    contextSize: 512,
+    embeddingContexts: 1,
+    build: "patched",
+    ...opts,
+  });
+  engines.push(engine);
+  return engine;
+}
+afterAll(async () => {
+  await Promise.all(engines.map((e) => e.close()));
+});
+
+const PREFIX = `The rules of the game. ${"A child, a dog and a red ball play in the park every day. ".repeat(12)}Now:`;
+const greedy = { temperature: 0, maxTokens: 6 };
+const family = (n: number) => Array.from({ length: n }, (_, i) => `${PREFIX} ${["Lily", "Tom", "Ben", "Sue"][i % 4]} saw ${i} birds and`);
+
+it("a sequence is fit for queued changes only on the patched addon, without predictor or checkpoints", () => {
+  const sequence = (ctx: object, extra: object = {}) =>
+    ({
+      _sequenceId: 0,
+      _contextTokens: [],
+      _nextTokenIndex: 0,
+      _loadedTokenPredictions: [],
+      _context: { _ctx: ctx },
+      needsCheckpoints: false,
+      ...extra,
+    }) as never;
+  const ops = { queueSequenceCopy: () => {}, queueSequenceRemove: () => {} };
+  expect(canQueueKvOps(sequence(ops))).toBe(true);
+  expect(canQueueKvOps(sequence({ queueSequenceCopy: () => {} }))).toBe(false);
+  expect(canQueueKvOps(sequence({}))).toBe(false);
+  expect(canQueueKvOps(sequence(ops, { needsCheckpoints: true }))).toBe(false);
+  expect(canQueueKvOps(sequence(ops, { _tokenPredictor: {} }))).toBe(false);
+});
+
+describe.skipIf(!patched)("queued KV changes on the patched build", () => {
+  it("copied prefixes answer as evaluated ones, with one KV stream per sequence and with a unified cache", async () => {
+    const texts = family(8);
+    const plain = await make({ sequences: 4, prefixCopy: false });
+    const expected = await Promise.all(texts.map((t) => plain.complete(t, greedy)));
+    for (const kvUnified of [false, true]) {
+      const engine = await make({ sequences: 4, kvUnified });
+      expect(engine.info.kvUnified).toBe(kvUnified);
+      const before = engine.scheduling().prefixCopies;
+      const got = await Promise.all(texts.map((t) => engine.complete(t, greedy)));
+      expect(engine.scheduling().prefixCopies - before).toBeGreaterThanOrEqual(3);
+      expect(got.map((r) => r.text)).toEqual(expected.map((r) => r.text));
+      expect(got.filter((r) => r.cachedPromptTokens > 0).length).toBeGreaterThanOrEqual(7);
+    }
+  });
+
+  it("a sequence reused for a prompt sharing part of its cache drops the rest and answers as a fresh one", async () => {
+    const one = await make({ sequences: 1 });
+    const first = `${PREFIX} Lily found a shell and`;
+    const second = `${PREFIX} Tom lost his hat and`;
+    await one.complete(first, greedy);
+    const reused = await one.complete(second, greedy);
+    expect(reused.cachedPromptTokens).toBeGreaterThan(one.countTokens(PREFIX) - 4);
+    const fresh = await make({ sequences: 1, prefixReuse: false });
+    const alone = await fresh.complete(second, greedy);
+    expect(reused.text).toBe(alone.text);
+    // The first prompt again: its tail was dropped from the cache, so it is evaluated again and still answers the same.
+    const again = await one.complete(first, greedy);
+    expect(again.text).toBe((await fresh.complete(first, greedy)).text);
+  });
+
+  it("a family member arriving while its siblings generate copies their prefix without waiting for them to finish", async () => {
+    const engine = await make({ sequences: 4 });
+    const [head, ...rest] = family(4);
+    const long = { temperature: 0, maxTokens: 200 };
+    const done: string[] = [];
+    const runs = [engine.complete(head, long).then(() => done.push("long"))];
+    // The head's prompt is in the cache once its generation is under way.
+    await new Promise((r) => setTimeout(r, 300));
+    runs.push(...rest.slice(0, 2).map((t) => engine.complete(t, long).then(() => done.push("long"))));
+    runs.push(
+      engine
+        .complete(rest[2], { temperature: 0, maxTokens: 2 })
+        .then((r) => done.push(r.cachedPromptTokens > 0 ? "short, copied" : "short")),
+    );
+    await Promise.all(runs);
+    expect(done[0]).toBe("short, copied");
+  });
+});
