@@ -131,6 +131,7 @@ export async function createRouter(
             maxInFlight: u.maxInFlight,
             timeoutSeconds: u.timeoutSeconds,
             maxAttempts: u.maxAttempts,
+            prefixRouting: u.prefixRouting,
           }),
         );
         log.info({ model: spec.name, backend: backend.info }, "backend ready");

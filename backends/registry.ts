@@ -31,6 +31,8 @@ export interface UpstreamBackendSpec {
   timeoutSeconds: number;
   /** Attempts per request for 429, 5xx, resets and timeouts (the first try included). */
   maxAttempts: number;
+  /** How lines reach the server so it evaluates shared prompt openings least (upstream/slot-affinity.ts). */
+  prefixRouting: "auto" | "slots" | "grouped" | "none";
 }
 
 export interface ModelSpec {
@@ -104,6 +106,7 @@ const UpstreamSchema = z.strictObject({
   max_in_flight: positive.optional(),
   timeout_seconds: z.number().positive().optional(),
   max_attempts: positive.optional(),
+  prefix_routing: z.enum(["auto", "slots", "grouped", "none"], { error: "must be auto, slots, grouped or none" }).optional(),
 });
 const ModelSchema = z
   .strictObject({
@@ -178,6 +181,7 @@ export function parseModelsFile(text: string, source: string, env: Record<string
         maxInFlight,
         timeoutSeconds: u.timeout_seconds ?? UPSTREAM_DEFAULTS.timeoutSeconds,
         maxAttempts: u.max_attempts ?? UPSTREAM_DEFAULTS.maxAttempts,
+        prefixRouting: u.prefix_routing ?? "auto",
       },
     };
   });

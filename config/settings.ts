@@ -224,8 +224,8 @@ export const SETTINGS = {
       env: "BATCH_ORDER",
       yaml: "pipeline.order",
       default: "cost",
-      schema: z.enum(["cost", "file"], { error: "must be cost or file" }),
-      help: "the order a batch's lines start in: cost (costliest first, prefix families together) or file",
+      schema: z.enum(["cost", "interleave", "file"], { error: "must be cost, interleave or file" }),
+      help: "the order a batch's lines start in: cost (costliest first, prefix families together, or the order an upstream's prefix routing asks for), interleave (prefix families take turns) or file",
     }),
   },
   pools: {

@@ -72,8 +72,25 @@ export interface BackendStats {
   decreases: Record<string, number>;
 }
 
+/**
+ * The order a batch's lines start in (pipeline/schedule.ts): "cost", longest first with prefix families together;
+ * "interleave", families taking turns; "file", as the file has them.
+ */
+export type LineOrder = "cost" | "interleave" | "file";
+
+/** A backend's preferred order; for "interleave", how many families should run at once (a server's slots). */
+export interface LinePreference {
+  order: LineOrder;
+  lanes?: number;
+}
+
 export interface InferenceBackend {
   readonly info: BackendInfo;
+  /**
+   * The line order that suits this backend, where it has a preference (an upstream's prefix routing:
+   * upstream/slot-affinity.ts). Asked once per run whose order is the default, "cost".
+   */
+  lineOrder?(): Promise<LinePreference>;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
   /**

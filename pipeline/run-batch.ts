@@ -44,10 +44,12 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
   const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
   const done = opts.done ?? new Set<string>();
+  // The default order defers to the backend's preference (an upstream's prefix routing); "file" stays "file".
+  const order = (opts.order ?? "cost") === "cost" ? ((await backend?.lineOrder?.()) ?? { order: "cost" }) : { order: opts.order! };
   const lines =
-    opts.order === "file"
+    order.order === "file"
       ? readJsonlLines(opts.inputPath)
-      : plannedLines(opts.inputPath, endpoint, (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string));
+      : plannedLines(opts.inputPath, endpoint, (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string), order);
   const source = readRequests(lines, done);
 
   const writeFailure = async (line: object) => {

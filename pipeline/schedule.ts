@@ -11,7 +11,8 @@
 // Output order never mattered (custom_id carries identity), and a resumed run skips done custom_ids whatever
 // the order. Memory: a few numbers per line, never the lines (about 40 bytes each: 2 MB for 50,000 lines).
 import { open } from "node:fs/promises";
-import type { Endpoint } from "../openai/backend.js";
+import type { Endpoint, LineOrder, LinePreference } from "../openai/backend.js";
+import { FAMILY_CHARS, prefixHash, promptOpening } from "../openai/prompt-opening.js";
 import { type JsonlLine, readJsonlLines } from "./jsonl.js";
 
 /** Characters per token assumed when estimating a prompt (OpenAI's rule of thumb for English). */
@@ -24,7 +25,11 @@ const COMPLETIONS_DEFAULT_TOKENS = 16;
 /** Prefix lengths (characters) hashed for the family order. */
 export const FAMILY_LEVELS = [64, 256, 1024] as const;
 
-export type LineOrder = "cost" | "file";
+// "interleave": families take turns, one line of each in turn, for a server whose slots each keep one family's
+// prefix (upstream/slot-affinity.ts); "file": as in the file.
+export type { LineOrder };
+
+export { prefixHash };
 
 export interface LineEstimate {
   /** Estimated work, in generated-token equivalents. */
@@ -36,7 +41,7 @@ export interface LineEstimate {
 /** A line's work and its prompt's opening, from its body as the batch file has it (before any check). */
 export function estimateLine(endpoint: Endpoint, body: unknown): LineEstimate {
   const b = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
-  const prefixText = promptText(b);
+  const prefixText = promptOpening(b);
   const limit = firstNumber(b.max_completion_tokens, b.max_tokens, b.max_output_tokens);
   const choices = firstNumber(b.n) ?? 1;
   const generated =
@@ -46,13 +51,6 @@ export function estimateLine(endpoint: Endpoint, body: unknown): LineEstimate {
   return { cost: generated + (prefixText.length / CHARS_PER_TOKEN) * PROMPT_TOKEN_WEIGHT, prefixText };
 }
 
-/** What the model reads first, in the order the chat template writes it: tools, instructions, messages. */
-function promptText(b: Record<string, unknown>): string {
-  const prompt = b.prompt ?? b.input ?? "";
-  const head = [b.tools, b.instructions, b.messages].filter((v) => v !== undefined).map((v) => JSON.stringify(v));
-  return head.join("") + (typeof prompt === "string" ? prompt : JSON.stringify(prompt));
-}
-
 function firstNumber(...values: unknown[]): number | undefined {
   for (const v of values) if (typeof v === "number" && Number.isFinite(v) && v >= 0) return v;
   return undefined;
@@ -60,20 +58,6 @@ function firstNumber(...values: unknown[]): number | undefined {
 
 /** Cost class: a factor of two apart. */
 export const costClass = (cost: number) => Math.floor(Math.log2(Math.max(1, cost)));
-
-/**
- * 32-bit FNV-1a of the first `length` UTF-16 units; 0 for a text shorter than that, so lines that end before a
- * level tie there and are ordered by cost instead.
- */
-export function prefixHash(text: string, length: number): number {
-  if (text.length < length) return 0;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
 
 /** A growable column of numbers, so the index holds no object per line. */
 class Column<A extends Float64Array | Uint32Array> {
@@ -131,17 +115,65 @@ export class OrderPlanner {
     for (const [k, level] of FAMILY_LEVELS.entries()) this.keys[k].push(line.estimate ? prefixHash(line.estimate.prefixText, level) : 0);
   }
 
-  plan(): LinePlan {
+  /** `lanes`: for "interleave", how many families run at once (an upstream's slots); by default all of them. */
+  plan(mode: Exclude<LineOrder, "file"> = "cost", lanes = Number.POSITIVE_INFINITY): LinePlan {
     const { cost, keys, lineNo } = this;
     const order = new Uint32Array(this.startAt.length);
     for (let i = 0; i < order.length; i++) order[i] = i;
-    order.sort((a, b) => {
-      const byClass = costClass(cost.get(b)) - costClass(cost.get(a));
-      if (byClass !== 0) return byClass;
-      for (const key of keys) if (key.get(a) !== key.get(b)) return key.get(a) - key.get(b);
-      return cost.get(b) - cost.get(a) || lineNo.get(a) - lineNo.get(b);
-    });
+    if (mode === "interleave") {
+      const turn = this.turns(lanes);
+      order.sort((a, b) => turn[0][a] - turn[0][b] || turn[1][a] - turn[1][b] || lineNo.get(a) - lineNo.get(b));
+    } else {
+      order.sort((a, b) => {
+        const byClass = costClass(cost.get(b)) - costClass(cost.get(a));
+        if (byClass !== 0) return byClass;
+        for (const key of keys) if (key.get(a) !== key.get(b)) return key.get(a) - key.get(b);
+        return cost.get(b) - cost.get(a) || lineNo.get(a) - lineNo.get(b);
+      });
+    }
     return { order, start: (i) => this.startAt.get(i), end: (i) => this.endAt.get(i), lineNo: (i) => lineNo.get(i) };
+  }
+
+  /**
+   * For the interleaved order: each line's turn and lane. Families (familyKey's, openai/prompt-opening.ts; a
+   * shorter line is a family of its own) are dealt to `lanes` lanes, the largest first to the lane with the fewest
+   * lines; within a lane its families follow one another, and the lanes take turns, one line each.
+   */
+  private turns(lanes: number): [Uint32Array, Uint32Array] {
+    const n = this.startAt.length;
+    const levels = FAMILY_CHARS.map((chars) => this.keys[FAMILY_LEVELS.indexOf(chars as (typeof FAMILY_LEVELS)[number])]);
+    const familyOf = new Uint32Array(n);
+    const sizes: number[] = [];
+    const ids = new Map<string, number>();
+    for (let i = 0; i < n; i++) {
+      const k = levels.findIndex((column) => column.get(i) !== 0);
+      const key = k < 0 ? `line:${i}` : `${k}:${levels[k].get(i)}`;
+      let id = ids.get(key);
+      if (id === undefined) ids.set(key, (id = sizes.push(0) - 1));
+      sizes[id]++;
+      familyOf[i] = id;
+    }
+    const laneCount = Math.max(1, Math.min(lanes, sizes.length));
+    const laneLines = new Array<number>(laneCount).fill(0);
+    const laneOf = new Uint32Array(sizes.length);
+    const start = new Float64Array(sizes.length);
+    // Largest family first, each to the lane with the fewest lines so far; its lines start where that lane is.
+    const bySize = sizes.map((_, f) => f).sort((a, b) => sizes[b] - sizes[a] || a - b);
+    for (const f of bySize) {
+      let lane = 0;
+      for (let l = 1; l < laneCount; l++) if (laneLines[l] < laneLines[lane]) lane = l;
+      laneOf[f] = lane;
+      start[f] = laneLines[lane];
+      laneLines[lane] += sizes[f];
+    }
+    const [turn, lane] = [new Uint32Array(n), new Uint32Array(n)];
+    const taken = new Uint32Array(sizes.length);
+    for (let i = 0; i < n; i++) {
+      const f = familyOf[i];
+      turn[i] = start[f] + taken[f]++;
+      lane[i] = laneOf[f];
+    }
+    return [turn, lane];
   }
 }
 
@@ -151,8 +183,13 @@ export type SourceLine = Pick<JsonlLine, "lineNo" | "text">;
  * The file's non-blank lines in the planned order. `keep` says from a parsed line whether it still has to run
  * (a resumed run's done custom_ids do not); the file is read twice, the second time line by line at its offsets.
  */
-export async function* plannedLines(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean): AsyncGenerator<SourceLine> {
-  const plan = await scan(path, endpoint, keep);
+export async function* plannedLines(
+  path: string,
+  endpoint: Endpoint,
+  keep: (value: unknown) => boolean,
+  preference: LinePreference = { order: "cost" },
+): AsyncGenerator<SourceLine> {
+  const plan = await scan(path, endpoint, keep, preference);
   const file = await open(path, "r");
   try {
     let buffer = Buffer.alloc(64 * 1024);
@@ -171,7 +208,7 @@ export async function* plannedLines(path: string, endpoint: Endpoint, keep: (val
   }
 }
 
-async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean): Promise<LinePlan> {
+async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean, preference: LinePreference): Promise<LinePlan> {
   const planner = new OrderPlanner();
   for await (const line of readJsonlLines(path)) {
     if (line.text.trim() === "") continue;
@@ -186,5 +223,5 @@ async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => 
     const body = (value as { body?: unknown } | null)?.body;
     planner.add({ lineNo: line.lineNo, start: line.start, end: line.end, estimate: estimateLine(endpoint, body) });
   }
-  return planner.plan();
+  return planner.plan(preference.order === "interleave" ? "interleave" : "cost", preference.lanes);
 }

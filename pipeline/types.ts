@@ -82,7 +82,8 @@ export interface RunBatchOptions {
   retry?: { attempts: number; baseDelayMs: number };
   /**
    * The order lines start in: "cost" (default), the costliest first with prefix families together
-   * (schedule.ts); "file", as they stand in the file.
+   * (schedule.ts), unless the backend prefers another; "interleave", families taking turns; "file", as they stand
+   * in the file.
    */
   order?: LineOrder;
 }

@@ -14,6 +14,7 @@ import type {
   Endpoint,
   InferenceBackend,
   InferenceRequest,
+  LinePreference,
   TokenUsage,
 } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
@@ -21,6 +22,7 @@ import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { BaseUrls } from "./base-urls.js";
 import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
 import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
+import { ORDER_FOR, type PrefixRouting, type ResolvedRouting, SlotAffinity, slotsFromProps } from "./slot-affinity.js";
 
 export interface UpstreamOptions {
   /** The registry's name: what batches and response bodies say. */
@@ -33,6 +35,8 @@ export interface UpstreamOptions {
   maxInFlight: number;
   timeoutSeconds: number;
   maxAttempts: number;
+  /** How lines reach the server so it evaluates shared prompt openings least (slot-affinity.ts); default "auto". */
+  prefixRouting?: PrefixRouting;
   /** For tests: the random source of the backoff jitter. */
   random?: () => number;
 }
@@ -61,6 +65,8 @@ export class UpstreamBackend implements InferenceBackend {
   private readonly counters = { requests: 0, retries: 0, errors: {} as Record<string, number> };
   /** The model's context as the upstream reported it (a refusal's n_ctx, else asked once); undefined if unknown. */
   private context: Promise<number | undefined> | undefined;
+  /** The prefix routing in force, decided once (asking the server under "auto"); slot pinning where it is "slots". */
+  private routing: Promise<{ resolved: ResolvedRouting; slots?: SlotAffinity }> | undefined;
 
   constructor(private readonly opts: UpstreamOptions) {
     this.limit = new AdaptiveLimit({
@@ -92,8 +98,29 @@ export class UpstreamBackend implements InferenceBackend {
         timeout_seconds: opts.timeoutSeconds,
         max_attempts: opts.maxAttempts,
         api_key: opts.apiKey ? "set" : "none",
+        prefix_routing: opts.prefixRouting ?? "auto",
       },
     });
+  }
+
+  /** The line order the prefix routing asks for ("slots": families take turns, one per slot at a time). */
+  async lineOrder(): Promise<LinePreference> {
+    const { resolved } = await this.prefixRouting();
+    return resolved.policy === "slots" ? { order: "interleave", lanes: resolved.slots } : { order: ORDER_FOR[resolved.policy] };
+  }
+
+  private prefixRouting(): Promise<{ resolved: ResolvedRouting; slots?: SlotAffinity }> {
+    this.routing ??= (async () => {
+      const wanted = this.opts.prefixRouting ?? "auto";
+      if (wanted === "grouped" || wanted === "none") return { resolved: { policy: wanted } };
+      const url = this.opts.baseUrls[0];
+      const reported = slotsFromProps(await this.getJson(url, "/props").catch(() => undefined));
+      if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" } };
+      // Several servers behind the URLs would share slot numbers: pinning then follows the first one's count.
+      const slots = reported ?? this.opts.maxInFlight;
+      return { resolved: { policy: "slots", slots }, slots: new SlotAffinity(slots) };
+    })();
+    return this.routing;
   }
 
   stats(): UpstreamStats {
@@ -111,7 +138,22 @@ export class UpstreamBackend implements InferenceBackend {
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
-    const payload = JSON.stringify({ ...request.body, ...topK, model: this.opts.model });
+    const { slots } = await this.prefixRouting();
+    const slot = slots && request.endpoint !== "/v1/embeddings" ? slots.slotFor(request.body as Record<string, unknown>) : undefined;
+    // llama-server's own extension: the slot whose cache holds this family's opening.
+    const pin = slot === undefined ? {} : { id_slot: slot, cache_prompt: true };
+    const payload = JSON.stringify({ ...request.body, ...topK, ...pin, model: this.opts.model });
+    if (slot === undefined) return this.sendWithRetries(request, payload, signal);
+    await slots!.acquire(slot, signal);
+    try {
+      return await this.sendWithRetries(request, payload, signal);
+    } finally {
+      slots!.release(slot);
+    }
+  }
+
+  /** One request with its retries, under the adaptive limit. */
+  private async sendWithRetries(request: InferenceRequest, payload: string, signal?: AbortSignal): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
       const startedAt = await this.limit.acquire(signal);
       const url = this.urls.pick();

@@ -33,6 +33,7 @@ describe("parseModelsFile", () => {
       maxInFlight: 64,
       timeoutSeconds: 600,
       maxAttempts: 5,
+      prefixRouting: "auto",
     });
     // Without default_model an unknown name is not served.
     expect(r.resolve("gpt-4o")).toBeUndefined();

@@ -85,6 +85,45 @@ describe("OrderPlanner", () => {
     expect(Array.from(p.order, (i) => p.lineNo(i))).toEqual([2, 1]);
   });
 
+  const interleaved = (lines: Array<{ text: string; cost: number }>, lanes?: number) => {
+    const planner = new OrderPlanner();
+    for (const [i, l] of lines.entries()) planner.add({ lineNo: i + 1, start: i, end: i, estimate: { cost: l.cost, prefixText: l.text } });
+    const p = planner.plan("interleave", lanes);
+    return Array.from(p.order, (i) => p.lineNo(i));
+  };
+  const familyOf = (lines: Array<{ text: string }>, n: number) => lines[n - 1].text.slice(0, 3);
+
+  it("interleaves: families take turns, one line each, whatever their cost, in file order within a family", () => {
+    const lines = ["A", "A", "A", "B", "B", "C"].map((f, i) => ({ text: `${f.repeat(300)} ${i}`, cost: 16 * (i + 1) }));
+    const order = interleaved(lines);
+    expect(order.map((n) => familyOf(lines, n))).toEqual(["AAA", "BBB", "CCC", "AAA", "BBB", "AAA"]);
+    expect(order.filter((n) => familyOf(lines, n) === "AAA")).toEqual([1, 2, 3]);
+  });
+
+  it("interleaves over lanes: families are dealt to as many lanes as slots, and a lane runs its families one after another", () => {
+    // Four families of 3 lines over 2 lanes: each lane holds two families back to back, and the lanes alternate.
+    const lines = ["A", "B", "C", "D"].flatMap((f) => [0, 1, 2].map((i) => ({ text: `${f.repeat(300)} ${i}`, cost: 16 })));
+    const order = interleaved(lines, 2).map((n) => familyOf(lines, n));
+    const lane0 = order.filter((_, i) => i % 2 === 0);
+    const lane1 = order.filter((_, i) => i % 2 === 1);
+    for (const lane of [lane0, lane1]) {
+      expect(new Set(lane).size).toBe(2);
+      // One family's three lines, then the other's.
+      expect(lane.slice(0, 3).every((f) => f === lane[0]) && lane.slice(3).every((f) => f === lane[3])).toBe(true);
+    }
+    expect(new Set([...lane0, ...lane1]).size).toBe(4);
+  });
+
+  it("interleaves: lines too short to share 64 characters are each a family of their own; the largest family starts", () => {
+    const lines = [
+      { text: "x", cost: 16 },
+      { text: "y", cost: 16 },
+      { text: `${"Z".repeat(80)}1`, cost: 16 },
+      { text: `${"Z".repeat(80)}2`, cost: 16 },
+    ];
+    expect(interleaved(lines)).toEqual([3, 1, 2, 4]);
+  });
+
   it("classes are a factor of two apart and hashes look only at the opening asked for", () => {
     expect([costClass(0), costClass(1), costClass(15.9), costClass(16), costClass(31), costClass(32)]).toEqual([0, 0, 3, 4, 4, 5]);
     expect(prefixHash(`${"a".repeat(64)}x`, 64)).toBe(prefixHash(`${"a".repeat(64)}y`, 64));
