@@ -149,7 +149,10 @@ export class OrderPlanner {
       const k = levels.findIndex((column) => column.get(i) !== 0);
       const key = k < 0 ? `line:${i}` : `${k}:${levels[k].get(i)}`;
       let id = ids.get(key);
-      if (id === undefined) ids.set(key, (id = sizes.push(0) - 1));
+      if (id === undefined) {
+        id = sizes.push(0) - 1;
+        ids.set(key, id);
+      }
       sizes[id]++;
       familyOf[i] = id;
     }
