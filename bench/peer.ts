@@ -9,7 +9,15 @@ import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js"
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
 
-export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval";
+export type WorkloadName =
+  | "uniform"
+  | "mixed"
+  | "prompt-heavy"
+  | "embeddings"
+  | "template"
+  | "varied"
+  | "retrieval"
+  | `families-${number}`;
 
 export interface Workload {
   name: WorkloadName;
@@ -91,7 +99,14 @@ export function embeddingsWorkload(inputs: number): Workload {
   };
 }
 
-export type ServiceRun = { seconds: number; generated: number; promptTokens: number; cachedTokens: number };
+export type ServiceRun = {
+  seconds: number;
+  generated: number;
+  promptTokens: number;
+  cachedTokens: number;
+  /** The local engine's node-llama-cpp build as /ready reports it (absent for an upstream model). */
+  build?: string;
+};
 
 /**
  * The workload through the service at its defaults: one batch per endpoint, submitted together. Best of
@@ -133,8 +148,10 @@ async function runServiceOnce(modelPath: string, w: Workload, env: Record<string
     for (const b of batches)
       if (b.status !== "completed" || b.request_counts.failed > 0)
         throw new Error(`service batch ${b.id} ended ${b.status} ${JSON.stringify(b.request_counts)}`);
+    const ready = (await (await fetch(`${server.baseUrl}/ready`)).json()) as { backend?: { settings?: { engineBuild?: string } } };
     return {
       seconds,
+      build: ready.backend?.settings?.engineBuild,
       generated: batches.reduce((s, b) => s + (b.usage?.output_tokens ?? 0), 0),
       promptTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens ?? 0), 0),
       cachedTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens_details?.cached_tokens ?? 0), 0),

@@ -1,7 +1,7 @@
 // How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
 import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
 import type { SchedulingCase } from "./scheduling.js";
-import { retrievalWorkload, TOKENS_PER_WORD, templateWorkload, variedWorkload } from "./scheduling-workloads.js";
+import { familiesWorkload, retrievalWorkload, TOKENS_PER_WORD, templateWorkload, variedWorkload } from "./scheduling-workloads.js";
 
 export interface ModelPlan {
   /** Label in the table. */
@@ -59,6 +59,8 @@ function schedulingCases(lines: number, perWord: number): SchedulingCase[] {
     { workload: templateWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
     { workload: variedWorkload(lines, perWord), goal: lines >= 2048 ? 1.15 : 1.0, sharesPrefixes: false },
     { workload: retrievalWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
+    { workload: familiesWorkload(lines, 8, perWord), goal: 1.3, sharesPrefixes: true },
+    { workload: familiesWorkload(lines, 64, perWord), goal: 1.3, sharesPrefixes: true },
   ];
 }
 

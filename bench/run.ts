@@ -34,6 +34,8 @@ const { values } = parseArgs({
     model: { type: "string", default: "" },
     /** Issue 23's scheduling workloads at this many lines (one llama-server configuration, no ablations). */
     lines: { type: "string" },
+    /** Only the scheduling workloads whose name contains one of these (comma-separated), e.g. families,varied. */
+    workloads: { type: "string", default: "" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -47,6 +49,10 @@ if (values.model) {
   plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
   plan.upstream = plan.upstream.filter((u) => u.model.name.includes(values.model));
   plan.scheduling = plan.scheduling.filter((s) => s.model.name.includes(values.model));
+}
+if (values.workloads) {
+  const wanted = values.workloads.split(",").map((w) => w.trim());
+  for (const s of plan.scheduling) s.cases = s.cases.filter((c) => wanted.some((w) => c.workload.name.includes(w)));
 }
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);

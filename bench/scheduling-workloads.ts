@@ -131,3 +131,29 @@ export function retrievalWorkload(lines: number, perWord: number = TOKENS_PER_WO
     ctxPerSlot: 1024,
   };
 }
+
+/**
+ * Prefix families: `families` preambles of ~400 tokens, each followed by a short question; the lines shuffled,
+ * answers of up to 37 tokens. One template over many items, the shape batch users run most.
+ */
+export function familiesWorkload(lines: number, families: number, perWord: number = TOKENS_PER_WORD.generated, maxTokens = 37): Workload {
+  const random = rng(4 + families);
+  const preambles = Array.from({ length: families }, (_, f) => `Instructions for set ${f}: ${words(random, 400, perWord)}.`);
+  const requests: PeerRequest[] = shuffle(
+    Array.from({ length: lines }, (_, i) => ({
+      url: "/v1/completions" as const,
+      body: {
+        prompt: `${preambles[i % families]}\nItem ${i}: ${words(random, 10 + (i % 20), perWord)}?\nAnswer:`,
+        max_tokens: maxTokens,
+        temperature: 0,
+      },
+    })),
+    random,
+  );
+  return {
+    name: `families-${families}`,
+    what: `${lines} completions: ${families} preambles of ~400 tokens, a short item each, shuffled, ${maxTokens} tokens`,
+    requests,
+    ctxPerSlot: 1024,
+  };
+}

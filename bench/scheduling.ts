@@ -3,7 +3,10 @@
 // longest-first start, no family grouping, so no tail control either) and with prefix copies switched off
 // (PREFIX_COPY=false). Cached prompt tokens are reported on both sides (llama-server's from its own log).
 
-import { type PeerRun, sweepPeer } from "../testkit/llama-server.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { type PeerRun, startLlamaServer, sweepPeer } from "../testkit/llama-server.js";
 import { runService, type ServiceRun, type Workload } from "./peer.js";
 
 export interface SchedulingRow {
@@ -19,6 +22,10 @@ export interface SchedulingRow {
   /** The service with one part switched off (absent where it cannot matter, e.g. copies without shared prefixes). */
   withoutOrder?: ServiceRun;
   withoutCopy?: ServiceRun;
+  /** The service on node-llama-cpp's prebuilt binaries, where its default ran the patched build. */
+  prebuilt?: ServiceRun;
+  /** The service in front of llama-server's best configuration (an upstream model, max_in_flight = slots). */
+  inFront?: ServiceRun;
   goal: number;
 }
 
@@ -46,6 +53,10 @@ export async function compareScheduling(
   log(
     `  service: ${service.seconds.toFixed(2)} s, ${service.cachedTokens} cached prompt tokens: ${(best.seconds / service.seconds).toFixed(2)}x`,
   );
+  const prebuilt = service.build === "patched" ? await runService(modelPath, w, 1, { ENGINE_BUILD: "prebuilt" }) : undefined;
+  if (prebuilt) log(`  ENGINE_BUILD=prebuilt: ${prebuilt.seconds.toFixed(2)} s, ${prebuilt.cachedTokens} cached`);
+  const inFront = await runInFront(binary, modelPath, w, best);
+  log(`  in front of llama-server (${best.parallel} slots): ${inFront.seconds.toFixed(2)} s: ${(best.seconds / inFront.seconds).toFixed(2)}x`);
   const withoutOrder = ablations ? await runService(modelPath, w, 1, { BATCH_ORDER: "file" }) : undefined;
   if (withoutOrder) log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
   const withoutCopy = ablations && c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
@@ -61,8 +72,31 @@ export async function compareScheduling(
     ratio: best.seconds / service.seconds,
     withoutOrder,
     withoutCopy,
+    prebuilt,
+    inFront,
     goal: c.goal,
   };
+}
+
+/**
+ * The service with llama-server as its upstream model, on a fresh llama-server of the sweep's best configuration,
+ * with as many requests in flight as it has slots (its prefix routing at the default, auto).
+ */
+async function runInFront(binary: string, modelPath: string, w: Workload, best: PeerRun): Promise<ServiceRun> {
+  const upstream = await startLlamaServer(binary, modelPath, { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot });
+  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-front-"));
+  try {
+    const file = path.join(dir, "models.yaml");
+    const limits = `min_in_flight: ${best.parallel}, max_in_flight: ${best.parallel}`;
+    writeFileSync(
+      file,
+      `default_model: remote\nmodels:\n  - { name: remote, upstream: { base_urls: ["${upstream.baseUrl}/v1"], model: m, ${limits} } }\n`,
+    );
+    return await runService("", w, 1, { MODELS_FILE: file });
+  } finally {
+    await upstream.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const s = (r: ServiceRun | PeerRun | undefined) => (r ? `${r.seconds.toFixed(1)} s` : "-");
@@ -74,8 +108,10 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
   const head = [
     "model, workload, lines",
     "llama-server best",
-    "service",
+    "service (build)",
     "ratio (goal)",
+    "prebuilt",
+    "in front of llama-server",
     "order off",
     "copies off",
     "cached prompt tokens: llama-server / service",
@@ -87,8 +123,10 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
       `| ${[
         `${r.model}, ${r.workload}, ${r.lines}`,
         `${s(r.best)} (${r.best.parallel} slots, ${r.best.threads} threads)`,
-        s(r.service),
+        `${s(r.service)} (${r.service.build ?? "?"})`,
         `**${r.ratio.toFixed(2)}×** (${r.goal.toFixed(2)}: ${met})`,
+        s(r.prebuilt),
+        r.inFront ? `${s(r.inFront)}: **${(r.best.seconds / r.inFront.seconds).toFixed(2)}×**` : "-",
         s(r.withoutOrder),
         s(r.withoutCopy),
         `${pct(r.best.cachedTokens, r.best.promptTokens)} / ${pct(r.service.cachedTokens, r.service.promptTokens)}`,
