@@ -9,15 +9,7 @@ import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js"
 import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
 
-export type WorkloadName =
-  | "uniform"
-  | "mixed"
-  | "prompt-heavy"
-  | "embeddings"
-  | "template"
-  | "varied"
-  | "retrieval"
-  | `families-${number}`;
+export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval" | `families-${number}`;
 
 export interface Workload {
   name: WorkloadName;

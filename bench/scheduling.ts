@@ -56,7 +56,9 @@ export async function compareScheduling(
   const prebuilt = service.build === "patched" ? await runService(modelPath, w, 1, { ENGINE_BUILD: "prebuilt" }) : undefined;
   if (prebuilt) log(`  ENGINE_BUILD=prebuilt: ${prebuilt.seconds.toFixed(2)} s, ${prebuilt.cachedTokens} cached`);
   const inFront = await runInFront(binary, modelPath, w, best);
-  log(`  in front of llama-server (${best.parallel} slots): ${inFront.seconds.toFixed(2)} s: ${(best.seconds / inFront.seconds).toFixed(2)}x`);
+  log(
+    `  in front of llama-server (${best.parallel} slots): ${inFront.seconds.toFixed(2)} s: ${(best.seconds / inFront.seconds).toFixed(2)}x`,
+  );
   const withoutOrder = ablations ? await runService(modelPath, w, 1, { BATCH_ORDER: "file" }) : undefined;
   if (withoutOrder) log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
   const withoutCopy = ablations && c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;

@@ -44,10 +44,20 @@ if [ -f "$cache/buildDone.status" ]; then
   exit 0
 fi
 
-[ -d "$nlc/llama/llama.cpp" ] || node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >&2
+# A failed build leaves no folder behind, so the engine keeps loading the prebuilt binaries; its log stays.
+log=$(mktemp --suffix=.log "${TMPDIR:-/tmp}/build-engine.XXXXXX")
+fail() {
+  rm -rf "${local_builds:?}/$folder"
+  echo "build-engine: $1 (log: $log); the engine runs on the prebuilt binaries" >&2
+  exit 1
+}
 start=$(date +%s)
-node "$nlc/dist/cli/cli.js" source build --gpu false --noUsageExample >&2
-[ -f "$local_builds/$folder/buildDone.status" ] || { echo "build-engine: the build finished without $local_builds/$folder" >&2; exit 1; }
+if [ ! -d "$nlc/llama/llama.cpp" ]; then
+  node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$log" 2>&1 || fail "llama.cpp's source could not be unpacked"
+fi
+node "$nlc/dist/cli/cli.js" source build --gpu false --noUsageExample >>"$log" 2>&1 || fail "the build failed"
+[ -f "$local_builds/$folder/buildDone.status" ] || fail "the build finished without $local_builds/$folder"
 echo "build-engine: built in $(( $(date +%s) - start )) s" >&2
+rm -f "$log"
 mkdir -p "$(dirname "$cache")" && rm -rf "$cache.tmp" && cp -a "$local_builds/$folder" "$cache.tmp" && rm -rf "$cache" && mv "$cache.tmp" "$cache"
 echo "$local_builds/$folder"
