@@ -1,7 +1,7 @@
 // The model the tests run on: MODEL_PATH if set, else the shared stories260K beside the repository,
 // else the project's generated random-weights model (so tests also run where /work/shared is absent).
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { basename, resolve } from "node:path";
 import { repoRoot } from "./repo-root.js";
 
 export async function testModelPath(): Promise<string> {
@@ -11,6 +11,11 @@ export async function testModelPath(): Promise<string> {
   // Imported lazily: it writes the model file on first use.
   const { ensureGeneratedModel } = await import("../engine/generated-model.js");
   return ensureGeneratedModel();
+}
+
+/** The name the engine serves the test model under (its file's name without .gguf), as batches record it. */
+export async function testModelName(): Promise<string> {
+  return basename(await testModelPath()).replace(/\.gguf$/i, "");
 }
 
 /** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context. */

@@ -109,18 +109,56 @@ export class UpstreamBackend implements InferenceBackend {
     return resolved.policy === "slots" ? { order: "interleave", lanes: resolved.slots } : { order: ORDER_FOR[resolved.policy] };
   }
 
+  /**
+   * The routing in force. "auto" asks the base URLs' /props in turn; only an answer (2xx, or a 4xx such as
+   * vLLM's 404) settles it: where none answers (down, 429, 5xx) this batch runs with "none" and the next asks again.
+   */
   private prefixRouting(): Promise<{ resolved: ResolvedRouting; slots?: SlotAffinity }> {
-    this.routing ??= (async () => {
-      const wanted = this.opts.prefixRouting ?? "auto";
-      if (wanted === "grouped" || wanted === "none") return { resolved: { policy: wanted } };
-      const url = this.opts.baseUrls[0];
-      const reported = slotsFromProps(await this.getJson(url, "/props").catch(() => undefined));
-      if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" } };
+    if (this.routing) return this.routing;
+    const wanted = this.opts.prefixRouting ?? "auto";
+    const settle = (props: unknown) => {
+      const reported = slotsFromProps(props);
+      if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" as const } };
       // Several servers behind the URLs would share slot numbers: pinning then follows the first one's count.
       const slots = reported ?? this.opts.maxInFlight;
-      return { resolved: { policy: "slots", slots }, slots: new SlotAffinity(slots) };
-    })();
+      return { resolved: { policy: "slots" as const, slots }, slots: new SlotAffinity(slots) };
+    };
+    if (wanted === "grouped" || wanted === "none") this.routing = Promise.resolve({ resolved: { policy: wanted } });
+    else {
+      const asked = (async () => {
+        for (const url of this.opts.baseUrls) {
+          const answer = await this.probe(url, "/props");
+          if (answer) return settle(answer.body);
+        }
+        this.routing = undefined;
+        return settle(undefined);
+      })();
+      this.routing = asked;
+    }
     return this.routing;
+  }
+
+  /** A GET of the upstream's own route; undefined when it did not answer (unreachable, 408, 429, 5xx). */
+  private async probe(baseUrl: string, path: string): Promise<{ status: number; body: unknown } | undefined> {
+    try {
+      const res = await this.targets.get(baseUrl)!.pool.request({
+        method: "GET",
+        path,
+        headers: this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {},
+        signal: AbortSignal.timeout(5_000),
+      });
+      const text = await res.body.text();
+      if (res.statusCode === 408 || res.statusCode === 429 || res.statusCode >= 500) return undefined;
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
+      return { status: res.statusCode, body: res.statusCode < 300 ? body : undefined };
+    } catch {
+      return undefined;
+    }
   }
 
   stats(): UpstreamStats {

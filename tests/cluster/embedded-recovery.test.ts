@@ -4,6 +4,7 @@ import { appendFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } f
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../engine/types.js";
+import { testModelName } from "../../testkit/model.js";
 import { type Observed, observe } from "../pipeline/engine.js";
 import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
 
@@ -175,7 +176,8 @@ describe("upgrade", () => {
       id,
       object: "batch",
       endpoint: "/v1/completions",
-      model: "stories260K",
+      // The model the old server served: the test model (stories260K beside the repository, else the generated one).
+      model: await testModelName(),
       errors: null,
       input_file_id: fileId,
       completion_window: "24h",

@@ -15,10 +15,13 @@ describe("loadConfig", () => {
     for (const v of ["false", "0", "no", "off"]) expect(loadConfig({ REPRODUCIBLE: v }).engine.reproducible, v).toBe(false);
   });
 
-  it("reads the scheduling switches: BATCH_ORDER cost (default) or file, PREFIX_COPY on by default", () => {
+  it("reads the scheduling switches: BATCH_ORDER cost (default), interleave or file, PREFIX_COPY on by default", () => {
     expect(loadConfig({}).pipeline.order).toBe("cost");
     expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");
-    expect(() => loadConfig({ BATCH_ORDER: "random" })).toThrow("invalid configuration: BATCH_ORDER=random: must be cost or file");
+    expect(loadConfig({ BATCH_ORDER: "interleave" }).pipeline.order).toBe("interleave");
+    expect(() => loadConfig({ BATCH_ORDER: "random" })).toThrow(
+      "invalid configuration: BATCH_ORDER=random: must be cost, interleave or file",
+    );
     expect(loadConfig({}).engine.prefixCopy).toBe(true);
     expect(loadConfig({ PREFIX_COPY: "off" }).engine.prefixCopy).toBe(false);
     expect(() => loadConfig({ PREFIX_COPY: "sometimes" })).toThrow("PREFIX_COPY=sometimes: must be true or false");

@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testModelName } from "../../testkit/model.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
@@ -75,7 +76,7 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     while ((await series()).length < 3) await new Promise((r) => setTimeout(r, 500));
     expect((await series()).some((p: { tokens_per_second: number }) => p.tokens_per_second > 0)).toBe(true);
     await page.waitForTimeout(5_500);
-    expect(await page.locator('tr.model[data-model="stories260K"]').innerText()).toMatch(/local[\s\S]*loaded[\s\S]*\d+ MB/);
+    expect(await page.locator(`tr.model[data-model="${await testModelName()}"]`).innerText()).toMatch(/local[\s\S]*loaded[\s\S]*\d+ MB/);
     mkdirSync(SHOTS, { recursive: true });
     await page.screenshot({ path: path.join(SHOTS, "console-desktop.png"), fullPage: true });
     await page.close();

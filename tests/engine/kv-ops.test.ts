@@ -17,7 +17,7 @@ async function make(opts: { sequences: number; prefixCopy?: boolean; prefixReuse
     gpu: false,
     threads: 1,
     contexts: 1,
-    contextSize: 512,
+    contextSize: 1024,
     embeddingContexts: 1,
     build: "patched",
     ...opts,

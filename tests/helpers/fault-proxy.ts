@@ -1,5 +1,5 @@
 // A small HTTP proxy on 127.0.0.1 placed in front of a real upstream (llama-server) that injects faults into a
-// share of the requests, drawn from a seeded generator: 429 with and without Retry-After, 503, a reset
+// share of the inference requests (POSTs), drawn from a seeded generator: 429 with and without Retry-After, 503, a reset
 // connection, a slow answer. The rest are forwarded untouched. Counts what it did, so a test can check that
 // every fault was met and survived.
 import http from "node:http";
@@ -57,7 +57,9 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
     req.on("end", () => {
       const body = Buffer.concat(chunks);
       const injected = counts["429-retry-after"] + counts["429"] + counts["503"] + counts.reset + counts.slow;
-      const allowed = injected < (opts.maxFaults ?? Number.POSITIVE_INFINITY);
+      // Only the inference calls (POST) are faulted: the service's GETs of the server's own routes (/props, /models)
+      // are probes that fall back on their own, outside the retries these counts are checked against.
+      const allowed = req.method === "POST" && injected < (opts.maxFaults ?? Number.POSITIVE_INFINITY);
       const fault = allowed && random() < rate ? opts.faults[Math.floor(random() * opts.faults.length)] : undefined;
       if (fault) counts[fault]++;
       const error = (status: number, headers: Record<string, string> = {}) => {
