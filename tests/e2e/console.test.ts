@@ -51,7 +51,7 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.waitForSelector(`tr.batch[data-id="${ids.long}"]`);
     const done = await page.locator(`tr.batch[data-id="${ids.done}"]`).innerText();
     expect(done).toMatch(/eval-set\.jsonl · project=nightly-eval/);
-    expect(done).toMatch(/stories260K[\s\S]*completed[\s\S]*4 \/ 4 \(100%\)[\s\S]*spot[\s\S]*met/);
+    expect(done).toMatch(new RegExp(`${await testModelName()}[\\s\\S]*completed[\\s\\S]*4 / 4 \\(100%\\)[\\s\\S]*spot[\\s\\S]*met`));
     await page.waitForSelector(`tr.batch[data-id="${ids.long}"] .rate`, { timeout: 20_000 });
     expect(await page.locator(`tr.batch[data-id="${ids.long}"] .rate`).innerText()).toMatch(/tok\/s|measuring/);
     await page.selectOption("#f-status", "failed");
