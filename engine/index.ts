@@ -86,7 +86,11 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const auto = !(opts.sequences >= 1) && !reproducible;
   if (reproducible && opts.sequences > 1) log("REPRODUCIBLE: one sequence, whatever SEQUENCES says", { sequences: opts.sequences });
   const pool = await SequencePool.create(model, {
-    sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize, contexts) : opts.sequences,
+    sequences: reproducible
+      ? 1
+      : auto
+        ? await autoSequences(llama, model, opts.contextSize, contexts, build === "patched")
+        : opts.sequences,
     auto,
     contexts,
     contextSize: opts.contextSize,

@@ -10,9 +10,10 @@ import type { Llama, LlamaModel } from "node-llama-cpp";
 
 /**
  * Sequences used when none are configured, before the memory cap: on CPU per generation context (4 contexts of
- * 16 ran the generated `small` model's 64 x 64 tokens in 5.0 s against 5.9 s with 8 each), on GPU in all.
+ * 16 ran the generated `small` model's 64 x 64 tokens in 5.0 s against 5.9 s with 8 each; on the patched build's
+ * 2 contexts, 32 each ran 512 prefix-family lines in 38 s against 41 s with 16), on GPU in all.
  */
-export const DEFAULT_SEQUENCES = { cpuPerContext: 16, gpu: 32 } as const;
+export const DEFAULT_SEQUENCES = { cpuPerContext: 16, cpuPerContextPatched: 32, gpu: 32 } as const;
 
 /** The context (KV caches and compute buffers) of automatically sized sequences takes at most this share of RAM or VRAM. */
 export const CONTEXT_MEMORY_SHARE = 0.25;
@@ -25,11 +26,11 @@ export async function fitSequences(wanted: number, budgetBytes: number, bytesFor
 }
 
 /** The default count for this model and machine: DEFAULT_SEQUENCES, capped by CONTEXT_MEMORY_SHARE. */
-export async function autoSequences(llama: Llama, model: LlamaModel, contextSize: number, contexts = 1): Promise<number> {
+export async function autoSequences(llama: Llama, model: LlamaModel, contextSize: number, contexts = 1, patched = false): Promise<number> {
   const onGpu = model.gpuLayers > 0;
   const memory = onGpu ? (await llama.getVramState()).total : os.totalmem();
   return fitSequences(
-    onGpu ? DEFAULT_SEQUENCES.gpu : DEFAULT_SEQUENCES.cpuPerContext * contexts,
+    onGpu ? DEFAULT_SEQUENCES.gpu : (patched ? DEFAULT_SEQUENCES.cpuPerContextPatched : DEFAULT_SEQUENCES.cpuPerContext) * contexts,
     memory * CONTEXT_MEMORY_SHARE,
     async (sequences) => {
       const need = await model.fileInsights.estimateContextResourceRequirementsV2({

@@ -85,6 +85,14 @@ describe("chooseContexts", () => {
     expect(chooseContexts({ cpuCount: 8, gpu: true, requested: 0 })).toBe(1);
     expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 3 })).toBe(3);
   });
+
+  it("on the patched build, one context per core (copies there never wait, so fuller contexts pay), one on a GPU", () => {
+    expect(chooseContexts({ cpuCount: 1, gpu: false, requested: 0, patched: true })).toBe(1);
+    expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 0, patched: true })).toBe(2);
+    expect(chooseContexts({ cpuCount: 64, gpu: false, requested: 0, patched: true })).toBe(MAX_CPU_CONTEXTS);
+    expect(chooseContexts({ cpuCount: 8, gpu: true, requested: 0, patched: true })).toBe(1);
+    expect(chooseContexts({ cpuCount: 2, gpu: false, requested: 3, patched: true })).toBe(3);
+  });
 });
 
 describe("threadsPerContext and chooseEmbeddingContexts", () => {
