@@ -36,6 +36,10 @@ const { values } = parseArgs({
     lines: { type: "string" },
     /** Only the scheduling workloads whose name contains one of these (comma-separated), e.g. families,varied. */
     workloads: { type: "string", default: "" },
+    /** llama-server's --parallel values swept in the scheduling part (comma-separated), e.g. 8,16,32. */
+    slots: { type: "string", default: "" },
+    /** The scheduling part's runs with one part switched off (order, copies); --ablations false skips them. */
+    ablations: { type: "string", default: "true" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -53,6 +57,10 @@ if (values.model) {
 if (values.workloads) {
   const wanted = values.workloads.split(",").map((w) => w.trim());
   for (const s of plan.scheduling) s.cases = s.cases.filter((c) => wanted.some((w) => c.workload.name.includes(w)));
+}
+for (const s of plan.scheduling) {
+  if (values.slots) s.grid = { ...s.grid, parallel: values.slots.split(",").map(Number) };
+  if (values.ablations === "false") s.ablations = false;
 }
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
