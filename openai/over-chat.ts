@@ -49,6 +49,7 @@ export function overChat(inner: InferenceBackend): InferenceBackend {
 class OverChat implements InferenceBackend {
   readonly info: BackendInfo;
   stats?: InferenceBackend["stats"];
+  lineOrder?: InferenceBackend["lineOrder"];
 
   constructor(
     private readonly inner: InferenceBackend,
@@ -56,6 +57,7 @@ class OverChat implements InferenceBackend {
   ) {
     this.info = Object.freeze({ ...inner.info, endpoints: [...inner.info.endpoints, dialect.endpoint] });
     if (inner.stats) this.stats = () => inner.stats!();
+    if (inner.lineOrder) this.lineOrder = () => inner.lineOrder!();
   }
 
   check(request: InferenceRequest): void {

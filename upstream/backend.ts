@@ -86,8 +86,10 @@ export class UpstreamBackend implements InferenceBackend {
       model: opts.name,
       kind: "upstream",
       endpoints: SERVED,
-      // The pipeline keeps this many requests ready; the adaptive limit decides how many are sent.
-      concurrency: opts.maxInFlight,
+      // The pipeline keeps this many requests ready; the adaptive limit decides how many are sent. Under slot
+      // routing a line may wait here for its family's slot, so each slot should have its family's next lines at
+      // hand: four per slot, or a freed slot would go to another family while its own next line is still unread.
+      concurrency: (opts.prefixRouting ?? "auto") === "auto" || opts.prefixRouting === "slots" ? 4 * opts.maxInFlight : opts.maxInFlight,
       generatedModel: false,
       summary: `upstream ${opts.model} at ${opts.baseUrls.map(redactUrl).join(", ")}, ${opts.minInFlight}-${opts.maxInFlight} in flight`,
       settings: {
@@ -177,16 +179,16 @@ export class UpstreamBackend implements InferenceBackend {
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
     const { slots } = await this.prefixRouting();
-    const slot = slots && request.endpoint !== "/v1/embeddings" ? slots.slotFor(request.body as Record<string, unknown>) : undefined;
-    // llama-server's own extension: the slot whose cache holds this family's opening.
-    const pin = slot === undefined ? {} : { id_slot: slot, cache_prompt: true };
-    const payload = JSON.stringify({ ...request.body, ...topK, ...pin, model: this.opts.model });
-    if (slot === undefined) return this.sendWithRetries(request, payload, signal);
-    await slots!.acquire(slot, signal);
+    const family = slots && request.endpoint !== "/v1/embeddings" ? slots.familyOf(request.body as Record<string, unknown>) : 0;
+    if (!slots || family === 0)
+      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal);
+    const slot = await slots.acquire(family, signal);
     try {
+      // llama-server's own extension: the slot whose cache holds this family's opening.
+      const payload = JSON.stringify({ ...request.body, ...topK, id_slot: slot, cache_prompt: true, model: this.opts.model });
       return await this.sendWithRetries(request, payload, signal);
     } finally {
-      slots!.release(slot);
+      slots.release(slot, family);
     }
   }
 

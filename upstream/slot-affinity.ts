@@ -2,9 +2,9 @@
 // as few times as it can.
 // - "slots" (llama-server): each slot keeps the KV cache of the last prompt it ran, and nothing is shared between
 //   slots. Eight lines of one family sent at once make eight slots evaluate the same opening. So each family is
-//   pinned to one slot (`id_slot`, with `cache_prompt`), a new family goes to the slot with the least work waiting,
-//   a line waits here while its slot is busy, and the lines arrive with families taking turns ("interleave"), so
-//   every slot has its family's next line at hand.
+//   pinned to the slots it holds (`id_slot`, with `cache_prompt`; SlotAffinity below), a line waits here while its
+//   family's slots are busy, and the lines arrive with families dealt to the slots and taking turns ("interleave"),
+//   so every slot has its family's next line at hand.
 // - "grouped" (vLLM, SGLang): their prefix caches share blocks across requests, so a family's lines should run
 //   side by side: the default line order ("cost") does that.
 // - "none": the lines as the file has them.
@@ -23,79 +23,105 @@ export function slotsFromProps(props: unknown): number | undefined {
   return typeof n === "number" && Number.isInteger(n) && n >= 1 ? n : undefined;
 }
 
-/** Families remembered at most; past it, families with nothing waiting or running are forgotten first. */
-const MAX_FAMILIES = 4096;
-
-interface Slot {
-  running: boolean;
-  waiting: Array<() => void>;
-  /** Lines pinned here, waiting or running: a new family goes where this is lowest. */
-  load: number;
+interface Waiter {
+  family: number;
+  go: (slot: number) => void;
 }
 
-/** Slot pinning by prompt family, with one line at a time per slot. */
+interface Slot {
+  /** The family whose opening the slot's cache holds (the last it ran), if any. */
+  owner: number | undefined;
+  running: boolean;
+  waiting: Waiter[];
+}
+
+/**
+ * Slot pinning by prompt family, one line at a time per slot. A line takes a free slot of its family's; else a free
+ * slot whose family has nothing left to run (its cache is of no more use); else it waits for one of its family's
+ * slots (or, for a family with none, the slot with the shortest queue). A slot that frees up with nothing queued
+ * for it takes a line waiting elsewhere, so no slot idles while lines wait. A family so holds as many slots as its
+ * share of the lines in flight, and each slot evaluates a family's opening once for the lines it runs.
+ */
 export class SlotAffinity {
   private readonly slots: Slot[];
-  private readonly families = new Map<number, number>();
+  /** Lines of each family waiting or running. */
+  private readonly load = new Map<number, number>();
 
   constructor(readonly count: number) {
-    this.slots = Array.from({ length: count }, () => ({ running: false, waiting: [], load: 0 }));
+    this.slots = Array.from({ length: count }, () => ({ owner: undefined, running: false, waiting: [] }));
   }
 
-  /** The slot of the body's family (chosen now for a new family), or undefined for a prompt too short to have one. */
-  slotFor(body: Record<string, unknown>): number | undefined {
-    const key = familyKey(promptOpening(body));
-    if (key === 0) return undefined;
-    let slot = this.families.get(key);
-    if (slot === undefined) {
-      slot = this.leastLoaded();
-      if (this.families.size >= MAX_FAMILIES) this.forgetIdle();
-      this.families.set(key, slot);
-    }
-    return slot;
+  /** The body's family (0 for a prompt too short to have one: it is not pinned). */
+  familyOf(body: Record<string, unknown>): number {
+    return familyKey(promptOpening(body));
   }
 
-  /** Waits until the slot runs nothing of ours, then holds it; `release` gives it to the next line waiting. */
-  async acquire(slot: number, signal?: AbortSignal): Promise<void> {
-    const s = this.slots[slot];
-    s.load++;
-    if (!s.running) {
-      s.running = true;
-      return;
-    }
-    await new Promise<void>((resolve, reject) => {
-      const go = () => {
-        signal?.removeEventListener("abort", abort);
-        resolve();
+  /** Waits for a slot for a line of `family` and holds it; `release` gives it on. */
+  async acquire(family: number, signal?: AbortSignal): Promise<number> {
+    this.load.set(family, (this.load.get(family) ?? 0) + 1);
+    const free = this.pick(family);
+    if (free !== undefined) return this.take(free, family);
+    const mine = this.slots.map((s, i) => ({ s, i })).filter(({ s }) => s.owner === family);
+    const candidates = mine.length > 0 ? mine : this.slots.map((s, i) => ({ s, i }));
+    const target = candidates.reduce((a, b) => (b.s.waiting.length < a.s.waiting.length ? b : a)).s;
+    return new Promise<number>((resolve, reject) => {
+      const waiter: Waiter = {
+        family,
+        go: (slot) => {
+          signal?.removeEventListener("abort", abort);
+          resolve(slot);
+        },
       };
       const abort = () => {
-        s.waiting.splice(s.waiting.indexOf(go), 1);
-        s.load--;
+        for (const s of this.slots) {
+          const at = s.waiting.indexOf(waiter);
+          if (at >= 0) s.waiting.splice(at, 1);
+        }
+        this.done(family);
         reject(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
       };
-      s.waiting.push(go);
+      target.waiting.push(waiter);
       signal?.addEventListener("abort", abort, { once: true });
     });
   }
 
-  release(slot: number): void {
+  /** The line of `family` on `slot` is answered: the slot goes to the next line queued for it, or to one waiting elsewhere. */
+  release(slot: number, family: number): void {
+    this.done(family);
     const s = this.slots[slot];
-    s.load--;
-    const next = s.waiting.shift();
-    if (next) next();
-    else s.running = false;
+    s.running = false;
+    const next = s.waiting.shift() ?? this.stealFor(slot);
+    if (next) next.go(this.take(slot, next.family));
   }
 
-  private leastLoaded(): number {
-    let best = 0;
-    for (let i = 1; i < this.slots.length; i++) if (this.slots[i].load < this.slots[best].load) best = i;
-    return best;
+  private take(slot: number, family: number): number {
+    const s = this.slots[slot];
+    s.running = true;
+    s.owner = family;
+    return slot;
   }
 
-  private forgetIdle(): void {
-    for (const [key, slot] of this.families) {
-      if (this.slots[slot].load === 0) this.families.delete(key);
-      if (this.families.size < MAX_FAMILIES / 2) return;
+  private done(family: number): void {
+    const left = (this.load.get(family) ?? 1) - 1;
+    if (left > 0) this.load.set(family, left);
+    else this.load.delete(family);
+  }
+
+  /** A free slot of the family's, else a free slot whose family has nothing more to run. */
+  private pick(family: number): number | undefined {
+    let spare: number | undefined;
+    for (const [i, s] of this.slots.entries()) {
+      if (s.running || s.waiting.length > 0) continue;
+      if (s.owner === family) return i;
+      if (spare === undefined && (s.owner === undefined || !this.load.has(s.owner))) spare = i;
     }
+    return spare;
+  }
+
+  /** For an idle slot: the first line of the longest queue elsewhere. */
+  private stealFor(slot: number): Waiter | undefined {
+    let from: Slot | undefined;
+    for (const [i, s] of this.slots.entries()) if (i !== slot && s.waiting.length > (from?.waiting.length ?? 0)) from = s;
+    return from?.waiting.shift();
   }
 }

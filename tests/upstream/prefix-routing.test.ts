@@ -14,36 +14,52 @@ import { startTestService, type TestService } from "../helpers/service.js";
 const body = (family: string, i: number) => ({ prompt: `${family.repeat(70)} question ${i}` });
 
 describe("SlotAffinity", () => {
-  it("pins a family to one slot, sends a new family to the slot with the least waiting, and leaves short prompts free", () => {
+  const family = (slots: SlotAffinity, name: string) => slots.familyOf(body(name, 1));
+
+  it("reads a family from the prompt's opening; a short prompt has none; /props names the slots", () => {
     const slots = new SlotAffinity(2);
-    const a = slots.slotFor(body("A", 1));
-    expect(slots.slotFor(body("A", 2))).toBe(a);
-    expect(slots.slotFor({ prompt: "short" })).toBeUndefined();
+    expect(slots.familyOf(body("A", 1))).toBe(slots.familyOf(body("A", 2)));
+    expect(slots.familyOf(body("A", 1))).not.toBe(slots.familyOf(body("B", 1)));
+    expect(slots.familyOf({ prompt: "short" })).toBe(0);
     expect(slotsFromProps({ total_slots: 8 })).toBe(8);
     expect(slotsFromProps({ total_slots: 0 })).toBeUndefined();
     expect(slotsFromProps("not found")).toBeUndefined();
   });
 
-  it("runs one line at a time per slot, in arrival order, and an aborted wait leaves the queue", async () => {
-    const slots = new SlotAffinity(2);
-    const order: string[] = [];
-    await slots.acquire(0);
-    // Work on slot 0 makes a new family go to slot 1.
-    expect(slots.slotFor(body("B", 1))).toBe(1);
+  it("keeps a family on the slots it holds, spreads a family over free slots, and lets no slot idle while lines wait", async () => {
+    const slots = new SlotAffinity(3);
+    const [a, b, c] = ["A", "B", "C"].map((n) => family(slots, n));
+    const a0 = await slots.acquire(a);
+    const a1 = await slots.acquire(a);
+    expect(a1).not.toBe(a0);
+    const b0 = await slots.acquire(b);
+    expect(new Set([a0, a1, b0]).size).toBe(3);
+    // Every slot is busy: A's next line waits; B's slot, freed with nothing queued for it, takes that line.
+    const next = slots.acquire(a);
+    slots.release(b0, b);
+    expect(await next).toBe(b0);
+    const waitingC = slots.acquire(c);
+    slots.release(a1, a);
+    expect(await waitingC).toBe(a1);
+    // A free slot of the family's own comes before any other.
+    slots.release(a0, a);
+    expect(await slots.acquire(a)).toBe(a0);
+    // C is done: its slot is spare, and a new family takes it at once.
+    slots.release(a1, c);
+    expect(await slots.acquire(family(slots, "D"))).toBe(a1);
+  });
+
+  it("a wait aborted leaves the queue, and the slot goes to the next line", async () => {
+    const slots = new SlotAffinity(1);
+    const a = family(slots, "A");
+    const s = await slots.acquire(a);
     const aborted = new AbortController();
-    const second = slots.acquire(0).then(() => order.push("second"));
-    const gone = slots.acquire(0, aborted.signal).catch(() => order.push("aborted"));
-    const third = slots.acquire(0).then(() => order.push("third"));
-    expect(slots.slotFor(body("C", 1))).toBe(1);
+    const gone = slots.acquire(a, aborted.signal);
+    const after = slots.acquire(a);
     aborted.abort();
-    await gone;
-    slots.release(0);
-    await second;
-    expect(order).toEqual(["aborted", "second"]);
-    slots.release(0);
-    await third;
-    expect(order).toEqual(["aborted", "second", "third"]);
-    slots.release(0);
+    await expect(gone).rejects.toThrow();
+    slots.release(s, a);
+    expect(await after).toBe(s);
   });
 });
 
