@@ -136,14 +136,16 @@ export class OrderPlanner {
 
   /**
    * For the interleaved order: each line's turn and lane. Families (familyKey's, openai/prompt-opening.ts; a
-   * shorter line is a family of its own) are dealt to `lanes` lanes, the largest first to the lane with the fewest
-   * lines; within a lane its families follow one another, and the lanes take turns, one line each.
+   * shorter line is a family of its own) are dealt to `lanes` lanes, the largest first (the costliest among
+   * equals) to the lane with the fewest lines; within a lane its families follow one another, and the lanes take
+   * turns, one line each.
    */
   private turns(lanes: number): [Uint32Array, Uint32Array] {
     const n = this.startAt.length;
     const levels = FAMILY_CHARS.map((chars) => this.keys[FAMILY_LEVELS.indexOf(chars as (typeof FAMILY_LEVELS)[number])]);
     const familyOf = new Uint32Array(n);
     const sizes: number[] = [];
+    const costs: number[] = [];
     const ids = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const k = levels.findIndex((column) => column.get(i) !== 0);
@@ -151,17 +153,20 @@ export class OrderPlanner {
       let id = ids.get(key);
       if (id === undefined) {
         id = sizes.push(0) - 1;
+        costs.push(0);
         ids.set(key, id);
       }
       sizes[id]++;
+      costs[id] += this.cost.get(i);
       familyOf[i] = id;
     }
     const laneCount = Math.max(1, Math.min(lanes, sizes.length));
     const laneLines = new Array<number>(laneCount).fill(0);
     const laneOf = new Uint32Array(sizes.length);
     const start = new Float64Array(sizes.length);
-    // Largest family first, each to the lane with the fewest lines so far; its lines start where that lane is.
-    const bySize = sizes.map((_, f) => f).sort((a, b) => sizes[b] - sizes[a] || a - b);
+    // Largest family first (the costliest among equals, so lines that share nothing still start longest first), each
+    // to the lane with the fewest lines so far; its lines start where that lane is.
+    const bySize = sizes.map((_, f) => f).sort((a, b) => sizes[b] - sizes[a] || costs[b] - costs[a] || a - b);
     for (const f of bySize) {
       let lane = 0;
       for (let l = 1; l < laneCount; l++) if (laneLines[l] < laneLines[lane]) lane = l;

@@ -114,6 +114,11 @@ describe("OrderPlanner", () => {
     expect(new Set([...lane0, ...lane1]).size).toBe(4);
   });
 
+  it("interleaves: lines that share no opening start costliest first, as in the cost order", () => {
+    const lines = [16, 500, 64, 300].map((cost, i) => ({ text: `${i} ${"w".repeat(300)}`, cost }));
+    expect(interleaved(lines, 2)).toEqual([2, 4, 3, 1]);
+  });
+
   it("interleaves: lines too short to share 64 characters are each a family of their own; the largest family starts", () => {
     const lines = [
       { text: "x", cost: 16 },
