@@ -22,7 +22,7 @@ import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { BaseUrls } from "./base-urls.js";
 import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
 import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
-import { ORDER_FOR, type PrefixRouting, type ResolvedRouting, SlotAffinity, slotsFromProps } from "./slot-affinity.js";
+import { ORDER_FOR, type PrefixRouting, type Routing, resolveRouting } from "./slot-affinity.js";
 
 export interface UpstreamOptions {
   /** The registry's name: what batches and response bodies say. */
@@ -66,7 +66,7 @@ export class UpstreamBackend implements InferenceBackend {
   /** The model's context as the upstream reported it (a refusal's n_ctx, else asked once); undefined if unknown. */
   private context: Promise<number | undefined> | undefined;
   /** The prefix routing in force, decided once (asking the server under "auto"); slot pinning where it is "slots". */
-  private routing: Promise<{ resolved: ResolvedRouting; slots?: SlotAffinity }> | undefined;
+  private routing: Promise<Routing> | undefined;
 
   constructor(private readonly opts: UpstreamOptions) {
     this.limit = new AdaptiveLimit({
@@ -111,53 +111,31 @@ export class UpstreamBackend implements InferenceBackend {
     return resolved.policy === "slots" ? { order: "interleave", lanes: resolved.slots } : { order: ORDER_FOR[resolved.policy] };
   }
 
-  /**
-   * The routing in force. "auto" asks the base URLs' /props in turn; only an answer (2xx, or a 4xx such as
-   * vLLM's 404) settles it: where none answers (down, 429, 5xx) this batch runs with "none" and the next asks again.
-   */
-  private prefixRouting(): Promise<{ resolved: ResolvedRouting; slots?: SlotAffinity }> {
+  /** The routing in force, settled once an upstream answers (slot-affinity.ts: resolveRouting). */
+  private prefixRouting(): Promise<Routing> {
     if (this.routing) return this.routing;
-    const wanted = this.opts.prefixRouting ?? "auto";
-    const settle = (props: unknown) => {
-      const reported = slotsFromProps(props);
-      if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" as const } };
-      // Several servers behind the URLs would share slot numbers: pinning then follows the first one's count.
-      const slots = reported ?? this.opts.maxInFlight;
-      return { resolved: { policy: "slots" as const, slots }, slots: new SlotAffinity(slots) };
-    };
-    if (wanted === "grouped" || wanted === "none") this.routing = Promise.resolve({ resolved: { policy: wanted } });
-    else {
-      const asked = (async () => {
-        for (const url of this.opts.baseUrls) {
-          const answer = await this.probe(url, "/props");
-          if (answer) return settle(answer.body);
-        }
-        this.routing = undefined;
-        return settle(undefined);
-      })();
-      this.routing = asked;
-    }
+    const asked = resolveRouting(this.opts.prefixRouting ?? "auto", this.opts.baseUrls, this.opts.maxInFlight, (url) =>
+      this.probe(url, "/props"),
+    );
+    this.routing = asked.then(({ settled, ...routing }) => {
+      if (!settled) this.routing = undefined;
+      return routing;
+    });
     return this.routing;
   }
 
   /** A GET of the upstream's own route; undefined when it did not answer (unreachable, 408, 429, 5xx). */
   private async probe(baseUrl: string, path: string): Promise<{ status: number; body: unknown } | undefined> {
     try {
-      const res = await this.targets.get(baseUrl)!.pool.request({
-        method: "GET",
-        path,
-        headers: this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {},
-        signal: AbortSignal.timeout(5_000),
-      });
-      const text = await res.body.text();
-      if (res.statusCode === 408 || res.statusCode === 429 || res.statusCode >= 500) return undefined;
+      const { status, text } = await this.get(baseUrl, path);
+      if (status === 408 || status === 429 || status >= 500) return undefined;
       let body: unknown;
       try {
-        body = JSON.parse(text);
+        body = status < 300 ? JSON.parse(text) : undefined;
       } catch {
         body = undefined;
       }
-      return { status: res.statusCode, body: res.statusCode < 300 ? body : undefined };
+      return { status, body };
     } catch {
       return undefined;
     }
@@ -258,14 +236,18 @@ export class UpstreamBackend implements InferenceBackend {
 
   /** A GET of the upstream's own (non-OpenAI) routes; undefined for anything but a 2xx with JSON. */
   private async getJson(baseUrl: string, path: string): Promise<unknown> {
+    const { status, text } = await this.get(baseUrl, path);
+    return status < 300 ? JSON.parse(text) : undefined;
+  }
+
+  private async get(baseUrl: string, path: string): Promise<{ status: number; text: string }> {
     const res = await this.targets.get(baseUrl)!.pool.request({
       method: "GET",
       path,
       headers: this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {},
       signal: AbortSignal.timeout(5_000),
     });
-    const text = await res.body.text();
-    return res.statusCode < 300 ? JSON.parse(text) : undefined;
+    return { status: res.statusCode, text: await res.body.text() };
   }
 
   private count(cause: string) {

@@ -17,6 +17,37 @@ export type ResolvedRouting = { policy: "slots"; slots: number } | { policy: "gr
 
 export const ORDER_FOR: Record<ResolvedRouting["policy"], LineOrder> = { slots: "interleave", grouped: "cost", none: "file" };
 
+export interface Routing {
+  resolved: ResolvedRouting;
+  /** The slot pinning, under "slots". */
+  slots?: SlotAffinity;
+}
+
+/**
+ * The routing `wanted` comes to. "auto" asks each base URL's /props in turn (`probe`: undefined when it did not
+ * answer); only an answer (2xx, or a 4xx such as vLLM's 404) settles it. Where none answers (down, 429, 5xx) the
+ * routing is "none" for now, not settled, and the next batch asks again. Under "slots" without a count from the
+ * server, `maxInFlight` stands for it; several servers behind the URLs would share slot numbers, pinned by the
+ * first one's count.
+ */
+export async function resolveRouting(
+  wanted: PrefixRouting,
+  baseUrls: readonly string[],
+  maxInFlight: number,
+  probe: (url: string) => Promise<{ body: unknown } | undefined>,
+): Promise<Routing & { settled: boolean }> {
+  if (wanted === "grouped" || wanted === "none") return { resolved: { policy: wanted }, settled: true };
+  let answer: { body: unknown } | undefined;
+  for (const url of baseUrls) {
+    answer = await probe(url);
+    if (answer) break;
+  }
+  const reported = slotsFromProps(answer?.body);
+  if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" }, settled: answer !== undefined };
+  const slots = reported ?? maxInFlight;
+  return { resolved: { policy: "slots", slots }, slots: new SlotAffinity(slots), settled: answer !== undefined || wanted === "slots" };
+}
+
 /** What llama-server's /props says about its slots; undefined for a server that does not answer so. */
 export function slotsFromProps(props: unknown): number | undefined {
   const n = (props as { total_slots?: unknown } | null | undefined)?.total_slots;

@@ -66,6 +66,17 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     await c.end();
     return rows[0].n;
   }
+  /** Whether one of the batch's shards is running on the worker now (claimed, not done). */
+  async function runningOn(batchId: string, workerId: string): Promise<boolean> {
+    const c = new pg.Client(shared.pg.url);
+    await c.connect();
+    const { rows } = await c.query("SELECT count(*)::int AS n FROM shards WHERE batch_id = $1 AND state = 'running' AND worker_id = $2", [
+      batchId,
+      workerId,
+    ]);
+    await c.end();
+    return rows[0].n > 0;
+  }
   const ran = (calls: string[], prefix: string) => calls.filter((b) => b.includes(`story ${prefix} `)).length;
 
   beforeAll(async () => {
@@ -154,6 +165,8 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     const calls = [countCalls(spot), countCalls(dedicated)];
     const b = await submit(api.baseUrl, 240, "k4");
     await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed >= 40, 60_000);
+    // Reclaimed while the spot worker holds a shard (between two of its shards it holds none, and there is nothing to move).
+    for (let i = 0; i < 400 && !(await runningOn(b.id, "w-spot")); i++) await new Promise((r) => setTimeout(r, 10));
     const res = await fetch(`${api.baseUrl}/pools/spot/preempt`, { method: "POST" });
     const body = (await res.json()) as any;
     expect(body.preempted).toContain(b.id);

@@ -7,11 +7,38 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
 import { testModelPath } from "../../testkit/model.js";
-import { SlotAffinity, slotsFromProps } from "../../upstream/slot-affinity.js";
+import { resolveRouting, SlotAffinity, slotsFromProps } from "../../upstream/slot-affinity.js";
 import { createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const body = (family: string, i: number) => ({ prompt: `${family.repeat(70)} question ${i}` });
+
+describe("resolveRouting", () => {
+  const urls = ["http://a/v1", "http://b/v1"];
+  it("auto: slots where a server's /props names them, none where it answers otherwise, and asks again when none answers", async () => {
+    const llama = await resolveRouting("auto", urls, 4, async (u) => (u === "http://b/v1" ? { body: { total_slots: 6 } } : undefined));
+    expect(llama).toMatchObject({ resolved: { policy: "slots", slots: 6 }, settled: true });
+    expect(llama.slots?.count).toBe(6);
+    expect(await resolveRouting("auto", urls, 4, async () => ({ body: undefined }))).toMatchObject({
+      resolved: { policy: "none" },
+      settled: true,
+    });
+    expect(await resolveRouting("auto", urls, 4, async () => undefined)).toMatchObject({ resolved: { policy: "none" }, settled: false });
+  });
+
+  it("slots without a count from the server pins over max_in_flight; grouped and none ask nothing", async () => {
+    const asked: string[] = [];
+    const probe = async (u: string) => {
+      asked.push(u);
+      return undefined;
+    };
+    expect(await resolveRouting("slots", urls, 4, probe)).toMatchObject({ resolved: { policy: "slots", slots: 4 }, settled: true });
+    asked.length = 0;
+    expect(await resolveRouting("grouped", urls, 4, probe)).toMatchObject({ resolved: { policy: "grouped" } });
+    expect(await resolveRouting("none", urls, 4, probe)).toMatchObject({ resolved: { policy: "none" } });
+    expect(asked).toEqual([]);
+  });
+});
 
 describe("SlotAffinity", () => {
   const family = (slots: SlotAffinity, name: string) => slots.familyOf(body(name, 1));
