@@ -48,10 +48,9 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const onGpu = llama.gpu !== false;
   const reproducible = opts.reproducible ?? false;
   const build = loadedBuild(llama);
-  const contexts = reproducible
-    ? 1
-    : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0, patched: build === "patched" });
-  const kvUnified = build === "patched" && (opts.kvUnified ?? false);
+  const patched = build === "patched";
+  const contexts = reproducible ? 1 : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0, patched });
+  const kvUnified = patched && (opts.kvUnified ?? false);
   const threads =
     contexts > 1 && !(opts.threads >= 1)
       ? threadsPerContext(llama.cpuMathCores, contexts)
@@ -86,11 +85,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const auto = !(opts.sequences >= 1) && !reproducible;
   if (reproducible && opts.sequences > 1) log("REPRODUCIBLE: one sequence, whatever SEQUENCES says", { sequences: opts.sequences });
   const pool = await SequencePool.create(model, {
-    sequences: reproducible
-      ? 1
-      : auto
-        ? await autoSequences(llama, model, opts.contextSize, contexts, build === "patched")
-        : opts.sequences,
+    sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize, contexts, patched) : opts.sequences,
     auto,
     contexts,
     contextSize: opts.contextSize,

@@ -38,7 +38,7 @@ export function patchKey(): string | null {
  */
 export function defaultBuildChoice(env: NodeJS.ProcessEnv = process.env): EngineBuildChoice {
   const parsed = SETTINGS.engine.build.schema.safeParse(env.ENGINE_BUILD ?? SETTINGS.engine.build.default);
-  if (!parsed.success) throw new Error(`ENGINE_BUILD=${env.ENGINE_BUILD}: must be auto, prebuilt or patched`);
+  if (!parsed.success) throw new Error(`ENGINE_BUILD=${env.ENGINE_BUILD}: ${parsed.error.issues[0]?.message}`);
   return parsed.data;
 }
 
