@@ -37,9 +37,19 @@ const n = await getBuildFolderNameForBuildOptions({platform: 'linux', arch: proc
 console.log(n.withCustomCmakeOptions);")
 local_builds=$nlc/llama/localBuilds
 cache=${ENGINE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/engine}/$folder
-if [ -f "$local_builds/$folder/buildDone.status" ]; then echo "$local_builds/$folder"; exit 0; fi
-if [ -f "$cache/buildDone.status" ]; then
-  mkdir -p "$local_builds" && rm -rf "$local_builds/$folder" && cp -a "$cache" "$local_builds/$folder"
+# A local build reads its grammars (response_format json_object) from the unpacked source, not from the prebuilt
+# binaries' folder, so a build restored from the cache needs the source beside it as much as a fresh one does.
+unpack_source() {
+  [ -f "$nlc/llama/llama.cpp/grammars/json.gbnf" ] && return 0
+  node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$1" 2>&1
+}
+if [ -f "$local_builds/$folder/buildDone.status" ] || [ -f "$cache/buildDone.status" ]; then
+  log=$(mktemp --suffix=.log "${TMPDIR:-/tmp}/build-engine.XXXXXX")
+  unpack_source "$log" || { echo "build-engine: llama.cpp's source could not be unpacked (log: $log)" >&2; exit 1; }
+  rm -f "$log"
+  if [ ! -f "$local_builds/$folder/buildDone.status" ]; then
+    mkdir -p "$local_builds" && rm -rf "$local_builds/$folder" && cp -a "$cache" "$local_builds/$folder"
+  fi
   echo "$local_builds/$folder"
   exit 0
 fi
@@ -52,9 +62,7 @@ fail() {
   exit 1
 }
 start=$(date +%s)
-if [ ! -d "$nlc/llama/llama.cpp" ]; then
-  node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$log" 2>&1 || fail "llama.cpp's source could not be unpacked"
-fi
+unpack_source "$log" || fail "llama.cpp's source could not be unpacked"
 node "$nlc/dist/cli/cli.js" source build --gpu false --noUsageExample >>"$log" 2>&1 || fail "the build failed"
 [ -f "$local_builds/$folder/buildDone.status" ] || fail "the build finished without $local_builds/$folder"
 echo "build-engine: built in $(( $(date +%s) - start )) s" >&2
