@@ -64,5 +64,10 @@ export const fileTooLarge = (maxFileBytes: number, param: string | null = "file"
 
 export const modelNotReady = () => new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
 
+export const shuttingDown = () =>
+  new ApiError(503, "The server is shutting down; another one takes the work.", "server_error", "shutting_down", null, {
+    "Retry-After": "1",
+  });
+
 export const internalError = () =>
   new ApiError(500, "The server had an error while processing your request.", "server_error", "internal_error");

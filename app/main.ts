@@ -48,7 +48,11 @@ async function main() {
     return;
   }
   if (config.apiKeys.length === 0) {
-    logger.warn("API_KEYS is not set: the API is OPEN to anyone who can reach it; set API_KEYS=key1,key2 to require keys");
+    logger.warn(
+      isLoopback(config.host)
+        ? `API_KEYS is not set: the API has no keys, so it listens on ${config.host} only; set API_KEYS=key1,key2 to require keys and listen on every interface (or HOST=0.0.0.0 to open it without keys)`
+        : `API_KEYS is not set: the API is OPEN to anyone who can reach ${config.host}; set API_KEYS=key1,key2 to require keys`,
+    );
   } else {
     logger.info({ keys: config.apiKeys.length }, "API key authentication on");
   }
@@ -90,10 +94,26 @@ async function main() {
       process.exit(code);
     }
     const graceMs = config.shutdownGraceSeconds * 1000;
-    logger.info(
-      { signal, grace_seconds: config.shutdownGraceSeconds },
-      "shutting down: no new connections or batches, requests in flight may finish, then running batches are checkpointed (a second signal exits at once)",
-    );
+    // An orchestrator's SIGTERM comes while load balancers may still send this process new connections: it
+    // goes on serving them, with /ready failing, until they have seen it go. Ctrl-C (SIGINT) stops at once.
+    const drainMs = signal === "SIGTERM" ? config.shutdownDrainSeconds * 1000 : 0;
+    if (drainMs > 0) {
+      service.drain();
+      logger.info(
+        { signal, drain_seconds: config.shutdownDrainSeconds },
+        "draining: /ready answers 503 and requests are still served, then the shutdown begins (a second signal exits at once)",
+      );
+    }
+    setTimeout(() => {
+      logger.info(
+        { signal, grace_seconds: config.shutdownGraceSeconds },
+        "shutting down: no new connections or batches, requests in flight may finish, then running batches are checkpointed (a second signal exits at once)",
+      );
+      stop(graceMs);
+    }, drainMs);
+  });
+
+  function stop(graceMs: number) {
     server.close();
     server.closeIdleConnections?.();
     // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
@@ -114,8 +134,10 @@ async function main() {
         logger.error({ err }, "shutdown failed");
         process.exit(1);
       });
-  });
+  }
 }
+
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
 
 main().catch((err) => {
   console.error("offline-batch-inference: failed to start:", err instanceof Error ? err.message : err);

@@ -22,6 +22,8 @@ export interface Service {
   controlPlane: ControlPlane;
   /** This instance's Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics;
+  /** From now on /ready answers 503 (shutting_down), while every other route goes on serving. */
+  drain(): void;
   /** Stops the workers (running batches checkpoint), then releases the models. */
   close(opts?: { graceMs?: number }): Promise<void>;
 }
@@ -88,8 +90,10 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     pools: () => Promise.resolve(plane.status.poolStatus()),
   });
   series.start();
+  let draining = false;
   const app = createApp({
     config,
+    draining: () => draining,
     files: plane.files,
     uploads: plane.uploads,
     batches: plane.batches,
@@ -111,6 +115,9 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     models,
     controlPlane: plane,
     metrics,
+    drain() {
+      draining = true;
+    },
     close(opts = {}) {
       closed ??= (async () => {
         series.stop();

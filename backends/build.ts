@@ -2,10 +2,9 @@
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
 // local model of MODEL_PATH (or the generated model), which answers to every name.
 import { readFile } from "node:fs/promises";
-import os from "node:os";
 import type pino from "pino";
 import { type Config, ConfigError } from "../config/config.js";
-import { deviceMemory } from "../engine/device-memory.js";
+import { deviceMemory, usableRam } from "../engine/device-memory.js";
 import { estimateFootprint } from "../engine/footprint.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { createEngine } from "../engine/index.js";
@@ -72,7 +71,7 @@ export async function loadRegistry(
 async function memoryBudget(config: BackendConfig, registry: ModelRegistry, logger: pino.Logger): Promise<number> {
   if (config.modelMemoryMb > 0) return config.modelMemoryMb * 2 ** 20;
   const locals = registry.models.filter((m) => m.backend.kind === "local").length;
-  const device = locals > 1 ? await deviceMemory(config.engine.gpu) : { kind: "ram" as const, bytes: os.totalmem() };
+  const device = locals > 1 ? await deviceMemory(config.engine.gpu) : { kind: "ram" as const, bytes: usableRam() };
   const bytes = device.bytes * DEFAULT_MODEL_MEMORY_SHARE;
   if (locals > 1) logger.info({ device: device.kind, budget_mb: Math.round(bytes / 2 ** 20) }, "local models share a memory budget");
   return bytes;

@@ -87,7 +87,7 @@ export async function startServer(modelPath: string, env: Record<string, string>
     ],
     {
       cwd: repoRoot,
-      env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", BATCH_DIR: batchDir, ...env },
+      env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", SHUTDOWN_DRAIN_SECONDS: "0", BATCH_DIR: batchDir, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );

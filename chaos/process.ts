@@ -21,7 +21,7 @@ export async function startService(
   const main = path.join(repoRoot, "app/main.ts");
   const child = spawn(opts.command ?? process.execPath, opts.args ?? ["--expose-gc", "--import", "tsx", main], {
     cwd: repoRoot,
-    env: { ...process.env, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", ...env },
+    env: { ...process.env, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", SHUTDOWN_DRAIN_SECONDS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -68,8 +68,13 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
+  if (cfg.requireApiKeys && cfg.apiKeys.length === 0) {
+    throw new ConfigError("invalid configuration: REQUIRE_API_KEYS=true and API_KEYS is empty; give the keys (the API must not be open)");
+  }
   return {
     ...cfg,
+    // An API without keys is open to whoever reaches it: only loopback, unless HOST says otherwise.
+    host: cfg.host || (cfg.apiKeys.length > 0 ? "0.0.0.0" : "127.0.0.1"),
     batchDir: path.resolve(cfg.batchDir),
     modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",

@@ -57,7 +57,12 @@ export const SETTINGS = {
     schema: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
     help: "where the HTTP server listens (0: any free port)",
   }),
-  host: setting({ env: "HOST", default: "0.0.0.0", schema: z.string().min(1), help: "the address the HTTP server listens on" }),
+  host: setting({
+    env: "HOST",
+    default: "",
+    schema: z.string(),
+    help: "the address the HTTP server listens on (default: 0.0.0.0 with API_KEYS, else 127.0.0.1: an open API stays on loopback)",
+  }),
   batchDir: setting({
     env: "BATCH_DIR",
     default: "/tmp",
@@ -83,7 +88,7 @@ export const SETTINGS = {
     yaml: "model.memory_mb",
     default: 0,
     schema: int(0),
-    help: "what the local models loaded at once may take together (0: 3/4 of the GPU's memory, else of RAM)",
+    help: "what the local models loaded at once may take together (0: 3/4 of the GPU's memory, else of the RAM the process may use: its cgroup limit in a container)",
   }),
   modelIdleSeconds: setting({
     env: "MODEL_IDLE_SECONDS",
@@ -103,6 +108,13 @@ export const SETTINGS = {
     read: keyList,
     help: "comma-separated keys; each key sees only its own files and batches (none: the API is open)",
   }),
+  requireApiKeys: setting({
+    env: "REQUIRE_API_KEYS",
+    default: false,
+    schema: bool(),
+    read: booleanSetting,
+    help: "refuse to start without API_KEYS (deployments set it, so a missing secret cannot leave the API open)",
+  }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",
     default: 30 * 24 * 3600,
@@ -120,6 +132,12 @@ export const SETTINGS = {
     default: 10,
     schema: int(0),
     help: "on SIGTERM/SIGINT, how long requests in flight may finish before they are checkpointed",
+  }),
+  shutdownDrainSeconds: setting({
+    env: "SHUTDOWN_DRAIN_SECONDS",
+    default: 5,
+    schema: int(0),
+    help: "on SIGTERM, how long connections and requests are still taken, with /ready answering 503, before the stop",
   }),
   cancelGraceSeconds: setting({
     env: "CANCEL_GRACE_SECONDS",

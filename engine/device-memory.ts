@@ -9,6 +9,15 @@ export interface DeviceMemory {
   bytes: number;
 }
 
+/**
+ * The RAM this process may use: the machine's, or its cgroup's limit where that is lower. In a container
+ * os.totalmem() reports the node's memory, and a budget taken from it would run the pod into its OOM kill.
+ */
+export function usableRam(): number {
+  const limit = process.constrainedMemory?.() ?? 0;
+  return limit > 0 ? Math.min(limit, os.totalmem()) : os.totalmem();
+}
+
 export async function deviceMemory(gpu: EngineOptions["gpu"]): Promise<DeviceMemory> {
   if (gpu !== false) {
     try {
@@ -22,5 +31,5 @@ export async function deviceMemory(gpu: EngineOptions["gpu"]): Promise<DeviceMem
       // No usable GPU backend: the models run on the CPU, in RAM.
     }
   }
-  return { kind: "ram", bytes: os.totalmem() };
+  return { kind: "ram", bytes: usableRam() };
 }

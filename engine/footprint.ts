@@ -3,8 +3,8 @@
 // token), the latter capped as the engine caps automatically sized sequences (sequences.ts). Used to decide
 // which local models fit at once; an estimate, so the budget it is held to should leave some room.
 import { stat } from "node:fs/promises";
-import os from "node:os";
 import { readGgufFileInfo } from "node-llama-cpp";
+import { usableRam } from "./device-memory.js";
 import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "./sequences.js";
 
 /** Compute buffers and the runtime beside the weights and the KV cache. */
@@ -38,7 +38,7 @@ export async function estimateFootprint(input: FootprintInput): Promise<number> 
   const auto = input.sequences < 1;
   const sequences = auto ? DEFAULT_SEQUENCES.cpuPerContext * Math.max(1, input.contexts) : input.sequences;
   let kv = perToken * input.contextSize * sequences;
-  if (auto) kv = Math.min(kv, os.totalmem() * CONTEXT_MEMORY_SHARE);
+  if (auto) kv = Math.min(kv, usableRam() * CONTEXT_MEMORY_SHARE);
   return size + (Number.isFinite(kv) ? kv : 0) + OVERHEAD_BYTES;
 }
 

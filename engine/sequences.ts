@@ -5,8 +5,9 @@
 // to 563 at 32 and 546 at 64, while stories260K stayed flat (5,000-5,500) from 8 to 64 (engine/README.md).
 // Each sequence holds its own KV cache of the full context size, so the count is halved while the
 // context would take more than a share of the machine's memory.
-import os from "node:os";
+
 import type { Llama, LlamaModel } from "node-llama-cpp";
+import { usableRam } from "./device-memory.js";
 
 /**
  * Sequences used when none are configured, before the memory cap: on CPU per generation context (4 contexts of
@@ -28,7 +29,7 @@ export async function fitSequences(wanted: number, budgetBytes: number, bytesFor
 /** The default count for this model and machine: DEFAULT_SEQUENCES, capped by CONTEXT_MEMORY_SHARE. */
 export async function autoSequences(llama: Llama, model: LlamaModel, contextSize: number, contexts = 1, patched = false): Promise<number> {
   const onGpu = model.gpuLayers > 0;
-  const memory = onGpu ? (await llama.getVramState()).total : os.totalmem();
+  const memory = onGpu ? (await llama.getVramState()).total : usableRam();
   return fitSequences(
     onGpu ? DEFAULT_SEQUENCES.gpu : (patched ? DEFAULT_SEQUENCES.cpuPerContextPatched : DEFAULT_SEQUENCES.cpuPerContext) * contexts,
     memory * CONTEXT_MEMORY_SHARE,

@@ -34,6 +34,8 @@ export interface AppDeps {
   status: ControlPlaneStatus;
   /** Null until the model is loaded (then /ready answers 503). */
   backendInfo: () => BackendInfo | null;
+  /** True once a SIGTERM's drain began: /ready answers 503 so that load balancers stop sending work here. */
+  draining?: () => boolean;
   /** Resolves while the state and the blob store answer (else /ready answers 503 with the domain's reason). */
   reachable?: () => Promise<void>;
   /** The models served (GET /v1/models). */
@@ -71,6 +73,7 @@ export function createApp(deps: AppDeps): express.Express {
       service,
       backendInfo: deps.backendInfo,
       reachable: deps.reachable,
+      draining: deps.draining,
       models: deps.modelStatus,
       statusPage: readConsolePage(),
     }),

@@ -5,7 +5,7 @@ import type { OpenAPIRegistry, RouteConfig } from "@asteasolutions/zod-to-openap
 import { Router } from "express";
 import { z } from "zod";
 import type { BackendInfo } from "../../openai/backend.js";
-import { modelNotReady } from "../errors.js";
+import { modelNotReady, shuttingDown } from "../errors.js";
 import { errorResponses, jsonResponse, openRoute } from "../http/openapi-paths.js";
 
 export interface SystemRouteDeps {
@@ -13,6 +13,8 @@ export interface SystemRouteDeps {
   backendInfo: () => BackendInfo | null;
   /** Resolves while what the service keeps its state in answers; throws the domain's reason when it does not. */
   reachable?: () => Promise<void>;
+  /** True while a SIGTERM's drain runs (then /ready answers 503). */
+  draining?: () => boolean;
   /** Every model of the registry and its state. */
   models?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
   /** The status page's HTML, sent to a client that prefers text/html (a browser). */
@@ -50,6 +52,7 @@ export function systemRouter(deps: SystemRouteDeps): Router {
   // balancer should send no work before that, nor during an outage (503 with the reason and Retry-After).
   // The route is open, so the backend's settings carry no path or secret.
   router.get("/ready", async (_req, res) => {
+    if (deps.draining?.()) throw shuttingDown();
     const info = deps.backendInfo();
     if (!info) throw modelNotReady();
     await reachable();

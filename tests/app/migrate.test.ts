@@ -75,6 +75,20 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
     expect(await versions()).toEqual(shipped);
   }, 120_000);
 
+  it("runs at every rollout: the init containers of several new pods migrating at once each succeed, and apply each migration once", async () => {
+    await promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", "--migrate-down", "none"], {
+      cwd: repoRoot,
+      env: { ...process.env, ...(await env({})) },
+    });
+    expect(await versions()).toEqual([]);
+    const pods = await Promise.all([migrateJob(), migrateJob(), migrateJob()]);
+    const said = pods.map((p) =>
+      /"msg":"migrations applied"/.test(p.stdout) ? "applied" : /"msg":"the schema is current"/.test(p.stdout) ? "current" : p.stdout,
+    );
+    expect(said.sort()).toEqual(["applied", "current", "current"]);
+    expect(await versions()).toEqual(shipped);
+  }, 120_000);
+
   it("reverts to an older release's schema with --migrate-down, and migrates up again; every migration has its down", async () => {
     const down = readdirSync(path.join(repoRoot, "cluster/pg/migrations/down"))
       .map((f) => f.replace(/\.sql$/, ""))

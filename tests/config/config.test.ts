@@ -15,6 +15,20 @@ describe("loadConfig", () => {
     for (const v of ["false", "0", "no", "off"]) expect(loadConfig({ REPRODUCIBLE: v }).engine.reproducible, v).toBe(false);
   });
 
+  it("listens on loopback while the API has no keys, on every interface with keys, and where HOST says in either case", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ API_KEYS: "k1" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ API_KEYS: "k1", HOST: "127.0.0.1" }).host).toBe("127.0.0.1");
+  });
+
+  it("refuses to start open when REQUIRE_API_KEYS is set (a deployment whose secret lacks the keys)", () => {
+    expect(() => loadConfig({ REQUIRE_API_KEYS: "true" })).toThrow(/REQUIRE_API_KEYS=true and API_KEYS is empty/);
+    expect(() => loadConfig({ REQUIRE_API_KEYS: "true", API_KEYS: " , " })).toThrow(ConfigError);
+    expect(loadConfig({ REQUIRE_API_KEYS: "true", API_KEYS: "k1" }).apiKeys).toEqual(["k1"]);
+    expect(loadConfig({}).shutdownDrainSeconds).toBe(5);
+  });
+
   it("reads the scheduling switches: BATCH_ORDER cost (default), interleave or file, PREFIX_COPY on by default", () => {
     expect(loadConfig({}).pipeline.order).toBe("cost");
     expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");

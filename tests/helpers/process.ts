@@ -27,7 +27,8 @@ export function spawnServer(
 ): SpawnedProcess {
   const child = spawn(command, args, {
     cwd: repoRoot,
-    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    // The drain on SIGTERM has its own test; elsewhere a stop begins at once.
+    env: { ...process.env, LOG_LEVEL: "info", SHUTDOWN_DRAIN_SECONDS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: opts.detached ?? false,
   });
