@@ -54,7 +54,16 @@ export async function loadRegistry(
       );
     }
     try {
-      return parseModelsFile(text, config.modelsFile, env);
+      const registry = parseModelsFile(text, config.modelsFile, env);
+      for (const m of registry.models)
+        if (m.backend.kind === "local" && m.backend.generatedPreset) {
+          await ensureGeneratedModel({ preset: m.backend.generatedPreset });
+          logger.warn(
+            { model: m.name },
+            `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`,
+          );
+        }
+      return registry;
     } catch (err) {
       if (err instanceof ModelsFileError) throw new ConfigError(`MODELS_FILE=${err.message}`);
       throw err;

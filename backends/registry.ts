@@ -4,11 +4,15 @@
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
+import { getPreset } from "../engine/gguf/presets.js";
 import { type Price, PriceSchema, priceFrom } from "./price.js";
 
 export interface LocalBackendSpec {
   kind: "local";
   path: string;
+  /** The generated model's preset: its file is written at start where the cache lacks it. */
+  generatedPreset?: string;
   /** Engine options; absent: the service's own settings (CONTEXT_SIZE, SEQUENCES, ...). */
   contextSize?: number;
   sequences?: number;
@@ -88,7 +92,9 @@ export class ModelRegistry {
 
 const positive = z.number().int().min(1);
 const LocalSchema = z.strictObject({
-  path: z.string().min(1),
+  path: z.string().min(1).optional(),
+  /** The project's own random-weights model of this preset, which every clone can make (npm run gen-model). */
+  generated: z.enum(GENERATED_MODEL_PRESETS, { error: `must be one of ${GENERATED_MODEL_PRESETS.join(", ")}` }).optional(),
   context_size: z.number().int().min(64).optional(),
   sequences: positive.optional(),
   contexts: positive.optional(),
@@ -116,7 +122,11 @@ const ModelSchema = z
     upstream: UpstreamSchema.optional(),
     price: PriceSchema.optional(),
   })
-  .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream");
+  .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream")
+  .refine((m) => !m.local || (m.local.path === undefined) !== (m.local.generated === undefined), {
+    message: "local needs exactly one of path and generated",
+    path: ["local"],
+  });
 const FileSchema = z.strictObject({
   default_model: z.string().min(1).optional(),
   models: z.array(ModelSchema).min(1),
@@ -146,13 +156,18 @@ export function parseModelsFile(text: string, source: string, env: Record<string
     const price = m.price ? { price: priceFrom(m.price) } : {};
     if (m.local) {
       const l = m.local;
+      const file = l.generated
+        ? path.join(defaultGeneratedModelDir(), generatedModelFileName(getPreset(l.generated), DEFAULT_SEED))
+        : path.resolve(dir, l.path!);
       return {
         name: m.name,
         aliases,
         ...price,
+        ...(l.generated ? { generated: true } : {}),
         backend: {
           kind: "local",
-          path: path.resolve(dir, l.path),
+          path: file,
+          generatedPreset: l.generated,
           contextSize: l.context_size,
           sequences: l.sequences,
           contexts: l.contexts,

@@ -94,6 +94,20 @@ describe("singleModelRegistry", () => {
     expect(r.resolve(undefined)?.name).toBe("stories260K");
   });
 
+  it("takes the generated model by preset instead of a path, and refuses both, neither, or an unknown preset", () => {
+    const one = (local: string) => `models:\n  - name: m\n    local: ${local}\n`;
+    const r = parseModelsFile(one("{ generated: small }"), "/etc/obi/models.yaml", {});
+    const m = r.resolve("m")!;
+    expect(m.generated).toBe(true);
+    expect(m.backend).toMatchObject({ kind: "local", generatedPreset: "small" });
+    expect((m.backend as any).path).toMatch(/offline-batch-models\/small-seed1-[0-9a-f]{12}\.gguf$/);
+    expect(() => parseModelsFile(one("{ generated: small, path: x.gguf }"), "f.yaml", {})).toThrow(
+      /local needs exactly one of path and generated/,
+    );
+    expect(() => parseModelsFile(one("{ context_size: 512 }"), "f.yaml", {})).toThrow(/local needs exactly one of path and generated/);
+    expect(() => parseModelsFile(one("{ generated: huge }"), "f.yaml", {})).toThrow(/generated: must be one of/);
+  });
+
   it("a registry refuses a fallback it does not hold", () => {
     expect(() => new ModelRegistry([], "x")).toThrow(/default_model 'x'/);
   });
@@ -105,7 +119,7 @@ describe("examples/models.yaml", () => {
     const { repoRoot } = await import("../helpers/process.js");
     const file = `${repoRoot}/examples/models.yaml`;
     const r = parseModelsFile(readFileSync(file, "utf8"), file, {});
-    expect(r.models.map((m) => m.name)).toEqual(["stories", "remote-small"]);
-    expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("stories");
+    expect(r.models.map((m) => m.name)).toEqual(["local-small", "remote-small"]);
+    expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("local-small");
   });
 });

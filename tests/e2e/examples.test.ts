@@ -3,6 +3,7 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl, createBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { repoRoot } from "../helpers/process.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
@@ -25,4 +26,23 @@ describe("examples/openai_client.ts", () => {
     for (const id of ["request-1", "request-2", "request-3", "request-4"]) expect(stdout).toMatch(new RegExp(`^${id}: ".+"$`, "m"));
     expect(stdout).toMatch(/1 batches on the server; this one ended completed/);
   });
+});
+
+describe("examples/models.yaml", () => {
+  it("starts as shipped on a fresh clone: its local model is the generated one, and a batch runs on it", async () => {
+    const shipped = await startTestService({ MODEL_PATH: "", MODELS_FILE: path.join(repoRoot, "examples/models.yaml") });
+    try {
+      const ready = await (await fetch(`${shipped.baseUrl}/ready`)).json();
+      expect(ready.status).toBe("ready");
+      expect(ready.models.map((m: any) => m.name)).toEqual(["local-small", "remote-small"]);
+      const file = await uploadJsonl(shipped.baseUrl, completionJsonl(2, "shipped", { model: "Qwen/Qwen2.5-0.5B-Instruct" }));
+      const batch = (await createBatch(shipped.baseUrl, file.id)).body;
+      const done = await pollBatch(shipped.baseUrl, batch.id, isFinal);
+      expect(done.status).toBe("completed");
+      expect(done.model).toBe("local-small");
+      expect(done.request_counts).toMatchObject({ total: 2, completed: 2, failed: 0 });
+    } finally {
+      await shipped.close();
+    }
+  }, 120_000);
 });
