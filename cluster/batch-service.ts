@@ -36,14 +36,13 @@ import { validateBatchFile } from "../pipeline/validate.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
+import { type LineErrors, lineErrors } from "./line-errors.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
 import { projectedFinish } from "./sla.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
-/** Failed lines shown by the console per batch. */
-const LINE_ERRORS = 100;
 /** Batches a console search looks through per page before it answers with what it found. */
 const SEARCH_SCAN = 5_000;
 /** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
@@ -282,29 +281,17 @@ export class ClusterBatchService implements BatchService {
             last_error: w.last_error,
           }
         : null,
-      line_errors: await this.lineErrors(batch, owner),
+      ...(await this.lineErrors(batch, owner)),
     };
   }
 
-  private async lineErrors(batch: Batch, owner: Owner): Promise<BatchInspection["line_errors"]> {
-    const validation = batch.errors?.data ?? [];
-    if (validation.length > 0)
-      return validation
-        .slice(0, LINE_ERRORS)
-        .map((e) => ({ line: e.line ?? null, custom_id: null, code: e.code ?? "invalid_request", message: e.message ?? "" }));
-    const file = batch.error_file_id ? await this.deps.files.keyOf(batch.error_file_id, owner) : undefined;
-    const out: BatchInspection["line_errors"] = [];
-    for await (const text of this.linesOf(file ? [file.key] : [])) {
-      const l = JSON.parse(text) as Parameters<typeof errorCodeOf>[0] & {
-        custom_id?: string;
-        error?: { message?: string } | null;
-        response?: { body?: { error?: { message?: string } } } | null;
-      };
-      const message = l.error?.message ?? l.response?.body?.error?.message ?? "";
-      out.push({ line: null, custom_id: l.custom_id ?? null, code: errorCodeOf(l), message: String(message) });
-      if (out.length >= LINE_ERRORS) break;
-    }
-    return out;
+  private async lineErrors(batch: Batch, owner: Owner): Promise<LineErrors> {
+    const file = async (id: string | null | undefined) => (id ? await this.deps.files.keyOf(id, owner) : undefined);
+    const [errors, input] = await Promise.all([file(batch.error_file_id), file(batch.input_file_id)]);
+    return lineErrors(batch, {
+      errorLines: () => this.linesOf(errors ? [errors.key] : []),
+      inputLines: () => this.linesOf(input ? [input.key] : []),
+    });
   }
 
   async search(q: BatchSearch): Promise<Page<ListedBatch>> {
@@ -321,7 +308,7 @@ export class ClusterBatchService implements BatchService {
         if (q.model && b.model !== q.model) continue;
         if (q.endpoint && b.endpoint !== q.endpoint) continue;
         const filename = (await this.deps.files.get(b.input_file_id, q.owner))?.object.filename ?? null;
-        if (text && !searchable(b, filename).includes(text)) continue;
+        if (text && !matches(b, filename, text)) continue;
         data.push({ ...this.out(b), input_filename: filename });
         if (data.length === q.limit) return { data, has_more: true };
       }
@@ -435,8 +422,22 @@ export class ClusterBatchService implements BatchService {
 const inlineInputName = (batchId: string) => `${batchId}_input.jsonl`;
 
 /** What a console search's text is looked for in: the id, the input file's name, the metadata's keys and values. */
-function searchable(b: Batch, filename: string | null): string {
-  return [b.id, filename ?? "", ...Object.entries(b.metadata ?? {}).flat()].join("\n").toLowerCase();
+/**
+ * The console's search: every word must match. `key=value` is a metadata entry (both without regard to case); any
+ * other word is part of the id, the input's file name, or a metadata key or value.
+ */
+function matches(b: Batch, filename: string | null, text: string): boolean {
+  const metadata = Object.entries(b.metadata ?? {});
+  const haystack = [b.id, filename ?? "", ...metadata.flat()].join("\n").toLowerCase();
+  return text
+    .split(/\s+/)
+    .filter(Boolean)
+    .every((word) => {
+      const eq = word.indexOf("=");
+      if (eq <= 0) return haystack.includes(word);
+      const [key, value] = [word.slice(0, eq), word.slice(eq + 1)];
+      return metadata.some(([k, v]) => k.toLowerCase() === key && v.toLowerCase() === value);
+    });
 }
 
 /** The input's lines whose custom_id is wanted, each once (a batch's custom_ids are unique). */

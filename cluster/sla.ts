@@ -86,10 +86,22 @@ export function chooseYields(s: SlaSnapshot, now: number, urgentSeconds: number,
   return out;
 }
 
-/** When the batch ends at the rate it has run so far (unix seconds); null before it has a rate. */
+/**
+ * A projection needs a sample: the first lines run while the model warms up, and the costliest lines run first, so
+ * a rate from a handful of them predicts a finish far too late (a 3,000-line batch once looked "at risk" after 3).
+ */
+export const MIN_SAMPLE = { lines: 20, share: 0.05, seconds: 30 };
+
+/**
+ * When the batch ends at the rate it has run so far (unix seconds). Null while estimating: before it started, and
+ * until it has run MIN_SAMPLE's lines (20, or 5% of a larger batch) and seconds. The one estimator of the API's
+ * projected_finish_at, the at-risk alert and the console.
+ */
 export function projectedFinish(b: Pick<SlaBatch, "total" | "done" | "inProgressAt">, now: number): number | null {
   if (b.inProgressAt === null || b.done <= 0) return null;
   if (b.done >= b.total) return now;
+  const lines = Math.min(b.total, Math.max(MIN_SAMPLE.lines, Math.ceil(b.total * MIN_SAMPLE.share)));
+  if (b.done < lines || now - b.inProgressAt < MIN_SAMPLE.seconds) return null;
   const rate = b.done / Math.max(1, now - b.inProgressAt);
   return Math.ceil(now + (b.total - b.done) / rate);
 }

@@ -112,7 +112,7 @@ export const BatchSchema = z
     engine_seconds: EngineSecondsSchema.default({ spot: 0, dedicated: 0 }),
     cost: CostSchema.nullable().optional(),
     // SLA extension fields: when the batch ends at its rate so far, and whether that is past its deadline (null
-    // once it ended, or before it has a rate).
+    // once it ended, and while estimating: until 20 lines, or 5% of a larger batch, and 30 s have run).
     projected_finish_at: z.number().int().nullable().optional(),
     deadline_at_risk: z.boolean().nullable().optional(),
   })

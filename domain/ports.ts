@@ -113,7 +113,10 @@ export interface BatchInspection {
     last_error: string | null;
   } | null;
   /** Up to 100 failed lines: the file's validation errors (with their line numbers), else the error file's first lines. */
-  line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string }>;
+  /** The first failed lines, each with its 1-based input line where known; `not_run`: the batch ended first. */
+  line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string; not_run: boolean }>;
+  /** All its error lines: failed while running or at validation, against left unrun by a cancel or an expiry. */
+  line_error_counts: { failed: number; not_run: number };
 }
 
 /** A console search: any of status, model and text (in the id, the input file's name or the metadata). */

@@ -37,6 +37,7 @@ async function api(path, init) {
   const res = await fetch(path, Object.assign({ cache: "no-store" }, init, { headers }));
   if (res.status === 401) {
     $("keyform").className = "card show";
+    $("empty").style.display = "none";
     throw new Error(apiKey ? "That API key was not accepted." : "This service needs an API key.");
   }
   $("keyform").className = "card";
@@ -70,42 +71,53 @@ function counts(b) {
   return { c, total, pct };
 }
 
-/** A batch's bar: completed, then failed. */
-const progressParts = (b) => {
+/**
+ * A batch's bar: completed, failed, then not run (grey). `n` splits the failed count where the batch's page knows it;
+ * in the list a cancelled or expired batch's failed share is mostly lines it never ran, so it is grey there.
+ */
+const progressParts = (b, n) => {
   const { c, pct } = counts(b);
-  return [["done", pct(c.completed)], ["failed", pct(c.failed)]];
+  if (n) return [["done", pct(c.completed)], ["failed", pct(n.failed)], ["notrun", pct(n.not_run)]];
+  const unrun = b.status === "cancelled" || b.status === "expired";
+  return [["done", pct(c.completed)], [unrun ? "notrun" : "failed", pct(c.failed)]];
 };
 
-/** tokens/s and the ETA of a running batch, from its counts now and a few seconds ago. */
-function rateOf(b) {
+/**
+ * A running batch's tokens/s, measured here from its counts now and a few seconds ago, and its ETA: the API's
+ * projected_finish_at, the service's one estimate (the SLA alert's too), which says nothing until it has a sample.
+ */
+function rateOf(b, nowSec) {
   const now = Date.now() / 1000;
-  const { c, total } = counts(b);
+  const { c } = counts(b);
   const done = c.completed + c.failed;
   const tokens = (b.usage && b.usage.output_tokens) || 0;
-  const prev = rates.get(b.id);
+  let prev = rates.get(b.id);
   if (!prev || done < prev.done) {
-    rates.set(b.id, { t: now, done, tokens, tps: 0, rps: 0 });
-    return null;
+    prev = { t: now, done, tokens, tps: 0 };
+    rates.set(b.id, prev);
   }
   const dt = now - prev.t;
   if (dt >= 2) {
     const a = 0.5;
     prev.tps = prev.tps ? a * ((tokens - prev.tokens) / dt) + (1 - a) * prev.tps : (tokens - prev.tokens) / dt;
-    prev.rps = prev.rps ? a * ((done - prev.done) / dt) + (1 - a) * prev.rps : (done - prev.done) / dt;
     Object.assign(prev, { t: now, done, tokens });
   }
-  if (!prev.rps) return { text: prev.tps ? Math.round(prev.tps) + " tok/s" : "measuring…" };
-  return { text: Math.round(prev.tps) + " tok/s · ETA " + duration((total - done) / prev.rps) };
+  const speed = prev.tps ? Math.round(prev.tps) + " tok/s" : "measuring…";
+  const eta = b.projected_finish_at ? "ETA " + duration(Math.max(0, b.projected_finish_at - (nowSec || now))) : "ETA estimating…";
+  return { text: speed + " · " + eta };
 }
 
-function progressCell(b) {
+/** A cancelled or expired batch's failed count holds the lines it left unrun: the list cannot tell them apart. */
+const failedWord = (b) => (b.status === "cancelled" || b.status === "expired" ? " failed or not run" : " failed");
+
+function progressCell(b, now) {
   const { c, total, pct } = counts(b);
   const td = el("td", "progress");
   td.appendChild(meter(progressParts(b)));
-  const failed = c.failed ? " · " + c.failed + " failed" : "";
+  const failed = c.failed ? " · " + c.failed + failedWord(b) : "";
   td.appendChild(el("div", "muted", c.completed + c.failed + " / " + total + " (" + Math.floor(pct(c.completed + c.failed)) + "%)" + failed));
   if (b.status === "in_progress") {
-    const r = rateOf(b);
+    const r = rateOf(b, now);
     if (r) td.appendChild(el("div", "muted rate", r.text));
   }
   return td;
@@ -162,18 +174,20 @@ function batchRow(b, now) {
     const text = (reason.line ? "line " + reason.line + ": " : "") + reason.message;
     status.appendChild(el("div", "muted reason wrap", text.length > 90 ? text.slice(0, 89) + "…" : text));
   }
-  tr.append(
-    id,
-    el("td", "", b.model || "—"),
-    status,
-    progressCell(b),
-    el("td", "pool", b.pool || (b.status === "validating" ? "queued" : "—")),
-    deadlineCell(b, now),
-    slaCell(b),
-    el("td", "muted", clock(b.created_at)),
-    el("td", "muted", clock(b.in_progress_at)),
-    el("td", "muted", clock(endedAt(b))),
-  );
+  const cells = [
+    [id, "Batch"],
+    [el("td", "model", b.model || "—"), "Model"],
+    [status, "Status"],
+    [progressCell(b, now), "Progress"],
+    [el("td", "pool", b.pool || (b.status === "validating" ? "queued" : "—")), "Pool"],
+    [deadlineCell(b, now), "Deadline"],
+    [slaCell(b), "SLA"],
+    [el("td", "muted", clock(b.created_at)), "Created"],
+    [el("td", "muted", clock(b.in_progress_at)), "Started"],
+    [el("td", "muted", clock(endedAt(b))), "Ended"],
+  ];
+  for (const [td, label] of cells) td.dataset.label = label;
+  tr.append(...cells.map(([td]) => td));
   return tr;
 }
 
@@ -221,25 +235,52 @@ function renderModels(models, upstreams) {
   );
 }
 
-/** New rows each poll, but each batch keeps its progress bar, moved over and then set: the bar glides. */
+/**
+ * The rows are updated in place, keyed by batch id: a cell is replaced only when what it shows changed, and a row is
+ * moved only when the order did, so a focused link and a selected id survive every poll, and the bars glide.
+ */
 function renderRows(batches, now) {
   const body = $("batch-rows");
-  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr.querySelector("td.progress .meter")]));
-  const moved = [];
-  const rows = batches.map((b) => {
-    const tr = batchRow(b, now);
-    const bar = old.get(b.id);
-    if (bar) {
-      tr.querySelector("td.progress .meter").replaceWith(bar);
-      moved.push([bar, progressParts(b)]);
-    }
-    return tr;
-  });
-  body.replaceChildren(...rows);
-  for (const [bar, parts] of moved) {
-    void bar.offsetWidth;
-    setMeter(bar, parts);
+  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+  let prev = null;
+  for (const b of batches) {
+    const fresh = batchRow(b, now);
+    let tr = old.get(b.id);
+    if (tr) {
+      old.delete(b.id);
+      syncRow(tr, fresh, b);
+    } else tr = fresh;
+    const slot = prev ? prev.nextSibling : body.firstChild;
+    if (slot !== tr) body.insertBefore(tr, slot);
+    prev = tr;
   }
+  for (const tr of old.values()) tr.remove();
+}
+
+function syncRow(tr, fresh, b) {
+  tr.dataset.status = fresh.dataset.status;
+  [...fresh.children].forEach((cell, i) => {
+    const cur = tr.children[i];
+    if (!cell.classList.contains("progress")) {
+      if (cur.outerHTML !== cell.outerHTML) cur.replaceWith(cell);
+      return;
+    }
+    const bar = cur.querySelector(".meter");
+    const text = (td) => [...td.children].filter((c) => !c.classList.contains("meter"));
+    if (text(cur).map((c) => c.outerHTML).join() !== text(cell).map((c) => c.outerHTML).join()) {
+      for (const c of text(cur)) c.remove();
+      cur.append(...text(cell));
+    }
+    setMeter(bar, progressParts(b));
+  });
+}
+
+const filtering = () => Boolean($("f-status").value || $("f-model").value || $("f-q").value.trim());
+
+function showEmpty(rows) {
+  $("empty").style.display = rows ? "none" : "";
+  $("empty-none").classList.toggle("hidden", filtering());
+  $("empty-filtered").classList.toggle("hidden", !filtering());
 }
 
 async function refreshHome() {
@@ -259,7 +300,7 @@ async function refreshHome() {
   const page = await api("console/api/batches?" + q);
   lastPage = page;
   renderRows(page.data, o.now);
-  $("empty").style.display = page.data.length ? "none" : "";
+  showEmpty(page.data.length);
   $("batch-count").textContent = "(" + page.data.length + " shown)";
   $("newer").disabled = cursors.length === 1;
   $("older").disabled = !page.has_more;
@@ -326,10 +367,12 @@ async function refreshBatch(id) {
   $("b-status").textContent = b.status.replace("_", " ");
   document.title = b.id + " · " + b.status;
   const { c, total, pct } = counts(b);
-  setMeter($("b-meter"), progressParts(b));
+  const n = d.line_error_counts || { failed: c.failed, not_run: 0 };
+  setMeter($("b-meter"), progressParts(b, n));
   const rate = b.status === "in_progress" ? rateOf(b) : null;
+  const failed = n.failed + " failed" + (n.not_run ? " · " + n.not_run + " not run" : "");
   $("b-progress").textContent =
-    c.completed + " completed · " + c.failed + " failed · " + total + " requests (" + Math.floor(pct(c.completed + c.failed)) + "%)" + (rate ? " · " + rate.text : "");
+    c.completed + " completed · " + failed + " · " + total + " requests (" + Math.floor(pct(c.completed + c.failed)) + "%)" + (rate ? " · " + rate.text : "");
   const facts = $("b-facts");
   facts.replaceChildren();
   const u = b.usage || {};
@@ -378,11 +421,22 @@ async function refreshBatch(id) {
     ? "No webhook for this batch (WEBHOOK_URL is not set, or it has not ended)."
     : w.type + " → " + w.url + ": " + (w.delivered_at ? "delivered " + stamp(w.delivered_at) : w.gave_up ? "given up" : "pending, next attempt " + clock(w.next_at)) +
       " · " + w.attempts + " attempt(s)" + (w.last_error ? " · last: " + w.last_error : "") + " · event " + w.event_id;
-  $("b-errors-count").textContent = "(" + d.line_errors.length + (d.line_errors.length >= 100 ? ", the first 100" : "") + ")";
+  const all = n.failed + n.not_run;
+  $("b-errors-count").textContent = "(" + all + (d.line_errors.length < all ? ", the first " + d.line_errors.length + " shown" : "") + ")";
   $("b-errors").replaceChildren(
     ...d.line_errors.map((e) => {
-      const tr = el("tr", "line-error");
-      tr.append(el("td", "", e.line === null ? "—" : e.line), el("td", "", e.custom_id || "—"), el("td", "", e.code), el("td", "wrap", e.message));
+      const tr = el("tr", "line-error" + (e.not_run ? " not-run" : ""));
+      const what = el("td", "", "");
+      what.appendChild(el("span", "badge " + (e.not_run ? "not-run" : "failed"), e.not_run ? "not run" : "failed"));
+      const cells = [
+        [el("td", "", e.line === null ? "—" : e.line), "Line"],
+        [what, "Result"],
+        [el("td", "wrap", e.custom_id || "—"), "custom_id"],
+        [el("td", "", e.code), "Code"],
+        [el("td", "wrap message", e.message), "Message"],
+      ];
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
       return tr;
     }),
   );
@@ -505,6 +559,12 @@ $("f-q").addEventListener("input", () => {
   typing = setTimeout(resetPage, 250);
 });
 $("filters").addEventListener("submit", (e) => e.preventDefault());
+$("clear-filters").addEventListener("click", () => {
+  $("f-status").value = "";
+  $("f-model").value = "";
+  $("f-q").value = "";
+  resetPage();
+});
 $("older").addEventListener("click", () => {
   if (!lastPage.has_more) return;
   cursors.push(lastPage.last_id);

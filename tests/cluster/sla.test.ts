@@ -77,10 +77,22 @@ describe("chooseYields", () => {
 });
 
 describe("projectedFinish", () => {
-  it("extrapolates the rate so far, and has none before the first result", () => {
+  it("extrapolates the rate so far once it has a sample, and says nothing (estimating) before", () => {
     expect(projectedFinish({ total: 100, done: 0, inProgressAt: NOW - 10 }, NOW)).toBeNull();
     expect(projectedFinish({ total: 100, done: 10, inProgressAt: null }, NOW)).toBeNull();
-    expect(projectedFinish({ total: 100, done: 25, inProgressAt: NOW - 10 }, NOW)).toBe(NOW + 30);
+    expect(projectedFinish({ total: 100, done: 25, inProgressAt: NOW - 10 }, NOW)).toBeNull();
+    expect(projectedFinish({ total: 100, done: 25, inProgressAt: NOW - 40 }, NOW)).toBe(NOW + 120);
     expect(projectedFinish({ total: 100, done: 100, inProgressAt: NOW - 10 }, NOW)).toBe(NOW);
+  });
+
+  it("raises no false alarm on a large batch's first lines: 3 of 3,000 in 8 s, with a 6-minute window", () => {
+    const start = NOW - 8;
+    const batch = { total: 3000, done: 3, inProgressAt: start };
+    // At 3 lines per 8 s the naive projection is 2.2 hours: past the deadline, yet the batch ended 249 s early.
+    expect(projectedFinish(batch, NOW)).toBeNull();
+    expect(projectedFinish({ ...batch, done: 149, inProgressAt: NOW - 60 }, NOW)).toBeNull();
+    const finish = projectedFinish({ ...batch, done: 1500, inProgressAt: NOW - 60 }, NOW)!;
+    expect(finish).toBe(NOW + 60);
+    expect(finish).toBeLessThan(start + 360);
   });
 });
