@@ -31,11 +31,25 @@ export async function runCli(stop: AbortSignal): Promise<number> {
   const logger = createCliLogger({ level: process.env.LOG_LEVEL ?? "info", json: process.env.LOG_FORMAT === "json" });
 
   try {
-    const { exitCode } = await runOffline(args, { config, logger, stderr: process.stderr, stdout: process.stdout, signal: stop });
+    const { exitCode } = await runOffline(args, {
+      config,
+      logger,
+      stderr: process.stderr,
+      stdout: process.stdout,
+      signal: stop,
+      resumeCommand: commandLine(process.argv.slice(2)),
+    });
     return exitCode;
   } catch (err) {
     if (stop.aborted) return 130;
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+}
+
+/** This command as the user could type it again: `npm run batch -- ...` under npm, else node and the script. */
+export function commandLine(argv: string[], env: NodeJS.ProcessEnv = process.env, script = process.argv[1] ?? "runner/main.js"): string {
+  const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`);
+  const head = env.npm_lifecycle_event === "batch" ? "npm run batch --" : `node ${quote(script)}`;
+  return [head, ...argv.map(quote)].join(" ");
 }

@@ -16,12 +16,21 @@ export interface ProgressOptions {
   intervalMs?: number;
   /** Milliseconds. */
   now?: () => number;
+  /** An earlier run's results this run resumes after: counted as done, but not in this run's rates and ETA. */
+  base?: { done: number; completionTokens: number };
 }
 
 export interface ProgressReporter {
   update(p: Progress): void;
-  /** Draws the last state and ends the bar's line. */
-  finish(p: Progress): void;
+  /** Draws the last state and ends the bar's line; returns the rates it drew, for the summary to repeat. */
+  finish(p: Progress): RunRates;
+}
+
+/** This run's own work: its seconds, and its requests and completion tokens per second. */
+export interface RunRates {
+  seconds: number;
+  requestsPerSecond: number;
+  tokensPerSecond: number;
 }
 
 /** A redraw per request would flood a terminal with writes on fast models. */
@@ -37,11 +46,14 @@ export function createProgressReporter(opts: ProgressOptions): ProgressReporter 
   let last = started;
   let drawn = "";
 
+  const base = opts.base ?? { done: 0, completionTokens: 0 };
   const draw = (p: Progress, final: boolean) => {
-    const line = describe(p, opts.total, (now() - started) / 1000);
+    const seconds = (now() - started) / 1000;
+    const line = describe(p, opts.total, seconds, base);
     if (tty) opts.stream.write(`\r\x1b[K${bar(p, opts.total)} ${line}${final ? "\n" : ""}`);
     else if (line !== drawn) opts.stream.write(`progress: ${line}\n`);
     drawn = line;
+    return { seconds, ...rates(p, seconds, base) };
   };
 
   return {
@@ -52,7 +64,7 @@ export function createProgressReporter(opts: ProgressOptions): ProgressReporter 
       draw(p, false);
     },
     finish(p) {
-      draw(p, true);
+      return draw(p, true);
     },
   };
 }
@@ -62,12 +74,19 @@ function bar(p: Progress, total: number): string {
   return `[${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}]`;
 }
 
-/** "42/100 (42%) 3.1 req/s 210 tok/s ETA 19s, 2 failed" */
-export function describe(p: Progress, total: number, elapsedSeconds: number): string {
+function rates(p: Progress, seconds: number, base: NonNullable<ProgressOptions["base"]>) {
+  const ran = p.completed + p.failed - base.done;
+  return {
+    requestsPerSecond: seconds > 0 ? Math.max(0, ran) / seconds : 0,
+    tokensPerSecond: seconds > 0 ? Math.max(0, p.usage.completionTokens - base.completionTokens) / seconds : 0,
+  };
+}
+
+/** "42/100 (42%) 3.1 req/s 210 tok/s ETA 19s, 2 failed": rates and ETA of this run's work, not of what it resumed after. */
+export function describe(p: Progress, total: number, elapsedSeconds: number, base = { done: 0, completionTokens: 0 }): string {
   const done = p.completed + p.failed;
   const pct = total > 0 ? Math.floor((100 * done) / total) : 100;
-  const rate = elapsedSeconds > 0 ? done / elapsedSeconds : 0;
-  const tokens = elapsedSeconds > 0 ? p.usage.completionTokens / elapsedSeconds : 0;
+  const { requestsPerSecond: rate, tokensPerSecond: tokens } = rates(p, elapsedSeconds, base);
   const eta = done >= total ? "done" : rate > 0 ? `ETA ${formatDuration((total - done) / rate)}` : "ETA ?";
   const failed = p.failed > 0 ? `, ${p.failed} failed` : "";
   return `${done}/${total} (${pct}%) ${rate.toFixed(1)} req/s ${Math.round(tokens)} tok/s ${eta}${failed}`;

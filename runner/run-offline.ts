@@ -14,7 +14,7 @@ import { runBatchFile } from "../pipeline/run-batch.js";
 import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { RunnerArgs } from "./args.js";
-import { createProgressReporter, formatDuration, type ProgressStream } from "./progress.js";
+import { createProgressReporter, formatDuration, type ProgressStream, type RunRates } from "./progress.js";
 import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
 export interface OfflineRunDeps {
@@ -29,6 +29,8 @@ export interface OfflineRunDeps {
   signal?: AbortSignal;
   httpRetry?: HttpRetry;
   progressIntervalMs?: number;
+  /** The command line that runs this again (printed after an interrupt: a second run resumes). */
+  resumeCommand?: string;
 }
 
 export interface OfflineRunResult {
@@ -137,6 +139,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     const router = await createRouter(config, registry, deps.logger);
     const started = Date.now();
     let result: RunBatchResult;
+    let runRates: RunRates;
     try {
       const lease = await router.acquire(spec.name, signal);
       const backend = lease.backend;
@@ -145,7 +148,12 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         return { exitCode: 1, endpoint, validation };
       }
       stderr.write(`running ${validation.total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
-      const progress = createProgressReporter({ total: validation.total, stream: stderr, intervalMs: deps.progressIntervalMs });
+      const progress = createProgressReporter({
+        total: validation.total,
+        stream: stderr,
+        intervalMs: deps.progressIntervalMs,
+        ...(reused ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens } } : {}),
+      });
       result = await runBatchFile({
         inputPath: input,
         outputPath: output,
@@ -159,7 +167,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         ...(reused ? { done: reused.done, base: reused } : {}),
         onProgress: (p) => progress.update(p),
       });
-      progress.finish(result);
+      runRates = progress.finish(result);
       lease.release();
     } finally {
       await router.close();
@@ -179,6 +187,8 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         reused: reused?.done.size ?? 0,
         reusedUsage: reused?.usage,
         price: spec.price,
+        rates: runRates,
+        resume: deps.resumeCommand,
       }),
     );
     return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
@@ -230,19 +240,24 @@ function summary(s: {
   reusedUsage?: TokenUsage;
   /** The model's price in the models file. */
   price?: Price;
+  /** The progress bar's final rates, which the summary repeats so that the two agree. */
+  rates: RunRates;
+  /** The command that runs this one again, which resumes after what it wrote. */
+  resume?: string;
 }): string {
   const { result: r, seconds } = s;
   const done = r.completed + r.failed;
   const reused = s.reused > 0 ? ` (${s.reused} from the earlier run)` : "";
   const was = s.reusedUsage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 };
-  const tokS = seconds > 0 ? Math.round((r.usage.completionTokens - was.completionTokens) / seconds) : 0;
   const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
+  const thisRun = `this run: ${done - s.reused} requests in ${formatDuration(s.rates.seconds)}, ${s.rates.requestsPerSecond.toFixed(1)} req/s`;
   return [
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
-    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${tokS} tok/s)`,
+    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} tok/s)`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
     `output: ${displayLocation(s.args.output)}`,
     `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
+    ...(r.aborted && s.resume ? [`resume with: ${s.resume}`] : []),
     "",
   ].join("\n");
 }

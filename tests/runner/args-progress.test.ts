@@ -1,6 +1,7 @@
 // The runner's flags and its progress display (a fake clock; nothing here measures speed).
 import { describe, expect, it } from "vitest";
 import { defaultErrorFile, parseRunnerArgs } from "../../runner/args.js";
+import { commandLine } from "../../runner/cli.js";
 import { createProgressReporter, formatDuration } from "../../runner/progress.js";
 
 const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
@@ -85,6 +86,26 @@ describe("runner progress", () => {
     }
     p.finish({ completed: 10, failed: 0, usage });
     expect(out).toEqual(["progress: 5/10 (50%) 1.0 req/s 0 tok/s ETA 5.0s\n", "progress: 10/10 (100%) 1.0 req/s 0 tok/s done\n"]);
+  });
+
+  it("counts a resumed run's earlier results as done, but not in its rates or ETA; finish returns what it drew", () => {
+    let t = 0;
+    const { stream, out } = recorder(false);
+    const p = createProgressReporter({ total: 2000, stream, now: () => t, intervalMs: 1_000, base: { done: 600, completionTokens: 6000 } });
+    t = 1_000;
+    p.update({ completed: 601, failed: 0, usage: { ...usage, completionTokens: 6010 } });
+    expect(out[0]).toBe("progress: 601/2000 (30%) 1.0 req/s 10 tok/s ETA 23m19s\n");
+    t = 100_000;
+    const rates = p.finish({ completed: 2000, failed: 0, usage: { ...usage, completionTokens: 20_000 } });
+    expect(out[1]).toBe("progress: 2000/2000 (100%) 14.0 req/s 140 tok/s done\n");
+    expect(rates).toEqual({ seconds: 100, requestsPerSecond: 14, tokensPerSecond: 140 });
+  });
+
+  it("prints the command that resumes, as the user typed it", () => {
+    expect(commandLine(["-i", "in.jsonl", "-o", "out put.jsonl"], { npm_lifecycle_event: "batch" })).toBe(
+      "npm run batch -- -i in.jsonl -o 'out put.jsonl'",
+    );
+    expect(commandLine(["-i", "it's.jsonl"], {}, "dist/runner/main.js")).toBe("node dist/runner/main.js -i 'it'\\''s.jsonl'");
   });
 
   it("formats durations for people", () => {

@@ -190,6 +190,10 @@ describe("offline runner", () => {
     expect(again.exitCode).toBe(0);
     expect(again.stderr).toMatch(/continuing: 2 requests already in the output/);
     expect(again.stdout).toMatch(/6 requests \(2 from the earlier run\)/);
+    // The rates are this run's four requests, and the bar's last line and the summary say the same.
+    const bar = /6\/6 \(100%\) ([\d.]+) req\/s (\d+) tok\/s done/.exec(again.stderr)!;
+    expect(again.stdout).toContain(`this run: 4 requests in `);
+    expect(again.stdout).toContain(`, ${bar[1]} req/s, ${bar[2]} tok/s)`);
     const ids = rows(readFileSync(out, "utf8")).map((x) => x.custom_id);
     // In the order the earlier run wrote them, which is the order of finishing, not of the file.
     expect(ids.slice(0, 2)).toEqual(kept.map((l) => JSON.parse(l).custom_id));
@@ -345,6 +349,7 @@ describe("npm run batch (the command line)", () => {
     expect(await exited).toBe(130);
     const m = /interrupted after (\d+) requests .*: (\d+) completed, 0 failed/.exec(stdout);
     expect(m, stdout).not.toBeNull();
+    expect(stdout).toContain(`resume with: node ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`);
     const text = existsSync(out) ? readFileSync(out, "utf8") : "";
     const written = text.trim() === "" ? [] : rows(text);
     expect(written).toHaveLength(Number(m![2]));
