@@ -4,6 +4,7 @@ import { z } from "zod";
 import { endedAt, isFinal } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { ApiError } from "./errors.js";
+import { messageBatchId } from "./schemas/requests.js";
 
 /** Routes answered in Anthropic's shapes (errors included). */
 export const ANTHROPIC_PREFIX = "/v1/messages";
@@ -72,7 +73,7 @@ export function toMessageBatch(b: Batch, resultsUrl: string, ended: Omit<Request
     ? { processing: 0, ...ended }
     : { processing: total, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
   return {
-    id: b.id,
+    id: messageBatchId(b.id),
     type: "message_batch" as const,
     processing_status: status,
     request_counts: counts,
@@ -86,8 +87,10 @@ export function toMessageBatch(b: Batch, resultsUrl: string, ended: Omit<Request
 }
 
 interface OutputLine {
+  /** The line's own id (batch_req_…), which an error line without a response is known by. */
+  id?: string;
   custom_id: string;
-  response: { status_code: number; body: Record<string, unknown> } | null;
+  response: { status_code: number; request_id?: string; body: Record<string, unknown> } | null;
   error: { code: string; message: string } | null;
 }
 
@@ -99,8 +102,16 @@ export function toResultLine(line: OutputLine) {
   if (error?.code === "batch_expired") return { custom_id, result: { type: "expired" } };
   if (response) {
     const e = (response.body as { error?: { message?: string; param?: string | null } }).error;
-    const failure = anthropicError(response.status_code, e?.message ?? "The request failed.", e?.param ?? null, null);
+    const failure = anthropicError(
+      response.status_code,
+      e?.message ?? "The request failed.",
+      e?.param ?? null,
+      response.request_id ?? line.id ?? null,
+    );
     return { custom_id, result: { type: "errored", error: failure } };
   }
-  return { custom_id, result: { type: "errored", error: anthropicError(500, error?.message ?? "The request failed.", null, null) } };
+  return {
+    custom_id,
+    result: { type: "errored", error: anthropicError(500, error?.message ?? "The request failed.", null, line.id ?? null) },
+  };
 }

@@ -16,6 +16,7 @@ import { parseId, parseRequest } from "../http/validate.js";
 import {
   BATCH_ID_PATTERN,
   BatchIdParams,
+  batchIdFrom,
   CreateBatchBody,
   InlineBatchRequest,
   isInlineBatchBody,
@@ -36,7 +37,7 @@ function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
 
 export function batchesRouter(batches: BatchService): Router {
   const router = Router();
-  const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, id);
+  const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
 
   router.post("/v1/batches", async (req, res) => {
     const owner = ownerFrom(res);

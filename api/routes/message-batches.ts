@@ -16,7 +16,7 @@ import { ownerFrom } from "../http/auth.js";
 import { sendJsonl } from "../http/jsonl-response.js";
 import { jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, batchIdFrom, messageBatchId } from "../schemas/requests.js";
 
 const ENDPOINT = "/v1/messages" as const;
 /** Anthropic's bounds: a batch holds at most 100,000 requests; a custom_id is 1-64 letters, digits, - and _. */
@@ -63,9 +63,10 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
 
   /** Only /v1/messages batches are message batches; another batch's id is not found here. */
   const messageBatch = async (id: unknown, owner: Owner): Promise<Batch> => {
-    const batchId = parseId("batch", BATCH_ID_PATTERN, id);
+    const batchId = parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
     const batch = await batches.get(batchId, owner);
-    if (!batch || batch.endpoint !== ENDPOINT) throw new ApiError(404, `No message batch found with id '${batchId}'.`, "not_found_error");
+    if (!batch || batch.endpoint !== ENDPOINT)
+      throw new ApiError(404, `No message batch found with id '${messageBatchId(batchId)}'.`, "not_found_error");
     return batch;
   };
 
@@ -108,7 +109,9 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     for await (const text of readCompleteJsonLines(input.content)) {
       n++;
       const custom_id = String((JSON.parse(text) as { custom_id?: unknown }).custom_id ?? "");
-      yield { custom_id, result: { type: "errored", error: anthropicError(400, byLine.get(n) ?? first, null, null) } };
+      // No request ran, so none has an id of its own: one per line of this batch, the same at every read.
+      const requestId = `req_${b.id.slice(b.id.indexOf("_") + 1)}${n.toString(16).padStart(6, "0")}`;
+      yield { custom_id, result: { type: "errored", error: anthropicError(400, byLine.get(n) ?? first, null, requestId) } };
     }
   }
 
@@ -116,7 +119,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     // Behind a proxy that terminates TLS, the address the client used is the one it forwarded.
     const proto = req.get("x-forwarded-proto")?.split(",")[0].trim() || req.protocol;
     const host = req.get("x-forwarded-host")?.split(",")[0].trim() || req.get("host");
-    const url = `${proto}://${host}${ANTHROPIC_PREFIX}/batches/${b.id}/results`;
+    const url = `${proto}://${host}${ANTHROPIC_PREFIX}/batches/${messageBatchId(b.id)}/results`;
     return toMessageBatch(b, url, await countsOf(b, owner));
   };
 
@@ -132,8 +135,8 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
    * The page just newer than `before` (Anthropic's before_id), still newest first; has_more says whether newer
    * ones remain. Batches are kept newest first only, so this reads forward from the newest to `before`.
    */
-  const pageBefore = async (before: string, limit: number, owner: Owner) => {
-    await messageBatch(before, owner);
+  const pageBefore = async (beforeId: string, limit: number, owner: Owner) => {
+    const before = (await messageBatch(beforeId, owner)).id;
     const newer: Batch[] = [];
     scan: for (let after: string | undefined; ; ) {
       const page = await batches.list({ after, limit: 100, owner });
@@ -152,7 +155,12 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     const q = parseRequest(AnthropicPageQuery, req.query);
     const page = q.before_id
       ? await pageBefore(q.before_id, q.limit, owner)
-      : await batches.search({ endpoint: ENDPOINT, after: q.after_id, limit: q.limit, owner });
+      : await batches.search({
+          endpoint: ENDPOINT,
+          after: q.after_id && (await messageBatch(q.after_id, owner)).id,
+          limit: q.limit,
+          owner,
+        });
     const data = await Promise.all(page.data.map((b) => show(req, b, owner)));
     res.json({ data, has_more: page.has_more, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
   });
@@ -174,7 +182,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     // The service refuses a batch still running (batch_not_finished), as Anthropic does.
     await batches.delete(batch.id, owner);
     ended.delete(batch.id);
-    res.json({ id: batch.id, type: "message_batch_deleted" });
+    res.json({ id: messageBatchId(batch.id), type: "message_batch_deleted" });
   });
 
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id/results`, async (req, res) => {

@@ -13,6 +13,13 @@ extendZodWithOpenApi(z);
 export const FILE_ID_PATTERN = /^file[-_][A-Za-z0-9]{1,120}$/;
 export const BATCH_ID_PATTERN = /^batch[-_][A-Za-z0-9]{1,120}$/;
 
+/**
+ * Anthropic's routes name a batch `msgbatch_…`, as its clients expect; it is the same batch as `batch_…`, and
+ * either route takes either form.
+ */
+export const batchIdFrom = (id: unknown): unknown => (typeof id === "string" && id.startsWith("msgbatch_") ? `batch_${id.slice(9)}` : id);
+export const messageBatchId = (id: string): string => (id.startsWith("batch_") ? `msg${id}` : id);
+
 export const FileIdParams = z.object({
   file_id: z
     .string()

@@ -201,6 +201,7 @@ describe("Anthropic's Message Batches API", () => {
       expired: 0,
     });
     expect(batch.ended_at).not.toBeNull();
+    expect(batch.id).toMatch(/^msgbatch_[0-9a-f]+$/);
     expect(batch.results_url).toBe(`${svc.baseUrl}/v1/messages/batches/${batch.id}/results`);
     expect(Date.parse(batch.expires_at) - Date.parse(batch.created_at)).toBe(24 * 3600 * 1000);
     expect(got.size).toBe(total);
@@ -208,6 +209,7 @@ describe("Anthropic's Message Batches API", () => {
     for (const [id, [, field]] of Object.entries(refused)) {
       const e = errorOf(got.get(id));
       expect(e.type).toBe("error");
+      expect(e.request_id, id).toMatch(/^req_\w+$/);
       expect(e.error.type, id).toBe("invalid_request_error");
       expect(e.error.message, id).toContain(field);
     }
@@ -282,28 +284,35 @@ describe("Anthropic's Message Batches API", () => {
       { headers: { authorization: `Bearer ${KEY}` } },
     );
     const b = await client.messages.batches.create({ requests: [{ custom_id: "b", params: params({ max_tokens: 2 }) }] });
+    // One batch, named msgbatch_… on Anthropic's routes and batch_… on OpenAI's: either route takes either name.
+    const viaOpenAIMsg = viaOpenAI.id.replace(/^batch_/, "msgbatch_");
+    expect((await client.messages.batches.retrieve(viaOpenAI.id)).id).toBe(viaOpenAIMsg);
+    expect((await openai.batches.retrieve(b.id, { headers: { authorization: `Bearer ${KEY}` } })).id).toBe(
+      b.id.replace(/^msgbatch_/, "batch_"),
+    );
     const page = await client.messages.batches.list({ limit: 2 });
     add("message_batch_page", { data: page.data, has_more: page.has_more, first_id: page.first_id, last_id: page.last_id });
-    expect(page.data.map((x) => x.id)).toEqual([b.id, viaOpenAI.id]);
+    expect(page.data.map((x) => x.id)).toEqual([b.id, viaOpenAIMsg]);
     expect(page.has_more).toBe(true);
     const ids: string[] = [];
     for await (const x of client.messages.batches.list({ limit: 1 })) ids.push(x.id);
-    expect(ids.slice(0, 3)).toEqual([b.id, viaOpenAI.id, a.id]);
+    expect(ids.slice(0, 3)).toEqual([b.id, viaOpenAIMsg, a.id]);
     expect(ids).not.toContain(chat.id);
     expect(new Set(ids).size).toBe(ids.length);
     await expect(client.messages.batches.retrieve(chat.id)).rejects.toBeInstanceOf(Anthropic.NotFoundError);
     // The OpenAI batch's lines answer with Anthropic's message, and the Anthropic view shows its results.
     const done = await ended(viaOpenAI.id);
     expect(done.request_counts.succeeded).toBe(1);
+    expect(done.id).toBe(viaOpenAIMsg);
     expect(messageOf((await results(viaOpenAI.id)).get("x")).type).toBe("message");
     // Backwards from a: the page just newer, newest first, and the SDK's reverse paging over the rest.
     const before = await client.messages.batches.list({ before_id: a.id, limit: 1 });
-    expect(before.data.map((x) => x.id)).toEqual([viaOpenAI.id]);
-    expect([before.has_more, before.first_id, before.last_id]).toEqual([true, viaOpenAI.id, viaOpenAI.id]);
-    expect((await client.messages.batches.list({ before_id: a.id })).data.map((x) => x.id)).toEqual([b.id, viaOpenAI.id]);
+    expect(before.data.map((x) => x.id)).toEqual([viaOpenAIMsg]);
+    expect([before.has_more, before.first_id, before.last_id]).toEqual([true, viaOpenAIMsg, viaOpenAIMsg]);
+    expect((await client.messages.batches.list({ before_id: a.id })).data.map((x) => x.id)).toEqual([b.id, viaOpenAIMsg]);
     const back: string[] = [];
     for await (const x of client.messages.batches.list({ before_id: a.id, limit: 1 })) back.push(x.id);
-    expect(back).toEqual([viaOpenAI.id, b.id]);
+    expect(back).toEqual([viaOpenAIMsg, b.id]);
     expect((await client.messages.batches.list({ before_id: b.id })).data).toEqual([]);
     const both = await client.messages.batches.list({ before_id: b.id, after_id: a.id }).catch((e) => e);
     expect(both).toBeInstanceOf(Anthropic.BadRequestError);
@@ -346,6 +355,7 @@ describe("Anthropic's Message Batches API", () => {
     await expect(client.messages.batches.retrieve(created.id)).rejects.toBeInstanceOf(Anthropic.NotFoundError);
     const headers = { authorization: `Bearer ${KEY}` };
     expect((await fetch(`${svc.baseUrl}/v1/batches/${created.id}`, { headers })).status).toBe(404);
+    expect((await fetch(`${svc.baseUrl}/v1/batches/${created.id.replace(/^msgbatch_/, "batch_")}`, { headers })).status).toBe(404);
     // Its results and the file its requests were kept in (which the client never made) went with it.
     for (const f of [openaiView.output_file_id, openaiView.error_file_id, openaiView.input_file_id].filter(Boolean))
       expect((await fetch(`${svc.baseUrl}/v1/files/${f}`, { headers })).status).toBe(404);
