@@ -18,8 +18,12 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Takes BATCH_DIR/.server.lock (pid inside); a lock left by a dead process is taken over. Returns the release. */
-export function lockBatchDir(dir: string): () => void {
+/**
+ * Takes BATCH_DIR/.server.lock (pid inside); a lock left by a dead process is taken over. Returns the release,
+ * which never throws: a lock it cannot remove (a disk gone read-only) is reported to `onReleaseError` and taken over
+ * by the next start, since its process is gone by then.
+ */
+export function lockBatchDir(dir: string, onReleaseError: (err: unknown, file: string) => void = () => {}): () => void {
   mkdirSync(dir, { recursive: true });
   const file = path.join(dir, ".server.lock");
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -27,7 +31,13 @@ export function lockBatchDir(dir: string): () => void {
       const fd = openSync(file, "wx");
       writeSync(fd, String(process.pid));
       closeSync(fd);
-      return () => rmSync(file, { force: true });
+      return () => {
+        try {
+          rmSync(file, { force: true });
+        } catch (err) {
+          onReleaseError(err, file);
+        }
+      };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const pid = Number.parseInt(readFileSync(file, "utf8"), 10);

@@ -17,7 +17,7 @@ import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
 import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
-import { ScratchSpace } from "../cluster/scratch.js";
+import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { BlobUploads } from "../cluster/uploads.js";
@@ -47,6 +47,8 @@ export interface ControlPlane {
   ping(): Promise<void>;
   /** The cluster's running totals, from the state (cluster/totals.ts). */
   totals(): Promise<Record<string, number>>;
+  /** The disk under BATCH_DIR as this process last found it (`full` or `read_only`: reads only). */
+  storage(): StorageState;
 }
 
 /**
@@ -312,6 +314,7 @@ export async function buildControlPlane(deps: {
       await blobs.ping();
     },
     totals: () => batches.totals(),
+    storage: () => scratch.state,
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
         await drain(opts);

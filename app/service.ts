@@ -43,7 +43,11 @@ const defaultState = (config: Config, logger: pino.Logger, models: ModelRouter) 
 
 export async function buildService(config: Config, logger: pino.Logger, options: ServiceOptions = {}): Promise<Service> {
   // One process owns BATCH_DIR in the embedded mode; a second would run its batches twice.
-  const unlock = config.cluster.databaseUrl ? () => {} : lockBatchDir(config.batchDir);
+  const unlock = config.cluster.databaseUrl
+    ? () => {}
+    : lockBatchDir(config.batchDir, (err, file) =>
+        logger.warn({ err, file }, "the server lock could not be removed (the next start takes it over): shutting down anyway"),
+      );
   try {
     return await compose(config, logger, options, unlock);
   } catch (err) {
@@ -94,6 +98,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const app = createApp({
     config,
     draining: () => draining,
+    storage: () => plane.storage(),
     files: plane.files,
     uploads: plane.uploads,
     batches: plane.batches,

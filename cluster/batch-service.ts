@@ -378,22 +378,29 @@ export class ClusterBatchService implements BatchService {
             ? await planShards(local, shardSize)
             : [oneShard({ total: v.total, bytes: blob.size })];
       const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
-      if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
-        throw new NotFoundError("file", input.inputFileId, "input_file_id");
-      const admitted = await batches.insert({
-        batch,
-        owner: input.owner,
-        inputKey,
-        outputExpiresAfter: input.output_expires_after,
-        shards,
-        maxQueued: limits.maxQueueDepth,
-        webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
-      });
-      // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
-      if (!admitted) {
-        if (this.deps.ownInput) await this.deps.blobs.deletePrefix(`${id}/`);
-        throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+      // A batch refused from here on (a full queue, a full or failing disk) leaves none of its parts behind.
+      const refuse = async (err: unknown) => {
+        if (this.deps.ownInput) await this.deps.blobs.deletePrefix(`${id}/`).catch(() => undefined);
+        return err;
+      };
+      let admitted: boolean;
+      try {
+        if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
+          throw new NotFoundError("file", input.inputFileId, "input_file_id");
+        admitted = await batches.insert({
+          batch,
+          owner: input.owner,
+          inputKey,
+          outputExpiresAfter: input.output_expires_after,
+          shards,
+          maxQueued: limits.maxQueueDepth,
+          webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
+        });
+      } catch (err) {
+        throw await refuse(err);
       }
+      // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
+      if (!admitted) throw await refuse(queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS));
       if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
       else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
       logger.info(

@@ -5,11 +5,18 @@
 import { mkdir, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
+import { exhaustedErrno, isStorageFault, StorageUnavailableError } from "../stores/errors.js";
+import { classified } from "../stores/in-dir.js";
+
+/** What the disk under BATCH_DIR lets this process do: `full` and `read_only` serve reads only, until it heals. */
+export type StorageState = "ok" | "full" | "read_only";
 
 const ALIVE = ".alive";
 
 export class ScratchSpace {
   private timer: NodeJS.Timeout | undefined;
+  /** The disk as the last upkeep found it: a process that starts on a full disk serves reads until space is freed. */
+  state: StorageState = "ok";
 
   constructor(
     private readonly deps: {
@@ -24,17 +31,34 @@ export class ScratchSpace {
   ) {}
 
   async start(): Promise<void> {
-    await mkdir(this.deps.own, { recursive: true });
-    await this.touch();
-    await this.sweep();
-    this.timer = setInterval(
-      () =>
-        void this.touch()
-          .then(() => this.sweep())
-          .catch((err) => this.deps.logger.warn({ err }, "scratch space upkeep failed")),
-      Math.max(1_000, (this.deps.staleSeconds * 1000) / 4),
-    );
+    await this.upkeep(true);
+    this.timer = setInterval(() => void this.upkeep(false), Math.max(1_000, (this.deps.staleSeconds * 1000) / 4));
     this.timer.unref();
+  }
+
+  /** Touches and sweeps; a disk that is full or read-only is said once, not fatal, and tried again next time. */
+  private async upkeep(starting: boolean): Promise<void> {
+    try {
+      await this.touch();
+      await this.sweep();
+      if (this.state !== "ok") this.deps.logger.warn({ was: this.state }, "the disk takes writes again: the service is whole");
+      this.state = "ok";
+    } catch (err) {
+      const fault = exhaustedErrno(err) ? "full" : isStorageFault(err) || err instanceof StorageUnavailableError ? "read_only" : undefined;
+      if (!fault) {
+        if (starting) throw err;
+        this.deps.logger.warn({ err }, "scratch space upkeep failed");
+        return;
+      }
+      if (this.state !== fault)
+        this.deps.logger.error(
+          { err, batchDir: path.dirname(this.deps.root) },
+          fault === "full"
+            ? "the disk is full: serving reads only, writes answer 507 until space is freed"
+            : "the disk refuses writes: serving reads only, writes answer 503 until it takes them again",
+        );
+      this.state = fault;
+    }
   }
 
   /** Removes the folders of processes not heard from within `staleSeconds`; returns their names. */
@@ -69,7 +93,9 @@ export class ScratchSpace {
     const file = path.join(this.deps.own, ALIVE);
     const t = new Date(this.deps.now?.() ?? Date.now());
     await utimes(file, t, t).catch(async () => {
-      await mkdir(this.deps.own, { recursive: true });
+      await mkdir(this.deps.own, { recursive: true }).catch(async (err) => {
+        throw await classified(this.deps.own, err);
+      });
       await writeFile(file, "");
     });
   }

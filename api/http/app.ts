@@ -36,6 +36,8 @@ export interface AppDeps {
   backendInfo: () => BackendInfo | null;
   /** True once a SIGTERM's drain began: /ready answers 503 so that load balancers stop sending work here. */
   draining?: () => boolean;
+  /** The disk under BATCH_DIR: `full` or `read_only` while the service serves reads only (on /ready). */
+  storage?: () => string;
   /** Resolves while the state and the blob store answer (else /ready answers 503 with the domain's reason). */
   reachable?: () => Promise<void>;
   /** The models served (GET /v1/models). */
@@ -74,6 +76,7 @@ export function createApp(deps: AppDeps): express.Express {
       backendInfo: deps.backendInfo,
       reachable: deps.reachable,
       draining: deps.draining,
+      storage: deps.storage,
       models: deps.modelStatus,
       statusPage: readConsolePage(),
     }),

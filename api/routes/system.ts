@@ -15,6 +15,8 @@ export interface SystemRouteDeps {
   reachable?: () => Promise<void>;
   /** True while a SIGTERM's drain runs (then /ready answers 503). */
   draining?: () => boolean;
+  /** The disk under BATCH_DIR (`ok`, or `full` / `read_only` while only reads are served). */
+  storage?: () => string;
   /** Every model of the registry and its state. */
   models?: () => Array<{ name: string; kind: string; state: string; batches: number }>;
   /** The status page's HTML, sent to a client that prefers text/html (a browser). */
@@ -67,6 +69,7 @@ export function systemRouter(deps: SystemRouteDeps): Router {
         settings: info.settings,
       },
       models: (deps.models?.() ?? []).map(({ name, kind, state, batches }) => ({ name, kind, state, batches })),
+      storage: { state: deps.storage?.() ?? "ok" },
     });
   });
 
@@ -104,6 +107,10 @@ const ReadySchema = z
         }),
       )
       .openapi({ description: "Every model of the registry and whether it is up; local ones load when a batch needs them." }),
+    storage: z.object({ state: z.enum(["ok", "full", "read_only"]) }).openapi({
+      description:
+        "The disk under BATCH_DIR. `full` (writes answer 507) or `read_only` (503): the service serves reads until the disk takes writes again.",
+    }),
   })
   .openapi("Ready");
 const HealthSchema = z.object({ status: z.literal("ok") }).openapi("Health", { example: { status: "ok" } });
