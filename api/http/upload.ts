@@ -1,6 +1,7 @@
 // Multipart uploads stream straight to a temp file under BATCH_DIR; a file is never held in memory.
 // The temp dir sits on the same file system as the store, so adopting the upload is a rename, not a copy.
 import { mkdir, rm } from "node:fs/promises";
+import type { Socket } from "node:net";
 import type { RequestHandler } from "express";
 import multer, { MulterError } from "multer";
 import { uploadDir } from "../../stores/fs-blob-store.js";
@@ -60,9 +61,36 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number; fie
     };
     tooBig.set(req, () => {
       res.setHeader("Connection", "close");
+      drainThenClose(req.socket);
       settle(new MulterError("LIMIT_FILE_SIZE", opts.field ?? "file"));
     });
     accept(req, res, settle);
+  };
+}
+
+/** What is read and thrown away of an oversized body after its 413, at most: then the connection is cut. */
+export const DRAIN_LIMIT = { bytes: 16 * 1024 * 1024, ms: 5_000 };
+
+/**
+ * After a 413 sent mid-body, Node closes the connection as soon as the answer is written, with the rest of the
+ * body unread: the kernel then resets it, and a client still sending may see the reset before it reads the answer.
+ * Instead the answer's side is ended (the client reads the 413 and the end), and what the client still sends is
+ * read and dropped until it stops, or up to DRAIN_LIMIT, whichever comes first.
+ */
+function drainThenClose(socket: Socket): void {
+  let seen = 0;
+  const cut = () => socket.destroy();
+  const timer = setTimeout(cut, DRAIN_LIMIT.ms);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+  socket.on("data", (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen > DRAIN_LIMIT.bytes) cut();
+  });
+  // Node calls this once the answer is written; the read side stays open until the client is done.
+  socket.destroySoon = () => {
+    socket.end();
+    socket.resume();
   };
 }
 

@@ -175,6 +175,41 @@ describe("bad input, item by item", () => {
     expect(uploadLeftovers()).toEqual([]);
   });
 
+  it("an upload over MAX_FILE_BYTES, sent slowly by many clients at once: each reads its 413, none sees a reset", async () => {
+    const send = async () => {
+      const form = new FormData();
+      form.append("purpose", "batch");
+      form.append("file", new Blob([Buffer.alloc(MAX_FILE_BYTES * 16, "x")]), "big.jsonl");
+      const encoded = new Response(form);
+      const type = encoded.headers.get("content-type")!;
+      const bytes = new Uint8Array(await encoded.arrayBuffer());
+      const slow = new ReadableStream<Uint8Array>({
+        async pull(c) {
+          const at = (slow as any).at ?? 0;
+          if (at >= bytes.length) return c.close();
+          c.enqueue(bytes.subarray(at, at + 8 * 1024));
+          (slow as any).at = at + 8 * 1024;
+          await new Promise((r) => setTimeout(r, 1));
+        },
+      });
+      const res = await fetch(`${svc.baseUrl}/v1/files`, {
+        method: "POST",
+        headers: { "content-type": type },
+        body: slow,
+        duplex: "half",
+      } as RequestInit);
+      return { status: res.status, body: await res.json() };
+    };
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: 16 }, () => send().catch((err) => ({ status: 0, body: String(err?.cause?.code ?? err) }))),
+      );
+      expect(answers.filter((a) => a.status !== 413)).toEqual([]);
+      for (const a of answers) expect(a.body.error.code).toBe("file_too_large");
+    }
+    expect(uploadLeftovers()).toEqual([]);
+  });
+
   /** Uploads `content`, creates a batch over it, and returns the batch as it ended. */
   async function batchOver(content: string) {
     const file = await upload(content);
