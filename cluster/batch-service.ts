@@ -31,7 +31,7 @@ import type {
 import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
-import { oneShard, planShards } from "../pipeline/shards.js";
+import { oneShard, planModelShards, planShards, type ShardPlan } from "../pipeline/shards.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
@@ -120,13 +120,18 @@ export class ClusterBatchService implements BatchService {
     parseCompletionWindow(input.completion_window);
     const local = this.scratchFile();
     try {
-      const content = input.lines.map((l) => `${JSON.stringify(l)}\n`).join("");
+      const groups = input.mixedModels
+        ? byModel(input.lines, (m) => this.deps.registry.resolve(m)?.name ?? m)
+        : [{ model: "", lines: input.lines.map((l) => `${JSON.stringify(l)}\n`) }];
+      const content = groups.flatMap((g) => g.lines).join("");
+      // Lines of several models: grouped in the file, and a shard never spans two, so each runs on its own model.
+      const plan = groups.length > 1 ? planModelShards(groups, this.deps.limits.shardSize) : undefined;
       await inDir(this.deps.scratchDir, () => writeFile(local, content));
       const batchId = newBatchId();
       const obj = await this.deps.files.adopt({ tmpPath: local, filename: inlineInputName(batchId), purpose: "batch", owner: input.owner });
       try {
         const file = await this.deps.files.keyOf(obj.id, input.owner);
-        return this.out(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key }));
+        return this.out(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key, plan }));
       } catch (err) {
         // The client sent lines, not a file: a batch refused (429, 503, a full disk) leaves no file behind.
         await this.deps.files.delete(obj.id, input.owner).catch(() => undefined);
@@ -346,6 +351,9 @@ export class ClusterBatchService implements BatchService {
     output_expires_after?: ExpiresAfter;
     inputFileId: string;
     inputKey: string;
+    /** Lines may name several models (then `plan` holds the shards, one model each). */
+    mixedModels?: boolean;
+    plan?: ShardPlan[];
   }): Promise<Batch> {
     const { limits, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
@@ -356,7 +364,7 @@ export class ClusterBatchService implements BatchService {
     // need splitting into shards, which takes a second pass to find the boundaries.
     const blob = await this.deps.blobs.open(input.inputKey);
     if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
-    const local = limits.shardSize < limits.maxRequestsPerBatch ? this.scratchFile() : undefined;
+    const local = limits.shardSize < limits.maxRequestsPerBatch && !input.plan ? this.scratchFile() : undefined;
     let readError: unknown;
     blob.content.once("error", (err) => (readError ??= err));
     try {
@@ -364,6 +372,7 @@ export class ClusterBatchService implements BatchService {
       const v = await validateBatchFile(local ?? blob.content, endpoint, {
         maxRequests: limits.maxRequestsPerBatch,
         maxLineBytes: limits.maxLineBytes,
+        oneModel: !input.mixedModels,
       });
       // The storage failing to deliver the input is the storage's fault, not a fault of the file.
       if (readError) throw readError;
@@ -374,9 +383,11 @@ export class ClusterBatchService implements BatchService {
       const shards =
         batch.status !== "validating"
           ? []
-          : local && v.total > shardSize
-            ? await planShards(local, shardSize)
-            : [oneShard({ total: v.total, bytes: blob.size })];
+          : input.plan
+            ? input.plan
+            : local && v.total > shardSize
+              ? await planShards(local, shardSize)
+              : [oneShard({ total: v.total, bytes: blob.size })];
       const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
       // A batch refused from here on (a full queue, a full or failing disk) leaves none of its parts behind.
       const refuse = async (err: unknown) => {
@@ -453,4 +464,23 @@ async function* retriedLines(lines: AsyncIterable<string>, wanted: Set<string>):
     const id = (JSON.parse(text) as { custom_id?: unknown }).custom_id;
     if (typeof id === "string" && wanted.has(id)) yield `${text}\n`;
   }
+}
+
+/**
+ * The lines as written to the batch's file, grouped by `modelOf` their body's model in order of first appearance;
+ * a line naming no model stays in the first group (it fails on its own when it runs).
+ */
+function byModel(lines: CreateInlineBatchInput["lines"], modelOf: (model: string) => string): Array<{ model: string; lines: string[] }> {
+  const groups = new Map<string, string[]>();
+  const loose: string[] = [];
+  for (const l of lines) {
+    const text = `${JSON.stringify(l)}\n`;
+    const named = typeof l.body.model === "string" ? modelOf(l.body.model) : undefined;
+    const group = named === undefined ? loose : (groups.get(named) ?? groups.set(named, []).get(named)!);
+    group.push(text);
+  }
+  const out = [...groups].map(([model, texts]) => ({ model, lines: texts }));
+  if (out.length === 0) return [{ model: "", lines: loose }];
+  out[0].lines.unshift(...loose);
+  return out;
 }

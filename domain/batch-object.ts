@@ -47,7 +47,10 @@ export function newBatchObject(a: {
   let v = a.validation;
   // The model is chosen by the name the lines give, whatever else is wrong with the file.
   const served = v.ok || v.model !== undefined ? a.registry.resolve(v.model) : undefined;
-  if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v, a.registry)] };
+  if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v.model, v.modelLine, a.registry)] };
+  // Where lines may name several models, each must be served.
+  const unserved = v.ok ? v.models?.find((m) => !a.registry.resolve(m.model)) : undefined;
+  if (unserved) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(unserved.model, unserved.line, a.registry)] };
   const deadline = a.created + a.windowSeconds;
   const batch: Batch = {
     id: a.id,
@@ -95,12 +98,12 @@ export function newBatchObject(a: {
   return batch;
 }
 
-function modelNotFound(v: ValidationResult, registry: ModelRegistry): ValidationResult["errors"][number] {
-  const named = v.model === undefined ? "The requests name no model" : `The model '${v.model}' is not served here`;
+function modelNotFound(model: string | undefined, line: number | undefined, registry: ModelRegistry): ValidationResult["errors"][number] {
+  const named = model === undefined ? "The requests name no model" : `The model '${model}' is not served here`;
   return {
     code: "model_not_found",
     message: `${named}; the models served are: ${registry.models.map((m) => m.name).join(", ")}.`,
-    line: v.modelLine ?? 1,
+    line: line ?? 1,
     param: "body.model",
   };
 }

@@ -64,6 +64,8 @@ export interface CreateInlineBatchInput {
   /** Full OpenAI batch lines built from the inline items. */
   lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
   owner: Owner;
+  /** The lines may name several models, each run on its own (Anthropic's rule); default one model (OpenAI's). */
+  mixedModels?: boolean;
 }
 
 export interface BatchService {

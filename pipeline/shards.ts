@@ -8,6 +8,25 @@ export interface ShardPlan {
   byteEnd: number;
   /** Requests (non-blank lines) in the range. */
   total: number;
+  /** The model its lines run on, where a batch's lines name several; else the batch's. */
+  model?: string;
+}
+
+/**
+ * Shards of lines already grouped by model (each group's lines together, in `groups`' order): a shard never spans
+ * two models, so each runs on its own model's workers.
+ */
+export function planModelShards(groups: Array<{ model: string; lines: string[] }>, linesPerShard: number): ShardPlan[] {
+  const shards: ShardPlan[] = [];
+  let offset = 0;
+  for (const { model, lines } of groups)
+    for (let i = 0; i < lines.length; i += linesPerShard) {
+      const slice = lines.slice(i, i + linesPerShard);
+      const bytes = slice.reduce((n, l) => n + Buffer.byteLength(l), 0);
+      shards.push({ byteStart: offset, byteEnd: offset + bytes, total: slice.length, model });
+      offset += bytes;
+    }
+  return shards;
 }
 
 const LF = 0x0a;

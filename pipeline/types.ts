@@ -17,6 +17,8 @@ export interface ValidationLimits {
   maxLineBytes: number;
   /** Report at most this many line errors (the rest are counted, not listed). */
   maxErrors?: number;
+  /** False where lines may name different models (Anthropic's message batches); default true, as OpenAI has it. */
+  oneModel?: boolean;
 }
 
 export interface ValidationResult {
@@ -29,6 +31,8 @@ export interface ValidationResult {
   /** The `model` named by the lines (the first one seen), if any, and the line naming it first. */
   model?: string;
   modelLine?: number;
+  /** Every model named, each with the line naming it first (where lines may name several: `oneModel: false`). */
+  models?: Array<{ model: string; line: number }>;
 }
 
 export interface Progress {

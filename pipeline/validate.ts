@@ -37,6 +37,7 @@ export async function validateBatchFile(
   let total = 0;
   let model: string | undefined;
   let modelLine: number | undefined;
+  const named = new Map<string, number>();
   // Blank lines are an error only when a request follows them; trailing ones are ignored.
   let blankFrom = 0;
   let blankTo = 0;
@@ -67,8 +68,9 @@ export async function validateBatchFile(
       }
       const lineModel = checkLine(line.text, line.lineNo, endpoint, seen, report);
       if (lineModel !== undefined) {
+        if (!named.has(lineModel)) named.set(lineModel, line.lineNo);
         if (model === undefined) [model, modelLine] = [lineModel, line.lineNo];
-        else if (lineModel !== model) {
+        else if (lineModel !== model && limits.oneModel !== false) {
           report({
             code: "mismatched_model",
             message: `All requests in a batch must use the same model: this line names '${lineModel}', earlier lines '${model}'.`,
@@ -87,6 +89,7 @@ export async function validateBatchFile(
   }
   const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount };
   if (model !== undefined) [result.model, result.modelLine] = [model, modelLine];
+  if (limits.oneModel === false) result.models = [...named].map(([m, line]) => ({ model: m, line }));
   return result;
 }
 

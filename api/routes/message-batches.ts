@@ -38,20 +38,12 @@ const CreateMessageBatchBody = z
   })
   .superRefine((b, ctx) => {
     const seen = new Set<string>();
-    // A request with no model name (or not a string) is that request's own error, as Anthropic has it.
-    const named = (r: (typeof b.requests)[number]) => (typeof r.params.model === "string" ? r.params.model : undefined);
-    const model = b.requests.map(named).find((m) => m !== undefined);
+    // A request with no model name (or not a string) is that request's own error, as Anthropic has it; requests
+    // may name different models, each run on its own.
     for (const [i, r] of b.requests.entries()) {
       if (seen.has(r.custom_id))
         ctx.addIssue({ code: "custom", path: ["requests", i, "custom_id"], message: `custom_id '${r.custom_id}' is used twice` });
       seen.add(r.custom_id);
-      // A batch runs on one model (as an OpenAI batch does); Anthropic lets requests name several.
-      if (named(r) !== undefined && named(r) !== model)
-        ctx.addIssue({
-          code: "custom",
-          path: ["requests", i, "params", "model"],
-          message: `every request of a batch must name the same model here: this one names ${JSON.stringify(r.params.model)}, the first ${JSON.stringify(model)}`,
-        });
     }
   })
   .openapi("CreateMessageBatch");
@@ -127,7 +119,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     const owner = ownerFrom(res);
     const { requests } = parseRequest(CreateMessageBatchBody, req.body ?? {});
     const lines = requests.map((r) => ({ custom_id: r.custom_id, method: "POST" as const, url: ENDPOINT, body: r.params }));
-    const batch = await batches.createInline({ endpoint: ENDPOINT, completion_window: "24h", lines, owner });
+    const batch = await batches.createInline({ endpoint: ENDPOINT, completion_window: "24h", lines, owner, mixedModels: true });
     res.json(await show(req, batch, owner));
   });
 

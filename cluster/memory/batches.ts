@@ -50,7 +50,7 @@ export class MemoryBatchRecords implements BatchRecords {
       counts: { completed: 0, failed: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0, spotSeconds: 0, dedicatedSeconds: 0 },
       shards: a.shards.map((s, idx) => ({
         idx,
-        model: b.model ?? "",
+        model: s.model ?? b.model ?? "",
         byteStart: s.byteStart,
         byteEnd: s.byteEnd,
         total: s.total,

@@ -71,8 +71,14 @@ export class PgBatchRecords implements BatchRecords {
       if (a.shards.length > 0)
         await c.query(
           `INSERT INTO shards (batch_id, idx, model, byte_start, byte_end, total)
-           SELECT $1, i - 1, $2, s, e, t FROM unnest($3::bigint[], $4::bigint[], $5::int[]) WITH ORDINALITY AS x(s, e, t, i)`,
-          [b.id, b.model, a.shards.map((s) => s.byteStart), a.shards.map((s) => s.byteEnd), a.shards.map((s) => s.total)],
+           SELECT $1, i - 1, m, s, e, t FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::int[]) WITH ORDINALITY AS x(m, s, e, t, i)`,
+          [
+            b.id,
+            a.shards.map((s) => s.model ?? b.model),
+            a.shards.map((s) => s.byteStart),
+            a.shards.map((s) => s.byteEnd),
+            a.shards.map((s) => s.total),
+          ],
         );
       // A batch whose file failed validation ends as it is recorded.
       await addTotals(c, endTotals(null, b));
