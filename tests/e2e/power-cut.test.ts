@@ -5,44 +5,25 @@
 // uploads' contents, a completed batch's output, and a running batch's counted lines; the rest runs again, each
 // custom_id once. Needs root (mount, losetup) and e2fsprogs: skipped with a note elsewhere.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { checkBatch, describeVerdict } from "../../chaos/checker.js";
 import { completionJsonl, createBatch, customIds, getBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { repoRoot, type ServerProcess, spawnServer, untilListening } from "../helpers/process.js";
-import { serverEnv } from "../helpers/server-testbed.js";
+import { loopDisk } from "../helpers/loop-disk.js";
 
-const work = mkdtempSync(path.join(os.tmpdir(), "obi-power-"));
-const image = path.join(work, "disk.ext4");
-const dir = path.join(work, "mnt");
-afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-function prepare(): string | undefined {
-  try {
-    execFileSync("mkdir", ["-p", dir]);
-    execFileSync("truncate", ["-s", "96M", image]);
-    execFileSync("mkfs.ext4", ["-q", "-F", image], { stdio: "ignore" });
-  } catch (err) {
-    return `mkfs.ext4 failed (${(err as Error).message})`;
-  }
-  const probe = spawnSync("unshare", ["-m", "sh", "-c", `mount -o loop "${image}" "${dir}" && umount "${dir}"`], { encoding: "utf8" });
-  return probe.status === 0 ? undefined : `cannot loop-mount an ext4 image in a mount namespace (${probe.stderr.trim()}): needs root`;
-}
-const skip = prepare();
+const disk = loopDisk("power", 96);
+const { work, image } = disk;
+const skip = disk.skip;
 if (skip) console.warn(`power-cut.test: skipped, ${skip}`);
+afterAll(() => disk.remove());
 
 /** EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with EXT4_GOING_FLAGS_NOLOGFLUSH: no data or journal flushed. */
 const GODOWN = `import fcntl, os, struct, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))`;
 
-async function start(): Promise<ServerProcess> {
-  const main = path.join(repoRoot, "app/main.ts");
-  const cmd = `mount -o loop "${image}" "${dir}" && exec "${process.execPath}" --import tsx "${main}"`;
-  return untilListening(spawnServer("unshare", ["-m", "sh", "-c", cmd], { ...(await serverEnv(dir)), SEQUENCES: "2" }), 60_000);
-}
+const start = () => disk.start();
 
 async function results(base: string, b: any): Promise<{ output: any[]; errors: any[] }> {
   const read = async (id: string | null) =>
@@ -73,7 +54,7 @@ describe.skipIf(skip !== undefined)("a power cut mid-batch, through the real pro
       await pollBatch(base, running, (b) => b.request_counts.completed >= 20, 60_000);
       // The cut: the file system stops, nothing more reaches the disk.
       writeFileSync(path.join(work, "godown.py"), GODOWN);
-      execFileSync("python3", [path.join(work, "godown.py"), path.join(`/proc/${s.child.pid}/root`, dir)]);
+      execFileSync("python3", [path.join(work, "godown.py"), disk.inside(s)]);
       // A disk that fails its writes is the storage's fault, said as such: 503 storage_unavailable, never a 500.
       const form = new FormData();
       form.append("purpose", "batch");
