@@ -1,4 +1,4 @@
-// The README's chart: tokens/s against parallel sequences, one panel per model, as a hand-written SVG.
+// docs/performance.md's chart: tokens/s against parallel sequences, one panel per model, as a hand-written SVG.
 import type { ThroughputResult } from "./throughput.js";
 
 const W = 460;

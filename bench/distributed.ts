@@ -1,4 +1,4 @@
-// The distributed mode's own cost (issue 13): an API server process and 1 or 3 worker processes on a throwaway
+// The distributed mode's own cost: an API server process and 1 or 3 worker processes on a throwaway
 // PostgreSQL and an S3 protocol server, serving a model whose upstream answers at once (a stub on loopback), so
 // what is timed is the service: the CPU every service process spends per request, and requests/s through 1 vs 3
 // workers. Then the shard claim rate PostgreSQL sustains (claim + finish, 8 claimers).

@@ -41,7 +41,7 @@ export interface Plan {
   peer: PeerPlan[];
   /** The service in front of llama-server (an upstream model) against a client with the best fixed concurrency. */
   upstream: UpstreamPlan[];
-  /** Issue 23's workloads against llama-server, with each scheduling part switched off in turn. */
+  /** The scheduling workloads against llama-server, with each scheduling part switched off in turn. */
   scheduling: SchedulingPlan[];
 }
 
@@ -82,7 +82,7 @@ export interface PeerPlan {
 }
 
 /**
- * `schedulingLines` runs issue 23's workloads at that many lines on every model, with one llama-server
+ * `schedulingLines` runs the scheduling workloads at that many lines on every model, with one llama-server
  * configuration and no ablations (at 2,048 lines a `small` row takes many minutes).
  */
 export function makePlan(quick: boolean, storiesPath: string | null, schedulingLines?: number): Plan {

@@ -32,7 +32,7 @@ const { values } = parseArgs({
     stories: { type: "string", default: path.resolve(repoRoot, "../shared/models/stories260K.gguf") },
     /** Only the models whose name contains this (e.g. --model stories). */
     model: { type: "string", default: "" },
-    /** Issue 23's scheduling workloads at this many lines (one llama-server configuration, no ablations). */
+    /** The scheduling workloads at this many lines (one llama-server configuration, no ablations). */
     lines: { type: "string" },
     /** Only the scheduling workloads whose name contains one of these (comma-separated), e.g. families,varied. */
     workloads: { type: "string", default: "" },

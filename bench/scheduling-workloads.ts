@@ -1,4 +1,4 @@
-// Workloads where seeing the whole batch pays (issue 23), each at any size, seeded so every run is the same:
+// Workloads where seeing the whole batch pays, each at any size, seeded so every run is the same:
 // (a) template: one long system prompt and few-shot examples, then a short document per line;
 // (b) varied: no shared prefix, prompts of about 10 to 1,000 tokens, max_tokens 16 to 512 (the two fit 1,024);
 // (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).

@@ -1,4 +1,4 @@
-// Issue 23: the service against llama-server on the workloads where seeing the whole batch pays, and what each
+// The service against llama-server on the workloads where seeing the whole batch pays, and what each
 // scheduling part is worth: the same service run with the line order switched off (BATCH_ORDER=file: no
 // longest-first start, no family grouping, so no tail control either) and with prefix copies switched off
 // (PREFIX_COPY=false). Cached prompt tokens are reported on both sides (llama-server's from its own log).
@@ -105,7 +105,7 @@ const s = (r: ServiceRun | PeerRun | undefined) => (r ? `${r.seconds.toFixed(1)}
 const pct = (cached: number | undefined, prompt: number) =>
   cached === undefined ? "-" : `${cached.toLocaleString("en-US")} (${Math.round((100 * cached) / prompt)}%)`;
 
-/** The README's table: one row per workload. */
+/** docs/performance.md's table: one row per workload. */
 export function schedulingTable(rows: readonly SchedulingRow[]): string {
   const head = [
     "model, workload, lines",

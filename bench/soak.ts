@@ -1,4 +1,4 @@
-// The reliability campaign behind the README's figures: the real server process, tried the way the most
+// The reliability campaign behind docs/reliability.md's figures: the real server process, tried the way the most
 // demanding reviewers try it. Three parts, each checked to the request:
 //   crash  — kill -9 at random moments while batches run, restart on the same BATCH_DIR each time;
 //   fuzz   — seeded random bad input to every route; every answer must be a 4xx with an OpenAI-shaped error;

@@ -1,4 +1,4 @@
-// Issue 12's throughput target: the service in front of a healthy llama-server (an upstream model, the adaptive
+// The throughput target: the service in front of a healthy llama-server (an upstream model, the adaptive
 // limit finding its concurrency) against a client that sends the same requests straight to llama-server with
 // the best fixed concurrency of a sweep. Both get a warm-up; the service's clock runs from the upload to
 // `completed`, the client's from its first request to its last answer. Rounds alternate between the two; the

@@ -1,5 +1,5 @@
 // npm run chaos: seeded fault schedules over real processes, judged by the checker, printed as a table.
-//   npm run chaos                                  -- 50 distributed schedules and 20 on one machine (the README's)
+//   npm run chaos                                  -- 50 distributed schedules and 20 on one machine (docs/reliability.md's)
 //   npm run chaos -- --distributed 3 --one-machine 2 --seed 7
 // Exits 1 when any batch lost, duplicated or miscounted a line. The distributed campaign needs PostgreSQL; the
 // one-machine campaign needs root (a loop-mounted ext4): each says so and is skipped where it cannot run.

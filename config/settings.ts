@@ -1,6 +1,6 @@
 // Every setting, declared once: its place in Config (the tree's shape), its environment variable, its key in the
 // YAML file, its default, its schema and its help text. config.ts reads and checks them; `npm start -- --help`
-// prints them; a test holds the README's table to them.
+// prints them; docs/configuration.md's table is written from them (npm run docs:config) and a test holds it to them.
 import { z } from "zod";
 
 export interface Setting<S extends z.ZodType = z.ZodType> {
@@ -464,4 +464,17 @@ export function settingsHelp(): string {
     ...rows,
     `  ${"MODEL_CONFIG".padEnd(30)} ${"(above)".padEnd(10)} another YAML file of defaults`,
   ].join("\n");
+}
+
+/**
+ * Every setting as a Markdown table (docs/configuration.md holds it between its `settings` markers, written by
+ * `npm run docs:config`; a test keeps the two equal, so the page cannot drift from this file).
+ */
+export function settingsTable(): string {
+  const cell = (t: string) => t.replaceAll("|", "\\|").replaceAll("<", "&lt;");
+  const shown = (v: unknown) => (v === "" ? "*(none)*" : `\`${String(v)}\``);
+  const rows = eachSetting().map(
+    ({ setting: s }) => `| \`${s.env}\` | ${s.yaml ? `\`${s.yaml}\`` : ""} | ${shown(s.default)} | ${cell(s.help)} |`,
+  );
+  return ["| variable | YAML key | default | what it does |", "|---|---|---|---|", ...rows].join("\n");
 }

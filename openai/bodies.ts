@@ -20,7 +20,7 @@ const logitBias = opt(
 );
 const metadata = opt(z.record(z.string(), z.string()));
 
-/** Fields that change nothing about the answer; accepted and described as such in the README. */
+/** Fields that change nothing about the answer; accepted and described as such in docs/api.md. */
 export const HarmlessFields = {
   user: z.string().optional(),
   store: opt(z.boolean()),

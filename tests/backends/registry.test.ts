@@ -114,7 +114,7 @@ describe("singleModelRegistry", () => {
 });
 
 describe("examples/models.yaml", () => {
-  it("parses, and names the models the README shows", async () => {
+  it("parses, and names the models docs/models.md shows", async () => {
     const { readFileSync } = await import("node:fs");
     const { repoRoot } = await import("../helpers/process.js");
     const file = `${repoRoot}/examples/models.yaml`;

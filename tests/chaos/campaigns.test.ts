@@ -1,6 +1,6 @@
 // A few short schedules of `npm run chaos` in every test run: the nemesis over real processes (PostgreSQL, an S3
 // server, two API servers and two workers behind TCP proxies; the embedded service on a loop-mounted ext4), every
-// batch judged by the checker. The long campaign (50 + 20 schedules) prints the README's table.
+// batch judged by the checker. The long campaign (50 + 20 schedules) prints docs/reliability.md's table.
 import { describe, expect, it } from "vitest";
 import { distributedCampaign } from "../../chaos/distributed.js";
 import { describeFault, describeSchedule, planFaults, type ScheduleResult } from "../../chaos/nemesis.js";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { ConfigError, loadConfig } from "../../config/config.js";
-import { eachSetting, settingsHelp } from "../../config/settings.js";
+import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("loadConfig", () => {
@@ -119,11 +119,16 @@ describe("the settings, declared once", () => {
     }
   });
 
-  it("documents every variable in the README's table and in --help", () => {
-    const readme = readFileSync(path.join(repoRoot, "README.md"), "utf8");
+  it("documents every variable in docs/configuration.md (the table written from settings.ts) and in --help", () => {
+    const page = readFileSync(path.join(repoRoot, "docs/configuration.md"), "utf8");
+    const table = page.slice(
+      page.indexOf("<!-- settings:begin -->") + "<!-- settings:begin -->".length,
+      page.indexOf("<!-- settings:end -->"),
+    );
+    expect(table.trim(), "docs/configuration.md is current: run npm run docs:config").toBe(settingsTable());
     const help = settingsHelp();
     for (const { setting } of settings) {
-      expect(readme, `README documents ${setting.env}`).toContain(`\`${setting.env}\``);
+      expect(table).toContain(`| \`${setting.env}\` |`);
       expect(help).toContain(setting.env);
     }
   });

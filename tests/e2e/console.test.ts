@@ -1,6 +1,6 @@
 // The console at / in a real headless Chromium: the batch list with filters and search, a batch's page with its
 // timeline, reason, downloads, cancel and retry, the live charts, the models view, the keyboard, and a page that
-// fits from a phone to a desktop. Screenshots go to $CONSOLE_SCREENSHOTS (the README's) or the temp folder.
+// fits from a phone to a desktop. Screenshots go to $CONSOLE_SCREENSHOTS (docs/console.md's) or the temp folder.
 import { mkdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";

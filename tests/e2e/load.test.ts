@@ -1,7 +1,7 @@
 // A bounded load test on loopback: 20 clients submit 60 small batches at once against a queue of 20.
 // Each submission is either accepted or refused with 429 + Retry-After; every accepted batch
 // completes with each of its custom_ids exactly once; a refusal leaves nothing behind, and a retry
-// of it later goes through. The figures are printed for the README's reliability section.
+// of it later goes through. The figures are printed for docs/reliability.md.
 import { readdirSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { accountIds, completionJsonl, createBatch, customIds, isFinal, uploadJsonl } from "../helpers/http-batches.js";
