@@ -1,57 +1,21 @@
-// A plain HTTP client of the Batch API (upload, create, poll), timing each step, plus a tail of the
-// batch's output file that dates every result line as it lands (the per-request latencies).
-import { openAsBlob } from "node:fs";
+// The bench's names for testkit's batch client (upload, create, poll; shared with the tests and chaos), plus a tail
+// of the batch's output file that dates every result line as it lands (the per-request latencies).
 import { open } from "node:fs/promises";
-import path from "node:path";
+import { type BatchView, createBatch as create, getBatch, isFinal, pollBatch, uploadFile } from "../testkit/batch-client.js";
 
-const FINAL = new Set(["completed", "failed", "expired", "cancelled"]);
+export type Batch = BatchView;
+export { getBatch, uploadFile };
 
-export interface Batch {
-  id: string;
-  status: string;
-  request_counts: { total: number; completed: number; failed: number };
-  usage?: { input_tokens: number; output_tokens: number; input_tokens_details?: { cached_tokens: number } };
-  errors?: unknown;
-  output_file_id?: string | null;
-  error_file_id?: string | null;
-}
-
-async function json<T>(res: Response): Promise<T> {
-  const body = await res.json();
-  if (!res.ok) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body)}`);
-  return body as T;
-}
-
-export async function uploadFile(baseUrl: string, file: string): Promise<string> {
-  const form = new FormData();
-  form.append("purpose", "batch");
-  form.append("file", await openAsBlob(file), path.basename(file));
-  const res = await fetch(`${baseUrl}/v1/files`, { method: "POST", body: form });
-  return (await json<{ id: string }>(res)).id;
-}
-
+/** Creates the batch, or throws with the answer when it is refused. */
 export async function createBatch(baseUrl: string, fileId: string, endpoint = "/v1/completions"): Promise<Batch> {
-  const res = await fetch(`${baseUrl}/v1/batches`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ input_file_id: fileId, endpoint, completion_window: "24h" }),
-  });
-  return json<Batch>(res);
+  const { status, body } = await create(baseUrl, fileId, { endpoint });
+  if (status !== 200) throw new Error(`HTTP ${status}: ${JSON.stringify(body)}`);
+  return body as Batch;
 }
 
-export async function getBatch(baseUrl: string, id: string): Promise<Batch> {
-  return json<Batch>(await fetch(`${baseUrl}/v1/batches/${id}`));
-}
-
-export async function waitForBatch(baseUrl: string, id: string, everyMs: number, timeoutMs = 30 * 60_000): Promise<Batch> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const batch = await getBatch(baseUrl, id);
-    if (FINAL.has(batch.status)) return batch;
-    if (Date.now() > deadline) throw new Error(`batch ${id} still ${batch.status} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+/** Polls every `everyMs` until the batch ends. */
+export const waitForBatch = (baseUrl: string, id: string, everyMs: number, timeoutMs = 30 * 60_000): Promise<Batch> =>
+  pollBatch(baseUrl, id, isFinal, { everyMs, timeoutMs });
 
 /**
  * Watches a growing JSONL file and records, for every complete line, the time (performance.now())

@@ -2,6 +2,7 @@
 // validation time; the server's resident memory beyond what it held idle with the model loaded; listing and
 // polling latency while the batch runs; and the control-plane cost per request against the engine alone.
 import path from "node:path";
+import { isFinal } from "../testkit/batch-client.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
 import { type Batch, createBatch, getBatch, uploadFile } from "./batch-client.js";
 import { runChild } from "./child.js";
@@ -114,7 +115,7 @@ async function pollUntilFinal(baseUrl: string, id: string): Promise<{ batch: Bat
       if (route === "BATCH") {
         const batch = await getBatch(baseUrl, id);
         latencies["/v1/batches/{id}"].push(performance.now() - started);
-        if (["completed", "failed", "expired", "cancelled"].includes(batch.status)) return { batch, latencies };
+        if (isFinal(batch)) return { batch, latencies };
       } else {
         const res = await fetch(baseUrl + route);
         await res.arrayBuffer();

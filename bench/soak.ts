@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { isFinal } from "../testkit/batch-client.js";
 import { fuzzRequests } from "../testkit/fuzz.js";
 import { testModelPath } from "../testkit/model.js";
 import { createBatch, getBatch, waitForBatch } from "./batch-client.js";
@@ -73,7 +74,7 @@ async function crashCampaign() {
     await new Promise((r) => setTimeout(r, 300 + Math.random() * 1500));
     const states = await Promise.all(batches.map((b) => getBatch(s.baseUrl, b.id)));
     if (!states.some((b) => b.status === "in_progress")) {
-      if (states.every((b) => ["completed", "failed", "expired", "cancelled"].includes(b.status))) break;
+      if (states.every(isFinal)) break;
       continue;
     }
     await s.kill9();

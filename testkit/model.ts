@@ -4,10 +4,22 @@ import { existsSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import { repoRoot } from "./repo-root.js";
 
+/**
+ * A model from ../shared/models, or undefined where it is absent, or hidden by OBI_TEST_NO_SHARED=1 (CI runs the
+ * suite once so, as a fresh clone without ../shared runs it).
+ */
+export function sharedModel(name: string): string | undefined {
+  if (process.env.OBI_TEST_NO_SHARED === "1") return undefined;
+  const file = resolve(repoRoot, "../shared/models", name);
+  return existsSync(file) ? file : undefined;
+}
+
 export async function testModelPath(): Promise<string> {
+  if (process.env.OBI_TEST_TIER === "unit")
+    throw new Error("a unit test asked for a model: it belongs in the integration tier (tests/tiers.ts)");
   if (process.env.MODEL_PATH) return resolve(process.env.MODEL_PATH);
-  const shared = resolve(repoRoot, "../shared/models/stories260K.gguf");
-  if (existsSync(shared)) return shared;
+  const shared = sharedModel("stories260K.gguf");
+  if (shared) return shared;
   // Imported lazily: it writes the model file on first use.
   const { ensureGeneratedModel } = await import("../engine/generated-model.js");
   return ensureGeneratedModel();

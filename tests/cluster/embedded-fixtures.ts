@@ -12,6 +12,7 @@ import type { Batch, BatchStatus, FileObject } from "../../domain/objects.js";
 import type { ExpiresAfter, Owner } from "../../domain/ports.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
+import { until } from "../../testkit/batch-client.js";
 import { openTestEngine } from "../../testkit/model.js";
 import { routerOver } from "../helpers/router.js";
 
@@ -101,16 +102,18 @@ export async function pathOf(cp: ControlPlane, batchDir: string, fileId: string,
 export async function waitFor(
   cp: ControlPlane,
   id: string,
-  until: (b: Batch) => boolean,
+  done: (b: Batch) => boolean,
   opts: { owner?: Owner; timeoutMs?: number } = {},
 ): Promise<Batch> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
-  for (;;) {
-    const b = await cp.batches.get(id, opts.owner ?? null);
-    if (b && until(b)) return structuredClone(b);
-    if (Date.now() > deadline) throw new Error(`batch ${id} did not get there in time; it is ${JSON.stringify(b)}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  let last: Batch | undefined;
+  return until(
+    `batch ${id}`,
+    async () => {
+      last = await cp.batches.get(id, opts.owner ?? null);
+      return last && done(last) ? structuredClone(last) : undefined;
+    },
+    { timeoutMs: opts.timeoutMs ?? 30_000, everyMs: 25, seen: () => last },
+  );
 }
 
 export const inStatus =

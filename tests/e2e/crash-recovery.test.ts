@@ -34,8 +34,10 @@ const BIG = 96;
 describe("crash recovery of the server process", () => {
   it("loses and repeats nothing across a kill -9 mid-batch", async () => {
     let s = await start();
-    // Without API_KEYS the service says at start-up that it is open.
-    expect(logLines(s.output()).some((l) => /API_KEYS is not set: the API is OPEN/.test(l.msg))).toBe(true);
+    // Without API_KEYS the service says at start-up that it has no keys, and listens on loopback only.
+    expect(
+      logLines(s.output()).some((l) => /API_KEYS is not set: the API has no keys, so it listens on 127\.0\.0\.1 only/.test(l.msg)),
+    ).toBe(true);
     const small = await uploadJsonl(s.baseUrl, completionJsonl(4, "done"));
     const done = await pollBatch(s.baseUrl, (await createBatch(s.baseUrl, small.id)).body.id, isFinal);
     expect(done.status).toBe("completed");

@@ -49,7 +49,10 @@ describe("the server process", () => {
       }).catch((err: { stdout: string; stderr: string; code: number }) => err);
       expect(down.stderr).toMatch(/error: cannot reach http:\/\/127\.0\.0\.1:1/);
       expect(down.stderr).not.toMatch(/SyntaxError|at JSON\.parse/);
-      expect(server.output()).toMatch(/open to anyone|OPEN/);
+      // No keys: loopback only, and the warning says how to open it.
+      expect(server.output()).toMatch(
+        /API_KEYS is not set: the API has no keys, so it listens on 127\.0\.0\.1 only;.*HOST=0\.0\.0\.0 to open it without keys/,
+      );
       // A second server on the same BATCH_DIR would run the same batches twice: it must refuse to start.
       const twin = spawnMain({ BATCH_DIR: dir, MODEL_PATH: await testModelPath(), PORT: "0", HOST: "127.0.0.1" });
       expect(await twin.exited).toBe(1);

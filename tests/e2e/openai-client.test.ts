@@ -2,6 +2,7 @@
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isFinal, until } from "../../testkit/batch-client.js";
 import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -21,14 +22,15 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-async function waitDone(id: string) {
-  for (let i = 0; i < 600; i++) {
-    const b = await client.batches.retrieve(id);
-    if (["completed", "failed", "expired", "cancelled"].includes(b.status)) return b;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`batch ${id} did not finish`);
-}
+const waitDone = (id: string) =>
+  until(
+    `batch ${id}`,
+    async () => {
+      const b = await client.batches.retrieve(id);
+      return isFinal(b) ? b : undefined;
+    },
+    { everyMs: 100, timeoutMs: 60_000 },
+  );
 
 describe("openai client against the service", () => {
   it("uploads, creates, polls and downloads results", async () => {

@@ -6,6 +6,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import OpenAI, { InvalidWebhookSignatureError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../testkit/batch-client.js";
 import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
@@ -39,16 +40,6 @@ async function startReceiver() {
 
 const secret = `whsec_${randomBytes(32).toString("base64")}`;
 const verifier = new OpenAI({ apiKey: "unused", webhookSecret: secret });
-
-async function until<T>(what: string, get: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await get();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("webhooks (one process)", () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;

@@ -1,7 +1,5 @@
 // Function calling on the local engine, in the chat template's own syntax: the generated model's template is
 // ChatML with Hermes-style <tool_call> blocks (engine/gguf/tokenizer.ts), stories260K has no template at all.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { Ajv } from "ajv";
 import { getLlama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +10,7 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import { generateWithTools, type Phase } from "../../engine/tool-calls.js";
 import type { Engine, GenerationResult } from "../../engine/types.js";
 import { parseRequest } from "../../openai/parse.js";
-import { openGeneratedEngine } from "../../testkit/model.js";
+import { openGeneratedEngine, sharedModel } from "../../testkit/model.js";
 
 const weather = {
   type: "object",
@@ -188,8 +186,8 @@ describe("tools on a template with a function-calling format", () => {
   });
 });
 
-const stories = resolve(import.meta.dirname, "../../../shared/models/stories260K.gguf");
-describe.skipIf(!existsSync(stories))("tools on a model without a chat template (needs ../shared/models/stories260K.gguf)", () => {
+const stories = sharedModel("stories260K.gguf") ?? "";
+describe.skipIf(!stories)("tools on a model without a chat template (needs ../shared/models/stories260K.gguf)", () => {
   it("refuses tools per line, and accepts tool_choice none", async () => {
     const plain = await createEngine({
       modelPath: stories,

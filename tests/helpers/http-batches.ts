@@ -1,75 +1,45 @@
-// A plain-fetch client for the batch API, for tests that drive a server over real HTTP (a child
-// process, or many concurrent clients), plus the checks those tests share.
+// The tests' names for testkit's batch client (testkit/batch-client.ts, shared with the bench and chaos), with
+// headers passed positionally as the tests always have, plus the checks that read a batch's folder directly.
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import {
+  completionLines,
+  createBatch as create,
+  getBatch as get,
+  type Headers,
+  isFinal,
+  pollBatch as poll,
+  uploadText,
+} from "../../testkit/batch-client.js";
 
-export type Headers = Record<string, string>;
+export type { Headers };
 
-/** `n` /v1/completions lines with custom_ids `${prefix}-0`..`${prefix}-(n-1)`. */
-export function completionJsonl(
-  n: number,
-  prefix: string,
-  opts: { maxTokens?: number; temperature?: number; model?: string } = {},
-): string {
-  let out = "";
-  for (let i = 0; i < n; i++) {
-    const body = {
-      ...(opts.model ? { model: opts.model } : {}),
-      prompt: `Once upon a time, story ${prefix} ${i}:`,
-      max_tokens: opts.maxTokens ?? 8,
-      temperature: opts.temperature ?? 0,
-    };
-    out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
-  }
-  return out;
+/** `n` completions lines with custom_ids `${prefix}-0`… (testkit's completionLines, as file text). */
+export function completionJsonl(n: number, prefix: string, opts: Parameters<typeof completionLines>[2] = {}): string {
+  return completionLines(n, prefix, opts).text;
 }
 
 /** The custom_ids completionJsonl(n, prefix) writes. */
-export const customIds = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+export const customIds = (prefix: string, n: number) => completionLines(n, prefix).ids;
 
-export async function uploadJsonl(baseUrl: string, content: string, headers: Headers = {}, filename = "input.jsonl"): Promise<any> {
-  const form = new FormData();
-  form.append("purpose", "batch");
-  form.append("file", new Blob([content]), filename);
-  const res = await fetch(`${baseUrl}/v1/files`, { method: "POST", body: form, headers });
-  if (res.status !== 200) throw new Error(`upload answered ${res.status}: ${await res.text()}`);
-  return res.json();
-}
+export const uploadJsonl = (baseUrl: string, content: string, headers: Headers = {}, filename = "input.jsonl") =>
+  uploadText(baseUrl, content, { headers, filename });
 
-/** POST /v1/batches; returns the status and body whatever they are. */
-export async function createBatch(baseUrl: string, inputFileId: string, headers: Headers = {}): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${baseUrl}/v1/batches`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({ input_file_id: inputFileId, endpoint: "/v1/completions", completion_window: "24h" }),
-  });
-  return { status: res.status, body: await res.json() };
-}
+/** POST /v1/batches for /v1/completions; returns the status and body whatever they are. */
+export const createBatch = (baseUrl: string, inputFileId: string, headers: Headers = {}) => create(baseUrl, inputFileId, { headers });
 
-export async function getBatch(baseUrl: string, id: string, headers: Headers = {}): Promise<any> {
-  const res = await fetch(`${baseUrl}/v1/batches/${id}`, { headers });
-  if (res.status !== 200) throw new Error(`GET batch ${id} answered ${res.status}`);
-  return res.json();
-}
+export const getBatch = (baseUrl: string, id: string, headers: Headers = {}): Promise<any> => get(baseUrl, id, { headers });
 
-/** Polls until `until` holds for the batch (the run is event driven; this only observes it). */
-export async function pollBatch(
+/** Polls until `done` holds for the batch (the run is event driven; this only observes it). */
+export const pollBatch = (
   baseUrl: string,
   id: string,
-  until: (b: any) => boolean,
+  done: (b: any) => boolean,
   timeoutMs = 30_000,
   headers: Headers = {},
-): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const b = await getBatch(baseUrl, id, headers);
-    if (until(b)) return b;
-    if (Date.now() > deadline) throw new Error(`batch ${id} did not get there in ${timeoutMs} ms: ${JSON.stringify(b)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+): Promise<any> => poll(baseUrl, id, done, { timeoutMs, headers });
 
-export const isFinal = (b: any) => ["completed", "failed", "expired", "cancelled"].includes(b.status);
+export { isFinal };
 
 /** Whole result lines of a batch, read straight from its folder (a line torn by a kill is left out). */
 export function resultLines(batchDir: string, id: string): { output: any[]; errors: any[] } {

@@ -8,6 +8,7 @@ import type pino from "pino";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service } from "../../app/service.js";
 import { type Config, loadConfig } from "../../config/config.js";
+import { isFinal, pollBatch } from "../../testkit/batch-client.js";
 import { testModelPath } from "../../testkit/model.js";
 
 export interface TestService {
@@ -64,13 +65,5 @@ export function openaiClient(svc: Pick<TestService, "baseUrl">): OpenAI {
 }
 
 /** Polls until the batch reaches a final status. */
-export async function waitForBatch(baseUrl: string, id: string, timeoutMs = 60_000, headers: Record<string, string> = {}) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await fetch(`${baseUrl}/v1/batches/${id}`, { headers });
-    const batch = (await res.json()) as any;
-    if (["completed", "failed", "expired", "cancelled"].includes(batch.status)) return batch;
-    if (Date.now() > deadline) throw new Error(`batch ${id} still ${batch.status} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+export const waitForBatch = (baseUrl: string, id: string, timeoutMs = 60_000, headers: Record<string, string> = {}): Promise<any> =>
+  pollBatch(baseUrl, id, isFinal, { timeoutMs, headers, everyMs: 100 });

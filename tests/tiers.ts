@@ -1,0 +1,33 @@
+// The test tiers, told from what each file uses, so a file cannot sit in the wrong one:
+// - system: processes, PostgreSQL, S3, Chromium, a loop-mounted disk or llama-server (child processes, root);
+// - integration: the real engine in this process (a model is loaded);
+// - unit: neither; seconds, no model.
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+
+export type Tier = "unit" | "integration" | "system";
+
+const SYSTEM =
+  /\b(spawn|spawnSync|execFile|startMain|spawnMain|spawnServer|startChild|startPostgres|startS3|S3rver|s3rver|launchChromium|haveChromium|loopDisk|llamaServer|startLlamaServer|startService|startSupervised|oneMachineCampaign|distributedCampaign|startCluster)\b|helpers\/(process|cluster|browser|loop-disk|server-testbed)\.js|testkit\/(postgres|s3|llama-server)\.js/;
+const INTEGRATION =
+  /\b(startTestService|testModelPath|testModel|testEngine|openTestEngine|openGeneratedEngine|controlTestbed|buildService|loadLlama|getLlama|createEngine|LlamaEngine|loadBackend|engineBuilds|startNode|tinyEngine)\b|helpers\/service\.js|testkit\/model\.js|engine\/index\.js|pipeline\/engine\.js|embedded-fixtures\.js/;
+
+export function tierOf(text: string): Tier {
+  if (SYSTEM.test(text)) return "system";
+  if (INTEGRATION.test(text)) return "integration";
+  return "unit";
+}
+
+/** Every test file (relative to the repository root) with its tier. */
+export function testTiers(root: string): Map<string, Tier> {
+  const out = new Map<string, Tier>();
+  const walk = (dir: string) => {
+    for (const e of readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const rel = `${dir}/${e.name}`;
+      if (e.isDirectory()) walk(rel);
+      else if (e.name.endsWith(".test.ts")) out.set(rel, tierOf(readFileSync(path.join(root, rel), "utf8")));
+    }
+  };
+  walk("tests");
+  return out;
+}
