@@ -16,7 +16,7 @@ export function sharedModel(name: string): string | undefined {
 
 export async function testModelPath(): Promise<string> {
   if (process.env.OBI_TEST_TIER === "unit")
-    throw new Error("a unit test asked for a model: it belongs in the integration tier (tests/tiers.ts)");
+    throw new Error("a unit test asked for a model: it belongs in the integration tier (vitest.config.ts)");
   if (process.env.MODEL_PATH) return resolve(process.env.MODEL_PATH);
   const shared = sharedModel("stories260K.gguf");
   if (shared) return shared;
