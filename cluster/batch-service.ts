@@ -323,7 +323,7 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
-  /** The result lines so far:  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
+  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
   async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
     const row = await this.deps.batches.get(id, owner);
     if (!row) return undefined;

@@ -30,14 +30,7 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   if (!row || isFinal(row.batch.status)) return undefined;
   const shards = await queue.ofBatch(id);
   if (shards.some((s) => s.state !== "done")) return undefined;
-  const to =
-    row.stopReason === "cancelled"
-      ? "cancelled"
-      : row.stopReason === "expired"
-        ? "expired"
-        : row.stopReason === "failed"
-          ? "failed"
-          : "completed";
+  const to = row.stopReason ?? "completed";
   if (to === "completed" && row.batch.status !== "finalizing") {
     await batches.update(id, ["validating", "in_progress"], ({ batch }) => {
       if (batch.status === "validating") transition(batch, "in_progress", now());

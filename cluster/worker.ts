@@ -78,9 +78,13 @@ export class ClusterWorker {
   private closing = false;
   /** The claim under way, if any (close() waits for it, so no shard is claimed behind its back). */
   private filling: Promise<void> | undefined;
+  /**
+   * This worker's own pauses, in Date.now() milliseconds: they are process-local and sub-second. deps.now() is the
+   * batches' clock (unix seconds, what the wire objects and leases carry), which tests move; the two never mix.
+   */
   private preemptedUntil = 0;
-  private timers: NodeJS.Timeout[] = [];
   private pausedUntil = 0;
+  private timers: NodeJS.Timeout[] = [];
   private reclaims: { stop(): void } | undefined;
 
   private readonly beats: OutageLog;
@@ -254,13 +258,8 @@ export class ClusterWorker {
     const r = this.running.get(run.key);
     run.shard.stopReason = reason;
     if (!r) return;
-    if (reason === "cancelled") {
-      if (r.drain.signal.aborted) return;
-      r.drain.abort(CANCELLED);
-      const timer = setTimeout(() => r.controller.abort(CANCELLED), this.deps.cancelGraceSeconds * 1000);
-      timer.unref();
-      void r.done.finally(() => clearTimeout(timer));
-    } else if (!r.controller.signal.aborted) {
+    if (reason === "cancelled") this.drainRun(r, CANCELLED, this.deps.cancelGraceSeconds * 1000);
+    else if (!r.controller.signal.aborted) {
       r.controller.abort(reason === "expired" ? EXPIRED : FAILED("another shard of it could not run"));
     }
   }

@@ -74,7 +74,9 @@ export interface Metrics extends BatchMetrics {
 export function createMetrics(
   opts: {
     now?: () => number;
-    defaultMetrics?: boolean /** Labels every sample (the process, in the distributed mode). */;
+    /** Node's own process metrics (CPU, memory, event loop). */
+    defaultMetrics?: boolean;
+    /** Labels every sample (the process, in the distributed mode). */
     labels?: Record<string, string>;
   } = {},
 ): Metrics {
