@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
+import { FLOORS } from "../../testkit/floors.js";
 import { repoRoot } from "../helpers/process.js";
 
 const read = (p: string) => readFileSync(path.join(repoRoot, p), "utf8");
@@ -85,13 +86,21 @@ describe("the build the images run", () => {
     const folders = sourceFolders(["app/main.ts", "runner/main.ts"]);
     expect(folders).toContain("openai");
     const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, ""));
+    // The images copy the tree (what .dockerignore leaves) and compile what tsconfig.build.json names.
+    const ignored = read(".dockerignore").split("\n").filter(Boolean);
     for (const file of ["docker/Dockerfile.api", "docker/Dockerfile.gpu"]) {
-      const copied = instructions(file)
-        .filter((i) => i.op === "COPY" && !i.args.startsWith("--from"))
-        .map((i) => i.args.split(/\s+/)[0]);
-      for (const f of folders) expect(copied, `${file} copies ${f}`).toContain(f);
+      const copied = instructions(file).filter((i) => i.op === "COPY" && !i.args.startsWith("--from"));
+      expect(copied.map((i) => i.args)).toContain(". .");
     }
-    for (const f of folders) expect(build.include, `tsconfig.build.json includes ${f}`).toContain(f);
+    for (const f of folders) {
+      expect(build.include, `tsconfig.build.json includes ${f}`).toContain(f);
+      expect(ignored, `.dockerignore keeps ${f}`).not.toContain(f);
+    }
+    // The product is one list: the floors from runner/ down, without the test kit (testkit/floors.ts's plan).
+    const product = FLOORS.slice(FLOORS.findIndex((floor) => floor.includes("runner")))
+      .flat()
+      .filter((f) => f !== "testkit");
+    expect([...build.include].sort()).toEqual(product.sort());
   });
 
   it("compiles app/main.ts to dist/app/main.js and ships the files the code reads beside itself", () => {
