@@ -10,6 +10,7 @@ import path from "node:path";
 import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ClusterBatchService } from "../cluster/batch-service.js";
+import { ClusterBatchViews } from "../cluster/batch-views.js";
 import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
@@ -35,6 +36,8 @@ export interface ControlPlane {
   files: FileRecords;
   uploads: BlobUploads;
   batches: ClusterBatchService;
+  /** The console's views of batches (inspect, search). */
+  views: ClusterBatchViews;
   status: ClusterStatus;
   /** The first of the workers this process runs; absent with ROLE=api. */
   worker?: ClusterWorker;
@@ -212,6 +215,7 @@ export async function buildControlPlane(deps: {
     ownInput: state.ownInput,
     webhooks,
   });
+  const views = new ClusterBatchViews({ batches, queue, files, blobs, registry: models.registry, now });
   const uploads = new BlobUploads({
     blobs,
     files,
@@ -305,6 +309,7 @@ export async function buildControlPlane(deps: {
     files,
     uploads,
     batches: service,
+    views,
     status,
     worker: pool[0],
     maintenance,

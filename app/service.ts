@@ -102,6 +102,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     files: plane.files,
     uploads: plane.uploads,
     batches: plane.batches,
+    views: plane.views,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),
     reachable: () => plane.ping(),

@@ -13,21 +13,10 @@ import type { ModelRegistry } from "../backends/registry.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
-import { priced } from "../domain/cost.js";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
-import type {
-  BatchInspection,
-  BatchSearch,
-  BatchService,
-  CreateBatchInput,
-  CreateInlineBatchInput,
-  ExpiresAfter,
-  ListedBatch,
-  Owner,
-  Page,
-} from "../domain/ports.js";
+import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
 import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
@@ -36,15 +25,12 @@ import { validateBatchFile } from "../pipeline/validate.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
-import { type LineErrors, lineErrors } from "./line-errors.js";
+import { blobLines, clientView } from "./client-view.js";
 import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
-import { projectedFinish } from "./sla.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
-/** Batches a console search looks through per page before it answers with what it found. */
-const SEARCH_SCAN = 5_000;
 /** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
 const DECIDED_END_WAIT_MS = 5_000;
 
@@ -95,23 +81,9 @@ export class ClusterBatchService implements BatchService {
     return this.out(await this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
   }
 
-  /** A batch as clients read it: with its cost at its model's price (domain/cost.ts). */
+  /** A batch as clients read it (cluster/client-view.ts). */
   private out(batch: Batch): Batch {
-    const projected = isFinal(batch.status)
-      ? null
-      : projectedFinish(
-          {
-            total: batch.request_counts.total,
-            done: batch.request_counts.completed + batch.request_counts.failed,
-            inProgressAt: batch.in_progress_at,
-          },
-          this.deps.now(),
-        );
-    return {
-      ...priced(batch, this.deps.registry),
-      projected_finish_at: projected,
-      deadline_at_risk: projected === null ? null : projected > batch.deadline_at,
-    };
+    return clientView(batch, this.deps.registry, this.deps.now());
   }
 
   async createInline(input: CreateInlineBatchInput): Promise<Batch> {
@@ -256,73 +228,6 @@ export class ClusterBatchService implements BatchService {
     this.deps.logger.info({ batch_id: id }, "batch deleted");
   }
 
-  async inspect(id: string, owner: Owner): Promise<BatchInspection | undefined> {
-    const row = await this.deps.batches.get(id, owner);
-    if (!row) return undefined;
-    const { batch } = row;
-    const shards = await this.deps.queue.ofBatch(id);
-    const w = row.webhook;
-    return {
-      batch: this.out(batch),
-      input_filename: (await this.deps.files.get(batch.input_file_id, owner))?.object.filename ?? null,
-      shards: shards.map((s) => ({
-        idx: s.idx,
-        state: s.state,
-        worker: s.workerId,
-        completed: s.completed,
-        failed: s.failed,
-        total: s.total,
-      })),
-      webhook: w
-        ? {
-            event_id: w.event_id,
-            type: w.type,
-            url: w.url,
-            attempts: w.attempts,
-            delivered_at: w.delivered_at,
-            gave_up: w.gave_up,
-            next_at: w.next_at,
-            last_status: w.last_status,
-            last_error: w.last_error,
-          }
-        : null,
-      ...(await this.lineErrors(batch, owner)),
-    };
-  }
-
-  private async lineErrors(batch: Batch, owner: Owner): Promise<LineErrors> {
-    const file = async (id: string | null | undefined) => (id ? await this.deps.files.keyOf(id, owner) : undefined);
-    const [errors, input] = await Promise.all([file(batch.error_file_id), file(batch.input_file_id)]);
-    return lineErrors(batch, {
-      errorLines: () => this.linesOf(errors ? [errors.key] : []),
-      inputLines: () => this.linesOf(input ? [input.key] : []),
-    });
-  }
-
-  async search(q: BatchSearch): Promise<Page<ListedBatch>> {
-    const text = q.text?.toLowerCase();
-    const data: ListedBatch[] = [];
-    let after = q.after;
-    let scanned = 0;
-    for (;;) {
-      const page = await this.deps.batches.list({ after, limit: 100, owner: q.owner });
-      for (const b of page.data) {
-        scanned++;
-        after = b.id;
-        if (q.status && b.status !== q.status) continue;
-        if (q.model && b.model !== q.model) continue;
-        if (q.endpoint && b.endpoint !== q.endpoint) continue;
-        const filename = (await this.deps.files.get(b.input_file_id, q.owner))?.object.filename ?? null;
-        if (text && !matches(b, filename, text)) continue;
-        data.push({ ...this.out(b), input_filename: filename });
-        if (data.length === q.limit) return { data, has_more: true };
-      }
-      if (!page.has_more) return { data, has_more: false };
-      // A bounded scan per request: a filter that matches little answers with what it found and a cursor onward.
-      if (scanned >= SEARCH_SCAN) return { data, has_more: true };
-    }
-  }
-
   /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
   async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
     const row = await this.deps.batches.get(id, owner);
@@ -334,12 +239,8 @@ export class ClusterBatchService implements BatchService {
     return this.linesOf(keys);
   }
 
-  /** Streamed from the store as they are read: no copy (a full disk, or twice the disk for every read). */
-  private async *linesOf(keys: string[]): AsyncGenerator<string> {
-    for (const key of keys) {
-      const blob = await this.deps.blobs.open(key);
-      if (blob) yield* readCompleteJsonLines(blob.content);
-    }
+  private linesOf(keys: string[]): AsyncGenerator<string> {
+    return blobLines(this.deps.blobs, keys);
   }
 
   private async createBatch(input: {
@@ -440,24 +341,6 @@ export class ClusterBatchService implements BatchService {
 const inlineInputName = (batchId: string) => `${batchId}_input.jsonl`;
 
 /** What a console search's text is looked for in: the id, the input file's name, the metadata's keys and values. */
-/**
- * The console's search: every word must match. `key=value` is a metadata entry (both without regard to case); any
- * other word is part of the id, the input's file name, or a metadata key or value.
- */
-function matches(b: Batch, filename: string | null, text: string): boolean {
-  const metadata = Object.entries(b.metadata ?? {});
-  const haystack = [b.id, filename ?? "", ...metadata.flat()].join("\n").toLowerCase();
-  return text
-    .split(/\s+/)
-    .filter(Boolean)
-    .every((word) => {
-      const eq = word.indexOf("=");
-      if (eq <= 0) return haystack.includes(word);
-      const [key, value] = [word.slice(0, eq), word.slice(eq + 1)];
-      return metadata.some(([k, v]) => k.toLowerCase() === key && v.toLowerCase() === value);
-    });
-}
-
 /** The input's lines whose custom_id is wanted, each once (a batch's custom_ids are unique). */
 async function* retriedLines(lines: AsyncIterable<string>, wanted: Set<string>): AsyncGenerator<string> {
   for await (const text of lines) {

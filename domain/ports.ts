@@ -1,8 +1,9 @@
 // What the HTTP surface (api/) asks of the control plane (cluster/), and the objects they pass: files, batches,
 // pages, the queue and the pools. Routes depend only on these; app/service.ts wires the implementations.
 import type { Readable } from "node:stream";
-import type { Batch, BatchEndpoint, FileObject, Upload, UploadPart } from "./objects.js";
-import type { RetryFilter } from "./retry.js";
+import type { BatchCommands } from "./batch-commands.js";
+import type { BatchReads } from "./batch-reads.js";
+import type { FileObject, Upload, UploadPart } from "./objects.js";
 
 /** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
 export type Owner = string | null;
@@ -45,95 +46,12 @@ export interface ExpiresAfter {
   seconds: number;
 }
 
-export interface CreateBatchInput {
-  input_file_id: string;
-  endpoint: BatchEndpoint;
-  completion_window: string;
-  metadata?: Record<string, string> | null;
-  /** Retention of the output and error files. */
-  output_expires_after?: ExpiresAfter;
-  owner: Owner;
-}
+export type { BatchCommands, CreateBatchInput, CreateInlineBatchInput } from "./batch-commands.js";
+export type { BatchReads } from "./batch-reads.js";
+export type { BatchInspection, BatchSearch, BatchViews, ListedBatch } from "./batch-views.js";
 
-/** The proof of concept's inline form, already validated by the route. */
-export interface CreateInlineBatchInput {
-  endpoint: BatchEndpoint;
-  completion_window: string;
-  metadata?: Record<string, string> | null;
-  output_expires_after?: ExpiresAfter;
-  /** Full OpenAI batch lines built from the inline items. */
-  lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
-  owner: Owner;
-  /** The lines may name several models, each run on its own (Anthropic's rule); default one model (OpenAI's). */
-  mixedModels?: boolean;
-}
-
-export interface BatchService {
-  create(input: CreateBatchInput): Promise<Batch>;
-  createInline(input: CreateInlineBatchInput): Promise<Batch>;
-  get(id: string, owner: Owner): Awaitable<Batch | undefined>;
-  list(q: { after?: string; limit: number; owner: Owner }): Awaitable<Page<Batch>>;
-  cancel(id: string, owner: Owner): Promise<Batch>;
-  /**
-   * A new batch of the finished batch's failed lines (and those a cancel or an expiry left unrun), as `filter`
-   * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
-   */
-  retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch>;
-  /**
-   * Deletes a finished batch with its result files and everything stored for it (Anthropic's Message Batches
-   * delete); a batch still running is refused (`batch_not_finished`).
-   */
-  delete(id: string, owner: Owner): Promise<void>;
-  /** The console's view of a batch; undefined when there is none for this owner. */
-  inspect(id: string, owner: Owner): Promise<BatchInspection | undefined>;
-  /** Newest first, as list, filtered; scans a bounded number of batches per page. */
-  search(q: BatchSearch): Promise<Page<ListedBatch>>;
-  /**
-   * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
-   * written is left for the next read. Undefined when no result exists yet.
-   */
-  results(id: string, owner: Owner): Awaitable<AsyncIterable<string> | undefined>;
-}
-
-/** What the console shows of one batch beyond the Batch object. */
-export interface BatchInspection {
-  batch: Batch;
-  /** The input file's name while the file is there. */
-  input_filename: string | null;
-  /** Its shards and who ran them (one on one machine, the simulated pool's slot). */
-  shards: Array<{ idx: number; state: string; worker: string | null; completed: number; failed: number; total: number }>;
-  /** Its webhook event's delivery, where webhooks are on. */
-  webhook: {
-    event_id: string;
-    type: string;
-    url: string;
-    attempts: number;
-    delivered_at: number | null;
-    gave_up: boolean;
-    next_at: number;
-    last_status: number | null;
-    last_error: string | null;
-  } | null;
-  /** Up to 100 failed lines: the file's validation errors (with their line numbers), else the error file's first lines. */
-  /** The first failed lines, each with its 1-based input line where known; `not_run`: the batch ended first. */
-  line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string; not_run: boolean }>;
-  /** All its error lines: failed while running or at validation, against left unrun by a cancel or an expiry. */
-  line_error_counts: { failed: number; not_run: number };
-}
-
-/** A console search: any of status, model and text (in the id, the input file's name or the metadata). */
-export interface BatchSearch {
-  status?: string;
-  model?: string;
-  /** Only batches for this endpoint (Anthropic's list shows its /v1/messages batches). */
-  endpoint?: string;
-  text?: string;
-  after?: string;
-  limit: number;
-  owner: Owner;
-}
-
-export type ListedBatch = Batch & { input_filename: string | null };
+/** The batches as the Batch API's routes use them: its commands and its reads. */
+export type BatchService = BatchCommands & BatchReads;
 
 /** OpenAI's Uploads API: a file sent in parts (each streamed to the blob store), completed into a File. */
 export interface UploadStore {

@@ -3,7 +3,7 @@ import express from "express";
 import type pino from "pino";
 import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
-import type { BatchService, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
+import type { BatchService, BatchViews, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
@@ -29,6 +29,8 @@ export interface AppDeps {
   config: Pick<Config, "apiKeys" | "maxFileBytes" | "batchDir">;
   files: FileStore;
   batches: BatchService;
+  /** The console's views (a batch inspected, a search), which Anthropic's list reads too. */
+  views: BatchViews;
   /** The Uploads API (POST /v1/uploads...). */
   uploads?: UploadStore;
   status: ControlPlaneStatus;
@@ -103,7 +105,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, res, next) => (req.method === "POST" && creates.has(req.path) ? createBody : smallBody)(req, res, next));
   app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
   app.use(batchesRouter(deps.batches));
-  app.use(messageBatchesRouter({ batches: deps.batches, files: deps.files }));
+  app.use(messageBatchesRouter({ batches: deps.batches, views: deps.views, files: deps.files }));
   if (deps.uploads) app.use(uploadsRouter({ uploads: deps.uploads, batchDir: config.batchDir }));
   app.use(modelsRouter({ registry: deps.registry, created: Math.floor(Date.now() / 1000) }));
   app.use(statusRouter({ status: deps.status, batches: deps.batches }));
@@ -112,6 +114,7 @@ export function createApp(deps: AppDeps): express.Express {
     consoleApiRouter({
       service,
       batches: deps.batches,
+      views: deps.views,
       status: deps.status,
       backendInfo: deps.backendInfo,
       models: deps.modelStatus,

@@ -10,7 +10,7 @@ import { Router } from "express";
 import { z } from "zod";
 import { unixNow } from "../../domain/clock.js";
 import { BATCH_STATUSES } from "../../domain/objects.js";
-import type { BatchService, ControlPlaneStatus } from "../../domain/ports.js";
+import type { BatchService, BatchViews, ControlPlaneStatus } from "../../domain/ports.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 import { notFound } from "../errors.js";
@@ -41,6 +41,8 @@ export function readConsolePage(): string {
 export interface ConsoleDeps {
   service: { name: string; version: string };
   batches: BatchService;
+  /** The console's views: a batch inspected, a search. */
+  views: BatchViews;
   status: ControlPlaneStatus;
   backendInfo: () => BackendInfo | null;
   models?: () => Array<{ name: string; kind: string; state: string; batches: number; bytes?: number }>;
@@ -103,7 +105,7 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
   });
   router.get("/console/api/batches", async (req, res) => {
     const q = parseRequest(ConsoleBatchesQuery, req.query);
-    const page = await deps.batches.search({
+    const page = await deps.views.search({
       status: q.status,
       model: q.model,
       text: q.q,
@@ -115,7 +117,7 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
   });
   router.get("/console/api/batches/:batch_id", async (req, res) => {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
-    const found = await deps.batches.inspect(id, ownerFrom(res));
+    const found = await deps.views.inspect(id, ownerFrom(res));
     if (!found) throw notFound("batch", id);
     res.json(found);
   });

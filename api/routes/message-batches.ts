@@ -8,7 +8,7 @@ import { type Request, Router } from "express";
 import { z } from "zod";
 import { isFinal } from "../../domain/batch-state.js";
 import type { Batch } from "../../domain/objects.js";
-import type { BatchService, FileStore, Owner } from "../../domain/ports.js";
+import type { BatchService, BatchViews, FileStore, Owner } from "../../domain/ports.js";
 import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
 import { ANTHROPIC_PREFIX, AnthropicPageQuery, anthropicError, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
@@ -48,8 +48,8 @@ const CreateMessageBatchBody = z
   })
   .openapi("CreateMessageBatch");
 
-export function messageBatchesRouter(deps: { batches: BatchService; files: FileStore }): Router {
-  const { batches, files } = deps;
+export function messageBatchesRouter(deps: { batches: BatchService; views: BatchViews; files: FileStore }): Router {
+  const { batches, views, files } = deps;
   const router = Router();
   const ended = new Map<string, Omit<RequestCounts, "processing">>();
 
@@ -147,7 +147,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; files: FileS
     const q = parseRequest(AnthropicPageQuery, req.query);
     const page = q.before_id
       ? await pageBefore(q.before_id, q.limit, owner)
-      : await batches.search({
+      : await views.search({
           endpoint: ENDPOINT,
           after: q.after_id && (await messageBatch(q.after_id, owner)).id,
           limit: q.limit,

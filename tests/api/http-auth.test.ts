@@ -29,6 +29,7 @@ beforeAll(async () => {
     config: svc.config,
     files: cp.files,
     batches: cp.batches,
+    views: cp.views,
     status: cp.status,
     backendInfo: () => svc.service.backend.info,
     registry: svc.service.models.registry,

@@ -1,0 +1,44 @@
+// The batch commands the routes give the control plane: create (from a file, or inline lines), cancel, retry,
+// delete. Reads are in batch-reads.ts, the console's views in batch-views.ts.
+import type { Batch, BatchEndpoint } from "./objects.js";
+import type { ExpiresAfter, Owner } from "./ports.js";
+import type { RetryFilter } from "./retry.js";
+
+export interface CreateBatchInput {
+  input_file_id: string;
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  /** Retention of the output and error files. */
+  output_expires_after?: ExpiresAfter;
+  owner: Owner;
+}
+
+/** The proof of concept's inline form, already validated by the route. */
+export interface CreateInlineBatchInput {
+  endpoint: BatchEndpoint;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+  output_expires_after?: ExpiresAfter;
+  /** Full OpenAI batch lines built from the inline items. */
+  lines: Array<{ custom_id: string; method: "POST"; url: BatchEndpoint; body: Record<string, unknown> }>;
+  owner: Owner;
+  /** The lines may name several models, each run on its own (Anthropic's rule); default one model (OpenAI's). */
+  mixedModels?: boolean;
+}
+
+export interface BatchCommands {
+  create(input: CreateBatchInput): Promise<Batch>;
+  createInline(input: CreateInlineBatchInput): Promise<Batch>;
+  cancel(id: string, owner: Owner): Promise<Batch>;
+  /**
+   * A new batch of the finished batch's failed lines (and those a cancel or an expiry left unrun), as `filter`
+   * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
+   */
+  retry(id: string, owner: Owner, filter: RetryFilter): Promise<Batch>;
+  /**
+   * Deletes a finished batch with its result files and everything stored for it (Anthropic's Message Batches
+   * delete); a batch still running is refused (`batch_not_finished`).
+   */
+  delete(id: string, owner: Owner): Promise<void>;
+}
