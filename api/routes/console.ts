@@ -1,7 +1,7 @@
 // The console at / (api/console/): its script, the charting library it draws with (uPlot, served from our own
 // origin, never a CDN), the icon, and the JSON it reads. The JSON sits behind the API key like /v1: a key sees its
 // own batches, the counts stay global.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,9 +24,12 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const CONSOLE_DIR = path.join(here, "../console");
 const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);
 
+/** The console's own scripts: the entry console.js and the ES modules it imports, each served at /<name>. */
+const SCRIPTS = readdirSync(CONSOLE_DIR).filter((f) => f.endsWith(".js"));
+
 /** The files the console is made of, read once at start: name, content type, path. */
 const ASSETS: Array<[string, string, string]> = [
-  ["/console.js", "text/javascript; charset=utf-8", path.join(CONSOLE_DIR, "console.js")],
+  ...SCRIPTS.map((f): [string, string, string] => [`/${f}`, "text/javascript; charset=utf-8", path.join(CONSOLE_DIR, f)]),
   ["/console.css", "text/css; charset=utf-8", path.join(CONSOLE_DIR, "console.css")],
   ["/assets/uplot.js", "text/javascript; charset=utf-8", uplot("uPlot.iife.min.js")],
   ["/assets/uplot.css", "text/css; charset=utf-8", uplot("uPlot.min.css")],

@@ -43,11 +43,16 @@ describe("GET /", () => {
     expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
     const loaded = [...res.text.matchAll(/(?:src|href)="([^"#][^"]*)"/g)].map((m) => m[1]);
     expect(loaded).toEqual(expect.arrayContaining(["console.js", "console.css", "assets/uplot.js", "assets/uplot.css", "favicon.ico"]));
-    for (const file of loaded) {
-      const asset = await request(app()).get(`/${file}`);
-      expect(asset.status, file).toBe(200);
-      expect(asset.body.length || asset.text.length, file).toBeGreaterThan(100);
+    // The entry script is an ES module: every module it imports, and theirs, is served from here too.
+    const files = [...loaded];
+    for (let i = 0; i < files.length; i++) {
+      const asset = await request(app()).get(`/${files[i]}`);
+      expect(asset.status, files[i]).toBe(200);
+      expect(asset.body.length || asset.text.length, files[i]).toBeGreaterThan(100);
+      if (files[i].endsWith(".js") && !files[i].startsWith("assets/"))
+        for (const m of asset.text.matchAll(/from "\.\/([\w.-]+\.js)"/g)) if (!files.includes(m[1])) files.push(m[1]);
     }
+    expect(files).toEqual(expect.arrayContaining(["console-api.js", "console-list.js", "console-batch.js", "console-charts.js"]));
     // What it reads needs the key, as /v1 does.
     expect((await request(app()).get("/console/api/overview")).status).toBe(401);
     expect((await request(app()).get("/console/api/batches")).status).toBe(401);

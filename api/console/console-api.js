@@ -1,0 +1,69 @@
+// @ts-check
+// The console's shared pieces: the page's elements, formatting, and the one fetch of the service's JSON (the key
+// goes along; a 401 asks for it). Everything from the server is set with textContent, never parsed as HTML.
+/**
+ * A batch as the service's JSON gives it (the wire Batch, and the console's extras).
+ * @typedef {{ id: string; status: string; request_counts?: { completed: number; failed: number; total: number }; [field: string]: any }} Batch
+ */
+
+/** @type {readonly string[]} */
+export const FINAL = ["completed", "failed", "expired", "cancelled"];
+export const STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"];
+/** @param {string} id @returns {any} the element (the page has every id the code asks for) */
+export const $ = (id) => document.getElementById(id);
+let apiKey = sessionStorage.getItem("obi-api-key") || "";
+export const getApiKey = () => apiKey;
+/** @param {string} key */
+export function setApiKey(key) {
+  apiKey = key;
+  sessionStorage.setItem("obi-api-key", key);
+}
+
+/**
+ * @param {string} tag
+ * @param {string} [cls]
+ * @param {unknown} [text]
+ * @returns {HTMLElement}
+ */
+export function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+/** @param {number} s seconds */
+export function duration(s) {
+  s = Math.abs(Math.round(s));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 2 * 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+/** @param {number | null | undefined} unix */
+export const stamp = (unix) => (unix ? new Date(unix * 1000).toLocaleString() : "—");
+/** @param {number | null | undefined} unix */
+export const clock = (unix) => (unix ? new Date(unix * 1000).toLocaleTimeString() : "—");
+/** @param {Batch} b */
+export const endedAt = (b) => b.completed_at || b.failed_at || b.expired_at || b.cancelled_at || null;
+/** @param {number | undefined} bytes */
+export const mb = (bytes) => (bytes ? `${Math.round(bytes / 2 ** 20)} MB` : "—");
+
+/**
+ * @param {string} path
+ * @param {RequestInit & { headers?: Record<string, string> }} [init]
+ * @returns {Promise<any>}
+ */
+export async function api(path, init) {
+  const headers = Object.assign({}, init?.headers, apiKey ? { Authorization: `Bearer ${apiKey}` } : {});
+  const res = await fetch(path, Object.assign({ cache: "no-store" }, init, { headers }));
+  if (res.status === 401) {
+    $("keyform").className = "card show";
+    $("empty").style.display = "none";
+    throw new Error(apiKey ? "That API key was not accepted." : "This service needs an API key.");
+  }
+  $("keyform").className = "card";
+  const body = res.headers.get("content-type")?.includes("json") ? await res.json() : null;
+  if (!res.ok) throw new Error(body?.error?.message || `${path} answered HTTP ${res.status}`);
+  return body;
+}

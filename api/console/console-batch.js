@@ -1,0 +1,240 @@
+// @ts-check
+// One batch's page: its facts, timeline, shards, webhook and failed lines, downloads, cancel and retry.
+import { $, api, clock, el, FINAL, getApiKey, stamp } from "./console-api.js";
+import { costText, counts, metadataText, progressParts, rateOf, setMeter } from "./console-list.js";
+
+/**
+ * What the console's API says of one batch (domain/batch-views.ts's BatchInspection).
+ * @typedef {{ batch: import("./console-api.js").Batch; input_filename: string | null; shards: any[]; webhook: any;
+ *   line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string; not_run: boolean }>;
+ *   line_error_counts?: { failed: number; not_run: number } }} Inspection
+ */
+
+/** The batch on show (the downloads, cancel and retry act on it). @type {Inspection} */
+let shown;
+
+/**
+ * @param {HTMLElement} dl
+ * @param {string} name
+ * @param {unknown} value
+ */
+function fact(dl, name, value) {
+  const d = el("div");
+  d.append(el("dt", "", name), el("dd", "", value === null || value === undefined || value === "" ? "—" : value));
+  dl.appendChild(d);
+}
+
+/** @param {string} id */
+export async function refreshBatch(id) {
+  /** @type {Inspection} */
+  const d = await api(`console/api/batches/${encodeURIComponent(id)}`);
+  shown = d;
+  const b = d.batch;
+  $("b-id").textContent = b.id;
+  $("b-status").className = `badge ${b.status}`;
+  $("b-status").textContent = b.status.replace("_", " ");
+  document.title = `${b.id} · ${b.status}`;
+  const { c, total, pct } = counts(b);
+  const n = d.line_error_counts || { failed: c.failed, not_run: 0 };
+  setMeter($("b-meter"), progressParts(b, n));
+  const rate = b.status === "in_progress" ? rateOf(b) : null;
+  const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
+  $("b-progress").textContent =
+    c.completed +
+    " completed · " +
+    failed +
+    " · " +
+    total +
+    " requests (" +
+    Math.floor(pct(c.completed + c.failed)) +
+    "%)" +
+    (rate ? ` · ${rate.text}` : "");
+  const facts = $("b-facts");
+  facts.replaceChildren();
+  const u = b.usage || {};
+  fact(facts, "Model", b.model);
+  fact(facts, "Endpoint", b.endpoint);
+  fact(facts, "Input file", `${d.input_filename || "(deleted)"} · ${b.input_file_id}`);
+  fact(facts, "Metadata", metadataText(b));
+  fact(facts, "Pool", b.pool || (b.status === "validating" ? "queued" : null));
+  fact(facts, "Deadline", `${stamp(b.deadline_at)} (window ${b.completion_window})`);
+  fact(facts, "SLA", b.deadline_met === true ? "met" : b.deadline_met === false ? "missed" : FINAL.includes(b.status) ? "n/a" : "pending");
+  fact(
+    facts,
+    "Usage",
+    (u.input_tokens || 0) +
+      " input (" +
+      (u.input_tokens_details?.cached_tokens || 0) +
+      " cached) · " +
+      (u.output_tokens || 0) +
+      " output tokens",
+  );
+  const e = b.engine_seconds || { spot: 0, dedicated: 0 };
+  fact(facts, "Engine time", `${e.spot.toFixed(1)} s spot · ${e.dedicated.toFixed(1)} s dedicated`);
+  fact(facts, "Cost", costText(b.cost));
+  const steps = [
+    ["created", b.created_at],
+    ["in progress", b.in_progress_at],
+    ["finalizing", b.finalizing_at],
+    ["cancelling", b.cancelling_at],
+    ["completed", b.completed_at],
+    ["failed", b.failed_at],
+    ["expired", b.expired_at],
+    ["cancelled", b.cancelled_at],
+  ].filter(([, t]) => t);
+  $("b-timeline").replaceChildren(
+    ...steps.map(([name, t]) => {
+      const li = el("li");
+      li.append(el("strong", "", name), el("span", "muted", stamp(t)));
+      return li;
+    }),
+  );
+  const reason = b.errors?.data || [];
+  $("b-reason-card").classList.toggle("hidden", b.status !== "failed");
+  $("b-reason").textContent = reason.length
+    ? reason
+        .slice(0, 3)
+        .map((/** @type {{ line?: number; message: string }} */ e) => (e.line ? `line ${e.line}: ` : "") + e.message)
+        .join("\n") + (reason.length > 3 ? `\n… ${reason.length - 3} more below` : "")
+    : b.status === "failed"
+      ? "The batch failed while it ran: see its failed lines."
+      : "";
+  $("b-shards").replaceChildren(
+    ...d.shards.map((/** @type {any} */ s) => {
+      const tr = el("tr");
+      tr.append(
+        el("td", "", `#${s.idx}`),
+        el("td", "", s.state),
+        el("td", "", s.worker || "—"),
+        el("td", "", `${s.completed + s.failed} / ${s.total}`),
+      );
+      return tr;
+    }),
+  );
+  const w = d.webhook;
+  $("b-webhook").textContent = !w
+    ? "No webhook for this batch (WEBHOOK_URL is not set, or it has not ended)."
+    : w.type +
+      " → " +
+      w.url +
+      ": " +
+      (w.delivered_at ? `delivered ${stamp(w.delivered_at)}` : w.gave_up ? "given up" : `pending, next attempt ${clock(w.next_at)}`) +
+      " · " +
+      w.attempts +
+      " attempt(s)" +
+      (w.last_error ? ` · last: ${w.last_error}` : "") +
+      " · event " +
+      w.event_id;
+  const all = n.failed + n.not_run;
+  $("b-errors-count").textContent = `(${all}${d.line_errors.length < all ? `, the first ${d.line_errors.length} shown` : ""})`;
+  $("b-errors").replaceChildren(
+    ...d.line_errors.map((e) => {
+      const tr = el("tr", `line-error${e.not_run ? " not-run" : ""}`);
+      const what = el("td", "", "");
+      what.appendChild(el("span", `badge ${e.not_run ? "not-run" : "failed"}`, e.not_run ? "not run" : "failed"));
+      /** @type {Array<[HTMLElement, string]>} */
+      const cells = [
+        [el("td", "", e.line === null ? "—" : e.line), "Line"],
+        [what, "Result"],
+        [el("td", "wrap", e.custom_id || "—"), "custom_id"],
+        [el("td", "", e.code), "Code"],
+        [el("td", "wrap message", e.message), "Message"],
+      ];
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
+      return tr;
+    }),
+  );
+  $("b-dl-output").disabled = !b.output_file_id;
+  $("b-dl-errors").disabled = !b.error_file_id;
+  $("b-dl-input").disabled = !d.input_filename;
+  $("b-cancel").disabled = FINAL.includes(b.status) || b.status === "cancelling";
+  $("b-retry").disabled = !FINAL.includes(b.status) || !b.request_counts?.failed;
+}
+
+/** Downloads a file through fetch (so the key goes along), then hands the browser the bytes. */
+/**
+ * @param {string} fileId
+ * @param {string} name
+ */
+async function download(fileId, name) {
+  const res = await fetch(`v1/files/${encodeURIComponent(fileId)}/content`, {
+    headers: getApiKey() ? { Authorization: `Bearer ${getApiKey()}` } : {},
+  });
+  if (!res.ok) throw new Error(`download answered HTTP ${res.status}`);
+  const url = URL.createObjectURL(await res.blob());
+  const a = /** @type {HTMLAnchorElement} */ (el("a"));
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/**
+ * @param {string} text
+ * @param {string} yes the confirming button's label
+ * @returns {Promise<boolean>}
+ */
+function confirmDialog(text, yes) {
+  return new Promise((resolve) => {
+    const dlg = $("confirm");
+    $("confirm-text").textContent = text;
+    $("confirm-yes").textContent = yes;
+    dlg.addEventListener("close", () => resolve(dlg.returnValue === "yes"), { once: true });
+    dlg.showModal();
+    $("confirm-no").focus();
+  });
+}
+
+/** @param {(out: HTMLElement) => Promise<unknown>} work */
+async function act(work) {
+  const out = $("b-action-result");
+  out.className = "";
+  out.textContent = "";
+  try {
+    await work(out);
+  } catch (err) {
+    out.className = "error";
+    out.textContent = err instanceof Error ? err.message : String(err);
+  }
+}
+
+$("b-dl-input").addEventListener("click", () =>
+  act(() => download(shown.batch.input_file_id, shown.input_filename || `${shown.batch.id}_input.jsonl`)),
+);
+$("b-dl-output").addEventListener("click", () => act(() => download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)));
+$("b-dl-errors").addEventListener("click", () => act(() => download(shown.batch.error_file_id, `${shown.batch.id}_errors.jsonl`)));
+$("b-cancel").addEventListener("click", () =>
+  act(async (out) => {
+    if (
+      !(await confirmDialog(
+        `Cancel ${shown.batch.id}? Requests already running finish and keep their results; the rest are not run.`,
+        "Cancel batch",
+      ))
+    )
+      return;
+    const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/cancel`, { method: "POST" });
+    out.textContent = `Cancel sent: the batch is ${b.status.replace("_", " ")}.`;
+    await refreshBatch(shown.batch.id);
+  }),
+);
+$("b-retry").addEventListener("click", () =>
+  act(async (out) => {
+    if (
+      !(await confirmDialog(
+        `Create a new batch from the ${shown.batch.request_counts?.failed ?? 0} failed or unrun lines of ${shown.batch.id}?`,
+        "Retry",
+      ))
+    )
+      return;
+    const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/retry`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    out.textContent = `Created ${b.id}.`;
+    location.hash = `#batch/${b.id}`;
+  }),
+);
