@@ -10,9 +10,6 @@ import { blobLines, clientView } from "./client-view.js";
 import { type LineErrors, lineErrors } from "./line-errors.js";
 import type { BatchRecords, FileRecords, WorkQueue } from "./ports.js";
 
-/** Batches a search looks through per page before it answers with what it found. */
-const SEARCH_SCAN = 5_000;
-
 export interface ClusterBatchViewsDeps {
   batches: BatchRecords;
   queue: WorkQueue;
@@ -73,44 +70,8 @@ export class ClusterBatchViews implements BatchViews {
   }
 
   async search(q: BatchSearch): Promise<Page<ListedBatch>> {
-    const text = q.text?.toLowerCase();
-    const data: ListedBatch[] = [];
-    let after = q.after;
-    let scanned = 0;
-    for (;;) {
-      const page = await this.deps.batches.list({ after, limit: 100, owner: q.owner });
-      for (const b of page.data) {
-        scanned++;
-        after = b.id;
-        if (q.status && b.status !== q.status) continue;
-        if (q.model && b.model !== q.model) continue;
-        if (q.endpoint && b.endpoint !== q.endpoint) continue;
-        const filename = (await this.deps.files.get(b.input_file_id, q.owner))?.object.filename ?? null;
-        if (text && !matches(b, filename, text)) continue;
-        data.push({ ...this.view(b), input_filename: filename });
-        if (data.length === q.limit) return { data, has_more: true };
-      }
-      if (!page.has_more) return { data, has_more: false };
-      // A bounded scan per request: a filter that matches little answers with what it found and a cursor onward.
-      if (scanned >= SEARCH_SCAN) return { data, has_more: true };
-    }
+    const page = await this.deps.batches.search(q);
+    return { data: page.data.map((r) => ({ ...this.view(r.batch), input_filename: r.inputFilename })), has_more: page.has_more };
   }
-}
 
-/**
- * The console's search: every word must match. `key=value` is a metadata entry (both without regard to case); any
- * other word is part of the id, the input's file name, or a metadata key or value.
- */
-function matches(b: Batch, filename: string | null, text: string): boolean {
-  const metadata = Object.entries(b.metadata ?? {});
-  const haystack = [b.id, filename ?? "", ...metadata.flat()].join("\n").toLowerCase();
-  return text
-    .split(/\s+/)
-    .filter(Boolean)
-    .every((word) => {
-      const eq = word.indexOf("=");
-      if (eq <= 0) return haystack.includes(word);
-      const [key, value] = [word.slice(0, eq), word.slice(eq + 1)];
-      return metadata.some(([k, v]) => k.toLowerCase() === key && v.toLowerCase() === value);
-    });
 }

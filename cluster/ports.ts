@@ -9,6 +9,7 @@ import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
 import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
+import type { BatchFilter } from "../domain/batch-search.js";
 
 export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
 
@@ -62,6 +63,11 @@ export interface BatchRecords {
   insert(a: NewBatchRecord): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
   list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
+  /**
+   * Newest first as list, only the batches `q` matches (domain/batch-search.ts, applied where the batches are kept:
+   * one query a page), each with its input file's name while the file is there.
+   */
+  search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>>;
   /** Batches queued: accepted, not yet started on any worker, not stopped (what MAX_QUEUE_DEPTH bounds). */
   queuedCount(): Promise<number>;
   /**

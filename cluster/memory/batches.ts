@@ -10,6 +10,8 @@ import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import type { BatchEntry, MemoryState } from "./state.js";
+import { type BatchFilter, matchesFilter } from "../../domain/batch-search.js";
+import { InvalidRequestError } from "../../domain/errors.js";
 
 const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
 
@@ -90,6 +92,24 @@ export class MemoryBatchRecords implements BatchRecords {
     const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
     const page = paginate(mine, (e) => e.batch.id, q);
     return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
+  }
+
+  async search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+    const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+    let start = 0;
+    if (q.after) {
+      start = mine.findIndex((e) => e.batch.id === q.after) + 1;
+      if (start === 0) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
+    }
+    const limit = Math.max(1, Math.floor(q.limit));
+    const data: Array<{ batch: Batch; inputFilename: string | null }> = [];
+    for (const e of mine.slice(start)) {
+      const filename = this.state.files.get(e.batch.input_file_id)?.object.filename ?? null;
+      if (!matchesFilter(e.batch, filename, q)) continue;
+      if (data.length === limit) return { data, has_more: true };
+      data.push({ batch: rowOf(e).batch, inputFilename: filename });
+    }
+    return { data, has_more: false };
   }
 
   async queuedCount(): Promise<number> {

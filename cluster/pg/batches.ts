@@ -9,6 +9,7 @@ import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
+import { type BatchFilter, searchWords } from "../../domain/batch-search.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
@@ -109,6 +110,42 @@ export class PgBatchRecords implements BatchRecords {
       [q.owner, afterSeq, limit + 1],
     );
     return { data: rows.slice(0, limit).map((r) => fromRow(r).batch), has_more: rows.length > limit };
+  }
+
+  async search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+    let afterSeq: number | null = null;
+    if (q.after) {
+      const after = await this.get(q.after, q.owner);
+      if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
+      afterSeq = after.seq;
+    }
+    const limit = Math.max(1, Math.floor(q.limit));
+    const params: unknown[] = [q.owner, afterSeq, q.status ?? null, q.model ?? null, q.endpoint ?? null, limit + 1];
+    const param = (v: unknown) => `$${params.push(v)}`;
+    const like = (text: string) => param(`%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    // A batch's metadata as an object (it may be JSON null).
+    const METADATA = "CASE WHEN jsonb_typeof(b.doc->'metadata') = 'object' THEN b.doc->'metadata' ELSE '{}'::jsonb END";
+    // domain/batch-search.ts's words, in SQL: a metadata entry, else a part of the id, the file name or the metadata.
+    const words = searchWords(q.text).map((w) =>
+      w.kind === "entry"
+        ? `EXISTS (SELECT 1 FROM jsonb_each_text(${METADATA}) m WHERE lower(m.key) = ${param(w.key)} AND lower(m.value) = ${param(w.value)})`
+        : `(lower(b.id) LIKE ${like(w.text)} OR lower(coalesce(f.object->>'filename', '')) LIKE $${params.length}
+            OR EXISTS (SELECT 1 FROM jsonb_each_text(${METADATA}) m
+                        WHERE lower(m.key) LIKE $${params.length} OR lower(m.value) LIKE $${params.length}))`,
+    );
+    const { rows } = await this.db.query(
+      `SELECT ${COLUMNS.replace(/(\w+)/g, "b.$1")}, f.object->>'filename' AS input_filename
+         FROM batches b LEFT JOIN files f ON f.id = b.doc->>'input_file_id' AND f.owner IS NOT DISTINCT FROM b.owner
+        WHERE b.owner IS NOT DISTINCT FROM $1 AND ($2::bigint IS NULL OR b.seq < $2)
+          AND ($3::text IS NULL OR b.status = $3) AND ($4::text IS NULL OR b.model = $4) AND ($5::text IS NULL OR b.doc->>'endpoint' = $5)
+          ${words.map((w) => `AND ${w}`).join("\n          ")}
+        ORDER BY b.seq DESC LIMIT $6`,
+      params,
+    );
+    return {
+      data: rows.slice(0, limit).map((r) => ({ batch: fromRow(r).batch, inputFilename: r.input_filename ?? null })),
+      has_more: rows.length > limit,
+    };
   }
 
   async queuedCount(): Promise<number> {

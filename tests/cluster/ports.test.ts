@@ -427,6 +427,62 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await batches.get(ids[2])).toBeUndefined();
   });
 
+  it.skipIf(skip)(
+    "searches in one query a page: status, model, endpoint, key=value metadata, a part of the id, file name or metadata",
+    async () => {
+      const { files, batches } = ports;
+      writeFileSync(path.join(blobDir, "s.jsonl"), "{}\n");
+      const file = await files.adopt({
+        tmpPath: path.join(blobDir, "s.jsonl"),
+        filename: "Nightly_Eval.jsonl",
+        purpose: "batch",
+        owner: null,
+      });
+      const make = async (metadata: Record<string, string> | null, fileId = "file-x") => {
+        const id = `batch_${String(++n).padStart(24, "0")}`;
+        const b = newBatchObject({
+          id,
+          endpoint: "/v1/completions",
+          completion_window: "24h",
+          metadata,
+          inputFileId: fileId,
+          created: now(),
+          windowSeconds: 86_400,
+          validation: { ok: true, total: 1, errors: [], errorCount: 0, model: "m" },
+          registry: singleModelRegistry("/models/m.gguf", false),
+        });
+        await batches.insert({ batch: b, owner: null, inputKey: "files/x.jsonl", shards: [] });
+        return id;
+      };
+      const a = await make({ project: "Labels", team: "ml" });
+      const b = await make(null, file.id);
+      const c = await make({ project: "labels-50%_off" });
+      const ids = async (q: { text?: string; status?: string; model?: string; endpoint?: string; after?: string; limit?: number }) => {
+        const page = await batches.search({ limit: 10, owner: null, ...q });
+        return page.data.map((r) => r.batch.id);
+      };
+      expect(await ids({})).toEqual([c, b, a]);
+      expect(await ids({ text: "project=labels" })).toEqual([a]);
+      expect(await ids({ text: "PROJECT=LABELS team=ml" })).toEqual([a]);
+      expect(await ids({ text: "project=label" })).toEqual([]);
+      expect(await ids({ text: "labels" })).toEqual([c, a]);
+      // LIKE's wildcards are the text's own characters.
+      expect(await ids({ text: "50%_" })).toEqual([c]);
+      expect(await ids({ text: "%" })).toEqual([c]);
+      expect(await ids({ text: "nightly_eval" })).toEqual([b]);
+      expect(await ids({ text: b.slice(-6) })).toEqual([b]);
+      expect(await ids({ status: "validating", model: "m", endpoint: "/v1/completions" })).toEqual([c, b, a]);
+      expect(await ids({ status: "completed" })).toEqual([]);
+      expect(await ids({ endpoint: "/v1/messages" })).toEqual([]);
+      const first = await batches.search({ limit: 1, owner: null, text: "labels" });
+      expect([first.data.map((r) => r.batch.id), first.has_more]).toEqual([[c], true]);
+      expect(first.data[0].inputFilename).toBeNull();
+      expect(await ids({ text: "labels", after: c })).toEqual([a]);
+      expect((await batches.search({ limit: 10, owner: null, text: "nightly" })).data[0].inputFilename).toBe("Nightly_Eval.jsonl");
+      expect(await batches.search({ limit: 10, owner: "someone", text: "" })).toEqual({ data: [], has_more: false });
+    },
+  );
+
   it.skipIf(skip)("records files once per id, scoped to their owner, and keeps an input an unfinished batch still reads", async () => {
     const { files, batches } = ports;
     writeFileSync(path.join(blobDir, "up.jsonl"), "{}\n");

@@ -37,7 +37,8 @@ function anchors(file: string): Set<string> {
 
 /** What a path in backticks looks like: folders and a file with a known extension, no placeholders. */
 const NAMED_PATH = /^(?:\.\.\/)*[\w.-]+(?:\/[\w.-]+)+\.(?:ts|js|mjs|md|ya?ml|json|sh|sql|css|html|png|svg|patch)$/;
-const NOT_IN_REPO = /^(?:dist|node_modules|\/|~)/;
+/** Not in a clone: what a build, a bench run or the system writes. */
+const NOT_IN_REPO = /^(?:dist|node_modules|bench\/results|\/|~)/;
 /** A file named without its folder: it must exist somewhere in the repository. */
 const BARE_FILE = /^[\w-]+(?:\.[\w-]+)*\.(?:ts|js|mjs|sql|sh|patch)$/;
 
