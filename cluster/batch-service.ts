@@ -78,11 +78,11 @@ export class ClusterBatchService implements BatchService {
 
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
-    return this.out(await this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
+    return this.view(await this.createBatch({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
   }
 
   /** A batch as clients read it (cluster/client-view.ts). */
-  private out(batch: Batch): Batch {
+  private view(batch: Batch): Batch {
     return clientView(batch, this.deps.registry, this.deps.now());
   }
 
@@ -103,7 +103,7 @@ export class ClusterBatchService implements BatchService {
       const obj = await this.deps.files.adopt({ tmpPath: local, filename: inlineInputName(batchId), purpose: "batch", owner: input.owner });
       try {
         const file = await this.deps.files.keyOf(obj.id, input.owner);
-        return this.out(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key, plan }));
+        return this.view(await this.createBatch({ ...input, id: batchId, inputFileId: obj.id, inputKey: file!.key, plan }));
       } catch (err) {
         // The client sent lines, not a file: a batch refused (429, 503, a full disk) leaves no file behind.
         await this.deps.files.delete(obj.id, input.owner).catch(() => undefined);
@@ -116,12 +116,12 @@ export class ClusterBatchService implements BatchService {
 
   async get(id: string, owner: Owner): Promise<Batch | undefined> {
     const row = await this.deps.batches.get(id, owner);
-    return row && this.out(row.batch);
+    return row && this.view(row.batch);
   }
 
   async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
     const page = await this.deps.batches.list(q);
-    return { ...page, data: page.data.map((b) => this.out(b)) };
+    return { ...page, data: page.data.map((b) => this.view(b)) };
   }
 
   /**
@@ -133,28 +133,28 @@ export class ClusterBatchService implements BatchService {
     const { batches, now, events, logger } = this.deps;
     const row = await batches.get(id, owner);
     if (!row) throw new NotFoundError("batch", id);
-    if (isEnding(row.batch.status)) return this.out(row.batch);
-    if (row.stopReason) return this.endOf(id, owner);
+    if (isEnding(row.batch.status)) return this.view(row.batch);
+    if (row.stopReason) return this.decidedEnd(id, owner);
     const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
       if (r.stopReason) return false;
       transition(r.batch, "cancelling", now());
       r.stopReason = "cancelled";
     });
-    if (!updated) return this.endOf(id, owner);
+    if (!updated) return this.decidedEnd(id, owner);
     logger.info({ batch_id: id }, "cancelling batch");
     await events.publish({ type: "stop", batch_id: id, reason: "cancelled" });
-    return this.out(updated.batch);
+    return this.view(updated.batch);
   }
 
   /**
    * A cancel that lost to another end (the deadline, a failure) answers with that end, not with the `in_progress`
    * the batch shows while its last lines are written: it waits (boundedly) for the final status.
    */
-  private async endOf(id: string, owner: Owner): Promise<Batch> {
+  private async decidedEnd(id: string, owner: Owner): Promise<Batch> {
     const until = Date.now() + DECIDED_END_WAIT_MS;
     for (;;) {
       const row = (await this.deps.batches.get(id, owner))!;
-      if (isEnding(row.batch.status) || !row.stopReason || Date.now() >= until) return this.out(row.batch);
+      if (isEnding(row.batch.status) || !row.stopReason || Date.now() >= until) return this.view(row.batch);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -202,7 +202,7 @@ export class ClusterBatchService implements BatchService {
           inputFileId: obj.id,
           inputKey: (await files.keyOf(obj.id, owner))!.key,
         });
-        return this.out(created);
+        return this.view(created);
       } catch (err) {
         await files.delete(obj.id, owner).catch(() => undefined);
         throw err;

@@ -127,7 +127,7 @@ export class InPlaceShardRun implements ShardExecution {
     const { done, ...base } = await scanDone(files.output.path, files.errors.path);
     this.latest = base;
     // What is on disk but was never counted (a predecessor died first) is counted now, not at the first request.
-    this.kick(files);
+    this.commitSoon(files);
     onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
     const result = await runBatchFile({
       inputPath: files.input,
@@ -146,7 +146,7 @@ export class InPlaceShardRun implements ShardExecution {
       syncEveryMs: SYNC_EVERY_MS,
       onProgress: (p) => {
         this.latest = p;
-        this.kick(files);
+        this.commitSoon(files);
         onProgress?.(p);
       },
     });
@@ -161,7 +161,7 @@ export class InPlaceShardRun implements ShardExecution {
   }
 
   /** Commits now, or right after the commit under way. */
-  private kick(files: ShardFiles): void {
+  private commitSoon(files: ShardFiles): void {
     if (this.committing) {
       this.dirty = true;
       return;
@@ -171,7 +171,7 @@ export class InPlaceShardRun implements ShardExecution {
       .finally(() => {
         if (!this.dirty) return;
         this.dirty = false;
-        this.kick(files);
+        this.commitSoon(files);
       });
   }
 

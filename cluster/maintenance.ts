@@ -130,7 +130,7 @@ export class Maintenance {
         logger.warn({ err: (err as Error).message, batch_id: id }, "cannot finalize yet"),
       );
     }
-    if (this.sender && this.deps.lock.held) await within(STEP_MS.short, "webhooks", this.sender.kick());
+    if (this.sender && this.deps.lock.held) await within(STEP_MS.short, "webhooks", this.sender.startDue());
     if (this.deps.sla && this.deps.lock.held) await within(STEP_MS.short, "sla", this.enforceSla(this.deps.sla));
     if (Date.now() - this.lastCollect >= this.deps.collectIntervalSeconds * 1000) {
       this.lastCollect = Date.now();

@@ -68,7 +68,7 @@ export class WebhookSender {
   constructor(private readonly deps: WebhookSenderDeps) {}
 
   /** Starts the deliveries that are due; does not wait for them (a slow receiver must not hold up housekeeping). */
-  async kick(): Promise<void> {
+  async startDue(): Promise<void> {
     const room = AT_ONCE - this.inFlight.size;
     if (room <= 0) return;
     const due = await this.deps.batches.webhooksDue(this.deps.now(), room + this.inFlight.size);
