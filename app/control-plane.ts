@@ -11,10 +11,10 @@ import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ClusterBatchService } from "../cluster/batch-service.js";
 import { ClusterBatchViews } from "../cluster/batch-views.js";
+import { memoryPorts, openStateFiles } from "../cluster/embedded/index.js";
 import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
-import { memoryPorts, openStateFiles } from "../cluster/memory/index.js";
 import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
@@ -291,7 +291,7 @@ export async function buildControlPlane(deps: {
   for (const w of pool) await w.start();
   logger.info(
     {
-      mode: cluster.databaseUrl ? "distributed" : "one process",
+      mode: cluster.databaseUrl ? "distributed" : "embedded",
       role: cluster.role,
       workers: specs,
       storage: config.s3.bucket ? "s3" : "folder",

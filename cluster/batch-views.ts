@@ -73,5 +73,4 @@ export class ClusterBatchViews implements BatchViews {
     const page = await this.deps.batches.search(q);
     return { data: page.data.map((r) => ({ ...this.view(r.batch), input_filename: r.inputFilename })), has_more: page.has_more };
   }
-
 }

@@ -1,15 +1,15 @@
 // The control plane's state ports: what its batch service, workers, shard runs, maintenance and finalizing ask of
-// the state, saying nothing of where it lives. cluster/memory/ implements them in one process's memory (kept in
+// the state, saying nothing of where it lives. cluster/embedded/ implements them in one process's memory (kept in
 // BATCH_DIR's files when it runs alone), cluster/pg/ on PostgreSQL for many processes; file contents go through the
 // BlobStore port (stores/blob-store.ts) to a folder or S3.
 
+import type { BatchFilter } from "../domain/batch-search.js";
 import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
 import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
-import type { BatchFilter } from "../domain/batch-search.js";
 
 export const OPEN_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];
 

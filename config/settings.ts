@@ -303,7 +303,7 @@ export const SETTINGS = {
       env: "DATABASE_URL",
       default: "",
       schema: z.string(),
-      help: "postgres://...: the distributed mode (none: one process)",
+      help: "postgres://...: the distributed mode (none: the embedded mode, one process)",
     }),
     migrate: setting({
       env: "MIGRATE",

@@ -2,6 +2,7 @@
 // updates under a row lock), so two processes deciding at once cannot both end a batch. request_counts and
 // usage are columns that shard checkpoints add to: the Batch read back is the document with them merged in.
 
+import { type BatchFilter, searchWords } from "../../domain/batch-search.js";
 import { InvalidRequestError } from "../../domain/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.js";
 import type { Owner, Page } from "../../domain/ports.js";
@@ -9,7 +10,6 @@ import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
-import { type BatchFilter, searchWords } from "../../domain/batch-search.js";
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
@@ -112,7 +112,9 @@ export class PgBatchRecords implements BatchRecords {
     return { data: rows.slice(0, limit).map((r) => fromRow(r).batch), has_more: rows.length > limit };
   }
 
-  async search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+  async search(
+    q: BatchFilter & { after?: string; limit: number; owner: Owner },
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
     let afterSeq: number | null = null;
     if (q.after) {
       const after = await this.get(q.after, q.owner);

@@ -10,7 +10,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { ClusterBatchService } from "../../cluster/batch-service.js";
-import { MemoryState, memoryPorts } from "../../cluster/memory/index.js";
+import { MemoryState, memoryPorts } from "../../cluster/embedded/index.js";
 import type { ClusterPorts } from "../../cluster/ports.js";
 import type { Config } from "../../config/config.js";
 import { newBatchObject } from "../../domain/batch-object.js";

@@ -10,7 +10,7 @@ import type pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
+import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
 import { createPool, migrate } from "../../cluster/pg/db.js";
 import { openPgPorts } from "../../cluster/pg/index.js";
 import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";

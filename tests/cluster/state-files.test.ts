@@ -7,7 +7,7 @@ import path from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
+import { memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
 import type { ClaimOptions } from "../../cluster/ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";

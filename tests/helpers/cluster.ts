@@ -7,7 +7,7 @@ import path from "node:path";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service, type ServiceOptions } from "../../app/service.js";
 import type { ModelRouter } from "../../backends/router.js";
-import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/memory/index.js";
+import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
 import { loadConfig } from "../../config/config.js";
 import { unixNow } from "../../domain/clock.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";

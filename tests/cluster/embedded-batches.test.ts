@@ -3,9 +3,9 @@
 // batch ended cancelled with every unstarted request marked batch_expired).
 import { describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { MemoryBatchRecords } from "../../cluster/memory/batches.js";
-import { MemoryWorkQueue } from "../../cluster/memory/shards.js";
-import { type BatchEntry, MemoryState, type StateStore } from "../../cluster/memory/state.js";
+import { MemoryBatchRecords } from "../../cluster/embedded/batches.js";
+import { MemoryWorkQueue } from "../../cluster/embedded/shards.js";
+import { type BatchEntry, MemoryState, type StateStore } from "../../cluster/embedded/state.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { transition } from "../../domain/batch-state.js";
 

@@ -2,7 +2,9 @@
 // changes only from a status the caller names, and a batch is admitted against the open-batch bound in the same
 // synchronous step that records it, so concurrent callers cannot overfill the queue.
 
+import { type BatchFilter, matchesFilter } from "../../domain/batch-search.js";
 import { endedAt, isFinal } from "../../domain/batch-state.js";
+import { InvalidRequestError } from "../../domain/errors.js";
 import type { Batch, BatchStatus } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
 import type { Owner, Page } from "../../domain/ports.js";
@@ -10,8 +12,6 @@ import { withCounts } from "../batch-doc.js";
 import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import type { BatchEntry, MemoryState } from "./state.js";
-import { type BatchFilter, matchesFilter } from "../../domain/batch-search.js";
-import { InvalidRequestError } from "../../domain/errors.js";
 
 const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
 
@@ -94,7 +94,9 @@ export class MemoryBatchRecords implements BatchRecords {
     return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
   }
 
-  async search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+  async search(
+    q: BatchFilter & { after?: string; limit: number; owner: Owner },
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
     const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
     let start = 0;
     if (q.after) {
