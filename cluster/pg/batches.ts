@@ -95,14 +95,17 @@ export class PgBatchRecords implements BatchRecords {
     return rows[0] && fromRow(rows[0]);
   }
 
+  /** The position a page starts after: the cursor batch's seq (it must be this owner's), or null for the newest. */
+  private async seqAfter(q: { after?: string; owner: Owner }): Promise<number | null> {
+    if (!q.after) return null;
+    const after = await this.get(q.after, q.owner);
+    if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
+    return after.seq;
+  }
+
   /** Newest first, as OpenAI lists batches. */
   async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
-    let afterSeq: number | null = null;
-    if (q.after) {
-      const after = await this.get(q.after, q.owner);
-      if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
-      afterSeq = after.seq;
-    }
+    const afterSeq = await this.seqAfter(q);
     const limit = Math.max(1, Math.floor(q.limit));
     const { rows } = await this.db.query(
       `SELECT ${COLUMNS} FROM batches WHERE owner IS NOT DISTINCT FROM $1 AND ($2::bigint IS NULL OR seq < $2)
@@ -115,12 +118,7 @@ export class PgBatchRecords implements BatchRecords {
   async search(
     q: BatchFilter & { after?: string; limit: number; owner: Owner },
   ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
-    let afterSeq: number | null = null;
-    if (q.after) {
-      const after = await this.get(q.after, q.owner);
-      if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
-      afterSeq = after.seq;
-    }
+    const afterSeq = await this.seqAfter(q);
     const limit = Math.max(1, Math.floor(q.limit));
     const params: unknown[] = [q.owner, afterSeq, q.status ?? null, q.model ?? null, q.endpoint ?? null, limit + 1];
     const param = (v: unknown) => `$${params.push(v)}`;

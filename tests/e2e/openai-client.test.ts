@@ -2,8 +2,7 @@
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isFinal, until } from "../../testkit/batch-client.js";
-import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService, waitForClientBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
@@ -22,15 +21,7 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const waitDone = (id: string) =>
-  until(
-    `batch ${id}`,
-    async () => {
-      const b = await client.batches.retrieve(id);
-      return isFinal(b) ? b : undefined;
-    },
-    { everyMs: 100, timeoutMs: 60_000 },
-  );
+const waitDone = (id: string) => waitForClientBatch(client, id);
 
 describe("openai client against the service", () => {
   it("uploads, creates, polls and downloads results", async () => {

@@ -6,8 +6,7 @@ import type OpenAI from "openai";
 import { toFile } from "openai";
 import type { BatchError } from "openai/resources/batches";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isFinal, until } from "../../testkit/batch-client.js";
-import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService, waitForClientBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
@@ -73,14 +72,7 @@ describe("request parameters through the service", () => {
     const lines = [...Array.from({ length: LABELLED }, (_, i) => label(i)), ...extras, ...bad.map(([id, body]) => line(id, body))];
     const file = await client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "labels.jsonl"), purpose: "batch" });
     const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
-    const batch = await until(
-      `batch ${created.id}`,
-      async () => {
-        const b = await client.batches.retrieve(created.id);
-        return isFinal(b) ? b : undefined;
-      },
-      { everyMs: 100, timeoutMs: 120000 },
-    );
+    const batch = await waitForClientBatch(client, created.id, 120000);
     expect(batch.status, JSON.stringify(batch.errors as { data?: BatchError[] } | null)).toBe("completed");
     expect(batch.request_counts).toEqual({ completed: LABELLED + extras.length, failed: bad.length, total: lines.length });
     expect(batch.model).toBe(svc.service.backend.info.model);

@@ -5,8 +5,7 @@ import OpenAI, { toFile } from "openai";
 import type { Response as OpenAIResponse } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { isFinal, until } from "../../testkit/batch-client.js";
-import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
+import { openaiClient, startTestService, type TestService, waitForClientBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let client: OpenAI;
@@ -24,14 +23,7 @@ async function runBatch(endpoint: "/v1/responses" | "/v1/chat/completions", bodi
   );
   const file = await client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
   const created = await client.batches.create({ input_file_id: file.id, endpoint, completion_window: "24h" });
-  const batch = await until(
-    `batch ${created.id}`,
-    async () => {
-      const b = await client.batches.retrieve(created.id);
-      return isFinal(b) ? b : undefined;
-    },
-    { everyMs: 100, timeoutMs: 60000 },
-  );
+  const batch = await waitForClientBatch(client, created.id, 60000);
   expect(batch.status, JSON.stringify(batch.errors)).toBe("completed");
   const read = async (id: string | null | undefined): Promise<Line[]> =>
     id

@@ -8,7 +8,7 @@ import type pino from "pino";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service } from "../../app/service.js";
 import { type Config, loadConfig } from "../../config/config.js";
-import { isFinal, pollBatch } from "../../testkit/batch-client.js";
+import { isFinal, pollBatch, until } from "../../testkit/batch-client.js";
 import { testModelPath } from "../../testkit/model.js";
 
 export interface TestService {
@@ -67,3 +67,14 @@ export function openaiClient(svc: Pick<TestService, "baseUrl">): OpenAI {
 /** Polls until the batch reaches a final status. */
 export const waitForBatch = (baseUrl: string, id: string, timeoutMs = 60_000, headers: Record<string, string> = {}): Promise<any> =>
   pollBatch(baseUrl, id, isFinal, { timeoutMs, headers, everyMs: 100 });
+
+/** Polls through the official client until the batch reaches a final status; returns it as the client types it. */
+export const waitForClientBatch = (client: OpenAI, id: string, timeoutMs = 60_000) =>
+  until(
+    `batch ${id}`,
+    async () => {
+      const b = await client.batches.retrieve(id);
+      return isFinal(b) ? b : undefined;
+    },
+    { everyMs: 100, timeoutMs },
+  );
