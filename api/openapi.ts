@@ -1,15 +1,8 @@
 // The OpenAPI document, assembled from the paths each router registers beside its handlers (api/routes/*.ts),
 // built from the same zod schemas the routes validate with; tests/api/openapi-document.test.ts checks the two agree.
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
-import { registerBatchesPaths } from "./routes/batches.js";
-import { registerConsolePaths } from "./routes/console.js";
-import { registerFilesPaths } from "./routes/files.js";
-import { registerMessageBatchesPaths } from "./routes/message-batches.js";
-import { registerModelsPaths } from "./routes/models.js";
-import { registerStatusPaths } from "./routes/status.js";
-import { registerStatusPagePaths } from "./routes/status-page.js";
+import { KEYED_ROUTES } from "./routes/index.js";
 import { registerSystemPaths } from "./routes/system.js";
-import { registerUploadsPaths } from "./routes/uploads.js";
 
 export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   const registry = new OpenAPIRegistry();
@@ -18,15 +11,8 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
     scheme: "bearer",
     description: "Only enforced when the service runs with API_KEYS; send `Authorization: Bearer <key>`.",
   });
-  registerFilesPaths(registry);
-  registerUploadsPaths(registry);
-  registerBatchesPaths(registry);
-  registerMessageBatchesPaths(registry);
-  registerModelsPaths(registry);
-  registerStatusPaths(registry);
-  registerStatusPagePaths(registry);
+  for (const routes of KEYED_ROUTES) routes.paths(registry);
   registerSystemPaths(registry);
-  registerConsolePaths(registry);
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: "3.1.0",
     info: {

@@ -8,16 +8,10 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 import { buildOpenApiDocument } from "../openapi.js";
-import { batchesRouter } from "../routes/batches.js";
-import { consoleApiRouter, consoleAssetsRouter, readConsolePage } from "../routes/console.js";
-import { filesRouter } from "../routes/files.js";
-import { messageBatchesRouter } from "../routes/message-batches.js";
+import { consoleAssetsRouter, readConsolePage } from "../routes/console.js";
+import { KEYED_ROUTES } from "../routes/index.js";
 import { metricsRouter } from "../routes/metrics.js";
-import { modelsRouter } from "../routes/models.js";
-import { statusRouter } from "../routes/status.js";
-import { statusDataRouter } from "../routes/status-page.js";
 import { systemRouter } from "../routes/system.js";
-import { uploadsRouter } from "../routes/uploads.js";
 import { requireApiKey } from "./auth.js";
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
@@ -103,25 +97,10 @@ export function createApp(deps: AppDeps): express.Express {
   const smallBody = json(SMALL_JSON_BODY_BYTES);
   const creates = new Set(["/v1/batches", "/v1/messages/batches"]);
   app.use((req, res, next) => (req.method === "POST" && creates.has(req.path) ? createBody : smallBody)(req, res, next));
-  app.use(filesRouter({ files: deps.files, batchDir: config.batchDir, maxFileBytes: config.maxFileBytes }));
-  app.use(batchesRouter(deps.batches));
-  app.use(messageBatchesRouter({ batches: deps.batches, views: deps.views, files: deps.files }));
-  if (deps.uploads) app.use(uploadsRouter({ uploads: deps.uploads, batchDir: config.batchDir }));
-  app.use(modelsRouter({ registry: deps.registry, created: Math.floor(Date.now() / 1000) }));
-  app.use(statusRouter({ status: deps.status, batches: deps.batches }));
-  app.use(statusDataRouter({ service, status: deps.status, batches: deps.batches, backendInfo: deps.backendInfo }));
-  app.use(
-    consoleApiRouter({
-      service,
-      batches: deps.batches,
-      views: deps.views,
-      status: deps.status,
-      backendInfo: deps.backendInfo,
-      models: deps.modelStatus,
-      upstreams: deps.upstreams,
-      series: deps.series,
-    }),
-  );
+  for (const routes of KEYED_ROUTES) {
+    const router = routes.router({ ...deps, service });
+    if (router) app.use(router);
+  }
 
   app.use(unknownRoute);
   app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));

@@ -24,6 +24,7 @@ import {
   ResultsQuery,
   RetryBatchBody,
 } from "../schemas/requests.js";
+import type { RouteModule } from "./route-module.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */
 function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
@@ -210,3 +211,8 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const batchesRoutes: RouteModule = {
+  router: (d) => batchesRouter(d.batches),
+  paths: registerBatchesPaths,
+};

@@ -18,6 +18,7 @@ import { ownerFrom } from "../http/auth.js";
 import { errorResponses, keyedRoute, openRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { BATCH_ID_PATTERN, BatchIdParams, unknownFields } from "../schemas/requests.js";
+import type { RouteModule } from "./route-module.js";
 import { poolsVisibleTo } from "./status.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -188,3 +189,18 @@ export function registerConsolePaths(r: OpenAPIRegistry): void {
       }),
     );
 }
+
+export const consoleRoutes: RouteModule = {
+  router: (d) =>
+    consoleApiRouter({
+      service: d.service,
+      batches: d.batches,
+      views: d.views,
+      status: d.status,
+      backendInfo: d.backendInfo,
+      models: d.modelStatus,
+      upstreams: d.upstreams,
+      series: d.series,
+    }),
+  paths: registerConsolePaths,
+};

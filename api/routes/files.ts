@@ -12,6 +12,7 @@ import { streamTo } from "../http/stream.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { FILE_ID_PATTERN, FileIdParams, ListFilesQuery, UploadFileForm } from "../schemas/requests.js";
+import type { RouteModule } from "./route-module.js";
 
 export interface FilesRouteDeps {
   files: FileStore;
@@ -160,3 +161,8 @@ export function registerFilesPaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const filesRoutes: RouteModule = {
+  router: (d) => filesRouter({ files: d.files, batchDir: d.config.batchDir, maxFileBytes: d.config.maxFileBytes }),
+  paths: registerFilesPaths,
+};

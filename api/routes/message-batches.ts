@@ -17,6 +17,7 @@ import { sendJsonl } from "../http/jsonl-response.js";
 import { jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { BATCH_ID_PATTERN, BatchIdParams, batchIdFrom, messageBatchId } from "../schemas/requests.js";
+import type { RouteModule } from "./route-module.js";
 
 const ENDPOINT = "/v1/messages" as const;
 /** Anthropic's bounds: a batch holds at most 100,000 requests; a custom_id is 1-64 letters, digits, - and _. */
@@ -274,3 +275,8 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
     z.object({ custom_id: z.string(), result: z.record(z.string(), z.unknown()) }),
   );
 }
+
+export const messageBatchesRoutes: RouteModule = {
+  router: (d) => messageBatchesRouter({ batches: d.batches, views: d.views, files: d.files }),
+  paths: registerMessageBatchesPaths,
+};

@@ -12,6 +12,7 @@ import { AnthropicPageQuery, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseRequest } from "../http/validate.js";
+import type { RouteModule } from "./route-module.js";
 
 export interface ModelsRouteDeps {
   registry: ModelRegistry;
@@ -117,3 +118,8 @@ export function registerModelsPaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const modelsRoutes: RouteModule = {
+  router: (d) => modelsRouter({ registry: d.registry, created: Math.floor(Date.now() / 1000) }),
+  paths: registerModelsPaths,
+};

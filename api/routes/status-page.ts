@@ -10,6 +10,7 @@ import type { BatchService, ControlPlaneStatus, Owner } from "../../domain/ports
 import type { BackendInfo } from "../../openai/backend.js";
 import { ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import type { RouteModule } from "./route-module.js";
 import { PoolStatusSchema, poolsVisibleTo, QueueStatsSchema } from "./status.js";
 
 /** The page lists the newest batches, up to this many. */
@@ -78,3 +79,8 @@ export function registerStatusPagePaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const statusPageRoutes: RouteModule = {
+  router: (d) => statusDataRouter({ service: d.service, status: d.status, batches: d.batches, backendInfo: d.backendInfo }),
+  paths: registerStatusPagePaths,
+};

@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { BatchService, ControlPlaneStatus, Owner, PoolStatus, QueueStats } from "../../domain/ports.js";
 import { ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import type { RouteModule } from "./route-module.js";
 
 /** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */
 export async function poolsVisibleTo(status: ControlPlaneStatus, batches: BatchService, owner: Owner): Promise<PoolStatus[]> {
@@ -138,3 +139,8 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const statusRoutes: RouteModule = {
+  router: (d) => statusRouter({ status: d.status, batches: d.batches }),
+  paths: registerStatusPaths,
+};

@@ -11,6 +11,7 @@ import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { CompleteUploadBody, CreateUploadBody, UPLOAD_ID_PATTERN, UploadIdParams } from "../schemas/requests.js";
 import { cleanFilename } from "./files.js";
+import type { RouteModule } from "./route-module.js";
 
 /** OpenAI's bound on one part. */
 export const MAX_PART_BYTES = 64 * 1024 * 1024;
@@ -112,3 +113,8 @@ export function registerUploadsPaths(r: OpenAPIRegistry): void {
     }),
   );
 }
+
+export const uploadsRoutes: RouteModule = {
+  router: (d) => d.uploads && uploadsRouter({ uploads: d.uploads, batchDir: d.config.batchDir }),
+  paths: registerUploadsPaths,
+};

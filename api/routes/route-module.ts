@@ -1,0 +1,14 @@
+// What each route module gives the app and the OpenAPI document alike: its handlers and its documented paths,
+// so neither can list a route the other lacks.
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import type { Router } from "express";
+import type { AppDeps } from "../http/app.js";
+import type { ServiceInfo } from "../http/service-info.js";
+
+export type RouteDeps = AppDeps & { service: ServiceInfo };
+
+export interface RouteModule {
+  /** The handlers over what they need of the deps; undefined where this deployment lacks it (no upload store). */
+  router(deps: RouteDeps): Router | undefined;
+  paths(registry: OpenAPIRegistry): void;
+}
