@@ -116,7 +116,8 @@ describe("node-llama-cpp's side of the tag contract", () => {
       log: () => {},
     });
     try {
-      const tokens = tokenizePrompt(model, "Once upon a time");
+      // Short in every tokenizer (a byte-level one too), so the 8 prompts fit one batch and each step holds all 8.
+      const tokens = tokenizePrompt(model, "Once");
       const req = {
         tokens,
         maxTokens: 4,
