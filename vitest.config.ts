@@ -12,7 +12,7 @@ type Tier = "unit" | "integration" | "system";
 const SYSTEM =
   /\b(spawn|spawnSync|execFile|startMain|spawnMain|spawnServer|startChild|startPostgres|startS3|S3rver|s3rver|launchChromium|haveChromium|loopDisk|llamaServer|startLlamaServer|startService|startSupervised|oneMachineCampaign|distributedCampaign|startCluster)\b|helpers\/(process|cluster|browser|loop-disk|server-testbed)\.js|testkit\/(postgres|s3|llama-server)\.js/;
 const INTEGRATION =
-  /\b(startTestService|testModelPath|testModel|testEngine|openTestEngine|openGeneratedEngine|controlTestbed|buildService|loadLlama|getLlama|createEngine|LlamaEngine|loadBackend|engineBuilds|startNode|tinyEngine)\b|helpers\/service\.js|testkit\/model\.js|engine\/index\.js|pipeline\/engine\.js|embedded-fixtures\.js/;
+  /\b(startTestService|testModelPath|testModel|testEngine|openTestEngine|openGeneratedEngine|controlTestbed|buildService|loadLlama|getLlama|createEngine|LlamaEngine|loadBackend|engineBuilds|startNode|tinyEngine)\b|helpers\/service\.js|testkit\/model\.js|engine\/index\.js|helpers\/test-engine\.js|helpers\/embedded-plane\.js/;
 
 function tierOf(text: string): Tier {
   if (SYSTEM.test(text)) return "system";

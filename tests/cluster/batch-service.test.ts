@@ -17,7 +17,7 @@ import { newBatchObject } from "../../domain/batch-object.js";
 import { transition } from "../../domain/batch-state.js";
 import type { BlobStore } from "../../stores/blob-store.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
-import { testConfig } from "./embedded-fixtures.js";
+import { testConfig } from "../helpers/embedded-plane.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 const registry = singleModelRegistry("/models/m.gguf", false);

@@ -6,8 +6,8 @@ import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
 import type { Batch } from "../../domain/objects.js";
 import type { Engine } from "../../engine/types.js";
-import { type Observed, observe } from "../pipeline/engine.js";
-import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { type Observed, observe } from "../helpers/test-engine.js";
 
 const bed = controlTestbed();
 let dir: string;

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
 
 const DAY = 86_400;
 // One slot in all, so a second batch waits in the queue behind the first.

@@ -4,7 +4,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
 import { InvalidRequestError, NotFoundError } from "../../domain/errors.js";
-import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
 
 const bed = controlTestbed();
 let dir: string;

@@ -3,8 +3,8 @@
 // and completes with every request run exactly once. The real engine, counted by a wrapper.
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { type Observed, observe } from "../pipeline/engine.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { type Observed, observe } from "../helpers/test-engine.js";
 
 const bed = controlTestbed();
 

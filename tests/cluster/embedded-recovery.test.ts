@@ -5,8 +5,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../engine/types.js";
 import { testModelName } from "../../testkit/model.js";
-import { type Observed, observe } from "../pipeline/engine.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { type Observed, observe } from "../helpers/test-engine.js";
 
 // One slot in all, so a second batch waits in the queue behind the first.
 const bed = controlTestbed({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });

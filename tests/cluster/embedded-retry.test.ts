@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { InvalidRequestError, NotFoundError } from "../../domain/errors.js";
 import type { Engine } from "../../engine/types.js";
 import { RequestError } from "../../openai/errors.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "./embedded-fixtures.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
 
 const bed = controlTestbed();
 

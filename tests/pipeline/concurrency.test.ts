@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
-import { testEngine } from "./engine.js";
-import { jsonl, scratchDir } from "./scratch.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
+import { testEngine } from "../helpers/test-engine.js";
 
 const scratch = scratchDir("concurrency");
 let engine: Engine;

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { type JsonlLine, openJsonlAppender, readCompleteJsonLines, readJsonlLines } from "../../pipeline/jsonl.js";
-import { scratchDir } from "./scratch.js";
+import { scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("jsonl");
 

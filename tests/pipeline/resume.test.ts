@@ -3,7 +3,7 @@ import { readFile, stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { repairTornTail, scanDone, scanResultText } from "../../pipeline/resume.js";
-import { jsonl, scratchDir } from "./scratch.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("resume");
 

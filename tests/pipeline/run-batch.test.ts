@@ -6,8 +6,8 @@ import type { Engine } from "../../engine/types.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, RunBatchOptions } from "../../pipeline/types.js";
-import { observe, testEngine } from "./engine.js";
-import { jsonl, scratchDir } from "./scratch.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
+import { observe, testEngine } from "../helpers/test-engine.js";
 
 const scratch = scratchDir("run-batch");
 let engine: Engine;

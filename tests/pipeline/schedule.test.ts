@@ -5,8 +5,8 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import { costClass, estimateLine, OrderPlanner, plannedLines, prefixHash } from "../../pipeline/schedule.js";
-import { observe, testEngine } from "./engine.js";
-import { jsonl, scratchDir } from "./scratch.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
+import { observe, testEngine } from "../helpers/test-engine.js";
 
 const scratch = scratchDir("schedule");
 

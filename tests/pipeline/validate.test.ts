@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Endpoint, ValidationLimits } from "../../pipeline/types.js";
 import { validateBatchFile } from "../../pipeline/validate.js";
-import { jsonl, scratchDir } from "./scratch.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("validate");
 const limits: ValidationLimits = { maxRequests: 50_000, maxLineBytes: 1024 * 1024 };
