@@ -68,9 +68,12 @@ describe("recovery", () => {
   });
 
   it("expires on start what passed its deadline while down, and finishes a cancel in flight", async () => {
-    const first = await open();
+    // One slot, so b waits while a runs, and a holds far more lines than run before the stop: however fast the
+    // model, a is mid-run and b untouched when the service goes down.
+    const first = await open({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+    const many = await upload(first, dir, completionLines(300, { maxTokens: 48 }));
     const file = await upload(first, dir, completionLines(30, { maxTokens: 48 }));
-    const a = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
+    const a = await first.batches.create({ input_file_id: many.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const b = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(first, a.id, (x) => x.request_counts.completed >= 2);
     await first.drain({ graceMs: 0 });
@@ -90,7 +93,7 @@ describe("recovery", () => {
     expect(ea.status).toBe("expired");
     expect(ea.deadline_met).toBe(false);
     expect(ea.request_counts.completed).toBeGreaterThanOrEqual(2);
-    expect(ea.request_counts.completed + ea.request_counts.failed).toBe(30);
+    expect(ea.request_counts.completed + ea.request_counts.failed).toBe(300);
     const cb = (await second.batches.get(b.id, null))!;
     expect(cb.status).toBe("cancelled");
     expect(cb.request_counts).toEqual({ completed: 0, failed: 30, total: 30 });
