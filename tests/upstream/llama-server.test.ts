@@ -253,12 +253,21 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
       const b = await pollBatch(svc.baseUrl, ((await res.json()) as { id: string }).id, isFinal, 60_000);
       const out = resultLines(svc.batchDir, b.id);
       if (id.includes("fits")) expect(out.output.map((l: any) => l.response.status_code)).toEqual([200]);
-      else refused.set(id, out.errors[0]?.response);
+      else refused.set(id, out.errors[0]?.response ?? { line: out.errors[0] ?? out.output[0] });
     }
-    expect(refused.get("completions").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_tokens" });
+    expect(refused.get("completions").body?.error, JSON.stringify(refused.get("completions"))).toMatchObject({
+      code: "context_length_exceeded",
+      param: "max_tokens",
+    });
     expect(refused.get("completions").body.error.message).toMatch(/maximum context length is 256 tokens.*100000 in max_tokens/);
-    expect(refused.get("chat").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_completion_tokens" });
-    expect(refused.get("responses").body.error).toMatchObject({ code: "context_length_exceeded", param: "max_output_tokens" });
+    expect(refused.get("chat").body?.error, JSON.stringify(refused.get("chat"))).toMatchObject({
+      code: "context_length_exceeded",
+      param: "max_completion_tokens",
+    });
+    expect(refused.get("responses").body?.error, JSON.stringify(refused.get("responses"))).toMatchObject({
+      code: "context_length_exceeded",
+      param: "max_output_tokens",
+    });
     expect(refused.get("messages")).toMatchObject({ status_code: 400 });
     expect(JSON.stringify(refused.get("messages").body)).toMatch(/max_tokens/);
     for (const r of refused.values()) expect(r.status_code).toBe(400);
