@@ -46,14 +46,15 @@ describe("spot preemption", () => {
       SHUTDOWN_GRACE_SECONDS: "30",
       SPOT_PREEMPT_COOLDOWN_SECONDS: "600",
     });
-    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    // Far more lines than run before the reclaim, so the batch is mid-run however fast the model.
+    const file = await upload(cp, bed.dir, completionLines(400, { maxTokens: 32 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
     expect((await cp.status.preemptSpot()).preempted).toEqual([batch.id]);
     const cancelled = await cp.batches.cancel(batch.id, null);
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
     const done = await waitFor(cp, batch.id, inStatus("cancelled"));
-    expect(done.request_counts.completed + done.request_counts.failed).toBe(40);
+    expect(done.request_counts.completed + done.request_counts.failed).toBe(400);
   });
 
   it("with SPOT_PREEMPTIONS_PER_HOUR, reclaims come at random and every batch still completes exactly once", async () => {
