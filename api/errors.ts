@@ -2,7 +2,13 @@
 // The HTTP surface's own refusals (auth, uploads, routes); the control plane's are the domain's errors
 // (domain/errors.ts), mapped to these by api/http/error-handler.ts.
 
-export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error";
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "server_error";
 
 export class ApiError extends Error {
   constructor(
@@ -31,6 +37,8 @@ export const notFound = (what: string, id: string, param: string | null = null) 
 
 export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').") =>
   new ApiError(401, message, "authentication_error", "invalid_api_key");
+
+export const forbidden = (message: string) => new ApiError(403, message, "permission_error", "insufficient_permissions");
 
 /**
  * The machine ran out of disk or file descriptors: the caller's business to know (507 or 503, with a code

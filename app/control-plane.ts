@@ -15,6 +15,7 @@ import { memoryPorts, openStateFiles } from "../cluster/embedded/index.js";
 import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
+import { ClusterOrganization } from "../cluster/organization.js";
 import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
 import { openPgPorts } from "../cluster/pg/index.js";
 import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
@@ -25,8 +26,8 @@ import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
 import { type Config, webhookEndpoints } from "../config/config.js";
+import { KeyRing } from "../config/keys.js";
 import { unixNow } from "../domain/clock.js";
-import { ownerOf } from "../domain/owner.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
@@ -38,6 +39,8 @@ export interface ControlPlane {
   batches: ClusterBatchService;
   /** The console's views of batches (inspect, search). */
   views: ClusterBatchViews;
+  /** Usage, costs and keys, for admin keys. */
+  organization: ClusterOrganization;
   status: ClusterStatus;
   /** The first of the workers this process runs; absent with ROLE=api. */
   worker?: ClusterWorker;
@@ -151,11 +154,10 @@ export async function openSharedState(config: Config, logger: pino.Logger, now: 
   return { ports, blobs };
 }
 
-/** Each owner's webhook endpoint: its API key's (WEBHOOKS_BY_KEY), else the deployment's; undefined: none at all. */
+/** Each owner's webhook endpoint: its API key's (the keys file, WEBHOOKS_BY_KEY), else the deployment's; undefined: none at all. */
 function webhookTargets(config: Config): WebhookTargets | undefined {
-  const { deployment, byKey } = webhookEndpoints(config);
-  if (!deployment && byKey.size === 0) return undefined;
-  const byOwner = new Map([...byKey].map(([apiKey, target]) => [ownerOf(apiKey), target]));
+  const { deployment, byOwner } = webhookEndpoints(config);
+  if (!deployment && byOwner.size === 0) return undefined;
   return (owner) => (owner !== null && byOwner.get(owner)) || deployment;
 }
 
@@ -184,6 +186,7 @@ export async function buildControlPlane(deps: {
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
   const { batches, queue, workers, files, events: bus } = ports;
   const webhooks = webhookTargets(config);
+  const keys = new KeyRing(config.keys);
   const newRun = shardRuns(state.runs ?? "parts", {
     queue: meteredQueue(queue, metrics, models.registry),
     blobs,
@@ -214,7 +217,10 @@ export async function buildControlPlane(deps: {
     metrics,
     ownInput: state.ownInput,
     webhooks,
+    keys,
+    countTokens: (model, text) => models.countTokens(model, text),
   });
+  const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const views = new ClusterBatchViews({ batches, queue, files, blobs, registry: models.registry, now });
   const uploads = new BlobUploads({
     blobs,
@@ -267,6 +273,7 @@ export async function buildControlPlane(deps: {
         newRun,
         leaseSeconds: cluster.leaseSeconds,
         urgentSeconds: config.slaUrgentSeconds,
+        weights: keys.weights(),
         cancelGraceSeconds: config.cancelGraceSeconds,
         preemptGraceMs: config.shutdownGraceSeconds * 1000,
         preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
@@ -310,6 +317,7 @@ export async function buildControlPlane(deps: {
     uploads,
     batches: service,
     views,
+    organization,
     status,
     worker: pool[0],
     maintenance,

@@ -11,7 +11,10 @@ export function createLogger(level: string, env: Record<string, string | undefin
   return pino({
     level,
     base: { service: "offline-batch-inference" },
-    redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization", "apiKey", "apiKeys"], censor: "[redacted]" },
+    redact: {
+      paths: ["req.headers.authorization", "headers.authorization", "authorization", "apiKey", "apiKeys", "sha256"],
+      censor: "[redacted]",
+    },
     ...(pretty && {
       transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,service" } },
     }),

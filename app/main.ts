@@ -47,14 +47,15 @@ async function main() {
     }
     return;
   }
-  if (config.apiKeys.length === 0) {
+  if (config.keys.length === 0) {
     logger.warn(
       isLoopback(config.host)
-        ? `API_KEYS is not set: the API has no keys, so it listens on ${config.host} only; set API_KEYS=key1,key2 to require keys and listen on every interface (or HOST=0.0.0.0 to open it without keys)`
-        : `API_KEYS is not set: the API is OPEN to anyone who can reach ${config.host}; set API_KEYS=key1,key2 to require keys`,
+        ? `API_KEYS is not set: the API has no keys, so it listens on ${config.host} only; set API_KEYS=key1,key2 or KEYS_FILE to require keys and listen on every interface (or HOST=0.0.0.0 to open it without keys)`
+        : `API_KEYS is not set: the API is OPEN to anyone who can reach ${config.host}; set API_KEYS=key1,key2 or KEYS_FILE to require keys`,
     );
   } else {
-    logger.info({ keys: config.apiKeys.length }, "API key authentication on");
+    const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
+    logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
   const service = await buildService(config, logger);
   // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.

@@ -86,6 +86,11 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     poolStatus: () => status.poolStatus(),
     leader: () => maintenance.leader,
     totals: () => controlPlane.totals(),
+    keyName: (owner) => controlPlane.organization.keyId(owner) ?? "-",
+    enqueued: async () => {
+      const keys = await controlPlane.organization.keys();
+      return keys.flatMap((k) => Object.entries(k.enqueued_tokens).map(([model, tokens]) => ({ key: k.id, model, tokens })));
+    },
   });
   const plane = controlPlane;
   const series = new Series({
@@ -103,6 +108,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     uploads: plane.uploads,
     batches: plane.batches,
     views: plane.views,
+    organization: plane.organization,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),
     reachable: () => plane.ping(),

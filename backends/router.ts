@@ -93,6 +93,20 @@ export class ModelRouter {
     }));
   }
 
+  /**
+   * Tokens in `text` by the tokenizer of the model `name` resolves to, where that model is loaded in this process;
+   * undefined elsewhere (an upstream, a model not loaded, an API server): the caller estimates instead.
+   */
+  countTokens(name: string, text: string): number | undefined {
+    const entry = this.entries.get(this.registry.resolve(name)?.name ?? name);
+    if (entry?.state !== "loaded" || !entry.backend?.countTokens) return undefined;
+    try {
+      return entry.backend.countTokens(text);
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Backends up now (for metrics and /ready). */
   backends(): Array<{ name: string; backend: InferenceBackend }> {
     return [...this.entries.values()].filter((e) => e.backend).map((e) => ({ name: e.spec.name, backend: e.backend! }));

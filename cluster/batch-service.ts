@@ -10,6 +10,7 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
+import type { KeyRing } from "../config/keys.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
@@ -21,12 +22,14 @@ import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../dom
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planModelShards, planShards, type ShardPlan } from "../pipeline/shards.js";
+import type { TokenCounter } from "../pipeline/token-estimate.js";
+import type { ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import { blobLines, clientView } from "./client-view.js";
-import type { BatchRecords, EventBus, FileRecords, WorkQueue } from "./ports.js";
+import { type BatchRecords, type EventBus, type FileRecords, TokenLimitReached, type WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
@@ -49,6 +52,10 @@ export interface ClusterBatchServiceDeps {
   files: FileRecords;
   blobs: BlobStore;
   registry: ModelRegistry;
+  /** The keys' properties: their enqueued-token limits (none: no limits). */
+  keys?: KeyRing;
+  /** Counts prompt tokens with the model's tokenizer where this process has it (else estimated from characters). */
+  countTokens?: TokenCounter;
   /** Where ended batches' events go: a batch whose file fails validation ends at once. */
   webhooks?: WebhookTargets;
   /** Local scratch space for validating inputs. */
@@ -114,12 +121,12 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
-  async get(id: string, owner: Owner): Promise<Batch | undefined> {
+  async get(id: string, owner: Owner | undefined): Promise<Batch | undefined> {
     const row = await this.deps.batches.get(id, owner);
     return row && this.view(row.batch);
   }
 
-  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+  async list(q: { after?: string; limit: number; owner: Owner | undefined }): Promise<Page<Batch>> {
     const page = await this.deps.batches.list(q);
     return { ...page, data: page.data.map((b) => this.view(b)) };
   }
@@ -274,6 +281,7 @@ export class ClusterBatchService implements BatchService {
         maxRequests: limits.maxRequestsPerBatch,
         maxLineBytes: limits.maxLineBytes,
         oneModel: !input.mixedModels,
+        countTokens: this.deps.countTokens,
       });
       // The storage failing to deliver the input is the storage's fault, not a fault of the file.
       if (readError) throw readError;
@@ -299,15 +307,26 @@ export class ClusterBatchService implements BatchService {
       try {
         if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
           throw new NotFoundError("file", input.inputFileId, "input_file_id");
-        admitted = await batches.insert({
-          batch,
-          owner: input.owner,
-          inputKey,
-          outputExpiresAfter: input.output_expires_after,
-          shards,
-          maxQueued: limits.maxQueueDepth,
-          webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
-        });
+        const record = (shards: ShardPlan[], limited: boolean) =>
+          batches.insert({
+            batch,
+            owner: input.owner,
+            inputKey,
+            outputExpiresAfter: input.output_expires_after,
+            shards,
+            maxQueued: limits.maxQueueDepth,
+            webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
+            ...(limited ? this.enqueuedOf(v, input.owner) : {}),
+          });
+        try {
+          admitted = await record(shards, batch.status === "validating");
+        } catch (err) {
+          if (!(err instanceof TokenLimitReached)) throw err;
+          // As OpenAI ends a batch over its organization's limit: failed, with nothing run.
+          failOverLimit(batch, err, this.deps.keys?.idOf(input.owner) ?? null, now());
+          shards.length = 0;
+          admitted = await record([], false);
+        }
       } catch (err) {
         throw await refuse(err);
       }
@@ -326,6 +345,21 @@ export class ClusterBatchService implements BatchService {
     }
   }
 
+  /** The batch's estimated tokens by the model that serves each line, and its key's limits on those models. */
+  private enqueuedOf(v: ValidationResult, owner: Owner): { enqueued: Record<string, number>; tokenLimits: Record<string, number> } {
+    const enqueued: Record<string, number> = {};
+    for (const [named, tokens] of Object.entries(v.enqueuedTokens ?? {})) {
+      const model = this.deps.registry.resolve(named)?.name ?? named;
+      enqueued[model] = (enqueued[model] ?? 0) + tokens;
+    }
+    const tokenLimits: Record<string, number> = {};
+    for (const model of Object.keys(enqueued)) {
+      const limit = this.deps.keys?.limitOf(owner, model);
+      if (limit !== undefined) tokenLimits[model] = limit;
+    }
+    return { enqueued, tokenLimits };
+  }
+
   /** A fresh path for one temporary file in the scratch space. */
   private scratchFile(): string {
     return path.join(this.deps.scratchDir, `api-${randomUUID()}.jsonl`);
@@ -335,6 +369,28 @@ export class ClusterBatchService implements BatchService {
     const out = await inDir(this.deps.scratchDir, () => open(local, "w"));
     await pipeline(content, createWriteStream(local, { fd: out }));
   }
+}
+
+/** Ends `batch` failed at `now` with OpenAI's token_limit_exceeded error: no request runs, none is counted. */
+function failOverLimit(batch: Batch, err: TokenLimitReached, keyId: string | null, now: number): void {
+  const n = (x: number) => x.toLocaleString("en-US");
+  const who = keyId ? ` for API key ${keyId}` : "";
+  batch.errors = {
+    object: "list",
+    data: [
+      {
+        code: "token_limit_exceeded",
+        message:
+          `Enqueued token limit reached for ${err.model}${who}. Limit: ${n(err.limit)} enqueued tokens ` +
+          `(already enqueued: ${n(err.enqueued)}; this batch: ${n(err.requested)}). ` +
+          "Please try again once some in_progress batches have been completed.",
+        line: null,
+        param: null,
+      },
+    ],
+  };
+  batch.request_counts = { completed: 0, failed: 0, total: 0 };
+  transition(batch, "failed", now);
 }
 
 /** The file an inline batch's requests are kept in. */

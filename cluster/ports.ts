@@ -6,6 +6,7 @@
 import type { BatchFilter } from "../domain/batch-search.js";
 import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
+import type { UsageRecord } from "../domain/usage.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
 import type { SlaSnapshot } from "./sla.js";
@@ -25,6 +26,8 @@ export interface BatchRow {
   outputExpiresAfter?: ExpiresAfter;
   /** The batch's webhook event, set with its final status where webhooks are on (the outbox, one per batch). */
   webhook?: WebhookState | null;
+  /** Its estimated tokens by model (pipeline/token-estimate.ts): what its key has enqueued while it is open. */
+  enqueued?: Record<string, number> | null;
 }
 
 /** A batch's webhook event and its delivery so far. */
@@ -55,6 +58,35 @@ export interface NewBatchRecord {
   webhook?: WebhookState | null;
   /** Admit a batch only while fewer than this many are queued (MAX_QUEUE_DEPTH). */
   maxQueued?: number;
+  /** Its estimated tokens by model, held against its key's limits while it is open. */
+  enqueued?: Record<string, number>;
+  /**
+   * The key's enqueued-token limit on each of those models that has one: the batch is admitted only while its
+   * owner's open batches and it stay within each, decided atomically with the insert (else TokenLimitReached).
+   */
+  tokenLimits?: Record<string, number>;
+}
+
+/** A batch that would take its key's enqueued tokens for a model past the key's limit: nothing was recorded. */
+export class TokenLimitReached extends Error {
+  constructor(
+    readonly model: string,
+    readonly limit: number,
+    /** Already enqueued by the key's open batches. */
+    readonly enqueued: number,
+    /** This batch's estimate. */
+    readonly requested: number,
+  ) {
+    super(`enqueued token limit reached for ${model}`);
+    this.name = "TokenLimitReached";
+  }
+}
+
+/** A key's enqueued tokens on one model now: its open batches' estimates. */
+export interface EnqueuedTokens {
+  owner: Owner;
+  model: string;
+  tokens: number;
 }
 
 /** Batches and their shards, with live counts; a status changes only from the status its writer read. */
@@ -62,7 +94,8 @@ export interface BatchRecords {
   /** Records a batch with its shards; false (nothing recorded) when `maxQueued` batches are queued. */
   insert(a: NewBatchRecord): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
-  list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>>;
+  /** `owner` undefined: every owner's. */
+  list(q: { after?: string; limit: number; owner: Owner | undefined }): Promise<Page<Batch>>;
   /**
    * Newest first as list, only the batches `q` matches (domain/batch-search.ts, applied where the batches are kept:
    * one query a page), each with its input file's name while the file is there.
@@ -90,6 +123,13 @@ export interface BatchRecords {
   remove(id: string): Promise<{ orphanInput?: string }>;
   /** The running totals (cluster/totals.ts), added to as batches end. */
   totals(): Promise<Totals>;
+  /** Each key's enqueued tokens by model (open batches only: a batch that ends releases its own). */
+  enqueued(): Promise<EnqueuedTokens[]>;
+  /**
+   * The usage of batches that ended in [start, end) (unix seconds), kept for every batch once it ends: a batch
+   * deleted or expired away leaves its record behind.
+   */
+  usage(q: { start: number; end: number }): Promise<UsageRecord[]>;
 }
 
 export interface ShardPart {
@@ -156,6 +196,8 @@ export interface ClaimOptions {
    * says false for a lease after it is back: the others were likely cut off too, and renew theirs meanwhile.
    */
   takeLapsed?: boolean;
+  /** The keys' share weights by owner (cluster/fair-share.ts; "" for no owner); 1 where absent. */
+  weights?: Readonly<Record<string, number>>;
 }
 
 /**

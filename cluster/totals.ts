@@ -3,11 +3,19 @@
 // there (from the maintenance's leader), so no process's exit loses a count.
 import { isFinal } from "../domain/batch-state.js";
 import type { Batch, BatchStatus } from "../domain/objects.js";
+import type { Owner } from "../domain/ports.js";
 
 export type Totals = Record<string, number>;
 
-/** What a batch adds to the totals as it ends (nothing unless it goes from open to final). */
-export function endTotals(was: BatchStatus | null, b: Batch): Array<[string, number]> {
+/** The totals' name for a key's tokens of one kind on one model (owner "-": no key). */
+export const keyTokensName = (owner: Owner, model: string, kind: "input" | "cached" | "output") =>
+  `key_tokens:${owner ?? "-"}|${model}|${kind}`;
+
+/**
+ * What a batch adds to the totals as it ends (nothing unless it goes from open to final): with its owner, its
+ * tokens by key and model too.
+ */
+export function endTotals(was: BatchStatus | null, b: Batch, owner?: Owner): Array<[string, number]> {
   if ((was !== null && isFinal(was)) || !isFinal(b.status)) return [];
   const out: Array<[string, number]> = [
     [`batches:${b.status}`, 1],
@@ -15,5 +23,14 @@ export function endTotals(was: BatchStatus | null, b: Batch): Array<[string, num
     ["requests:failed", b.request_counts.failed],
   ];
   if (b.deadline_met !== null) out.push([`deadlines:${b.deadline_met ? "met" : "missed"}`, 1]);
+  if (owner !== undefined && b.model) {
+    const u = b.usage;
+    const kinds = [
+      ["input", u.input_tokens],
+      ["cached", u.input_tokens_details.cached_tokens],
+      ["output", u.output_tokens],
+    ] as const;
+    for (const [kind, n] of kinds) if (n > 0) out.push([keyTokensName(owner, b.model, kind), n]);
+  }
   return out;
 }

@@ -54,6 +54,8 @@ export interface ClusterWorkerDeps {
   newRun: StartShardRun;
   leaseSeconds: number;
   urgentSeconds: number;
+  /** The keys' share weights by owner (cluster/fair-share.ts). */
+  weights?: Readonly<Record<string, number>>;
   cancelGraceSeconds: number;
   /** How long a preempted shard's requests in flight may finish before it is checkpointed. */
   preemptGraceMs: number;
@@ -136,6 +138,7 @@ export class ClusterWorker {
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),
         takeLapsed: Date.now() >= this.lapsedAfter,
+        weights: this.deps.weights,
       })
       .then(async (shards) => {
         // Claimed while this worker began to close or was preempted: straight back to the queue.

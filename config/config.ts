@@ -2,6 +2,7 @@ import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
+import { type ApiKey, loadKeys, ownerOfDigest, sha256Hex } from "./keys.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -64,17 +65,26 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("invalid configuration: pools: spot and dedicated capacity are both 0, no job could ever run");
   }
   checkCluster(cfg, given);
-  checkWebhooks(cfg);
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
-  if (cfg.requireApiKeys && cfg.apiKeys.length === 0) {
-    throw new ConfigError("invalid configuration: REQUIRE_API_KEYS=true and API_KEYS is empty; give the keys (the API must not be open)");
+  let keys: ApiKey[];
+  try {
+    keys = loadKeys(cfg.apiKeys, cfg.keysFile ? path.resolve(cfg.keysFile) : "");
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
+  webhookEndpoints({ ...cfg, keys });
+  if (cfg.requireApiKeys && keys.length === 0) {
+    throw new ConfigError(
+      "invalid configuration: REQUIRE_API_KEYS=true and neither API_KEYS nor KEYS_FILE gives a key (the API must not be open)",
+    );
   }
   return {
     ...cfg,
+    keys,
     // An API without keys is open to whoever reaches it: only loopback, unless HOST says otherwise.
-    host: cfg.host || (cfg.apiKeys.length > 0 ? "0.0.0.0" : "127.0.0.1"),
+    host: cfg.host || (keys.length > 0 ? "0.0.0.0" : "127.0.0.1"),
     batchDir: path.resolve(cfg.batchDir),
     modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
@@ -138,9 +148,10 @@ function webhookUrl(url: string, name: string): string {
  * The webhook endpoints the settings name: the deployment's (WEBHOOK_URL, WEBHOOK_SECRET), and each API key's
  * (WEBHOOKS_BY_KEY). Throws one ConfigError naming the setting at fault; loadConfig calls it once at start.
  */
-export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys">): {
+export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "keys">): {
   deployment?: WebhookEndpoint;
-  byKey: Map<string, WebhookEndpoint>;
+  /** By owner (domain/owner.ts): WEBHOOKS_BY_KEY's keys and the keys file's. */
+  byOwner: Map<string, WebhookEndpoint>;
 } {
   const { url, secret, byKey } = cfg.webhooks;
   if (Boolean(url) !== Boolean(secret))
@@ -162,14 +173,16 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys">): {
       const e = v as { url?: unknown; secret?: unknown } | null;
       if (typeof e?.url !== "string" || typeof e?.secret !== "string")
         throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
-      keyed.set(apiKey, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
+      const owner = ownerOfDigest(sha256Hex(apiKey));
+      keyed.set(owner, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
     }
   }
-  return { deployment, byKey: keyed };
-}
-
-function checkWebhooks(cfg: Config): void {
-  webhookEndpoints(cfg);
+  for (const k of cfg.keys) {
+    if (!k.webhook) continue;
+    const where = `KEYS_FILE: key ${k.id}: webhook`;
+    keyed.set(k.owner, { url: webhookUrl(k.webhook.url, `${where}.url`), key: webhookKey(k.webhook.secret, `${where}.secret`) });
+  }
+  return { deployment, byOwner: keyed };
 }
 
 /**

@@ -2,6 +2,7 @@
 // YAML file, its default, its schema and its help text. config.ts reads and checks them; `npm start -- --help`
 // prints them; docs/configuration.md's table is written from them (npm run docs:config) and a test holds it to them.
 import { z } from "zod";
+import type { ApiKey } from "./keys.js";
 
 export interface Setting<S extends z.ZodType = z.ZodType> {
   env: string;
@@ -108,12 +109,18 @@ export const SETTINGS = {
     read: keyList,
     help: "comma-separated keys; each key sees only its own files and batches (none: the API is open)",
   }),
+  keysFile: setting({
+    env: "KEYS_FILE",
+    default: "",
+    schema: z.string(),
+    help: "a YAML file of keys with properties: id, sha256 of the secret, admin, weight, enqueued_token_limits, webhook (docs/teams.md)",
+  }),
   requireApiKeys: setting({
     env: "REQUIRE_API_KEYS",
     default: false,
     schema: bool(),
     read: booleanSetting,
-    help: "refuse to start without API_KEYS (deployments set it, so a missing secret cannot leave the API open)",
+    help: "refuse to start without API_KEYS or KEYS_FILE (deployments set it, so a missing secret cannot leave the API open)",
   }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",
@@ -437,7 +444,8 @@ export const SETTINGS = {
   },
 } satisfies SettingsTree;
 
-export type Config = ConfigOf<typeof SETTINGS>;
+/** The settings, and the keys they declare (API_KEYS and KEYS_FILE, read and checked once at start). */
+export type Config = ConfigOf<typeof SETTINGS> & { keys: readonly ApiKey[] };
 
 /** Each setting with its place in the tree, in declaration order. */
 export function eachSetting(tree: SettingsTree = SETTINGS, at: string[] = []): Array<{ path: string[]; setting: Setting }> {

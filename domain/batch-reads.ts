@@ -3,8 +3,10 @@ import type { Batch } from "./objects.js";
 import type { Awaitable, Owner, Page } from "./ports.js";
 
 export interface BatchReads {
-  get(id: string, owner: Owner): Awaitable<Batch | undefined>;
-  list(q: { after?: string; limit: number; owner: Owner }): Awaitable<Page<Batch>>;
+  /** `owner` undefined: whoever owns it (an admin key's view). */
+  get(id: string, owner: Owner | undefined): Awaitable<Batch | undefined>;
+  /** Newest first; `owner` undefined: every owner's (an admin key's view). */
+  list(q: { after?: string; limit: number; owner: Owner | undefined }): Awaitable<Page<Batch>>;
   /**
    * The batch's result lines so far (the proof of concept's /results route), whole lines only: a line being
    * written is left for the next read. Undefined when no result exists yet.

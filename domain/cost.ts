@@ -5,7 +5,7 @@ import { costOf, roundMoney } from "../backends/price.js";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { Batch, Cost } from "./objects.js";
 
-export function batchCost(batch: Batch, registry: ModelRegistry): Cost | null {
+export function batchCost(batch: Pick<Batch, "model" | "usage" | "engine_seconds">, registry: ModelRegistry): Cost | null {
   const price = batch.model ? registry.get(batch.model)?.price : undefined;
   if (!price) return null;
   const { input_tokens, output_tokens, input_tokens_details } = batch.usage;

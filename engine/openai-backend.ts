@@ -50,6 +50,11 @@ export class LlamaBackend implements InferenceBackend {
     });
   }
 
+  /** Prompt tokens by the model's own tokenizer (the enqueued-token estimate of a batch). */
+  countTokens(text: string): number {
+    return this.engine.countTokens(text);
+  }
+
   check(request: InferenceRequest): void {
     checkRequest(this.engine, request);
   }

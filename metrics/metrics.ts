@@ -35,6 +35,10 @@ export interface GaugeSource {
   leader?(): boolean;
   /** The cluster's running totals kept in the state (batches:<status>, requests:<outcome>, deadlines:<result>). */
   totals?(): Promise<Record<string, number>>;
+  /** What a key is called in labels: its id from the keys file, never its secret ("-": no key). */
+  keyName?(owner: string): string;
+  /** Each key's enqueued tokens by model now (the keys' ids). */
+  enqueued?(): Promise<Array<{ key: string; model: string; tokens: number }>>;
 }
 
 export interface PoolGauges {
@@ -140,6 +144,34 @@ export function createMetrics(
       },
     });
   };
+  const keyTokensSeen = new Map<string, number>();
+  new client.Counter({
+    name: `${PREFIX}key_tokens_total`,
+    help: "Tokens of ended batches by key (its id, never its secret), model and kind (input, cached, output); the leader's count.",
+    labelNames: ["key", "model", "kind"],
+    registers,
+    async collect() {
+      const source = cluster();
+      if (!source?.totals) return;
+      for (const [name, value] of Object.entries(await source.totals())) {
+        const m = /^key_tokens:([^|]*)\|(.*)\|(input|cached|output)$/.exec(name);
+        if (!m) continue;
+        const added = value - (keyTokensSeen.get(name) ?? 0);
+        const key = m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? `key_${m[1].slice(0, 8)}`);
+        if (added > 0) this.inc({ key, model: m[2], kind: m[3] }, added);
+        keyTokensSeen.set(name, value);
+      }
+    },
+  });
+  liveGauge(
+    "key_enqueued_tokens",
+    "Estimated tokens of each key's open batches, by model: what its enqueued-token limits count (the leader's figure).",
+    async (g) => {
+      g.reset();
+      for (const e of (await cluster()?.enqueued?.()) ?? []) g.set({ key: e.key, model: e.model }, e.tokens);
+    },
+    ["key", "model"],
+  );
   fromTotals("batches_total", "Batches that reached a final status (the cluster's, from the leader).", "status", "batches:");
   fromTotals("requests_total", "Requests of ended batches, by outcome (the cluster's, from the leader).", "outcome", "requests:");
   const slaYields = counter("sla_yields_total", "Running shards that yielded their slot to a more urgent batch, by the pool they left.", [

@@ -91,6 +91,8 @@ export interface InferenceBackend {
    * upstream/slot-affinity.ts). Asked once per run whose order is the default, "cost".
    */
   lineOrder?(): Promise<LinePreference>;
+  /** Tokens in `text` by the model's tokenizer, where this process has it (a local model). */
+  countTokens?(text: string): number;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
   /**

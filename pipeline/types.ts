@@ -1,6 +1,7 @@
 // Contracts of the pipeline: validation of a batch file and the run of a validated file over a backend.
 import type { Endpoint, InferenceBackend, TokenUsage } from "../openai/backend.js";
 import type { LineOrder } from "./schedule.js";
+import type { TokenCounter } from "./token-estimate.js";
 
 export type { Endpoint, TokenUsage };
 
@@ -19,6 +20,8 @@ export interface ValidationLimits {
   maxErrors?: number;
   /** False where lines may name different models (Anthropic's message batches); default true, as OpenAI has it. */
   oneModel?: boolean;
+  /** Counts the prompt tokens of the enqueued-token estimate (pipeline/token-estimate.ts) where it can. */
+  countTokens?: TokenCounter;
 }
 
 export interface ValidationResult {
@@ -33,6 +36,8 @@ export interface ValidationResult {
   modelLine?: number;
   /** Every model named, each with the line naming it first (where lines may name several: `oneModel: false`). */
   models?: Array<{ model: string; line: number }>;
+  /** The lines' estimated tokens (prompt and the most each may generate), by the model each names. */
+  enqueuedTokens?: Record<string, number>;
 }
 
 export interface Progress {

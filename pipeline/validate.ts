@@ -7,6 +7,7 @@ import type { Readable } from "node:stream";
 import { describeIssue } from "../openai/issues.js";
 import { BatchLineSchema } from "./batch-line.js";
 import { readJsonlLines } from "./jsonl.js";
+import { lineTokens } from "./token-estimate.js";
 import type { Endpoint, LineError, ValidationLimits, ValidationResult } from "./types.js";
 
 export const DEFAULT_MAX_ERRORS = 100;
@@ -38,6 +39,7 @@ export async function validateBatchFile(
   let model: string | undefined;
   let modelLine: number | undefined;
   const named = new Map<string, number>();
+  const enqueued = new Map<string, number>();
   // Blank lines are an error only when a request follows them; trailing ones are ignored.
   let blankFrom = 0;
   let blankTo = 0;
@@ -66,7 +68,10 @@ export async function validateBatchFile(
         report({ code: "line_too_long", message: `Line is ${line.bytes} bytes; the limit is ${limits.maxLineBytes}.`, line: line.lineNo });
         continue;
       }
-      const lineModel = checkLine(line.text, line.lineNo, endpoint, seen, report);
+      const checked = checkLine(line.text, line.lineNo, endpoint, seen, report);
+      const lineModel = checked?.model;
+      if (checked?.body && lineModel !== undefined)
+        enqueued.set(lineModel, (enqueued.get(lineModel) ?? 0) + lineTokens(endpoint, checked.body, limits.countTokens));
       if (lineModel !== undefined) {
         if (!named.has(lineModel)) named.set(lineModel, line.lineNo);
         if (model === undefined) [model, modelLine] = [lineModel, line.lineNo];
@@ -87,20 +92,23 @@ export async function validateBatchFile(
   if (total === 0 && errorCount === 0) {
     report({ code: "empty_file", message: "The file holds no requests.", line: null });
   }
-  const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount };
+  const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount, enqueuedTokens: Object.fromEntries(enqueued) };
   if (model !== undefined) [result.model, result.modelLine] = [model, modelLine];
   if (limits.oneModel === false) result.models = [...named].map(([m, line]) => ({ model: m, line }));
   return result;
 }
 
-/** Checks one non-blank line's envelope; returns the body's model when it names one, even on a line refused. */
+/**
+ * Checks one non-blank line's envelope; returns the body's model when it names one, even on a line refused, and
+ * the body of a line that passed.
+ */
 function checkLine(
   text: string,
   lineNo: number,
   endpoint: Endpoint,
   seen: Set<string>,
   report: (e: LineError) => void,
-): string | undefined {
+): { model?: string; body?: Record<string, unknown> } | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -131,7 +139,7 @@ function checkLine(
       line: lineNo,
       param: "custom_id",
     });
-    return model;
+    return { model };
   }
   seen.add(custom_id);
 
@@ -142,6 +150,7 @@ function checkLine(
       line: lineNo,
       param: "url",
     });
+    return { model };
   }
-  return model;
+  return { model, body: body as Record<string, unknown> };
 }

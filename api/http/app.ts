@@ -4,6 +4,7 @@ import type pino from "pino";
 import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
 import type { BatchService, BatchViews, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
+import type { Organization } from "../../domain/usage.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
@@ -20,11 +21,13 @@ import { requestLogger } from "./request-log.js";
 import { readServiceInfo } from "./service-info.js";
 
 export interface AppDeps {
-  config: Pick<Config, "apiKeys" | "maxFileBytes" | "batchDir">;
+  config: Pick<Config, "keys" | "maxFileBytes" | "batchDir">;
   files: FileStore;
   batches: BatchService;
   /** The console's views (a batch inspected, a search), which Anthropic's list reads too. */
   views: BatchViews;
+  /** Usage, costs and keys, for admin keys (GET /v1/organization/...). */
+  organization?: Organization;
   /** The Uploads API (POST /v1/uploads...). */
   uploads?: UploadStore;
   status: ControlPlaneStatus;
@@ -88,7 +91,7 @@ export function createApp(deps: AppDeps): express.Express {
   }
 
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
-  const auth = requireApiKey(config.apiKeys);
+  const auth = requireApiKey(config.keys);
   app.use(["/v1", "/queue", "/pools", "/status.json", "/console/api"], auth);
   // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
   // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".

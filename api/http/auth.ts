@@ -2,25 +2,31 @@
 // so keys are never stored, and one key's files and batches are invisible to another.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { RequestHandler, Response } from "express";
+import { type ApiKey, bareKey } from "../../config/keys.js";
 import { ownerOf } from "../../domain/owner.js";
 import type { Owner } from "../../domain/ports.js";
-import { unauthorized } from "../errors.js";
+import type { Organization } from "../../domain/usage.js";
+import { badRequest, forbidden, unauthorized } from "../errors.js";
 
 export { ownerOf };
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 
 /**
- * Requires `Authorization: Bearer <key>` (or Anthropic's `x-api-key: <key>`) with one of `apiKeys`, and sets
- * res.locals.owner.
- * With no keys configured every request passes and the owner is null.
+ * Requires `Authorization: Bearer <key>` (or Anthropic's `x-api-key: <key>`) with one of `keys` (bare secrets are
+ * API_KEYS'), and sets res.locals.owner and res.locals.key. With no keys every request passes, the owner is null,
+ * and the caller may do what an admin may: the API is open.
  */
-export function requireApiKey(apiKeys: readonly string[]): RequestHandler {
+export function requireApiKey(keys: readonly (ApiKey | string)[]): RequestHandler {
   // Comparing fixed-length digests keeps the comparison constant-time whatever the key lengths.
-  const known = apiKeys.map((key) => ({ digest: digest(key), owner: ownerOf(key) }));
+  const known = keys.map((k) => {
+    const key = typeof k === "string" ? bareKey(k) : k;
+    return { digest: Buffer.from(key.sha256, "hex"), owner: key.owner, key };
+  });
   return (req, res, next) => {
     if (known.length === 0) {
       res.locals.owner = null;
+      res.locals.admin = true;
       return next();
     }
     const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(req.get("authorization") ?? "")?.[1];
@@ -30,9 +36,39 @@ export function requireApiKey(apiKeys: readonly string[]): RequestHandler {
     const hit = known.find((k) => timingSafeEqual(k.digest, presented));
     if (!hit) return next(unauthorized("Incorrect API key provided."));
     res.locals.owner = hit.owner;
+    res.locals.key = hit.key;
+    res.locals.admin = hit.key.admin;
     next();
   };
 }
+
+/** Whether the caller may read every key's usage and batches: an admin key, or anyone where the API is open. */
+export const isAdmin = (res: Response): boolean => res.locals.admin === true;
+
+/**
+ * Whose batches a read covers: the caller's own; an admin's, every key's (undefined) or `apiKeyId`'s alone. Naming
+ * another key without being an admin is refused (403), naming no key there is is a 400.
+ */
+export function readScope(res: Response, apiKeyId: string | undefined, org?: Pick<Organization, "ownerOf">): Owner | undefined {
+  const own = ownerFrom(res);
+  if (!isAdmin(res) || !org) {
+    if (apiKeyId !== undefined && apiKeyId !== (res.locals.key as ApiKey | undefined)?.id)
+      throw forbidden("Only an admin key may read another key's batches (api_key_id).");
+    return own;
+  }
+  if (apiKeyId === undefined) return undefined;
+  const owner = org.ownerOf(apiKeyId);
+  if (owner === undefined) throw badRequest(`No API key has the id '${apiKeyId}'.`, "api_key_id", "invalid_api_key_id");
+  return owner;
+}
+
+/** Refuses (403) a caller whose key is not an admin key. */
+export const requireAdmin: RequestHandler = (_req, res, next) =>
+  next(
+    isAdmin(res)
+      ? undefined
+      : forbidden(`The API key '${(res.locals.key as ApiKey | undefined)?.id}' is not an admin key; this needs an admin key.`),
+  );
 
 /** The owner set by requireApiKey (null when auth is off). */
 export function ownerFrom(res: Response): Owner {

@@ -6,9 +6,10 @@ import { Router } from "express";
 import { z } from "zod";
 import { BatchSchema, listOf } from "../../domain/objects.js";
 import type { BatchService } from "../../domain/ports.js";
+import type { Organization } from "../../domain/usage.js";
 import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 import { ApiError, badRequest, notFound } from "../errors.js";
-import { ownerFrom } from "../http/auth.js";
+import { ownerFrom, readScope } from "../http/auth.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";
 import { listObject } from "../http/list.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -36,7 +37,7 @@ function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
   }
 }
 
-export function batchesRouter(batches: BatchService): Router {
+export function batchesRouter(batches: BatchService, deps: { organization?: Organization } = {}): Router {
   const router = Router();
   const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
 
@@ -53,13 +54,13 @@ export function batchesRouter(batches: BatchService): Router {
   });
 
   router.get("/v1/batches", async (req, res) => {
-    const q = parseRequest(ListBatchesQuery, req.query);
-    res.json(listObject(await batches.list({ ...q, owner: ownerFrom(res) })));
+    const { api_key_id, ...q } = parseRequest(ListBatchesQuery, req.query);
+    res.json(listObject(await batches.list({ ...q, owner: readScope(res, api_key_id, deps.organization) })));
   });
 
   router.get("/v1/batches/:batch_id", async (req, res) => {
     const id = batchId(req.params.batch_id);
-    const batch = await batches.get(id, ownerFrom(res));
+    const batch = await batches.get(id, readScope(res, undefined, deps.organization));
     if (!batch) throw notFound("batch", id);
     res.json(batch);
   });
@@ -213,6 +214,6 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
 }
 
 export const batchesRoutes: RouteModule = {
-  router: (d) => batchesRouter(d.batches),
+  router: (d) => batchesRouter(d.batches, d),
   paths: registerBatchesPaths,
 };

@@ -5,6 +5,7 @@ import { consoleRoutes } from "./console.js";
 import { filesRoutes } from "./files.js";
 import { messageBatchesRoutes } from "./message-batches.js";
 import { modelsRoutes } from "./models.js";
+import { organizationRoutes } from "./organization.js";
 import type { RouteModule } from "./route-module.js";
 import { statusRoutes } from "./status.js";
 import { statusPageRoutes } from "./status-page.js";
@@ -19,4 +20,5 @@ export const KEYED_ROUTES: readonly RouteModule[] = [
   statusRoutes,
   statusPageRoutes,
   consoleRoutes,
+  organizationRoutes,
 ];

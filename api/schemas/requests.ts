@@ -69,6 +69,11 @@ export const ListFilesQuery = z.object({
 export const ListBatchesQuery = z.object({
   after: cursor,
   limit: pageLimit(MAX_BATCHES_PAGE, 20),
+  api_key_id: z
+    .string()
+    .min(1)
+    .optional()
+    .openapi({ description: "Admin keys: only this key's batches (an admin's list holds every key's batches)." }),
 });
 
 export const ResultsQuery = z.object({

@@ -8,8 +8,17 @@ import { InvalidRequestError } from "../../domain/errors.js";
 import type { Batch, BatchStatus } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
 import type { Owner, Page } from "../../domain/ports.js";
+import { type UsageRecord, usageRecordOf } from "../../domain/usage.js";
 import { withCounts } from "../batch-doc.js";
-import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
+import {
+  type BatchRecords,
+  type BatchRow,
+  type EnqueuedTokens,
+  type NewBatchRecord,
+  OPEN_STATUSES,
+  TokenLimitReached,
+  type WebhookState,
+} from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import type { BatchEntry, MemoryState } from "./state.js";
 
@@ -41,8 +50,10 @@ export class MemoryBatchRecords implements BatchRecords {
     // Counted and reserved with no await in between: no other admission runs between the two. The batch is
     // listed (and claimable) only once its record is durable: a write refused leaves nothing behind.
     if (a.maxQueued !== undefined && b.status === "validating" && this.countQueued() >= a.maxQueued) return false;
+    if (b.status === "validating") this.checkTokenLimits(a);
     if (this.state.batches.has(b.id) || this.reserved.has(b.id)) throw new Error(`batch ${b.id} already exists`);
     const entry: BatchEntry = {
+      enqueued: b.status === "validating" ? (a.enqueued ?? null) : null,
       batch: structuredClone(b),
       owner: a.owner,
       seq: this.state.nextSeq(),
@@ -77,7 +88,7 @@ export class MemoryBatchRecords implements BatchRecords {
     }
     this.reserved.delete(b.id);
     this.state.batches.set(b.id, entry);
-    this.state.addTotals(endTotals(null, b));
+    this.state.addTotals(endTotals(null, b, a.owner));
     return true;
   }
 
@@ -88,8 +99,8 @@ export class MemoryBatchRecords implements BatchRecords {
   }
 
   /** Newest first, as OpenAI lists batches. */
-  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
-    const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+  async list(q: { after?: string; limit: number; owner: Owner | undefined }): Promise<Page<Batch>> {
+    const mine = [...this.state.batches.values()].filter((e) => q.owner === undefined || e.owner === q.owner).sort((a, b) => b.seq - a.seq);
     const page = paginate(mine, (e) => e.batch.id, q);
     return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
   }
@@ -112,6 +123,35 @@ export class MemoryBatchRecords implements BatchRecords {
       data.push({ batch: rowOf(e).batch, inputFilename: filename });
     }
     return { data, has_more: false };
+  }
+
+  /** Throws TokenLimitReached where the owner's open batches (those being recorded too) and this one pass a limit. */
+  private checkTokenLimits(a: NewBatchRecord): void {
+    for (const [model, limit] of Object.entries(a.tokenLimits ?? {})) {
+      let held = 0;
+      for (const entries of [this.state.batches, this.reserved])
+        for (const e of entries.values()) if (e.owner === a.owner && isOpen(e)) held += e.enqueued?.[model] ?? 0;
+      const want = a.enqueued?.[model] ?? 0;
+      if (held + want > limit) throw new TokenLimitReached(model, limit, held, want);
+    }
+  }
+
+  async enqueued(): Promise<EnqueuedTokens[]> {
+    const sums = new Map<string, EnqueuedTokens>();
+    for (const e of this.sorted()) {
+      if (!isOpen(e)) continue;
+      for (const [model, tokens] of Object.entries(e.enqueued ?? {})) {
+        const k = JSON.stringify([e.owner, model]);
+        const t = sums.get(k) ?? sums.set(k, { owner: e.owner, model, tokens: 0 }).get(k)!;
+        t.tokens += tokens;
+      }
+    }
+    return [...sums.values()];
+  }
+
+  async usage(q: { start: number; end: number }): Promise<UsageRecord[]> {
+    const kept = this.sorted().flatMap((e) => usageRecordOf(rowOf(e).batch, e.owner) ?? []);
+    return [...kept, ...this.state.usageArchive.values()].filter((r) => r.endedAt >= q.start && r.endedAt < q.end);
   }
 
   async queuedCount(): Promise<number> {
@@ -184,7 +224,7 @@ export class MemoryBatchRecords implements BatchRecords {
         // Checkpoints may have added counts meanwhile: the change goes onto the entry as it is now.
         const live = this.state.batches.get(id);
         if (live) this.state.batches.set(id, apply(live));
-        this.state.addTotals(endTotals(was, row.batch));
+        this.state.addTotals(endTotals(was, row.batch, row.owner));
         return row;
       });
     this.locks.set(id, mine);
@@ -241,6 +281,9 @@ export class MemoryBatchRecords implements BatchRecords {
   async remove(id: string): Promise<{ orphanInput?: string }> {
     const e = this.state.batches.get(id);
     if (!e) return {};
+    // Its usage outlives it (the usage and costs APIs report what was used, whatever was deleted since).
+    const record = usageRecordOf(rowOf(e).batch, e.owner);
+    if (record) await this.state.archiveUsage(record);
     this.state.batches.delete(id);
     await this.state.savedBatch(id);
     const key = e.inputKey;

@@ -4,6 +4,7 @@
 // Kept in files, only the commit that records a part is durable on return: leases are requeued when the state is
 // opened again, and a shard's end is found again by its run (a run in place reads its files).
 
+import { charge, startTags } from "../fair-share.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -23,7 +24,10 @@ const RUNNABLE = ["validating", "in_progress"];
 export class MemoryWorkQueue implements WorkQueue {
   constructor(private readonly state: MemoryState) {}
 
-  /** Urgent shards first, by deadline, then checkpointed ones (they resume), then submission order; pools as the scheduler rules. */
+  /**
+   * Urgent shards first, by deadline, then checkpointed ones (they resume), then the keys' fair shares
+   * (cluster/fair-share.ts), then submission order; pools as the scheduler rules.
+   */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
     const urgent = (e: BatchEntry) =>
       isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
@@ -37,17 +41,28 @@ export class MemoryWorkQueue implements WorkQueue {
       if (!fits || held.has(e.batch.id)) continue;
       for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
     }
+    const tags = startTags(
+      [...picks].sort((a, b) => a.e.seq - b.e.seq || a.s.idx - b.s.idx),
+      (p) => p.e.owner,
+      this.state.shares,
+      o.weights,
+    );
     picks.sort(
       (a, b) =>
         Number(b.urgent) - Number(a.urgent) ||
         Number(b.s.parts.length > 0) - Number(a.s.parts.length > 0) ||
         (a.urgent && b.urgent ? a.e.batch.deadline_at - b.e.batch.deadline_at : 0) ||
+        tags.get(a)! - tags.get(b)! ||
         a.e.seq - b.e.seq ||
         a.s.idx - b.s.idx,
     );
-    const taken = picks
-      .slice(0, o.limit)
-      .map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds, o.pool), urgent: u }));
+    const chosen = picks.slice(0, o.limit);
+    charge(
+      this.state.shares,
+      chosen.map((p) => ({ owner: p.e.owner, tag: tags.get(p)! })),
+      o.weights,
+    );
+    const taken = chosen.map(({ e, s, urgent: u }) => ({ ...this.take(e, s, o.workerId, o.leaseSeconds, o.pool), urgent: u }));
     this.state.saveSoon(...taken.map((s) => s.batchId));
     return taken;
   }

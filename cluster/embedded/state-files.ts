@@ -10,6 +10,7 @@ import type pino from "pino";
 import { isFinal } from "../../domain/batch-state.js";
 import { BATCH_ID_RE, FILE_ID_RE } from "../../domain/ids.js";
 import { type Batch, BatchSchema, FileObjectSchema } from "../../domain/objects.js";
+import type { UsageRecord } from "../../domain/usage.js";
 import { readJsonFile, writeJsonAtomic } from "../../stores/atomic-json.js";
 import { pruneEmpty, uploadDir } from "../../stores/fs-blob-store.js";
 import { inDir } from "../../stores/in-dir.js";
@@ -36,8 +37,18 @@ export class StateFiles implements StateStore {
     return path.join(this.root, id, "batch.json");
   }
 
+  private get usageDir() {
+    return path.join(this.root, "usage");
+  }
+
   async open(): Promise<void> {
     await mkdir(this.filesDir, { recursive: true });
+  }
+
+  /** A deleted batch's usage: usage/<batch_id>.json, written once. */
+  async saveUsage(record: UsageRecord): Promise<void> {
+    await mkdir(this.usageDir, { recursive: true });
+    await writeJsonAtomic(path.join(this.usageDir, `${record.batchId}.json`), record);
   }
 
   saveBatch(state: MemoryState, id: string, next?: BatchEntry): Promise<void> {
@@ -72,7 +83,7 @@ export class StateFiles implements StateStore {
       const entry = await this.read(this.batchDoc(e.name), (raw) => this.batchEntry(e.name, raw));
       if (!entry) continue;
       state.batches.set(entry.batch.id, entry);
-      state.addTotals(endTotals(null, withCounts(entry.batch, entry.counts)));
+      state.addTotals(endTotals(null, withCounts(entry.batch, entry.counts), entry.owner));
       seq = Math.max(seq, entry.seq);
     }
     const files: FileEntry[] = [];
@@ -92,6 +103,12 @@ export class StateFiles implements StateStore {
       state.files.set(f.object.id, f);
     }
     state.advanceSeq(seq);
+    const usage = await readdir(this.usageDir).catch(() => [] as string[]);
+    for (const name of usage) {
+      if (!name.endsWith(".json") || !BATCH_ID_RE.test(name.slice(0, -5))) continue;
+      const record = await this.read(path.join(this.usageDir, name), (raw) => raw as UsageRecord);
+      if (record) state.usageArchive.set(record.batchId, record);
+    }
   }
 
   /** Waits for every write under way. */

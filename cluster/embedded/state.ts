@@ -4,6 +4,7 @@
 
 import type { FileObject } from "../../domain/objects.js";
 import type { Owner, PoolStatus } from "../../domain/ports.js";
+import type { UsageRecord } from "../../domain/usage.js";
 import type { LiveCounts } from "../batch-doc.js";
 import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../ports.js";
 
@@ -55,6 +56,8 @@ export interface StateStore {
   /** Writes the file record as the state has it, or as `next` has it (a record not yet applied). */
   saveFile(state: MemoryState, id: string, next?: FileEntry): Promise<void>;
   flush(): Promise<void>;
+  /** Keeps a deleted batch's usage record. */
+  saveUsage?(record: UsageRecord): Promise<void>;
 }
 
 /** How long a change that may be lost to a crash waits to be saved (with whatever follows it). */
@@ -73,6 +76,10 @@ export class MemoryState {
    * still holds (the collector removes batches past their retention).
    */
   readonly totals = new Map<string, number>();
+  /** The usage of deleted batches (the usage API reads the kept ones from them), by batch id. */
+  readonly usageArchive = new Map<string, UsageRecord>();
+  /** Start-time fair queuing between keys (cluster/fair-share.ts): each owner's virtual time, and the clock. */
+  readonly shares = { vtime: new Map<string, number>(), clock: 0 };
   /** Everything subscribed to the state's events (each node of the process). */
   readonly listeners = new Set<(e: ClusterEvent) => void>();
 
@@ -115,6 +122,12 @@ export class MemoryState {
       timer.unref();
       this.soon.set(id, timer);
     }
+  }
+
+  /** Keeps a deleted batch's usage, durably where the state is kept. */
+  async archiveUsage(record: UsageRecord): Promise<void> {
+    await this.store?.saveUsage?.(record);
+    this.usageArchive.set(record.batchId, record);
   }
 
   savedFile(id: string): Promise<unknown> {

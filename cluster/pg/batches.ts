@@ -6,10 +6,23 @@ import { type BatchFilter, searchWords } from "../../domain/batch-search.js";
 import { InvalidRequestError } from "../../domain/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.js";
 import type { Owner, Page } from "../../domain/ports.js";
+import { type UsageRecord, usageRecordOf } from "../../domain/usage.js";
 import { withCounts } from "../batch-doc.js";
-import { type BatchRecords, type BatchRow, type NewBatchRecord, OPEN_STATUSES, type WebhookState } from "../ports.js";
+import {
+  type BatchRecords,
+  type BatchRow,
+  type EnqueuedTokens,
+  type NewBatchRecord,
+  OPEN_STATUSES,
+  TokenLimitReached,
+  type WebhookState,
+} from "../ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
+
+/** When a batch ended (as the usage index has it). */
+const ENDED = `coalesce((doc->>'completed_at')::bigint, (doc->>'failed_at')::bigint, (doc->>'expired_at')::bigint,
+  (doc->>'cancelled_at')::bigint)`;
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
   cached_tokens, output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
@@ -45,6 +58,22 @@ async function addTotals(c: { query: Db["query"] }, adds: Array<[string, number]
   );
 }
 
+/** Throws TokenLimitReached where the owner's open batches and this one pass a limit. */
+async function checkTokenLimits(c: { query: Db["query"] }, a: NewBatchRecord, models: string[]): Promise<void> {
+  const { rows } = await c.query(
+    `SELECT e.key AS model, sum(e.value::bigint) AS n FROM batches b, jsonb_each_text(b.enqueued) e
+      WHERE b.owner IS NOT DISTINCT FROM $1 AND b.status = ANY($2) AND b.enqueued IS NOT NULL AND e.key = ANY($3)
+      GROUP BY e.key`,
+    [a.owner, OPEN_STATUSES, models],
+  );
+  const held = new Map(rows.map((r) => [r.model as string, Number(r.n)]));
+  for (const model of models) {
+    const want = a.enqueued?.[model] ?? 0;
+    const limit = a.tokenLimits![model];
+    if ((held.get(model) ?? 0) + want > limit) throw new TokenLimitReached(model, limit, held.get(model) ?? 0, want);
+  }
+}
+
 const QUEUED = "SELECT count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL";
 
 export class PgBatchRecords implements BatchRecords {
@@ -58,15 +87,30 @@ export class PgBatchRecords implements BatchRecords {
   async insert(a: NewBatchRecord): Promise<boolean> {
     const b = a.batch;
     return inTransaction(this.db, async (c) => {
-      if (a.maxQueued !== undefined && b.status === "validating") {
+      const limited = Object.keys(a.tokenLimits ?? {});
+      if ((a.maxQueued !== undefined || limited.length > 0) && b.status === "validating") {
+        // Every API server's admission takes this lock: two creates cannot both read the room only one has.
         await c.query("SELECT pg_advisory_xact_lock($1)", [LOCKS.admission]);
         const { rows } = await c.query(QUEUED);
-        if (rows[0].n >= a.maxQueued) return false;
+        if (a.maxQueued !== undefined && rows[0].n >= a.maxQueued) return false;
+        if (limited.length > 0) await checkTokenLimits(c, a, limited);
       }
       await c.query(
-        `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc, webhook)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-        [b.id, a.owner, b.status, b.model, b.submitted_at, b.deadline_at, a.inputKey, a.outputExpiresAfter ?? null, b, a.webhook ?? null],
+        `INSERT INTO batches (id, owner, status, model, submitted_at, deadline_at, input_key, output_expires_after, doc, webhook, enqueued)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        [
+          b.id,
+          a.owner,
+          b.status,
+          b.model,
+          b.submitted_at,
+          b.deadline_at,
+          a.inputKey,
+          a.outputExpiresAfter ?? null,
+          b,
+          a.webhook ?? null,
+          b.status === "validating" ? (a.enqueued ?? null) : null,
+        ],
       );
       // One statement for all shards: a 50,000-line batch has 50 of them, a 5-million-line one 5,000.
       if (a.shards.length > 0)
@@ -82,7 +126,7 @@ export class PgBatchRecords implements BatchRecords {
           ],
         );
       // A batch whose file failed validation ends as it is recorded.
-      await addTotals(c, endTotals(null, b));
+      await addTotals(c, endTotals(null, b, a.owner));
       return true;
     });
   }
@@ -96,7 +140,7 @@ export class PgBatchRecords implements BatchRecords {
   }
 
   /** The position a page starts after: the cursor batch's seq (it must be this owner's), or null for the newest. */
-  private async seqAfter(q: { after?: string; owner: Owner }): Promise<number | null> {
+  private async seqAfter(q: { after?: string; owner: Owner | undefined }): Promise<number | null> {
     if (!q.after) return null;
     const after = await this.get(q.after, q.owner);
     if (!after) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
@@ -104,13 +148,13 @@ export class PgBatchRecords implements BatchRecords {
   }
 
   /** Newest first, as OpenAI lists batches. */
-  async list(q: { after?: string; limit: number; owner: Owner }): Promise<Page<Batch>> {
+  async list(q: { after?: string; limit: number; owner: Owner | undefined }): Promise<Page<Batch>> {
     const afterSeq = await this.seqAfter(q);
     const limit = Math.max(1, Math.floor(q.limit));
     const { rows } = await this.db.query(
-      `SELECT ${COLUMNS} FROM batches WHERE owner IS NOT DISTINCT FROM $1 AND ($2::bigint IS NULL OR seq < $2)
+      `SELECT ${COLUMNS} FROM batches WHERE ($4::boolean OR owner IS NOT DISTINCT FROM $1) AND ($2::bigint IS NULL OR seq < $2)
        ORDER BY seq DESC LIMIT $3`,
-      [q.owner, afterSeq, limit + 1],
+      [q.owner ?? null, afterSeq, limit + 1, q.owner === undefined],
     );
     return { data: rows.slice(0, limit).map((r) => fromRow(r).batch), has_more: rows.length > limit };
   }
@@ -179,7 +223,7 @@ export class PgBatchRecords implements BatchRecords {
       if (!rows[0] || !from.includes(rows[0].status)) return undefined;
       const row = fromRow(rows[0]);
       if (change(row) === false) return undefined;
-      await addTotals(c, endTotals(rows[0].status, row.batch));
+      await addTotals(c, endTotals(rows[0].status, row.batch, row.owner));
       const { request_counts, usage, ...rest } = row.batch;
       await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4, webhook = $5 WHERE id = $1", [
         id,
@@ -190,6 +234,32 @@ export class PgBatchRecords implements BatchRecords {
       ]);
       return row;
     });
+  }
+
+  async enqueued(): Promise<EnqueuedTokens[]> {
+    const { rows } = await this.db.query(
+      `SELECT b.owner, e.key AS model, sum(e.value::bigint) AS n FROM batches b, jsonb_each_text(b.enqueued) e
+        WHERE b.status = ANY($1) AND b.enqueued IS NOT NULL GROUP BY b.owner, e.key ORDER BY b.owner, e.key`,
+      [OPEN_STATUSES],
+    );
+    return rows.map((r) => ({ owner: r.owner, model: r.model, tokens: Number(r.n) }));
+  }
+
+  async usage(q: { start: number; end: number }): Promise<UsageRecord[]> {
+    const { rows } = await this.db.query(
+      `SELECT ${COLUMNS} FROM batches WHERE status IN ('completed', 'failed', 'expired', 'cancelled')
+         AND ${ENDED} >= $1 AND ${ENDED} < $2`,
+      [q.start, q.end],
+    );
+    const { rows: archived } = await this.db.query("SELECT record FROM usage_archive WHERE ended_at >= $1 AND ended_at < $2", [
+      q.start,
+      q.end,
+    ]);
+    const kept = rows.flatMap((r) => {
+      const row = fromRow(r);
+      return usageRecordOf(row.batch, row.owner) ?? [];
+    });
+    return [...kept, ...archived.map((r) => r.record as UsageRecord)];
   }
 
   async totals(): Promise<Totals> {
@@ -209,8 +279,7 @@ export class PgBatchRecords implements BatchRecords {
   async endedBefore(before: number, limit = 500): Promise<string[]> {
     const { rows } = await this.db.query(
       `SELECT id FROM batches WHERE status IN ('completed', 'failed', 'expired', 'cancelled')
-         AND coalesce((doc->>'completed_at')::bigint, (doc->>'failed_at')::bigint, (doc->>'expired_at')::bigint,
-                      (doc->>'cancelled_at')::bigint, (doc->>'created_at')::bigint) <= $1
+         AND coalesce(${ENDED}, (doc->>'created_at')::bigint) <= $1
        ORDER BY seq LIMIT $2`,
       [before, limit],
     );
@@ -222,7 +291,19 @@ export class PgBatchRecords implements BatchRecords {
    * nothing else needs it any more (its file was deleted while the batch ran, and no other batch reads it).
    */
   async remove(id: string): Promise<{ orphanInput?: string }> {
-    const { rows } = await this.db.query("DELETE FROM batches WHERE id = $1 RETURNING input_key", [id]);
+    const rows = await inTransaction(this.db, async (c) => {
+      // Its usage outlives it (the usage and costs APIs report what was used, whatever was deleted since).
+      const { rows: kept } = await c.query(`SELECT ${COLUMNS} FROM batches WHERE id = $1 FOR UPDATE`, [id]);
+      const row = kept[0] && fromRow(kept[0]);
+      const record = row && usageRecordOf(row.batch, row.owner);
+      if (record)
+        await c.query("INSERT INTO usage_archive (batch_id, ended_at, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [
+          id,
+          record.endedAt,
+          record,
+        ]);
+      return (await c.query("DELETE FROM batches WHERE id = $1 RETURNING input_key", [id])).rows;
+    });
     const key: string | null = rows[0]?.input_key ?? null;
     if (!key) return {};
     const { rows: users } = await this.db.query(

@@ -13,7 +13,7 @@ import {
   type WorkQueue,
 } from "../ports.js";
 import type { SlaSnapshot } from "../sla.js";
-import type { Db } from "./db.js";
+import { type Db, inTransaction } from "./db.js";
 
 const claimed =
   (pool: ClaimedShard["pool"]) =>
@@ -68,25 +68,62 @@ export class PgWorkQueue implements WorkQueue {
 
   /**
    * Up to `limit` shards for this worker: urgent ones first (a slot a shard yielded goes to the batch it yielded
-   * to), then checkpointed ones (they resume), then in submission order.
+   * to), then checkpointed ones (they resume), then by the keys' fair shares (cluster/fair-share.ts: each key's
+   * queued shards get start tags from its virtual time), then in submission order. The claim and the shares it
+   * advances are one transaction.
    */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
-    const { rows } = await this.db.query(
-      `WITH held AS MATERIALIZED ${HELD_BACK},
-       pick AS (
-         SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
-         WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
-           AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
-           AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
-           AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
-         ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, b.seq, s.idx
-         LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
-       UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
-       FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
-       RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint, ${URGENT} AS urgent`,
-      [o.workerId, o.pool, o.models, o.leaseSeconds, o.now, o.urgentSeconds, o.limit, o.takeLapsed ?? true],
-    );
-    return rows.map(claimed(o.pool));
+    const weights = Object.entries(o.weights ?? {});
+    return inTransaction(this.db, async (c) => {
+      const { rows } = await c.query(
+        `WITH held AS MATERIALIZED ${HELD_BACK},
+         tags AS MATERIALIZED (
+           SELECT s.batch_id, s.idx, coalesce(w.weight, 1) AS weight,
+             greatest(coalesce(ks.vtime, 0), (SELECT v FROM share_clock))
+               + (row_number() OVER (PARTITION BY coalesce(b.owner, '') ORDER BY b.seq, s.idx) - 1) / coalesce(w.weight, 1) AS tag
+           FROM shards s JOIN batches b ON b.id = s.batch_id
+             LEFT JOIN key_shares ks ON ks.owner = coalesce(b.owner, '')
+             LEFT JOIN unnest($9::text[], $10::float8[]) AS w(owner, weight) ON w.owner = coalesce(b.owner, '')
+           WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
+             AND (s.state = 'queued' OR (s.state = 'running' AND s.lease_until < now()))),
+         pick AS (
+           SELECT s.batch_id, s.idx, t.tag, t.weight FROM shards s JOIN batches b ON b.id = s.batch_id
+             JOIN tags t ON t.batch_id = s.batch_id AND t.idx = s.idx
+           WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
+             AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
+             AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
+             AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
+           ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, t.tag, b.seq, s.idx
+           LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
+         UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
+         FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
+         RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint, ${URGENT} AS urgent,
+           coalesce(b.owner, '') AS share_owner, pick.tag, pick.weight`,
+        [
+          o.workerId,
+          o.pool,
+          o.models,
+          o.leaseSeconds,
+          o.now,
+          o.urgentSeconds,
+          o.limit,
+          o.takeLapsed ?? true,
+          weights.map(([k]) => k),
+          weights.map(([, w]) => w),
+        ],
+      );
+      if (rows.length > 0) {
+        const vtime = new Map<string, number>();
+        for (const r of rows) vtime.set(r.share_owner, Math.max(vtime.get(r.share_owner) ?? 0, r.tag + 1 / r.weight));
+        await c.query(
+          `INSERT INTO key_shares (owner, vtime) SELECT * FROM unnest($1::text[], $2::float8[])
+           ON CONFLICT (owner) DO UPDATE SET vtime = greatest(key_shares.vtime, EXCLUDED.vtime)`,
+          [[...vtime.keys()], [...vtime.values()]],
+        );
+        await c.query("UPDATE share_clock SET v = greatest(v, $1)", [Math.max(...rows.map((r) => r.tag))]);
+      }
+      return rows.map(claimed(o.pool));
+    });
   }
 
   /**

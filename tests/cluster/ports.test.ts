@@ -2,26 +2,21 @@
 // throwaway database) and one process's memory. Claims never overlap, a claim fences the previous holder (epoch),
 // a commit retried after its reply was lost counts once, lapsed leases go back to the queue, the scheduler's pool
 // rules (spot first, urgent to dedicated, fallback) hold across workers, and status changes are conditional.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import type pg from "pg";
-import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
-import { createPool, migrate } from "../../cluster/pg/db.js";
-import { openPgPorts } from "../../cluster/pg/index.js";
 import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
-import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { IMPLEMENTATIONS } from "../helpers/port-harness.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 const usage = { promptTokens: 3, completionTokens: 2, cachedTokens: 1 };
-const silent = pino({ level: "silent" });
 const now = () => Math.floor(Date.now() / 1000);
 /** A lease that lapses within the test (both stores take fractions of a second). */
 const SHORT_LEASE = 0.3;
@@ -31,79 +26,6 @@ const lapse = () => sleep(SHORT_LEASE * 1000 + 200);
  * grace after the server starts (the test server has just started).
  */
 const TAKER = { workerId: "b", leaseSeconds: SHORT_LEASE };
-
-interface Harness {
-  open(blobs: FsBlobStore): Promise<ClusterPorts>;
-  /** Forgets every batch, shard, file and worker. */
-  reset(): Promise<void>;
-  close(): Promise<void>;
-}
-
-function postgresHarness(): Harness {
-  let server: TestPostgres | undefined;
-  let db: pg.Pool | undefined;
-  let ports: ClusterPorts | undefined;
-  return {
-    async open(blobs) {
-      server = await startPostgres();
-      db = createPool(server.url, silent);
-      await migrate(db, silent);
-      ports = await openPgPorts({ url: server.url, blobs, expirySeconds: 3600, now, poolSize: 20, logger: silent });
-      return ports;
-    },
-    async reset() {
-      await db?.query("DELETE FROM batches; DELETE FROM files; DELETE FROM workers");
-    },
-    async close() {
-      await ports?.close();
-      await db?.end();
-      server?.destroy();
-    },
-  };
-}
-
-function memoryHarness(): Harness {
-  const state = new MemoryState();
-  return {
-    async open(blobs) {
-      return memoryPorts({ state, blobs, expirySeconds: 3600, now });
-    },
-    async reset() {
-      state.batches.clear();
-      state.files.clear();
-      state.workers.clear();
-    },
-    async close() {},
-  };
-}
-
-/** The memory state kept as documents in a folder. */
-function filesHarness(): Harness {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-state-"));
-  let state: MemoryState;
-  return {
-    async open(blobs) {
-      state = await openStateFiles(dir, silent);
-      return memoryPorts({ state, blobs, expirySeconds: 3600, now });
-    },
-    async reset() {
-      await state.flush();
-      for (const m of [state.batches, state.files, state.workers]) m.clear();
-      rmSync(dir, { recursive: true, force: true });
-      mkdirSync(path.join(dir, "files"), { recursive: true });
-    },
-    async close() {
-      await state?.flush();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-const IMPLEMENTATIONS: Array<[string, boolean, () => Harness]> = [
-  ["PostgreSQL", !POSTGRES_BIN, postgresHarness],
-  ["memory", false, memoryHarness],
-  ["memory kept in files", false, filesHarness],
-];
 
 describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness) => {
   const h = harness();

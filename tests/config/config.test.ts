@@ -23,7 +23,7 @@ describe("loadConfig", () => {
   });
 
   it("refuses to start open when REQUIRE_API_KEYS is set (a deployment whose secret lacks the keys)", () => {
-    expect(() => loadConfig({ REQUIRE_API_KEYS: "true" })).toThrow(/REQUIRE_API_KEYS=true and API_KEYS is empty/);
+    expect(() => loadConfig({ REQUIRE_API_KEYS: "true" })).toThrow(/REQUIRE_API_KEYS=true and neither API_KEYS nor KEYS_FILE gives a key/);
     expect(() => loadConfig({ REQUIRE_API_KEYS: "true", API_KEYS: " , " })).toThrow(ConfigError);
     expect(loadConfig({ REQUIRE_API_KEYS: "true", API_KEYS: "k1" }).apiKeys).toEqual(["k1"]);
     expect(loadConfig({}).shutdownDrainSeconds).toBe(5);

@@ -1,0 +1,145 @@
+// What admin keys read of the whole deployment, in OpenAI's organization shapes: usage of completions and
+// embeddings and costs, bucketed and grouped per key (domain/usage.ts), and the keys with their limits and what each
+// has enqueued. A key that is not an admin's gets 403; where the API is open (no keys) everyone may read them.
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { Router } from "express";
+import { z } from "zod";
+import type { Organization, UsageKind } from "../../domain/usage.js";
+import { notFound } from "../errors.js";
+import { requireAdmin } from "../http/auth.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import type { RouteModule } from "./route-module.js";
+
+const USAGE: Record<string, UsageKind> = {
+  "/v1/organization/usage/completions": "completions",
+  "/v1/organization/usage/embeddings": "embeddings",
+  "/v1/organization/costs": "costs",
+};
+
+export function organizationRouter(org: Organization): Router {
+  const router = Router();
+  router.use("/v1/organization", requireAdmin);
+  for (const [path, kind] of Object.entries(USAGE)) {
+    router.get(path, async (req, res) => {
+      res.json(await org.usage(kind, req.query as Record<string, unknown>));
+    });
+  }
+  router.get("/v1/organization/api_keys", async (_req, res) => {
+    const data = await org.keys();
+    res.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
+  });
+  router.get("/v1/organization/api_keys/:id", async (req, res) => {
+    const key = (await org.keys()).find((k) => k.id === req.params.id);
+    if (!key) throw notFound("api key", req.params.id, "key_id");
+    res.json(key);
+  });
+  return router;
+}
+
+// --- OpenAPI ---
+
+const nullable = z.string().nullable();
+const bucket = (result: z.ZodType, name: string) =>
+  z
+    .object({
+      object: z.literal("page"),
+      data: z.array(
+        z.object({ object: z.literal("bucket"), start_time: z.number().int(), end_time: z.number().int(), results: z.array(result) }),
+      ),
+      has_more: z.boolean(),
+      next_page: z.string().nullable(),
+    })
+    .openapi(name);
+
+const Completions = z.object({
+  object: z.literal("organization.usage.completions.result"),
+  input_tokens: z.number().int(),
+  output_tokens: z.number().int(),
+  input_cached_tokens: z.number().int(),
+  input_audio_tokens: z.number().int(),
+  output_audio_tokens: z.number().int(),
+  num_model_requests: z.number().int(),
+  project_id: nullable,
+  user_id: nullable,
+  api_key_id: nullable,
+  model: nullable,
+  batch: z.boolean().nullable(),
+  service_tier: nullable,
+});
+const Embeddings = z.object({
+  object: z.literal("organization.usage.embeddings.result"),
+  input_tokens: z.number().int(),
+  num_model_requests: z.number().int(),
+  project_id: nullable,
+  user_id: nullable,
+  api_key_id: nullable,
+  model: nullable,
+});
+const Costs = z.object({
+  object: z.literal("organization.costs.result"),
+  amount: z.object({ value: z.number(), currency: z.string() }),
+  line_item: nullable,
+  project_id: nullable,
+  api_key_id: nullable,
+});
+const KeySchema = z
+  .object({
+    object: z.literal("organization.api_key"),
+    id: z.string(),
+    admin: z.boolean(),
+    weight: z.number(),
+    enqueued_token_limits: z.record(z.string(), z.number().int()),
+    enqueued_tokens: z.record(z.string(), z.number().int()),
+  })
+  .openapi("ApiKey");
+
+const USAGE_QUERY =
+  "Query: `start_time` (unix seconds, required), `end_time`, `bucket_width` (`1m`, `1h`, `1d`; default `1d`), " +
+  "`group_by` (repeat or comma-separate), `models`, `api_key_ids`, `limit` (buckets per page), `page` (the last " +
+  "page's `next_page`). A batch's usage is counted in the bucket where the batch ended. Admin keys only.";
+
+function registerOrganizationPaths(r: OpenAPIRegistry): void {
+  const docs: Array<[string, string, z.ZodType]> = [
+    ["/v1/organization/usage/completions", "Completions usage per key, model or batch", bucket(Completions, "CompletionsUsagePage")],
+    ["/v1/organization/usage/embeddings", "Embeddings usage per key or model", bucket(Embeddings, "EmbeddingsUsagePage")],
+    ["/v1/organization/costs", "Costs at the models' prices, per key or model (line_item)", bucket(Costs, "CostsPage")],
+  ];
+  for (const [path, summary, schema] of docs)
+    r.registerPath(
+      keyedRoute({
+        method: "get",
+        path,
+        tags: ["Organization"],
+        summary,
+        description: USAGE_QUERY,
+        responses: { 200: jsonResponse(schema, "A page of time buckets."), ...errorResponses(400, 401, 403) },
+      }),
+    );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/organization/api_keys",
+      tags: ["Organization"],
+      summary: "The keys: id, admin flag, share weight, enqueued-token limits and what each has enqueued now",
+      responses: {
+        200: jsonResponse(z.object({ object: z.literal("list"), data: z.array(KeySchema), has_more: z.boolean() }), "Every key."),
+        ...errorResponses(401, 403),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/organization/api_keys/{key_id}",
+      tags: ["Organization"],
+      summary: "One key",
+      request: { params: z.object({ key_id: z.string() }) },
+      responses: { 200: jsonResponse(KeySchema, "The key."), ...errorResponses(401, 403, 404) },
+    }),
+  );
+}
+
+export const organizationRoutes: RouteModule = {
+  router: (d) => (d.organization ? organizationRouter(d.organization) : undefined),
+  paths: registerOrganizationPaths,
+};

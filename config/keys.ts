@@ -1,0 +1,132 @@
+// API keys with properties: a name, an admin flag, enqueued-token limits, a share weight and a webhook. Declared
+// once, in the keys file (KEYS_FILE) and the bare API_KEYS list, read and checked at start. The file holds each
+// secret's sha256, never the secret: `npm run keys -- new <name>` makes a key and prints both.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import YAML from "yaml";
+import { z } from "zod";
+
+export interface ApiKey {
+  /** The key's name: what usage, costs, /metrics and the console show (`api_key_id`); never the secret. */
+  id: string;
+  /** The first 32 hex digits of the secret's sha256: what owns the key's files and batches. */
+  owner: string;
+  /** The secret's sha256 (hex), compared in constant time. */
+  sha256: string;
+  admin: boolean;
+  /** Its share of the workers among keys with waiting work of equal urgency. */
+  weight: number;
+  /** Enqueued tokens allowed per model; `*` for every model not named. */
+  limits: Readonly<Record<string, number>>;
+  webhook?: { url: string; secret: string };
+}
+
+/** A key's id is how the console and metrics name it: short and plain. */
+const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+const KeySchema = z.strictObject({
+  id: z.string().regex(ID, "must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, "must be the secret's sha256 in 64 lowercase hex digits (npm run keys -- new <name>)"),
+  admin: z.boolean().default(false),
+  weight: z.number().positive("must be above 0").max(1000, "must be at most 1000").default(1),
+  enqueued_token_limits: z.record(z.string().min(1), z.number().int().min(1, "must be a whole number >= 1")).default({}),
+  webhook: z.strictObject({ url: z.string(), secret: z.string() }).optional(),
+});
+
+const FileSchema = z.strictObject({ keys: z.array(z.unknown()) });
+
+export const sha256Hex = (secret: string) => createHash("sha256").update(secret, "utf8").digest("hex");
+
+/** The owner of a secret's objects: the first 32 hex digits of its sha256 (as domain/owner.ts derives it). */
+export const ownerOfDigest = (sha256: string) => sha256.slice(0, 32);
+
+/** A bare API_KEYS key: not an admin, weight 1, no limits, named by its owner's first 8 hex digits. */
+export function bareKey(secret: string): ApiKey {
+  const sha256 = sha256Hex(secret);
+  return { id: `key_${sha256.slice(0, 8)}`, owner: ownerOfDigest(sha256), sha256, admin: false, weight: 1, limits: {} };
+}
+
+/**
+ * Every key: API_KEYS' and the keys file's. Throws an Error whose message is one line per bad entry (the file,
+ * the entry's place and id, what is wrong), none of them naming a secret.
+ */
+export function loadKeys(apiKeys: readonly string[], keysFile: string): ApiKey[] {
+  const keys = apiKeys.map(bareKey);
+  if (keysFile) keys.push(...readKeysFile(keysFile));
+  const problems: string[] = [];
+  const seen = new Map<string, string>();
+  for (const k of keys) {
+    const other = seen.get(k.sha256);
+    if (other) problems.push(`keys ${other} and ${k.id} have the same secret`);
+    seen.set(k.sha256, k.id);
+  }
+  const ids = keys.map((k) => k.id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`the id ${id} is given to more than one key`);
+  if (problems.length > 0) throw new Error(problems.join("\n"));
+  return keys;
+}
+
+function readKeysFile(file: string): ApiKey[] {
+  let doc: unknown;
+  try {
+    doc = YAML.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new Error(`KEYS_FILE ${file}: cannot be read: ${(err as Error).message}`);
+  }
+  const top = FileSchema.safeParse(doc);
+  if (!top.success) throw new Error(`KEYS_FILE ${file}: must hold "keys:", a list of keys`);
+  const problems: string[] = [];
+  const keys: ApiKey[] = [];
+  top.data.keys.forEach((entry, i) => {
+    const parsed = KeySchema.safeParse(entry);
+    const name = (entry as { id?: unknown } | null)?.id;
+    const where = `KEYS_FILE ${file}: keys[${i}]${typeof name === "string" ? ` (${name})` : ""}`;
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) problems.push(`${where}: ${issue.path.join(".") || "entry"}: ${issue.message}`);
+      return;
+    }
+    const k = parsed.data;
+    if (k.webhook && !/^https?:\/\//.test(k.webhook.url)) problems.push(`${where}: webhook.url: must be an http(s) URL`);
+    keys.push({
+      id: k.id,
+      owner: ownerOfDigest(k.sha256),
+      sha256: k.sha256,
+      admin: k.admin,
+      weight: k.weight,
+      limits: k.enqueued_token_limits,
+      ...(k.webhook ? { webhook: k.webhook } : {}),
+    });
+  });
+  if (problems.length > 0) throw new Error(problems.join("\n"));
+  return keys;
+}
+
+/** The keys by owner, for what the control plane asks of a batch's key. */
+export class KeyRing {
+  private readonly byOwner: Map<string, ApiKey>;
+
+  constructor(readonly keys: readonly ApiKey[]) {
+    this.byOwner = new Map(keys.map((k) => [k.owner, k]));
+  }
+
+  of(owner: string | null | undefined): ApiKey | undefined {
+    return owner ? this.byOwner.get(owner) : undefined;
+  }
+
+  /** What usage and metrics call an owner: its key's id (null: no key, the API is open). */
+  idOf(owner: string | null | undefined): string | null {
+    if (!owner) return null;
+    return this.byOwner.get(owner)?.id ?? `key_${owner.slice(0, 8)}`;
+  }
+
+  /** The share weight of each owner whose key has one other than 1. */
+  weights(): Record<string, number> {
+    return Object.fromEntries(this.keys.filter((k) => k.weight !== 1).map((k) => [k.owner, k.weight]));
+  }
+
+  /** The key's limit on `model` (its own, else `*`), or undefined: none. */
+  limitOf(owner: string | null | undefined, model: string): number | undefined {
+    const limits = this.of(owner)?.limits;
+    return limits ? (limits[model] ?? limits["*"]) : undefined;
+  }
+}

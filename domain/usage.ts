@@ -1,0 +1,248 @@
+// Usage and costs per key in the shapes of OpenAI's organization Usage and Costs APIs, from the batches' committed
+// usage: each batch that ended is one record (kept when the batch is deleted), counted in the bucket where it
+// ended, so the figures add up exactly to the batches' `usage`.
+import type { ModelRegistry } from "../backends/registry.js";
+import { endedAt, isFinal } from "./batch-state.js";
+import { batchCost } from "./cost.js";
+import { InvalidRequestError } from "./errors.js";
+import type { Batch } from "./objects.js";
+import type { Owner } from "./ports.js";
+
+export interface UsageRecord {
+  batchId: string;
+  owner: Owner;
+  model: string;
+  endpoint: string;
+  /** Unix seconds the batch ended. */
+  endedAt: number;
+  /** Requests answered (the batch's completed count). */
+  requests: number;
+  usage: Batch["usage"];
+  engine_seconds: Batch["engine_seconds"];
+}
+
+/** A batch's usage record once it has ended (undefined before). */
+export function usageRecordOf(batch: Batch, owner: Owner): UsageRecord | undefined {
+  const ended = endedAt(batch);
+  if (!isFinal(batch.status) || ended === null) return undefined;
+  return {
+    batchId: batch.id,
+    owner,
+    model: batch.model ?? "",
+    endpoint: batch.endpoint,
+    endedAt: ended,
+    requests: batch.request_counts.completed,
+    usage: batch.usage,
+    engine_seconds: batch.engine_seconds,
+  };
+}
+
+export type UsageKind = "completions" | "embeddings" | "costs";
+
+const WIDTHS = { "1m": 60, "1h": 3600, "1d": 86400 } as const;
+/** OpenAI's defaults and maxima of buckets per page. */
+const LIMITS = { "1m": [60, 1440], "1h": [24, 168], "1d": [7, 31] } as const;
+const COSTS_LIMITS = [7, 180] as const;
+const GROUPS: Record<UsageKind, readonly string[]> = {
+  completions: ["project_id", "user_id", "api_key_id", "model", "batch", "service_tier"],
+  embeddings: ["project_id", "user_id", "api_key_id", "model"],
+  costs: ["project_id", "line_item", "api_key_id"],
+};
+const PARAMS: Record<UsageKind, readonly string[]> = {
+  completions: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "batch", "limit", "page"],
+  embeddings: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "limit", "page"],
+  costs: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "limit", "page"],
+};
+
+export interface UsageQuery {
+  kind: UsageKind;
+  start: number;
+  end: number;
+  width: number;
+  groupBy: string[];
+  models?: string[];
+  apiKeyIds?: string[];
+  batch?: boolean;
+  limit: number;
+}
+
+const bad = (message: string, param: string) => new InvalidRequestError(message, "invalid_request", param);
+
+/** A query string's parameters (as Express parses them: a string, or an array where repeated) checked into a query. */
+export function parseUsageQuery(kind: UsageKind, raw: Record<string, unknown>, now: number): UsageQuery {
+  const q: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    const name = k.endsWith("[]") ? k.slice(0, -2) : k;
+    if (!PARAMS[kind].includes(name)) throw bad(`Unknown parameter: '${name}'. This endpoint takes ${PARAMS[kind].join(", ")}.`, name);
+    q[name] = v;
+  }
+  const int = (name: string, v: unknown, min: number) => {
+    const n = typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min) throw bad(`'${name}' must be a whole number (unix seconds for times) >= ${min}.`, name);
+    return n;
+  };
+  const list = (name: string): string[] | undefined => {
+    const v = q[name];
+    if (v === undefined) return undefined;
+    const items = (Array.isArray(v) ? v : [v]).flatMap((x) => String(x).split(",")).map((x) => x.trim());
+    if (items.some((x) => x === "")) throw bad(`'${name}' must list non-empty values.`, name);
+    return items;
+  };
+  if (q.start_time === undefined) throw bad("Missing required parameter: 'start_time' (unix seconds).", "start_time");
+  const start = int("start_time", q.start_time, 0);
+  const end = q.end_time === undefined ? Math.max(now, start + 1) : int("end_time", q.end_time, 0);
+  if (end <= start) throw bad("'end_time' must be after 'start_time'.", "end_time");
+  const widthName = String(q.bucket_width ?? "1d");
+  if (!(widthName in WIDTHS)) throw bad("'bucket_width' must be one of 1m, 1h, 1d.", "bucket_width");
+  const w = widthName as keyof typeof WIDTHS;
+  const groupBy = list("group_by") ?? [];
+  const unknownGroup = groupBy.find((g) => !GROUPS[kind].includes(g));
+  if (unknownGroup) throw bad(`'group_by' may name ${GROUPS[kind].join(", ")}; not '${unknownGroup}'.`, "group_by");
+  const [byDefault, max] = kind === "costs" ? COSTS_LIMITS : LIMITS[w];
+  const limit = q.limit === undefined ? byDefault : int("limit", q.limit, 1);
+  if (limit > max) throw bad(`'limit' may be at most ${max} buckets for bucket_width=${widthName}.`, "limit");
+  let batch: boolean | undefined;
+  if (q.batch !== undefined) {
+    if (q.batch !== "true" && q.batch !== "false") throw bad("'batch' must be true or false.", "batch");
+    batch = q.batch === "true";
+  }
+  let from = start;
+  if (q.page !== undefined) {
+    const m = /^page_(\d+)$/.exec(Buffer.from(String(q.page), "base64url").toString());
+    from = m ? Number(m[1]) : Number.NaN;
+    if (!Number.isSafeInteger(from) || from < start || from >= end || (from - start) % WIDTHS[w] !== 0)
+      throw bad("'page' is not a cursor this query returned.", "page");
+  }
+  return { kind, start: from, end, width: WIDTHS[w], groupBy, models: list("models"), apiKeyIds: list("api_key_ids"), batch, limit };
+}
+
+export interface UsageBucket {
+  object: "bucket";
+  start_time: number;
+  end_time: number;
+  results: Array<Record<string, unknown>>;
+}
+
+export interface UsagePage {
+  object: "page";
+  data: UsageBucket[];
+  has_more: boolean;
+  next_page: string | null;
+}
+
+const EMBEDDINGS = "/v1/embeddings";
+
+/**
+ * The page of buckets the query asks for from the records (those that ended in the query's range; `idOf` names
+ * each owner's key). Costs price each record at its model's price now, as a batch's `cost` is shown.
+ */
+export function usagePage(
+  records: readonly UsageRecord[],
+  q: UsageQuery,
+  idOf: (o: Owner) => string | null,
+  registry: ModelRegistry,
+): UsagePage {
+  const buckets = Math.ceil((q.end - q.start) / q.width);
+  const shown = Math.min(buckets, q.limit);
+  const data: UsageBucket[] = [];
+  const wanted = records.filter(
+    (r) =>
+      (q.kind === "costs" || (q.kind === "embeddings") === (r.endpoint === EMBEDDINGS)) &&
+      q.batch !== false &&
+      (!q.models || q.models.includes(r.model)) &&
+      (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
+  );
+  for (let i = 0; i < shown; i++) {
+    const from = q.start + i * q.width;
+    const to = from + q.width;
+    const inBucket = wanted.filter((r) => r.endedAt >= from && r.endedAt < Math.min(to, q.end));
+    data.push({ object: "bucket", start_time: from, end_time: to, results: results(inBucket, q, idOf, registry) });
+  }
+  const next = q.start + shown * q.width;
+  const hasMore = shown < buckets;
+  return { object: "page", data, has_more: hasMore, next_page: hasMore ? Buffer.from(`page_${next}`).toString("base64url") : null };
+}
+
+function results(records: UsageRecord[], q: UsageQuery, idOf: (o: Owner) => string | null, registry: ModelRegistry) {
+  const by = (g: string, r: UsageRecord): unknown =>
+    !q.groupBy.includes(g)
+      ? null
+      : g === "api_key_id"
+        ? idOf(r.owner)
+        : g === "model" || g === "line_item"
+          ? r.model
+          : g === "batch"
+            ? true
+            : null;
+  const groups = new Map<string, UsageRecord[]>();
+  for (const r of records) {
+    const k = JSON.stringify(["api_key_id", "model", "line_item", "batch"].map((g) => by(g, r)));
+    groups.set(k, [...(groups.get(k) ?? []), r]);
+  }
+  return [...groups.keys()].sort().map((k) => {
+    const rs = groups.get(k)!;
+    const sum = (f: (r: UsageRecord) => number) => rs.reduce((n, r) => n + f(r), 0);
+    const first = rs[0];
+    if (q.kind === "costs") return costResult(rs, registry, by("api_key_id", first), by("line_item", first));
+    const common = {
+      input_tokens: sum((r) => r.usage.input_tokens),
+      num_model_requests: sum((r) => r.requests),
+      project_id: null,
+      user_id: null,
+      api_key_id: by("api_key_id", first),
+      model: by("model", first),
+    };
+    if (q.kind === "embeddings") return { object: "organization.usage.embeddings.result", ...common };
+    return {
+      object: "organization.usage.completions.result",
+      ...common,
+      output_tokens: sum((r) => r.usage.output_tokens),
+      input_cached_tokens: sum((r) => r.usage.input_tokens_details.cached_tokens),
+      input_audio_tokens: 0,
+      output_audio_tokens: 0,
+      batch: by("batch", first),
+      service_tier: null,
+    };
+  });
+}
+
+/** One cost result: the records priced one by one, summed (records of a model with no price cost nothing). */
+function costResult(records: UsageRecord[], registry: ModelRegistry, apiKeyId: unknown, lineItem: unknown) {
+  let value = 0;
+  let currency = "usd";
+  for (const r of records) {
+    const cost = batchCost(r, registry);
+    if (!cost) continue;
+    value += cost.amount;
+    currency = cost.currency.toLowerCase();
+  }
+  return {
+    object: "organization.costs.result",
+    amount: { value: Math.round(value * 1e6) / 1e6, currency },
+    line_item: lineItem,
+    project_id: null,
+    api_key_id: apiKeyId,
+  };
+}
+
+/** A key as admins list it: its properties and what it has enqueued now; never its secret or hash. */
+export interface KeyView {
+  object: "organization.api_key";
+  id: string;
+  admin: boolean;
+  weight: number;
+  enqueued_token_limits: Record<string, number>;
+  /** Its open batches' estimated tokens, by model. */
+  enqueued_tokens: Record<string, number>;
+}
+
+/** What admin keys read of the whole deployment: usage and costs per key, and the keys. */
+export interface Organization {
+  /** One page of buckets, from the query string as received (checked here: InvalidRequestError naming the parameter). */
+  usage(kind: UsageKind, query: Record<string, unknown>): Promise<UsagePage>;
+  keys(): Promise<KeyView[]>;
+  /** The id of the key that owns these objects (null: no key). */
+  keyId(owner: Owner): string | null;
+  /** The owner whose key has this id, if any. */
+  ownerOf(keyId: string): Owner | undefined;
+}

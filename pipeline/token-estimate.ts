@@ -1,0 +1,55 @@
+// What a line may cost in tokens, estimated before it runs: the enqueued tokens a key's limit counts. Its prompt's
+// tokens (by the model's tokenizer where this process has it loaded, else one token per 4 characters, OpenAI's
+// rule of thumb) plus the most it may generate: max_completion_tokens, max_tokens or max_output_tokens, times n.
+import type { Endpoint } from "../openai/backend.js";
+
+/** Tokens in `text` by `model`'s tokenizer, or undefined where this process cannot tokenize for it. */
+export type TokenCounter = (model: string, text: string) => number | undefined;
+
+const CHARS_PER_TOKEN = 4;
+/** A chat template's tokens around each message (role, separators). */
+const PER_MESSAGE_TOKENS = 4;
+/** Generated tokens reserved for a line that sets no limit: completions' documented default, else a chat's. */
+export const DEFAULT_COMPLETION_TOKENS = 16;
+export const DEFAULT_CHAT_TOKENS = 1024;
+
+/** The line's estimated tokens: prompt and the most it may generate. */
+export function lineTokens(endpoint: Endpoint, body: Record<string, unknown>, count?: TokenCounter): number {
+  const model = typeof body.model === "string" ? body.model : "";
+  const { texts, tokens, messages } = promptParts(body);
+  let prompt = tokens + messages * PER_MESSAGE_TOKENS;
+  for (const text of texts) if (text) prompt += count?.(model, text) ?? Math.ceil(text.length / CHARS_PER_TOKEN);
+  if (endpoint === "/v1/embeddings") return prompt;
+  const limit = firstCount(body.max_completion_tokens, body.max_tokens, body.max_output_tokens);
+  const choices = firstCount(body.n) ?? 1;
+  const generated = limit ?? (endpoint === "/v1/completions" ? DEFAULT_COMPLETION_TOKENS : DEFAULT_CHAT_TOKENS);
+  return prompt + generated * Math.max(1, choices);
+}
+
+function firstCount(...values: unknown[]): number | undefined {
+  for (const v of values) if (typeof v === "number" && Number.isInteger(v) && v >= 0) return v;
+  return undefined;
+}
+
+/** The prompt's texts, the tokens given as token ids, and its messages (each adds a template's few tokens). */
+function promptParts(body: Record<string, unknown>): { texts: string[]; tokens: number; messages: number } {
+  const texts: string[] = [];
+  let tokens = 0;
+  let messages = 0;
+  const add = (v: unknown): void => {
+    if (typeof v === "string") texts.push(v);
+    else if (typeof v === "number") tokens++;
+    else if (Array.isArray(v)) v.forEach(add);
+    else if (v && typeof v === "object") {
+      const o = v as Record<string, unknown>;
+      if ("role" in o) messages++;
+      // A message's or part's text; a tool call's arguments; a tool's schema: what the template writes out.
+      for (const k of ["content", "text", "arguments", "input", "output"]) if (k in o) add(o[k]);
+      if ("function" in o) texts.push(JSON.stringify(o.function));
+      if ("input_schema" in o) texts.push(JSON.stringify(o.input_schema));
+    }
+  };
+  for (const k of ["system", "instructions", "messages", "prompt", "input", "suffix"]) add(body[k]);
+  if (body.tools !== undefined) texts.push(JSON.stringify(body.tools));
+  return { texts, tokens, messages };
+}
