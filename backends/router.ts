@@ -98,7 +98,7 @@ export class ModelRouter {
    * undefined elsewhere (an upstream, a model not loaded, an API server): the caller estimates instead.
    */
   countTokens(name: string, text: string): number | undefined {
-    const entry = this.entries.get(this.registry.resolve(name)?.name ?? name);
+    const entry = this.entries.get(this.registry.resolve(name || undefined)?.name ?? name);
     if (entry?.state !== "loaded" || !entry.backend?.countTokens) return undefined;
     try {
       return entry.backend.countTokens(text);

@@ -349,7 +349,7 @@ export class ClusterBatchService implements BatchService {
   private enqueuedOf(v: ValidationResult, owner: Owner): { enqueued: Record<string, number>; tokenLimits: Record<string, number> } {
     const enqueued: Record<string, number> = {};
     for (const [named, tokens] of Object.entries(v.enqueuedTokens ?? {})) {
-      const model = this.deps.registry.resolve(named)?.name ?? named;
+      const model = this.deps.registry.resolve(named || undefined)?.name ?? (named || v.model || "");
       enqueued[model] = (enqueued[model] ?? 0) + tokens;
     }
     const tokenLimits: Record<string, number> = {};

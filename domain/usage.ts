@@ -90,7 +90,8 @@ export function parseUsageQuery(kind: UsageKind, raw: Record<string, unknown>, n
   };
   if (q.start_time === undefined) throw bad("Missing required parameter: 'start_time' (unix seconds).", "start_time");
   const start = int("start_time", q.start_time, 0);
-  const end = q.end_time === undefined ? Math.max(now, start + 1) : int("end_time", q.end_time, 0);
+  // By default up to now, this second included (end_time is exclusive).
+  const end = q.end_time === undefined ? Math.max(now + 1, start + 1) : int("end_time", q.end_time, 0);
   if (end <= start) throw bad("'end_time' must be after 'start_time'.", "end_time");
   const widthName = String(q.bucket_width ?? "1d");
   if (!(widthName in WIDTHS)) throw bad("'bucket_width' must be one of 1m, 1h, 1d.", "bucket_width");

@@ -36,7 +36,7 @@ export interface ValidationResult {
   modelLine?: number;
   /** Every model named, each with the line naming it first (where lines may name several: `oneModel: false`). */
   models?: Array<{ model: string; line: number }>;
-  /** The lines' estimated tokens (prompt and the most each may generate), by the model each names. */
+  /** The lines' estimated tokens (prompt and the most each may generate), by the model each names ("": none). */
   enqueuedTokens?: Record<string, number>;
 }
 

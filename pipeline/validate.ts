@@ -70,8 +70,11 @@ export async function validateBatchFile(
       }
       const checked = checkLine(line.text, line.lineNo, endpoint, seen, report);
       const lineModel = checked?.model;
-      if (checked?.body && lineModel !== undefined)
-        enqueued.set(lineModel, (enqueued.get(lineModel) ?? 0) + lineTokens(endpoint, checked.body, limits.countTokens));
+      // A line naming no model runs on the default one, where there is one: its tokens are kept under "".
+      if (checked?.body) {
+        const named = lineModel ?? "";
+        enqueued.set(named, (enqueued.get(named) ?? 0) + lineTokens(endpoint, checked.body, limits.countTokens));
+      }
       if (lineModel !== undefined) {
         if (!named.has(lineModel)) named.set(lineModel, line.lineNo);
         if (model === undefined) [model, modelLine] = [lineModel, line.lineNo];
