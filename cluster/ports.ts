@@ -100,7 +100,9 @@ export interface BatchRecords {
    * Newest first as list, only the batches `q` matches (domain/batch-search.ts, applied where the batches are kept:
    * one query a page), each with its input file's name while the file is there.
    */
-  search(q: BatchFilter & { after?: string; limit: number; owner: Owner }): Promise<Page<{ batch: Batch; inputFilename: string | null }>>;
+  search(
+    q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>>;
   /** Batches queued: accepted, not yet started on any worker, not stopped (what MAX_QUEUE_DEPTH bounds). */
   queuedCount(): Promise<number>;
   /**

@@ -36,14 +36,15 @@ export interface BatchSearch {
   text?: string;
   after?: string;
   limit: number;
-  owner: Owner;
+  /** undefined: every owner's (an admin key's view). */
+  owner: Owner | undefined;
 }
 
 export type ListedBatch = Batch & { input_filename: string | null };
 
 export interface BatchViews {
   /** The console's view of a batch; undefined when there is none for this owner. */
-  inspect(id: string, owner: Owner): Promise<BatchInspection | undefined>;
+  inspect(id: string, owner: Owner | undefined): Promise<BatchInspection | undefined>;
   /** Newest first, as list, filtered; one query of the batch records per page. */
   search(q: BatchSearch): Promise<Page<ListedBatch>>;
 }

@@ -5,6 +5,7 @@ import { $, STATUSES, setApiKey } from "./console-api.js";
 import { refreshBatch } from "./console-batch.js";
 import { refreshSeries } from "./console-charts.js";
 import { listState, refreshHome } from "./console-list.js";
+import { refreshUsage } from "./console-usage.js";
 
 const POLL_MS = 1000;
 const SERIES_MS = 5000;
@@ -44,7 +45,7 @@ async function poll() {
 
 async function pollSeries() {
   try {
-    if (!route()) await refreshSeries();
+    if (!route()) await Promise.all([refreshSeries(), refreshUsage()]);
   } catch {
     // The next poll says what is wrong.
   }

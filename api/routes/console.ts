@@ -11,10 +11,11 @@ import { z } from "zod";
 import { unixNow } from "../../domain/clock.js";
 import { BATCH_STATUSES } from "../../domain/objects.js";
 import type { BatchService, BatchViews, ControlPlaneStatus } from "../../domain/ports.js";
+import type { Organization } from "../../domain/usage.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 import { notFound } from "../errors.js";
-import { ownerFrom } from "../http/auth.js";
+import { ownerFrom, readScope } from "../http/auth.js";
 import { errorResponses, keyedRoute, openRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { BATCH_ID_PATTERN, BatchIdParams, unknownFields } from "../schemas/requests.js";
@@ -53,6 +54,8 @@ export interface ConsoleDeps {
   upstreams?: () => Array<{ model: string; stats: BackendStats }>;
   series?: () => SeriesPoint[];
   seriesIntervalSeconds?: number;
+  /** Admin keys see every key's batches through it. */
+  organization?: Pick<Organization, "ownerOf">;
 }
 
 export const ConsoleBatchesQuery = z.strictObject(
@@ -62,6 +65,8 @@ export const ConsoleBatchesQuery = z.strictObject(
     q: z.string().max(256).optional(),
     after: z.string().regex(BATCH_ID_PATTERN, "after must be a batch id").optional(),
     limit: z.coerce.number({ error: "limit must be a number" }).int().min(1).max(100).default(50),
+    /** An admin key's filter: this key's batches only (an admin's list holds every key's). */
+    api_key_id: z.string().min(1).max(64).optional(),
   },
   unknownFields("query parameter"),
 );
@@ -115,13 +120,13 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
       text: q.q,
       after: q.after,
       limit: q.limit,
-      owner: ownerFrom(res),
+      owner: readScope(res, q.api_key_id, deps.organization),
     });
     res.json({ object: "list", data: page.data, has_more: page.has_more, last_id: page.data.at(-1)?.id ?? null });
   });
   router.get("/console/api/batches/:batch_id", async (req, res) => {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
-    const found = await deps.views.inspect(id, ownerFrom(res));
+    const found = await deps.views.inspect(id, readScope(res, undefined, deps.organization));
     if (!found) throw notFound("batch", id);
     res.json(found);
   });
@@ -196,6 +201,7 @@ export const consoleRoutes: RouteModule = {
       service: d.service,
       batches: d.batches,
       views: d.views,
+      organization: d.organization,
       status: d.status,
       backendInfo: d.backendInfo,
       models: d.modelStatus,

@@ -106,9 +106,9 @@ export class MemoryBatchRecords implements BatchRecords {
   }
 
   async search(
-    q: BatchFilter & { after?: string; limit: number; owner: Owner },
+    q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
   ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
-    const mine = [...this.state.batches.values()].filter((e) => e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+    const mine = [...this.state.batches.values()].filter((e) => q.owner === undefined || e.owner === q.owner).sort((a, b) => b.seq - a.seq);
     let start = 0;
     if (q.after) {
       start = mine.findIndex((e) => e.batch.id === q.after) + 1;

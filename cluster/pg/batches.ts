@@ -160,11 +160,11 @@ export class PgBatchRecords implements BatchRecords {
   }
 
   async search(
-    q: BatchFilter & { after?: string; limit: number; owner: Owner },
+    q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
   ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
     const afterSeq = await this.seqAfter(q);
     const limit = Math.max(1, Math.floor(q.limit));
-    const params: unknown[] = [q.owner, afterSeq, q.status ?? null, q.model ?? null, q.endpoint ?? null, limit + 1];
+    const params: unknown[] = [q.owner ?? null, afterSeq, q.status ?? null, q.model ?? null, q.endpoint ?? null, limit + 1];
     const param = (v: unknown) => `$${params.push(v)}`;
     const like = (text: string) => param(`%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
     // A batch's metadata as an object (it may be JSON null).
@@ -180,7 +180,7 @@ export class PgBatchRecords implements BatchRecords {
     const { rows } = await this.db.query(
       `SELECT ${COLUMNS.replace(/(\w+)/g, "b.$1")}, f.object->>'filename' AS input_filename
          FROM batches b LEFT JOIN files f ON f.id = b.doc->>'input_file_id' AND f.owner IS NOT DISTINCT FROM b.owner
-        WHERE b.owner IS NOT DISTINCT FROM $1 AND ($2::bigint IS NULL OR b.seq < $2)
+        WHERE (${param(q.owner === undefined)}::boolean OR b.owner IS NOT DISTINCT FROM $1) AND ($2::bigint IS NULL OR b.seq < $2)
           AND ($3::text IS NULL OR b.status = $3) AND ($4::text IS NULL OR b.model = $4) AND ($5::text IS NULL OR b.doc->>'endpoint' = $5)
           ${words.map((w) => `AND ${w}`).join("\n          ")}
         ORDER BY b.seq DESC LIMIT $6`,

@@ -7,6 +7,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { completionJsonl, createBatch, getBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { getJson, usageByKey, usageOf, writeKeysFile } from "../helpers/keys.js";
 import type { ServerProcess } from "../helpers/process.js";
@@ -199,4 +200,40 @@ describe("many keys on one embedded deployment", () => {
     expect(metrics).toMatch(/obi_key_tokens_total\{key="team-c",model="[^"]+",kind="output"\} [1-9]/);
     expect(metrics).not.toMatch(/sk-test|key_[0-9a-f]{8}/);
   }, 60_000);
+
+  it.skipIf(!haveChromium)(
+    "shows admins usage by key and every key's batches in the console, and other keys neither",
+    async () => {
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+        const open = async (key: string) => {
+          await page.goto(s.baseUrl);
+          await page.evaluate((k) => sessionStorage.setItem("obi-api-key", k), auth[key].authorization.slice("Bearer ".length));
+          await page.reload();
+          await page.waitForFunction(() => document.getElementById("live")?.className === "on");
+        };
+        await open("ops");
+        await page.waitForSelector('tr.usage[data-key="team-c"]');
+        const row = await page.locator('tr.usage[data-key="team-c"] td').allTextContents();
+        expect(row[0]).toBe("team-c");
+        const reported = usageByKey(
+          (await getJson(s.baseUrl, `/v1/organization/usage/completions?start_time=${began}&group_by=api_key_id`, auth.ops)).body,
+        );
+        expect(row[6]).toBe(reported.get("team-c")!.output.toLocaleString("en-US"));
+        expect(await page.locator('tr.usage[data-key="ops"] td').first().textContent()).toBe("ops (admin)");
+        // The admin's list holds other keys' batches.
+        const teamA = (await getJson(s.baseUrl, "/v1/batches?limit=1", auth["team-a"])).body.data[0].id;
+        await page.waitForSelector(`tr.batch[data-id="${teamA}"]`);
+        await open("team-a");
+        await page.waitForSelector(`tr.batch[data-id="${teamA}"]`);
+        expect(await page.locator("#usage").isVisible()).toBe(false);
+        const teamC = (await getJson(s.baseUrl, "/v1/batches?limit=1", auth["team-c"])).body.data[0].id;
+        expect(await page.locator(`tr.batch[data-id="${teamC}"]`).count()).toBe(0);
+      } finally {
+        await browser.close();
+      }
+    },
+    60_000,
+  );
 });

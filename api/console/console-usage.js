@@ -1,0 +1,84 @@
+// @ts-check
+// The usage view for admin keys: each key's requests, tokens and cost over the last 30 days, read from the
+// organization usage and costs APIs (the same figures FinOps tools read), and what it has enqueued against its
+// limits now. Hidden for a key that is not an admin's (those APIs answer 403).
+import { $, el, getApiKey } from "./console-api.js";
+
+const DAYS = 30;
+
+/**
+ * The JSON of a GET, or null when the key may not read it (403).
+ * @param {string} path
+ * @returns {Promise<any>}
+ */
+async function adminGet(path) {
+  const key = getApiKey();
+  const res = await fetch(path, { cache: "no-store", headers: key ? { Authorization: `Bearer ${key}` } : {} });
+  if (res.status === 403) return null;
+  if (!res.ok) throw new Error(`${path} answered HTTP ${res.status}`);
+  return res.json();
+}
+
+/**
+ * Sums a page's results per api_key_id.
+ * @param {any} page
+ * @param {(r: any) => Record<string, number>} pick
+ */
+function byKey(page, pick) {
+  /** @type {Map<string, Record<string, number>>} */
+  const out = new Map();
+  for (const bucket of page.data)
+    for (const r of bucket.results) {
+      const sum = out.get(r.api_key_id ?? "—") ?? {};
+      for (const [k, v] of Object.entries(pick(r))) sum[k] = (sum[k] ?? 0) + v;
+      out.set(r.api_key_id ?? "—", sum);
+    }
+  return out;
+}
+
+/** @param {number} n */
+const num = (n) => (n ?? 0).toLocaleString();
+
+/** @param {Record<string, number>} tokens @param {Record<string, number>} limits */
+function enqueuedText(tokens, limits) {
+  const models = new Set([...Object.keys(tokens), ...Object.keys(limits)]);
+  if (models.size === 0) return "—";
+  return [...models].map((m) => `${m}: ${num(tokens[m] ?? 0)}${limits[m] ? ` / ${num(limits[m])}` : ""}`).join(", ");
+}
+
+export async function refreshUsage() {
+  const keys = await adminGet("v1/organization/api_keys");
+  $("usage").classList.toggle("hidden", !keys);
+  if (!keys) return;
+  const since = Math.floor(Date.now() / 1000 / 86400) * 86400 - (DAYS - 1) * 86400;
+  const q = `start_time=${since}&bucket_width=1d&limit=${DAYS}&group_by=api_key_id`;
+  const [usage, costs] = await Promise.all([adminGet(`v1/organization/usage/completions?${q}`), adminGet(`v1/organization/costs?${q}`)]);
+  const used = byKey(usage, (r) => ({
+    requests: r.num_model_requests,
+    input: r.input_tokens,
+    cached: r.input_cached_tokens,
+    output: r.output_tokens,
+  }));
+  const spent = byKey(costs, (r) => ({ amount: r.amount.value }));
+  const currency = costs.data.flatMap((/** @type {any} */ b) => b.results)[0]?.amount.currency ?? "";
+  $("usage-rows").replaceChildren(
+    ...keys.data.map((/** @type {any} */ k) => {
+      const u = used.get(k.id) ?? {};
+      const tr = el("tr", "usage");
+      tr.dataset.key = k.id;
+      const cells = [
+        [el("td", "", k.admin ? `${k.id} (admin)` : k.id), "Key"],
+        [el("td", "", k.weight), "Share"],
+        [el("td", "", enqueuedText(k.enqueued_tokens, k.enqueued_token_limits)), "Enqueued / limit"],
+        [el("td", "num", num(u.requests)), "Requests"],
+        [el("td", "num", num(u.input)), "Input tokens"],
+        [el("td", "num", num(u.cached)), "Cached"],
+        [el("td", "num", num(u.output)), "Output tokens"],
+        [el("td", "num", `${(spent.get(k.id)?.amount ?? 0).toFixed(4)} ${currency.toUpperCase()}`), "Cost"],
+      ];
+      for (const [td, label] of cells) /** @type {HTMLElement} */ (td).dataset.label = /** @type {string} */ (label);
+      tr.append(...cells.map(([td]) => /** @type {HTMLElement} */ (td)));
+      return tr;
+    }),
+  );
+}
