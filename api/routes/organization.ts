@@ -28,9 +28,9 @@ export function organizationRouter(org: Organization): Router {
     const data = await org.keys();
     res.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
   });
-  router.get("/v1/organization/api_keys/:id", async (req, res) => {
-    const key = (await org.keys()).find((k) => k.id === req.params.id);
-    if (!key) throw notFound("api key", req.params.id, "key_id");
+  router.get("/v1/organization/api_keys/:key_id", async (req, res) => {
+    const key = (await org.keys()).find((k) => k.id === req.params.key_id);
+    if (!key) throw notFound("api key", req.params.key_id, "key_id");
     res.json(key);
   });
   return router;
