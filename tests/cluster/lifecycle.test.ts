@@ -69,6 +69,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "004_webhooks",
       "005_engine_seconds",
       "006_totals",
+      "007_keys",
     ]);
   });
 
