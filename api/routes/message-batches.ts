@@ -96,6 +96,8 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   async function* validationFailures(b: Batch, owner: Owner) {
     const byLine = new Map((b.errors?.data ?? []).map((e) => [e.line ?? 0, e.message ?? "Invalid request."]));
     const first = b.errors?.data[0]?.message ?? "The batch failed validation.";
+    // Over its key's enqueued-token limit: a rate limit, as Anthropic's types say it, not a bad request.
+    const status = b.errors?.data[0]?.code === "token_limit_exceeded" ? 429 : 400;
     const input = await files.open(b.input_file_id, owner);
     if (!input) return;
     let n = 0;
@@ -104,7 +106,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
       const custom_id = String((JSON.parse(text) as { custom_id?: unknown }).custom_id ?? "");
       // No request ran, so none has an id of its own: one per line of this batch, the same at every read.
       const requestId = `req_${b.id.slice(b.id.indexOf("_") + 1)}${n.toString(16).padStart(6, "0")}`;
-      yield { custom_id, result: { type: "errored", error: anthropicError(400, byLine.get(n) ?? first, null, requestId) } };
+      yield { custom_id, result: { type: "errored", error: anthropicError(status, byLine.get(n) ?? first, null, requestId) } };
     }
   }
 

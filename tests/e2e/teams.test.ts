@@ -4,6 +4,7 @@
 // batches' own `usage`.
 import { execFileSync } from "node:child_process";
 import path from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, it } from "vitest";
 import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -60,6 +61,16 @@ describe("many keys on one embedded deployment", () => {
     // No key's hash or secret is ever shown.
     expect(JSON.stringify(keys.body)).not.toMatch(/sha256|sk-test/);
     expect((await getJson(s.baseUrl, "/v1/batches?api_key_id=team-b", auth["team-a"])).status).toBe(403);
+    // No key changes a limit, its own included: limits live in the keys file.
+    for (const method of ["POST", "PATCH"]) {
+      const raise = await fetch(`${s.baseUrl}/v1/organization/api_keys/team-a`, {
+        method,
+        headers: { ...auth["team-a"], "content-type": "application/json" },
+        body: JSON.stringify({ enqueued_token_limits: { "*": 10_000_000 } }),
+      });
+      expect(raise.status).toBe(403);
+    }
+    expect((await getJson(s.baseUrl, "/v1/organization/api_keys/team-a", auth.ops)).body.enqueued_token_limits).toEqual({ "*": 1000 });
     expect((await getJson(s.baseUrl, "/v1/batches?api_key_id=nobody", auth.ops)).body.error.param).toBe("api_key_id");
     // Bad queries are refused, each naming its parameter.
     for (const [q, param] of [
@@ -93,6 +104,17 @@ describe("many keys on one embedded deployment", () => {
     );
     expect(await getBatch(s.baseUrl, over.id, auth["team-a"])).toMatchObject({ status: "failed", output_file_id: null });
     if (python) execFileSync(python, [path.join(repoRoot, "tests/conformance/validate.py")], { input: JSON.stringify({ batch: [over] }) });
+    // Anthropic's Message Batches count against the same limit: each request errored, as a rate limit.
+    const anthropic = new Anthropic({ baseURL: s.baseUrl, apiKey: auth["team-a"].authorization.slice(7), maxRetries: 0 });
+    const message = await anthropic.messages.batches.create({
+      requests: ["m1", "m2"].map((custom_id) => ({
+        custom_id,
+        params: { model: "any", max_tokens: 200, messages: [{ role: "user" as const, content: "hi" }] },
+      })),
+    });
+    expect(message).toMatchObject({ processing_status: "ended", request_counts: { errored: 2, succeeded: 0 } });
+    for await (const r of await anthropic.messages.batches.results(message.id))
+      expect(r.result).toMatchObject({ type: "errored", error: { error: { type: "rate_limit_error" } } });
     // Another key's limit is its own.
     expect((await submit(s, "team-b", 4, 100, "b0")).status).toBe("validating");
     const enqueued = (await getJson(s.baseUrl, "/v1/organization/api_keys/team-a", auth.ops)).body.enqueued_tokens;
