@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
-import { completionJsonl, createBatch, getBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { completionJsonl, createBatch, getBatch, isFinal, logLines, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { getJson, usageByKey, usageOf, writeKeysFile } from "../helpers/keys.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
@@ -71,6 +71,9 @@ describe("many keys on one embedded deployment", () => {
       expect(raise.status).toBe(403);
     }
     expect((await getJson(s.baseUrl, "/v1/organization/api_keys/team-a", auth.ops)).body.enqueued_token_limits).toEqual({ "*": 1000 });
+    // The log says who the admins are, and never a secret or a hash.
+    expect(logLines(s.output()).find((l) => l.msg === "API key authentication on")).toMatchObject({ keys: 4, admins: ["ops"] });
+    expect(s.output()).not.toMatch(/sk-test|[0-9a-f]{64}/);
     expect((await getJson(s.baseUrl, "/v1/batches?api_key_id=nobody", auth.ops)).body.error.param).toBe("api_key_id");
     // Bad queries are refused, each naming its parameter.
     for (const [q, param] of [
