@@ -1,0 +1,114 @@
+// The usage and costs pages against OpenAI's documented fields (no official SDK types them), and their arithmetic:
+// buckets, groups, filters and pages from usage records.
+import { describe, expect, it } from "vitest";
+import { ModelRegistry } from "../../backends/registry.js";
+import { parseUsageQuery, type UsageRecord, usagePage } from "../../domain/usage.js";
+
+const registry = new ModelRegistry(
+  [
+    {
+      name: "m1",
+      aliases: [],
+      backend: { kind: "local", path: "/m1.gguf" },
+      generated: false,
+      price: { currency: "USD", basis: "tokens", inputPerMillion: 1, cachedInputPerMillion: 0.5, outputPerMillion: 2 },
+    },
+    { name: "m2", aliases: [], backend: { kind: "local", path: "/m2.gguf" }, generated: false },
+  ] as never,
+  "m1",
+);
+const T = 1_764_000_000;
+const rec = (o: Partial<UsageRecord> & { input: number; output: number }): UsageRecord => ({
+  batchId: `batch_${Math.random()}`,
+  owner: "o1",
+  model: "m1",
+  endpoint: "/v1/chat/completions",
+  endedAt: T + 10,
+  requests: 2,
+  usage: {
+    input_tokens: o.input,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: o.output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: o.input + o.output,
+  },
+  engine_seconds: { spot: 0, dedicated: 0 },
+  ...o,
+});
+const idOf = (o: string | null) => (o === "o1" ? "team-a" : o === "o2" ? "team-b" : null);
+const records = [
+  rec({ input: 1000, output: 100 }),
+  rec({ input: 2000, output: 200, owner: "o2", model: "m2", endedAt: T + 3700 }),
+  rec({ input: 500, output: 0, endpoint: "/v1/embeddings", requests: 5 }),
+];
+const page = (kind: "completions" | "embeddings" | "costs", q: Record<string, unknown>) =>
+  usagePage(records, parseUsageQuery(kind, q, T + 7199), idOf, registry);
+
+describe("usage pages", () => {
+  it("answers in OpenAI's documented fields: page, bucket and each kind of result", () => {
+    const p = page("completions", { start_time: String(T), bucket_width: "1h", group_by: ["api_key_id", "model"] });
+    expect(Object.keys(p)).toEqual(["object", "data", "has_more", "next_page"]);
+    expect(Object.keys(p.data[0])).toEqual(["object", "start_time", "end_time", "results"]);
+    expect(Object.keys(p.data[0].results[0]).sort()).toEqual(
+      [
+        "object",
+        "input_tokens",
+        "output_tokens",
+        "input_cached_tokens",
+        "input_audio_tokens",
+        "output_audio_tokens",
+        "num_model_requests",
+        "project_id",
+        "user_id",
+        "api_key_id",
+        "model",
+        "batch",
+        "service_tier",
+      ].sort(),
+    );
+    const e = page("embeddings", { start_time: String(T) }).data[0].results[0];
+    expect(Object.keys(e).sort()).toEqual(
+      ["object", "input_tokens", "num_model_requests", "project_id", "user_id", "api_key_id", "model"].sort(),
+    );
+    expect(e).toMatchObject({ object: "organization.usage.embeddings.result", input_tokens: 500, num_model_requests: 5 });
+    const c = page("costs", { start_time: String(T), group_by: "line_item" }).data[0].results;
+    expect(Object.keys(c[0]).sort()).toEqual(["object", "amount", "line_item", "project_id", "api_key_id"].sort());
+    // m1: 1,500 input tokens at 1 per million and 100 output at 2; m2 has no price.
+    expect(c).toEqual([
+      {
+        object: "organization.costs.result",
+        amount: { value: 0.0017, currency: "usd" },
+        line_item: "m1",
+        project_id: null,
+        api_key_id: null,
+      },
+      { object: "organization.costs.result", amount: { value: 0, currency: "usd" }, line_item: "m2", project_id: null, api_key_id: null },
+    ]);
+  });
+
+  it("buckets by where each batch ended, groups and filters", () => {
+    const p = page("completions", { start_time: String(T), bucket_width: "1h", group_by: "api_key_id" });
+    expect(p.data.map((b) => [b.start_time, b.end_time])).toEqual([
+      [T, T + 3600],
+      [T + 3600, T + 7200],
+    ]);
+    expect(p.data[0].results).toEqual([
+      expect.objectContaining({ api_key_id: "team-a", input_tokens: 1000, output_tokens: 100, model: null }),
+    ]);
+    expect(p.data[1].results).toEqual([expect.objectContaining({ api_key_id: "team-b", input_tokens: 2000 })]);
+    const one = page("completions", { start_time: String(T), bucket_width: "1h", api_key_ids: "team-b", models: "m2" });
+    expect(one.data.flatMap((b) => b.results).map((r) => r.input_tokens)).toEqual([2000]);
+    expect(page("completions", { start_time: String(T), batch: "false" }).data[0].results).toEqual([]);
+    expect(page("completions", { start_time: String(T), group_by: "batch" }).data[0].results[0]).toMatchObject({ batch: true });
+  });
+
+  it("pages through buckets with limit and page", () => {
+    const first = page("completions", { start_time: String(T), bucket_width: "1m", limit: "30" });
+    expect(first.data).toHaveLength(30);
+    expect(first.has_more).toBe(true);
+    const second = page("completions", { start_time: String(T), bucket_width: "1m", limit: "100", page: first.next_page });
+    expect(second.data[0].start_time).toBe(T + 30 * 60);
+    expect(second.data).toHaveLength(90);
+    expect(second).toMatchObject({ has_more: false, next_page: null });
+  });
+});
