@@ -4,9 +4,18 @@
 # The binary is cached outside the repository, keyed by the bundle's commit; a second run prints its path at once.
 # Prints the binary's path on stdout; progress goes to stderr. About 11 minutes on 2 cores.
 # --cached: only print the path of a build already there (exit 3 when there is none); never build.
+# --batched-bench: llama-batched-bench instead (the kernels' ceiling the performance page compares with), cached
+# beside it; the two flags combine.
 set -euo pipefail
 cached_only=false
-[ "${1:-}" = "--cached" ] && cached_only=true
+target=llama-server
+for arg in "$@"; do
+  case "$arg" in
+    --cached) cached_only=true ;;
+    --batched-bench) target=llama-batched-bench ;;
+    *) echo "build-llama-server: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 bundle=node_modules/node-llama-cpp/llama/gitRelease.bundle
@@ -16,8 +25,10 @@ for tool in git $($cached_only || echo cmake g++); do
 done
 
 commit=$(git bundle list-heads "$bundle" | awk '{print $1; exit}')
-cache=${LLAMA_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/llama-server}/${commit:0:12}
-binary=$cache/bin/llama-server
+root=${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference
+[ "$target" = llama-server ] && root=${LLAMA_SERVER_CACHE:-$root/llama-server} || root=$root/$target
+cache=$root/${commit:0:12}
+binary=$cache/bin/$target
 if [ -x "$binary" ]; then echo "$binary"; exit 0; fi
 if $cached_only; then echo "build-llama-server: no cached build at $binary" >&2; exit 3; fi
 
@@ -27,9 +38,9 @@ git clone --quiet "$bundle" "$work/src" >&2
 # GGML_NATIVE: the peer gets its best build for this CPU; curl off: it must not reach for model hubs.
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
-cmake --build "$work/build" --target llama-server -j "$(nproc)" >&2
+cmake --build "$work/build" --target "$target" -j "$(nproc)" >&2
 
 mkdir -p "$cache.tmp/bin"
-cp "$work/build/bin/llama-server" "$cache.tmp/bin/"
+cp "$work/build/bin/$target" "$cache.tmp/bin/"
 rm -rf "$cache" && mv "$cache.tmp" "$cache"
 echo "$binary"

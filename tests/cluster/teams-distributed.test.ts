@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
-import { completionJsonl, createBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { completionJsonl, createBatch, getBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { getJson, usageByKey, usageOf, writeKeysFile } from "../helpers/keys.js";
 import type { ServerProcess } from "../helpers/process.js";
 
@@ -85,15 +85,17 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
     workerChildren.push(first);
     for (const b of held) expect((await final(apiB.baseUrl, "team-a", b.id)).status).toBe("completed");
     expect(await enqueued("team-a")).toBe(0);
-    // A long batch, its worker killed mid-run: another worker finishes it after the lease, and its tokens come back.
-    const long = (await createBatch(apiB.baseUrl, await upload(apiB.baseUrl, "team-a", 40, 100, "long"), auth["team-a"])).body;
+    // A long batch (team-b's, with no limit: its tokens are counted all the same), its worker killed mid-run:
+    // another worker finishes it after the lease, and its tokens come back. 400 lines: mid-run however fast the model.
+    const long = (await createBatch(apiB.baseUrl, await upload(apiB.baseUrl, "team-b", 400, 100, "long"), auth["team-b"])).body;
     expect(long.status).toBe("validating");
-    await pollBatch(apiB.baseUrl, long.id, (b) => b.request_counts.completed >= 1, 60_000, auth["team-a"]);
+    await pollBatch(apiB.baseUrl, long.id, (b) => b.request_counts.completed >= 1, 60_000, auth["team-b"]);
     await kill9(first);
-    expect(await enqueued("team-a")).toBeGreaterThan(4000);
+    expect(isFinal(await getBatch(apiB.baseUrl, long.id, auth["team-b"]))).toBe(false);
+    expect(await enqueued("team-b")).toBeGreaterThan(40_000);
     workerChildren.push(await child({ ROLE: "worker", WORKER_ID: "w2", WORKER_CAPACITY: "1" }));
-    expect((await final(apiB.baseUrl, "team-a", long.id)).status).toBe("completed");
-    expect(await enqueued("team-a")).toBe(0);
+    expect((await final(apiB.baseUrl, "team-b", long.id)).status).toBe("completed");
+    expect(await enqueued("team-b")).toBe(0);
   }, 240_000);
 
   it("starts a key's one batch within a shard of another key's queue across two workers", async () => {

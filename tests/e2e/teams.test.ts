@@ -92,7 +92,7 @@ describe("many keys on one embedded deployment", () => {
 
   it("fails a batch past its key's enqueued-token limit as OpenAI does, and frees the tokens when batches end", async () => {
     // team-c's long batch holds the one slot: team-a's batches stay queued, their tokens enqueued.
-    const hold = await submit(s, "team-c", 48, 100, "hold");
+    const hold = await submit(s, "team-c", 120, 100, "hold");
     const a1 = await submit(s, "team-a", 4, 100, "a1");
     const a2 = await submit(s, "team-a", 4, 100, "a2");
     const over = await submit(s, "team-a", 4, 100, "a3");
@@ -133,7 +133,7 @@ describe("many keys on one embedded deployment", () => {
   }, 180_000);
 
   it("keeps a reservation across a kill -9 and frees it when the recovered batch is cancelled", async () => {
-    const hold = await submit(s, "team-c", 48, 100, "hold2");
+    const hold = await submit(s, "team-c", 120, 100, "hold2");
     const big = await submit(s, "team-b", 40, 100, "big");
     expect(big.status).toBe("validating");
     s.child.kill("SIGKILL");
