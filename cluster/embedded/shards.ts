@@ -41,12 +41,7 @@ export class MemoryWorkQueue implements WorkQueue {
       if (!fits || held.has(e.batch.id)) continue;
       for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
     }
-    const tags = startTags(
-      [...picks].sort((a, b) => a.e.seq - b.e.seq || a.s.idx - b.s.idx),
-      (p) => p.e.owner,
-      this.state.shares,
-      o.weights,
-    );
+    const tags = startTags(picks, (p) => p.e.owner, this.state.shares);
     picks.sort(
       (a, b) =>
         Number(b.urgent) - Number(a.urgent) ||

@@ -68,32 +68,27 @@ export class PgWorkQueue implements WorkQueue {
 
   /**
    * Up to `limit` shards for this worker: urgent ones first (a slot a shard yielded goes to the batch it yielded
-   * to), then checkpointed ones (they resume), then by the keys' fair shares (cluster/fair-share.ts: each key's
-   * queued shards get start tags from its virtual time), then in submission order. The claim and the shares it
-   * advances are one transaction.
+   * to), then checkpointed ones (they resume), then by the keys' fair shares (cluster/fair-share.ts: the key whose
+   * turn starts earliest), then in submission order. The claim and the shares it advances are one transaction.
    */
   async claim(o: ClaimOptions): Promise<ClaimedShard[]> {
     const weights = Object.entries(o.weights ?? {});
     return inTransaction(this.db, async (c) => {
       const { rows } = await c.query(
         `WITH held AS MATERIALIZED ${HELD_BACK},
-         tags AS MATERIALIZED (
+         clock AS MATERIALIZED (SELECT v FROM share_clock),
+         pick AS (
            SELECT s.batch_id, s.idx, coalesce(w.weight, 1) AS weight,
-             greatest(coalesce(ks.vtime, 0), (SELECT v FROM share_clock))
-               + (row_number() OVER (PARTITION BY coalesce(b.owner, '') ORDER BY b.seq, s.idx) - 1) / coalesce(w.weight, 1) AS tag
+             greatest(coalesce(ks.vtime, 0), (SELECT v FROM clock)) AS tag
            FROM shards s JOIN batches b ON b.id = s.batch_id
              LEFT JOIN key_shares ks ON ks.owner = coalesce(b.owner, '')
              LEFT JOIN unnest($9::text[], $10::float8[]) AS w(owner, weight) ON w.owner = coalesce(b.owner, '')
            WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
-             AND (s.state = 'queued' OR (s.state = 'running' AND s.lease_until < now()))),
-         pick AS (
-           SELECT s.batch_id, s.idx, t.tag, t.weight FROM shards s JOIN batches b ON b.id = s.batch_id
-             JOIN tags t ON t.batch_id = s.batch_id AND t.idx = s.idx
-           WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
              AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
              AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
              AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
-           ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END, t.tag, b.seq, s.idx
+           ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END,
+             greatest(coalesce(ks.vtime, 0), (SELECT v FROM clock)), b.seq, s.idx
            LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
          UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $4)
          FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
@@ -113,8 +108,9 @@ export class PgWorkQueue implements WorkQueue {
         ],
       );
       if (rows.length > 0) {
+        // Each shard claimed moves its key's virtual time on by 1/weight from where its turn started.
         const vtime = new Map<string, number>();
-        for (const r of rows) vtime.set(r.share_owner, Math.max(vtime.get(r.share_owner) ?? 0, r.tag + 1 / r.weight));
+        for (const r of rows) vtime.set(r.share_owner, (vtime.get(r.share_owner) ?? r.tag) + 1 / r.weight);
         await c.query(
           `INSERT INTO key_shares (owner, vtime) SELECT * FROM unnest($1::text[], $2::float8[])
            ON CONFLICT (owner) DO UPDATE SET vtime = greatest(key_shares.vtime, EXCLUDED.vtime)`,
