@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, loadConfig, webhookEndpoints } from "../../config/config.js";
 import { bareKey, KeyRing, sha256Hex } from "../../config/keys.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
@@ -30,6 +30,10 @@ describe("the keys file", () => {
     expect(ring.limitOf(labeling.owner, "anything")).toBe(2_000_000);
     expect(ring.limitOf(config.keys[0].owner, "anything")).toBeUndefined();
     expect(ring.weights()).toEqual({ [config.keys[2].owner]: 2 });
+    // A key's webhook is where its own batches' events go (WEBHOOKS_BY_KEY's, for the file's keys).
+    const hooks = webhookEndpoints(config).byOwner;
+    expect(hooks.get(config.keys[2].owner)?.url).toBe("https://evals.example.com/hooks/batches");
+    expect(hooks.has(labeling.owner)).toBe(false);
     // With keys, the API listens on every interface, as with API_KEYS.
     expect(config.host).toBe("0.0.0.0");
   });
