@@ -7,6 +7,7 @@ import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor }
 import { type Observed, observe } from "../helpers/test-engine.js";
 
 const bed = controlTestbed();
+const LINES = 400;
 
 describe("spot preemption", () => {
   it("moves the spot batch to dedicated capacity from its checkpoint, nothing lost or run twice", async () => {
@@ -15,7 +16,8 @@ describe("spot preemption", () => {
       { SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "1", SHUTDOWN_GRACE_SECONDS: "30", SPOT_PREEMPT_COOLDOWN_SECONDS: "600" },
       (e) => (observed = observe(e)),
     );
-    const file = await upload(cp, bed.dir, completionLines(40, { maxTokens: 32 }));
+    // Far more lines than run before the reclaim, so the batch is mid-run however fast the model.
+    const file = await upload(cp, bed.dir, completionLines(LINES, { maxTokens: 32 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const running = await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 4);
     expect(running.pool).toBe("spot");
@@ -28,12 +30,12 @@ describe("spot preemption", () => {
     const moved = await waitFor(cp, batch.id, (b) => b.pool === "dedicated");
     expect(moved.status).toBe("in_progress");
     const done = await waitFor(cp, batch.id, inStatus("completed"), { timeoutMs: 120_000 });
-    expect(done.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
+    expect(done.request_counts).toEqual({ completed: LINES, failed: 0, total: LINES });
     const ids = readJsonl(path.join(bed.dir, batch.id, "output.jsonl")).map((l) => l.custom_id);
-    expect(new Set(ids).size).toBe(40);
+    expect(new Set(ids).size).toBe(LINES);
     // No request reached the engine twice: what finished before the preemption was not run again.
-    expect(observed!.calls).toHaveLength(40);
-    expect(new Set(observed!.calls).size).toBe(40);
+    expect(observed!.calls).toHaveLength(LINES);
+    expect(new Set(observed!.calls).size).toBe(LINES);
     // While the spot capacity is gone, a new batch goes to dedicated too.
     const next = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     expect((await waitFor(cp, next.id, (b) => b.pool !== null)).pool).toBe("dedicated");
