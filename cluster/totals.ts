@@ -11,11 +11,8 @@ export type Totals = Record<string, number>;
 export const keyTokensName = (owner: Owner, model: string, kind: "input" | "cached" | "output") =>
   `key_tokens:${owner ?? "-"}|${model}|${kind}`;
 
-/**
- * What a batch adds to the totals as it ends (nothing unless it goes from open to final): with its owner, its
- * tokens by key and model too.
- */
-export function endTotals(was: BatchStatus | null, b: Batch, owner?: Owner): Array<[string, number]> {
+/** What a batch adds to the totals as it ends (nothing unless it goes from open to final), its tokens by key and model too. */
+export function endTotals(was: BatchStatus | null, b: Batch, owner: Owner): Array<[string, number]> {
   if ((was !== null && isFinal(was)) || !isFinal(b.status)) return [];
   const out: Array<[string, number]> = [
     [`batches:${b.status}`, 1],
@@ -23,7 +20,7 @@ export function endTotals(was: BatchStatus | null, b: Batch, owner?: Owner): Arr
     ["requests:failed", b.request_counts.failed],
   ];
   if (b.deadline_met !== null) out.push([`deadlines:${b.deadline_met ? "met" : "missed"}`, 1]);
-  if (owner !== undefined && b.model) {
+  if (b.model) {
     const u = b.usage;
     const kinds = [
       ["input", u.input_tokens],

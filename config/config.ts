@@ -2,7 +2,7 @@ import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
-import { type ApiKey, loadKeys, ownerOfDigest, sha256Hex } from "./keys.js";
+import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -173,7 +173,7 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
       const e = v as { url?: unknown; secret?: unknown } | null;
       if (typeof e?.url !== "string" || typeof e?.secret !== "string")
         throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
-      const owner = ownerOfDigest(sha256Hex(apiKey));
+      const owner = ownerOfSecret(apiKey);
       keyed.set(owner, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
     }
   }

@@ -40,10 +40,17 @@ export const sha256Hex = (secret: string) => createHash("sha256").update(secret,
 /** The owner of a secret's objects: the first 32 hex digits of its sha256 (as domain/owner.ts derives it). */
 export const ownerOfDigest = (sha256: string) => sha256.slice(0, 32);
 
+/** The owner of a secret's objects (domain/owner.ts's ownerOf). */
+export const ownerOfSecret = (secret: string) => ownerOfDigest(sha256Hex(secret));
+
+/** What a key without an id of its own is called: `key_` and its owner's first 8 hex digits. */
+const keyIdOfOwner = (owner: string) => `key_${owner.slice(0, 8)}`;
+
 /** A bare API_KEYS key: not an admin, weight 1, no limits, named by its owner's first 8 hex digits. */
 export function bareKey(secret: string): ApiKey {
   const sha256 = sha256Hex(secret);
-  return { id: `key_${sha256.slice(0, 8)}`, owner: ownerOfDigest(sha256), sha256, admin: false, weight: 1, limits: {} };
+  const owner = ownerOfDigest(sha256);
+  return { id: keyIdOfOwner(owner), owner, sha256, admin: false, weight: 1, limits: {} };
 }
 
 /**
@@ -116,7 +123,7 @@ export class KeyRing {
   /** What usage and metrics call an owner: its key's id (null: no key, the API is open). */
   idOf(owner: string | null | undefined): string | null {
     if (!owner) return null;
-    return this.byOwner.get(owner)?.id ?? `key_${owner.slice(0, 8)}`;
+    return this.byOwner.get(owner)?.id ?? keyIdOfOwner(owner);
   }
 
   /** The share weight of each owner whose key has one other than 1. */

@@ -120,12 +120,17 @@ export function createMetrics(
    * A counter of the cluster's totals, read from the state at scrape time by the maintenance's leader (elsewhere it
    * has no sample): a process that exits or loses the lease loses no count, and a sum over processes counts once.
    */
-  const fromTotals = (name: string, help: string, label: string, prefix: string) => {
+  const fromTotals = (
+    name: string,
+    help: string,
+    labelNames: string[],
+    labelsOf: (total: string, source: GaugeSource) => Record<string, string> | undefined,
+  ) => {
     const seen = new Map<string, number>();
     return new client.Counter({
       name: `${PREFIX}${name}`,
       help,
-      labelNames: [label],
+      labelNames,
       registers,
       async collect() {
         const source = cluster();
@@ -134,35 +139,29 @@ export function createMetrics(
           seen.clear();
           return;
         }
-        for (const [key, value] of Object.entries(await source.totals())) {
-          if (!key.startsWith(prefix)) continue;
-          const l = key.slice(prefix.length);
-          const added = value - (seen.get(l) ?? 0);
-          if (added > 0) this.inc({ [label]: l }, added);
-          seen.set(l, value);
+        for (const [total, value] of Object.entries(await source.totals())) {
+          const labels = labelsOf(total, source);
+          if (!labels) continue;
+          const added = value - (seen.get(total) ?? 0);
+          if (added > 0) this.inc(labels, added);
+          seen.set(total, value);
         }
       },
     });
   };
-  const keyTokensSeen = new Map<string, number>();
-  new client.Counter({
-    name: `${PREFIX}key_tokens_total`,
-    help: "Tokens of ended batches by key (its id, never its secret), model and kind (input, cached, output); the leader's count.",
-    labelNames: ["key", "model", "kind"],
-    registers,
-    async collect() {
-      const source = cluster();
-      if (!source?.totals) return;
-      for (const [name, value] of Object.entries(await source.totals())) {
-        const m = /^key_tokens:([^|]*)\|(.*)\|(input|cached|output)$/.exec(name);
-        if (!m) continue;
-        const added = value - (keyTokensSeen.get(name) ?? 0);
-        const key = m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? `key_${m[1].slice(0, 8)}`);
-        if (added > 0) this.inc({ key, model: m[2], kind: m[3] }, added);
-        keyTokensSeen.set(name, value);
-      }
+  /** The totals named `prefix` and a value, that value as `label`. */
+  const byPrefix = (label: string, prefix: string) => (total: string) =>
+    total.startsWith(prefix) ? { [label]: total.slice(prefix.length) } : undefined;
+  fromTotals(
+    "key_tokens_total",
+    "Tokens of ended batches by key (its id, never its secret), model and kind (input, cached, output); the leader's count.",
+    ["key", "model", "kind"],
+    (total, source) => {
+      const m = /^key_tokens:([^|]*)\|(.*)\|(input|cached|output)$/.exec(total);
+      if (!m) return undefined;
+      return { key: m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? `key_${m[1].slice(0, 8)}`), model: m[2], kind: m[3] };
     },
-  });
+  );
   liveGauge(
     "key_enqueued_tokens",
     "Estimated tokens of each key's open batches, by model: what its enqueued-token limits count (the leader's figure).",
@@ -172,8 +171,18 @@ export function createMetrics(
     },
     ["key", "model"],
   );
-  fromTotals("batches_total", "Batches that reached a final status (the cluster's, from the leader).", "status", "batches:");
-  fromTotals("requests_total", "Requests of ended batches, by outcome (the cluster's, from the leader).", "outcome", "requests:");
+  fromTotals(
+    "batches_total",
+    "Batches that reached a final status (the cluster's, from the leader).",
+    ["status"],
+    byPrefix("status", "batches:"),
+  );
+  fromTotals(
+    "requests_total",
+    "Requests of ended batches, by outcome (the cluster's, from the leader).",
+    ["outcome"],
+    byPrefix("outcome", "requests:"),
+  );
   const slaYields = counter("sla_yields_total", "Running shards that yielded their slot to a more urgent batch, by the pool they left.", [
     "pool",
   ]);
@@ -201,8 +210,8 @@ export function createMetrics(
   fromTotals(
     "sla_deadlines_total",
     "Batches that finished before their deadline (met) or expired at it (missed); the cluster's, from the leader.",
-    "result",
-    "deadlines:",
+    ["result"],
+    byPrefix("result", "deadlines:"),
   );
   const httpRequests = counter("http_requests_total", "HTTP requests by route and status code.", ["method", "route", "code"]);
   const httpDuration = histogram("http_request_duration_seconds", "HTTP request latency.", ["method", "route"], HTTP_BUCKETS);

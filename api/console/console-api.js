@@ -52,9 +52,10 @@ export const mb = (bytes) => (bytes ? `${Math.round(bytes / 2 ** 20)} MB` : "—
 /**
  * @param {string} path
  * @param {RequestInit & { headers?: Record<string, string> }} [init]
+ * @param {{ forbiddenAsNull?: boolean }} [opts] a 403 (the key may not read it) answers null instead of throwing
  * @returns {Promise<any>}
  */
-export async function api(path, init) {
+export async function api(path, init, opts) {
   const headers = Object.assign({}, init?.headers, apiKey ? { Authorization: `Bearer ${apiKey}` } : {});
   const res = await fetch(path, Object.assign({ cache: "no-store" }, init, { headers }));
   if (res.status === 401) {
@@ -63,6 +64,7 @@ export async function api(path, init) {
     throw new Error(apiKey ? "That API key was not accepted." : "This service needs an API key.");
   }
   $("keyform").className = "card";
+  if (res.status === 403 && opts?.forbiddenAsNull) return null;
   const body = res.headers.get("content-type")?.includes("json") ? await res.json() : null;
   if (!res.ok) throw new Error(body?.error?.message || `${path} answered HTTP ${res.status}`);
   return body;

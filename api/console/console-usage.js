@@ -2,22 +2,12 @@
 // The usage view for admin keys: each key's requests, tokens and cost over the last 30 days, read from the
 // organization usage and costs APIs (the same figures FinOps tools read), and what it has enqueued against its
 // limits now. Hidden for a key that is not an admin's (those APIs answer 403).
-import { $, el, getApiKey } from "./console-api.js";
+import { $, api, el } from "./console-api.js";
 
 const DAYS = 30;
 
-/**
- * The JSON of a GET, or null when the key may not read it (403).
- * @param {string} path
- * @returns {Promise<any>}
- */
-async function adminGet(path) {
-  const key = getApiKey();
-  const res = await fetch(path, { cache: "no-store", headers: key ? { Authorization: `Bearer ${key}` } : {} });
-  if (res.status === 403) return null;
-  if (!res.ok) throw new Error(`${path} answered HTTP ${res.status}`);
-  return res.json();
-}
+/** @param {string} path the JSON of a GET, or null where this key may not read it (403) */
+const adminGet = (path) => api(path, undefined, { forbiddenAsNull: true });
 
 /**
  * Sums a page's results per api_key_id.

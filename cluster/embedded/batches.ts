@@ -100,7 +100,7 @@ export class MemoryBatchRecords implements BatchRecords {
 
   /** Newest first, as OpenAI lists batches. */
   async list(q: { after?: string; limit: number; owner: Owner | undefined }): Promise<Page<Batch>> {
-    const mine = [...this.state.batches.values()].filter((e) => q.owner === undefined || e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+    const mine = this.newestOf(q.owner);
     const page = paginate(mine, (e) => e.batch.id, q);
     return { data: page.data.map((e) => rowOf(e).batch), has_more: page.has_more };
   }
@@ -108,7 +108,7 @@ export class MemoryBatchRecords implements BatchRecords {
   async search(
     q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
   ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
-    const mine = [...this.state.batches.values()].filter((e) => q.owner === undefined || e.owner === q.owner).sort((a, b) => b.seq - a.seq);
+    const mine = this.newestOf(q.owner);
     let start = 0;
     if (q.after) {
       start = mine.findIndex((e) => e.batch.id === q.after) + 1;
@@ -291,6 +291,13 @@ export class MemoryBatchRecords implements BatchRecords {
     const used =
       [...this.state.files.values()].some((f) => f.key === key) || [...this.state.batches.values()].some((b) => b.inputKey === key);
     return used ? {} : { orphanInput: key };
+  }
+
+  /** The owner's batches (every owner's: undefined), newest first. */
+  private newestOf(owner: Owner | undefined): BatchEntry[] {
+    return this.sorted()
+      .filter((e) => owner === undefined || e.owner === owner)
+      .reverse();
   }
 
   private sorted(): BatchEntry[] {
