@@ -1,10 +1,14 @@
 // Throughput of the engine for many short completions, to choose threads and sequences from measurements.
 //   npx tsx bench/engine-cli.ts [modelPath] [--requests 256] [--tokens 64] [--sequences 1,4,8,16,32] [--threads 1,2] [--contexts 1,2]
 // (threads 0: the engine's own choice)
+// `--workload families-8|families-64|retrieval|varied` runs that scheduling workload's completions instead (512
+// lines, or --requests), in the order the service would start them (pipeline/schedule.ts).
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
+// Besides time it prints the engine's counters: decodes, the passes llama.cpp cut them into, tokens evaluated.
 import { parseArgs } from "node:util";
-import { createEngine } from "../engine/index.js";
+import { createEngine, type GenerationResult } from "../engine/index.js";
 import { prompt } from "../testkit/workload.js";
+import { engineRequests } from "./scheduling-workloads.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -15,6 +19,7 @@ const { values, positionals } = parseArgs({
     threads: { type: "string", default: "1,2" },
     context: { type: "string", default: "1024" },
     contexts: { type: "string", default: "1" },
+    workload: { type: "string" },
   },
 });
 const modelPath = positionals[0] ?? process.env.MODEL_PATH ?? new URL("../../shared/models/stories260K.gguf", import.meta.url).pathname;
@@ -33,25 +38,35 @@ for (const contexts of list(values.contexts))
         embeddingContexts: 1,
         contexts,
       });
-      const requests = Number(values.requests);
+      const requests = values.workload
+        ? engineRequests(values.workload, Number(values.requests === "256" ? 512 : values.requests))
+        : Array.from({ length: Number(values.requests) }, (_, i) => ({ prompt: prompt(i), maxTokens: Number(values.tokens) }));
+      const before = engine.scheduling();
       const started = performance.now();
-      const results = await Promise.all(
-        Array.from({ length: requests }, (_, i) => engine.complete(prompt(i), { temperature: 0, maxTokens: Number(values.tokens) })),
+      const results: GenerationResult[] = await Promise.all(
+        requests.map((r) => engine.complete(r.prompt, { temperature: 0, maxTokens: r.maxTokens })),
       );
       const seconds = (performance.now() - started) / 1000;
       const generated = results.reduce((n, r) => n + r.completionTokens, 0);
       const cached = results.reduce((n, r) => n + r.cachedPromptTokens, 0);
+      const after = engine.scheduling();
       console.log(
         JSON.stringify({
+          workload: values.workload ?? "uniform",
+          build: engine.info.build,
           gpu: engine.info.gpu,
           contexts: engine.info.contexts,
           threads: engine.info.threads,
-          sequences,
-          requests,
+          sequences: engine.info.sequences,
+          requests: requests.length,
           seconds: +seconds.toFixed(2),
           generated,
           tokensPerSecond: Math.round(generated / seconds),
           cachedPromptTokens: cached,
+          decodes: after.steps - before.steps,
+          microBatches: after.microBatches - before.microBatches,
+          evaluatedTokens: after.evaluatedTokens - before.evaluatedTokens,
+          prefixCopies: after.prefixCopies - before.prefixCopies,
         }),
       );
       await engine.close();

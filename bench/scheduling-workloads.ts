@@ -2,6 +2,7 @@
 // (a) template: one long system prompt and few-shot examples, then a short document per line;
 // (b) varied: no shared prefix, prompts of about 10 to 1,000 tokens, max_tokens 16 to 512 (the two fit 1,024);
 // (c) retrieval: documents asked 5 questions each, the lines shuffled (as a file joined from two tables is).
+import { estimateLine, OrderPlanner } from "../pipeline/schedule.js";
 import { rng } from "../testkit/fuzz.js";
 import type { PeerRequest } from "../testkit/llama-server.js";
 import { prompt, sharedSystemPrompt } from "../testkit/workload.js";
@@ -156,4 +157,25 @@ export function familiesWorkload(lines: number, families: number, perWord: numbe
     requests,
     ctxPerSlot: 1024,
   };
+}
+
+/** A completions workload by name (families-N, retrieval, varied), as the engine takes it. */
+export function completionsWorkload(name: string, lines: number): Workload {
+  const families = /^families-(\d+)$/.exec(name);
+  if (families) return familiesWorkload(lines, Number(families[1]));
+  if (name === "retrieval") return retrievalWorkload(lines);
+  if (name === "varied") return variedWorkload(lines);
+  throw new Error(`unknown completions workload ${name}: families-N, retrieval or varied`);
+}
+
+/** The workload's prompts and token limits in the order the service starts them (longest first, families together). */
+export function engineRequests(name: string, lines: number): { prompt: string; maxTokens: number }[] {
+  const { requests } = completionsWorkload(name, lines);
+  const planner = new OrderPlanner();
+  for (const [i, r] of requests.entries()) planner.add({ lineNo: i, start: 0, end: 0, estimate: estimateLine("/v1/completions", r.body) });
+  const { order } = planner.plan("cost");
+  return Array.from(order, (i) => {
+    const body = requests[i].body as { prompt: string; max_tokens: number };
+    return { prompt: body.prompt, maxTokens: body.max_tokens };
+  });
 }

@@ -13,6 +13,7 @@
 // Measurements in engine/README.md. The batch item carries no sequence id, so each sequence tags its
 // tokens through `evaluationPriority`, which only prioritization strategies read.
 import type { BatchItem, CustomBatchingPrioritizationStrategy, EvaluationPriority, PrioritizedBatchItem } from "node-llama-cpp";
+import { microBatches } from "./micro-batches.js";
 
 /**
  * The tag a sequence's tokens carry: its position in the context (0-based), shifted to be positive.
@@ -74,18 +75,22 @@ export class BatchOrder {
   /** Sequences decoded in the last step whose requests go on: the next step waits for them. */
   private readonly lastStep = new Set<EvaluationPriority>();
   private turns = 0;
-  /** Decodes planned, the sequences and tokens in them, and turns spent waiting: how well the batching works. */
-  readonly stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0 };
+  /**
+   * Decodes planned, the sequences and tokens in them, turns spent waiting, and the passes over the weights
+   * llama.cpp cuts them into (micro-batches.ts; counted while the tags are intact): how well the batching works.
+   */
+  readonly stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0 };
   /** Set once an item came with a tag this order never gave (see sequenceTag): no lockstep from then on. */
   untagged = false;
 
   /**
    * `sequences`: how many sequences tag their tokens (0: not checked). `onStep` hears the tokens of each planned
-   * step just before it is decoded (step-threads.ts).
+   * step just before it is decoded (step-threads.ts). `unified`: the context keeps one KV stream for all.
    */
   constructor(
     private readonly onStep?: (tokens: number) => void,
     private readonly sequences = 0,
+    private readonly unified = false,
   ) {}
 
   readonly strategy: CustomBatchingPrioritizationStrategy = ({ items, size }) => {
@@ -106,6 +111,10 @@ export class BatchOrder {
       tokens += p.processAmount;
     }
     this.stats.tokens += tokens;
+    if (!this.untagged) {
+      const parts = planned.map((p) => ({ sequence: p.item.evaluationPriority - 1, tokens: p.processAmount }));
+      this.stats.microBatches += microBatches(parts, size, this.unified);
+    }
     this.onStep?.(tokens);
     return planned;
   };

@@ -85,6 +85,7 @@ export class LlamaEngine implements Engine {
       steps: b.steps,
       sequences: b.sequences,
       evaluatedTokens: b.tokens,
+      microBatches: b.microBatches,
       prefixCopies: pool.copyStats.copies,
       copiedTokens: pool.copyStats.tokens,
     };

@@ -35,7 +35,7 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
   if (!Number.isInteger(opts.contextSize) || opts.contextSize < 16) {
     throw new Error(`contextSize must be an integer >= 16, got ${opts.contextSize}.`);
   }
-  const llama = await loadLlama(opts.gpu, log, opts.build);
+  const llama = await loadLlama(opts.gpu, log, opts.build, opts.llamaDebugLog ?? false);
   try {
     return await assemble(llama, opts, log);
   } catch (err) {

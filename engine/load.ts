@@ -16,13 +16,13 @@ function llamaLogger(log: Log) {
   };
 }
 
-async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, build: EngineBuildChoice): Promise<Llama> {
+async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, build: EngineBuildChoice, debug: boolean): Promise<Llama> {
   return getLlama({
     ...buildSelection(build),
     build: "never",
     skipDownload: true,
     gpu,
-    logLevel: LlamaLogLevel.warn,
+    logLevel: debug ? LlamaLogLevel.debug : LlamaLogLevel.warn,
     logger: llamaLogger(log),
     // Thread use is decided later from the cores this binding reports (see engine/threads.ts).
     progressLogs: false,
@@ -34,14 +34,19 @@ async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, bu
  * A named GPU that cannot be loaded falls back to CPU with a warning rather than refusing to start:
  * slow answers beat none, and `info.gpu` tells the truth.
  */
-export async function loadLlama(gpu: EngineOptions["gpu"], log: Log, build: EngineBuildChoice = defaultBuildChoice()): Promise<Llama> {
+export async function loadLlama(
+  gpu: EngineOptions["gpu"],
+  log: Log,
+  build: EngineBuildChoice = defaultBuildChoice(),
+  llamaDebug = false,
+): Promise<Llama> {
   let llama: Llama;
   try {
-    llama = await tryGetLlama(gpu, log, build);
+    llama = await tryGetLlama(gpu, log, build, llamaDebug);
   } catch (err) {
     if (gpu === false) throw err;
     log(`GPU backend '${gpu}' could not be loaded; falling back to CPU`, { error: err instanceof Error ? err.message : String(err) });
-    llama = await tryGetLlama(false, log, build);
+    llama = await tryGetLlama(false, log, build, llamaDebug);
   }
   const loaded = loadedBuild(llama);
   if (build === "patched" && loaded !== "patched") {

@@ -91,7 +91,7 @@ export class SequencePool {
         for (let c = 0; c < count; c++) {
           // The sequences spread evenly: the first contexts take one more when they do not divide.
           const share = Math.floor(sequences / count) + (c < sequences % count ? 1 : 0);
-          const order = new BatchOrder(opts.onStep, share);
+          const order = new BatchOrder(opts.onStep, share, opts.kvUnified ?? false);
           contexts.push(
             await model.createContext({
               sequences: share,
@@ -123,9 +123,9 @@ export class SequencePool {
     return this.sequences.length;
   }
 
-  /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting. */
+  /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting, passes. */
   get batchStats(): Readonly<BatchOrder["stats"]> {
-    const sum = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0 };
+    const sum = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0 };
     for (const o of this.orders) for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += o.stats[k];
     return sum;
   }

@@ -141,6 +141,11 @@ export interface SchedulingStats {
   steps: number;
   sequences: number;
   evaluatedTokens: number;
+  /**
+   * The passes over the weights llama.cpp cut those decodes into (engine/micro-batches.ts): with a KV stream per
+   * sequence, each prompt tail on a sequence apart from the others is one more.
+   */
+  microBatches: number;
   /** Prefixes copied from another sequence of the same context, and the prompt tokens those copies spared. */
   prefixCopies: number;
   copiedTokens: number;
@@ -197,4 +202,6 @@ export interface EngineOptions {
   reproducible?: boolean;
   /** Called with one-line human notes (GPU chosen, threads, warnings). */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** Pass llama.cpp's debug messages to `log` too (diagnostics and tests; warnings and errors only by default). */
+  llamaDebugLog?: boolean;
 }

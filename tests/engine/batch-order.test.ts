@@ -48,7 +48,7 @@ describe("BatchOrder", () => {
     // Sequence 1 has not queued its next token yet: the step waits.
     expect(order.strategy({ items: [item(0, 1)], size: 512 })).toEqual([]);
     expect(order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 })).toHaveLength(2);
-    expect(order.stats).toEqual({ steps: 2, sequences: 4, tokens: 4, waitTurns: 1 });
+    expect(order.stats).toEqual({ steps: 2, sequences: 4, tokens: 4, waitTurns: 1, microBatches: 2 });
   });
 
   it("does not wait for a sequence whose request is over, nor for new ones", () => {
