@@ -40,6 +40,12 @@ export class ResourcePool<T> {
     return this.free.length;
   }
 
+  /** Whether a request waits for an item: the next one released goes to it at once. */
+  get contended(): boolean {
+    for (let i = 0; i < this.waiters.length; i++) if (!this.waiters.peekAt(i)!.done) return true;
+    return false;
+  }
+
   /**
    * Take an item. With several free, `choose` picks one (default: the one released last, whose state is
    * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting. While it waits,

@@ -62,3 +62,31 @@ describe("lockstep decoding", () => {
     expect(sequences / steps).toBeGreaterThan(SEQUENCES - 0.75);
   });
 });
+
+const COLOURS = ["Red", "Blue", "Green", "Gold", "Grey", "Pink", "Teal", "Navy"];
+
+describe("a request waiting for a sequence", () => {
+  it("joins the decode right after the last token of the request it follows, leaving no gap", async () => {
+    const request = (i: number, maxTokens: number) => ({
+      tokens: tokenizePrompt(model, `${COLOURS[i]} fox number ${i} jumped over the lazy dog and ran away home`),
+      maxTokens,
+      temperature: 0,
+      topP: 1,
+      topK: 0,
+      seed: 1,
+      stopStrings: [],
+      ...PLAIN,
+      stopTokens: new Set<never>(),
+    });
+    // Twice as many requests as sequences, ending at different steps: each later one takes a freed sequence.
+    const limits = [6, 10, 14, 18, 30, 30, 30, 30];
+    const before = { ...pool.batchStats };
+    await Promise.all(limits.map((n, i) => generate(pool, model, request(i, n))));
+    const steps = pool.batchStats.steps - before.steps;
+    const passes = pool.batchStats.microBatches - before.microBatches;
+    // One pass a decode, and one more for each prompt: none for a gap where a freed sequence was left out.
+    expect(passes).toBeLessThanOrEqual(steps + limits.length);
+    // Every decode holds all sequences while requests wait, and the last ones run down together.
+    expect(pool.batchStats.sequences - before.sequences).toBeGreaterThan(steps * (SEQUENCES - 0.75));
+  });
+});

@@ -21,6 +21,23 @@ describe("ResourcePool", () => {
     expect(order).toEqual(["1:a", "2:a", "3:a"]);
   });
 
+  it("says whether a live request waits, so a released item would go to it at once", async () => {
+    const pool = new ResourcePool(["a"]);
+    const held = await pool.acquire();
+    expect(pool.contended).toBe(false);
+    const controller = new AbortController();
+    const aborted = pool.acquire(controller.signal);
+    expect(pool.contended).toBe(true);
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ name: "AbortError" });
+    expect(pool.contended).toBe(false);
+    const waiting = pool.acquire();
+    expect(pool.contended).toBe(true);
+    pool.release(held);
+    expect(pool.contended).toBe(false);
+    expect(await waiting).toBe("a");
+  });
+
   it("lets the chooser pick among free items", async () => {
     const pool = new ResourcePool(["x", "yy", "zzz"]);
     expect(await pool.acquire(undefined, (free) => free.findIndex((s) => s.length === 2))).toBe("yy");
