@@ -1,14 +1,14 @@
 // Throughput of the engine for many short completions, to choose threads and sequences from measurements.
 //   npx tsx bench/engine-cli.ts [modelPath] [--requests 256] [--tokens 64] [--sequences 1,4,8,16,32] [--threads 1,2] [--contexts 1,2]
 // (threads 0: the engine's own choice)
-// `--workload families-8|families-64|retrieval|varied` runs that scheduling workload's completions instead (512
-// lines, or --requests), in the order the service would start them (pipeline/schedule.ts).
+// `--workload families-8|families-64|template|retrieval|varied` runs that scheduling workload instead (512 lines,
+// or --requests), in the order the service would start them (pipeline/schedule.ts).
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
 // Besides time it prints the engine's counters: decodes, the passes llama.cpp cut them into, tokens evaluated.
 import { parseArgs } from "node:util";
 import { createEngine, type GenerationResult } from "../engine/index.js";
 import { prompt } from "../testkit/workload.js";
-import { engineRequests } from "./scheduling-workloads.js";
+import { type EngineRequest, engineRequests } from "./scheduling-workloads.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -38,13 +38,17 @@ for (const contexts of list(values.contexts))
         embeddingContexts: 1,
         contexts,
       });
-      const requests = values.workload
+      const requests: EngineRequest[] = values.workload
         ? engineRequests(values.workload, Number(values.requests === "256" ? 512 : values.requests))
         : Array.from({ length: Number(values.requests) }, (_, i) => ({ prompt: prompt(i), maxTokens: Number(values.tokens) }));
       const before = engine.scheduling();
       const started = performance.now();
       const results: GenerationResult[] = await Promise.all(
-        requests.map((r) => engine.complete(r.prompt, { temperature: 0, maxTokens: r.maxTokens })),
+        requests.map((r) =>
+          "messages" in r
+            ? engine.chat(r.messages, { temperature: 0, maxTokens: r.maxTokens })
+            : engine.complete(r.prompt, { temperature: 0, maxTokens: r.maxTokens }),
+        ),
       );
       const seconds = (performance.now() - started) / 1000;
       const generated = results.reduce((n, r) => n + r.completionTokens, 0);

@@ -159,23 +159,35 @@ export function familiesWorkload(lines: number, families: number, perWord: numbe
   };
 }
 
-/** A completions workload by name (families-N, retrieval, varied), as the engine takes it. */
-export function completionsWorkload(name: string, lines: number): Workload {
+/** A scheduling workload by name (families-N, template, retrieval, varied). */
+export function schedulingWorkload(name: string, lines: number): Workload {
   const families = /^families-(\d+)$/.exec(name);
   if (families) return familiesWorkload(lines, Number(families[1]));
+  if (name === "template") return templateWorkload(lines);
   if (name === "retrieval") return retrievalWorkload(lines);
   if (name === "varied") return variedWorkload(lines);
-  throw new Error(`unknown completions workload ${name}: families-N, retrieval or varied`);
+  throw new Error(`unknown workload ${name}: families-N, template, retrieval or varied`);
 }
 
-/** The workload's prompts and token limits in the order the service starts them (longest first, families together). */
-export function engineRequests(name: string, lines: number): { prompt: string; maxTokens: number }[] {
-  const { requests } = completionsWorkload(name, lines);
+/** One line as the engine takes it: a completion's prompt or a chat's messages, and its token limit. */
+export type EngineRequest =
+  | { prompt: string; maxTokens: number }
+  | { messages: { role: "system" | "user" | "assistant"; content: string }[]; maxTokens: number };
+
+/** The workload's lines in the order the service starts them (longest first, families together). */
+export function engineRequests(name: string, lines: number): EngineRequest[] {
+  const { requests } = schedulingWorkload(name, lines);
   const planner = new OrderPlanner();
-  for (const [i, r] of requests.entries()) planner.add({ lineNo: i, start: 0, end: 0, estimate: estimateLine("/v1/completions", r.body) });
+  for (const [i, r] of requests.entries()) planner.add({ lineNo: i, start: 0, end: 0, estimate: estimateLine(r.url, r.body) });
   const { order } = planner.plan("cost");
-  return Array.from(order, (i) => {
-    const body = requests[i].body as { prompt: string; max_tokens: number };
-    return { prompt: body.prompt, maxTokens: body.max_tokens };
+  return Array.from(order, (i): EngineRequest => {
+    const body = requests[i].body as {
+      prompt?: string;
+      messages?: { role: "system" | "user" | "assistant"; content: string }[];
+      max_tokens: number;
+    };
+    return body.messages
+      ? { messages: body.messages, maxTokens: body.max_tokens }
+      : { prompt: body.prompt ?? "", maxTokens: body.max_tokens };
   });
 }

@@ -38,22 +38,25 @@ afterAll(async () => {
   await llama?.dispose();
 });
 
+/** A greedy request that never stops early on an end-of-text token: it runs its `maxTokens`. */
+const request = (text: string, maxTokens: number) => ({
+  tokens: tokenizePrompt(model, text),
+  maxTokens,
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  seed: 1,
+  stopStrings: [],
+  ...PLAIN,
+  stopTokens: new Set<never>(),
+});
+
 describe("lockstep decoding", () => {
   it("keeps every generating sequence in each decode", async () => {
-    const request = (i: number) => ({
-      tokens: tokenizePrompt(model, `Once upon a time, there was a child number ${i}`),
-      maxTokens: 32,
-      temperature: 0,
-      topP: 1,
-      topK: 0,
-      seed: 1,
-      stopStrings: [],
-      ...PLAIN,
-      // Never stop early on an end-of-text token: every request runs its 32 tokens.
-      stopTokens: new Set<never>(),
-    });
     const before = { ...pool.batchStats };
-    const results = await Promise.all(Array.from({ length: SEQUENCES }, (_, i) => generate(pool, model, request(i))));
+    const results = await Promise.all(
+      Array.from({ length: SEQUENCES }, (_, i) => generate(pool, model, request(`Once upon a time, there was a child number ${i}`, 32))),
+    );
     const steps = pool.batchStats.steps - before.steps;
     const sequences = pool.batchStats.sequences - before.sequences;
     const generated = results.reduce((n, r) => n + r.completionTokens, 0);
@@ -67,21 +70,11 @@ const COLOURS = ["Red", "Blue", "Green", "Gold", "Grey", "Pink", "Teal", "Navy"]
 
 describe("a request waiting for a sequence", () => {
   it("joins the decode right after the last token of the request it follows, leaving no gap", async () => {
-    const request = (i: number, maxTokens: number) => ({
-      tokens: tokenizePrompt(model, `${COLOURS[i]} fox number ${i} jumped over the lazy dog and ran away home`),
-      maxTokens,
-      temperature: 0,
-      topP: 1,
-      topK: 0,
-      seed: 1,
-      stopStrings: [],
-      ...PLAIN,
-      stopTokens: new Set<never>(),
-    });
     // Twice as many requests as sequences, ending at different steps: each later one takes a freed sequence.
     const limits = [6, 10, 14, 18, 30, 30, 30, 30];
+    const text = (i: number) => `${COLOURS[i]} fox number ${i} jumped over the lazy dog and ran away home`;
     const before = { ...pool.batchStats };
-    await Promise.all(limits.map((n, i) => generate(pool, model, request(i, n))));
+    await Promise.all(limits.map((n, i) => generate(pool, model, request(text(i), n))));
     const steps = pool.batchStats.steps - before.steps;
     const passes = pool.batchStats.microBatches - before.microBatches;
     // One pass a decode, and one more for each prompt: none for a gap where a freed sequence was left out.
