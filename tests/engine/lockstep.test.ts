@@ -5,6 +5,7 @@ import type { Llama, LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generate } from "../../engine/generate.js";
 import { loadLlama, loadModel } from "../../engine/load.js";
+import { loadedBuild } from "../../engine/native.js";
 import { SequencePool } from "../../engine/sequence-pool.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
 import { testModelPath } from "../../testkit/model.js";
@@ -69,7 +70,13 @@ describe("lockstep decoding", () => {
 const COLOURS = ["Red", "Blue", "Green", "Gold", "Grey", "Pink", "Teal", "Navy"];
 
 describe("a request waiting for a sequence", () => {
-  it("joins the decode right after the last token of the request it follows, leaving no gap", async () => {
+  // Where copies and cuts are queued (the patched build). On the prebuilt build a new prompt's cut of the old cache
+  // waits for the context lock, which the other sequences' decodes hold, so it joins when they pause.
+  it("joins the decode right after the last token of the request it follows, leaving no gap", async (ctx) => {
+    if (loadedBuild(llama) !== "patched") {
+      console.warn("the lockstep's hand-over to a waiting request is tested on the patched build only; it runs the prebuilt here");
+      return ctx.skip();
+    }
     // Twice as many requests as sequences, ending at different steps: each later one takes a freed sequence.
     const limits = [6, 10, 14, 18, 30, 30, 30, 30];
     const text = (i: number) => `${COLOURS[i]} fox number ${i} jumped over the lazy dog and ran away home`;
