@@ -13,7 +13,7 @@ import { type EngineRequest, engineRequests } from "./scheduling-workloads.js";
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
-    requests: { type: "string", default: "256" },
+    requests: { type: "string" },
     tokens: { type: "string", default: "64" },
     sequences: { type: "string", default: "1,4,8,16,32" },
     threads: { type: "string", default: "1,2" },
@@ -39,8 +39,8 @@ for (const contexts of list(values.contexts))
         contexts,
       });
       const requests: EngineRequest[] = values.workload
-        ? engineRequests(values.workload, Number(values.requests === "256" ? 512 : values.requests))
-        : Array.from({ length: Number(values.requests) }, (_, i) => ({ prompt: prompt(i), maxTokens: Number(values.tokens) }));
+        ? engineRequests(values.workload, Number(values.requests ?? 512))
+        : Array.from({ length: Number(values.requests ?? 256) }, (_, i) => ({ prompt: prompt(i), maxTokens: Number(values.tokens) }));
       const before = engine.scheduling();
       const started = performance.now();
       const results: GenerationResult[] = await Promise.all(

@@ -1,7 +1,7 @@
 // How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
 import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
 import type { SchedulingCase } from "./scheduling.js";
-import { familiesWorkload, retrievalWorkload, TOKENS_PER_WORD, templateWorkload, variedWorkload } from "./scheduling-workloads.js";
+import { schedulingWorkloads, TOKENS_PER_WORD } from "./scheduling-workloads.js";
 
 export interface ModelPlan {
   /** Label in the table. */
@@ -53,15 +53,13 @@ export interface SchedulingPlan {
   ablations: boolean;
 }
 
-/** (a) template, (b) varied, (c) retrieval at `lines` lines, with the issue's goals. */
+/** The scheduling workloads at `lines` lines, with the issue's goals: all share prefixes but the varied one. */
 function schedulingCases(lines: number, perWord: number): SchedulingCase[] {
-  return [
-    { workload: templateWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
-    { workload: variedWorkload(lines, perWord), goal: lines >= 2048 ? 1.15 : 1.0, sharesPrefixes: false },
-    { workload: retrievalWorkload(lines, perWord), goal: 1.3, sharesPrefixes: true },
-    { workload: familiesWorkload(lines, 8, perWord), goal: 1.3, sharesPrefixes: true },
-    { workload: familiesWorkload(lines, 64, perWord), goal: 1.3, sharesPrefixes: true },
-  ];
+  return schedulingWorkloads(lines, perWord).map((workload) =>
+    workload.name === "varied"
+      ? { workload, goal: lines >= 2048 ? 1.15 : 1.0, sharesPrefixes: false }
+      : { workload, goal: 1.3, sharesPrefixes: true },
+  );
 }
 
 export interface UpstreamPlan {

@@ -159,14 +159,15 @@ export function familiesWorkload(lines: number, families: number, perWord: numbe
   };
 }
 
-/** A scheduling workload by name (families-N, template, retrieval, varied). */
-export function schedulingWorkload(name: string, lines: number): Workload {
-  const families = /^families-(\d+)$/.exec(name);
-  if (families) return familiesWorkload(lines, Number(families[1]));
-  if (name === "template") return templateWorkload(lines);
-  if (name === "retrieval") return retrievalWorkload(lines);
-  if (name === "varied") return variedWorkload(lines);
-  throw new Error(`unknown workload ${name}: families-N, template, retrieval or varied`);
+/** The scheduling workloads the bench compares, `lines` lines each: template, varied, retrieval, families-8, families-64. */
+export function schedulingWorkloads(lines: number, perWord: number = TOKENS_PER_WORD.generated): Workload[] {
+  return [
+    templateWorkload(lines, perWord),
+    variedWorkload(lines, perWord),
+    retrievalWorkload(lines, perWord),
+    familiesWorkload(lines, 8, perWord),
+    familiesWorkload(lines, 64, perWord),
+  ];
 }
 
 /** One line as the engine takes it: a completion's prompt or a chat's messages, and its token limit. */
@@ -176,7 +177,10 @@ export type EngineRequest =
 
 /** The workload's lines in the order the service starts them (longest first, families together). */
 export function engineRequests(name: string, lines: number): EngineRequest[] {
-  const { requests } = schedulingWorkload(name, lines);
+  const workloads = schedulingWorkloads(lines);
+  const workload = workloads.find((w) => w.name === name);
+  if (!workload) throw new Error(`unknown workload ${name}: ${workloads.map((w) => w.name).join(", ")}`);
+  const { requests } = workload;
   const planner = new OrderPlanner();
   for (const [i, r] of requests.entries()) planner.add({ lineNo: i, start: 0, end: 0, estimate: estimateLine(r.url, r.body) });
   const { order } = planner.plan("cost");

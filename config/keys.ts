@@ -44,7 +44,7 @@ export const ownerOfDigest = (sha256: string) => sha256.slice(0, 32);
 export const ownerOfSecret = (secret: string) => ownerOfDigest(sha256Hex(secret));
 
 /** What a key without an id of its own is called: `key_` and its owner's first 8 hex digits. */
-const keyIdOfOwner = (owner: string) => `key_${owner.slice(0, 8)}`;
+export const keyIdOfOwner = (owner: string) => `key_${owner.slice(0, 8)}`;
 
 /** A bare API_KEYS key: not an admin, weight 1, no limits, named by its owner's first 8 hex digits. */
 export function bareKey(secret: string): ApiKey {

@@ -2,6 +2,7 @@
 // one), so two apps in one process (tests) keep their own counts. Labels are bounded: route
 // patterns, status names, pool names and endpoints, never ids.
 import client from "prom-client";
+import { keyIdOfOwner } from "../config/keys.js";
 import type { BackendStats } from "../openai/backend.js";
 import type { Progress } from "../pipeline/types.js";
 import { RateWindow } from "./rate-window.js";
@@ -159,7 +160,7 @@ export function createMetrics(
     (total, source) => {
       const m = /^key_tokens:([^|]*)\|(.*)\|(input|cached|output)$/.exec(total);
       if (!m) return undefined;
-      return { key: m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? `key_${m[1].slice(0, 8)}`), model: m[2], kind: m[3] };
+      return { key: m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? keyIdOfOwner(m[1])), model: m[2], kind: m[3] };
     },
   );
   liveGauge(
