@@ -1,10 +1,11 @@
 // Which native build of node-llama-cpp the engine runs. Two exist on a machine that built the fast engine:
 // - "prebuilt": the binaries node-llama-cpp ships (no compiler needed; what `npm install` gives);
-// - "patched": node-llama-cpp's own source build of its addon with engine/native/'s patch, made by
-//   scripts/build-engine.sh. It adds a unified KV cache option and sequence copies queued into the next decode
-//   (docs/node-llama-cpp-patch.md), and is compiled with OpenMP for this CPU.
-// node-llama-cpp names a local build's folder after its custom cmake options, so the patch's hash, passed as one,
-// makes getLlama load exactly the build of this patch, and the prebuilt binaries when there is none.
+// - "patched": node-llama-cpp's own source build of its addon with engine/native/'s patches, made by
+//   scripts/build-engine.sh. They add a unified KV cache option, sequence copies queued into the next decode, and
+//   CPU flash attention that skips what a unified cache's mask hides (docs/node-llama-cpp-patch.md); it is compiled
+//   with OpenMP for this CPU.
+// node-llama-cpp names a local build's folder after its custom cmake options, so the patches' hash, passed as one,
+// makes getLlama load exactly the build of these patches, and the prebuilt binaries when there is none.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -16,15 +17,17 @@ export type EngineBuild = "prebuilt" | "patched";
 export type EngineBuildChoice = "auto" | EngineBuild;
 
 export const PATCH_FILE = fileURLToPath(new URL("./native/node-llama-cpp-3.22.1.patch", import.meta.url));
+/** The patch to the llama.cpp node-llama-cpp ships (CPU flash attention over sparse masks), built with the other. */
+export const LLAMA_PATCH_FILE = fileURLToPath(new URL("./native/llama.cpp-flash-attn-sparse.patch", import.meta.url));
 /** The cmake option scripts/build-engine.sh sets to the same key. */
 export const PATCH_CMAKE_OPTION = "OBI_ENGINE_PATCH";
 
 let key: string | null | undefined;
-/** The patch's key (the first 16 hex digits of its SHA-256), or null when the file is missing. */
+/** The patches' key (the first 16 hex digits of the SHA-256 of both, in turn), or null when one is missing. */
 export function patchKey(): string | null {
   if (key === undefined) {
     try {
-      key = createHash("sha256").update(readFileSync(PATCH_FILE)).digest("hex").slice(0, 16);
+      key = createHash("sha256").update(readFileSync(PATCH_FILE)).update(readFileSync(LLAMA_PATCH_FILE)).digest("hex").slice(0, 16);
     } catch {
       key = null;
     }
@@ -62,6 +65,6 @@ export function loadedBuild(llama: Llama): EngineBuild {
 /** The line the engine logs and the error it raises when the patched build was required and is absent. */
 export function missingPatchedBuild(): string {
   return patchKey() === null
-    ? `ENGINE_BUILD=patched, but ${PATCH_FILE} is missing`
+    ? `ENGINE_BUILD=patched, but ${PATCH_FILE} or ${LLAMA_PATCH_FILE} is missing`
     : "ENGINE_BUILD=patched, but the fast engine is not built here: run `npm run build:engine` (needs cmake and g++)";
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the fast engine: node-llama-cpp's addon with the reviewed patch in engine/native/, compiled by
-# node-llama-cpp's own source build from the llama.cpp it ships (its git bundle; no network). The build is cached
-# outside the repository, keyed by the patch, so a second run (or `npm ci` followed by this script) takes seconds.
+# Builds the fast engine: node-llama-cpp's addon with the reviewed patches in engine/native/ (one to node-llama-cpp,
+# one to the llama.cpp it ships), compiled by node-llama-cpp's own source build from that llama.cpp (its git bundle;
+# no network). The build is cached outside the repository, keyed by the patches, so a second run (or `npm ci`
+# followed by this script) takes seconds.
 # About 5 minutes on 2 cores with Debian's cmake and g++. Without them it prints one line and exits 1, and the
 # engine goes on with the prebuilt binaries.
 # Prints the build's folder on stdout; progress goes to stderr.
@@ -10,6 +11,8 @@ cd "$(dirname "$0")/.."
 
 nlc=node_modules/node-llama-cpp
 patch_file=engine/native/node-llama-cpp-3.22.1.patch
+# Applied to the unpacked llama.cpp source (llama/llama.cpp), which exists only once unpack_source has run.
+llama_patch_file=engine/native/llama.cpp-flash-attn-sparse.patch
 [ -d "$nlc" ] || { echo "build-engine: $nlc is missing (run npm ci first)" >&2; exit 1; }
 version=$(node -p "require('./$nlc/package.json').version")
 [ "$version" = 3.22.1 ] || { echo "build-engine: the patch is for node-llama-cpp 3.22.1, not $version" >&2; exit 1; }
@@ -24,7 +27,8 @@ else
   patch -p1 -N -s -d "$nlc" <"$patch_file" >&2 || { echo "build-engine: the patch does not apply to $nlc" >&2; exit 1; }
 fi
 
-key=$(sha256sum "$patch_file" | cut -c1-16)
+# engine/native.ts hashes the same two files in the same order.
+key=$(cat "$patch_file" "$llama_patch_file" | sha256sum | cut -c1-16)
 # The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load.ts passes the same).
 export NODE_LLAMA_CPP_CMAKE_OPTION_OBI_ENGINE_PATCH="$key"
 folder=$(node --input-type=module -e "
@@ -40,12 +44,15 @@ cache=${ENGINE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-infere
 # A local build reads its grammars (response_format json_object) from the unpacked source, not from the prebuilt
 # binaries' folder, so a build restored from the cache needs the source beside it as much as a fresh one does.
 unpack_source() {
-  [ -f "$nlc/llama/llama.cpp/grammars/json.gbnf" ] && return 0
-  node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$1" 2>&1
+  if [ ! -f "$nlc/llama/llama.cpp/grammars/json.gbnf" ]; then
+    node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$1" 2>&1 || return 1
+  fi
+  local src=$nlc/llama/llama.cpp
+  patch -p1 -R -s -f --dry-run -d "$src" <"$llama_patch_file" >/dev/null 2>&1 || patch -p1 -N -s -d "$src" <"$llama_patch_file" >>"$1" 2>&1
 }
 if [ -f "$local_builds/$folder/buildDone.status" ] || [ -f "$cache/buildDone.status" ]; then
   log=$(mktemp --suffix=.log "${TMPDIR:-/tmp}/build-engine.XXXXXX")
-  unpack_source "$log" || { echo "build-engine: llama.cpp's source could not be unpacked (log: $log)" >&2; exit 1; }
+  unpack_source "$log" || { echo "build-engine: llama.cpp's source could not be unpacked and patched (log: $log)" >&2; exit 1; }
   rm -f "$log"
   if [ ! -f "$local_builds/$folder/buildDone.status" ]; then
     mkdir -p "$local_builds" && rm -rf "$local_builds/$folder" && cp -a "$cache" "$local_builds/$folder"
@@ -62,7 +69,7 @@ fail() {
   exit 1
 }
 start=$(date +%s)
-unpack_source "$log" || fail "llama.cpp's source could not be unpacked"
+unpack_source "$log" || fail "llama.cpp's source could not be unpacked and patched"
 node "$nlc/dist/cli/cli.js" source build --gpu false --noUsageExample >>"$log" 2>&1 || fail "the build failed"
 [ -f "$local_builds/$folder/buildDone.status" ] || fail "the build finished without $local_builds/$folder"
 echo "build-engine: built in $(( $(date +%s) - start )) s" >&2

@@ -6,7 +6,15 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../config/config.js";
-import { buildSelection, defaultBuildChoice, missingPatchedBuild, PATCH_CMAKE_OPTION, patchKey } from "../../engine/native.js";
+import {
+  buildSelection,
+  defaultBuildChoice,
+  LLAMA_PATCH_FILE,
+  missingPatchedBuild,
+  PATCH_CMAKE_OPTION,
+  PATCH_FILE,
+  patchKey,
+} from "../../engine/native.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("the engine's build choice", () => {
@@ -15,6 +23,13 @@ describe("the engine's build choice", () => {
     expect(buildSelection("auto")).toEqual({ cmakeOptions: { [PATCH_CMAKE_OPTION]: patchKey() } });
     expect(buildSelection("patched")).toEqual(buildSelection("auto"));
     expect(buildSelection("prebuilt")).toEqual({});
+  });
+
+  it("hashes both patches in the order scripts/build-engine.sh does, so the folder it builds is the one loaded", () => {
+    const script = spawnSync("bash", ["-c", `cat "$1" "$2" | sha256sum | cut -c1-16`, "-", PATCH_FILE, LLAMA_PATCH_FILE], {
+      encoding: "utf8",
+    });
+    expect(script.stdout.trim()).toBe(patchKey());
   });
 
   it("reads ENGINE_BUILD through its one declaration, refusing anything else with one line", () => {
