@@ -2,7 +2,8 @@
 //   npx tsx bench/engine-cli.ts [modelPath] [--requests 256] [--tokens 64] [--sequences 1,4,8,16,32] [--threads 1,2] [--contexts 1,2]
 // (threads 0: the engine's own choice)
 // `--workload families-8|families-64|template|retrieval|varied` runs that scheduling workload instead (512 lines,
-// or --requests), in the order the service would start them (pipeline/schedule.ts).
+// or --requests), in the order the service would start them (pipeline/schedule.ts). `--kv-unified` gives each context
+// one KV cache for all its sequences (the patched build's KV_UNIFIED).
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
 // Besides time it prints the engine's counters: decodes, the passes llama.cpp cut them into, tokens evaluated.
 import { parseArgs } from "node:util";
@@ -20,6 +21,7 @@ const { values, positionals } = parseArgs({
     context: { type: "string", default: "1024" },
     contexts: { type: "string", default: "1" },
     workload: { type: "string" },
+    "kv-unified": { type: "boolean", default: false },
   },
 });
 const modelPath = positionals[0] ?? process.env.MODEL_PATH ?? new URL("../../shared/models/stories260K.gguf", import.meta.url).pathname;
@@ -37,6 +39,7 @@ for (const contexts of list(values.contexts))
         contextSize: Number(values.context),
         embeddingContexts: 1,
         contexts,
+        kvUnified: values["kv-unified"],
       });
       const requests: EngineRequest[] = values.workload
         ? engineRequests(values.workload, Number(values.requests ?? 512))
@@ -60,6 +63,7 @@ for (const contexts of list(values.contexts))
           build: engine.info.build,
           gpu: engine.info.gpu,
           contexts: engine.info.contexts,
+          kvUnified: engine.info.kvUnified,
           threads: engine.info.threads,
           sequences: engine.info.sequences,
           requests: requests.length,
