@@ -219,7 +219,7 @@ export const SETTINGS = {
       default: false,
       schema: bool(),
       read: booleanSetting,
-      help: "one KV cache for all sequences of a context (patched build only): a shared prefix is stored once, but every token attends over all sequences' cells",
+      help: "one KV cache for all sequences of a context (patched build only): one pass over the weights per decode and a shared prefix stored once; faster on batches of short lines sharing openings, slower on long lines sharing nothing",
     }),
     prefixCopy: setting({
       env: "PREFIX_COPY",
