@@ -6,8 +6,16 @@
 # About 5 minutes on 2 cores with Debian's cmake and g++. Without them it prints one line and exits 1, and the
 # engine goes on with the prebuilt binaries.
 # Prints the build's folder on stdout; progress goes to stderr.
+# --key: only print the patches' key (what engine/native.ts must compute too). --cached: only print the folder of a
+# build already in node_modules (exit 3 when there is none); neither builds, patches or needs a compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+only=
+case "${1:-}" in
+  --key | --cached) only=$1 ;;
+  "") ;;
+  *) echo "build-engine: unknown option $1 (--key, --cached)" >&2; exit 2 ;;
+esac
 
 nlc=node_modules/node-llama-cpp
 patch_file=engine/native/node-llama-cpp-3.22.1.patch
@@ -16,19 +24,12 @@ llama_patch_file=engine/native/llama.cpp-flash-attn-sparse.patch
 [ -d "$nlc" ] || { echo "build-engine: $nlc is missing (run npm ci first)" >&2; exit 1; }
 version=$(node -p "require('./$nlc/package.json').version")
 [ "$version" = 3.22.1 ] || { echo "build-engine: the patch is for node-llama-cpp 3.22.1, not $version" >&2; exit 1; }
-for tool in cmake g++ make git patch; do
+[ -n "$only" ] || for tool in cmake g++ make git patch; do
   command -v "$tool" >/dev/null || { echo "build-engine: $tool is not installed (apt-get install -y cmake g++ make git patch); the prebuilt engine stays" >&2; exit 1; }
 done
-
-# Applied in place, once: the JavaScript half (the kvUnified option) must match the addon it loads.
-if patch -p1 -R -s -f --dry-run -d "$nlc" <"$patch_file" >/dev/null 2>&1; then
-  :
-else
-  patch -p1 -N -s -d "$nlc" <"$patch_file" >&2 || { echo "build-engine: the patch does not apply to $nlc" >&2; exit 1; }
-fi
-
 # engine/native.ts hashes the same two files in the same order.
 key=$(cat "$patch_file" "$llama_patch_file" | sha256sum | cut -c1-16)
+if [ "$only" = --key ]; then echo "$key"; exit 0; fi
 # The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load.ts passes the same).
 export NODE_LLAMA_CPP_CMAKE_OPTION_OBI_ENGINE_PATCH="$key"
 folder=$(node --input-type=module -e "
@@ -40,6 +41,18 @@ const n = await getBuildFolderNameForBuildOptions({platform: 'linux', arch: proc
   llamaCpp: {repo: builtinLlamaCppGitHubRepo, release: builtinLlamaCppRelease}});
 console.log(n.withCustomCmakeOptions);")
 local_builds=$nlc/llama/localBuilds
+if [ "$only" = --cached ]; then
+  [ -f "$local_builds/$folder/buildDone.status" ] || { echo "build-engine: no build of these patches in $local_builds" >&2; exit 3; }
+  echo "$local_builds/$folder"
+  exit 0
+fi
+
+# Applies a patch to a folder once: already applied (it reverses cleanly), it is left as it is.
+apply_once() {
+  patch -p1 -R -s -f --dry-run -d "$1" <"$2" >/dev/null 2>&1 || patch -p1 -N -s -d "$1" <"$2"
+}
+# The JavaScript half (the kvUnified option) must match the addon it loads.
+apply_once "$nlc" "$patch_file" >&2 || { echo "build-engine: the patch does not apply to $nlc" >&2; exit 1; }
 cache=${ENGINE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference/engine}/$folder
 # A local build reads its grammars (response_format json_object) from the unpacked source, not from the prebuilt
 # binaries' folder, so a build restored from the cache needs the source beside it as much as a fresh one does.
@@ -47,8 +60,7 @@ unpack_source() {
   if [ ! -f "$nlc/llama/llama.cpp/grammars/json.gbnf" ]; then
     node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$1" 2>&1 || return 1
   fi
-  local src=$nlc/llama/llama.cpp
-  patch -p1 -R -s -f --dry-run -d "$src" <"$llama_patch_file" >/dev/null 2>&1 || patch -p1 -N -s -d "$src" <"$llama_patch_file" >>"$1" 2>&1
+  apply_once "$nlc/llama/llama.cpp" "$llama_patch_file" >>"$1" 2>&1
 }
 if [ -f "$local_builds/$folder/buildDone.status" ] || [ -f "$cache/buildDone.status" ]; then
   log=$(mktemp --suffix=.log "${TMPDIR:-/tmp}/build-engine.XXXXXX")

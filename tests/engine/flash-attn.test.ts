@@ -3,28 +3,18 @@
 // many sequences in one unified KV cache, each seeing a shared prefix and its own scattered cells, and one causal
 // sequence. Skipped with a note where the patched build or g++ is missing.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { patchKey } from "../../engine/native.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 const llamaDir = path.resolve(import.meta.dirname, "../../node_modules/node-llama-cpp/llama");
 
-/** The patched build's library folder: the local build whose cmake option carries this checkout's patch key. */
+/** The patched build's library folder, as scripts/build-engine.sh names it; null where it is not built. */
 function patchedLibraries(): string | null {
-  const key = patchKey();
-  const builds = path.join(llamaDir, "localBuilds");
-  if (!key || !existsSync(builds)) return null;
-  for (const folder of readdirSync(builds)) {
-    const release = path.join(builds, folder, "Release");
-    try {
-      const meta = JSON.parse(readFileSync(path.join(release, "_nlcBuildMetadata.json"), "utf8"));
-      if (meta.buildOptions?.customCmakeOptions?.OBI_ENGINE_PATCH === key && existsSync(path.join(builds, folder, "buildDone.status")))
-        return release;
-    } catch {}
-  }
-  return null;
+  const script = spawnSync("bash", [path.join(repoRoot, "scripts/build-engine.sh"), "--cached"], { encoding: "utf8" });
+  return script.status === 0 ? path.join(repoRoot, script.stdout.trim(), "Release") : null;
 }
 
 const hasGxx = () => spawnSync("g++", ["--version"], { stdio: "ignore" }).status === 0;
