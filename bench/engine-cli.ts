@@ -2,8 +2,8 @@
 //   npx tsx bench/engine-cli.ts [modelPath] [--requests 256] [--tokens 64] [--sequences 1,4,8,16,32] [--threads 1,2] [--contexts 1,2]
 // (threads 0: the engine's own choice)
 // `--workload families-8|families-64|template|retrieval|varied` runs that scheduling workload instead (512 lines,
-// or --requests), in the order the service would start them (pipeline/schedule.ts). `--kv-unified` gives each context
-// one KV cache for all its sequences (the patched build's KV_UNIFIED).
+// or --requests), in the order the service would start them (pipeline/schedule.ts). `--kv-unified true` gives each
+// context one KV cache for all its sequences instead of a stream per sequence (the patched build's KV_UNIFIED).
 // Each configuration runs in a fresh engine; all requests are submitted at once and queue for sequences.
 // Besides time it prints the engine's counters: decodes, the passes llama.cpp cut them into, tokens evaluated.
 import { parseArgs } from "node:util";
@@ -21,11 +21,13 @@ const { values, positionals } = parseArgs({
     context: { type: "string", default: "1024" },
     contexts: { type: "string", default: "1" },
     workload: { type: "string" },
-    "kv-unified": { type: "boolean", default: false },
+    "kv-unified": { type: "string", default: "false" },
   },
 });
 const modelPath = positionals[0] ?? process.env.MODEL_PATH ?? new URL("../../shared/models/stories260K.gguf", import.meta.url).pathname;
 const list = (s: string) => s.split(",").map(Number);
+if (values["kv-unified"] !== "true" && values["kv-unified"] !== "false")
+  throw new Error(`--kv-unified must be true or false, got ${values["kv-unified"]}`);
 
 for (const contexts of list(values.contexts))
   for (const threads of list(values.threads)) {
@@ -39,7 +41,7 @@ for (const contexts of list(values.contexts))
         contextSize: Number(values.context),
         embeddingContexts: 1,
         contexts,
-        kvUnified: values["kv-unified"],
+        kvUnified: values["kv-unified"] === "true",
       });
       const requests: EngineRequest[] = values.workload
         ? engineRequests(values.workload, Number(values.requests ?? 512))
