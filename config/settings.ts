@@ -219,7 +219,7 @@ export const SETTINGS = {
       default: false,
       schema: bool(),
       read: booleanSetting,
-      help: "one KV cache for all sequences of a context (patched build only): one pass over the weights per decode and a shared prefix stored once, so batches of short lines sharing openings mostly run 5-20% faster; batches of long lines sharing nothing run about 1.5x as long (their cells scatter through the cache), hence off by default",
+      help: "one KV cache for all sequences of a context (patched build only): one pass over the weights per decode and a shared prefix stored once, so batches of short lines sharing openings mostly run 5-20% faster; batches of long lines sharing nothing run about 1.4x as long, hence off by default",
     }),
     prefixCopy: setting({
       env: "PREFIX_COPY",

@@ -17,17 +17,24 @@ export type EngineBuild = "prebuilt" | "patched";
 export type EngineBuildChoice = "auto" | EngineBuild;
 
 export const PATCH_FILE = fileURLToPath(new URL("./native/node-llama-cpp-3.22.1.patch", import.meta.url));
-/** The patch to the llama.cpp node-llama-cpp ships (CPU flash attention over sparse masks), built with the other. */
-export const LLAMA_PATCH_FILE = fileURLToPath(new URL("./native/llama.cpp-flash-attn-sparse.patch", import.meta.url));
+/**
+ * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, and
+ * a unified cache that keeps each sequence's cells together in 64-cell blocks.
+ */
+export const LLAMA_PATCH_FILES = ["llama.cpp-flash-attn-sparse.patch", "llama.cpp-kv-blocks.patch"].map((f) =>
+  fileURLToPath(new URL(`./native/${f}`, import.meta.url)),
+);
 /** The cmake option scripts/build-engine.sh sets to the same key. */
 export const PATCH_CMAKE_OPTION = "OBI_ENGINE_PATCH";
 
 let key: string | null | undefined;
-/** The patches' key (the first 16 hex digits of the SHA-256 of both, in turn), or null when one is missing. */
+/** The patches' key (the first 16 hex digits of the SHA-256 of all of them, in turn), or null when one is missing. */
 export function patchKey(): string | null {
   if (key === undefined) {
     try {
-      key = createHash("sha256").update(readFileSync(PATCH_FILE)).update(readFileSync(LLAMA_PATCH_FILE)).digest("hex").slice(0, 16);
+      const hash = createHash("sha256").update(readFileSync(PATCH_FILE));
+      for (const file of LLAMA_PATCH_FILES) hash.update(readFileSync(file));
+      key = hash.digest("hex").slice(0, 16);
     } catch {
       key = null;
     }
@@ -65,6 +72,6 @@ export function loadedBuild(llama: Llama): EngineBuild {
 /** The line the engine logs and the error it raises when the patched build was required and is absent. */
 export function missingPatchedBuild(): string {
   return patchKey() === null
-    ? `ENGINE_BUILD=patched, but ${PATCH_FILE} or ${LLAMA_PATCH_FILE} is missing`
+    ? `ENGINE_BUILD=patched, but one of ${[PATCH_FILE, ...LLAMA_PATCH_FILES].join(", ")} is missing`
     : "ENGINE_BUILD=patched, but the fast engine is not built here: run `npm run build:engine` (needs cmake and g++)";
 }

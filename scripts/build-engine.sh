@@ -20,15 +20,16 @@ esac
 nlc=node_modules/node-llama-cpp
 patch_file=engine/native/node-llama-cpp-3.22.1.patch
 # Applied to the unpacked llama.cpp source (llama/llama.cpp), which exists only once unpack_source has run.
-llama_patch_file=engine/native/llama.cpp-flash-attn-sparse.patch
+llama_patch_files="engine/native/llama.cpp-flash-attn-sparse.patch engine/native/llama.cpp-kv-blocks.patch"
 [ -d "$nlc" ] || { echo "build-engine: $nlc is missing (run npm ci first)" >&2; exit 1; }
 version=$(node -p "require('./$nlc/package.json').version")
 [ "$version" = 3.22.1 ] || { echo "build-engine: the patch is for node-llama-cpp 3.22.1, not $version" >&2; exit 1; }
 [ -n "$only" ] || for tool in cmake g++ make git patch; do
   command -v "$tool" >/dev/null || { echo "build-engine: $tool is not installed (apt-get install -y cmake g++ make git patch); the prebuilt engine stays" >&2; exit 1; }
 done
-# engine/native.ts hashes the same two files in the same order.
-key=$(cat "$patch_file" "$llama_patch_file" | sha256sum | cut -c1-16)
+# engine/native.ts hashes the same files in the same order.
+# shellcheck disable=SC2086 # the list is of fixed names without spaces
+key=$(cat "$patch_file" $llama_patch_files | sha256sum | cut -c1-16)
 if [ "$only" = --key ]; then echo "$key"; exit 0; fi
 # The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load.ts passes the same).
 export NODE_LLAMA_CPP_CMAKE_OPTION_OBI_ENGINE_PATCH="$key"
@@ -60,7 +61,7 @@ unpack_source() {
   if [ ! -f "$nlc/llama/llama.cpp/grammars/json.gbnf" ]; then
     node "$nlc/dist/cli/cli.js" source download --skipBuild --noUsageExample >>"$1" 2>&1 || return 1
   fi
-  apply_once "$nlc/llama/llama.cpp" "$llama_patch_file" >>"$1" 2>&1
+  for f in $llama_patch_files; do apply_once "$nlc/llama/llama.cpp" "$f" >>"$1" 2>&1 || return 1; done
 }
 if [ -f "$local_builds/$folder/buildDone.status" ] || [ -f "$cache/buildDone.status" ]; then
   log=$(mktemp --suffix=.log "${TMPDIR:-/tmp}/build-engine.XXXXXX")

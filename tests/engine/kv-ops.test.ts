@@ -106,4 +106,20 @@ describe.skipIf(!patched)("queued KV changes on the patched build", () => {
     expect(ranOn.length).toBeGreaterThan(0);
     for (const f of ranOn) expect(short.at).toBeLessThan(f.at);
   });
+
+  it("a unified cache churned by lines of every length answers each line as streams of their own do", async () => {
+    // More lines than sequences, of different prompt and answer lengths, so lines end and start throughout and the
+    // cache's blocks are freed and taken again in every order.
+    const lines = Array.from({ length: 20 }, (_, i) => ({
+      text: `${"A child and a dog play in the park. ".repeat(1 + ((i * 7) % 13))}Then ${["Lily", "Tom", "Ben"][i % 3]}`,
+      opts: { temperature: 0, maxTokens: 4 + ((i * 11) % 40) },
+    }));
+    const answers = async (kvUnified: boolean) => {
+      const engine = await make({ sequences: 4, kvUnified, prefixCopy: false });
+      return (await Promise.all(lines.map((l) => engine.complete(l.text, l.opts)))).map((r) => r.text);
+    };
+    const streams = await answers(false);
+    expect(new Set(streams).size).toBeGreaterThan(10);
+    expect(await answers(true)).toEqual(streams);
+  });
 });

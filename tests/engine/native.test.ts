@@ -17,7 +17,7 @@ describe("the engine's build choice", () => {
     expect(buildSelection("prebuilt")).toEqual({});
   });
 
-  it("keys the build by both patches as scripts/build-engine.sh does, so the folder it builds is the one loaded", () => {
+  it("keys the build by all its patches as scripts/build-engine.sh does, so the folder it builds is the one loaded", () => {
     const script = spawnSync("bash", [path.join(repoRoot, "scripts/build-engine.sh"), "--key"], { encoding: "utf8" });
     expect(script.status, script.stderr).toBe(0);
     expect(script.stdout.trim()).toBe(patchKey());
