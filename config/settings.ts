@@ -216,10 +216,10 @@ export const SETTINGS = {
     kvUnified: setting({
       env: "KV_UNIFIED",
       yaml: "engine.kv_unified",
-      default: false,
-      schema: bool(),
-      read: booleanSetting,
-      help: "one KV cache for all sequences of a context (patched build only): one pass over the weights per decode and a shared prefix stored once, so batches of short lines sharing openings mostly run 5-20% faster; batches of long lines sharing nothing run about 1.4x as long, hence off by default",
+      default: "auto" as boolean | "auto",
+      schema: z.union([z.boolean(), z.literal("auto")], { error: "must be auto, true or false" }),
+      read: (v: unknown) => (String(v).trim().toLowerCase() === "auto" ? "auto" : booleanSetting(v)),
+      help: "one KV cache for all sequences of a context (patched build only): true, false (a stream per sequence), or auto, chosen per batch run: unified where at least half its lines open like another line (a shared prefix is then stored once and copied for free, 1.2-1.5x faster), a stream per sequence for lines that share nothing (where unified took about 1.4x as long)",
     }),
     prefixCopy: setting({
       env: "PREFIX_COPY",

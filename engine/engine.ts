@@ -1,13 +1,14 @@
 // The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
+import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { type ChatFormat, renderChat } from "./chat.js";
 import type { Embedder } from "./embed.js";
 import { engineClosed, invalidRequest } from "./errors.js";
 import { type GenerationRequest, generate, resolveSampling } from "./generate.js";
 import type { Grammars } from "./grammars.js";
+import type { KvChoice } from "./kv-choice.js";
 import type { SamplerMemory } from "./sampler-memory.js";
-import type { SequencePool } from "./sequence-pool.js";
 import { tokenizePrompt } from "./tokens.js";
 import { generateWithTools } from "./tool-calls.js";
 import {
@@ -27,7 +28,8 @@ export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 export interface LlamaEngineParts {
   llama: Llama;
   model: LlamaModel;
-  pool: SequencePool;
+  /** The sequence pool, made again with the KV cache a run suits where KV_UNIFIED is auto (kv-choice.ts). */
+  kv: KvChoice;
   /** Null when the model cannot embed (see createEngine). */
   embedder: Embedder | null;
   chatFormat: ChatFormat;
@@ -79,16 +81,23 @@ export class LlamaEngine implements Engine {
   }
 
   scheduling(): SchedulingStats {
-    const { pool } = this.parts;
-    const b = pool.batchStats;
+    const s = this.parts.kv.stats();
     return {
-      steps: b.steps,
-      sequences: b.sequences,
-      evaluatedTokens: b.tokens,
-      microBatches: b.microBatches,
-      prefixCopies: pool.copyStats.copies,
-      copiedTokens: pool.copyStats.tokens,
+      steps: s.steps,
+      sequences: s.sequences,
+      evaluatedTokens: s.tokens,
+      microBatches: s.microBatches,
+      prefixCopies: s.copies,
+      copiedTokens: s.copiedTokens,
+      kvSwitches: this.parts.kv.switches.toUnified + this.parts.kv.switches.toStreams,
+      kvUnified: this.parts.kv.current.kvUnified,
     };
+  }
+
+  /** Sets the KV cache up for a batch run of this shape (kv-choice.ts); waits for nothing else. */
+  prepareRun(shape: RunShape): Promise<void> {
+    this.ensureOpen();
+    return this.parts.kv.prepare(shape);
   }
 
   private async grammarFor(format: NonNullable<SamplingParams["format"]>) {
@@ -128,7 +137,7 @@ export class LlamaEngine implements Engine {
       trimTrailingWhitespace: grammar?.trimWhitespaceSuffix ?? false,
     };
     try {
-      return await generate(this.parts.pool, this.parts.model, req, signal);
+      return await this.parts.kv.run((pool) => generate(pool, this.parts.model, req, signal));
     } finally {
       this.parts.samplerMemory.released();
     }
@@ -150,8 +159,8 @@ export class LlamaEngine implements Engine {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const { pool, embedder, model, llama } = this.parts;
-      await Promise.allSettled([pool.close(), embedder?.close()]);
+      const { kv, embedder, model, llama } = this.parts;
+      await Promise.allSettled([kv.close(), embedder?.close()]);
       await model.dispose();
       await llama.dispose();
     })();

@@ -5,10 +5,11 @@ import { chooseChatFormat } from "./chat.js";
 import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
 import { Grammars } from "./grammars.js";
+import { KvChoice } from "./kv-choice.js";
 import { loadLlama, loadModel } from "./load.js";
 import { loadedBuild } from "./native.js";
 import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
-import { SequencePool } from "./sequence-pool.js";
+import { SequencePool, type SequencePoolOptions } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
 import { parametersPerToken, StepThreads } from "./step-threads.js";
 import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./threads.js";
@@ -50,7 +51,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const build = loadedBuild(llama);
   const patched = build === "patched";
   const contexts = reproducible ? 1 : chooseContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.contexts ?? 0, patched });
-  const kvUnified = patched && (opts.kvUnified ?? false);
+  // "auto": chosen per batch run (kv-choice.ts); one sequence (REPRODUCIBLE) has nothing to share a cache with.
+  const kvMode = !patched || reproducible ? false : (opts.kvUnified ?? false);
   const threads =
     contexts > 1 && !(opts.threads >= 1)
       ? threadsPerContext(llama.cpuMathCores, contexts)
@@ -84,7 +86,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   }
   const auto = !(opts.sequences >= 1) && !reproducible;
   if (reproducible && opts.sequences > 1) log("REPRODUCIBLE: one sequence, whatever SEQUENCES says", { sequences: opts.sequences });
-  const pool = await SequencePool.create(model, {
+  const poolOptions: SequencePoolOptions = {
     sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize, contexts, patched) : opts.sequences,
     auto,
     contexts,
@@ -97,10 +99,16 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     prefixCopy: opts.prefixCopy ?? true,
-    kvUnified,
     log,
-  });
-  await pool.warmUp(model.tokenize("Once upon a time", true).slice(0, 8));
+  };
+  const warmUp = model.tokenize("Once upon a time", true).slice(0, 8);
+  const makePool = async (kvUnified: boolean) => {
+    const made = await SequencePool.create(model, { ...poolOptions, kvUnified });
+    await made.warmUp(warmUp);
+    return made;
+  };
+  const pool = await makePool(kvMode === true);
+  const kv = new KvChoice(pool, kvMode === "auto" ? makePool : null, log);
   let embedder: Embedder | null = null;
   try {
     const embeddingContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
@@ -118,7 +126,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   const engine = new LlamaEngine({
     llama,
     model,
-    pool,
+    kv,
     embedder,
     chatFormat,
     samplerMemory: new SamplerMemory(samplerBytes(model), collect),
@@ -142,7 +150,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       toolCalling: chatFormat.tools !== null,
       prefixCopy: pool.prefixCopy,
       build,
-      kvUnified,
+      kvUnified: kvMode,
     },
   });
   return engine;

@@ -8,11 +8,17 @@ import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
 
+/**
+ * With a unified KV cache llama.cpp compares the whole buffer (every sequence's cells) with the model's training
+ * context; each sequence still holds only its own contextSize, which createEngine checks.
+ */
+const UNIFIED_CONTEXT_WARNING = /^llama_context: n_ctx_seq \(\d+\) > n_ctx_train \(\d+\) -- possible training context overflow$/;
+
 /** llama.cpp's own messages at warn level and above go to the engine log; the rest is noise here. */
 function llamaLogger(log: Log) {
   return (level: LlamaLogLevel, message: string) => {
     const text = message.trim();
-    if (text) log(`llama.cpp: ${text}`, { llamaLogLevel: level });
+    if (text && !UNIFIED_CONTEXT_WARNING.test(text)) log(`llama.cpp: ${text}`, { llamaLogLevel: level });
   };
 }
 

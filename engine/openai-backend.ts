@@ -1,7 +1,7 @@
 // The local engine as an InferenceBackend: OpenAI request bodies in, OpenAI response bodies out. Everything
 // llama-specific stays below this file. What the engine cannot honour is refused first, per line and naming the
 // field (openai-checks.ts); this file runs what passed and builds the response bodies.
-import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, TokenUsage } from "../openai/backend.js";
+import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, RunShape, TokenUsage } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
@@ -48,6 +48,10 @@ export class LlamaBackend implements InferenceBackend {
         kvUnified: e.kvUnified,
       },
     });
+  }
+
+  prepareRun(shape: RunShape): Promise<void> {
+    return this.engine.prepareRun(shape);
   }
 
   /** Prompt tokens by the model's own tokenizer (the enqueued-token estimate of a batch). */

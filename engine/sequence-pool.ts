@@ -57,6 +57,8 @@ export class SequencePool {
   readonly minCopy: number;
   /** Prefix copies made, and the prompt tokens they spared. */
   readonly copyStats = { copies: 0, tokens: 0 };
+  /** The contexts keep one KV cache for all their sequences (kv-choice.ts). */
+  readonly kvUnified: boolean;
 
   private constructor(
     readonly contexts: readonly LlamaContext[],
@@ -64,8 +66,10 @@ export class SequencePool {
     private readonly sequences: LlamaContextSequence[],
     private readonly prefixReuse: boolean,
     prefixCopy: boolean,
+    kvUnified: boolean,
     private readonly onIdle?: () => void,
   ) {
+    this.kvUnified = kvUnified;
     this.pool = new ResourcePool(sequences);
     this.queuedKvOps = canQueueKvOps(sequences[0]);
     this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && (this.queuedKvOps || canCopyState(sequences[0]));
@@ -107,7 +111,15 @@ export class SequencePool {
           orders.push(order);
         }
         const all = contexts.flatMap((context) => Array.from({ length: context.totalSequences }, () => context.getSequence()));
-        return new SequencePool(contexts, orders, all, opts.prefixReuse ?? true, opts.prefixCopy ?? true, opts.onIdle);
+        return new SequencePool(
+          contexts,
+          orders,
+          all,
+          opts.prefixReuse ?? true,
+          opts.prefixCopy ?? true,
+          opts.kvUnified ?? false,
+          opts.onIdle,
+        );
       } catch (err) {
         await Promise.allSettled(contexts.map((c) => c.dispose()));
         // Each sequence holds its own contextSize of KV cache; halve until it fits, unless the count was asked for.
@@ -147,16 +159,27 @@ export class SequencePool {
       (free) => {
         const index = this.pick(free, this.prefixReuse ? tokens : [], memo);
         // Claimed at once, so a request picking right after this one sees this prompt coming on this context.
-        if (this.prefixCopy) this.claims.claim(free[index], tokens);
+        if (this.prefixCopy) this.claim(free[index], tokens);
         return index;
       },
       // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most with its cache,
       // or with what its context's other sequences hold (a copy away).
       this.prefixReuse && tokens.length > 0 ? (s) => this.affinity(s, tokens, memo) : undefined,
     );
-    if (this.prefixCopy && !this.claims.isClaimed(sequence)) this.claims.claim(sequence, tokens);
+    if (this.prefixCopy && !this.claims.isClaimed(sequence)) this.claim(sequence, tokens);
     this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
     return sequence;
+  }
+
+  /**
+   * Claims the sequence for the prompt, and says at once whether it will wait for a donor's prompt to copy it, so
+   * the requests picked right after this one know (MIN_CHAINED_COPY_GAIN in prefix-share.ts).
+   */
+  private claim(sequence: LlamaContextSequence, tokens: readonly Token[]): void {
+    this.claims.claim(sequence, tokens);
+    const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
+    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - cachedPrefix(sequence, tokens);
+    if (donor?.ready && gain >= this.minCopy) this.claims.waiting(sequence, true);
   }
 
   /** How much of `tokens` a request given `sequence` would not evaluate: its cache, or a sibling's by a copy. */
@@ -223,8 +246,13 @@ export class SequencePool {
     const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
     // The last prompt token is evaluated anyway (its logits give the first new token).
     const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - before;
-    if (!donor || gain < this.minCopy) return undefined;
+    if (!donor || gain < this.minCopy) {
+      this.claims.waiting(sequence, false);
+      return undefined;
+    }
     await donor.ready;
+    // Its copy and its own tail now go into the next decode, as a prompt evaluated whole would.
+    this.claims.waiting(sequence, false);
     if (sequence.disposed || donor.sequence.disposed) return undefined;
     if (this.queuedKvOps) {
       // What the donor's cells hold now: its decoded tokens (a donor freed meanwhile may hold less).

@@ -131,8 +131,8 @@ export interface EngineInfo {
   prefixCopy: boolean;
   /** The node-llama-cpp build that runs: its prebuilt binaries, or the patched build (engine/native.ts). */
   build: "prebuilt" | "patched";
-  /** One KV stream for all sequences of a context (the patched build only). */
-  kvUnified: boolean;
+  /** One KV cache for all sequences of a context (the patched build only); "auto": chosen per batch run. */
+  kvUnified: boolean | "auto";
 }
 
 /** What the generation contexts have done since the engine started (counters). */
@@ -149,6 +149,9 @@ export interface SchedulingStats {
   /** Prefixes copied from another sequence of the same context, and the prompt tokens those copies spared. */
   prefixCopies: number;
   copiedTokens: number;
+  /** Times the contexts were made again with the other KV cache (KV_UNIFIED auto), and the cache they keep now. */
+  kvSwitches: number;
+  kvUnified: boolean;
 }
 
 export interface Engine {
@@ -162,11 +165,15 @@ export interface Engine {
   readonly vocabularySize: number;
   isEndOfGeneration(token: number): boolean;
   scheduling(): SchedulingStats;
+  /** Told what a batch run holds before its first line; resolves once the engine is set up for it. */
+  prepareRun(shape: RunShape): Promise<void>;
   close(): Promise<void>;
 }
 
 // The engine's refusals and failures are the backends' RequestError (retryable or not).
 export { RequestError } from "../openai/errors.js";
+
+import type { RunShape } from "../openai/backend.js";
 
 export interface EngineOptions {
   /** Absolute path of a .gguf file. */
@@ -192,8 +199,11 @@ export interface EngineOptions {
   prefixCopy?: boolean;
   /** Which node-llama-cpp build to load (engine/native.ts); default ENGINE_BUILD, else "auto". */
   build?: "auto" | "prebuilt" | "patched";
-  /** One KV stream for all sequences of a context, where the patched build runs (default false). */
-  kvUnified?: boolean;
+  /**
+   * One KV cache for all sequences of a context, where the patched build runs (default false); "auto": chosen per
+   * batch run by whether its lines share openings (kv-choice.ts).
+   */
+  kvUnified?: boolean | "auto";
   /**
    * Every request computed alone and from scratch (one sequence, no prefix cache), so a seeded request gives
    * the same answer whatever else runs: llama.cpp's arithmetic differs slightly between a token decoded alone

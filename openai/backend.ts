@@ -78,6 +78,12 @@ export interface BackendStats {
  */
 export type LineOrder = "cost" | "interleave" | "file";
 
+/** A planned run, as pipeline/schedule.ts sees it: its lines, and those opening with the same text as another line. */
+export interface RunShape {
+  lines: number;
+  familyLines: number;
+}
+
 /** A backend's preferred order; for "interleave", how many families should run at once (a server's slots). */
 export interface LinePreference {
   order: LineOrder;
@@ -91,6 +97,11 @@ export interface InferenceBackend {
    * upstream/slot-affinity.ts). Asked once per run whose order is the default, "cost".
    */
   lineOrder?(): Promise<LinePreference>;
+  /**
+   * What a run is about to send, told once its lines are planned and before the first starts, so the backend may
+   * set itself up for it (the engine's KV cache: engine/kv-choice.ts). Resolves when it is ready.
+   */
+  prepareRun?(shape: RunShape): Promise<void>;
   /** Tokens in `text` by the model's tokenizer, where this process has it (a local model). */
   countTokens?(text: string): number;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */

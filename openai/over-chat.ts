@@ -50,6 +50,7 @@ class OverChat implements InferenceBackend {
   readonly info: BackendInfo;
   stats?: InferenceBackend["stats"];
   lineOrder?: InferenceBackend["lineOrder"];
+  prepareRun?: InferenceBackend["prepareRun"];
 
   constructor(
     private readonly inner: InferenceBackend,
@@ -58,6 +59,7 @@ class OverChat implements InferenceBackend {
     this.info = Object.freeze({ ...inner.info, endpoints: [...inner.info.endpoints, dialect.endpoint] });
     if (inner.stats) this.stats = () => inner.stats!();
     if (inner.lineOrder) this.lineOrder = () => inner.lineOrder!();
+    if (inner.prepareRun) this.prepareRun = (shape) => inner.prepareRun!(shape);
   }
 
   check(request: InferenceRequest): void {

@@ -49,7 +49,13 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const lines =
     order.order === "file"
       ? readJsonlLines(opts.inputPath)
-      : plannedLines(opts.inputPath, endpoint, (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string), order);
+      : plannedLines(
+          opts.inputPath,
+          endpoint,
+          (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string),
+          order,
+          backend?.prepareRun ? (shape) => backend.prepareRun!(shape) : undefined,
+        );
   const source = readRequests(lines, done);
 
   const writeFailure = async (line: object) => {

@@ -11,7 +11,7 @@
 // Output order never mattered (custom_id carries identity), and a resumed run skips done custom_ids whatever
 // the order. Memory: a few numbers per line, never the lines (about 40 bytes each: 2 MB for 50,000 lines).
 import { open } from "node:fs/promises";
-import type { Endpoint, LineOrder, LinePreference } from "../openai/backend.js";
+import type { Endpoint, LineOrder, LinePreference, RunShape } from "../openai/backend.js";
 import { FAMILY_CHARS, prefixHash, promptOpening } from "../openai/prompt-opening.js";
 import { type JsonlLine, readJsonlLines } from "./jsonl.js";
 
@@ -115,6 +115,19 @@ export class OrderPlanner {
     for (const [k, level] of FAMILY_LEVELS.entries()) this.keys[k].push(line.estimate ? prefixHash(line.estimate.prefixText, level) : 0);
   }
 
+  /** The lines, and those whose first 64 characters another line opens with too (a prefix family's). */
+  shape(): RunShape {
+    const first = this.keys[0];
+    const seen = new Map<number, number>();
+    for (let i = 0; i < first.length; i++) {
+      const key = first.get(i);
+      if (key !== 0) seen.set(key, (seen.get(key) ?? 0) + 1);
+    }
+    let familyLines = 0;
+    for (const count of seen.values()) if (count > 1) familyLines += count;
+    return { lines: first.length, familyLines };
+  }
+
   /** `lanes`: for "interleave", how many families run at once (an upstream's slots); by default all of them. */
   plan(mode: Exclude<LineOrder, "file"> = "cost", lanes = Number.POSITIVE_INFINITY): LinePlan {
     const { cost, keys, lineNo } = this;
@@ -196,8 +209,12 @@ export async function* plannedLines(
   endpoint: Endpoint,
   keep: (value: unknown) => boolean,
   preference: LinePreference = { order: "cost" },
+  /** Told what the run holds once it is planned; the first line waits for it to resolve. */
+  onShape?: (shape: RunShape) => Promise<void>,
 ): AsyncGenerator<SourceLine> {
-  const plan = await scan(path, endpoint, keep, preference);
+  const planner = await scan(path, endpoint, keep);
+  const plan = planner.plan(preference.order === "interleave" ? "interleave" : "cost", preference.lanes);
+  await onShape?.(planner.shape());
   const file = await open(path, "r");
   try {
     let buffer = Buffer.alloc(64 * 1024);
@@ -216,7 +233,7 @@ export async function* plannedLines(
   }
 }
 
-async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean, preference: LinePreference): Promise<LinePlan> {
+async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean): Promise<OrderPlanner> {
   const planner = new OrderPlanner();
   for await (const line of readJsonlLines(path)) {
     if (line.text.trim() === "") continue;
@@ -231,5 +248,5 @@ async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => 
     const body = (value as { body?: unknown } | null)?.body;
     planner.add({ lineNo: line.lineNo, start: line.start, end: line.end, estimate: estimateLine(endpoint, body) });
   }
-  return planner.plan(preference.order === "interleave" ? "interleave" : "cost", preference.lanes);
+  return planner;
 }

@@ -4,13 +4,16 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
 import { canQueueKvOps } from "../../engine/kv-ops.js";
+import { LlamaBackend } from "../../engine/openai-backend.js";
+import { runBatchFile } from "../../pipeline/run-batch.js";
 import { engineBuilds, NO_PATCHED_BUILD, testModelPath } from "../../testkit/model.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
 
 const patched = (await engineBuilds()).includes("patched");
 if (!patched) console.warn(NO_PATCHED_BUILD);
 
 const engines: Engine[] = [];
-async function make(opts: { sequences: number; prefixCopy?: boolean; prefixReuse?: boolean; kvUnified?: boolean }) {
+async function make(opts: { sequences: number; prefixCopy?: boolean; prefixReuse?: boolean; kvUnified?: boolean | "auto" }) {
   const engine = await createEngine({
     modelPath: await testModelPath(),
     generatedModel: false,
@@ -121,5 +124,45 @@ describe.skipIf(!patched)("queued KV changes on the patched build", () => {
     const streams = await answers(false);
     expect(new Set(streams).size).toBeGreaterThan(10);
     expect(await answers(true)).toEqual(streams);
+  });
+
+  it("KV_UNIFIED auto: a run of prefix families gets a unified cache, a run of lines apart streams, answers unchanged", async () => {
+    const scratch = scratchDir("kv-auto");
+    const line = (prompt: string, i: number) => ({ custom_id: `l${i}`, method: "POST", url: "/v1/completions", body: { prompt, ...wire } });
+    const wire = { temperature: 0, max_tokens: 6 };
+    const runs = {
+      families: family(10).map(line),
+      apart: Array.from({ length: 10 }, (_, i) => line(`Story ${i}: ${"Tom and a cat. ".repeat(1 + i)}The ${i} friends`, i)),
+    };
+    const run = async (engine: Engine, name: keyof typeof runs) => {
+      const out = await scratch.file(`${name}-${engine.info.kvUnified}.jsonl`);
+      const inputPath = await scratch.write(jsonl(runs[name]), `${name}.jsonl`);
+      const backend = new LlamaBackend(engine);
+      const result = await runBatchFile({
+        inputPath,
+        outputPath: out,
+        errorPath: `${out}.err`,
+        endpoint: "/v1/completions",
+        backend,
+        batchSize: 4,
+        concurrency: 8,
+      });
+      expect(result.completed).toBe(10);
+      const texts = new Map<string, string>();
+      for (const l of (await import("node:fs")).readFileSync(out, "utf8").trim().split("\n")) {
+        const o = JSON.parse(l);
+        texts.set(o.custom_id, o.response.body.choices[0].text);
+      }
+      return texts;
+    };
+    const streams = await make({ sequences: 4, kvUnified: false });
+    const auto = await make({ sequences: 4, kvUnified: "auto" });
+    expect(auto.info.kvUnified).toBe("auto");
+    expect(auto.scheduling()).toMatchObject({ kvUnified: false, kvSwitches: 0 });
+    expect(await run(auto, "families")).toEqual(await run(streams, "families"));
+    expect(auto.scheduling()).toMatchObject({ kvUnified: true, kvSwitches: 1 });
+    expect(await run(auto, "apart")).toEqual(await run(streams, "apart"));
+    expect(auto.scheduling()).toMatchObject({ kvUnified: false, kvSwitches: 2 });
+    expect(streams.scheduling().kvSwitches).toBe(0);
   });
 });

@@ -28,7 +28,11 @@ describe("the engine's build choice", () => {
     expect(defaultBuildChoice({ ENGINE_BUILD: "prebuilt" })).toBe("prebuilt");
     expect(() => defaultBuildChoice({ ENGINE_BUILD: "fast" })).toThrow("ENGINE_BUILD=fast: must be auto, prebuilt or patched");
     expect(() => loadConfig({ ENGINE_BUILD: "fast" })).toThrow("ENGINE_BUILD=fast: must be auto, prebuilt or patched");
-    expect(loadConfig({}).engine.kvUnified).toBe(false);
+    expect(loadConfig({}).engine.kvUnified).toBe("auto");
+    expect(loadConfig({ KV_UNIFIED: "AUTO" }).engine.kvUnified).toBe("auto");
+    expect(loadConfig({ KV_UNIFIED: "on" }).engine.kvUnified).toBe(true);
+    expect(loadConfig({ KV_UNIFIED: "0" }).engine.kvUnified).toBe(false);
+    expect(() => loadConfig({ KV_UNIFIED: "sometimes" })).toThrow("KV_UNIFIED=sometimes: must be auto, true or false");
     expect(missingPatchedBuild()).toContain("npm run build:engine");
   });
 });

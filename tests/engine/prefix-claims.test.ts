@@ -1,7 +1,7 @@
 // The bookkeeping behind prefix families, without a model: who may copy from whom, and when.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { canCopyState, commonPrefix, PrefixClaims } from "../../engine/prefix-share.js";
+import { canCopyState, commonPrefix, MIN_CHAINED_COPY_GAIN, PrefixClaims } from "../../engine/prefix-share.js";
 
 /** Just what the claims read of a sequence: its cache's tokens. */
 function fakeSequence(cache: number[] = []) {
@@ -82,6 +82,30 @@ describe("PrefixClaims", () => {
     (gone as unknown as { disposed: boolean }).disposed = true;
     claims.claim(me, t(1, 2, 3));
     expect(claims.bestDonor(t(1, 2, 3), [gone, me], me)).toBeUndefined();
+  });
+
+  it("a donor that itself waits to copy is taken only when it spares a document more, so waits do not chain", () => {
+    const claims = new PrefixClaims();
+    const [root, waiter, me] = [fakeSequence(), fakeSequence(), fakeSequence()];
+    const opening = Array.from({ length: 10 }, (_, i) => i + 1);
+    claims.claim(root, t(...opening, 100));
+    claims.claim(waiter, t(...opening, 50, 51, 52));
+    claims.waiting(waiter, true);
+    claims.claim(me, t(...opening, 50, 51, 53));
+    // The waiter shares 12 tokens, the root 10: a few words more are not worth a decode's delay.
+    expect(claims.bestDonor(t(...opening, 50, 51, 53), [root, waiter, me], me)?.sequence).toBe(root);
+    // Without an asker (where a family's prefix is, to choose a context) every claim counts as before.
+    expect(claims.bestDonor(t(...opening, 50, 51, 53), [root, waiter])?.sequence).toBe(waiter);
+
+    const document = Array.from({ length: MIN_CHAINED_COPY_GAIN }, (_, i) => 200 + i);
+    const [reader, second] = [fakeSequence(), fakeSequence()];
+    claims.claim(reader, t(...opening, ...document, 1));
+    claims.waiting(reader, true);
+    claims.claim(second, t(...opening, ...document, 2));
+    expect(claims.bestDonor(t(...opening, ...document, 2), [root, reader, second], second)?.sequence).toBe(reader);
+    // Once the waiter has its copy it goes into the next decode like any prompt, and counts as any other.
+    claims.waiting(waiter, false);
+    expect(claims.bestDonor(t(...opening, 50, 51, 53), [root, waiter, me], me)?.sequence).toBe(waiter);
   });
 
   it("the capability check wants the method with its two parameters: anything else falls back", () => {

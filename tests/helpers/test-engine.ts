@@ -48,6 +48,7 @@ export function observe(engine: Engine): Observed {
     },
     isEndOfGeneration: (token) => engine.isEndOfGeneration(token),
     scheduling: () => engine.scheduling(),
+    prepareRun: (shape) => engine.prepareRun(shape),
     close: () => engine.close(),
   };
 }

@@ -40,6 +40,7 @@ function counting(inner: Engine) {
     },
     isEndOfGeneration: (t) => inner.isEndOfGeneration(t),
     scheduling: () => inner.scheduling(),
+    prepareRun: (shape) => inner.prepareRun(shape),
     close: () => inner.close(),
   };
   return { engine: wrapped, max: () => max };

@@ -149,6 +149,38 @@ describe("plannedLines", () => {
   });
 });
 
+describe("a run's shape", () => {
+  it("counts the lines whose first 64 characters another line opens with too", async () => {
+    const preamble = "You label support tickets. Answer with one word: billing, bug or other. ";
+    const body = (prompt: string) => ({ prompt, max_tokens: 4 });
+    const lines = [
+      ...[1, 2, 3].map((i) => ({ custom_id: `f${i}`, body: body(`${preamble}Ticket ${i}`) })),
+      { custom_id: "short-a", body: body("Hi") },
+      { custom_id: "short-b", body: body("Hi") },
+      { custom_id: "alone", body: body(`${"Something else entirely, long enough to hash at 64 characters. ".repeat(2)}`) },
+      { custom_id: "done", body: body(`${preamble}Ticket 9`) },
+    ];
+    const path = await scratch.write(jsonl(lines), "shape.jsonl");
+    const shapes: unknown[] = [];
+    const got: number[] = [];
+    const source = plannedLines(
+      path,
+      "/v1/completions",
+      (v) => (v as { custom_id?: string }).custom_id !== "done",
+      { order: "cost" },
+      async (shape) => {
+        // The first line waits for this to resolve.
+        expect(got).toEqual([]);
+        shapes.push(shape);
+      },
+    );
+    for await (const l of source) got.push(l.lineNo);
+    // Lines too short to hash do not count as a family, and done lines are not part of the run.
+    expect(shapes).toEqual([{ lines: 6, familyLines: 3 }]);
+    expect(got).toHaveLength(6);
+  });
+});
+
 describe("runBatchFile's start order", () => {
   let engine: Engine;
   beforeAll(async () => {
