@@ -14,7 +14,15 @@ import {
 import { BatchOrder, sequenceTag } from "./batch-order.js";
 import { canQueueKvOps, queueCopy, queueTruncate } from "./kv-ops.js";
 import { ResourcePool } from "./pool.js";
-import { cachedPrefix, canCopyState, copyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS, PrefixClaims } from "./prefix-share.js";
+import {
+  cachedPrefix,
+  canCopyState,
+  copyState,
+  type Donor,
+  MIN_COPY_TOKENS,
+  MIN_QUEUED_COPY_TOKENS,
+  PrefixClaims,
+} from "./prefix-share.js";
 import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
@@ -177,9 +185,15 @@ export class SequencePool {
    */
   private claim(sequence: LlamaContextSequence, tokens: readonly Token[]): void {
     this.claims.claim(sequence, tokens);
+    if (this.donorFor(sequence, tokens, cachedPrefix(sequence, tokens))?.ready) this.claims.waiting(sequence, true);
+  }
+
+  /** The sibling whose prefix `sequence` should copy: one sparing at least minCopy tokens beyond `before` (its own cache). */
+  private donorFor(sequence: LlamaContextSequence, tokens: readonly Token[], before: number): Donor | undefined {
     const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
-    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - cachedPrefix(sequence, tokens);
-    if (donor?.ready && gain >= this.minCopy) this.claims.waiting(sequence, true);
+    // The last prompt token is evaluated anyway (its logits give the first new token).
+    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - before;
+    return donor && gain >= this.minCopy ? donor : undefined;
   }
 
   /** How much of `tokens` a request given `sequence` would not evaluate: its cache, or a sibling's by a copy. */
@@ -243,10 +257,8 @@ export class SequencePool {
   /** Copies a sibling's longer prefix into `sequence`; says how much its own cache held before, when it did. */
   private async copyPrefix(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<{ before: number } | undefined> {
     const before = cachedPrefix(sequence, tokens);
-    const donor = this.claims.bestDonor(tokens, this.siblings.get(sequence.context) ?? [], sequence);
-    // The last prompt token is evaluated anyway (its logits give the first new token).
-    const gain = Math.min(donor?.shared ?? 0, tokens.length - 1) - before;
-    if (!donor || gain < this.minCopy) {
+    const donor = this.donorFor(sequence, tokens, before);
+    if (!donor) {
       this.claims.waiting(sequence, false);
       return undefined;
     }
