@@ -1,12 +1,13 @@
 // The service at its defaults against llama.cpp's own llama-server at its best configuration, on the same
 // requests: uniform generations, a mixed workload (chat and completions, short and long prompts and answers),
 // prompt-heavy classification (long prompts, 1-token answers) and embeddings. The service's clock runs from
-// the upload to `completed` (every batch of the workload), the peer's from its first request to its last answer;
+// the upload to `completed` (every batch of the workload, polled at 40 Hz once its results are on disk: see
+// waitForTimedBatch), the peer's from its first request to its last answer;
 // each has had one small warm-up (a request; a 4-line batch) after its start.
 import path from "node:path";
 import { type PeerRequest, type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
+import { createBatch, uploadFile, waitForBatch, waitForTimedBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
 
 export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval" | `families-${number}`;
@@ -135,7 +136,11 @@ async function runServiceOnce(modelPath: string, w: Workload, env: Record<string
     const ids = await Promise.all(
       files.map(async (f) => (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, f.file), f.url)).id),
     );
-    const batches = await Promise.all(ids.map((id) => waitForBatch(server.baseUrl, id, 25)));
+    const batches = await Promise.all(
+      ids.map((id, k) =>
+        waitForTimedBatch(server.baseUrl, id, 25, { folder: path.join(server.batchDir, id), lines: files[k].lines.length }),
+      ),
+    );
     const seconds = (performance.now() - t0) / 1000;
     for (const b of batches)
       if (b.status !== "completed" || b.request_counts.failed > 0)

@@ -34,7 +34,7 @@ const { values } = parseArgs({
     model: { type: "string", default: "" },
     /** The scheduling workloads at this many lines (one llama-server configuration, no ablations). */
     lines: { type: "string" },
-    /** Only the scheduling workloads whose name contains one of these (comma-separated), e.g. families,varied. */
+    /** Only the scheduling and peer workloads whose name contains one of these (comma-separated), e.g. families,uniform. */
     workloads: { type: "string", default: "" },
     /** llama-server's --parallel values swept in the scheduling part (comma-separated), e.g. 8,16,32. */
     slots: { type: "string", default: "" },
@@ -57,6 +57,7 @@ if (values.model) {
 if (values.workloads) {
   const wanted = values.workloads.split(",").map((w) => w.trim());
   for (const s of plan.scheduling) s.cases = s.cases.filter((c) => wanted.some((w) => c.workload.name.includes(w)));
+  for (const p of plan.peer) p.workloads = p.workloads.filter((pw) => wanted.some((w) => pw.name.includes(w)));
 }
 for (const s of plan.scheduling) {
   if (values.slots) s.grid = { ...s.grid, parallel: values.slots.split(",").map(Number) };

@@ -2,7 +2,7 @@
 // poll until it is final. The clock runs from the start of the upload to the poll that sees it final.
 import path from "node:path";
 import { writeBatchFile } from "../testkit/workload.js";
-import { type Batch, createBatch, tailLineTimes, uploadFile, waitForBatch } from "./batch-client.js";
+import { type Batch, createBatch, tailLineTimes, uploadFile, waitForTimedBatch } from "./batch-client.js";
 import type { BenchServer } from "./server.js";
 
 export interface ServiceBatchResult {
@@ -29,7 +29,10 @@ export async function runServiceBatch(
   const createdAt = performance.now();
   if (created.status === "failed") throw new Error(`the batch failed validation: ${JSON.stringify(created.errors)}`);
   const tail = tailLineTimes(path.join(server.batchDir, created.id, "output.jsonl"));
-  const batch = await waitForBatch(server.baseUrl, created.id, opts.pollMs ?? 25);
+  const batch = await waitForTimedBatch(server.baseUrl, created.id, opts.pollMs ?? 25, {
+    folder: path.join(server.batchDir, created.id),
+    lines: lines.length,
+  });
   const seconds = (performance.now() - started) / 1000;
   const times = await tail.stop();
   if (batch.status !== "completed" || batch.request_counts.failed > 0) {
