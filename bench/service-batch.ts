@@ -2,7 +2,7 @@
 // poll until it is final. The clock runs from the start of the upload to the poll that sees it final.
 import path from "node:path";
 import { writeBatchFile } from "../testkit/workload.js";
-import { type Batch, createBatch, tailLineTimes, uploadFile, waitForTimedBatch } from "./batch-client.js";
+import { type Batch, createBatch, uploadFile, waitForTimedBatch } from "./batch-client.js";
 import type { BenchServer } from "./server.js";
 
 export interface ServiceBatchResult {
@@ -28,13 +28,11 @@ export async function runServiceBatch(
   const created = await createBatch(server.baseUrl, fileId);
   const createdAt = performance.now();
   if (created.status === "failed") throw new Error(`the batch failed validation: ${JSON.stringify(created.errors)}`);
-  const tail = tailLineTimes(path.join(server.batchDir, created.id, "output.jsonl"));
-  const batch = await waitForTimedBatch(server.baseUrl, created.id, opts.pollMs ?? 25, {
+  const { batch, seenAt, outputLineTimes } = await waitForTimedBatch(server.baseUrl, created.id, opts.pollMs ?? 25, {
     folder: path.join(server.batchDir, created.id),
     lines: lines.length,
   });
-  const seconds = (performance.now() - started) / 1000;
-  const times = await tail.stop();
+  const seconds = (seenAt - started) / 1000;
   if (batch.status !== "completed" || batch.request_counts.failed > 0) {
     throw new Error(`the batch ended ${batch.status} with counts ${JSON.stringify(batch.request_counts)}`);
   }
@@ -42,7 +40,7 @@ export async function runServiceBatch(
     seconds,
     uploadMs: uploaded - started,
     createMs: createdAt - uploaded,
-    latenciesMs: times.map((t) => t - started),
+    latenciesMs: outputLineTimes.map((t) => t - started),
     batch,
   };
 }
