@@ -18,10 +18,11 @@ export type EngineBuildChoice = "auto" | EngineBuild;
 
 export const PATCH_FILE = fileURLToPath(new URL("./native/node-llama-cpp-3.22.1.patch", import.meta.url));
 /**
- * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, and
- * a unified cache that keeps each sequence's cells together in 64-cell blocks.
+ * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, a
+ * unified cache that keeps each sequence's cells together in 64-cell blocks, and FP32 vector paths for FP16 data on
+ * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code).
  */
-export const LLAMA_PATCH_FILES = ["llama.cpp-flash-attn-sparse.patch", "llama.cpp-kv-blocks.patch"].map((f) =>
+export const LLAMA_PATCH_FILES = ["llama.cpp-flash-attn-sparse.patch", "llama.cpp-kv-blocks.patch", "llama.cpp-avx512fp16.patch"].map((f) =>
   fileURLToPath(new URL(`./native/${f}`, import.meta.url)),
 );
 /** The cmake option scripts/build-engine.sh sets to the same key. */
