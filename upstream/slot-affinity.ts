@@ -68,13 +68,18 @@ interface Slot {
 
 /**
  * Slot pinning by prompt family, one line at a time per slot. A line takes a free slot of its family's; else a free
- * slot whose family has nothing left to run (its cache is of no more use); else it waits for one of its family's
- * slots (or, for a family with none, the slot with the shortest queue). A slot that frees up with nothing queued
- * for it takes a line waiting elsewhere, so no slot idles while lines wait. A family so holds as many slots as its
- * share of the lines in flight, and each slot evaluates a family's opening once for the lines it runs.
+ * slot whose family has nothing left to run (its cache is of no more use); else any free slot. With none free it
+ * waits: for one of its family's slots, or, for a family that holds none, for whichever slot next runs out of work
+ * of its own (a shared queue, so a new family follows the family that ends first instead of queuing behind one that
+ * goes on, and its later lines follow it there). A slot that frees up with nothing queued for it takes the oldest
+ * line of a new family, else the first of the longest queue elsewhere, so no slot idles while lines wait. A family
+ * so holds as many slots as its share of the lines in flight, and each slot evaluates a family's opening once for
+ * the lines it runs.
  */
 export class SlotAffinity {
   private readonly slots: Slot[];
+  /** Lines of families that hold no slot, oldest first. */
+  private readonly unplaced: Waiter[] = [];
   /** Lines of each family waiting or running. */
   private readonly load = new Map<number, number>();
 
@@ -92,9 +97,8 @@ export class SlotAffinity {
     this.load.set(family, (this.load.get(family) ?? 0) + 1);
     const free = this.pick(family);
     if (free !== undefined) return this.take(free, family);
-    const mine = this.slots.map((s, i) => ({ s, i })).filter(({ s }) => s.owner === family);
-    const candidates = mine.length > 0 ? mine : this.slots.map((s, i) => ({ s, i }));
-    const target = candidates.reduce((a, b) => (b.s.waiting.length < a.s.waiting.length ? b : a)).s;
+    const mine = this.slots.filter((s) => s.owner === family);
+    const target = mine.length > 0 ? mine.reduce((a, b) => (b.waiting.length < a.waiting.length ? b : a)).waiting : this.unplaced;
     return new Promise<number>((resolve, reject) => {
       const waiter: Waiter = {
         family,
@@ -104,14 +108,14 @@ export class SlotAffinity {
         },
       };
       const abort = () => {
-        for (const s of this.slots) {
-          const at = s.waiting.indexOf(waiter);
-          if (at >= 0) s.waiting.splice(at, 1);
+        for (const queue of [this.unplaced, ...this.slots.map((s) => s.waiting)]) {
+          const at = queue.indexOf(waiter);
+          if (at >= 0) queue.splice(at, 1);
         }
         this.done(family);
         reject(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
       };
-      target.waiting.push(waiter);
+      target.push(waiter);
       signal?.addEventListener("abort", abort, { once: true });
     });
   }
@@ -121,7 +125,7 @@ export class SlotAffinity {
     this.done(family);
     const s = this.slots[slot];
     s.running = false;
-    const next = s.waiting.shift() ?? this.stealFor(slot);
+    const next = s.waiting.shift() ?? this.placeOn(s) ?? this.stealFor(slot);
     if (next) next.go(this.take(slot, next.family));
   }
 
@@ -138,15 +142,27 @@ export class SlotAffinity {
     else this.load.delete(family);
   }
 
-  /** A free slot of the family's, else a free slot whose family has nothing more to run. */
+  /** A free slot of the family's, else a free slot whose family has nothing more to run, else any free slot. */
   private pick(family: number): number | undefined {
     let spare: number | undefined;
+    let idle: number | undefined;
     for (const [i, s] of this.slots.entries()) {
       if (s.running || s.waiting.length > 0) continue;
       if (s.owner === family) return i;
       if (spare === undefined && (s.owner === undefined || !this.load.has(s.owner))) spare = i;
+      idle ??= i;
     }
-    return spare;
+    return spare ?? idle;
+  }
+
+  /** For a slot out of work of its own: the oldest line of a new family; that family's other lines queue behind it. */
+  private placeOn(s: Slot): Waiter | undefined {
+    const first = this.unplaced.shift();
+    if (!first) return undefined;
+    for (let i = 0; i < this.unplaced.length; )
+      if (this.unplaced[i].family === first.family) s.waiting.push(...this.unplaced.splice(i, 1));
+      else i++;
+    return first;
   }
 
   /** For an idle slot: the first line of the longest queue elsewhere. */

@@ -76,6 +76,37 @@ describe("SlotAffinity", () => {
     expect(await slots.acquire(family(slots, "D"))).toBe(a1);
   });
 
+  it("a family holding no slot follows whichever family runs out of work first, and its later lines follow it there", async () => {
+    const slots = new SlotAffinity(2);
+    const [a, b, c, d] = ["A", "B", "C", "D"].map((n) => family(slots, n));
+    const onA = await slots.acquire(a);
+    const onB = await slots.acquire(b);
+    const nextA = slots.acquire(a);
+    const c1 = slots.acquire(c);
+    const c2 = slots.acquire(c);
+    // B ends first (A still has a line queued): C takes B's slot, and C's second line waits there, not behind A.
+    slots.release(onB, b);
+    expect(await c1).toBe(onB);
+    const d1 = slots.acquire(d);
+    slots.release(onA, a);
+    expect(await nextA).toBe(onA);
+    // A is done: its slot goes to the next family waiting, D, while C keeps its own.
+    slots.release(onA, a);
+    expect(await d1).toBe(onA);
+    slots.release(onB, c);
+    expect(await c2).toBe(onB);
+  });
+
+  it("a line never waits while a slot idles, even one whose family still runs elsewhere", async () => {
+    const slots = new SlotAffinity(2);
+    const [a, b] = ["A", "B"].map((n) => family(slots, n));
+    const first = await slots.acquire(a);
+    const second = await slots.acquire(a);
+    slots.release(second, a);
+    expect(await slots.acquire(b)).toBe(second);
+    slots.release(first, a);
+  });
+
   it("a wait aborted leaves the queue, and the slot goes to the next line", async () => {
     const slots = new SlotAffinity(1);
     const a = family(slots, "A");
@@ -87,6 +118,15 @@ describe("SlotAffinity", () => {
     await expect(gone).rejects.toThrow();
     slots.release(s, a);
     expect(await after).toBe(s);
+    // So does a wait of a family that holds no slot.
+    const b = family(slots, "B");
+    const cancelled = new AbortController();
+    const goneB = slots.acquire(b, cancelled.signal);
+    const afterB = slots.acquire(b);
+    cancelled.abort();
+    await expect(goneB).rejects.toThrow();
+    slots.release(s, a);
+    expect(await afterB).toBe(s);
   });
 });
 
@@ -120,22 +160,24 @@ async function serviceRouting(routing: string): Promise<TestService> {
   return svc;
 }
 
+const FOUR = ["Lily", "Tom", "Ben", "Sue"];
+
 /**
- * 4 families of 8 lines, each opening with its own preamble of a few hundred tokens, grouped by family in the
- * file. Each run's preambles are new to the server (its prompt cache outlives a batch).
+ * Families of `size` lines (4 of 8 by default), each opening with its own preamble of a few hundred tokens, grouped
+ * by family in the file. Each run's preambles are new to the server (its prompt cache outlives a batch).
  */
 let runs = 0;
-const familyJsonl = () => {
+const familyJsonl = (names = FOUR, size = 8, maxTokens = (_f: number, _i: number) => 4) => {
   const run = runs++;
-  return ["Lily", "Tom", "Ben", "Sue"]
+  return names
     .map((n) => `Run ${run}. ${n} and the dog went to the park. `.repeat(18))
     .flatMap((p, f) =>
-      Array.from({ length: 8 }, (_, i) =>
+      Array.from({ length: size }, (_, i) =>
         JSON.stringify({
           custom_id: `f${f}-${i}`,
           method: "POST",
           url: "/v1/completions",
-          body: { model: "remote", prompt: `${p}Question ${i}: where is the ball? Answer:`, max_tokens: 4, temperature: 0 },
+          body: { model: "remote", prompt: `${p}Question ${i}: where is the ball? Answer:`, max_tokens: maxTokens(f, i), temperature: 0 },
         }),
       ),
     )
@@ -143,8 +185,11 @@ const familyJsonl = () => {
 };
 
 /** Prompt tokens llama-server evaluated for the batch, from its own `timings` in each answer. */
-async function evaluated(svc: TestService): Promise<{ evaluated: number; prompt: number; lines: number }> {
-  const file = await uploadJsonl(svc.baseUrl, familyJsonl());
+async function evaluated(
+  svc: TestService,
+  ...shape: Parameters<typeof familyJsonl>
+): Promise<{ evaluated: number; prompt: number; lines: number }> {
+  const file = await uploadJsonl(svc.baseUrl, familyJsonl(...shape));
   const created = await createBatch(svc.baseUrl, file.id);
   const batch = await pollBatch(svc.baseUrl, created.body.id, isFinal, 120_000);
   expect(batch.status).toBe("completed");
@@ -169,6 +214,17 @@ describe.skipIf(!binary)("prefix routing in front of a real llama-server", () =>
     // pays its whole prompt, which the bound allows once per slot.
     expect(run.evaluated).toBeLessThan(4 * preamble + 32 * 16 + 4 * perLine);
     expect(run.evaluated).toBeLessThan(run.prompt / 3);
+  });
+
+  it("more families than slots: each family stays on the slot it starts on, so each preamble is still evaluated about once", async () => {
+    const names = ["Ann", "Bob", "Cat", "Dan", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Leo"];
+    // Answers of 1 to 24 tokens, so families end at different times and a new family's slot is not the obvious one.
+    const run = await evaluated(await serviceRouting("auto"), names, 3, (f, i) => 1 + ((f * 7 + i * 11) % 24));
+    console.log(`prefix routing, 12 families on 4 slots: evaluated ${run.evaluated} of ${run.prompt} prompt tokens`);
+    expect(run.lines).toBe(36);
+    const perLine = run.prompt / 36;
+    // A family split over two slots would pay its preamble twice; 12 preambles, each line's tail, a prompt per slot.
+    expect(run.evaluated).toBeLessThan(12 * (perLine - 12) + 36 * 16 + 4 * perLine);
   });
 
   it("none feeds the file's order: families arrive together and slots repeat the preamble", async () => {
