@@ -157,9 +157,10 @@ export class UpstreamBackend implements InferenceBackend {
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
     const { slots } = await this.prefixRouting();
-    const family = slots && request.endpoint !== "/v1/embeddings" ? slots.familyOf(request.body as Record<string, unknown>) : 0;
-    if (!slots || family === 0)
+    // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned.
+    if (!slots || request.endpoint === "/v1/embeddings")
       return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal);
+    const family = slots.familyOf(request.body as Record<string, unknown>);
     const slot = await slots.acquire(family, signal);
     try {
       // llama-server's own extension: the slot whose cache holds this family's opening.

@@ -82,14 +82,20 @@ export class SlotAffinity {
   private readonly unplaced: Waiter[] = [];
   /** Lines of each family waiting or running. */
   private readonly load = new Map<number, number>();
+  /** The last family of one line handed out. */
+  private loners = 0;
 
   constructor(readonly count: number) {
     this.slots = Array.from({ length: count }, () => ({ owner: undefined, running: false, waiting: [] }));
   }
 
-  /** The body's family (0 for a prompt too short to have one: it is not pinned). */
+  /**
+   * The body's family. A prompt too short to have one is a family of its own (a negative number no hash takes): it
+   * still holds a slot and is pinned to it, for a line the server placed itself could take a slot counted free
+   * here, and a line pinned there would wait for it.
+   */
   familyOf(body: Record<string, unknown>): number {
-    return familyKey(promptOpening(body));
+    return familyKey(promptOpening(body)) || --this.loners;
   }
 
   /** Waits for a slot for a line of `family` and holds it; `release` gives it on. */

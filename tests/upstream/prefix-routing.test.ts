@@ -43,11 +43,15 @@ describe("resolveRouting", () => {
 describe("SlotAffinity", () => {
   const family = (slots: SlotAffinity, name: string) => slots.familyOf(body(name, 1));
 
-  it("reads a family from the prompt's opening; a short prompt has none; /props names the slots", () => {
+  it("reads a family from the prompt's opening; a short prompt is a family of its own; /props names the slots", () => {
     const slots = new SlotAffinity(2);
     expect(slots.familyOf(body("A", 1))).toBe(slots.familyOf(body("A", 2)));
     expect(slots.familyOf(body("A", 1))).not.toBe(slots.familyOf(body("B", 1)));
-    expect(slots.familyOf({ prompt: "short" })).toBe(0);
+    // A short prompt is a family of its own, each time: it still holds (and is pinned to) a slot.
+    const short = [slots.familyOf({ prompt: "short" }), slots.familyOf({ prompt: "short" })];
+    expect(short[0]).not.toBe(short[1]);
+    expect(short).not.toContain(0);
+    expect(short).not.toContain(slots.familyOf(body("A", 1)));
     expect(slotsFromProps({ total_slots: 8 })).toBe(8);
     expect(slotsFromProps({ total_slots: 0 })).toBeUndefined();
     expect(slotsFromProps("not found")).toBeUndefined();
@@ -225,6 +229,30 @@ describe.skipIf(!binary)("prefix routing in front of a real llama-server", () =>
     const perLine = run.prompt / 36;
     // A family split over two slots would pay its preamble twice; 12 preambles, each line's tail, a prompt per slot.
     expect(run.evaluated).toBeLessThan(12 * (perLine - 12) + 36 * 16 + 4 * perLine);
+  });
+
+  it("a line too short to have a family is pinned too: the server places no line itself, where a pinned line would wait", async () => {
+    const svc = await serviceRouting("auto");
+    const short = Array.from({ length: 6 }, (_, i) =>
+      JSON.stringify({
+        custom_id: `short-${i}`,
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: "remote", prompt: `Tom had a ball ${i}.`, max_tokens: 3 + 5 * i, temperature: 0 },
+      }),
+    );
+    const from = upstream.log().length;
+    const file = await uploadJsonl(svc.baseUrl, [familyJsonl(FOUR, 3), ...short].join("\n"));
+    const batch = await pollBatch(svc.baseUrl, (await createBatch(svc.baseUrl, file.id)).body.id, isFinal, 120_000);
+    expect(batch.request_counts).toMatchObject({ total: 18, completed: 18, failed: 0 });
+    const chosen = [
+      ...upstream
+        .log()
+        .slice(from)
+        .matchAll(/selected slot by (\w+)/g),
+    ].map((m) => m[1]);
+    expect(chosen.filter((how) => how === "id")).toHaveLength(18);
+    expect(chosen.filter((how) => how !== "id")).toEqual([]);
   });
 
   it("none feeds the file's order: families arrive together and slots repeat the preamble", async () => {
