@@ -176,28 +176,35 @@ const familyJsonl = (names = FOUR, size = 8, maxTokens = (_f: number, _i: number
   return names
     .map((n) => `Run ${run}. ${n} and the dog went to the park. `.repeat(18))
     .flatMap((p, f) =>
-      Array.from({ length: size }, (_, i) =>
-        JSON.stringify({
-          custom_id: `f${f}-${i}`,
-          method: "POST",
-          url: "/v1/completions",
-          body: { model: "remote", prompt: `${p}Question ${i}: where is the ball? Answer:`, max_tokens: maxTokens(f, i), temperature: 0 },
-        }),
-      ),
+      Array.from({ length: size }, (_, i) => line(`f${f}-${i}`, `${p}Question ${i}: where is the ball? Answer:`, maxTokens(f, i))),
     )
     .join("\n");
 };
+
+const line = (id: string, prompt: string, maxTokens: number) =>
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/completions",
+    body: { model: "remote", prompt, max_tokens: maxTokens, temperature: 0 },
+  });
+
+/** The batch run to its end through the service; its output lines. */
+async function run(svc: TestService, jsonl: string): Promise<any[]> {
+  const file = await uploadJsonl(svc.baseUrl, jsonl);
+  const created = await createBatch(svc.baseUrl, file.id);
+  const batch = await pollBatch(svc.baseUrl, created.body.id, isFinal, 120_000);
+  expect(batch.status).toBe("completed");
+  expect(batch.request_counts.failed).toBe(0);
+  return resultLines(svc.batchDir, batch.id).output;
+}
 
 /** Prompt tokens llama-server evaluated for the batch, from its own `timings` in each answer. */
 async function evaluated(
   svc: TestService,
   ...shape: Parameters<typeof familyJsonl>
 ): Promise<{ evaluated: number; prompt: number; lines: number }> {
-  const file = await uploadJsonl(svc.baseUrl, familyJsonl(...shape));
-  const created = await createBatch(svc.baseUrl, file.id);
-  const batch = await pollBatch(svc.baseUrl, created.body.id, isFinal, 120_000);
-  expect(batch.status).toBe("completed");
-  const lines = resultLines(svc.batchDir, batch.id).output;
+  const lines = await run(svc, familyJsonl(...shape));
   let [evaluatedTokens, prompt] = [0, 0];
   for (const l of lines) {
     const b = l.response.body as { timings?: { prompt_n?: number }; usage: { prompt_tokens: number } };
@@ -233,18 +240,9 @@ describe.skipIf(!binary)("prefix routing in front of a real llama-server", () =>
 
   it("a line too short to have a family is pinned too: the server places no line itself, where a pinned line would wait", async () => {
     const svc = await serviceRouting("auto");
-    const short = Array.from({ length: 6 }, (_, i) =>
-      JSON.stringify({
-        custom_id: `short-${i}`,
-        method: "POST",
-        url: "/v1/completions",
-        body: { model: "remote", prompt: `Tom had a ball ${i}.`, max_tokens: 3 + 5 * i, temperature: 0 },
-      }),
-    );
+    const short = Array.from({ length: 6 }, (_, i) => line(`short-${i}`, `Tom had a ball ${i}.`, 3 + 5 * i));
     const from = upstream.log().length;
-    const file = await uploadJsonl(svc.baseUrl, [familyJsonl(FOUR, 3), ...short].join("\n"));
-    const batch = await pollBatch(svc.baseUrl, (await createBatch(svc.baseUrl, file.id)).body.id, isFinal, 120_000);
-    expect(batch.request_counts).toMatchObject({ total: 18, completed: 18, failed: 0 });
+    expect(await run(svc, [familyJsonl(FOUR, 3), ...short].join("\n"))).toHaveLength(18);
     const chosen = [
       ...upstream
         .log()
