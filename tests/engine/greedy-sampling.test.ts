@@ -1,0 +1,61 @@
+// Greedy sampling on the real library, on each build there is: the patched addon finds a plain greedy token in the
+// logits themselves, without the vocabulary-wide candidate list the sampler chain takes. Its answers must be the
+// chain's: the most likely token at every position, as log probabilities (which still go through the chain) show.
+import { afterAll, describe, expect, it } from "vitest";
+import { createEngine, type Engine } from "../../engine/index.js";
+import { engineBuilds, testModelPath } from "../../testkit/model.js";
+
+const engines: Engine[] = [];
+afterAll(async () => {
+  await Promise.all(engines.map((e) => e.close()));
+});
+
+const PROMPTS = [
+  "Once upon a time there was a little girl named Lily. She",
+  "The dog ran to the park and",
+  "Tom had a red ball. One day",
+  "A",
+];
+
+describe.each(await engineBuilds())("greedy sampling on the %s build", (build) => {
+  it("each token is the most likely one, with or without log probabilities asked for", async () => {
+    // One sequence and one thread: each answer is evaluated alone, so both runs see the same logits.
+    const engine = await createEngine({
+      modelPath: await testModelPath(),
+      generatedModel: false,
+      gpu: false,
+      threads: 1,
+      sequences: 1,
+      contexts: 1,
+      contextSize: 512,
+      embeddingContexts: 1,
+      prefixReuse: false,
+      build,
+    });
+    engines.push(engine);
+    for (const prompt of PROMPTS) {
+      const plain = await engine.complete(prompt, { temperature: 0, maxTokens: 24, seed: 1 });
+      const traced = await engine.complete(prompt, { temperature: 0, maxTokens: 24, seed: 2, logprobs: 3 });
+      expect(plain.text).toBe(traced.text);
+      expect(plain.completionTokens).toBe(traced.completionTokens);
+      const steps = traced.logprobs ?? [];
+      expect(steps.length).toBe(traced.completionTokens);
+      for (const step of steps) {
+        expect(step.top[0].logprob).toBeCloseTo(step.logprob, 5);
+      }
+    }
+  });
+
+  it("top_p 0 is greedy too, and a bias still moves the answer", async () => {
+    const engine = engines.at(-1)!;
+    const prompt = PROMPTS[1];
+    const greedy = await engine.complete(prompt, { temperature: 0, maxTokens: 8 });
+    expect((await engine.complete(prompt, { temperature: 1, topP: 0, maxTokens: 8, seed: 9 })).text).toBe(greedy.text);
+    // A bias goes through the chain (the sampler that applies it), never the shortcut: a token pushed up is taken.
+    const pushed = Math.min(300, engine.vocabularySize - 1);
+    const biased = await engine.complete(prompt, { temperature: 0, maxTokens: 8, logitBias: new Map([[pushed, 100]]) });
+    expect(biased.text).not.toBe(greedy.text);
+    const again = await engine.complete(prompt, { temperature: 0, maxTokens: 8, logitBias: new Map([[pushed, 100]]), logprobs: 1 });
+    expect(biased.text).toBe(again.text);
+  });
+});
