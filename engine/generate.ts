@@ -4,6 +4,7 @@
 // back, and keeps the sequence's cache for the next request's shared prefix (and for the next of n choices).
 import { randomInt } from "node:crypto";
 import {
+  type ControlledEvaluateInputItem,
   type EvaluationPriority,
   type LlamaContextSequence,
   type LlamaGrammar,
@@ -15,7 +16,7 @@ import {
 } from "node-llama-cpp";
 import { completionTooLong } from "../openai/errors.js";
 import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
-import { tokenLogprobs } from "./logprobs.js";
+import { type TokenScores, tokenLogprobs } from "./logprobs.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
 import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, SamplingParams } from "./types.js";
@@ -159,12 +160,12 @@ async function generateChoice(
     return true;
   };
 
-  for await (const { token, probabilities } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
+  for await (const { token, scores } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
     // The prompt is in the cache now: requests sharing its prefix on this context may copy it.
     if (generated.length === 0) pool.evaluated(sequence);
-    if (logprobs && probabilities) {
+    if (logprobs && scores) {
       const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
-      logprobs.push({ ...tokenLogprobs(model, before, token, probabilities, req.temperature, req.logprobs ?? 0), offset: text.length });
+      logprobs.push({ ...tokenLogprobs(model, before, token, scores, req.logprobs ?? 0), offset: text.length });
     }
     generated.push(token);
     let stopped = model.isEogToken(token) || req.stopTokens.has(token);
@@ -217,7 +218,11 @@ export function samplerOptions(
   };
 }
 
-/** node-llama-cpp's evaluation, with the full probabilities per token only when log probabilities were asked for. */
+/**
+ * node-llama-cpp's evaluation, with what log probabilities are computed from when they were asked for: for a
+ * greedy line without a grammar, the top tokens' logits and their normaliser (`traced`); else the full
+ * distribution, which node-llama-cpp hands over as a map of the whole vocabulary per token.
+ */
 async function* evaluate(
   sequence: LlamaContextSequence,
   model: LlamaModel,
@@ -226,7 +231,7 @@ async function* evaluate(
   generated: Token[],
   seed: number,
   pool: SequencePool,
-): AsyncGenerator<{ token: Token; probabilities?: Map<Token, number> }> {
+): AsyncGenerator<{ token: Token; scores?: TokenScores }> {
   const options = samplerOptions(req, seed, pool.batchTag(sequence));
   if (req.frequencyPenalty !== 0 || req.presencePenalty !== 0) {
     // OpenAI's penalties count the tokens sampled so far (not the prompt's); llama.cpp's penalties sampler
@@ -248,7 +253,41 @@ async function* evaluate(
   const input = req.tokens.slice(cached);
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
+  } else if (req.temperature === 0 && !req.grammar) {
+    yield* traced(sequence, input, options, req.logprobs);
   } else {
-    yield* sequence.evaluateWithMetadata(input, { probabilities: true }, options);
+    const { temperature } = req;
+    for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))
+      yield { token, scores: { kind: "probabilities", probabilities, temperature } };
+  }
+}
+
+/**
+ * A greedy line with log probabilities, a token at a time through `controlledEvaluate`, which can ask the addon
+ * for only the top logits and their normaliser. It makes a sampler per call, so its seed would start again on every
+ * token: only greedy lines (no seed drawn) come here, and it takes no grammar.
+ */
+async function* traced(
+  sequence: LlamaContextSequence,
+  input: Token[],
+  options: SequenceEvaluateOptions,
+  top: number,
+): AsyncGenerator<{ token: Token; scores: TokenScores }> {
+  const generateNext = {
+    token: true,
+    totalLogitWeight: true,
+    // The chosen token is the largest logit, so one alternative is the chosen one; more make the addon sort the
+    // vocabulary (a partial sort on the patched build).
+    logits: { filter: { tokens: [], includeSelected: true, includeTop: top > 1 ? top : 0 } },
+    options: { temperature: 0, tokenBias: options.tokenBias, repeatPenalty: options.repeatPenalty },
+  };
+  let tokens = input;
+  for (;;) {
+    const last = tokens.length - 1;
+    const items = tokens.map((t, i): ControlledEvaluateInputItem => (i === last ? [t, { generateNext }] : t));
+    const next = (await sequence.controlledEvaluate(items, { evaluationPriority: options.evaluationPriority }))[last]?.next;
+    if (next?.token == null || !next.logits || next.totalLogitWeight === undefined) throw new Error("Failed to sample next token");
+    yield { token: next.token, scores: { kind: "logits", logits: next.logits, total: next.totalLogitWeight } };
+    tokens = [next.token];
   }
 }

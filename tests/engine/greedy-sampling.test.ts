@@ -46,6 +46,32 @@ describe.each(await engineBuilds())("greedy sampling on the %s build", (build) =
     }
   });
 
+  it("a greedy line's log probabilities, taken from the top logits, are those of the whole distribution", async () => {
+    const engine = engines.at(-1)!;
+    for (const prompt of PROMPTS) {
+      // The first position's distribution depends on the prompt alone: a sampled line (temperature 1, which reads
+      // the whole distribution) sees the same one there.
+      const greedy = await engine.complete(prompt, { temperature: 0, maxTokens: 6, logprobs: 5 });
+      const sampled = await engine.complete(prompt, { temperature: 1, maxTokens: 1, seed: 3, logprobs: 5 });
+      const [first] = greedy.logprobs!;
+      expect(first.top.map((t) => t.token)).toEqual(sampled.logprobs![0].top.map((t) => t.token));
+      for (const [i, t] of first.top.entries()) expect(t.logprob).toBeCloseTo(sampled.logprobs![0].top[i].logprob, 4);
+      for (const step of greedy.logprobs!) {
+        expect(step.top).toHaveLength(5);
+        expect(step.top[0]).toEqual({ token: step.token, logprob: step.logprob, bytes: step.bytes });
+        for (let i = 1; i < 5; i++) expect(step.top[i].logprob).toBeLessThanOrEqual(step.top[i - 1].logprob);
+        expect(step.top.reduce((sum, t) => sum + Math.exp(t.logprob), 0)).toBeLessThanOrEqual(1 + 1e-9);
+      }
+      const one = await engine.complete(prompt, { temperature: 0, maxTokens: 6, logprobs: 1 });
+      expect(one.text).toBe(greedy.text);
+      one.logprobs!.forEach((step, i) => {
+        expect(step.top.map((t) => t.token)).toEqual([greedy.logprobs![i].token]);
+        expect(step.top[0].logprob).toBeCloseTo(greedy.logprobs![i].logprob, 5);
+        expect(step.logprob).toBeCloseTo(greedy.logprobs![i].logprob, 5);
+      });
+    }
+  });
+
   it("top_p 0 is greedy too, and a bias still moves the answer", async () => {
     const engine = engines.at(-1)!;
     const prompt = PROMPTS[1];
