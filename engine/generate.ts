@@ -219,9 +219,9 @@ export function samplerOptions(
 }
 
 /**
- * node-llama-cpp's evaluation, with what log probabilities are computed from when they were asked for: for a
- * greedy line without a grammar, the top tokens' logits and their normaliser (`traced`); else the full
- * distribution, which node-llama-cpp hands over as a map of the whole vocabulary per token.
+ * node-llama-cpp's evaluation, with what log probabilities are computed from when they were asked for: where the
+ * chain leaves the logits as they are and there is no grammar, the top tokens' logits and their normaliser
+ * (`traced`); else the full distribution, which node-llama-cpp hands over as a map of the whole vocabulary per token.
  */
 async function* evaluate(
   sequence: LlamaContextSequence,
@@ -253,8 +253,8 @@ async function* evaluate(
   const input = req.tokens.slice(cached);
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
-  } else if (req.temperature === 0 && !req.grammar) {
-    yield* traced(sequence, input, options, req.logprobs);
+  } else if (!req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
+    yield* traced(sequence, input, options, req.logprobs, req.temperature, seed);
   } else {
     const { temperature } = req;
     for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))
@@ -263,26 +263,36 @@ async function* evaluate(
 }
 
 /**
- * A greedy line with log probabilities, a token at a time through `controlledEvaluate`, which can ask the addon
- * for only the top logits and their normaliser. It makes a sampler per call, so its seed would start again on every
- * token: only greedy lines (no seed drawn) come here, and it takes no grammar.
+ * A line with log probabilities whose chain leaves the logits as they are (greedy, or temperature 1 with no cut), a
+ * token at a time through `controlledEvaluate`, which can ask the addon for only the top logits and their
+ * normaliser. It makes a sampler per call, so a sampled line's seed is drawn again for each token from the line's
+ * seed and the token's place (the same seed gives the same answer); it takes no grammar.
  */
 async function* traced(
   sequence: LlamaContextSequence,
   input: Token[],
   options: SequenceEvaluateOptions,
   top: number,
+  temperature: number,
+  seed: number,
 ): AsyncGenerator<{ token: Token; scores: TokenScores }> {
-  const generateNext = {
-    token: true,
-    totalLogitWeight: true,
-    // The chosen token is the largest logit, so one alternative is the chosen one; more make the addon sort the
-    // vocabulary (a partial sort on the patched build).
-    logits: { filter: { tokens: [], includeSelected: true, includeTop: top > 1 ? top : 0 } },
-    options: { temperature: 0, tokenBias: options.tokenBias, repeatPenalty: options.repeatPenalty },
-  };
+  // A greedy line's token is the largest logit, so one alternative is the chosen one; a sampled line needs the
+  // largest for the normaliser. More make the addon sort the vocabulary (a partial sort on the patched build).
+  const includeTop = temperature > 0 ? Math.max(1, top) : top > 1 ? top : 0;
+  const logits = { filter: { tokens: [], includeSelected: true, includeTop } };
+  const { tokenBias, repeatPenalty } = options;
   let tokens = input;
-  for (;;) {
+  for (let index = 0; ; index++) {
+    const sampling = {
+      temperature,
+      topP: 1,
+      topK: null as unknown as number,
+      minP: 0,
+      seed: tokenSeed(seed, index),
+      tokenBias,
+      repeatPenalty,
+    };
+    const generateNext = { token: true, totalLogitWeight: true, logits, options: sampling };
     const last = tokens.length - 1;
     const items = tokens.map((t, i): ControlledEvaluateInputItem => (i === last ? [t, { generateNext }] : t));
     const next = (await sequence.controlledEvaluate(items, { evaluationPriority: options.evaluationPriority }))[last]?.next;
@@ -290,4 +300,16 @@ async function* traced(
     yield { token: next.token, scores: { kind: "logits", logits: next.logits, total: next.totalLogitWeight } };
     tokens = [next.token];
   }
+}
+
+/** A seed per token from a line's seed (murmur3's finaliser); never llama.cpp's "random" seed, 2^32 - 1. */
+export function tokenSeed(seed: number, index: number): number {
+  const mix = (h: number) => {
+    let x = h >>> 0;
+    x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
+    x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+    return (x ^ (x >>> 16)) >>> 0;
+  };
+  const out = mix(seed ^ mix(index + 1));
+  return out === 0xffffffff ? 0xfffffffe : out;
 }

@@ -1,5 +1,5 @@
 // Log probabilities in OpenAI's terms from what node-llama-cpp reports per token: the whole distribution it sampled
-// from, or, for a greedy line, a few logits and their normaliser.
+// from, or a few logits and their normaliser.
 import type { LlamaModel, Token } from "node-llama-cpp";
 import type { GeneratedTokenLogprob, TokenLogprob } from "./types.js";
 
@@ -9,10 +9,10 @@ import type { GeneratedTokenLogprob, TokenLogprob } from "./types.js";
  *   which OpenAI's are not. A temperature T scales every log-probability by 1/T before renormalising, so T x log p,
  *   renormalised over the same tokens, undoes it. With top_p < 1 the distribution was cut to the nucleus first, and
  *   the renormalisation is over the nucleus.
- * - `logits`: a greedy line's (nothing divided by a temperature or cut): the top tokens' and the chosen token's
- *   logits after bias and penalties, with `total` the sum of exp(logit - the largest) over the whole vocabulary,
- *   so log p = logit - (largest + log total). Handing over 32,000 probabilities per token cost 12 times the
- *   generation itself on the generated `small` model.
+ * - `logits`: a line whose chain leaves the logits as they are (greedy, or temperature 1 with no cut): the top
+ *   tokens' and the chosen token's logits after bias and penalties, with `total` the sum of exp(logit - the
+ *   largest) over the whole vocabulary, so log p = logit - (largest + log total). Handing over 32,000 probabilities
+ *   per token cost 12 times the generation itself on the generated `small` model.
  */
 export type TokenScores =
   | { kind: "probabilities"; probabilities: ReadonlyMap<Token, number>; temperature: number }

@@ -1,6 +1,8 @@
-// Greedy sampling on the real library, on each build there is: the patched addon finds a plain greedy token in the
-// logits themselves, without the vocabulary-wide candidate list the sampler chain takes. Its answers must be the
-// chain's: the most likely token at every position, as log probabilities (which still go through the chain) show.
+// The sampling shortcuts on the real library, on each build there is. The patched addon finds a plain greedy token
+// in the logits themselves, without the vocabulary-wide candidate list the sampler chain takes: its answers must be
+// the chain's, the most likely token at every position, as log probabilities (which still go through the chain)
+// show. Log probabilities of greedy lines and of lines at temperature 1 come from the top logits and their
+// normaliser: they must be the whole distribution's, and a sampled line's draws must follow them.
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
 import { engineBuilds, testModelPath } from "../../testkit/model.js";
@@ -17,7 +19,7 @@ const PROMPTS = [
   "A",
 ];
 
-describe.each(await engineBuilds())("greedy sampling on the %s build", (build) => {
+describe.each(await engineBuilds())("sampling on the %s build", (build) => {
   it("each token is the most likely one, with or without log probabilities asked for", async () => {
     // One sequence and one thread: each answer is evaluated alone, so both runs see the same logits.
     const engine = await createEngine({
@@ -70,6 +72,33 @@ describe.each(await engineBuilds())("greedy sampling on the %s build", (build) =
         expect(step.logprob).toBeCloseTo(greedy.logprobs![i].logprob, 5);
       });
     }
+  });
+
+  it("a sampled line's log probabilities are the whole distribution's too, and its draws follow them", async () => {
+    const engine = engines.at(-1)!;
+    const prompt = PROMPTS[0];
+    const greedy = await engine.complete(prompt, { temperature: 0, maxTokens: 1, logprobs: 5 });
+    const at = (seed: number) => engine.complete(prompt, { temperature: 1, maxTokens: 12, seed, logprobs: 5 });
+    const line = await at(11);
+    expect(await at(11)).toEqual(line);
+    const [first] = line.logprobs!;
+    expect(first.top.map((t) => t.token)).toEqual(greedy.logprobs![0].top.map((t) => t.token));
+    for (const [i, t] of first.top.entries()) expect(t.logprob).toBeCloseTo(greedy.logprobs![0].top[i].logprob, 4);
+    for (const step of line.logprobs!) {
+      expect(step.logprob).toBeLessThanOrEqual(step.top[0].logprob);
+      const listed = step.top.find((t) => t.token === step.token);
+      if (listed) expect(listed.logprob).toBeCloseTo(step.logprob, 9);
+    }
+    // Draws over many seeds: the most likely first token comes up about as often as its probability says.
+    const p = Math.exp(first.top[0].logprob);
+    const n = 48;
+    const firsts = await Promise.all(
+      Array.from({ length: n }, (_, seed) => engine.complete(prompt, { temperature: 1, maxTokens: 1, seed, logprobs: 1 })),
+    );
+    const hits = firsts.filter((r) => r.logprobs![0].token === first.top[0].token).length;
+    expect(new Set(firsts.map((r) => r.text)).size).toBeGreaterThan(1);
+    expect(Math.abs(hits - n * p)).toBeLessThanOrEqual(5 * Math.sqrt(n * p * (1 - p)) + 1);
+    for (const r of firsts) expect(r.logprobs![0].logprob).toBeLessThanOrEqual(first.top[0].logprob + 1e-9);
   });
 
   it("top_p 0 is greedy too, and a bias still moves the answer", async () => {
