@@ -254,7 +254,7 @@ async function* evaluate(
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
   } else if (!req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
-    yield* traced(sequence, input, options, req.logprobs, req.temperature, seed);
+    yield* traced(sequence, input, options, req.logprobs, seed);
   } else {
     const { temperature } = req;
     for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))
@@ -273,25 +273,17 @@ async function* traced(
   input: Token[],
   options: SequenceEvaluateOptions,
   top: number,
-  temperature: number,
   seed: number,
 ): AsyncGenerator<{ token: Token; scores: TokenScores }> {
   // A greedy line's token is the largest logit, so one alternative is the chosen one; a sampled line needs the
   // largest for the normaliser. More make the addon sort the vocabulary (a partial sort on the patched build).
-  const includeTop = temperature > 0 ? Math.max(1, top) : top > 1 ? top : 0;
+  const { temperature, topP, topK, minP, tokenBias, repeatPenalty } = options;
+  const includeTop = temperature ? Math.max(1, top) : top > 1 ? top : 0;
   const logits = { filter: { tokens: [], includeSelected: true, includeTop } };
-  const { tokenBias, repeatPenalty } = options;
   let tokens = input;
   for (let index = 0; ; index++) {
-    const sampling = {
-      temperature,
-      topP: 1,
-      topK: null as unknown as number,
-      minP: 0,
-      seed: tokenSeed(seed, index),
-      tokenBias,
-      repeatPenalty,
-    };
+    // The line's own sampler options (samplerOptions, with its bias and penalties), seeded per token.
+    const sampling = { temperature, topP, topK, minP, seed: tokenSeed(seed, index), tokenBias, repeatPenalty };
     const generateNext = { token: true, totalLogitWeight: true, logits, options: sampling };
     const last = tokens.length - 1;
     const items = tokens.map((t, i): ControlledEvaluateInputItem => (i === last ? [t, { generateNext }] : t));
