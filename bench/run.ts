@@ -40,9 +40,16 @@ const { values } = parseArgs({
     slots: { type: "string", default: "" },
     /** The scheduling part's runs with one part switched off (order, copies); --ablations false skips them. */
     ablations: { type: "string", default: "true" },
+    /** How many times the scheduling part feeds llama-server directly and through the service in turn. */
+    "front-pairs": { type: "string", default: "1" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
+const frontPairs = Number(values["front-pairs"]);
+if (!Number.isInteger(frontPairs) || frontPairs < 1) {
+  console.error(`--front-pairs must be a whole number of at least 1, not ${JSON.stringify(values["front-pairs"])}`);
+  process.exit(2);
+}
 const log = (line: string) => console.log(line);
 const started = performance.now();
 
@@ -114,7 +121,9 @@ if (parts.has("scheduling")) {
   else
     for (const s of plan.scheduling)
       for (const c of s.cases)
-        results.scheduling.push(await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations));
+        results.scheduling.push(
+          await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations, frontPairs),
+        );
 }
 
 if (parts.has("upstream")) {

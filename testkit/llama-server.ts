@@ -112,6 +112,12 @@ export async function drive(baseUrl: string, requests: readonly PeerRequest[], c
   return { seconds: (performance.now() - t0) / 1000, generated, promptTokens };
 }
 
+/** The prompt tokens a llama-server log says it evaluated; undefined where it timed none. */
+export function evaluatedPromptTokens(log: string): number | undefined {
+  const timed = [...log.matchAll(/prompt eval time =\s+[\d.]+ ms \/\s+(\d+) tokens/g)];
+  return timed.length > 0 ? timed.reduce((n, m) => n + Number(m[1]), 0) : undefined;
+}
+
 /** One configuration: start, one warm-up request, the timed run, stop. */
 export async function runPeer(binary: string, model: string, c: PeerConfig, requests: readonly PeerRequest[]): Promise<PeerRun> {
   const server = await startLlamaServer(binary, model, c);
@@ -119,13 +125,8 @@ export async function runPeer(binary: string, model: string, c: PeerConfig, requ
     await drive(server.baseUrl, requests.slice(0, 1), 1);
     const warmed = server.log().length;
     const r = await drive(server.baseUrl, requests, c.parallel);
-    const evaluated = [
-      ...server
-        .log()
-        .slice(warmed)
-        .matchAll(/prompt eval time =\s+[\d.]+ ms \/\s+(\d+) tokens/g),
-    ];
-    const cachedTokens = evaluated.length > 0 ? r.promptTokens - evaluated.reduce((n, m) => n + Number(m[1]), 0) : undefined;
+    const evaluated = evaluatedPromptTokens(server.log().slice(warmed));
+    const cachedTokens = evaluated === undefined ? undefined : r.promptTokens - evaluated;
     return { ...c, ...r, requests: requests.length, cachedTokens };
   } finally {
     await server.stop();
