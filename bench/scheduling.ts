@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { evaluatedPromptTokens, type PeerRun, runPeer, startLlamaServer, sweepPeer } from "../testkit/llama-server.js";
+import { evaluatedPromptTokens, type PeerConfig, type PeerRun, runPeer, startLlamaServer, sweepPeer } from "../testkit/llama-server.js";
 import { runService, type ServiceRun, type Workload } from "./peer.js";
 
 export interface SchedulingRow {
@@ -101,14 +101,14 @@ async function compareInFront(
   pairs: number,
   log: (line: string) => void,
 ): Promise<InFront> {
-  const config = { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot };
+  const config: PeerConfig = { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot };
+  const tokens = (n: number | undefined) => (n === undefined ? "" : `, ${n} prompt tokens evaluated`);
   let direct: PeerRun | undefined;
   let front: ServiceRun | undefined;
   let frontEvaluated: number | undefined;
   for (let k = 0; k < Math.max(1, pairs); k++) {
     const d = await runPeer(binary, modelPath, config, w.requests);
-    const f = await runInFront(binary, modelPath, w, best);
-    const tokens = (n: number | undefined) => (n === undefined ? "" : `, ${n} prompt tokens evaluated`);
+    const f = await runInFront(binary, modelPath, w, config);
     const directEvaluated = d.cachedTokens === undefined ? undefined : d.promptTokens - d.cachedTokens;
     log(
       `  fed directly (${best.parallel} slots): ${d.seconds.toFixed(2)} s${tokens(directEvaluated)}; ` +
@@ -124,15 +124,15 @@ async function compareInFront(
 }
 
 /**
- * The service with llama-server as its upstream model, on a fresh llama-server of the sweep's best configuration,
+ * The service with llama-server as its upstream model, on a fresh llama-server of the given configuration,
  * with as many requests in flight as it has slots (its prefix routing at the default, auto).
  */
-async function runInFront(binary: string, modelPath: string, w: Workload, best: PeerRun) {
-  const upstream = await startLlamaServer(binary, modelPath, { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot });
+async function runInFront(binary: string, modelPath: string, w: Workload, config: PeerConfig) {
+  const upstream = await startLlamaServer(binary, modelPath, config);
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-front-"));
   try {
     const file = path.join(dir, "models.yaml");
-    const limits = `min_in_flight: ${best.parallel}, max_in_flight: ${best.parallel}`;
+    const limits = `min_in_flight: ${config.parallel}, max_in_flight: ${config.parallel}`;
     writeFileSync(
       file,
       `default_model: remote\nmodels:\n  - { name: remote, upstream: { base_urls: ["${upstream.baseUrl}/v1"], model: m, ${limits} } }\n`,

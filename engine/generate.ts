@@ -254,7 +254,7 @@ async function* evaluate(
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
   } else if (!req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
-    yield* traced(sequence, input, options, req.logprobs, seed);
+    yield* traced(sequence, input, options, req.logprobs);
   } else {
     const { temperature } = req;
     for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))
@@ -273,11 +273,10 @@ async function* traced(
   input: Token[],
   options: SequenceEvaluateOptions,
   top: number,
-  seed: number,
 ): AsyncGenerator<{ token: Token; scores: TokenScores }> {
   // A greedy line's token is the largest logit, so one alternative is the chosen one; a sampled line needs the
   // largest for the normaliser. More make the addon sort the vocabulary (a partial sort on the patched build).
-  const { temperature, topP, topK, minP, tokenBias, repeatPenalty } = options;
+  const { temperature, topP, topK, minP, seed = 0, tokenBias, repeatPenalty } = options;
   const includeTop = temperature ? Math.max(1, top) : top > 1 ? top : 0;
   const logits = { filter: { tokens: [], includeSelected: true, includeTop } };
   let tokens = input;
