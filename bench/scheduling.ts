@@ -41,6 +41,12 @@ export interface InFront {
   ratio: number;
   /** Prompt tokens llama-server evaluated (its log) behind the service, the 4-line warm-up included; fewest of the runs. */
   frontEvaluated?: number;
+  /**
+   * Where lines share prefixes: the same configuration on the planned feed (testkit's drivePlanned), which knows the
+   * whole batch ahead, run in each pair too; direct / planned is what the best feeding order wins there.
+   */
+  planned?: PeerRun;
+  plannedRatio?: number;
 }
 
 export interface SchedulingCase {
@@ -70,7 +76,7 @@ export async function compareScheduling(
   );
   const prebuilt = service.build === "patched" ? await runService(modelPath, w, 1, { ENGINE_BUILD: "prebuilt" }) : undefined;
   if (prebuilt) log(`  ENGINE_BUILD=prebuilt: ${prebuilt.seconds.toFixed(2)} s, ${prebuilt.cachedTokens} cached`);
-  const inFront = await compareInFront(binary, modelPath, w, best, frontPairs, log);
+  const inFront = await compareInFront(binary, modelPath, w, best, frontPairs, c.sharesPrefixes, log);
   const withoutOrder = ablations ? await runService(modelPath, w, 1, { BATCH_ORDER: "file" }) : undefined;
   if (withoutOrder) log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
   const withoutCopy = ablations && c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
@@ -92,13 +98,17 @@ export async function compareScheduling(
   };
 }
 
-/** `pairs` times: llama-server fed directly, then the service in front of a fresh one; each side's best counts. */
+/**
+ * `pairs` times: llama-server fed directly, then the service in front of a fresh one, then (`withPlanned`) the
+ * planned feed; each side's best counts.
+ */
 async function compareInFront(
   binary: string,
   modelPath: string,
   w: Workload,
   best: PeerRun,
   pairs: number,
+  withPlanned: boolean,
   log: (line: string) => void,
 ): Promise<InFront> {
   const config: PeerConfig = { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot };
@@ -106,21 +116,29 @@ async function compareInFront(
   let direct: PeerRun | undefined;
   let front: ServiceRun | undefined;
   let frontEvaluated: number | undefined;
+  let planned: PeerRun | undefined;
+  const evaluated = (r: PeerRun) => (r.cachedTokens === undefined ? undefined : r.promptTokens - r.cachedTokens);
   for (let k = 0; k < Math.max(1, pairs); k++) {
     const d = await runPeer(binary, modelPath, config, w.requests);
     const f = await runInFront(binary, modelPath, w, config);
-    const directEvaluated = d.cachedTokens === undefined ? undefined : d.promptTokens - d.cachedTokens;
+    const p = withPlanned ? await runPeer(binary, modelPath, config, w.requests, "planned") : undefined;
     log(
-      `  fed directly (${best.parallel} slots): ${d.seconds.toFixed(2)} s${tokens(directEvaluated)}; ` +
-        `the service in front: ${f.run.seconds.toFixed(2)} s${tokens(f.evaluated)}`,
+      `  fed directly (${best.parallel} slots): ${d.seconds.toFixed(2)} s${tokens(evaluated(d))}; ` +
+        `the service in front: ${f.run.seconds.toFixed(2)} s${tokens(f.evaluated)}` +
+        (p ? `; the planned feed: ${p.seconds.toFixed(2)} s${tokens(evaluated(p))}` : ""),
     );
+    if (p && (!planned || p.seconds < planned.seconds)) planned = p;
     if (!direct || d.seconds < direct.seconds) direct = d;
     if (!front || f.run.seconds < front.seconds) front = f.run;
     if (f.evaluated !== undefined) frontEvaluated = Math.min(frontEvaluated ?? f.evaluated, f.evaluated);
   }
   const ratio = direct!.seconds / front!.seconds;
-  log(`  in front of llama-server: ${ratio.toFixed(2)}x (${front!.seconds.toFixed(2)} s against ${direct!.seconds.toFixed(2)} s)`);
-  return { front: front!, direct: direct!, ratio, frontEvaluated };
+  const plannedRatio = planned ? direct!.seconds / planned.seconds : undefined;
+  log(
+    `  in front of llama-server: ${ratio.toFixed(2)}x (${front!.seconds.toFixed(2)} s against ${direct!.seconds.toFixed(2)} s)` +
+      (plannedRatio ? `; the planned feed: ${plannedRatio.toFixed(2)}x (${planned!.seconds.toFixed(2)} s)` : ""),
+  );
+  return { front: front!, direct: direct!, ratio, frontEvaluated, planned, plannedRatio };
 }
 
 /**
@@ -149,6 +167,10 @@ const s = (r: ServiceRun | PeerRun | undefined) => (r ? `${r.seconds.toFixed(1)}
 const pct = (cached: number | undefined, prompt: number) =>
   cached === undefined ? "-" : `${cached.toLocaleString("en-US")} (${Math.round((100 * cached) / prompt)}%)`;
 
+const inFrontCell = (f: InFront) =>
+  `${s(f.front)} / ${s(f.direct)}: **${f.ratio.toFixed(2)}×**` +
+  (f.plannedRatio ? ` (planned feed ${s(f.planned)}: ${f.plannedRatio.toFixed(2)}×)` : "");
+
 /** docs/performance.md's table: one row per workload. */
 export function schedulingTable(rows: readonly SchedulingRow[]): string {
   const head = [
@@ -157,7 +179,7 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
     "service (build)",
     "ratio (goal)",
     "prebuilt",
-    "in front of llama-server / fed directly",
+    "in front of llama-server / fed directly (planned feed)",
     "order off",
     "copies off",
     "cached prompt tokens: llama-server / service",
@@ -172,7 +194,7 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
         `${s(r.service)} (${r.service.build ?? "?"})`,
         `**${r.ratio.toFixed(2)}×** (${r.goal.toFixed(2)}: ${met})`,
         s(r.prebuilt),
-        r.inFront ? `${s(r.inFront.front)} / ${s(r.inFront.direct)}: **${r.inFront.ratio.toFixed(2)}×**` : "-",
+        r.inFront ? inFrontCell(r.inFront) : "-",
         s(r.withoutOrder),
         s(r.withoutCopy),
         `${pct(r.best.cachedTokens, r.best.promptTokens)} / ${pct(r.service.cachedTokens, r.service.promptTokens)}`,

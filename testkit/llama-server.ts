@@ -1,8 +1,10 @@
 // The performance peer: llama.cpp's own llama-server (built by scripts/build-llama-server.sh from the source
-// node-llama-cpp ships), fed by a script that keeps as many requests in flight as the server has slots. The
-// clock runs from the first request sent to the last answer; the server's start-up is not counted.
+// node-llama-cpp ships), fed by a script that keeps as many requests in flight as the server has slots, or by the
+// planned feed, which knows the whole batch ahead (the best feeding order, which the service's routing is held to).
+// The clock runs from the first request sent to the last answer; the server's start-up is not counted.
 import { execFileSync, spawn } from "node:child_process";
 import path from "node:path";
+import { familyKey, promptOpening } from "../openai/prompt-opening.js";
 import { repoRoot } from "./repo-root.js";
 
 export interface PeerConfig {
@@ -91,15 +93,51 @@ export async function startLlamaServer(binary: string, model: string, c: PeerCon
 /** Sends every request, `concurrency` at a time, and times the lot. */
 export async function drive(baseUrl: string, requests: readonly PeerRequest[], concurrency: number) {
   let next = 0;
+  return timed(
+    baseUrl,
+    Array.from({ length: concurrency }, () => () => (next < requests.length ? { request: requests[next++] } : undefined)),
+  );
+}
+
+/**
+ * A feed that knows the whole batch ahead, as no feeder reading lines as they come can: the lines in order of their
+ * prompt family (first seen first), cut into one run per slot of equal count, each run sent to its own slot one line
+ * at a time (`id_slot`, `cache_prompt`). A slot so evaluates only the openings of the families in its run (at most
+ * families + slots - 1 in all), and no slot waits at the end while another finishes a longer run.
+ */
+export function plannedRuns(requests: readonly PeerRequest[], slots: number): PeerRequest[][] {
+  const families = new Map<number, PeerRequest[]>();
+  for (const r of requests) {
+    const key = familyKey(promptOpening(r.body));
+    const list = families.get(key) ?? [];
+    list.push(r);
+    families.set(key, list);
+  }
+  const ordered = [...families.values()].flat();
+  return Array.from({ length: slots }, (_, k) =>
+    ordered.slice(Math.floor((k * ordered.length) / slots), Math.floor(((k + 1) * ordered.length) / slots)),
+  );
+}
+
+/** The planned feed (plannedRuns), timed. */
+export async function drivePlanned(baseUrl: string, requests: readonly PeerRequest[], slots: number) {
+  const runs = plannedRuns(requests, slots).map((run, slot) => {
+    let next = 0;
+    return () => (next < run.length ? { request: run[next++], extra: { id_slot: slot, cache_prompt: true } } : undefined);
+  });
+  return timed(baseUrl, runs);
+}
+
+/** One worker per `next`, each sending what it hands out until it hands out nothing; the whole timed. */
+async function timed(baseUrl: string, workers: Array<() => { request: PeerRequest; extra?: object } | undefined>) {
   let generated = 0;
   let promptTokens = 0;
-  const worker = async () => {
-    while (next < requests.length) {
-      const r = requests[next++];
-      const res = await fetch(`${baseUrl}${r.url}`, {
+  const worker = async (next: () => { request: PeerRequest; extra?: object } | undefined) => {
+    for (let item = next(); item; item = next()) {
+      const res = await fetch(`${baseUrl}${item.request.url}`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(r.body),
+        body: JSON.stringify({ ...item.request.body, ...item.extra }),
       });
       const body = (await res.json()) as { usage?: { completion_tokens?: number; prompt_tokens?: number } };
       if (!res.ok) throw new Error(`llama-server answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
@@ -108,7 +146,7 @@ export async function drive(baseUrl: string, requests: readonly PeerRequest[], c
     }
   };
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  await Promise.all(workers.map(worker));
   return { seconds: (performance.now() - t0) / 1000, generated, promptTokens };
 }
 
@@ -118,13 +156,23 @@ export function evaluatedPromptTokens(log: string): number | undefined {
   return timed.length > 0 ? timed.reduce((n, m) => n + Number(m[1]), 0) : undefined;
 }
 
-/** One configuration: start, one warm-up request, the timed run, stop. */
-export async function runPeer(binary: string, model: string, c: PeerConfig, requests: readonly PeerRequest[]): Promise<PeerRun> {
+/**
+ * One configuration: start, one warm-up request, the timed run, stop. `feed` is how the lines arrive: the file's
+ * order at as many in flight as slots, or the planned feed (drivePlanned).
+ */
+export async function runPeer(
+  binary: string,
+  model: string,
+  c: PeerConfig,
+  requests: readonly PeerRequest[],
+  feed: "file" | "planned" = "file",
+): Promise<PeerRun> {
   const server = await startLlamaServer(binary, model, c);
   try {
     await drive(server.baseUrl, requests.slice(0, 1), 1);
     const warmed = server.log().length;
-    const r = await drive(server.baseUrl, requests, c.parallel);
+    const r =
+      feed === "planned" ? await drivePlanned(server.baseUrl, requests, c.parallel) : await drive(server.baseUrl, requests, c.parallel);
     const evaluated = evaluatedPromptTokens(server.log().slice(warmed));
     const cachedTokens = evaluated === undefined ? undefined : r.promptTokens - evaluated;
     return { ...c, ...r, requests: requests.length, cachedTokens };

@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
+import { cachedLlamaServer, drivePlanned, evaluatedPromptTokens, plannedRuns, startLlamaServer } from "../../testkit/llama-server.js";
 import { testModelPath } from "../../testkit/model.js";
 import { resolveRouting, SlotAffinity, slotsFromProps } from "../../upstream/slot-affinity.js";
 import { createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
@@ -134,6 +134,22 @@ describe("SlotAffinity", () => {
   });
 });
 
+describe("plannedRuns (the bench's planned feed)", () => {
+  const req = (family: string, i: number) => ({ url: "/v1/completions" as const, body: body(family, i) });
+
+  it("puts every line in one run, families together in the order first seen, and the runs' counts within one", () => {
+    const shuffled = [0, 1, 2, 3, 4, 5, 6].flatMap((i) => ["A", "B", "C"].map((f) => req(f, i))).reverse();
+    const runs = plannedRuns(shuffled, 4);
+    expect(runs.map((r) => r.length)).toEqual([5, 5, 5, 6]);
+    const flat = runs.flat();
+    expect(new Set(flat)).toEqual(new Set(shuffled));
+    const families = flat.map((r) => (r.body.prompt as string)[0]);
+    expect(families.join("")).toBe(`${"C".repeat(7)}${"B".repeat(7)}${"A".repeat(7)}`);
+    // More slots than lines: the spare runs are empty, none holds a line twice.
+    expect(plannedRuns(shuffled.slice(0, 2), 4).map((r) => r.length)).toEqual([0, 1, 0, 1]);
+  });
+});
+
 const binary = cachedLlamaServer();
 if (!binary)
   console.warn(
@@ -251,6 +267,20 @@ describe.skipIf(!binary)("prefix routing in front of a real llama-server", () =>
     ].map((m) => m[1]);
     expect(chosen.filter((how) => how === "id")).toHaveLength(18);
     expect(chosen.filter((how) => how !== "id")).toEqual([]);
+  });
+
+  it("the planned feed sends each run to its own slot: each preamble is evaluated about once", async () => {
+    const requests = JSON.parse(`[${familyJsonl(FOUR, 6).split("\n").join(",")}]`).map((l: { url: string; body: object }) => ({
+      url: l.url,
+      body: { ...l.body, model: "m" },
+    }));
+    const from = upstream.log().length;
+    const r = await drivePlanned(upstream.baseUrl, requests.reverse(), 4);
+    const evaluatedTokens = evaluatedPromptTokens(upstream.log().slice(from))!;
+    const perLine = r.promptTokens / 24;
+    // 4 families of 6 over 4 slots: runs of 6 lines, each of one family, so each preamble once and each line's tail.
+    expect(evaluatedTokens).toBeLessThan(4 * perLine + 24 * 16);
+    expect(r.generated).toBe(24 * 4);
   });
 
   it("none feeds the file's order: families arrive together and slots repeat the preamble", async () => {
