@@ -128,11 +128,14 @@ export async function drivePlanned(baseUrl: string, requests: readonly PeerReque
   return timed(baseUrl, runs);
 }
 
+/** A worker's next request, with fields of llama-server's own to add to its body; undefined when it has no more. */
+type Next = () => { request: PeerRequest; extra?: object } | undefined;
+
 /** One worker per `next`, each sending what it hands out until it hands out nothing; the whole timed. */
-async function timed(baseUrl: string, workers: Array<() => { request: PeerRequest; extra?: object } | undefined>) {
+async function timed(baseUrl: string, workers: Next[]) {
   let generated = 0;
   let promptTokens = 0;
-  const worker = async (next: () => { request: PeerRequest; extra?: object } | undefined) => {
+  const worker = async (next: Next) => {
     for (let item = next(); item; item = next()) {
       const res = await fetch(`${baseUrl}${item.request.url}`, {
         method: "POST",
