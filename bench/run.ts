@@ -42,14 +42,22 @@ const { values } = parseArgs({
     ablations: { type: "string", default: "true" },
     /** How many times the scheduling part feeds llama-server directly and through the service in turn. */
     "front-pairs": { type: "string", default: "1" },
+    /** llama-server's slots in the in-front pairs, where not the sweep's best (which is then fed directly beside them). */
+    "front-slots": { type: "string" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
-const frontPairs = Number(values["front-pairs"]);
-if (!Number.isInteger(frontPairs) || frontPairs < 1) {
-  console.error(`--front-pairs must be a whole number of at least 1, not ${JSON.stringify(values["front-pairs"])}`);
+/** A whole-number option of at least 1, or undefined where it was not given. */
+function wholeOption(name: "front-pairs" | "front-slots"): number | undefined {
+  const given = values[name];
+  if (given === undefined) return undefined;
+  const n = Number(given);
+  if (Number.isInteger(n) && n >= 1) return n;
+  console.error(`--${name} must be a whole number of at least 1, not ${JSON.stringify(given)}`);
   process.exit(2);
 }
+const frontPairs = wholeOption("front-pairs") ?? 1;
+const frontSlots = wholeOption("front-slots");
 const log = (line: string) => console.log(line);
 const started = performance.now();
 
@@ -122,7 +130,10 @@ if (parts.has("scheduling")) {
     for (const s of plan.scheduling)
       for (const c of s.cases)
         results.scheduling.push(
-          await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations, frontPairs),
+          await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations, {
+            pairs: frontPairs,
+            slots: frontSlots,
+          }),
         );
 }
 

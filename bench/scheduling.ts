@@ -30,13 +30,21 @@ export interface SchedulingRow {
 }
 
 /**
- * The service in front of llama-server's best configuration (an upstream model, max_in_flight = slots) against
- * the same configuration fed directly, run in turn on fresh servers: the sweep's best is the luckiest of its
- * samples and was taken minutes earlier, so a ratio against it mixes the feeder with the machine's drift.
+ * The service in front of llama-server's best configuration (an upstream model, max_in_flight = slots), or of
+ * another slot count (`--front-slots`), against the same configuration fed directly, run in turn on fresh servers:
+ * the sweep's best is the luckiest of its samples and was taken minutes earlier, so a ratio against it mixes the
+ * feeder with the machine's drift.
  */
 export interface InFront {
+  /** llama-server's slots behind the service and in the runs beside it. */
+  slots: number;
   front: ServiceRun;
   direct: PeerRun;
+  /**
+   * Where `slots` is not the sweep's best: its best configuration fed directly in each pair too, so that a wider
+   * server's win is also measured against the fastest way to feed this one without the service.
+   */
+  bestDirect?: PeerRun;
   /** direct / front seconds, each side's best of its runs: >= 1 means the feeder helps its server. */
   ratio: number;
   /** Prompt tokens llama-server evaluated (its log) behind the service, the 4-line warm-up included; fewest of the runs. */
@@ -57,6 +65,12 @@ export interface SchedulingCase {
   sharesPrefixes: boolean;
 }
 
+/** The in-front pairs: how many, and llama-server's slots in them (default: the sweep's best). */
+export interface FrontOptions {
+  pairs: number;
+  slots?: number;
+}
+
 export async function compareScheduling(
   binary: string,
   model: string,
@@ -65,7 +79,7 @@ export async function compareScheduling(
   grid: { parallel: number[]; threads: number[] },
   log: (line: string) => void,
   ablations = true,
-  frontPairs = 1,
+  front: FrontOptions = { pairs: 1 },
 ): Promise<SchedulingRow> {
   const w = c.workload;
   log(`\n${model}, ${w.name} (${w.what}): llama-server swept, the service at its defaults, then with each part off`);
@@ -76,7 +90,7 @@ export async function compareScheduling(
   );
   const prebuilt = service.build === "patched" ? await runService(modelPath, w, 1, { ENGINE_BUILD: "prebuilt" }) : undefined;
   if (prebuilt) log(`  ENGINE_BUILD=prebuilt: ${prebuilt.seconds.toFixed(2)} s, ${prebuilt.cachedTokens} cached`);
-  const inFront = await compareInFront(binary, modelPath, w, best, frontPairs, c.sharesPrefixes, log);
+  const inFront = await compareInFront(binary, modelPath, w, best, front, c.sharesPrefixes, log);
   const withoutOrder = ablations ? await runService(modelPath, w, 1, { BATCH_ORDER: "file" }) : undefined;
   if (withoutOrder) log(`  BATCH_ORDER=file: ${withoutOrder.seconds.toFixed(2)} s`);
   const withoutCopy = ablations && c.sharesPrefixes ? await runService(modelPath, w, 1, { PREFIX_COPY: "false" }) : undefined;
@@ -100,45 +114,56 @@ export async function compareScheduling(
 
 /**
  * `pairs` times: llama-server fed directly, then the service in front of a fresh one, then (`withPlanned`) the
- * planned feed; each side's best counts.
+ * planned feed, then (at other slots than the best) the best configuration fed directly; each side's best counts.
  */
 async function compareInFront(
   binary: string,
   modelPath: string,
   w: Workload,
   best: PeerRun,
-  pairs: number,
+  { pairs, slots = best.parallel }: FrontOptions,
   withPlanned: boolean,
   log: (line: string) => void,
 ): Promise<InFront> {
-  const config: PeerConfig = { parallel: best.parallel, threads: best.threads, ctxPerSlot: w.ctxPerSlot };
+  const config: PeerConfig = { parallel: slots, threads: best.threads, ctxPerSlot: w.ctxPerSlot };
+  const bestConfig: PeerConfig | undefined = slots === best.parallel ? undefined : { ...config, parallel: best.parallel };
   const tokens = (n: number | undefined) => (n === undefined ? "" : `, ${n} prompt tokens evaluated`);
+  const evaluated = (r: PeerRun) => (r.cachedTokens === undefined ? undefined : r.promptTokens - r.cachedTokens);
+  const fastest = <T extends { seconds: number }>(a: T | undefined, b: T | undefined) => (a && (!b || a.seconds < b.seconds) ? a : b);
   let direct: PeerRun | undefined;
   let front: ServiceRun | undefined;
   let frontEvaluated: number | undefined;
   let planned: PeerRun | undefined;
-  const evaluated = (r: PeerRun) => (r.cachedTokens === undefined ? undefined : r.promptTokens - r.cachedTokens);
+  let bestDirect: PeerRun | undefined;
   for (let k = 0; k < Math.max(1, pairs); k++) {
     const d = await runPeer(binary, modelPath, config, w.requests);
     const f = await runInFront(binary, modelPath, w, config);
     const p = withPlanned ? await runPeer(binary, modelPath, config, w.requests, "planned") : undefined;
+    const b = bestConfig ? await runPeer(binary, modelPath, bestConfig, w.requests) : undefined;
     log(
-      `  fed directly (${best.parallel} slots): ${d.seconds.toFixed(2)} s${tokens(evaluated(d))}; ` +
+      `  fed directly (${slots} slots): ${d.seconds.toFixed(2)} s${tokens(evaluated(d))}; ` +
         `the service in front: ${f.run.seconds.toFixed(2)} s${tokens(f.evaluated)}` +
-        (p ? `; the planned feed: ${p.seconds.toFixed(2)} s${tokens(evaluated(p))}` : ""),
+        (p ? `; the planned feed: ${p.seconds.toFixed(2)} s${tokens(evaluated(p))}` : "") +
+        (b ? `; ${best.parallel} slots fed directly: ${b.seconds.toFixed(2)} s` : ""),
     );
-    if (p && (!planned || p.seconds < planned.seconds)) planned = p;
-    if (!direct || d.seconds < direct.seconds) direct = d;
-    if (!front || f.run.seconds < front.seconds) front = f.run;
+    direct = fastest(d, direct);
+    front = fastest(f.run, front);
+    planned = fastest(p, planned);
+    bestDirect = fastest(b, bestDirect);
     if (f.evaluated !== undefined) frontEvaluated = Math.min(frontEvaluated ?? f.evaluated, f.evaluated);
   }
   const ratio = direct!.seconds / front!.seconds;
   const plannedRatio = planned ? direct!.seconds / planned.seconds : undefined;
   log(
     `  in front of llama-server: ${ratio.toFixed(2)}x (${front!.seconds.toFixed(2)} s against ${direct!.seconds.toFixed(2)} s)` +
-      (plannedRatio ? `; the planned feed: ${plannedRatio.toFixed(2)}x (${planned!.seconds.toFixed(2)} s)` : ""),
+      (plannedRatio ? `; the planned feed: ${plannedRatio.toFixed(2)}x (${planned!.seconds.toFixed(2)} s)` : "") +
+      (bestDirect
+        ? `; against ${best.parallel} slots fed directly (${bestDirect.seconds.toFixed(2)} s): the service ` +
+          `${(bestDirect.seconds / front!.seconds).toFixed(2)}x` +
+          (planned ? `, the planned feed ${(bestDirect.seconds / planned.seconds).toFixed(2)}x` : "")
+        : ""),
   );
-  return { front: front!, direct: direct!, ratio, frontEvaluated, planned, plannedRatio };
+  return { slots, front: front!, direct: direct!, bestDirect, ratio, frontEvaluated, planned, plannedRatio };
 }
 
 /**
@@ -167,9 +192,14 @@ const s = (r: ServiceRun | PeerRun | undefined) => (r ? `${r.seconds.toFixed(1)}
 const pct = (cached: number | undefined, prompt: number) =>
   cached === undefined ? "-" : `${cached.toLocaleString("en-US")} (${Math.round((100 * cached) / prompt)}%)`;
 
-const inFrontCell = (f: InFront) =>
+const inFrontCell = (f: InFront, bestSlots: number) =>
   `${s(f.front)} / ${s(f.direct)}: **${f.ratio.toFixed(2)}×**` +
-  (f.plannedRatio ? ` (planned feed ${s(f.planned)}: ${f.plannedRatio.toFixed(2)}×)` : "");
+  (f.plannedRatio ? ` (planned feed ${s(f.planned)}: ${f.plannedRatio.toFixed(2)}×)` : "") +
+  (f.bestDirect
+    ? ` on ${f.slots} slots; against ${bestSlots} fed directly (${s(f.bestDirect)}): ` +
+      `${(f.bestDirect.seconds / f.front.seconds).toFixed(2)}×` +
+      (f.planned ? `, planned ${(f.bestDirect.seconds / f.planned.seconds).toFixed(2)}×` : "")
+    : "");
 
 /** docs/performance.md's table: one row per workload. */
 export function schedulingTable(rows: readonly SchedulingRow[]): string {
@@ -194,7 +224,7 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
         `${s(r.service)} (${r.service.build ?? "?"})`,
         `**${r.ratio.toFixed(2)}×** (${r.goal.toFixed(2)}: ${met})`,
         s(r.prebuilt),
-        r.inFront ? inFrontCell(r.inFront) : "-",
+        r.inFront ? inFrontCell(r.inFront, r.best.parallel) : "-",
         s(r.withoutOrder),
         s(r.withoutCopy),
         `${pct(r.best.cachedTokens, r.best.promptTokens)} / ${pct(r.service.cachedTokens, r.service.promptTokens)}`,
