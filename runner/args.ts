@@ -1,6 +1,7 @@
 // Command-line flags of the offline runner, in the style of `vllm run_batch`.
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { DATASET_OPTIONS, DATASET_USAGE, type DatasetArgs, datasetArgs, isDatasetMode } from "./dataset-args.js";
 
 export interface RunnerArgs {
   /** Local path or http(s) URL. */
@@ -26,7 +27,11 @@ export interface RunnerArgs {
   pool?: "spot" | "dedicated";
 }
 
-export type ParsedArgs = { kind: "run"; args: RunnerArgs } | { kind: "help" } | { kind: "usage"; message: string };
+export type ParsedArgs =
+  | { kind: "run"; args: RunnerArgs }
+  | { kind: "dataset"; args: DatasetArgs<EngineArgs> }
+  | { kind: "help" }
+  | { kind: "usage"; message: string };
 
 export const USAGE = `Usage: npm run batch -- -i <input> -o <output> [options]
 
@@ -52,6 +57,7 @@ Options:
       --pool <spot|dedicated>   the pool whose hourly price (a models file's price) the run is
                                 costed at in the summary (default: dedicated, a machine of your own)
   -h, --help                    this text
+${DATASET_USAGE}
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
 and exits 1 with the line numbers of its problems. Other settings come from the same
@@ -86,47 +92,68 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
     return { kind: "usage", message: (err as Error).message };
   }
   if (values.help) return { kind: "help" };
+  const engine = engineArgs(values, baseDir);
+  if ("message" in engine) return { kind: "usage", message: engine.message };
+  if (isDatasetMode(values)) {
+    if (values["error-file"] || values["retry-failed"])
+      return {
+        kind: "usage",
+        message: `--${values["error-file"] ? "error-file" : "retry-failed"} is for batch files: a dataset job keeps failed rows in its output`,
+      };
+    return datasetArgs(values, baseDir, engine);
+  }
   const input = values["input-file"];
   const output = values["output-file"];
   if (!input) return { kind: "usage", message: "missing -i/--input-file" };
   if (!output) return { kind: "usage", message: "missing -o/--output-file" };
-
-  const ints: Array<[keyof RunnerArgs, string, number]> = [
-    ["concurrency", "concurrency", 1],
-    ["threads", "threads", 1],
-    ["sequences", "sequences", 1],
-    ["contexts", "contexts", 1],
-    ["contextSize", "context-size", 64],
-  ];
   const local = (p: string) => (/^https?:\/\//i.test(p) ? p : path.resolve(baseDir, p));
-  const args: RunnerArgs = { input: local(input), output: local(output), errors: local(values["error-file"] ?? defaultErrorFile(output)) };
-  if (values.model) args.model = path.resolve(baseDir, values.model);
-  if (values["models-file"]) args.modelsFile = path.resolve(baseDir, values["models-file"]);
-  if (args.model && args.modelsFile)
-    return { kind: "usage", message: "--model and --models-file exclude each other: name the GGUF in the models file" };
-  if (values.overwrite) args.overwrite = true;
+  const args: RunnerArgs = {
+    input: local(input),
+    output: local(output),
+    errors: local(values["error-file"] ?? defaultErrorFile(output)),
+    ...engine,
+  };
   if (values["retry-failed"]) {
     if (args.overwrite) return { kind: "usage", message: "--retry-failed and --overwrite exclude each other" };
     if (/^https?:\/\//i.test(args.output) || /^https?:\/\//i.test(args.errors))
       return { kind: "usage", message: "--retry-failed needs a local output and error file" };
     args.retryFailed = true;
   }
+  if (new Set([args.input, args.output, args.errors]).size < 3) {
+    return { kind: "usage", message: "the input, output and error files must be three different places" };
+  }
+  return { kind: "run", args };
+}
+
+/** The flags a batch file and a dataset job share: the model, the engine's shape, --overwrite and --pool. */
+export type EngineArgs = Omit<RunnerArgs, "input" | "output" | "errors" | "retryFailed">;
+
+function engineArgs(values: ReturnType<typeof parseOptions>["values"], baseDir: string): EngineArgs | { message: string } {
+  const ints: Array<[keyof EngineArgs, string, number]> = [
+    ["concurrency", "concurrency", 1],
+    ["threads", "threads", 1],
+    ["sequences", "sequences", 1],
+    ["contexts", "contexts", 1],
+    ["contextSize", "context-size", 64],
+  ];
+  const args: EngineArgs = {};
+  if (values.model) args.model = path.resolve(baseDir, values.model);
+  if (values["models-file"]) args.modelsFile = path.resolve(baseDir, values["models-file"]);
+  if (args.model && args.modelsFile) return { message: "--model and --models-file exclude each other: name the GGUF in the models file" };
+  if (values.overwrite) args.overwrite = true;
   const pool = values.pool;
   if (pool !== undefined) {
-    if (pool !== "spot" && pool !== "dedicated") return { kind: "usage", message: `--pool must be spot or dedicated, got '${pool}'` };
+    if (pool !== "spot" && pool !== "dedicated") return { message: `--pool must be spot or dedicated, got '${pool}'` };
     args.pool = pool;
   }
   for (const [key, flag, min] of ints) {
     const raw = values[flag as keyof typeof values];
     if (raw === undefined) continue;
     const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) return { kind: "usage", message: `--${flag} must be an integer >= ${min}, got '${raw}'` };
+    if (!Number.isInteger(n) || n < min) return { message: `--${flag} must be an integer >= ${min}, got '${raw}'` };
     (args as unknown as Record<string, number>)[key] = n;
   }
-  if (new Set([args.input, args.output, args.errors]).size < 3) {
-    return { kind: "usage", message: "the input, output and error files must be three different places" };
-  }
-  return { kind: "run", args };
+  return args;
 }
 
 const parseOptions = (argv: string[]) =>
@@ -149,5 +176,6 @@ const parseOptions = (argv: string[]) =>
       "retry-failed": { type: "boolean" },
       pool: { type: "string" },
       help: { type: "boolean", short: "h" },
+      ...DATASET_OPTIONS,
     },
   });

@@ -15,10 +15,10 @@ export async function runCli(stop: AbortSignal): Promise<number> {
     process.stderr.write(`error: ${parsed.message}\n\n${USAGE}\n`);
     return 2;
   }
-  const { args } = parsed;
+  const engine = parsed.kind === "dataset" ? { ...parsed.args.engine, input: "", output: "", errors: "" } : parsed.args;
   let config: ReturnType<typeof withArgs>;
   try {
-    config = withArgs(loadConfig(), args);
+    config = withArgs(loadConfig(), engine);
     checkPaths(config);
   } catch (err) {
     if (err instanceof ConfigError) {
@@ -30,16 +30,20 @@ export async function runCli(stop: AbortSignal): Promise<number> {
   // Engine notes (threads, GPU) are worth a line on a terminal; LOG_LEVEL=warn hides them.
   const logger = createCliLogger({ level: process.env.LOG_LEVEL ?? "info", json: process.env.LOG_FORMAT === "json" });
 
+  const deps = {
+    config,
+    logger,
+    stderr: process.stderr,
+    stdout: process.stdout,
+    signal: stop,
+    resumeCommand: commandLine(process.argv.slice(2)),
+  };
   try {
-    const { exitCode } = await runOffline(args, {
-      config,
-      logger,
-      stderr: process.stderr,
-      stdout: process.stdout,
-      signal: stop,
-      resumeCommand: commandLine(process.argv.slice(2)),
-    });
-    return exitCode;
+    if (parsed.kind === "dataset") {
+      const { runDataset } = await import("./run-dataset.js");
+      return await runDataset(parsed.args, deps);
+    }
+    return (await runOffline(parsed.args, deps)).exitCode;
   } catch (err) {
     if (stop.aborted) return 130;
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -12,7 +12,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ["app"],
   ["api", "cluster"],
   ["domain"],
-  ["stores", "metrics"],
+  ["stores", "metrics", "datasets"],
   ["backends", "pipeline"],
   ["engine", "upstream"],
   ["openai"],

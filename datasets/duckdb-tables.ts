@@ -1,0 +1,235 @@
+// The table port over DuckDB (@duckdb/node-api): Parquet, CSV/TSV and JSON rows read in chunks with a SQL `where`,
+// and the output written by COPY as the input's columns beside the results file, joined by position (both are in
+// input order), so neither side is ever sorted or held whole. Why DuckDB: docs/datasets.md.
+import { readdir, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
+import {
+  type Column,
+  type ColumnType,
+  DatasetError,
+  INPUT_FORMATS,
+  type InputSpec,
+  OUTPUT_FORMATS,
+  type TableInput,
+  type Tables,
+  type WriteSpec,
+} from "./tables.js";
+import type { Cell, Row } from "./template.js";
+
+export interface DuckTablesOptions {
+  /** Where DuckDB may spill when a write outgrows its memory. */
+  tempDir: string;
+  /** DuckDB's own buffer limit; the process's RSS stays within about this much beyond the runtime's. */
+  memoryLimit?: string;
+}
+
+const SQL_TYPES: Record<ColumnType, string> = {
+  string: "VARCHAR",
+  integer: "BIGINT",
+  number: "DOUBLE",
+  boolean: "BOOLEAN",
+  vector: "FLOAT[]",
+  json: "JSON",
+  "string[]": "VARCHAR[]",
+  "integer[]": "BIGINT[]",
+  "number[]": "DOUBLE[]",
+};
+/** Rows per Parquet row group: small enough that the writer's buffers stay a few MiB on wide rows. */
+const ROW_GROUP_ROWS = 16_384;
+const CSV_DIALECT = "header=true, delim=',', quote='\"', escape='\"', encoding='utf-8'";
+const TSV_DIALECT = "header=true, delim='\\t', quote='\"', escape='\"', encoding='utf-8'";
+
+const literal = (s: string) => `'${s.replaceAll("'", "''")}'`;
+const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
+const extOf = (file: string) => path.extname(file).toLowerCase();
+
+export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
+  const db = await DuckDBInstance.create(":memory:", {
+    memory_limit: opts.memoryLimit ?? "256MB",
+    threads: "1",
+    temp_directory: opts.tempDir,
+    // Parquet and JSON are built in; nothing is ever fetched.
+    autoinstall_known_extensions: "false",
+    autoload_known_extensions: "false",
+  });
+  const admin = await db.connect();
+  let views = 0;
+  /** The view each opened input reads. */
+  const opened = new WeakMap<TableInput, string>();
+
+  async function open(spec: InputSpec): Promise<TableInput> {
+    const { files, format } = await resolveFiles(admin, spec.input);
+    const source = await readerSql(admin, files, format);
+    const view = `job_input_${++views}`;
+    const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
+    const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
+    await run(admin, `CREATE VIEW ${view} AS SELECT * FROM ${source}${where}${limit}`, spec, files);
+    const described = await run(admin, `DESCRIBE ${view}`, spec, files);
+    const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+    const input: TableInput = {
+      files,
+      columns,
+      async *rows() {
+        const conn = await db.connect();
+        try {
+          const result = await conn.stream(`SELECT * FROM ${view}`).catch((err) => {
+            throw datasetError(err, spec, files);
+          });
+          try {
+            for await (const chunk of result.yieldRowObjectJs()) yield chunk.map(toRow);
+          } catch (err) {
+            throw datasetError(err, spec, files);
+          }
+        } finally {
+          conn.closeSync();
+        }
+      },
+      async count() {
+        const r = await run(admin, `SELECT count(*) AS n FROM ${view}`, spec, files);
+        return Number(r.getRowsJS()[0][0]);
+      },
+    };
+    opened.set(input, view);
+    return input;
+  }
+
+  async function write(input: TableInput, spec: WriteSpec): Promise<number> {
+    const ext = extOf(spec.output);
+    if (!(OUTPUT_FORMATS as readonly string[]).includes(ext))
+      throw new DatasetError(`${spec.output}: unknown output format '${ext}' (${OUTPUT_FORMATS.join(", ")})`);
+    const types = new Map(input.columns.map((c) => [c.name, c.type]));
+    const flat = ext === ".csv" || ext === ".tsv";
+    // CSV has no lists or structs: they go in as JSON text, as a vector does.
+    const keep = spec.keep.map((name) =>
+      flat && nested(types.get(name) ?? "") ? `to_json(i.${ident(name)}) AS ${ident(name)}` : `i.${ident(name)}`,
+    );
+    const declared = spec.columns.map((c) => `${literal(c.name)}: ${literal(sqlType(c.type, ext))}`).join(", ");
+    const results = spec.columns.map((c) =>
+      flat && nested(sqlType(c.type, ext)) ? `to_json(r.${ident(c.name)}) AS ${ident(c.name)}` : `r.${ident(c.name)}`,
+    );
+    const view = opened.get(input);
+    if (!view) throw new Error("write() takes a TableInput that this adapter opened");
+    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN read_json(${literal(spec.results)}, format='newline_delimited', columns={${declared}}) r`;
+    const options =
+      ext === ".parquet"
+        ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
+        : ext === ".csv"
+          ? "FORMAT csv, HEADER true"
+          : ext === ".tsv"
+            ? "FORMAT csv, HEADER true, DELIMITER '\\t'"
+            : "FORMAT json";
+    const temp = `${spec.output}.tmp-${process.pid}${ext}`;
+    try {
+      const out = await admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`);
+      const rows = Number(out.rowsChanged);
+      await rename(temp, spec.output);
+      return rows;
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
+    }
+  }
+
+  return {
+    open,
+    write,
+    async close() {
+      admin.closeSync();
+      db.closeSync();
+    },
+  };
+}
+
+function sqlType(type: ColumnType, ext: string): string {
+  // Parquet keeps a vector as list<float32>; text formats write the engine's values as they came.
+  if (type === "vector" && ext !== ".parquet") return "DOUBLE[]";
+  return SQL_TYPES[type];
+}
+
+const nested = (sqlTypeName: string) => /\[\d*\]$|^(STRUCT|MAP|UNION)\(|^JSON$/.test(sqlTypeName);
+
+async function resolveFiles(conn: DuckDBConnection, input: string): Promise<{ files: string[]; format: string }> {
+  let files: string[];
+  if (/[*?[]/.test(input)) {
+    const r = await conn.runAndReadAll(`SELECT file FROM glob(${literal(input)}) ORDER BY file`).catch((err) => {
+      throw new DatasetError(`${input}: ${firstLine(err)}`);
+    });
+    files = r.getRowsJS().map((row) => String(row[0]));
+    if (files.length === 0) throw new DatasetError(`${input}: no file matches`);
+  } else {
+    const s = await stat(input).catch(() => null);
+    if (!s) throw new DatasetError(`${input}: no such file or folder`);
+    if (s.isDirectory()) {
+      const names = (await readdir(input)).filter((n) => (INPUT_FORMATS as readonly string[]).includes(extOf(n))).sort();
+      if (names.length === 0) throw new DatasetError(`${input}: the folder holds no ${INPUT_FORMATS.join(", ")} file`);
+      files = names.map((n) => path.join(input, n));
+    } else files = [input];
+  }
+  const formats = new Set(files.map(extOf).map((e) => (e === ".ndjson" ? ".jsonl" : e)));
+  if (formats.size > 1) throw new DatasetError(`${input}: parts of different formats (${[...formats].join(", ")})`);
+  const [format] = formats;
+  if (format === ".arrow")
+    throw new DatasetError(`${files[0]}: Arrow IPC files are not read yet; write the dataset as Parquet (datasets' to_parquet)`);
+  if (!(INPUT_FORMATS as readonly string[]).includes(format))
+    throw new DatasetError(`${files[0]}: unknown input format '${format}' (${INPUT_FORMATS.join(", ")})`);
+  for (const f of files) {
+    if ((await stat(f)).size === 0) throw new DatasetError(`${f}: empty file`);
+  }
+  return { files, format };
+}
+
+/** The table function reading `files`; CSV columns are found first, then read strictly so a ragged row is an error. */
+async function readerSql(conn: DuckDBConnection, files: string[], format: string): Promise<string> {
+  const list = `[${files.map(literal).join(", ")}]`;
+  if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
+  if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
+  if (format === ".json") return `read_json(${list}, sample_size=-1)`;
+  const dialect = format === ".tsv" ? TSV_DIALECT : CSV_DIALECT;
+  const described = await conn
+    .runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`)
+    .catch((err) => {
+      throw new DatasetError(`${files[0]}: ${firstLine(err)}`);
+    });
+  const columns = described.getRowObjectsJS().map((r) => `${literal(String(r.column_name))}: ${literal(String(r.column_type))}`);
+  return `read_csv(${list}, ${dialect}, auto_detect=false, strict_mode=true, null_padding=false, columns={${columns.join(", ")}})`;
+}
+
+async function run(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[]) {
+  try {
+    return await conn.runAndReadAll(sql);
+  } catch (err) {
+    throw datasetError(err, spec, files);
+  }
+}
+
+/** DuckDB's message, cut to one line that names the file and, for CSV, the row. */
+function datasetError(err: unknown, spec: InputSpec, files: string[]): DatasetError {
+  const message = err instanceof Error ? err.message : String(err);
+  const csv = /CSV Error on Line: (\d+)\n(?:Original Line: .*\n)?(.*)/.exec(message);
+  const file = /file = (.+)/.exec(message)?.[1]?.trim() ?? (files.length === 1 ? files[0] : spec.input);
+  if (csv) return new DatasetError(`${file}: row ${Number(csv[1]) - 1}: ${csv[2].trim()}`);
+  if (/^(Binder|Parser) Error/.test(message) && spec.where !== undefined) return new DatasetError(`where: ${firstLine(err)}`);
+  const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
+  return new DatasetError(`${named}: ${firstLine(err)}`);
+}
+
+function firstLine(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text
+    .split("\n")[0]
+    .replace(/^[A-Za-z ]+ Error: /, "")
+    .trim();
+}
+
+/** A DuckDB value as a template cell: 64-bit integers as numbers where exact, dates as ISO text, bytes as base64. */
+function toCell(v: JS): Cell {
+  if (typeof v === "bigint") return Number.isSafeInteger(Number(v)) ? Number(v) : v;
+  if (v instanceof Date) return v.toISOString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  if (Array.isArray(v)) return v.map(toCell);
+  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toCell(x)]));
+  return v;
+}
+
+const toRow = (r: Record<string, JS>): Row => toCell(r) as Row;

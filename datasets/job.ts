@@ -1,0 +1,165 @@
+// A dataset job as its file (YAML or JSON) and the runner's flags give it: the fields, their checks, and the
+// stages of a multi-stage file. Paths are resolved against the job file's folder, as a user reading it expects.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import YAML from "yaml";
+import { z } from "zod";
+import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
+
+/** A job that cannot run as written: one line, naming the field. */
+export class JobError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "JobError";
+  }
+}
+
+const Message = z.strictObject({ role: z.enum(["system", "developer", "user", "assistant"]), content: z.string() });
+
+/** The fields one stage may set; a multi-stage file's top level sets them for every stage. */
+const JobFields = {
+  input: z.string().min(1).optional(),
+  where: z.string().min(1).optional(),
+  limit: z.number().int().min(1).optional(),
+  endpoint: z.enum(ENDPOINTS).optional(),
+  model: z.string().min(1).optional(),
+  messages: z.array(Message).min(1).optional(),
+  prompt: z.string().optional(),
+  body: z.record(z.string(), z.unknown()).optional(),
+  preprocess: z.string().min(1).optional(),
+  postprocess: z.string().min(1).optional(),
+  params: z.record(z.string(), z.unknown()).optional(),
+  params_from: z.record(z.string(), z.string().min(1)).optional(),
+  response_format: z.record(z.string(), z.unknown()).optional(),
+  output: z.string().min(1).optional(),
+  keep: z.array(z.string().min(1)).optional(),
+};
+const StageSchema = z.strictObject(JobFields);
+const FileSchema = z.strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() });
+
+export type JobFields = z.infer<typeof StageSchema>;
+
+/** One stage, checked and with absolute paths. */
+export interface Job {
+  input: string;
+  output: string;
+  endpoint: Endpoint;
+  where?: string;
+  limit?: number;
+  model?: string;
+  messages?: Array<{ role: string; content: string }>;
+  prompt?: string;
+  body?: Record<string, unknown>;
+  preprocess?: string;
+  postprocess?: string;
+  params: Record<string, unknown>;
+  paramsFrom: Record<string, string>;
+  responseFormat?: Record<string, unknown>;
+  keep?: string[];
+}
+
+/** Fields the template sets, which `params` may not set again. */
+const TEMPLATE_FIELDS = ["model", "messages", "prompt", "input", "system", "response_format", "text"];
+
+export async function readJobFile(file: string): Promise<{ fields: z.infer<typeof FileSchema>; dir: string }> {
+  const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
+    throw new JobError(`${file}: ${err.code === "ENOENT" ? "no such job file" : err.message}`);
+  });
+  let raw: unknown;
+  try {
+    raw = YAML.parse(text);
+  } catch (err) {
+    throw new JobError(`${file}: not YAML or JSON: ${(err as Error).message.split("\n")[0]}`);
+  }
+  return { fields: check(FileSchema, raw ?? {}, file), dir: path.dirname(path.resolve(file)) };
+}
+
+/** Flags given as JSON text (`--messages '[...]'`) or plain values, checked as the file's fields are. */
+export function checkFlags(flags: Record<string, unknown>): JobFields {
+  return check(StageSchema, flags, "flags");
+}
+
+function check<T>(schema: z.ZodType<T>, raw: unknown, where: string): T {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const field = issue.path.join(".") || "job";
+  const what =
+    issue.code === "unrecognized_keys" ? `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : issue.message;
+  throw new JobError(`${where}: ${field}: ${what}`);
+}
+
+/**
+ * The stages to run, in order: the file's stages (each taking the file's top-level fields as defaults, and the
+ * stage before's output as its input where it names none) or the file itself, with `flags` over every stage.
+ */
+export function planStages(file: z.infer<typeof FileSchema> | undefined, dir: string, flags: JobFields, cwd: string): Job[] {
+  const { stages, ...top } = file ?? {};
+  const at = (base: string, p: string | undefined) => (p === undefined ? undefined : path.resolve(base, p));
+  const fromFile = (f: JobFields): JobFields => ({
+    ...f,
+    input: at(dir, f.input),
+    output: at(dir, f.output),
+    preprocess: at(dir, f.preprocess),
+    postprocess: at(dir, f.postprocess),
+  });
+  const fromFlags: JobFields = {
+    ...flags,
+    input: at(cwd, flags.input),
+    output: at(cwd, flags.output),
+    preprocess: at(cwd, flags.preprocess),
+    postprocess: at(cwd, flags.postprocess),
+  };
+  const defined = (f: JobFields) => Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined)) as JobFields;
+  const list = stages ?? [{}];
+  if (stages && (flags.input || flags.output) && stages.length > 1)
+    throw new JobError("--input-file and --output-file name one stage's files: set them in the job's stages");
+  let previous: string | undefined;
+  return list.map((stage, i) => {
+    const merged = { ...defined(fromFile(top)), ...defined(fromFile(stage)), ...defined(fromFlags) };
+    if (merged.input === undefined && previous !== undefined) merged.input = previous;
+    const job = finish(merged, stages ? `stage ${i + 1}` : "job");
+    previous = job.output;
+    return job;
+  });
+}
+
+function finish(f: JobFields, name: string): Job {
+  if (!f.input) throw new JobError(`${name}: input: required (a .parquet, .csv, .tsv, .jsonl or .ndjson file, a folder or a glob)`);
+  if (!f.output) throw new JobError(`${name}: output: required (a .parquet, .csv, .tsv or .jsonl file)`);
+  if (path.resolve(f.input) === path.resolve(f.output)) throw new JobError(`${name}: output: must not be the input`);
+  const endpoint = f.endpoint ?? "/v1/chat/completions";
+  const templates = (["messages", "prompt", "body", "preprocess"] as const).filter((k) => f[k] !== undefined);
+  if (templates.length !== 1)
+    throw new JobError(
+      `${name}: give exactly one of messages, prompt, body or preprocess (${templates.length === 0 ? "none is" : `${templates.join(" and ")} are`} set)`,
+    );
+  if (f.messages && (endpoint === "/v1/completions" || endpoint === "/v1/embeddings"))
+    throw new JobError(`${name}: messages: ${endpoint} takes a prompt, not messages`);
+  for (const key of Object.keys(f.params ?? {})) {
+    if (TEMPLATE_FIELDS.includes(key)) throw new JobError(`${name}: params.${key}: set by the job itself (use its own field)`);
+  }
+  if (f.response_format && endpoint !== "/v1/chat/completions" && endpoint !== "/v1/responses")
+    throw new JobError(`${name}: response_format: works with /v1/chat/completions and /v1/responses, not ${endpoint}`);
+  if (f.response_format && (f.body || f.preprocess))
+    throw new JobError(`${name}: response_format: put it in the body your ${f.body ? "body template" : "preprocess"} returns`);
+  const n = (f.params as { n?: unknown } | undefined)?.n;
+  if (n !== undefined && n !== 1) throw new JobError(`${name}: params.n: a dataset row gets one answer (n must be 1)`);
+  return {
+    input: f.input,
+    output: f.output,
+    endpoint,
+    ...(f.where !== undefined ? { where: f.where } : {}),
+    ...(f.limit !== undefined ? { limit: f.limit } : {}),
+    ...(f.model !== undefined ? { model: f.model } : {}),
+    ...(f.messages ? { messages: f.messages } : {}),
+    ...(f.prompt !== undefined ? { prompt: f.prompt } : {}),
+    ...(f.body ? { body: f.body } : {}),
+    ...(f.preprocess ? { preprocess: f.preprocess } : {}),
+    ...(f.postprocess ? { postprocess: f.postprocess } : {}),
+    params: f.params ?? {},
+    paramsFrom: f.params_from ?? {},
+    ...(f.response_format ? { responseFormat: f.response_format } : {}),
+    ...(f.keep ? { keep: f.keep } : {}),
+  };
+}

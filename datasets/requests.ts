@@ -1,0 +1,171 @@
+// A dataset's rows as batch request lines: each row's body from the job's template (or its preprocess module),
+// under a custom_id made of the row's place in the filtered input and the job's hash, so a resume, a retry and the
+// join back all find the same row again. The first row that cannot be rendered stops the job before anything runs.
+import { createHash } from "node:crypto";
+import { once } from "node:events";
+import { createWriteStream } from "node:fs";
+import { readFile, rename, stat } from "node:fs/promises";
+import { pathToFileURL } from "node:url";
+import type { Job } from "./job.js";
+import { JobError } from "./job.js";
+import { type Column, DatasetError, type TableInput } from "./tables.js";
+import { columnsOf, RenderError, type Row, render } from "./template.js";
+
+export type Preprocess = (row: Row) => Record<string, unknown> | Promise<Record<string, unknown>>;
+export type Postprocess = (row: Row, response: unknown) => Record<string, unknown> | Promise<Record<string, unknown>>;
+
+const ID = /^row-(\d+)-([0-9a-f]{12})$/;
+
+/** Row `n` (1-based, in the filtered input) of the job with this hash. */
+export const customId = (n: number, hash: string) => `row-${n}-${hash}`;
+
+/** The row number a custom_id names, if it is one of this job's. */
+export function rowOf(id: string, hash: string): number | undefined {
+  const m = ID.exec(id);
+  return m && m[2] === hash ? Number(m[1]) : undefined;
+}
+
+/**
+ * What makes the job's requests what they are: the template and parameters, the filter, and the input files as they
+ * stand (size and time). Changing any of them starts afresh; `postprocess`, `keep` and the output format do not.
+ */
+export async function jobHash(job: Job, files: readonly string[]): Promise<string> {
+  const h = createHash("sha256");
+  const { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit } = job;
+  h.update(JSON.stringify({ endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit }));
+  for (const f of files) {
+    const s = await stat(f);
+    h.update(`\n${f}\t${s.size}\t${s.mtimeMs}`);
+  }
+  if (job.preprocess) h.update(await readFile(job.preprocess));
+  return h.digest("hex").slice(0, 12);
+}
+
+/** Loads a user's module and checks it exports a function (its default, or one of the given names). */
+export async function loadHook<T>(file: string, field: string): Promise<T> {
+  let mod: Record<string, unknown>;
+  try {
+    mod = await import(pathToFileURL(file).href);
+  } catch (err) {
+    throw new JobError(`${field}: cannot load ${file}: ${(err as Error).message.split("\n")[0]}`);
+  }
+  const fn = mod.default ?? mod[field];
+  if (typeof fn !== "function") throw new JobError(`${field}: ${file} exports no function (export default (row) => ...)`);
+  return fn as T;
+}
+
+/** Every column the job reads, checked against the input's columns before any row is. */
+export function checkColumns(job: Job, columns: readonly Column[], label: string): void {
+  const have = new Set(columns.map((c) => c.name));
+  const uses: Array<[string, string[]]> = [
+    ["messages", columnsOf(job.messages)],
+    ["prompt", columnsOf(job.prompt)],
+    ["body", columnsOf(job.body)],
+    ["params", columnsOf(job.params)],
+    ["params_from", Object.values(job.paramsFrom)],
+    ["keep", job.keep ?? []],
+  ];
+  for (const [field, names] of uses) {
+    const missing = names.find((n) => !have.has(n));
+    if (missing !== undefined)
+      throw new DatasetError(`${label}: ${field}: no column '${missing}' (the input has ${[...have].map((c) => `'${c}'`).join(", ")})`);
+  }
+}
+
+/** One row's request body. */
+export async function bodyOf(job: Job, row: Row, preprocess?: Preprocess): Promise<Record<string, unknown>> {
+  const body: Record<string, unknown> = preprocess
+    ? { ...(await preprocess(row)) }
+    : job.body
+      ? render(job.body, row)
+      : fromTemplate(job, row);
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw new RenderError("", "preprocess must return an object (the request body)");
+  if (job.model !== undefined && body.model === undefined) body.model = job.model;
+  Object.assign(body, render(job.params, row));
+  for (const [param, column] of Object.entries(job.paramsFrom)) {
+    const value = row[column];
+    // A null leaves the parameter to the job's params or the endpoint's default.
+    if (value !== null && value !== undefined) body[param] = typeof value === "bigint" ? Number(value) : value;
+  }
+  return body;
+}
+
+function fromTemplate(job: Job, row: Row): Record<string, unknown> {
+  const messages = job.messages ? render(job.messages, row) : undefined;
+  const prompt = job.prompt === undefined ? undefined : render(job.prompt, row);
+  const asMessages = messages ?? [{ role: "user", content: prompt }];
+  const rf = job.responseFormat;
+  switch (job.endpoint) {
+    case "/v1/completions":
+      return { prompt };
+    case "/v1/embeddings":
+      return { input: prompt };
+    case "/v1/responses": {
+      const text = rf ? { text: { format: responsesFormat(rf) } } : {};
+      return { input: messages ?? prompt, ...text };
+    }
+    case "/v1/messages": {
+      const system = asMessages.filter((m) => m.role === "system" || m.role === "developer").map((m) => m.content);
+      const rest = asMessages.filter((m) => m.role !== "system" && m.role !== "developer");
+      return { ...(system.length ? { system: system.join("\n\n") } : {}), messages: rest };
+    }
+    default:
+      return { messages: asMessages, ...(rf ? { response_format: rf } : {}) };
+  }
+}
+
+/** Chat's `{type, json_schema: {name, schema, strict}}` in the Responses API's flat form. */
+function responsesFormat(rf: Record<string, unknown>): Record<string, unknown> {
+  const { json_schema, ...rest } = rf as { json_schema?: Record<string, unknown> };
+  return json_schema ? { ...rest, ...json_schema } : rest;
+}
+
+export interface RenderOptions {
+  hash: string;
+  /** How the input is named in errors. */
+  label: string;
+  preprocess?: Preprocess;
+  /** Stop after this many rows (--dry-run). */
+  max?: number;
+}
+
+/** Writes one request line per row to `file` (by a temporary name, renamed when whole); returns the rows. */
+export async function writeRequests(job: Job, input: TableInput, file: string, opts: RenderOptions): Promise<number> {
+  const temp = `${file}.tmp`;
+  const out = createWriteStream(temp);
+  let n = 0;
+  try {
+    for await (const line of requestLines(job, input, opts)) {
+      n++;
+      if (!out.write(`${line}\n`)) await once(out, "drain");
+    }
+  } finally {
+    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  }
+  if (n === 0) throw new DatasetError(`${opts.label}: no rows${job.where ? ` match the where '${job.where}'` : ""}`);
+  await rename(temp, file);
+  return n;
+}
+
+/** The request lines, row by row. */
+export async function* requestLines(job: Job, input: TableInput, opts: RenderOptions): AsyncGenerator<string> {
+  let n = 0;
+  for await (const chunk of input.rows()) {
+    for (const row of chunk) {
+      n++;
+      let body: Record<string, unknown>;
+      try {
+        body = await bodyOf(job, row, opts.preprocess);
+      } catch (err) {
+        if (err instanceof RenderError)
+          throw new DatasetError(`${opts.label}: row ${n}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
+        throw new DatasetError(`${opts.label}: row ${n}: preprocess failed: ${(err as Error).message}`);
+      }
+      yield JSON.stringify({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body }, jsonSafe);
+      if (opts.max !== undefined && n >= opts.max) return;
+    }
+  }
+}
+
+const jsonSafe = (_k: string, v: unknown) => (typeof v === "bigint" ? Number(v) : v);

@@ -1,0 +1,104 @@
+// A dataset job's request lines run on a server through OpenAI's documented Files and Batches calls only (upload,
+// create, retrieve, file content), so the same job runs against this service in either mode or any server that
+// implements them. The batch's id is kept in the stage's state, so a rerun follows it instead of submitting again.
+import { openAsBlob } from "node:fs";
+import { readFile, rename, writeFile } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Endpoint } from "../openai/backend.js";
+import type { OfflineRunDeps } from "./run-offline.js";
+
+export interface RemoteRun {
+  requests: string;
+  output: string;
+  errors: string;
+  stateFile: string;
+  endpoint: Endpoint;
+  remote: { url: string; apiKey?: string };
+  pollMs?: number;
+}
+
+interface Batch {
+  id: string;
+  status: string;
+  output_file_id?: string | null;
+  error_file_id?: string | null;
+  request_counts?: { total: number; completed: number; failed: number };
+  errors?: { data?: Array<{ code?: string; message?: string; line?: number | null }> } | null;
+}
+
+const FINAL = new Set(["completed", "failed", "expired", "cancelled"]);
+
+/** The API base as the official clients take it: `http://host:8000` and `http://host:8000/v1` both name `/v1`. */
+export function apiBase(url: string): string {
+  const u = new URL(url);
+  if (u.pathname === "/" || u.pathname === "") u.pathname = "/v1";
+  return u.toString().replace(/\/+$/, "");
+}
+
+export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Promise<number> {
+  const base = apiBase(run.remote.url);
+  const headers: Record<string, string> = run.remote.apiKey ? { authorization: `Bearer ${run.remote.apiKey}` } : {};
+  const call = async <T>(method: string, route: string, body?: FormData | object): Promise<T> => {
+    const init: RequestInit = { method, headers: { ...headers }, signal: deps.signal };
+    if (body instanceof FormData) init.body = body;
+    else if (body) {
+      init.body = JSON.stringify(body);
+      (init.headers as Record<string, string>)["content-type"] = "application/json";
+    }
+    const res = await fetch(`${base}${route}`, init);
+    const text = await res.text();
+    if (!res.ok) {
+      const message = (() => {
+        try {
+          return (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? text;
+        } catch {
+          return text;
+        }
+      })();
+      throw new Error(`${method} ${base}${route}: HTTP ${res.status}: ${message.slice(0, 300)}`);
+    }
+    return (route.endsWith("/content") ? text : JSON.parse(text)) as T;
+  };
+
+  const state = JSON.parse(await readFile(run.stateFile, "utf8")) as { remoteBatch?: string };
+  let batch: Batch;
+  try {
+    if (state.remoteBatch) {
+      batch = await call<Batch>("GET", `/batches/${state.remoteBatch}`);
+      deps.stderr.write(`following ${batch.id} on ${base} (${batch.status})\n`);
+    } else {
+      const form = new FormData();
+      form.set("purpose", "batch");
+      form.set("file", await openAsBlob(run.requests), "requests.jsonl");
+      const file = await call<{ id: string }>("POST", "/files", form);
+      batch = await call<Batch>("POST", "/batches", { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" });
+      await writeFile(`${run.stateFile}.tmp`, JSON.stringify({ ...state, remoteBatch: batch.id }));
+      await rename(`${run.stateFile}.tmp`, run.stateFile);
+      deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
+    }
+    let shown = "";
+    while (!FINAL.has(batch.status)) {
+      await sleep(run.pollMs ?? 2000, undefined, { signal: deps.signal });
+      batch = await call<Batch>("GET", `/batches/${batch.id}`);
+      const c = batch.request_counts;
+      const line = `${batch.id}: ${batch.status}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}`;
+      if (line !== shown) deps.stderr.write(`${line}\n`);
+      shown = line;
+    }
+  } catch (err) {
+    if (deps.signal?.aborted) {
+      deps.stderr.write(`stopped following; the batch runs on: run the same command again to follow it and join its results\n`);
+      return 130;
+    }
+    deps.stderr.write(`error: ${(err as Error).message}\n`);
+    return 1;
+  }
+  if (batch.status === "failed" && !batch.output_file_id && !batch.error_file_id) {
+    const e = batch.errors?.data?.[0];
+    deps.stderr.write(`error: ${batch.id} failed: ${e ? `${e.code}: ${e.message}` : "no reason given"}\n`);
+    return 1;
+  }
+  await writeFile(run.output, batch.output_file_id ? await call<string>("GET", `/files/${batch.output_file_id}/content`) : "");
+  await writeFile(run.errors, batch.error_file_id ? await call<string>("GET", `/files/${batch.error_file_id}/content`) : "");
+  return 0;
+}

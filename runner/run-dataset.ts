@@ -1,0 +1,194 @@
+// A dataset job, stage by stage: the table's rows rendered into request lines, run as a batch file (here through
+// the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
+// table. A stage's working files sit in `<output>.work/`; the output itself appears only whole, by rename.
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { openDuckTables } from "../datasets/duckdb-tables.js";
+import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
+import { checkColumns, jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
+import { resultColumns, writeResults } from "../datasets/results.js";
+import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
+import type { ValidationResult } from "../pipeline/types.js";
+import { validateBatchFile } from "../pipeline/validate.js";
+import type { EngineArgs } from "./args.js";
+import type { DatasetArgs } from "./dataset-args.js";
+import { runRemoteBatch } from "./remote-batch.js";
+import { type OfflineRunDeps, runOffline } from "./run-offline.js";
+
+/** What `<output>.work/job.json` records: which job the working files belong to, and whether the output is whole. */
+interface StageState {
+  hash: string;
+  rows: number;
+  complete: boolean;
+  /** The server's batch, in --remote mode, so a rerun follows it instead of submitting again. */
+  remoteBatch?: string;
+}
+
+export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const { stderr } = deps;
+  let jobs: Job[];
+  try {
+    const file = args.jobFile ? await readJobFile(args.jobFile) : undefined;
+    jobs = planStages(file?.fields, file?.dir ?? args.cwd, args.flags, args.cwd);
+  } catch (err) {
+    if (err instanceof JobError) return fail(stderr, err.message, 2);
+    throw err;
+  }
+  for (const [i, job] of jobs.entries()) {
+    const name = jobs.length > 1 ? `stage ${i + 1} of ${jobs.length}` : "job";
+    if (args.dryRun && i > 0) {
+      stderr.write(`${name}: reads ${job.input}, which the stage before writes; not shown by --dry-run\n`);
+      continue;
+    }
+    const code = await runStage(job, name, args, deps).catch((err) => {
+      if (err instanceof DatasetError || err instanceof JobError) return fail(stderr, err.message, 1);
+      throw err;
+    });
+    if (code !== 0) return code;
+  }
+  return 0;
+}
+
+function fail(stderr: { write(t: string): unknown }, message: string, code: number): number {
+  stderr.write(`error: ${message}\n`);
+  return code;
+}
+
+async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const work = `${job.output}.work`;
+  const stateFile = path.join(work, "job.json");
+  const state = args.engine.overwrite ? undefined : await readState(stateFile);
+  if (args.engine.overwrite && !args.dryRun) await rm(work, { recursive: true, force: true });
+  else if (!state && (await exists(job.output)) && !args.dryRun)
+    throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
+  await mkdir(work, { recursive: true });
+  const tables = await openDuckTables({ tempDir: work });
+  try {
+    const input = await tables.open(job);
+    const label = input.files.length === 1 ? input.files[0] : job.input;
+    checkColumns(job, input.columns, label);
+    const keep = job.keep ?? input.columns.map((c) => c.name);
+    const clash = resultColumns(job).find((c) => keep.includes(c.name));
+    if (clash)
+      throw new DatasetError(`${label}: column '${clash.name}' is also a result column: leave it out with keep, or rename it in the input`);
+    const hash = await jobHash(job, input.files);
+    const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
+    const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
+    if (args.dryRun) return await dryRun(job, input, { hash, label, preprocess, keep }, deps);
+
+    if (state && state.hash !== hash)
+      throw new DatasetError(
+        `${work}: holds the results of another version of this job (its template, parameters or input changed): --overwrite starts afresh`,
+      );
+    if (state?.complete && (await exists(job.output))) {
+      deps.stderr.write(`${name}: ${job.output} is complete already (${state.rows} rows); --overwrite runs it again\n`);
+      return 0;
+    }
+    const requests = path.join(work, "requests.jsonl");
+    const rows = await writeRequests(job, input, requests, { hash, label, preprocess });
+    await checkRequests(job, requests, rows, label);
+    await saveState(stateFile, { ...state, hash, rows, complete: false });
+    deps.stderr.write(`${name}: ${rows} rows of ${label} -> ${job.output}\n`);
+
+    const output = path.join(work, "output.jsonl");
+    const errors = path.join(work, "errors.jsonl");
+    const code = args.remote
+      ? await runRemoteBatch({ requests, output, errors, stateFile, endpoint: job.endpoint, remote: args.remote }, deps)
+      : (
+          await runOffline(
+            { ...args.engine, input: requests, output, errors },
+            { ...deps, config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) } },
+          )
+        ).exitCode;
+    if (code !== 0) return code;
+    return await joinBack(job, tables, input, { hash, rows, keep, output, errors, work, stateFile, postprocess, name }, deps);
+  } finally {
+    await tables.close();
+  }
+}
+
+async function joinBack(
+  job: Job,
+  tables: Tables,
+  input: TableInput,
+  s: {
+    hash: string;
+    rows: number;
+    keep: string[];
+    output: string;
+    errors: string;
+    work: string;
+    stateFile: string;
+    postprocess?: Postprocess;
+    name: string;
+  },
+  deps: OfflineRunDeps,
+): Promise<number> {
+  const results = path.join(s.work, "results.jsonl");
+  const pass = await writeResults(job, {
+    output: s.output,
+    errors: s.errors,
+    rows: s.rows,
+    hash: s.hash,
+    target: results,
+    input,
+    postprocess: s.postprocess,
+  });
+  await mkdir(path.dirname(job.output), { recursive: true });
+  const written = await tables.write(input, { keep: s.keep, results, columns: pass.columns, output: job.output });
+  if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
+  const state = await readState(s.stateFile);
+  await saveState(s.stateFile, { ...(state ?? { hash: s.hash, rows: s.rows }), complete: true });
+  deps.stdout.write(
+    `${s.name}: wrote ${job.output}: ${written} rows (${pass.completed} answered, ${pass.failed} with an error in error_code)\n`,
+  );
+  return 0;
+}
+
+/** The rendered lines checked as a batch file, each problem told by its row (and column, where a column set it). */
+async function checkRequests(job: Job, file: string, rows: number, label: string): Promise<void> {
+  const v: ValidationResult = await validateBatchFile(file, job.endpoint, { maxRequests: rows, maxLineBytes: Number.MAX_SAFE_INTEGER });
+  if (v.ok) return;
+  const e = v.errors[0];
+  const param = e.param?.replace(/^body\./, "");
+  const column = param === undefined ? undefined : job.paramsFrom[param.split(".")[0]];
+  const where = `${e.line === null ? "" : `row ${e.line}`}${column ? `, column '${column}'` : ""}`;
+  const more = v.errorCount > 1 ? ` (and ${v.errorCount - 1} more)` : "";
+  throw new DatasetError(`${label}: ${where}: ${e.message}${more}`);
+}
+
+async function dryRun(
+  job: Job,
+  input: TableInput,
+  o: { hash: string; label: string; preprocess?: Preprocess; keep: string[] },
+  deps: OfflineRunDeps,
+): Promise<number> {
+  const out: string[] = [`${o.label}: ${await input.count()} rows${job.where ? ` where ${job.where}` : ""}; the first requests:`];
+  for await (const line of requestLines(job, input, { hash: o.hash, label: o.label, preprocess: o.preprocess, max: 3 })) {
+    out.push(JSON.stringify(JSON.parse(line), null, 2));
+  }
+  const types = new Map(input.columns.map((c) => [c.name, c.type]));
+  out.push(`${job.output} will hold these columns:`);
+  for (const name of o.keep) out.push(`  ${name}: ${types.get(name)} (input)`);
+  for (const c of resultColumns(job)) out.push(`  ${c.name}: ${c.type}`);
+  if (job.postprocess) out.push(`  ... and the columns ${path.basename(job.postprocess)} returns`);
+  deps.stdout.write(`${out.join("\n")}\n`);
+  return 0;
+}
+
+async function readState(file: string): Promise<StageState | undefined> {
+  try {
+    return JSON.parse(await readFile(file, "utf8")) as StageState;
+  } catch {
+    return undefined;
+  }
+}
+
+async function saveState(file: string, state: StageState): Promise<void> {
+  await writeFile(`${file}.tmp`, JSON.stringify(state));
+  await rename(`${file}.tmp`, file);
+}
+
+async function exists(file: string): Promise<boolean> {
+  return (await stat(file).catch(() => null)) !== null;
+}
