@@ -6,6 +6,8 @@ import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { readFile, rename, stat } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { RequestError } from "../openai/errors.js";
+import { parseRequest } from "../openai/parse.js";
 import type { Job } from "./job.js";
 import { JobError } from "./job.js";
 import { type Column, DatasetError, type TableInput } from "./tables.js";
@@ -162,9 +164,21 @@ export async function* requestLines(job: Job, input: TableInput, opts: RenderOpt
           throw new DatasetError(`${opts.label}: row ${n}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
         throw new DatasetError(`${opts.label}: row ${n}: preprocess failed: ${(err as Error).message}`);
       }
+      checkBody(job, body, `${opts.label}: row ${n}`);
       yield JSON.stringify({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body }, jsonSafe);
       if (opts.max !== undefined && n >= opts.max) return;
     }
+  }
+}
+
+/** A body the endpoint would refuse stops the job here, naming the column that fed the field at fault. */
+function checkBody(job: Job, body: Record<string, unknown>, where: string): void {
+  try {
+    parseRequest(job.endpoint, JSON.parse(JSON.stringify(body, jsonSafe)));
+  } catch (err) {
+    if (!(err instanceof RequestError)) throw err;
+    const column = err.param ? job.paramsFrom[err.param.split(/[.[]/)[0]] : undefined;
+    throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${err.message}`);
   }
 }
 

@@ -15,7 +15,7 @@ export async function runCli(stop: AbortSignal): Promise<number> {
     process.stderr.write(`error: ${parsed.message}\n\n${USAGE}\n`);
     return 2;
   }
-  const engine = parsed.kind === "dataset" ? { ...parsed.args.engine, input: "", output: "", errors: "" } : parsed.args;
+  const engine = parsed.kind === "dataset" ? parsed.args.engine : parsed.args;
   let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), engine);

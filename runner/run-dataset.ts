@@ -2,6 +2,7 @@
 // the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
 // table. A stage's working files sit in `<output>.work/`; the output itself appears only whole, by rename.
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
 import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
@@ -61,8 +62,9 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
   if (args.engine.overwrite && !args.dryRun) await rm(work, { recursive: true, force: true });
   else if (!state && (await exists(job.output)) && !args.dryRun)
     throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
-  await mkdir(work, { recursive: true });
-  const tables = await openDuckTables({ tempDir: work });
+  // A dry run leaves nothing behind, not even the working folder.
+  if (!args.dryRun) await mkdir(work, { recursive: true });
+  const tables = await openDuckTables({ tempDir: args.dryRun ? os.tmpdir() : work });
   try {
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;
@@ -97,7 +99,11 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
       : (
           await runOffline(
             { ...args.engine, input: requests, output, errors },
-            { ...deps, config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) } },
+            {
+              ...deps,
+              config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },
+              resultFiles: false,
+            },
           )
         ).exitCode;
     if (code !== 0) return code;

@@ -13,7 +13,7 @@ import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
-import type { RunnerArgs } from "./args.js";
+import type { EngineArgs, RunnerArgs } from "./args.js";
 import { createProgressReporter, formatDuration, type ProgressStream, type RunRates } from "./progress.js";
 import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
@@ -31,6 +31,8 @@ export interface OfflineRunDeps {
   progressIntervalMs?: number;
   /** The command line that runs this again (printed after an interrupt: a second run resumes). */
   resumeCommand?: string;
+  /** False where the caller reports its own files (a dataset job's table): the summary leaves out the result files. */
+  resultFiles?: boolean;
 }
 
 export interface OfflineRunResult {
@@ -45,7 +47,7 @@ export interface OfflineRunResult {
 const SHOWN_ERRORS = 20;
 
 /** The flags win over the environment and the model config file. */
-export function withArgs(config: Config, args: RunnerArgs): Config {
+export function withArgs(config: Config, args: EngineArgs): Config {
   return {
     ...config,
     // A flag replaces the environment's choice of model whichever form that took.
@@ -189,6 +191,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         price: spec.price,
         rates: runRates,
         resume: deps.resumeCommand,
+        resultFiles: deps.resultFiles ?? true,
       }),
     );
     return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
@@ -244,6 +247,7 @@ function summary(s: {
   rates: RunRates;
   /** The command that runs this one again, which resumes after what it wrote. */
   resume?: string;
+  resultFiles: boolean;
 }): string {
   const { result: r, seconds } = s;
   const done = r.completed + r.failed;
@@ -255,8 +259,7 @@ function summary(s: {
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
     `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} tok/s)`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
-    `output: ${displayLocation(s.args.output)}`,
-    `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
+    ...(s.resultFiles ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`] : []),
     ...(r.aborted && s.resume ? [`resume with: ${s.resume}`] : []),
     "",
   ].join("\n");

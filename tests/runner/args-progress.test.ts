@@ -120,8 +120,8 @@ describe("withArgs", () => {
   it("puts the engine flags over the configuration, --contexts included", async () => {
     const { loadConfig } = await import("../../config/config.js");
     const { withArgs } = await import("../../runner/run-offline.js");
-    const config = withArgs(loadConfig({}), { input: "/a", output: "/b", errors: "/c", threads: 1, sequences: 8, contexts: 2 });
+    const config = withArgs(loadConfig({}), { threads: 1, sequences: 8, contexts: 2 });
     expect(config.engine).toMatchObject({ threads: 1, sequences: 8, contexts: 2 });
-    expect(withArgs(loadConfig({ CONTEXTS: "3" }), { input: "/a", output: "/b", errors: "/c" }).engine.contexts).toBe(3);
+    expect(withArgs(loadConfig({ CONTEXTS: "3" }), {}).engine.contexts).toBe(3);
   });
 });

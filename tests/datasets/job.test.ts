@@ -1,0 +1,156 @@
+// A dataset job's file and flags: templates and their rows, the job's checks, stages, and the request body each
+// endpoint gets from a row.
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
+import { bodyOf, checkColumns, customId, jobHash, rowOf } from "../../datasets/requests.js";
+import { DatasetError } from "../../datasets/tables.js";
+import { columnsOf, RenderError, render } from "../../datasets/template.js";
+import { scratchDir } from "../helpers/scratch.js";
+
+const scratch = scratchDir("job");
+
+const job = (fields: Record<string, unknown>): Job =>
+  planStages(undefined, "/data", checkFlags({ input: "in.csv", output: "out.parquet", ...fields }), "/data")[0];
+
+function jobError(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(JobError);
+    return (err as Error).message;
+  }
+  throw new Error("no JobError");
+}
+
+describe("templates", () => {
+  it("fills {{column}} placeholders in every string, spaces in the braces ignored and \\{{ kept literal", () => {
+    const t = { a: ["{{ name }} is {{age}}", "\\{{name}} stays"], n: 3 };
+    expect(columnsOf(t)).toEqual(["name", "age"]);
+    expect(render(t, { name: "Ann", age: 41 })).toEqual({ a: ["Ann is 41", "{{name}} stays"], n: 3 });
+  });
+
+  it("writes lists and structs as JSON, 64-bit integers as their digits, and refuses a null or a missing column", () => {
+    expect(render("{{x}} {{y}} {{z}}", { x: [1, "a"], y: { k: true }, z: 9007199254740993n })).toBe('[1,"a"] {"k":true} 9007199254740993');
+    expect(() => render("{{x}}", { x: null })).toThrow(new RenderError("x", "column 'x' is null"));
+    expect(() => render("{{x}}", {})).toThrow(/no column 'x'/);
+  });
+});
+
+describe("the job's fields", () => {
+  it("resolves paths against the job file's folder and flags against the working folder, flags winning", async () => {
+    const file = await scratch.write("input: data/in.csv\noutput: out.jsonl\nprompt: '{{t}}'\nendpoint: /v1/completions\n", "job.yaml");
+    const { fields, dir } = await readJobFile(file);
+    const [j] = planStages(fields, dir, checkFlags({ output: "mine.parquet", limit: 5 }), "/home/me");
+    expect(j).toMatchObject({
+      input: path.join(dir, "data/in.csv"),
+      output: "/home/me/mine.parquet",
+      endpoint: "/v1/completions",
+      limit: 5,
+    });
+  });
+
+  it("runs stages in order, each reading the one before's output unless it names an input, with the top level as defaults", () => {
+    const stages = planStages(
+      {
+        model: "m",
+        params: { temperature: 0 },
+        stages: [
+          { input: "in.csv", output: "gen.parquet", prompt: "{{q}}" },
+          { output: "judged.csv", messages: [{ role: "user", content: "Judge: {{text}}" }] },
+        ],
+      },
+      "/jobs",
+      {},
+      "/",
+    );
+    expect(stages.map((s) => [s.input, s.output, s.model])).toEqual([
+      ["/jobs/in.csv", "/jobs/gen.parquet", "m"],
+      ["/jobs/gen.parquet", "/jobs/judged.csv", "m"],
+    ]);
+  });
+
+  it("says which field is wrong, in one line", async () => {
+    expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^flags: limit: /);
+    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("flags: job: unknown field prompts");
+    expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toMatch(/^flags: endpoint: /);
+    expect(jobError(() => job({}))).toMatch(/exactly one of messages, prompt, body or preprocess \(none is set\)/);
+    expect(jobError(() => job({ prompt: "a", messages: [{ role: "user", content: "b" }] }))).toMatch(/messages and prompt are/);
+    expect(jobError(() => job({ prompt: "a", output: "in.csv" }))).toMatch(/output: must not be the input/);
+    expect(jobError(() => job({ messages: [{ role: "user", content: "b" }], endpoint: "/v1/embeddings" }))).toMatch(/takes a prompt/);
+    expect(jobError(() => job({ prompt: "a", params: { messages: [] } }))).toMatch(/params\.messages: set by the job itself/);
+    expect(jobError(() => job({ prompt: "a", params: { n: 2 } }))).toMatch(/params\.n: .*n must be 1/);
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/embeddings", response_format: { type: "json_object" } }))).toMatch(
+      /response_format: works with/,
+    );
+    const bad = await scratch.write("input: [unclosed\n", "bad.yaml");
+    await expect(readJobFile(bad)).rejects.toThrow(/bad\.yaml: not YAML or JSON/);
+    await expect(readJobFile("/nope/job.yaml")).rejects.toThrow("/nope/job.yaml: no such job file");
+  });
+
+  it("checks every column the job reads against the input before any row", () => {
+    const j = job({ prompt: "{{text}}", params_from: { max_tokens: "budget" }, keep: ["id"] });
+    const cols = (...names: string[]) => names.map((name) => ({ name, type: "VARCHAR" }));
+    expect(() => checkColumns(j, cols("id", "text", "budget"), "in.csv")).not.toThrow();
+    expect(() => checkColumns(j, cols("id", "budget"), "in.csv")).toThrow(
+      new DatasetError("in.csv: prompt: no column 'text' (the input has 'id', 'budget')"),
+    );
+    expect(() => checkColumns(j, cols("id", "text"), "in.csv")).toThrow(/params_from: no column 'budget'/);
+  });
+});
+
+describe("a row's request", () => {
+  const row = { q: "Why?", sys: "Be brief.", budget: 7n, t: null };
+  const messages = [
+    { role: "system", content: "{{sys}}" },
+    { role: "user", content: "{{q}}" },
+  ];
+  const schema = { type: "json_schema", json_schema: { name: "r", schema: { type: "object", properties: { a: { type: "string" } } } } };
+
+  it("takes each endpoint's shape, with params, per-row params (a null leaves the default) and the model", async () => {
+    const base = { params: { temperature: 0 }, params_from: { max_tokens: "budget", top_p: "t" }, model: "m" };
+    expect(await bodyOf(job({ ...base, messages, response_format: schema }), row)).toEqual({
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Why?" },
+      ],
+      response_format: schema,
+      model: "m",
+      temperature: 0,
+      max_tokens: 7,
+    });
+    expect(await bodyOf(job({ prompt: "Q: {{q}}", endpoint: "/v1/completions" }), row)).toEqual({ prompt: "Q: Why?" });
+    expect(await bodyOf(job({ prompt: "{{q}}", endpoint: "/v1/embeddings" }), row)).toEqual({ input: "Why?" });
+    expect(await bodyOf(job({ messages, endpoint: "/v1/responses", response_format: schema }), row)).toEqual({
+      input: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Why?" },
+      ],
+      text: { format: { type: "json_schema", name: "r", schema: schema.json_schema.schema } },
+    });
+    expect(await bodyOf(job({ messages, endpoint: "/v1/messages", params: { max_tokens: 5 } }), row)).toEqual({
+      system: "Be brief.",
+      messages: [{ role: "user", content: "Why?" }],
+      max_tokens: 5,
+    });
+    expect(await bodyOf(job({ body: { prompt: "{{q}}", echo: false }, endpoint: "/v1/completions" }), row)).toEqual({
+      prompt: "Why?",
+      echo: false,
+    });
+    expect(await bodyOf(job({ preprocess: "p.ts" }), row, (r) => ({ messages: [{ role: "user", content: String(r.q) }] }))).toEqual({
+      messages: [{ role: "user", content: "Why?" }],
+    });
+  });
+
+  it("names rows by their place and the job's hash, which the template and the input's files change", async () => {
+    expect(rowOf(customId(12, "0123456789ab"), "0123456789ab")).toBe(12);
+    expect(rowOf(customId(12, "0123456789ab"), "ba9876543210")).toBeUndefined();
+    expect(rowOf("line-1", "0123456789ab")).toBeUndefined();
+    const file = await scratch.write("a\n1\n", "in.csv");
+    const h1 = await jobHash(job({ prompt: "{{a}}" }), [file]);
+    expect(await jobHash(job({ prompt: "{{a}}" }), [file])).toBe(h1);
+    expect(await jobHash(job({ prompt: "{{a}}!" }), [file])).not.toBe(h1);
+    expect(await jobHash(job({ prompt: "{{a}}", keep: ["a"] }), [file])).toBe(h1);
+    expect(await jobHash(job({ prompt: "{{a}}" }), [await scratch.write("a\n2\n", "in.csv")])).not.toBe(h1);
+  });
+});

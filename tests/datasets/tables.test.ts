@@ -1,0 +1,188 @@
+// The table port's contract, run against every adapter (DuckDB today): each input format read in order with its
+// types, where and limit, the output written in each format with a type round trip, and every bad input refused
+// with one line naming the file (and the row, where the format has one) and no output left behind.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDuckTables } from "../../datasets/duckdb-tables.js";
+import { DatasetError, type Tables } from "../../datasets/tables.js";
+import type { Row } from "../../datasets/template.js";
+import { jsonl, scratchDir } from "../helpers/scratch.js";
+
+const scratch = scratchDir("tables");
+const ADAPTERS: Array<[string, (tempDir: string) => Promise<Tables>]> = [["duckdb", (tempDir) => openDuckTables({ tempDir })]];
+
+/** A typed table written by DuckDB itself, as a user's Parquet file would be. */
+async function parquetOf(selectSql: string): Promise<string> {
+  const file = await scratch.file("in.parquet");
+  const db = await DuckDBInstance.create(":memory:");
+  const c = await db.connect();
+  await c.run(`COPY (${selectSql}) TO '${file}' (FORMAT parquet)`);
+  c.closeSync();
+  db.closeSync();
+  return file;
+}
+
+const TYPED = `SELECT i AS id, 'line ' || i || E'\\n"quoted", comma' AS txt, i * 1.5 AS score,
+  CASE WHEN i % 2 = 0 THEN NULL ELSE i END AS maybe, [i, i + 1] AS pair FROM range(3) t(i)`;
+
+async function all(tables: Tables, spec: Parameters<Tables["open"]>[0]): Promise<Row[]> {
+  const input = await tables.open(spec);
+  const out: Row[] = [];
+  for await (const chunk of input.rows()) out.push(...chunk);
+  return out;
+}
+
+async function refused(p: Promise<unknown>): Promise<string> {
+  const err = await p.then(
+    () => undefined,
+    (e) => e,
+  );
+  expect(err).toBeInstanceOf(DatasetError);
+  expect((err as Error).message).not.toContain("\n");
+  return (err as Error).message;
+}
+
+describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
+  let tables: Tables;
+  let dir: string;
+  beforeAll(async () => {
+    dir = path.dirname(await scratch.file());
+    await mkdir(dir, { recursive: true });
+    tables = await make(dir);
+  });
+  afterAll(() => tables.close());
+
+  it("reads Parquet with its types: integers, floats, nulls, lists, text with newlines and quotes", async () => {
+    const rows = await all(tables, { input: await parquetOf(TYPED) });
+    expect(rows).toEqual([
+      { id: 0, txt: 'line 0\n"quoted", comma', score: 0, maybe: null, pair: [0, 1] },
+      { id: 1, txt: 'line 1\n"quoted", comma', score: 1.5, maybe: 1, pair: [1, 2] },
+      { id: 2, txt: 'line 2\n"quoted", comma', score: 3, maybe: null, pair: [2, 3] },
+    ]);
+  });
+
+  it("reads CSV and TSV with quoted newlines and typed columns, and JSON rows in either form", async () => {
+    const csv = await scratch.write('id,txt,score\n1,"a ""b""\nc",0.5\n2,,2\n', "in.csv");
+    expect(await all(tables, { input: csv })).toEqual([
+      { id: 1, txt: 'a "b"\nc', score: 0.5 },
+      { id: 2, txt: null, score: 2 },
+    ]);
+    const tsv = await scratch.write("id\ttxt\n1\tx, y\n", "in.tsv");
+    expect(await all(tables, { input: tsv })).toEqual([{ id: 1, txt: "x, y" }]);
+    const rows = [
+      { id: 1, tags: ["a", "b"], meta: { k: 1 } },
+      { id: 2, tags: [], meta: null },
+    ];
+    expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.jsonl") })).toEqual(rows);
+    expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.ndjson") })).toEqual(rows);
+    expect(await all(tables, { input: await scratch.write(JSON.stringify(rows), "in.json") })).toEqual(rows);
+  });
+
+  it("reads a folder or a glob of parts in name order, and filters and limits in input order across chunks", async () => {
+    const parts = path.join(dir, "parts");
+    await mkdir(parts, { recursive: true });
+    await writeFile(path.join(parts, "b.csv"), "n\n3\n4\n");
+    await writeFile(path.join(parts, "a.csv"), "n\n1\n2\n");
+    await writeFile(path.join(parts, "notes.txt"), "not a part");
+    expect((await all(tables, { input: parts })).map((r) => r.n)).toEqual([1, 2, 3, 4]);
+    expect((await all(tables, { input: path.join(parts, "*.csv"), where: "n % 2 = 0" })).map((r) => r.n)).toEqual([2, 4]);
+    const big = await parquetOf("SELECT i AS n FROM range(10000) t(i)");
+    const input = await tables.open({ input: big, where: "n % 3 = 0", limit: 3000 });
+    expect(await input.count()).toBe(3000);
+    const seen: number[] = [];
+    for await (const chunk of input.rows()) seen.push(...chunk.map((r) => r.n as number));
+    expect(seen).toEqual(Array.from({ length: 3000 }, (_, i) => i * 3));
+  });
+
+  it("writes the kept columns beside the results, in each format, by rename, with the types kept", async () => {
+    const input = await tables.open({ input: await parquetOf(TYPED) });
+    const results = await scratch.write(
+      jsonl([
+        { text: "x", embedding: [0.5, 0.25], error_code: null },
+        { text: null, embedding: null, error_code: "boom" },
+        { text: "z", embedding: [1, 2], error_code: null },
+      ]),
+    );
+    const columns = [
+      { name: "text", type: "string" as const },
+      { name: "embedding", type: "vector" as const },
+      { name: "error_code", type: "string" as const },
+    ];
+    const keep = ["id", "txt", "pair", "maybe"];
+    const parquet = path.join(dir, "out.parquet");
+    expect(await tables.write(input, { keep, results, columns, output: parquet })).toBe(3);
+    const back = await tables.open({ input: parquet });
+    expect(back.columns.map((c) => `${c.name}:${c.type}`)).toEqual([
+      "id:BIGINT",
+      "txt:VARCHAR",
+      "pair:BIGINT[]",
+      "maybe:BIGINT",
+      "text:VARCHAR",
+      "embedding:FLOAT[]",
+      "error_code:VARCHAR",
+    ]);
+    expect((await all(tables, { input: parquet }))[1]).toEqual({
+      id: 1,
+      txt: 'line 1\n"quoted", comma',
+      pair: [1, 2],
+      maybe: 1,
+      text: null,
+      embedding: null,
+      error_code: "boom",
+    });
+    const jsonlOut = path.join(dir, "out.jsonl");
+    await tables.write(input, { keep, results, columns, output: jsonlOut });
+    expect(JSON.parse(readFileSync(jsonlOut, "utf8").split("\n")[0])).toEqual({
+      id: 0,
+      txt: 'line 0\n"quoted", comma',
+      pair: [0, 1],
+      maybe: null,
+      text: "x",
+      embedding: [0.5, 0.25],
+      error_code: null,
+    });
+    const csvOut = path.join(dir, "out.csv");
+    await tables.write(input, { keep, results, columns, output: csvOut });
+    // Lists become JSON text in CSV; the text with its newline and quotes reads back whole.
+    expect((await all(tables, { input: csvOut }))[0]).toEqual({
+      id: 0,
+      txt: 'line 0\n"quoted", comma',
+      pair: "[0,1]",
+      maybe: null,
+      text: "x",
+      embedding: "[0.5,0.25]",
+      error_code: null,
+    });
+    expect(readdirSync(dir).filter((f) => f.includes(".tmp-"))).toEqual([]);
+  });
+
+  it("refuses bad input with one line naming the file, and the row where the format has one", async () => {
+    const good = await parquetOf(TYPED);
+    const truncated = await scratch.write(readFileSync(good).subarray(0, 200), "cut.parquet");
+    expect(await refused(tables.open({ input: truncated }))).toMatch(/cut\.parquet: .*magic bytes/);
+    expect(await refused(tables.open({ input: await scratch.write("not parquet at all", "junk.parquet") }))).toMatch(/junk\.parquet/);
+    expect(await refused(tables.open({ input: await scratch.write("", "empty.csv") }))).toMatch(/empty\.csv: empty file/);
+    const ragged = await scratch.write("a,b,c\n1,2,3\n4,5\n", "ragged.csv");
+    expect(await refused(all(tables, { input: ragged }))).toMatch(/ragged\.csv: row 2: Expected Number of Columns: 3 Found: 2/);
+    const latin = await scratch.write(Buffer.from("a,b\n1,caf\xe9\n", "latin1"), "latin.csv");
+    expect(await refused(all(tables, { input: latin }))).toMatch(/latin\.csv: row 1: .*not utf-8/);
+    const badJson = await scratch.write('{"a":1}\n{"a": x}\n', "bad.jsonl");
+    expect(await refused(all(tables, { input: badJson }))).toMatch(/bad\.jsonl: row 2: malformed JSON \(unexpected character\)$/);
+    expect(await refused(tables.open({ input: path.join(dir, "missing.parquet") }))).toMatch(/missing\.parquet: no such file/);
+    expect(await refused(tables.open({ input: await scratch.write("x", "data.xlsx") }))).toMatch(/unknown input format '\.xlsx'/);
+    expect(await refused(tables.open({ input: path.join(dir, "nothing-*.csv") }))).toMatch(/no file matches/);
+    expect(await refused(tables.open({ input: good, where: "nope = 1" }))).toMatch(/^where: .*nope/);
+  });
+
+  it("leaves no output when a write fails", async () => {
+    const input = await tables.open({ input: await parquetOf(TYPED) });
+    const results = await scratch.write(jsonl([{ n: "not a number" }, { n: 1 }, { n: 2 }]));
+    const output = path.join(dir, "failed.parquet");
+    await refused(tables.write(input, { keep: ["id"], results, columns: [{ name: "n", type: "integer" }], output }));
+    expect(existsSync(output)).toBe(false);
+    expect(readdirSync(dir).filter((f) => f.startsWith("failed.parquet"))).toEqual([]);
+  });
+});

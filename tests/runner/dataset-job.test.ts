@@ -1,0 +1,239 @@
+// Dataset jobs on the real engine through the runner: each input format to each output format with the types
+// kept, every row present in input order (a failed row with its error), embeddings as a vector column, a JSON
+// schema's fields as columns, stages, --dry-run, and the bad inputs that stop a job before anything runs.
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import pino from "pino";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Config, loadConfig } from "../../config/config.js";
+import { parseRunnerArgs } from "../../runner/args.js";
+import { runDataset } from "../../runner/run-dataset.js";
+import { withArgs } from "../../runner/run-offline.js";
+import { testModelPath } from "../../testkit/model.js";
+import { scratchDir } from "../helpers/scratch.js";
+
+const scratch = scratchDir("dataset-job");
+let config: Config;
+let dir: string;
+
+beforeAll(async () => {
+  config = loadConfig({ MODEL_PATH: await testModelPath(), THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1" });
+  dir = path.dirname(await scratch.write("", "keep"));
+});
+
+/** The runner as `npm run batch -- <argv>` runs it in `dir`, with its output captured. */
+async function batch(...argv: string[]) {
+  const parsed = parseRunnerArgs(argv, dir);
+  if (parsed.kind !== "dataset") throw new Error(JSON.stringify(parsed));
+  let stdout = "";
+  let stderr = "";
+  const code = await runDataset(parsed.args, {
+    config: withArgs(config, parsed.args.engine),
+    logger: pino({ level: "silent" }),
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+  });
+  return { code, stdout, stderr };
+}
+
+/** A table as DuckDB reads it back: column types and rows (64-bit integers as numbers). */
+async function table(file: string): Promise<{ types: Record<string, string>; rows: Record<string, unknown>[] }> {
+  const db = await DuckDBInstance.create(":memory:");
+  const c = await db.connect();
+  const r = await c.runAndReadAll(`SELECT * FROM '${file}'`);
+  const types = Object.fromEntries(r.columnNames().map((n, i) => [n, String(r.columnTypes()[i])]));
+  const rows = JSON.parse(JSON.stringify(r.getRowObjectsJS(), (_k, v) => (typeof v === "bigint" ? Number(v) : v)));
+  c.closeSync();
+  db.closeSync();
+  return { types, rows };
+}
+
+async function parquet(name: string, sql: string): Promise<string> {
+  const file = path.join(dir, name);
+  const db = await DuckDBInstance.create(":memory:");
+  const c = await db.connect();
+  await c.run(`COPY (${sql}) TO '${file}' (FORMAT parquet)`);
+  c.closeSync();
+  db.closeSync();
+  return file;
+}
+
+const LONG = "word ".repeat(400);
+
+describe("dataset jobs", () => {
+  it("labels a CSV into Parquet: input columns kept, every row in order, a failed row kept with its error", async () => {
+    writeFileSync(
+      path.join(dir, "reviews.csv"),
+      `id,review_text,lang,budget\n1,"Great, ""really"".\nTwo lines.",en,4\n2,${LONG},en,\n3,Bien,fr,2\n4,Okay,en,3\n`,
+    );
+    const job = path.join(dir, "label.yaml");
+    writeFileSync(
+      job,
+      [
+        "input: reviews.csv",
+        "where: \"lang = 'en'\"",
+        "messages:",
+        '  - { role: system, content: "Label the review\'s sentiment." }',
+        '  - { role: user, content: "{{review_text}}" }',
+        "params: { max_tokens: 8, temperature: 0 }",
+        "params_from: { max_tokens: budget }",
+        "output: labeled.parquet",
+        "keep: [id, review_text]",
+      ].join("\n"),
+    );
+    const r = await batch("--job", job);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/wrote .*labeled\.parquet: 3 rows \(2 answered, 1 with an error in error_code\)/);
+    const { types, rows } = await table(path.join(dir, "labeled.parquet"));
+    expect(types).toMatchObject({
+      id: "BIGINT",
+      review_text: "VARCHAR",
+      text: "VARCHAR",
+      completion_tokens: "BIGINT",
+      error_code: "VARCHAR",
+    });
+    expect(rows.map((x) => x.id)).toEqual([1, 2, 4]);
+    expect(rows[0]).toMatchObject({
+      review_text: 'Great, "really".\nTwo lines.',
+      error_code: null,
+      finish_reason: "length",
+      completion_tokens: 4,
+    });
+    expect(rows[1]).toMatchObject({ text: null, error_code: expect.any(String), error_message: expect.stringMatching(/context|tokens/i) });
+    expect(rows[2]).toMatchObject({ completion_tokens: 3, error_code: null });
+    expect(typeof rows[0].text).toBe("string");
+
+    const again = await batch("--job", job);
+    expect(again).toMatchObject({ code: 0, stderr: expect.stringMatching(/complete already \(3 rows\)/) });
+  });
+
+  it("embeds a Parquet corpus into a vector column: list<float32> in Parquet, JSON arrays in CSV and JSONL", async () => {
+    await parquet("corpus.parquet", "SELECT i AS doc, 'document number ' || i AS body FROM range(5) t(i)");
+    const r = await batch("-i", "corpus.parquet", "-o", "vectors.parquet", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}");
+    expect(r.code, r.stderr).toBe(0);
+    const { types, rows } = await table(path.join(dir, "vectors.parquet"));
+    expect(types.embedding).toBe("FLOAT[]");
+    expect(rows.map((x) => x.doc)).toEqual([0, 1, 2, 3, 4]);
+    expect((rows[0].embedding as number[]).length).toBeGreaterThan(8);
+    expect(await batch("-i", "corpus.parquet", "-o", "vectors.csv", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}")).toMatchObject({
+      code: 0,
+    });
+    const csvRow = readFileSync(path.join(dir, "vectors.csv"), "utf8").split("\n")[1];
+    expect(JSON.parse(csvRow.slice(csvRow.indexOf('"[') + 1, csvRow.lastIndexOf(']"') + 1))).toHaveLength(
+      (rows[0].embedding as number[]).length,
+    );
+    expect(
+      await batch("-i", "corpus.parquet", "-o", "vectors.jsonl", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}"),
+    ).toMatchObject({ code: 0 });
+    expect(JSON.parse(readFileSync(path.join(dir, "vectors.jsonl"), "utf8").split("\n")[2])).toMatchObject({
+      doc: 2,
+      embedding: expect.any(Array),
+    });
+  });
+
+  it("keeps each input type through every output format, from JSONL, TSV and Parquet inputs", async () => {
+    const src = await parquet(
+      "typed.parquet",
+      `SELECT i AS n, (i * 0.5)::DOUBLE AS x, CASE WHEN i = 1 THEN NULL ELSE 'v' || i END AS s, [i, 2 * i] AS l, E'a\\n"b",' || i AS q FROM range(3) t(i)`,
+    );
+    const prompt = ["--endpoint", "/v1/completions", "--prompt", "{{n}}: {{q}}", "--params", '{"max_tokens":2,"temperature":0}'];
+    expect(await batch("-i", src, "-o", "typed-out.parquet", ...prompt)).toMatchObject({ code: 0 });
+    const back = await table(path.join(dir, "typed-out.parquet"));
+    expect(back.types).toMatchObject({ n: "BIGINT", x: "DOUBLE", s: "VARCHAR", l: "BIGINT[]", q: "VARCHAR" });
+    expect(back.rows.map((r) => [r.n, r.x, r.s, r.l, r.q])).toEqual([
+      [0, 0, "v0", [0, 0], 'a\n"b",0'],
+      [1, 0.5, null, [1, 2], 'a\n"b",1'],
+      [2, 1, "v2", [2, 4], 'a\n"b",2'],
+    ]);
+    for (const out of ["typed-out.jsonl", "typed-out.tsv", "typed-out.csv"]) {
+      expect(await batch("-i", "typed-out.parquet", "-o", out, ...prompt, "--keep", "n,x,s,l,q")).toMatchObject({ code: 0 });
+      const { rows } = await table(path.join(dir, out));
+      expect(rows.map((r) => [r.n, r.x, r.s, r.q])).toEqual(back.rows.map((r) => [r.n, r.x, r.s, r.q]));
+      expect(rows[1].l).toEqual(out.endsWith(".jsonl") ? [1, 2] : "[1,2]");
+    }
+    writeFileSync(path.join(dir, "rows.ndjson"), '{"t":"hello"}\n{"t":"world"}\n');
+    expect(
+      await batch("-i", "rows.ndjson", "-o", "rows-out.tsv", ...prompt.slice(0, 2), "--prompt", "{{t}}", "--params", '{"max_tokens":2}'),
+    ).toMatchObject({ code: 0 });
+    expect((await table(path.join(dir, "rows-out.tsv"))).rows.map((r) => r.t)).toEqual(["hello", "world"]);
+  });
+
+  it("writes a JSON schema's fields as typed columns, and runs generate-then-judge as two stages", async () => {
+    writeFileSync(path.join(dir, "topics.csv"), "topic\ncats\ndogs\n");
+    const judge = {
+      type: "json_schema",
+      json_schema: {
+        name: "verdict",
+        strict: true,
+        schema: { type: "object", properties: { good: { type: "boolean" } }, required: ["good"], additionalProperties: false },
+      },
+    };
+    writeFileSync(
+      path.join(dir, "stages.yaml"),
+      JSON.stringify({
+        params: { temperature: 0 },
+        stages: [
+          { input: "topics.csv", output: "gen.parquet", prompt: "Write about {{topic}}.", params: { max_tokens: 6 } },
+          {
+            output: "judged.jsonl",
+            prompt: "Is this good? {{text}}",
+            response_format: judge,
+            params: { max_tokens: 30 },
+            keep: ["topic", "text"],
+          },
+        ],
+      }),
+    );
+    const r = await batch("--job", "stages.yaml");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/stage 1 of 2: wrote .*gen\.parquet: 2 rows[\s\S]*stage 2 of 2: wrote .*judged\.jsonl: 2 rows/);
+    const rows = readFileSync(path.join(dir, "judged.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((x) => x.topic)).toEqual(["cats", "dogs"]);
+    for (const row of rows) expect(row.error_code === null ? typeof row.good : row.error_code).toMatch(/boolean|invalid_json_output/);
+    const again = await batch("--job", "stages.yaml");
+    expect(again.stderr).toMatch(/stage 1 of 2: .* complete already[\s\S]*stage 2 of 2: .* complete already/);
+  });
+
+  it("--dry-run prints the first three requests and the output's columns, and writes nothing", async () => {
+    writeFileSync(path.join(dir, "dry.csv"), "q\na\nb\nc\nd\n");
+    const before = readdirSync(dir).length;
+    const r = await batch("-i", "dry.csv", "-o", "dry.parquet", "--prompt", "Say {{q}}", "--dry-run");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/dry\.csv: 4 rows; the first requests:/);
+    expect(r.stdout.match(/"custom_id": "row-\d-[0-9a-f]{12}"/g)).toHaveLength(3);
+    expect(r.stdout).toContain('"content": "Say c"');
+    expect(r.stdout).toMatch(/dry\.parquet will hold these columns:\n {2}q: VARCHAR \(input\)\n {2}text: string/);
+    expect(readdirSync(dir).length).toBe(before);
+  });
+
+  it("stops a bad job before anything runs, with one line naming the file, the row and the column", async () => {
+    writeFileSync(path.join(dir, "bad.csv"), "id,body,budget\n1,a,3\n2,,3\n3,c,lots\n");
+    const cases: Array<[string[], RegExp]> = [
+      [["--prompt", "{{txt}}"], /^error: .*bad\.csv: prompt: no column 'txt' \(the input has 'id', 'body', 'budget'\)$/],
+      [["--prompt", "{{body}}"], /^error: .*bad\.csv: row 2, column 'body': column 'body' is null$/],
+      [["--prompt", "{{id}}", "--params-from", '{"max_tokens":"budget"}'], /^error: .*bad\.csv: row 1, column 'budget': .*/],
+      [["--prompt", "{{id}}", "--where", "nope > 1"], /^error: where: .*nope/],
+      [["--prompt", "{{id}}", "--keep", "id,body,text2"], /keep: no column 'text2'/],
+    ];
+    writeFileSync(path.join(dir, "text.csv"), "text\nx\n");
+    for (const [flags, message] of cases) {
+      const r = await batch("-i", "bad.csv", "-o", "bad-out.parquet", ...flags);
+      expect(r, flags.join(" ")).toMatchObject({ code: 1, stdout: "" });
+      expect(r.stderr.trim(), flags.join(" ")).toMatch(message);
+      expect(existsSync(path.join(dir, "bad-out.parquet"))).toBe(false);
+    }
+    const clash = await batch("-i", "text.csv", "-o", "clash.parquet", "--prompt", "{{text}}");
+    expect(clash.stderr).toMatch(/column 'text' is also a result column/);
+    const models = path.join(dir, "models.yaml");
+    writeFileSync(models, `models:\n  - name: tiny\n    local: { path: ${await testModelPath()} }\n`);
+    writeFileSync(path.join(dir, "q.csv"), "q\nx\n");
+    const unserved = await batch("-i", "q.csv", "-o", "m.parquet", "--prompt", "{{q}}", "--job-model", "big", "--models-file", models);
+    expect(unserved.code).toBe(1);
+    expect(unserved.stderr).toMatch(/the model 'big' is not in the models file; it serves tiny/);
+    expect(existsSync(path.join(dir, "m.parquet"))).toBe(false);
+  });
+});
