@@ -259,7 +259,9 @@ function summary(s: {
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
     `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} tok/s)`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
-    ...(s.resultFiles ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`] : []),
+    ...(s.resultFiles
+      ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`]
+      : []),
     ...(r.aborted && s.resume ? [`resume with: ${s.resume}`] : []),
     "",
   ].join("\n");
