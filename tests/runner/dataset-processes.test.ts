@@ -1,0 +1,174 @@
+// Dataset jobs across processes: the runner killed with -9 mid-job and run again (every row once, in order), and
+// --remote against the service as `npm start` runs it, in the embedded mode and the distributed mode (PostgreSQL
+// and S3), where a stopped runner follows its batch again instead of submitting a second one.
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../config/config.js";
+import { parseRunnerArgs } from "../../runner/args.js";
+import { runDataset } from "../../runner/run-dataset.js";
+import { withArgs } from "../../runner/run-offline.js";
+import { testModelPath } from "../../testkit/model.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
+import { repoRoot, type ServerProcess } from "../helpers/process.js";
+import { scratchDir } from "../helpers/scratch.js";
+import { serverTestbed } from "../helpers/server-testbed.js";
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+const scratch = scratchDir("dataset-processes");
+const engineEnv = { THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "256", LOG_LEVEL: "warn" };
+let dir: string;
+
+beforeAll(async () => {
+  dir = path.dirname(await scratch.write("", "keep"));
+});
+
+const jsonlRows = (file: string) =>
+  readFileSync(file, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+
+function writeStories(name: string, n: number): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, `id,opening\n${Array.from({ length: n }, (_, i) => `${i},Once upon a time ${i}`).join("\n")}\n`);
+  return file;
+}
+
+/** The runner in this process, against `remote` or here, stopped when `stop` aborts. */
+async function runner(argv: string[], stop?: AbortSignal) {
+  const parsed = parseRunnerArgs(argv, dir);
+  if (parsed.kind !== "dataset") throw new Error(JSON.stringify(parsed));
+  let stdout = "";
+  let stderr = "";
+  const config = withArgs(loadConfig({ MODEL_PATH: await testModelPath(), ...engineEnv }), parsed.args.engine);
+  const code = await runDataset(parsed.args, {
+    config,
+    logger: pino({ level: "silent" }),
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    ...(stop ? { signal: stop } : {}),
+  });
+  return { code, stdout, stderr };
+}
+
+describe("a dataset job killed with -9", () => {
+  it("finishes on the next run with every row exactly once, in input order", async () => {
+    const input = writeStories("stories.csv", 60);
+    const output = path.join(dir, "stories.jsonl");
+    const argv = ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), "-i", input, "-o", output];
+    const job = ["--endpoint", "/v1/completions", "--prompt", "{{opening}}", "--params", '{"max_tokens":48,"temperature":0}'];
+    const child = spawn(process.execPath, [...argv, ...job], {
+      cwd: repoRoot,
+      env: { ...process.env, ...engineEnv, MODEL_PATH: await testModelPath() },
+      stdio: "ignore",
+    });
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    const partial = path.join(`${output}.work`, "output.jsonl");
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline && (!existsSync(partial) || readFileSync(partial, "utf8").split("\n").length < 10)) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill("SIGKILL");
+    await exited;
+    const done = readFileSync(partial, "utf8").split("\n").length - 1;
+    expect(done).toBeGreaterThanOrEqual(9);
+    expect(done).toBeLessThan(60);
+    expect(existsSync(output)).toBe(false);
+
+    const again = await runner(["-i", input, "-o", output, ...job]);
+    expect(again.code, again.stderr).toBe(0);
+    const rows = jsonlRows(output);
+    expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 60 }, (_, i) => i));
+    expect(rows.every((r) => r.error_code === null && typeof r.text === "string")).toBe(true);
+    const ids = jsonlRows(partial).map((l) => l.custom_id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.length).toBe(60);
+    expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
+  }, 180_000);
+});
+
+/** Runs the same job on `base`: once stopped while it waits, then followed to its end without a second batch. */
+async function remoteJob(base: string, tag: string) {
+  const input = writeStories(`${tag}.csv`, 12);
+  const output = path.join(dir, `${tag}.jsonl`);
+  const argv = [
+    "-i",
+    input,
+    "-o",
+    output,
+    "--remote",
+    base,
+    "--prompt",
+    "{{opening}}",
+    "--job-model",
+    "m",
+    "--params",
+    '{"max_tokens":24}',
+  ];
+  const stop = new AbortController();
+  const first = runner(argv, stop.signal);
+  // Stopped as soon as the batch is submitted: the batch runs on at the server.
+  const state = path.join(`${output}.work`, "job.json");
+  while (!(existsSync(state) && readFileSync(state, "utf8").includes("remoteBatch"))) await new Promise((r) => setTimeout(r, 10));
+  stop.abort();
+  expect((await first).code).toBe(130);
+  const again = await runner(argv);
+  expect(again.code, again.stderr).toBe(0);
+  expect(again.stderr).toMatch(/following batch_\w+/);
+  const rows = jsonlRows(output);
+  expect(Object.keys(rows[0])).toEqual([
+    "id",
+    "opening",
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "error_code",
+    "error_message",
+  ]);
+  expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+  expect(rows.every((r) => r.error_code === null && r.completion_tokens > 0)).toBe(true);
+  const batches = (await (await fetch(`${base}/v1/batches?limit=100`)).json()) as { data: unknown[] };
+  expect(batches.data).toHaveLength(1);
+}
+
+describe("--remote against the service", () => {
+  const testbed = serverTestbed("dataset-remote");
+
+  it("runs a job through the Files and Batches API of the embedded service and joins the answers back", async () => {
+    const server = await testbed.start({ SEQUENCES: "2" });
+    await remoteJob(server.baseUrl, "embedded");
+    // A server that answers no Files API: one line, exit 1, no table.
+    const refused = path.join(dir, "refused.jsonl");
+    const argv = ["-i", writeStories("refused.csv", 2), "-o", refused, "--remote", `${server.baseUrl}/nope`, "--prompt", "{{opening}}"];
+    const bad = await runner([...argv, "--api-key", "k"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^error: POST .*\/nope\/files: HTTP 404/m);
+    expect(existsSync(refused)).toBe(false);
+  }, 120_000);
+});
+
+describe.skipIf(!POSTGRES_BIN)("--remote against the distributed mode", () => {
+  let shared: SharedState;
+  const dirs: string[] = [];
+  let server: ServerProcess;
+  beforeAll(async () => {
+    shared = await startSharedState();
+    server = await startChild(shared, { SEQUENCES: "2", CONTEXT_SIZE: "512", SHARD_SIZE: "5" }, dirs);
+  }, 120_000);
+  afterAll(async () => {
+    server?.child.kill("SIGKILL");
+    await server?.exited;
+    await shared?.close();
+  });
+
+  it("runs the same job on PostgreSQL and S3", async () => {
+    await remoteJob(server.baseUrl, "distributed");
+  }, 120_000);
+});
