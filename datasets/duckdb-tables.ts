@@ -4,6 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
+import { arrowToJsonl } from "./arrow-ipc.js";
 import {
   type Column,
   type ColumnType,
@@ -60,7 +61,8 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
 
   async function open(spec: InputSpec): Promise<TableInput> {
     const { files, format } = await resolveFiles(admin, spec.input);
-    const source = await readerSql(admin, files, format);
+    const source =
+      format === ".arrow" ? await arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`)) : await readerSql(admin, files, format);
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
@@ -174,14 +176,26 @@ async function resolveFiles(conn: DuckDBConnection, input: string): Promise<{ fi
   const formats = new Set(files.map(extOf).map((e) => (e === ".ndjson" ? ".jsonl" : e)));
   if (formats.size > 1) throw new DatasetError(`${input}: parts of different formats (${[...formats].join(", ")})`);
   const [format] = formats;
-  if (format === ".arrow")
-    throw new DatasetError(`${files[0]}: Arrow IPC files are not read yet; write the dataset as Parquet (datasets' to_parquet)`);
   if (!(INPUT_FORMATS as readonly string[]).includes(format))
     throw new DatasetError(`${files[0]}: unknown input format '${format}' (${INPUT_FORMATS.join(", ")})`);
   for (const f of files) {
     if ((await stat(f)).size === 0) throw new DatasetError(`${f}: empty file`);
   }
   return { files, format };
+}
+
+/** Arrow IPC parts as JSON rows with their Arrow types declared (arrow-ipc.ts). */
+async function arrowSql(files: string[], prefix: string): Promise<string> {
+  const parts: string[] = [];
+  let columns: string | undefined;
+  for (const [i, f] of files.entries()) {
+    const part = `${prefix}-${i}.jsonl`;
+    const cols = (await arrowToJsonl(f, part)).map((c) => `${literal(c.name)}: ${literal(SQL_TYPES[c.type])}`).join(", ");
+    if (columns !== undefined && cols !== columns) throw new DatasetError(`${f}: its columns differ from ${files[0]}'s`);
+    columns = cols;
+    parts.push(part);
+  }
+  return `read_json([${parts.map(literal).join(", ")}], format='newline_delimited', columns={${columns}})`;
 }
 
 /** The table function reading `files`; CSV columns are found first, then read strictly so a ragged row is an error. */

@@ -54,5 +54,5 @@ export interface Tables {
   close(): Promise<void>;
 }
 
-export const INPUT_FORMATS = [".parquet", ".csv", ".tsv", ".jsonl", ".ndjson", ".json"] as const;
+export const INPUT_FORMATS = [".parquet", ".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".arrow"] as const;
 export const OUTPUT_FORMATS = [".parquet", ".csv", ".tsv", ".jsonl", ".ndjson"] as const;

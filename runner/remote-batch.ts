@@ -1,8 +1,10 @@
 // A dataset job's request lines run on a server through OpenAI's documented Files and Batches calls only (upload,
 // create, retrieve, file content), so the same job runs against this service in either mode or any server that
 // implements them. The batch's id is kept in the stage's state, so a rerun follows it instead of submitting again.
-import { openAsBlob } from "node:fs";
+import { createWriteStream, openAsBlob } from "node:fs";
 import { readFile, rename, writeFile } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Endpoint } from "../openai/backend.js";
 import type { OfflineRunDeps } from "./run-offline.js";
@@ -57,7 +59,7 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
       })();
       throw new Error(`${method} ${base}${route}: HTTP ${res.status}: ${message.slice(0, 300)}`);
     }
-    return (route.endsWith("/content") ? text : JSON.parse(text)) as T;
+    return JSON.parse(text) as T;
   };
 
   const state = JSON.parse(await readFile(run.stateFile, "utf8")) as { remoteBatch?: string };
@@ -98,7 +100,20 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
     deps.stderr.write(`error: ${batch.id} failed: ${e ? `${e.code}: ${e.message}` : "no reason given"}\n`);
     return 1;
   }
-  await writeFile(run.output, batch.output_file_id ? await call<string>("GET", `/files/${batch.output_file_id}/content`) : "");
-  await writeFile(run.errors, batch.error_file_id ? await call<string>("GET", `/files/${batch.error_file_id}/content`) : "");
+  try {
+    await saveContent(batch.output_file_id, run.output);
+    await saveContent(batch.error_file_id, run.errors);
+  } catch (err) {
+    deps.stderr.write(`error: ${(err as Error).message}\n`);
+    return 1;
+  }
   return 0;
+
+  /** A result file streamed to disk, never whole in memory; none is an empty file. */
+  async function saveContent(id: string | null | undefined, file: string): Promise<void> {
+    if (!id) return writeFile(file, "");
+    const res = await fetch(`${base}/files/${id}/content`, { headers, signal: deps.signal });
+    if (!res.ok || !res.body) throw new Error(`GET ${base}/files/${id}/content: HTTP ${res.status}`);
+    await pipeline(Readable.fromWeb(res.body as import("node:stream/web").ReadableStream), createWriteStream(file));
+  }
 }

@@ -5,6 +5,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { Field, Float64, Int32, Int64, List, Table, tableToIPC, Utf8, vectorFromArray } from "apache-arrow";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDuckTables } from "../../datasets/duckdb-tables.js";
 import { DatasetError, type Tables } from "../../datasets/tables.js";
@@ -79,6 +80,35 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.jsonl") })).toEqual(rows);
     expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.ndjson") })).toEqual(rows);
     expect(await all(tables, { input: await scratch.write(JSON.stringify(rows), "in.json") })).toEqual(rows);
+  });
+
+  it("reads Arrow IPC (the Hugging Face datasets cache) in stream and file form, with its types", async () => {
+    const table = new Table({
+      id: vectorFromArray([1n, 2n], new Int64()),
+      text: vectorFromArray(['a\n"b"', "c"], new Utf8()),
+      score: vectorFromArray([0.5, 1.5], new Float64()),
+      tags: vectorFromArray([["x", "y"], []], new List(new Field("item", new Utf8(), true))),
+      n: vectorFromArray([null, 3], new Int32()),
+    });
+    const expected = [
+      { id: 1, text: 'a\n"b"', score: 0.5, tags: ["x", "y"], n: null },
+      { id: 2, text: "c", score: 1.5, tags: [], n: 3 },
+    ];
+    for (const form of ["stream", "file"] as const) {
+      const file = await scratch.write(Buffer.from(tableToIPC(table, form)), "data-00000-of-00001.arrow");
+      const input = await tables.open({ input: file, where: "score > 0" });
+      expect(input.columns.map((c) => `${c.name}:${c.type}`)).toEqual([
+        "id:BIGINT",
+        "text:VARCHAR",
+        "score:DOUBLE",
+        "tags:VARCHAR[]",
+        "n:BIGINT",
+      ]);
+      expect(await all(tables, { input: file })).toEqual(expected);
+    }
+    expect(await refused(tables.open({ input: await scratch.write("not arrow", "bad.arrow") }))).toMatch(
+      /bad\.arrow: not an Arrow IPC file/,
+    );
   });
 
   it("reads a folder or a glob of parts in name order, and filters and limits in input order across chunks", async () => {

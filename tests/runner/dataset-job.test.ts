@@ -198,6 +198,37 @@ describe("dataset jobs", () => {
     expect(again.stderr).toMatch(/stage 1 of 2: .* complete already[\s\S]*stage 2 of 2: .* complete already/);
   });
 
+  it("takes a preprocess and a postprocess module in TypeScript, Ray Data LLM's hooks", async () => {
+    writeFileSync(path.join(dir, "animals.csv"), "animal\ncat\nowl\n");
+    writeFileSync(
+      path.join(dir, "prep.ts"),
+      "export default (row: { animal: string }) => ({ messages: [{ role: 'user', content: `Tell me of the ${row.animal}` }], max_tokens: 4 });\n",
+    );
+    writeFileSync(
+      path.join(dir, "post.ts"),
+      "export default (row: { animal: string }, r: { usage: { completion_tokens: number } }) => ({ shout: row.animal.toUpperCase(), spent: r.usage.completion_tokens / 2 });\n",
+    );
+    const r = await batch("-i", "animals.csv", "-o", "animals.parquet", "--preprocess", "prep.ts", "--postprocess", "post.ts");
+    expect(r.code, r.stderr).toBe(0);
+    const { types, rows } = await table(path.join(dir, "animals.parquet"));
+    expect(types).toMatchObject({ animal: "VARCHAR", text: "VARCHAR", shout: "VARCHAR", spent: "BIGINT" });
+    expect(rows.map((x) => [x.animal, x.shout, x.spent, x.completion_tokens])).toEqual([
+      ["cat", "CAT", 2, 4],
+      ["owl", "OWL", 2, 4],
+    ]);
+    writeFileSync(
+      path.join(dir, "broken.ts"),
+      "export default (row: { animal: string }) => { if (row.animal === 'owl') throw new Error('no owls'); return { messages: [{ role: 'user', content: 'hi' }] }; };\n",
+    );
+    const broken = await batch("-i", "animals.csv", "-o", "broken.parquet", "--preprocess", "broken.ts");
+    expect(broken).toMatchObject({ code: 1, stdout: "" });
+    expect(broken.stderr.trim()).toMatch(/animals\.csv: row 2: preprocess failed: no owls$/);
+    writeFileSync(path.join(dir, "nofn.ts"), "export const x = 1;\n");
+    expect((await batch("-i", "animals.csv", "-o", "nofn.parquet", "--preprocess", "nofn.ts")).stderr).toMatch(
+      /preprocess: .*nofn\.ts exports no function/,
+    );
+  });
+
   it("--dry-run prints the first three requests and the output's columns, and writes nothing", async () => {
     writeFileSync(path.join(dir, "dry.csv"), "q\na\nb\nc\nd\n");
     const before = readdirSync(dir).length;
