@@ -95,6 +95,7 @@ export function columnsOfResponse(job: Job, body: Json, fields = schemaFields(jo
     finish = choice.finish_reason ?? null;
     tokens = [usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details?.cached_tokens];
   }
+  // An answer that is not the schema's JSON (cut by max_tokens, say) keeps its finish_reason and tokens beside its error.
   const answer = fields ? parsedFields(text, fields) : { text };
   const tools = job.params.tools !== undefined ? { tool_calls: toolCalls } : {};
   const [prompt_tokens, completion_tokens, cached_tokens] = tokens.map((t) => (typeof t === "number" ? t : 0));
@@ -110,7 +111,7 @@ function parsedFields(text: string | null, fields: ResultColumn[]): Record<strin
     parsed = undefined;
   }
   if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
-    throw new AnswerError("invalid_json_output", `the answer is not a JSON object: ${JSON.stringify((text ?? "").slice(0, 120))}`);
+    return { error_code: "invalid_json_output", error_message: `the answer is not a JSON object: ${JSON.stringify((text ?? "").slice(0, 120))}` };
   const obj = parsed as Record<string, unknown>;
   return Object.fromEntries(fields.map((f) => [f.name, cellOf(obj[f.name])]));
 }
@@ -189,6 +190,7 @@ export async function writeResults(
       if (at.file[n] === 0 && response?.status_code === 200) {
         try {
           Object.assign(cols, columnsOfResponse(job, response.body ?? {}, fields));
+          if (cols.error_code) throw new AnswerError(String(cols.error_code), String(cols.error_message));
           if (opts.postprocess && row) {
             for (const [k, v] of Object.entries(await opts.postprocess(row, response.body))) {
               if (base.some((c) => c.name === k))
@@ -199,6 +201,7 @@ export async function writeResults(
           }
           completed++;
         } catch (err) {
+          if (!(err instanceof AnswerError)) for (const k of Object.keys(cols)) if (!base.some((c) => c.name === k)) delete cols[k];
           cols.error_code = err instanceof AnswerError ? err.code : "postprocess_failed";
           cols.error_message = (err as Error).message;
           failed++;
