@@ -1,4 +1,5 @@
 // The one table `npm run bench` prints: every measured run, then the targets with their ratios.
+import type { DatasetsResult } from "./datasets.js";
 import type { DistributedResult } from "./distributed.js";
 import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
 import type { PeerComparison } from "./peer.js";
@@ -30,6 +31,7 @@ export interface BenchResults {
   distributed?: DistributedResult | null;
   prefix: (PrefixResult & { model: string }) | null;
   embeddings: (EmbeddingsResult & { model: string }) | null;
+  datasets?: DatasetsResult | null;
   gpu: { backendLog: string | null; ready: unknown; note: string };
   targets: Target[];
   notes: string[];

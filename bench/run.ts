@@ -11,6 +11,7 @@ import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
 import { throughputChart } from "./chart.js";
+import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { comparePeer } from "./peer.js";
@@ -23,7 +24,7 @@ import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 import { compareUpstream } from "./upstream.js";
 
-const PARTS = ["peer", "scheduling", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed"] as const;
+const PARTS = ["peer", "scheduling", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed", "datasets"] as const;
 
 const { values } = parseArgs({
   options: {
@@ -44,6 +45,9 @@ const { values } = parseArgs({
     "front-pairs": { type: "string", default: "1" },
     /** llama-server's slots in the in-front pairs, where not the sweep's best (which is then fed directly beside them). */
     "front-slots": { type: "string" },
+    /** The datasets part: rows timed against JSONL, and the row counts whose peak memory is compared. */
+    "dataset-rows": { type: "string" },
+    "dataset-memory-rows": { type: "string" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -110,6 +114,7 @@ const results: Omit<BenchResults, "targets"> = {
   distributed: null,
   prefix: null,
   embeddings: null,
+  datasets: null,
   gpu: { backendLog: null, ready: null, note: "" },
   notes,
 };
@@ -202,6 +207,13 @@ if (parts.has("distributed")) {
   log("\ndistributed mode (PostgreSQL + S3, an upstream that answers at once)");
   if (!POSTGRES_BIN) notes.push("PostgreSQL is not installed here: the distributed-mode part was skipped.");
   else results.distributed = await measureDistributed(plan.distributed, log);
+}
+
+if (parts.has("datasets")) {
+  const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
+  const rows = Number(values["dataset-rows"] ?? (values.quick ? 10_000 : 100_000));
+  const memoryRows = (values["dataset-memory-rows"] ?? (values.quick ? "1000,10000" : "10000,100000,1000000")).split(",").map(Number);
+  results.datasets = await compareDatasets(m, { rows, pairs: values.quick ? 1 : 2, memoryRows }, log);
 }
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));

@@ -143,6 +143,8 @@ function finish(f: JobFields, name: string): Job {
     throw new JobError(`${name}: response_format: works with /v1/chat/completions and /v1/responses, not ${endpoint}`);
   if (f.response_format && (f.body || f.preprocess))
     throw new JobError(`${name}: response_format: put it in the body your ${f.body ? "body template" : "preprocess"} returns`);
+  if ((f.params as { encoding_format?: unknown } | undefined)?.encoding_format === "base64")
+    throw new JobError(`${name}: params.encoding_format: the table stores the vector itself; leave it float`);
   const n = (f.params as { n?: unknown } | undefined)?.n;
   if (n !== undefined && n !== 1) throw new JobError(`${name}: params.n: a dataset row gets one answer (n must be 1)`);
   return {

@@ -174,7 +174,7 @@ export async function* requestLines(job: Job, input: TableInput, opts: RenderOpt
 /** A body the endpoint would refuse stops the job here, naming the column that fed the field at fault. */
 function checkBody(job: Job, body: Record<string, unknown>, where: string): void {
   try {
-    parseRequest(job.endpoint, JSON.parse(JSON.stringify(body, jsonSafe)));
+    parseRequest(job.endpoint, body);
   } catch (err) {
     if (!(err instanceof RequestError)) throw err;
     const column = err.param ? job.paramsFrom[err.param.split(/[.[]/)[0]] : undefined;

@@ -2,10 +2,11 @@
 // object of result columns per row in input order, so the table adapter joins them to the input by position.
 // A row with no result line is reported, never dropped; a failed row is a row with an error.
 import { once } from "node:events";
-import { createWriteStream } from "node:fs";
-import { type FileHandle, open, rename, stat } from "node:fs/promises";
+import { createWriteStream, existsSync } from "node:fs";
+import { rename, stat } from "node:fs/promises";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import type { Job } from "./job.js";
+import { LineReader } from "./line-reader.js";
 import { type Postprocess, rowOf } from "./requests.js";
 import { type ColumnType, DatasetError, type TableInput } from "./tables.js";
 import type { Row } from "./template.js";
@@ -111,7 +112,10 @@ function parsedFields(text: string | null, fields: ResultColumn[]): Record<strin
     parsed = undefined;
   }
   if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
-    return { error_code: "invalid_json_output", error_message: `the answer is not a JSON object: ${JSON.stringify((text ?? "").slice(0, 120))}` };
+    return {
+      error_code: "invalid_json_output",
+      error_message: `the answer is not a JSON object: ${JSON.stringify((text ?? "").slice(0, 120))}`,
+    };
   const obj = parsed as Record<string, unknown>;
   return Object.fromEntries(fields.map((f) => [f.name, cellOf(obj[f.name])]));
 }
@@ -127,6 +131,11 @@ class AnswerError extends Error {
     super(message);
   }
 }
+
+/** An embedding's float list in a result line, found without parsing it; a base64 one does not match. */
+const VECTOR = /("embedding"\s*:\s*)(\[[-+0-9.eE,\s]*\])/;
+const MARK = "\u0001vector";
+const VECTOR_MARK = JSON.stringify(MARK);
 
 export interface ResultsPass {
   rows: number;
@@ -171,20 +180,23 @@ export async function writeResults(
   const at = await locate([opts.output, opts.errors], opts.rows, opts.hash);
   const missing = at.file.findIndex((f, n) => n >= 1 && f === 255);
   if (missing !== -1) throw new DatasetError(`row ${missing} has no result yet: run the job again to finish it`);
-  const handles: FileHandle[] = await Promise.all([opts.output, opts.errors].map((f) => open(f, "r").catch(() => null as never)));
+  const readers = [opts.output, opts.errors].map((f) => (existsSync(f) ? new LineReader(f) : undefined));
   const base = resultColumns(job);
   const fields = schemaFields(job);
   const extra = new Map<string, Set<string>>();
-  const out = createWriteStream(`${opts.target}.tmp`);
+  const out = createWriteStream(`${opts.target}.tmp`, { highWaterMark: 1 << 20 });
   let completed = 0;
   let failed = 0;
   const rows = opts.postprocess ? rowsOf(opts.input) : undefined;
   try {
     for (let n = 1; n <= opts.rows; n++) {
       const row = rows ? (await rows.next()).value : undefined;
-      const buf = Buffer.alloc(at.length[n]);
-      await handles[at.file[n]].read(buf, 0, buf.length, at.start[n]);
-      const line = JSON.parse(buf.toString("utf8")) as Json;
+      const text = readers[at.file[n]]!.read(at.start[n], at.length[n]);
+      // A vector goes through as its text: parsing and printing thousands of floats a row was most of this pass.
+      const vector = opts.postprocess ? undefined : VECTOR.exec(text);
+      const line = JSON.parse(
+        vector ? text.slice(0, vector.index + vector[1].length) + VECTOR_MARK + text.slice(vector.index + vector[0].length) : text,
+      ) as Json;
       const cols = Object.fromEntries(base.map((c) => [c.name, null])) as Record<string, unknown>;
       const response = line.response as Json | null | undefined;
       if (at.file[n] === 0 && response?.status_code === 200) {
@@ -212,11 +224,13 @@ export async function writeResults(
         cols.error_message = e.message ?? "the request failed";
         failed++;
       }
-      if (!out.write(`${JSON.stringify(cols)}\n`)) await once(out, "drain");
+      const json = JSON.stringify(cols);
+      const written = vector && cols.embedding === MARK ? json.replace(VECTOR_MARK, vector[2]) : json;
+      if (!out.write(`${written}\n`)) await once(out, "drain");
     }
   } finally {
     await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
-    await Promise.all(handles.map((h) => h?.close()));
+    for (const r of readers) r?.close();
     await rows?.return(undefined);
   }
   await rename(`${opts.target}.tmp`, opts.target);

@@ -9,8 +9,6 @@ import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js"
 import { checkColumns, jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
 import { resultColumns, writeResults } from "../datasets/results.js";
 import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
-import type { ValidationResult } from "../pipeline/types.js";
-import { validateBatchFile } from "../pipeline/validate.js";
 import type { EngineArgs } from "./args.js";
 import type { DatasetArgs } from "./dataset-args.js";
 import { runRemoteBatch } from "./remote-batch.js";
@@ -78,7 +76,9 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
     if (args.dryRun) return await dryRun(job, input, { hash, label, preprocess, keep }, deps);
 
-    if (state && state.hash !== hash)
+    // Another version's working files are replaced when they hold no answer yet (it stopped before running).
+    if (state && state.hash !== hash && !(await hasResults(work))) await rm(work, { recursive: true, force: true }).then(() => mkdir(work));
+    else if (state && state.hash !== hash)
       throw new DatasetError(
         `${work}: holds the results of another version of this job (its template, parameters or input changed): --overwrite starts afresh`,
       );
@@ -88,7 +88,6 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     }
     const requests = path.join(work, "requests.jsonl");
     const rows = await writeRequests(job, input, requests, { hash, label, preprocess });
-    await checkRequests(job, requests, rows, label);
     await saveState(stateFile, { ...state, hash, rows, complete: false });
     deps.stderr.write(`${name}: ${rows} rows of ${label} -> ${job.output}\n`);
 
@@ -103,6 +102,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
               ...deps,
               config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },
               resultFiles: false,
+              inputLabel: label,
             },
           )
         ).exitCode;
@@ -151,18 +151,6 @@ async function joinBack(
   return 0;
 }
 
-/** The rendered lines checked as a batch file, each problem told by its row (and column, where a column set it). */
-async function checkRequests(job: Job, file: string, rows: number, label: string): Promise<void> {
-  const v: ValidationResult = await validateBatchFile(file, job.endpoint, { maxRequests: rows, maxLineBytes: Number.MAX_SAFE_INTEGER });
-  if (v.ok) return;
-  const e = v.errors[0];
-  const param = e.param?.replace(/^body\./, "");
-  const column = param === undefined ? undefined : job.paramsFrom[param.split(".")[0]];
-  const where = `${e.line === null ? "" : `row ${e.line}`}${column ? `, column '${column}'` : ""}`;
-  const more = v.errorCount > 1 ? ` (and ${v.errorCount - 1} more)` : "";
-  throw new DatasetError(`${label}: ${where}: ${e.message}${more}`);
-}
-
 async function dryRun(
   job: Job,
   input: TableInput,
@@ -193,6 +181,11 @@ async function readState(file: string): Promise<StageState | undefined> {
 async function saveState(file: string, state: StageState): Promise<void> {
   await writeFile(`${file}.tmp`, JSON.stringify(state));
   await rename(`${file}.tmp`, file);
+}
+
+async function hasResults(work: string): Promise<boolean> {
+  for (const f of ["output.jsonl", "errors.jsonl"]) if (((await stat(path.join(work, f)).catch(() => null))?.size ?? 0) > 0) return true;
+  return false;
 }
 
 async function exists(file: string): Promise<boolean> {

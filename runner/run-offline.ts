@@ -33,6 +33,8 @@ export interface OfflineRunDeps {
   resumeCommand?: string;
   /** False where the caller reports its own files (a dataset job's table): the summary leaves out the result files. */
   resultFiles?: boolean;
+  /** How problems name the input, where the caller made it from another file (a dataset job's table). */
+  inputLabel?: string;
 }
 
 export interface OfflineRunResult {
@@ -82,7 +84,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       maxLineBytes: config.maxLineBytes,
     });
     if (!validation.ok) {
-      stderr.write(describeInvalid(args.input, validation));
+      stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
       return { exitCode: 1, endpoint, validation };
     }
 
@@ -126,7 +128,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     if (!spec) {
       const named =
         validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
-      stderr.write(`${displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
+      stderr.write(`${deps.inputLabel ?? displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
       return { exitCode: 1, endpoint, validation };
     }
     if (reused && !("foreign" in reused) && reused.done.size >= validation.total) {
