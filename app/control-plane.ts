@@ -11,6 +11,7 @@ import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ClusterBatchService } from "../cluster/batch-service.js";
 import { ClusterBatchViews } from "../cluster/batch-views.js";
+import { DatasetBatchService } from "../cluster/dataset-batches.js";
 import { memoryPorts, openStateFiles } from "../cluster/embedded/index.js";
 import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
@@ -39,6 +40,8 @@ export interface ControlPlane {
   batches: ClusterBatchService;
   /** The console's views of batches (inspect, search). */
   views: ClusterBatchViews;
+  /** Dataset jobs: a dataset made into a batch, and the ended batch back into the dataset. */
+  datasets: DatasetBatchService;
   /** Usage, costs and keys, for admin keys. */
   organization: ClusterOrganization;
   status: ClusterStatus;
@@ -220,6 +223,7 @@ export async function buildControlPlane(deps: {
     keys,
     countTokens: (model, text) => models.countTokens(model, text),
   });
+  const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const views = new ClusterBatchViews({ batches, queue, files, blobs, registry: models.registry, now });
   const uploads = new BlobUploads({
@@ -317,6 +321,7 @@ export async function buildControlPlane(deps: {
     uploads,
     batches: service,
     views,
+    datasets,
     organization,
     status,
     worker: pool[0],

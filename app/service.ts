@@ -108,6 +108,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     uploads: plane.uploads,
     batches: plane.batches,
     views: plane.views,
+    datasets: plane.datasets,
     organization: plane.organization,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),

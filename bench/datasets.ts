@@ -28,8 +28,7 @@ export interface DatasetsResult {
   memoryGrowthMiB: number;
 }
 
-const SQL_ROWS = (n: number) =>
-  `SELECT i AS id, 'Document ' || i || ' on topic ' || (i % 97) || ': ' || repeat('word ', 8 + i % 13) AS body FROM range(${n}) t(i)`;
+const SQL_ROWS = (n: number) => `SELECT i AS id, 'Document ' || i || ' on topic ' || (i % 97) AS body FROM range(${n}) t(i)`;
 
 /** The rows as a Parquet table, and the same requests as the batch file a user would otherwise write. */
 async function writeInputs(dir: string, rows: number): Promise<{ parquet: string; jsonl: string }> {

@@ -23,6 +23,11 @@ export interface DuckTablesOptions {
   tempDir: string;
   /** DuckDB's own buffer limit; the process's RSS stays within about this much beyond the runtime's. */
   memoryLimit?: string;
+  /**
+   * Reads and writes only under `tempDir`, for good: a server runs jobs from its clients, whose `where` is SQL and
+   * must not reach another file (an attempt fails as the job's error).
+   */
+  confine?: boolean;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -55,6 +60,12 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     autoload_known_extensions: "false",
   });
   const admin = await db.connect();
+  if (opts.confine) {
+    const dir = `${path.resolve(opts.tempDir)}${path.sep}`;
+    await admin.run(`SET allowed_directories = [${literal(dir)}]`);
+    await admin.run("SET enable_external_access = false");
+    await admin.run("SET lock_configuration = true");
+  }
   let views = 0;
   /** The view each opened input reads. */
   const opened = new WeakMap<TableInput, string>();
@@ -231,7 +242,8 @@ function datasetError(err: unknown, spec: InputSpec, files: string[]): DatasetEr
   const json = /Malformed JSON in file "([^"]+)", at byte \d+ in line (\d+): (.*?)\.?\s*(\n|$)/.exec(message);
   // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
   if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
-  if (/^(Binder|Parser) Error/.test(message) && spec.where !== undefined) return new DatasetError(`where: ${firstLine(err)}`);
+  if (/^(Binder|Parser|Permission|Catalog) Error/.test(message) && spec.where !== undefined)
+    return new DatasetError(`where: ${firstLine(err)}`);
   const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
   return new DatasetError(`${named}: ${firstLine(err)}`);
 }

@@ -148,6 +148,9 @@ export async function refreshBatch(id) {
   $("b-dl-output").disabled = !b.output_file_id;
   $("b-dl-errors").disabled = !b.error_file_id;
   $("b-dl-input").disabled = !d.input_filename;
+  // A batch made from a dataset downloads as its table once it has ended.
+  $("b-table").classList.toggle("hidden", !b.metadata?.dataset_input_file_id);
+  $("b-dl-table").disabled = !FINAL.includes(b.status);
   $("b-cancel").disabled = FINAL.includes(b.status) || b.status === "cancelling";
   $("b-retry").disabled = !FINAL.includes(b.status) || !b.request_counts?.failed;
 }
@@ -157,11 +160,22 @@ export async function refreshBatch(id) {
  * @param {string} fileId
  * @param {string} name
  */
-async function download(fileId, name) {
-  const res = await fetch(`v1/files/${encodeURIComponent(fileId)}/content`, {
+function download(fileId, name) {
+  return save(`v1/files/${encodeURIComponent(fileId)}/content`, name);
+}
+
+/**
+ * @param {string} route
+ * @param {string} name
+ */
+async function save(route, name) {
+  const res = await fetch(route, {
     headers: getApiKey() ? { Authorization: `Bearer ${getApiKey()}` } : {},
   });
-  if (!res.ok) throw new Error(`download answered HTTP ${res.status}`);
+  if (!res.ok) {
+    const said = await res.json().catch(() => null);
+    throw new Error(said?.error?.message ?? `download answered HTTP ${res.status}`);
+  }
   const url = URL.createObjectURL(await res.blob());
   const a = /** @type {HTMLAnchorElement} */ (el("a"));
   a.href = url;
@@ -206,6 +220,12 @@ $("b-dl-input").addEventListener("click", () =>
 );
 $("b-dl-output").addEventListener("click", () => act(() => download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)));
 $("b-dl-errors").addEventListener("click", () => act(() => download(shown.batch.error_file_id, `${shown.batch.id}_errors.jsonl`)));
+$("b-dl-table").addEventListener("click", () =>
+  act(() => {
+    const format = /** @type {HTMLSelectElement} */ ($("b-table-format")).value;
+    return save(`v1/batches/${encodeURIComponent(shown.batch.id)}/table?format=${format}`, `${shown.batch.id}.${format}`);
+  }),
+);
 $("b-cancel").addEventListener("click", () =>
   act(async (out) => {
     if (

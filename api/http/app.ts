@@ -3,6 +3,7 @@ import express from "express";
 import type pino from "pino";
 import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
+import type { DatasetBatches } from "../../domain/dataset-batches.js";
 import type { BatchService, BatchViews, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
 import type { Organization } from "../../domain/usage.js";
 import type { Metrics } from "../../metrics/metrics.js";
@@ -28,6 +29,8 @@ export interface AppDeps {
   views: BatchViews;
   /** Usage, costs and keys, for admin keys (GET /v1/organization/...). */
   organization?: Organization;
+  /** Dataset jobs (POST /v1/dataset_batches, GET /v1/batches/{id}/table). */
+  datasets?: DatasetBatches;
   /** The Uploads API (POST /v1/uploads...). */
   uploads?: UploadStore;
   status: ControlPlaneStatus;

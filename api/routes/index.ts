@@ -2,6 +2,7 @@
 // (health, readiness, documentation, the console's files, metrics) are mounted before the key check in app.ts.
 import { batchesRoutes } from "./batches.js";
 import { consoleRoutes } from "./console.js";
+import { datasetsRoutes } from "./datasets.js";
 import { filesRoutes } from "./files.js";
 import { messageBatchesRoutes } from "./message-batches.js";
 import { modelsRoutes } from "./models.js";
@@ -15,6 +16,7 @@ export const KEYED_ROUTES: readonly RouteModule[] = [
   filesRoutes,
   uploadsRoutes,
   batchesRoutes,
+  datasetsRoutes,
   messageBatchesRoutes,
   modelsRoutes,
   statusRoutes,

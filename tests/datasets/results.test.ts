@@ -112,7 +112,11 @@ describe("writeResults", () => {
       [null, "invalid_json_output"],
     ]);
     expect(lines[0]).toMatchObject({ confidence: 1, tags: null, finish_reason: "stop", prompt_tokens: 10, cached_tokens: 4 });
-    expect(lines[3]).toMatchObject({ finish_reason: "length", completion_tokens: 3, error_message: expect.stringMatching(/not a JSON object/) });
+    expect(lines[3]).toMatchObject({
+      finish_reason: "length",
+      completion_tokens: 3,
+      error_message: expect.stringMatching(/not a JSON object/),
+    });
   });
 
   it("refuses to write while a row has no result, and types a postprocess module's columns from their values", async () => {

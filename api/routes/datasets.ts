@@ -1,0 +1,109 @@
+// Dataset jobs over HTTP (an extension, docs/datasets.md): POST /v1/dataset_batches makes an uploaded dataset and a
+// job's template into an ordinary batch; GET /v1/batches/{id}/table serves the ended batch as the dataset with its
+// answers, in the format asked for.
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { Router } from "express";
+import { z } from "zod";
+import { type DatasetBatches, TABLE_FORMATS } from "../../domain/dataset-batches.js";
+import { BatchSchema } from "../../domain/objects.js";
+import { ownerFrom } from "../http/auth.js";
+import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { streamTo } from "../http/stream.js";
+import { parseId, parseRequest } from "../http/validate.js";
+import { BATCH_ID_PATTERN, BatchIdParams, CreateBatchBody } from "../schemas/requests.js";
+import type { RouteModule } from "./route-module.js";
+
+const JobFields = z.record(z.string(), z.unknown(), { error: "job must be an object of a dataset job's fields" }).openapi({
+  description:
+    "A dataset job's fields (docs/datasets.md): `messages`, `prompt` or `body` with `{{column}}` placeholders; `where`, `limit`, `model`, " +
+    "`params`, `params_from`, `response_format`, `keep`. Not `input`, `output`, `preprocess` or `postprocess`.",
+  example: { messages: [{ role: "user", content: "Label: {{review_text}}" }], params: { max_tokens: 16 }, where: "lang = 'en'" },
+});
+
+export const CreateDatasetBatchBody = CreateBatchBody.pick({ input_file_id: true, endpoint: true, completion_window: true, metadata: true })
+  .extend({ job: JobFields })
+  .strict()
+  .openapi("CreateDatasetBatchRequest", {
+    description: "An uploaded dataset (.parquet, .csv, .tsv, .jsonl, .ndjson, .json or .arrow, purpose `batch`) and a job's template.",
+    example: {
+      input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b",
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      job: { messages: [{ role: "user", content: "Label: {{review_text}}" }], params: { max_tokens: 16 } },
+    },
+  });
+
+const TableQuery = z.object({
+  format: z.enum(TABLE_FORMATS, { error: `format must be one of ${TABLE_FORMATS.join(", ")}` }).default("parquet"),
+});
+
+export function datasetsRouter(datasets: DatasetBatches): Router {
+  const router = Router();
+
+  router.post("/v1/dataset_batches", async (req, res) => {
+    const body = parseRequest(CreateDatasetBatchBody, req.body ?? {});
+    res.json(await datasets.create({ ...body, owner: ownerFrom(res) }));
+  });
+
+  router.get("/v1/batches/:batch_id/table", async (req, res) => {
+    const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
+    const { format } = parseRequest(TableQuery, req.query);
+    const table = await datasets.table(id, ownerFrom(res), format);
+    try {
+      res.attachment(table.filename);
+      res.set({ "Content-Type": table.contentType, "Content-Length": String((await stat(table.path)).size) });
+      await streamTo(res, createReadStream(table.path));
+    } finally {
+      await table.remove();
+    }
+  });
+
+  return router;
+}
+
+export function registerDatasetsPaths(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/dataset_batches",
+      tags: ["Batches"],
+      summary: "Create a batch from a dataset (extension)",
+      description:
+        "Renders every row of the uploaded dataset through the job's template into request lines, stores them as a file, and creates " +
+        "an ordinary batch over it (its `metadata` names the dataset and the job). A bad job or dataset is a 400 naming the field, " +
+        "or the file, row and column; nothing is created.",
+      request: { body: { required: true, content: { "application/json": { schema: CreateDatasetBatchBody } } } },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches/{batch_id}/table",
+      tags: ["Batches"],
+      summary: "Download a dataset batch as its table (extension)",
+      description:
+        "The dataset with the answers' columns, every row in input order (a failed row carries `error_code`), once the batch has ended.",
+      request: { params: BatchIdParams, query: TableQuery },
+      responses: {
+        200: {
+          description: "The table in the format asked for.",
+          content: {
+            "application/vnd.apache.parquet": { schema: { type: "string", format: "binary" } },
+            "text/csv": { schema: { type: "string" } },
+            "text/tab-separated-values": { schema: { type: "string" } },
+            "application/jsonl": { schema: { type: "string" } },
+          },
+        },
+        ...errorResponses(400, 401, 404),
+      },
+    }),
+  );
+}
+
+export const datasetsRoutes: RouteModule = {
+  router: (d) => (d.datasets ? datasetsRouter(d.datasets) : undefined),
+  paths: registerDatasetsPaths,
+};

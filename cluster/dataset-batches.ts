@@ -1,0 +1,221 @@
+// Dataset jobs on the service: a dataset file becomes request lines (stored as the batch's input file, so the
+// batch is OpenAI's to the letter) and an ordinary batch; once it ends, its answers are joined back into the
+// dataset on demand. Only the Files and Batches ports are used, so both modes serve it alike. DuckDB is confined to
+// each job's scratch folder: a client's `where` is SQL.
+import { createWriteStream } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { openDuckTables } from "../datasets/duckdb-tables.js";
+import { checkFlags, type Job, JobError, planStages } from "../datasets/job.js";
+import { checkColumns, jobHash, writeRequests } from "../datasets/requests.js";
+import { resultColumns, writeResults } from "../datasets/results.js";
+import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
+import { isFinal } from "../domain/batch-state.js";
+import {
+  type CreateDatasetBatchInput,
+  DATASET_METADATA,
+  type DatasetBatches,
+  type DatasetTable,
+  type TableFormat,
+} from "../domain/dataset-batches.js";
+import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
+import type { Batch } from "../domain/objects.js";
+import type { BatchService, FileStore, Owner } from "../domain/ports.js";
+import { inDir } from "../stores/in-dir.js";
+
+const CONTENT_TYPES: Record<TableFormat, string> = {
+  parquet: "application/vnd.apache.parquet",
+  csv: "text/csv; charset=utf-8",
+  tsv: "text/tab-separated-values; charset=utf-8",
+  jsonl: "application/jsonl",
+};
+/** Job fields the service refuses: its files are the uploaded one and the table it serves, and it runs no one's code. */
+const NOT_OVER_HTTP: Record<string, string> = {
+  input: "the dataset is input_file_id",
+  output: "the table's format is chosen when it is downloaded (?format=)",
+  endpoint: "the endpoint is the request's own endpoint",
+  preprocess: "the service runs no uploaded code: use a template, or the runner",
+  postprocess: "the service runs no uploaded code: use the runner",
+};
+
+interface StoredJob {
+  fields: Record<string, unknown>;
+  hash: string;
+  rows: number;
+  filename: string;
+}
+
+export class DatasetBatchService implements DatasetBatches {
+  constructor(private readonly deps: { files: FileStore; batches: BatchService; scratchDir: string }) {}
+
+  async create(input: CreateDatasetBatchInput): Promise<Batch> {
+    for (const key of Object.values(DATASET_METADATA)) {
+      if (input.metadata?.[key] !== undefined)
+        throw new InvalidRequestError(`metadata.${key} is set by the service`, "invalid_request", `metadata.${key}`);
+    }
+    for (const [field, why] of Object.entries(NOT_OVER_HTTP)) {
+      if (input.job[field] !== undefined)
+        throw new InvalidRequestError(`job.${field} is not taken here: ${why}.`, "invalid_request", `job.${field}`);
+    }
+    return this.inScratch(async (work) => {
+      const filename = await this.download(input.input_file_id, input.owner, work);
+      const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
+      const tables = await openDuckTables({ tempDir: work, confine: true });
+      try {
+        const local = job.input;
+        const table = await tables.open(job).catch((err) => refused(err, local, filename));
+        try {
+          checkColumns(job, table.columns, filename);
+          const clash = resultColumns(job).find((c) => (job.keep ?? table.columns.map((t) => t.name)).includes(c.name));
+          if (clash) throw new DatasetError(`${filename}: column '${clash.name}' is also a result column: leave it out with job.keep`);
+          const hash = await jobHash(job, table.files);
+          const requests = path.join(work, "requests.jsonl");
+          const rows = await writeRequests(job, table, requests, { hash, label: filename });
+          const stored: StoredJob = { fields: input.job, hash, rows, filename };
+          await writeFile(path.join(work, "job.json"), JSON.stringify(stored));
+          const base = filename.replace(/\.[^.]+$/, "");
+          const jobFile = await this.deps.files.adopt({
+            tmpPath: path.join(work, "job.json"),
+            filename: `${base}.dataset-job.json`,
+            purpose: "batch",
+            owner: input.owner,
+          });
+          const linesFile = await this.deps.files.adopt({
+            tmpPath: requests,
+            filename: `${base}.requests.jsonl`,
+            purpose: "batch",
+            owner: input.owner,
+          });
+          return await this.deps.batches.create({
+            input_file_id: linesFile.id,
+            endpoint: input.endpoint,
+            completion_window: input.completion_window,
+            metadata: { ...(input.metadata ?? {}), [DATASET_METADATA.input]: input.input_file_id, [DATASET_METADATA.job]: jobFile.id },
+            owner: input.owner,
+          });
+        } catch (err) {
+          throw refused(err, local, filename);
+        }
+      } finally {
+        await tables.close();
+      }
+    });
+  }
+
+  async table(id: string, owner: Owner, format: TableFormat): Promise<DatasetTable> {
+    const batch = await this.deps.batches.get(id, owner);
+    if (!batch) throw new NotFoundError("batch", id);
+    const inputId = batch.metadata?.[DATASET_METADATA.input];
+    const jobId = batch.metadata?.[DATASET_METADATA.job];
+    if (!inputId || !jobId)
+      throw new InvalidRequestError(`Batch '${id}' was not made from a dataset (POST /v1/dataset_batches).`, "not_a_dataset_batch");
+    if (!isFinal(batch.status))
+      throw new InvalidRequestError(`Batch '${id}' is ${batch.status}: its table exists once it ends.`, "batch_not_finished");
+    const work = await this.scratch();
+    try {
+      const stored = JSON.parse(await this.text(jobId, owner)) as StoredJob;
+      const filename = await this.download(inputId, owner, work);
+      const output = path.join(work, "output.jsonl");
+      const errors = path.join(work, "errors.jsonl");
+      await this.save(batch.output_file_id, owner, output);
+      await this.save(batch.error_file_id, owner, errors);
+      const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${format}`;
+      const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
+      const tables = await openDuckTables({ tempDir: work, confine: true });
+      try {
+        const input = await tables.open(job);
+        const results = path.join(work, "results.jsonl");
+        const pass = await writeResults(job, { output, errors, rows: stored.rows, hash: stored.hash, target: results, input });
+        const keep = job.keep ?? input.columns.map((c) => c.name);
+        await tables.write(input, { keep, results, columns: pass.columns, output: job.output });
+      } catch (err) {
+        if (err instanceof DatasetError && /has no result yet/.test(err.message))
+          throw new InvalidRequestError(`Batch '${id}' ended ${batch.status} before its lines ran: it has no table.`, "batch_not_run");
+        throw err;
+      } finally {
+        await tables.close();
+      }
+      return {
+        path: job.output,
+        filename: table,
+        contentType: CONTENT_TYPES[format],
+        remove: () => rm(work, { recursive: true, force: true }),
+      };
+    } catch (err) {
+      await rm(work, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** The job's fields checked as the runner checks a job file's, over the dataset in `work`. */
+  private jobOf(fields: Record<string, unknown>, work: string, filename: string, output: string): Job {
+    try {
+      return planStages(undefined, work, checkFlags({ ...fields, input: `input${path.extname(filename).toLowerCase()}`, output }), work)[0];
+    } catch (err) {
+      if (err instanceof JobError) {
+        const said = err.message.replace(/^(flags|job): /, "");
+        const m = /^([\w.]+): (.*)$/s.exec(said);
+        const field = m && m[1] !== "job" ? m[1] : undefined;
+        const message = field ? `job.${field}: ${m![2]}` : `job: ${m ? m[2] : said}`;
+        throw new InvalidRequestError(message, "invalid_dataset_job", field ? `job.${field}` : "job");
+      }
+      throw err;
+    }
+  }
+
+  /** The dataset file into `work`, under a name that keeps its format; returns the name it was uploaded under. */
+  private async download(id: string, owner: Owner, work: string): Promise<string> {
+    const file = await this.deps.files.open(id, owner);
+    if (!file) throw new NotFoundError("file", id, "input_file_id");
+    const ext = path.extname(file.object.filename).toLowerCase();
+    if (!(INPUT_FORMATS as readonly string[]).includes(ext)) {
+      file.content.destroy();
+      throw new InvalidRequestError(
+        `File '${id}' (${file.object.filename}) is not a dataset: its name must end in ${INPUT_FORMATS.join(", ")}.`,
+        "invalid_dataset",
+        "input_file_id",
+      );
+    }
+    await pipeline(file.content, createWriteStream(path.join(work, `input${ext}`)));
+    return file.object.filename;
+  }
+
+  private async save(id: string | null | undefined, owner: Owner, target: string): Promise<void> {
+    if (!id) return writeFile(target, "");
+    const file = await this.deps.files.open(id, owner);
+    if (!file) return writeFile(target, "");
+    await pipeline(file.content as Readable, createWriteStream(target));
+  }
+
+  private async text(id: string, owner: Owner): Promise<string> {
+    const file = await this.deps.files.open(id, owner);
+    if (!file) throw new NotFoundError("file", id);
+    const chunks: Buffer[] = [];
+    for await (const c of file.content) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString("utf8");
+  }
+
+  private scratch(): Promise<string> {
+    return inDir(this.deps.scratchDir, () => mkdtemp(path.join(this.deps.scratchDir, "dataset-")));
+  }
+
+  private async inScratch<T>(run: (work: string) => Promise<T>): Promise<T> {
+    const work = await this.scratch();
+    try {
+      return await run(work);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  }
+}
+
+/** A dataset's fault is the client's request's: a 400 that says which file (by the name it was uploaded under), row and column. */
+function refused(err: unknown, local?: string, filename?: string): never {
+  if (err instanceof DatasetError || err instanceof JobError) {
+    const message = local && filename ? err.message.replaceAll(local, filename) : err.message;
+    throw new InvalidRequestError(message, "invalid_dataset");
+  }
+  throw err;
+}

@@ -1,0 +1,178 @@
+// Dataset jobs through the service's API and console: a CSV uploaded with the official client becomes a batch
+// (OpenAI's object to the letter), its table downloads in each format with every row in order, every bad job or
+// dataset is a 400 naming what is wrong with nothing created, a `where` cannot reach another file, and the
+// console's batch page downloads the table at 1,280 and 390 px in headless Chromium.
+import { mkdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { toFile } from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { haveChromium, launchChromium } from "../helpers/browser.js";
+import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
+
+const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
+const REVIEWS = 'id,lang,review_text\n1,en,"Great, ""really"".\nTwo lines."\n2,de,Gut\n3,en,Bad\n4,en,Fine\n';
+let svc: TestService;
+
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => svc?.close());
+
+async function upload(content: string, name: string): Promise<string> {
+  return (await openaiClient(svc).files.create({ file: await toFile(Buffer.from(content), name), purpose: "batch" })).id;
+}
+
+async function post(body: unknown) {
+  const res = await fetch(`${svc.baseUrl}/v1/dataset_batches`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+const labelJob = {
+  messages: [{ role: "user", content: "Label: {{review_text}}" }],
+  where: "lang = 'en'",
+  params: { max_tokens: 3 },
+  keep: ["id", "review_text"],
+};
+
+describe("dataset batches over HTTP", () => {
+  let batchId: string;
+
+  it("makes an uploaded CSV into an ordinary batch and serves it back as a table in each format", async () => {
+    const input = await upload(REVIEWS, "reviews.csv");
+    const created = await post({
+      input_file_id: input,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { team: "a" },
+      job: labelJob,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    batchId = created.body.id;
+    const done = await openaiClient(svc).batches.retrieve((await waitForBatch(svc.baseUrl, batchId)).id);
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: 3, completed: 3, failed: 0 } });
+    expect(done.metadata).toMatchObject({ team: "a", dataset_input_file_id: input, dataset_job_file_id: expect.stringMatching(/^file-/) });
+    const lines = (await (await openaiClient(svc).files.content(done.input_file_id)).text()).trim().split("\n");
+    expect(JSON.parse(lines[0]).custom_id).toMatch(/^row-1-[0-9a-f]{12}$/);
+
+    const jsonl = await fetch(`${svc.baseUrl}/v1/batches/${batchId}/table?format=jsonl`);
+    expect(jsonl.headers.get("content-type")).toBe("application/jsonl");
+    expect(jsonl.headers.get("content-disposition")).toMatch(/reviews\.jsonl/);
+    const rows = (await jsonl.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => [r.id, r.error_code])).toEqual([
+      [1, null],
+      [3, null],
+      [4, null],
+    ]);
+    expect(rows[0].review_text).toBe('Great, "really".\nTwo lines.');
+    expect(typeof rows[0].text).toBe("string");
+    const parquet = Buffer.from(await (await fetch(`${svc.baseUrl}/v1/batches/${batchId}/table`)).arrayBuffer());
+    expect(parquet.subarray(0, 4).toString()).toBe("PAR1");
+    const csv = await (await fetch(`${svc.baseUrl}/v1/batches/${batchId}/table?format=csv`)).text();
+    expect(csv.split("\n")[0]).toBe(
+      "id,review_text,text,finish_reason,prompt_tokens,completion_tokens,cached_tokens,error_code,error_message",
+    );
+  });
+
+  it("answers a bad job, dataset or download with a 400 that names it, and creates nothing", async () => {
+    const input = await upload(REVIEWS, "reviews.csv");
+    const base = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" };
+    const batchesBefore = (await openaiClient(svc).batches.list()).data.length;
+    const cases: Array<[unknown, RegExp, string | null]> = [
+      [
+        { ...base, job: { prompt: "{{review}}" } },
+        /reviews\.csv: prompt: no column 'review' \(the input has 'id', 'lang', 'review_text'\)/,
+        null,
+      ],
+      [{ ...base, job: { prompt: "{{id}}", output: "x.csv" } }, /job\.output is not taken here/, "job.output"],
+      [{ ...base, job: { preprocess: "./prep.ts" } }, /runs no uploaded code/, "job.preprocess"],
+      [{ ...base, job: { prompt: "{{id}}", temperature: 1 } }, /^job: unknown field temperature$/, "job"],
+      [{ ...base, job: { prompt: "{{id}}", limit: 0 } }, /job\.limit/, "job.limit"],
+      [{ ...base, job: {} }, /exactly one of messages, prompt, body or preprocess/, "job"],
+      [
+        { ...base, job: { prompt: "{{id}}", where: "EXISTS (SELECT 1 FROM read_text('/etc/passwd'))" } },
+        /^where: Cannot access file "\/etc\/passwd" - file system operations are disabled/,
+        null,
+      ],
+      [
+        { ...base, job: { prompt: "{{id}}" }, metadata: { dataset_job_file_id: "x" } },
+        /set by the service/,
+        "metadata.dataset_job_file_id",
+      ],
+      [
+        { ...base, input_file_id: await upload("hello", "notes.txt"), job: { prompt: "{{a}}" } },
+        /not a dataset: its name must end in/,
+        "input_file_id",
+      ],
+      [{ ...base, input_file_id: await upload("", "empty.csv"), job: { prompt: "{{a}}" } }, /empty\.csv: empty file/, null],
+      [{ ...base, job: { prompt: "{{id}}" }, extra: 1 }, /extra/, null],
+    ];
+    for (const [body, message, param] of cases) {
+      const r = await post(body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error.message).toMatch(message);
+      if (param !== null) expect(r.body.error.param).toBe(param);
+    }
+    expect((await openaiClient(svc).batches.list()).data.length).toBe(batchesBefore);
+    expect((await post({ ...base, input_file_id: "file-nope", job: { prompt: "{{id}}" } })).status).toBe(404);
+
+    const plain = await openaiClient(svc).batches.list();
+    const notDataset = plain.data.find((b) => !b.metadata?.dataset_input_file_id);
+    if (notDataset) {
+      const r = await fetch(`${svc.baseUrl}/v1/batches/${notDataset.id}/table`);
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as any).error.code).toBe("not_a_dataset_batch");
+    }
+    const wrong = await fetch(`${svc.baseUrl}/v1/batches/${batchId}/table?format=xlsx`);
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as any).error.message).toMatch(/format must be one of parquet, csv, tsv, jsonl/);
+  });
+
+  it("refuses the table of a batch still running", async () => {
+    const input = await upload(`q\n${Array.from({ length: 200 }, (_, i) => `line ${i}`).join("\n")}\n`, "many.csv");
+    const created = await post({
+      input_file_id: input,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      job: { prompt: "{{q}}", params: { max_tokens: 64 } },
+    });
+    const r = await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table`);
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as any).error.code).toBe("batch_not_finished");
+    await openaiClient(svc).batches.cancel(created.body.id);
+    await waitForBatch(svc.baseUrl, created.body.id);
+    // A cancelled batch's table still has every row: the unrun ones carry batch_cancelled.
+    const rows = (await (await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table?format=jsonl`)).text()).trim().split("\n");
+    expect(rows).toHaveLength(200);
+    expect(rows.map((l) => JSON.parse(l).q)).toEqual(Array.from({ length: 200 }, (_, i) => `line ${i}`));
+  });
+
+  it.skipIf(!haveChromium)("downloads the table from the console's batch page, on a desktop and a phone", async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    const browser = await launchChromium();
+    try {
+      for (const width of [1280, 390]) {
+        const page = await browser.newPage({ viewport: { width, height: 900 }, acceptDownloads: true });
+        await page.goto(`${svc.baseUrl}/#batch/${batchId}`);
+        await page.waitForSelector("#b-table:not(.hidden) #b-dl-table:not([disabled])", { timeout: 15_000 });
+        await page.selectOption("#b-table-format", "csv");
+        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#b-dl-table")]);
+        expect(download.suggestedFilename()).toBe(`${batchId}.csv`);
+        const text = readFileSync(await download.path(), "utf8");
+        expect(text.split("\n")[0]).toMatch(/^id,review_text,text,/);
+        expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+        await page.screenshot({ path: path.join(SHOTS, `console-dataset-${width}.png`) });
+        await page.close();
+      }
+    } finally {
+      await browser.close();
+    }
+  });
+});
