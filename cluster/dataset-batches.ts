@@ -121,13 +121,14 @@ export class DatasetBatchService implements DatasetBatches {
       const errors = path.join(work, "errors.jsonl");
       await this.save(batch.output_file_id, owner, output);
       await this.save(batch.error_file_id, owner, errors);
+      const earlier = await this.retried(batch, owner, work);
       const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${format}`;
       const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
       const tables = await openDuckTables({ tempDir: work, confine: true });
       try {
         const input = await tables.open(job);
         const results = path.join(work, "results.jsonl");
-        const pass = await writeResults(job, { output, errors, rows: stored.rows, hash: stored.hash, target: results, input });
+        const pass = await writeResults(job, { output, errors, earlier, rows: stored.rows, hash: stored.hash, target: results, input });
         const keep = job.keep ?? input.columns.map((c) => c.name);
         await tables.write(input, { keep, results, columns: pass.columns, output: job.output });
       } catch (err) {
@@ -147,6 +148,29 @@ export class DatasetBatchService implements DatasetBatches {
       await rm(work, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /**
+   * The result files of the batches a retry batch ran the failed lines of (`metadata.retry_of`, followed back),
+   * oldest first: its table is the whole dataset, each row's latest answer.
+   */
+  private async retried(batch: Batch, owner: Owner, work: string): Promise<Array<{ output: string; errors: string }>> {
+    const chain: Batch[] = [];
+    const seen = new Set([batch.id]);
+    for (let id = batch.metadata?.retry_of; id && !seen.has(id) && chain.length < 50; id = chain[0].metadata?.retry_of) {
+      seen.add(id);
+      const earlier = await this.deps.batches.get(id, owner);
+      if (!earlier) break;
+      chain.unshift(earlier);
+    }
+    const files: Array<{ output: string; errors: string }> = [];
+    for (const [i, b] of chain.entries()) {
+      const f = { output: path.join(work, `earlier-${i}-output.jsonl`), errors: path.join(work, `earlier-${i}-errors.jsonl`) };
+      await this.save(b.output_file_id, owner, f.output);
+      await this.save(b.error_file_id, owner, f.errors);
+      files.push(f);
+    }
+    return files;
   }
 
   /** The job's fields checked as the runner checks a job file's, over the dataset in `work`. */

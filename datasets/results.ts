@@ -146,14 +146,14 @@ export interface ResultsPass {
 }
 
 interface Located {
-  /** Byte start and length of each row's result line, and which file (0 output, 1 errors). */
+  /** Byte start and length of each row's result line, and which file (even: an output file, odd: an error file). */
   start: Float64Array;
   length: Uint32Array;
   file: Uint8Array;
 }
 
 /** Where each row's result line is; later lines of a row (a retry's) win over earlier ones. */
-async function locate(files: [string, string], rows: number, hash: string): Promise<Located> {
+async function locate(files: string[], rows: number, hash: string): Promise<Located> {
   const at: Located = { start: new Float64Array(rows + 1), length: new Uint32Array(rows + 1), file: new Uint8Array(rows + 1).fill(255) };
   for (const [k, f] of files.entries()) {
     if (!(await stat(f).catch(() => null))) continue;
@@ -175,12 +175,23 @@ async function locate(files: [string, string], rows: number, hash: string): Prom
  */
 export async function writeResults(
   job: Job,
-  opts: { output: string; errors: string; rows: number; hash: string; target: string; input: TableInput; postprocess?: Postprocess },
+  opts: {
+    output: string;
+    errors: string;
+    /** Output and error files of earlier runs whose failed rows this one ran again, oldest first: later answers win. */
+    earlier?: Array<{ output: string; errors: string }>;
+    rows: number;
+    hash: string;
+    target: string;
+    input: TableInput;
+    postprocess?: Postprocess;
+  },
 ): Promise<ResultsPass> {
-  const at = await locate([opts.output, opts.errors], opts.rows, opts.hash);
+  const files = [...(opts.earlier ?? []).flatMap((e) => [e.output, e.errors]), opts.output, opts.errors];
+  const at = await locate(files, opts.rows, opts.hash);
   const missing = at.file.findIndex((f, n) => n >= 1 && f === 255);
   if (missing !== -1) throw new DatasetError(`row ${missing} has no result yet: run the job again to finish it`);
-  const readers = [opts.output, opts.errors].map((f) => (existsSync(f) ? new LineReader(f) : undefined));
+  const readers = files.map((f) => (existsSync(f) ? new LineReader(f) : undefined));
   const base = resultColumns(job);
   const fields = schemaFields(job);
   const extra = new Map<string, Set<string>>();
@@ -199,7 +210,7 @@ export async function writeResults(
       ) as Json;
       const cols = Object.fromEntries(base.map((c) => [c.name, null])) as Record<string, unknown>;
       const response = line.response as Json | null | undefined;
-      if (at.file[n] === 0 && response?.status_code === 200) {
+      if (at.file[n] % 2 === 0 && response?.status_code === 200) {
         try {
           Object.assign(cols, columnsOfResponse(job, response.body ?? {}, fields));
           if (cols.error_code) throw new AnswerError(String(cols.error_code), String(cols.error_message));

@@ -95,11 +95,9 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   const engine = engineArgs(values, baseDir);
   if ("message" in engine) return { kind: "usage", message: engine.message };
   if (isDatasetMode(values)) {
-    if (values["error-file"] || values["retry-failed"])
-      return {
-        kind: "usage",
-        message: `--${values["error-file"] ? "error-file" : "retry-failed"} is for batch files: a dataset job keeps failed rows in its output`,
-      };
+    if (values["error-file"])
+      return { kind: "usage", message: "--error-file is for batch files: a dataset job keeps failed rows in its output" };
+    if (values["retry-failed"] && values.overwrite) return { kind: "usage", message: "--retry-failed and --overwrite exclude each other" };
     return datasetArgs(values, baseDir, engine);
   }
   const input = values["input-file"];

@@ -38,7 +38,7 @@ Dataset jobs (docs/datasets.md): a table in, the same table with the answers out
       --remote <url>            run on a server with OpenAI's Files and Batches API instead of here
       --api-key <key>           its key (default: $OPENAI_API_KEY)`;
 
-type Values = Partial<Record<keyof typeof DATASET_OPTIONS | "input-file" | "output-file", string | boolean>>;
+type Values = Partial<Record<keyof typeof DATASET_OPTIONS | "input-file" | "output-file" | "retry-failed", string | boolean>>;
 
 const TEMPLATE_FLAGS = ["job", "messages", "prompt", "body", "preprocess"] as const;
 
@@ -51,6 +51,8 @@ export interface DatasetArgs<E = object> {
   flags: Partial<JobFields>;
   cwd: string;
   dryRun: boolean;
+  /** Run again the rows whose answer is an error (the runner's --retry-failed), then join the table anew. */
+  retryFailed: boolean;
   remote?: { url: string; apiKey?: string };
   engine: E;
 }
@@ -94,12 +96,21 @@ export function datasetArgs<E>(
       return { kind: "usage", message: `--${flag} must be JSON: ${(err as Error).message}` };
     }
   }
-  const args: DatasetArgs<E> = { flags: flags as Partial<JobFields>, cwd: baseDir, dryRun: values["dry-run"] === true, engine };
+  const retryFailed = values["retry-failed"] === true;
+  const args: DatasetArgs<E> = {
+    flags: flags as Partial<JobFields>,
+    cwd: baseDir,
+    dryRun: values["dry-run"] === true,
+    retryFailed,
+    engine,
+  };
   if (typeof values.job === "string") args.jobFile = path.resolve(baseDir, values.job);
   if (typeof values.remote === "string") {
     if (!/^https?:\/\//i.test(values.remote)) return { kind: "usage", message: `--remote must be an http(s) URL, got '${values.remote}'` };
     const apiKey = typeof values["api-key"] === "string" ? values["api-key"] : process.env.OPENAI_API_KEY;
     args.remote = { url: values.remote.replace(/\/+$/, ""), ...(apiKey ? { apiKey } : {}) };
+    if (retryFailed)
+      return { kind: "usage", message: "--retry-failed runs here: on a server, retry the batch (POST /v1/batches/{id}/retry)" };
   } else if (values["api-key"] !== undefined) return { kind: "usage", message: "--api-key goes with --remote" };
   return { kind: "dataset", args };
 }

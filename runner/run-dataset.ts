@@ -82,7 +82,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
       throw new DatasetError(
         `${work}: holds the results of another version of this job (its template, parameters or input changed): --overwrite starts afresh`,
       );
-    if (state?.complete && (await exists(job.output))) {
+    if (state?.complete && (await exists(job.output)) && !args.retryFailed) {
       deps.stderr.write(`${name}: ${job.output} is complete already (${state.rows} rows); --overwrite runs it again\n`);
       return 0;
     }
@@ -97,7 +97,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
       ? await runRemoteBatch({ requests, output, errors, stateFile, endpoint: job.endpoint, remote: args.remote }, deps)
       : (
           await runOffline(
-            { ...args.engine, input: requests, output, errors },
+            { ...args.engine, input: requests, output, errors, ...(args.retryFailed ? { retryFailed: true } : {}) },
             {
               ...deps,
               config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },

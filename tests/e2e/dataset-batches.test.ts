@@ -135,6 +135,39 @@ describe("dataset batches over HTTP", () => {
     expect(((await wrong.json()) as any).error.message).toMatch(/format must be one of parquet, csv, tsv, jsonl/);
   });
 
+  it("joins a retry batch's answers over the original's: its table has every row, each with its latest answer", async () => {
+    const long = "word ".repeat(900);
+    const input = await upload(`id,t\n1,short one\n2,${long}\n3,short three\n`, "mixed.csv");
+    const created = await post({
+      input_file_id: input,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      job: { prompt: "{{t}}", params: { max_tokens: 2 } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const first = await waitForBatch(svc.baseUrl, created.body.id);
+    expect(first.request_counts).toMatchObject({ completed: 2, failed: 1 });
+    const retry = (await (
+      await fetch(`${svc.baseUrl}/v1/batches/${first.id}/retry`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      })
+    ).json()) as any;
+    expect(retry.id, JSON.stringify(retry)).toMatch(/^batch_/);
+    const second = await waitForBatch(svc.baseUrl, retry.id);
+    expect(second.request_counts.total).toBe(1);
+    const rows = (await (await fetch(`${svc.baseUrl}/v1/batches/${second.id}/table?format=jsonl`)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => [r.id, r.error_code === null])).toEqual([
+      [1, true],
+      [2, false],
+      [3, true],
+    ]);
+  });
+
   it("refuses the table of a batch still running", async () => {
     const input = await upload(`q\n${Array.from({ length: 200 }, (_, i) => `line ${i}`).join("\n")}\n`, "many.csv");
     const created = await post({

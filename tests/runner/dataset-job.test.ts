@@ -106,6 +106,17 @@ describe("dataset jobs", () => {
 
     const again = await batch("--job", job);
     expect(again).toMatchObject({ code: 0, stderr: expect.stringMatching(/complete already \(3 rows\)/) });
+    // --retry-failed runs the failed row alone again (it fails again: its text is over the context) and re-joins.
+    const retried = await batch("--job", job, "--retry-failed");
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.stderr).toMatch(/retrying the failed requests/);
+    expect(retried.stdout).toMatch(/running 1 requests|1 requests \(2 from the earlier run\)|3 requests \(2 from the earlier run\)/);
+    const after = await table(path.join(dir, "labeled.parquet"));
+    expect(after.rows.map((x) => [x.id, x.error_code === null])).toEqual([
+      [1, true],
+      [2, false],
+      [4, true],
+    ]);
   });
 
   it("embeds a Parquet corpus into a vector column: list<float32> in Parquet, JSON arrays in CSV and JSONL", async () => {
