@@ -171,4 +171,28 @@ describe.skipIf(!POSTGRES_BIN)("--remote against the distributed mode", () => {
   it("runs the same job on PostgreSQL and S3", async () => {
     await remoteJob(server.baseUrl, "distributed");
   }, 120_000);
+
+  it("makes a dataset into a batch and serves its table there too", async () => {
+    const form = new FormData();
+    form.set("purpose", "batch");
+    form.set("file", new Blob([readFileSync(writeStories("routed.csv", 7))]), "routed.csv");
+    const file = (await (await fetch(`${server.baseUrl}/v1/files`, { method: "POST", body: form })).json()) as { id: string };
+    const job = { prompt: "{{opening}}", params: { max_tokens: 4 } };
+    const res = await fetch(`${server.baseUrl}/v1/dataset_batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", job }),
+    });
+    const batch = (await res.json()) as { id: string };
+    expect(res.status, JSON.stringify(batch)).toBe(200);
+    for (let status = ""; status !== "completed"; await new Promise((r) => setTimeout(r, 200))) {
+      status = ((await (await fetch(`${server.baseUrl}/v1/batches/${batch.id}`)).json()) as { status: string }).status;
+      expect(["failed", "expired", "cancelled"]).not.toContain(status);
+    }
+    const rows = (await (await fetch(`${server.baseUrl}/v1/batches/${batch.id}/table?format=jsonl`)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => [r.id, r.error_code])).toEqual(Array.from({ length: 7 }, (_, i) => [i, null]));
+  }, 120_000);
 });
