@@ -4,27 +4,19 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
 import { Field, Float64, Int32, Int64, List, Table, tableToIPC, Utf8, vectorFromArray } from "apache-arrow";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDuckTables } from "../../datasets/duckdb-tables.js";
 import { DatasetError, type Tables } from "../../datasets/tables.js";
 import type { Row } from "../../datasets/template.js";
 import { jsonl, scratchDir } from "../helpers/scratch.js";
+import { parquetFrom } from "../helpers/tables.js";
 
 const scratch = scratchDir("tables");
 const ADAPTERS: Array<[string, (tempDir: string) => Promise<Tables>]> = [["duckdb", (tempDir) => openDuckTables({ tempDir })]];
 
 /** A typed table written by DuckDB itself, as a user's Parquet file would be. */
-async function parquetOf(selectSql: string): Promise<string> {
-  const file = await scratch.file("in.parquet");
-  const db = await DuckDBInstance.create(":memory:");
-  const c = await db.connect();
-  await c.run(`COPY (${selectSql}) TO '${file}' (FORMAT parquet)`);
-  c.closeSync();
-  db.closeSync();
-  return file;
-}
+const parquetOf = async (selectSql: string) => parquetFrom(selectSql, await scratch.file("in.parquet"));
 
 const TYPED = `SELECT i AS id, 'line ' || i || E'\\n"quoted", comma' AS txt, i * 1.5 AS score,
   CASE WHEN i % 2 = 0 THEN NULL ELSE i END AS maybe, [i, i + 1] AS pair FROM range(3) t(i)`;

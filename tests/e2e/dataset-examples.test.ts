@@ -5,10 +5,10 @@ import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot, type ServerProcess, startMain } from "../helpers/process.js";
+import { readTable } from "../helpers/tables.js";
 
 const exec = promisify(execFile);
 const work = mkdtempSync(path.join(os.tmpdir(), "obi-dataset-examples-"));
@@ -37,14 +37,7 @@ async function runExample(copy: string, job: string, more: string[] = []) {
   );
 }
 
-async function rowsOf(file: string): Promise<Record<string, unknown>[]> {
-  const db = await DuckDBInstance.create(":memory:");
-  const c = await db.connect();
-  const rows = (await c.runAndReadAll(`SELECT * FROM '${file}'`)).getRowObjectsJson();
-  c.closeSync();
-  db.closeSync();
-  return rows as Record<string, unknown>[];
-}
+const rowsOf = async (file: string) => (await readTable(file)).rows;
 
 describe.each([
   ["here", [] as string[]],
@@ -61,7 +54,7 @@ describe.each([
     const { stdout } = await runExample(copy, "label-reviews.yaml", more());
     expect(stdout).toMatch(/wrote .*labeled-reviews\.parquet: 5 rows/);
     const rows = await rowsOf(path.join(copy, "labeled-reviews.parquet"));
-    expect(rows.map((r) => r.id)).toEqual(["1", "2", "4", "5", "6"]);
+    expect(rows.map((r) => r.id)).toEqual([1, 2, 4, 5, 6]);
     expect(Object.keys(rows[0])).toEqual(expect.arrayContaining(["review_text", "label", "confidence", "error_code"]));
   }, 120_000);
 

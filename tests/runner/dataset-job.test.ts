@@ -3,7 +3,6 @@
 // schema's fields as columns, stages, --dry-run, and the bad inputs that stop a job before anything runs.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
@@ -12,6 +11,7 @@ import { runDataset } from "../../runner/run-dataset.js";
 import { withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
 import { scratchDir } from "../helpers/scratch.js";
+import { parquetFrom, readTable } from "../helpers/tables.js";
 
 const scratch = scratchDir("dataset-job");
 let config: Config;
@@ -37,27 +37,8 @@ async function batch(...argv: string[]) {
   return { code, stdout, stderr };
 }
 
-/** A table as DuckDB reads it back: column types and rows (64-bit integers as numbers). */
-async function table(file: string): Promise<{ types: Record<string, string>; rows: Record<string, unknown>[] }> {
-  const db = await DuckDBInstance.create(":memory:");
-  const c = await db.connect();
-  const r = await c.runAndReadAll(`SELECT * FROM '${file}'`);
-  const types = Object.fromEntries(r.columnNames().map((n, i) => [n, String(r.columnTypes()[i])]));
-  const rows = JSON.parse(JSON.stringify(r.getRowObjectsJS(), (_k, v) => (typeof v === "bigint" ? Number(v) : v)));
-  c.closeSync();
-  db.closeSync();
-  return { types, rows };
-}
-
-async function parquet(name: string, sql: string): Promise<string> {
-  const file = path.join(dir, name);
-  const db = await DuckDBInstance.create(":memory:");
-  const c = await db.connect();
-  await c.run(`COPY (${sql}) TO '${file}' (FORMAT parquet)`);
-  c.closeSync();
-  db.closeSync();
-  return file;
-}
+const table = readTable;
+const parquet = (name: string, sql: string) => parquetFrom(sql, path.join(dir, name));
 
 const LONG = "word ".repeat(400);
 
