@@ -48,6 +48,7 @@ const { values } = parseArgs({
     /** The datasets part: rows timed against JSONL, and the row counts whose peak memory is compared. */
     "dataset-rows": { type: "string" },
     "dataset-memory-rows": { type: "string" },
+    "dataset-pairs": { type: "string" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -213,7 +214,8 @@ if (parts.has("datasets")) {
   const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
   const rows = Number(values["dataset-rows"] ?? (values.quick ? 10_000 : 100_000));
   const memoryRows = (values["dataset-memory-rows"] ?? (values.quick ? "1000,10000" : "10000,100000,1000000")).split(",").map(Number);
-  results.datasets = await compareDatasets(m, { rows, pairs: values.quick ? 1 : 2, memoryRows }, log);
+  const pairs = Number(values["dataset-pairs"] ?? (values.quick ? 1 : 3));
+  results.datasets = await compareDatasets(m, { rows, pairs, memoryRows }, log);
 }
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));
