@@ -15,6 +15,8 @@ export interface DatasetRun {
   seconds: number;
   rowsPerSecond: number;
   peakRssMiB: number;
+  /** The engine's run as the runner's summary gives it (rows over its req/s); the rest of `seconds` is the run's own work. */
+  engineSeconds: number;
 }
 
 export interface DatasetsResult {
@@ -46,14 +48,16 @@ async function writeInputs(dir: string, rows: number): Promise<{ parquet: string
 }
 
 /** One runner process: its wall time and its peak RSS (VmHWM, sampled until it exits). */
-function runRunner(argv: string[], env: Record<string, string>): Promise<{ seconds: number; peakRssMiB: number }> {
+function runRunner(argv: string[], env: Record<string, string>): Promise<{ seconds: number; peakRssMiB: number; stdout: string }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
       cwd: repoRoot,
       env: { ...process.env, LOG_LEVEL: "warn", ...env },
-      stdio: ["ignore", "ignore", "pipe"],
+      stdio: ["ignore", "pipe", "pipe"],
     });
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
     let stderr = "";
     child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-2000)));
     let peak = 0;
@@ -64,7 +68,7 @@ function runRunner(argv: string[], env: Record<string, string>): Promise<{ secon
     child.on("exit", (code) => {
       clearInterval(sample);
       if (code !== 0) reject(new Error(`runner exited ${code}: ${stderr}`));
-      else resolve({ seconds: (performance.now() - started) / 1000, peakRssMiB: peak / 2 ** 20 });
+      else resolve({ seconds: (performance.now() - started) / 1000, peakRssMiB: peak / 2 ** 20, stdout });
     });
   });
 }
@@ -90,8 +94,9 @@ async function timed(
           "--overwrite",
         ]
       : ["-i", inputs.jsonl, "-o", path.join(dir, `out-${rows}.jsonl`), "--overwrite"];
-  const r = await runRunner(argv, env);
-  return { rows, form, ...r, rowsPerSecond: rows / r.seconds };
+  const { stdout, ...r } = await runRunner(argv, env);
+  const rate = Number(/this run: \d+ requests in [^,]+, ([\d.]+) req\/s/.exec(stdout)?.[1] ?? Number.NaN);
+  return { rows, form, ...r, rowsPerSecond: rows / r.seconds, engineSeconds: rows / rate };
 }
 
 export async function compareDatasets(
@@ -112,8 +117,10 @@ export async function compareDatasets(
       const dataset = await timed("dataset", plan.rows, inputs, dir, env);
       const ratio = dataset.rowsPerSecond / jsonl.rowsPerSecond;
       pairs.push({ dataset, jsonl, ratio });
+      const outside = (r: DatasetRun) => (r.seconds - r.engineSeconds).toFixed(1);
       log(
-        `  pair ${i + 1}: JSONL ${jsonl.seconds.toFixed(1)} s (${jsonl.rowsPerSecond.toFixed(0)} rows/s), dataset ${dataset.seconds.toFixed(1)} s (${dataset.rowsPerSecond.toFixed(0)} rows/s): ${ratio.toFixed(3)}`,
+        `  pair ${i + 1}: JSONL ${jsonl.seconds.toFixed(1)} s (${jsonl.rowsPerSecond.toFixed(0)} rows/s; ${outside(jsonl)} s outside the engine's run), ` +
+          `dataset ${dataset.seconds.toFixed(1)} s (${dataset.rowsPerSecond.toFixed(0)} rows/s; ${outside(dataset)} s outside): ${ratio.toFixed(3)}`,
       );
     }
     const sorted = pairs.map((p) => p.ratio).sort((a, b) => a - b);
