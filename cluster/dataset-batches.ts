@@ -88,13 +88,19 @@ export class DatasetBatchService implements DatasetBatches {
             purpose: "batch",
             owner: input.owner,
           });
-          return await this.deps.batches.create({
-            input_file_id: linesFile.id,
-            endpoint: input.endpoint,
-            completion_window: input.completion_window,
-            metadata: { ...(input.metadata ?? {}), [DATASET_METADATA.input]: input.input_file_id, [DATASET_METADATA.job]: jobFile.id },
-            owner: input.owner,
-          });
+          try {
+            return await this.deps.batches.create({
+              input_file_id: linesFile.id,
+              endpoint: input.endpoint,
+              completion_window: input.completion_window,
+              metadata: { ...(input.metadata ?? {}), [DATASET_METADATA.input]: input.input_file_id, [DATASET_METADATA.job]: jobFile.id },
+              owner: input.owner,
+            });
+          } catch (err) {
+            // A batch refused (429, 503, a full disk) leaves none of the files made for it behind.
+            for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
+            throw err;
+          }
         } catch (err) {
           throw refused(err, local, filename);
         }

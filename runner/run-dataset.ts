@@ -56,7 +56,7 @@ function fail(stderr: { write(t: string): unknown }, message: string, code: numb
 async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
   const work = `${job.output}.work`;
   const stateFile = path.join(work, "job.json");
-  const state = args.engine.overwrite ? undefined : await readState(stateFile);
+  let state = args.engine.overwrite ? undefined : await readState(stateFile);
   if (args.engine.overwrite && !args.dryRun) await rm(work, { recursive: true, force: true });
   else if (!state && (await exists(job.output)) && !args.dryRun)
     throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
@@ -77,8 +77,12 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     if (args.dryRun) return await dryRun(job, input, { hash, label, preprocess, keep }, deps);
 
     // Another version's working files are replaced when they hold no answer yet (it stopped before running).
-    if (state && state.hash !== hash && !(await hasResults(work))) await rm(work, { recursive: true, force: true }).then(() => mkdir(work));
-    else if (state && state.hash !== hash)
+    // A batch a server runs has no answer here until it ends: another version's batch is never followed.
+    if (state && state.hash !== hash && !(await hasResults(work)) && !state.remoteBatch) {
+      await rm(work, { recursive: true, force: true });
+      await mkdir(work);
+      state = undefined;
+    } else if (state && state.hash !== hash)
       throw new DatasetError(
         `${work}: holds the results of another version of this job (its template, parameters or input changed): --overwrite starts afresh`,
       );
