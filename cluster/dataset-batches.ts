@@ -7,7 +7,6 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { openDuckTables } from "../datasets/duckdb-tables.js";
 import { checkFlags, type Job, JobError, planStages } from "../datasets/job.js";
 import { checkColumns, jobHash, writeRequests } from "../datasets/requests.js";
 import { resultColumns, writeResults } from "../datasets/results.js";
@@ -24,6 +23,10 @@ import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../domain/ports.js";
 import { inDir } from "../stores/in-dir.js";
+
+/** DuckDB's library (tens of MB) loads in the process that first runs a dataset job, not in every process at start. */
+const openDuckTables: typeof import("../datasets/duckdb-tables.js").openDuckTables = async (opts) =>
+  (await import("../datasets/duckdb-tables.js")).openDuckTables(opts);
 
 const CONTENT_TYPES: Record<TableFormat, string> = {
   parquet: "application/vnd.apache.parquet",
