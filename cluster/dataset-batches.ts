@@ -8,8 +8,8 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { checkFlags, type Job, JobError, planStages } from "../datasets/job.js";
-import { checkColumns, jobHash, writeRequests } from "../datasets/requests.js";
-import { resultColumns, writeResults } from "../datasets/results.js";
+import { jobHash, writeRequests } from "../datasets/requests.js";
+import { joinAnswers, keptColumns } from "../datasets/stage.js";
 import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
 import { isFinal } from "../domain/batch-state.js";
 import {
@@ -70,9 +70,7 @@ export class DatasetBatchService implements DatasetBatches {
         const local = job.input;
         const table = await tables.open(job).catch((err) => refused(err, local, filename));
         try {
-          checkColumns(job, table.columns, filename);
-          const clash = resultColumns(job).find((c) => (job.keep ?? table.columns.map((t) => t.name)).includes(c.name));
-          if (clash) throw new DatasetError(`${filename}: column '${clash.name}' is also a result column: leave it out with job.keep`);
+          keptColumns(job, table.columns, filename, "job.keep");
           const hash = await jobHash(job, table.files);
           const requests = path.join(work, "requests.jsonl");
           const rows = await writeRequests(job, table, requests, { hash, label: filename });
@@ -136,10 +134,8 @@ export class DatasetBatchService implements DatasetBatches {
       const tables = await openDuckTables({ tempDir: work, confine: true });
       try {
         const input = await tables.open(job);
-        const results = path.join(work, "results.jsonl");
-        const pass = await writeResults(job, { output, errors, earlier, rows: stored.rows, hash: stored.hash, target: results, input });
-        const keep = job.keep ?? input.columns.map((c) => c.name);
-        await tables.write(input, { keep, results, columns: pass.columns, output: job.output });
+        const keep = keptColumns(job, input.columns, filename, "job.keep");
+        await joinAnswers(job, tables, input, { keep, rows: stored.rows, hash: stored.hash, output, errors, earlier, work });
       } catch (err) {
         if (err instanceof DatasetError && /has no result yet/.test(err.message))
           throw new InvalidRequestError(`Batch '${id}' ended ${batch.status} before its lines ran: it has no table.`, "batch_not_run");

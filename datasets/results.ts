@@ -123,13 +123,12 @@ function parsedFields(text: string | null, fields: ResultColumn[]): Record<strin
 /** Absent is null; JSON columns keep the value itself, which the table stores as JSON. */
 const cellOf = (v: unknown): unknown => (v === undefined ? null : v);
 
-class AnswerError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
+/** A postprocess module's columns for one row, all or none: it may not write a column the job writes itself. */
+async function postprocessed(fn: Postprocess, row: Row, body: unknown, base: readonly ResultColumn[]): Promise<Record<string, unknown>> {
+  const added = await fn(row, body);
+  const clash = Object.keys(added).find((k) => base.some((c) => c.name === k));
+  if (clash !== undefined) throw new Error(`postprocess returned '${clash}', a column the job already writes`);
+  return Object.fromEntries(Object.entries(added).map(([k, v]) => [k, v ?? null]));
 }
 
 /** An embedding's float list in a result line, found without parsing it; a base64 one does not match. */
@@ -211,24 +210,19 @@ export async function writeResults(
       const cols = Object.fromEntries(base.map((c) => [c.name, null])) as Record<string, unknown>;
       const response = line.response as Json | null | undefined;
       if (at.file[n] % 2 === 0 && response?.status_code === 200) {
-        try {
-          Object.assign(cols, columnsOfResponse(job, response.body ?? {}, fields));
-          if (cols.error_code) throw new AnswerError(String(cols.error_code), String(cols.error_message));
-          if (opts.postprocess && row) {
-            for (const [k, v] of Object.entries(await opts.postprocess(row, response.body))) {
-              if (base.some((c) => c.name === k))
-                throw new AnswerError("postprocess_failed", `postprocess returned '${k}', a column the job already writes`);
-              cols[k] = v ?? null;
-              noteType(extra, k, v);
-            }
+        Object.assign(cols, columnsOfResponse(job, response.body ?? {}, fields));
+        if (!cols.error_code && opts.postprocess && row) {
+          try {
+            const added = await postprocessed(opts.postprocess, row, response.body, base);
+            for (const [k, v] of Object.entries(added)) noteType(extra, k, v);
+            Object.assign(cols, added);
+          } catch (err) {
+            cols.error_code = "postprocess_failed";
+            cols.error_message = (err as Error).message;
           }
-          completed++;
-        } catch (err) {
-          if (!(err instanceof AnswerError)) for (const k of Object.keys(cols)) if (!base.some((c) => c.name === k)) delete cols[k];
-          cols.error_code = err instanceof AnswerError ? err.code : "postprocess_failed";
-          cols.error_message = (err as Error).message;
-          failed++;
         }
+        if (cols.error_code) failed++;
+        else completed++;
       } else {
         const e = (line.error ?? response?.body?.error ?? {}) as Json;
         cols.error_code = e.code ?? e.type ?? `http_${response?.status_code ?? "error"}`;

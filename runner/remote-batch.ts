@@ -2,11 +2,12 @@
 // create, retrieve, file content), so the same job runs against this service in either mode or any server that
 // implements them. The batch's id is kept in the stage's state, so a rerun follows it instead of submitting again.
 import { createWriteStream, openAsBlob } from "node:fs";
-import { readFile, rename, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Endpoint } from "../openai/backend.js";
+import { readJsonFile, writeJsonAtomic } from "../stores/atomic-json.js";
 import type { OfflineRunDeps } from "./run-offline.js";
 
 export interface RemoteRun {
@@ -62,7 +63,7 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
     return JSON.parse(text) as T;
   };
 
-  const state = JSON.parse(await readFile(run.stateFile, "utf8")) as { remoteBatch?: string };
+  const state = ((await readJsonFile(run.stateFile)) ?? {}) as { remoteBatch?: string };
   let batch: Batch;
   try {
     if (state.remoteBatch) {
@@ -74,8 +75,7 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
       form.set("file", await openAsBlob(run.requests), "requests.jsonl");
       const file = await call<{ id: string }>("POST", "/files", form);
       batch = await call<Batch>("POST", "/batches", { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" });
-      await writeFile(`${run.stateFile}.tmp`, JSON.stringify({ ...state, remoteBatch: batch.id }));
-      await rename(`${run.stateFile}.tmp`, run.stateFile);
+      await writeJsonAtomic(run.stateFile, { ...state, remoteBatch: batch.id });
       deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
     }
     let shown = "";

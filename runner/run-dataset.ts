@@ -1,14 +1,16 @@
 // A dataset job, stage by stage: the table's rows rendered into request lines, run as a batch file (here through
 // the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
 // table. A stage's working files sit in `<output>.work/`; the output itself appears only whole, by rename.
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
 import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
-import { checkColumns, jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
-import { resultColumns, writeResults } from "../datasets/results.js";
+import { jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
+import { resultColumns } from "../datasets/results.js";
+import { joinAnswers, keptColumns } from "../datasets/stage.js";
 import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
+import { readJsonFile, writeJsonAtomic } from "../stores/atomic-json.js";
 import type { EngineArgs } from "./args.js";
 import type { DatasetArgs } from "./dataset-args.js";
 import { runRemoteBatch } from "./remote-batch.js";
@@ -66,11 +68,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
   try {
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;
-    checkColumns(job, input.columns, label);
-    const keep = job.keep ?? input.columns.map((c) => c.name);
-    const clash = resultColumns(job).find((c) => keep.includes(c.name));
-    if (clash)
-      throw new DatasetError(`${label}: column '${clash.name}' is also a result column: leave it out with keep, or rename it in the input`);
+    const keep = keptColumns(job, input.columns, label);
     const hash = await jobHash(job, input.files);
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
     const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
@@ -121,36 +119,14 @@ async function joinBack(
   job: Job,
   tables: Tables,
   input: TableInput,
-  s: {
-    hash: string;
-    rows: number;
-    keep: string[];
-    output: string;
-    errors: string;
-    work: string;
-    stateFile: string;
-    postprocess?: Postprocess;
-    name: string;
-  },
+  s: Parameters<typeof joinAnswers>[3] & { stateFile: string; name: string },
   deps: OfflineRunDeps,
 ): Promise<number> {
-  const results = path.join(s.work, "results.jsonl");
-  const pass = await writeResults(job, {
-    output: s.output,
-    errors: s.errors,
-    rows: s.rows,
-    hash: s.hash,
-    target: results,
-    input,
-    postprocess: s.postprocess,
-  });
-  await mkdir(path.dirname(job.output), { recursive: true });
-  const written = await tables.write(input, { keep: s.keep, results, columns: pass.columns, output: job.output });
-  if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
+  const pass = await joinAnswers(job, tables, input, s);
   const state = await readState(s.stateFile);
   await saveState(s.stateFile, { ...(state ?? { hash: s.hash, rows: s.rows }), complete: true });
   deps.stdout.write(
-    `${s.name}: wrote ${job.output}: ${written} rows (${pass.completed} answered, ${pass.failed} with an error in error_code)\n`,
+    `${s.name}: wrote ${job.output}: ${s.rows} rows (${pass.completed} answered, ${pass.failed} with an error in error_code)\n`,
   );
   return 0;
 }
@@ -174,18 +150,13 @@ async function dryRun(
   return 0;
 }
 
-async function readState(file: string): Promise<StageState | undefined> {
-  try {
-    return JSON.parse(await readFile(file, "utf8")) as StageState;
-  } catch {
-    return undefined;
-  }
-}
-
-async function saveState(file: string, state: StageState): Promise<void> {
-  await writeFile(`${file}.tmp`, JSON.stringify(state));
-  await rename(`${file}.tmp`, file);
-}
+/** The stage's state, or none (no file yet, or one this runner cannot read: the stage then starts as new). */
+const readState = (file: string) =>
+  readJsonFile(file).then(
+    (v) => v as StageState | undefined,
+    () => undefined,
+  );
+const saveState = (file: string, state: StageState) => writeJsonAtomic(file, state);
 
 async function hasResults(work: string): Promise<boolean> {
   for (const f of ["output.jsonl", "errors.jsonl"]) if (((await stat(path.join(work, f)).catch(() => null))?.size ?? 0) > 0) return true;
