@@ -1,5 +1,5 @@
 // Tables for the dataset tests, made and read by DuckDB itself, as a user's tools would: a query's rows written as
-// Parquet, and any table read back with its column types (64-bit integers as numbers).
+// Parquet, and any table read back with its column types (64-bit integers as numbers where exact, else their digits).
 import { DuckDBInstance } from "@duckdb/node-api";
 
 async function withDuck<T>(run: (c: Awaited<ReturnType<DuckDBInstance["connect"]>>) => Promise<T>): Promise<T> {
@@ -25,6 +25,10 @@ export const readTable = (file: string): Promise<{ types: Record<string, string>
   withDuck(async (c) => {
     const r = await c.runAndReadAll(`SELECT * FROM '${file}'`);
     const types = Object.fromEntries(r.columnNames().map((n, i) => [n, String(r.columnTypes()[i])]));
-    const rows = JSON.parse(JSON.stringify(r.getRowObjectsJS(), (_k, v) => (typeof v === "bigint" ? Number(v) : v)));
+    const rows = JSON.parse(
+      JSON.stringify(r.getRowObjectsJS(), (_k, v) =>
+        typeof v === "bigint" ? (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()) : v,
+      ),
+    );
     return { types, rows };
   });

@@ -126,21 +126,24 @@ describe("dataset jobs", () => {
   it("keeps each input type through every output format, from JSONL, TSV and Parquet inputs", async () => {
     const src = await parquet(
       "typed.parquet",
-      `SELECT i AS n, (i * 0.5)::DOUBLE AS x, CASE WHEN i = 1 THEN NULL ELSE 'v' || i END AS s, [i, 2 * i] AS l, E'a\\n"b",' || i AS q FROM range(3) t(i)`,
+      `SELECT i AS n, (i * 0.5)::DOUBLE AS x, CASE WHEN i = 1 THEN NULL ELSE 'v' || i END AS s, [i, 2 * i] AS l, E'a\\n"b",' || i AS q, 9007199254740993 + i AS big FROM range(3) t(i)`,
     );
-    const prompt = ["--endpoint", "/v1/completions", "--prompt", "{{n}}: {{q}}", "--params", '{"max_tokens":2,"temperature":0}'];
+    const prompt = ["--endpoint", "/v1/completions", "--prompt", "{{n}}: {{q}} {{big}}", "--params", '{"max_tokens":2,"temperature":0}'];
     expect(await batch("-i", src, "-o", "typed-out.parquet", ...prompt)).toMatchObject({ code: 0 });
+    // A 64-bit integer past 2^53 goes into a prompt digit for digit.
+    const sent = readFileSync(path.join(dir, "typed-out.parquet.work/requests.jsonl"), "utf8").trim().split("\n");
+    expect(JSON.parse(sent[2]).body.prompt).toBe('2: a\n"b",2 9007199254740995');
     const back = await table(path.join(dir, "typed-out.parquet"));
-    expect(back.types).toMatchObject({ n: "BIGINT", x: "DOUBLE", s: "VARCHAR", l: "BIGINT[]", q: "VARCHAR" });
-    expect(back.rows.map((r) => [r.n, r.x, r.s, r.l, r.q])).toEqual([
-      [0, 0, "v0", [0, 0], 'a\n"b",0'],
-      [1, 0.5, null, [1, 2], 'a\n"b",1'],
-      [2, 1, "v2", [2, 4], 'a\n"b",2'],
+    expect(back.types).toMatchObject({ n: "BIGINT", x: "DOUBLE", s: "VARCHAR", l: "BIGINT[]", q: "VARCHAR", big: "BIGINT" });
+    expect(back.rows.map((r) => [r.n, r.x, r.s, r.l, r.q, r.big])).toEqual([
+      [0, 0, "v0", [0, 0], 'a\n"b",0', "9007199254740993"],
+      [1, 0.5, null, [1, 2], 'a\n"b",1', "9007199254740994"],
+      [2, 1, "v2", [2, 4], 'a\n"b",2', "9007199254740995"],
     ]);
     for (const out of ["typed-out.jsonl", "typed-out.tsv", "typed-out.csv"]) {
-      expect(await batch("-i", "typed-out.parquet", "-o", out, ...prompt, "--keep", "n,x,s,l,q")).toMatchObject({ code: 0 });
+      expect(await batch("-i", "typed-out.parquet", "-o", out, ...prompt, "--keep", "n,x,s,l,q,big")).toMatchObject({ code: 0 });
       const { rows } = await table(path.join(dir, out));
-      expect(rows.map((r) => [r.n, r.x, r.s, r.q])).toEqual(back.rows.map((r) => [r.n, r.x, r.s, r.q]));
+      expect(rows.map((r) => [r.n, r.x, r.s, r.q, r.big])).toEqual(back.rows.map((r) => [r.n, r.x, r.s, r.q, r.big]));
       expect(rows[1].l).toEqual(out.endsWith(".jsonl") ? [1, 2] : "[1,2]");
     }
     writeFileSync(path.join(dir, "rows.ndjson"), '{"t":"hello"}\n{"t":"world"}\n');
