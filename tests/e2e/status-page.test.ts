@@ -66,7 +66,8 @@ describe.skipIf(!haveChromium)("status page in a browser", () => {
   it("shows the queue, the pools and every batch with progress, deadline and pool, live", async () => {
     const done = await submit(3, 4);
     await waitForBatch(svc.baseUrl, done.id);
-    const long = await submit(64, 250);
+    // Long enough (minutes on the fastest engine here) that the cancel below always lands while it runs.
+    const long = await submit(1000, 250);
     const queued = await submit(2, 4, "2h");
 
     const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
@@ -87,7 +88,7 @@ describe.skipIf(!haveChromium)("status page in a browser", () => {
     await page.waitForFunction(() => document.getElementById("live")?.className === "on");
     // Live progress: the running batch's bar moves while the page stays open.
     await page.waitForFunction(
-      (id) => /^[1-9]\d* \/ 64/.test(document.querySelector(`tr.batch[data-id="${id}"] td.progress`)?.textContent ?? ""),
+      (id) => /^[1-9]\d* \/ 1000/.test(document.querySelector(`tr.batch[data-id="${id}"] td.progress`)?.textContent ?? ""),
       long.id,
       {
         timeout: 30_000,
@@ -103,7 +104,8 @@ describe.skipIf(!haveChromium)("status page in a browser", () => {
     expect(table!.height).toBeGreaterThan(3 * 30);
 
     // Live: once the long batch is cancelled the queued one runs, and its row turns completed, no reload.
-    await fetch(`${svc.baseUrl}/v1/batches/${long.id}/cancel`, { method: "POST" });
+    const cancel = await fetch(`${svc.baseUrl}/v1/batches/${long.id}/cancel`, { method: "POST" });
+    expect(((await cancel.json()) as { status: string }).status).toBe("cancelling");
     await page.waitForSelector(`tr.batch[data-id="${queued.id}"][data-status="completed"]`, { timeout: 30_000 });
     expect(await rowText(page, long.id)).toMatch(/cancelled/);
     expect(await rowText(page, queued.id)).toMatch(/2 \/ 2 \(100%\)/);
