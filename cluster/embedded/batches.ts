@@ -284,8 +284,8 @@ export class MemoryBatchRecords implements BatchRecords {
     // Its usage outlives it (the usage and costs APIs report what was used, whatever was deleted since).
     const record = usageRecordOf(rowOf(e).batch, e.owner);
     if (record) await this.state.archiveUsage(record);
+    await this.state.keepBatch(id, null);
     this.state.batches.delete(id);
-    await this.state.savedBatch(id);
     const key = e.inputKey;
     if (!key) return {};
     const used =

@@ -72,6 +72,8 @@ export class MemoryFileRecords implements FileRecords {
   async remove(id: string): Promise<void> {
     const f = this.state.files.get(id);
     if (!f) return;
+    // Gone on disk before it is gone from the listing: a removal the disk refuses leaves the file as it was.
+    await this.state.keepFile(id, null);
     this.state.files.delete(id);
     let referenced = false;
     const named: string[] = [];
@@ -82,7 +84,7 @@ export class MemoryFileRecords implements FileRecords {
       if (e.batch.error_file_id === id) e.batch.error_file_id = null;
       if (e.inputKey === f.key && OPEN_STATUSES.includes(e.batch.status)) referenced = true;
     }
-    await Promise.all([this.state.savedFile(id), this.state.savedBatch(...named)]);
+    await this.state.savedBatch(...named);
     if (!referenced) await this.deps.blobs.delete(f.key).catch(() => undefined);
   }
 

@@ -51,10 +51,10 @@ export class StateFiles implements StateStore {
     await writeJsonAtomic(path.join(this.usageDir, `${record.batchId}.json`), record);
   }
 
-  saveBatch(state: MemoryState, id: string, next?: BatchEntry): Promise<void> {
+  saveBatch(state: MemoryState, id: string, next?: BatchEntry | null): Promise<void> {
     const file = this.batchDoc(id);
     return this.write(`b:${id}`, next === undefined, async () => {
-      const e = next ?? state.batches.get(id);
+      const e = next === undefined ? state.batches.get(id) : next;
       if (!e) {
         await rm(file, { force: true });
         return pruneEmpty(path.dirname(file), this.root);
@@ -65,10 +65,10 @@ export class StateFiles implements StateStore {
     });
   }
 
-  saveFile(state: MemoryState, id: string, next?: FileEntry): Promise<void> {
+  saveFile(state: MemoryState, id: string, next?: FileEntry | null): Promise<void> {
     const file = path.join(this.filesDir, `${id}.json`);
     return this.write(`f:${id}`, next === undefined, async () => {
-      const f = next ?? state.files.get(id);
+      const f = next === undefined ? state.files.get(id) : next;
       if (!f) return rm(file, { force: true });
       // Created again if need be: the blob store prunes folders it leaves empty.
       await inDir(this.filesDir, () => writeJsonAtomic(file, { version: VERSION, ...f }));

@@ -51,10 +51,10 @@ export interface WorkerEntry {
 
 /** Where the state is kept durably, if anywhere: told after each change that must survive the process. */
 export interface StateStore {
-  /** Writes the batch as the state has it, or as `next` has it (a change not yet applied). */
-  saveBatch(state: MemoryState, id: string, next?: BatchEntry): Promise<void>;
-  /** Writes the file record as the state has it, or as `next` has it (a record not yet applied). */
-  saveFile(state: MemoryState, id: string, next?: FileEntry): Promise<void>;
+  /** Writes the batch as the state has it, or as `next` has it (a change not yet applied; null: removed). */
+  saveBatch(state: MemoryState, id: string, next?: BatchEntry | null): Promise<void>;
+  /** Writes the file record as the state has it, or as `next` has it (a record not yet applied; null: removed). */
+  saveFile(state: MemoryState, id: string, next?: FileEntry | null): Promise<void>;
   flush(): Promise<void>;
   /** Keeps a deleted batch's usage record. */
   saveUsage?(record: UsageRecord): Promise<void>;
@@ -106,8 +106,8 @@ export class MemoryState {
     return this.store ? Promise.all([...new Set(ids)].map((id) => this.store!.saveBatch(this, id))) : Promise.resolve();
   }
 
-  /** Keeps `next` as the batch's record (resolves once it is written); the caller then applies it. */
-  keepBatch(id: string, next: BatchEntry): Promise<void> {
+  /** Keeps `next` as the batch's record, or its removal (resolves once written); the caller then applies it. */
+  keepBatch(id: string, next: BatchEntry | null): Promise<void> {
     return this.store ? this.store.saveBatch(this, id, next) : Promise.resolve();
   }
 
@@ -134,8 +134,8 @@ export class MemoryState {
     return this.store ? this.store.saveFile(this, id) : Promise.resolve();
   }
 
-  /** Keeps `next` as the file's record (resolves once it is written); the caller then applies it. */
-  keepFile(id: string, next: FileEntry): Promise<void> {
+  /** Keeps `next` as the file's record, or its removal (resolves once written); the caller then applies it. */
+  keepFile(id: string, next: FileEntry | null): Promise<void> {
     return this.store ? this.store.saveFile(this, id, next) : Promise.resolve();
   }
 
