@@ -1,5 +1,8 @@
-// One server per BATCH_DIR: two workers resuming the same batches would run requests twice.
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+// One server per BATCH_DIR: two workers resuming the same batches would run requests twice. The lock is a symbolic
+// link whose target is the holder's pid: made in one step (it exists whole or not at all), and kept in the inode
+// itself on ext4 and most file systems, so a server can take it on a disk with no free block left and start to
+// serve reads. A lock file holding the pid, as earlier versions wrote, is read the same way.
+import { mkdirSync, readFileSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
 import path from "node:path";
 
 export class BatchDirInUseError extends Error {
@@ -28,9 +31,7 @@ export function lockBatchDir(dir: string, onReleaseError: (err: unknown, file: s
   const file = path.join(dir, ".server.lock");
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      const fd = openSync(file, "wx");
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
+      symlinkSync(String(process.pid), file);
       return () => {
         try {
           rmSync(file, { force: true });
@@ -40,10 +41,20 @@ export function lockBatchDir(dir: string, onReleaseError: (err: unknown, file: s
       };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      const pid = Number.parseInt(readFileSync(file, "utf8"), 10);
+      const pid = holder(file);
       if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) throw new BatchDirInUseError(dir, pid);
       rmSync(file, { force: true });
     }
   }
   throw new Error(`cannot take the lock ${file}`);
+}
+
+/** The pid a lock names: its link's target, or an earlier version's file content; NaN when it names none. */
+function holder(file: string): number {
+  try {
+    return Number.parseInt(readlinkSync(file), 10);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EINVAL") throw err;
+    return Number.parseInt(readFileSync(file, "utf8"), 10);
+  }
 }

@@ -2,6 +2,7 @@
 // maintenance, finalizing) runs on them without a database, each part seeing what PostgreSQL would show it.
 import type pino from "pino";
 import type { BlobStore } from "../../stores/blob-store.js";
+import { isStorageFull } from "../../stores/errors.js";
 import type { ClusterPorts } from "../ports.js";
 import { MemoryBatchRecords } from "./batches.js";
 import { MemoryEventBus, MemoryLeaderLock } from "./events.js";
@@ -26,7 +27,14 @@ export async function openStateFiles(dir: string, logger: pino.Logger, clock: ()
   const removed = await removeCrashLeftovers(dir, state);
   if (removed.length > 0)
     logger.warn({ count: removed.length, removed: removed.slice(0, 20) }, "removed what an earlier crash left half-written");
-  await state.savedBatch(...state.requeue(() => true));
+  const requeued = state.requeue(() => true);
+  // On a full disk the new epochs wait for space (the next start would requeue these shards the same way): the
+  // process starts to serve reads, and its first write that finds space saves them.
+  await state.savedBatch(...requeued).catch((err) => {
+    if (!isStorageFull(err)) throw err;
+    logger.warn({ err, batches: requeued }, "the disk is full: the requeued batches' records are saved once it has space");
+    state.saveSoon(...requeued);
+  });
   return state;
 }
 

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -34,9 +34,20 @@ describe("BATCH_DIR lock", () => {
     await new Promise((r) => dead.on("exit", r));
     writeFileSync(path.join(dir, ".server.lock"), String(dead.pid));
     const release = lockBatchDir(dir);
-    expect(readFileSync(path.join(dir, ".server.lock"), "utf8")).toBe(String(process.pid));
+    expect(readlinkSync(path.join(dir, ".server.lock"))).toBe(String(process.pid));
     release();
     const again = lockBatchDir(dir);
     again();
+  });
+
+  it("reads a lock as a link to the holder's pid, so a second server on the folder is refused", async () => {
+    const dir = tmp();
+    const other = spawn(process.execPath, ["-e", "setTimeout(() => {}, 10000)"]);
+    try {
+      symlinkSync(String(other.pid), path.join(dir, ".server.lock"));
+      expect(() => lockBatchDir(dir)).toThrow(new RegExp(`pid ${other.pid}`));
+    } finally {
+      other.kill("SIGKILL");
+    }
   });
 });
