@@ -58,6 +58,8 @@ export interface ControlPlane {
   totals(): Promise<Record<string, number>>;
   /** The disk under BATCH_DIR as this process last found it (`full` or `read_only`: reads only). */
   storage(): StorageState;
+  /** A write failed: a full or read-only disk turns `storage()` at once (see cluster/scratch.ts). */
+  storageFault(err: unknown): void;
 }
 
 /**
@@ -190,6 +192,13 @@ export async function buildControlPlane(deps: {
   const { batches, queue, workers, files, events: bus } = ports;
   const webhooks = webhookTargets(config);
   const keys = new KeyRing(config.keys);
+  // A killed process's scratch folder goes once it is stale: a few leases untouched, and never under a minute.
+  const scratch = new ScratchSpace({
+    root: path.dirname(scratchDir),
+    own: scratchDir,
+    staleSeconds: Math.max(60, 4 * cluster.leaseSeconds),
+    logger,
+  });
   const newRun = shardRuns(state.runs ?? "parts", {
     queue: meteredQueue(queue, metrics, models.registry),
     blobs,
@@ -200,6 +209,7 @@ export async function buildControlPlane(deps: {
     concurrency: config.pipeline.concurrency,
     order: config.pipeline.order,
     logger,
+    onStorageFault: (err) => scratch.noteFault(err),
   });
   const service = new ClusterBatchService({
     limits: {
@@ -290,13 +300,6 @@ export async function buildControlPlane(deps: {
     for (const w of pool) w.onEvent(e);
     if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
   });
-  // A killed process's scratch folder goes once it is stale: a few leases untouched, and never under a minute.
-  const scratch = new ScratchSpace({
-    root: path.dirname(scratchDir),
-    own: scratchDir,
-    staleSeconds: Math.max(60, 4 * cluster.leaseSeconds),
-    logger,
-  });
   await scratch.start();
   await maintenance.start();
   for (const w of pool) await w.start();
@@ -333,6 +336,7 @@ export async function buildControlPlane(deps: {
     },
     totals: () => batches.totals(),
     storage: () => scratch.state,
+    storageFault: (err) => void scratch.noteFault(err),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
         await drain(opts);

@@ -104,6 +104,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     config,
     draining: () => draining,
     storage: () => plane.storage(),
+    storageFault: (err) => plane.storageFault(err),
     files: plane.files,
     uploads: plane.uploads,
     batches: plane.batches,

@@ -41,6 +41,7 @@ export interface InPlaceRunDeps {
   concurrency: number;
   order: LineOrder;
   logger: pino.Logger;
+  onStorageFault?: (err: unknown) => void;
   /** Runs under way in this process, by shard: a new run of one waits for the old to end. */
   active: Map<string, Promise<unknown>>;
 }
@@ -177,6 +178,7 @@ export class InPlaceShardRun implements ShardExecution {
 
   private async waitForSpace(err: unknown, stop: AbortSignal) {
     const { logger, blobs } = this.deps;
+    this.deps.onStorageFault?.(err);
     logger.warn(
       { err, shard: this.key, progress: this.latest },
       "the disk is full: the batch is paused, what it wrote is kept, and it goes on once space is freed",

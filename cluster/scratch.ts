@@ -2,7 +2,7 @@
 // killed process leaves its folder, and with the default name (host-pid) every restart makes a new one. A live
 // process touches its folder's `.alive` every few seconds; a folder untouched for `staleSeconds` belongs to no
 // live process (on this host, or any host sharing the folder) and is removed.
-import { mkdir, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, stat, statfs, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import { exhaustedErrno, isStorageFault, StorageUnavailableError } from "../stores/errors.js";
@@ -12,10 +12,19 @@ import { classified } from "../stores/in-dir.js";
 export type StorageState = "ok" | "full" | "read_only";
 
 const ALIVE = ".alive";
+/** Below this much free space the disk counts as full: what a paused batch waits for before it goes on. */
+export const FREE_FLOOR_BYTES = 1024 * 1024;
+/** How often a disk found full or read-only is looked at again, so /ready turns back soon after it heals. */
+const RECHECK_MS = 2_000;
 
 export class ScratchSpace {
   private timer: NodeJS.Timeout | undefined;
-  /** The disk as the last upkeep found it: a process that starts on a full disk serves reads until space is freed. */
+  private recheck: NodeJS.Timeout | undefined;
+  /**
+   * The disk as the last upkeep or the last failed write found it: a process on a full disk serves reads until
+   * space is freed. The heartbeat alone cannot see a full disk (touching a file needs no space), so the upkeep also
+   * asks the file system for free space, and every write that meets ENOSPC or EROFS says so through `noteFault`.
+   */
   state: StorageState = "ok";
 
   constructor(
@@ -31,9 +40,20 @@ export class ScratchSpace {
   ) {}
 
   async start(): Promise<void> {
-    await this.upkeep(true);
     this.timer = setInterval(() => void this.upkeep(false), Math.max(1_000, (this.deps.staleSeconds * 1000) / 4));
     this.timer.unref();
+    await this.upkeep(true).catch((err) => {
+      clearInterval(this.timer);
+      clearInterval(this.recheck);
+      throw err;
+    });
+  }
+
+  /** A write failed: a full or read-only disk turns the state at once (true), until an upkeep finds it healed. */
+  noteFault(err: unknown): boolean {
+    const fault = faultOf(err);
+    if (fault) this.enter(fault, err);
+    return fault !== undefined;
   }
 
   /** Touches and sweeps; a disk that is full or read-only is said once, not fatal, and tried again next time. */
@@ -41,24 +61,38 @@ export class ScratchSpace {
     try {
       await this.touch();
       await this.sweep();
+      if (!(await this.hasSpace())) return this.enter("full", undefined);
       if (this.state !== "ok") this.deps.logger.warn({ was: this.state }, "the disk takes writes again: the service is whole");
       this.state = "ok";
+      clearInterval(this.recheck);
+      this.recheck = undefined;
     } catch (err) {
-      const fault = exhaustedErrno(err) ? "full" : isStorageFault(err) || err instanceof StorageUnavailableError ? "read_only" : undefined;
-      if (!fault) {
-        if (starting) throw err;
-        this.deps.logger.warn({ err }, "scratch space upkeep failed");
-        return;
-      }
-      if (this.state !== fault)
-        this.deps.logger.error(
-          { err, batchDir: path.dirname(this.deps.root) },
-          fault === "full"
-            ? "the disk is full: serving reads only, writes answer 507 until space is freed"
-            : "the disk refuses writes: serving reads only, writes answer 503 until it takes them again",
-        );
-      this.state = fault;
+      const fault = faultOf(err);
+      if (fault) return this.enter(fault, err);
+      if (starting) throw err;
+      this.deps.logger.warn({ err }, "scratch space upkeep failed");
     }
+  }
+
+  private enter(fault: Exclude<StorageState, "ok">, err: unknown): void {
+    if (this.state !== fault)
+      this.deps.logger.error(
+        { err, batchDir: path.dirname(this.deps.root) },
+        fault === "full"
+          ? "the disk is full: serving reads only, writes answer 507 until space is freed"
+          : "the disk refuses writes: serving reads only, writes answer 503 until it takes them again",
+      );
+    this.state = fault;
+    if (!this.recheck && this.timer) {
+      this.recheck = setInterval(() => void this.upkeep(false), RECHECK_MS);
+      this.recheck.unref();
+    }
+  }
+
+  /** Whether the file system under the scratch space has room (true when it cannot say: the next write tells). */
+  private async hasSpace(): Promise<boolean> {
+    const fs = await statfs(this.deps.root).catch(() => undefined);
+    return !fs || (fs.bavail * fs.bsize >= FREE_FLOOR_BYTES && fs.ffree !== 0);
   }
 
   /** Removes the folders of processes not heard from within `staleSeconds`; returns their names. */
@@ -85,6 +119,7 @@ export class ScratchSpace {
 
   async close(): Promise<void> {
     clearInterval(this.timer);
+    clearInterval(this.recheck);
     // Nothing in it outlives the process: what was committed is in the blob store.
     await rm(this.deps.own, { recursive: true, force: true }).catch(() => undefined);
   }
@@ -99,4 +134,12 @@ export class ScratchSpace {
       await writeFile(file, "");
     });
   }
+}
+
+/** What a failed write says of the local disk; an unreachable object store (no errno behind it) says nothing. */
+function faultOf(err: unknown): Exclude<StorageState, "ok"> | undefined {
+  const errno = exhaustedErrno(err);
+  if (errno === "ENOSPC" || errno === "EDQUOT") return "full";
+  if (isStorageFault(err)) return "read_only";
+  return err instanceof StorageUnavailableError && err.cause !== undefined ? faultOf(err.cause) : undefined;
 }

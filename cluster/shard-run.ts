@@ -63,6 +63,8 @@ export interface ShardRunDeps {
   concurrency: number;
   order: LineOrder;
   logger: pino.Logger;
+  /** A write met a full or read-only disk (the process's storage state turns; /ready says so). */
+  onStorageFault?: (err: unknown) => void;
 }
 
 const RETRY_MS = 1_000;

@@ -40,6 +40,8 @@ export interface AppDeps {
   draining?: () => boolean;
   /** The disk under BATCH_DIR: `full` or `read_only` while the service serves reads only (on /ready). */
   storage?: () => string;
+  /** A request's write met a full or read-only disk: told before the 507 or 503 goes out, so /ready agrees. */
+  storageFault?: (err: unknown) => void;
   /** Resolves while the state and the blob store answer (else /ready answers 503 with the domain's reason). */
   reachable?: () => Promise<void>;
   /** The models served (GET /v1/models). */
@@ -89,7 +91,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   if (deps.api === false) {
     app.use(unknownRoute);
-    app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));
+    app.use(errorHandler({ maxFileBytes: config.maxFileBytes, onStorageFault: deps.storageFault }));
     return app;
   }
 
@@ -109,6 +111,6 @@ export function createApp(deps: AppDeps): express.Express {
   }
 
   app.use(unknownRoute);
-  app.use(errorHandler({ maxFileBytes: config.maxFileBytes }));
+  app.use(errorHandler({ maxFileBytes: config.maxFileBytes, onStorageFault: deps.storageFault }));
   return app;
 }

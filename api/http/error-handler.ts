@@ -97,9 +97,10 @@ export const unknownRoute: RequestHandler = (req, res) => {
   sendApiError(req, res, new ApiError(404, `Invalid URL (${req.method} ${path})`, "invalid_request_error", "unknown_url"));
 };
 
-export function errorHandler(opts: { maxFileBytes: number }): ErrorRequestHandler {
+export function errorHandler(opts: { maxFileBytes: number; onStorageFault?: (err: unknown) => void }): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const apiError = toApiError(err, opts);
+    if (apiError && (apiError.status === 507 || apiError.code === "storage_unavailable")) opts.onStorageFault?.(err);
     // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line.
     if (!apiError || apiError.status >= 500) (res as { err?: unknown }).err = err;
     if (res.headersSent) {
