@@ -23,6 +23,7 @@ import type { ClusterPorts, FileRecords } from "../cluster/ports.js";
 import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
+import { StopWatch } from "../cluster/stop-watch.js";
 import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
@@ -271,6 +272,14 @@ export async function buildControlPlane(deps: {
     now,
     metrics,
   });
+  const stops = new StopWatch({
+    batches,
+    events: bus,
+    registry: models.registry,
+    defaults: (owner) => keys.of(owner)?.stopRules ?? {},
+    metrics,
+    logger,
+  });
   const specs = state.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
   const pool = specs.map(
     (w) =>
@@ -289,6 +298,7 @@ export async function buildControlPlane(deps: {
         urgentSeconds: config.slaUrgentSeconds,
         weights: keys.weights(),
         cancelGraceSeconds: config.cancelGraceSeconds,
+        stops,
         preemptGraceMs: config.shutdownGraceSeconds * 1000,
         preemptions: { perHour: config.pools.spot.preemptionsPerHour, cooldownSeconds: config.pools.spot.preemptCooldownSeconds },
         logger: logger.child({ worker: w.id }),
@@ -340,6 +350,7 @@ export async function buildControlPlane(deps: {
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
         await drain(opts);
+        stops.close();
         await maintenance.close();
         await events.close();
         await ports.close();

@@ -19,6 +19,7 @@ import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, ExpiresAfter, Owner, Page } from "../domain/ports.js";
 import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
+import { stopRulesOf } from "../domain/stop-rules.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
 import { oneShard, planModelShards, planShards, type ShardPlan } from "../pipeline/shards.js";
@@ -265,6 +266,7 @@ export class ClusterBatchService implements BatchService {
   }): Promise<Batch> {
     const { limits, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
+    const rules = stopRulesOf(input.metadata);
     const endpoint = servedEndpoint(input.endpoint);
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     if ((await batches.queuedCount()) >= limits.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
@@ -287,6 +289,12 @@ export class ClusterBatchService implements BatchService {
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
+      if (rules.maxCost !== undefined && batch.model && !this.deps.registry.get(batch.model)?.price)
+        throw new InvalidRequestError(
+          `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
+          "invalid_metadata",
+          "metadata.max_cost",
+        );
       // Without a local copy every request fits one shard (a batch holds at most MAX_REQUESTS_PER_BATCH).
       const shardSize = limits.shardSize;
       const shards =

@@ -9,7 +9,7 @@
 import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { OutageLog } from "./outage-log.js";
 import type { EventBus, LeaderLock, WorkerRegistry } from "./ports.js";
-import { CANCELLED, EXPIRED, FAILED } from "./reasons.js";
+import { CANCELLED, EXPIRED, FAILED, STOPPED_WHY } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
 import { chooseYields, projectedFinish } from "./sla.js";
@@ -195,12 +195,7 @@ export class Maintenance {
   private async closeOutStopped(): Promise<void> {
     const { queue } = this.deps;
     for (const shard of await queue.claimStopped(this.deps.id, this.deps.leaseSeconds, 20)) {
-      const reason =
-        shard.stopReason === "cancelled"
-          ? CANCELLED
-          : shard.stopReason === "expired"
-            ? EXPIRED
-            : FAILED("another shard of it could not run");
+      const reason = shard.stopReason === "cancelled" ? CANCELLED : shard.stopReason === "expired" ? EXPIRED : FAILED(STOPPED_WHY);
       const stop = new AbortController();
       stop.abort(reason);
       try {

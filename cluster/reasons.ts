@@ -4,6 +4,8 @@ import type { AbortReason } from "../pipeline/types.js";
 
 export const CANCELLED: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
 export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch expired before this request ran." };
+/** Why a request of a batch ended `failed` (a stop rule, a shard that could not run) was not run: the batch's errors say. */
+export const STOPPED_WHY = "the batch was stopped (its errors say why); retry runs these lines again";
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
 /** Its slot goes to a more urgent batch (cluster/sla.ts): a checkpoint like a preemption's, and it resumes later. */

@@ -20,8 +20,9 @@ import {
   type WorkQueue,
 } from "./ports.js";
 import { randomPreemptions } from "./preemptions.js";
-import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN, YIELDED } from "./reasons.js";
+import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN, STOPPED_WHY, YIELDED } from "./reasons.js";
 import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
+import type { StopWatch } from "./stop-watch.js";
 
 /**
  * A shard run's progress into /metrics: its first report is where the run starts (what earlier runs did), and each
@@ -57,6 +58,8 @@ export interface ClusterWorkerDeps {
   /** The keys' share weights by owner (cluster/fair-share.ts). */
   weights?: Readonly<Record<string, number>>;
   cancelGraceSeconds: number;
+  /** The batches' stop rules, checked as their runs make progress. */
+  stops?: StopWatch;
   /** How long a preempted shard's requests in flight may finish before it is checkpointed. */
   preemptGraceMs: number;
   /** A spot worker's simulated reclaims: this many an hour at random (0: none), each with this cooldown. */
@@ -195,7 +198,11 @@ export class ClusterWorker {
       const lease = signal.aborted ? undefined : await models.acquire(s.model, signal);
       let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {
-        end = await run.run(lease?.backend, signal, drain, progressMeter(this.deps.metrics, s.endpoint));
+        const meter = progressMeter(this.deps.metrics, s.endpoint);
+        end = await run.run(lease?.backend, signal, drain, (p) => {
+          meter?.(p);
+          this.deps.stops?.soon(s.batchId);
+        });
       } finally {
         lease?.release();
       }
@@ -263,7 +270,7 @@ export class ClusterWorker {
     if (!r) return;
     if (reason === "cancelled") this.drainRun(r, CANCELLED, this.deps.cancelGraceSeconds * 1000);
     else if (!r.controller.signal.aborted) {
-      r.controller.abort(reason === "expired" ? EXPIRED : FAILED("another shard of it could not run"));
+      r.controller.abort(reason === "expired" ? EXPIRED : FAILED(STOPPED_WHY));
     }
   }
 

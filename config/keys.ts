@@ -19,6 +19,8 @@ export interface ApiKey {
   /** Enqueued tokens allowed per model; `*` for every model not named. */
   limits: Readonly<Record<string, number>>;
   webhook?: { url: string; secret: string };
+  /** Defaults for its batches' stop rules (a batch's own `metadata` keys win). */
+  stopRules?: { maxErrorRate?: number; maxCost?: number; maxOutputTokens?: number };
 }
 
 /** A key's id is how the console and metrics name it: short and plain. */
@@ -31,6 +33,13 @@ const KeySchema = z.strictObject({
   weight: z.number().positive("must be above 0").max(1000, "must be at most 1000").default(1),
   enqueued_token_limits: z.record(z.string().min(1), z.number().int().min(1, "must be a whole number >= 1")).default({}),
   webhook: z.strictObject({ url: z.string(), secret: z.string() }).optional(),
+  stop_rules: z
+    .strictObject({
+      max_error_rate: z.number().gt(0, "must be above 0").max(1, "must be at most 1 (a fraction: 0.2 is 20%)").optional(),
+      max_cost: z.number().gt(0, "must be above 0").optional(),
+      max_output_tokens: z.number().int().min(1, "must be a whole number >= 1").optional(),
+    })
+    .optional(),
 });
 
 const FileSchema = z.strictObject({ keys: z.array(z.unknown()) });
@@ -102,6 +111,15 @@ function readKeysFile(file: string): ApiKey[] {
       weight: k.weight,
       limits: k.enqueued_token_limits,
       ...(k.webhook ? { webhook: k.webhook } : {}),
+      ...(k.stop_rules
+        ? {
+            stopRules: {
+              maxErrorRate: k.stop_rules.max_error_rate,
+              maxCost: k.stop_rules.max_cost,
+              maxOutputTokens: k.stop_rules.max_output_tokens,
+            },
+          }
+        : {}),
     });
   });
   if (problems.length > 0) throw new Error(problems.join("\n"));

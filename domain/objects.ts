@@ -25,7 +25,10 @@ export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 /** OpenAI's limits on batch metadata; requests.ts checks them with messages, this schema describes them. */
 export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 } as const;
-export const METADATA_DESCRIPTION = `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}.`;
+export const METADATA_DESCRIPTION =
+  `Up to ${METADATA_LIMITS.keys} key-value pairs; keys up to ${METADATA_LIMITS.keyChars} characters, values up to ${METADATA_LIMITS.valueChars}. ` +
+  "Extension: the keys `max_error_rate` (a fraction), `max_cost` (in the model's price currency) and `max_output_tokens` are stop rules " +
+  "that end the running batch `failed` once passed (docs/api.md#stop-rules); a value that is not such a limit is a 400 naming the key.";
 
 export const Metadata = z
   .record(z.string().max(METADATA_LIMITS.keyChars), z.string().max(METADATA_LIMITS.valueChars))

@@ -58,6 +58,8 @@ export interface BatchMetrics {
   webhookAttempt(outcome: "delivered" | "failed" | "gave_up"): void;
   /** An SLA decision: a shard yielded its slot (by the pool it left), or a batch's deadline found at risk. */
   slaEvent(kind: "yield" | "at_risk", pool?: string | null): void;
+  /** A stop rule ended a batch (`max_error_rate`, `max_cost`, `max_output_tokens`). */
+  batchStopped(rule: string): void;
   /** Engine time a commit added (seconds a slot of `pool` was held), and its cost at the model's price. */
   engineWork(w: { model: string; pool: string | null; seconds: number; cost: { currency: string; amount: number } | null }): void;
 }
@@ -192,6 +194,7 @@ export function createMetrics(
     "Batches whose projected finish passed their deadline while they ran (the leader's count).",
     [],
   );
+  const stops = counter("batch_stops_total", "Batches a stop rule ended failed, by rule.", ["rule"]);
   const engineSeconds = counter(
     "engine_seconds_total",
     "Seconds batches' shards held a slot, by model and pool (committed work; pool none: outside the pools).",
@@ -328,6 +331,9 @@ export function createMetrics(
     slaEvent(kind, pool) {
       if (kind === "yield") slaYields.inc({ pool: pool ?? "none" });
       else slaAtRisk.inc();
+    },
+    batchStopped(rule) {
+      stops.inc({ rule });
     },
     engineWork({ model, pool, seconds, cost }) {
       const labels = { model, pool: pool ?? "none" };

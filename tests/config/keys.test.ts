@@ -34,6 +34,10 @@ describe("the keys file", () => {
     const hooks = webhookEndpoints(config).byOwner;
     expect(hooks.get(config.keys[2].owner)?.url).toBe("https://evals.example.com/hooks/batches");
     expect(hooks.has(labeling.owner)).toBe(false);
+    expect(ring.of(config.keys[2].owner)?.stopRules).toMatchObject({ maxErrorRate: 0.2 });
+    expect(() => loadConfig({ KEYS_FILE: file(`keys:\n  - id: a\n    sha256: ${HASH}\n    stop_rules: { max_error_rate: 2 }\n`) })).toThrow(
+      /keys\[0\] \(a\): stop_rules\.max_error_rate: must be at most 1/,
+    );
     // With keys, the API listens on every interface, as with API_KEYS.
     expect(config.host).toBe("0.0.0.0");
   });
