@@ -155,6 +155,77 @@ export class ClusterBatchService implements BatchService {
   }
 
   /**
+   * Pauses a batch that has not ended: nothing more of it is claimed, and its running shards checkpoint and go back
+   * to the queue once their requests in flight finish (the workers hear the event, or their next heartbeat says
+   * so). Its status stays; its deadline does not move. Pausing a paused batch changes nothing. `owner` undefined:
+   * an admin, any key's batch.
+   */
+  async pause(id: string, owner: Owner | undefined): Promise<Batch> {
+    const { batches, now, events, logger } = this.deps;
+    const row = await this.openBatch(id, owner, "paused");
+    if (row.batch.paused_at) return this.view(row.batch);
+    const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
+      if (r.stopReason || r.batch.paused_at) return false;
+      r.batch.paused_at = now();
+    });
+    if (!updated) return this.view((await batches.get(id, owner))!.batch);
+    logger.info({ batch_id: id }, "batch paused");
+    await events.publish({ type: "pause", batch_id: id }).catch(() => undefined);
+    return this.view(updated.batch);
+  }
+
+  /** Resumes a paused batch where it stopped: its shards are claimable again. Resuming a running batch changes nothing. */
+  async resume(id: string, owner: Owner | undefined): Promise<Batch> {
+    const { batches, events, logger } = this.deps;
+    const row = await this.openBatch(id, owner, "resumed");
+    if (!row.batch.paused_at) return this.view(row.batch);
+    const updated = await batches.update(id, ["validating", "in_progress"], (r) => {
+      if (!r.batch.paused_at) return false;
+      r.batch.paused_at = null;
+    });
+    if (!updated) return this.view((await batches.get(id, owner))!.batch);
+    logger.info({ batch_id: id }, "batch resumed");
+    await events.publish({ type: "work" }).catch(() => undefined);
+    return this.view(updated.batch);
+  }
+
+  /**
+   * Pauses (or resumes) every batch that has not ended, of `owner` (undefined: every key's) and of `model` if
+   * given: to free the engine for a deadline, say. Returns the batches it changed.
+   */
+  async pauseMany(action: "pause" | "resume", q: { owner: Owner | undefined; model?: string }): Promise<Batch[]> {
+    const changed: Batch[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.deps.batches.list({ after, limit: 100, owner: q.owner });
+      for (const b of page.data) {
+        if (isFinal(b.status) || (q.model !== undefined && b.model !== q.model)) continue;
+        if (Boolean(b.paused_at) === (action === "pause")) continue;
+        const done = await this[action](b.id, q.owner).catch((err) => {
+          if (err instanceof InvalidRequestError) return undefined; // it ended meanwhile
+          throw err;
+        });
+        if (done) changed.push(done);
+      }
+      if (!page.has_more || page.data.length === 0) return changed;
+      after = page.data.at(-1)!.id;
+    }
+  }
+
+  /** The batch, if it may still be paused or resumed: not ended, and not ending. */
+  private async openBatch(id: string, owner: Owner | undefined, verb: string) {
+    const row = await this.deps.batches.get(id, owner);
+    if (!row) throw new NotFoundError("batch", id);
+    if (row.stopReason || isEnding(row.batch.status) || isFinal(row.batch.status) || row.batch.status === "finalizing")
+      throw new InvalidRequestError(
+        `Batch '${id}' is ${row.stopReason === "cancelled" ? "cancelling" : row.batch.status}: only a batch that has not ended can be ${verb}.`,
+        "batch_not_running",
+        null,
+      );
+    return row;
+  }
+
+  /**
    * A cancel that lost to another end (the deadline, a failure) answers with that end, not with the `in_progress`
    * the batch shows while its last lines are written: it waits (boundedly) for the final status.
    */

@@ -9,16 +9,18 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { projectedFinish } from "./sla.js";
 
 export function clientView(batch: Batch, registry: ModelRegistry, now: number): Batch {
-  const projected = isFinal(batch.status)
-    ? null
-    : projectedFinish(
-        {
-          total: batch.request_counts.total,
-          done: batch.request_counts.completed + batch.request_counts.failed,
-          inProgressAt: batch.in_progress_at,
-        },
-        now,
-      );
+  // A paused batch has no finish to project: it ends when it is resumed, or at its deadline.
+  const projected =
+    isFinal(batch.status) || batch.paused_at
+      ? null
+      : projectedFinish(
+          {
+            total: batch.request_counts.total,
+            done: batch.request_counts.completed + batch.request_counts.failed,
+            inProgressAt: batch.in_progress_at,
+          },
+          now,
+        );
   return {
     ...priced(batch, registry),
     projected_finish_at: projected,

@@ -210,12 +210,8 @@ export interface WorkQueue {
   claim(o: ClaimOptions): Promise<ClaimedShard[]>;
   /** Unfinished shards of stopped batches that no worker holds (to write their error lines). */
   claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]>;
-  /** Renews leases; returns the shards no longer held and the stop reasons of their batches. */
-  heartbeat(
-    workerId: string,
-    shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
-    leaseSeconds: number,
-  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }>;
+  /** Renews leases; returns the shards no longer held, the stop reasons of their batches, and those paused. */
+  heartbeat(workerId: string, shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>, leaseSeconds: number): Promise<Heartbeat>;
   /** Records a checkpoint's part and adds its counts to the batch, once, under the claimed epoch. */
   commit(s: ClaimedShard, c: ShardCommit, leaseSeconds: number): Promise<CommitResult>;
   finish(s: ClaimedShard): Promise<CommitResult>;
@@ -283,9 +279,18 @@ export interface WorkerRegistry {
   queueCounts(): Promise<{ depth: number; running: number }>;
 }
 
+export interface Heartbeat {
+  lost: Set<string>;
+  stops: Map<string, StopReason>;
+  /** Batches paused: a pause event this worker missed. */
+  paused: Set<string>;
+}
+
 export type ClusterEvent =
   | { type: "stop"; batch_id: string; reason: StopReason }
   | { type: "work" }
+  /** The batch was paused: its shards' workers checkpoint them and hand them back (nothing is claimed until resume). */
+  | { type: "pause"; batch_id: string }
   /** A shard finished: its batch may be ready to finalize (the maintenance process acts at once, not at its next tick). */
   | { type: "shard_done"; batch_id: string }
   | { type: "preempt"; pool: "spot"; cooldown_seconds: number }

@@ -8,6 +8,11 @@ export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch
 export const STOPPED_WHY = "the batch was stopped (its errors say why); retry runs these lines again";
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
+/** Paused by its owner or an admin: a checkpoint like a preemption's, and it resumes where it stopped. */
+export const PAUSED: AbortReason = {
+  code: "shutdown",
+  message: "The batch was paused; it resumes from its checkpoint.",
+};
 /** Its slot goes to a more urgent batch (cluster/sla.ts): a checkpoint like a preemption's, and it resumes later. */
 export const YIELDED: AbortReason = {
   code: "shutdown",

@@ -20,7 +20,7 @@ import {
   type WorkQueue,
 } from "./ports.js";
 import { randomPreemptions } from "./preemptions.js";
-import { CANCELLED, EXPIRED, FAILED, PREEMPTED, SHUTDOWN, STOPPED_WHY, YIELDED } from "./reasons.js";
+import { CANCELLED, EXPIRED, FAILED, PAUSED, PREEMPTED, SHUTDOWN, STOPPED_WHY, YIELDED } from "./reasons.js";
 import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
 import type { StopWatch } from "./stop-watch.js";
 
@@ -120,6 +120,7 @@ export class ClusterWorker {
   onEvent(e: ClusterEvent): void {
     if (e.type === "work" || e.type === "shard_done") this.fill();
     else if (e.type === "stop") this.stopBatch(e.batch_id, e.reason);
+    else if (e.type === "pause") this.pauseBatch(e.batch_id);
     else if (e.type === "preempt" && e.pool === this.deps.pool) this.preempt(e.cooldown_seconds);
     else if (e.type === "yield") this.yieldShard(e.batch_id, e.idx, e.for_batch);
   }
@@ -259,6 +260,11 @@ export class ClusterWorker {
     if (row) await events.publish({ type: "stop", batch_id: batchId, reason: "failed" }).catch(() => undefined);
   }
 
+  /** Requests in flight get the grace a preemption gives; then each run checkpoints and hands its shard back. */
+  private pauseBatch(batchId: string) {
+    for (const r of this.running.values()) if (r.run.shard.batchId === batchId) this.drainRun(r, PAUSED, this.deps.preemptGraceMs);
+  }
+
   private stopBatch(batchId: string, reason: StopReason) {
     for (const r of this.running.values()) if (r.run.shard.batchId === batchId) this.abortRun(r.run, reason);
   }
@@ -315,7 +321,7 @@ export class ClusterWorker {
     const runs = [...this.running.values()].map((r) => r.run);
     try {
       await this.register();
-      const { lost, stops } = await this.deps.queue.heartbeat(
+      const { lost, stops, paused } = await this.deps.queue.heartbeat(
         this.deps.id,
         runs.map((r) => r.shard),
         this.deps.leaseSeconds,
@@ -324,6 +330,7 @@ export class ClusterWorker {
         if (lost.has(run.key)) run.lose({ code: "shutdown", message: "The shard's lease was taken over by another worker." });
         const stop = stops.get(run.shard.batchId);
         if (stop && run.shard.stopReason !== stop) this.abortRun(run, stop);
+        else if (paused.has(run.shard.batchId)) this.pauseBatch(run.shard.batchId);
       }
       this.beats.ok();
     } catch (err) {

@@ -32,6 +32,14 @@ export interface BatchCommands {
   createInline(input: CreateInlineBatchInput): Promise<Batch>;
   cancel(id: string, owner: Owner): Promise<Batch>;
   /**
+   * Pauses a batch that has not ended (it claims nothing; what runs checkpoints and goes back to the queue), or
+   * resumes one where it stopped. `owner` undefined: an admin, over every key's batches.
+   */
+  pause(id: string, owner: Owner | undefined): Promise<Batch>;
+  resume(id: string, owner: Owner | undefined): Promise<Batch>;
+  /** Pauses or resumes every batch not ended of `owner` (undefined: every key's), and of `model` if given. */
+  pauseMany(action: "pause" | "resume", q: { owner: Owner | undefined; model?: string }): Promise<Batch[]>;
+  /**
    * A new batch of the finished batch's failed lines (and those a cancel or an expiry left unrun), as `filter`
    * picks them, with `metadata.retry_of`; lines that succeeded are never rerun.
    */

@@ -88,6 +88,7 @@ export function newBatchObject(a: {
     submitted_at: a.created,
     deadline_at: deadline,
     deadline_met: null,
+    paused_at: null,
     pool: null,
     engine_seconds: { spot: 0, dedicated: 0 },
   };

@@ -117,6 +117,9 @@ export const BatchSchema = z
     // SLA extension fields: when the batch ends at its rate so far, and whether that is past its deadline (null
     // once it ended, and while estimating: until 20 lines, or 5% of a larger batch, and 30 s have run).
     projected_finish_at: z.number().int().nullable().optional(),
+    // Pause extension field: when the batch was paused (null: it runs). A paused batch claims nothing; its status
+    // stays what it was (`in_progress` once it started) and its completion window keeps running.
+    paused_at: z.number().int().nullable().optional(),
     deadline_at_risk: z.boolean().nullable().optional(),
   })
   .openapi("Batch", {

@@ -22,6 +22,7 @@ import {
   InlineBatchRequest,
   isInlineBatchBody,
   ListBatchesQuery,
+  PauseManyBody,
   ResultsQuery,
   RetryBatchBody,
 } from "../schemas/requests.js";
@@ -69,6 +70,20 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
     const id = batchId(req.params.batch_id);
     res.json(await batches.cancel(id, ownerFrom(res)));
   });
+
+  // Our extension: the owner (or an admin) holds a long batch and lets it go on where it stopped; or every batch
+  // of a key or a model at once.
+  for (const action of ["pause", "resume"] as const) {
+    router.post(`/v1/batches/${action}`, async (req, res) => {
+      const { api_key_id, model } = parseRequest(PauseManyBody, req.body ?? {});
+      const owner = readScope(res, api_key_id, deps.organization);
+      res.json(listObject({ data: await batches.pauseMany(action, { owner, model }), has_more: false }));
+    });
+    router.post(`/v1/batches/:batch_id/${action}`, async (req, res) => {
+      const id = batchId(req.params.batch_id);
+      res.json(await batches[action](id, readScope(res, undefined, deps.organization)));
+    });
+  }
 
   // Our extension: a new batch of a finished batch's failed lines.
   router.post("/v1/batches/:batch_id/retry", async (req, res) => {
@@ -168,6 +183,47 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       description: "Queued batches end at once (`cancelled`); running ones pass through `cancelling` and keep the results they have.",
       request: { params: BatchIdParams },
       responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 404) },
+    }),
+  );
+  for (const action of ["pause", "resume"] as const)
+    r.registerPath(
+      keyedRoute({
+        method: "post",
+        path: `/v1/batches/${action}`,
+        tags: ["Batches"],
+        summary: `${action === "pause" ? "Pause" : "Resume"} every batch of a key or a model (an extension, not part of OpenAI's API)`,
+        description:
+          `${action === "pause" ? "Pauses" : "Resumes"} every batch not ended of \`api_key_id\` (another key's: admin keys only) ` +
+          "and of `model`, as the batch route does one: to free the engine for a deadline, say. Answers the batches it changed.",
+        request: { body: { required: true, content: { "application/json": { schema: PauseManyBody } } } },
+        responses: { 200: jsonResponse(listOf(BatchSchema, "BatchList"), "The batches changed."), ...errorResponses(400, 401, 403) },
+      }),
+    );
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/batches/{batch_id}/pause",
+      tags: ["Batches"],
+      summary: "Pause a batch (an extension, not part of OpenAI's API)",
+      description:
+        "The batch claims nothing more; its running shards finish the requests in flight, checkpoint and go back to the queue. " +
+        "Its status stays (`in_progress` once it started) and `paused_at` is set; its completion window keeps running. " +
+        "For the batch's key, or an admin key. Pausing a paused batch changes nothing; an ended or ending batch is 400 `batch_not_running`.",
+      request: { params: BatchIdParams },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, with `paused_at`."), ...errorResponses(400, 401, 404) },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/batches/{batch_id}/resume",
+      tags: ["Batches"],
+      summary: "Resume a paused batch (an extension, not part of OpenAI's API)",
+      description:
+        "Clears `paused_at`: the batch's shards are claimed again and go on from their checkpoints, with nothing rerun. " +
+        "Resuming a running batch changes nothing; an ended or ending batch is 400 `batch_not_running`.",
+      request: { params: BatchIdParams },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, `paused_at` null."), ...errorResponses(400, 401, 404) },
     }),
   );
   r.registerPath(

@@ -211,6 +211,23 @@ export function isInlineBatchBody(body: unknown): boolean {
   return b.input !== undefined && b.input_file_id === undefined;
 }
 
+/** POST /v1/batches/pause and /resume (our extension): whose batches, at least one of a key and a model. */
+export const PauseManyBody = z
+  .strictObject(
+    {
+      api_key_id: z
+        .string({ error: "api_key_id must be a key's id" })
+        .optional()
+        .openapi({ description: "That key's batches (another key's: admin keys only)." }),
+      model: z.string({ error: "model must be a model's name" }).optional().openapi({ description: "Batches of this model." }),
+    },
+    unknownFields("request argument supplied"),
+  )
+  .refine((b) => b.api_key_id !== undefined || b.model !== undefined, {
+    message: "name the batches to change: api_key_id, model, or both",
+  })
+  .openapi("PauseManyBody");
+
 /** POST /v1/batches/{batch_id}/retry (our extension): which failed lines the new batch takes; an empty body takes all. */
 export const RetryBatchBody = z
   .strictObject(

@@ -9,6 +9,7 @@ import {
   type ClaimedShard,
   type ClaimOptions,
   type CommitResult,
+  type Heartbeat,
   type ShardCommit,
   type ShardView,
   type StopReason,
@@ -35,7 +36,7 @@ export class MemoryWorkQueue implements WorkQueue {
     const held = this.heldBack(o);
     const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
     for (const e of this.state.batches.values()) {
-      if (e.stopReason || !RUNNABLE.includes(e.batch.status)) continue;
+      if (e.stopReason || e.batch.paused_at || !RUNNABLE.includes(e.batch.status)) continue;
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits || held.has(e.batch.id)) continue;
@@ -63,7 +64,7 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   async slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">> {
-    const open = [...this.state.batches.values()].filter((e) => !e.stopReason && RUNNABLE.includes(e.batch.status));
+    const open = [...this.state.batches.values()].filter((e) => !e.stopReason && !e.batch.paused_at && RUNNABLE.includes(e.batch.status));
     return {
       shards: open.flatMap((e) =>
         e.shards
@@ -104,9 +105,10 @@ export class MemoryWorkQueue implements WorkQueue {
     workerId: string,
     shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
     leaseSeconds: number,
-  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }> {
+  ): Promise<Heartbeat> {
     const lost = new Set<string>();
     const stops = new Map<string, StopReason>();
+    const paused = new Set<string>();
     for (const c of shards) {
       const e = this.state.batches.get(c.batchId);
       const s = e?.shards[c.idx];
@@ -116,8 +118,9 @@ export class MemoryWorkQueue implements WorkQueue {
       }
       s.leaseUntil = this.leaseEnd(leaseSeconds);
       if (e.stopReason) stops.set(c.batchId, e.stopReason);
+      if (e.batch.paused_at) paused.add(c.batchId);
     }
-    return { lost, stops };
+    return { lost, stops, paused };
   }
 
   /** A commit retried after its reply was lost finds its own part (or, with none, its number) there: committed, once. */

@@ -5,6 +5,7 @@ import {
   type ClaimedShard,
   type ClaimOptions,
   type CommitResult,
+  type Heartbeat,
   shardKey as key,
   type ShardCommit,
   type ShardPart,
@@ -84,6 +85,7 @@ export class PgWorkQueue implements WorkQueue {
              LEFT JOIN key_shares ks ON ks.owner = coalesce(b.owner, '')
              LEFT JOIN unnest($9::text[], $10::float8[]) AS w(owner, weight) ON w.owner = coalesce(b.owner, '')
            WHERE b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND s.model = ANY($3)
+             AND (b.doc->>'paused_at') IS NULL
              AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
              AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
              AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
@@ -148,20 +150,21 @@ export class PgWorkQueue implements WorkQueue {
     workerId: string,
     shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>,
     leaseSeconds: number,
-  ): Promise<{ lost: Set<string>; stops: Map<string, StopReason> }> {
-    if (shards.length === 0) return { lost: new Set(), stops: new Map() };
+  ): Promise<Heartbeat> {
+    if (shards.length === 0) return { lost: new Set(), stops: new Map(), paused: new Set() };
     const { rows } = await this.db.query(
       `UPDATE shards s SET lease_until = now() + make_interval(secs => $5)
        FROM unnest($2::text[], $3::int[], $4::int[]) AS x(batch_id, idx, epoch), batches b
        WHERE s.batch_id = x.batch_id AND s.idx = x.idx AND s.epoch = x.epoch AND s.worker_id = $1 AND s.state = 'running'
          AND b.id = s.batch_id
-       RETURNING s.batch_id, s.idx, b.stop_reason`,
+       RETURNING s.batch_id, s.idx, b.stop_reason, b.doc->>'paused_at' AS paused_at`,
       [workerId, shards.map((s) => s.batchId), shards.map((s) => s.idx), shards.map((s) => s.epoch), leaseSeconds],
     );
     const held = new Set(rows.map((r) => key({ batchId: r.batch_id, idx: r.idx })));
     const stops = new Map<string, StopReason>();
     for (const r of rows) if (r.stop_reason) stops.set(r.batch_id, r.stop_reason);
-    return { lost: new Set(shards.map(key).filter((k) => !held.has(k))), stops };
+    const paused = new Set<string>(rows.filter((r) => r.paused_at).map((r) => r.batch_id));
+    return { lost: new Set(shards.map(key).filter((k) => !held.has(k))), stops, paused };
   }
 
   /**
@@ -201,7 +204,7 @@ export class PgWorkQueue implements WorkQueue {
   }
 
   async slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">> {
-    const open = "b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress')";
+    const open = "b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND (b.doc->>'paused_at') IS NULL";
     const [shards, batches] = await Promise.all([
       this.db.query(
         `SELECT s.batch_id, s.idx, s.model, s.state, s.worker_id, b.submitted_at, b.deadline_at
