@@ -32,12 +32,12 @@ export async function refreshBatch(id) {
   const b = d.batch;
   $("b-id").textContent = b.id;
   $("b-status").className = `badge ${b.status}`;
-  $("b-status").textContent = b.status.replace("_", " ");
+  $("b-status").textContent = b.paused_at ? `${b.status.replace("_", " ")} · paused` : b.status.replace("_", " ");
   document.title = `${b.id} · ${b.status}`;
   const { c, total, pct } = counts(b);
   const n = d.line_error_counts || { failed: c.failed, not_run: 0 };
   setMeter($("b-meter"), progressParts(b, n));
-  const rate = b.status === "in_progress" ? rateOf(b) : null;
+  const rate = b.status === "in_progress" && !b.paused_at ? rateOf(b) : null;
   const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
   $("b-progress").textContent =
     c.completed +
@@ -152,6 +152,10 @@ export async function refreshBatch(id) {
   $("b-table").classList.toggle("hidden", !b.metadata?.dataset_input_file_id);
   $("b-dl-table").disabled = !FINAL.includes(b.status);
   $("b-cancel").disabled = FINAL.includes(b.status) || b.status === "cancelling";
+  // One of the two shows while the batch has not ended: Pause while it runs, Resume while it is paused.
+  const open = !FINAL.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing";
+  $("b-pause").classList.toggle("hidden", !open || Boolean(b.paused_at));
+  $("b-resume").classList.toggle("hidden", !open || !b.paused_at);
   $("b-retry").disabled = !FINAL.includes(b.status) || !b.request_counts?.failed;
 }
 
@@ -240,6 +244,16 @@ $("b-cancel").addEventListener("click", () =>
     await refreshBatch(shown.batch.id);
   }),
 );
+for (const action of ["pause", "resume"])
+  $(`b-${action}`).addEventListener("click", () =>
+    act(async (out) => {
+      const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/${action}`, { method: "POST" });
+      out.textContent = b.paused_at
+        ? "Paused: requests in flight finish, then nothing runs until you resume. Its deadline still counts."
+        : "Resumed: the batch goes on where it stopped.";
+      await refreshBatch(shown.batch.id);
+    }),
+  );
 $("b-retry").addEventListener("click", () =>
   act(async (out) => {
     if (

@@ -88,6 +88,7 @@ export function rateOf(b, nowSec) {
     Object.assign(prev, { t: now, done, tokens });
   }
   const speed = prev.tps ? `${Math.round(prev.tps)} tok/s` : "measuring…";
+  if (b.paused_at) return { text: "paused" };
   const eta = b.projected_finish_at ? `ETA ${duration(Math.max(0, b.projected_finish_at - (nowSec || now)))}` : "ETA estimating…";
   return { text: `${speed} · ${eta}` };
 }
@@ -174,6 +175,7 @@ function batchRow(b, now) {
   if (sub) id.appendChild(el("div", "muted meta", sub));
   const status = el("td", "status");
   status.appendChild(el("span", `badge ${b.status}`, b.status.replace("_", " ")));
+  if (b.paused_at) status.appendChild(el("span", "badge paused", "paused"));
   const reason = b.errors?.data?.[0];
   if (b.status === "failed" && reason) {
     const text = (reason.line ? `line ${reason.line}: ` : "") + reason.message;
