@@ -1,6 +1,8 @@
 // What the console shows of a batch's failed lines: the validation errors, else the first lines of its error file,
-// each with its line number in the input (the error file has only custom_ids), and how many lines failed against
-// how many a cancel or an expiry left unrun. An ended batch's files never change, so its answer is kept.
+// each with its line number in the input (the error file has only custom_ids), in input order, and how many lines
+// failed against how many a cancel, an expiry or a stop left unrun. An error of the batch as a whole (a token
+// limit, a stop rule: no line) is its reason, shown as such, not a failed line. An ended batch's files never
+// change, so its answer is kept.
 import type { Batch } from "../domain/objects.js";
 import type { BatchInspection } from "../domain/ports.js";
 import { errorCodeOf } from "../domain/retry.js";
@@ -28,7 +30,7 @@ export async function lineErrors(batch: Batch, src: Sources): Promise<LineErrors
   const key = `${batch.id}/${batch.error_file_id}`;
   const hit = ended ? kept.get(key) : undefined;
   if (hit) return hit;
-  const validation = batch.errors?.data ?? [];
+  const validation = (batch.errors?.data ?? []).filter((e) => e.line !== null && e.line !== undefined);
   if (validation.length > 0) {
     const line_errors = validation
       .slice(0, LINE_ERRORS)
@@ -51,6 +53,7 @@ export async function lineErrors(batch: Batch, src: Sources): Promise<LineErrors
     line_errors.push({ line: null, custom_id: l.custom_id ?? null, code, message: String(message), not_run: notRun });
   }
   await numberLines(line_errors, src.inputLines());
+  line_errors.sort((a, b) => (a.line ?? Number.MAX_SAFE_INTEGER) - (b.line ?? Number.MAX_SAFE_INTEGER));
   const out = { line_errors, line_error_counts: counts };
   if (ended) {
     kept.set(key, out);

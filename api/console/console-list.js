@@ -94,10 +94,10 @@ export function rateOf(b, nowSec) {
 }
 
 /**
- * A cancelled or expired batch's failed count holds the lines it left unrun: the list cannot tell them apart.
+ * A cancelled, expired or stopped batch's failed count holds the lines it left unrun: the list cannot tell them apart.
  * @param {Batch} b
  */
-const failedWord = (b) => (b.status === "cancelled" || b.status === "expired" ? " failed or not run" : " failed");
+const failedWord = (b) => (["cancelled", "expired", "failed"].includes(b.status) ? " failed or not run" : " failed");
 
 /**
  * @param {Batch} b
@@ -123,8 +123,8 @@ function progressCell(b, now) {
 function deadlineCell(b, now) {
   const td = el("td", "deadline");
   td.title = `deadline ${stamp(b.deadline_at)} (window ${b.completion_window})`;
-  if (b.status === "failed" || b.status === "cancelled") td.textContent = "—";
-  else if (FINAL.includes(b.status)) td.textContent = stamp(b.deadline_at);
+  // An ended batch shows the deadline it had, as its page does.
+  if (FINAL.includes(b.status)) td.textContent = stamp(b.deadline_at);
   else if (b.deadline_at >= now) td.textContent = `in ${duration(b.deadline_at - now)}`;
   else td.textContent = `${duration(now - b.deadline_at)} overdue`;
   return td;

@@ -51,13 +51,19 @@ export async function refreshUsage() {
   }));
   const spent = byKey(costs, (r) => ({ amount: r.amount.value }));
   const currency = costs.data.flatMap((/** @type {any} */ b) => b.results)[0]?.amount.currency ?? "";
+  // What ran with no key (the API open: no keys configured, or before there were any) is its own row.
+  const open = used.has("—") || spent.has("—") || keys.data.length === 0;
+  const rows = [
+    ...keys.data,
+    ...(open ? [{ id: "—", name: "open API (no key)", weight: "—", enqueued_tokens: {}, enqueued_token_limits: {} }] : []),
+  ];
   $("usage-rows").replaceChildren(
-    ...keys.data.map((/** @type {any} */ k) => {
+    ...rows.map((/** @type {any} */ k) => {
       const u = used.get(k.id) ?? {};
       const tr = el("tr", "usage");
       tr.dataset.key = k.id;
       const cells = [
-        [el("td", "", k.admin ? `${k.id} (admin)` : k.id), "Key"],
+        [el("td", "", k.name ?? (k.admin ? `${k.id} (admin)` : k.id)), "Key"],
         [el("td", "", k.weight), "Share"],
         [el("td", "", enqueuedText(k.enqueued_tokens, k.enqueued_token_limits)), "Enqueued / limit"],
         [el("td", "num", num(u.requests)), "Requests"],

@@ -147,6 +147,16 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.close();
   });
 
+  it("shows what ran with no key configured as the open API's usage, not an empty table", async () => {
+    const page = await open(1280);
+    await page.waitForSelector('tr.usage[data-key="—"]', { timeout: 15_000 });
+    const cells = await page.locator('tr.usage[data-key="—"] td').allTextContents();
+    expect(cells[0]).toBe("open API (no key)");
+    // The finished batch's four requests at least (the usage API's figures under api_key_id: null).
+    expect(Number(cells[3].replace(/\D/g, ""))).toBeGreaterThanOrEqual(4);
+    await page.close();
+  });
+
   it("downloads the output from the page, and opens a batch from the list with the keyboard", async () => {
     const page = await open(1280);
     await page.waitForSelector(`tr.batch[data-id="${ids.done}"] a.open`);
