@@ -48,6 +48,8 @@ export interface ModelSpec {
   generated?: boolean;
   /** What it costs to run (the models file's `price`); absent: batches report no cost. */
   price?: Price;
+  /** Request parameters its batches' lines take unless the line or the batch's `default_params` set them. */
+  defaults?: Record<string, unknown>;
 }
 
 export class ModelsFileError extends Error {
@@ -121,6 +123,7 @@ const ModelSchema = z
     local: LocalSchema.optional(),
     upstream: UpstreamSchema.optional(),
     price: PriceSchema.optional(),
+    defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
   })
   .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream")
   .refine((m) => !m.local || (m.local.path === undefined) !== (m.local.generated === undefined), {
@@ -153,7 +156,10 @@ export function parseModelsFile(text: string, source: string, env: Record<string
   const dir = path.dirname(path.resolve(source));
   const models = parsed.data.models.map((m): ModelSpec => {
     const aliases = m.aliases ?? [];
-    const price = m.price ? { price: priceFrom(m.price) } : {};
+    const price = {
+      ...(m.price ? { price: priceFrom(m.price) } : {}),
+      ...(m.defaults && Object.keys(m.defaults).length > 0 ? { defaults: m.defaults } : {}),
+    };
     if (m.local) {
       const l = m.local;
       const file = l.generated

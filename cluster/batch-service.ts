@@ -3,9 +3,10 @@
 // the batch records (PostgreSQL's, so any API server answers for any batch, or one process's).
 
 import { randomUUID } from "node:crypto";
-import { createWriteStream } from "node:fs";
-import { mkdir, open, rm, writeFile } from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, open, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
@@ -14,6 +15,7 @@ import type { KeyRing } from "../config/keys.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
+import { checkDefaultParams, defaultsFor, withDefaults } from "../domain/default-params.js";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch, BatchEndpoint } from "../domain/objects.js";
@@ -329,6 +331,7 @@ export class ClusterBatchService implements BatchService {
     completion_window: string;
     metadata?: Record<string, string> | null;
     output_expires_after?: ExpiresAfter;
+    default_params?: Record<string, unknown>;
     inputFileId: string;
     inputKey: string;
     /** Lines may name several models (then `plan` holds the shards, one model each). */
@@ -338,18 +341,24 @@ export class ClusterBatchService implements BatchService {
     const { limits, batches, logger, now } = this.deps;
     const windowSeconds = parseCompletionWindow(input.completion_window);
     const rules = stopRulesOf(input.metadata);
+    const defaults = input.default_params && Object.keys(input.default_params).length > 0 ? input.default_params : undefined;
     const endpoint = servedEndpoint(input.endpoint);
+    if (defaults) checkDefaultParams(endpoint, defaults);
     if (this.closing) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
     if ((await batches.queuedCount()) >= limits.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
     // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
     // need splitting into shards, which takes a second pass to find the boundaries.
     const blob = await this.deps.blobs.open(input.inputKey);
     if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
-    const local = limits.shardSize < limits.maxRequestsPerBatch && !input.plan ? this.scratchFile() : undefined;
+    // Defaults (the batch's, its model's) are written into the batch's own copy of its input, which is made here.
+    // (Not over a plan: its shards are byte ranges of the file as it is.)
+    const modelDefaults = !input.plan && this.deps.registry.models.some((m) => m.defaults);
+    let local =
+      defaults || modelDefaults || (limits.shardSize < limits.maxRequestsPerBatch && !input.plan) ? this.scratchFile() : undefined;
     let readError: unknown;
     blob.content.once("error", (err) => (readError ??= err));
     try {
-      if (local) await this.download(blob.content, local);
+      if (local) await this.download(blob.content, local, defaults);
       const v = await validateBatchFile(local ?? blob.content, endpoint, {
         maxRequests: limits.maxRequestsPerBatch,
         maxLineBytes: limits.maxLineBytes,
@@ -360,6 +369,19 @@ export class ClusterBatchService implements BatchService {
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
       const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
+      // The model's defaults go under the lines' and the batch's, for the parameters this endpoint takes.
+      const fromModel = modelDefaults ? defaultsFor(endpoint, batch.model ? this.deps.registry.get(batch.model)?.defaults : undefined) : {};
+      const applied = { ...fromModel, ...defaults };
+      if (local && Object.keys(fromModel).length > 0 && batch.status === "validating") {
+        const again = this.scratchFile();
+        try {
+          await this.download(createReadStream(local), again, fromModel);
+        } finally {
+          await rm(local, { force: true });
+          local = again;
+        }
+      }
+      if (Object.keys(applied).length > 0) batch.default_params = applied;
       if (rules.maxCost !== undefined && batch.model && !this.deps.registry.get(batch.model)?.price)
         throw new InvalidRequestError(
           `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
@@ -375,16 +397,18 @@ export class ClusterBatchService implements BatchService {
             ? input.plan
             : local && v.total > shardSize
               ? await planShards(local, shardSize)
-              : [oneShard({ total: v.total, bytes: blob.size })];
-      const inputKey = this.deps.ownInput ? batchKeys(id).input : input.inputKey;
+              : [oneShard({ total: v.total, bytes: batch.default_params && local ? (await stat(local)).size : blob.size })];
+      const own = this.deps.ownInput || batch.default_params !== undefined;
+      const inputKey = own ? batchKeys(id).input : input.inputKey;
       // A batch refused from here on (a full queue, a full or failing disk) leaves none of its parts behind.
       const refuse = async (err: unknown) => {
-        if (this.deps.ownInput) await this.deps.blobs.deletePrefix(`${id}/`).catch(() => undefined);
+        if (own) await this.deps.blobs.deletePrefix(`${id}/`).catch(() => undefined);
         return err;
       };
       let admitted: boolean;
       try {
-        if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
+        if (batch.default_params && local) await this.deps.blobs.putFile(inputKey, local);
+        else if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
           throw new NotFoundError("file", input.inputFileId, "input_file_id");
         const record = (shards: ShardPlan[], limited: boolean) =>
           batches.insert({
@@ -444,9 +468,17 @@ export class ClusterBatchService implements BatchService {
     return path.join(this.deps.scratchDir, `api-${randomUUID()}.jsonl`);
   }
 
-  private async download(content: Readable, local: string): Promise<void> {
+  /** The input into the scratch space; with defaults, each line's body under them (domain/default-params.ts). */
+  private async download(content: Readable, local: string, defaults?: Record<string, unknown>): Promise<void> {
     const out = await inDir(this.deps.scratchDir, () => open(local, "w"));
-    await pipeline(content, createWriteStream(local, { fd: out }));
+    if (!defaults) return void (await pipeline(content, createWriteStream(local, { fd: out })));
+    await pipeline(
+      async function* () {
+        for await (const line of createInterface({ input: content, crlfDelay: Number.POSITIVE_INFINITY }))
+          yield `${withDefaults(line, defaults)}\n`;
+      },
+      createWriteStream(local, { fd: out }),
+    );
   }
 }
 

@@ -11,6 +11,8 @@ export interface CreateBatchInput {
   metadata?: Record<string, string> | null;
   /** Retention of the output and error files. */
   output_expires_after?: ExpiresAfter;
+  /** Parameters for every line whose body does not set them (domain/default-params.ts). */
+  default_params?: Record<string, unknown>;
   owner: Owner;
 }
 

@@ -38,6 +38,7 @@ export function newBatchObject(a: {
   endpoint: BatchEndpoint;
   completion_window: string;
   metadata?: Record<string, string> | null;
+  default_params?: Record<string, unknown>;
   inputFileId: string;
   created: number;
   windowSeconds: number;
@@ -85,6 +86,7 @@ export function newBatchObject(a: {
       total_tokens: 0,
     },
     metadata: a.metadata ?? null,
+    ...(a.default_params ? { default_params: a.default_params } : {}),
     submitted_at: a.created,
     deadline_at: deadline,
     deadline_met: null,

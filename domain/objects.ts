@@ -120,6 +120,8 @@ export const BatchSchema = z
     // Pause extension field: when the batch was paused (null: it runs). A paused batch claims nothing; its status
     // stays what it was (`in_progress` once it started) and its completion window keeps running.
     paused_at: z.number().int().nullable().optional(),
+    // Defaults extension field: the parameters every line took unless its body set them.
+    default_params: z.record(z.string(), z.unknown()).nullable().optional(),
     deadline_at_risk: z.boolean().nullable().optional(),
   })
   .openapi("Batch", {

@@ -177,6 +177,15 @@ export const CreateBatchBody = z
     completion_window: CompletionWindow,
     metadata: MetadataParam,
     output_expires_after: expiresAfter("output_expires_after"),
+    default_params: z
+      .record(z.string(), z.unknown(), { error: "default_params must be an object of request parameters" })
+      .optional()
+      .openapi({
+        description:
+          "Extension: request parameters (such as `temperature`, `max_tokens`) for every line whose body does not set them; " +
+          "checked against the endpoint's schema at create (a 400 names `default_params.<key>`), shown on the batch.",
+        example: { temperature: 0, max_tokens: 64 },
+      }),
   })
   .openapi("CreateBatchRequest", {
     description: "OpenAI's form: a batch over an uploaded JSONL file.",
