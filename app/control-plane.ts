@@ -236,7 +236,15 @@ export async function buildControlPlane(deps: {
   });
   const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
-  const views = new ClusterBatchViews({ batches, queue, files, blobs, registry: models.registry, now });
+  const views = new ClusterBatchViews({
+    batches,
+    queue,
+    files,
+    blobs,
+    registry: models.registry,
+    now,
+    keyIdOf: (owner) => keys.idOf(owner),
+  });
   const uploads = new BlobUploads({
     blobs,
     files,

@@ -17,6 +17,8 @@ export interface ClusterBatchViewsDeps {
   blobs: BlobStore;
   registry: ModelRegistry;
   now: () => number;
+  /** What the console calls an owner: its API key's id (null: the open API). */
+  keyIdOf?: (owner: Owner) => string | null;
 }
 
 export class ClusterBatchViews implements BatchViews {
@@ -73,6 +75,11 @@ export class ClusterBatchViews implements BatchViews {
 
   async search(q: BatchSearch): Promise<Page<ListedBatch>> {
     const page = await this.deps.batches.search(q);
-    return { data: page.data.map((r) => ({ ...this.view(r.batch), input_filename: r.inputFilename })), has_more: page.has_more };
+    // Whose each batch is: an admin's list spans keys, or is one key's by its filter.
+    const key = (owner: Owner) => (this.deps.keyIdOf ? { api_key_id: this.deps.keyIdOf(owner) } : {});
+    return {
+      data: page.data.map((r) => ({ ...this.view(r.batch), input_filename: r.inputFilename, ...key(r.owner) })),
+      has_more: page.has_more,
+    };
   }
 }

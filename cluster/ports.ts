@@ -102,7 +102,7 @@ export interface BatchRecords {
    */
   search(
     q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
-  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>>;
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null; owner: Owner }>>;
   /** Batches queued: accepted, not yet started on any worker, not stopped (what MAX_QUEUE_DEPTH bounds). */
   queuedCount(): Promise<number>;
   /**

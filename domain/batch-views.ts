@@ -40,7 +40,8 @@ export interface BatchSearch {
   owner: Owner | undefined;
 }
 
-export type ListedBatch = Batch & { input_filename: string | null };
+/** `api_key_id`: whose it is (its API key's id; null: the open API). */
+export type ListedBatch = Batch & { input_filename: string | null; api_key_id?: string | null };
 
 export interface BatchViews {
   /** The console's view of a batch; undefined when there is none for this owner. */

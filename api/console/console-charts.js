@@ -2,6 +2,8 @@
 // The live charts (uPlot: small, fast, no dependencies, served from this origin as a global).
 import { $, api } from "./console-api.js";
 
+/** Seconds the charts span. */
+const WINDOW = 15 * 60;
 /** The charts drawn so far, by element id, and the pools the pool chart shows. @type {Record<string, any> & { poolsKey?: string }} */
 const charts = {};
 /**
@@ -14,8 +16,19 @@ function chart(id, series) {
     width: Math.max(200, box.clientWidth),
     height: 160,
     legend: { show: series.length > 1 },
-    scales: { x: { time: true } },
-    axes: [{}, { size: 60 }],
+    // Always the last 15 minutes, to the newest sample: one sample alone made uPlot span years.
+    scales: {
+      x: { time: true, range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [max - WINDOW, max] },
+    },
+    // Hours and minutes only, spaced so labels never meet (a full date and time overlapped at card width).
+    axes: [
+      {
+        space: 70,
+        values: (/** @type {any} */ _u, /** @type {number[]} */ splits) =>
+          splits.map((v) => new Date(v * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
+      },
+      { size: 60 },
+    ],
     series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, fill: s.fill }))],
   };
   const u = new uPlot(opts, [[], ...series.map(() => [])], box);

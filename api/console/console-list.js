@@ -108,7 +108,17 @@ function progressCell(b, now) {
   const td = el("td", "progress");
   td.appendChild(meter(progressParts(b)));
   const failed = c.failed ? ` · ${c.failed}${failedWord(b)}` : "";
-  td.appendChild(el("div", "muted", `${c.completed + c.failed} / ${total} (${Math.floor(pct(c.completed + c.failed))}%)${failed}`));
+  // A batch that ended with lines unrun reads as its page does: what completed, then the rest; never "100%".
+  const unrun = FINAL.includes(b.status) && b.status !== "completed" && c.failed > 0;
+  td.appendChild(
+    el(
+      "div",
+      "muted",
+      unrun
+        ? `${c.completed} completed${failed}`
+        : `${c.completed + c.failed} / ${total} (${Math.floor(pct(c.completed + c.failed))}%)${failed}`,
+    ),
+  );
   if (b.status === "in_progress") {
     const r = rateOf(b, now);
     if (r) td.appendChild(el("div", "muted rate", r.text));
@@ -127,6 +137,22 @@ function deadlineCell(b, now) {
   if (FINAL.includes(b.status)) td.textContent = stamp(b.deadline_at);
   else if (b.deadline_at >= now) td.textContent = `in ${duration(b.deadline_at - now)}`;
   else td.textContent = `${duration(now - b.deadline_at)} overdue`;
+  return td;
+}
+
+/**
+ * Created, started and ended in one cell, a line each: three columns of their own made the table wider than a
+ * 1,280 px screen.
+ * @param {Batch} b
+ */
+function timesCell(b) {
+  const td = el("td", "muted times");
+  for (const [what, t] of /** @type {Array<[string, number | null | undefined]>} */ ([
+    ["created", b.created_at],
+    ["started", b.in_progress_at],
+    ["ended", endedAt(b)],
+  ]))
+    td.appendChild(el("div", "", `${what} ${clock(t)}`));
   return td;
 }
 
@@ -184,15 +210,14 @@ function batchRow(b, now) {
   /** @type {Array<[HTMLElement, string]>} */
   const cells = [
     [id, "Batch"],
+    [el("td", "key-col", b.api_key_id === undefined ? "" : (b.api_key_id ?? "open API")), "Key"],
     [el("td", "model", b.model || "—"), "Model"],
     [status, "Status"],
     [progressCell(b, now), "Progress"],
     [el("td", "pool", b.pool || (b.status === "validating" ? "queued" : "—")), "Pool"],
     [deadlineCell(b, now), "Deadline"],
     [slaCell(b), "SLA"],
-    [el("td", "muted", clock(b.created_at)), "Created"],
-    [el("td", "muted", clock(b.in_progress_at)), "Started"],
-    [el("td", "muted", clock(endedAt(b))), "Ended"],
+    [timesCell(b), "Times"],
   ];
   for (const [td, label] of cells) td.dataset.label = label;
   tr.append(...cells.map(([td]) => td));
@@ -251,16 +276,20 @@ export function renderModels(models, upstreams) {
         Object.entries(u.errors || {})
           .map(([k, v]) => `${k}: ${v}`)
           .join(", ") || "none";
-      tr.append(
-        el("td", "", u.model),
-        el("td", "", u.limit),
-        el("td", "", u.in_flight),
-        el("td", "", u.waiting),
-        el("td", "", `${u.latency_ms} ms`),
-        el("td", "", u.requests),
-        el("td", "", u.retries),
-        el("td", "wrap", errors),
-      );
+      /** @type {Array<[HTMLElement, string]>} */
+      const cells = [
+        [el("td", "", u.model), "Model"],
+        [el("td", "", u.limit), "Adaptive limit"],
+        [el("td", "", u.in_flight), "In flight"],
+        [el("td", "", u.waiting), "Waiting"],
+        [el("td", "", `${u.latency_ms} ms`), "Latency"],
+        [el("td", "", u.requests), "Requests"],
+        [el("td", "", u.retries), "Retries"],
+        [el("td", "wrap", errors), "Errors"],
+      ];
+      // On a phone each upstream is a card of labelled fields, as a batch is.
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
       return tr;
     }),
   );
@@ -320,13 +349,28 @@ function syncRow(tr, fresh, b) {
   });
 }
 
-const filtering = () => Boolean($("f-status").value || $("f-model").value || $("f-q").value.trim());
+const filtering = () => Boolean($("f-status").value || $("f-model").value || $("f-key").value || $("f-q").value.trim());
 
 /** @param {number} rows */
 export function showEmpty(rows) {
   $("empty").style.display = rows ? "none" : "";
   $("empty-none").classList.toggle("hidden", filtering());
   $("empty-filtered").classList.toggle("hidden", !filtering());
+}
+
+/** Whether this key's list spans keys (an admin's, with keys configured), by key: read once per key. @type {Map<string, boolean>} */
+const spans = new Map();
+
+/** Fills the key filter with the keys file's ids, where this key may list them (an admin's); says whether it may. */
+async function keyChoices() {
+  const who = sessionStorage.getItem("obi-api-key") ?? "";
+  if (!spans.has(who)) {
+    const keys = await api("v1/organization/api_keys", undefined, { forbiddenAsNull: true });
+    const select = /** @type {HTMLSelectElement} */ ($("f-key"));
+    select.replaceChildren(new Option("any", ""), ...(keys?.data ?? []).map((/** @type {any} */ k) => new Option(k.id, k.id)));
+    spans.set(who, (keys?.data?.length ?? 0) > 0);
+  }
+  return spans.get(who) ?? false;
 }
 
 export async function refreshHome() {
@@ -340,11 +384,16 @@ export async function refreshHome() {
   const q = new URLSearchParams({ limit: "50" });
   if ($("f-status").value) q.set("status", $("f-status").value);
   if ($("f-model").value) q.set("model", $("f-model").value);
+  if ($("f-key").value) q.set("api_key_id", $("f-key").value);
   if ($("f-q").value.trim()) q.set("q", $("f-q").value.trim());
   const after = listState.cursors[listState.cursors.length - 1];
   if (after) q.set("after", after);
   const page = await api(`console/api/batches?${q}`);
   listState.lastPage = page;
+  // An admin's list spans keys: whose each batch is shows, and the key filter with it (not on an open API: no keys).
+  const admin = await keyChoices();
+  $("batch-table").classList.toggle("admin", admin);
+  $("filters").classList.toggle("admin", admin);
   renderRows(page.data, o.now);
   showEmpty(page.data.length);
   $("batch-count").textContent = `(${page.data.length} shown)`;

@@ -59,6 +59,7 @@ const resetPage = () => {
 };
 $("f-status").addEventListener("change", resetPage);
 $("f-model").addEventListener("change", resetPage);
+$("f-key").addEventListener("change", resetPage);
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let typing;
 $("f-q").addEventListener("input", () => {

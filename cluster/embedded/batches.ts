@@ -107,7 +107,7 @@ export class MemoryBatchRecords implements BatchRecords {
 
   async search(
     q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
-  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null; owner: Owner }>> {
     const mine = this.newestOf(q.owner);
     let start = 0;
     if (q.after) {
@@ -115,12 +115,12 @@ export class MemoryBatchRecords implements BatchRecords {
       if (start === 0) throw new InvalidRequestError(`No object found with id '${q.after}' to list after.`, "invalid_request", "after");
     }
     const limit = Math.max(1, Math.floor(q.limit));
-    const data: Array<{ batch: Batch; inputFilename: string | null }> = [];
+    const data: Array<{ batch: Batch; inputFilename: string | null; owner: Owner }> = [];
     for (const e of mine.slice(start)) {
       const filename = this.state.files.get(e.batch.input_file_id)?.object.filename ?? null;
       if (!matchesFilter(e.batch, filename, q)) continue;
       if (data.length === limit) return { data, has_more: true };
-      data.push({ batch: rowOf(e).batch, inputFilename: filename });
+      data.push({ batch: rowOf(e).batch, inputFilename: filename, owner: e.owner });
     }
     return { data, has_more: false };
   }

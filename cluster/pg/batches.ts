@@ -161,7 +161,7 @@ export class PgBatchRecords implements BatchRecords {
 
   async search(
     q: BatchFilter & { after?: string; limit: number; owner: Owner | undefined },
-  ): Promise<Page<{ batch: Batch; inputFilename: string | null }>> {
+  ): Promise<Page<{ batch: Batch; inputFilename: string | null; owner: Owner }>> {
     const afterSeq = await this.seqAfter(q);
     const limit = Math.max(1, Math.floor(q.limit));
     const params: unknown[] = [q.owner ?? null, afterSeq, q.status ?? null, q.model ?? null, q.endpoint ?? null, limit + 1];
@@ -187,7 +187,10 @@ export class PgBatchRecords implements BatchRecords {
       params,
     );
     return {
-      data: rows.slice(0, limit).map((r) => ({ batch: fromRow(r).batch, inputFilename: r.input_filename ?? null })),
+      data: rows.slice(0, limit).map((r) => {
+        const row = fromRow(r);
+        return { batch: row.batch, inputFilename: r.input_filename ?? null, owner: row.owner };
+      }),
       has_more: rows.length > limit,
     };
   }

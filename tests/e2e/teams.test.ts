@@ -247,13 +247,29 @@ describe("many keys on one embedded deployment", () => {
         );
         expect(row[6]).toBe(reported.get("team-c")!.output.toLocaleString("en-US"));
         expect(await page.locator('tr.usage[data-key="ops"] td').first().textContent()).toBe("ops (admin)");
-        // The admin's list holds other keys' batches.
+        // The admin's list holds other keys' batches, each with its key, and filters by key.
         const teamA = (await getJson(s.baseUrl, "/v1/batches?limit=1", auth["team-a"])).body.data[0].id;
+        const teamC = (await getJson(s.baseUrl, "/v1/batches?limit=1", auth["team-c"])).body.data[0].id;
         await page.waitForSelector(`tr.batch[data-id="${teamA}"]`);
+        expect(await page.locator(`tr.batch[data-id="${teamA}"] td.key-col`).innerText()).toBe("team-a");
+        expect(await page.locator("#f-key").isVisible()).toBe(true);
+        await page.selectOption("#f-key", "team-c");
+        await page.waitForFunction((id) => !document.querySelector(`tr.batch[data-id="${id}"]`), teamA);
+        await page.waitForSelector(`tr.batch[data-id="${teamC}"]`);
+        expect(await page.locator("tr.batch td.key-col").evaluateAll((tds) => [...new Set(tds.map((td) => td.textContent))])).toEqual([
+          "team-c",
+        ]);
+        // Desktop width: the table fits its box, no inner scroll.
+        const widths = await page.evaluate(() => ({
+          table: document.getElementById("batch-table")!.getBoundingClientRect().width,
+          box: (document.querySelector("#batches .table-wrap") as HTMLElement).clientWidth,
+        }));
+        expect(widths.table).toBeLessThanOrEqual(widths.box);
         await open("team-a");
         await page.waitForSelector(`tr.batch[data-id="${teamA}"]`);
         expect(await page.locator("#usage").isVisible()).toBe(false);
-        const teamC = (await getJson(s.baseUrl, "/v1/batches?limit=1", auth["team-c"])).body.data[0].id;
+        // A key's own list spans no keys: no key column, no key filter.
+        expect(await page.locator("#f-key").isVisible()).toBe(false);
         expect(await page.locator(`tr.batch[data-id="${teamC}"]`).count()).toBe(0);
       } finally {
         await browser.close();
