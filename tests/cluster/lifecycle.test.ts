@@ -168,9 +168,12 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
     const handedBackAt = Date.now();
     const second = await node({ ROLE: "worker", WORKER_ID: "l-term-2" });
     const secondCalls = countCalls(second);
-    const done = await waitForBatch(api.baseUrl, b.id, 60_000);
+    const done = await waitForBatch(api.baseUrl, b.id, 90_000);
     expect(done.status).toBe("completed");
-    expect(Date.now() - handedBackAt).toBeLessThan(30_000);
+    // The second worker took the shards up at once, not when their 30 s lease would have lapsed (how long the
+    // rest then takes depends on the machine's load, not on the hand-back).
+    const resumedAt = second.calls.at[second.calls.bodies.findIndex((x) => x.includes("story lt1 "))];
+    expect(resumedAt - handedBackAt).toBeLessThan(15_000);
     // Drained and checkpointed: nothing ran twice.
     const ran = (calls: string[]) => calls.filter((x) => x.includes("story lt1 ")).length;
     expect(ran(firstCalls) + ran(secondCalls)).toBe(n);
