@@ -6,7 +6,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
-import { downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { downloadResults, memoryState, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
@@ -104,6 +105,30 @@ describe("default_params (distributed mode, sharded)", () => {
 
   it("every shard's lines take the batch's defaults", async () => {
     const { done, tokens } = await tokensByLine(api.baseUrl, "dd", { default_params: { max_tokens: 1 } });
+    expect(done.default_params).toEqual({ max_tokens: 1 });
+    for (const [id, n] of tokens) expect(n, id).toBeLessThanOrEqual(Number(id.split("-")[1]) % 2 === 0 ? 6 : 1);
+  }, 240_000);
+});
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+describe.skipIf(!POSTGRES_BIN)("default_params (distributed mode on PostgreSQL and S3)", () => {
+  let shared: SharedState;
+  let api: TestNode;
+  let worker: TestNode;
+  const COMMON = { SHARD_SIZE: "5", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
+  beforeAll(async () => {
+    shared = await startSharedState();
+    api = await startNode(shared, { ...COMMON, ROLE: "api" });
+    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-defaults", WORKER_POOL: "spot" });
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [worker, api]) await n?.close();
+    await shared?.close();
+  }, 60_000);
+
+  it("the batch's own input copy in S3 carries the defaults to every shard", async () => {
+    const { done, tokens } = await tokensByLine(api.baseUrl, "pgd", { default_params: { max_tokens: 1 } });
     expect(done.default_params).toEqual({ max_tokens: 1 });
     for (const [id, n] of tokens) expect(n, id).toBeLessThanOrEqual(Number(id.split("-")[1]) % 2 === 0 ? 6 : 1);
   }, 240_000);

@@ -3,7 +3,16 @@
 // its checkpoint with nothing rerun; every custom_id once. Ended batches refuse both, naming the state.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../testkit/batch-client.js";
-import { countCalls, downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import {
+  countCalls,
+  downloadResults,
+  memoryState,
+  type SharedState,
+  startNode,
+  startSharedState,
+  type TestNode,
+} from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
@@ -114,6 +123,31 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
     await pauseAndResume(api.baseUrl, "dist");
     // Each line reached the engine once: what was in flight at the pause was kept, not run again.
     const calls = countCalls(worker).filter((b) => b.includes("story dist "));
+    expect(new Set(calls).size).toBe(LINES);
+    expect(calls).toHaveLength(LINES);
+  }, 240_000);
+});
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+describe.skipIf(!POSTGRES_BIN)("pause and resume (distributed mode on PostgreSQL and S3)", () => {
+  let shared: SharedState;
+  let api: TestNode;
+  let worker: TestNode;
+  const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "1" };
+  beforeAll(async () => {
+    shared = await startSharedState();
+    api = await startNode(shared, { ...COMMON, ROLE: "api" });
+    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-w1", WORKER_POOL: "spot" });
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [worker, api]) await n?.close();
+    await shared?.close();
+  }, 60_000);
+
+  it("the claim and the heartbeat read the pause from the database; resume reruns nothing", async () => {
+    await pauseAndResume(api.baseUrl, "pgp");
+    const calls = countCalls(worker).filter((b) => b.includes("story pgp "));
     expect(new Set(calls).size).toBe(LINES);
     expect(calls).toHaveLength(LINES);
   }, 240_000);

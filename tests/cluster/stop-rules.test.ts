@@ -3,7 +3,8 @@
 // completed stays downloadable, what it never ran is marked so (every custom_id once), and retry runs those lines.
 // Bad limits are refused at create, naming the metadata key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { downloadResults, memoryState, startNode, type TestNode } from "../helpers/cluster.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { downloadResults, memoryState, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
@@ -115,5 +116,27 @@ describe("stop rules (distributed mode)", () => {
 
   it("the worker stops the batch, the API server reports it, every custom_id once", async () => {
     await stoppedByErrorRate(api, "dist");
+  }, 240_000);
+});
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+describe.skipIf(!POSTGRES_BIN)("stop rules (distributed mode on PostgreSQL and S3)", () => {
+  let shared: SharedState;
+  let api: TestNode;
+  let worker: TestNode;
+  const COMMON = { SHARD_SIZE: "250", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
+  beforeAll(async () => {
+    shared = await startSharedState();
+    api = await startNode(shared, { ...COMMON, ROLE: "api" });
+    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-stop", WORKER_POOL: "spot" });
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [worker, api]) await n?.close();
+    await shared?.close();
+  }, 60_000);
+
+  it("the worker stops the batch through the database, every custom_id once", async () => {
+    await stoppedByErrorRate(api, "pgstop");
   }, 240_000);
 });
