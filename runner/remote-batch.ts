@@ -26,6 +26,8 @@ interface Batch {
   output_file_id?: string | null;
   error_file_id?: string | null;
   request_counts?: { total: number; completed: number; failed: number };
+  /** This service's pause (an extension): the batch waits for a resume, its deadline still running. */
+  paused_at?: number | null;
   errors?: { data?: Array<{ code?: string; message?: string; line?: number | null }> } | null;
 }
 
@@ -83,7 +85,8 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
       await sleep(run.pollMs ?? 2000, undefined, { signal: deps.signal });
       batch = await call<Batch>("GET", `/batches/${batch.id}`);
       const c = batch.request_counts;
-      const line = `${batch.id}: ${batch.status}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}`;
+      const paused = batch.paused_at ? " (paused: it goes on once resumed, POST /v1/batches/{id}/resume)" : "";
+      const line = `${batch.id}: ${batch.status}${paused}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}`;
       if (line !== shown) deps.stderr.write(`${line}\n`);
       shown = line;
     }
