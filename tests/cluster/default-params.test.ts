@@ -7,9 +7,12 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { downloadResults, memoryState, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { apiAndWorker, downloadResults } from "../helpers/cluster.js";
 import { uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
+
+/** The distributed mode's settings: shards of 5 lines, so the defaults reach several. */
+const COMMON = { SHARD_SIZE: "5", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
 
 /** `n` completions lines; the even ones set max_tokens 6 themselves, the odd ones leave it to the defaults. */
 function lines(n: number, prefix: string): string {
@@ -90,21 +93,10 @@ describe("default_params (embedded mode, with the model's defaults in a models f
 });
 
 describe("default_params (distributed mode, sharded)", () => {
-  const mem = memoryState();
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "5", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
-  beforeAll(async () => {
-    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
-    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1", WORKER_POOL: "spot" }, mem.open);
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    mem.close();
-  }, 60_000);
+  const nodes = apiAndWorker("memory", COMMON, "w1");
 
   it("every shard's lines take the batch's defaults", async () => {
-    const { done, tokens } = await tokensByLine(api.baseUrl, "dd", { default_params: { max_tokens: 1 } });
+    const { done, tokens } = await tokensByLine(nodes.api.baseUrl, "dd", { default_params: { max_tokens: 1 } });
     expect(done.default_params).toEqual({ max_tokens: 1 });
     for (const [id, n] of tokens) expect(n, id).toBeLessThanOrEqual(Number(id.split("-")[1]) % 2 === 0 ? 6 : 1);
   }, 240_000);
@@ -113,22 +105,10 @@ describe("default_params (distributed mode, sharded)", () => {
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 describe.skipIf(!POSTGRES_BIN)("default_params (distributed mode on PostgreSQL and S3)", () => {
-  let shared: SharedState;
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "5", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
-  beforeAll(async () => {
-    shared = await startSharedState();
-    api = await startNode(shared, { ...COMMON, ROLE: "api" });
-    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-defaults", WORKER_POOL: "spot" });
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    await shared?.close();
-  }, 60_000);
+  const nodes = apiAndWorker("postgres", COMMON, "pg-defaults");
 
   it("the batch's own input copy in S3 carries the defaults to every shard", async () => {
-    const { done, tokens } = await tokensByLine(api.baseUrl, "pgd", { default_params: { max_tokens: 1 } });
+    const { done, tokens } = await tokensByLine(nodes.api.baseUrl, "pgd", { default_params: { max_tokens: 1 } });
     expect(done.default_params).toEqual({ max_tokens: 1 });
     for (const [id, n] of tokens) expect(n, id).toBeLessThanOrEqual(Number(id.split("-")[1]) % 2 === 0 ? 6 : 1);
   }, 240_000);

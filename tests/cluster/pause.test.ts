@@ -4,19 +4,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../testkit/batch-client.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import {
-  countCalls,
-  downloadResults,
-  memoryState,
-  type SharedState,
-  startNode,
-  startSharedState,
-  type TestNode,
-} from "../helpers/cluster.js";
+import { apiAndWorker, countCalls, downloadResults } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const LINES = 300;
+/** The distributed mode's settings: shards of 100 lines, checkpoints every second. */
+const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "1" };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const post = (base: string, path: string) => fetch(`${base}${path}`, { method: "POST" });
 const get = async (base: string, id: string) => (await (await fetch(`${base}/v1/batches/${id}`)).json()) as any;
@@ -106,23 +100,12 @@ describe("pause and resume (embedded mode)", () => {
 });
 
 describe("pause and resume (distributed mode: an API server and a worker)", () => {
-  const mem = memoryState();
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "1" };
-  beforeAll(async () => {
-    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
-    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1", WORKER_POOL: "spot" }, mem.open);
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    mem.close();
-  }, 60_000);
+  const nodes = apiAndWorker("memory", COMMON, "w1");
 
   it("the API server pauses, the worker hands the shards back, resume reruns nothing", async () => {
-    await pauseAndResume(api.baseUrl, "dist");
+    await pauseAndResume(nodes.api.baseUrl, "dist");
     // Each line reached the engine once: what was in flight at the pause was kept, not run again.
-    const calls = countCalls(worker).filter((b) => b.includes("story dist "));
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story dist "));
     expect(new Set(calls).size).toBe(LINES);
     expect(calls).toHaveLength(LINES);
   }, 240_000);
@@ -131,23 +114,11 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 describe.skipIf(!POSTGRES_BIN)("pause and resume (distributed mode on PostgreSQL and S3)", () => {
-  let shared: SharedState;
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "1" };
-  beforeAll(async () => {
-    shared = await startSharedState();
-    api = await startNode(shared, { ...COMMON, ROLE: "api" });
-    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-w1", WORKER_POOL: "spot" });
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    await shared?.close();
-  }, 60_000);
+  const nodes = apiAndWorker("postgres", COMMON, "pg-w1");
 
   it("the claim and the heartbeat read the pause from the database; resume reruns nothing", async () => {
-    await pauseAndResume(api.baseUrl, "pgp");
-    const calls = countCalls(worker).filter((b) => b.includes("story pgp "));
+    await pauseAndResume(nodes.api.baseUrl, "pgp");
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story pgp "));
     expect(new Set(calls).size).toBe(LINES);
     expect(calls).toHaveLength(LINES);
   }, 240_000);

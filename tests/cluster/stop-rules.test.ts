@@ -4,11 +4,13 @@
 // Bad limits are refused at create, naming the metadata key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { downloadResults, memoryState, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { apiAndWorker, downloadResults } from "../helpers/cluster.js";
 import { completionJsonl, customIds, uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const LINES = 1000;
+/** The distributed mode's settings: four shards, checkpoints every second. */
+const COMMON = { SHARD_SIZE: "250", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
 
 /** `n` lines; every other one asks for `suffix`, which the engine refuses per line (400 unsupported_parameter). */
 function halfFailing(prefix: string, n = LINES): string {
@@ -101,42 +103,19 @@ describe("stop rules (embedded mode)", () => {
 });
 
 describe("stop rules (distributed mode)", () => {
-  const mem = memoryState();
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "250", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
-  beforeAll(async () => {
-    api = await startNode(mem, { ...COMMON, ROLE: "api" }, mem.open);
-    worker = await startNode(mem, { ...COMMON, ROLE: "worker", WORKER_ID: "w1", WORKER_POOL: "spot" }, mem.open);
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    mem.close();
-  }, 60_000);
+  const nodes = apiAndWorker("memory", COMMON, "w1");
 
   it("the worker stops the batch, the API server reports it, every custom_id once", async () => {
-    await stoppedByErrorRate(api, "dist");
+    await stoppedByErrorRate(nodes.api, "dist");
   }, 240_000);
 });
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 describe.skipIf(!POSTGRES_BIN)("stop rules (distributed mode on PostgreSQL and S3)", () => {
-  let shared: SharedState;
-  let api: TestNode;
-  let worker: TestNode;
-  const COMMON = { SHARD_SIZE: "250", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4" };
-  beforeAll(async () => {
-    shared = await startSharedState();
-    api = await startNode(shared, { ...COMMON, ROLE: "api" });
-    worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "pg-stop", WORKER_POOL: "spot" });
-  }, 120_000);
-  afterAll(async () => {
-    for (const n of [worker, api]) await n?.close();
-    await shared?.close();
-  }, 60_000);
+  const nodes = apiAndWorker("postgres", COMMON, "pg-stop");
 
   it("the worker stops the batch through the database, every custom_id once", async () => {
-    await stoppedByErrorRate(api, "pgstop");
+    await stoppedByErrorRate(nodes.api, "pgstop");
   }, 240_000);
 });

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { afterAll, beforeAll } from "vitest";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service, type ServiceOptions } from "../../app/service.js";
 import type { ModelRouter } from "../../backends/router.js";
@@ -12,7 +13,7 @@ import { loadConfig } from "../../config/config.js";
 import { unixNow } from "../../domain/clock.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { testModelPath } from "../../testkit/model.js";
-import type { SharedState } from "../../testkit/shared-state.js";
+import { type SharedState, startSharedState } from "../../testkit/shared-state.js";
 import { type ServerProcess, startMain } from "./process.js";
 import { openaiClient, testServiceEnv } from "./service.js";
 
@@ -153,4 +154,32 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
     },
     close: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/**
+ * An API server and a spot worker of the distributed mode for the enclosing describe block, started before its tests
+ * and closed after them: on one process's memory (memoryState), or on PostgreSQL and S3 (startSharedState).
+ */
+export function apiAndWorker(
+  on: "memory" | "postgres",
+  env: Record<string, string>,
+  workerId: string,
+): { readonly api: TestNode; readonly worker: TestNode } {
+  const nodes = {} as { api: TestNode; worker: TestNode };
+  let mem: ReturnType<typeof memoryState> | undefined;
+  let shared: SharedState | undefined;
+  beforeAll(async () => {
+    if (on === "memory") mem = memoryState();
+    else shared = await startSharedState();
+    const state = (mem ?? shared)!;
+    const open = mem?.open;
+    nodes.api = await startNode(state, { ...env, ROLE: "api" }, open);
+    nodes.worker = await startNode(state, { ...env, ROLE: "worker", WORKER_ID: workerId, WORKER_POOL: "spot" }, open);
+  }, 120_000);
+  afterAll(async () => {
+    for (const n of [nodes.worker, nodes.api]) await n?.close();
+    mem?.close();
+    await shared?.close();
+  }, 60_000);
+  return nodes;
 }
