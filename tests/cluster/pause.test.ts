@@ -10,7 +10,8 @@ import { openaiClient, startTestService, type TestService, waitForBatch } from "
 
 const LINES = 300;
 /** The distributed mode's settings: shards of 100 lines, checkpoints every second. */
-const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "1" };
+// A pause lets requests in flight finish (SHUTDOWN_GRACE_SECONDS): long enough here that none is cut off and run again.
+const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "20" };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const post = (base: string, path: string) => fetch(`${base}${path}`, { method: "POST" });
 const get = async (base: string, id: string) => (await (await fetch(`${base}/v1/batches/${id}`)).json()) as any;
@@ -41,9 +42,19 @@ async function pauseAndResume(base: string, prefix: string) {
   expect((await (await post(base, `/v1/batches/${id}/pause`)).json()).paused_at).toBe(paused.paused_at);
   // OpenAI's client reads a paused batch as a running one.
   expect((await openaiClient({ baseUrl: base }).batches.retrieve(id)).status).toBe("in_progress");
-  // What was in flight finishes and is committed; then nothing moves.
-  await sleep(2_500);
-  const held = (await get(base, id)).request_counts;
+  // What was in flight finishes and is committed (however long a loaded machine takes); then nothing moves.
+  let held = (await get(base, id)).request_counts;
+  await until(
+    "the paused batch to stand still",
+    async () => {
+      await sleep(1_500);
+      const now = (await get(base, id)).request_counts;
+      const same = JSON.stringify(now) === JSON.stringify(held);
+      held = now;
+      return same ? true : undefined;
+    },
+    { timeoutMs: 60_000 },
+  );
   await sleep(2_500);
   expect((await get(base, id)).request_counts).toEqual(held);
   expect(held.completed).toBeLessThan(LINES);
@@ -107,6 +118,25 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
     // Each line reached the engine once: what was in flight at the pause was kept, not run again.
     const calls = countCalls(nodes.worker).filter((b) => b.includes("story dist "));
     expect(new Set(calls).size).toBe(LINES);
+    expect(calls).toHaveLength(LINES);
+  }, 240_000);
+
+  it("pauses and resumes racing the shards' checkpoints (every second), and still runs each line once", async () => {
+    const id = await running(nodes.api.baseUrl, "race");
+    // Pauses land before, during and after checkpoints: offsets spread over more than a checkpoint's period.
+    for (const wait of [0, 130, 470, 810, 1_090, 260, 990, 640]) {
+      await post(nodes.api.baseUrl, `/v1/batches/${id}/pause`);
+      await sleep(wait);
+      await post(nodes.api.baseUrl, `/v1/batches/${id}/resume`);
+      await sleep(1_000 - (wait % 1_000));
+    }
+    const done = await waitForBatch(nodes.api.baseUrl, id, 180_000);
+    expect(done.status).toBe("completed");
+    expect(done.request_counts).toEqual({ total: LINES, completed: LINES, failed: 0 });
+    const { ids } = await downloadResults(nodes.api, done);
+    expect(ids).toEqual([...customIds("race", LINES)].sort());
+    // A request in flight at a pause finishes and is kept: none reaches the engine twice.
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story race "));
     expect(calls).toHaveLength(LINES);
   }, 240_000);
 });
