@@ -201,7 +201,7 @@ export class ClusterBatchService implements BatchService {
     for (;;) {
       const page = await this.deps.batches.list({ after, limit: 100, owner: q.owner });
       for (const b of page.data) {
-        if (isFinal(b.status) || (q.model !== undefined && b.model !== q.model)) continue;
+        if (isEnding(b.status) || (q.model !== undefined && b.model !== q.model)) continue;
         if (Boolean(b.paused_at) === (action === "pause")) continue;
         const done = await this[action](b.id, q.owner).catch((err) => {
           if (err instanceof InvalidRequestError) return undefined; // it ended meanwhile
@@ -218,7 +218,7 @@ export class ClusterBatchService implements BatchService {
   private async openBatch(id: string, owner: Owner | undefined, verb: string) {
     const row = await this.deps.batches.get(id, owner);
     if (!row) throw new NotFoundError("batch", id);
-    if (row.stopReason || isEnding(row.batch.status) || isFinal(row.batch.status) || row.batch.status === "finalizing")
+    if (row.stopReason || isEnding(row.batch.status))
       throw new InvalidRequestError(
         `Batch '${id}' is ${row.stopReason === "cancelled" ? "cancelling" : row.batch.status}: only a batch that has not ended can be ${verb}.`,
         "batch_not_running",
