@@ -38,7 +38,9 @@ export function checkDefaultParams(endpoint: Endpoint, params: Readonly<Record<s
   } catch (err) {
     if (!(err instanceof RequestError)) throw err;
     const param = err.param ? `default_params.${err.param}` : "default_params";
-    throw new InvalidRequestError(`Invalid '${param}': ${err.message}`, err.code, param);
+    // The endpoint's message names the field as a line's body has it; here it is the batch's default.
+    const named = err.param ? err.message.replace(`'${err.param}'`, `'${param}'`) : err.message;
+    throw new InvalidRequestError(named === err.message ? `Invalid '${param}': ${err.message}` : named, err.code, param);
   }
 }
 

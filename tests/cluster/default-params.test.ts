@@ -88,6 +88,9 @@ describe("default_params (embedded mode, with the model's defaults in a models f
       const body = await res.json();
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(body.error.param).toBe(param);
+      // Named once, as the batch's default.
+      expect(body.error.message).toContain(`'${param}'`);
+      expect(body.error.message.match(/Invalid '/g)?.length ?? 0).toBeLessThanOrEqual(1);
     }
   });
 });
