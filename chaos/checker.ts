@@ -22,6 +22,8 @@ export interface Verdict {
   duplicated: number;
   /** Count fields that disagree with the files (completed, failed, total, usage). */
   mismatches: string[];
+  /** Output lines read while the batch ran. */
+  readEarly?: number;
 }
 
 export function checkBatch(b: BatchView, expected: readonly string[], output: ResultLine[], errors: ResultLine[]): Verdict {
@@ -54,6 +56,18 @@ export function checkBatch(b: BatchView, expected: readonly string[], output: Re
     if (cached !== sum.cached) mismatches.push(`usage cached_tokens ${cached} != ${sum.cached}`);
   }
   return { batch: b.id, lost, duplicated, mismatches };
+}
+
+/**
+ * What a reader of the output while the batch ran got (each read after the lines it had) against the output file:
+ * the same lines in the same order, as its start, so no line was read twice or out of place.
+ */
+export function checkRead(read: readonly string[], outputFile: readonly string[]): string[] {
+  const bad: string[] = [];
+  if (read.length > outputFile.length) bad.push(`read ${read.length} output lines while it ran, the file has ${outputFile.length}`);
+  const at = read.findIndex((l, i) => l !== outputFile[i]);
+  if (at >= 0) bad.push(`line ${at + 1} read while it ran differs from the output file's`);
+  return bad;
 }
 
 /** A verdict as one line for a log or a failed assertion. */

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type SharedState, startSharedState } from "../testkit/shared-state.js";
-import { batchLines, judge, submit } from "./client.js";
+import { batchLines, follow, judge, submit } from "./client.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { alive, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 import { startTcpProxy, type TcpProxy, throughProxy } from "./tcp-proxy.js";
@@ -106,6 +106,8 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
     const batches = [batchLines(500 + (seed % 5) * 40, `d${seed}a`, 32), batchLines(300 + (seed % 3) * 40, `d${seed}b`, 32)];
     const ids = [];
     for (const b of batches) ids.push(await submit(apis, b.text));
+    // Each batch's output read while it runs, through the faults.
+    const followers = ids.map((id) => follow(apis, id));
     const names = (role: string) => slots.filter((s) => s.role === role).map((s) => s.name);
     const menu: FaultMenu[] = [
       { kind: "kill-9", targets: [...names("worker"), ...names("api")] },
@@ -119,7 +121,7 @@ export async function distributedCampaign(o: CampaignOptions): Promise<ScheduleR
     const faults = planFaults(seed, menu, 3, 12_000);
     const problems = await runFaults(faults, (f) => inject(f, shared));
     const verdicts = [];
-    for (const [k, id] of ids.entries()) verdicts.push(await judge(apis, id, batches[k].ids, 240_000));
+    for (const [k, id] of ids.entries()) verdicts.push(await judge(apis, id, batches[k].ids, 240_000, followers[k]));
     await new Promise((r) => setTimeout(r, 1_200));
     await scrape();
     const lines = batches.reduce((n, b) => n + b.ids.length, 0);

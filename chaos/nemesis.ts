@@ -87,6 +87,8 @@ export interface ScheduleResult {
   recomputed: number;
   /** Results the processes' metrics counted in all (the lines, plus what was recomputed). */
   ran: number;
+  /** Output lines its readers got while the batches ran (each matched against the output file by the checker). */
+  readEarly: number;
   seconds: number;
 }
 
@@ -112,9 +114,10 @@ export function scheduleResult(a: {
     mismatches: [...a.problems, ...a.verdicts.flatMap((v) => (v.mismatches.length ? [describeVerdict(v)] : []))],
     recomputed: Math.max(0, a.ran - a.lines),
     ran: a.ran,
+    readEarly: a.verdicts.reduce((n, v) => n + (v.readEarly ?? 0), 0),
     seconds: Math.round((Date.now() - a.began) / 1000),
   };
 }
 
 export const describeSchedule = (r: ScheduleResult) =>
-  `${r.mode} seed ${r.seed}: ${r.faults.join(", ")} -> lost ${r.lost}, duplicated ${r.duplicated}, recomputed ${r.recomputed} (results seen ${r.ran})${r.mismatches.length ? `, ${r.mismatches.join("; ")}` : ""}`;
+  `${r.mode} seed ${r.seed}: ${r.faults.join(", ")} -> lost ${r.lost}, duplicated ${r.duplicated}, recomputed ${r.recomputed} (results seen ${r.ran}, read while running ${r.readEarly})${r.mismatches.length ? `, ${r.mismatches.join("; ")}` : ""}`;

@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { batchLines, judge, submit } from "./client.js";
+import { batchLines, follow, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
 import { alive, repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
@@ -101,6 +101,8 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     const batches = [batchLines(400 + (seed % 5) * 40, `m${seed}a`, 40), batchLines(200 + (seed % 3) * 40, `m${seed}b`, 40)];
     const ids = [];
     for (const b of batches) ids.push(await submit(bases, b.text));
+    // Each batch's output read while it runs, through the faults.
+    const followers = ids.map((id) => follow(bases, id));
     const menu: FaultMenu[] = [
       { kind: "kill-9", targets: ["server"] },
       { kind: "sigstop", targets: ["server"] },
@@ -112,7 +114,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
     const faults = planFaults(seed, menu, 2, 8_000, 6_000);
     const problems = await runFaults(faults, inject, { oneAtATime: true });
     const verdicts = [];
-    for (const [k, id] of ids.entries()) verdicts.push(await judge(bases, id, batches[k].ids, 240_000));
+    for (const [k, id] of ids.entries()) verdicts.push(await judge(bases, id, batches[k].ids, 240_000, followers[k]));
     await new Promise((r) => setTimeout(r, 600));
     await scrape();
     const lines = batches.reduce((n, b) => n + b.ids.length, 0);

@@ -13,6 +13,7 @@ import type pino from "pino";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { KeyRing } from "../config/keys.js";
 import { checkInputFile, newBatchObject, servedEndpoint } from "../domain/batch-object.js";
+import type { OutputLines } from "../domain/batch-reads.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { parseCompletionWindow } from "../domain/completion-window.js";
 import { checkDefaultParams, defaultsFor, withDefaults } from "../domain/default-params.js";
@@ -32,6 +33,7 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
 import { blobLines, clientView } from "./client-view.js";
+import { readOutput } from "./output-reads.js";
 import { type BatchRecords, type EventBus, type FileRecords, TokenLimitReached, type WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
@@ -309,15 +311,15 @@ export class ClusterBatchService implements BatchService {
     this.deps.logger.info({ batch_id: id }, "batch deleted");
   }
 
-  /** The result lines so far: the assembled output once finalized, before that every committed part in shard order. */
+  /** The output lines committed so far, in the output file's order (cluster/output-reads.ts). */
   async results(id: string, owner: Owner): Promise<AsyncIterable<string> | undefined> {
+    const read = await this.output(id, owner, { after: 0 });
+    return read && read.committed > 0 ? read.lines : undefined;
+  }
+
+  async output(id: string, owner: Owner | undefined, q: { after: number; limit?: number }): Promise<OutputLines | undefined> {
     const row = await this.deps.batches.get(id, owner);
-    if (!row) return undefined;
-    const keys = row.batch.output_file_id
-      ? [batchKeys(id).output]
-      : (await this.deps.queue.ofBatch(id)).flatMap((s) => s.parts.flatMap((p) => (p.output ? [p.output] : [])));
-    if (keys.length === 0) return undefined;
-    return this.linesOf(keys);
+    return row ? readOutput(this.deps, row.batch, q) : undefined;
   }
 
   private linesOf(keys: string[]): AsyncGenerator<string> {

@@ -1,5 +1,6 @@
-// Ends a batch whose shards are all done: the output and error files are assembled by streaming every shard's
-// committed parts in shard order, recorded under ids derived from the batch id, and only then does the batch take
+// Ends a batch whose shards are all done: the output file is assembled by streaming the shards' committed parts
+// in the batch's output order (cluster/output-order.ts: what a reader saw while it ran is the file's start), the
+// error file by streaming them in shard order; both are recorded under ids derived from the batch id, and only then does the batch take
 // its final status (a conditional update). Every step can run again after a crash with the same result.
 import { Readable } from "node:stream";
 import type pino from "pino";
@@ -8,6 +9,7 @@ import type { Batch } from "../domain/objects.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
+import { type OutputOrder, orderedLines } from "./output-order.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
@@ -38,12 +40,15 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
     });
   }
   const parts = shards.flatMap((s) => s.parts);
+  const order = await queue.outputOrder(id);
+  if (!order) return undefined;
   const fileIds = {
     output: await assemble(
       deps,
       row,
       "output",
       parts.flatMap((p) => (p.output ? [p.output] : [])),
+      order,
     ),
     error: await assemble(
       deps,
@@ -84,13 +89,24 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   return b;
 }
 
-/** Streams the parts into one object and records it as a file; null when there are no lines of that kind. */
-async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "error", keys: string[]): Promise<string | null> {
+/**
+ * Streams the parts into one object (output lines in `order`, then any a shard holds past it) and records it as a
+ * file; null when there are no lines of that kind.
+ */
+async function assemble(
+  deps: FinalizeDeps,
+  row: BatchRow,
+  kind: "output" | "error",
+  keys: string[],
+  order?: OutputOrder,
+): Promise<string | null> {
   if (keys.length === 0) return null;
   const key = kind === "output" ? batchKeys(row.batch.id).output : batchKeys(row.batch.id).errors;
   // A shard run in place wrote a one-shard batch's results where they belong: there is nothing to assemble.
   const inPlace = keys.length === 1 && keys[0] === key;
-  const size = inPlace ? await deps.blobs.size(key) : await deps.blobs.put(key, Readable.from(concatenated(deps.blobs, keys, partGone)));
+  const content = () =>
+    order ? Readable.from(lined(orderedLines(deps.blobs, order, { rest: true }))) : Readable.from(concatenated(deps.blobs, keys, partGone));
+  const size = inPlace ? await deps.blobs.size(key) : await deps.blobs.put(key, content());
   if (size === undefined) throw new Error(`the batch's ${kind} file '${key}' is gone from storage`);
   const file = await deps.files.record({
     id: resultFileId(row.batch.id, kind),
@@ -102,6 +118,10 @@ async function assemble(deps: FinalizeDeps, row: BatchRow, kind: "output" | "err
     expiresAfter: row.outputExpiresAfter,
   });
   return file.id;
+}
+
+async function* lined(lines: AsyncIterable<string>): AsyncGenerator<string> {
+  for await (const line of lines) yield `${line}\n`;
 }
 
 const partGone = (key: string) => new Error(`a committed result part '${key}' is gone from storage`);

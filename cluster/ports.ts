@@ -9,6 +9,7 @@ import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "
 import type { UsageRecord } from "../domain/usage.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
+import type { OutputOrder } from "./output-order.js";
 import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
 
@@ -225,6 +226,11 @@ export interface WorkQueue {
   /** Open batches' queued and running shards and their progress (cluster/sla.ts; the workers are the registry's). */
   slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">>;
   ofBatch(batchId: string): Promise<ShardView[]>;
+  /**
+   * The batch's output order (cluster/output-order.ts), first extended by what its shards committed since and
+   * kept, with each shard's output objects; undefined when the batch is gone.
+   */
+  outputOrder(batchId: string): Promise<OutputOrder | undefined>;
 }
 
 export interface ShardView {

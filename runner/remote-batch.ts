@@ -1,8 +1,10 @@
-// A dataset job's request lines run on a server through OpenAI's documented Files and Batches calls only (upload,
+// A dataset job's request lines run on a server through OpenAI's documented Files and Batches calls (upload,
 // create, retrieve, file content), so the same job runs against this service in either mode or any server that
 // implements them. The batch's id is kept in the stage's state, so a rerun follows it instead of submitting again.
+// Where the server has this service's output reads (GET /v1/batches/{id}/output), the output file fills while the
+// batch runs: its first results can be checked long before the end.
 import { createWriteStream, openAsBlob } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { appendFile, writeFile } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -66,6 +68,8 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
   };
 
   const state = ((await readJsonFile(run.stateFile)) ?? {}) as { remoteBatch?: string };
+  /** Output lines appended while the batch ran; null: the server has no output reads. */
+  let outputRead: number | null | undefined;
   let batch: Batch;
   try {
     if (state.remoteBatch) {
@@ -81,12 +85,15 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
       deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
     }
     let shown = "";
+    await writeFile(run.output, "");
     while (!FINAL.has(batch.status)) {
       await sleep(run.pollMs ?? 2000, undefined, { signal: deps.signal });
       batch = await call<Batch>("GET", `/batches/${batch.id}`);
+      await follow(batch.id);
       const c = batch.request_counts;
       const paused = batch.paused_at ? " (paused: it goes on once resumed, POST /v1/batches/{id}/resume)" : "";
-      const line = `${batch.id}: ${batch.status}${paused}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}`;
+      const sofar = outputRead === undefined ? "" : `; ${outputRead} results so far in ${run.output}`;
+      const line = `${batch.id}: ${batch.status}${paused}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}${sofar}`;
       if (line !== shown) deps.stderr.write(`${line}\n`);
       shown = line;
     }
@@ -104,6 +111,7 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
     return 1;
   }
   try {
+    // Downloaded whole (streamed to disk): its lines start with those read while it ran, in the same order.
     await saveContent(batch.output_file_id, run.output);
     await saveContent(batch.error_file_id, run.errors);
   } catch (err) {
@@ -111,6 +119,23 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
     return 1;
   }
   return 0;
+
+  /**
+   * Appends the output lines committed since the last read (whole lines only). A server without output reads
+   * (404) is not asked again.
+   */
+  async function follow(id: string): Promise<void> {
+    if (outputRead === null) return;
+    const res = await fetch(`${base}/batches/${id}/output?after=${outputRead ?? 0}`, { headers, signal: deps.signal }).catch(
+      () => undefined,
+    );
+    if (res?.status === 404 || res?.status === 405) outputRead = null;
+    if (!res?.ok) return;
+    const text = await res.text().catch(() => "");
+    const whole = text.slice(0, text.lastIndexOf("\n") + 1);
+    await appendFile(run.output, whole);
+    outputRead = (outputRead ?? 0) + whole.split("\n").length - 1;
+  }
 
   /** A result file streamed to disk, never whole in memory; none is an empty file. */
   async function saveContent(id: string | null | undefined, file: string): Promise<void> {

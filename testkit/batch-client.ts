@@ -149,3 +149,29 @@ export async function fileLines(
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l));
 }
+
+/**
+ * The batch's output lines committed after the first `after` (GET /v1/batches/{id}/output), as a client keeps
+ * them: whole lines only, so an answer cut off by a dying server gives the lines before the cut, and the next read
+ * asks after the lines kept.
+ */
+export async function outputSince(
+  baseUrl: string,
+  id: string,
+  after: number,
+  opts: { headers?: Headers; signal?: AbortSignal; limit?: number; status?: (s: string) => void } = {},
+): Promise<string[] | undefined> {
+  const limit = opts.limit ? `&limit=${opts.limit}` : "";
+  const res = await fetch(`${baseUrl}/v1/batches/${id}/output?after=${after}${limit}`, { headers: opts.headers, signal: opts.signal });
+  if (res.status !== 200 || !res.body) return undefined;
+  opts.status?.(res.headers.get("x-batch-status") ?? "");
+  let text = "";
+  const decoder = new TextDecoder();
+  try {
+    for await (const chunk of res.body) text += decoder.decode(chunk as Uint8Array, { stream: true });
+  } catch {
+    // Cut off: what arrived whole is kept.
+  }
+  const whole = text.slice(0, text.lastIndexOf("\n") + 1);
+  return whole.split("\n").filter((l) => l !== "");
+}

@@ -22,6 +22,7 @@ import {
   InlineBatchRequest,
   isInlineBatchBody,
   ListBatchesQuery,
+  OutputQuery,
   PauseManyBody,
   ResultsQuery,
   RetryBatchBody,
@@ -90,6 +91,19 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
     const id = batchId(req.params.batch_id);
     const filter = parseRequest(RetryBatchBody, req.body ?? {});
     res.json(await batches.retry(id, ownerFrom(res), filter));
+  });
+
+  // Our extension: the output committed so far, from a line on, in the order the output file will have.
+  router.get("/v1/batches/:batch_id/output", async (req, res) => {
+    const id = batchId(req.params.batch_id);
+    const q = parseRequest(OutputQuery, req.query);
+    const read = await batches.output(id, readScope(res, undefined, deps.organization), q);
+    if (!read) throw notFound("batch", id);
+    res.setHeader("x-output-committed", String(read.committed));
+    res.setHeader("x-output-through", String(read.through));
+    res.setHeader("x-batch-status", read.status);
+    res.setHeader("cache-control", "no-store");
+    await sendJsonl(res, read.lines);
   });
 
   router.get("/v1/batches/:batch_id/results", async (req, res) => {
@@ -244,6 +258,25 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       responses: {
         200: jsonResponse(BatchSchema, "The new batch, usually still `validating`."),
         ...errorResponses(400, 401, 404, 429, 503),
+      },
+    }),
+  );
+  r.registerPath(
+    keyedRoute({
+      method: "get",
+      path: "/v1/batches/{batch_id}/output",
+      tags: ["Batches"],
+      summary: "Read a batch's output while it runs",
+      description:
+        "Not part of OpenAI's API. The output lines committed so far, from line `after` on, as JSONL: only lines kept durably, in the order the batch's output file will have, so a reader that asks again with `after` set to the lines it has never sees a line twice or misses one. Once the batch has ended, its output file's lines. The owner's key or an admin key.",
+      request: { params: BatchIdParams, query: OutputQuery },
+      responses: {
+        200: {
+          description:
+            "Output lines. `x-output-through`: the line the answer ends after (the next read's `after`); `x-output-committed`: lines committed so far; `x-batch-status`: the batch's status as the read began (once it is final, no line follows).",
+          content: { "application/jsonl": { schema: { type: "string" } } },
+        },
+        ...errorResponses(400, 401, 404),
       },
     }),
   );

@@ -83,6 +83,25 @@ export const ResultsQuery = z.object({
     .openapi({ description: "json: one list object; jsonl: the output lines as they are on disk." }),
 });
 
+/** Lines a read of a running batch's output returns at most. */
+export const MAX_OUTPUT_LINES = 1_000_000;
+
+export const OutputQuery = z.object({
+  after: z.coerce
+    .number({ error: "after must be an integer" })
+    .int("after must be an integer")
+    .min(0, "after must be 0 or more")
+    .default(0)
+    .openapi({ description: "Lines already read: the answer starts after the first `after` output lines.", example: 0 }),
+  limit: z.coerce
+    .number({ error: "limit must be an integer" })
+    .int("limit must be an integer")
+    .min(1, `limit must be between 1 and ${MAX_OUTPUT_LINES}`)
+    .max(MAX_OUTPUT_LINES, `limit must be between 1 and ${MAX_OUTPUT_LINES}`)
+    .optional()
+    .openapi({ description: "At most this many lines (default: every line committed so far)." }),
+});
+
 // --- POST /v1/files (multipart) ---
 
 /** What multer hands over for the `file` part; only its presence is validated here. */

@@ -5,6 +5,7 @@
 // opened again, and a shard's end is found again by its run (a run in place reads its files).
 
 import { charge, startTags } from "../fair-share.js";
+import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal } from "../output-order.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -23,6 +24,13 @@ import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
 const RUNNABLE = ["validating", "in_progress"];
 
 export class MemoryWorkQueue implements WorkQueue {
+  /**
+   * Each batch's output order as last written where the state is kept (absent: as read back), which is all a
+   * reader is given: an order extended in memory and lost to a crash could be extended otherwise after it. By
+   * record, so it goes with the batch.
+   */
+  private readonly keptOrder = new WeakMap<BatchEntry, OrderEntry[]>();
+
   constructor(private readonly state: MemoryState) {}
 
   /**
@@ -202,6 +210,25 @@ export class MemoryWorkQueue implements WorkQueue {
       completed: s.counted.completed,
       failed: s.counted.failed,
     }));
+  }
+
+  async outputOrder(batchId: string): Promise<OutputOrder | undefined> {
+    const e = this.state.batches.get(batchId);
+    if (!e) return undefined;
+    const had = e.outputOrder ?? [];
+    if (!this.keptOrder.has(e)) this.keptOrder.set(e, had);
+    const next = extendOrder(
+      had,
+      e.shards.map((s) => ({ idx: s.idx, completed: s.counted.completed })),
+    );
+    if (orderedTotal(next) > orderedTotal(had)) e.outputOrder = next;
+    const now = e.outputOrder ?? [];
+    if (orderedTotal(now) > orderedTotal(this.keptOrder.get(e)!)) {
+      await this.state.savedBatch(batchId);
+      if (orderedTotal(now) > orderedTotal(this.keptOrder.get(e)!)) this.keptOrder.set(e, now);
+    }
+    const keys = new Map(e.shards.map((s) => [s.idx, s.parts.flatMap((p) => (p.output ? [p.output] : []))]));
+    return { entries: structuredClone(this.keptOrder.get(e)!), keys };
   }
 
   private claimable(s: ShardRecord, takeLapsed = true): boolean {

@@ -6,6 +6,7 @@ import type { FileObject } from "../../domain/objects.js";
 import type { Owner, PoolStatus } from "../../domain/ports.js";
 import type { UsageRecord } from "../../domain/usage.js";
 import type { LiveCounts } from "../batch-doc.js";
+import type { OrderEntry } from "../output-order.js";
 import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../ports.js";
 
 export interface ShardRecord {
@@ -28,6 +29,8 @@ export interface ShardRecord {
 export interface BatchEntry extends BatchRow {
   counts: LiveCounts;
   shards: ShardRecord[];
+  /** Its output order (cluster/output-order.ts), absent until first read. */
+  outputOrder?: OrderEntry[];
 }
 
 export interface FileEntry {

@@ -1,6 +1,8 @@
 // The work queue of the distributed mode: shards claimed with FOR UPDATE SKIP LOCKED under a lease that the
 // worker renews; every claim raises the shard's epoch, and a worker's checkpoints and its end count only under
 // the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
+
+import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal } from "../output-order.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -278,6 +280,23 @@ export class PgWorkQueue implements WorkQueue {
       [batchId],
     );
     return rows;
+  }
+
+  /** One transaction, the batch's row locked against a concurrent extension: the order kept is the order answered. */
+  async outputOrder(batchId: string): Promise<OutputOrder | undefined> {
+    return inTransaction(this.db, async (c) => {
+      const b = await c.query("SELECT output_order FROM batches WHERE id = $1 FOR UPDATE", [batchId]);
+      if (b.rows.length === 0) return undefined;
+      const had = b.rows[0].output_order as OrderEntry[];
+      const shards = await c.query("SELECT idx, completed, parts FROM shards WHERE batch_id = $1 ORDER BY idx", [batchId]);
+      const entries = extendOrder(had, shards.rows);
+      if (orderedTotal(entries) > orderedTotal(had))
+        await c.query("UPDATE batches SET output_order = $2 WHERE id = $1", [batchId, JSON.stringify(entries)]);
+      const keys = new Map<number, string[]>(
+        shards.rows.map((r) => [r.idx, (r.parts as ShardPart[]).flatMap((p) => (p.output ? [p.output] : []))]),
+      );
+      return { entries, keys };
+    });
   }
 
   /**

@@ -17,6 +17,8 @@ if (noLoop) console.warn(`campaigns.test: the one-machine schedules are skipped:
 function expectClean(results: ScheduleResult[]) {
   expect(results.length).toBeGreaterThan(0);
   for (const r of results) expect(r.lost + r.duplicated + r.mismatches.length, describeSchedule(r)).toBe(0);
+  // Their output was read while they ran, through the faults, and matched the output files line for line.
+  expect(results.reduce((n, r) => n + r.readEarly, 0)).toBeGreaterThan(0);
 }
 
 describe("the nemesis's schedules", () => {

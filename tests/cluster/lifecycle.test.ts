@@ -70,6 +70,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "005_engine_seconds",
       "006_totals",
       "007_keys",
+      "008_output_order",
     ]);
   });
 

@@ -96,6 +96,40 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await batch(1, { maxQueued: 3 })).toBe("");
   });
 
+  it.skipIf(skip)(
+    "keeps a batch's output order as it is read: what a read returned stays its start, a fenced commit adds nothing",
+    async () => {
+      const id = await batch(3);
+      const { queue } = ports;
+      const [a, b, c] = await queue.claim(claimOpts({ limit: 3 }));
+      expect((await queue.outputOrder(id))?.entries).toEqual([]);
+      await queue.commit(b, { part: { output: "b1" }, completed: 4, failed: 0, usage }, 30);
+      await queue.commit(a, { part: { output: "a1" }, completed: 2, failed: 1, usage }, 30);
+      const first = (await queue.outputOrder(id))!;
+      // Shard order within what was committed between two reads.
+      expect(first.entries).toEqual([
+        [0, 2],
+        [1, 4],
+      ]);
+      expect(first.keys.get(0)).toEqual(["a1"]);
+      // A read with nothing new changes nothing.
+      expect((await queue.outputOrder(id))!.entries).toEqual(first.entries);
+      await queue.commit({ ...a, checkpoints: 1 }, { part: { output: "a2" }, completed: 3, failed: 0, usage }, 30);
+      await queue.commit(c, { part: { errors: "c1" }, completed: 0, failed: 5, usage }, 30);
+      // The stale claim of shard 1 (an old epoch) commits nothing, so orders nothing.
+      expect(await queue.commit({ ...b, epoch: 0 }, { part: { output: "bx" }, completed: 9, failed: 0, usage }, 30)).toBe("fenced");
+      const second = (await queue.outputOrder(id))!;
+      expect(second.entries).toEqual([
+        [0, 2],
+        [1, 4],
+        [0, 5],
+      ]);
+      expect(second.keys.get(0)).toEqual(["a1", "a2"]);
+      expect(second.keys.get(2)).toEqual([]);
+      expect(await queue.outputOrder("batch_none")).toBeUndefined();
+    },
+  );
+
   it.skipIf(skip)("hands each shard to one claimer, however many claim at once", async () => {
     const id = await batch(40);
     const claimed = await Promise.all(Array.from({ length: 12 }, (_, i) => ports.queue.claim(claimOpts({ workerId: `c${i}`, limit: 5 }))));

@@ -164,10 +164,18 @@ export function apiAndWorker(
   on: "memory" | "postgres",
   env: Record<string, string>,
   workerId: string,
-): { readonly api: TestNode; readonly worker: TestNode } {
-  const nodes = {} as { api: TestNode; worker: TestNode };
+): { readonly api: TestNode; readonly worker: TestNode; another(env: Record<string, string>): Promise<TestNode> } {
   let mem: ReturnType<typeof memoryState> | undefined;
   let shared: SharedState | undefined;
+  const more: TestNode[] = [];
+  const nodes = {
+    /** One more node on the same state (closed with the others). */
+    async another(extra: Record<string, string>) {
+      const n = await startNode((mem ?? shared)!, { ...env, ...extra }, mem?.open);
+      more.push(n);
+      return n;
+    },
+  } as { api: TestNode; worker: TestNode; another(env: Record<string, string>): Promise<TestNode> };
   beforeAll(async () => {
     if (on === "memory") mem = memoryState();
     else shared = await startSharedState();
@@ -177,7 +185,7 @@ export function apiAndWorker(
     nodes.worker = await startNode(state, { ...env, ROLE: "worker", WORKER_ID: workerId, WORKER_POOL: "spot" }, open);
   }, 120_000);
   afterAll(async () => {
-    for (const n of [nodes.worker, nodes.api]) await n?.close();
+    for (const n of [...more, nodes.worker, nodes.api]) await n?.close();
     mem?.close();
     await shared?.close();
   }, 60_000);

@@ -152,6 +152,32 @@ describe("--remote against the service", () => {
     expect(bad.stderr).toMatch(/^error: POST .*\/nope\/files: HTTP 404/m);
     expect(existsSync(refused)).toBe(false);
   }, 120_000);
+
+  it("fills the output while the batch runs, in the order the finished file keeps", async () => {
+    const server = await testbed.start({ SEQUENCES: "2" });
+    const output = path.join(dir, "early.jsonl");
+    const argv = ["-i", writeStories("early.csv", 400), "-o", output, "--remote", server.baseUrl, "--prompt", "{{opening}}"];
+    const job = runner([...argv, "--params", '{"max_tokens":64}']);
+    const partial = path.join(`${output}.work`, "output.jsonl");
+    let early: string[] = [];
+    let settled = false;
+    void job.finally(() => (settled = true));
+    while (!settled && early.length === 0) {
+      const running = (await (await fetch(`${server.baseUrl}/v1/batches?limit=1`)).json()) as { data: Array<{ status: string }> };
+      const lines = existsSync(partial) ? readFileSync(partial, "utf8").split("\n").filter(Boolean) : [];
+      if (running.data[0]?.status === "in_progress" && lines.length > 0) early = lines;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const done = await job;
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stderr).toMatch(/\d+ results so far in /);
+    expect(early.length).toBeGreaterThan(0);
+    expect(early.length).toBeLessThan(400);
+    const final = readFileSync(partial, "utf8").split("\n").filter(Boolean);
+    expect(final).toHaveLength(400);
+    expect(final.slice(0, early.length)).toEqual(early);
+    expect(jsonlRows(output).map((r) => r.id)).toEqual(Array.from({ length: 400 }, (_, i) => i));
+  }, 180_000);
 });
 
 describe.skipIf(!POSTGRES_BIN)("--remote against the distributed mode", () => {
