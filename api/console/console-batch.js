@@ -1,5 +1,6 @@
 // @ts-check
-// One batch's page: its facts, timeline, shards, webhook and failed lines, downloads, cancel and retry.
+// One batch's page: its facts, timeline, shards, first results, webhook and failed lines, downloads (the output
+// while it runs too: the lines committed so far), pause, resume, cancel and retry.
 import { $, api, clock, el, FINAL, getApiKey, stamp } from "./console-api.js";
 import { costText, counts, metadataText, progressParts, rateOf, setMeter } from "./console-list.js";
 
@@ -12,6 +13,10 @@ import { costText, counts, metadataText, progressParts, rateOf, setMeter } from 
 
 /** The batch on show (the downloads, cancel and retry act on it). @type {Inspection} */
 let shown;
+/** Results shown on the page at most. */
+const FIRST = 5;
+/** The first results shown, and whose. @type {{ id: string; lines: any[] }} */
+let first = { id: "", lines: [] };
 
 /**
  * @param {HTMLElement} dl
@@ -145,7 +150,11 @@ export async function refreshBatch(id) {
       return tr;
     }),
   );
-  $("b-dl-output").disabled = !b.output_file_id;
+  // While it runs, the output so far (committed lines only, in the order the finished file keeps).
+  const running = !FINAL.includes(b.status);
+  $("b-dl-output").disabled = running ? !c.completed : !b.output_file_id;
+  $("b-dl-output").textContent = running ? `Download results so far (${c.completed})` : "Download output";
+  await showFirst(b, c.completed);
   $("b-dl-errors").disabled = !b.error_file_id;
   $("b-dl-input").disabled = !d.input_filename;
   // A batch made from a dataset downloads as its table once it has ended.
@@ -158,6 +167,58 @@ export async function refreshBatch(id) {
   $("b-resume").classList.toggle("hidden", !open || !b.paused_at);
   $("b-retry").disabled = !FINAL.includes(b.status) || !b.request_counts?.failed;
 }
+
+/**
+ * The batch's first output lines (read once there are more than shown, until FIRST are).
+ * @param {import("./console-api.js").Batch} b
+ * @param {number} completed
+ */
+async function showFirst(b, completed) {
+  if (first.id !== b.id) first = { id: b.id, lines: [] };
+  if (first.lines.length < FIRST && completed > first.lines.length) {
+    const res = await fetch(`v1/batches/${encodeURIComponent(b.id)}/output?limit=${FIRST}`, { cache: "no-store", headers: auth() });
+    if (res.ok && first.id === b.id)
+      first.lines = (await res.text())
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+  }
+  $("b-first-none").classList.toggle("hidden", first.lines.length > 0);
+  $("b-first-count").textContent = first.lines.length ? `(the first ${first.lines.length} of ${completed})` : "";
+  $("b-first").replaceChildren(
+    ...first.lines.map((l) => {
+      const tr = el("tr");
+      const body = l.response?.body;
+      /** @type {Array<[HTMLElement, string]>} */
+      const cells = [
+        [el("td", "wrap", l.custom_id), "custom_id"],
+        [el("td", "", l.response?.status_code ?? "—"), "Status"],
+        [el("td", "wrap message", answerOf(body)), "Answer"],
+      ];
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
+      return tr;
+    }),
+  );
+}
+
+/**
+ * A result's answer as one short text, whatever the endpoint.
+ * @param {any} body
+ */
+function answerOf(body) {
+  const text =
+    body?.choices?.[0]?.message?.content ??
+    body?.choices?.[0]?.text ??
+    body?.content?.[0]?.text ??
+    (body?.data?.[0]?.embedding ? `embedding of ${body.data[0].embedding.length} dimensions` : null) ??
+    (body?.results ? `${body.results.length} ranked` : null) ??
+    JSON.stringify(body ?? null);
+  return String(text).length > 200 ? `${String(text).slice(0, 200)}…` : String(text);
+}
+
+/** @returns {Record<string, string>} */
+const auth = () => (getApiKey() ? { Authorization: `Bearer ${getApiKey()}` } : {});
 
 /** Downloads a file through fetch (so the key goes along), then hands the browser the bytes. */
 /**
@@ -173,9 +234,7 @@ function download(fileId, name) {
  * @param {string} name
  */
 async function save(route, name) {
-  const res = await fetch(route, {
-    headers: getApiKey() ? { Authorization: `Bearer ${getApiKey()}` } : {},
-  });
+  const res = await fetch(route, { headers: auth() });
   if (!res.ok) {
     const said = await res.json().catch(() => null);
     throw new Error(said?.error?.message ?? `download answered HTTP ${res.status}`);
@@ -222,7 +281,13 @@ async function act(work) {
 $("b-dl-input").addEventListener("click", () =>
   act(() => download(shown.batch.input_file_id, shown.input_filename || `${shown.batch.id}_input.jsonl`)),
 );
-$("b-dl-output").addEventListener("click", () => act(() => download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)));
+$("b-dl-output").addEventListener("click", () =>
+  act(() =>
+    FINAL.includes(shown.batch.status)
+      ? download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)
+      : save(`v1/batches/${encodeURIComponent(shown.batch.id)}/output`, `${shown.batch.id}_output_so_far.jsonl`),
+  ),
+);
 $("b-dl-errors").addEventListener("click", () => act(() => download(shown.batch.error_file_id, `${shown.batch.id}_errors.jsonl`)));
 $("b-dl-table").addEventListener("click", () =>
   act(() => {

@@ -1,7 +1,7 @@
 // The checker must see what it is for: a lost line, a line twice, a line nobody asked for, counts and usage that
 // disagree with the files. A checker that passes everything would make every chaos run green.
 import { describe, expect, it } from "vitest";
-import { checkBatch } from "../../chaos/checker.js";
+import { checkBatch, checkRead } from "../../chaos/checker.js";
 
 const line = (id: string, prompt = 3, completion = 2, cached = 0) => ({
   custom_id: id,
@@ -47,6 +47,15 @@ describe("the chaos checker", () => {
       "failed 2 != 1 error lines",
       "usage.input_tokens 5 != 9",
       "usage.output_tokens 4 != 6",
+    ]);
+  });
+
+  it("takes what a reader got while the batch ran only as the output file's start, line for line", () => {
+    expect(checkRead(["a", "b"], ["a", "b", "c"])).toEqual([]);
+    expect(checkRead(["a", "c"], ["a", "b", "c"])).toEqual(["line 2 read while it ran differs from the output file's"]);
+    expect(checkRead(["a", "b", "c", "c"], ["a", "b", "c"])).toEqual([
+      "read 4 output lines while it ran, the file has 3",
+      "line 4 read while it ran differs from the output file's",
     ]);
   });
 });
