@@ -2,6 +2,7 @@
 // usage: each batch that ended is one record (kept when the batch is deleted), counted in the bucket where it
 // ended, so the figures add up exactly to the batches' `usage`.
 import type { ModelRegistry } from "../backends/registry.js";
+import { READS_ONLY } from "../openai/backend.js";
 import { endedAt, isFinal } from "./batch-state.js";
 import { batchCost } from "./cost.js";
 import { InvalidRequestError } from "./errors.js";
@@ -131,7 +132,8 @@ export interface UsagePage {
   next_page: string | null;
 }
 
-const EMBEDDINGS = "/v1/embeddings";
+/** The usage API's embeddings bucket holds every line that generates nothing: embeddings, and rerank and score. */
+const readsOnly = (endpoint: string) => (READS_ONLY as readonly string[]).includes(endpoint);
 
 /**
  * The page of buckets the query asks for from the records (those that ended in the query's range; `idOf` names
@@ -148,7 +150,7 @@ export function usagePage(
   const data: UsageBucket[] = [];
   const wanted = records.filter(
     (r) =>
-      (q.kind === "costs" || (q.kind === "embeddings") === (r.endpoint === EMBEDDINGS)) &&
+      (q.kind === "costs" || (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
       q.batch !== false &&
       (!q.models || q.models.includes(r.model)) &&
       (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),

@@ -4,10 +4,11 @@ import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
 import { type ChatFormat, renderChat } from "./chat.js";
 import type { Embedder } from "./embed.js";
-import { engineClosed, invalidRequest } from "./errors.js";
+import { cannotRank, engineClosed, invalidRequest } from "./errors.js";
 import { type GenerationRequest, generate, resolveSampling } from "./generate.js";
 import type { Grammars } from "./grammars.js";
 import type { KvChoice } from "./kv-choice.js";
+import type { Ranker } from "./rank.js";
 import type { SamplerMemory } from "./sampler-memory.js";
 import { tokenizePrompt } from "./tokens.js";
 import { generateWithTools } from "./tool-calls.js";
@@ -17,6 +18,7 @@ import {
   type Engine,
   type EngineInfo,
   type GenerationResult,
+  type RankResult,
   RequestError,
   type SamplingParams,
   type SchedulingStats,
@@ -32,6 +34,8 @@ export interface LlamaEngineParts {
   kv: KvChoice;
   /** Null when the model cannot embed (see createEngine). */
   embedder: Embedder | null;
+  /** Null when the model has no classification head (engine/rank.ts). */
+  ranker: Ranker | null;
   chatFormat: ChatFormat;
   /** Counts the native sampler memory each request leaves for the collector (sampler-memory.ts). */
   samplerMemory: SamplerMemory;
@@ -151,6 +155,12 @@ export class LlamaEngine implements Engine {
     return this.parts.embedder.embed(inputs, signal);
   }
 
+  async rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult> {
+    this.ensureOpen();
+    if (!this.parts.ranker) throw cannotRank(this.info.modelId);
+    return this.parts.ranker.rank(pairs, param, signal);
+  }
+
   /** Tokens of `text` as a completion prompt, beginning-of-sequence token included: what promptTokens reports. */
   countTokens(text: string): number {
     this.ensureOpen();
@@ -159,8 +169,8 @@ export class LlamaEngine implements Engine {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const { kv, embedder, model, llama } = this.parts;
-      await Promise.allSettled([kv.close(), embedder?.close()]);
+      const { kv, embedder, ranker, model, llama } = this.parts;
+      await Promise.allSettled([kv.close(), embedder?.close(), ranker?.close()]);
       await model.dispose();
       await llama.dispose();
     })();

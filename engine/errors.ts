@@ -17,11 +17,12 @@ export function throwIfAborted(signal?: AbortSignal): void {
 }
 
 /** `limit`: the most tokens that fit (a generation needs room for at least one new token). */
-export const contextLengthExceeded = (tokens: number, limit: number, what = "prompt") =>
+export const contextLengthExceeded = (tokens: number, limit: number, what = "prompt", param: string | null = null) =>
   new RequestError(
     `The ${what} is ${tokens} tokens long, but at most ${limit} fit in the model's context. Shorten it.`,
     "context_length_exceeded",
     false,
+    param,
   );
 
 export const invalidRequest = (message: string) => new RequestError(message, "invalid_request", false);
@@ -40,3 +41,12 @@ export function asEngineError(err: unknown): unknown {
   const message = err instanceof Error ? err.message : String(err);
   return new RequestError(`Inference failed: ${message}`, "engine_error", true);
 }
+
+/** A rank or score line for a model with no classification head: refused, naming the model. */
+export const cannotRank = (modelId: string) =>
+  new RequestError(
+    `The model ${modelId} cannot rank: it has no classification head. A reranker GGUF (such as bge-reranker or Qwen3-Reranker) has one.`,
+    "model_cannot_rank",
+    false,
+    "model",
+  );

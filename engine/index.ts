@@ -8,6 +8,7 @@ import { Grammars } from "./grammars.js";
 import { KvChoice } from "./kv-choice.js";
 import { loadLlama, loadModel } from "./load.js";
 import { loadedBuild } from "./native.js";
+import { Ranker } from "./rank.js";
 import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
 import { SequencePool, type SequencePoolOptions } from "./sequence-pool.js";
 import { autoSequences } from "./sequences.js";
@@ -117,6 +118,14 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     // Some models (encoder-decoder) cannot embed; generation still works and embed() says why.
     log("embeddings unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
   }
+  // A reranker's pairs run on as many contexts as embeddings do.
+  let ranker: Ranker | null = null;
+  try {
+    const rankingContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
+    ranker = await Ranker.create(model, { contexts: rankingContexts, contextSize: opts.contextSize, threads });
+  } catch (err) {
+    log("ranking unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
+  }
   const collect = fullCollection();
   if (!collect)
     log("node runs without --expose-gc: node-llama-cpp's sampler buffers are freed only when V8 collects on its own, so memory may grow", {
@@ -128,6 +137,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     model,
     kv,
     embedder,
+    ranker,
     chatFormat,
     samplerMemory: new SamplerMemory(samplerBytes(model), collect),
     grammars: new Grammars(llama),
@@ -144,6 +154,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       contexts: pool.contexts.length,
       contextSize: pool.contextSize,
       embeddingDimensions: model.embeddingVectorSize,
+      ranking: ranker !== null,
       hasChatTemplate: chatFormat.hasChatTemplate,
       chatWrapper: chatFormat.wrapper.wrapperName,
       reproducible,

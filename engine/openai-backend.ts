@@ -5,6 +5,7 @@ import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, Ru
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
+import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
 import { toolCallsBody, toolsParams } from "./openai-tools.js";
@@ -25,7 +26,8 @@ export class LlamaBackend implements InferenceBackend {
     this.info = Object.freeze({
       model: name ?? e.modelId,
       kind: "local",
-      endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"] as const,
+      // A model that cannot rank refuses rank and score lines, naming why.
+      endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/score"] as const,
       // Twice the sequences, so a request is always waiting when a sequence frees up.
       concurrency: 2 * Math.max(1, e.sequences),
       generatedModel: e.generatedModel,
@@ -39,6 +41,7 @@ export class LlamaBackend implements InferenceBackend {
         sequences: e.sequences,
         contextSize: e.contextSize,
         embeddingDimensions: e.embeddingDimensions,
+        ranking: e.ranking,
         hasChatTemplate: e.hasChatTemplate,
         chatWrapper: e.chatWrapper,
         toolCalling: e.toolCalling,
@@ -72,6 +75,9 @@ export class LlamaBackend implements InferenceBackend {
           return await this.complete(request.body, signal);
         case "/v1/embeddings":
           return await this.embed(request.body, signal);
+        case "/v1/rerank":
+        case "/v1/score":
+          return await this.rank(request, signal);
         default:
           throw notServed(request.endpoint);
       }
@@ -164,6 +170,14 @@ export class LlamaBackend implements InferenceBackend {
         usage: { ...usageBody(usage.promptTokens, usage.completionTokens), prompt_tokens_details: { cached_tokens: usage.cachedTokens } },
       },
       usage,
+    };
+  }
+
+  private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+    const r = await this.engine.rank(rankPairs(request), PROMPT_FIELD[request.endpoint], signal);
+    return {
+      body: rankBody(request, this.info.model, r.scores, r.promptTokens),
+      usage: { promptTokens: r.promptTokens, completionTokens: 0, cachedTokens: 0 },
     };
   }
 

@@ -3,6 +3,7 @@
 import type { InferenceRequest } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { cannotRank } from "./errors.js";
 import { toGrammarSchema } from "./json-schema.js";
 import { checkTools } from "./openai-tools.js";
 import type { Engine } from "./types.js";
@@ -27,6 +28,9 @@ export function checkRequest(engine: Engine, request: InferenceRequest): void {
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);
+  else if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") {
+    if (!engine.info.ranking) throw cannotRank(engine.info.modelId);
+  }
   // Responses lines are served over chat by openai/over-chat.ts, which wraps the backend.
   else throw notServed(request.endpoint);
 }

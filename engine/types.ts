@@ -106,6 +106,10 @@ export interface EmbeddingResult {
   promptTokens: number;
 }
 
+export type { RankResult } from "./rank.js";
+
+import type { RankResult } from "./rank.js";
+
 export interface EngineInfo {
   modelPath: string;
   /** The name served as `model` in responses (file name without .gguf). */
@@ -122,6 +126,8 @@ export interface EngineInfo {
   contexts: number;
   contextSize: number;
   embeddingDimensions: number;
+  /** The model has a classification head: it ranks (/v1/rerank, /v1/score). */
+  ranking: boolean;
   hasChatTemplate: boolean;
   chatWrapper: string;
   reproducible: boolean;
@@ -160,6 +166,8 @@ export interface Engine {
   complete(prompt: string | readonly number[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
   chat(messages: ChatMessage[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
   embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  /** Each (query, document) pair's relevance, 0 to 1; `param` names the line's field a pair comes from. */
+  rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult>;
   countTokens(text: string): number;
   /** Vocabulary size and whether a token ends generation (for logit_bias and token-id prompts). */
   readonly vocabularySize: number;

@@ -3,15 +3,27 @@
 // how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
 import type { MessagesParams } from "../anthropic/params.js";
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
+import type { RankRequest } from "./rank.js";
 import type { ResponseBody } from "./response-bodies.js";
 
 /**
- * The endpoints every backend serves (Responses and Anthropic's Messages over chat), in OpenAI's order and
- * Anthropic's last: the one list of them.
+ * The endpoints every backend serves (Responses and Anthropic's Messages over chat), in OpenAI's order, then
+ * Anthropic's, then the ranking ones vLLM's run_batch takes (openai/rank.ts; a model that cannot rank refuses
+ * their lines): the one list of them.
  */
-export const ENDPOINTS = ["/v1/responses", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages"] as const;
+export const ENDPOINTS = [
+  "/v1/responses",
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/embeddings",
+  "/v1/messages",
+  "/v1/rerank",
+  "/v1/score",
+] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
+/** Endpoints whose lines generate no tokens: they read their input and answer vectors or scores. */
+export const READS_ONLY: readonly Endpoint[] = ["/v1/embeddings", "/v1/rerank", "/v1/score"];
 
 export type InferenceRequest =
   | {
@@ -23,7 +35,8 @@ export type InferenceRequest =
   | { endpoint: "/v1/completions"; body: CompletionBody }
   | { endpoint: "/v1/embeddings"; body: EmbeddingBody }
   | { endpoint: "/v1/responses"; body: ResponseBody }
-  | { endpoint: "/v1/messages"; body: MessagesParams };
+  | { endpoint: "/v1/messages"; body: MessagesParams }
+  | RankRequest;
 
 export interface TokenUsage {
   promptTokens: number;

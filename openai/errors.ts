@@ -38,4 +38,6 @@ export const PROMPT_FIELD: Readonly<Record<string, string>> = {
   "/v1/chat/completions": "messages",
   "/v1/completions": "prompt",
   "/v1/embeddings": "input",
+  "/v1/rerank": "documents",
+  "/v1/score": "text_2",
 };

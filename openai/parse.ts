@@ -6,6 +6,7 @@ import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
 import { describeIssue } from "./issues.js";
+import { RerankBodySchema, ScoreBodySchema } from "./rank.js";
 import { ResponseBodySchema } from "./response-bodies.js";
 
 export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
@@ -20,6 +21,10 @@ export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
       return ResponseBodySchema;
     case "/v1/messages":
       return MessagesParamsSchema;
+    case "/v1/rerank":
+      return RerankBodySchema;
+    case "/v1/score":
+      return ScoreBodySchema;
   }
 }
 

@@ -3,7 +3,7 @@
 
 /** What the model reads first, in the order a chat template writes it: tools, instructions, messages, the prompt. */
 export function promptOpening(body: Record<string, unknown>): string {
-  const prompt = body.prompt ?? body.input ?? "";
+  const prompt = body.prompt ?? body.input ?? body.query ?? body.text_1 ?? "";
   const head = [body.tools, body.instructions, body.messages].filter((v) => v !== undefined).map((v) => JSON.stringify(v));
   return head.join("") + (typeof prompt === "string" ? prompt : JSON.stringify(prompt));
 }

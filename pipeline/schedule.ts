@@ -11,7 +11,7 @@
 // Output order never mattered (custom_id carries identity), and a resumed run skips done custom_ids whatever
 // the order. Memory: a few numbers per line, never the lines (about 40 bytes each: 2 MB for 50,000 lines).
 import { open } from "node:fs/promises";
-import type { Endpoint, LineOrder, LinePreference, RunShape } from "../openai/backend.js";
+import { type Endpoint, type LineOrder, type LinePreference, READS_ONLY, type RunShape } from "../openai/backend.js";
 import { FAMILY_CHARS, prefixHash, promptOpening } from "../openai/prompt-opening.js";
 import { type JsonlLine, readJsonlLines } from "./jsonl.js";
 
@@ -44,10 +44,9 @@ export function estimateLine(endpoint: Endpoint, body: unknown): LineEstimate {
   const prefixText = promptOpening(b);
   const limit = firstNumber(b.max_completion_tokens, b.max_tokens, b.max_output_tokens);
   const choices = firstNumber(b.n) ?? 1;
-  const generated =
-    endpoint === "/v1/embeddings"
-      ? 0
-      : (limit ?? (endpoint === "/v1/completions" ? COMPLETIONS_DEFAULT_TOKENS : UNBOUNDED_TOKENS)) * choices;
+  const generated = READS_ONLY.includes(endpoint)
+    ? 0
+    : (limit ?? (endpoint === "/v1/completions" ? COMPLETIONS_DEFAULT_TOKENS : UNBOUNDED_TOKENS)) * choices;
   return { cost: generated + (prefixText.length / CHARS_PER_TOKEN) * PROMPT_TOKEN_WEIGHT, prefixText };
 }
 

@@ -1,7 +1,7 @@
 // What a line may cost in tokens, estimated before it runs: the enqueued tokens a key's limit counts. Its prompt's
 // tokens (by the model's tokenizer where this process has it loaded, else one token per 4 characters, OpenAI's
 // rule of thumb) plus the most it may generate: max_completion_tokens, max_tokens or max_output_tokens, times n.
-import type { Endpoint } from "../openai/backend.js";
+import { type Endpoint, READS_ONLY } from "../openai/backend.js";
 
 /** Tokens in `text` by `model`'s tokenizer, or undefined where this process cannot tokenize for it. */
 export type TokenCounter = (model: string, text: string) => number | undefined;
@@ -19,12 +19,14 @@ export function lineTokens(endpoint: Endpoint, body: Record<string, unknown>, co
   const { texts, tokens, messages } = promptParts(body);
   let prompt = tokens + messages * PER_MESSAGE_TOKENS;
   for (const text of texts) if (text) prompt += count?.(model, text) ?? Math.ceil(text.length / CHARS_PER_TOKEN);
-  if (endpoint === "/v1/embeddings") return prompt;
+  if (READS_ONLY.includes(endpoint)) return prompt;
   const limit = firstCount(body.max_completion_tokens, body.max_tokens, body.max_output_tokens);
   const choices = firstCount(body.n) ?? 1;
   const generated = limit ?? (endpoint === "/v1/completions" ? DEFAULT_COMPLETION_TOKENS : DEFAULT_CHAT_TOKENS);
   return prompt + generated * Math.max(1, choices);
 }
+
+const docs = (v: unknown) => (Array.isArray(v) ? v.length : 0);
 
 function firstCount(...values: unknown[]): number | undefined {
   for (const v of values) if (typeof v === "number" && Number.isInteger(v) && v >= 0) return v;
@@ -49,7 +51,9 @@ function promptParts(body: Record<string, unknown>): { texts: string[]; tokens: 
       if ("input_schema" in o) texts.push(JSON.stringify(o.input_schema));
     }
   };
-  for (const k of ["system", "instructions", "messages", "prompt", "input", "suffix"]) add(body[k]);
+  for (const k of ["system", "instructions", "messages", "prompt", "input", "suffix", "text_1", "text_2", "documents"]) add(body[k]);
+  // A rerank line's query is read beside each of its documents.
+  if (typeof body.query === "string") for (let i = 0; i < Math.max(1, docs(body.documents)); i++) texts.push(body.query);
   if (body.tools !== undefined) texts.push(JSON.stringify(body.tools));
   return { texts, tokens, messages };
 }

@@ -18,6 +18,7 @@ import type {
   TokenUsage,
 } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
+import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
 import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { BaseUrls } from "./base-urls.js";
 import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
@@ -46,7 +47,7 @@ export interface UpstreamStats extends BackendStats {
   baseUrls: ReturnType<BaseUrls["status"]>;
 }
 
-const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"];
+const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/score"];
 
 /** A base URL without credentials, for logs and metrics. */
 export function redactUrl(url: string): string {
@@ -156,6 +157,7 @@ export class UpstreamBackend implements InferenceBackend {
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
+    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal);
     const { slots } = await this.prefixRouting();
     // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned.
     if (!slots || request.endpoint === "/v1/embeddings")
@@ -169,6 +171,44 @@ export class UpstreamBackend implements InferenceBackend {
     } finally {
       slots.release(slot, family);
     }
+  }
+
+  /**
+   * A rerank or score line as the upstream's /v1/rerank (vLLM and llama-server with --reranking serve it): one
+   * request per distinct query with all its documents, every score asked for, then answered in this service's
+   * bodies (openai/rank.ts), so both endpoints read alike whichever server ranked.
+   */
+  private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+    const pairs = rankPairs(request);
+    const byQuery = new Map<string, number[]>();
+    for (const [i, [query]] of pairs.entries()) byQuery.set(query, [...(byQuery.get(query) ?? []), i]);
+    const scores = pairs.map(() => 0);
+    let promptTokens = 0;
+    await Promise.all(
+      [...byQuery].map(async ([query, at]) => {
+        const documents = at.map((i) => pairs[i][1]);
+        const rerank: RankRequest = { endpoint: "/v1/rerank", body: { query, documents } };
+        const payload = JSON.stringify({ query, documents, top_n: documents.length, model: this.opts.model });
+        const r = await this.sendWithRetries(rerank, payload, signal);
+        const results = (r.body as { results?: unknown }).results;
+        if (!Array.isArray(results) || results.length !== documents.length)
+          throw upstreamFault(
+            200,
+            `The upstream's rerank answer scores ${Array.isArray(results) ? results.length : "no"} of ${documents.length} documents.`,
+          );
+        for (const x of results as Array<{ index?: unknown; relevance_score?: unknown }>) {
+          if (typeof x?.index !== "number" || typeof x.relevance_score !== "number" || at[x.index] === undefined)
+            throw upstreamFault(200, "The upstream's rerank answer has a result without a valid index and relevance_score.");
+          scores[at[x.index]] = x.relevance_score;
+        }
+        const u = (r.body as { usage?: { prompt_tokens?: unknown; total_tokens?: unknown } }).usage;
+        promptTokens += typeof u?.prompt_tokens === "number" ? u.prompt_tokens : typeof u?.total_tokens === "number" ? u.total_tokens : 0;
+      }),
+    );
+    return {
+      body: rankBody(request, this.opts.name, scores, promptTokens),
+      usage: { promptTokens, completionTokens: 0, cachedTokens: 0 },
+    };
   }
 
   /** One request with its retries, under the adaptive limit. */

@@ -1,5 +1,5 @@
-// Shapes of the generated llama-architecture models. "tiny" is what the service serves when no
-// model is configured; the larger ones copy real models' dimensions for realistic benchmarks.
+// Shapes of the generated models. "tiny" is what the service serves when no model is configured; the larger ones
+// copy real models' dimensions for realistic benchmarks; "reranker" is a ranking model (a classification head).
 import type { GgmlTypeName } from "./format.js";
 
 export interface ModelPreset {
@@ -18,6 +18,12 @@ export interface ModelPreset {
   weightType: GgmlTypeName;
   /** No output.weight: the output projection reuses token_embd (as Qwen2.5-0.5B does). */
   tiedEmbeddings: boolean;
+  /**
+   * A reranker: the Qwen3 architecture (llama's, with per-head query and key norms) with a classification head,
+   * `cls.output.weight`, scoring these labels (the first is relevance), pooled for ranking, as Qwen3-Reranker's
+   * GGUF is. llama.cpp and node-llama-cpp then rank with it (`/v1/rerank`, `/v1/score`).
+   */
+  classifierLabels?: readonly string[];
 }
 
 export const MODEL_PRESETS = {
@@ -65,6 +71,22 @@ export const MODEL_PRESETS = {
     rmsNormEps: 1e-6,
     weightType: "Q8_0",
     tiedEmbeddings: true,
+  },
+  reranker: {
+    name: "reranker",
+    description: "a ranking model: Qwen3 architecture with a yes/no classification head, 2 layers, 64 wide, for /v1/rerank and /v1/score",
+    blockCount: 2,
+    embeddingLength: 64,
+    headCount: 4,
+    headCountKv: 2,
+    feedForwardLength: 128,
+    vocabSize: 2048,
+    contextLength: 8192,
+    ropeFreqBase: 1_000_000,
+    rmsNormEps: 1e-6,
+    weightType: "F32",
+    tiedEmbeddings: true,
+    classifierLabels: ["yes", "no"],
   },
 } as const satisfies Record<string, ModelPreset>;
 

@@ -42,6 +42,10 @@ export function observe(engine: Engine): Observed {
       gate(inputs[0] ?? "");
       return engine.embed(inputs, signal);
     },
+    rank: async (pairs, param, signal) => {
+      gate(pairs[0]?.[1] ?? "");
+      return engine.rank(pairs, param, signal);
+    },
     countTokens: (text) => engine.countTokens(text),
     get vocabularySize() {
       return engine.vocabularySize;

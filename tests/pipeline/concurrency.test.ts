@@ -34,6 +34,7 @@ function counting(inner: Engine) {
     },
     chat: (m, p, s) => inner.chat(m, p, s),
     embed: (i, s) => inner.embed(i, s),
+    rank: (p, n, s) => inner.rank(p, n, s),
     countTokens: (t) => inner.countTokens(t),
     get vocabularySize() {
       return inner.vocabularySize;

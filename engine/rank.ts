@@ -1,0 +1,69 @@
+// Ranking (a query and a document scored by a reranker's classification head) over a pool of node-llama-cpp ranking
+// contexts: one evaluates one pair at a time, so pairs run side by side on several. Only a model with a head
+// (`cls.weight` or `cls.output.weight`, as node-llama-cpp's supportsRanking finds it) can rank.
+import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
+import { asEngineError, contextLengthExceeded, throwIfAborted } from "./errors.js";
+import { ResourcePool } from "./pool.js";
+
+export interface RankResult {
+  /** Each pair's relevance, 0 to 1, in the pairs' order. */
+  scores: number[];
+  promptTokens: number;
+}
+
+export class Ranker {
+  private readonly pool: ResourcePool<LlamaRankingContext>;
+
+  private constructor(
+    private readonly contexts: LlamaRankingContext[],
+    readonly contextSize: number,
+  ) {
+    this.pool = new ResourcePool(contexts);
+  }
+
+  /** Null when the model has no classification head. */
+  static async create(model: LlamaModel, opts: { contexts: number; contextSize: number; threads: number }): Promise<Ranker | null> {
+    if (!model.fileInsights.supportsRanking) return null;
+    const contexts: LlamaRankingContext[] = [];
+    try {
+      for (let i = 0; i < Math.max(1, Math.floor(opts.contexts)); i++)
+        contexts.push(
+          await model.createRankingContext({ contextSize: opts.contextSize, batchSize: opts.contextSize, threads: opts.threads }),
+        );
+    } catch (err) {
+      await Promise.all(contexts.map((c) => c.dispose()));
+      throw err;
+    }
+    return new Ranker(contexts, opts.contextSize);
+  }
+
+  async rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult> {
+    const lengths = pairs.map(([query, document], i) => {
+      const n = this.contexts[0].calculateInputLength(query, document);
+      // node-llama-cpp needs one cell to spare.
+      if (n >= this.contextSize)
+        throw contextLengthExceeded(n, this.contextSize - 1, `pair of the query and ${param}[${i}]`, `${param}[${i}]`);
+      return n;
+    });
+    throwIfAborted(signal);
+    const scores = await Promise.all(pairs.map(([query, document]) => this.rankOne(query, document, signal)));
+    return { scores, promptTokens: lengths.reduce((a, b) => a + b, 0) };
+  }
+
+  private async rankOne(query: string, document: string, signal?: AbortSignal): Promise<number> {
+    const context = await this.pool.acquire(signal);
+    try {
+      throwIfAborted(signal);
+      return await context.rank(query, document);
+    } catch (err) {
+      throw asEngineError(err);
+    } finally {
+      this.pool.release(context);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.pool.close();
+    await Promise.all(this.contexts.map((c) => c.dispose()));
+  }
+}
