@@ -40,7 +40,7 @@ async function run(svc: TestService, endpoint: "/v1/rerank" | "/v1/score", model
   const file = await uploadText(svc.baseUrl, lines(endpoint, model));
   const created = await createBatch(svc.baseUrl, file.id, { endpoint });
   expect(created.status, JSON.stringify(created.body)).toBe(200);
-  const done = await pollBatch(svc.baseUrl, created.body.id, isFinal, 120_000);
+  const done = await pollBatch(svc.baseUrl, created.body.id, isFinal, { timeoutMs: 120_000 });
   return { done, output: await fileLines(svc.baseUrl, done.output_file_id), errors: await fileLines(svc.baseUrl, done.error_file_id) };
 }
 
@@ -59,7 +59,7 @@ function checkOutput(endpoint: "/v1/rerank" | "/v1/score", output: any[], model:
     } else {
       expect(b.object).toBe("list");
       expect(b.data.map((d: any) => d.index)).toEqual(DOCS.map((_, i) => i));
-      for (const d of b.data) expect(d.score).toBeGreaterThanOrEqual(0), expect(d.score).toBeLessThanOrEqual(1);
+      for (const d of b.data) expect(d.score >= 0 && d.score <= 1, String(d.score)).toBe(true);
     }
   }
 }
