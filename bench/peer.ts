@@ -1,6 +1,7 @@
 // The service at its defaults against llama.cpp's own llama-server at its best configuration, on the same
 // requests: uniform generations, a mixed workload (chat and completions, short and long prompts and answers),
-// prompt-heavy classification (long prompts, 1-token answers) and embeddings. The service's clock runs from
+// prompt-heavy classification (long prompts, 1-token answers), embeddings, and reranking (on the generated
+// reranker, llama-server with --reranking). The service's clock runs from
 // the upload to `completed` (every batch of the workload, polled at 40 Hz once its results are on disk: see
 // waitForTimedBatch), the peer's from its first request to its last answer;
 // each has had one small warm-up (a request; a 4-line batch) after its start.
@@ -10,7 +11,16 @@ import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js"
 import { createBatch, uploadFile, waitForBatch, waitForTimedBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
 
-export type WorkloadName = "uniform" | "mixed" | "prompt-heavy" | "embeddings" | "template" | "varied" | "retrieval" | `families-${number}`;
+export type WorkloadName =
+  | "uniform"
+  | "mixed"
+  | "prompt-heavy"
+  | "embeddings"
+  | "rerank"
+  | "template"
+  | "varied"
+  | "retrieval"
+  | `families-${number}`;
 
 export interface Workload {
   name: WorkloadName;
@@ -87,6 +97,22 @@ export function embeddingsWorkload(inputs: number): Workload {
     requests: Array.from({ length: inputs }, (_, i) => ({
       url: "/v1/embeddings" as const,
       body: { input: `${sentences(1 + (i % 4), i)} ${prompt(i)}` },
+    })),
+    ctxPerSlot: 256,
+  };
+}
+
+/** `lines` rerank requests, each a query against 8 candidate documents (as retrieval re-orders its candidates). */
+export function rerankWorkload(lines: number): Workload {
+  return {
+    name: "rerank",
+    what: `${lines} rerank lines of 8 documents`,
+    requests: Array.from({ length: lines }, (_, i) => ({
+      url: "/v1/rerank" as const,
+      body: {
+        query: `Which passage tells of ${prompt(i)}?`,
+        documents: Array.from({ length: 8 }, (_, k) => sentences(1 + (k % 3), i * 8 + k)),
+      },
     })),
     ctxPerSlot: 256,
   };
@@ -173,7 +199,7 @@ export async function comparePeer(
     binary,
     modelPath,
     w.requests,
-    { ...grid, ctxPerSlot: w.ctxPerSlot, embeddings: w.name === "embeddings" },
+    { ...grid, ctxPerSlot: w.ctxPerSlot, embeddings: w.name === "embeddings", reranking: w.name === "rerank" },
     log,
   );
   const service = await runService(modelPath, w, repeats);

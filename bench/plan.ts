@@ -32,6 +32,8 @@ export interface Plan {
   overheadRequests: number;
   /** The distributed mode over an instant upstream: requests, shard size, worker counts, shards for the claim rate. */
   distributed: { requests: number; shardSize: number; workerCounts: number[]; claimShards: number };
+  /** Rerank lines against llama-server --reranking on the generated reranker, and the slots it is swept over. */
+  rerank: { lines: number; parallel: number[] } | null;
   /** Shared system prompt batch on the last (most realistic) model, reuse on and off. */
   prefixRequests: number;
   prefixTokens: number;
@@ -172,6 +174,7 @@ export function makePlan(quick: boolean, storiesPath: string | null, schedulingL
     scaleLines: quick ? 10_000 : 50_000,
     overheadRequests: quick ? 5_000 : 20_000,
     distributed: { requests: quick ? 4_000 : 20_000, shardSize: 1_000, workerCounts: [1, 3], claimShards: quick ? 1_000 : 5_000 },
+    rerank: { lines: quick ? 200 : 1000, parallel: quick ? [8] : [4, 8, 16] },
     prefixRequests: 128,
     prefixTokens: 16,
     embedInputs: extrasModel(models)?.source && "preset" in extrasModel(models)!.source ? 128 : 512,

@@ -14,7 +14,7 @@ import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
-import { comparePeer } from "./peer.js";
+import { comparePeer, rerankWorkload } from "./peer.js";
 import { extrasModel, type ModelPlan, makePlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { type BenchResults, formatTable, targetsOf } from "./report.js";
@@ -127,6 +127,14 @@ if (parts.has("peer")) {
     for (const p of plan.peer)
       for (const w of p.workloads)
         results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log, values.quick ? 1 : 2));
+  // Rerank lines need a reranker: the generated one, on both sides.
+  if (binary && plan.rerank && (!values.workloads || values.workloads.includes("rerank"))) {
+    const reranker = await ensureGeneratedModel({ preset: "reranker" });
+    const grid = { parallel: plan.rerank.parallel, threads: [1, 2] };
+    results.peer.push(
+      await comparePeer(binary, "reranker (generated)", reranker, rerankWorkload(plan.rerank.lines), grid, log, values.quick ? 1 : 2),
+    );
+  }
 }
 
 if (parts.has("scheduling")) {

@@ -13,10 +13,12 @@ export interface PeerConfig {
   /** Context cells per slot (llama-server's -c is the total). */
   ctxPerSlot: number;
   embeddings?: boolean;
+  /** Started with --reranking (a reranker GGUF): it answers /v1/rerank. */
+  reranking?: boolean;
 }
 
 export interface PeerRequest {
-  url: "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings";
+  url: "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings" | "/v1/rerank";
   body: Record<string, unknown>;
 }
 
@@ -64,6 +66,8 @@ export async function startLlamaServer(binary: string, model: string, c: PeerCon
   args.push("-np", String(c.parallel), "-c", String(c.parallel * c.ctxPerSlot), "--no-webui");
   // Embedding inputs are evaluated whole: the physical batch must hold the longest.
   if (c.embeddings) args.push("--embeddings", "--pooling", "mean", "-ub", String(c.ctxPerSlot), "-b", String(c.ctxPerSlot));
+  // So is each (query, document) pair of a rerank.
+  if (c.reranking) args.push("--reranking", "-ub", String(c.ctxPerSlot), "-b", String(c.ctxPerSlot));
   const child = spawn(binary, [...args, ...extraArgs], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
@@ -189,13 +193,14 @@ export async function sweepPeer(
   binary: string,
   model: string,
   requests: readonly PeerRequest[],
-  grid: { parallel: number[]; threads: number[]; ctxPerSlot: number; embeddings?: boolean },
+  grid: { parallel: number[]; threads: number[]; ctxPerSlot: number; embeddings?: boolean; reranking?: boolean },
   log: (line: string) => void,
 ): Promise<{ runs: PeerRun[]; best: PeerRun }> {
   const runs: PeerRun[] = [];
   for (const threads of grid.threads)
     for (const parallel of grid.parallel) {
-      const r = await runPeer(binary, model, { parallel, threads, ctxPerSlot: grid.ctxPerSlot, embeddings: grid.embeddings }, requests);
+      const { ctxPerSlot, embeddings, reranking } = grid;
+      const r = await runPeer(binary, model, { parallel, threads, ctxPerSlot, embeddings, reranking }, requests);
       runs.push(r);
       log(`  llama-server -np ${parallel} -t ${threads}: ${r.seconds.toFixed(2)} s (${r.generated} tokens)`);
     }
