@@ -1,5 +1,5 @@
 // What dies when, in the distributed mode, on real components: kill -9 of an API server that also held the
-// maintenance lock, kill -9 of a worker mid-shard, PostgreSQL restarted mid-batch, the S3 server unreachable for
+// maintenance lock, kill -9 of a worker mid-shard, kill -9 of a worker while its batch is paused, PostgreSQL restarted mid-batch, the S3 server unreachable for
 // 10 s, and a spot reclaim. Every batch ends with each custom_id exactly once and completed + failed == total; where
 // a worker dies, no line it had checkpointed runs again (engine calls counted on the survivor).
 import { rmSync } from "node:fs";
@@ -120,6 +120,31 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     expect(value(leaders[0], "obi_batches_total", 'status="completed"')).toBeGreaterThanOrEqual(1);
     expect(value(leaders[0], "obi_requests_total", 'outcome="completed"')).toBeGreaterThanOrEqual(160);
   }, 180_000);
+
+  it("pause, kill -9 of the worker, resume: the paused batch stays put, then another worker finishes it, each line once", async () => {
+    const victim = await child({ ROLE: "worker", WORKER_ID: "paused-victim", WORKER_CAPACITY: "2", SHUTDOWN_GRACE_SECONDS: "20" });
+    const b = await submit(api.baseUrl, 240, "kp");
+    await pollBatch(api.baseUrl, b.id, (x) => x.request_counts.completed >= 30, 90_000);
+    const paused = await (await fetch(`${api.baseUrl}/v1/batches/${b.id}/pause`, { method: "POST" })).json();
+    expect(paused.paused_at).toBeGreaterThan(0);
+    // The worker hands its shards back once what it had in flight is committed: nothing runs while paused.
+    for (let i = 0; i < 300 && (await runningOn(b.id, "paused-victim")); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await runningOn(b.id, "paused-victim")).toBe(false);
+    await kill9(victim);
+    const held = await committedLines(b.id);
+    const survivor = await worker({ WORKER_ID: "paused-survivor" });
+    const calls = countCalls(survivor);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(await committedLines(b.id)).toBe(held);
+    expect(ran(calls, "kp")).toBe(0);
+    await fetch(`${api.baseUrl}/v1/batches/${b.id}/resume`, { method: "POST" });
+    const { batch, ids } = await account(b.id);
+    expect(batch.status).toBe("completed");
+    expect(batch.request_counts).toEqual({ completed: 240, failed: 0, total: 240 });
+    expect(ids).toEqual(customIds("kp", 240).sort());
+    // The survivor ran what was not committed before the pause, and nothing twice.
+    expect(ran(calls, "kp")).toBe(240 - held);
+  }, 240_000);
 
   it("kill -9 of a worker mid-shard: another takes its shards after the lease and reruns nothing it checkpointed", async () => {
     const victim = await child({ ROLE: "worker", WORKER_ID: "victim", WORKER_CAPACITY: "2" });
