@@ -46,7 +46,14 @@ export class Ranker {
       return n;
     });
     throwIfAborted(signal);
-    const scores = await Promise.all(pairs.map(([query, document]) => this.rankOne(query, document, signal)));
+    // A line's pairs spread over the contexts, at most one waiting for each: a line of 2,048 documents holds no
+    // more of the pool, nor of its signal's listeners, than a line of two.
+    const scores: number[] = pairs.map(() => 0);
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < pairs.length; i = next++) scores[i] = await this.rankOne(pairs[i][0], pairs[i][1], signal);
+    };
+    await Promise.all(Array.from({ length: Math.min(this.contexts.length, pairs.length) }, worker));
     return { scores, promptTokens: lengths.reduce((a, b) => a + b, 0) };
   }
 
