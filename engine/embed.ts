@@ -62,17 +62,8 @@ export class Embedder {
     return { embeddings, promptTokens: tokenized.reduce((n, t) => n + t.length, 0) };
   }
 
-  private async embedOne(tokens: Token[], signal?: AbortSignal): Promise<number[]> {
-    const context = await this.pool.acquire(signal);
-    try {
-      throwIfAborted(signal);
-      const { vector } = await context.getEmbeddingFor(tokens);
-      return normalize(vector);
-    } catch (err) {
-      throw asEngineError(err);
-    } finally {
-      this.pool.release(context);
-    }
+  private embedOne(tokens: Token[], signal?: AbortSignal): Promise<number[]> {
+    return this.pool.use(signal, async (context) => normalize((await context.getEmbeddingFor(tokens)).vector), asEngineError);
   }
 
   async close(): Promise<void> {

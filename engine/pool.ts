@@ -47,6 +47,22 @@ export class ResourcePool<T> {
   }
 
   /**
+   * Runs `work` on an item taken from the pool (as acquire takes it) and gives the item back however it ends;
+   * what `work` throws comes out through `mapError` (the engine's errors).
+   */
+  async use<R>(signal: AbortSignal | undefined, work: (item: T) => Promise<R>, mapError: (err: unknown) => unknown = (e) => e): Promise<R> {
+    const item = await this.acquire(signal);
+    try {
+      if (signal?.aborted) throw abortError(signal);
+      return await work(item);
+    } catch (err) {
+      throw mapError(err);
+    } finally {
+      this.release(item);
+    }
+  }
+
+  /**
    * Take an item. With several free, `choose` picks one (default: the one released last, whose state is
    * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting. While it waits,
    * `affinity` scores each released item for it (see release).

@@ -57,16 +57,8 @@ export class Ranker {
     return { scores, promptTokens: lengths.reduce((a, b) => a + b, 0) };
   }
 
-  private async rankOne(query: string, document: string, signal?: AbortSignal): Promise<number> {
-    const context = await this.pool.acquire(signal);
-    try {
-      throwIfAborted(signal);
-      return await context.rank(query, document);
-    } catch (err) {
-      throw asEngineError(err);
-    } finally {
-      this.pool.release(context);
-    }
+  private rankOne(query: string, document: string, signal?: AbortSignal): Promise<number> {
+    return this.pool.use(signal, (context) => context.rank(query, document), asEngineError);
   }
 
   async close(): Promise<void> {

@@ -26,22 +26,24 @@ export interface ModelPreset {
   classifierLabels?: readonly string[];
 }
 
+const TINY = {
+  name: "tiny",
+  description: "2 layers, 64 wide: loads in milliseconds, for tests and a model-less first start",
+  blockCount: 2,
+  embeddingLength: 64,
+  headCount: 4,
+  headCountKv: 2,
+  feedForwardLength: 128,
+  vocabSize: 2048,
+  contextLength: 8192,
+  ropeFreqBase: 10000,
+  rmsNormEps: 1e-5,
+  weightType: "F32",
+  tiedEmbeddings: false,
+} as const satisfies ModelPreset;
+
 export const MODEL_PRESETS = {
-  tiny: {
-    name: "tiny",
-    description: "2 layers, 64 wide: loads in milliseconds, for tests and a model-less first start",
-    blockCount: 2,
-    embeddingLength: 64,
-    headCount: 4,
-    headCountKv: 2,
-    feedForwardLength: 128,
-    vocabSize: 2048,
-    contextLength: 8192,
-    ropeFreqBase: 10000,
-    rmsNormEps: 1e-5,
-    weightType: "F32",
-    tiedEmbeddings: false,
-  },
+  tiny: TINY,
   small: {
     name: "small",
     description: "8 layers, 512 wide, 32k vocabulary, Q8_0: a mid-size benchmark",
@@ -73,18 +75,11 @@ export const MODEL_PRESETS = {
     tiedEmbeddings: true,
   },
   reranker: {
+    ...TINY,
     name: "reranker",
     description: "a ranking model: Qwen3 architecture with a yes/no classification head, 2 layers, 64 wide, for /v1/rerank and /v1/score",
-    blockCount: 2,
-    embeddingLength: 64,
-    headCount: 4,
-    headCountKv: 2,
-    feedForwardLength: 128,
-    vocabSize: 2048,
-    contextLength: 8192,
     ropeFreqBase: 1_000_000,
     rmsNormEps: 1e-6,
-    weightType: "F32",
     tiedEmbeddings: true,
     classifierLabels: ["yes", "no"],
   },

@@ -4,45 +4,22 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { outputSince } from "../../testkit/batch-client.js";
-import { haveChromium, launchChromium } from "../helpers/browser.js";
-import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
-import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
+import { haveChromium } from "../helpers/browser.js";
+import { consoleBed } from "../helpers/console-bed.js";
 
 const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
-let svc: TestService;
-let browser: Browser;
-let id = "";
-
-beforeAll(async () => {
-  if (!haveChromium) return;
-  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
-  browser = await launchChromium();
-  const file = await uploadJsonl(svc.baseUrl, completionJsonl(2000, "fr", { maxTokens: 256 }), {}, "overnight.jsonl");
-  id = (await openaiClient(svc).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" })).id;
-}, 120_000);
-afterAll(async () => {
-  if (id) await fetch(`${svc.baseUrl}/v1/batches/${id}/cancel`, { method: "POST" }).catch(() => undefined);
-  await browser?.close();
-  await svc?.close();
-});
-
-async function open(width: number): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height: 900 }, acceptDownloads: true });
-  await page.goto(`${svc.baseUrl}/#batch/${id}`);
-  await page.waitForFunction(() => document.getElementById("live")?.className === "on", undefined, { timeout: 15_000 });
-  return page;
-}
+const bed = consoleBed("fr");
+const open = (width: number) => bed.open(width, `#batch/${bed.id}`);
 
 describe.skipIf(!haveChromium)("a running batch's results in the console", () => {
   it("lists the first results while it runs and downloads the results so far", async () => {
     mkdirSync(SHOTS, { recursive: true });
     const page = await open(1280);
     await page.waitForFunction(() => document.querySelectorAll("#b-first tr").length === 5, undefined, { timeout: 60_000 });
-    expect((await (await fetch(`${svc.baseUrl}/v1/batches/${id}`)).json()).status).toBe("in_progress");
-    const first = (await outputSince(svc.baseUrl, id, 0, { limit: 5 }))!.map((l) => JSON.parse(l));
+    expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).status).toBe("in_progress");
+    const first = (await outputSince(bed.svc.baseUrl, bed.id, 0, { limit: 5 }))!.map((l) => JSON.parse(l));
     const rows = await page.locator("#b-first tr").evaluateAll((trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     expect(rows.map((r) => r[0])).toEqual(first.map((l) => l.custom_id));
     expect(rows.map((r) => r[1])).toEqual(first.map(() => "200"));
@@ -52,13 +29,13 @@ describe.skipIf(!haveChromium)("a running batch's results in the console", () =>
     expect(await page.locator("#b-first-none").evaluate((e) => e.classList.contains("hidden"))).toBe(true);
     await page.waitForFunction(() => /^Download results so far \(\d+\)$/.test(document.getElementById("b-dl-output")?.textContent ?? ""));
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#b-dl-output")]);
-    expect(download.suggestedFilename()).toBe(`${id}_output_so_far.jsonl`);
+    expect(download.suggestedFilename()).toBe(`${bed.id}_output_so_far.jsonl`);
     const got = readFileSync((await download.path())!, "utf8")
       .split("\n")
       .filter(Boolean);
     expect(got.length).toBeGreaterThanOrEqual(5);
     // The same lines as the API gives after them, in the same order.
-    expect(await outputSince(svc.baseUrl, id, 0, { limit: got.length })).toEqual(got);
+    expect(await outputSince(bed.svc.baseUrl, bed.id, 0, { limit: got.length })).toEqual(got);
     await page.screenshot({ path: path.join(SHOTS, "console-first-results.png") });
     await page.close();
 

@@ -4,43 +4,21 @@
 import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { haveChromium, launchChromium } from "../helpers/browser.js";
-import { completionJsonl, uploadJsonl } from "../helpers/http-batches.js";
-import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
+import type { Page } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { haveChromium } from "../helpers/browser.js";
+import { consoleBed } from "../helpers/console-bed.js";
 
 const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
-let svc: TestService;
-let browser: Browser;
-let id = "";
-
-beforeAll(async () => {
-  if (!haveChromium) return;
-  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
-  browser = await launchChromium();
-  const file = await uploadJsonl(svc.baseUrl, completionJsonl(2000, "pz", { maxTokens: 256 }), {}, "overnight.jsonl");
-  id = (await openaiClient(svc).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" })).id;
-}, 120_000);
-afterAll(async () => {
-  if (id) await fetch(`${svc.baseUrl}/v1/batches/${id}/cancel`, { method: "POST" }).catch(() => undefined);
-  await browser?.close();
-  await svc?.close();
-});
-
-async function open(width: number, hash = ""): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height: 900 } });
-  await page.goto(`${svc.baseUrl}/${hash}`);
-  await page.waitForFunction(() => document.getElementById("live")?.className === "on", undefined, { timeout: 15_000 });
-  return page;
-}
+const bed = consoleBed("pz");
+const open = (width: number, hash = "") => bed.open(width, hash);
 
 const shown = (page: Page, sel: string) => page.locator(sel).evaluate((e) => !e.classList.contains("hidden"));
 
 describe.skipIf(!haveChromium)("pause and resume in the console", () => {
   it("pauses from the batch page, says so on the page and in the list, and resumes", async () => {
     mkdirSync(SHOTS, { recursive: true });
-    const page = await open(1280, `#batch/${id}`);
+    const page = await open(1280, `#batch/${bed.id}`);
     await page.waitForFunction(() => /in progress/.test(document.getElementById("b-status")?.textContent ?? ""));
     expect(await shown(page, "#b-pause")).toBe(true);
     expect(await shown(page, "#b-resume")).toBe(false);
@@ -49,10 +27,10 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress · paused");
     expect(await shown(page, "#b-pause")).toBe(false);
     expect(await shown(page, "#b-resume")).toBe(true);
-    expect((await (await fetch(`${svc.baseUrl}/v1/batches/${id}`)).json()).paused_at).toBeGreaterThan(0);
+    expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeGreaterThan(0);
     await page.screenshot({ path: path.join(SHOTS, "console-paused.png") });
 
-    const phone = await open(390, `#batch/${id}`);
+    const phone = await open(390, `#batch/${bed.id}`);
     await phone.waitForFunction(() => !document.getElementById("b-resume")?.classList.contains("hidden"));
     const box = await phone.locator("#b-resume").boundingBox();
     expect(box!.x + box!.width).toBeLessThanOrEqual(390);
@@ -61,15 +39,15 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     await phone.close();
 
     const list = await open(1280);
-    await list.waitForSelector(`tr.batch[data-id="${id}"]`);
-    await list.waitForFunction((i) => /paused/.test(document.querySelector(`tr.batch[data-id="${i}"]`)?.textContent ?? ""), id);
+    await list.waitForSelector(`tr.batch[data-id="${bed.id}"]`);
+    await list.waitForFunction((i) => /paused/.test(document.querySelector(`tr.batch[data-id="${i}"]`)?.textContent ?? ""), bed.id);
     await list.close();
 
     await page.click("#b-resume");
     await page.waitForFunction(() => /Resumed:/.test(document.getElementById("b-action-result")?.textContent ?? ""));
     await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress");
     expect(await shown(page, "#b-pause")).toBe(true);
-    expect((await (await fetch(`${svc.baseUrl}/v1/batches/${id}`)).json()).paused_at).toBeNull();
+    expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeNull();
     await page.close();
   });
 });

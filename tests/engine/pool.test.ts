@@ -106,4 +106,22 @@ describe("ResourcePool", () => {
     expect(served).toHaveLength(MAX_PASSED_OVER);
     expect(oldestServed).toBe(true);
   });
+
+  it("use gives the item back however the work ends, its error mapped", async () => {
+    const pool = new ResourcePool(["only"]);
+    expect(await pool.use(undefined, async (item) => `${item}!`)).toBe("only!");
+    const failed = pool.use(
+      undefined,
+      async () => {
+        throw new Error("boom");
+      },
+      (err) => new Error(`mapped: ${(err as Error).message}`),
+    );
+    await expect(failed).rejects.toThrow("mapped: boom");
+    expect(pool.available).toBe(1);
+    const stop = new AbortController();
+    stop.abort();
+    await expect(pool.use(stop.signal, async () => "never")).rejects.toThrow();
+    expect(pool.available).toBe(1);
+  });
 });
