@@ -215,19 +215,23 @@ export class MemoryWorkQueue implements WorkQueue {
   async outputOrder(batchId: string): Promise<OutputOrder | undefined> {
     const e = this.state.batches.get(batchId);
     if (!e) return undefined;
+    const keys = new Map(e.shards.map((s) => [s.idx, s.parts.flatMap((p) => (p.output ? [p.output] : []))]));
+    const counted = e.shards.map((s) => ({ idx: s.idx, completed: s.counted.completed }));
+    // One shard's lines have one order: nothing to keep, so such a read writes nothing (on a full disk too).
+    if (e.shards.length <= 1) return { entries: extendOrder([], counted), keys };
     const had = e.outputOrder ?? [];
     if (!this.keptOrder.has(e)) this.keptOrder.set(e, had);
-    const next = extendOrder(
-      had,
-      e.shards.map((s) => ({ idx: s.idx, completed: s.counted.completed })),
-    );
+    const next = extendOrder(had, counted);
     if (orderedTotal(next) > orderedTotal(had)) e.outputOrder = next;
     const now = e.outputOrder ?? [];
     if (orderedTotal(now) > orderedTotal(this.keptOrder.get(e)!)) {
-      await this.state.savedBatch(batchId);
-      if (orderedTotal(now) > orderedTotal(this.keptOrder.get(e)!)) this.keptOrder.set(e, now);
+      // Not written (a full or failing disk): the reader gets what was kept, and the rest at a later read.
+      const written = await this.state.savedBatch(batchId).then(
+        () => true,
+        () => false,
+      );
+      if (written && orderedTotal(now) > orderedTotal(this.keptOrder.get(e)!)) this.keptOrder.set(e, now);
     }
-    const keys = new Map(e.shards.map((s) => [s.idx, s.parts.flatMap((p) => (p.output ? [p.output] : []))]));
     return { entries: structuredClone(this.keptOrder.get(e)!), keys };
   }
 

@@ -18,6 +18,10 @@ import {
 import type { SlaSnapshot } from "../sla.js";
 import { type Db, inTransaction } from "./db.js";
 
+/** Each shard's committed output objects, in order. */
+const keysOf = (rows: Array<{ idx: number; parts: ShardPart[] }>) =>
+  new Map<number, string[]>(rows.map((r) => [r.idx, r.parts.flatMap((p) => (p.output ? [p.output] : []))]));
+
 const claimed =
   (pool: ClaimedShard["pool"]) =>
   (r: any): ClaimedShard => ({
@@ -282,8 +286,16 @@ export class PgWorkQueue implements WorkQueue {
     return rows;
   }
 
-  /** One transaction, the batch's row locked against a concurrent extension: the order kept is the order answered. */
+  /**
+   * One transaction, the batch's row locked against a concurrent extension: the order kept is the order answered.
+   * A batch of one shard has one order, nothing to keep.
+   */
   async outputOrder(batchId: string): Promise<OutputOrder | undefined> {
+    const one = await this.db.query(
+      "SELECT s.idx, s.completed, s.parts, (SELECT count(*) FROM shards t WHERE t.batch_id = $1)::int AS n FROM shards s WHERE s.batch_id = $1 AND s.idx = 0",
+      [batchId],
+    );
+    if (one.rows[0]?.n === 1) return { entries: extendOrder([], one.rows), keys: keysOf(one.rows) };
     return inTransaction(this.db, async (c) => {
       const b = await c.query("SELECT output_order FROM batches WHERE id = $1 FOR UPDATE", [batchId]);
       if (b.rows.length === 0) return undefined;
@@ -292,10 +304,7 @@ export class PgWorkQueue implements WorkQueue {
       const entries = extendOrder(had, shards.rows);
       if (orderedTotal(entries) > orderedTotal(had))
         await c.query("UPDATE batches SET output_order = $2 WHERE id = $1", [batchId, JSON.stringify(entries)]);
-      const keys = new Map<number, string[]>(
-        shards.rows.map((r) => [r.idx, (r.parts as ShardPart[]).flatMap((p) => (p.output ? [p.output] : []))]),
-      );
-      return { entries, keys };
+      return { entries, keys: keysOf(shards.rows) };
     });
   }
 

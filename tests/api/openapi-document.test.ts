@@ -120,6 +120,8 @@ describe("OpenAPI document", () => {
       "/v1/completions",
       "/v1/embeddings",
       "/v1/messages",
+      "/v1/rerank",
+      "/v1/score",
       "/v1/moderations",
     ]);
     expect(doc.components.schemas.CreateBatchRequest.properties.completion_window.pattern).toBeTruthy();

@@ -222,8 +222,16 @@ describe("operational and system routes", () => {
       model: svc.service.backend.info.model,
       backend: {
         kind: "local",
-        endpoints: ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"],
-        settings: { contextSize: 512 },
+        endpoints: [
+          "/v1/chat/completions",
+          "/v1/completions",
+          "/v1/embeddings",
+          "/v1/rerank",
+          "/v1/score",
+          "/v1/responses",
+          "/v1/messages",
+        ],
+        settings: { contextSize: 512, ranking: false },
       },
     });
   });

@@ -199,10 +199,11 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", 
     const allRanAt = Date.now();
     expect(ranAll.status).not.toBe("completed");
     // The frozen leader's lease (LEASE_SECONDS=4) lapses; the next holder takes over within twice the lease and
-    // finalizes (a few seconds more allowed for a loaded machine; before the lease it waited until SIGCONT).
+    // finalizes (8 s more allowed for a machine loaded by the whole suite; before the lease it waited until SIGCONT,
+    // which comes only after this).
     const done = await waitForBatch(api.baseUrl, b.id, 30_000);
     expect(done.status).toBe("completed");
-    expect(Date.now() - allRanAt).toBeLessThan(2 * 4_000 + 5_000);
+    expect(Date.now() - allRanAt).toBeLessThan(2 * 4_000 + 8_000);
     const { output, errors } = await downloadResults(api, done);
     const v = checkBatch(done as any, customIds("fz", 120), output, errors);
     expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });

@@ -140,6 +140,7 @@ async function remoteJob(base: string, tag: string) {
 
 describe("--remote against the service", () => {
   const testbed = serverTestbed("dataset-remote");
+  const earlyBed = serverTestbed("dataset-remote-early");
 
   it("runs a job through the Files and Batches API of the embedded service and joins the answers back", async () => {
     const server = await testbed.start({ SEQUENCES: "2" });
@@ -154,7 +155,8 @@ describe("--remote against the service", () => {
   }, 120_000);
 
   it("fills the output while the batch runs, in the order the finished file keeps", async () => {
-    const server = await testbed.start({ SEQUENCES: "2" });
+    // A folder of its own: the first test's server may still hold the testbed's.
+    const server = await earlyBed.start({ SEQUENCES: "2" });
     const output = path.join(dir, "early.jsonl");
     const argv = ["-i", writeStories("early.csv", 400), "-o", output, "--remote", server.baseUrl, "--prompt", "{{opening}}"];
     const job = runner([...argv, "--params", '{"max_tokens":64}']);
