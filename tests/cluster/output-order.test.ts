@@ -1,12 +1,16 @@
-// The output order's pure part: entries extended in shard order with what was committed since, consecutive lines of
+// The output order: entries extended in shard order with what was committed since, consecutive lines of
 // one shard merged, and the lines read back from the shards' objects after a line, within a limit, and with what a
-// shard holds past the order when a batch is assembled.
+// shard holds past the order when a batch is assembled; in one process's state, a reader given only the order as
+// written (a full disk gives it what was kept), and a batch of one shard read with nothing written.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
+import { singleModelRegistry } from "../../backends/registry.js";
+import { MemoryState, memoryPorts } from "../../cluster/embedded/index.js";
 import { extendOrder, type OutputOrder, orderedLines, orderedTotal, PartGone } from "../../cluster/output-order.js";
+import { newBatchObject } from "../../domain/batch-object.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-order-"));
@@ -88,5 +92,50 @@ describe("output order", () => {
     await expect(collect(orderedLines(blobs, gone))).rejects.toBeInstanceOf(PartGone);
     const short: OutputOrder = { entries: [[0, 9]], keys: new Map([[0, ["a/0-1"]]]) };
     await expect(collect(orderedLines(blobs, short))).rejects.toThrow(/holds 2 committed output lines, fewer than the 9/);
+  });
+});
+
+describe("the order kept in one process's state", () => {
+  it("answers only what was written: a state that cannot be written (a full disk) gives the reader the kept order", async () => {
+    let failing = false;
+    const store = {
+      saveBatch: async () => {
+        if (failing) throw Object.assign(new Error("no space"), { code: "ENOSPC" });
+      },
+      saveFile: async () => {},
+      flush: async () => {},
+    };
+    const state = new MemoryState(Date.now, store);
+    const ports = memoryPorts({ state, blobs, expirySeconds: 3600, now: () => Math.floor(Date.now() / 1000) });
+    const b = newBatchObject({
+      id: "batch_000000000000000000000001",
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      inputFileId: "file-x",
+      created: Math.floor(Date.now() / 1000),
+      windowSeconds: 86_400,
+      validation: { ok: true, total: 20, errors: [], errorCount: 0, model: "m" },
+      registry: singleModelRegistry("/models/m.gguf", false),
+    });
+    const plan = [0, 1].map((i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
+    await ports.batches.insert({ batch: b, owner: null, inputKey: "x", shards: plan });
+    const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
+    const claim = { workerId: "w", pool: null, models: ["m"], limit: 2, leaseSeconds: 30, urgentSeconds: 0, now: 0 } as const;
+    const [s0, s1] = await ports.queue.claim(claim);
+    await ports.queue.commit(s1, { part: { output: "p1" }, completed: 3, failed: 0, usage }, 30);
+    expect((await ports.queue.outputOrder(b.id))!.entries).toEqual([[1, 3]]);
+    failing = true;
+    await ports.queue.commit(s0, { part: { output: "p0" }, completed: 2, failed: 0, usage }, 30).catch(() => undefined);
+    await ports.queue.commit({ ...s1, checkpoints: 1 }, { part: {}, completed: 1, failed: 0, usage, recountable: true }, 30);
+    // Not written: the reader gets what was kept, nothing it could lose to a crash.
+    expect((await ports.queue.outputOrder(b.id))!.entries).toEqual([[1, 3]]);
+    failing = false;
+    expect((await ports.queue.outputOrder(b.id))!.entries).toEqual([[1, 4]]);
+    // One shard: one order, nothing to write, so a read on a full disk is answered in full.
+    await ports.batches.insert({ batch: { ...b, id: "batch_000000000000000000000002" }, owner: null, inputKey: "x", shards: [plan[0]] });
+    const [only] = await ports.queue.claim(claim);
+    await ports.queue.commit(only, { part: { output: "q0" }, completed: 5, failed: 0, usage }, 30);
+    failing = true;
+    expect((await ports.queue.outputOrder("batch_000000000000000000000002"))!.entries).toEqual([[0, 5]]);
   });
 });
