@@ -120,7 +120,7 @@ describe("the order kept in one process's state", () => {
     const plan = [0, 1].map((i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
     await ports.batches.insert({ batch: b, owner: null, inputKey: "x", shards: plan });
     const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
-    const claim = { workerId: "w", pool: null, models: ["m"], limit: 2, leaseSeconds: 30, urgentSeconds: 0, now: 0 } as const;
+    const claim = { workerId: "w", pool: null, models: ["m"], limit: 2, leaseSeconds: 30, urgentSeconds: 0, now: 0 };
     const [s0, s1] = await ports.queue.claim(claim);
     await ports.queue.commit(s1, { part: { output: "p1" }, completed: 3, failed: 0, usage }, 30);
     expect((await ports.queue.outputOrder(b.id))!.entries).toEqual([[1, 3]]);
