@@ -136,6 +136,11 @@ function finish(f: JobFields, name: string): Job {
     );
   if (f.messages && (endpoint === "/v1/completions" || endpoint === "/v1/embeddings"))
     throw new JobError(`${name}: messages: ${endpoint} takes a prompt, not messages`);
+  // A rank line is a query and its documents (or text_1 and text_2): a body template says which columns they are.
+  if ((endpoint === "/v1/rerank" || endpoint === "/v1/score") && (f.messages || f.prompt))
+    throw new JobError(
+      `${name}: ${f.messages ? "messages" : "prompt"}: ${endpoint} takes ${endpoint === "/v1/rerank" ? "a query and documents" : "text_1 and text_2"}: give them in a body template (or a preprocess module)`,
+    );
   for (const key of Object.keys(f.params ?? {})) {
     if (TEMPLATE_FIELDS.includes(key)) throw new JobError(`${name}: params.${key}: set by the job itself (use its own field)`);
   }

@@ -52,6 +52,9 @@ function schemaFields(job: Job): ResultColumn[] | undefined {
 export function resultColumns(job: Job): ResultColumn[] {
   if (job.endpoint === "/v1/embeddings")
     return [{ name: "embedding", type: "vector" }, { name: "prompt_tokens", type: "integer" }, ...ERROR];
+  // A rerank's results (index and relevance_score, best first), a score line's scores in text_2's order.
+  if (job.endpoint === "/v1/rerank") return [{ name: "results", type: "json" }, { name: "prompt_tokens", type: "integer" }, ...ERROR];
+  if (job.endpoint === "/v1/score") return [{ name: "scores", type: "json" }, { name: "prompt_tokens", type: "integer" }, ...ERROR];
   const answer = schemaFields(job) ?? [{ name: "text", type: "string" as const }];
   const tools = job.params.tools !== undefined ? [{ name: "tool_calls", type: "json" as const }] : [];
   return [...answer, ...tools, { name: "finish_reason", type: "string" }, ...USAGE, ...ERROR];
@@ -64,6 +67,9 @@ export function columnsOfResponse(job: Job, body: Json, fields = schemaFields(jo
   const usage = body.usage ?? {};
   if (job.endpoint === "/v1/embeddings")
     return { embedding: body.data?.[0]?.embedding ?? null, prompt_tokens: usage.prompt_tokens ?? null };
+  if (job.endpoint === "/v1/rerank") return { results: body.results ?? null, prompt_tokens: usage.prompt_tokens ?? null };
+  if (job.endpoint === "/v1/score")
+    return { scores: Array.isArray(body.data) ? body.data.map((d: Json) => d.score) : null, prompt_tokens: usage.prompt_tokens ?? null };
   let text: string | null = null;
   let finish: string | null = null;
   let toolCalls: unknown = null;

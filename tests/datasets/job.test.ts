@@ -78,6 +78,12 @@ describe("the job's fields", () => {
     expect(jobError(() => job({ prompt: "a", messages: [{ role: "user", content: "b" }] }))).toMatch(/messages and prompt are/);
     expect(jobError(() => job({ prompt: "a", output: "in.csv" }))).toMatch(/output: must not be the input/);
     expect(jobError(() => job({ messages: [{ role: "user", content: "b" }], endpoint: "/v1/embeddings" }))).toMatch(/takes a prompt/);
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/rerank" }))).toMatch(
+      /prompt: \/v1\/rerank takes a query and documents: give them in a body template/,
+    );
+    expect(jobError(() => job({ messages: [{ role: "user", content: "b" }], endpoint: "/v1/score" }))).toMatch(
+      /messages: \/v1\/score takes text_1 and text_2/,
+    );
     expect(jobError(() => job({ prompt: "a", params: { messages: [] } }))).toMatch(/params\.messages: set by the job itself/);
     expect(jobError(() => job({ prompt: "a", params: { n: 2 } }))).toMatch(/params\.n: .*n must be 1/);
     expect(jobError(() => job({ prompt: "a", endpoint: "/v1/embeddings", response_format: { type: "json_object" } }))).toMatch(

@@ -81,6 +81,24 @@ describe("result columns", () => {
     expect(
       columnsOfResponse(job({ prompt: "x", endpoint: "/v1/embeddings" }), { data: [{ embedding: [0.5] }], usage: { prompt_tokens: 3 } }),
     ).toEqual({ embedding: [0.5], prompt_tokens: 3 });
+    const rerank = job({ endpoint: "/v1/rerank", body: { query: "{{q}}", documents: ["{{a}}", "{{b}}"] } });
+    expect(resultColumns(rerank).map((c) => c.name)).toEqual(["results", "prompt_tokens", "error_code", "error_message"]);
+    const results = [
+      { index: 1, relevance_score: 0.9 },
+      { index: 0, relevance_score: 0.2 },
+    ];
+    expect(columnsOfResponse(rerank, { results, usage: { prompt_tokens: 7 } })).toEqual({ results, prompt_tokens: 7 });
+    const score = job({ endpoint: "/v1/score", body: { text_1: "{{q}}", text_2: ["{{a}}", "{{b}}"] } });
+    expect(resultColumns(score).map((c) => c.name)).toEqual(["scores", "prompt_tokens", "error_code", "error_message"]);
+    expect(
+      columnsOfResponse(score, {
+        data: [
+          { index: 0, object: "score", score: 0.3 },
+          { index: 1, object: "score", score: 0.6 },
+        ],
+        usage: { prompt_tokens: 5 },
+      }),
+    ).toEqual({ scores: [0.3, 0.6], prompt_tokens: 5 });
   });
 });
 
