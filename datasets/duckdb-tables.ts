@@ -28,6 +28,11 @@ export interface DuckTablesOptions {
    * must not reach another file (an attempt fails as the job's error).
    */
   confine?: boolean;
+  /**
+   * The longest DuckDB may work on one step of a read (a statement, the next chunk of rows) before it is
+   * interrupted and the job fails naming the limit: a server's `where` is its clients' SQL. None: no limit.
+   */
+  stepLimitMs?: number;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -77,6 +82,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
+    const run = (conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[]) => runSql(conn, sql, spec, files, opts.stepLimitMs);
     await run(admin, `CREATE VIEW ${view} AS SELECT * FROM ${source}${where}${limit}`, spec, files);
     const described = await run(admin, `DESCRIBE ${view}`, spec, files);
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
@@ -86,13 +92,17 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       async *rows() {
         const conn = await db.connect();
         try {
-          const result = await conn.stream(`SELECT * FROM ${view}`).catch((err) => {
+          const result = await bounded(conn, opts.stepLimitMs, conn.stream(`SELECT * FROM ${view}`)).catch((err) => {
             throw datasetError(err, spec, files);
           });
-          try {
-            for await (const chunk of result.yieldRowObjectJs()) yield chunk.map(toRow);
-          } catch (err) {
-            throw datasetError(err, spec, files);
+          // Each chunk's wait is bounded, not the consumer's time between chunks.
+          const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
+          for (;;) {
+            const next = await bounded(conn, opts.stepLimitMs, chunks.next()).catch((err) => {
+              throw datasetError(err, spec, files);
+            });
+            if (next.done) break;
+            yield next.value.map(toRow);
           }
         } finally {
           conn.closeSync();
@@ -225,16 +235,42 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   return `read_csv(${list}, ${dialect}, auto_detect=false, strict_mode=true, null_padding=false, columns={${columns.join(", ")}})`;
 }
 
-async function run(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[]) {
+async function runSql(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[], limitMs?: number) {
   try {
-    return await conn.runAndReadAll(sql);
+    return await bounded(conn, limitMs, conn.runAndReadAll(sql));
   } catch (err) {
     throw datasetError(err, spec, files);
   }
 }
 
+/** DuckDB took longer than a step may (stepLimitMs): it was interrupted. */
+class StepLimit extends Error {
+  constructor(readonly ms: number) {
+    super(`reading it took longer than ${ms / 1000} s, the most one step may take here, so it was stopped (a costly where?)`);
+  }
+}
+
+/** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */
+async function bounded<T>(conn: DuckDBConnection, limitMs: number | undefined, work: Promise<T>): Promise<T> {
+  if (!limitMs) return work;
+  let stopped = false;
+  const timer = setTimeout(() => {
+    stopped = true;
+    conn.interrupt();
+  }, limitMs);
+  try {
+    return await work;
+  } catch (err) {
+    throw stopped ? new StepLimit(limitMs) : err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** DuckDB's message, cut to one line that names the file and, for CSV, the row. */
 function datasetError(err: unknown, spec: InputSpec, files: string[]): DatasetError {
+  if (err instanceof DatasetError) return err;
+  if (err instanceof StepLimit) return new DatasetError(`${files.length === 1 ? files[0] : spec.input}: ${err.message}`);
   const message = err instanceof Error ? err.message : String(err);
   const csv = /CSV Error on Line: (\d+)\n(?:Original Line: .*\n)?(.*)/.exec(message);
   const file = /file = (.+)/.exec(message)?.[1]?.trim() ?? (files.length === 1 ? files[0] : spec.input);

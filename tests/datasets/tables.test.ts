@@ -208,3 +208,24 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(readdirSync(dir).filter((f) => f.startsWith("failed.parquet"))).toEqual([]);
   });
 });
+
+describe("a step limit (a server's, over its clients' where)", () => {
+  it("interrupts a read whose step runs past it, naming the limit; a quick read is untouched", async () => {
+    const dir = path.dirname(await scratch.file());
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 300 });
+    try {
+      const input = await parquetOf("SELECT i AS n FROM range(10) t(i)");
+      expect((await all(tables, { input })).map((r) => r.n)).toHaveLength(10);
+      const started = Date.now();
+      const costly = "(SELECT sum(i * i) FROM range(200000000000) t(i)) > 0";
+      expect(await refused(all(tables, { input, where: costly }))).toMatch(
+        /in\.parquet: reading it took longer than 0\.3 s, the most one step may take here, so it was stopped \(a costly where\?\)/,
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // The connection is still good for the next job.
+      expect((await all(tables, { input, where: "n < 3" })).map((r) => r.n)).toEqual([0, 1, 2]);
+    } finally {
+      await tables.close();
+    }
+  });
+});
