@@ -22,6 +22,7 @@ import {
 import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../domain/ports.js";
+import { inDir } from "../stores/in-dir.js";
 
 /**
  * The longest DuckDB may work on one step of reading a client's dataset (a statement, the next chunk of rows): a
@@ -29,11 +30,16 @@ import type { BatchService, FileStore, Owner } from "../domain/ports.js";
  */
 export const DATASET_STEP_SECONDS = 60;
 
-import { inDir } from "../stores/in-dir.js";
-
-/** DuckDB's library (tens of MB) loads in the process that first runs a dataset job, not in every process at start. */
-const openDuckTables: typeof import("../datasets/duckdb-tables.js").openDuckTables = async (opts) =>
-  (await import("../datasets/duckdb-tables.js")).openDuckTables(opts);
+/**
+ * A job's tables: confined to its scratch folder, each step of a read bounded. DuckDB's library (tens of MB) loads in
+ * the process that first runs a dataset job, not in every process at start.
+ */
+const jobTables = async (work: string) =>
+  (await import("../datasets/duckdb-tables.js")).openDuckTables({
+    tempDir: work,
+    confine: true,
+    stepLimitMs: DATASET_STEP_SECONDS * 1000,
+  });
 
 const CONTENT_TYPES: Record<TableFormat, string> = {
   parquet: "application/vnd.apache.parquet",
@@ -72,7 +78,7 @@ export class DatasetBatchService implements DatasetBatches {
     return this.inScratch(async (work) => {
       const filename = await this.download(input.input_file_id, input.owner, work);
       const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
-      const tables = await openDuckTables({ tempDir: work, confine: true, stepLimitMs: DATASET_STEP_SECONDS * 1000 });
+      const tables = await jobTables(work);
       try {
         const local = job.input;
         const table = await tables.open(job).catch((err) => refused(err, local, filename));
@@ -138,7 +144,7 @@ export class DatasetBatchService implements DatasetBatches {
       const earlier = await this.retried(batch, owner, work);
       const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${format}`;
       const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
-      const tables = await openDuckTables({ tempDir: work, confine: true, stepLimitMs: DATASET_STEP_SECONDS * 1000 });
+      const tables = await jobTables(work);
       try {
         const input = await tables.open(job);
         const keep = keptColumns(job, input.columns, filename, "job.keep");

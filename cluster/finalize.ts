@@ -9,7 +9,7 @@ import type { Batch } from "../domain/objects.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
-import { type OutputOrder, orderedLines } from "./output-order.js";
+import { type OutputOrder, orderedLines, outputKeys, PartGone } from "./output-order.js";
 import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
@@ -43,13 +43,7 @@ export async function finalizeBatch(deps: FinalizeDeps, id: string): Promise<Bat
   const order = await queue.outputOrder(id);
   if (!order) return undefined;
   const fileIds = {
-    output: await assemble(
-      deps,
-      row,
-      "output",
-      parts.flatMap((p) => (p.output ? [p.output] : [])),
-      order,
-    ),
+    output: await assemble(deps, row, "output", outputKeys(parts), order),
     error: await assemble(
       deps,
       row,
@@ -124,4 +118,4 @@ async function* lined(lines: AsyncIterable<string>): AsyncGenerator<string> {
   for await (const line of lines) yield `${line}\n`;
 }
 
-const partGone = (key: string) => new Error(`a committed result part '${key}' is gone from storage`);
+const partGone = (key: string) => new PartGone(key);

@@ -4,8 +4,9 @@
 // committed since, whenever it is read and once more as the batch is finalized, and kept with the batch before it
 // is answered. So a reader at line N finds the same first N lines on every read, the final output file included:
 // it is assembled in the same order.
-import { readJsonlLines } from "../pipeline/jsonl.js";
+import { isJsonLine, readJsonlLines } from "../pipeline/jsonl.js";
 import type { BlobStore } from "../stores/blob-store.js";
+import type { ShardPart } from "./ports.js";
 
 /** A shard's committed object is gone (its batch was finalized meanwhile, and its parts removed). */
 export class PartGone extends Error {
@@ -23,6 +24,9 @@ export interface OutputOrder {
   /** Each shard's committed output objects in order, by shard index. */
   keys: Map<number, string[]>;
 }
+
+/** A shard's committed output objects, in its parts' order. */
+export const outputKeys = (parts: readonly ShardPart[]): string[] => parts.flatMap((p) => (p.output ? [p.output] : []));
 
 /** What to add to `entries` for the shards' committed output lines now: none when nothing was committed since. */
 export function extendOrder(entries: readonly OrderEntry[], shards: ReadonlyArray<{ idx: number; completed: number }>): OrderEntry[] {
@@ -84,7 +88,7 @@ export async function* orderedLines(
     if (!opts.rest) return;
     // Past the order only in a file run in place, where a torn last line may be: whole lines only.
     for (const idx of [...order.keys.keys()].sort((a, b) => a - b))
-      for await (const line of reader(idx).lines) if (isWhole(line) && at++ >= after) yield line;
+      for await (const line of reader(idx).lines) if (isJsonLine(line) && at++ >= after) yield line;
   } finally {
     await Promise.all([...readers.values()].map((r) => r.lines.return(undefined)));
   }
@@ -96,14 +100,5 @@ async function* shardLines(blobs: BlobStore, keys: readonly string[]): AsyncGene
     const blob = await blobs.open(key);
     if (!blob) throw new PartGone(key);
     for await (const line of readJsonlLines(blob.content)) if (line.text.trim() !== "") yield line.text;
-  }
-}
-
-function isWhole(line: string): boolean {
-  try {
-    JSON.parse(line);
-    return true;
-  } catch {
-    return false;
   }
 }

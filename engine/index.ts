@@ -110,19 +110,18 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
   };
   const pool = await makePool(kvMode === true);
   const kv = new KvChoice(pool, kvMode === "auto" ? makePool : null, log);
+  // Embeddings and a reranker's pairs run on as many contexts each.
+  const sideContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
   let embedder: Embedder | null = null;
   try {
-    const embeddingContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
-    embedder = await Embedder.create(model, { contexts: embeddingContexts, contextSize: opts.contextSize, threads });
+    embedder = await Embedder.create(model, { contexts: sideContexts, contextSize: opts.contextSize, threads });
   } catch (err) {
     // Some models (encoder-decoder) cannot embed; generation still works and embed() says why.
     log("embeddings unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
   }
-  // A reranker's pairs run on as many contexts as embeddings do.
   let ranker: Ranker | null = null;
   try {
-    const rankingContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
-    ranker = await Ranker.create(model, { contexts: rankingContexts, contextSize: opts.contextSize, threads });
+    ranker = await Ranker.create(model, { contexts: sideContexts, contextSize: opts.contextSize, threads });
   } catch (err) {
     log("ranking unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
   }

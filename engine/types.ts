@@ -1,5 +1,6 @@
 // The one interface the rest of the service sees of the inference engine.
 // Nothing outside engine/ imports node-llama-cpp; everything goes through this.
+import type { RankResult } from "./rank.js";
 
 export interface SamplingParams {
   maxTokens?: number;
@@ -107,8 +108,6 @@ export interface EmbeddingResult {
 }
 
 export type { RankResult } from "./rank.js";
-
-import type { RankResult } from "./rank.js";
 
 export interface EngineInfo {
   modelPath: string;

@@ -193,7 +193,8 @@ export async function* readCompleteJsonLines(source: string | Readable): AsyncGe
   for await (const line of readJsonlLines(source)) if (isJsonLine(line.text)) yield line.text;
 }
 
-function isJsonLine(text: string): boolean {
+/** A line that parses as JSON (not blank, not torn). */
+export function isJsonLine(text: string): boolean {
   if (text.trim() === "") return false;
   try {
     JSON.parse(text);

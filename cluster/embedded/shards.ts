@@ -5,7 +5,7 @@
 // opened again, and a shard's end is found again by its run (a run in place reads its files).
 
 import { charge, startTags } from "../fair-share.js";
-import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal } from "../output-order.js";
+import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal, outputKeys } from "../output-order.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -215,7 +215,7 @@ export class MemoryWorkQueue implements WorkQueue {
   async outputOrder(batchId: string): Promise<OutputOrder | undefined> {
     const e = this.state.batches.get(batchId);
     if (!e) return undefined;
-    const keys = new Map(e.shards.map((s) => [s.idx, s.parts.flatMap((p) => (p.output ? [p.output] : []))]));
+    const keys = new Map(e.shards.map((s) => [s.idx, outputKeys(s.parts)]));
     const counted = e.shards.map((s) => ({ idx: s.idx, completed: s.counted.completed }));
     // One shard's lines have one order: nothing to keep, so such a read writes nothing (on a full disk too).
     if (e.shards.length <= 1) return { entries: extendOrder([], counted), keys };

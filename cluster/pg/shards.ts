@@ -2,7 +2,7 @@
 // worker renews; every claim raises the shard's epoch, and a worker's checkpoints and its end count only under
 // the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
 
-import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal } from "../output-order.js";
+import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal, outputKeys } from "../output-order.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -18,9 +18,8 @@ import {
 import type { SlaSnapshot } from "../sla.js";
 import { type Db, inTransaction } from "./db.js";
 
-/** Each shard's committed output objects, in order. */
-const keysOf = (rows: Array<{ idx: number; parts: ShardPart[] }>) =>
-  new Map<number, string[]>(rows.map((r) => [r.idx, r.parts.flatMap((p) => (p.output ? [p.output] : []))]));
+/** Each shard's committed output objects, by shard. */
+const keysOf = (rows: Array<{ idx: number; parts: ShardPart[] }>) => new Map(rows.map((r) => [r.idx, outputKeys(r.parts)]));
 
 const claimed =
   (pool: ClaimedShard["pool"]) =>

@@ -5,8 +5,8 @@ import { float32Base64, LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { BackendResult, Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
-import { parseRequest } from "../../openai/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
+import { runLine } from "../helpers/test-engine.js";
 
 let engine: Engine;
 let backend: LlamaBackend;
@@ -16,15 +16,7 @@ beforeAll(async () => {
 });
 
 /** One line's body as the pipeline runs it: parsed, checked, executed. */
-const run = (endpoint: Endpoint, body: unknown): Promise<BackendResult> => {
-  try {
-    const request = parseRequest(endpoint, body);
-    backend.check(request);
-    return backend.execute(request);
-  } catch (err) {
-    return Promise.reject(err);
-  }
-};
+const run = (endpoint: Endpoint, body: unknown): Promise<BackendResult> => runLine(backend, endpoint, body);
 afterAll(async () => {
   await engine?.close();
 });

@@ -8,10 +8,10 @@ import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { createEngine } from "../../engine/index.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
-import type { BackendResult, Endpoint } from "../../openai/backend.js";
+import type { Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
-import { parseRequest } from "../../openai/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
+import { runLine } from "../helpers/test-engine.js";
 
 let ranker: Engine;
 let plain: Engine;
@@ -34,15 +34,7 @@ afterAll(async () => {
   await plain?.close();
 });
 
-const run = (b: LlamaBackend, endpoint: Endpoint, body: unknown): Promise<BackendResult> => {
-  try {
-    const request = parseRequest(endpoint, body);
-    b.check(request);
-    return b.execute(request);
-  } catch (err) {
-    return Promise.reject(err);
-  }
-};
+const run = runLine;
 const refusal = async (p: Promise<unknown>) => {
   const err = await p.then(
     () => undefined,

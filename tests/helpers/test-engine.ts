@@ -1,6 +1,8 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls and can
 // inject transient failures in front of it (the engine itself is never replaced).
 import { type Engine, RequestError } from "../../engine/types.js";
+import type { BackendResult, Endpoint, InferenceBackend } from "../../openai/backend.js";
+import { parseRequest } from "../../openai/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;
@@ -55,4 +57,15 @@ export function observe(engine: Engine): Observed {
     prepareRun: (shape) => engine.prepareRun(shape),
     close: () => engine.close(),
   };
+}
+
+/** One line's body as the pipeline runs it on `backend`: parsed, checked, executed (a refusal rejects). */
+export function runLine(backend: InferenceBackend, endpoint: Endpoint, body: unknown): Promise<BackendResult> {
+  try {
+    const request = parseRequest(endpoint, body);
+    backend.check(request);
+    return backend.execute(request);
+  } catch (err) {
+    return Promise.reject(err);
+  }
 }
