@@ -4,7 +4,6 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
-import { arrowToJsonl } from "./arrow-ipc.js";
 import {
   type Column,
   type ColumnType,
@@ -207,6 +206,8 @@ async function resolveFiles(conn: DuckDBConnection, input: string): Promise<{ fi
 
 /** Arrow IPC parts as JSON rows with their Arrow types declared (arrow-ipc.ts). */
 async function arrowSql(files: string[], prefix: string): Promise<string> {
+  // apache-arrow takes a quarter of a second to load: only a job that reads Arrow pays it.
+  const { arrowToJsonl } = await import("./arrow-ipc.js");
   const parts: string[] = [];
   let columns: string | undefined;
   for (const [i, f] of files.entries()) {

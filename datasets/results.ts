@@ -3,11 +3,11 @@
 // A row with no result line is reported, never dropped; a failed row is a row with an error.
 import { once } from "node:events";
 import { createWriteStream, existsSync } from "node:fs";
-import { rename, stat } from "node:fs/promises";
-import { readJsonlLines } from "../pipeline/jsonl.js";
+import { rename } from "node:fs/promises";
 import type { Job } from "./job.js";
 import { LineReader } from "./line-reader.js";
 import { type Postprocess, rowOf } from "./requests.js";
+import { locate, NONE } from "./result-index.js";
 import { type ColumnType, DatasetError, type TableInput } from "./tables.js";
 import type { Row } from "./template.js";
 
@@ -150,30 +150,6 @@ export interface ResultsPass {
   columns: ResultColumn[];
 }
 
-interface Located {
-  /** Byte start and length of each row's result line, and which file (even: an output file, odd: an error file). */
-  start: Float64Array;
-  length: Uint32Array;
-  file: Uint8Array;
-}
-
-/** Where each row's result line is; later lines of a row (a retry's) win over earlier ones. */
-async function locate(files: string[], rows: number, hash: string): Promise<Located> {
-  const at: Located = { start: new Float64Array(rows + 1), length: new Uint32Array(rows + 1), file: new Uint8Array(rows + 1).fill(255) };
-  for (const [k, f] of files.entries()) {
-    if (!(await stat(f).catch(() => null))) continue;
-    for await (const line of readJsonlLines(f)) {
-      const id = /"custom_id"\s*:\s*"([^"]+)"/.exec(line.text)?.[1];
-      const n = id === undefined ? undefined : rowOf(id, hash);
-      if (n === undefined || n < 1 || n > rows) continue;
-      at.start[n] = line.start;
-      at.length[n] = line.end - line.start;
-      at.file[n] = k;
-    }
-  }
-  return at;
-}
-
 /**
  * Writes `target`: one JSON object of result columns per row, in input order. Rows are read from `input` only when
  * a postprocess module needs them.
@@ -193,8 +169,8 @@ export async function writeResults(
   },
 ): Promise<ResultsPass> {
   const files = [...(opts.earlier ?? []).flatMap((e) => [e.output, e.errors]), opts.output, opts.errors];
-  const at = await locate(files, opts.rows, opts.hash);
-  const missing = at.file.findIndex((f, n) => n >= 1 && f === 255);
+  const at = await locate(files, opts.rows, (id) => rowOf(id, opts.hash));
+  const missing = at.file.findIndex((f, n) => n >= 1 && f === NONE);
   if (missing !== -1) throw new DatasetError(`row ${missing} has no result yet: run the job again to finish it`);
   const readers = files.map((f) => (existsSync(f) ? new LineReader(f) : undefined));
   const base = resultColumns(job);

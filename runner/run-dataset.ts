@@ -138,8 +138,8 @@ async function dryRun(
   deps: OfflineRunDeps,
 ): Promise<number> {
   const out: string[] = [`${o.label}: ${await input.count()} rows${job.where ? ` where ${job.where}` : ""}; the first requests:`];
-  for await (const line of requestLines(job, input, { hash: o.hash, label: o.label, preprocess: o.preprocess, max: 3 })) {
-    out.push(JSON.stringify(JSON.parse(line), null, 2));
+  for await (const lines of requestLines(job, input, { hash: o.hash, label: o.label, preprocess: o.preprocess, max: 3 })) {
+    for (const line of lines) out.push(JSON.stringify(JSON.parse(line), null, 2));
   }
   const types = new Map(input.columns.map((c) => [c.name, c.type]));
   out.push(`${job.output} will hold these columns:`);
