@@ -138,19 +138,13 @@ export async function writeRequests(job: Job, input: TableInput, file: string, o
   const temp = `${file}.tmp`;
   const out = createWriteStream(temp, { highWaterMark: 1 << 20 });
   let n = 0;
-  // Lines go out a few hundred KiB at a time: a write per line cost as much as rendering it.
-  let pending = "";
   try {
     for await (const lines of requestLines(job, input, opts)) {
-      n += lines.length;
-      pending += `${lines.join("\n")}\n`;
-      if (pending.length >= 1 << 18) {
-        const full = !out.write(pending);
-        pending = "";
-        if (full) await once(out, "drain");
+      for (const line of lines) {
+        n++;
+        if (!out.write(`${line}\n`)) await once(out, "drain");
       }
     }
-    out.write(pending);
   } finally {
     await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
   }
