@@ -5,6 +5,7 @@
 // - distributed: PostgreSQL for metadata and the shard queue, the blob store (S3 when S3_BUCKET is set, else
 //   BATCH_DIR as a shared folder), shards run as parts uploaded at checkpoints, and by ROLE the API's batch
 //   service, a worker, or both. Every process competes for the maintenance's lease whatever its role.
+
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
@@ -24,16 +25,31 @@ import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { StopWatch } from "../cluster/stop-watch.js";
+import { SyncLanes } from "../cluster/sync-lanes.js";
 import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
 import { type Config, webhookEndpoints } from "../config/config.js";
 import { KeyRing } from "../config/keys.js";
 import { unixNow } from "../domain/clock.js";
+import { UnavailableError } from "../domain/errors.js";
+import type { SyncInference } from "../domain/sync-inference.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
 import { S3BlobStore } from "../stores/s3-blob-store.js";
+
+/** An API server's answer to a synchronous request: it runs no model (the workers' models serve only batches). */
+const NO_MODELS: SyncInference = {
+  run: () =>
+    Promise.reject(
+      new UnavailableError(
+        "This API server runs no model (ROLE=api): synchronous requests are served by a process with ROLE=all.",
+        "backend_unavailable",
+        30,
+      ),
+    ),
+};
 
 export interface ControlPlane {
   files: FileRecords;
@@ -46,6 +62,8 @@ export interface ControlPlane {
   /** Usage, costs and keys, for admin keys. */
   organization: ClusterOrganization;
   status: ClusterStatus;
+  /** Synchronous requests on this process's models, beside the batches (refused with ROLE=api: it runs no model). */
+  inference: SyncInference;
   /** The first of the workers this process runs; absent with ROLE=api. */
   worker?: ClusterWorker;
   maintenance: Maintenance;
@@ -345,6 +363,7 @@ export async function buildControlPlane(deps: {
     datasets,
     organization,
     status,
+    inference: cluster.role === "api" ? NO_MODELS : new SyncLanes(models, config.lanes),
     worker: pool[0],
     maintenance,
     drain,

@@ -110,6 +110,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     batches: plane.batches,
     views: plane.views,
     datasets: plane.datasets,
+    inference: plane.inference,
     organization: plane.organization,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),

@@ -253,6 +253,32 @@ export const SETTINGS = {
       help: "the order a batch's lines start in: cost (costliest first, prefix families together, or the order an upstream's prefix routing asks for), interleave (prefix families take turns) or file",
     }),
   },
+  lanes: {
+    interactiveMaxShare: setting({
+      env: "INTERACTIVE_MAX_SHARE",
+      yaml: "lanes.interactive_max_share",
+      default: 0.5,
+      schema: z.coerce
+        .number({ error: "must be a number in (0, 1]" })
+        .gt(0, { error: "must be a number in (0, 1]" })
+        .max(1, { error: "must be a number in (0, 1]" }),
+      help: "of a model's sequences, the share synchronous requests at the default tier may hold at once (at least one); the batches keep the rest",
+    }),
+    interactiveQueueMax: setting({
+      env: "INTERACTIVE_QUEUE_MAX",
+      yaml: "lanes.interactive_queue_max",
+      default: 64,
+      schema: int(0),
+      help: "synchronous requests at the default tier waiting per model, beyond which one is answered 429",
+    }),
+    flexQueueMax: setting({
+      env: "FLEX_QUEUE_MAX",
+      yaml: "lanes.flex_queue_max",
+      default: 256,
+      schema: int(0),
+      help: "synchronous requests at the flex tier waiting per model, beyond which one is answered 429 (OpenAI's resource_unavailable)",
+    }),
+  },
   pools: {
     spot: {
       capacity: setting({

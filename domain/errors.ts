@@ -25,6 +25,17 @@ export class NotFoundError extends ControlError {
   }
 }
 
+/** A request names a model this service does not serve (OpenAI's 404 model_not_found). */
+export class ModelNotFoundError extends ControlError {
+  constructor(model: string, served: readonly string[]) {
+    super(
+      `The model '${model}' does not exist here; this service serves ${served.map((m) => `'${m}'`).join(", ")}.`,
+      "model_not_found",
+      "model",
+    );
+  }
+}
+
 /** The request asks for something that cannot be: a bad value, a file of the wrong purpose. */
 export class InvalidRequestError extends ControlError {}
 
@@ -35,7 +46,7 @@ export class InvalidRequestError extends ControlError {}
 export class UnavailableError extends ControlError {
   constructor(
     message: string,
-    code: "queue_full" | "shutting_down" | "database_unavailable" | "storage_unavailable",
+    code: "queue_full" | "resource_unavailable" | "backend_unavailable" | "shutting_down" | "database_unavailable" | "storage_unavailable",
     readonly retryAfterSeconds: number,
     options?: { cause?: unknown },
   ) {
@@ -53,3 +64,11 @@ export const queueFull = (retryAfterSeconds: number) =>
 
 export const shuttingDown = (retryAfterSeconds: number) =>
   new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);
+
+/** A synchronous request's lane is full (OpenAI's flex answer when capacity is short: 429 resource_unavailable). */
+export const laneFull = (tier: string, retryAfterSeconds: number) =>
+  new UnavailableError(
+    `Too many ${tier}-tier requests are waiting for this model right now; retry after ${retryAfterSeconds} s, or submit the work as a batch.`,
+    "resource_unavailable",
+    retryAfterSeconds,
+  );

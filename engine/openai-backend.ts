@@ -1,11 +1,20 @@
 // The local engine as an InferenceBackend: OpenAI request bodies in, OpenAI response bodies out. Everything
 // llama-specific stays below this file. What the engine cannot honour is refused first, per line and naming the
 // field (openai-checks.ts); this file runs what passed and builds the response bodies.
-import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, RunShape, TokenUsage } from "../openai/backend.js";
+import type {
+  BackendInfo,
+  BackendResult,
+  ExecuteOptions,
+  InferenceBackend,
+  InferenceRequest,
+  RunShape,
+  TokenUsage,
+} from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
+import { inLane } from "./lane.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
 import { toolCallsBody, toolsParams } from "./openai-tools.js";
@@ -66,7 +75,11 @@ export class LlamaBackend implements InferenceBackend {
     checkRequest(this.engine, request);
   }
 
-  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+  execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
+    return inLane(options?.lane, () => this.run(request, signal));
+  }
+
+  private async run(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":

@@ -2,9 +2,10 @@
 // Requests that find nothing free wait in FIFO order, so a long batch cannot starve an early request; a waiter
 // may say how well a given item suits it (a sequence whose cache holds its prompt's prefix), and a released
 // item then goes to the waiter it suits best, as SGLang schedules by longest cached prefix, within a bound on
-// how often the oldest waiter is passed over.
+// how often the oldest waiter is passed over. A request of the interactive lane waits ahead of the batch lane's.
 import Denque from "denque";
 import { abortError, engineClosed } from "./errors.js";
+import { interactiveNow } from "./lane.js";
 
 interface Waiter<T> {
   resolve: (item: T) => void;
@@ -14,6 +15,8 @@ interface Waiter<T> {
   affinity?: Affinity<T>;
   /** Times a later waiter was served first while this one was the oldest. */
   passedOver: number;
+  /** Of the interactive lane (lane.ts): it waits ahead of every batch waiter, in FIFO order among its own. */
+  interactive: boolean;
 }
 
 /** How well an item suits a request (higher is better; equal scores keep FIFO order). */
@@ -85,6 +88,7 @@ export class ResourcePool<T> {
         done: false,
         affinity,
         passedOver: 0,
+        interactive: interactiveNow(),
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
           resolve(item);
@@ -95,8 +99,18 @@ export class ResourcePool<T> {
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiters.push(waiter);
+      if (waiter.interactive) this.waiters.splice(this.firstBatchWaiter(), 0, waiter);
+      else this.waiters.push(waiter);
     });
+  }
+
+  /** Where the first live waiter of the batch lane is (the end when there is none). */
+  private firstBatchWaiter(): number {
+    for (let i = 0; i < this.waiters.length; i++) {
+      const w = this.waiters.peekAt(i)!;
+      if (!w.done && !w.interactive) return i;
+    }
+    return this.waiters.length;
   }
 
   /**
@@ -120,7 +134,8 @@ export class ResourcePool<T> {
   /** Index of the live waiter `item` goes to; the front one is live. */
   private bestWaiter(item: T): number {
     const oldest = this.waiters.peekFront()!;
-    if (oldest.passedOver >= MAX_PASSED_OVER) return 0;
+    // An interactive request is served before any batch work, whatever a batch line's prompt shares.
+    if (oldest.passedOver >= MAX_PASSED_OVER || oldest.interactive) return 0;
     let best = 0;
     let bestScore = oldest.affinity?.(item) ?? 0;
     const end = Math.min(this.waiters.length, AFFINITY_WINDOW);

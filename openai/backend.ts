@@ -103,6 +103,17 @@ export interface LinePreference {
   lanes?: number;
 }
 
+/**
+ * Who waits for a request: a client holding a connection open ("interactive"), or a batch, and a synchronous call at
+ * the flex tier, which waits with the batches ("batch").
+ */
+export type Lane = "interactive" | "batch";
+
+export interface ExecuteOptions {
+  /** "batch" when absent. */
+  lane?: Lane;
+}
+
 export interface InferenceBackend {
   readonly info: BackendInfo;
   /**
@@ -124,7 +135,10 @@ export interface InferenceBackend {
    * cannot honour; cheap, so it runs for every line before the request is queued for the backend.
    */
   check(request: InferenceRequest): void;
-  /** Runs a request that passed `check`. Transient failures throw a retryable RequestError. */
-  execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult>;
+  /**
+   * Runs a request that passed `check`. Transient failures throw a retryable RequestError. A request of the
+   * interactive lane (a synchronous call at the default tier) is served before the batch lane's waiting work.
+   */
+  execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult>;
   close(): Promise<void>;
 }

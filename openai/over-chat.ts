@@ -2,7 +2,7 @@
 // openai/messages.ts translate each way), so every backend that serves chat serves those lines too, with the
 // same checks, and every refusal names the field of the request as it was written.
 import type { MessagesParams } from "../anthropic/params.js";
-import type { BackendInfo, BackendResult, Endpoint, InferenceBackend, InferenceRequest } from "./backend.js";
+import type { BackendInfo, BackendResult, Endpoint, ExecuteOptions, InferenceBackend, InferenceRequest } from "./backend.js";
 import { RequestError } from "./errors.js";
 import { messagesParam, toAnthropicMessage, toChatFromMessages } from "./messages.js";
 import { parseRequest } from "./parse.js";
@@ -75,11 +75,11 @@ class OverChat implements InferenceBackend {
     }
   }
 
-  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
-    if (request.endpoint !== this.dialect.endpoint) return this.inner.execute(request, signal);
+  async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
+    if (request.endpoint !== this.dialect.endpoint) return this.inner.execute(request, signal, options);
     const { chat, rename } = this.translate(request.body);
     try {
-      const r = await this.inner.execute(chat, signal);
+      const r = await this.inner.execute(chat, signal, options);
       return { body: this.dialect.answer(request.body as never, r.body as never, r), usage: r.usage };
     } catch (err) {
       throw renamed(err, rename);

@@ -5,10 +5,11 @@ import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
 import type { DatasetBatches } from "../../domain/dataset-batches.js";
 import type { BatchService, BatchViews, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
+import type { SyncInference } from "../../domain/sync-inference.js";
 import type { Organization } from "../../domain/usage.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
-import type { BackendInfo, BackendStats } from "../../openai/backend.js";
+import { type BackendInfo, type BackendStats, ENDPOINTS } from "../../openai/backend.js";
 import { buildOpenApiDocument } from "../openapi.js";
 import { consoleAssetsRouter, readConsolePage } from "../routes/console.js";
 import { KEYED_ROUTES } from "../routes/index.js";
@@ -31,6 +32,8 @@ export interface AppDeps {
   organization?: Organization;
   /** Dataset jobs (POST /v1/dataset_batches, GET /v1/batches/{id}/table). */
   datasets?: DatasetBatches;
+  /** Synchronous requests (POST /v1/chat/completions and the other endpoints); absent where no model is served. */
+  inference?: SyncInference;
   /** The Uploads API (POST /v1/uploads...). */
   uploads?: UploadStore;
   status: ControlPlaneStatus;
@@ -103,7 +106,8 @@ export function createApp(deps: AppDeps): express.Express {
   const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
   const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
   const smallBody = json(SMALL_JSON_BODY_BYTES);
-  const creates = new Set(["/v1/batches", "/v1/messages/batches"]);
+  // A synchronous request carries its prompt as a batch line does: it gets the large limit too.
+  const creates = new Set(["/v1/batches", "/v1/messages/batches", ...ENDPOINTS]);
   app.use((req, res, next) => (req.method === "POST" && creates.has(req.path) ? createBody : smallBody)(req, res, next));
   for (const routes of KEYED_ROUTES) {
     const router = routes.router({ ...deps, service });

@@ -3,7 +3,14 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { MulterError } from "multer";
 import { z } from "zod";
-import { ControlError, NotFoundError, StorageUnavailableError, storageUnavailable, UnavailableError } from "../../domain/errors.js";
+import {
+  ControlError,
+  ModelNotFoundError,
+  NotFoundError,
+  StorageUnavailableError,
+  storageUnavailable,
+  UnavailableError,
+} from "../../domain/errors.js";
 import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
 import { anthropicErrorBody, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
@@ -62,9 +69,11 @@ function fromHttpError(err: HttpError): ApiError | undefined {
 
 /** The control plane's refusals as HTTP answers: 404, 429 or 503 with Retry-After, else 400. */
 function fromControlError(err: ControlError | StorageUnavailableError): ApiError {
-  if (err instanceof NotFoundError) return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
+  if (err instanceof NotFoundError || err instanceof ModelNotFoundError)
+    return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
   if (err instanceof UnavailableError || err instanceof StorageUnavailableError) {
-    const [status, type] = err.code === "queue_full" ? ([429, "rate_limit_error"] as const) : ([503, "server_error"] as const);
+    const full = err.code === "queue_full" || err.code === "resource_unavailable";
+    const [status, type] = full ? ([429, "rate_limit_error"] as const) : ([503, "server_error"] as const);
     return new ApiError(status, err.message, type, err.code, err.param, { "Retry-After": String(err.retryAfterSeconds) });
   }
   return new ApiError(400, err.message, "invalid_request_error", err.code, err.param);

@@ -4,6 +4,7 @@ import { batchesRoutes } from "./batches.js";
 import { consoleRoutes } from "./console.js";
 import { datasetsRoutes } from "./datasets.js";
 import { filesRoutes } from "./files.js";
+import { inferenceRoutes } from "./inference.js";
 import { messageBatchesRoutes } from "./message-batches.js";
 import { modelsRoutes } from "./models.js";
 import { organizationRoutes } from "./organization.js";
@@ -18,6 +19,7 @@ export const KEYED_ROUTES: readonly RouteModule[] = [
   batchesRoutes,
   datasetsRoutes,
   messageBatchesRoutes,
+  inferenceRoutes,
   modelsRoutes,
   statusRoutes,
   statusPageRoutes,

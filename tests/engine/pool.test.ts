@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { inLane } from "../../engine/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
 
@@ -123,5 +124,28 @@ describe("ResourcePool", () => {
     stop.abort();
     await expect(pool.use(stop.signal, async () => "never")).rejects.toThrow();
     expect(pool.available).toBe(1);
+  });
+
+  it("serves the interactive lane's waiters before the batch lane's, first come first served within each", async () => {
+    const pool = new ResourcePool(["a"]);
+    const held = await pool.acquire();
+    const order: string[] = [];
+    const wait = (name: string, lane: "interactive" | "batch", affinity?: () => number) =>
+      inLane(lane, async () => {
+        const item = await pool.acquire(undefined, undefined, affinity);
+        order.push(name);
+        pool.release(item);
+      });
+    // A batch line whose prompt the item suits best still waits behind interactive requests that came later.
+    const all = [
+      wait("batch 1", "batch", () => 10),
+      wait("batch 2", "batch"),
+      wait("interactive 1", "interactive"),
+      wait("interactive 2", "interactive"),
+    ];
+    expect(pool.contended).toBe(true);
+    pool.release(held);
+    await Promise.all(all);
+    expect(order).toEqual(["interactive 1", "interactive 2", "batch 1", "batch 2"]);
   });
 });

@@ -1,0 +1,153 @@
+// The `SyncInference` port in a process that serves its models: a synchronous request checked as a batch line of
+// its endpoint is, then admitted to its lane for that model and run on the model's backend. The interactive lane
+// (the default tier) holds at most a share of the model's sequences at once and is served before the batches'
+// waiting lines (engine/lane.ts); the flex tier runs as batch work does. Beyond the running ones each lane keeps a
+// bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
+import type { ModelRouter } from "../backends/router.js";
+import { InvalidRequestError, laneFull, ModelNotFoundError, UnavailableError } from "../domain/errors.js";
+import type { ServedTier, SyncAnswer, SyncInference, SyncRequest } from "../domain/sync-inference.js";
+import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
+import { RequestError } from "../openai/errors.js";
+import { parseRequest } from "../openai/parse.js";
+
+export interface LaneSettings {
+  interactiveMaxShare: number;
+  interactiveQueueMax: number;
+  flexQueueMax: number;
+}
+
+/** What a full lane's 429 asks a client to wait: an interactive answer frees a sequence in seconds, a flex wait is longer. */
+const RETRY_AFTER_SECONDS: Record<ServedTier, number> = { default: 1, flex: 10 };
+
+export class SyncLanes implements SyncInference {
+  private readonly gates = new Map<string, Gate>();
+
+  constructor(
+    private readonly models: ModelRouter,
+    private readonly settings: LaneSettings,
+  ) {}
+
+  async run({ endpoint, body, signal }: SyncRequest): Promise<SyncAnswer> {
+    const request = parse(endpoint, body);
+    const tier = tierOf(body);
+    const named = (body as { model?: unknown }).model;
+    const spec = this.models.registry.resolve(typeof named === "string" ? named : undefined);
+    if (!spec) throw new ModelNotFoundError(String(named), this.models.registry.names);
+    const lease = await this.models.acquire(spec.name, signal).catch((err) => {
+      throw new UnavailableError(`The model '${spec.name}' is not available: ${(err as Error).message}`, "backend_unavailable", 5);
+    });
+    try {
+      const { backend } = lease;
+      refused(() => backend.check(request));
+      const gate = this.gate(spec.name, tier, backend);
+      await gate.enter(signal);
+      try {
+        const result = await refusedAsync(() => backend.execute(request, signal, { lane: tier === "default" ? "interactive" : "batch" }));
+        return { body: withTier(endpoint, result.body, tier), tier };
+      } finally {
+        gate.leave();
+      }
+    } finally {
+      lease.release();
+    }
+  }
+
+  /** The model's gate for the tier; its room follows the backend's concurrency as it stands. */
+  private gate(model: string, tier: ServedTier, backend: InferenceBackend): Gate {
+    const key = `${tier}\u0000${model}`;
+    let gate = this.gates.get(key);
+    if (!gate) {
+      const { interactiveMaxShare, interactiveQueueMax, flexQueueMax } = this.settings;
+      gate =
+        tier === "default"
+          ? new Gate(() => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare)), interactiveQueueMax, tier)
+          : new Gate(() => Math.max(1, backend.info.concurrency), flexQueueMax, tier);
+      this.gates.set(key, gate);
+    }
+    return gate;
+  }
+}
+
+/** Room for `room()` requests at once, then a FIFO queue of at most `queueMax`; a request past both is refused. */
+class Gate {
+  private running = 0;
+  private readonly queue: Array<() => void> = [];
+
+  constructor(
+    private readonly room: () => number,
+    private readonly queueMax: number,
+    private readonly tier: ServedTier,
+  ) {}
+
+  enter(signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    if (this.running < this.room() && this.queue.length === 0) {
+      this.running++;
+      return Promise.resolve();
+    }
+    if (this.queue.length >= this.queueMax) return Promise.reject(laneFull(this.tier, RETRY_AFTER_SECONDS[this.tier]));
+    return new Promise<void>((resolve, reject) => {
+      const admit = () => {
+        signal.removeEventListener("abort", onAbort);
+        this.running++;
+        resolve();
+      };
+      const onAbort = () => {
+        const i = this.queue.indexOf(admit);
+        if (i !== -1) this.queue.splice(i, 1);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.queue.push(admit);
+    });
+  }
+
+  leave(): void {
+    this.running--;
+    while (this.running < this.room() && this.queue.length > 0) this.queue.shift()!();
+  }
+}
+
+/** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
+function tierOf(body: unknown): ServedTier {
+  return (body as { service_tier?: unknown } | null)?.service_tier === "flex" ? "flex" : "default";
+}
+
+function parse(endpoint: Endpoint, body: unknown): InferenceRequest {
+  if ((body as { stream?: unknown } | null)?.stream === true)
+    throw new InvalidRequestError(
+      "Streaming is not served yet: send the request without stream (or with stream: false) for the whole answer at once.",
+      "unsupported_value",
+      "stream",
+    );
+  return refused(() => parseRequest(endpoint, body));
+}
+
+/** A backend's refusal as the control plane's: a bad request is a 400 naming the field, a transient failure a 503. */
+function domainError(err: unknown): unknown {
+  if (!(err instanceof RequestError)) return err;
+  if (err.retryable) return new UnavailableError(err.message, "backend_unavailable", 1, { cause: err });
+  return new InvalidRequestError(err.message, err.code, err.param);
+}
+
+function refused<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (err) {
+    throw domainError(err);
+  }
+}
+
+async function refusedAsync<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw domainError(err);
+  }
+}
+
+/** The body naming the tier that served it: OpenAI's `service_tier`, Anthropic's `usage.service_tier` ("standard"). */
+function withTier(endpoint: Endpoint, body: Record<string, unknown>, tier: ServedTier): Record<string, unknown> {
+  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: "standard" } };
+  return { ...body, service_tier: tier };
+}

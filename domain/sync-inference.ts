@@ -1,0 +1,29 @@
+// Synchronous inference: a client's request answered on the connection it holds open, by the same models,
+// validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane (the
+// default tier) is served before waiting batch work, up to a share of the model's sequences; the flex tier waits
+// with the batches. Either lane, once its queue is full, is refused with a Retry-After (UnavailableError).
+import type { Endpoint } from "../openai/backend.js";
+import type { Owner } from "./ports.js";
+
+/** The tier that served a request, as OpenAI's responses name it. */
+export type ServedTier = "default" | "flex";
+
+export interface SyncRequest {
+  owner: Owner;
+  endpoint: Endpoint;
+  /** The body as the client sent it. */
+  body: unknown;
+  /** Aborted when the client goes away: its sequence is freed at once. */
+  signal: AbortSignal;
+}
+
+export interface SyncAnswer {
+  /** The endpoint's response body, naming its tier. */
+  body: Record<string, unknown>;
+  tier: ServedTier;
+}
+
+export interface SyncInference {
+  /** Throws InvalidRequestError (a bad body, a refused parameter), NotFoundError (an unknown model) or UnavailableError. */
+  run(request: SyncRequest): Promise<SyncAnswer>;
+}

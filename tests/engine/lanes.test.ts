@@ -1,0 +1,49 @@
+// The interactive lane on the real engine: with every sequence busy and batch lines waiting, a request of the
+// interactive lane takes the next sequence freed, ahead of the batch lines that waited longer.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEngine } from "../../engine/index.js";
+import { LlamaBackend } from "../../engine/openai-backend.js";
+import type { Engine } from "../../engine/types.js";
+import type { Lane } from "../../openai/backend.js";
+import { parseRequest } from "../../openai/parse.js";
+import { testModelPath } from "../../testkit/model.js";
+
+let engine: Engine;
+let backend: LlamaBackend;
+beforeAll(async () => {
+  engine = await createEngine({
+    modelPath: await testModelPath(),
+    generatedModel: false,
+    gpu: false,
+    threads: 1,
+    sequences: 1,
+    contextSize: 256,
+    embeddingContexts: 1,
+  });
+  backend = new LlamaBackend(engine);
+});
+afterAll(async () => engine?.close());
+
+describe("lanes", () => {
+  it("serve an interactive request on the next free sequence, before batch lines that waited longer", async () => {
+    const finished: string[] = [];
+    const run = (name: string, lane: Lane, maxTokens: number) => {
+      const request = parseRequest("/v1/completions", {
+        model: "m",
+        prompt: `Once upon a time ${name}`,
+        max_tokens: maxTokens,
+        temperature: 0,
+      });
+      return backend.execute(request, undefined, { lane }).then(() => finished.push(name));
+    };
+    // A batch line holds the one sequence and the others wait for it when the interactive request comes. It runs
+    // next, or after the line that took the sequence in the moment it came (a line is a few milliseconds here);
+    // the batch lines still waiting then run after it.
+    const batch = ["batch 1", "batch 2", "batch 3", "batch 4", "batch 5"].map((name) => run(name, "batch", 100));
+    await new Promise((r) => setTimeout(r, 20));
+    const interactive = run("interactive", "interactive", 2);
+    await Promise.all([...batch, interactive]);
+    expect(finished.indexOf("interactive")).toBeLessThanOrEqual(2);
+    expect(finished.filter((n) => n !== "interactive")).toEqual(["batch 1", "batch 2", "batch 3", "batch 4", "batch 5"]);
+  });
+});
