@@ -30,16 +30,18 @@ export async function testModelName(): Promise<string> {
   return basename(await testModelPath()).replace(/\.gguf$/i, "");
 }
 
-/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context. */
-export async function openTestEngine(): Promise<import("../engine/types.js").Engine> {
+/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context (unless told otherwise). */
+export async function openTestEngine(
+  options: { sequences?: number; contextSize?: number } = {},
+): Promise<import("../engine/types.js").Engine> {
   const { createEngine } = await import("../engine/index.js");
   return createEngine({
     modelPath: await testModelPath(),
     generatedModel: false,
     gpu: false,
     threads: 1,
-    sequences: 4,
-    contextSize: 512,
+    sequences: options.sequences ?? 4,
+    contextSize: options.contextSize ?? 512,
     embeddingContexts: 1,
   });
 }

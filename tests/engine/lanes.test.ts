@@ -1,25 +1,16 @@
 // The interactive lane on the real engine: with every sequence busy and batch lines waiting, a request of the
 // interactive lane takes the next sequence freed, ahead of the batch lines that waited longer.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEngine } from "../../engine/index.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";
-import { testModelPath } from "../../testkit/model.js";
+import { openTestEngine } from "../../testkit/model.js";
 
 let engine: Engine;
 let backend: LlamaBackend;
 beforeAll(async () => {
-  engine = await createEngine({
-    modelPath: await testModelPath(),
-    generatedModel: false,
-    gpu: false,
-    threads: 1,
-    sequences: 1,
-    contextSize: 256,
-    embeddingContexts: 1,
-  });
+  engine = await openTestEngine({ sequences: 1, contextSize: 256 });
   backend = new LlamaBackend(engine);
 });
 afterAll(async () => engine?.close());
