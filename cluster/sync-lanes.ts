@@ -5,7 +5,7 @@
 // bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
 import type { ModelRouter } from "../backends/router.js";
 import { InvalidRequestError, laneFull, ModelNotFoundError, UnavailableError } from "../domain/errors.js";
-import type { ServedTier, SyncAnswer, SyncInference, SyncRequest } from "../domain/sync-inference.js";
+import { type ServedTier, STREAMED, type SyncAnswer, type SyncInference, type SyncRequest } from "../domain/sync-inference.js";
 import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { parseRequest } from "../openai/parse.js";
@@ -27,8 +27,8 @@ export class SyncLanes implements SyncInference {
     private readonly settings: LaneSettings,
   ) {}
 
-  async run({ endpoint, body, signal }: SyncRequest): Promise<SyncAnswer> {
-    const request = parse(endpoint, body);
+  async run({ endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
+    const request = parse(endpoint, body, stream !== undefined);
     const tier = tierOf(body);
     const named = (body as { model?: unknown }).model;
     const spec = this.models.registry.resolve(typeof named === "string" ? named : undefined);
@@ -42,7 +42,9 @@ export class SyncLanes implements SyncInference {
       const gate = this.gate(spec.name, tier, backend);
       await gate.enter(signal);
       try {
-        const result = await refusedAsync(() => backend.execute(request, signal, { lane: tier === "default" ? "interactive" : "batch" }));
+        stream?.begin({ model: backend.info.model, tier });
+        const lane = tier === "default" ? "interactive" : "batch";
+        const result = await refusedAsync(() => backend.execute(request, signal, { lane, onText: stream?.text.bind(stream) }));
         return { body: withTier(endpoint, result.body, tier), tier };
       } finally {
         gate.leave();
@@ -113,14 +115,44 @@ function tierOf(body: unknown): ServedTier {
   return (body as { service_tier?: unknown } | null)?.service_tier === "flex" ? "flex" : "default";
 }
 
-function parse(endpoint: Endpoint, body: unknown): InferenceRequest {
-  if ((body as { stream?: unknown } | null)?.stream === true)
+/**
+ * The request a body makes. `stream` and `stream_options` are this route's to honour (a batch line refuses them):
+ * checked here, then left out of what the backend sees.
+ */
+function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
+  const b = (body ?? {}) as Record<string, unknown>;
+  if (b.stream === true && !STREAMED.includes(endpoint))
+    throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
+  if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
+  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
+  const { stream, stream_options, ...rest } = b;
+  if (stream !== undefined && stream !== null && typeof stream !== "boolean")
+    throw new InvalidRequestError("Invalid type for 'stream': expected a boolean.", "invalid_type", "stream");
+  if (stream_options !== undefined && stream_options !== null) {
+    if (stream !== true)
+      throw new InvalidRequestError("stream_options is only allowed when stream is true.", "invalid_request", "stream_options");
+    checkStreamOptions(stream_options);
+  }
+  return refused(() => parseRequest(endpoint, rest));
+}
+
+/** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
+function checkStreamOptions(o: unknown): void {
+  const known = ["include_usage", "include_obfuscation"];
+  if (typeof o !== "object" || o === null || Array.isArray(o))
+    throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
+  const unknown = Object.keys(o).find((k) => !known.includes(k));
+  if (unknown !== undefined)
     throw new InvalidRequestError(
-      "Streaming is not served yet: send the request without stream (or with stream: false) for the whole answer at once.",
-      "unsupported_value",
-      "stream",
+      `Unrecognized stream option '${unknown}': stream_options takes include_usage and include_obfuscation.`,
+      "unknown_parameter",
+      `stream_options.${unknown}`,
     );
-  return refused(() => parseRequest(endpoint, body));
+  for (const k of known) {
+    const v = (o as Record<string, unknown>)[k];
+    if (v !== undefined && typeof v !== "boolean")
+      throw new InvalidRequestError(`Invalid type for 'stream_options.${k}': expected a boolean.`, "invalid_type", `stream_options.${k}`);
+  }
 }
 
 /** A backend's refusal as the control plane's: a bad request is a 400 naming the field, a transient failure a 503. */

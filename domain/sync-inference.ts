@@ -15,7 +15,19 @@ export interface SyncRequest {
   body: unknown;
   /** Aborted when the client goes away: its sequence is freed at once. */
   signal: AbortSignal;
+  /** For a streamed request (`stream: true`, chat and completions): told the answer as it is generated. */
+  stream?: SyncStream;
 }
+
+export interface SyncStream {
+  /** Once the request is admitted and its model known, before any text. */
+  begin(meta: { model: string; tier: ServedTier }): void;
+  /** A piece of choice `index`'s answer; the final body holds what is not told here. */
+  text(index: number, text: string): void;
+}
+
+/** The endpoints that stream (`stream: true`); the others answer whole. */
+export const STREAMED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions"];
 
 export interface SyncAnswer {
   /** The endpoint's response body, naming its tier. */

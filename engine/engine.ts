@@ -71,7 +71,9 @@ export class LlamaEngine implements Engine {
     // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
     const rendered = renderChat(model, chatFormat, messages, syntax ? (tools?.functions ?? []) : []);
     if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal);
-    return generateWithTools(model, syntax, rendered, { ...plain, tools }, (tokens, p, stops) =>
+    // A tool call is known only once the answer is whole: nothing is streamed while tools may be called.
+    const { onText: _, ...quiet } = plain;
+    return generateWithTools(model, syntax, rendered, { ...quiet, tools }, (tokens, p, stops) =>
       this.generate(tokens, p, null, stops, signal),
     );
   }
@@ -139,6 +141,7 @@ export class LlamaEngine implements Engine {
       stopStrings: [...sampling.stopStrings, ...stops.stopStrings, ...grammarStops],
       stopTokens: stops.stopTokens,
       trimTrailingWhitespace: grammar?.trimWhitespaceSuffix ?? false,
+      onText: params.onText,
     };
     try {
       return await this.parts.kv.run((pool) => generate(pool, this.parts.model, req, signal));

@@ -45,9 +45,10 @@ export interface GenerationRequest {
   /** Alternatives per token to report; null: no log probabilities. */
   logprobs: number | null;
   n: number;
+  onText?: SamplingParams["onText"];
 }
 
-type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace">;
+type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace" | "onText">;
 
 /** A detokenized piece ending in this is an incomplete UTF-8 character: wait for the next byte token. */
 const REPLACEMENT_CHAR = "\uFFFD";
@@ -117,7 +118,8 @@ export async function generate(
       const cached = await pool.prepare(sequence, req.tokens);
       if (i === 0) cachedPromptTokens = cached;
       throwIfAborted(signal);
-      choices.push(await generateChoice(pool, sequence, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal));
+      const onText = req.onText && ((text: string) => req.onText?.(i, text));
+      choices.push(await generateChoice(pool, sequence, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));
     }
     const completionTokens = choices.reduce((sum, c) => sum + c.completionTokens, 0);
     return { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
@@ -138,6 +140,7 @@ async function generateChoice(
   maxTokens: number,
   seed: number,
   signal?: AbortSignal,
+  onText?: (text: string) => void,
 ): Promise<Choice> {
   // The history the detokenizer sees, so a word-initial token keeps its leading space.
   const history = req.tokens.slice(-8);
@@ -147,6 +150,13 @@ async function generateChoice(
   let pending: Token[] = [];
   let finishReason: FinishReason = "length";
   let stoppedBy: string | undefined;
+  /** Characters of `text` told to onText so far. */
+  let sent = 0;
+  const send = (upTo: number) => {
+    if (upTo <= sent) return;
+    onText?.(text.slice(sent, upTo));
+    sent = upTo;
+  };
   /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
   const flush = (piece = model.detokenize(pending, false, history)) => {
     const checkedUpTo = text.length;
@@ -154,7 +164,10 @@ async function generateChoice(
     history.push(...pending);
     pending = [];
     const hit = findStop(text, req.stopStrings, checkedUpTo);
-    if (!hit) return false;
+    if (!hit) {
+      if (onText) send(text.length - heldBack(text, req.stopStrings, req.trimTrailingWhitespace));
+      return false;
+    }
     text = text.slice(0, hit.index);
     stoppedBy = hit.stop;
     return true;
@@ -189,6 +202,7 @@ async function generateChoice(
   if (finishReason === "length" && generated.length < maxTokens && signal?.aborted) throw abortError(signal);
   if (pending.length > 0 && flush()) finishReason = "stop";
   if (req.trimTrailingWhitespace) text = text.trimEnd();
+  send(text.length);
   const choice: Choice = { text, completionTokens: generated.length, finishReason };
   if (stoppedBy !== undefined) choice.stoppedBy = stoppedBy;
   // Tokens that began past a stop string's cut are not part of the answer.
@@ -303,4 +317,21 @@ export function tokenSeed(seed: number, index: number): number {
   };
   const out = mix(seed ^ mix(index + 1));
   return out === 0xffffffff ? 0xfffffffe : out;
+}
+
+/**
+ * Characters at the end of `text` not yet safe to stream: the longest end that a stop string begins with (it may
+ * complete and be cut), and trailing whitespace where the answer's end is trimmed.
+ */
+export function heldBack(text: string, stops: readonly string[], trimmed: boolean): number {
+  let held = trimmed ? text.length - text.trimEnd().length : 0;
+  for (const stop of stops) {
+    for (let k = Math.min(stop.length - 1, text.length); k > held; k--) {
+      if (text.endsWith(stop.slice(0, k))) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
 }

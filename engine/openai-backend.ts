@@ -76,16 +76,16 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return inLane(options?.lane, () => this.run(request, signal));
+    return inLane(options?.lane, () => this.run(request, signal, options?.onText));
   }
 
-  private async run(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+  private async run(request: InferenceRequest, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":
-          return await this.chat(request.body, request.topK, signal);
+          return await this.chat(request.body, request.topK, signal, onText);
         case "/v1/completions":
-          return await this.complete(request.body, signal);
+          return await this.complete(request.body, signal, onText);
         case "/v1/embeddings":
           return await this.embed(request.body, signal);
         case "/v1/rerank":
@@ -108,8 +108,14 @@ export class LlamaBackend implements InferenceBackend {
 
   // --- execution ---
 
-  private async chat(body: ChatBody, topK: number | undefined, signal?: AbortSignal): Promise<BackendResult> {
+  private async chat(
+    body: ChatBody,
+    topK: number | undefined,
+    signal?: AbortSignal,
+    onText?: ExecuteOptions["onText"],
+  ): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
+    if (onText) params.onText = onText;
     if (topK) params.topK = topK;
     if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
@@ -148,7 +154,7 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   /** An array prompt runs prompt by prompt (one sequence per request keeps the concurrency bound honest). */
-  private async complete(body: CompletionBody, signal?: AbortSignal): Promise<BackendResult> {
+  private async complete(body: CompletionBody, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {
     const prompts = promptsOf(body);
     const params = sampling(body, body.max_tokens);
     if (params.maxTokens !== undefined) params.maxTokensParam = "max_tokens";
@@ -157,11 +163,19 @@ export class LlamaBackend implements InferenceBackend {
     const choices: object[] = [];
     for (const prompt of prompts) {
       signal?.throwIfAborted();
+      const echoed = body.echo && typeof prompt === "string" ? prompt : "";
+      // This prompt's choices follow the earlier prompts' in the body; an echoed prompt opens each of its choices.
+      const offset = choices.length;
+      const opened = new Set<number>();
+      if (onText)
+        params.onText = (i, text) => {
+          onText(offset + i, opened.has(i) ? text : echoed + text);
+          opened.add(i);
+        };
       const r = await this.engine.complete(prompt, params, signal);
       usage.promptTokens += r.promptTokens;
       usage.completionTokens += r.completionTokens;
       usage.cachedTokens += r.cachedPromptTokens;
-      const echoed = body.echo && typeof prompt === "string" ? prompt : "";
       for (const c of r.choices) {
         choices.push({
           text: echoed + c.text,

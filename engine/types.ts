@@ -33,6 +33,11 @@ export interface SamplingParams {
   n?: number;
   /** Functions the model may call (chat only; engine/tool-calls.ts). */
   tools?: ToolsParams;
+  /**
+   * Told each choice's answer as it is generated: text that no stop string can take back any more (a stop string's
+   * possible beginning is held until it is known). All the pieces of a choice make its final text.
+   */
+  onText?: (choice: number, text: string) => void;
 }
 
 export interface ToolFunction {

@@ -112,6 +112,11 @@ export type Lane = "interactive" | "batch";
 export interface ExecuteOptions {
   /** "batch" when absent. */
   lane?: Lane;
+  /**
+   * Told a chat or completion request's answer as it is generated, per choice (the `index` of its final body), where
+   * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
+   */
+  onText?: (choice: number, text: string) => void;
 }
 
 export interface InferenceBackend {

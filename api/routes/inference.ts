@@ -3,12 +3,17 @@
 // by the same validation and models as a batch line of that endpoint. `service_tier: "flex"` waits with the batches;
 // anything else runs in the interactive lane (domain/sync-inference.ts). A client that goes away frees its work.
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { Router } from "express";
+import { type Response, Router } from "express";
 import { z } from "zod";
-import type { SyncInference } from "../../domain/sync-inference.js";
+import { STREAMED, type SyncInference, type SyncRequest, type SyncStream } from "../../domain/sync-inference.js";
 import { ENDPOINTS, type Endpoint } from "../../openai/backend.js";
+import { hexId } from "../../openai/ids.js";
+import { type ChunkStream, chunkStream, type StreamedEndpoint } from "../../openai/stream-chunks.js";
+import { internalError } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
+import { toApiError } from "../http/error-handler.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { SseWriter } from "../http/sse.js";
 import type { RouteModule } from "./route-module.js";
 
 export interface InferenceRouteDeps {
@@ -24,11 +29,42 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
       res.on("close", () => {
         if (!res.writableFinished) gone.abort(new Error("the client closed the connection"));
       });
-      const answer = await deps.inference.run({ owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal });
+      const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal };
+      if (req.body?.stream === true && isStreamed(endpoint)) return streamed(deps, { ...request, endpoint }, res);
+      const answer = await deps.inference.run(request);
       if (!gone.signal.aborted) res.json(answer.body);
     });
   }
   return router;
+}
+
+const isStreamed = (e: Endpoint): e is StreamedEndpoint => STREAMED.includes(e);
+
+/** A streamed chat or completion: chunks as the backend tells the answer, the closing ones from its final body. */
+async function streamed(
+  deps: InferenceRouteDeps,
+  request: Omit<SyncRequest, "stream"> & { endpoint: StreamedEndpoint },
+  res: Response,
+): Promise<void> {
+  const sse = new SseWriter(res);
+  const includeUsage = (request.body as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
+  let chunks: ChunkStream | undefined;
+  const stream: SyncStream = {
+    begin: ({ model, tier }) => {
+      const id = `${request.endpoint === "/v1/chat/completions" ? "chatcmpl" : "cmpl"}-${hexId()}`;
+      chunks = chunkStream(request.endpoint, { id, created: Math.floor(Date.now() / 1000), model, serviceTier: tier, includeUsage });
+    },
+    text: (index, text) => sse.send(chunks!.text(index, text)),
+  };
+  try {
+    const answer = await deps.inference.run({ ...request, stream });
+    for (const chunk of chunks!.end(answer.body)) sse.send(chunk);
+    sse.done();
+  } catch (err) {
+    // Before the first event the refusal is an ordinary answer; after it, the stream's last event.
+    if (!sse.started) throw err;
+    if (!request.signal.aborted) sse.fail(toApiError(err, { maxFileBytes: 0 }) ?? internalError());
+  }
 }
 
 const SUMMARY: Record<Endpoint, string> = {
@@ -55,7 +91,8 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
           'The body a batch line of this endpoint carries, answered at once. `service_tier: "flex"` waits with the batches ' +
           "(429 `resource_unavailable` with Retry-After when its queue is full); any other tier runs in the interactive lane, " +
           "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
-          "`service_tier` (Anthropic's: `usage.service_tier`). `stream: true` is refused (400, param `stream`).",
+          "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
+          "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); the other endpoints refuse it (400, param `stream`).",
         request: { body: { required: true, content: { "application/json": { schema: Body } } } },
         responses: {
           200: jsonResponse(Body, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),

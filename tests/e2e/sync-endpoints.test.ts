@@ -6,6 +6,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -30,6 +31,8 @@ afterAll(async () => {
 });
 
 const user = (content: string) => [{ role: "user" as const, content }];
+/** One ordinary token all but forced (end tokens may not be banned): an answer that must be cut runs until it is. */
+const NEVER_ENDS = { [String(SPECIAL_TOKENS.imEnd.id + 42)]: 100 };
 
 describe("synchronous endpoints", () => {
   it("answer chat, completions, embeddings and responses through the openai client, naming the tier", async () => {
@@ -66,20 +69,26 @@ describe("synchronous endpoints", () => {
     expect(message.usage.output_tokens).toBeGreaterThan(0);
   });
 
-  it("refuse a bad body as a batch line's 400, naming the field, and refuse stream", async () => {
+  it("refuse a bad body as a batch line's 400, naming the field, and stream where the endpoint answers whole", async () => {
     const bad = await client.chat.completions.create({ model: "any", messages: user("x"), bogus: 1 } as never).catch((e) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect(bad.error).toMatchObject({ code: "unknown_parameter", param: "bogus" });
     const temp = await client.chat.completions.create({ model: "any", messages: user("x"), temperature: 9 }).catch((e) => e);
     expect(temp.status).toBe(400);
     expect(temp.error.param).toBe("temperature");
-    const stream = await fetch(`${svc.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "any", messages: user("x"), stream: true }),
-    });
-    expect(stream.status).toBe(400);
-    expect((await stream.json()).error).toMatchObject({ param: "stream", code: "unsupported_value" });
+    for (const [path, body] of [
+      ["/v1/embeddings", { model: "any", input: "x", stream: true }],
+      ["/v1/chat/completions", { model: "any", messages: user("x"), stream_options: { include_usage: true } }],
+      ["/v1/chat/completions", { model: "any", messages: user("x"), stream: true, stream_options: { usage: true } }],
+    ] as const) {
+      const r = await fetch(`${svc.baseUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(r.status, path).toBe(400);
+      expect((await r.json()).error.param).toMatch(/^stream/);
+    }
     const anthropic = new Anthropic({ apiKey: "unused", baseURL: svc.baseUrl, maxRetries: 0 });
     const noMax = await anthropic.messages.create({ model: "m", messages: user("x") } as never).catch((e) => e);
     expect(noMax).toBeInstanceOf(Anthropic.BadRequestError);
@@ -111,7 +120,7 @@ describe("synchronous endpoints", () => {
 
   it("free a request's room at once when its client goes away", async () => {
     const c = new OpenAI({ baseURL: `${full.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
-    const long = { model: "any", messages: user("Tell a long story"), max_tokens: 900, temperature: 1 };
+    const long = { model: "any", messages: user("Tell a long story"), max_tokens: 900, temperature: 1, logit_bias: NEVER_ENDS };
     const gone = new AbortController();
     const first = c.chat.completions.create(long, { signal: gone.signal }).catch((e) => e);
     await new Promise((r) => setTimeout(r, 150));
@@ -120,6 +129,105 @@ describe("synchronous endpoints", () => {
     // The interactive lane here has room for one and no queue: a request still running would make this a 429.
     await new Promise((r) => setTimeout(r, 100));
     const next = await c.chat.completions.create({ ...long, max_tokens: 4 });
+    expect(next.choices[0].message.role).toBe("assistant");
+  });
+});
+
+/** A streamed chat's chunks as the openai client parses them. */
+async function chunksOf(stream: AsyncIterable<OpenAI.ChatCompletionChunk>): Promise<OpenAI.ChatCompletionChunk[]> {
+  const out: OpenAI.ChatCompletionChunk[] = [];
+  for await (const chunk of stream) out.push(chunk);
+  return out;
+}
+
+const weather = {
+  type: "object",
+  properties: { city: { type: "string", enum: ["Paris", "Rome"] } },
+  required: ["city"],
+  additionalProperties: false,
+};
+
+describe("streaming", () => {
+  it("streams a chat answer whose pieces add up to the answer given whole, then its finish_reason and the usage", async () => {
+    const body = { model: "any", messages: user("Tell me about Rome."), max_tokens: 24, temperature: 0, stop: ["\n\n"] };
+    const whole = await client.chat.completions.create(body);
+    const chunks = await chunksOf(await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }));
+    const text = chunks.flatMap((c) => c.choices.map((ch) => ch.delta.content ?? "")).join("");
+    expect(text).toBe(whole.choices[0].message.content);
+    expect(chunks.filter((c) => c.choices.length > 0).length).toBeGreaterThan(2);
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(chunks[0]).toMatchObject({
+      object: "chat.completion.chunk",
+      service_tier: "default",
+      choices: [{ delta: { role: "assistant" } }],
+    });
+    expect(chunks.at(-2)?.choices[0].finish_reason).toBe(whole.choices[0].finish_reason);
+    // The prompt is in the cache the second time: the tokens agree, the cached part need not.
+    const { prompt_tokens, completion_tokens } = whole.usage!;
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens, completion_tokens } });
+  });
+
+  it("streams tool calls and a JSON schema answer that the client's helper assembles", async () => {
+    const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: weather } }];
+    const calling = client.chat.completions.stream({
+      model: "any",
+      messages: user("Weather in Rome?"),
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+    });
+    const called = await calling.finalChatCompletion();
+    const call = called.choices[0].message.tool_calls?.[0];
+    expect(call).toMatchObject({ type: "function", function: { name: "get_weather" } });
+    expect(["Paris", "Rome"]).toContain(JSON.parse((call as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments).city);
+    expect(called.choices[0].finish_reason).toBe("tool_calls");
+
+    const structured = client.chat.completions.stream({
+      model: "any",
+      messages: user("A city?"),
+      max_tokens: 64,
+      response_format: { type: "json_schema", json_schema: { name: "city", schema: weather, strict: true } },
+    });
+    const answered = await structured.finalChatCompletion();
+    expect(["Paris", "Rome"]).toContain(JSON.parse(answered.choices[0].message.content ?? "").city);
+  });
+
+  it("streams completions, an echoed prompt first, each of n choices by its index", async () => {
+    const stream = await client.completions.create({
+      model: "any",
+      prompt: "Once upon a time",
+      max_tokens: 6,
+      n: 2,
+      echo: true,
+      stream: true,
+    });
+    const texts = ["", ""];
+    const finished: Array<string | null> = [null, null];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        texts[c.index] += c.text;
+        if (c.finish_reason) finished[c.index] = c.finish_reason;
+      }
+    }
+    for (const t of texts) expect(t.startsWith("Once upon a time")).toBe(true);
+    expect(finished).toEqual(["length", "length"]);
+  });
+
+  it("frees the sequence when the client leaves mid-stream", async () => {
+    const c = new OpenAI({ baseURL: `${full.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+    const stream = await c.chat.completions.create({
+      model: "any",
+      messages: user("Tell a long story"),
+      max_tokens: 900,
+      temperature: 1,
+      logit_bias: NEVER_ENDS,
+      stream: true,
+    });
+    let pieces = 0;
+    for await (const _ of stream) if (++pieces === 3) break;
+    expect(pieces).toBe(3);
+    // The interactive lane here has room for one and no queue: a stream still generating would make this a 429.
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await c.chat.completions.create({ model: "any", messages: user("Hi"), max_tokens: 4 });
     expect(next.choices[0].message.role).toBe("assistant");
   });
 });
