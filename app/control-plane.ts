@@ -34,6 +34,7 @@ import { KeyRing } from "../config/keys.js";
 import { unixNow } from "../domain/clock.js";
 import { UnavailableError } from "../domain/errors.js";
 import type { SyncInference } from "../domain/sync-inference.js";
+import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
@@ -198,7 +199,7 @@ export async function buildControlPlane(deps: {
   models: ModelRouter;
   logger: pino.Logger;
   state: PlaneState;
-  metrics?: BatchMetrics;
+  metrics?: BatchMetrics & LaneMetrics;
   now?: () => number;
 }): Promise<ControlPlane> {
   const { config, models, metrics, state } = deps;
@@ -363,7 +364,7 @@ export async function buildControlPlane(deps: {
     datasets,
     organization,
     status,
-    inference: cluster.role === "api" ? NO_MODELS : new SyncLanes(models, config.lanes),
+    inference: cluster.role === "api" ? NO_MODELS : new SyncLanes(models, config.lanes, metrics),
     worker: pool[0],
     maintenance,
     drain,

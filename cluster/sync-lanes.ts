@@ -6,6 +6,7 @@
 import type { ModelRouter } from "../backends/router.js";
 import { InvalidRequestError, laneFull, ModelNotFoundError, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED, type SyncAnswer, type SyncInference, type SyncRequest } from "../domain/sync-inference.js";
+import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { parseRequest } from "../openai/parse.js";
@@ -25,7 +26,10 @@ export class SyncLanes implements SyncInference {
   constructor(
     private readonly models: ModelRouter,
     private readonly settings: LaneSettings,
-  ) {}
+    private readonly metrics?: LaneMetrics,
+  ) {
+    metrics?.watchLanes(() => [...this.gates].map(([key, g]) => ({ ...laneOf(key), running: g.running, waiting: g.waiting })));
+  }
 
   async run({ endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
     const request = parse(endpoint, body, stream !== undefined);
@@ -40,11 +44,21 @@ export class SyncLanes implements SyncInference {
       const { backend } = lease;
       refused(() => backend.check(request));
       const gate = this.gate(spec.name, tier, backend);
-      await gate.enter(signal);
+      const started = performance.now();
+      await this.counted(tier, spec.name, signal, () => gate.enter(signal));
       try {
         stream?.begin({ model: backend.info.model, tier });
         const lane = tier === "default" ? "interactive" : "batch";
-        const result = await refusedAsync(() => backend.execute(request, signal, { lane, onText: stream?.text.bind(stream) }));
+        let first: number | undefined;
+        const onText = (index: number, text: string) => {
+          first ??= performance.now();
+          stream?.text(index, text);
+        };
+        const result = await this.counted(tier, spec.name, signal, () =>
+          refusedAsync(() => backend.execute(request, signal, { lane, onText })),
+        );
+        this.metrics?.laneRequest(tier, spec.name, "completed");
+        this.observe(tier, spec.name, started, first, result.usage.completionTokens);
         return { body: withTier(endpoint, result.body, tier), tier };
       } finally {
         gate.leave();
@@ -52,6 +66,28 @@ export class SyncLanes implements SyncInference {
     } finally {
       lease.release();
     }
+  }
+
+  /** `work`, its failure counted as the request's outcome: a full lane refused it, its client left, or it failed. */
+  private async counted<T>(tier: ServedTier, model: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      const outcome = signal.aborted
+        ? "disconnected"
+        : err instanceof UnavailableError && err.code === "resource_unavailable"
+          ? "refused"
+          : "failed";
+      this.metrics?.laneRequest(tier, model, outcome);
+      throw err;
+    }
+  }
+
+  /** Time to the first token, and per token after it, of a request that generated. */
+  private observe(tier: ServedTier, model: string, started: number, first: number | undefined, tokens: number): void {
+    if (first === undefined || tokens === 0) return;
+    const end = performance.now();
+    this.metrics?.laneLatency(tier, model, (first - started) / 1000, tokens > 1 ? (end - first) / 1000 / (tokens - 1) : undefined);
   }
 
   /** The model's gate for the tier; its room follows the backend's concurrency as it stands. */
@@ -72,8 +108,12 @@ export class SyncLanes implements SyncInference {
 
 /** Room for `room()` requests at once, then a FIFO queue of at most `queueMax`; a request past both is refused. */
 class Gate {
-  private running = 0;
+  running = 0;
   private readonly queue: Array<() => void> = [];
+
+  get waiting(): number {
+    return this.queue.length;
+  }
 
   constructor(
     private readonly room: () => number,
@@ -109,6 +149,11 @@ class Gate {
     while (this.running < this.room() && this.queue.length > 0) this.queue.shift()!();
   }
 }
+
+const laneOf = (key: string) => {
+  const [tier, model] = key.split("\u0000");
+  return { tier, model };
+};
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
 function tierOf(body: unknown): ServedTier {

@@ -5,6 +5,7 @@ import client from "prom-client";
 import { keyIdOfOwner } from "../config/keys.js";
 import type { BackendStats } from "../openai/backend.js";
 import type { Progress } from "../pipeline/types.js";
+import { createLaneMetrics, type LaneMetrics } from "./lane-metrics.js";
 import { RateWindow } from "./rate-window.js";
 
 const PREFIX = "obi_";
@@ -64,7 +65,7 @@ export interface BatchMetrics {
   engineWork(w: { model: string; pool: string | null; seconds: number; cost: { currency: string; amount: number } | null }): void;
 }
 
-export interface Metrics extends BatchMetrics {
+export interface Metrics extends BatchMetrics, LaneMetrics {
   readonly registry: client.Registry;
   /** One finished HTTP request. */
   observeHttp(labels: { method: string; route: string; code: number }, seconds: number): void;
@@ -302,6 +303,7 @@ export function createMetrics(
 
   return {
     registry,
+    ...createLaneMetrics(PREFIX, registers),
     watchBackends(read) {
       backends = read;
     },

@@ -229,5 +229,13 @@ describe("streaming", () => {
     await new Promise((r) => setTimeout(r, 100));
     const next = await c.chat.completions.create({ model: "any", messages: user("Hi"), max_tokens: 4 });
     expect(next.choices[0].message.role).toBe("assistant");
+    // The metrics agree: nothing runs or waits in the lane, and the requests that left are counted as such.
+    const metrics = await (await fetch(`${full.baseUrl}/metrics`)).text();
+    const sample = (name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels}[^}]*\\} (\\S+)$`, "m").exec(metrics)?.[1]);
+    expect(sample("obi_sync_lane_running", 'tier="default"')).toBe(0);
+    expect(sample("obi_sync_lane_waiting", 'tier="default"')).toBe(0);
+    expect(sample("obi_sync_requests_total", 'tier="default",model="[^"]+",outcome="disconnected"')).toBeGreaterThanOrEqual(1);
+    expect(sample("obi_sync_requests_total", 'tier="flex",model="[^"]+",outcome="refused"')).toBeGreaterThanOrEqual(1);
+    expect(sample("obi_sync_time_to_first_token_seconds_count", 'tier="default"')).toBeGreaterThanOrEqual(1);
   });
 });
