@@ -170,6 +170,12 @@ function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceR
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
   if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
+  if (endpoint === "/v1/messages") {
+    // Anthropic's stream is a boolean the Messages schema checks; it has no stream options.
+    const { stream: _, ...rest } = b;
+    if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
+    return refused(() => parseRequest(endpoint, rest));
+  }
   const { stream, stream_options, ...rest } = b;
   if (stream !== undefined && stream !== null && typeof stream !== "boolean")
     throw new InvalidRequestError("Invalid type for 'stream': expected a boolean.", "invalid_type", "stream");

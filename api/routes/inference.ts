@@ -8,8 +8,10 @@ import { z } from "zod";
 import { STREAMED, type SyncInference, type SyncRequest, type SyncStream } from "../../domain/sync-inference.js";
 import { ENDPOINTS, type Endpoint } from "../../openai/backend.js";
 import { hexId } from "../../openai/ids.js";
+import { type MessageEvents, messageEvents } from "../../openai/message-events.js";
 import { type ChunkStream, chunkStream, type StreamedEndpoint } from "../../openai/stream-chunks.js";
-import { internalError } from "../errors.js";
+import { anthropicErrorBody } from "../anthropic.js";
+import { type ApiError, internalError } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { toApiError } from "../http/error-handler.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -30,7 +32,10 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
         if (!res.writableFinished) gone.abort(new Error("the client closed the connection"));
       });
       const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal };
-      if (req.body?.stream === true && isStreamed(endpoint)) return streamed(deps, { ...request, endpoint }, res);
+      if (req.body?.stream === true && isStreamed(endpoint)) {
+        const format = endpoint === "/v1/messages" ? anthropicFormat() : openaiFormat(endpoint, req.body);
+        return streamed(deps, request, format, res);
+      }
       const answer = await deps.inference.run(request);
       if (!gone.signal.aborted) res.json(answer.body);
     });
@@ -38,32 +43,74 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
   return router;
 }
 
-const isStreamed = (e: Endpoint): e is StreamedEndpoint => STREAMED.includes(e);
+const isStreamed = (e: Endpoint): e is StreamedEndpoint | "/v1/messages" => STREAMED.includes(e);
 
-/** A streamed chat or completion: chunks as the backend tells the answer, the closing ones from its final body. */
+/** How one API's stream is written: its events as the answer is told, then its closing events and its end. */
+interface StreamFormat {
+  begin(meta: { model: string; tier: string }): Array<{ data: unknown; event?: string }>;
+  text(index: number, text: string): Array<{ data: unknown; event?: string }>;
+  end(body: Record<string, unknown>): Array<{ data: unknown; event?: string }>;
+  close(sse: SseWriter): void;
+  fail(sse: SseWriter, error: ApiError, requestId: string | null): void;
+}
+
+/** OpenAI's chunks (openai/stream-chunks.ts), then `[DONE]`. */
+function openaiFormat(endpoint: StreamedEndpoint, body: unknown): StreamFormat {
+  const includeUsage = (body as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
+  let chunks: ChunkStream | undefined;
+  return {
+    begin: ({ model, tier }) => {
+      const id = `${endpoint === "/v1/chat/completions" ? "chatcmpl" : "cmpl"}-${hexId()}`;
+      chunks = chunkStream(endpoint, { id, created: Math.floor(Date.now() / 1000), model, serviceTier: tier, includeUsage });
+      return [];
+    },
+    text: (index, text) => [{ data: chunks!.text(index, text) }],
+    end: (final) => chunks!.end(final).map((data) => ({ data })),
+    close: (sse) => sse.done(),
+    fail: (sse, error) => sse.fail(error),
+  };
+}
+
+/** Anthropic's named events (openai/message-events.ts); `message_stop` ends it. */
+function anthropicFormat(): StreamFormat {
+  let events: MessageEvents | undefined;
+  return {
+    begin: ({ model }) => {
+      events = messageEvents({ id: `msg_${hexId()}`, model });
+      return events.start();
+    },
+    text: (_index, text) => events!.text(text),
+    end: (final) => events!.end(final),
+    close: (sse) => sse.end(),
+    fail: (sse, error, requestId) => sse.fail(error, anthropicErrorBody(error, requestId)),
+  };
+}
+
+/** A streamed answer: events as the backend tells it, the closing ones from its final body. */
 async function streamed(
   deps: InferenceRouteDeps,
-  request: Omit<SyncRequest, "stream"> & { endpoint: StreamedEndpoint },
+  request: Omit<SyncRequest, "stream">,
+  format: StreamFormat,
   res: Response,
 ): Promise<void> {
   const sse = new SseWriter(res);
-  const includeUsage = (request.body as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
-  let chunks: ChunkStream | undefined;
+  const write = (events: Array<{ data: unknown; event?: string }>) => {
+    for (const e of events) sse.send(e.data, e.event);
+  };
   const stream: SyncStream = {
-    begin: ({ model, tier }) => {
-      const id = `${request.endpoint === "/v1/chat/completions" ? "chatcmpl" : "cmpl"}-${hexId()}`;
-      chunks = chunkStream(request.endpoint, { id, created: Math.floor(Date.now() / 1000), model, serviceTier: tier, includeUsage });
-    },
-    text: (index, text) => sse.send(chunks!.text(index, text)),
+    begin: (meta) => write(format.begin(meta)),
+    text: (index, text) => write(format.text(index, text)),
   };
   try {
     const answer = await deps.inference.run({ ...request, stream });
-    for (const chunk of chunks!.end(answer.body)) sse.send(chunk);
-    sse.done();
+    write(format.end(answer.body));
+    format.close(sse);
   } catch (err) {
     // Before the first event the refusal is an ordinary answer; after it, the stream's last event.
     if (!sse.started) throw err;
-    if (!request.signal.aborted) sse.fail(toApiError(err, { maxFileBytes: 0 }) ?? internalError());
+    const id = res.getHeader("x-request-id");
+    if (!request.signal.aborted)
+      format.fail(sse, toApiError(err, { maxFileBytes: 0 }) ?? internalError(), typeof id === "string" ? id : null);
   }
 }
 
@@ -92,7 +139,8 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
           "(429 `resource_unavailable` with Retry-After when its queue is full); any other tier runs in the interactive lane, " +
           "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
           "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
-          "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); the other endpoints refuse it (400, param `stream`).",
+          "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`), and Anthropic's messages with its named events; " +
+          "the other endpoints refuse it (400, param `stream`).",
         request: { body: { required: true, content: { "application/json": { schema: Body } } } },
         responses: {
           200: jsonResponse(Body, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),

@@ -191,6 +191,38 @@ describe("streaming", () => {
     expect(["Paris", "Rome"]).toContain(JSON.parse(answered.choices[0].message.content ?? "").city);
   });
 
+  it("streams Anthropic's messages as @anthropic-ai/sdk accumulates them: text, tool use, stop reason and usage", async () => {
+    const anthropic = new Anthropic({ apiKey: "unused", baseURL: svc.baseUrl, maxRetries: 0 });
+    const params = { model: "claude-sonnet-4-5", max_tokens: 24, temperature: 0, messages: user("Tell me about Rome.") };
+    const whole = await anthropic.messages.create(params);
+    const events: string[] = [];
+    const stream = anthropic.messages.stream(params).on("streamEvent", (e) => events.push(e.type));
+    const streamed = await stream.finalMessage();
+    expect(streamed.content).toEqual(whole.content);
+    expect(streamed).toMatchObject({ stop_reason: whole.stop_reason, usage: { output_tokens: whole.usage.output_tokens } });
+    expect(streamed.usage.input_tokens + (streamed.usage.cache_read_input_tokens ?? 0)).toBe(
+      whole.usage.input_tokens + (whole.usage.cache_read_input_tokens ?? 0),
+    );
+    expect(events[0]).toBe("message_start");
+    expect(events.filter((e) => e === "content_block_delta").length).toBeGreaterThan(1);
+    expect(events.at(-1)).toBe("message_stop");
+
+    const tool = { name: "get_weather", description: "The weather", input_schema: weather as Anthropic.Tool.InputSchema };
+    const called = await anthropic.messages
+      .stream({
+        model: "m",
+        max_tokens: 512,
+        messages: user("Weather in Rome?"),
+        tools: [tool],
+        tool_choice: { type: "tool", name: "get_weather" },
+      })
+      .finalMessage();
+    expect(called.stop_reason).toBe("tool_use");
+    const use = called.content.find((b) => b.type === "tool_use");
+    expect(use).toMatchObject({ type: "tool_use", name: "get_weather" });
+    expect(["Paris", "Rome"]).toContain((use as Anthropic.ToolUseBlock & { input: { city: string } }).input.city);
+  });
+
   it("streams completions, an echoed prompt first, each of n choices by its index", async () => {
     const stream = await client.completions.create({
       model: "any",

@@ -1,0 +1,78 @@
+// Anthropic's streamed message: `message_start`, a text block's `content_block_start`, `text_delta`s as the backend
+// tells the answer, the block's stop, each tool_use block whole (its input as one `input_json_delta`), then
+// `message_delta` (stop reason and usage) and `message_stop`, as @anthropic-ai/sdk's MessageStream accumulates them.
+// The text told and the closing events add up to the final message's content.
+
+type Json = Record<string, any>;
+
+export interface MessageEvent {
+  event: string;
+  data: Json;
+}
+
+export interface MessageEvents {
+  start(): MessageEvent[];
+  text(text: string): MessageEvent[];
+  end(message: Json): MessageEvent[];
+}
+
+export function messageEvents(meta: { id: string; model: string }): MessageEvents {
+  let told = "";
+  /** The text block's index once it is open, and the next block's. */
+  let textBlock: number | undefined;
+  let next = 0;
+  const ev = (type: string, fields: Json): MessageEvent => ({ event: type, data: { type, ...fields } });
+  const openText = (): MessageEvent[] => {
+    if (textBlock !== undefined) return [];
+    textBlock = next++;
+    return [ev("content_block_start", { index: textBlock, content_block: { type: "text", text: "", citations: null } })];
+  };
+  const delta = (text: string) => ev("content_block_delta", { index: textBlock, delta: { type: "text_delta", text } });
+
+  return {
+    start: () => [
+      ev("message_start", {
+        message: {
+          id: meta.id,
+          type: "message",
+          role: "assistant",
+          model: meta.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+        },
+      }),
+    ],
+    text(text) {
+      told += text;
+      return [...openText(), delta(text)];
+    },
+    end(message) {
+      const out: MessageEvent[] = [];
+      const content = (message.content ?? []) as Json[];
+      const final = content.find((b) => b.type === "text")?.text ?? "";
+      const rest = final.startsWith(told) ? final.slice(told.length) : "";
+      // An answer of no text still has its (empty) text block, as the message given whole does.
+      if (rest || content.some((b) => b.type === "text")) out.push(...openText(), ...(rest ? [delta(rest)] : []));
+      if (textBlock !== undefined) out.push(ev("content_block_stop", { index: textBlock }));
+      for (const block of content.filter((b) => b.type === "tool_use")) {
+        const index = next++;
+        out.push(
+          ev("content_block_start", { index, content_block: { ...block, input: {} } }),
+          ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: JSON.stringify(block.input ?? {}) } }),
+          ev("content_block_stop", { index }),
+        );
+      }
+      const { input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens } = message.usage ?? {};
+      out.push(
+        ev("message_delta", {
+          delta: { stop_reason: message.stop_reason ?? null, stop_sequence: message.stop_sequence ?? null },
+          usage: { input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens },
+        }),
+        ev("message_stop", {}),
+      );
+      return out;
+    },
+  };
+}
