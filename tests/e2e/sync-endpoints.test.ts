@@ -2,11 +2,16 @@
 // template has a tool-call format): each endpoint answers as a batch line of it would, naming the tier that
 // served it; bad bodies get the batch line's 400; and each lane, once its room and queue are full, answers 429
 // with Retry-After instead of queueing without bound.
+import { execFile } from "node:child_process";
+import path from "node:path";
+import { promisify } from "node:util";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
+import { pythonWith } from "../../testkit/python.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -269,5 +274,18 @@ describe("streaming", () => {
     expect(sample("obi_sync_requests_total", 'tier="default",model="[^"]+",outcome="disconnected"')).toBeGreaterThanOrEqual(1);
     expect(sample("obi_sync_requests_total", 'tier="flex",model="[^"]+",outcome="refused"')).toBeGreaterThanOrEqual(1);
     expect(sample("obi_sync_time_to_first_token_seconds_count", 'tier="default"')).toBeGreaterThanOrEqual(1);
+  });
+});
+
+const python = pythonWith("openai.types.responses") && pythonWith("anthropic.types.messages");
+if (!python) console.warn("the Python clients' checks of the synchronous endpoints are skipped: no Python with openai and anthropic");
+describe.skipIf(!python)("the official Python clients", () => {
+  it("get objects, chunks and events that their pydantic types validate, streaming and not", async () => {
+    // Asynchronously: the service answers from this process.
+    const run = await promisify(execFile)(python as string, [path.join(repoRoot, "tests/conformance/sync_clients.py"), svc.baseUrl], {
+      encoding: "utf8",
+      timeout: 120_000,
+    }).catch((e: { stdout?: string; stderr?: string; message: string }) => ({ stdout: e.stdout ?? e.message, stderr: e.stderr ?? "" }));
+    expect(run.stdout + run.stderr).toBe("");
   });
 });
