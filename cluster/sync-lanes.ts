@@ -170,8 +170,8 @@ function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceR
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
   if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
-  if (endpoint === "/v1/messages") {
-    // Anthropic's stream is a boolean the Messages schema checks; it has no stream options.
+  if (endpoint === "/v1/messages" || endpoint === "/v1/responses") {
+    // Their stream is a boolean; Anthropic's schema checks it, and neither takes OpenAI's chat stream options here.
     const { stream: _, ...rest } = b;
     if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
     return refused(() => parseRequest(endpoint, rest));

@@ -15,7 +15,7 @@ export interface SyncRequest {
   body: unknown;
   /** Aborted when the client goes away: its sequence is freed at once. */
   signal: AbortSignal;
-  /** For a streamed request (`stream: true`: chat, completions, Anthropic's messages): told the answer as it is generated. */
+  /** For a streamed request (`stream: true`: chat, completions, responses, Anthropic's messages): told the answer as it is generated. */
   stream?: SyncStream;
 }
 
@@ -27,7 +27,7 @@ export interface SyncStream {
 }
 
 /** The endpoints that stream (`stream: true`); the others answer whole. */
-export const STREAMED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/messages"];
+export const STREAMED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"];
 
 export interface SyncAnswer {
   /** The endpoint's response body, naming its tier. */

@@ -9,6 +9,7 @@ import { STREAMED, type SyncInference, type SyncRequest, type SyncStream } from 
 import { ENDPOINTS, type Endpoint } from "../../openai/backend.js";
 import { hexId } from "../../openai/ids.js";
 import { type MessageEvents, messageEvents } from "../../openai/message-events.js";
+import { type ResponseEvents, responseEvents, responseSkeleton } from "../../openai/response-events.js";
 import { type ChunkStream, chunkStream, type StreamedEndpoint } from "../../openai/stream-chunks.js";
 import { anthropicErrorBody } from "../anthropic.js";
 import { type ApiError, internalError } from "../errors.js";
@@ -33,7 +34,12 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
       });
       const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal };
       if (req.body?.stream === true && isStreamed(endpoint)) {
-        const format = endpoint === "/v1/messages" ? anthropicFormat() : openaiFormat(endpoint, req.body);
+        const format =
+          endpoint === "/v1/messages"
+            ? anthropicFormat()
+            : endpoint === "/v1/responses"
+              ? responsesFormat(req.body)
+              : openaiFormat(endpoint, req.body);
         return streamed(deps, request, format, res);
       }
       const answer = await deps.inference.run(request);
@@ -43,7 +49,7 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
   return router;
 }
 
-const isStreamed = (e: Endpoint): e is StreamedEndpoint | "/v1/messages" => STREAMED.includes(e);
+const isStreamed = (e: Endpoint): e is StreamedEndpoint | "/v1/messages" | "/v1/responses" => STREAMED.includes(e);
 
 /** How one API's stream is written: its events as the answer is told, then its closing events and its end. */
 interface StreamFormat {
@@ -67,6 +73,21 @@ function openaiFormat(endpoint: StreamedEndpoint, body: unknown): StreamFormat {
     text: (index, text) => [{ data: chunks!.text(index, text) }],
     end: (final) => chunks!.end(final).map((data) => ({ data })),
     close: (sse) => sse.done(),
+    fail: (sse, error) => sse.fail(error),
+  };
+}
+
+/** The Responses API's events (openai/response-events.ts); `response.completed` ends it. */
+function responsesFormat(body: unknown): StreamFormat {
+  let events: ResponseEvents | undefined;
+  return {
+    begin: ({ model }) => {
+      events = responseEvents({ id: `resp_${hexId()}`, messageId: `msg_${hexId()}` });
+      return events.start(responseSkeleton(body, model)).map((data) => ({ data, event: data.type }));
+    },
+    text: (_index, text) => events!.text(text).map((data) => ({ data, event: data.type })),
+    end: (final) => events!.end(final).map((data) => ({ data, event: data.type })),
+    close: (sse) => sse.end(),
     fail: (sse, error) => sse.fail(error),
   };
 }
@@ -139,7 +160,7 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
           "(429 `resource_unavailable` with Retry-After when its queue is full); any other tier runs in the interactive lane, " +
           "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
           "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
-          "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`), and Anthropic's messages with its named events; " +
+          "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); responses and Anthropic's messages stream their own events; " +
           "the other endpoints refuse it (400, param `stream`).",
         request: { body: { required: true, content: { "application/json": { schema: Body } } } },
         responses: {

@@ -10,7 +10,7 @@ import openai
 from anthropic.types import Message, RawMessageStreamEvent
 from openai.types import Completion, CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 base = sys.argv[1]
@@ -45,6 +45,12 @@ for chunk in oa.completions.create(model="any", prompt="Once upon", max_tokens=6
     # last carry null there all the same, as these do. The closing chunk is checked.
     if chunk.choices[0].finish_reason is not None:
         valid("text_completion chunk", Completion, chunk)
+response_events = TypeAdapter(ResponseStreamEvent)
+for event in oa.responses.create(model="any", input="Say hi", max_output_tokens=12, stream=True):
+    try:
+        response_events.validate_python(event.to_dict())
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"response event {event.type}: {e}")
 valid("message", Message, an.messages.create(model="m", max_tokens=8, messages=user))
 events = TypeAdapter(RawMessageStreamEvent)
 with an.messages.stream(model="m", max_tokens=12, messages=user) as stream:

@@ -228,6 +228,36 @@ describe("streaming", () => {
     expect(["Paris", "Rome"]).toContain((use as Anthropic.ToolUseBlock & { input: { city: string } }).input.city);
   });
 
+  it("streams responses as the openai client accumulates them: text deltas, a function call, the final response", async () => {
+    const params = { model: "any", input: "Tell me about Rome.", max_output_tokens: 24, temperature: 0 };
+    const whole = await client.responses.create(params);
+    const types: string[] = [];
+    const stream = client.responses.stream(params).on("event", (e) => types.push(e.type));
+    const final = await stream.finalResponse();
+    expect(final.output_text).toBe(whole.output_text);
+    expect(final.status).toBe(whole.status);
+    expect(types.slice(0, 4)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+    ]);
+    expect(types.filter((t) => t === "response.output_text.delta").length).toBeGreaterThan(1);
+    expect(types.at(-1)).toMatch(/^response\.(completed|incomplete)$/);
+
+    const called = await client.responses
+      .stream({
+        model: "any",
+        input: "Weather in Rome?",
+        tools: [{ type: "function", name: "get_weather", parameters: weather, strict: true }],
+        tool_choice: { type: "function", name: "get_weather" },
+      })
+      .finalResponse();
+    const call = called.output.find((o) => o.type === "function_call");
+    expect(call).toMatchObject({ type: "function_call", name: "get_weather" });
+    expect(["Paris", "Rome"]).toContain(JSON.parse((call as OpenAI.Responses.ResponseFunctionToolCall).arguments).city);
+  });
+
   it("streams completions, an echoed prompt first, each of n choices by its index", async () => {
     const stream = await client.completions.create({
       model: "any",
