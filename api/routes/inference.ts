@@ -118,12 +118,25 @@ async function streamed(
   const write = (events: Array<{ data: unknown; event?: string }>) => {
     for (const e of events) sse.send(e.data, e.event);
   };
+  // The opening events wait for the first text: a refusal before it (a prompt over the context) is then still an
+  // ordinary HTTP error, as a request that does not stream gets.
+  let opening: Array<{ data: unknown; event?: string }> = [];
+  const flush = () => {
+    write(opening);
+    opening = [];
+  };
   const stream: SyncStream = {
-    begin: (meta) => write(format.begin(meta)),
-    text: (index, text) => write(format.text(index, text)),
+    begin: (meta) => {
+      opening = format.begin(meta);
+    },
+    text: (index, text) => {
+      flush();
+      write(format.text(index, text));
+    },
   };
   try {
     const answer = await deps.inference.run({ ...request, stream });
+    flush();
     write(format.end(answer.body));
     format.close(sse);
   } catch (err) {

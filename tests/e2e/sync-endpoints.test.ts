@@ -258,6 +258,18 @@ describe("streaming", () => {
     expect(["Paris", "Rome"]).toContain(JSON.parse((call as OpenAI.Responses.ResponseFunctionToolCall).arguments).city);
   });
 
+  it("refuses a streamed prompt over the context as it refuses one answered whole: a 400 before any event", async () => {
+    const long = "word ".repeat(3000);
+    const chat = await client.chat.completions.create({ model: "any", messages: user(long), stream: true }).catch((e) => e);
+    expect(chat).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(chat.error).toMatchObject({ code: "context_length_exceeded", param: "messages" });
+    const response = await client.responses.create({ model: "any", input: long, stream: true }).catch((e) => e);
+    expect(response).toBeInstanceOf(OpenAI.BadRequestError);
+    const anthropic = new Anthropic({ apiKey: "unused", baseURL: svc.baseUrl, maxRetries: 0 });
+    const message = await anthropic.messages.create({ model: "m", max_tokens: 8, messages: user(long), stream: true }).catch((e) => e);
+    expect(message).toBeInstanceOf(Anthropic.BadRequestError);
+  });
+
   it("streams completions, an echoed prompt first, each of n choices by its index", async () => {
     const stream = await client.completions.create({
       model: "any",
