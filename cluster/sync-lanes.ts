@@ -28,7 +28,9 @@ export class SyncLanes implements SyncInference {
     private readonly settings: LaneSettings,
     private readonly metrics?: LaneMetrics,
   ) {
-    metrics?.watchLanes(() => [...this.gates].map(([key, g]) => ({ ...laneOf(key), running: g.running, waiting: g.waiting })));
+    metrics?.watchLanes(() =>
+      [...this.gates.values()].map((g) => ({ tier: g.tier, model: g.model, running: g.running, waiting: g.waiting })),
+    );
   }
 
   async run({ endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
@@ -55,7 +57,9 @@ export class SyncLanes implements SyncInference {
           stream?.text(index, text);
         };
         const result = await this.counted(tier, spec.name, signal, () =>
-          refusedAsync(() => backend.execute(request, signal, { lane, onText })),
+          backend.execute(request, signal, { lane, onText }).catch((err) => {
+            throw domainError(err);
+          }),
         );
         this.metrics?.laneRequest(tier, spec.name, "completed");
         this.observe(tier, spec.name, started, first, result.usage.completionTokens);
@@ -98,8 +102,8 @@ export class SyncLanes implements SyncInference {
       const { interactiveMaxShare, interactiveQueueMax, flexQueueMax } = this.settings;
       gate =
         tier === "default"
-          ? new Gate(() => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare)), interactiveQueueMax, tier)
-          : new Gate(() => Math.max(1, backend.info.concurrency), flexQueueMax, tier);
+          ? new Gate(tier, model, () => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare)), interactiveQueueMax)
+          : new Gate(tier, model, () => Math.max(1, backend.info.concurrency), flexQueueMax);
       this.gates.set(key, gate);
     }
     return gate;
@@ -116,9 +120,10 @@ class Gate {
   }
 
   constructor(
+    readonly tier: ServedTier,
+    readonly model: string,
     private readonly room: () => number,
     private readonly queueMax: number,
-    private readonly tier: ServedTier,
   ) {}
 
   enter(signal: AbortSignal): Promise<void> {
@@ -149,11 +154,6 @@ class Gate {
     while (this.running < this.room() && this.queue.length > 0) this.queue.shift()!();
   }
 }
-
-const laneOf = (key: string) => {
-  const [tier, model] = key.split("\u0000");
-  return { tier, model };
-};
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
 function tierOf(body: unknown): ServedTier {
@@ -216,14 +216,6 @@ function domainError(err: unknown): unknown {
 function refused<T>(work: () => T): T {
   try {
     return work();
-  } catch (err) {
-    throw domainError(err);
-  }
-}
-
-async function refusedAsync<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
   } catch (err) {
     throw domainError(err);
   }

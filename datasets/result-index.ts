@@ -40,22 +40,22 @@ export async function locate(files: string[], rows: number, rowOf: (id: string) 
 
 /** Calls `line` with each line's bytes as `buf[s, e)` (terminator aside) and its place in the file. */
 async function eachLine(file: string, line: (buf: Buffer, s: number, e: number, position: number) => void): Promise<void> {
-  // The start of a line the chunk before cut, and where it lies in the file.
-  let carry: Buffer | undefined;
+  // The pieces of a line the chunks before cut (joined once its end comes), and where it lies in the file.
+  let carry: Buffer[] = [];
   let position = 0;
   for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
     let s = 0;
-    if (carry) {
+    if (carry.length > 0) {
       // Only the cut line is copied whole: copying each chunk onto its tail cost more than the rest of the pass.
       const nl = chunk.indexOf(LF);
       if (nl === -1) {
-        carry = Buffer.concat([carry, chunk]);
+        carry.push(chunk);
         continue;
       }
-      const whole = Buffer.concat([carry, chunk.subarray(0, nl)]);
+      const whole = Buffer.concat([...carry, chunk.subarray(0, nl)]);
       line(whole, 0, whole.length, position);
       position += whole.length + 1;
-      carry = undefined;
+      carry = [];
       s = nl + 1;
     }
     for (let nl = chunk.indexOf(LF, s); nl !== -1; nl = chunk.indexOf(LF, s)) {
@@ -63,9 +63,12 @@ async function eachLine(file: string, line: (buf: Buffer, s: number, e: number, 
       position += nl + 1 - s;
       s = nl + 1;
     }
-    if (s < chunk.length) carry = chunk.subarray(s);
+    if (s < chunk.length) carry.push(chunk.subarray(s));
   }
-  if (carry) line(carry, 0, carry.length, position);
+  if (carry.length > 0) {
+    const whole = Buffer.concat(carry);
+    line(whole, 0, whole.length, position);
+  }
 }
 
 function idIn(buf: Buffer, s: number, e: number): string | undefined {

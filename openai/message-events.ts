@@ -5,15 +5,11 @@
 
 type Json = Record<string, any>;
 
-export interface MessageEvent {
-  event: string;
-  data: Json;
-}
-
+/** Each event's `type` is also its SSE event name. */
 export interface MessageEvents {
-  start(): MessageEvent[];
-  text(text: string): MessageEvent[];
-  end(message: Json): MessageEvent[];
+  start(): Json[];
+  text(text: string): Json[];
+  end(message: Json): Json[];
 }
 
 export function messageEvents(meta: { id: string; model: string }): MessageEvents {
@@ -21,8 +17,8 @@ export function messageEvents(meta: { id: string; model: string }): MessageEvent
   /** The text block's index once it is open, and the next block's. */
   let textBlock: number | undefined;
   let next = 0;
-  const ev = (type: string, fields: Json): MessageEvent => ({ event: type, data: { type, ...fields } });
-  const openText = (): MessageEvent[] => {
+  const ev = (type: string, fields: Json): Json => ({ type, ...fields });
+  const openText = (): Json[] => {
     if (textBlock !== undefined) return [];
     textBlock = next++;
     return [ev("content_block_start", { index: textBlock, content_block: { type: "text", text: "", citations: null } })];
@@ -49,7 +45,7 @@ export function messageEvents(meta: { id: string; model: string }): MessageEvent
       return [...openText(), delta(text)];
     },
     end(message) {
-      const out: MessageEvent[] = [];
+      const out: Json[] = [];
       const content = (message.content ?? []) as Json[];
       const final = content.find((b) => b.type === "text")?.text ?? "";
       const rest = final.startsWith(told) ? final.slice(told.length) : "";

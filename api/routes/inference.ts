@@ -77,16 +77,19 @@ function openaiFormat(endpoint: StreamedEndpoint, body: unknown): StreamFormat {
   };
 }
 
+/** Events whose `type` names them on the wire (`event: <type>`), as the Responses API's and Anthropic's are. */
+const named = (events: Array<Record<string, unknown>>) => events.map((data) => ({ data, event: String(data.type) }));
+
 /** The Responses API's events (openai/response-events.ts); `response.completed` ends it. */
 function responsesFormat(body: unknown): StreamFormat {
   let events: ResponseEvents | undefined;
   return {
     begin: ({ model }) => {
       events = responseEvents({ id: `resp_${hexId()}`, messageId: `msg_${hexId()}` });
-      return events.start(responseSkeleton(body, model)).map((data) => ({ data, event: data.type }));
+      return named(events.start(responseSkeleton(body, model)));
     },
-    text: (_index, text) => events!.text(text).map((data) => ({ data, event: data.type })),
-    end: (final) => events!.end(final).map((data) => ({ data, event: data.type })),
+    text: (_index, text) => named(events!.text(text)),
+    end: (final) => named(events!.end(final)),
     close: (sse) => sse.end(),
     fail: (sse, error) => sse.fail(error),
   };
@@ -98,10 +101,10 @@ function anthropicFormat(): StreamFormat {
   return {
     begin: ({ model }) => {
       events = messageEvents({ id: `msg_${hexId()}`, model });
-      return events.start();
+      return named(events.start());
     },
-    text: (_index, text) => events!.text(text),
-    end: (final) => events!.end(final),
+    text: (_index, text) => named(events!.text(text)),
+    end: (final) => named(events!.end(final)),
     close: (sse) => sse.end(),
     fail: (sse, error, requestId) => sse.fail(error, anthropicErrorBody(error, requestId)),
   };

@@ -6,10 +6,10 @@ import { messageEvents } from "../../openai/message-events.js";
 describe("messageEvents", () => {
   it("opens with message_start, tells text, closes with the rest, the tool use blocks, message_delta and message_stop", () => {
     const s = messageEvents({ id: "msg_1", model: "m" });
-    const types = (events: Array<{ event: string }>) => events.map((e) => e.event);
+    const types = (events: Array<Record<string, unknown>>) => events.map((e) => e.type);
     expect(types(s.start())).toEqual(["message_start"]);
     const told = s.text("Hel");
-    expect(told.map((e) => e.data)).toEqual([
+    expect(told).toEqual([
       { type: "content_block_start", index: 0, content_block: { type: "text", text: "", citations: null } },
       { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hel" } },
     ]);
@@ -31,9 +31,9 @@ describe("messageEvents", () => {
       "message_delta",
       "message_stop",
     ]);
-    expect(end[0].data.delta).toEqual({ type: "text_delta", text: "lo" });
-    expect(end[2].data).toMatchObject({ index: 1, content_block: { type: "tool_use", id: "toolu_1", input: {} } });
-    expect(end[3].data.delta).toEqual({ type: "input_json_delta", partial_json: '{"a":1}' });
-    expect(end[5].data).toMatchObject({ delta: { stop_reason: "tool_use" }, usage: { input_tokens: 5, output_tokens: 7 } });
+    expect(end[0].delta).toEqual({ type: "text_delta", text: "lo" });
+    expect(end[2]).toMatchObject({ index: 1, content_block: { type: "tool_use", id: "toolu_1", input: {} } });
+    expect(end[3].delta).toEqual({ type: "input_json_delta", partial_json: '{"a":1}' });
+    expect(end[5]).toMatchObject({ delta: { stop_reason: "tool_use" }, usage: { input_tokens: 5, output_tokens: 7 } });
   });
 });
