@@ -25,6 +25,7 @@ import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { StopWatch } from "../cluster/stop-watch.js";
+import { SyncAccounts } from "../cluster/sync-accounts.js";
 import { SyncLanes } from "../cluster/sync-lanes.js";
 import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
@@ -255,6 +256,19 @@ export async function buildControlPlane(deps: {
   });
   const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
+  const inference: SyncInference =
+    cluster.role === "api"
+      ? NO_MODELS
+      : new SyncLanes(models, config.lanes, {
+          accounts: new SyncAccounts({
+            batches,
+            limitOf: (owner, model) => keys.limitOf(owner, model),
+            now,
+            onError: (err) => logger.warn({ err }, "synchronous requests' usage not written yet; retrying"),
+          }),
+          countTokens: (model, text) => models.countTokens(model, text),
+          metrics,
+        });
   const views = new ClusterBatchViews({
     batches,
     queue,
@@ -364,7 +378,7 @@ export async function buildControlPlane(deps: {
     datasets,
     organization,
     status,
-    inference: cluster.role === "api" ? NO_MODELS : new SyncLanes(models, config.lanes, metrics),
+    inference,
     worker: pool[0],
     maintenance,
     drain,
@@ -377,6 +391,7 @@ export async function buildControlPlane(deps: {
     storageFault: (err) => void scratch.noteFault(err),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
+        await inference.close?.();
         await drain(opts);
         stops.close();
         await maintenance.close();

@@ -16,6 +16,7 @@ export const PriceSchema = z
     input_per_million: money.optional(),
     cached_input_per_million: money.optional(),
     output_per_million: money.optional(),
+    batch_discount: z.number().min(0).max(1).optional(),
   })
   .superRefine((p, ctx) => {
     const hourly = p.spot_per_hour !== undefined || p.dedicated_per_hour !== undefined;
@@ -29,11 +30,24 @@ export const PriceSchema = z
       ctx.addIssue({ code: "custom", message: "a price per pool hour needs both spot_per_hour and dedicated_per_hour" });
     else if (tokens && (p.input_per_million === undefined || p.output_per_million === undefined))
       ctx.addIssue({ code: "custom", message: "a price per million tokens needs both input_per_million and output_per_million" });
+    else if (hourly && p.batch_discount !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: "batch_discount applies to a price per million tokens; a pool-hour price discounts batches by its spot rate",
+      });
   });
 
 export type Price =
   | { currency: string; basis: "pool_hours"; spotPerHour: number; dedicatedPerHour: number }
-  | { currency: string; basis: "tokens"; inputPerMillion: number; cachedInputPerMillion: number; outputPerMillion: number };
+  | {
+      currency: string;
+      basis: "tokens";
+      inputPerMillion: number;
+      cachedInputPerMillion: number;
+      outputPerMillion: number;
+      /** The share taken off for batch lines and flex requests (0 to 1); the interactive lane pays the whole. */
+      batchDiscount: number;
+    };
 
 export function priceFrom(p: z.output<typeof PriceSchema>): Price {
   if (p.spot_per_hour !== undefined)
@@ -45,6 +59,7 @@ export function priceFrom(p: z.output<typeof PriceSchema>): Price {
     // A cached prompt token is billed as an input token unless the file says less.
     cachedInputPerMillion: p.cached_input_per_million ?? p.input_per_million!,
     outputPerMillion: p.output_per_million!,
+    batchDiscount: p.batch_discount ?? 0,
   };
 }
 
@@ -57,16 +72,19 @@ export interface Work {
   outputTokens: number;
 }
 
-/** What `work` in `pool` costs; a pool-hour price needs the pool (null: no slot was held, so nothing is owed). */
-export function costOf(price: Price, pool: "spot" | "dedicated" | null, work: Work): number {
+/**
+ * What `work` in `pool` costs; a pool-hour price needs the pool (null: no slot was held, so nothing is owed). Batch
+ * work (batch lines, flex requests) takes a token price's batch discount; interactive work pays the whole.
+ */
+export function costOf(price: Price, pool: "spot" | "dedicated" | null, work: Work, lane: "batch" | "interactive" = "batch"): number {
   if (price.basis === "pool_hours") {
     if (pool === null) return 0;
     return (work.seconds / 3600) * (pool === "spot" ? price.spotPerHour : price.dedicatedPerHour);
   }
   const fresh = Math.max(0, work.inputTokens - work.cachedTokens);
-  return (
-    (fresh * price.inputPerMillion + work.cachedTokens * price.cachedInputPerMillion + work.outputTokens * price.outputPerMillion) / 1e6
-  );
+  const whole =
+    (fresh * price.inputPerMillion + work.cachedTokens * price.cachedInputPerMillion + work.outputTokens * price.outputPerMillion) / 1e6;
+  return lane === "batch" ? whole * (1 - price.batchDiscount) : whole;
 }
 
 /** Money is shown to a millionth of the currency unit: batches of small requests cost fractions of a cent. */

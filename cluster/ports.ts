@@ -133,6 +133,8 @@ export interface BatchRecords {
    * deleted or expired away leaves its record behind.
    */
   usage(q: { start: number; end: number }): Promise<UsageRecord[]>;
+  /** Keeps a usage record that is no batch's (synchronous requests'), replacing the one kept under its id. */
+  keepUsage(record: UsageRecord): Promise<void>;
 }
 
 export interface ShardPart {

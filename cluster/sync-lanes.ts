@@ -4,12 +4,14 @@
 // waiting lines (engine/lane.ts); the flex tier runs as batch work does. Beyond the running ones each lane keeps a
 // bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
 import type { ModelRouter } from "../backends/router.js";
-import { InvalidRequestError, laneFull, ModelNotFoundError, UnavailableError } from "../domain/errors.js";
+import { InvalidRequestError, laneFull, ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED, type SyncAnswer, type SyncInference, type SyncRequest } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { parseRequest } from "../openai/parse.js";
+import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
+import type { SyncAccounts } from "./sync-accounts.js";
 
 export interface LaneSettings {
   interactiveMaxShare: number;
@@ -19,32 +21,68 @@ export interface LaneSettings {
 
 /** What a full lane's 429 asks a client to wait: an interactive answer frees a sequence in seconds, a flex wait is longer. */
 const RETRY_AFTER_SECONDS: Record<ServedTier, number> = { default: 1, flex: 10 };
+/** A request refused at shutdown is retried once another process (or this one, restarted) serves the model. */
+const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
+
+export interface SyncLanesDeps {
+  /** Enqueued-token limits and usage, as batch lines count them (none: neither is kept). */
+  accounts?: SyncAccounts;
+  /** The prompt's tokens by the model's tokenizer where this process has it. */
+  countTokens?: TokenCounter;
+  metrics?: LaneMetrics;
+}
 
 export class SyncLanes implements SyncInference {
   private readonly gates = new Map<string, Gate>();
+  /** Aborted at shutdown: each request still running ends with shutting_down (a stream, with its error event). */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly models: ModelRouter,
     private readonly settings: LaneSettings,
-    private readonly metrics?: LaneMetrics,
+    private readonly deps: SyncLanesDeps = {},
   ) {
-    metrics?.watchLanes(() =>
+    deps.metrics?.watchLanes(() =>
       [...this.gates.values()].map((g) => ({ tier: g.tier, model: g.model, running: g.running, waiting: g.waiting })),
     );
   }
 
-  async run({ endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
+  private get metrics(): LaneMetrics | undefined {
+    return this.deps.metrics;
+  }
+
+  async run(request: SyncRequest): Promise<SyncAnswer> {
+    if (this.stopping.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
+    try {
+      return await this.serve({ ...request, signal: AbortSignal.any([request.signal, this.stopping.signal]) });
+    } catch (err) {
+      if (this.stopping.signal.aborted && !request.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
+      throw err;
+    }
+  }
+
+  /** Refuses new requests, ends those running with shutting_down, and writes the usage not yet written. */
+  async close(): Promise<void> {
+    this.stopping.abort(shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS));
+    await this.deps.accounts?.close();
+  }
+
+  private async serve({ owner, endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
     const request = parse(endpoint, body, stream !== undefined);
     const tier = tierOf(body);
     const named = (body as { model?: unknown }).model;
     const spec = this.models.registry.resolve(typeof named === "string" ? named : undefined);
     if (!spec) throw new ModelNotFoundError(String(named), this.models.registry.names);
     const lease = await this.models.acquire(spec.name, signal).catch((err) => {
+      if (signal.aborted) throw err;
       throw new UnavailableError(`The model '${spec.name}' is not available: ${(err as Error).message}`, "backend_unavailable", 5);
     });
+    let release: (() => void) | undefined;
     try {
       const { backend } = lease;
       refused(() => backend.check(request));
+      const tokens = lineTokens(endpoint, body as Record<string, unknown>, this.deps.countTokens);
+      release = await this.counted(tier, spec.name, signal, async () => this.deps.accounts?.hold(owner, spec.name, tokens));
       const gate = this.gate(spec.name, tier, backend);
       const started = performance.now();
       await this.counted(tier, spec.name, signal, () => gate.enter(signal));
@@ -56,6 +94,7 @@ export class SyncLanes implements SyncInference {
           first ??= performance.now();
           stream?.text(index, text);
         };
+        const admitted = performance.now();
         const result = await this.counted(tier, spec.name, signal, () =>
           backend.execute(request, signal, { lane, onText }).catch((err) => {
             throw domainError(err);
@@ -63,11 +102,15 @@ export class SyncLanes implements SyncInference {
         );
         this.metrics?.laneRequest(tier, spec.name, "completed");
         this.observe(tier, spec.name, started, first, result.usage.completionTokens);
+        // Engine time as a batch line's: its share of the engine while it held a sequence; an upstream's is none.
+        const held = backend.info.kind === "local" ? (performance.now() - admitted) / 1000 / Math.max(1, backend.info.concurrency) : 0;
+        this.deps.accounts?.record({ owner, model: spec.name, endpoint, tier, usage: result.usage, seconds: held });
         return { body: withTier(endpoint, result.body, tier), tier };
       } finally {
         gate.leave();
       }
     } finally {
+      release?.();
       lease.release();
     }
   }
@@ -79,7 +122,7 @@ export class SyncLanes implements SyncInference {
     } catch (err) {
       const outcome = signal.aborted
         ? "disconnected"
-        : err instanceof UnavailableError && err.code === "resource_unavailable"
+        : err instanceof UnavailableError && (err.code === "resource_unavailable" || err.code === "token_limit_exceeded")
           ? "refused"
           : "failed";
       this.metrics?.laneRequest(tier, model, outcome);

@@ -46,7 +46,14 @@ export class InvalidRequestError extends ControlError {}
 export class UnavailableError extends ControlError {
   constructor(
     message: string,
-    code: "queue_full" | "resource_unavailable" | "backend_unavailable" | "shutting_down" | "database_unavailable" | "storage_unavailable",
+    code:
+      | "queue_full"
+      | "resource_unavailable"
+      | "token_limit_exceeded"
+      | "backend_unavailable"
+      | "shutting_down"
+      | "database_unavailable"
+      | "storage_unavailable",
     readonly retryAfterSeconds: number,
     options?: { cause?: unknown },
   ) {
@@ -64,6 +71,15 @@ export const queueFull = (retryAfterSeconds: number) =>
 
 export const shuttingDown = (retryAfterSeconds: number) =>
   new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);
+
+/** A synchronous request would take its key's enqueued tokens on the model past the key's limit. */
+export const syncTokenLimit = (model: string, limit: number, enqueued: number, requested: number) =>
+  new UnavailableError(
+    `Enqueued token limit reached for ${model}. Limit: ${limit} enqueued tokens (already enqueued by this key's open ` +
+      `batches and running requests: ${enqueued}; this request: ${requested}). Retry once some finish.`,
+    "token_limit_exceeded",
+    5,
+  );
 
 /** A synchronous request's lane is full (OpenAI's flex answer when capacity is short: 429 resource_unavailable). */
 export const laneFull = (tier: string, retryAfterSeconds: number) =>

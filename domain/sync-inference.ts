@@ -38,4 +38,6 @@ export interface SyncAnswer {
 export interface SyncInference {
   /** Throws InvalidRequestError (a bad body, a refused parameter), NotFoundError (an unknown model) or UnavailableError. */
   run(request: SyncRequest): Promise<SyncAnswer>;
+  /** At shutdown: refuses new requests and ends running ones with shutting_down (streams, with an error event). */
+  close?(): Promise<void>;
 }

@@ -1,6 +1,7 @@
 // Usage and costs per key in the shapes of OpenAI's organization Usage and Costs APIs, from the batches' committed
 // usage: each batch that ended is one record (kept when the batch is deleted), counted in the bucket where it
-// ended, so the figures add up exactly to the batches' `usage`.
+// ended, so the figures add up exactly to the batches' `usage`. Synchronous requests add records of their own, one
+// per key, model, endpoint and tier each minute (`batch: false`).
 import type { ModelRegistry } from "../backends/registry.js";
 import { READS_ONLY } from "../openai/backend.js";
 import { endedAt, isFinal } from "./batch-state.js";
@@ -8,8 +9,10 @@ import { batchCost } from "./cost.js";
 import { InvalidRequestError } from "./errors.js";
 import type { Batch } from "./objects.js";
 import type { Owner } from "./ports.js";
+import type { ServedTier } from "./sync-inference.js";
 
 export interface UsageRecord {
+  /** The batch's id; for synchronous requests, their minute's record's (sync_…). */
   batchId: string;
   owner: Owner;
   model: string;
@@ -20,6 +23,9 @@ export interface UsageRecord {
   requests: number;
   usage: Batch["usage"];
   engine_seconds: Batch["engine_seconds"];
+  /** Absent for a batch; false for synchronous requests, with the tier that served them. */
+  batch?: false;
+  serviceTier?: ServedTier;
 }
 
 /** A batch's usage record once it has ended (undefined before). */
@@ -151,7 +157,7 @@ export function usagePage(
   const wanted = records.filter(
     (r) =>
       (q.kind === "costs" || (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
-      q.batch !== false &&
+      (q.batch === undefined || q.batch === (r.batch !== false)) &&
       (!q.models || q.models.includes(r.model)) &&
       (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
   );
@@ -175,11 +181,13 @@ function results(records: UsageRecord[], q: UsageQuery, idOf: (o: Owner) => stri
         : g === "model" || g === "line_item"
           ? r.model
           : g === "batch"
-            ? true
-            : null;
+            ? r.batch !== false
+            : g === "service_tier"
+              ? (r.serviceTier ?? "batch")
+              : null;
   const groups = new Map<string, UsageRecord[]>();
   for (const r of records) {
-    const k = JSON.stringify(["api_key_id", "model", "line_item", "batch"].map((g) => by(g, r)));
+    const k = JSON.stringify(["api_key_id", "model", "line_item", "batch", "service_tier"].map((g) => by(g, r)));
     groups.set(k, [...(groups.get(k) ?? []), r]);
   }
   return [...groups.keys()].sort().map((k) => {
@@ -204,7 +212,7 @@ function results(records: UsageRecord[], q: UsageQuery, idOf: (o: Owner) => stri
       input_audio_tokens: 0,
       output_audio_tokens: 0,
       batch: by("batch", first),
-      service_tier: null,
+      service_tier: by("service_tier", first),
     };
   });
 }
@@ -214,7 +222,7 @@ function costResult(records: UsageRecord[], registry: ModelRegistry, apiKeyId: u
   let value = 0;
   let currency = "usd";
   for (const r of records) {
-    const cost = batchCost(r, registry);
+    const cost = batchCost(r, registry, r.serviceTier);
     if (!cost) continue;
     value += cost.amount;
     currency = cost.currency.toLowerCase();

@@ -72,7 +72,7 @@ function fromControlError(err: ControlError | StorageUnavailableError): ApiError
   if (err instanceof NotFoundError || err instanceof ModelNotFoundError)
     return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
   if (err instanceof UnavailableError || err instanceof StorageUnavailableError) {
-    const full = err.code === "queue_full" || err.code === "resource_unavailable";
+    const full = err.code === "queue_full" || err.code === "resource_unavailable" || err.code === "token_limit_exceeded";
     const [status, type] = full ? ([429, "rate_limit_error"] as const) : ([503, "server_error"] as const);
     return new ApiError(status, err.message, type, err.code, err.param, { "Retry-After": String(err.retryAfterSeconds) });
   }

@@ -154,6 +154,10 @@ export class MemoryBatchRecords implements BatchRecords {
     return [...kept, ...this.state.usageArchive.values()].filter((r) => r.endedAt >= q.start && r.endedAt < q.end);
   }
 
+  async keepUsage(record: UsageRecord): Promise<void> {
+    await this.state.archiveUsage(record);
+  }
+
   async queuedCount(): Promise<number> {
     return this.countQueued();
   }

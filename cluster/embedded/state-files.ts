@@ -8,7 +8,7 @@ import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import { isFinal } from "../../domain/batch-state.js";
-import { BATCH_ID_RE, FILE_ID_RE } from "../../domain/ids.js";
+import { BATCH_ID_RE, FILE_ID_RE, SYNC_USAGE_ID_RE } from "../../domain/ids.js";
 import { type Batch, BatchSchema, FileObjectSchema } from "../../domain/objects.js";
 import type { UsageRecord } from "../../domain/usage.js";
 import { readJsonFile, writeJsonAtomic } from "../../stores/atomic-json.js";
@@ -45,7 +45,7 @@ export class StateFiles implements StateStore {
     await mkdir(this.filesDir, { recursive: true });
   }
 
-  /** A deleted batch's usage: usage/<batch_id>.json, written once. */
+  /** A usage record no batch holds: usage/<id>.json (a deleted batch's, or a minute of synchronous requests'). */
   async saveUsage(record: UsageRecord): Promise<void> {
     await mkdir(this.usageDir, { recursive: true });
     await writeJsonAtomic(path.join(this.usageDir, `${record.batchId}.json`), record);
@@ -105,7 +105,8 @@ export class StateFiles implements StateStore {
     state.advanceSeq(seq);
     const usage = await readdir(this.usageDir).catch(() => [] as string[]);
     for (const name of usage) {
-      if (!name.endsWith(".json") || !BATCH_ID_RE.test(name.slice(0, -5))) continue;
+      const id = name.slice(0, -5);
+      if (!name.endsWith(".json") || !(BATCH_ID_RE.test(id) || SYNC_USAGE_ID_RE.test(id))) continue;
       const record = await this.read(path.join(this.usageDir, name), (raw) => raw as UsageRecord);
       if (record) state.usageArchive.set(record.batchId, record);
     }

@@ -59,7 +59,7 @@ export interface StateStore {
   /** Writes the file record as the state has it, or as `next` has it (a record not yet applied; null: removed). */
   saveFile(state: MemoryState, id: string, next?: FileEntry | null): Promise<void>;
   flush(): Promise<void>;
-  /** Keeps a deleted batch's usage record. */
+  /** Keeps a usage record that no batch holds (a deleted batch's, synchronous requests'), under its id. */
   saveUsage?(record: UsageRecord): Promise<void>;
 }
 
@@ -127,7 +127,7 @@ export class MemoryState {
     }
   }
 
-  /** Keeps a deleted batch's usage, durably where the state is kept. */
+  /** Keeps a usage record no batch holds, durably where the state is kept (replacing one of its id). */
   async archiveUsage(record: UsageRecord): Promise<void> {
     await this.store?.saveUsage?.(record);
     this.usageArchive.set(record.batchId, record);

@@ -265,6 +265,14 @@ export class PgBatchRecords implements BatchRecords {
     return [...kept, ...archived.map((r) => r.record as UsageRecord)];
   }
 
+  async keepUsage(record: UsageRecord): Promise<void> {
+    await this.db.query(
+      `INSERT INTO usage_archive (batch_id, ended_at, record) VALUES ($1, $2, $3)
+         ON CONFLICT (batch_id) DO UPDATE SET ended_at = EXCLUDED.ended_at, record = EXCLUDED.record`,
+      [record.batchId, record.endedAt, record],
+    );
+  }
+
   async totals(): Promise<Totals> {
     const { rows } = await this.db.query("SELECT name, value FROM totals");
     return Object.fromEntries(rows.map((r) => [r.name, Number(r.value)]));

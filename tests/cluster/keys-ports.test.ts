@@ -1,6 +1,7 @@
 // The ports' part in many keys sharing one deployment, one contract for each implementation (PostgreSQL, memory,
 // memory kept in files): enqueued-token limits admitted atomically however many create at once and released by
-// any end, usage that outlives a deleted batch, and claims shared fairly between keys by weight.
+// any end, usage that outlives a deleted batch, synchronous requests' usage, and claims shared fairly between keys
+// by weight.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -126,6 +127,33 @@ describe.each(IMPLEMENTATIONS)("keys on the cluster ports on %s", (_name, skip, 
     expect(await ports.batches.get(id)).toBeUndefined();
     expect(await ports.batches.usage(range)).toEqual([kept]);
     expect(await ports.batches.usage({ start: range.end, end: range.end + 60 })).toEqual([]);
+  });
+
+  it.skipIf(skip)("keeps synchronous requests' usage records, each replaced by its id, beside the batches'", async () => {
+    const minute = Math.floor(now() / 60) * 60;
+    const record = (requests: number) => ({
+      batchId: `sync_${minute}_p_k`,
+      owner: "a",
+      model: "m",
+      endpoint: "/v1/chat/completions",
+      endedAt: minute,
+      requests,
+      usage: {
+        input_tokens: 10 * requests,
+        output_tokens: 3 * requests,
+        total_tokens: 13 * requests,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens_details: { reasoning_tokens: 0 },
+      },
+      engine_seconds: { spot: 0, dedicated: 0.5 * requests },
+      batch: false as const,
+      serviceTier: "default" as const,
+    });
+    await ports.batches.keepUsage(record(1));
+    await ports.batches.keepUsage(record(4));
+    const range = { start: minute, end: minute + 60 };
+    expect(await ports.batches.usage(range)).toEqual([record(4)]);
+    expect(await ports.batches.usage({ start: minute + 60, end: minute + 120 })).toEqual([]);
   });
 
   it.skipIf(skip)(

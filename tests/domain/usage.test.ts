@@ -11,7 +11,7 @@ const registry = new ModelRegistry(
       aliases: [],
       backend: { kind: "local", path: "/m1.gguf" },
       generated: false,
-      price: { currency: "USD", basis: "tokens", inputPerMillion: 1, cachedInputPerMillion: 0.5, outputPerMillion: 2 },
+      price: { currency: "USD", basis: "tokens", inputPerMillion: 1, cachedInputPerMillion: 0.5, outputPerMillion: 2, batchDiscount: 0 },
     },
     { name: "m2", aliases: [], backend: { kind: "local", path: "/m2.gguf" }, generated: false },
   ] as never,
@@ -110,5 +110,44 @@ describe("usage pages", () => {
     expect(second.data[0].start_time).toBe(T + 30 * 60);
     expect(second.data).toHaveLength(90);
     expect(second).toMatchObject({ has_more: false, next_page: null });
+  });
+
+  it("counts synchronous requests apart (batch: false, their tier), priced at the full price or, for flex, the batch price", () => {
+    const discounted = new ModelRegistry(
+      [
+        {
+          name: "m1",
+          aliases: [],
+          backend: { kind: "local", path: "/m1.gguf" },
+          generated: false,
+          price: {
+            currency: "USD",
+            basis: "tokens",
+            inputPerMillion: 1,
+            cachedInputPerMillion: 1,
+            outputPerMillion: 1,
+            batchDiscount: 0.5,
+          },
+        },
+      ] as never,
+      "m1",
+    );
+    const mixed = [
+      rec({ input: 1_000_000, output: 0 }),
+      rec({ input: 1_000_000, output: 0, batch: false, serviceTier: "default", requests: 3 }),
+      rec({ input: 1_000_000, output: 0, batch: false, serviceTier: "flex", requests: 4 }),
+    ];
+    const q = (kind: "completions" | "costs", o: Record<string, unknown>) =>
+      usagePage(mixed, parseUsageQuery(kind, { start_time: String(T), ...o }, T + 60), idOf, discounted).data[0].results;
+    expect(q("completions", { group_by: "batch,service_tier" })).toEqual([
+      expect.objectContaining({ batch: false, service_tier: "default", num_model_requests: 3 }),
+      expect.objectContaining({ batch: false, service_tier: "flex", num_model_requests: 4 }),
+      expect.objectContaining({ batch: true, service_tier: "batch", num_model_requests: 2 }),
+    ]);
+    expect(q("completions", { batch: "false" }).map((r) => r.num_model_requests)).toEqual([7]);
+    expect(q("completions", { batch: "true" }).map((r) => r.num_model_requests)).toEqual([2]);
+    expect(q("completions", {}).map((r) => [r.batch, r.service_tier])).toEqual([[null, null]]);
+    // A million tokens at 1 per million: the batch and the flex requests at half, the interactive ones whole.
+    expect(q("costs", {})[0]).toMatchObject({ amount: { value: 2, currency: "usd" } });
   });
 });
