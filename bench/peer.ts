@@ -41,7 +41,7 @@ export interface PeerComparison {
   ratio: number;
 }
 
-const SENTENCES = [
+export const SENTENCES = [
   "The little dog ran across the green field to find his red ball.",
   "Mom made a big cake with apples and cream for the party.",
   "The sun was warm and the birds sang in the tall old tree.",

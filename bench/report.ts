@@ -2,6 +2,7 @@
 import type { DatasetsResult } from "./datasets.js";
 import type { DistributedResult } from "./distributed.js";
 import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
+import type { LanesResult } from "./lanes.js";
 import type { PeerComparison } from "./peer.js";
 import type { RunRecord } from "./records.js";
 import type { ScaleResult } from "./scale.js";
@@ -32,6 +33,7 @@ export interface BenchResults {
   prefix: (PrefixResult & { model: string }) | null;
   embeddings: (EmbeddingsResult & { model: string }) | null;
   datasets?: DatasetsResult | null;
+  lanes?: LanesResult | null;
   gpu: { backendLog: string | null; ready: unknown; note: string };
   targets: Target[];
   notes: string[];
@@ -156,6 +158,25 @@ export function formatTable(res: BenchResults): string {
         `${n(seconds, 2)} s`,
       ]);
   }
+  const l = res.lanes;
+  if (l)
+    for (const [who, runs] of [
+      ["service", l.service],
+      [`llama-server -np ${l.plan.slots}`, l.peer],
+    ] as const)
+      for (const [mode, r] of Object.entries(runs))
+        if (r.linesPerSecond !== null || r.ttft)
+          rows.push([
+            l.model,
+            `lanes: ${who}, ${mode === "idle" ? "interactive client alone" : mode === "alone" ? "batch alone" : `batch + ${l.plan.rate} interactive/s`}`,
+            r.linesPerSecond === null ? "-" : n(l.plan.lines),
+            "-",
+            r.linesPerSecond === null ? "-" : n(r.linesPerSecond, 1),
+            "-",
+            "-",
+            "-",
+            r.ttft ? `TTFT p50 ${n(r.ttft.p50Ms)} ms, p99 ${n(r.ttft.p99Ms)} ms (${r.ttft.n})` : `${n(r.batchSeconds!, 2)} s`,
+          ]);
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
   const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("-|-"), ...rows.slice(1).map(line)];
@@ -241,6 +262,7 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
       met: o.overheadMsPerRequest < 0.5,
     });
   }
+  targets.push(...laneTargets(res.lanes));
   const d = res.distributed;
   if (d && d.runs.length > 0) {
     const worst = Math.max(...d.runs.map((r) => r.cpuMsPerRequest));
@@ -263,4 +285,37 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
       });
   }
   return targets;
+}
+
+/** The lanes part's goals: interactive p99 TTFT under load within 2x idle and below llama-server's; the batch within 15 %. */
+function laneTargets(l: LanesResult | null | undefined): Target[] {
+  if (!l?.service.mixed.ttft || !l.service.idle.ttft) return [];
+  const { idle, alone, mixed } = l.service;
+  const p99 = mixed.ttft!.p99Ms;
+  const out: Target[] = [
+    {
+      id: "lanes ttft",
+      what: `${l.model}: interactive p99 time to first token beside a ${l.plan.lines}-line batch vs on the idle service`,
+      measured: `${p99.toFixed(0)} ms / ${idle.ttft!.p99Ms.toFixed(0)} ms = ${(p99 / idle.ttft!.p99Ms).toFixed(2)}x`,
+      goal: "<= 2.00x",
+      met: p99 <= 2 * idle.ttft!.p99Ms,
+    },
+    {
+      id: "lanes batch",
+      what: `${l.model}: the batch's throughput beside ${l.plan.rate} interactive request(s)/s vs alone`,
+      measured: `${mixed.linesPerSecond!.toFixed(1)} / ${alone.linesPerSecond!.toFixed(1)} lines/s = ${(mixed.linesPerSecond! / alone.linesPerSecond!).toFixed(2)}x`,
+      goal: ">= 0.85x",
+      met: mixed.linesPerSecond! >= 0.85 * alone.linesPerSecond!,
+    },
+  ];
+  const peer = l.peer.mixed.ttft;
+  if (peer)
+    out.push({
+      id: "lanes peer",
+      what: `${l.model}: interactive p99 time to first token under the same mix, service vs llama-server -np ${l.plan.slots} (batch at ${l.plan.slots - 1} in flight)`,
+      measured: `${p99.toFixed(0)} ms vs ${peer.p99Ms.toFixed(0)} ms`,
+      goal: "below llama-server's",
+      met: p99 < peer.p99Ms,
+    });
+  return out;
 }

@@ -14,6 +14,7 @@ import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
+import { compareLanes } from "./lanes.js";
 import { comparePeer, rerankWorkload } from "./peer.js";
 import { extrasModel, type ModelPlan, makePlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
@@ -24,7 +25,18 @@ import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 import { compareUpstream } from "./upstream.js";
 
-const PARTS = ["peer", "scheduling", "upstream", "throughput", "scale", "prefix", "embeddings", "distributed", "datasets"] as const;
+const PARTS = [
+  "peer",
+  "scheduling",
+  "upstream",
+  "throughput",
+  "scale",
+  "prefix",
+  "embeddings",
+  "distributed",
+  "datasets",
+  "lanes",
+] as const;
 
 const { values } = parseArgs({
   options: {
@@ -49,6 +61,9 @@ const { values } = parseArgs({
     "dataset-rows": { type: "string" },
     "dataset-memory-rows": { type: "string" },
     "dataset-pairs": { type: "string" },
+    /** The lanes part: llama-server's slots beside the service, and interactive requests a second. */
+    "lanes-slots": { type: "string", default: "16" },
+    "lanes-rate": { type: "string", default: "1" },
   },
 });
 const parts = new Set(values.only.split(",").map((s) => s.trim()));
@@ -116,6 +131,7 @@ const results: Omit<BenchResults, "targets"> = {
   prefix: null,
   embeddings: null,
   datasets: null,
+  lanes: null,
   gpu: { backendLog: null, ready: null, note: "" },
   notes,
 };
@@ -224,6 +240,26 @@ if (parts.has("datasets")) {
   const memoryRows = (values["dataset-memory-rows"] ?? (values.quick ? "1000,10000" : "10000,100000,1000000")).split(",").map(Number);
   const pairs = Number(values["dataset-pairs"] ?? (values.quick ? 1 : 3));
   results.datasets = await compareDatasets(m, { rows, pairs, memoryRows }, log);
+}
+
+if (parts.has("lanes")) {
+  const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
+  const binary = llamaServerBinary(log);
+  if (!binary) notes.push("llama-server could not be built here: the lanes part ran the service only.");
+  results.lanes = await compareLanes(
+    binary,
+    m,
+    {
+      lines: values.quick ? 128 : 512,
+      lineTokens: 128,
+      rate: Number(values["lanes-rate"]),
+      interactiveTokens: 64,
+      idleRequests: values.quick ? 10 : 30,
+      slots: Number(values["lanes-slots"]),
+      threads: 1,
+    },
+    log,
+  );
 }
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));

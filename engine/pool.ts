@@ -2,7 +2,10 @@
 // Requests that find nothing free wait in FIFO order, so a long batch cannot starve an early request; a waiter
 // may say how well a given item suits it (a sequence whose cache holds its prompt's prefix), and a released
 // item then goes to the waiter it suits best, as SGLang schedules by longest cached prefix, within a bound on
-// how often the oldest waiter is passed over. A request of the interactive lane waits ahead of the batch lane's.
+// how often the oldest waiter is passed over. A request of the interactive lane waits ahead of the batch lane's,
+// and while that lane is warm (a request of it came within the last WARM_MS) a pool given a reserve keeps that
+// many items free of batch work, so the next interactive request starts at once instead of waiting for a batch
+// line to end: batch lines run in step and end together, so that wait is most of a line's length.
 import Denque from "denque";
 import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow } from "./lane.js";
@@ -30,13 +33,39 @@ export const MAX_PASSED_OVER = 32;
 /** Picks which free item a request gets, by index into `free`. */
 export type Chooser<T> = (free: readonly T[]) => number;
 
+/** How long the interactive lane stays warm after its last request: its reserve is kept free that long. */
+export const WARM_MS = 10_000;
+
 export class ResourcePool<T> {
   private readonly free: T[];
   private readonly waiters = new Denque<Waiter<T>>();
   private closed = false;
+  private warmUntil = 0;
+  private cooling: NodeJS.Timeout | undefined;
 
-  constructor(items: readonly T[]) {
+  /** `reserve`: the items kept free of batch work while the interactive lane is warm (for `warmMs` after its last request). */
+  constructor(
+    items: readonly T[],
+    private readonly reserve = 0,
+    private readonly warmMs = WARM_MS,
+  ) {
     this.free = [...items];
+  }
+
+  /** Free items batch work may not take now. */
+  private get held(): number {
+    return this.reserve > 0 && performance.now() < this.warmUntil ? this.reserve : 0;
+  }
+
+  /** An interactive request came: the reserve is kept for warmMs more, then handed to the batches' waiters. */
+  private warm(): void {
+    if (this.reserve === 0) return;
+    this.warmUntil = performance.now() + this.warmMs;
+    clearTimeout(this.cooling);
+    this.cooling = setTimeout(() => {
+      this.warmUntil = 0;
+      for (let n = this.free.length; n > 0 && this.contended; n--) this.release(this.free.pop()!);
+    }, this.warmMs + 1).unref();
   }
 
   get available(): number {
@@ -73,7 +102,9 @@ export class ResourcePool<T> {
   acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
-    if (this.free.length > 0) {
+    const interactive = interactiveNow();
+    if (interactive) this.warm();
+    if (this.free.length > (interactive ? 0 : this.held)) {
       const index = choose ? choose(this.free) : this.free.length - 1;
       const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);
       return Promise.resolve(item);
@@ -88,7 +119,7 @@ export class ResourcePool<T> {
         done: false,
         affinity,
         passedOver: 0,
-        interactive: interactiveNow(),
+        interactive,
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
           resolve(item);
@@ -125,6 +156,11 @@ export class ResourcePool<T> {
       return;
     }
     const index = this.bestWaiter(item);
+    // The reserve refills first: batch work gets an item only while the reserve stays whole.
+    if (!this.waiters.peekAt(index)!.interactive && this.free.length < this.held) {
+      this.free.push(item);
+      return;
+    }
     const waiter = index === 0 ? this.waiters.shift()! : this.waiters.removeOne(index)!;
     if (index > 0) this.waiters.peekFront()!.passedOver++;
     waiter.done = true;
@@ -154,6 +190,7 @@ export class ResourcePool<T> {
   /** Refuse new requests and fail the waiting ones; items still out are not tracked further. */
   close(): T[] {
     this.closed = true;
+    clearTimeout(this.cooling);
     while (!this.waiters.isEmpty()) {
       const waiter = this.waiters.shift()!;
       if (waiter.done) continue;

@@ -50,6 +50,11 @@ export interface SequencePoolOptions {
   log: Log;
 }
 
+/**
+ * Sequences kept free for the interactive lane while it is warm (pool.ts): llama-server fed at its slots minus one
+ * keeps one so; with fewer than four sequences the batches would give up too much of the engine for it.
+ */
+export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? 1 : 0);
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
   private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();
@@ -78,7 +83,7 @@ export class SequencePool {
     private readonly onIdle?: () => void,
   ) {
     this.kvUnified = kvUnified;
-    this.pool = new ResourcePool(sequences);
+    this.pool = new ResourcePool(sequences, interactiveReserve(sequences.length));
     this.queuedKvOps = canQueueKvOps(sequences[0]);
     this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && (this.queuedKvOps || canCopyState(sequences[0]));
     this.minCopy = this.queuedKvOps ? MIN_QUEUED_COPY_TOKENS : MIN_COPY_TOKENS;

@@ -148,4 +148,32 @@ describe("ResourcePool", () => {
     await Promise.all(all);
     expect(order).toEqual(["interactive 1", "interactive 2", "batch 1", "batch 2"]);
   });
+
+  it("keeps its reserve free of batch work while the interactive lane is warm, then gives it back", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
+    // Cold: the batches take every item.
+    const cold = [await pool.acquire(), await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    for (const item of cold) pool.release(item);
+    // An interactive request warms the lane: from then on one item stays free for the next.
+    pool.release(await inLane("interactive", () => pool.acquire()));
+    const batch = [await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    let fourth: string | undefined;
+    const waiting = pool.acquire().then((item) => (fourth = item));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(fourth).toBeUndefined();
+    expect(pool.available).toBe(1);
+    // The next interactive request starts at once, on the reserve; its release refills the reserve, not the batch.
+    const interactive = await inLane("interactive", () => pool.acquire());
+    pool.release(interactive);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(fourth).toBeUndefined();
+    // A batch line that ends passes its item on to the waiting one: the reserve is whole.
+    pool.release(batch[0]);
+    expect(await waiting).toBe(batch[0]);
+    // Once the lane is cold, the reserve goes to batch work again.
+    const fifth = pool.acquire();
+    await new Promise((r) => setTimeout(r, 260));
+    expect(await fifth).toBe(interactive);
+    expect(pool.available).toBe(0);
+  });
 });

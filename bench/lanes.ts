@@ -1,0 +1,209 @@
+// The two lanes under load: a batch runs while a client sends interactive requests at a fixed rate (streamed
+// completions, ~200 prompt tokens, 64 generated), and the interactive requests' time to first token and the
+// batch's throughput are measured, against the same batch alone and the same client on the idle service. The peer
+// serves the same mix: llama-server with the batch fed at its slots minus one in flight, the client beside it.
+// Every figure comes from one run of this part, on one model, one process at a time.
+import path from "node:path";
+import { type PeerRequest, startLlamaServer } from "../testkit/llama-server.js";
+import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
+import { createBatch, uploadFile, waitForTimedBatch } from "./batch-client.js";
+import { SENTENCES } from "./peer.js";
+import { startServer } from "./server.js";
+
+export interface LanesPlan {
+  /** Lines of the batch, and the tokens each generates. */
+  lines: number;
+  lineTokens: number;
+  /** Interactive requests a second, and the tokens each generates. */
+  rate: number;
+  interactiveTokens: number;
+  /** Interactive requests sent to the idle service (the baseline's time to first token). */
+  idleRequests: number;
+  /** llama-server's slots (the batch is fed at one fewer), and its threads. */
+  slots: number;
+  threads: number;
+}
+
+export interface LaneRun {
+  /** The batch's lines a second (null: no batch ran). */
+  linesPerSecond: number | null;
+  batchSeconds: number | null;
+  ttft: { p50Ms: number; p99Ms: number; n: number } | null;
+}
+
+export interface LanesResult {
+  model: string;
+  plan: LanesPlan;
+  promptTokens: number;
+  service: { idle: LaneRun; alone: LaneRun; mixed: LaneRun };
+  peer: { idle: LaneRun; alone: LaneRun; mixed: LaneRun };
+}
+
+/** A ~200-token story prompt for interactive request `i`, each different. */
+function interactivePrompt(i: number): string {
+  const text = Array.from({ length: 6 }, (_, k) => SENTENCES[(i + k * 3) % SENTENCES.length]).join(" ");
+  return `${text} ${prompt(1000 + i)}`;
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+
+/** Time to the first streamed text of a completions request, in ms. */
+async function firstToken(baseUrl: string, i: number, tokens: number): Promise<number> {
+  const started = performance.now();
+  const res = await fetch(`${baseUrl}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "m", prompt: interactivePrompt(i), max_tokens: tokens, temperature: 0, stream: true }),
+  });
+  if (!res.ok || !res.body) throw new Error(`interactive request: HTTP ${res.status} ${await res.text()}`);
+  let first: number | undefined;
+  let buffered = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body) {
+    buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+    for (let end = buffered.indexOf("\n\n"); end !== -1; end = buffered.indexOf("\n\n")) {
+      const event = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const data = event
+        .split("\n")
+        .find((l) => l.startsWith("data: "))
+        ?.slice(6);
+      if (first === undefined && data && data !== "[DONE]" && JSON.parse(data).choices?.[0]?.text) first = performance.now();
+    }
+  }
+  if (first === undefined) throw new Error("interactive request: no text streamed");
+  return first - started;
+}
+
+/** Sends interactive requests at `rate` a second until `until` resolves (or `count` are sent); their TTFTs. */
+async function interactiveClient(baseUrl: string, plan: LanesPlan, opts: { count?: number; until?: Promise<unknown> }) {
+  let done = false;
+  void opts.until?.then(() => (done = true));
+  const waits: Array<Promise<number>> = [];
+  const started = performance.now();
+  for (let i = 0; !done && (opts.count === undefined || i < opts.count); i++) {
+    waits.push(firstToken(baseUrl, i, plan.interactiveTokens));
+    const next = started + ((i + 1) * 1000) / plan.rate;
+    const pause = new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
+    await (opts.until ? Promise.race([pause, opts.until]) : pause);
+  }
+  const sorted = (await Promise.all(waits)).sort((a, b) => a - b);
+  return { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), n: sorted.length };
+}
+
+function batchLines(plan: LanesPlan) {
+  return completionLines(plan.lines, plan.lineTokens).map((l) => ({ ...l, body: { ...l.body, temperature: 1, seed: 7 } }));
+}
+
+/** The batch through the service, and beside it (with `rate`) the interactive client. */
+async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
+  const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
+  try {
+    await firstToken(server.baseUrl, 0, 4);
+    const lines = batchLines(plan);
+    const file = path.join(server.batchDir, "lanes.jsonl");
+    await writeBatchFile(file, lines);
+    const t0 = performance.now();
+    const batch = await createBatch(server.baseUrl, await uploadFile(server.baseUrl, file));
+    const ended = waitForTimedBatch(server.baseUrl, batch.id, 25, { folder: path.join(server.batchDir, batch.id), lines: lines.length });
+    const ttft = interactive ? await interactiveClient(server.baseUrl, plan, { until: ended }) : null;
+    const { batch: final, seenAt } = await ended;
+    if (final.status !== "completed" || final.request_counts.failed > 0)
+      throw new Error(`lanes batch ended ${final.status} ${JSON.stringify(final.request_counts)}`);
+    const seconds = (seenAt - t0) / 1000;
+    return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft };
+  } finally {
+    await server.stop();
+  }
+}
+
+async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun> {
+  const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
+  try {
+    await firstToken(server.baseUrl, 0, 4);
+    return { linesPerSecond: null, batchSeconds: null, ttft: await interactiveClient(server.baseUrl, plan, { count: plan.idleRequests }) };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** llama-server: the batch fed at slots - 1 in flight (one slot kept for the interactive client), the client beside it. */
+async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
+  const server = await startLlamaServer(binary, modelPath, { parallel: plan.slots, threads: plan.threads, ctxPerSlot: 512 });
+  try {
+    await firstToken(server.baseUrl, 0, 4);
+    if (mode === "idle")
+      return {
+        linesPerSecond: null,
+        batchSeconds: null,
+        ttft: await interactiveClient(server.baseUrl, plan, { count: plan.idleRequests }),
+      };
+    const requests: PeerRequest[] = batchLines(plan).map((l) => ({ url: l.url, body: l.body }));
+    const t0 = performance.now();
+    let next = 0;
+    const feed = async () => {
+      for (let i = next++; i < requests.length; i = next++) {
+        const res = await fetch(`${server.baseUrl}${requests[i].url}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(requests[i].body),
+        });
+        if (!res.ok) throw new Error(`llama-server: HTTP ${res.status} ${await res.text()}`);
+        await res.json();
+      }
+    };
+    const ended = Promise.all(Array.from({ length: Math.max(1, plan.slots - 1) }, feed)).then(() => performance.now());
+    const ttft = mode === "mixed" ? await interactiveClient(server.baseUrl, plan, { until: ended }) : null;
+    const seconds = ((await ended) - t0) / 1000;
+    return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft };
+  } finally {
+    await server.stop();
+  }
+}
+
+export async function compareLanes(
+  binary: string | null,
+  model: { name: string; path: string },
+  plan: LanesPlan,
+  log: (line: string) => void,
+): Promise<LanesResult> {
+  log(
+    `\nlanes on ${model.name}: ${plan.lines} lines x ${plan.lineTokens} tokens, with ${plan.rate} interactive request(s)/s (${plan.interactiveTokens} tokens, streamed) beside it`,
+  );
+  const show = (what: string, r: LaneRun) =>
+    log(
+      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}` : ""}`,
+    );
+  const service = {
+    idle: await serviceIdle(model.path, plan),
+    alone: await serviceRun(model.path, plan, false),
+    mixed: await serviceRun(model.path, plan, true),
+  };
+  for (const [k, r] of Object.entries(service)) show(`service, ${k}`, r);
+  const none: LaneRun = { linesPerSecond: null, batchSeconds: null, ttft: null };
+  const peer = binary
+    ? {
+        idle: await peerRun(binary, model.path, plan, "idle"),
+        alone: await peerRun(binary, model.path, plan, "alone"),
+        mixed: await peerRun(binary, model.path, plan, "mixed"),
+      }
+    : { idle: none, alone: none, mixed: none };
+  for (const [k, r] of Object.entries(peer)) show(`llama-server -np ${plan.slots}, ${k}`, r);
+  const probe = await promptTokens(model.path);
+  return { model: model.name, plan, promptTokens: probe, service, peer };
+}
+
+/** The interactive prompts' length in the model's tokens, as the service counts them. */
+async function promptTokens(modelPath: string): Promise<number> {
+  const server = await startServer(modelPath);
+  try {
+    const res = await fetch(`${server.baseUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", prompt: interactivePrompt(1), max_tokens: 1 }),
+    });
+    return ((await res.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
+  } finally {
+    await server.stop();
+  }
+}
