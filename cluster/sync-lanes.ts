@@ -5,7 +5,14 @@
 // bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
 import type { ModelRouter } from "../backends/router.js";
 import { InvalidRequestError, laneFull, ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
-import { type ServedTier, STREAMED, type SyncAnswer, type SyncInference, type SyncRequest } from "../domain/sync-inference.js";
+import {
+  type LaneView,
+  type ServedTier,
+  STREAMED,
+  type SyncAnswer,
+  type SyncInference,
+  type SyncRequest,
+} from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
@@ -45,6 +52,19 @@ export class SyncLanes implements SyncInference {
     deps.metrics?.watchLanes(() =>
       [...this.gates.values()].map((g) => ({ tier: g.tier, model: g.model, running: g.running, waiting: g.waiting })),
     );
+  }
+
+  lanes(): LaneView[] {
+    return [...this.gates.values()].map((g) => ({
+      tier: g.tier,
+      model: g.model,
+      running: g.running,
+      room: g.room(),
+      waiting: g.waiting,
+      queue_max: g.queueMax,
+      served: g.served,
+      refused: g.refused,
+    }));
   }
 
   private get metrics(): LaneMetrics | undefined {
@@ -101,6 +121,7 @@ export class SyncLanes implements SyncInference {
           }),
         );
         this.metrics?.laneRequest(tier, spec.name, "completed");
+        gate.served++;
         this.observe(tier, spec.name, started, first, result.usage.completionTokens);
         // Engine time as a batch line's: its share of the engine while it held a sequence; an upstream's is none.
         const held = backend.info.kind === "local" ? (performance.now() - admitted) / 1000 / Math.max(1, backend.info.concurrency) : 0;
@@ -156,6 +177,8 @@ export class SyncLanes implements SyncInference {
 /** Room for `room()` requests at once, then a FIFO queue of at most `queueMax`; a request past both is refused. */
 class Gate {
   running = 0;
+  served = 0;
+  refused = 0;
   private readonly queue: Array<() => void> = [];
 
   get waiting(): number {
@@ -165,8 +188,8 @@ class Gate {
   constructor(
     readonly tier: ServedTier,
     readonly model: string,
-    private readonly room: () => number,
-    private readonly queueMax: number,
+    readonly room: () => number,
+    readonly queueMax: number,
   ) {}
 
   enter(signal: AbortSignal): Promise<void> {
@@ -175,7 +198,10 @@ class Gate {
       this.running++;
       return Promise.resolve();
     }
-    if (this.queue.length >= this.queueMax) return Promise.reject(laneFull(this.tier, RETRY_AFTER_SECONDS[this.tier]));
+    if (this.queue.length >= this.queueMax) {
+      this.refused++;
+      return Promise.reject(laneFull(this.tier, RETRY_AFTER_SECONDS[this.tier]));
+    }
     return new Promise<void>((resolve, reject) => {
       const admit = () => {
         signal.removeEventListener("abort", onAbort);

@@ -35,9 +35,26 @@ export interface SyncAnswer {
   tier: ServedTier;
 }
 
+/** One lane of one model as the console shows it. */
+export interface LaneView {
+  tier: ServedTier;
+  model: string;
+  /** Requests running, and how many may at once now. */
+  running: number;
+  room: number;
+  /** Requests waiting for room, and how many may wait. */
+  waiting: number;
+  queue_max: number;
+  /** Since the process started: answered, and refused because the lane was full. */
+  served: number;
+  refused: number;
+}
+
 export interface SyncInference {
   /** Throws InvalidRequestError (a bad body, a refused parameter), NotFoundError (an unknown model) or UnavailableError. */
   run(request: SyncRequest): Promise<SyncAnswer>;
   /** At shutdown: refuses new requests and ends running ones with shutting_down (streams, with an error event). */
   close?(): Promise<void>;
+  /** Each lane that has had a request, by model. */
+  lanes?(): LaneView[];
 }

@@ -296,6 +296,32 @@ export function renderModels(models, upstreams) {
 }
 
 /**
+ * The synchronous lanes: per model, the interactive lane (the default tier) and flex.
+ * @param {any[]} lanes
+ */
+export function renderLanes(lanes) {
+  $("no-lanes").classList.toggle("hidden", lanes.length > 0);
+  $("lane-rows").replaceChildren(
+    ...lanes.map((/** @type {any} */ l) => {
+      const tr = el("tr", "lane");
+      tr.dataset.lane = `${l.model} ${l.tier}`;
+      /** @type {Array<[HTMLElement, string]>} */
+      const cells = [
+        [el("td", "", l.model), "Model"],
+        [el("td", "", l.tier === "flex" ? "flex (with the batches)" : "interactive (default)"), "Tier"],
+        [el("td", "", `${l.running} / ${l.room}`), "Running / room"],
+        [el("td", "", `${l.waiting} / ${l.queue_max}`), "Waiting / queue"],
+        [el("td", "", l.served), "Served"],
+        [el("td", "", l.refused), "Refused (429)"],
+      ];
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
+      return tr;
+    }),
+  );
+}
+
+/**
  * The rows are updated in place, keyed by batch id: a cell is replaced only when what it shows changed, and a row is
  * moved only when the order did, so a focused link and a selected id survive every poll, and the bars glide.
  * @param {Batch[]} batches
@@ -381,6 +407,7 @@ export async function refreshHome() {
   $("queue-detail").textContent = `${o.queue.running} running · room for ${o.queue.max_depth - o.queue.depth} more`;
   renderPools(o.pools);
   renderModels(o.models, o.upstreams);
+  renderLanes(o.lanes ?? []);
   const q = new URLSearchParams({ limit: "50" });
   if ($("f-status").value) q.set("status", $("f-status").value);
   if ($("f-model").value) q.set("model", $("f-model").value);

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { unixNow } from "../../domain/clock.js";
 import { BATCH_STATUSES } from "../../domain/objects.js";
 import type { BatchService, BatchViews, ControlPlaneStatus } from "../../domain/ports.js";
+import type { LaneView } from "../../domain/sync-inference.js";
 import type { Organization } from "../../domain/usage.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
@@ -54,6 +55,8 @@ export interface ConsoleDeps {
   upstreams?: () => Array<{ model: string; stats: BackendStats }>;
   series?: () => SeriesPoint[];
   seriesIntervalSeconds?: number;
+  /** The synchronous requests' lanes (none where this process serves no model). */
+  lanes?: () => LaneView[];
   /** Admin keys see every key's batches through it. */
   organization?: Pick<Organization, "ownerOf">;
 }
@@ -110,6 +113,7 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
         retries: stats.retries,
         errors: stats.errors,
       })),
+      lanes: deps.lanes?.() ?? [],
     });
   });
   router.get("/console/api/batches", async (req, res) => {
@@ -152,7 +156,7 @@ export function registerConsolePaths(r: OpenAPIRegistry): void {
         },
       }),
     );
-  page("/console/api/overview", "The console's overview: queue, pools, models and upstreams");
+  page("/console/api/overview", "The console's overview: queue, pools, models, upstreams and the synchronous lanes");
   r.registerPath(
     keyedRoute({
       method: "get",
@@ -207,6 +211,7 @@ export const consoleRoutes: RouteModule = {
       models: d.modelStatus,
       upstreams: d.upstreams,
       series: d.series,
+      lanes: d.inference?.lanes ? () => d.inference!.lanes!() : undefined,
     }),
   paths: registerConsolePaths,
 };

@@ -157,6 +157,23 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.close();
   });
 
+  it("shows the synchronous lanes beside the batches: each tier's room, queue, and the requests served", async () => {
+    const client = openaiClient(svc);
+    await client.completions.create({ model: "any", prompt: "Once upon a time", max_tokens: 4 });
+    await client.completions.create({ model: "any", prompt: "Once upon a time", max_tokens: 4, service_tier: "flex" } as never);
+    const page = await open(1280, "#lanes");
+    await page.waitForSelector("tr.lane", { timeout: 15_000 });
+    expect(await page.locator("#no-lanes").isHidden()).toBe(true);
+    const rows = await page.locator("tr.lane").allInnerTexts();
+    const row = (tier: RegExp) => rows.find((r) => tier.test(r))?.split("\t") ?? [];
+    const interactive = row(/interactive/);
+    expect(interactive[0]).toBe(await testModelName());
+    expect(interactive[2]).toMatch(/^\d+ \/ [1-9]\d*$/);
+    expect(Number(interactive[4])).toBeGreaterThanOrEqual(1);
+    expect(row(/flex/)[3]).toMatch(/^\d+ \/ 256$/);
+    await page.close();
+  });
+
   it("downloads the output from the page, and opens a batch from the list with the keyboard", async () => {
     const page = await open(1280);
     await page.waitForSelector(`tr.batch[data-id="${ids.done}"] a.open`);
