@@ -268,6 +268,8 @@ export async function buildControlPlane(deps: {
           }),
           countTokens: (model, text) => models.countTokens(model, text),
           metrics,
+          atRisk: (model) => maintenance.modelAtRisk(model),
+          logger,
         });
   const views = new ClusterBatchViews({
     batches,

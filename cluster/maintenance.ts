@@ -70,6 +70,8 @@ export class Maintenance {
   private readonly yielding = new Map<string, number>();
   /** Batches already told to be at risk (once each, while this process leads). */
   private readonly atRisk = new Set<string>();
+  /** The models of the open batches whose projection passes their deadline, as of the last SLA tick. */
+  private risky = new Set<string>();
 
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
@@ -179,9 +181,12 @@ export class Maintenance {
     }
     const open = new Set(snapshot.batches.map((b) => b.id));
     for (const id of this.atRisk) if (!open.has(id)) this.atRisk.delete(id);
+    const late = new Set<string>();
     for (const b of snapshot.batches) {
       const finish = projectedFinish(b, at);
-      if (finish === null || finish <= b.deadlineAt || this.atRisk.has(b.id)) continue;
+      if (finish === null || finish <= b.deadlineAt) continue;
+      late.add(b.id);
+      if (this.atRisk.has(b.id)) continue;
       this.atRisk.add(b.id);
       metrics?.slaEvent("at_risk");
       logger.warn(
@@ -189,6 +194,12 @@ export class Maintenance {
         "deadline at risk: at its rate so far the batch ends after its deadline",
       );
     }
+    this.risky = new Set(snapshot.shards.filter((s) => late.has(s.batchId)).map((s) => s.model));
+  }
+
+  /** Whether an open batch of `model` is projected to end after its deadline (as of the last SLA tick). */
+  modelAtRisk(model: string): boolean {
+    return this.risky.has(model);
   }
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */

@@ -3,6 +3,8 @@
 // (the default tier) holds at most a share of the model's sequences at once and is served before the batches'
 // waiting lines (engine/lane.ts); the flex tier runs as batch work does. Beyond the running ones each lane keeps a
 // bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
+
+import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { InvalidRequestError, laneFull, ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
 import {
@@ -37,6 +39,12 @@ export interface SyncLanesDeps {
   /** The prompt's tokens by the model's tokenizer where this process has it. */
   countTokens?: TokenCounter;
   metrics?: LaneMetrics;
+  /**
+   * Whether a batch of the model is at risk of its deadline: the interactive lane then gives its share back (one
+   * request at a time, no sequence kept free for it) until none is.
+   */
+  atRisk?: (model: string) => boolean;
+  logger?: Pick<Logger, "warn" | "info">;
 }
 
 export class SyncLanes implements SyncInference {
@@ -104,6 +112,7 @@ export class SyncLanes implements SyncInference {
       const tokens = lineTokens(endpoint, body as Record<string, unknown>, this.deps.countTokens);
       release = await this.counted(tier, spec.name, signal, async () => this.deps.accounts?.hold(owner, spec.name, tokens));
       const gate = this.gate(spec.name, tier, backend);
+      const givenBack = tier === "default" && this.givenBack(gate);
       const started = performance.now();
       await this.counted(tier, spec.name, signal, () => gate.enter(signal));
       try {
@@ -116,7 +125,7 @@ export class SyncLanes implements SyncInference {
         };
         const admitted = performance.now();
         const result = await this.counted(tier, spec.name, signal, () =>
-          backend.execute(request, signal, { lane, onText }).catch((err) => {
+          backend.execute(request, signal, { lane, onText, reserve: !givenBack }).catch((err) => {
             throw domainError(err);
           }),
         );
@@ -134,6 +143,22 @@ export class SyncLanes implements SyncInference {
       release?.();
       lease.release();
     }
+  }
+
+  /** Whether the interactive lane has given its share back to an at-risk batch; each change is logged and counted. */
+  private givenBack(gate: Gate): boolean {
+    const now = this.deps.atRisk?.(gate.model) ?? false;
+    if (now !== gate.givenBack) {
+      gate.givenBack = now;
+      if (now) {
+        this.metrics?.laneTakeback(gate.model);
+        this.deps.logger?.warn(
+          { model: gate.model },
+          "a batch is at risk of its deadline: the interactive lane gives back its share (one request at a time, no sequence held for it)",
+        );
+      } else this.deps.logger?.info({ model: gate.model }, "no batch at risk any more: the interactive lane has its share again");
+    }
+    return now;
   }
 
   /** `work`, its failure counted as the request's outcome: a full lane refused it, its client left, or it failed. */
@@ -164,9 +189,10 @@ export class SyncLanes implements SyncInference {
     let gate = this.gates.get(key);
     if (!gate) {
       const { interactiveMaxShare, interactiveQueueMax, flexQueueMax } = this.settings;
+      const share = () => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare));
       gate =
         tier === "default"
-          ? new Gate(tier, model, () => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare)), interactiveQueueMax)
+          ? new Gate(tier, model, () => (this.deps.atRisk?.(model) ? 1 : share()), interactiveQueueMax)
           : new Gate(tier, model, () => Math.max(1, backend.info.concurrency), flexQueueMax);
       this.gates.set(key, gate);
     }
@@ -179,6 +205,8 @@ class Gate {
   running = 0;
   served = 0;
   refused = 0;
+  /** The interactive lane's share is given back to an at-risk batch (its room is then one). */
+  givenBack = false;
   private readonly queue: Array<() => void> = [];
 
   get waiting(): number {

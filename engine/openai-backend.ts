@@ -76,7 +76,7 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return inLane(options?.lane, () => this.run(request, signal, options?.onText));
+    return inLane(options?.lane, () => this.run(request, signal, options?.onText), options?.reserve ?? true);
   }
 
   private async run(request: InferenceRequest, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {

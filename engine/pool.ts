@@ -8,7 +8,7 @@
 // line to end: batch lines run in step and end together, so that wait is most of a line's length.
 import Denque from "denque";
 import { abortError, engineClosed } from "./errors.js";
-import { interactiveNow } from "./lane.js";
+import { interactiveNow, reserveWanted } from "./lane.js";
 
 interface Waiter<T> {
   resolve: (item: T) => void;
@@ -103,7 +103,7 @@ export class ResourcePool<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const interactive = interactiveNow();
-    if (interactive) this.warm();
+    if (interactive && reserveWanted()) this.warm();
     if (this.free.length > (interactive ? 0 : this.held)) {
       const index = choose ? choose(this.free) : this.free.length - 1;
       const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);

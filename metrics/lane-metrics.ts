@@ -21,6 +21,8 @@ export interface LaneMetrics {
   laneLatency(tier: string, model: string, firstTokenSeconds: number, perTokenSeconds?: number): void;
   /** The lanes as they stand, read at scrape time. */
   watchLanes(read: () => LaneState[]): void;
+  /** A batch of the model turned at risk of its deadline: the interactive lane gave back its share. */
+  laneTakeback(model: string): void;
 }
 
 export function createLaneMetrics(prefix: string, registers: client.Registry[]): LaneMetrics {
@@ -56,6 +58,12 @@ export function createLaneMetrics(prefix: string, registers: client.Registry[]):
         for (const l of lanes()) this.set({ tier: l.tier, model: l.model }, l[what]);
       },
     });
+  const takebacks = new client.Counter({
+    name: `${prefix}sync_lane_takebacks_total`,
+    help: "Times a batch at risk of its deadline took back the interactive lane's share of a model's sequences.",
+    labelNames: ["model"],
+    registers,
+  });
   gauge("running", "Synchronous requests running, by tier and model.");
   gauge("waiting", "Synchronous requests waiting in their lane's queue, by tier and model.");
   return {
@@ -68,6 +76,9 @@ export function createLaneMetrics(prefix: string, registers: client.Registry[]):
     },
     watchLanes(read) {
       lanes = read;
+    },
+    laneTakeback(model) {
+      takebacks.inc({ model });
     },
   };
 }

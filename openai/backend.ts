@@ -113,6 +113,11 @@ export interface ExecuteOptions {
   /** "batch" when absent. */
   lane?: Lane;
   /**
+   * For the interactive lane: whether the engine keeps a sequence free for the lane's next request (true when
+   * absent). False while a batch of the model is at risk of its deadline: the batches take that sequence back.
+   */
+  reserve?: boolean;
+  /**
    * Told a chat or completion request's answer as it is generated, per choice (the `index` of its final body), where
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
    */

@@ -176,4 +176,12 @@ describe("ResourcePool", () => {
     expect(await fifth).toBe(interactive);
     expect(pool.available).toBe(0);
   });
+
+  it("keeps nothing free for a request that gives the reserve back (a batch at risk)", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
+    pool.release(await inLane("interactive", () => pool.acquire(), false));
+    const all = [await pool.acquire(), await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    expect(all).toHaveLength(4);
+    expect(pool.available).toBe(0);
+  });
 });
