@@ -4,7 +4,8 @@
 // - multiplicative decrease on overload (429, 5xx, a timeout, a reset) and when latency climbs well above the
 //   best seen (requests queueing inside the upstream), at most once per round trip, so one burst of failures
 //   of requests sent together counts once.
-// Bounded by the configured min and max. Waiters are served in order.
+// Bounded by the configured min and max. Waiters are served in order, an interactive request's (a client holds
+// its connection open) ahead of every batch line's.
 import Denque from "denque";
 
 export interface LimitOptions {
@@ -26,6 +27,7 @@ interface Waiter {
   reject: (err: unknown) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
+  interactive: boolean;
 }
 
 export interface LimitStats {
@@ -72,15 +74,18 @@ export class AdaptiveLimit {
     };
   }
 
-  /** Waits for room; returns the start time to hand back to `release`. Rejects with the signal's reason on abort. */
-  async acquire(signal?: AbortSignal): Promise<number> {
+  /**
+   * Waits for room; returns the start time to hand back to `release`. Rejects with the signal's reason on abort.
+   * `interactive`: waits ahead of the batch lines.
+   */
+  async acquire(signal?: AbortSignal, interactive = false): Promise<number> {
     signal?.throwIfAborted();
     if (this.inFlight < this.limit && this.waiters.isEmpty()) {
       this.inFlight++;
       return this.now();
     }
     await new Promise<void>((resolve, reject) => {
-      const w: Waiter = { resolve, reject, signal };
+      const w: Waiter = { resolve, reject, signal, interactive };
       if (signal) {
         w.onAbort = () => {
           const i = this.indexOf(w);
@@ -89,7 +94,8 @@ export class AdaptiveLimit {
         };
         signal.addEventListener("abort", w.onAbort, { once: true });
       }
-      this.waiters.push(w);
+      if (interactive) this.waiters.splice(this.firstBatchWaiter(), 0, w);
+      else this.waiters.push(w);
     });
     return this.now();
   }
@@ -130,6 +136,11 @@ export class AdaptiveLimit {
       this.inFlight++;
       w.resolve();
     }
+  }
+
+  private firstBatchWaiter(): number {
+    for (let i = 0; i < this.waiters.length; i++) if (!this.waiters.peekAt(i)!.interactive) return i;
+    return this.waiters.length;
   }
 
   private indexOf(w: Waiter): number {

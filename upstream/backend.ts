@@ -12,6 +12,7 @@ import type {
   BackendResult,
   BackendStats,
   Endpoint,
+  ExecuteOptions,
   InferenceBackend,
   InferenceRequest,
   LinePreference,
@@ -152,22 +153,24 @@ export class UpstreamBackend implements InferenceBackend {
       throw new RequestError(`This backend does not serve ${request.endpoint}.`, "invalid_url", false);
   }
 
-  async execute(request: InferenceRequest, signal?: AbortSignal): Promise<BackendResult> {
+  async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
+    const interactive = options?.lane === "interactive";
     this.check(request);
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
-    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal);
+    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, interactive);
     const { slots } = await this.prefixRouting();
-    // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned.
-    if (!slots || request.endpoint === "/v1/embeddings")
-      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal);
+    // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned; nor is an
+    // interactive request, which would wait there behind its family's batch lines.
+    if (!slots || request.endpoint === "/v1/embeddings" || interactive)
+      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, interactive);
     const family = slots.familyOf(request.body as Record<string, unknown>);
     const slot = await slots.acquire(family, signal);
     try {
       // llama-server's own extension: the slot whose cache holds this family's opening.
       const payload = JSON.stringify({ ...request.body, ...topK, id_slot: slot, cache_prompt: true, model: this.opts.model });
-      return await this.sendWithRetries(request, payload, signal);
+      return await this.sendWithRetries(request, payload, signal, interactive);
     } finally {
       slots.release(slot, family);
     }
@@ -178,7 +181,7 @@ export class UpstreamBackend implements InferenceBackend {
    * request per distinct query with all its documents, every score asked for, then answered in this service's
    * bodies (openai/rank.ts), so both endpoints read alike whichever server ranked.
    */
-  private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+  private async rank(request: RankRequest, signal?: AbortSignal, interactive = false): Promise<BackendResult> {
     const pairs = rankPairs(request);
     const byQuery = new Map<string, number[]>();
     for (const [i, [query]] of pairs.entries()) byQuery.set(query, [...(byQuery.get(query) ?? []), i]);
@@ -189,7 +192,7 @@ export class UpstreamBackend implements InferenceBackend {
         const documents = at.map((i) => pairs[i][1]);
         const rerank: RankRequest = { endpoint: "/v1/rerank", body: { query, documents } };
         const payload = JSON.stringify({ query, documents, top_n: documents.length, model: this.opts.model });
-        const r = await this.sendWithRetries(rerank, payload, signal);
+        const r = await this.sendWithRetries(rerank, payload, signal, interactive);
         const results = (r.body as { results?: unknown }).results;
         if (!Array.isArray(results) || results.length !== documents.length)
           throw upstreamFault(
@@ -211,10 +214,15 @@ export class UpstreamBackend implements InferenceBackend {
     };
   }
 
-  /** One request with its retries, under the adaptive limit. */
-  private async sendWithRetries(request: InferenceRequest, payload: string, signal?: AbortSignal): Promise<BackendResult> {
+  /** One request with its retries, under the adaptive limit (an interactive one waits ahead of batch lines). */
+  private async sendWithRetries(
+    request: InferenceRequest,
+    payload: string,
+    signal?: AbortSignal,
+    interactive = false,
+  ): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
-      const startedAt = await this.limit.acquire(signal);
+      const startedAt = await this.limit.acquire(signal, interactive);
       const url = this.urls.pick();
       let outcome: Outcome = "error";
       let healthy = true;

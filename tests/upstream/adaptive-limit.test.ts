@@ -73,4 +73,25 @@ describe("AdaptiveLimit", () => {
     expect(order).toEqual(["second"]);
     expect(l.limit.stats()).toMatchObject({ inFlight: 0, waiting: 0 });
   });
+
+  it("serves an interactive request's wait ahead of the batch lines', in order among each", async () => {
+    const l = limitAt({ min: 1, max: 1, initial: 1 });
+    const held = await l.limit.acquire();
+    const order: string[] = [];
+    const served: number[] = [];
+    const wait = (name: string, interactive: boolean) =>
+      l.limit.acquire(undefined, interactive).then((s) => {
+        order.push(name);
+        served.push(s);
+      });
+    const waits = [wait("batch 1", false), wait("batch 2", false), wait("interactive 1", true), wait("interactive 2", true)];
+    l.limit.release(held, "success");
+    // Each one served ends before the next may start (the limit is one).
+    for (let i = 0; i < waits.length; i++) {
+      await new Promise((r) => setTimeout(r, 0));
+      l.limit.release(served[i], "success");
+    }
+    await Promise.all(waits);
+    expect(order).toEqual(["interactive 1", "interactive 2", "batch 1", "batch 2"]);
+  });
 });
