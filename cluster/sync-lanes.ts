@@ -1,26 +1,18 @@
 // The `SyncInference` port in a process that serves its models: a synchronous request checked as a batch line of
-// its endpoint is, then admitted to its lane for that model and run on the model's backend. The interactive lane
-// (the default tier) holds at most a share of the model's sequences at once and is served before the batches'
-// waiting lines (engine/lane.ts); the flex tier runs as batch work does. Beyond the running ones each lane keeps a
-// bounded queue; a request that finds it full is refused at once with a Retry-After, never left to wait unseen.
-
+// its endpoint is (sync-request.ts), then admitted to its lane for that model (lane-gate.ts) and run on the model's
+// backend. The interactive lane (the default tier) holds at most a share of the model's sequences at once and is
+// served before the batches' waiting lines (engine/lane.ts); the flex tier runs as batch work does. Its requests
+// count against their key's limits and usage as batch lines do (sync-accounts.ts).
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
-import { InvalidRequestError, laneFull, ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
-import {
-  type LaneView,
-  type ServedTier,
-  STREAMED,
-  type SyncAnswer,
-  type SyncInference,
-  type SyncRequest,
-} from "../domain/sync-inference.js";
+import { ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
+import type { LaneView, ServedTier, SyncAnswer, SyncInference, SyncRequest } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
-import type { Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
-import { RequestError } from "../openai/errors.js";
-import { parseRequest } from "../openai/parse.js";
+import type { InferenceBackend } from "../openai/backend.js";
 import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
+import { Gate } from "./lane-gate.js";
 import type { SyncAccounts } from "./sync-accounts.js";
+import { domainError, parse, refused, tierOf, withTier } from "./sync-request.js";
 
 export interface LaneSettings {
   interactiveMaxShare: number;
@@ -28,8 +20,6 @@ export interface LaneSettings {
   flexQueueMax: number;
 }
 
-/** What a full lane's 429 asks a client to wait: an interactive answer frees a sequence in seconds, a flex wait is longer. */
-const RETRY_AFTER_SECONDS: Record<ServedTier, number> = { default: 1, flex: 10 };
 /** A request refused at shutdown is retried once another process (or this one, restarted) serves the model. */
 const SHUTDOWN_RETRY_AFTER_SECONDS = 5;
 
@@ -198,128 +188,4 @@ export class SyncLanes implements SyncInference {
     }
     return gate;
   }
-}
-
-/** Room for `room()` requests at once, then a FIFO queue of at most `queueMax`; a request past both is refused. */
-class Gate {
-  running = 0;
-  served = 0;
-  refused = 0;
-  /** The interactive lane's share is given back to an at-risk batch (its room is then one). */
-  givenBack = false;
-  private readonly queue: Array<() => void> = [];
-
-  get waiting(): number {
-    return this.queue.length;
-  }
-
-  constructor(
-    readonly tier: ServedTier,
-    readonly model: string,
-    readonly room: () => number,
-    readonly queueMax: number,
-  ) {}
-
-  enter(signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted();
-    if (this.running < this.room() && this.queue.length === 0) {
-      this.running++;
-      return Promise.resolve();
-    }
-    if (this.queue.length >= this.queueMax) {
-      this.refused++;
-      return Promise.reject(laneFull(this.tier, RETRY_AFTER_SECONDS[this.tier]));
-    }
-    return new Promise<void>((resolve, reject) => {
-      const admit = () => {
-        signal.removeEventListener("abort", onAbort);
-        this.running++;
-        resolve();
-      };
-      const onAbort = () => {
-        const i = this.queue.indexOf(admit);
-        if (i !== -1) this.queue.splice(i, 1);
-        reject(signal.reason);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.queue.push(admit);
-    });
-  }
-
-  leave(): void {
-    this.running--;
-    while (this.running < this.room() && this.queue.length > 0) this.queue.shift()!();
-  }
-}
-
-/** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
-function tierOf(body: unknown): ServedTier {
-  return (body as { service_tier?: unknown } | null)?.service_tier === "flex" ? "flex" : "default";
-}
-
-/**
- * The request a body makes. `stream` and `stream_options` are this route's to honour (a batch line refuses them):
- * checked here, then left out of what the backend sees.
- */
-function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
-  const b = (body ?? {}) as Record<string, unknown>;
-  if (b.stream === true && !STREAMED.includes(endpoint))
-    throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
-  if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
-  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
-  if (endpoint === "/v1/messages" || endpoint === "/v1/responses") {
-    // Their stream is a boolean; Anthropic's schema checks it, and neither takes OpenAI's chat stream options here.
-    const { stream: _, ...rest } = b;
-    if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
-    return refused(() => parseRequest(endpoint, rest));
-  }
-  const { stream, stream_options, ...rest } = b;
-  if (stream !== undefined && stream !== null && typeof stream !== "boolean")
-    throw new InvalidRequestError("Invalid type for 'stream': expected a boolean.", "invalid_type", "stream");
-  if (stream_options !== undefined && stream_options !== null) {
-    if (stream !== true)
-      throw new InvalidRequestError("stream_options is only allowed when stream is true.", "invalid_request", "stream_options");
-    checkStreamOptions(stream_options);
-  }
-  return refused(() => parseRequest(endpoint, rest));
-}
-
-/** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
-function checkStreamOptions(o: unknown): void {
-  const known = ["include_usage", "include_obfuscation"];
-  if (typeof o !== "object" || o === null || Array.isArray(o))
-    throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
-  const unknown = Object.keys(o).find((k) => !known.includes(k));
-  if (unknown !== undefined)
-    throw new InvalidRequestError(
-      `Unrecognized stream option '${unknown}': stream_options takes include_usage and include_obfuscation.`,
-      "unknown_parameter",
-      `stream_options.${unknown}`,
-    );
-  for (const k of known) {
-    const v = (o as Record<string, unknown>)[k];
-    if (v !== undefined && typeof v !== "boolean")
-      throw new InvalidRequestError(`Invalid type for 'stream_options.${k}': expected a boolean.`, "invalid_type", `stream_options.${k}`);
-  }
-}
-
-/** A backend's refusal as the control plane's: a bad request is a 400 naming the field, a transient failure a 503. */
-function domainError(err: unknown): unknown {
-  if (!(err instanceof RequestError)) return err;
-  if (err.retryable) return new UnavailableError(err.message, "backend_unavailable", 1, { cause: err });
-  return new InvalidRequestError(err.message, err.code, err.param);
-}
-
-function refused<T>(work: () => T): T {
-  try {
-    return work();
-  } catch (err) {
-    throw domainError(err);
-  }
-}
-
-/** The body naming the tier that served it: OpenAI's `service_tier`, Anthropic's `usage.service_tier` ("standard"). */
-function withTier(endpoint: Endpoint, body: Record<string, unknown>, tier: ServedTier): Record<string, unknown> {
-  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: "standard" } };
-  return { ...body, service_tier: tier };
 }

@@ -1,0 +1,80 @@
+// A synchronous request's body checked as a batch line of its endpoint is, and refusals mapped to the control
+// plane's errors: `stream` and `stream_options` are the route's to honour (a batch line refuses them), so they are
+// checked here and left out of what the backend sees. Split from sync-lanes.ts, which admits and runs the request.
+import { InvalidRequestError, UnavailableError } from "../domain/errors.js";
+import { type ServedTier, STREAMED } from "../domain/sync-inference.js";
+import type { Endpoint, InferenceRequest } from "../openai/backend.js";
+import { RequestError } from "../openai/errors.js";
+import { parseRequest } from "../openai/parse.js";
+
+/** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
+export function tierOf(body: unknown): ServedTier {
+  return (body as { service_tier?: unknown } | null)?.service_tier === "flex" ? "flex" : "default";
+}
+
+/**
+ * The request a body makes. `stream` and `stream_options` are this route's to honour (a batch line refuses them):
+ * checked here, then left out of what the backend sees.
+ */
+export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
+  const b = (body ?? {}) as Record<string, unknown>;
+  if (b.stream === true && !STREAMED.includes(endpoint))
+    throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
+  if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
+  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
+  if (endpoint === "/v1/messages" || endpoint === "/v1/responses") {
+    // Their stream is a boolean; Anthropic's schema checks it, and neither takes OpenAI's chat stream options here.
+    const { stream: _, ...rest } = b;
+    if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
+    return refused(() => parseRequest(endpoint, rest));
+  }
+  const { stream, stream_options, ...rest } = b;
+  if (stream !== undefined && stream !== null && typeof stream !== "boolean")
+    throw new InvalidRequestError("Invalid type for 'stream': expected a boolean.", "invalid_type", "stream");
+  if (stream_options !== undefined && stream_options !== null) {
+    if (stream !== true)
+      throw new InvalidRequestError("stream_options is only allowed when stream is true.", "invalid_request", "stream_options");
+    checkStreamOptions(stream_options);
+  }
+  return refused(() => parseRequest(endpoint, rest));
+}
+
+/** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
+function checkStreamOptions(o: unknown): void {
+  const known = ["include_usage", "include_obfuscation"];
+  if (typeof o !== "object" || o === null || Array.isArray(o))
+    throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
+  const unknown = Object.keys(o).find((k) => !known.includes(k));
+  if (unknown !== undefined)
+    throw new InvalidRequestError(
+      `Unrecognized stream option '${unknown}': stream_options takes include_usage and include_obfuscation.`,
+      "unknown_parameter",
+      `stream_options.${unknown}`,
+    );
+  for (const k of known) {
+    const v = (o as Record<string, unknown>)[k];
+    if (v !== undefined && typeof v !== "boolean")
+      throw new InvalidRequestError(`Invalid type for 'stream_options.${k}': expected a boolean.`, "invalid_type", `stream_options.${k}`);
+  }
+}
+
+/** A backend's refusal as the control plane's: a bad request is a 400 naming the field, a transient failure a 503. */
+export function domainError(err: unknown): unknown {
+  if (!(err instanceof RequestError)) return err;
+  if (err.retryable) return new UnavailableError(err.message, "backend_unavailable", 1, { cause: err });
+  return new InvalidRequestError(err.message, err.code, err.param);
+}
+
+export function refused<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (err) {
+    throw domainError(err);
+  }
+}
+
+/** The body naming the tier that served it: OpenAI's `service_tier`, Anthropic's `usage.service_tier` ("standard"). */
+export function withTier(endpoint: Endpoint, body: Record<string, unknown>, tier: ServedTier): Record<string, unknown> {
+  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: "standard" } };
+  return { ...body, service_tier: tier };
+}
