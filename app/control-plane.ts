@@ -27,31 +27,19 @@ import { ClusterStatus } from "../cluster/status.js";
 import { StopWatch } from "../cluster/stop-watch.js";
 import { SyncAccounts } from "../cluster/sync-accounts.js";
 import { SyncLanes } from "../cluster/sync-lanes.js";
+import { WorkerTargets } from "../cluster/sync-targets.js";
 import { BlobUploads } from "../cluster/uploads.js";
 import type { WebhookTargets } from "../cluster/webhooks.js";
 import { ClusterWorker } from "../cluster/worker.js";
 import { type Config, webhookEndpoints } from "../config/config.js";
 import { KeyRing } from "../config/keys.js";
 import { unixNow } from "../domain/clock.js";
-import { UnavailableError } from "../domain/errors.js";
-import type { SyncInference } from "../domain/sync-inference.js";
+import type { SyncInference, SyncTargets } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
 import { S3BlobStore } from "../stores/s3-blob-store.js";
-
-/** An API server's answer to a synchronous request: it runs no model (the workers' models serve only batches). */
-const NO_MODELS: SyncInference = {
-  run: () =>
-    Promise.reject(
-      new UnavailableError(
-        "This API server runs no model (ROLE=api): synchronous requests are served by a process with ROLE=all.",
-        "backend_unavailable",
-        30,
-      ),
-    ),
-};
 
 export interface ControlPlane {
   files: FileRecords;
@@ -64,8 +52,10 @@ export interface ControlPlane {
   /** Usage, costs and keys, for admin keys. */
   organization: ClusterOrganization;
   status: ClusterStatus;
-  /** Synchronous requests on this process's models, beside the batches (refused with ROLE=api: it runs no model). */
-  inference: SyncInference;
+  /** Synchronous requests on this process's models, beside the batches (absent with ROLE=api: it runs no model). */
+  inference?: SyncInference;
+  /** With ROLE=api: the workers synchronous requests are sent to. */
+  syncTargets?: SyncTargets;
   /** The first of the workers this process runs; absent with ROLE=api. */
   worker?: ClusterWorker;
   maintenance: Maintenance;
@@ -75,6 +65,11 @@ export interface ControlPlane {
   close(opts?: { graceMs: number }): Promise<void>;
   /** Resolves while the state and the blob store answer; throws database_unavailable or storage_unavailable. */
   ping(): Promise<void>;
+  /**
+   * This process listens at `url`: its workers tell API servers to send synchronous requests there (WORKER_URL,
+   * where set, wins). Called once the server listens; a process with no worker ignores it.
+   */
+  advertise(url: string): void;
   /** The cluster's running totals, from the state (cluster/totals.ts). */
   totals(): Promise<Record<string, number>>;
   /** The disk under BATCH_DIR as this process last found it (`full` or `read_only`: reads only). */
@@ -256,9 +251,9 @@ export async function buildControlPlane(deps: {
   });
   const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
-  const inference: SyncInference =
+  const inference: SyncInference | undefined =
     cluster.role === "api"
-      ? NO_MODELS
+      ? undefined
       : new SyncLanes(models, config.lanes, {
           accounts: new SyncAccounts({
             batches,
@@ -324,6 +319,8 @@ export async function buildControlPlane(deps: {
     logger,
   });
   const specs = state.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
+  // Only a process that answers synchronous requests (not ROLE=api) is named to the API servers.
+  let advertised: string | null = cluster.workerUrl || null;
   const pool = specs.map(
     (w) =>
       new ClusterWorker({
@@ -331,6 +328,7 @@ export async function buildControlPlane(deps: {
         pool: w.pool,
         capacity: w.capacity,
         serves: w.serves,
+        url: () => advertised,
         queue,
         batches,
         workers,
@@ -381,9 +379,16 @@ export async function buildControlPlane(deps: {
     organization,
     status,
     inference,
+    syncTargets:
+      cluster.role === "api" ? new WorkerTargets({ registry: models.registry, workers, leaseSeconds: cluster.leaseSeconds }) : undefined,
     worker: pool[0],
     maintenance,
     drain,
+    advertise(url) {
+      if (cluster.workerUrl) return;
+      advertised = url;
+      for (const w of pool) void w.announce();
+    },
     async ping() {
       await ports.ping();
       await blobs.ping();
@@ -393,7 +398,7 @@ export async function buildControlPlane(deps: {
     storageFault: (err) => void scratch.noteFault(err),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
-        await inference.close?.();
+        await inference?.close?.();
         await drain(opts);
         stops.close();
         await maintenance.close();

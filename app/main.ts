@@ -81,6 +81,7 @@ async function main() {
     const addr = server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.port;
     logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
+    service.controlPlane.advertise(`http://${reachableHost(config.host)}:${port}`);
   });
 
   const { maxConnections, ...timeouts } = config.http;
@@ -144,3 +145,12 @@ main().catch((err) => {
   console.error("offline-batch-inference: failed to start:", err instanceof Error ? err.message : err);
   process.exit(1);
 });
+
+/** An address other processes reach this one at: the host it listens on, or where that is every interface, its first network address. */
+function reachableHost(host: string): string {
+  if (host !== "0.0.0.0" && host !== "::") return host.includes(":") ? `[${host}]` : host;
+  const ipv4 = Object.values(os.networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === "IPv4" && !a.internal);
+  return ipv4?.address ?? os.hostname();
+}

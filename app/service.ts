@@ -111,6 +111,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     views: plane.views,
     datasets: plane.datasets,
     inference: plane.inference,
+    syncTargets: plane.syncTargets,
     organization: plane.organization,
     status: plane.status,
     backendInfo: () => backend?.info ?? apiRoleInfo(registry),

@@ -272,11 +272,20 @@ export interface WorkerInfo {
   lastSeen: number;
   preempted: boolean;
   preemptions: number;
+  /** Where API servers send it synchronous requests for its models (null: it takes none). */
+  url: string | null;
 }
 
 /** The live workers: the pools the scheduler and /pools see. */
 export interface WorkerRegistry {
-  register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void>;
+  register(w: {
+    id: string;
+    pool: PoolStatus["name"];
+    capacity: number;
+    models: string[];
+    running: string[];
+    url?: string | null;
+  }): Promise<void>;
   preempted(id: string, cooldownSeconds: number): Promise<void>;
   unregister(id: string): Promise<void>;
   /** Workers heard from within `withinSeconds`. */

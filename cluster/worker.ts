@@ -47,6 +47,8 @@ export interface ClusterWorkerDeps {
   capacity: number;
   /** The models it serves (by default every model of the registry). */
   serves?: string[];
+  /** Where API servers send it synchronous requests (undefined or null: it takes none). */
+  url?: () => string | null;
   queue: WorkQueue;
   batches: BatchRecords;
   workers: WorkerRegistry;
@@ -342,12 +344,17 @@ export class ClusterWorker {
     return this.deps.serves ?? this.deps.models.registry.names;
   }
 
+  /** Registers again now (its address for synchronous requests became known), not at the next heartbeat. */
+  announce(): Promise<void> {
+    return this.register();
+  }
+
   /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
   private async register(): Promise<void> {
     const { id, pool, capacity } = this.deps;
     if (!pool) return;
     await this.deps.workers
-      .register({ id, pool, capacity, models: this.served(), running: this.runningBatches() })
+      .register({ id, pool, capacity, models: this.served(), running: this.runningBatches(), url: this.deps.url?.() ?? null })
       .catch((err) => this.beats.failed(err));
   }
 

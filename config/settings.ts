@@ -395,6 +395,13 @@ export const SETTINGS = {
       distributedOnly: true,
       help: "a worker's name (default host-pid)",
     }),
+    workerUrl: setting({
+      env: "WORKER_URL",
+      default: "",
+      schema: z.union([z.literal(""), z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as http://10.0.0.7:8000" })]),
+      distributedOnly: true,
+      help: "where API servers send this worker synchronous requests for its models (default: http://HOST:PORT as it listens, or this machine's first network address where HOST is 0.0.0.0)",
+    }),
   },
   s3: {
     endpoint: setting({ env: "S3_ENDPOINT", default: "", schema: z.string(), help: "an S3-compatible server (none: AWS)" }),

@@ -58,3 +58,21 @@ export interface SyncInference {
   /** Each lane that has had a request, by model. */
   lanes?(): LaneView[];
 }
+
+/** A worker that serves a synchronous request's model, in the distributed mode. */
+export interface SyncTarget {
+  /** Its base URL (WORKER_URL): the request goes to `${url}${endpoint}`. */
+  url: string;
+  /** A request is sent there: it counts in the worker's load until the returned function is called (it ended). */
+  sending(): () => void;
+}
+
+/** How an API server (ROLE=api), which runs no model, finds the workers that answer synchronous requests. */
+export interface SyncTargets {
+  /**
+   * The live workers serving the model a body names (its name or an alias; the default model where it names
+   * none), least loaded first. Throws ModelNotFoundError, or
+   * UnavailableError (backend_unavailable) when no live worker serves it.
+   */
+  pick(model: unknown): Promise<SyncTarget[]>;
+}

@@ -5,7 +5,7 @@ import type { ModelRegistry } from "../../backends/registry.js";
 import type { Config } from "../../config/config.js";
 import type { DatasetBatches } from "../../domain/dataset-batches.js";
 import type { BatchService, BatchViews, ControlPlaneStatus, FileStore, UploadStore } from "../../domain/ports.js";
-import type { SyncInference } from "../../domain/sync-inference.js";
+import type { SyncInference, SyncTargets } from "../../domain/sync-inference.js";
 import type { Organization } from "../../domain/usage.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
@@ -13,6 +13,7 @@ import { type BackendInfo, type BackendStats, ENDPOINTS } from "../../openai/bac
 import { buildOpenApiDocument } from "../openapi.js";
 import { consoleAssetsRouter, readConsolePage } from "../routes/console.js";
 import { KEYED_ROUTES } from "../routes/index.js";
+import { inferenceRouter } from "../routes/inference.js";
 import { metricsRouter } from "../routes/metrics.js";
 import { systemRouter } from "../routes/system.js";
 import { requireApiKey } from "./auth.js";
@@ -34,6 +35,8 @@ export interface AppDeps {
   datasets?: DatasetBatches;
   /** Synchronous requests (POST /v1/chat/completions and the other endpoints); absent where no model is served. */
   inference?: SyncInference;
+  /** An API server's (ROLE=api): the workers its synchronous requests are sent to. */
+  syncTargets?: SyncTargets;
   /** The Uploads API (POST /v1/uploads...). */
   uploads?: UploadStore;
   status: ControlPlaneStatus;
@@ -92,19 +95,25 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(consoleAssetsRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
+  // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
+  const auth = requireApiKey(config.keys);
+  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
+  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
+  const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
+  const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
+
   if (deps.api === false) {
+    // A worker answers only the synchronous requests API servers send it for its models, behind the same keys.
+    if (deps.inference) {
+      app.use([...ENDPOINTS], auth, createBody);
+      app.use(inferenceRouter({ inference: deps.inference }));
+    }
     app.use(unknownRoute);
     app.use(errorHandler({ maxFileBytes: config.maxFileBytes, onStorageFault: deps.storageFault }));
     return app;
   }
 
-  // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
-  const auth = requireApiKey(config.keys);
   app.use(["/v1", "/queue", "/pools", "/status.json", "/console/api"], auth);
-  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
-  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
-  const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
-  const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
   const smallBody = json(SMALL_JSON_BODY_BYTES);
   // A synchronous request carries its prompt as a batch line does: it gets the large limit too.
   const creates = new Set(["/v1/batches", "/v1/messages/batches", ...ENDPOINTS]);

@@ -5,7 +5,7 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { type Response, Router } from "express";
 import { z } from "zod";
-import { STREAMED, type SyncInference, type SyncRequest, type SyncStream } from "../../domain/sync-inference.js";
+import { STREAMED, type SyncInference, type SyncRequest, type SyncStream, type SyncTargets } from "../../domain/sync-inference.js";
 import { ENDPOINTS, type Endpoint } from "../../openai/backend.js";
 import { hexId } from "../../openai/ids.js";
 import { type MessageEvents, messageEvents } from "../../openai/message-events.js";
@@ -15,12 +15,16 @@ import { anthropicErrorBody } from "../anthropic.js";
 import { type ApiError, internalError } from "../errors.js";
 import { ownerFrom } from "../http/auth.js";
 import { toApiError } from "../http/error-handler.js";
+import { forwardSync } from "../http/forward.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { SseWriter } from "../http/sse.js";
 import type { RouteModule } from "./route-module.js";
 
 export interface InferenceRouteDeps {
-  inference: SyncInference;
+  /** This process's models (ROLE=all, or a worker). */
+  inference?: SyncInference;
+  /** An API server's workers (ROLE=api): each request is sent on to one (api/http/forward.ts). */
+  targets?: SyncTargets;
 }
 
 export function inferenceRouter(deps: InferenceRouteDeps): Router {
@@ -32,6 +36,9 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
       res.on("close", () => {
         if (!res.writableFinished) gone.abort(new Error("the client closed the connection"));
       });
+      if (deps.targets) return forwardSync(deps.targets, endpoint, req, res, gone.signal);
+      const inference = deps.inference;
+      if (!inference) throw new Error("a synchronous route with neither models nor workers");
       const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal };
       if (req.body?.stream === true && isStreamed(endpoint)) {
         const format =
@@ -40,9 +47,9 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
             : endpoint === "/v1/responses"
               ? responsesFormat(req.body)
               : openaiFormat(endpoint, req.body);
-        return streamed(deps, request, format, res);
+        return streamed(inference, request, format, res);
       }
-      const answer = await deps.inference.run(request);
+      const answer = await inference.run(request);
       if (!gone.signal.aborted) res.json(answer.body);
     });
   }
@@ -112,7 +119,7 @@ function anthropicFormat(): StreamFormat {
 
 /** A streamed answer: events as the backend tells it, the closing ones from its final body. */
 async function streamed(
-  deps: InferenceRouteDeps,
+  inference: SyncInference,
   request: Omit<SyncRequest, "stream">,
   format: StreamFormat,
   res: Response,
@@ -138,7 +145,7 @@ async function streamed(
     },
   };
   try {
-    const answer = await deps.inference.run({ ...request, stream });
+    const answer = await inference.run({ ...request, stream });
     flush();
     write(format.end(answer.body));
     format.close(sse);
@@ -189,6 +196,7 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
 }
 
 export const inferenceRoutes: RouteModule = {
-  router: (deps) => (deps.inference ? inferenceRouter({ inference: deps.inference }) : undefined),
+  router: (deps) =>
+    deps.inference || deps.syncTargets ? inferenceRouter({ inference: deps.inference, targets: deps.syncTargets }) : undefined,
   paths: registerInferencePaths,
 };

@@ -46,6 +46,7 @@ export interface WorkerEntry {
   capacity: number;
   models: string[];
   running: string[];
+  url: string | null;
   /** ms since the epoch. */
   lastSeen: number;
   preemptedUntil: number;

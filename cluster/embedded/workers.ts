@@ -1,17 +1,17 @@
 // The live workers of this process (the pools the scheduler and /pools see), and the queue's counts.
-import type { PoolStatus } from "../../domain/ports.js";
 import type { WorkerInfo, WorkerRegistry } from "../ports.js";
 import type { MemoryState } from "./state.js";
 
 export class MemoryWorkerRegistry implements WorkerRegistry {
   constructor(private readonly state: MemoryState) {}
 
-  async register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void> {
+  async register(w: Parameters<WorkerRegistry["register"]>[0]): Promise<void> {
     const known = this.state.workers.get(w.id);
     this.state.workers.set(w.id, {
       ...w,
       models: [...w.models],
       running: [...w.running],
+      url: w.url ?? null,
       lastSeen: this.state.clock(),
       preemptedUntil: known?.preemptedUntil ?? 0,
       preemptions: known?.preemptions ?? 0,
@@ -49,6 +49,7 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
       lastSeen: Math.floor(w.lastSeen / 1000),
       preempted: w.preemptedUntil > now,
       preemptions: w.preemptions,
+      url: w.url,
     }));
   }
 

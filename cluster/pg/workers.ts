@@ -1,17 +1,16 @@
 // The live workers in PostgreSQL: each worker's row (pool, capacity, models, what it runs) is upserted with its
 // heartbeat; a worker not heard from within a lease is not counted.
-import type { PoolStatus } from "../../domain/ports.js";
 import type { WorkerInfo, WorkerRegistry } from "../ports.js";
 import type { Db } from "./db.js";
 
 export class PgWorkerRegistry implements WorkerRegistry {
   constructor(private readonly db: Db) {}
 
-  async register(w: { id: string; pool: PoolStatus["name"]; capacity: number; models: string[]; running: string[] }): Promise<void> {
+  async register(w: Parameters<WorkerRegistry["register"]>[0]): Promise<void> {
     await this.db.query(
-      `INSERT INTO workers (id, pool, capacity, models, running, last_seen) VALUES ($1, $2, $3, $4, $5, now())
-       ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, last_seen = now()`,
-      [w.id, w.pool, w.capacity, w.models, JSON.stringify(w.running)],
+      `INSERT INTO workers (id, pool, capacity, models, running, url, last_seen) VALUES ($1, $2, $3, $4, $5, $6, now())
+       ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, url = $6, last_seen = now()`,
+      [w.id, w.pool, w.capacity, w.models, JSON.stringify(w.running), w.url ?? null],
     );
   }
 
@@ -33,7 +32,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
 
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const { rows } = await this.db.query(
-      `SELECT id, pool, capacity, running, models, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
+      `SELECT id, pool, capacity, running, models, url, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
               coalesce(preempted_until > now(), false) AS preempted,
               (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
        FROM workers w WHERE last_seen > now() - make_interval(secs => $1) ORDER BY id`,
@@ -49,6 +48,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
       lastSeen: Number(w.last_seen),
       preempted: w.preempted,
       preemptions: w.preemptions,
+      url: w.url ?? null,
     }));
   }
 

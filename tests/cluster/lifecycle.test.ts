@@ -71,6 +71,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "006_totals",
       "007_keys",
       "008_output_order",
+      "009_worker_url",
     ]);
   });
 

@@ -360,6 +360,17 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect((await queue.claimStopped("maintenance", 30, 5)).map((x) => x.stopReason)).toEqual([]);
   });
 
+  it.skipIf(skip)("keeps each worker's URL for synchronous requests with its row, null where it names none", async () => {
+    const { workers } = ports;
+    await workers.register({ id: "w-url", pool: "spot", capacity: 2, models: ["m"], running: [], url: "http://10.0.0.7:8000" });
+    await workers.register({ id: "w-none", pool: "dedicated", capacity: 1, models: ["m"], running: [] });
+    const live = await workers.live(30);
+    expect(live.find((w) => w.id === "w-url")?.url).toBe("http://10.0.0.7:8000");
+    expect(live.find((w) => w.id === "w-none")?.url).toBeNull();
+    await workers.register({ id: "w-url", pool: "spot", capacity: 2, models: ["m"], running: [], url: null });
+    expect((await workers.live(30)).find((w) => w.id === "w-url")?.url).toBeNull();
+  });
+
   it.skipIf(skip)("lists batches newest first per owner, and forgets an ended batch with its input once nothing reads it", async () => {
     const { batches } = ports;
     const ids = [await batch(1), await batch(1), await batch(1)];

@@ -44,6 +44,7 @@ export async function startNode(
   const server = node.app.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", () => resolve()));
   const { port } = server.address() as AddressInfo;
+  node.controlPlane.advertise(`http://127.0.0.1:${port}`);
   let closed: Promise<void> | undefined;
   return {
     node,

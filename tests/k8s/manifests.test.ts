@@ -190,7 +190,8 @@ describe.skipIf(!KUBECTL).each(OVERLAYS)("the Kubernetes manifests (%s)", (name,
   });
 
   it("sets only settings the service declares; the Service, PDBs and HPA name what exists", () => {
-    const known = new Set([...eachSetting().map((e) => e.setting.env), "MODELS_FILE", "MODEL_CONFIG"]);
+    // POD_IP is the manifest's own, expanded into WORKER_URL ($(POD_IP)); the service never reads it.
+    const known = new Set([...eachSetting().map((e) => e.setting.env), "MODELS_FILE", "MODEL_CONFIG", "POD_IP"]);
     for (const k of Object.keys(config())) expect(known.has(k), k).toBe(true);
     for (const s of byKind("Secret")) for (const k of Object.keys(s.stringData)) expect(known.has(k), k).toBe(true);
     for (const d of deployments())
