@@ -1,7 +1,8 @@
 // The `SyncTargets` port: an API server's view of the workers that answer synchronous requests. Each worker names
 // its URL and models in its heartbeat row (WorkerRegistry); a request goes to a live one that serves its model,
 // the one with the fewest requests this API server has sent it and not seen end, then the least busy with batch
-// shards. A worker not heard from within a lease is not chosen.
+// shards. A worker not heard from within a lease is not chosen, and a request running on one that stops being
+// heard from is given up (watch).
 import type { ModelRegistry } from "../backends/registry.js";
 import { ModelNotFoundError, UnavailableError } from "../domain/errors.js";
 import type { SyncTarget, SyncTargets } from "../domain/sync-inference.js";
@@ -33,6 +34,22 @@ export class WorkerTargets implements SyncTargets {
       return x[0] - y[0] || x[1] - y[1];
     });
     return live.map((w) => this.target(w.url));
+  }
+
+  watch(url: string, onLost: () => void): () => void {
+    const timer = setInterval(
+      async () => {
+        const live = await this.deps.workers.live(this.deps.leaseSeconds).catch(() => undefined);
+        // A database that does not answer says nothing about the worker: the next look decides.
+        if (live && !live.some((w) => w.url === url)) {
+          clearInterval(timer);
+          onLost();
+        }
+      },
+      (this.deps.leaseSeconds * 1000) / 2,
+    );
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   /** The worker at `url`; a request sent there counts in its load until it ends. */

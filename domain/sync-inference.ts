@@ -75,4 +75,9 @@ export interface SyncTargets {
    * UnavailableError (backend_unavailable) when no live worker serves it.
    */
   pick(model: unknown): Promise<SyncTarget[]>;
+  /**
+   * Watches the worker at `url` while a request runs there: `onLost` is called once when it is no longer heard from
+   * (dead, frozen or cut off: its heartbeat lapsed). Returns the function that stops watching.
+   */
+  watch(url: string, onLost: () => void): () => void;
 }

@@ -1,7 +1,8 @@
 // An API server's synchronous request (ROLE=api runs no model), sent on to a worker that serves its model and its
 // answer relayed as the worker gives it: the status, the body, or the stream event by event. A worker that cannot
 // be reached, or that is full (429) or shutting down (503) before it answers, passes the request to the next; one
-// that dies mid-stream ends the stream with an error event the clients raise, never a hang or a cut event.
+// that dies, freezes or is cut off mid-stream (its heartbeat lapses) ends the stream with an error event the
+// clients raise, never a hang or a cut event.
 import type { Request, Response } from "express";
 import type { SyncTargets } from "../../domain/sync-inference.js";
 import type { Endpoint } from "../../openai/backend.js";
@@ -26,16 +27,21 @@ export async function forwardSync(targets: SyncTargets, endpoint: Endpoint, req:
   const body = JSON.stringify(req.body);
   for (const [i, target] of candidates.entries()) {
     const ended = target.sending();
+    // A worker that freezes or is cut off sends nothing more: once its heartbeat lapses the request is given up.
+    const lost = new AbortController();
+    const unwatch = targets.watch(target.url, () => lost.abort(workerLost()));
+    const signal = AbortSignal.any([gone, lost.signal]);
     try {
-      const answer = await fetch(`${target.url}${endpoint}`, { method: "POST", headers, body, signal: gone }).catch(() => undefined);
+      const answer = await fetch(`${target.url}${endpoint}`, { method: "POST", headers, body, signal }).catch(() => undefined);
       if (gone.aborted) return;
       const last = i === candidates.length - 1;
       if (!answer || (TRY_ANOTHER.has(answer.status) && !last)) {
-        await answer?.body?.cancel();
+        await answer?.body?.cancel().catch(() => undefined);
         continue;
       }
       return await relay(answer, endpoint, res, gone);
     } finally {
+      unwatch();
       ended();
     }
   }

@@ -1,7 +1,8 @@
 // Synchronous requests in the distributed mode, on real PostgreSQL and S3: an API server (which runs no model)
 // sends each to a worker process that serves its model, found by the URL in the worker's heartbeat row; the
 // official clients get the worker's answers, streamed or whole. A worker killed mid-stream ends the stream with
-// an error event; one gone before it answers is a 503 with Retry-After, never a hang.
+// an error event; one gone before it answers is a 503 with Retry-After; one frozen mid-stream (SIGSTOP) ends the
+// stream once its heartbeat lapses: never a hang.
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -23,8 +24,15 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
   let shared: SharedState;
   let api: TestNode;
   let worker: ServerProcess;
+  let frozen: ServerProcess | undefined;
   let client: OpenAI;
   const dirs: string[] = [];
+  const waitForWorker = () =>
+    until(
+      "a worker to take synchronous requests",
+      async () => (await fetch(`${api.baseUrl}/v1/completions`, post({ prompt: "Hi", max_tokens: 1 }))).status === 200 || undefined,
+      { timeoutMs: 60_000, everyMs: 200 },
+    );
 
   beforeAll(async () => {
     shared = await startSharedState();
@@ -33,14 +41,10 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
     worker = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model }, dirs);
     client = new OpenAI({ baseURL: `${api.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
     // The worker names its URL in its first heartbeat row once it listens.
-    await until(
-      "the worker to take synchronous requests",
-      async () => (await fetch(`${api.baseUrl}/v1/completions`, post({ prompt: "Hi", max_tokens: 1 }))).status === 200 || undefined,
-      { timeoutMs: 60_000, everyMs: 200 },
-    );
+    await waitForWorker();
   }, 120_000);
   afterAll(async () => {
-    if (worker && worker.child.exitCode === null) worker.child.kill("SIGKILL");
+    for (const p of [worker, frozen]) if (p && p.child.exitCode === null) p.child.kill("SIGKILL");
     await closeCluster(api ? [api] : [], shared);
   });
 
@@ -110,5 +114,31 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
     const none = await client.completions.create({ model: "any", prompt: "Hi", max_tokens: 2 }).catch((e) => e);
     expect(none.status).toBe(503);
     expect(none.message).toMatch(/No worker serving/);
+  });
+
+  it("ends a stream whose worker freezes once its heartbeat lapses", async () => {
+    const model = await ensureGeneratedModel();
+    frozen = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model }, dirs);
+    await waitForWorker();
+    const stream = await client.completions.create({
+      model: "any",
+      prompt: "Once upon a time",
+      max_tokens: 4000,
+      temperature: 1,
+      logit_bias: NEVER_ENDS,
+      stream: true,
+    });
+    const pieces = stream[Symbol.asyncIterator]();
+    for (let i = 0; i < 3; i++) expect((await pieces.next()).done).toBe(false);
+    frozen.child.kill("SIGSTOP");
+    const stopped = Date.now();
+    const ended = await (async () => {
+      for (;;) if ((await pieces.next()).done) return "done";
+    })().catch((e) => e);
+    expect(ended).toBeInstanceOf(OpenAI.APIError);
+    expect(ended.message).toMatch(/stopped before the answer ended/);
+    // Within a lease and a half of its last heartbeat, and the API server's look every half lease.
+    expect(Date.now() - stopped).toBeLessThan(3 * LEASE * 1000);
+    frozen.child.kill("SIGKILL");
   });
 });
