@@ -77,6 +77,14 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
       .finalMessage();
     expect(message).toMatchObject({ type: "message", role: "assistant" });
 
+    // The worker keeps their usage where every API server reads it (within its two seconds).
+    const began = Math.floor(Date.now() / 1000) - 600;
+    await until("the synchronous requests' usage", async () => {
+      const page = await (await fetch(`${api.baseUrl}/v1/organization/usage/completions?start_time=${began}&batch=false`)).json();
+      const n = page.data?.flatMap((b: any) => b.results).reduce((t: number, r: any) => t + r.num_model_requests, 0);
+      return n >= 3 ? n : undefined;
+    });
+
     // The API server's own checks still apply: an unknown model is its 404; a bad body is the worker's 400.
     const bad = await client.chat.completions
       .create({ model: "any", messages: [{ role: "user", content: "x" }], bogus: 1 } as never)
