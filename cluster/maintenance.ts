@@ -72,6 +72,7 @@ export class Maintenance {
   private readonly atRisk = new Set<string>();
   /** The models of the open batches whose projection passes their deadline, as of the last SLA tick. */
   private risky = new Set<string>();
+  private riskSeenAt = 0;
 
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
@@ -106,7 +107,10 @@ export class Maintenance {
     try {
       do {
         this.again = false;
-        if (!(await this.holdLock())) return;
+        if (!(await this.holdLock())) {
+          await this.followRisk();
+          return;
+        }
         await this.housekeep();
         this.outage.ok();
       } while (this.again && !this.closed);
@@ -194,7 +198,23 @@ export class Maintenance {
         "deadline at risk: at its rate so far the batch ends after its deadline",
       );
     }
-    this.risky = new Set(snapshot.shards.filter((s) => late.has(s.batchId)).map((s) => s.model));
+    this.risky = modelsOf(snapshot, late);
+    this.riskSeenAt = Date.now();
+  }
+
+  /**
+   * A process that does not lead still knows which models have a batch at risk (its synchronous lanes give their
+   * share back for them): from the same projection, looked at every RISK_LOOK_MS.
+   */
+  private async followRisk(): Promise<void> {
+    if (!this.deps.sla || Date.now() - this.riskSeenAt < RISK_LOOK_MS) return;
+    this.riskSeenAt = Date.now();
+    const snapshot = await within(STEP_MS.short, "sla", this.deps.queue.slaSnapshot());
+    const at = this.deps.now();
+    const late = new Set(
+      snapshot.batches.filter((b) => (projectedFinish(b, at) ?? Number.NEGATIVE_INFINITY) > b.deadlineAt).map((b) => b.id),
+    );
+    this.risky = modelsOf(snapshot, late);
   }
 
   /** Whether an open batch of `model` is projected to end after its deadline (as of the last SLA tick). */
@@ -256,4 +276,12 @@ export class Maintenance {
     await this.renewing?.catch(() => undefined);
     await this.deps.lock.release();
   }
+}
+
+/** How often a process that does not lead looks at which models have a batch at risk. */
+const RISK_LOOK_MS = 5_000;
+
+/** The models whose open shards belong to the `late` batches. */
+function modelsOf(snapshot: { shards: Array<{ batchId: string; model: string }> }, late: ReadonlySet<string>): Set<string> {
+  return new Set(snapshot.shards.filter((s) => late.has(s.batchId)).map((s) => s.model));
 }
