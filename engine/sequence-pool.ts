@@ -54,6 +54,9 @@ export interface SequencePoolOptions {
  * Sequences kept free for the interactive lane while it is warm (pool.ts): llama-server fed at its slots minus one
  * keeps one so; with fewer than four sequences the batches would give up too much of the engine for it.
  */
+/** The share of a prompt a sequence's cache must hold to count as holding its family (pick). */
+const MIN_SHARED_SHARE = 0.1;
+
 export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? 1 : 0);
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
@@ -340,9 +343,14 @@ export class SequencePool {
     for (let i = free.length - 1; i >= 0; i--) {
       const context = free[i].context;
       if (!donors.has(context)) donors.set(context, this.viaCopy(context, tokens, memo));
-      const length = this.reach(free[i], tokens, donors.get(context) ?? 0);
+      const reach = this.reach(free[i], tokens, donors.get(context) ?? 0);
+      // A few shared opening tokens are no family: below a tenth of the prompt (llama-server's slot similarity)
+      // the sequence counts as holding nothing of it, and the one released longest ago is taken, so a prompt
+      // of a new family does not evict the family just served.
+      const length = reach >= Math.max(2, Math.ceil(tokens.length * MIN_SHARED_SHARE)) ? reach : 0;
       const idle = -(this.busy.get(free[i].context) ?? 0);
-      if (length > bestKey[0] || (length === bestKey[0] && idle > bestKey[1])) {
+      const older = length === 0 && bestKey[0] === 0 && idle === bestKey[1];
+      if (length > bestKey[0] || (length === bestKey[0] && idle > bestKey[1]) || older) {
         best = i;
         bestKey = [length, idle];
       }
