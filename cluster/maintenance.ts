@@ -12,7 +12,7 @@ import type { EventBus, LeaderLock, WorkerRegistry } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED, STOPPED_WHY } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
-import { chooseYields, projectedFinish } from "./sla.js";
+import { chooseYields, projectedFinish, type SlaBatch } from "./sla.js";
 import { WebhookSender } from "./webhooks.js";
 
 const TICK_MS = 1_000;
@@ -185,11 +185,8 @@ export class Maintenance {
     }
     const open = new Set(snapshot.batches.map((b) => b.id));
     for (const id of this.atRisk) if (!open.has(id)) this.atRisk.delete(id);
-    const late = new Set<string>();
-    for (const b of snapshot.batches) {
-      const finish = projectedFinish(b, at);
-      if (finish === null || finish <= b.deadlineAt) continue;
-      late.add(b.id);
+    const late = lateBatches(snapshot.batches, at);
+    for (const [b, finish] of late) {
       if (this.atRisk.has(b.id)) continue;
       this.atRisk.add(b.id);
       metrics?.slaEvent("at_risk");
@@ -210,11 +207,7 @@ export class Maintenance {
     if (!this.deps.sla || Date.now() - this.riskSeenAt < RISK_LOOK_MS) return;
     this.riskSeenAt = Date.now();
     const snapshot = await within(STEP_MS.short, "sla", this.deps.queue.slaSnapshot());
-    const at = this.deps.now();
-    const late = new Set(
-      snapshot.batches.filter((b) => (projectedFinish(b, at) ?? Number.NEGATIVE_INFINITY) > b.deadlineAt).map((b) => b.id),
-    );
-    this.risky = modelsOf(snapshot, late);
+    this.risky = modelsOf(snapshot, lateBatches(snapshot.batches, this.deps.now()));
   }
 
   /** Whether an open batch of `model` is projected to end after its deadline (as of the last SLA tick). */
@@ -281,7 +274,18 @@ export class Maintenance {
 /** How often a process that does not lead looks at which models have a batch at risk. */
 const RISK_LOOK_MS = 5_000;
 
+/** The open batches projected to end after their deadline, each with its projected finish (unix seconds). */
+function lateBatches(batches: readonly SlaBatch[], at: number): Map<SlaBatch, number> {
+  const late = new Map<SlaBatch, number>();
+  for (const b of batches) {
+    const finish = projectedFinish(b, at);
+    if (finish !== null && finish > b.deadlineAt) late.set(b, finish);
+  }
+  return late;
+}
+
 /** The models whose open shards belong to the `late` batches. */
-function modelsOf(snapshot: { shards: Array<{ batchId: string; model: string }> }, late: ReadonlySet<string>): Set<string> {
-  return new Set(snapshot.shards.filter((s) => late.has(s.batchId)).map((s) => s.model));
+function modelsOf(snapshot: { shards: Array<{ batchId: string; model: string }> }, late: ReadonlyMap<SlaBatch, number>): Set<string> {
+  const ids = new Set([...late.keys()].map((b) => b.id));
+  return new Set(snapshot.shards.filter((s) => ids.has(s.batchId)).map((s) => s.model));
 }
