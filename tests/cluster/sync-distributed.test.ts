@@ -7,18 +7,16 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
 import { until } from "../../testkit/batch-client.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { closeCluster, type SharedState, startChild, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
+import { begin, NEVER_ENDS } from "../helpers/long-stream.js";
 import type { ServerProcess } from "../helpers/process.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
 const LEASE = 4;
 const COMMON = { LEASE_SECONDS: String(LEASE), CHECKPOINT_SECONDS: "1", THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "4096" };
-/** One ordinary token all but forced: an answer that must be cut runs its whole length. */
-const NEVER_ENDS = { [String(SPECIAL_TOKENS.imEnd.id + 42)]: 100 };
 
 describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", () => {
   let shared: SharedState;
@@ -102,13 +100,10 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
       logit_bias: NEVER_ENDS,
       stream: true,
     });
-    const pieces = stream[Symbol.asyncIterator]();
-    for (let i = 0; i < 3; i++) expect((await pieces.next()).done).toBe(false);
+    const begun = await begin(stream);
     worker.child.kill("SIGKILL");
     await worker.exited;
-    const ended = await (async () => {
-      for (;;) if ((await pieces.next()).done) return "done";
-    })().catch((e) => e);
+    const ended = (await begun.rest()) as any;
     expect(ended).toBeInstanceOf(OpenAI.APIError);
     expect(ended.message).toMatch(/stopped before the answer ended/);
 
@@ -136,13 +131,10 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
       logit_bias: NEVER_ENDS,
       stream: true,
     });
-    const pieces = stream[Symbol.asyncIterator]();
-    for (let i = 0; i < 3; i++) expect((await pieces.next()).done).toBe(false);
+    const begun = await begin(stream);
     frozen.child.kill("SIGSTOP");
     const stopped = Date.now();
-    const ended = await (async () => {
-      for (;;) if ((await pieces.next()).done) return "done";
-    })().catch((e) => e);
+    const ended = (await begun.rest()) as any;
     expect(ended).toBeInstanceOf(OpenAI.APIError);
     expect(ended.message).toMatch(/stopped before the answer ended/);
     // Within a lease and a half of its last heartbeat, and the API server's look every half lease.

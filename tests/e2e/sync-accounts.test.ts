@@ -7,9 +7,9 @@ import path from "node:path";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
 import { until } from "../../testkit/batch-client.js";
 import { getJson, writeKeysFile } from "../helpers/keys.js";
+import { begin, NEVER_ENDS } from "../helpers/long-stream.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
 
@@ -32,8 +32,6 @@ async function start(env: Record<string, string> = {}): Promise<ServerProcess> {
 const clientOf = (s: ServerProcess, key: string) =>
   new OpenAI({ baseURL: `${s.baseUrl}/v1`, apiKey: auth[key].authorization.slice("Bearer ".length), maxRetries: 0 });
 const user = (content: string) => [{ role: "user" as const, content }];
-/** One ordinary token all but forced: an answer that must be cut runs its whole length. */
-const NEVER_ENDS = { [String(SPECIAL_TOKENS.imEnd.id + 42)]: 100 };
 
 /** Runs `test` on a server; one the test left running is killed, so the next can take the BATCH_DIR. */
 async function withServer(test: (s: ServerProcess) => Promise<void>, env?: Record<string, string>): Promise<void> {
@@ -124,23 +122,15 @@ describe("synchronous requests' accounts", () => {
           logit_bias: NEVER_ENDS,
           stream: true,
         });
-        const it = stream[Symbol.asyncIterator]();
-        for (let i = 0; i < 3; i++) expect((await it.next()).done).toBe(false);
+        const begun = await begin(stream);
         s.child.kill("SIGTERM");
         // During the drain the service still answers (the flex lane has room beside the stream).
         const during = await b.chat.completions.create({ model: "chat", messages: user("Hi"), max_tokens: 4, service_tier: "flex" });
         expect(during.service_tier).toBe("flex");
-        let pieces = 3;
-        const ended = await (async () => {
-          for (;;) {
-            const next = await it.next();
-            if (next.done) return "done";
-            pieces++;
-          }
-        })().catch((e) => e);
+        const ended = (await begun.rest()) as any;
         expect(ended).toBeInstanceOf(OpenAI.APIError);
         expect(ended.message).toMatch(/shutting down/);
-        expect(pieces).toBeGreaterThan(3);
+        expect(begun.pieces).toBeGreaterThan(3);
         expect(await s.exited).toBe(0);
       },
       { CONTEXT_SIZE: "8192" },

@@ -9,9 +9,9 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
-import { SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
 import { pythonWith } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+import { NEVER_ENDS } from "../helpers/long-stream.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -36,8 +36,6 @@ afterAll(async () => {
 });
 
 const user = (content: string) => [{ role: "user" as const, content }];
-/** One ordinary token all but forced (end tokens may not be banned): an answer that must be cut runs until it is. */
-const NEVER_ENDS = { [String(SPECIAL_TOKENS.imEnd.id + 42)]: 100 };
 
 describe("synchronous endpoints", () => {
   it("answer chat, completions, embeddings and responses through the openai client, naming the tier", async () => {
