@@ -156,6 +156,9 @@ async function startPrimary(models: ModelRouter, registry: ModelRegistry): Promi
 /** /metrics reads each upstream backend's flow control at scrape time. */
 function watchModelBackends(metrics: Metrics, models: ModelRouter): void {
   metrics.watchBackends(() => upstreamStats(models));
+  metrics.watchPreemptions(() =>
+    models.backends().flatMap(({ name, backend: b }) => (b.preemptions ? [{ model: name, count: b.preemptions() }] : [])),
+  );
 }
 
 /** Each backend with flow control of its own (the upstream ones), by model: for /metrics and the console. */

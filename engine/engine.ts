@@ -95,6 +95,8 @@ export class LlamaEngine implements Engine {
       microBatches: s.microBatches,
       prefixCopies: s.copies,
       copiedTokens: s.copiedTokens,
+      preemptions: s.yields,
+      reevaluatedTokens: s.reevaluated,
       kvSwitches: this.parts.kv.switches.toUnified + this.parts.kv.switches.toStreams,
       kvUnified: this.parts.kv.current.kvUnified,
     };

@@ -107,7 +107,8 @@ export async function generate(
     return { ...choices[0], promptTokens, completionTokens: 0, cachedPromptTokens: 0, choices };
   }
 
-  const sequence = await pool.acquire(req.tokens, signal);
+  // The sequence may change: a batch line gives its own to an interactive request and resumes on another.
+  const lease: Lease = { sequence: await pool.acquire(req.tokens, signal) };
   let failed = false;
   try {
     const choices: Choice[] = [];
@@ -115,11 +116,11 @@ export async function generate(
     // The choices take turns on one sequence: each after the first finds the prompt in the cache, so the prompt
     // is evaluated once whatever n is (only its last token again, for the first new token's logits).
     for (let i = 0; i < req.n; i++) {
-      const cached = await pool.prepare(sequence, req.tokens);
+      const cached = await pool.prepare(lease.sequence!, req.tokens);
       if (i === 0) cachedPromptTokens = cached;
       throwIfAborted(signal);
       const onText = req.onText && ((text: string) => req.onText?.(i, text));
-      choices.push(await generateChoice(pool, sequence, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));
+      choices.push(await generateChoice(pool, lease, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));
     }
     const completionTokens = choices.reduce((sum, c) => sum + c.completionTokens, 0);
     return { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
@@ -127,13 +128,18 @@ export async function generate(
     failed = !(err instanceof Error && err.name === "AbortError");
     throw asEngineError(err);
   } finally {
-    await pool.release(sequence, failed);
+    if (lease.sequence) await pool.release(lease.sequence, failed);
   }
+}
+
+/** The sequence a request holds; null while a yielding batch line waits for another. */
+interface Lease {
+  sequence: LlamaContextSequence | null;
 }
 
 async function generateChoice(
   pool: SequencePool,
-  sequence: LlamaContextSequence,
+  lease: Lease,
   model: LlamaModel,
   req: GenerationRequest,
   cached: number,
@@ -173,31 +179,49 @@ async function generateChoice(
     return true;
   };
 
-  for await (const { token, scores } of evaluate(sequence, model, req, cached, generated, seed, pool)) {
-    // The prompt is in the cache now: requests sharing its prefix on this context may copy it.
-    if (generated.length === 0) pool.evaluated(sequence);
-    if (logprobs && scores) {
-      const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
-      logprobs.push({ ...tokenLogprobs(model, before, token, scores, req.logprobs ?? 0), offset: text.length });
+  const options = choiceOptions(model, req, generated, seed, pool);
+  let input = req.tokens.slice(cached);
+  for (let sequence = lease.sequence!; ; ) {
+    let yielded = false;
+    let first = true;
+    for await (const { token, scores } of evaluate(sequence, pool, req, input, options, generated.length)) {
+      // The prompt is in the cache now: requests sharing its prefix on this context may copy it.
+      if (first) pool.evaluated(sequence);
+      first = false;
+      if (logprobs && scores) {
+        const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
+        logprobs.push({ ...tokenLogprobs(model, before, token, scores, req.logprobs ?? 0), offset: text.length });
+      }
+      generated.push(token);
+      let stopped = model.isEogToken(token) || req.stopTokens.has(token);
+      if (!stopped) {
+        pending.push(token);
+        const piece = model.detokenize(pending, false, history);
+        const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
+        stopped = !partial && flush(piece);
+      } else {
+        // The end-of-turn token is not part of the answer.
+        logprobs?.pop();
+      }
+      if (stopped) finishReason = "stop";
+      yielded = !stopped && generated.length < maxTokens && !signal?.aborted && pool.mustYield(sequence);
+      if (stopped || generated.length >= maxTokens || signal?.aborted || yielded) {
+        // Said before the loop is left: closing node-llama-cpp's generator takes a few promise hops, and the
+        // other sequences' next decode should not wait for this one meanwhile (batch-order.ts).
+        pool.finished(sequence);
+        break;
+      }
     }
-    generated.push(token);
-    let stopped = model.isEogToken(token) || req.stopTokens.has(token);
-    if (!stopped) {
-      pending.push(token);
-      const piece = model.detokenize(pending, false, history);
-      const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
-      stopped = !partial && flush(piece);
-    } else {
-      // The end-of-turn token is not part of the answer.
-      logprobs?.pop();
-    }
-    if (stopped) finishReason = "stop";
-    if (stopped || generated.length >= maxTokens || signal?.aborted) {
-      // Said before the loop is left: closing node-llama-cpp's generator takes a few promise hops, and the
-      // other sequences' next decode should not wait for this one meanwhile (batch-order.ts).
-      pool.finished(sequence);
-      break;
-    }
+    if (!yielded) break;
+    // The tokens stay the line's: on the sequence it gets back they are evaluated again with the prompt (or copied
+    // where a sibling holds the prompt), and generation goes on from the last one.
+    const sofar = [...req.tokens, ...generated];
+    lease.sequence = null;
+    sequence = await pool.resume(sequence, sofar, signal);
+    lease.sequence = sequence;
+    const kept = await pool.prepare(sequence, sofar);
+    pool.reevaluated(sofar.length - 1 - kept);
+    input = sofar.slice(kept);
   }
   if (finishReason === "length" && generated.length < maxTokens && signal?.aborted) throw abortError(signal);
   if (pending.length > 0 && flush()) finishReason = "stop";
@@ -219,7 +243,7 @@ async function generateChoice(
 export function samplerOptions(
   req: Pick<Resolved, "temperature" | "topP" | "topK">,
   seed: number,
-  priority: EvaluationPriority,
+  priority?: EvaluationPriority,
 ): SequenceEvaluateOptions {
   return {
     temperature: req.temperature,
@@ -228,25 +252,14 @@ export function samplerOptions(
     minP: 0,
     seed,
     yieldEogToken: true,
-    evaluationPriority: priority,
+    ...(priority === undefined ? {} : { evaluationPriority: priority }),
   };
 }
 
-/**
- * node-llama-cpp's evaluation, with what log probabilities are computed from when they were asked for: where the
- * chain leaves the logits as they are and there is no grammar, the top tokens' logits and their normaliser
- * (`traced`); else the full distribution, which node-llama-cpp hands over as a map of the whole vocabulary per token.
- */
-async function* evaluate(
-  sequence: LlamaContextSequence,
-  model: LlamaModel,
-  req: GenerationRequest,
-  cached: number,
-  generated: Token[],
-  seed: number,
-  pool: SequencePool,
-): AsyncGenerator<{ token: Token; scores?: TokenScores }> {
-  const options = samplerOptions(req, seed, pool.batchTag(sequence));
+/** A choice's sampler options, kept over its segments: the grammar's state and the penalties' tokens go on. */
+function choiceOptions(model: LlamaModel, req: GenerationRequest, generated: Token[], seed: number, pool: SequencePool) {
+  // Each segment's evaluation names its sequence's place in the batch (evaluate).
+  const options = samplerOptions(req, seed);
   if (req.frequencyPenalty !== 0 || req.presencePenalty !== 0) {
     // OpenAI's penalties count the tokens sampled so far (not the prompt's); llama.cpp's penalties sampler
     // subtracts count x frequency and (count > 0) x presence from each logit, as OpenAI documents.
@@ -263,12 +276,33 @@ async function* evaluate(
     for (const [token, value] of req.logitBias) bias.set(token as Token, { logit: value });
     options.tokenBias = bias;
   }
+  // The grammar's state has taken each token sampled (node-llama-cpp's sampler accepts it), so a resumed line's
+  // grammar goes on where it stopped.
   if (req.grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar: req.grammar });
-  const input = req.tokens.slice(cached);
+  return options;
+}
+
+/**
+ * node-llama-cpp's evaluation of `input` on `sequence` and the tokens after it, with what log probabilities are
+ * computed from when they were asked for: where the chain leaves the logits as they are and there is no grammar, the
+ * top tokens' logits and their normaliser (`traced`, whose per-token seeds count from `from`, the tokens generated
+ * before); else the full distribution, which node-llama-cpp hands over as a map of the whole vocabulary per token.
+ */
+async function* evaluate(
+  sequence: LlamaContextSequence,
+  pool: SequencePool,
+  req: GenerationRequest,
+  input: Token[],
+  shared: SequenceEvaluateOptions,
+  from: number,
+): AsyncGenerator<{ token: Token; scores?: TokenScores }> {
+  const options = { ...shared, evaluationPriority: pool.batchTag(sequence) };
+  // A sampled line resumed on a new sampler draws from a seed of where it resumed (the same seed, the same answer).
+  if (from > 0 && options.seed !== undefined) options.seed = tokenSeed(options.seed, from);
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
   } else if (!req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
-    yield* traced(sequence, input, options, req.logprobs);
+    yield* traced(sequence, input, { ...options, seed: shared.seed }, req.logprobs, from);
   } else {
     const { temperature } = req;
     for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))
@@ -287,6 +321,7 @@ async function* traced(
   input: Token[],
   options: SequenceEvaluateOptions,
   top: number,
+  from: number,
 ): AsyncGenerator<{ token: Token; scores: TokenScores }> {
   // A greedy line's token is the largest logit, so one alternative is the chosen one; a sampled line needs the
   // largest for the normaliser. More make the addon sort the vocabulary (a partial sort on the patched build).
@@ -294,7 +329,7 @@ async function* traced(
   const includeTop = temperature ? Math.max(1, top) : top > 1 ? top : 0;
   const logits = { filter: { tokens: [], includeSelected: true, includeTop } };
   let tokens = input;
-  for (let index = 0; ; index++) {
+  for (let index = from; ; index++) {
     // The line's own sampler options (samplerOptions, with its bias and penalties), seeded per token.
     const sampling = { temperature, topP, topK, minP, seed: tokenSeed(seed, index), tokenBias, repeatPenalty };
     const generateNext = { token: true, totalLogitWeight: true, logits, options: sampling };

@@ -18,7 +18,7 @@ export function unifiedSuits(shape: RunShape, sequences: number): boolean | unde
   return shape.familyLines >= UNIFIED_FAMILY_SHARE * shape.lines;
 }
 
-type Stats = SequencePool["batchStats"] & { copies: number; copiedTokens: number };
+type Stats = SequencePool["batchStats"] & { copies: number; copiedTokens: number; yields: number; reevaluated: number };
 
 /**
  * Holds the sequence pool and makes it again with the other cache when a run asks and no request is on it. Requests
@@ -28,7 +28,7 @@ type Stats = SequencePool["batchStats"] & { copies: number; copiedTokens: number
 export class KvChoice {
   private active = 0;
   private switching: Promise<void> | null = null;
-  private readonly retired: Stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0, copies: 0, copiedTokens: 0 };
+  private readonly retired: Stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0, copies: 0, copiedTokens: 0, yields: 0, reevaluated: 0 };
   readonly switches = { toUnified: 0, toStreams: 0 };
 
   constructor(
@@ -84,6 +84,8 @@ export class KvChoice {
       microBatches: r.microBatches + b.microBatches,
       copies: r.copies + this.pool.copyStats.copies,
       copiedTokens: r.copiedTokens + this.pool.copyStats.tokens,
+      yields: r.yields + this.pool.yieldStats.yields,
+      reevaluated: r.reevaluated + this.pool.yieldStats.tokens,
     };
   }
 

@@ -67,6 +67,10 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   /** Prompt tokens by the model's own tokenizer (the enqueued-token estimate of a batch). */
+  preemptions(): number {
+    return this.engine.scheduling().preemptions;
+  }
+
   countTokens(text: string): number {
     return this.engine.countTokens(text);
   }

@@ -5,7 +5,9 @@
 // how often the oldest waiter is passed over. A request of the interactive lane waits ahead of the batch lane's,
 // and while that lane is warm (a request of it came within the last WARM_MS) a pool given a reserve keeps that
 // many items free of batch work, so the next interactive request starts at once instead of waiting for a batch
-// line to end: batch lines run in step and end together, so that wait is most of a line's length.
+// line to end: batch lines run in step and end together, so that wait is most of a line's length. Past the reserve,
+// an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
+// at its next token; that line then waits ahead of the batch lines not begun.
 import Denque from "denque";
 import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow, reserveWanted } from "./lane.js";
@@ -20,6 +22,10 @@ interface Waiter<T> {
   passedOver: number;
   /** Of the interactive lane (lane.ts): it waits ahead of every batch waiter, in FIFO order among its own. */
   interactive: boolean;
+  /** A batch line that gave its item to an interactive request: it waits ahead of the batch lines not begun. */
+  resumed: boolean;
+  /** An interactive request that may take a batch line's item (`preempting`); not while a batch is at risk. */
+  preempts: boolean;
 }
 
 /** How well an item suits a request (higher is better; equal scores keep FIFO order). */
@@ -42,6 +48,7 @@ export class ResourcePool<T> {
   private closed = false;
   private warmUntil = 0;
   private cooling: NodeJS.Timeout | undefined;
+  private preemptors = 0;
 
   /** `reserve`: the items kept free of batch work while the interactive lane is warm (for `warmMs` after its last request). */
   constructor(
@@ -72,6 +79,11 @@ export class ResourcePool<T> {
     return this.free.length;
   }
 
+  /** Interactive requests waiting that a batch line should give its item to (sequence-pool.ts, mustYield). */
+  get preempting(): number {
+    return this.preemptors;
+  }
+
   /** Whether a request waits for an item: the next one released goes to it at once. */
   get contended(): boolean {
     for (let i = 0; i < this.waiters.length; i++) if (!this.waiters.peekAt(i)!.done) return true;
@@ -97,9 +109,10 @@ export class ResourcePool<T> {
   /**
    * Take an item. With several free, `choose` picks one (default: the one released last, whose state is
    * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting. While it waits,
-   * `affinity` scores each released item for it (see release).
+   * `affinity` scores each released item for it (see release). `resumed`: a batch line taking an item back after
+   * giving one to an interactive request waits ahead of the other batch work.
    */
-  acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>): Promise<T> {
+  acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>, resumed = false): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const interactive = interactiveNow();
@@ -112,7 +125,7 @@ export class ResourcePool<T> {
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => {
         if (waiter.done) return;
-        waiter.done = true;
+        this.settle(waiter);
         reject(abortError(signal));
       };
       const waiter: Waiter<T> = {
@@ -120,6 +133,8 @@ export class ResourcePool<T> {
         affinity,
         passedOver: 0,
         interactive,
+        resumed: resumed && !interactive,
+        preempts: interactive && reserveWanted(),
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
           resolve(item);
@@ -130,16 +145,34 @@ export class ResourcePool<T> {
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      if (waiter.interactive) this.waiters.splice(this.firstBatchWaiter(), 0, waiter);
+      if (waiter.preempts) this.preemptors++;
+      if (waiter.interactive)
+        this.waiters.splice(
+          this.firstWaiter((w) => !w.interactive),
+          0,
+          waiter,
+        );
+      else if (waiter.resumed)
+        this.waiters.splice(
+          this.firstWaiter((w) => !w.interactive && !w.resumed),
+          0,
+          waiter,
+        );
       else this.waiters.push(waiter);
     });
   }
 
-  /** Where the first live waiter of the batch lane is (the end when there is none). */
-  private firstBatchWaiter(): number {
+  /** Marks a waiter served, failed or gone. */
+  private settle(waiter: Waiter<T>): void {
+    waiter.done = true;
+    if (waiter.preempts) this.preemptors--;
+  }
+
+  /** Where the first live waiter `after` holds for is (the end when there is none). */
+  private firstWaiter(after: (w: Waiter<T>) => boolean): number {
     for (let i = 0; i < this.waiters.length; i++) {
       const w = this.waiters.peekAt(i)!;
-      if (!w.done && !w.interactive) return i;
+      if (!w.done && after(w)) return i;
     }
     return this.waiters.length;
   }
@@ -163,15 +196,16 @@ export class ResourcePool<T> {
     }
     const waiter = index === 0 ? this.waiters.shift()! : this.waiters.removeOne(index)!;
     if (index > 0) this.waiters.peekFront()!.passedOver++;
-    waiter.done = true;
+    this.settle(waiter);
     waiter.resolve(item);
   }
 
   /** Index of the live waiter `item` goes to; the front one is live. */
   private bestWaiter(item: T): number {
     const oldest = this.waiters.peekFront()!;
-    // An interactive request is served before any batch work, whatever a batch line's prompt shares.
-    if (oldest.passedOver >= MAX_PASSED_OVER || oldest.interactive) return 0;
+    // An interactive request is served before any batch work, whatever a batch line's prompt shares, and a batch
+    // line that gave its item to one before the lines not begun.
+    if (oldest.passedOver >= MAX_PASSED_OVER || oldest.interactive || oldest.resumed) return 0;
     let best = 0;
     let bestScore = oldest.affinity?.(item) ?? 0;
     const end = Math.min(this.waiters.length, AFFINITY_WINDOW);
@@ -194,7 +228,7 @@ export class ResourcePool<T> {
     while (!this.waiters.isEmpty()) {
       const waiter = this.waiters.shift()!;
       if (waiter.done) continue;
-      waiter.done = true;
+      this.settle(waiter);
       waiter.reject(engineClosed());
     }
     return this.free.splice(0);

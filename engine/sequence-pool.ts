@@ -13,6 +13,7 @@ import {
 } from "node-llama-cpp";
 import { BatchOrder, sequenceTag } from "./batch-order.js";
 import { canQueueKvOps, queueCopy, queueTruncate } from "./kv-ops.js";
+import { interactiveNow } from "./lane.js";
 import { ResourcePool } from "./pool.js";
 import {
   cachedPrefix,
@@ -75,6 +76,12 @@ export class SequencePool {
   readonly copyStats = { copies: 0, tokens: 0 };
   /** The contexts keep one KV cache for all their sequences (kv-choice.ts). */
   readonly kvUnified: boolean;
+  /** Batch lines that gave their sequence to an interactive request, and the tokens they evaluated again after. */
+  readonly yieldStats = { yields: 0, tokens: 0 };
+  /** Sequences lent to batch work, in the order they were lent, and whether their first token came. */
+  private readonly batchLent = new Map<LlamaContextSequence, { at: number; generating: boolean }>();
+  private readonly yielding = new Set<LlamaContextSequence>();
+  private lends = 0;
 
   private constructor(
     readonly contexts: readonly LlamaContext[],
@@ -168,7 +175,7 @@ export class SequencePool {
    * share the longest prefix with the prompt is taken, so repeated system prompts and few-shot headers are
    * evaluated once; with none free, a released sequence goes to the waiting request it shares most with.
    */
-  async acquire(tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
+  async acquire(tokens: readonly Token[], signal?: AbortSignal, resumed = false): Promise<LlamaContextSequence> {
     const memo = new WeakMap<object, number>();
     const sequence = await this.pool.acquire(
       signal,
@@ -181,10 +188,44 @@ export class SequencePool {
       // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most with its cache,
       // or with what its context's other sequences hold (a copy away).
       this.prefixReuse && tokens.length > 0 ? (s) => this.affinity(s, tokens, memo) : undefined,
+      resumed,
     );
     if (this.prefixCopy && !this.claims.isClaimed(sequence)) this.claim(sequence, tokens);
     this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + 1);
+    if (!interactiveNow()) this.batchLent.set(sequence, { at: this.lends++, generating: false });
     return sequence;
+  }
+
+  /**
+   * Whether the batch line on `sequence` should give it to an interactive request now (asked at each of its tokens):
+   * one waits that no other line is giving way to, and this is the line lent last of those generating, which has
+   * the fewest tokens to evaluate again, as vLLM preempts the request that came last.
+   */
+  mustYield(sequence: LlamaContextSequence): boolean {
+    if (this.pool.preempting <= this.yielding.size || !this.batchLent.has(sequence)) return false;
+    let last: LlamaContextSequence | undefined;
+    let at = -1;
+    for (const [s, lent] of this.batchLent) {
+      if (lent.generating && lent.at > at && !this.yielding.has(s)) [last, at] = [s, lent.at];
+    }
+    if (last !== sequence) return false;
+    this.yielding.add(sequence);
+    this.yieldStats.yields++;
+    return true;
+  }
+
+  /**
+   * Gives a yielding line's sequence back (to the interactive request waiting) and lends it another once one is
+   * free, ahead of the batch lines not begun; `tokens` are its prompt and what it generated so far.
+   */
+  async resume(sequence: LlamaContextSequence, tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
+    await this.release(sequence);
+    return this.acquire(tokens, signal, true);
+  }
+
+  /** A resumed line evaluated these tokens again (its cache went to the interactive request). */
+  reevaluated(tokens: number): void {
+    this.yieldStats.tokens += tokens;
   }
 
   /**
@@ -230,6 +271,8 @@ export class SequencePool {
   /** The sequence's prompt has been evaluated (its first token came): others may copy it now. */
   evaluated(sequence: LlamaContextSequence): void {
     this.claims.evaluated(sequence);
+    const lent = this.batchLent.get(sequence);
+    if (lent) lent.generating = true;
   }
 
   /**
@@ -293,6 +336,8 @@ export class SequencePool {
   async release(sequence: LlamaContextSequence, failed = false): Promise<void> {
     this.finished(sequence);
     this.claims.drop(sequence);
+    this.batchLent.delete(sequence);
+    this.yielding.delete(sequence);
     if (failed && !sequence.disposed) {
       try {
         await sequence.clearHistory();

@@ -159,6 +159,12 @@ export interface SchedulingStats {
   /** Prefixes copied from another sequence of the same context, and the prompt tokens those copies spared. */
   prefixCopies: number;
   copiedTokens: number;
+  /**
+   * Times a batch line gave its sequence to an interactive request at its next token, and the tokens such lines
+   * evaluated again once resumed (their prompt and answer so far, less what a cache still held).
+   */
+  preemptions: number;
+  reevaluatedTokens: number;
   /** Times the contexts were made again with the other KV cache (KV_UNIFIED auto), and the cache they keep now. */
   kvSwitches: number;
   kvUnified: boolean;

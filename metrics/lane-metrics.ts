@@ -23,10 +23,13 @@ export interface LaneMetrics {
   watchLanes(read: () => LaneState[]): void;
   /** A batch of the model turned at risk of its deadline: the interactive lane gave back its share. */
   laneTakeback(model: string): void;
+  /** Each local model's batch lines that gave their sequence to an interactive request since start, read at scrape time. */
+  watchPreemptions(read: () => Array<{ model: string; count: number }>): void;
 }
 
 export function createLaneMetrics(prefix: string, registers: client.Registry[]): LaneMetrics {
   let lanes: () => LaneState[] = () => [];
+  let preemptions: () => Array<{ model: string; count: number }> = () => [];
   const requests = new client.Counter({
     name: `${prefix}sync_requests_total`,
     help: "Synchronous requests by tier (default, flex), model and outcome (completed, refused with a 429, failed, disconnected).",
@@ -64,6 +67,16 @@ export function createLaneMetrics(prefix: string, registers: client.Registry[]):
     labelNames: ["model"],
     registers,
   });
+  new client.Gauge({
+    name: `${prefix}sync_lane_preemptions`,
+    help: "Batch lines of a local model that gave their sequence to an interactive request at their next token, since start.",
+    labelNames: ["model"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of preemptions()) this.set({ model: p.model }, p.count);
+    },
+  });
   gauge("running", "Synchronous requests running, by tier and model.");
   gauge("waiting", "Synchronous requests waiting in their lane's queue, by tier and model.");
   return {
@@ -79,6 +92,9 @@ export function createLaneMetrics(prefix: string, registers: client.Registry[]):
     },
     laneTakeback(model) {
       takebacks.inc({ model });
+    },
+    watchPreemptions(read) {
+      preemptions = read;
     },
   };
 }

@@ -140,6 +140,8 @@ export interface InferenceBackend {
   countTokens?(text: string): number;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
+  /** Present on the local engine: batch lines that gave their sequence to an interactive request since start. */
+  preemptions?(): number;
   /**
    * Throws a non-retryable RequestError naming the parameter when the request asks for something this backend
    * cannot honour; cheap, so it runs for every line before the request is queued for the backend.

@@ -11,6 +11,7 @@ function fakePool(kvUnified: boolean, steps = 0) {
     closed: false,
     batchStats: { steps, sequences: 0, tokens: steps * 10, waitTurns: 0, microBatches: steps },
     copyStats: { copies: 1, tokens: 5 },
+    yieldStats: { yields: 1, tokens: 7 },
     close: async () => {
       pool.closed = true;
     },
@@ -45,6 +46,7 @@ describe("KvChoice", () => {
     expect(made).toEqual([true]);
     expect(kv.stats().steps).toBe(5);
     expect(kv.stats().copies).toBe(2);
+    expect(kv.stats().yields).toBe(2);
     await kv.prepare(apart);
     expect(made).toEqual([true, false]);
     expect(kv.switches).toEqual({ toUnified: 1, toStreams: 1 });

@@ -1,7 +1,9 @@
 // The interactive lane on the real engine: with every sequence busy and batch lines waiting, a request of the
 // interactive lane takes the next sequence freed, ahead of the batch lines that waited longer; and with four
-// sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line.
+// sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line;
+// past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inLane } from "../../engine/lane.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
@@ -11,15 +13,48 @@ import { openTestEngine } from "../../testkit/model.js";
 let engine: Engine;
 let backend: LlamaBackend;
 let four: Engine;
+let two: Engine;
 beforeAll(async () => {
   engine = await openTestEngine({ sequences: 1, contextSize: 256 });
   backend = new LlamaBackend(engine);
   four = await openTestEngine({ sequences: 4, contextSize: 1024 });
+  two = await openTestEngine({ sequences: 2, contextSize: 512 });
 });
 afterAll(async () => {
   await engine?.close();
   await four?.close();
+  await two?.close();
 });
+
+/** Bans the model's end tokens: an answer runs its whole maxTokens. */
+const noEnd = (e: Engine) =>
+  new Map(Array.from({ length: e.vocabularySize }, (_, t) => t).flatMap((t) => (e.isEndOfGeneration(t) ? [[t, -100] as const] : [])));
+
+/** Batch lines begun on every sequence of `e`, each streaming its text; resolves once each has streamed some. */
+async function busy(e: Engine, lines: Array<Omit<Parameters<Engine["complete"]>[1], "onText">>) {
+  const streamed = lines.map(() => "");
+  const finished: string[] = [];
+  let generating = () => {};
+  const all = new Promise<void>((r) => {
+    generating = r;
+  });
+  const results = lines.map((params, i) =>
+    e
+      .complete(`Once upon a time, line ${i}`, {
+        ...params,
+        onText: (_, text) => {
+          streamed[i] += text;
+          if (streamed.every((s) => s.length > 0)) generating();
+        },
+      })
+      .then((r) => {
+        finished.push(`batch ${i}`);
+        return r;
+      }),
+  );
+  await all;
+  return { streamed, finished, results: Promise.all(results) };
+}
 
 function runner(b: LlamaBackend, finished: string[]) {
   return (name: string, lane: Lane, maxTokens: number) => {
@@ -68,5 +103,47 @@ describe("lanes", () => {
     expect(finished).toEqual(["warm-up", "interactive"]);
     await Promise.all(batch);
     expect(finished).toHaveLength(10);
+  });
+
+  it("has a batch line give its sequence to an interactive request at its next token; the line keeps every token", async () => {
+    // Two sequences keep no reserve: both run batch lines when the request comes, and without preemption it would
+    // wait for one to end (190 tokens on).
+    const { streamed, finished, results } = await busy(
+      two,
+      [0, 1].map(() => ({ temperature: 0, maxTokens: 200, logitBias: noEnd(two) })),
+    );
+    const before = two.scheduling();
+    const answer = await inLane("interactive", () => two.complete("Once upon a time", { temperature: 0, maxTokens: 4 }));
+    finished.push("interactive");
+    expect(answer.completionTokens).toBe(4);
+    const lines = await results;
+    expect(finished[0]).toBe("interactive");
+    const after = two.scheduling();
+    expect(after.preemptions - before.preemptions).toBe(1);
+    expect(after.reevaluatedTokens).toBeGreaterThan(before.reevaluatedTokens);
+    // What the line streamed before it gave way and after it resumed is its answer, whole and once.
+    for (const [i, line] of lines.entries()) {
+      expect(line.completionTokens).toBe(200);
+      expect(line.finishReason).toBe("length");
+      expect(line.text).toBe(streamed[i]);
+    }
+  });
+
+  it("resumes a line under a grammar where the grammar stopped, and a sampled line to its whole length", async () => {
+    const schema = { type: "array", items: { enum: ["cat", "dog"] }, minItems: 40, maxItems: 40 };
+    const lines = [
+      { temperature: 1, seed: 5, maxTokens: 400, format: { type: "json_schema" as const, schema } },
+      { temperature: 1, seed: 5, maxTokens: 120, logitBias: noEnd(two) },
+    ];
+    const { streamed, results } = await busy(two, lines);
+    const before = two.scheduling().preemptions;
+    await inLane("interactive", () => two.complete("Once upon a time", { temperature: 0, maxTokens: 2 }));
+    const [json, sampled] = await results;
+    expect(two.scheduling().preemptions - before).toBe(1);
+    const items = JSON.parse(json.text) as unknown[];
+    expect(items).toHaveLength(40);
+    expect(items.every((x) => x === "cat" || x === "dog")).toBe(true);
+    expect(sampled.completionTokens).toBe(120);
+    expect([json.text, sampled.text]).toEqual(streamed);
   });
 });

@@ -184,4 +184,37 @@ describe("ResourcePool", () => {
     expect(all).toHaveLength(4);
     expect(pool.available).toBe(0);
   });
+
+  it("counts the interactive requests a batch line should give way to, and puts a resumed line ahead of the rest", async () => {
+    const pool = new ResourcePool(["a"]);
+    const held = await pool.acquire();
+    const order: string[] = [];
+    const wait = (name: string, lane: "interactive" | "batch", opts: { resumed?: boolean; reserve?: boolean; signal?: AbortSignal } = {}) =>
+      inLane(
+        lane,
+        async () => {
+          const item = await pool.acquire(opts.signal, undefined, undefined, opts.resumed);
+          order.push(name);
+          pool.release(item);
+        },
+        opts.reserve ?? true,
+      );
+    const gone = new AbortController();
+    const all = [
+      wait("batch", "batch"),
+      wait("resumed", "batch", { resumed: true }),
+      wait("interactive", "interactive"),
+      // A request that gives the reserve back (a batch at risk) takes no batch line's item.
+      wait("at risk", "interactive", { reserve: false }),
+      wait("gone", "interactive", { signal: gone.signal }).catch(() => order.push("aborted")),
+    ];
+    expect(pool.preempting).toBe(2);
+    gone.abort();
+    await new Promise((r) => setImmediate(r));
+    expect(pool.preempting).toBe(1);
+    pool.release(held);
+    await Promise.all(all);
+    expect(pool.preempting).toBe(0);
+    expect(order).toEqual(["aborted", "interactive", "at risk", "resumed", "batch"]);
+  });
 });
