@@ -28,7 +28,17 @@ type Stats = SequencePool["batchStats"] & { copies: number; copiedTokens: number
 export class KvChoice {
   private active = 0;
   private switching: Promise<void> | null = null;
-  private readonly retired: Stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0, copies: 0, copiedTokens: 0, yields: 0, reevaluated: 0 };
+  private readonly retired: Stats = {
+    steps: 0,
+    sequences: 0,
+    tokens: 0,
+    waitTurns: 0,
+    microBatches: 0,
+    copies: 0,
+    copiedTokens: 0,
+    yields: 0,
+    reevaluated: 0,
+  };
   readonly switches = { toUnified: 0, toStreams: 0 };
 
   constructor(
