@@ -29,6 +29,8 @@ export interface LaneRun {
   linesPerSecond: number | null;
   batchSeconds: number | null;
   ttft: { p50Ms: number; p99Ms: number; n: number } | null;
+  /** The service's batch lines that gave their sequence to an interactive request (its /metrics). */
+  preemptions?: number;
 }
 
 export interface LanesResult {
@@ -111,10 +113,16 @@ async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boole
     if (final.status !== "completed" || final.request_counts.failed > 0)
       throw new Error(`lanes batch ended ${final.status} ${JSON.stringify(final.request_counts)}`);
     const seconds = (seenAt - t0) / 1000;
-    return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft };
+    return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft, preemptions: await preemptions(server.baseUrl) };
   } finally {
     await server.stop();
   }
+}
+
+async function preemptions(baseUrl: string): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const sample = /^obi_sync_lane_preemptions\{[^}]*\} (\d+)/m.exec(text);
+  return sample ? Number(sample[1]) : 0;
 }
 
 async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun> {
@@ -172,7 +180,7 @@ export async function compareLanes(
   );
   const show = (what: string, r: LaneRun) =>
     log(
-      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}` : ""}`,
+      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
     );
   const service = {
     idle: await serviceIdle(model.path, plan),
