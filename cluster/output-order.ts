@@ -6,7 +6,7 @@
 // it is assembled in the same order.
 import { isJsonLine, readJsonlLines } from "../pipeline/jsonl.js";
 import type { BlobStore } from "../stores/blob-store.js";
-import type { ShardPart } from "./ports.js";
+import type { OrderEntry, OutputOrder, ShardPart } from "./ports.js";
 
 /** A shard's committed object is gone (its batch was finalized meanwhile, and its parts removed). */
 export class PartGone extends Error {
@@ -16,14 +16,7 @@ export class PartGone extends Error {
   }
 }
 
-/** [shard index, how many of that shard's output lines the batch has through this entry]. */
-export type OrderEntry = [number, number];
-
-export interface OutputOrder {
-  entries: OrderEntry[];
-  /** Each shard's committed output objects in order, by shard index. */
-  keys: Map<number, string[]>;
-}
+export type { OrderEntry, OutputOrder } from "./ports.js";
 
 /** A shard's committed output objects, in its parts' order. */
 export const outputKeys = (parts: readonly ShardPart[]): string[] => parts.flatMap((p) => (p.output ? [p.output] : []));

@@ -9,7 +9,6 @@ import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "
 import type { UsageRecord } from "../domain/usage.js";
 import type { ShardPlan } from "../pipeline/shards.js";
 import type { TokenUsage } from "../pipeline/types.js";
-import type { OutputOrder } from "./output-order.js";
 import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
 
@@ -135,6 +134,15 @@ export interface BatchRecords {
   usage(q: { start: number; end: number }): Promise<UsageRecord[]>;
   /** Keeps a usage record that is no batch's (synchronous requests'), replacing the one kept under its id. */
   keepUsage(record: UsageRecord): Promise<void>;
+}
+
+/** [shard index, how many of that shard's output lines the batch has through this entry]. */
+export type OrderEntry = [number, number];
+
+export interface OutputOrder {
+  entries: OrderEntry[];
+  /** Each shard's committed output objects in order, by shard index. */
+  keys: Map<number, string[]>;
 }
 
 export interface ShardPart {

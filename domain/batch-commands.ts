@@ -1,7 +1,7 @@
 // The batch commands the routes give the control plane: create (from a file, or inline lines), cancel, retry,
 // delete. Reads are in batch-reads.ts, the console's views in batch-views.ts.
 import type { Batch, BatchEndpoint } from "./objects.js";
-import type { ExpiresAfter, Owner } from "./ports.js";
+import type { ExpiresAfter, Owner } from "./port-types.js";
 import type { RetryFilter } from "./retry.js";
 
 export interface CreateBatchInput {

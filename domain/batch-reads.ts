@@ -1,6 +1,6 @@
 // What the routes read of batches: one, a page, and the result lines so far.
 import type { Batch } from "./objects.js";
-import type { Awaitable, Owner, Page } from "./ports.js";
+import type { Awaitable, Owner, Page } from "./port-types.js";
 
 export interface BatchReads {
   /** `owner` undefined: whoever owns it (an admin key's view). */

@@ -1,6 +1,6 @@
 // The console's views of batches (and Anthropic's filtered list): one batch inspected, a search over them.
 import type { Batch } from "./objects.js";
-import type { Owner, Page } from "./ports.js";
+import type { Owner, Page } from "./port-types.js";
 
 /** What the console shows of one batch beyond the Batch object. */
 export interface BatchInspection {

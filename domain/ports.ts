@@ -4,17 +4,9 @@ import type { Readable } from "node:stream";
 import type { BatchCommands } from "./batch-commands.js";
 import type { BatchReads } from "./batch-reads.js";
 import type { FileObject, Upload, UploadPart } from "./objects.js";
+import type { Awaitable, ExpiresAfter, Owner, Page } from "./port-types.js";
 
-/** Who owns an object: a stable hash of the API key, or null when auth is off. Never the key itself. */
-export type Owner = string | null;
-
-/** Routes await what a store answers (PostgreSQL's later, one process's at once). */
-export type Awaitable<T> = T | Promise<T>;
-
-export interface Page<T> {
-  data: T[];
-  has_more: boolean;
-}
+export type { Awaitable, ExpiresAfter, Owner, Page } from "./port-types.js";
 
 export interface FileRecord {
   object: FileObject;
@@ -38,12 +30,6 @@ export interface FileStore {
   open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Awaitable<Page<FileObject>>;
   delete(id: string, owner: Owner): Promise<boolean>;
-}
-
-/** OpenAI's retention setting: expire `seconds` after the file's created_at. */
-export interface ExpiresAfter {
-  anchor: "created_at";
-  seconds: number;
 }
 
 export type { BatchCommands, CreateBatchInput, CreateInlineBatchInput } from "./batch-commands.js";

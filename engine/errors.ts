@@ -1,6 +1,6 @@
 // The errors the engine throws, beyond RequestError itself.
 import { DisposedError } from "node-llama-cpp";
-import { RequestError } from "./types.js";
+import { RequestError } from "../openai/errors.js";
 
 /**
  * The error for a request stopped by its AbortSignal. Named "AbortError" (as fetch and timers name theirs)

@@ -4,12 +4,7 @@
 import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import { asEngineError, contextLengthExceeded, throwIfAborted } from "./errors.js";
 import { ResourcePool } from "./pool.js";
-
-export interface RankResult {
-  /** Each pair's relevance, 0 to 1, in the pairs' order. */
-  scores: number[];
-  promptTokens: number;
-}
+import type { RankResult } from "./types.js";
 
 export class Ranker {
   private readonly pool: ResourcePool<LlamaRankingContext>;

@@ -1,6 +1,5 @@
 // The one interface the rest of the service sees of the inference engine.
 // Nothing outside engine/ imports node-llama-cpp; everything goes through this.
-import type { RankResult } from "./rank.js";
 
 export interface SamplingParams {
   maxTokens?: number;
@@ -112,7 +111,11 @@ export interface EmbeddingResult {
   promptTokens: number;
 }
 
-export type { RankResult } from "./rank.js";
+export interface RankResult {
+  /** Each pair's relevance, 0 to 1, in the pairs' order. */
+  scores: number[];
+  promptTokens: number;
+}
 
 export interface EngineInfo {
   modelPath: string;

@@ -2,7 +2,7 @@
 // so neither can list a route the other lacks.
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import type { Router } from "express";
-import type { AppDeps } from "../http/app.js";
+import type { AppDeps } from "../http/app-deps.js";
 import type { ServiceInfo } from "../http/service-info.js";
 
 export type RouteDeps = AppDeps & { service: ServiceInfo };
