@@ -169,8 +169,7 @@ export class UpstreamBackend implements InferenceBackend {
     const slot = await slots.acquire(family, signal);
     try {
       // llama-server's own extension: the slot whose cache holds this family's opening.
-      const pin = slot === undefined ? {} : { id_slot: slot };
-      const payload = JSON.stringify({ ...request.body, ...topK, ...pin, cache_prompt: true, model: this.opts.model });
+      const payload = JSON.stringify({ ...request.body, ...topK, id_slot: slot, cache_prompt: true, model: this.opts.model });
       return await this.sendWithRetries(request, payload, signal, interactive);
     } finally {
       slots.release(slot, family);

@@ -45,8 +45,7 @@ export async function resolveRouting(
   const reported = slotsFromProps(answer?.body);
   if (reported === undefined && wanted === "auto") return { resolved: { policy: "none" }, settled: answer !== undefined };
   const slots = reported ?? maxInFlight;
-  const affinity = new SlotAffinity(slots, wanted === "auto");
-  return { resolved: { policy: "slots", slots }, slots: affinity, settled: answer !== undefined || wanted === "slots" };
+  return { resolved: { policy: "slots", slots }, slots: new SlotAffinity(slots), settled: answer !== undefined || wanted === "slots" };
 }
 
 /** What llama-server's /props says about its slots; undefined for a server that does not answer so. */
@@ -85,19 +84,8 @@ export class SlotAffinity {
   private readonly load = new Map<number, number>();
   /** The last family of one line handed out. */
   private loners = 0;
-  /** Lines pinned to a slot and not yet answered. */
-  private pinned = 0;
 
-  /**
-   * `adaptive` (prefix routing "auto"): a line is pinned only while the families with lines in flight are at least
-   * half the slots, or pinned lines still run. With fewer, each family needs more than two slots anyway and pinning
-   * makes families take each other's slots; llama-server's own choice, the idle slot whose cache shares most with
-   * the prompt, then evaluates less (docs/models.md).
-   */
-  constructor(
-    readonly count: number,
-    private readonly adaptive = false,
-  ) {
+  constructor(readonly count: number) {
     this.slots = Array.from({ length: count }, () => ({ owner: undefined, running: false, waiting: [] }));
   }
 
@@ -110,23 +98,9 @@ export class SlotAffinity {
     return familyKey(promptOpening(body)) || --this.loners;
   }
 
-  /**
-   * Waits for a slot for a line of `family` and holds it; `release` gives it on. Undefined: the line is not pinned
-   * (adaptive, with few families in flight) and the server places it.
-   */
-  async acquire(family: number, signal?: AbortSignal): Promise<number | undefined> {
+  /** Waits for a slot for a line of `family` and holds it; `release` gives it on. */
+  async acquire(family: number, signal?: AbortSignal): Promise<number> {
     this.load.set(family, (this.load.get(family) ?? 0) + 1);
-    if (this.adaptive && this.pinned === 0) {
-      // The lines a run starts with come in one turn: all of them are counted before the first is placed, so none
-      // goes out unpinned where the lines after it are pinned (it could take the slot one of them is given).
-      await new Promise((r) => setImmediate(r));
-      if (signal?.aborted) {
-        this.done(family);
-        throw signal.reason instanceof Error ? signal.reason : new Error("aborted");
-      }
-      if (this.pinned === 0 && 2 * this.load.size < this.count) return undefined;
-    }
-    this.pinned++;
     const free = this.pick(family);
     if (free !== undefined) return this.take(free, family);
     const mine = this.slots.filter((s) => s.owner === family);
@@ -144,7 +118,6 @@ export class SlotAffinity {
           const at = queue.indexOf(waiter);
           if (at >= 0) queue.splice(at, 1);
         }
-        this.pinned--;
         this.done(family);
         reject(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
       };
@@ -153,14 +126,9 @@ export class SlotAffinity {
     });
   }
 
-  /**
-   * The line of `family` on `slot` (undefined: not pinned) is answered: the slot goes to the next line queued for it,
-   * or to one waiting elsewhere.
-   */
-  release(slot: number | undefined, family: number): void {
+  /** The line of `family` on `slot` is answered: the slot goes to the next line queued for it, or to one waiting elsewhere. */
+  release(slot: number, family: number): void {
     this.done(family);
-    if (slot === undefined) return;
-    this.pinned--;
     const s = this.slots[slot];
     s.running = false;
     const next = s.waiting.shift() ?? this.placeOn(s) ?? this.stealFor(slot);

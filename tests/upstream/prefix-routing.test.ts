@@ -132,29 +132,6 @@ describe("SlotAffinity", () => {
     slots.release(s, a);
     expect(await afterB).toBe(s);
   });
-
-  it("under auto, pins only while the families in flight are at least half the slots, or pinned lines still run", async () => {
-    const slots = new SlotAffinity(8, true);
-    const [a, b, c, d] = ["A", "B", "C", "D"].map((n) => family(slots, n));
-    // Three families on eight slots: the server places the lines itself.
-    const loose = [await slots.acquire(a), await slots.acquire(a), await slots.acquire(b), await slots.acquire(c)];
-    expect(loose).toEqual([undefined, undefined, undefined, undefined]);
-    // A fourth makes half the slots: pinned from here.
-    const pinned = await slots.acquire(d);
-    expect(pinned).toBeTypeOf("number");
-    for (const [i, f] of [a, a, b, c].entries()) slots.release(loose[i], f);
-    // One family left in flight, but a pinned line still runs: the next line is pinned too, so a line the server
-    // placed itself never takes the slot a pinned line was given.
-    const next = await slots.acquire(a);
-    expect(next).toBeTypeOf("number");
-    expect(next).not.toBe(pinned);
-    slots.release(pinned, d);
-    slots.release(next, a);
-    expect(await slots.acquire(b)).toBeUndefined();
-    // prefix_routing "slots" asked for pinning: every line is pinned.
-    const always = new SlotAffinity(8);
-    expect(await always.acquire(a)).toBeTypeOf("number");
-  });
 });
 
 describe("plannedRuns (the bench's planned feed)", () => {
@@ -304,20 +281,6 @@ describe.skipIf(!binary)("prefix routing in front of a real llama-server", () =>
     // 4 families of 6 over 4 slots: runs of 6 lines, each of one family, so each preamble once and each line's tail.
     expect(evaluatedTokens).toBeLessThan(4 * perLine + 24 * 16);
     expect(r.generated).toBe(24 * 4);
-  });
-
-  it("auto with one family on the four slots pins nothing: llama-server places each line by its cache", async () => {
-    const svc = await serviceRouting("auto");
-    const from = upstream.log().length;
-    expect(await run(svc, familyJsonl(["Zed"], 8))).toHaveLength(8);
-    const chosen = [
-      ...upstream
-        .log()
-        .slice(from)
-        .matchAll(/selected slot by (\w+)/g),
-    ].map((m) => m[1]);
-    expect(chosen).toHaveLength(8);
-    expect(chosen.filter((how) => how === "id")).toEqual([]);
   });
 
   it("none feeds the file's order: families arrive together and slots repeat the preamble", async () => {
