@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { ConfigError, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
+import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("loadConfig", () => {
@@ -120,12 +121,8 @@ describe("the settings, declared once", () => {
   });
 
   it("documents every variable in docs/configuration.md (the table written from settings.ts) and in --help", () => {
-    const page = readFileSync(path.join(repoRoot, "docs/configuration.md"), "utf8");
-    const table = page.slice(
-      page.indexOf("<!-- settings:begin -->") + "<!-- settings:begin -->".length,
-      page.indexOf("<!-- settings:end -->"),
-    );
-    expect(table.trim(), "docs/configuration.md is current: run npm run docs:config").toBe(settingsTable());
+    const table = readDocTable("docs/configuration.md", "settings");
+    expect(table, "docs/configuration.md is current: run npm run docs:config").toBe(settingsTable());
     const help = settingsHelp();
     for (const { setting } of settings) {
       expect(table).toContain(`| \`${setting.env}\` |`);
