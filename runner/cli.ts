@@ -52,8 +52,36 @@ export async function runCli(stop: AbortSignal): Promise<number> {
 }
 
 /** This command as the user could type it again: `npm run batch -- ...` under npm, else node and the script. */
-export function commandLine(argv: string[], env: NodeJS.ProcessEnv = process.env, script = process.argv[1] ?? "runner/main.js"): string {
+export function commandLine(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  script = process.argv[1] ?? "runner/main.js",
+  nodeOptions: readonly string[] = process.execArgv,
+): string {
   const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`);
-  const head = env.npm_lifecycle_event === "batch" ? "npm run batch --" : `node ${quote(script)}`;
+  // Node's own options come along (--import tsx runs the TypeScript source): without them the command fails.
+  const head =
+    env.npm_lifecycle_event === "batch" ? "npm run batch --" : ["node", ...portableOptions(nodeOptions), script].map(quote).join(" ");
   return [head, ...argv.map(quote)].join(" ");
+}
+
+/**
+ * Node's options with a module they load by package name (`--import tsx`) given as the file it resolves to here, so
+ * the command runs from any folder.
+ */
+export function portableOptions(options: readonly string[], resolve: (name: string) => string = import.meta.resolve): string[] {
+  const bare = (s: string) => /^[@\w][\w@./-]*$/.test(s) && !s.startsWith(".") && !s.includes(":");
+  const portable = (s: string) => {
+    try {
+      return bare(s) ? resolve(s) : s;
+    } catch {
+      return s;
+    }
+  };
+  return options.map((option, i) => {
+    const loads = options[i - 1] === "--import" || options[i - 1] === "--require" || options[i - 1] === "-r";
+    if (loads) return portable(option);
+    const inline = /^(--import|--require)=(.+)$/.exec(option);
+    return inline ? `${inline[1]}=${portable(inline[2])}` : option;
+  });
 }

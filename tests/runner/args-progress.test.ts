@@ -1,7 +1,7 @@
 // The runner's flags and its progress display (a fake clock; nothing here measures speed).
 import { describe, expect, it } from "vitest";
 import { defaultErrorFile, parseRunnerArgs } from "../../runner/args.js";
-import { commandLine } from "../../runner/cli.js";
+import { commandLine, portableOptions } from "../../runner/cli.js";
 import { createProgressReporter, formatDuration } from "../../runner/progress.js";
 
 const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
@@ -105,7 +105,20 @@ describe("runner progress", () => {
     expect(commandLine(["-i", "in.jsonl", "-o", "out put.jsonl"], { npm_lifecycle_event: "batch" })).toBe(
       "npm run batch -- -i in.jsonl -o 'out put.jsonl'",
     );
-    expect(commandLine(["-i", "it's.jsonl"], {}, "dist/runner/main.js")).toBe("node dist/runner/main.js -i 'it'\\''s.jsonl'");
+    expect(commandLine(["-i", "it's.jsonl"], {}, "dist/runner/main.js", [])).toBe("node dist/runner/main.js -i 'it'\\''s.jsonl'");
+    // Node's options come along: the TypeScript source runs only under --import tsx.
+    const tsx = import.meta.resolve("tsx");
+    expect(commandLine(["-i", "in.jsonl"], {}, "/repo/runner/main.ts", ["--expose-gc", "--import", "tsx"])).toBe(
+      `node --expose-gc --import ${tsx} /repo/runner/main.ts -i in.jsonl`,
+    );
+    // A module given by package name is given as its file, so the command runs from any folder.
+    expect(portableOptions(["--import=tsx", "--require", "./local.cjs", "--import", "file:///x.mjs"])).toEqual([
+      `--import=${tsx}`,
+      "--require",
+      "./local.cjs",
+      "--import",
+      "file:///x.mjs",
+    ]);
   });
 
   it("formats durations for people", () => {

@@ -349,14 +349,19 @@ describe("npm run batch (the command line)", () => {
     expect(await exited).toBe(130);
     const m = /interrupted after (\d+) requests .*: (\d+) completed, 0 failed/.exec(stdout);
     expect(m, stdout).not.toBeNull();
-    expect(stdout).toContain(`resume with: node ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`);
+    const resume = `node --import ${import.meta.resolve("tsx")} ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`;
+    expect(stdout).toContain(`resume with: ${resume}`);
     const text = existsSync(out) ? readFileSync(out, "utf8") : "";
     const written = text.trim() === "" ? [] : rows(text);
     expect(written).toHaveLength(Number(m![2]));
     expect(Number(m![2])).toBeLessThan(40);
 
-    const again = await cli(["-i", input, "-o", out], { MODEL_PATH: config.modelPath });
-    expect(again.code).toBe(0);
+    // The printed command resumes, run as printed (before, it lacked --import tsx and failed on the .ts extension).
+    const again = await exec("sh", ["-c", resume], { cwd: dir, env: { ...process.env, ...engineEnv, MODEL_PATH: config.modelPath } }).then(
+      (r) => ({ code: 0, ...r }),
+      (e) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
+    );
+    expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(
       written.length > 0 ? new RegExp(`40 requests \\(${written.length} from the earlier run\\)`) : /40 requests/,
     );
