@@ -26,4 +26,16 @@ describe("a signal to npm start's whole process group", () => {
     expect(msgs).toContain("shutdown complete");
     expect(msgs).not.toContain("second signal: exiting now");
   });
+
+  it("SIGTERM to npm's own pid, as a process manager sends it, reaches node: it drains and exits", async () => {
+    const env = await serverEnv(dir);
+    const s = await untilListening(spawnServer("npm", ["start", "--silent"], env, { detached: true }), 60_000);
+    const closed = new Promise<void>((resolve) => s.child.on("close", () => resolve()));
+    process.kill(s.child.pid!, "SIGTERM");
+    // Node's end is when the pipes it shares close; before, npm's shell kept node listening after npm was gone.
+    const ended = await Promise.race([closed.then(() => true), new Promise((r) => setTimeout(() => r(false), 20_000))]);
+    if (!ended) process.kill(-s.child.pid!, "SIGKILL");
+    expect(ended, s.output()).toBe(true);
+    expect(logLines(s.output()).map((l) => l.msg)).toContain("shutdown complete");
+  });
 });
