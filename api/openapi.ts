@@ -26,7 +26,10 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
     tags: [
       { name: "Files", description: "OpenAI Files API (purpose=batch)." },
       { name: "Batches", description: "OpenAI Batch API." },
-      { name: "Proof of concept", description: "Routes kept from the proof of concept; not part of OpenAI's API." },
+      {
+        name: "Inline form and status",
+        description: "The inline batch form, the results route and the queue and pool views: this service's own, not part of OpenAI's API.",
+      },
       { name: "System", description: "Health, readiness and documentation; never need a key." },
       { name: "Console", description: "The console at / and the JSON it reads (not part of OpenAI's API)." },
     ],

@@ -1,5 +1,5 @@
 // What running a model costs, as the models file prices it: per hour of a pool's slot (spot cheaper than
-// dedicated, the proof of concept's trade-off) or per million tokens (what an upstream bills). One arithmetic
+// dedicated, the simulated pools' trade-off) or per million tokens (what an upstream bills). One arithmetic
 // for a batch's `cost`, /metrics and the runner's summary.
 import { z } from "zod";
 

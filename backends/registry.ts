@@ -213,12 +213,12 @@ export function parseModelsFile(text: string, source: string, env: Record<string
   }
 }
 
-/** The proof of concept's model name: its curl demo names it, and the one-model form answers to it. */
-export const POC_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";
+/** The model name the README's curl demo sends: the one-model form answers to it. */
+export const DEMO_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";
 
 /** Without a models file: one local model, named after its file, that serves every name. */
 export function singleModelRegistry(modelPath: string, generated: boolean): ModelRegistry {
   const name = path.basename(modelPath).replace(/\.gguf$/i, "");
-  const aliases = name === POC_MODEL_NAME ? [] : [POC_MODEL_NAME];
+  const aliases = name === DEMO_MODEL_NAME ? [] : [DEMO_MODEL_NAME];
   return new ModelRegistry([{ name, aliases, backend: { kind: "local", path: modelPath }, generated }], name);
 }

@@ -1,6 +1,6 @@
 // The project's engine (and pipeline) without the HTTP service, one configuration per process.
-//   --mode complete   `requests` engine.complete calls, `concurrency` at a time (1 = the proof of concept's
-//                     way: one request after the other)
+//   --mode complete   `requests` engine.complete calls, `concurrency` at a time (1 = one request after
+//                     the other)
 //   --mode pipeline   the same requests as a batch file through pipeline/run-batch.ts (what a batch job runs)
 //   --mode embed      `requests` embedding inputs, all submitted at once, over `embedding-contexts` contexts
 // Engine settings left at 0 are chosen by the engine, as the service would. --budget-seconds N (complete mode):

@@ -1,5 +1,5 @@
 // Targets 1 and 2 for one model: the service at its defaults against the best hand-tuned node-llama-cpp
-// script (swept over threads and sequences) and against the proof of concept's one-request-at-a-time way;
+// script (swept over threads and sequences) and against one request at a time;
 // plus the project's engine over sequence counts for the chart.
 import { threadsText } from "../engine/threads.js";
 import { completionLines } from "../testkit/workload.js";
@@ -99,12 +99,12 @@ export async function measureThroughput(plan: ModelPlan, modelPath: string, log:
   });
   const sequential = toRecord(plan.name, "sequential", "one request at a time through the project engine", seq);
   log(`  one at a time, project engine: ${Math.round(sequential.tokensPerSecond)} tokens/s`);
-  const poc = await baseline(0, 1, "default", budget);
+  const serial = await baseline(0, 1, "default", budget);
   const sequentialDefaults = toRecord(
     plan.name,
     "sequential",
-    `one request at a time, node-llama-cpp defaults (${poc.threads} threads)`,
-    poc,
+    `one request at a time, node-llama-cpp defaults (${serial.threads} threads)`,
+    serial,
   );
   log(`  one at a time, node-llama-cpp defaults: ${Math.round(sequentialDefaults.tokensPerSecond)} tokens/s`);
 

@@ -1,4 +1,4 @@
-// SLA enforcement, the proof of concept's stub made real: an urgent batch that waits while every slot that could
+// SLA enforcement: an urgent batch that waits while every slot that could
 // run it is taken makes a less urgent batch's running shard yield at its next checkpoint (spot work first), so the
 // urgent one takes the slot and the other resumes later from its checkpoint, with no rework. And each batch's
 // projected finish, from its measured rate, says a deadline is at risk before it is missed.

@@ -16,7 +16,7 @@ export interface CreateBatchInput {
   owner: Owner;
 }
 
-/** The proof of concept's inline form, already validated by the route. */
+/** The inline form, already validated by the route. */
 export interface CreateInlineBatchInput {
   endpoint: BatchEndpoint;
   completion_window: string;

@@ -8,7 +8,7 @@ export interface BatchReads {
   /** Newest first; `owner` undefined: every owner's (an admin key's view). */
   list(q: { after?: string; limit: number; owner: Owner | undefined }): Awaitable<Page<Batch>>;
   /**
-   * The batch's output lines committed so far (the proof of concept's /results route), in its output file's
+   * The batch's output lines committed so far (the results route), in its output file's
    * order. Undefined when none exists yet.
    */
   results(id: string, owner: Owner): Awaitable<AsyncIterable<string> | undefined>;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Upload a batch file, create a batch, poll it with progress, download the results.
 # Usage: examples/submit_and_poll.sh [input.jsonl] [endpoint]
-#        examples/submit_and_poll.sh --inline        (the proof of concept's inline form)
+#        examples/submit_and_poll.sh --inline        (the inline form: prompts in the create body)
 # Env:   BASE_URL (default http://localhost:8000), OPENAI_API_KEY (sent as a Bearer key when set),
 #        POLL_SECONDS (default 1), TIMEOUT_SECONDS (default 600), OUT_DIR (default .)
 set -euo pipefail

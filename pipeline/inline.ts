@@ -1,6 +1,6 @@
-// The proof of concept's inline batch form, turned into ordinary OpenAI batch lines:
+// The inline batch form (prompts in the create body), turned into ordinary OpenAI batch lines:
 //   {"model":"...","input":[{"prompt":"What is 2+2?"},{"prompt":"Hello world"}],"max_tokens":50}
-// Each item is {prompt} (-> /v1/completions, the POC's llm.generate), {messages} (-> chat) or
+// Each item is {prompt} (-> /v1/completions), {messages} (-> chat) or
 // {input} (-> embeddings). A top-level `endpoint` may pick; a {prompt} then adapts to it (a user
 // message for chat, the input for embeddings). Top-level sampling fields apply to every item and
 // an item may override them.

@@ -1,4 +1,4 @@
-// The map-batches loop (what Ray Data's map_batches does for the proof of concept): read the source
+// The map-batches loop (what Ray Data's map_batches does): read the source
 // a batch at a time, keep at most `concurrency` calls in flight, hand each outcome on as it completes.
 // Memory stays bounded by batchSize + concurrency items however long the source is.
 import { setMaxListeners } from "node:events";

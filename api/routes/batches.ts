@@ -1,5 +1,5 @@
-// /v1/batches: create (OpenAI's file form or the proof of concept's inline form), retrieve, list,
-// cancel, and the proof of concept's /results view.
+// /v1/batches: create (OpenAI's file form or the inline form), retrieve, list,
+// cancel, and the results route.
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
@@ -143,7 +143,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       tags: ["Batches"],
       summary: "Create a batch",
       description:
-        "OpenAI's form names an uploaded file (`input_file_id`). The proof of concept's inline form sends the prompts in the body " +
+        "OpenAI's form names an uploaded file (`input_file_id`). The inline form sends the prompts in the body " +
         "(`input: [{prompt}]`); it is recognised by an `input` array and no `input_file_id`, and becomes a /v1/completions batch.",
       request: {
         body: {
@@ -157,7 +157,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
                   value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
                 },
                 inline: {
-                  summary: "Inline form (proof of concept)",
+                  summary: "Inline form",
                   value: { model: "stories260K", input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 },
                 },
               },
@@ -284,7 +284,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
     keyedRoute({
       method: "get",
       path: "/v1/batches/{batch_id}/results",
-      tags: ["Proof of concept"],
+      tags: ["Inline form and status"],
       summary: "A batch's output lines",
       description: "Not part of OpenAI's API. 404 until the batch has results; while it runs, the lines finished so far.",
       request: { params: BatchIdParams, query: ResultsQuery },

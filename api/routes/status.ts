@@ -1,4 +1,4 @@
-// The proof of concept's operational views: queue depth and the simulated GPU pools.
+// The operational views: queue depth and the simulated GPU pools.
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
@@ -95,7 +95,7 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
     keyedRoute({
       method: "get",
       path: "/queue/stats",
-      tags: ["Proof of concept"],
+      tags: ["Inline form and status"],
       summary: "Queue depth",
       responses: { 200: jsonResponse(QueueStatsSchema, "Jobs waiting, the bound, and jobs running."), ...errorResponses(401) },
     }),
@@ -104,7 +104,7 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
     keyedRoute({
       method: "post",
       path: "/pools/spot/preempt",
-      tags: ["Proof of concept"],
+      tags: ["Inline form and status"],
       summary: "Simulate a spot preemption: the spot batches checkpoint and resume on other capacity",
       description:
         "The spot pool's slots are gone for SPOT_PREEMPT_COOLDOWN_SECONDS. Its running batches stop as on a shutdown " +
@@ -133,7 +133,7 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
     keyedRoute({
       method: "get",
       path: "/pools",
-      tags: ["Proof of concept"],
+      tags: ["Inline form and status"],
       summary: "Simulated GPU pool status",
       responses: { 200: jsonResponse(PoolsSchema, "Each pool's capacity and the jobs in it."), ...errorResponses(401) },
     }),

@@ -213,7 +213,7 @@ export const CreateBatchBody = z
 export type CreateBatchBody = z.infer<typeof CreateBatchBody>;
 
 /**
- * The proof of concept's inline form: the pipeline's schema of the items, with the same batch options
+ * The inline form: the pipeline's schema of the items, with the same batch options
  * (completion_window, metadata) validated as in the file form.
  */
 export const InlineBatchRequest = InlineBatchBodySchema.safeExtend({
@@ -222,7 +222,7 @@ export const InlineBatchRequest = InlineBatchBodySchema.safeExtend({
   output_expires_after: expiresAfter("output_expires_after"),
 }).openapi("InlineBatchRequest", {
   description:
-    "The proof of concept's form: prompts in the body. Items are {prompt} (completions), {messages} (chat) or {input} (embeddings); " +
+    "The inline form: prompts in the body. Items are {prompt} (completions), {messages} (chat) or {input} (embeddings); " +
     "top-level sampling fields apply to every item.",
   example: { model: "stories260K", input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }], max_tokens: 50 },
 });

@@ -43,7 +43,7 @@ describe("OpenAPI document", () => {
     expect(documentedRoutes(doc)).toEqual(served);
   });
 
-  it("lists the OpenAI routes and the proof of concept's", () => {
+  it("lists the OpenAI routes and the service's own", () => {
     const routes = documentedRoutes(buildOpenApiDocument());
     expect(routes).toEqual(
       expect.arrayContaining([

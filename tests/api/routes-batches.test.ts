@@ -114,7 +114,7 @@ describe("POST /v1/batches (file form)", () => {
 });
 
 describe("POST /v1/batches (inline form)", () => {
-  it("turns the proof of concept's body into a completions batch", async () => {
+  it("turns the inline form's body into a completions batch", async () => {
     const res = await request(app())
       .post("/v1/batches")
       .send({ model: "tiny", input: [{ prompt: "Once upon a time" }, { prompt: "The dog" }], max_tokens: 4, metadata: { from: "inline" } });

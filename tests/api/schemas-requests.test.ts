@@ -143,7 +143,7 @@ describe("inline form", () => {
     for (const body of [undefined, null, "x", [], [{ input: [] }], {}]) expect(isInlineBatchBody(body)).toBe(false);
   });
 
-  it("parses the proof of concept's body with batch options defaulted", () => {
+  it("parses the inline form's body with batch options defaulted", () => {
     const body = parseRequest(InlineBatchRequest, {
       model: "Qwen/Qwen2.5-0.5B-Instruct",
       input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }],

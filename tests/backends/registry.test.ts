@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ModelRegistry, ModelsFileError, POC_MODEL_NAME, parseModelsFile, singleModelRegistry } from "../../backends/registry.js";
+import { DEMO_MODEL_NAME, ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "../../backends/registry.js";
 
 const FILE = `
 models:
@@ -86,10 +86,10 @@ describe("parseModelsFile", () => {
 });
 
 describe("singleModelRegistry", () => {
-  it("names the model after its file, answers to the proof of concept's name and to any other", () => {
+  it("names the model after its file, answers to the curl demo's name and to any other", () => {
     const r = singleModelRegistry("/models/stories260K.gguf", false);
-    expect(r.models.map((m) => [m.name, m.aliases])).toEqual([["stories260K", [POC_MODEL_NAME]]]);
-    expect(r.resolve(POC_MODEL_NAME)?.name).toBe("stories260K");
+    expect(r.models.map((m) => [m.name, m.aliases])).toEqual([["stories260K", [DEMO_MODEL_NAME]]]);
+    expect(r.resolve(DEMO_MODEL_NAME)?.name).toBe("stories260K");
     expect(r.resolve("whatever")?.name).toBe("stories260K");
     expect(r.resolve(undefined)?.name).toBe("stories260K");
   });

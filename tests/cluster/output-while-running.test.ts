@@ -84,7 +84,7 @@ async function follow(
   expect(res.headers.get("x-output-through")).toBe(String(LINES));
   expect((await res.text()).trim().split("\n")).toHaveLength(2);
   expect(await outputSince(base, id, LINES, { headers })).toEqual([]);
-  // The proof of concept's /results gives the same lines.
+  // The results route gives the same lines.
   const results = (await (await fetch(`${base}/v1/batches/${id}/results?format=jsonl`, { headers })).text()).trim().split("\n");
   expect(results).toEqual(read);
   return early;

@@ -23,7 +23,7 @@ afterAll(async () => {
   await svc?.close();
 });
 
-/** The proof of concept's inline form: n prompts, one batch. */
+/** The inline form: n prompts, one batch. */
 async function submit(n: number, maxTokens: number, window = "24h") {
   const res = await fetch(`${svc.baseUrl}/v1/batches`, {
     method: "POST",

@@ -11,7 +11,7 @@ const issue = (v: unknown) => {
 };
 
 describe("inline batches", () => {
-  it("turns the proof of concept's body into /v1/completions lines", () => {
+  it("turns the inline form's body into /v1/completions lines", () => {
     const body = parse({
       model: "Qwen/Qwen2.5-0.5B-Instruct",
       input: [{ prompt: "What is 2+2?" }, { prompt: "Hello world" }],

@@ -1,4 +1,4 @@
-// The proof of concept's own flow, through supertest against the real app and engine.
+// The inline form's flow (the README's curl demo), through supertest against the real app and engine.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import request from "supertest";
@@ -17,7 +17,7 @@ const readJsonl = (p: string) =>
     .split("\n")
     .map((l) => JSON.parse(l));
 
-describe("proof of concept flow", () => {
+describe("the inline form, end to end", () => {
   it("runs the README's inline curl demo and leaves the job's files in BATCH_DIR/<batch_id>/", async () => {
     const res = await request(svc.service.app)
       .post("/v1/batches")
