@@ -1,7 +1,7 @@
 // Object ids in OpenAI's shape: a prefix and 24 random hex characters (96 bits; collisions are not a concern).
-import { randomBytes } from "node:crypto";
+import { hexId } from "../openai/ids.js";
 
-const suffix = () => randomBytes(12).toString("hex");
+const suffix = () => hexId();
 
 export const newBatchId = () => `batch_${suffix()}`;
 export const newFileId = () => `file-${suffix()}`;

@@ -4,8 +4,7 @@
 // *consecutive* sequence ids with *equal* token counts, because attention is computed per stream on equal
 // slices. So a step of 31 sequences with one token each and one 26-token prompt tail is two passes, and tails on
 // sequences 3, 10 and 17 are three more. The count is what the engine's stats report (batch-order.ts), to say
-// where decode time goes: on `small` (2 vCPU) each extra pass cost about 13 ms beyond its tokens, measured by
-// regressing decode times on passes and tokens (docs/performance.md).
+// where decode time goes, since each extra pass costs beyond its tokens (docs/performance.md).
 //
 // This models llama.cpp's rule as shipped with node-llama-cpp 3.22.1 (src/llama-batch.cpp, split_equal with
 // sequential = true; split_simple for one stream); it is a model, checked against llama.cpp's own log of its

@@ -15,11 +15,8 @@
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 
 /**
- * Below this many tokens gained a copy is not worth waiting for (see above). At 16, prompts sharing a ~19-token
- * opening (the bench's uniform 64 x 64 on `small`) copied it and took 10.0 s through the service against 4.3-4.7 s
- * without copies; at 128 and 256 that run made no copies, and the shared-prefix workloads, whose shared parts are
- * hundreds of tokens long, ran as fast or faster than at 16 (512 retrieval lines 40.9 s at 16, 37.7 at 128,
- * 37.1 at 256; 512 template lines 45.5, 40.5, 39.6; the mixed 128 lines 29.6, 27.2, 29.2, and 30.6 without copies).
+ * Below this many tokens gained a copy is not worth waiting for (see above): short shared openings copied beside
+ * generating sequences made whole runs slower, long ones gain as much at 128 (engine/README.md, "Prefix families").
  */
 export const MIN_COPY_TOKENS = 128;
 

@@ -1,19 +1,14 @@
 // How many threads llama.cpp computes with.
 //
-// Measured on a 2-core machine (stories260K, node-llama-cpp 3.22.1, see engine/README.md):
-//   threads 1: ~2,000 tokens/s with 1 sequence, ~2,600-2,900 with 4-32 parallel sequences.
-//   threads 2: 78 tokens/s with 1 sequence, 127-378 with 4-32 (llama.cpp: 13.5 ms per token instead of 0.18).
 // ggml's worker threads meet at a barrier after every graph node; when one of them is preempted by
 // Node's own event-loop or libuv threads (which sample tokens and schedule decodes), every node waits
 // a scheduler time slice. So one core is left to Node and the rest compute. With the model on a GPU
 // the CPU threads only feed it, and a few are enough.
 //
-// That holds for short decodes. A long one (a big model, many sequences) leaves Node idle while it runs,
-// and then all cores are faster: measured on 2 cores, 32 sequences, all-cores / one-thread tokens/s:
-// 1.6x on a 66 MB model, 1.6x on 158 MB, 1.8x on 322 MB, 1.8x on a Qwen2.5-0.5B-shaped 505 MB model, while
-// one sequence alone ran 3.8x, 2.2x, 1.3x slower and equal on them; stories260K is slower at any step size.
-// So on CPU the thread count is chosen per decode (step-threads.ts) from the work in it: parameters
-// times tokens, all cores from ALL_CORES_STEP_WORK (~1 GFLOP, ~10 ms on one core here).
+// That holds for short decodes. A long one (a big model, many sequences) leaves Node idle while it runs, and then
+// all cores are faster. So on CPU the thread count is chosen per decode (step-threads.ts) from the work in it:
+// parameters times tokens, all cores from ALL_CORES_STEP_WORK. The measurements behind both rules are in
+// docs/performance.md ("The engine's defaults").
 
 export interface ThreadsInput {
   /** Physical cores useful for math (node-llama-cpp's `llama.cpuMathCores`). */

@@ -5,7 +5,7 @@ import { promisify } from "node:util";
 import pino from "pino";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const run = promisify(execFile);

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("package-lock.json", () => {
   it("lists every optional binary package of every installed package, so npm ci accepts it", () => {

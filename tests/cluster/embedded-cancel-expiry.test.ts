@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
 import type { Batch } from "../../domain/objects.js";
 import type { Engine } from "../../engine/types.js";
-import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 import { type Observed, observe } from "../helpers/test-engine.js";
 
 const bed = controlTestbed();
@@ -57,11 +57,11 @@ describe("cancel", () => {
     const short = await upload(cp, dir, completionLines(5));
     const running = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const queued = await cp.batches.create({ input_file_id: short.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, running.id, (b) => b.request_counts.completed >= 2);
+    await untilBatch(cp, running.id, (b) => b.request_counts.completed >= 2);
 
     // As OpenAI answers a cancel: cancelling, then cancelled once the batch has stopped (for a queued one, at once).
     expect((await cp.batches.cancel(queued.id, null)).status).toBe("cancelling");
-    const q = await waitFor(cp, queued.id, inStatus("cancelled"), { timeoutMs: 3_000 });
+    const q = await untilBatch(cp, queued.id, inStatus("cancelled"), { timeoutMs: 3_000 });
     expect(q.cancelled_at).not.toBeNull();
     expect(q.in_progress_at).toBeNull();
     expect(q.request_counts).toEqual({ completed: 0, failed: 5, total: 5 });
@@ -71,7 +71,7 @@ describe("cancel", () => {
     const r = await cp.batches.cancel(running.id, null);
     expect(r.status).toBe("cancelling");
     expect(r.cancelling_at).not.toBeNull();
-    const done = await waitFor(cp, running.id, inStatus("cancelled"));
+    const done = await untilBatch(cp, running.id, inStatus("cancelled"));
     const { out } = await expectAccounted(done, "batch_cancelled");
     expect(out.length).toBeGreaterThanOrEqual(2);
     expect(out.length).toBeLessThan(60);
@@ -93,9 +93,9 @@ describe("cancel", () => {
     dir = bed.dir;
     const file = await upload(cp, dir, completionLines(60, { maxTokens: 48 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
+    await untilBatch(cp, batch.id, (b) => b.request_counts.completed >= 2);
     await cp.batches.cancel(batch.id, null);
-    const done = await waitFor(cp, batch.id, inStatus("cancelled"));
+    const done = await untilBatch(cp, batch.id, inStatus("cancelled"));
     const { out, errs } = await expectAccounted(done, "batch_cancelled");
     expect(errs.length).toBeGreaterThan(0);
     // Every request that reached the engine finished and is in the output: nothing running was thrown away.
@@ -114,16 +114,16 @@ describe("expiry", () => {
     const long = await upload(cp, dir, completionLines(3000, { maxTokens: 128 }));
     const short = await upload(cp, dir, completionLines(4));
     const running = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "3s", owner: null });
-    await waitFor(cp, running.id, inStatus("in_progress"));
+    await untilBatch(cp, running.id, inStatus("in_progress"));
     const queued = await cp.batches.create({ input_file_id: short.id, endpoint: "/v1/completions", completion_window: "1s", owner: null });
 
-    const q = await waitFor(cp, queued.id, inStatus("expired", "completed"));
+    const q = await untilBatch(cp, queued.id, inStatus("expired", "completed"));
     expect(q.status).toBe("expired");
     expect(q.in_progress_at).toBeNull();
     expect(q.request_counts).toEqual({ completed: 0, failed: 4, total: 4 });
     await expectAccounted(q, "batch_expired");
 
-    const r = await waitFor(cp, running.id, inStatus("expired", "completed"));
+    const r = await untilBatch(cp, running.id, inStatus("expired", "completed"));
     expect(r.status).toBe("expired");
     expect(r.deadline_met).toBe(false);
     expect(r.expired_at).toBeGreaterThanOrEqual(r.deadline_at);
@@ -139,7 +139,7 @@ describe("cancel racing the deadline", () => {
     await startOneSlot();
     const long = await upload(cp, dir, completionLines(3000, { maxTokens: 128 }));
     const b = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "2s", owner: null });
-    await waitFor(cp, b.id, inStatus("in_progress"));
+    await untilBatch(cp, b.id, inStatus("in_progress"));
     // Cancels every 5 ms from the deadline to 80 ms after it, as the expiry is being decided.
     const deadlineMs = b.deadline_at * 1000;
     await new Promise((r) => setTimeout(r, Math.max(0, deadlineMs - Date.now())));
@@ -149,7 +149,7 @@ describe("cancel racing the deadline", () => {
       await new Promise((r) => setTimeout(r, 5));
     }
     const statuses = await Promise.all(answers);
-    const final = await waitFor(cp, b.id, inStatus("expired", "cancelled"));
+    const final = await untilBatch(cp, b.id, inStatus("expired", "cancelled"));
     // No answer says in_progress about a batch whose end was already decided.
     expect(statuses.filter((s) => s === "in_progress")).toEqual([]);
     if (final.status === "cancelled") expect(statuses.every((s) => s === "cancelling" || s === "cancelled")).toBe(true);
@@ -166,19 +166,19 @@ describe("a state file that cannot be written", () => {
     // flushed (every 200 ms), and a short batch could end before the swap.
     const file = await upload(cp, dir, completionLines(N, { prefix: "full", maxTokens: 16 }));
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, b.id, (x) => x.request_counts.completed >= 2);
+    await untilBatch(cp, b.id, (x) => x.request_counts.completed >= 2);
     // Every write of batch.json fails from now on (a non-empty folder in its place), as on a full disk.
     const state = path.join(dir, b.id, "batch.json");
     rmSync(state);
     mkdirSync(state);
     writeFileSync(path.join(state, "keep"), "");
-    await waitFor(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === N);
+    await untilBatch(cp, b.id, (x) => x.request_counts.completed + x.request_counts.failed === N);
     // The run is over in this process, but its end could not be written: the batch shows what the disk has.
     await new Promise((r) => setTimeout(r, 500));
     expect((await cp.batches.get(b.id, null))!.status).toBe("in_progress");
     // Space returns: the final status lands within the retry period, and only then is shown.
     rmSync(state, { recursive: true });
-    const done = await waitFor(cp, b.id, inStatus("completed", "failed"), { timeoutMs: 10_000 });
+    const done = await untilBatch(cp, b.id, inStatus("completed", "failed"), { timeoutMs: 10_000 });
     expect(done.status).toBe("completed");
     expect(JSON.parse(readFileSync(state, "utf8")).batch).toMatchObject({ status: "completed", request_counts: done.request_counts });
     expect(done.request_counts).toEqual({ completed: N, failed: 0, total: N });
@@ -197,12 +197,12 @@ describe("failure midway", () => {
       completion_window: "24h",
       owner: null,
     });
-    await waitFor(cp, first.id, inStatus("in_progress"));
+    await untilBatch(cp, first.id, inStatus("in_progress"));
     const file = await upload(cp, dir, content);
     const b = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     prepare(path.join(dir, b.id));
     await cp.batches.cancel(first.id, null);
-    return waitFor(cp, b.id, inStatus("failed", "completed", "cancelled"));
+    return untilBatch(cp, b.id, inStatus("failed", "completed", "cancelled"));
   }
 
   it("keeps the results it has and still counts every request when even its error file cannot be written", async () => {
@@ -222,11 +222,11 @@ describe("failure midway", () => {
     });
     const file = await upload(cp, dir, `${lines.join("\n")}\n`);
     const running = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, running.id, (x) => x.request_counts.completed >= 2);
+    await untilBatch(cp, running.id, (x) => x.request_counts.completed >= 2);
     // No error line yet, so no error file: a directory in its place makes the first error line fail.
     mkdirSync(path.join(dir, running.id, "errors.jsonl"));
     letThrough();
-    const b = await waitFor(cp, running.id, inStatus("failed", "completed"));
+    const b = await untilBatch(cp, running.id, inStatus("failed", "completed"));
     expect(b.status).toBe("failed");
     expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
     const out = readJsonl(path.join(dir, b.id, "output.jsonl"));

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 
 const DAY = 86_400;
 // One slot in all, so a second batch waits in the queue behind the first.
@@ -25,18 +25,18 @@ describe("the collector", () => {
   it("deletes expired files and finished batch folders, never a running or queued batch", async () => {
     await start();
     const small = await upload(cp, dir, completionLines(3, { prefix: "done" }));
-    const finished = await waitFor(cp, (await create(small.id)).id, inStatus("completed"));
+    const finished = await untilBatch(cp, (await create(small.id)).id, inStatus("completed"));
     const inline = await cp.batches.createInline({
       endpoint: "/v1/completions",
       completion_window: "24h",
       lines: [{ custom_id: "i-0", method: "POST", url: "/v1/completions", body: { prompt: "Once", max_tokens: 2 } }],
       owner: null,
     });
-    const inlineDone = await waitFor(cp, inline.id, inStatus("completed"));
+    const inlineDone = await untilBatch(cp, inline.id, inStatus("completed"));
     const long = await upload(cp, dir, completionLines(600, { prefix: "long", maxTokens: 64 }));
     const running = await create(long.id);
     const queued = await create(small.id);
-    await waitFor(cp, running.id, inStatus("in_progress"));
+    await untilBatch(cp, running.id, inStatus("in_progress"));
 
     // Nothing is due yet.
     expect(await cp.maintenance.collect(now() + 29 * DAY)).toEqual({ files: 0, batches: 0 });
@@ -57,9 +57,9 @@ describe("the collector", () => {
     // link to its input, so the expired upload going away cannot break them.
     for (const b of [running, queued]) expect(existsSync(path.join(dir, b.id, "batch.json"))).toBe(true);
     await cp.batches.cancel(running.id, null);
-    const cancelled = await waitFor(cp, running.id, inStatus("cancelled"));
+    const cancelled = await untilBatch(cp, running.id, inStatus("cancelled"));
     expect(cancelled.request_counts.completed + cancelled.request_counts.failed).toBe(600);
-    const q = await waitFor(cp, queued.id, inStatus("completed", "failed"));
+    const q = await untilBatch(cp, queued.id, inStatus("completed", "failed"));
     expect(q.status).toBe("completed");
     expect(
       readJsonl(path.join(dir, q.id, "output.jsonl"))
@@ -86,7 +86,7 @@ describe("the collector", () => {
       output_expires_after: { anchor: "created_at", seconds: 2 * HOUR },
       owner: null,
     });
-    const done = await waitFor(cp, b.id, inStatus("completed"));
+    const done = await untilBatch(cp, b.id, inStatus("completed"));
     const output = (await cp.files.get(done.output_file_id!, null))!.object;
     expect(output.expires_at).toBe(output.created_at + 2 * HOUR);
 
@@ -106,7 +106,7 @@ describe("the collector", () => {
     await start();
     // The one slot is busy, so the batch is still queued when the service restarts.
     const running = await create((await upload(cp, dir, completionLines(600, { prefix: "long", maxTokens: 64 }))).id);
-    await waitFor(cp, running.id, inStatus("in_progress"));
+    await untilBatch(cp, running.id, inStatus("in_progress"));
     const input = await upload(cp, dir, completionLines(1));
     const b = await cp.batches.create({
       input_file_id: input.id,
@@ -118,7 +118,7 @@ describe("the collector", () => {
     await cp.close();
     cp = await bed.open();
     await cp.batches.cancel(running.id, null);
-    const done = await waitFor(cp, b.id, inStatus("completed"));
+    const done = await untilBatch(cp, b.id, inStatus("completed"));
     const output = (await cp.files.get(done.output_file_id!, null))!.object;
     expect(output.expires_at).toBe(output.created_at + 5000);
   });
@@ -137,7 +137,7 @@ describe("start-up cleanup", () => {
   it("removes what a crash left half-written and nothing else", async () => {
     await start();
     const f = await upload(cp, dir, completionLines(2));
-    const b = await waitFor(cp, (await create(f.id)).id, inStatus("completed"));
+    const b = await untilBatch(cp, (await create(f.id)).id, inStatus("completed"));
     await cp.close();
 
     const bdir = path.join(dir, b.id);

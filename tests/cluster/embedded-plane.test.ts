@@ -4,7 +4,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../app/control-plane.js";
 import { InvalidRequestError, NotFoundError } from "../../domain/errors.js";
-import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, pathOf, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 
 const bed = controlTestbed();
 let dir: string;
@@ -36,7 +36,7 @@ describe("control plane with the real engine", () => {
     expect(created.id).toMatch(/^batch_[a-f0-9]{24}$/);
     expect(created.deadline_at - created.submitted_at).toBe(86_400);
 
-    const b = await waitFor(cp, created.id, inStatus("completed", "failed"));
+    const b = await untilBatch(cp, created.id, inStatus("completed", "failed"));
     expect(b.status).toBe("completed");
     expect(b.request_counts).toEqual({ completed: 6, failed: 0, total: 6 });
     expect(b).toMatchObject({ deadline_met: true, pool: "spot", error_file_id: null });
@@ -86,7 +86,7 @@ describe("control plane with the real engine", () => {
     const input = (await cp.files.get(created.input_file_id, "alice"))!;
     expect(input.object.purpose).toBe("batch");
     expect(readJsonl((await pathOf(cp, dir, created.input_file_id, "alice"))!)).toEqual(lines);
-    const b = await waitFor(cp, created.id, inStatus("completed", "failed"), { owner: "alice" });
+    const b = await untilBatch(cp, created.id, inStatus("completed", "failed"), { owner: "alice" });
     expect(b.request_counts).toEqual({ completed: 3, failed: 0, total: 3 });
     // Owner isolation reaches batches and their result files.
     expect(await cp.batches.get(b.id, "bob")).toBeUndefined();
@@ -130,7 +130,7 @@ describe("control plane with the real engine", () => {
     const file = await upload(cp, dir, completionLines(40, { maxTokens: 48 }));
     const create = () => cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const running = await create();
-    await waitFor(cp, running.id, inStatus("in_progress"));
+    await untilBatch(cp, running.id, inStatus("in_progress"));
     const queued = await create();
     await expect(create()).rejects.toMatchObject({ code: "queue_full", retryAfterSeconds: 30 });
     // An inline batch refused takes its input file with it: nothing is listed that the client did not upload.
@@ -156,18 +156,18 @@ describe("control plane with the real engine", () => {
     const file = await upload(cp, dir, completionLines(3));
     // The long batch holds the one slot while the broken one is prepared behind it.
     const first = await cp.batches.create({ input_file_id: long.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, first.id, inStatus("in_progress"));
+    await untilBatch(cp, first.id, inStatus("in_progress"));
     const broken = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     // A directory where the results should go: the job cannot write its output.
     mkdirSync(path.join(dir, broken.id, "output.jsonl"));
     const after = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     expect((await cp.batches.cancel(first.id, null)).status).toBe("cancelling");
 
-    const b = await waitFor(cp, broken.id, inStatus("failed", "completed"));
+    const b = await untilBatch(cp, broken.id, inStatus("failed", "completed"));
     expect(b.status).toBe("failed");
     expect(b.errors!.data.at(-1)).toMatchObject({ code: "batch_failed" });
-    expect((await waitFor(cp, first.id, inStatus("cancelled"))).status).toBe("cancelled");
-    expect((await waitFor(cp, after.id, inStatus("completed", "failed"))).status).toBe("completed");
+    expect((await untilBatch(cp, first.id, inStatus("cancelled"))).status).toBe("cancelled");
+    expect((await untilBatch(cp, after.id, inStatus("completed", "failed"))).status).toBe("completed");
     expect((await cp.status.poolStatus())[0]).toMatchObject({ in_use: 0, jobs: [] });
   });
 });

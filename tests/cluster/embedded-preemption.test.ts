@@ -3,7 +3,7 @@
 // and completes with every request run exactly once. The real engine, counted by a wrapper.
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 import { type Observed, observe } from "../helpers/test-engine.js";
 
 const bed = controlTestbed();
@@ -19,7 +19,7 @@ describe("spot preemption", () => {
     // Far more lines than run before the reclaim, so the batch is mid-run however fast the model.
     const file = await upload(cp, bed.dir, completionLines(LINES, { maxTokens: 32 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    const running = await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 4);
+    const running = await untilBatch(cp, batch.id, (b) => b.request_counts.completed >= 4);
     expect(running.pool).toBe("spot");
 
     const { preempted, cooldown_seconds } = await cp.status.preemptSpot();
@@ -27,9 +27,9 @@ describe("spot preemption", () => {
     expect(cooldown_seconds).toBe(600);
     expect((await cp.status.poolStatus()).find((p) => p.name === "spot")).toMatchObject({ preempted: 1, available: 0 });
 
-    const moved = await waitFor(cp, batch.id, (b) => b.pool === "dedicated");
+    const moved = await untilBatch(cp, batch.id, (b) => b.pool === "dedicated");
     expect(moved.status).toBe("in_progress");
-    const done = await waitFor(cp, batch.id, inStatus("completed"), { timeoutMs: 120_000 });
+    const done = await untilBatch(cp, batch.id, inStatus("completed"), { timeoutMs: 120_000 });
     expect(done.request_counts).toEqual({ completed: LINES, failed: 0, total: LINES });
     const ids = readJsonl(path.join(bed.dir, batch.id, "output.jsonl")).map((l) => l.custom_id);
     expect(new Set(ids).size).toBe(LINES);
@@ -38,7 +38,7 @@ describe("spot preemption", () => {
     expect(new Set(observed!.calls).size).toBe(LINES);
     // While the spot capacity is gone, a new batch goes to dedicated too.
     const next = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    expect((await waitFor(cp, next.id, (b) => b.pool !== null)).pool).toBe("dedicated");
+    expect((await untilBatch(cp, next.id, (b) => b.pool !== null)).pool).toBe("dedicated");
   });
 
   it("a cancel that arrives while the preempted batch checkpoints still cancels it", async () => {
@@ -51,11 +51,11 @@ describe("spot preemption", () => {
     // Far more lines than run before the reclaim, so the batch is mid-run however fast the model.
     const file = await upload(cp, bed.dir, completionLines(400, { maxTokens: 32 }));
     const batch = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, batch.id, (b) => b.request_counts.completed >= 2);
+    await untilBatch(cp, batch.id, (b) => b.request_counts.completed >= 2);
     expect((await cp.status.preemptSpot()).preempted).toEqual([batch.id]);
     const cancelled = await cp.batches.cancel(batch.id, null);
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
-    const done = await waitFor(cp, batch.id, inStatus("cancelled"));
+    const done = await untilBatch(cp, batch.id, inStatus("cancelled"));
     expect(done.request_counts.completed + done.request_counts.failed).toBe(400);
   });
 
@@ -79,7 +79,7 @@ describe("spot preemption", () => {
         (await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null })).id,
       );
     for (const id of ids) {
-      const done = await waitFor(cp, id, inStatus("completed"), { timeoutMs: 120_000 });
+      const done = await untilBatch(cp, id, inStatus("completed"), { timeoutMs: 120_000 });
       expect(done.request_counts).toEqual({ completed: 60, failed: 0, total: 60 });
       const out = readJsonl(path.join(bed.dir, id, "output.jsonl")).map((l) => l.custom_id);
       expect(new Set(out).size).toBe(60);

@@ -5,7 +5,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../engine/types.js";
 import { testModelName } from "../../testkit/model.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 import { type Observed, observe } from "../helpers/test-engine.js";
 
 // One slot in all, so a second batch waits in the queue behind the first.
@@ -36,7 +36,7 @@ describe("recovery", () => {
       completion_window: "24h",
       owner: "alice",
     });
-    await waitFor(first, running.id, (b) => b.request_counts.completed >= 4, { owner: "alice" });
+    await untilBatch(first, running.id, (b) => b.request_counts.completed >= 4, { owner: "alice" });
 
     await first.drain({ graceMs: 0 });
     await first.close();
@@ -51,7 +51,7 @@ describe("recovery", () => {
 
     const second = await open();
     expect(await second.files.get(file.id, "alice")).toBeDefined();
-    const resumed = await waitFor(second, running.id, inStatus("completed", "failed"), { owner: "alice" });
+    const resumed = await untilBatch(second, running.id, inStatus("completed", "failed"), { owner: "alice" });
     expect(resumed.status).toBe("completed");
     expect(resumed.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
     const ids = [...readJsonl(path.join(dir, running.id, "output.jsonl")), ...readJsonl(path.join(dir, running.id, "errors.jsonl"))].map(
@@ -61,7 +61,7 @@ describe("recovery", () => {
     expect(new Set(ids).size).toBe(40);
 
     // The queued batch kept its place and ran after the resumed one.
-    const q = await waitFor(second, queued.id, inStatus("completed", "failed"), { owner: "alice" });
+    const q = await untilBatch(second, queued.id, inStatus("completed", "failed"), { owner: "alice" });
     expect(q.request_counts).toEqual({ completed: 40, failed: 0, total: 40 });
     expect(q.in_progress_at!).toBeGreaterThanOrEqual(resumed.in_progress_at!);
     expect((await second.batches.list({ limit: 10, owner: "alice" })).data.map((b) => b.id)).toEqual([queued.id, running.id]);
@@ -75,7 +75,7 @@ describe("recovery", () => {
     const file = await upload(first, dir, completionLines(30, { maxTokens: 48 }));
     const a = await first.batches.create({ input_file_id: many.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
     const b = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(first, a.id, (x) => x.request_counts.completed >= 2);
+    await untilBatch(first, a.id, (x) => x.request_counts.completed >= 2);
     await first.drain({ graceMs: 0 });
     await first.close();
 
@@ -116,7 +116,7 @@ describe("graceful shutdown", () => {
       completion_window: "24h",
       owner: null,
     });
-    await waitFor(first, running.id, (b) => b.request_counts.completed >= 2);
+    await untilBatch(first, running.id, (b) => b.request_counts.completed >= 2);
 
     const closing = first.drain({ graceMs: 10_000 });
     await expect(
@@ -136,7 +136,7 @@ describe("graceful shutdown", () => {
     expect(readdirSync(dir).filter((n) => n.startsWith("batch_"))).toEqual([running.id]);
 
     const second = await open();
-    const done = await waitFor(second, running.id, inStatus("completed", "failed"));
+    const done = await untilBatch(second, running.id, inStatus("completed", "failed"));
     expect(done.request_counts).toEqual({ completed: n, failed: 0, total: n });
     const ids = readJsonl(path.join(dir, running.id, "output.jsonl")).map((l) => l.custom_id);
     expect(new Set(ids).size).toBe(n);
@@ -222,7 +222,7 @@ describe("upgrade", () => {
 
     const cp = await open();
     expect((await cp.files.get(fileId, "alice"))?.object).toEqual(file);
-    const done = await waitFor(cp, id, inStatus("completed", "failed"), { owner: "alice" });
+    const done = await untilBatch(cp, id, inStatus("completed", "failed"), { owner: "alice" });
     expect(done.status).toBe("completed");
     expect(done.request_counts).toEqual({ completed: 12, failed: 0, total: 12 });
     const ids = readJsonl(path.join(dir, id, "output.jsonl")).map((l) => l.custom_id);

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { InvalidRequestError, NotFoundError } from "../../domain/errors.js";
 import type { Engine } from "../../engine/types.js";
 import { RequestError } from "../../openai/errors.js";
-import { completionLines, controlTestbed, inStatus, readJsonl, upload, waitFor } from "../helpers/embedded-plane.js";
+import { completionLines, controlTestbed, inStatus, readJsonl, untilBatch, upload } from "../helpers/embedded-plane.js";
 
 const bed = controlTestbed();
 
@@ -39,7 +39,7 @@ describe("retrying failed lines (one process)", () => {
       metadata: { project: "nightly" },
       owner: null,
     });
-    const done = await waitFor(cp, first.id, inStatus("completed"));
+    const done = await untilBatch(cp, first.id, inStatus("completed"));
     expect(done.request_counts).toEqual({ completed: 4, failed: 2, total: 6 });
     expect(calls.sort()).toEqual(["0", "1", "2", "3", "4", "5"]);
 
@@ -54,7 +54,7 @@ describe("retrying failed lines (one process)", () => {
     expect(retry.endpoint).toBe("/v1/completions");
     expect(retry.completion_window).toBe("24h");
     expect(retry.input_file_id).not.toBe(first.input_file_id);
-    const again = await waitFor(cp, retry.id, inStatus("completed"));
+    const again = await untilBatch(cp, retry.id, inStatus("completed"));
     expect(again.request_counts).toEqual({ completed: 2, failed: 0, total: 2 });
     expect(calls.sort()).toEqual(["1", "4"]);
     const out = readJsonl(path.join(bed.dir, retry.id, "output.jsonl")).map((l) => l.custom_id);
@@ -87,14 +87,14 @@ describe("retrying failed lines (one process)", () => {
     });
     const file = await upload(cp, bed.dir, completionLines(20, { maxTokens: 2 }));
     const running = await cp.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", owner: null });
-    await waitFor(cp, running.id, inStatus("in_progress"));
+    await untilBatch(cp, running.id, inStatus("in_progress"));
     const refused = await cp.batches.retry(running.id, null, {}).catch((e) => e);
     expect(refused).toBeInstanceOf(InvalidRequestError);
     expect(refused).toMatchObject({ code: "batch_not_finished", param: "batch_id" });
 
     await cp.batches.cancel(running.id, null);
     release();
-    const cancelled = await waitFor(cp, running.id, inStatus("cancelled"));
+    const cancelled = await untilBatch(cp, running.id, inStatus("cancelled"));
     const ran = cancelled.request_counts.completed;
     expect(cancelled.request_counts.failed).toBe(20 - ran);
     expect(ran).toBeLessThan(20);
@@ -102,7 +102,7 @@ describe("retrying failed lines (one process)", () => {
     await expect(cp.batches.retry(running.id, null, { include_cancelled: false })).rejects.toMatchObject({ code: "nothing_to_retry" });
     calls.length = 0;
     const retry = await cp.batches.retry(running.id, null, {});
-    const done = await waitFor(cp, retry.id, inStatus("completed"));
+    const done = await untilBatch(cp, retry.id, inStatus("completed"));
     expect(done.request_counts).toEqual({ completed: 20 - ran, failed: 0, total: 20 - ran });
     expect(calls.length).toBe(20 - ran);
     const before = readJsonl(path.join(bed.dir, running.id, "output.jsonl")).map((l) => l.custom_id);

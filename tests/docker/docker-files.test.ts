@@ -6,7 +6,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { FLOORS } from "../../testkit/floors.js";
-import { repoRoot } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 const read = (p: string) => readFileSync(path.join(repoRoot, p), "utf8");
 const yaml = (p: string) => YAML.parse(read(p));

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
-import { repoRoot } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 const run = promisify(execFile);
 // Inside the repository, so the compiled code resolves node_modules as dist/ does.

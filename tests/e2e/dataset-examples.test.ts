@@ -7,7 +7,8 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
-import { repoRoot, type ServerProcess, startMain } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
+import { type ServerProcess, startMain } from "../helpers/process.js";
 import { readTable } from "../helpers/tables.js";
 
 const exec = promisify(execFile);

@@ -7,8 +7,9 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { completionJsonl, createBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { repoRoot, spawnServer, untilListening } from "../helpers/process.js";
+import { spawnServer, untilListening } from "../helpers/process.js";
 import { serverEnv } from "../helpers/server-testbed.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-fds-"));

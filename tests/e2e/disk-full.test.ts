@@ -6,8 +6,9 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { completionJsonl, createBatch, getBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { repoRoot, spawnServer, untilListening } from "../helpers/process.js";
+import { spawnServer, untilListening } from "../helpers/process.js";
 import { serverEnv } from "../helpers/server-testbed.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-full-"));

@@ -3,8 +3,8 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { completionJsonl, createBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
-import { repoRoot } from "../helpers/process.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const run = promisify(execFile);

@@ -6,7 +6,8 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
-import { repoRoot, spawnMain, startMain } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
+import { spawnMain, startMain } from "../helpers/process.js";
 
 const run = promisify(execFile);
 const dirs: string[] = [];

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { loadLlama, loadModel } from "../../engine/load.js";
 import { fullCollection, SamplerMemory, samplerBytes } from "../../engine/sampler-memory.js";
 import { testModelPath } from "../../testkit/model.js";
-import { repoRoot } from "../helpers/process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("SamplerMemory", () => {
   it("collects once per limit's worth of released samplers", () => {

@@ -98,8 +98,8 @@ export async function pathOf(cp: ControlPlane, batchDir: string, fileId: string,
   return found && path.join(batchDir, found.key);
 }
 
-/** Polls until the batch is in one of `statuses` (the run itself is event driven; this only observes it). */
-export async function waitFor(
+/** The batch once `done` holds for it, polled through `until` (the run itself is event driven; this only observes it). */
+export async function untilBatch(
   cp: ControlPlane,
   id: string,
   done: (b: Batch) => boolean,

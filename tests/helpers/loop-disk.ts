@@ -5,7 +5,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { repoRoot, type ServerProcess, spawnServer, untilListening } from "./process.js";
+import { repoRoot } from "../../testkit/repo-root.js";
+import { type ServerProcess, spawnServer, untilListening } from "./process.js";
 import { serverEnv } from "./server-testbed.js";
 
 export interface LoopDisk {

@@ -1,9 +1,7 @@
 // Runs `app/main.ts` as a real child process, the way `npm start` does.
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+import { repoRoot } from "../../testkit/repo-root.js";
 
 export interface ServerProcess {
   child: ChildProcess;

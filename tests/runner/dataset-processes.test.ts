@@ -12,8 +12,9 @@ import { runDataset } from "../../runner/run-dataset.js";
 import { withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
-import { repoRoot, type ServerProcess } from "../helpers/process.js";
+import type { ServerProcess } from "../helpers/process.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
 

@@ -12,8 +12,8 @@ import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { type FileServer, startFileServer } from "../helpers/file-server.js";
-import { repoRoot } from "../helpers/process.js";
 
 const exec = promisify(execFile);
 let dir: string;
