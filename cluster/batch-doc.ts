@@ -1,4 +1,4 @@
-// A batch as clients read it: the stored document with the live counts that shard checkpoints add to merged in,
+// A stored batch document with the live counts that shard checkpoints add merged in,
 // each field where the document has it (a store that reorders fields parses the result through the schema).
 import type { Batch } from "../domain/objects.js";
 

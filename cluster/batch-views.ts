@@ -6,7 +6,8 @@ import type { BatchInspection, BatchSearch, BatchViews, ListedBatch } from "../d
 import type { Batch } from "../domain/objects.js";
 import type { Owner, Page } from "../domain/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
-import { blobLines, clientView } from "./client-view.js";
+import { blobLines } from "./blob-lines.js";
+import { clientView } from "./client-view.js";
 import { type LineErrors, lineErrors } from "./line-errors.js";
 import type { BatchRecords, FileRecords, WorkQueue } from "./ports.js";
 

@@ -1,11 +1,9 @@
-// A batch as clients read it, from its stored record: its cost at its model's price (domain/cost.ts) and the
-// one projection of its finish (cluster/sla.ts), which the API, the SLA alert and the console share.
+// What a stored batch gains as it is answered: its cost at its model's price (domain/cost.ts) and the one
+// projection of its finish (cluster/sla.ts), which the API, the SLA alert and the console share.
 import type { ModelRegistry } from "../backends/registry.js";
 import { isFinal } from "../domain/batch-state.js";
 import { priced } from "../domain/cost.js";
 import type { Batch } from "../domain/objects.js";
-import { readCompleteJsonLines } from "../pipeline/jsonl.js";
-import type { BlobStore } from "../stores/blob-store.js";
 import { projectedFinish } from "./sla.js";
 
 export function clientView(batch: Batch, registry: ModelRegistry, now: number): Batch {
@@ -26,12 +24,4 @@ export function clientView(batch: Batch, registry: ModelRegistry, now: number): 
     projected_finish_at: projected,
     deadline_at_risk: projected === null ? null : projected > batch.deadline_at,
   };
-}
-
-/** These objects' whole JSON lines, streamed from the store as they are read: no copy (a full disk, or twice the disk for every read). */
-export async function* blobLines(blobs: BlobStore, keys: string[]): AsyncGenerator<string> {
-  for (const key of keys) {
-    const blob = await blobs.open(key);
-    if (blob) yield* readCompleteJsonLines(blob.content);
-  }
 }

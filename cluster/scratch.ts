@@ -6,7 +6,7 @@ import { mkdir, readdir, rm, stat, statfs, utimes, writeFile } from "node:fs/pro
 import path from "node:path";
 import type pino from "pino";
 import { exhaustedErrno, isStorageFault, StorageUnavailableError } from "../stores/errors.js";
-import { classified } from "../stores/in-dir.js";
+import { mkdirFault } from "../stores/in-dir.js";
 
 /** What the disk under BATCH_DIR lets this process do: `full` and `read_only` serve reads only, until it heals. */
 export type StorageState = "ok" | "full" | "read_only";
@@ -129,7 +129,7 @@ export class ScratchSpace {
     const t = new Date(this.deps.now?.() ?? Date.now());
     await utimes(file, t, t).catch(async () => {
       await mkdir(this.deps.own, { recursive: true }).catch(async (err) => {
-        throw await classified(this.deps.own, err);
+        throw await mkdirFault(this.deps.own, err);
       });
       await writeFile(file, "");
     });

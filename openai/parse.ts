@@ -5,9 +5,9 @@ import { MessagesParamsSchema } from "../anthropic/params.js";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
-import { describeIssue } from "./issues.js";
 import { RerankBodySchema, ScoreBodySchema } from "./rank.js";
 import { ResponseBodySchema } from "./response-bodies.js";
+import { describeIssue } from "./zod-errors.js";
 
 export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
   switch (endpoint) {

@@ -4,7 +4,7 @@
 // `errors.data`; the list is capped, the count is not. Request bodies are checked when each line runs,
 // so one bad body fails only its own request, as OpenAI does.
 import type { Readable } from "node:stream";
-import { describeIssue } from "../openai/issues.js";
+import { describeIssue } from "../openai/zod-errors.js";
 import { BatchLineSchema } from "./batch-line.js";
 import { readJsonlLines } from "./jsonl.js";
 import { lineTokens } from "./token-estimate.js";

@@ -19,7 +19,7 @@ export async function inDir<T>(dir: string, write: () => Promise<T>): Promise<T>
     try {
       await syncCreated(dir, await mkdir(dir, { recursive: true }));
     } catch (mkdirErr) {
-      throw await classified(dir, mkdirErr);
+      throw await mkdirFault(dir, mkdirErr);
     }
     return write();
   }
@@ -31,7 +31,7 @@ export async function inDir<T>(dir: string, write: () => Promise<T>): Promise<T>
  * like a bug. A plain mkdir of the folder tells the real errno; where its parent is missing too, the nearest folder
  * that exists is probed for writing, and a refusal there is the disk's fault.
  */
-export async function classified(dir: string, err: unknown): Promise<unknown> {
+export async function mkdirFault(dir: string, err: unknown): Promise<unknown> {
   const plain = await mkdir(dir).then(
     () => rmdir(dir).then(() => err),
     (e: NodeJS.ErrnoException) => e,

@@ -1,6 +1,6 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
 import type { z } from "zod";
-import { paramPath, valueAt } from "../../openai/issues.js";
+import { paramPath, valueAt } from "../../openai/zod-errors.js";
 import { type ApiError, badRequest, notFound } from "../errors.js";
 
 /** Parses `input` with `schema`; a failure becomes a 400 naming the first offending parameter, as OpenAI does. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeIssue } from "../../openai/issues.js";
+import { describeIssue } from "../../openai/zod-errors.js";
 import { BatchLineSchema } from "../../pipeline/batch-line.js";
 
 const problem = (schema: { safeParse(v: unknown): any }, value: unknown) => {
