@@ -14,8 +14,8 @@ import { PgWorkQueue } from "../cluster/pg/shards.js";
 import { PgWorkerRegistry } from "../cluster/pg/workers.js";
 import { startSharedState } from "../testkit/shared-state.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { type BenchServer, startServer } from "./server.js";
+import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
 
 export interface DistributedRun {
   workers: number;

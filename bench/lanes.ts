@@ -6,9 +6,9 @@
 import path from "node:path";
 import { type PeerRequest, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
-import { createBatch, uploadFile, waitForTimedBatch } from "./batch-client.js";
 import { SENTENCES } from "./peer.js";
 import { startServer } from "./server.js";
+import { createBatch, uploadFile, waitForTimedBatch } from "./timed-batches.js";
 
 export interface LanesPlan {
   /** Lines of the batch, and the tokens each generates. */

@@ -8,8 +8,8 @@
 import path from "node:path";
 import { type PeerRequest, type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
-import { createBatch, uploadFile, waitForBatch, waitForTimedBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
+import { createBatch, uploadFile, waitForBatch, waitForTimedBatch } from "./timed-batches.js";
 
 export type WorkloadName =
   | "uniform"

@@ -4,11 +4,11 @@
 import path from "node:path";
 import { isFinal } from "../testkit/batch-client.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
-import { type Batch, createBatch, getBatch, uploadFile } from "./batch-client.js";
 import { runChild } from "./child.js";
 import type { ChildResult } from "./records.js";
 import { sampleMemory, startServer } from "./server.js";
 import { mib, percentile } from "./stats.js";
+import { type Batch, createBatch, getBatch, uploadFile } from "./timed-batches.js";
 
 export interface ScaleResult {
   lines: number;

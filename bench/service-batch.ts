@@ -2,8 +2,8 @@
 // poll until it is final. The clock runs from the start of the upload to the poll that sees it final.
 import path from "node:path";
 import { writeBatchFile } from "../testkit/workload.js";
-import { type Batch, createBatch, uploadFile, waitForTimedBatch } from "./batch-client.js";
 import type { BenchServer } from "./server.js";
+import { type Batch, createBatch, uploadFile, waitForTimedBatch } from "./timed-batches.js";
 
 export interface ServiceBatchResult {
   seconds: number;

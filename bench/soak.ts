@@ -11,8 +11,8 @@ import { parseArgs } from "node:util";
 import { isFinal } from "../testkit/batch-client.js";
 import { fuzzRequests } from "../testkit/fuzz.js";
 import { testModelPath } from "../testkit/model.js";
-import { createBatch, getBatch, waitForBatch } from "./batch-client.js";
 import { type BenchServer, startServer } from "./server.js";
+import { createBatch, getBatch, waitForBatch } from "./timed-batches.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, seed: { type: "string", default: "1" } } });
 const plan = values.quick

@@ -8,8 +8,8 @@ import os from "node:os";
 import path from "node:path";
 import { drive, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
-import { createBatch, uploadFile, waitForBatch } from "./batch-client.js";
 import { startServer } from "./server.js";
+import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
 
 export interface UpstreamComparison {
   model: string;

@@ -35,8 +35,8 @@ import { batchKeys } from "./blob-layout.js";
 import { blobLines } from "./blob-lines.js";
 import { clientView } from "./client-view.js";
 import { readOutput } from "./output-reads.js";
-import { type BatchRecords, type EventBus, type FileRecords, TokenLimitReached, type WorkQueue } from "./ports.js";
 import { removeBatch } from "./remove-batch.js";
+import { type BatchRecords, type EventBus, type FileRecords, TokenLimitReached, type WorkQueue } from "./state-ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;

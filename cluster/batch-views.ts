@@ -9,7 +9,7 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { blobLines } from "./blob-lines.js";
 import { clientView } from "./client-view.js";
 import { type LineErrors, lineErrors } from "./line-errors.js";
-import type { BatchRecords, FileRecords, WorkQueue } from "./ports.js";
+import type { BatchRecords, FileRecords, WorkQueue } from "./state-ports.js";
 
 export interface ClusterBatchViewsDeps {
   batches: BatchRecords;

@@ -1,7 +1,7 @@
 // Where a batch's objects live in the blob store: under its id, as BATCH_DIR/<batch_id>/ has always held a batch's
 // files on one machine, so one layout serves a folder and a bucket alike.
 import { createHash } from "node:crypto";
-import type { ClaimedShard } from "./ports.js";
+import type { ClaimedShard } from "./state-ports.js";
 
 export const batchKeys = (id: string) => ({
   /** The batch's own copy of its requests, where it keeps one. */

@@ -5,7 +5,7 @@
 import { costOf } from "../backends/price.js";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
-import type { ClaimedShard, ShardCommit, WorkQueue } from "./ports.js";
+import type { ClaimedShard, ShardCommit, WorkQueue } from "./state-ports.js";
 
 export function meteredQueue(queue: WorkQueue, metrics: BatchMetrics | undefined, registry: ModelRegistry): WorkQueue {
   if (!metrics) return queue;

@@ -10,7 +10,7 @@ import type { BatchMetrics } from "../metrics/metrics.js";
 import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import { batchKeys, resultFileId } from "./blob-layout.js";
 import { type OutputOrder, orderedLines, outputKeys, PartGone } from "./output-order.js";
-import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./ports.js";
+import type { BatchRecords, BatchRow, FileRecords, WorkQueue } from "./state-ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 export interface FinalizeDeps {

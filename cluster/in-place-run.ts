@@ -22,8 +22,8 @@ import type { AbortReason, Progress } from "../pipeline/types.js";
 import { isStorageFull } from "../stores/errors.js";
 import type { FsBlobStore } from "../stores/fs-blob-store.js";
 import { batchKeys } from "./blob-layout.js";
-import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
 import { EngineClock, endShard, type ShardEnd, type ShardExecution, ShardFailure } from "./shard-run.js";
+import { type ClaimedShard, type CommitResult, type ShardPart, shardKey, type WorkQueue } from "./state-ports.js";
 
 /** A run paused by a full disk looks for space this often, and goes on once this much is free. */
 const SPACE_POLL_MS = 2_000;

@@ -8,11 +8,11 @@
 
 import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { OutageLog } from "./outage-log.js";
-import type { EventBus, LeaderLock, WorkerRegistry } from "./ports.js";
 import { CANCELLED, EXPIRED, FAILED, STOPPED_WHY } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
 import { chooseYields, projectedFinish, type SlaBatch } from "./sla.js";
+import type { EventBus, LeaderLock, WorkerRegistry } from "./state-ports.js";
 import { WebhookSender } from "./webhooks.js";
 
 const TICK_MS = 1_000;

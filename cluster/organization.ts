@@ -4,7 +4,7 @@ import type { ModelRegistry } from "../backends/registry.js";
 import type { KeyRing } from "../config/keys.js";
 import type { Owner } from "../domain/ports.js";
 import { type KeyView, type Organization, parseUsageQuery, type UsageKind, type UsagePage, usagePage } from "../domain/usage.js";
-import type { BatchRecords } from "./ports.js";
+import type { BatchRecords } from "./state-ports.js";
 
 export class ClusterOrganization implements Organization {
   constructor(private readonly deps: { batches: BatchRecords; keys: KeyRing; registry: ModelRegistry; now: () => number }) {}

@@ -6,7 +6,7 @@
 // it is assembled in the same order.
 import { isJsonLine, readJsonlLines } from "../pipeline/jsonl.js";
 import type { BlobStore } from "../stores/blob-store.js";
-import type { OrderEntry, OutputOrder, ShardPart } from "./ports.js";
+import type { OrderEntry, OutputOrder, ShardPart } from "./state-ports.js";
 
 /** A shard's committed object is gone (its batch was finalized meanwhile, and its parts removed). */
 export class PartGone extends Error {
@@ -16,7 +16,7 @@ export class PartGone extends Error {
   }
 }
 
-export type { OrderEntry, OutputOrder } from "./ports.js";
+export type { OrderEntry, OutputOrder } from "./state-ports.js";
 
 /** A shard's committed output objects, in its parts' order. */
 export const outputKeys = (parts: readonly ShardPart[]): string[] => parts.flatMap((p) => (p.output ? [p.output] : []));

@@ -8,7 +8,7 @@ import type { Batch } from "../domain/objects.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { batchKeys } from "./blob-layout.js";
 import { orderedLines, orderedTotal, PartGone } from "./output-order.js";
-import type { BatchRecords, WorkQueue } from "./ports.js";
+import type { BatchRecords, WorkQueue } from "./state-ports.js";
 
 export async function readOutput(
   deps: { batches: BatchRecords; queue: WorkQueue; blobs: BlobStore },

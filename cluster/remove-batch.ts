@@ -3,7 +3,7 @@
 // retention, keeping result files that their own retention still holds; a delete asked for takes them too.
 import type { BlobStore } from "../stores/blob-store.js";
 import { batchKeys } from "./blob-layout.js";
-import type { BatchRecords, FileRecords } from "./ports.js";
+import type { BatchRecords, FileRecords } from "./state-ports.js";
 
 export interface RemoveBatchDeps {
   batches: BatchRecords;

@@ -19,7 +19,7 @@ import type { AbortReason, Progress } from "../pipeline/types.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { partKey } from "./blob-layout.js";
 import { OutageLog } from "./outage-log.js";
-import { type ClaimedShard, type CommitResult, type ShardCommit, type ShardPart, shardKey, type WorkQueue } from "./ports.js";
+import { type ClaimedShard, type CommitResult, type ShardCommit, type ShardPart, shardKey, type WorkQueue } from "./state-ports.js";
 
 export type ShardEnd = "done" | "handed_back" | "fenced";
 

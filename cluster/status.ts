@@ -1,7 +1,7 @@
 // /queue/stats and /pools from the state, in either mode: the pools are the workers registered in each (their
 // capacities summed; one process's are the simulated pools), the queue the batches with shards waiting.
 import type { ControlPlaneStatus, PoolStatus, QueueStats } from "../domain/ports.js";
-import type { EventBus, WorkerRegistry } from "./ports.js";
+import type { EventBus, WorkerRegistry } from "./state-ports.js";
 
 export class ClusterStatus implements ControlPlaneStatus {
   constructor(

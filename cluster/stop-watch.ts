@@ -8,7 +8,7 @@ import { batchCost } from "../domain/cost.js";
 import type { Owner } from "../domain/ports.js";
 import { brokenRule, hasStopRules, type StopRules, stopRulesOf } from "../domain/stop-rules.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
-import type { BatchRecords, EventBus } from "./ports.js";
+import type { BatchRecords, EventBus } from "./state-ports.js";
 
 const CHECK_MS = 500;
 

@@ -9,7 +9,7 @@ import type { Owner } from "../domain/ports.js";
 import type { ServedTier } from "../domain/sync-inference.js";
 import type { UsageRecord } from "../domain/usage.js";
 import type { Endpoint, TokenUsage } from "../openai/backend.js";
-import type { BatchRecords } from "./ports.js";
+import type { BatchRecords } from "./state-ports.js";
 
 export interface SyncAccountsDeps {
   batches: Pick<BatchRecords, "enqueued" | "keepUsage">;

@@ -6,7 +6,7 @@
 import type { ModelRegistry } from "../backends/registry.js";
 import { ModelNotFoundError, UnavailableError } from "../domain/errors.js";
 import type { SyncTarget, SyncTargets } from "../domain/sync-inference.js";
-import type { WorkerRegistry } from "./ports.js";
+import type { WorkerRegistry } from "./state-ports.js";
 
 /** How long a request waits before it is refused when no worker serves its model: workers come back within a lease. */
 const NO_WORKER_RETRY_AFTER_SECONDS = 5;

@@ -13,7 +13,7 @@ import { newPartId, newUploadId } from "../domain/ids.js";
 import type { Upload, UploadPart } from "../domain/objects.js";
 import type { ExpiresAfter, Owner, UploadStore } from "../domain/ports.js";
 import { type BlobStore, concatenated } from "../stores/blob-store.js";
-import type { FileRecords } from "./ports.js";
+import type { FileRecords } from "./state-ports.js";
 
 /** OpenAI's: an upload is open for an hour (the route bounds a part to 64 MB while it streams). */
 export const UPLOAD_SECONDS = 3600;

@@ -10,7 +10,7 @@ import type { Batch } from "../domain/objects.js";
 import type { Owner } from "../domain/ports.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { hexId } from "../openai/ids.js";
-import type { BatchRecords, WebhookState } from "./ports.js";
+import type { BatchRecords, WebhookState } from "./state-ports.js";
 
 /** Where an owner's events go: its API key's endpoint, else the deployment's; undefined when webhooks are off for it. */
 export type WebhookTargets = (owner: Owner) => WebhookEndpoint | undefined;

@@ -9,6 +9,9 @@ import type { PoolStatus } from "../domain/ports.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { AbortReason, Progress } from "../pipeline/types.js";
 import { OutageLog } from "./outage-log.js";
+import { randomPreemptions } from "./preemptions.js";
+import { CANCELLED, EXPIRED, FAILED, PAUSED, PREEMPTED, SHUTDOWN, STOPPED_WHY, YIELDED } from "./reasons.js";
+import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
 import {
   type BatchRecords,
   type ClaimedShard,
@@ -18,10 +21,7 @@ import {
   shardKey,
   type WorkerRegistry,
   type WorkQueue,
-} from "./ports.js";
-import { randomPreemptions } from "./preemptions.js";
-import { CANCELLED, EXPIRED, FAILED, PAUSED, PREEMPTED, SHUTDOWN, STOPPED_WHY, YIELDED } from "./reasons.js";
-import { type ShardExecution, ShardFailure, type StartShardRun } from "./shard-run.js";
+} from "./state-ports.js";
 import type { StopWatch } from "./stop-watch.js";
 
 /**

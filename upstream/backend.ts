@@ -21,9 +21,9 @@ import type {
 import { RequestError } from "../openai/errors.js";
 import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
 import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
+import { backoffMs, isRetryableStatus, retryAfterMs } from "./backoff.js";
 import { BaseUrls } from "./base-urls.js";
 import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
-import { backoffMs, isRetryableStatus, retryAfterMs } from "./retry.js";
 import { ORDER_FOR, type PrefixRouting, type Routing, resolveRouting } from "./slot-affinity.js";
 
 export interface UpstreamOptions {

@@ -18,7 +18,7 @@ import {
   OPEN_STATUSES,
   TokenLimitReached,
   type WebhookState,
-} from "../ports.js";
+} from "../state-ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import type { BatchEntry, MemoryState } from "./state.js";
 

@@ -1,6 +1,6 @@
 // Signals between the parts of one process (what LISTEN/NOTIFY carries between processes), and the maintenance
 // lock among them. Events are delivered after the publisher's step, as a notification arrives after its commit.
-import type { ClusterEvent, EventBus, LeaderLock } from "../ports.js";
+import type { ClusterEvent, EventBus, LeaderLock } from "../state-ports.js";
 import type { MemoryState } from "./state.js";
 
 export class MemoryEventBus implements EventBus {

@@ -4,7 +4,7 @@ import type { FileObject } from "../../domain/objects.js";
 import { paginate } from "../../domain/paginate.js";
 import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
-import { type FileRecords, OPEN_STATUSES } from "../ports.js";
+import { type FileRecords, OPEN_STATUSES } from "../state-ports.js";
 import type { FileEntry, MemoryState } from "./state.js";
 
 export class MemoryFileRecords implements FileRecords {

@@ -3,7 +3,7 @@
 import type pino from "pino";
 import type { BlobStore } from "../../stores/blob-store.js";
 import { isStorageFull } from "../../stores/errors.js";
-import type { ClusterPorts } from "../ports.js";
+import type { ClusterPorts } from "../state-ports.js";
 import { MemoryBatchRecords } from "./batches.js";
 import { MemoryEventBus, MemoryLeaderLock } from "./events.js";
 import { MemoryFileRecords } from "./files.js";

@@ -6,6 +6,7 @@
 
 import { charge, startTags } from "../fair-share.js";
 import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal, outputKeys } from "../output-order.js";
+import type { SlaSnapshot } from "../sla.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -16,8 +17,7 @@ import {
   type StopReason,
   shardKey,
   type WorkQueue,
-} from "../ports.js";
-import type { SlaSnapshot } from "../sla.js";
+} from "../state-ports.js";
 import { isUrgent } from "../urgency.js";
 import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
 

@@ -7,7 +7,7 @@ import type { Owner, PoolStatus } from "../../domain/ports.js";
 import type { UsageRecord } from "../../domain/usage.js";
 import type { LiveCounts } from "../batch-doc.js";
 import type { OrderEntry } from "../output-order.js";
-import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../ports.js";
+import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../state-ports.js";
 
 export interface ShardRecord {
   idx: number;

@@ -1,5 +1,5 @@
 // The live workers of this process (the pools the scheduler and /pools see), and the queue's counts.
-import type { WorkerInfo, WorkerRegistry } from "../ports.js";
+import type { WorkerInfo, WorkerRegistry } from "../state-ports.js";
 import type { MemoryState } from "./state.js";
 
 export class MemoryWorkerRegistry implements WorkerRegistry {

@@ -16,7 +16,7 @@ import {
   OPEN_STATUSES,
   TokenLimitReached,
   type WebhookState,
-} from "../ports.js";
+} from "../state-ports.js";
 import { endTotals, type Totals } from "../totals.js";
 import { type Db, inTransaction, LOCKS } from "./db.js";
 

@@ -5,7 +5,7 @@
 import pg from "pg";
 import type pino from "pino";
 import { OutageLog } from "../outage-log.js";
-import type { ClusterEvent, EventBus } from "../ports.js";
+import type { ClusterEvent, EventBus } from "../state-ports.js";
 import { type Db, pgClientConfig } from "./db.js";
 
 export const CHANNEL = "obi_events";

@@ -5,7 +5,7 @@ import { InvalidRequestError } from "../../domain/errors.js";
 import type { FileObject } from "../../domain/objects.js";
 import type { FileRecord, NewFile, Owner, Page } from "../../domain/ports.js";
 import { adoptUpload, type FileStoreDeps, type NewFileRecord, newFileObject } from "../file-object.js";
-import type { FileRecords } from "../ports.js";
+import type { FileRecords } from "../state-ports.js";
 import type { Db } from "./db.js";
 
 export class PgFileStore implements FileRecords {

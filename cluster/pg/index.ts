@@ -3,7 +3,7 @@
 // password in DATABASE_URL.
 import type pino from "pino";
 import type { BlobStore } from "../../stores/blob-store.js";
-import type { ClusterPorts } from "../ports.js";
+import type { ClusterPorts } from "../state-ports.js";
 import { PgBatchRecords } from "./batches.js";
 import { checkMigrated, createPool, migrate, PgDb } from "./db.js";
 import { PgEventBus, subscribe } from "./events.js";

@@ -4,7 +4,7 @@
 // connection (LeaderDb) is refused by the database: the term must match and the lease must not have lapsed.
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
-import type { LeaderLock } from "../ports.js";
+import type { LeaderLock } from "../state-ports.js";
 import { type Db, inTransaction } from "./db.js";
 
 /** A write of a leader whose lease lapsed or was taken over: refused, for the new holder decides now. */

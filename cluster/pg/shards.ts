@@ -3,6 +3,7 @@
 // the epoch it claimed, so a worker whose lease lapsed and was taken over can write nothing that counts.
 
 import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal, outputKeys } from "../output-order.js";
+import type { SlaSnapshot } from "../sla.js";
 import {
   type ClaimedShard,
   type ClaimOptions,
@@ -14,8 +15,7 @@ import {
   type ShardView,
   type StopReason,
   type WorkQueue,
-} from "../ports.js";
-import type { SlaSnapshot } from "../sla.js";
+} from "../state-ports.js";
 import { type Db, inTransaction } from "./db.js";
 
 /** Each shard's committed output objects, by shard. */

@@ -1,6 +1,6 @@
 // The live workers in PostgreSQL: each worker's row (pool, capacity, models, what it runs) is upserted with its
 // heartbeat; a worker not heard from within a lease is not counted.
-import type { WorkerInfo, WorkerRegistry } from "../ports.js";
+import type { WorkerInfo, WorkerRegistry } from "../state-ports.js";
 import type { Db } from "./db.js";
 
 export class PgWorkerRegistry implements WorkerRegistry {

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { ClusterBatchService } from "../../cluster/batch-service.js";
 import { MemoryState, memoryPorts } from "../../cluster/embedded/index.js";
-import type { ClusterPorts } from "../../cluster/ports.js";
+import type { ClusterPorts } from "../../cluster/state-ports.js";
 import type { Config } from "../../config/config.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { transition } from "../../domain/batch-state.js";

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import { type ClaimOptions, type ClusterPorts, TokenLimitReached } from "../../cluster/ports.js";
+import { type ClaimOptions, type ClusterPorts, TokenLimitReached } from "../../cluster/state-ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { transition } from "../../domain/batch-state.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";

@@ -8,7 +8,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
-import type { ClaimOptions } from "../../cluster/ports.js";
+import type { ClaimOptions } from "../../cluster/state-ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 

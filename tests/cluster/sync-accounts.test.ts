@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { MemoryState, memoryPorts } from "../../cluster/embedded/index.js";
-import type { ClusterPorts } from "../../cluster/ports.js";
+import type { ClusterPorts } from "../../cluster/state-ports.js";
 import { SyncAccounts } from "../../cluster/sync-accounts.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { UnavailableError } from "../../domain/errors.js";

@@ -8,7 +8,7 @@ import pino from "pino";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
 import { createPool, migrate } from "../../cluster/pg/db.js";
 import { openPgPorts } from "../../cluster/pg/index.js";
-import type { ClusterPorts } from "../../cluster/ports.js";
+import type { ClusterPorts } from "../../cluster/state-ports.js";
 import type { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 

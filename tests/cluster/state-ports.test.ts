@@ -8,7 +8,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
-import type { ClaimOptions, ClusterPorts } from "../../cluster/ports.js";
+import type { ClaimOptions, ClusterPorts } from "../../cluster/state-ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { backoffMs, isRetryableStatus, RETRY_BASE_MS, RETRY_CAP_MS, retryAfterMs } from "../../upstream/backoff.js";
 import { BaseUrls, COOLDOWN_MS } from "../../upstream/base-urls.js";
-import { backoffMs, isRetryableStatus, RETRY_BASE_MS, RETRY_CAP_MS, retryAfterMs } from "../../upstream/retry.js";
 
 describe("backoff and Retry-After", () => {
   it("draws full jitter under an exponential bound, capped", () => {
