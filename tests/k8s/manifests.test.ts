@@ -228,3 +228,30 @@ describe.skipIf(!KUBECTL)("a rollout of a new release", () => {
     for (const d of after.filter((o) => o.kind === "Deployment")) for (const c of allContainers(d)) expect(c.image).toMatch(/:9\.9\.9$/);
   });
 });
+
+describe.skipIf(!KUBECTL)("the image override docs/deployment.md gives", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "obi-k8s-images-"));
+    cpSync(path.join(repoRoot, "k8s"), path.join(dir, "k8s"), { recursive: true });
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The docs' overlay file: the YAML block that opens with its path. */
+  const documented = () => {
+    const page = readFileSync(path.join(repoRoot, "docs/deployment.md"), "utf8");
+    const block = /```yaml\n# k8s\/overlays\/mine\/kustomization\.yaml\n([\s\S]*?)```/.exec(page);
+    expect(block, "docs/deployment.md shows the overlay that sets the images").not.toBeNull();
+    return YAML.parse(block![1]);
+  };
+
+  it.each(["../gpu", "../../base"])("moves every container's image to the operator's registry over %s", async (over) => {
+    const overlay = path.join(dir, "k8s/overlays/mine");
+    const k = { ...documented(), resources: [over] };
+    cpSync(path.join(repoRoot, "k8s/overlays/example"), overlay, { recursive: true, force: true });
+    writeFileSync(path.join(overlay, "kustomization.yaml"), YAML.stringify(k));
+    const images = (await render(overlay)).filter((o) => o.kind === "Deployment").flatMap((d) => allContainers(d).map((c) => c.image));
+    expect(images.length).toBeGreaterThan(5);
+    for (const image of images) expect(image).toMatch(/^registry\.example\.com\/obi\/offline-batch-inference(-gpu)?:0\.1\.0$/);
+  });
+});
