@@ -88,11 +88,11 @@ export async function measureDistributed(
       for (let i = 0; i < workers; i++) nodes.push(await startServer("", { ...env, ROLE: "worker", WORKER_ID: `bench-${workers}-${i}` }));
       try {
         const api = nodes[0].baseUrl;
-        await waitForBatch(api, (await createBatch(api, await uploadFile(api, warm))).id, 25);
+        await waitForBatch(api, (await createBatch(api, await uploadFile(api, warm))).id, { everyMs: 25 });
         const fileId = await uploadFile(api, input);
         const cpu0 = nodes.reduce((n, s) => n + cpuMs(s.pid), 0);
         const t0 = performance.now();
-        const b = await waitForBatch(api, (await createBatch(api, fileId)).id, 25);
+        const b = await waitForBatch(api, (await createBatch(api, fileId)).id, { everyMs: 25 });
         const seconds = (performance.now() - t0) / 1000;
         const cpu = nodes.reduce((n, s) => n + cpuMs(s.pid), 0) - cpu0;
         if (b.status !== "completed" || b.request_counts.completed !== opts.requests)

@@ -157,7 +157,9 @@ async function runServiceOnce(modelPath: string, w: Workload, env: Record<string
     // the workload: its prompts are cached from then on, as the warm-up request's are in llama-server).
     const warm = path.join(server.batchDir, "peer-warm.jsonl");
     await writeBatchFile(warm, files[0].lines.slice(0, 4));
-    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm), files[0].url)).id, 25);
+    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm), files[0].url)).id, {
+      everyMs: 25,
+    });
     const t0 = performance.now();
     const ids = await Promise.all(
       files.map(async (f) => (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, f.file), f.url)).id),

@@ -14,9 +14,9 @@ export async function createBatch(baseUrl: string, fileId: string, endpoint = "/
   return body as Batch;
 }
 
-/** Polls every `everyMs` until the batch ends. */
-export const waitForBatch = (baseUrl: string, id: string, everyMs: number, timeoutMs = 30 * 60_000): Promise<Batch> =>
-  pollBatch(baseUrl, id, isFinal, { everyMs, timeoutMs });
+/** Polls every `poll.everyMs` until the batch ends (tests/helpers/service.ts' waitForBatch takes a timeout there: named options here). */
+export const waitForBatch = (baseUrl: string, id: string, poll: { everyMs: number; timeoutMs?: number }): Promise<Batch> =>
+  pollBatch(baseUrl, id, isFinal, { everyMs: poll.everyMs, timeoutMs: poll.timeoutMs ?? 30 * 60_000 });
 
 /** Where a timed batch's results land on the service's disk (BATCH_DIR/<batch_id>), and how many lines it has. */
 export interface ResultFolder {

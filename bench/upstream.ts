@@ -86,11 +86,13 @@ export async function compareUpstream(
 async function runService(modelsFile: string, warm: string, input: string): Promise<UpstreamComparison["service"]> {
   const server = await startServer("", { MODELS_FILE: modelsFile });
   try {
-    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm))).id, 25);
+    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm))).id, { everyMs: 25 });
     let best = Number.POSITIVE_INFINITY;
     for (let i = 0; i < 2; i++) {
       const t0 = performance.now();
-      const b = await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, input))).id, 25);
+      const b = await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, input))).id, {
+        everyMs: 25,
+      });
       if (b.status !== "completed" || b.request_counts.failed > 0)
         throw new Error(`service batch ended ${b.status} ${JSON.stringify(b.request_counts)}`);
       best = Math.min(best, (performance.now() - t0) / 1000);
