@@ -206,7 +206,7 @@ describe.skipIf(!KUBECTL).each(OVERLAYS)("the Kubernetes manifests (%s)", (name,
   });
 });
 
-describe.skipIf(!KUBECTL)("a rollout of a new release", () => {
+describe.skipIf(!KUBECTL)("an operator's own overlay: a new release, the image override docs/deployment.md gives", () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(path.join(os.tmpdir(), "obi-k8s-"));
@@ -227,15 +227,6 @@ describe.skipIf(!KUBECTL)("a rollout of a new release", () => {
     expect(after.filter((o) => ["Job", "CronJob"].includes(o.kind))).toEqual([]);
     for (const d of after.filter((o) => o.kind === "Deployment")) for (const c of allContainers(d)) expect(c.image).toMatch(/:9\.9\.9$/);
   });
-});
-
-describe.skipIf(!KUBECTL)("the image override docs/deployment.md gives", () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "obi-k8s-images-"));
-    cpSync(path.join(repoRoot, "k8s"), path.join(dir, "k8s"), { recursive: true });
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** The docs' overlay file: the YAML block that opens with its path. */
   const documented = () => {
@@ -245,7 +236,7 @@ describe.skipIf(!KUBECTL)("the image override docs/deployment.md gives", () => {
     return YAML.parse(block![1]);
   };
 
-  it.each(["../gpu", "../../base"])("moves every container's image to the operator's registry over %s", async (over) => {
+  it.each(["../gpu", "../../base"])("the override moves every container's image to the operator's registry over %s", async (over) => {
     const overlay = path.join(dir, "k8s/overlays/mine");
     const k = { ...documented(), resources: [over] };
     cpSync(path.join(repoRoot, "k8s/overlays/example"), overlay, { recursive: true, force: true });
