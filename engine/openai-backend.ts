@@ -66,11 +66,12 @@ export class LlamaBackend implements InferenceBackend {
     return this.engine.prepareRun(shape);
   }
 
-  /** Prompt tokens by the model's own tokenizer (the enqueued-token estimate of a batch). */
+  /** Batch lines that gave their sequence to an interactive request since start (/metrics). */
   preemptions(): number {
     return this.engine.scheduling().preemptions;
   }
 
+  /** Prompt tokens by the model's own tokenizer (the enqueued-token estimate of a batch). */
   countTokens(text: string): number {
     return this.engine.countTokens(text);
   }

@@ -51,13 +51,13 @@ export interface SequencePoolOptions {
   log: Log;
 }
 
+/** The share of a prompt a sequence's cache must hold to count as holding its family (pick). */
+const MIN_SHARED_SHARE = 0.1;
+
 /**
  * Sequences kept free for the interactive lane while it is warm (pool.ts): llama-server fed at its slots minus one
  * keeps one so; with fewer than four sequences the batches would give up too much of the engine for it.
  */
-/** The share of a prompt a sequence's cache must hold to count as holding its family (pick). */
-const MIN_SHARED_SHARE = 0.1;
-
 export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? 1 : 0);
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
