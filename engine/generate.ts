@@ -297,12 +297,15 @@ async function* evaluate(
   from: number,
 ): AsyncGenerator<{ token: Token; scores?: TokenScores }> {
   const options = { ...shared, evaluationPriority: pool.batchTag(sequence) };
+  if (req.logprobs !== null && !req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
+    // Seeded per token by its place already.
+    yield* traced(sequence, input, options, req.logprobs, from);
+    return;
+  }
   // A sampled line resumed on a new sampler draws from a seed of where it resumed (the same seed, the same answer).
   if (from > 0 && options.seed !== undefined) options.seed = tokenSeed(options.seed, from);
   if (req.logprobs === null) {
     for await (const token of sequence.evaluate(input, options)) yield { token };
-  } else if (!req.grammar && (req.temperature === 0 || (req.temperature === 1 && req.topP === 1 && req.topK === 0))) {
-    yield* traced(sequence, input, { ...options, seed: shared.seed }, req.logprobs, from);
   } else {
     const { temperature } = req;
     for await (const { token, probabilities } of sequence.evaluateWithMetadata(input, { probabilities: true }, options))

@@ -28,6 +28,10 @@ interface Waiter<T> {
   preempts: boolean;
 }
 
+/** The order waiters are served in: interactive requests, then batch lines that gave their item to one, then the rest. */
+const BATCH = 2;
+const rank = (w: Pick<Waiter<unknown>, "interactive" | "resumed">): number => (w.interactive ? 0 : w.resumed ? 1 : BATCH);
+
 /** How well an item suits a request (higher is better; equal scores keep FIFO order). */
 export type Affinity<T> = (item: T) => number;
 
@@ -146,19 +150,14 @@ export class ResourcePool<T> {
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       if (waiter.preempts) this.preemptors++;
-      if (waiter.interactive)
+      // Behind the live waiters of its rank and above, ahead of those below it (a batch line: last, without a scan).
+      if (rank(waiter) === BATCH) this.waiters.push(waiter);
+      else
         this.waiters.splice(
-          this.firstWaiter((w) => !w.interactive),
+          this.firstWaiter((w) => rank(w) > rank(waiter)),
           0,
           waiter,
         );
-      else if (waiter.resumed)
-        this.waiters.splice(
-          this.firstWaiter((w) => !w.interactive && !w.resumed),
-          0,
-          waiter,
-        );
-      else this.waiters.push(waiter);
     });
   }
 
@@ -168,11 +167,11 @@ export class ResourcePool<T> {
     if (waiter.preempts) this.preemptors--;
   }
 
-  /** Where the first live waiter `after` holds for is (the end when there is none). */
-  private firstWaiter(after: (w: Waiter<T>) => boolean): number {
+  /** Where the first live waiter `behind` holds for is (the end when there is none). */
+  private firstWaiter(behind: (w: Waiter<T>) => boolean): number {
     for (let i = 0; i < this.waiters.length; i++) {
       const w = this.waiters.peekAt(i)!;
-      if (!w.done && after(w)) return i;
+      if (!w.done && behind(w)) return i;
     }
     return this.waiters.length;
   }
@@ -205,7 +204,7 @@ export class ResourcePool<T> {
     const oldest = this.waiters.peekFront()!;
     // An interactive request is served before any batch work, whatever a batch line's prompt shares, and a batch
     // line that gave its item to one before the lines not begun.
-    if (oldest.passedOver >= MAX_PASSED_OVER || oldest.interactive || oldest.resumed) return 0;
+    if (oldest.passedOver >= MAX_PASSED_OVER || rank(oldest) < BATCH) return 0;
     let best = 0;
     let bestScore = oldest.affinity?.(item) ?? 0;
     const end = Math.min(this.waiters.length, AFFINITY_WINDOW);
