@@ -15,7 +15,7 @@ export type ErrorAction = "retry" | "fix" | "none";
 export interface CatalogueEntry {
   places: readonly ErrorPlace[];
   /** The HTTP status of an `http` answer. */
-  status?: number | readonly number[];
+  status?: number;
   /** OpenAI's error `type` of an `http` answer. */
   type?: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "server_error";
   when: string;
@@ -27,6 +27,7 @@ export interface CatalogueEntry {
 const request = { places: ["http"], status: 400, type: "invalid_request_error", action: "fix" } as const;
 const lineAndSync = { places: ["line"], action: "fix" } as const;
 const notNow = (status: number) => ({ places: ["http"], status, type: "server_error", action: "retry" }) as const;
+const tooMany = { places: ["http"], status: 429, type: "rate_limit_error", action: "retry" } as const;
 
 export const ERROR_CATALOGUE = {
   // Requests the service refuses as sent.
@@ -117,19 +118,14 @@ export const ERROR_CATALOGUE = {
   },
 
   // Not now: retry after Retry-After.
-  queue_full: { places: ["http"], status: 429, type: "rate_limit_error", action: "retry", when: "`MAX_QUEUE_DEPTH` batches already wait." },
+  queue_full: { ...tooMany, when: "`MAX_QUEUE_DEPTH` batches already wait." },
   resource_unavailable: {
-    places: ["http"],
-    status: 429,
-    type: "rate_limit_error",
-    action: "retry",
+    ...tooMany,
     when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10).",
   },
   token_limit_exceeded: {
+    ...tooMany,
     places: ["http", "batch"],
-    status: 429,
-    type: "rate_limit_error",
-    action: "retry",
     how: "Wait for the key's open batches or requests to finish, or raise its limit.",
     when: "A batch or synchronous request would take its key's enqueued tokens on the model past the key's limit (a batch fails with it).",
   },
@@ -241,7 +237,7 @@ const ACTION: Record<ErrorAction, string> = { retry: "retry", fix: "fix the requ
 /** docs/errors.md's table, one row per code, in the catalogue's order. */
 export function errorsTable(): string {
   const rows = Object.entries(ERROR_CATALOGUE).map(([code, e]: [string, CatalogueEntry]) => {
-    const status = e.status === undefined ? "—" : [e.status].flat().join(", ");
+    const status = e.status ?? "—";
     const action = e.how ? `${ACTION[e.action]}. ${e.how}` : ACTION[e.action];
     return `| \`${code}\` | ${e.places.map((p) => PLACE[p]).join(", ")} | ${status} | ${e.type ?? "—"} | ${e.when} | ${action} |`;
   });
