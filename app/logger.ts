@@ -1,3 +1,4 @@
+// The service logger (pino), with keys redacted.
 import { createRequire } from "node:module";
 import pino from "pino";
 

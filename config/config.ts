@@ -1,3 +1,4 @@
+// The settings read from the environment and the models file, validated at start (settings.ts declares them).
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

@@ -1,3 +1,4 @@
+// Token usage added up over lines and runs.
 import type { TokenUsage } from "./types.js";
 
 export const emptyUsage = (): TokenUsage => ({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });

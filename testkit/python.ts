@@ -1,3 +1,4 @@
+// Finding a Python with the official SDKs installed, for the conformance tests that validate with pydantic.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";

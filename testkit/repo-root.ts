@@ -1,3 +1,4 @@
+// The repository's root, for tests, benches and scripts that read files by their place in the repository.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 

@@ -1,4 +1,4 @@
-// npm run gen-model -- --preset qwen2.5-0.5b --out /tmp/x.gguf [--seed 1]
+// Writes a generated model: npm run gen-model -- --preset qwen2.5-0.5b --out /tmp/x.gguf [--seed 1].
 // Without --out the model goes to the shared cache (as the service would generate it).
 import { statSync } from "node:fs";
 import path from "node:path";
