@@ -1,5 +1,5 @@
 // The OpenAPI document, assembled from the paths each router registers beside its handlers (api/routes/*.ts),
-// built from the same zod schemas the routes validate with; tests/api/openapi-document.test.ts checks the two agree.
+// built from the same zod schemas the routes validate with; tests/api/openapi-document.int.test.ts checks the two agree.
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import { KEYED_ROUTES } from "./routes/index.js";
 import { registerSystemPaths } from "./routes/system.js";

@@ -13,7 +13,7 @@ import { createPool, migrate } from "../cluster/pg/db.js";
 import { PgWorkQueue } from "../cluster/pg/shards.js";
 import { PgWorkerRegistry } from "../cluster/pg/workers.js";
 import { startSharedState } from "../testkit/shared-state.js";
-import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { type BenchServer, startServer } from "./server.js";
 import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
 
@@ -71,7 +71,7 @@ export async function measureDistributed(
       modelsFile,
       `models:\n  - { name: instant, upstream: { base_urls: ["${upstream.baseUrl}"], model: m, max_in_flight: 64 } }\n`,
     );
-    const lines = completionLines(opts.requests, 1).map((l) => ({ ...l, body: { ...l.body, model: "instant" } }));
+    const lines = completionLines(opts.requests, { maxTokens: 1, prompt }).map((l) => ({ ...l, body: { ...l.body, model: "instant" } }));
     const input = path.join(dir, "input.jsonl");
     const warm = path.join(dir, "warm.jsonl");
     await writeBatchFile(input, lines);

@@ -82,7 +82,7 @@ async function pipelineMode(e: Engine): Promise<{ totals: Totals; seconds: numbe
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-pipeline-"));
   try {
     const input = path.join(dir, "input.jsonl");
-    await writeBatchFile(input, completionLines(requests, maxTokens, prefix));
+    await writeBatchFile(input, completionLines(requests, { maxTokens, prompt: (i) => prefix + prompt(i) }));
     const latenciesMs: number[] = [];
     const started = performance.now();
     const r = await runBatchFile({

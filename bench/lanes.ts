@@ -94,7 +94,10 @@ async function interactiveClient(baseUrl: string, plan: LanesPlan, opts: { count
 }
 
 function batchLines(plan: LanesPlan) {
-  return completionLines(plan.lines, plan.lineTokens).map((l) => ({ ...l, body: { ...l.body, temperature: 1, seed: 7 } }));
+  return completionLines(plan.lines, { maxTokens: plan.lineTokens, prompt }).map((l) => ({
+    ...l,
+    body: { ...l.body, temperature: 1, seed: 7 },
+  }));
 }
 
 /** The batch through the service, and beside it (with `rate`) the interactive client. */

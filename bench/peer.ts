@@ -54,7 +54,7 @@ export function uniformWorkload(requests: number, tokens: number): Workload {
   return {
     name: "uniform",
     what: `${requests} completions x ${tokens} tokens`,
-    requests: completionLines(requests, tokens).map((l) => ({ url: l.url, body: l.body })),
+    requests: completionLines(requests, { maxTokens: tokens, prompt }).map((l) => ({ url: l.url, body: l.body })),
     ctxPerSlot: 256,
   };
 }

@@ -3,7 +3,7 @@
 // polling latency while the batch runs; and the control-plane cost per request against the engine alone.
 import path from "node:path";
 import { isFinal } from "../testkit/batch-client.js";
-import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { runChild } from "./child.js";
 import type { ChildResult } from "./records.js";
 import { sampleMemory, startServer } from "./server.js";
@@ -46,7 +46,7 @@ export async function measureScale(
     await new Promise((r) => setTimeout(r, 500));
     const idle = server.memory()?.rss ?? NaN;
     const file = path.join(server.batchDir, "scale-input.jsonl");
-    const bytes = await writeBatchFile(file, completionLines(lines, 1));
+    const bytes = await writeBatchFile(file, completionLines(lines, { maxTokens: 1, prompt }));
     const memory = sampleMemory(() => server.memory(), 50);
 
     const t0 = performance.now();

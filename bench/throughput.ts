@@ -2,7 +2,7 @@
 // script (swept over threads and sequences) and against one request at a time;
 // plus the project's engine over sequence counts for the chart.
 import { threadsText } from "../engine/threads.js";
-import { completionLines } from "../testkit/workload.js";
+import { completionLines, prompt } from "../testkit/workload.js";
 import { runChild } from "./child.js";
 import type { ModelPlan } from "./plan.js";
 import { type ChildResult, faster, type RunRecord, toRecord } from "./records.js";
@@ -148,7 +148,7 @@ async function measureService(plan: ModelPlan, modelPath: string, log: Log) {
     const ready = (await (await fetch(`${server.baseUrl}/ready`)).json()) as { backend: { settings: Record<string, unknown> } };
     const engine = ready.backend.settings;
     const backendLog = /"msg":"(llama\.cpp backend: [^"]+)"/.exec(server.output())?.[1] ?? null;
-    const lines = completionLines(plan.requests, plan.tokens);
+    const lines = completionLines(plan.requests, { maxTokens: plan.tokens, prompt });
     const runs: RunRecord[] = [];
     for (let i = 0; i < 2; i++) {
       const r = await runServiceBatch(server, lines, { name: `run${i}` });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { drive, startLlamaServer } from "../testkit/llama-server.js";
-import { completionLines, writeBatchFile } from "../testkit/workload.js";
+import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { startServer } from "./server.js";
 import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
 
@@ -34,7 +34,10 @@ export async function compareUpstream(
   const upstream = await startLlamaServer(binary, modelPath, { parallel: opts.parallel, threads: opts.threads, ctxPerSlot: 256 });
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-upstream-"));
   try {
-    const lines = completionLines(opts.requests, opts.tokens).map((l) => ({ ...l, body: { ...l.body, model: "remote" } }));
+    const lines = completionLines(opts.requests, { maxTokens: opts.tokens, prompt }).map((l) => ({
+      ...l,
+      body: { ...l.body, model: "remote" },
+    }));
     const requests = lines.map((l) => ({ url: l.url, body: l.body }));
     await drive(upstream.baseUrl, requests.slice(0, 8), 8);
     const modelsFile = path.join(dir, "models.yaml");

@@ -1,10 +1,14 @@
 // The checker's client: batches submitted and read back over plain HTTP through whichever API server answers, as a
 // user's client retries against a load balancer while processes die around it.
-import { completionLines, createBatch, fileLines, getBatch, isFinal, outputSince, uploadText } from "../testkit/batch-client.js";
+import { createBatch, fileLines, getBatch, isFinal, outputSince, uploadText } from "../testkit/batch-client.js";
+import { completionJsonl, customIds } from "../testkit/workload.js";
 import { type BatchView, checkBatch, checkRead, type ResultLine, type Verdict } from "./checker.js";
 
 /** `n` completions lines with custom_ids `${prefix}-0`... (a story prompt each, a few tokens). */
-export const batchLines = (n: number, prefix: string, maxTokens: number) => completionLines(n, prefix, { maxTokens });
+export const batchLines = (n: number, prefix: string, maxTokens: number) => ({
+  text: completionJsonl(n, { prefix, maxTokens }),
+  ids: customIds(prefix, n),
+});
 
 /** Tries each server in turn, again and again, until one answers (a 503 or no answer moves on). */
 async function anyServer<T>(bases: () => string[], call: (base: string) => Promise<T | undefined>, timeoutMs: number): Promise<T> {

@@ -1,12 +1,10 @@
 // Object ids in OpenAI's shape: a prefix and 24 random hex characters (96 bits; collisions are not a concern).
 import { hexId } from "../openai/ids.js";
 
-const suffix = () => hexId();
-
-export const newBatchId = () => `batch_${suffix()}`;
-export const newFileId = () => `file-${suffix()}`;
-export const newUploadId = () => `upload_${suffix()}`;
-export const newPartId = () => `part_${suffix()}`;
+export const newBatchId = () => `batch_${hexId()}`;
+export const newFileId = () => `file-${hexId()}`;
+export const newUploadId = () => `upload_${hexId()}`;
+export const newPartId = () => `part_${hexId()}`;
 
 /** Batch folders are recognised by this exact shape, so nothing else under BATCH_DIR (often /tmp) is ever touched. */
 export const BATCH_ID_RE = /^batch_[A-Za-z0-9]{24}$/;

@@ -18,7 +18,7 @@ import { microBatches } from "./micro-batches.js";
 /**
  * The tag a sequence's tokens carry: its position in the context (0-based), shifted to be positive.
  * node-llama-cpp declares `EvaluationPriority` as 1-5 but hands the value to a custom strategy untouched, and
- * the strategy is the only reader (tests/engine/batch-order.test.ts checks both against the real library).
+ * the strategy is the only reader (tests/engine/batch-order.int.test.ts checks both against the real library).
  * Should a later version clamp or drop it, BatchOrder sees tags it never gave and falls back to plain
  * ordering without the lockstep wait, so batching degrades but never stalls.
  */

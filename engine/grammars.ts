@@ -12,7 +12,7 @@ const MAX_CACHED = 64;
  * schema), and an "integer" with a negative exponent is no integer. Each rule is rewritten: an integer has no
  * exponent and at most 15 digits (every one exact in a double), any other number an exponent of at most two
  * digits (at most about 1e115). Each rule is matched whole, so a library whose rules differ fails the grammar
- * tests (tests/engine/grammars.test.ts) instead of passing unbounded numbers.
+ * tests (tests/engine/grammars.int.test.ts) instead of passing unbounded numbers.
  */
 const BOUNDED_RULES: ReadonlyArray<readonly [string, string]> = [
   [

@@ -2,7 +2,7 @@
 // gets that part of the KV cache copied instead of evaluated again. llama.cpp copies one sequence's cache into
 // another with `llama_memory_seq_cp`; node-llama-cpp 3.22.1 reaches it only through the internal
 // `LlamaContextSequence._copyStateFromOtherSequence`, so it is used behind `canCopyState` and the plain path
-// (evaluate the whole prompt) stays the fallback. tests/engine/prefix-share.test.ts pins both against the real
+// (evaluate the whole prompt) stays the fallback. tests/engine/prefix-share.int.test.ts pins both against the real
 // library: an upgrade that renames or changes it fails there, loudly, instead of running slower unnoticed.
 //
 // With one KV stream per sequence (node-llama-cpp sets kv_unified off) the copy is of the whole stream, done by

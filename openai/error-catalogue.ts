@@ -1,6 +1,6 @@
 // Every error code the service answers with, in one place: where it appears, its HTTP status and OpenAI type, when
 // it happens, and what the client should do. docs/errors.md is written from it (npm run docs:errors), and
-// tests/openai/error-catalogue.test.ts fails when the code raises a code this lacks.
+// tests/openai/error-catalogue.unit.test.ts fails when the code raises a code this lacks.
 
 /**
  * Where a code appears: `http`, an error answer ({"error": {...}}); `batch`, the batch object's `errors` (the batch

@@ -45,31 +45,6 @@ export async function until<T>(
   }
 }
 
-/** `n` completions lines with custom_ids `${prefix}-0`…, a story prompt each. */
-export function completionLines(
-  n: number,
-  prefix: string,
-  opts: { maxTokens?: number; temperature?: number; model?: string } = {},
-): { text: string; ids: string[] } {
-  const ids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-  const text = ids
-    .map((custom_id, i) =>
-      JSON.stringify({
-        custom_id,
-        method: "POST",
-        url: "/v1/completions",
-        body: {
-          ...(opts.model ? { model: opts.model } : {}),
-          prompt: `Once upon a time, story ${prefix} ${i}:`,
-          max_tokens: opts.maxTokens ?? 8,
-          temperature: opts.temperature ?? 0,
-        },
-      }),
-    )
-    .join("\n");
-  return { text: `${text}\n`, ids };
-}
-
 async function uploadBlob(baseUrl: string, blob: Blob, filename: string, headers: Headers, signal?: AbortSignal) {
   const form = new FormData();
   form.append("purpose", "batch");

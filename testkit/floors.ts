@@ -1,6 +1,6 @@
 // The house plan as data: which top-level folders sit on which floor, and the check that every relative import
 // points down. A folder may import its own files and any folder on a lower floor; folders on one floor are
-// siblings and import each other not at all. Read by tests/floors.test.ts.
+// siblings and import each other not at all. Read by tests/floors.unit.test.ts.
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 

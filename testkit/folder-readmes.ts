@@ -1,6 +1,6 @@
 // Each folder's README lists its files with the first sentence of their opening comments, and the top README and
 // docs/architecture.md draw the floors from the plan: written by `npm run docs:readmes`, checked by
-// tests/docs/readmes.test.ts, so neither can leave a file or a floor out.
+// tests/docs/readmes.unit.test.ts, so neither can leave a file or a floor out.
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { FLOORS, importEdges } from "./floors.js";

@@ -2,7 +2,7 @@
 // masks shaped as llama.cpp builds them for a unified KV cache: several sequences' rows in one batch, each seeing a
 // shared prefix and its own cells scattered through the buffer, beside the dense causal mask of one sequence.
 // Prints one line per case (NMSE and largest difference) and exits 1 when one is off.
-// Built and run by flash-attn.test.ts against the patched build's libraries.
+// Built and run by flash-attn.sys.test.ts against the patched build's libraries.
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"

@@ -1,4 +1,4 @@
-// Child process for sampler-memory.test.ts: the engine on the generated `small` model (32,000-token vocabulary,
+// Child process for sampler-memory.sys.test.ts: the engine on the generated `small` model (32,000-token vocabulary,
 // 384 KB of sampler buffer per request) runs 1-token requests and prints how much its RSS grew.
 
 import { ensureGeneratedModel } from "../../engine/generated-model.js";

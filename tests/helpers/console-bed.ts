@@ -3,8 +3,9 @@
 // batch cancelled and everything closed after them.
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll } from "vitest";
+import { completionJsonl } from "../../testkit/workload.js";
 import { haveChromium, launchChromium } from "./browser.js";
-import { completionJsonl, uploadJsonl } from "./http-batches.js";
+import { uploadJsonl } from "./http-batches.js";
 import { openaiClient, startTestService, type TestService } from "./service.js";
 
 export interface ConsoleBed {
@@ -21,7 +22,7 @@ export function consoleBed(prefix: string): ConsoleBed {
     if (!haveChromium) return;
     bed.svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
     bed.browser = await launchChromium();
-    const file = await uploadJsonl(bed.svc.baseUrl, completionJsonl(2000, prefix, { maxTokens: 256 }), {}, "overnight.jsonl");
+    const file = await uploadJsonl(bed.svc.baseUrl, completionJsonl(2000, { prefix, maxTokens: 256 }), {}, "overnight.jsonl");
     const client = openaiClient(bed.svc);
     bed.id = (await client.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" })).id;
   }, 120_000);

@@ -68,17 +68,6 @@ export function testConfig(batchDir: string, env: Record<string, string> = {}): 
   return loadConfig({ BATCH_DIR: batchDir, LOG_LEVEL: "silent", PIPELINE_BATCH_SIZE: "8", ...env });
 }
 
-/** `n` /v1/completions requests, custom_ids `${prefix}-0` .. `${prefix}-(n-1)`. */
-export function completionLines(n: number, opts: { prefix?: string; maxTokens?: number } = {}): string {
-  const prefix = opts.prefix ?? "req";
-  let out = "";
-  for (let i = 0; i < n; i++) {
-    const body = { model: "stories260K", prompt: `Once upon a time, story ${i}:`, max_tokens: opts.maxTokens ?? 8, temperature: 0 };
-    out += `${JSON.stringify({ custom_id: `${prefix}-${i}`, method: "POST", url: "/v1/completions", body })}\n`;
-  }
-  return out;
-}
-
 /** Uploads `content` the way the files route does (a temp file adopted by the store). */
 export async function upload(
   cp: ControlPlane,

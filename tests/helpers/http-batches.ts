@@ -3,7 +3,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import {
-  completionLines,
   createBatch as create,
   getBatch as get,
   type Headers,
@@ -13,14 +12,6 @@ import {
 } from "../../testkit/batch-client.js";
 
 export type { Headers };
-
-/** `n` completions lines with custom_ids `${prefix}-0`… (testkit's completionLines, as file text). */
-export function completionJsonl(n: number, prefix: string, opts: Parameters<typeof completionLines>[2] = {}): string {
-  return completionLines(n, prefix, opts).text;
-}
-
-/** The custom_ids completionJsonl(n, prefix) writes. */
-export const customIds = (prefix: string, n: number) => completionLines(n, prefix).ids;
 
 export const uploadJsonl = (baseUrl: string, content: string, headers: Headers = {}, filename = "input.jsonl") =>
   uploadText(baseUrl, content, { headers, filename });

@@ -1,4 +1,4 @@
-// Child process for the kill -9 test in resume.test.ts: appends numbered lines until killed.
+// Child process for the kill -9 test in resume.sys.test.ts: appends numbered lines until killed.
 import { openJsonlAppender } from "../../pipeline/jsonl.js";
 
 const path = process.argv[2];

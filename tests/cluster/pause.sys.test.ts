@@ -1,0 +1,156 @@
+// Pause and resume on real runs, in both modes: a paused batch finishes what is in flight, claims nothing (its
+// counts stand still), reads as `in_progress` with `paused_at` to OpenAI's client, and once resumed goes on from
+// its checkpoint with nothing rerun; every custom_id once. Ended batches refuse both, naming the state.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../testkit/batch-client.js";
+import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
+import { completionJsonl, customIds } from "../../testkit/workload.js";
+import { apiAndWorker, countCalls, downloadResults } from "../helpers/cluster.js";
+import { uploadJsonl } from "../helpers/http-batches.js";
+import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
+
+const LINES = 300;
+/** The distributed mode's settings: shards of 100 lines, checkpoints every second. */
+// A pause lets requests in flight finish (SHUTDOWN_GRACE_SECONDS): long enough here that none is cut off and run again.
+const COMMON = { SHARD_SIZE: "100", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", SHUTDOWN_GRACE_SECONDS: "20" };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const post = (base: string, path: string) => fetch(`${base}${path}`, { method: "POST" });
+const get = async (base: string, id: string) => (await (await fetch(`${base}/v1/batches/${id}`)).json()) as any;
+
+async function running(base: string, prefix: string): Promise<string> {
+  const file = await uploadJsonl(base, completionJsonl(LINES, { prefix, maxTokens: 48 }));
+  const batch = await openaiClient({ baseUrl: base }).batches.create({
+    input_file_id: file.id,
+    endpoint: "/v1/completions",
+    completion_window: "24h",
+  });
+  await until("some lines done", async () => {
+    const b = await get(base, batch.id);
+    return b.request_counts.completed >= 10 ? true : undefined;
+  });
+  return batch.id;
+}
+
+/** Pauses, sees the counts stand still, resumes, and checks the whole run. */
+async function pauseAndResume(base: string, prefix: string) {
+  const id = await running(base, prefix);
+  const res = await post(base, `/v1/batches/${id}/pause`);
+  expect(res.status).toBe(200);
+  const paused = await res.json();
+  expect(paused).toMatchObject({ id, status: "in_progress", projected_finish_at: null });
+  expect(paused.paused_at).toBeGreaterThan(0);
+  // Again: nothing changes, the first pause's time stays.
+  expect((await (await post(base, `/v1/batches/${id}/pause`)).json()).paused_at).toBe(paused.paused_at);
+  // OpenAI's client reads a paused batch as a running one.
+  expect((await openaiClient({ baseUrl: base }).batches.retrieve(id)).status).toBe("in_progress");
+  // What was in flight finishes and is committed (however long a loaded machine takes); then nothing moves.
+  let held = (await get(base, id)).request_counts;
+  await until(
+    "the paused batch to stand still",
+    async () => {
+      await sleep(1_500);
+      const now = (await get(base, id)).request_counts;
+      const same = JSON.stringify(now) === JSON.stringify(held);
+      held = now;
+      return same ? true : undefined;
+    },
+    { timeoutMs: 60_000 },
+  );
+  await sleep(2_500);
+  expect((await get(base, id)).request_counts).toEqual(held);
+  expect(held.completed).toBeLessThan(LINES);
+
+  const resumed = await (await post(base, `/v1/batches/${id}/resume`)).json();
+  expect(resumed.paused_at).toBeNull();
+  const done = await waitForBatch(base, id, 180_000);
+  expect(done.status).toBe("completed");
+  expect(done.request_counts).toEqual({ total: LINES, completed: LINES, failed: 0 });
+  const { output, ids } = await downloadResults({ baseUrl: base }, done);
+  expect(output).toHaveLength(LINES);
+  expect(ids).toEqual([...customIds(prefix, LINES)].sort());
+  // Ended: both refused, naming why.
+  for (const action of ["pause", "resume"]) {
+    const refused = await post(base, `/v1/batches/${id}/${action}`);
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).error).toMatchObject({ code: "batch_not_running" });
+  }
+  return id;
+}
+
+describe("pause and resume (embedded mode)", () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startTestService({ SEQUENCES: "2" });
+  }, 120_000);
+  afterAll(() => svc?.close());
+
+  it("holds a running batch and lets it go on where it stopped", async () => {
+    await pauseAndResume(svc.baseUrl, "emb");
+    expect((await post(svc.baseUrl, "/v1/batches/batch_00000000000000000000dead/pause")).status).toBe(404);
+  }, 240_000);
+
+  it("pauses and resumes every batch of a model at once", async () => {
+    const id = await running(svc.baseUrl, "many");
+    const { model } = await get(svc.baseUrl, id);
+    const many = (action: string, body: unknown) =>
+      fetch(`${svc.baseUrl}/v1/batches/${action}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const refused = await many("pause", {});
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).error.message).toMatch(/api_key_id, model/);
+    expect((await (await many("pause", { model: "no-such-model" })).json()).data).toEqual([]);
+    const paused = await (await many("pause", { model })).json();
+    expect(paused).toMatchObject({ object: "list", data: [{ id, status: "in_progress" }] });
+    expect((await get(svc.baseUrl, id)).paused_at).toBeGreaterThan(0);
+    const resumed = await (await many("resume", { model })).json();
+    expect(resumed.data.map((b: any) => [b.id, b.paused_at])).toEqual([[id, null]]);
+    expect((await waitForBatch(svc.baseUrl, id, 180_000)).status).toBe("completed");
+  }, 240_000);
+});
+
+describe("pause and resume (distributed mode: an API server and a worker)", () => {
+  const nodes = apiAndWorker("memory", COMMON, "w1");
+
+  it("the API server pauses, the worker hands the shards back, resume reruns nothing", async () => {
+    await pauseAndResume(nodes.api.baseUrl, "dist");
+    // Each line reached the engine once: what was in flight at the pause was kept, not run again.
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story dist "));
+    expect(new Set(calls).size).toBe(LINES);
+    expect(calls).toHaveLength(LINES);
+  }, 240_000);
+
+  it("pauses and resumes racing the shards' checkpoints (every second), and still runs each line once", async () => {
+    const id = await running(nodes.api.baseUrl, "race");
+    // Pauses land before, during and after checkpoints: offsets spread over more than a checkpoint's period.
+    for (const wait of [0, 130, 470, 810, 1_090, 260, 990, 640]) {
+      await post(nodes.api.baseUrl, `/v1/batches/${id}/pause`);
+      await sleep(wait);
+      await post(nodes.api.baseUrl, `/v1/batches/${id}/resume`);
+      await sleep(1_000 - (wait % 1_000));
+    }
+    const done = await waitForBatch(nodes.api.baseUrl, id, 180_000);
+    expect(done.status).toBe("completed");
+    expect(done.request_counts).toEqual({ total: LINES, completed: LINES, failed: 0 });
+    const { ids } = await downloadResults(nodes.api, done);
+    expect(ids).toEqual([...customIds("race", LINES)].sort());
+    // A request in flight at a pause finishes and is kept: none reaches the engine twice.
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story race "));
+    expect(calls).toHaveLength(LINES);
+  }, 240_000);
+});
+
+if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
+
+describe.skipIf(!POSTGRES_BIN)("pause and resume (distributed mode on PostgreSQL and S3)", () => {
+  const nodes = apiAndWorker("postgres", COMMON, "pg-w1");
+
+  it("the claim and the heartbeat read the pause from the database; resume reruns nothing", async () => {
+    await pauseAndResume(nodes.api.baseUrl, "pgp");
+    const calls = countCalls(nodes.worker).filter((b) => b.includes("story pgp "));
+    expect(new Set(calls).size).toBe(LINES);
+    expect(calls).toHaveLength(LINES);
+  }, 240_000);
+});
