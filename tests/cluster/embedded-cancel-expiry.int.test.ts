@@ -101,7 +101,7 @@ describe("cancel", () => {
     expect(errs.length).toBeGreaterThan(0);
     // Every request that reached the engine finished and is in the output: nothing running was thrown away.
     const started = new Set(observed!.calls);
-    const finished = new Set(out.map((l) => `Once upon a time, story ${l.custom_id.slice(4)}:`));
+    const finished = new Set(out.map((l) => `Once upon a time, story req ${l.custom_id.slice(4)}:`));
     expect([...started].filter((p) => !finished.has(p))).toEqual([]);
     for (const l of out) expect(l.response.status_code).toBe(200);
   });

@@ -17,7 +17,7 @@ function countingEngine(engine: Engine, calls: string[], failing: Set<string>): 
       if (key === "complete")
         return async (...args: Parameters<Engine["complete"]>) => {
           const prompt = String(args[0]);
-          const id = /story (\d+)/.exec(prompt)?.[1] ?? "?";
+          const id = /story \S+ (\d+)/.exec(prompt)?.[1] ?? "?";
           calls.push(id);
           if (failing.delete(id)) throw new RequestError("simulated fault", "simulated_fault", false);
           return target.complete(...args);
