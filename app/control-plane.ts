@@ -1,10 +1,9 @@
-// The control plane, built in one place for both modes. Its state is the one thing that differs:
-// - embedded (no DATABASE_URL): BATCH_DIR's layout (<batch_id>/batch.json, files/<file_id>.json) read back at start,
-//   each batch one shard run in place (results appended to <batch_id>/output.jsonl and errors.jsonl, every line
-//   written counting at once), the simulated spot and dedicated pools as its workers;
-// - distributed: PostgreSQL for metadata and the shard queue, the blob store (S3 when S3_BUCKET is set, else
-//   BATCH_DIR as a shared folder), shards run as parts uploaded at checkpoints, and by ROLE the API's batch
-//   service, a worker, or both. Every process competes for the maintenance's lease whatever its role.
+// The control plane, built in one place for both modes over a PlaneState (plane-state.ts builds one per mode), the
+// one thing that differs:
+// - embedded (no DATABASE_URL): each batch one shard run in place (results appended to <batch_id>/output.jsonl and
+//   errors.jsonl, every line written counting at once), the simulated spot and dedicated pools as its workers;
+// - distributed: shards run as parts uploaded at checkpoints, and by ROLE the API's batch service, a worker, or
+//   both. Every process competes for the maintenance's lease whatever its role.
 
 import os from "node:os";
 import path from "node:path";
@@ -13,16 +12,13 @@ import type { ModelRouter } from "../backends/router.js";
 import { ClusterBatchService } from "../cluster/batch-service.js";
 import { ClusterBatchViews } from "../cluster/batch-views.js";
 import { DatasetBatchService } from "../cluster/dataset-batches.js";
-import { memoryPorts, openStateFiles } from "../cluster/embedded/index.js";
 import { meteredQueue } from "../cluster/engine-meter.js";
 import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
 import { ClusterOrganization } from "../cluster/organization.js";
-import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
-import { openPgPorts } from "../cluster/pg/index.js";
 import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
-import type { ClusterPorts, FileRecords } from "../cluster/state-ports.js";
+import type { FileRecords } from "../cluster/state-ports.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { StopWatch } from "../cluster/stop-watch.js";
 import { SyncAccounts } from "../cluster/sync-accounts.js";
@@ -39,7 +35,7 @@ import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
-import { S3BlobStore } from "../stores/s3-blob-store.js";
+import type { PlaneState } from "./plane-state.js";
 
 export interface ControlPlane {
   files: FileRecords;
@@ -78,102 +74,11 @@ export interface ControlPlane {
   storageFault(err: unknown): void;
 }
 
-/**
- * Applies the schema's migrations and lets go (`main --migrate`, the migration job), or with `downTo` reverts
- * those newer than it (`main --migrate-down <version>`).
- */
-export async function migrateSchema(url: string, logger: pino.Logger, downTo?: string): Promise<string[]> {
-  const pool = createPool(url, logger, 1);
-  try {
-    return downTo === undefined ? await migrate(pool, logger) : await migrateDown(pool, logger, downTo);
-  } finally {
-    await pool.end();
-  }
-}
-
 /** This process's name: WORKER_ID, else host and pid (scratch space, leases, the metrics' `process` label). */
 export const processId = (config: Pick<Config, "cluster">) => config.cluster.workerId || `${os.hostname()}-${process.pid}`;
 
-type WorkerSpec = { id: string; pool: "spot" | "dedicated" | null; capacity: number; serves?: string[] };
-
-/** Where the control plane keeps its state, and how its shards keep their results. */
-export interface PlaneState {
-  ports: ClusterPorts;
-  blobs: BlobStore & { close?(): void };
-  /**
-   * As parts uploaded at checkpoints (any blob store, any number of processes), or "in-place", appended to files
-   * of a local folder that one process owns (every line written counts at once).
-   */
-  runs?: "parts" | "in-place";
-  /** Each batch keeps its own copy of its input in its folder (ClusterBatchServiceDeps.ownInput). */
-  ownInput?: boolean;
-  /** Requests per shard (default SHARD_SIZE). */
-  shardSize?: number;
-  /** The workers this process runs (default: the one ROLE and WORKER_* describe). */
-  workers?: WorkerSpec[];
-}
-
 /** How long close() lets running batches settle when the workers were not drained first. */
 const CLOSE_GRACE_MS = 10_000;
-
-/** One process owns BATCH_DIR: its state files, the simulated pools as workers, a batch as one shard run in place. */
-export async function embeddedState(config: Config, models: ModelRouter, logger: pino.Logger): Promise<PlaneState> {
-  const state = await openStateFiles(config.batchDir, logger);
-  const blobs = new FsBlobStore(config.batchDir);
-  const ports = memoryPorts({ state, blobs, expirySeconds: config.fileExpirySeconds, now: unixNow });
-  // The simulated pools run the local models; upstream models need no GPU slot here (their servers have their
-  // own), so one more worker outside the pools runs every batch of theirs at once, bounded by the queue.
-  const names = (kind: string) => models.registry.models.filter((m) => m.backend.kind === kind).map((m) => m.name);
-  const [local, upstream] = [names("local"), names("upstream")];
-  const workers: WorkerSpec[] = [
-    ...(local.length === 0
-      ? []
-      : (["spot", "dedicated"] as const)
-          .filter((p) => config.pools[p].capacity > 0)
-          .map((p) => ({ id: p, pool: p, capacity: config.pools[p].capacity, serves: local }))),
-    ...(upstream.length === 0 ? [] : [{ id: "upstream", pool: null, capacity: config.maxQueueDepth, serves: upstream }]),
-  ];
-  // A batch is one shard: it runs on one pool slot, its files in its own folder, as one machine has always run it.
-  return { ports, blobs, runs: "in-place", ownInput: true, shardSize: Number.MAX_SAFE_INTEGER, workers };
-}
-
-export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensureBucket?(): Promise<string> } {
-  const { s3 } = config;
-  if (!s3.bucket) return new FsBlobStore(config.batchDir);
-  return new S3BlobStore({
-    bucket: s3.bucket,
-    prefix: s3.prefix,
-    client: {
-      region: s3.region,
-      ...(s3.endpoint ? { endpoint: s3.endpoint } : {}),
-      forcePathStyle: s3.forcePathStyle,
-      ...(s3.accessKeyId ? { credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
-    },
-  });
-}
-
-/**
- * The distributed mode's shared state: PostgreSQL at DATABASE_URL and the blob store, each checked usable at start
- * (one clear error otherwise).
- */
-export async function openSharedState(config: Config, logger: pino.Logger, now: () => number = unixNow): Promise<PlaneState> {
-  const blobs = blobStoreFor(config);
-  const ports = await openPgPorts({
-    url: config.cluster.databaseUrl,
-    blobs,
-    expirySeconds: config.fileExpirySeconds,
-    now,
-    poolSize: 10 + config.cluster.workerCapacity,
-    logger,
-    migrate: config.cluster.migrate,
-  });
-  const bucket = await blobs.ensureBucket?.().catch(async (err) => {
-    await ports.close();
-    throw new Error(`S3 storage at ${config.s3.endpoint || "AWS"} (bucket ${config.s3.bucket}) is unusable: ${(err as Error).message}`);
-  });
-  if (bucket === "created") logger.info({ bucket: config.s3.bucket }, "created the S3 bucket");
-  return { ports, blobs };
-}
 
 /** Each owner's webhook endpoint: its API key's (the keys file, WEBHOOKS_BY_KEY), else the deployment's; undefined: none at all. */
 function webhookTargets(config: Config): WebhookTargets | undefined {

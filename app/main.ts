@@ -3,8 +3,8 @@ import os from "node:os";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
-import { migrateSchema } from "./control-plane.js";
 import { createLogger } from "./logger.js";
+import { migrateSchema } from "./plane-state.js";
 import { buildService } from "./service.js";
 import { onStopSignals } from "./signals.js";
 

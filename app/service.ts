@@ -12,7 +12,8 @@ import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
-import { buildControlPlane, type ControlPlane, embeddedState, openSharedState, type PlaneState, processId } from "./control-plane.js";
+import { buildControlPlane, type ControlPlane, processId } from "./control-plane.js";
+import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
 
 export interface Service {
   app: express.Express;
