@@ -8,7 +8,7 @@ export interface ModelPlan {
   name: string;
   /** A GGUF path, or a generated preset. */
   source: { path: string } | { preset: string };
-  /** The issue's workload is 256 requests x 64 tokens; the big model runs fewer (said in the table). */
+  /** The workload is 256 requests x 64 tokens; the big model runs fewer (said in the table). */
   requests: number;
   tokens: number;
   /** Hand-tuned baseline: sequence counts tried at threads 1 with each batching (llama-baseline.ts --batching). */
@@ -26,7 +26,7 @@ export interface ModelPlan {
 export interface Plan {
   quick: boolean;
   models: ModelPlan[];
-  /** The 50,000-line file of 1-token requests (target 3 and 4). */
+  /** The 50,000-line file of 1-token requests (the upload, memory, polling and overhead goals). */
   scaleLines: number;
   /** Engine-only run of the same 1-token requests, for the control-plane overhead. */
   overheadRequests: number;
@@ -55,7 +55,7 @@ export interface SchedulingPlan {
   ablations: boolean;
 }
 
-/** The scheduling workloads at `lines` lines, with the issue's goals: all share prefixes but the varied one. */
+/** The scheduling workloads at `lines` lines, with their goals: all share prefixes but the varied one. */
 function schedulingCases(lines: number, perWord: number): SchedulingCase[] {
   return schedulingWorkloads(lines, perWord).map((workload) =>
     workload.name === "varied"

@@ -1,6 +1,6 @@
-// npm run bench [-- --quick] [-- --only throughput,scale,prefix,embeddings]
-// Runs the issue's comparisons in one go, prints one table, writes bench/results/*.json and the chart
-// (docs/bench-throughput.svg for a full run; a quick run keeps its chart in bench/results/).
+// Runs every comparison of docs/performance.md in one go (npm run bench [-- --quick] [-- --only <parts>]),
+// prints one table, writes bench/results/*.json and the chart (docs/bench-throughput.svg for a full run; a quick
+// run keeps its chart in bench/results/).
 // Not part of `npm test`: it takes minutes and its numbers depend on the machine.
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";

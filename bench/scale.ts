@@ -20,10 +20,10 @@ export interface ScaleResult {
   requestsPerSecond: number;
   idleRssMiB: number;
   peakRssMiB: number;
-  /** Peak during upload, validation and the run, minus the idle server with its model loaded (target < 300). */
+  /** Peak during upload, validation and the run, minus the idle server with its model loaded (goal < 300). */
   rssGrowthMiB: number;
   poll: { requests: number; p50Ms: number; p95Ms: number; maxMs: number; byRoute: Record<string, { p50Ms: number; p95Ms: number }> };
-  /** Per request: the service's run time over the requests, the engine-only time, and the difference (target < 0.5 ms). */
+  /** Per request: the service's run time over the requests, the engine-only time, and the difference (goal < 0.5 ms). */
   overhead: {
     serviceMsPerRequest: number;
     engineMsPerRequest: number;

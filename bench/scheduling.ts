@@ -59,7 +59,7 @@ export interface InFront {
 
 export interface SchedulingCase {
   workload: Workload;
-  /** The goal for this row: 1.3 for shared-prefix work, 1.15 for the varied 2,048, else 1.0. */
+  /** The goal for this row: 1.3 for shared-prefix work, 1.15 for the varied 2,048, else 1.0. */
   goal: number;
   /** Whether the workload shares prefixes (the copy switch is measured only then). */
   sharesPrefixes: boolean;

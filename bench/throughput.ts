@@ -24,12 +24,12 @@ export interface ThroughputResult {
   /** One request at a time on node-llama-cpp with its default threads: what an untuned script does. */
   sequentialDefaults: RunRecord;
   engine: RunRecord[];
-  /** What the server chose and said about its backend (target 7). */
+  /** What the server chose and said about its backend. */
   serverEngine: Record<string, unknown>;
   backendLog: string | null;
-  /** service seconds / best hand-tuned seconds (target: <= 1.1). */
+  /** service seconds / best hand-tuned seconds (goal: <= 1.1). */
   ratioToBest: number;
-  /** service tokens/s over sequential tokens/s (target: >= 5). */
+  /** service tokens/s over sequential tokens/s (goal: >= 5). */
   speedupOverSequential: number;
   /** One request at a time on node-llama-cpp alone, 1 thread (the hand-tuned sweep's, or a budgeted run). */
   handTunedSingle: RunRecord;

@@ -1,4 +1,4 @@
-// The throughput target: the service in front of a healthy llama-server (an upstream model, the adaptive
+// The throughput goal: the service in front of a healthy llama-server (an upstream model, the adaptive
 // limit finding its concurrency) against a client that sends the same requests straight to llama-server with
 // the best fixed concurrency of a sweep. Both get a warm-up; the service's clock runs from the upload to
 // `completed`, the client's from its first request to its last answer. Rounds alternate between the two; the
@@ -19,7 +19,7 @@ export interface UpstreamComparison {
   clients: Array<{ concurrency: number; seconds: number }>;
   bestClient: { concurrency: number; seconds: number };
   service: { seconds: number; limitAtEnd: number | null };
-  /** The best client's seconds / the service's: >= 0.95 is the target. */
+  /** The best client's seconds / the service's: >= 0.95 is the goal. */
   ratio: number;
 }
 

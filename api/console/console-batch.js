@@ -2,7 +2,7 @@
 // One batch's page: its facts, timeline, shards, first results, webhook and failed lines, downloads (the output
 // while it runs too: the lines committed so far), pause, resume, cancel and retry.
 import { $, api, clock, el, FINAL, getApiKey, stamp } from "./console-api.js";
-import { costText, counts, metadataText, progressParts, rateOf, setMeter } from "./console-list.js";
+import { costText, counts, metadataText, progressParts, rateOf, setMeter } from "./console-progress.js";
 
 /**
  * What the console's API says of one batch (domain/batch-views.ts's BatchInspection).

@@ -1,6 +1,9 @@
 // @ts-check
-// The home page's batch list, pools and models: rows updated in place (keyed by batch id), cards on a phone.
-import { $, api, clock, duration, el, endedAt, FINAL, mb, stamp } from "./console-api.js";
+// The home page's batch list: rows updated in place (keyed by batch id), cards on a phone; the pools, models and
+// lanes beside it are console-panels.js's, and each row's progress console-progress.js's.
+import { $, api, clock, duration, el, endedAt, FINAL, stamp } from "./console-api.js";
+import { renderLanes, renderModels, renderPools } from "./console-panels.js";
+import { counts, metadataText, meter, progressParts, rateOf, setMeter } from "./console-progress.js";
 
 /** @typedef {import("./console-api.js").Batch} Batch */
 
@@ -9,90 +12,6 @@ export const listState = {
   cursors: /** @type {(string | null)[]} */ ([null]),
   lastPage: { has_more: false, last_id: /** @type {string | null} */ (null) },
 };
-/** Per running batch, its counts a few seconds ago: tokens/s comes from the difference. */
-const rates = new Map();
-
-/** @param {Array<[string, number]>} parts the bar's parts: class and percent */
-export function meter(parts) {
-  const m = el("div", "meter");
-  for (const [cls, pct] of parts) {
-    const s = el("span", cls);
-    s.style.width = `${Math.max(0, Math.min(100, pct))}%`;
-    m.appendChild(s);
-  }
-  return m;
-}
-
-/**
- * Updates a meter's widths in place, so the bar glides (CSS transition) instead of jumping.
- * @param {HTMLElement} m
- * @param {Array<[string, number]>} parts
- */
-export function setMeter(m, parts) {
-  if (m.children.length !== parts.length) m.replaceChildren(...parts.map(([cls]) => el("span", cls)));
-  parts.forEach(([, pct], i) => {
-    /** @type {HTMLElement} */ (m.children[i]).style.width = `${Math.max(0, Math.min(100, pct))}%`;
-  });
-}
-
-/** @param {Batch} b */
-export function counts(b) {
-  const c = b.request_counts || { completed: 0, failed: 0, total: 0 };
-  const total = c.total || 0;
-  const pct = (/** @type {number} */ n) => (total ? (100 * n) / total : 0);
-  return { c, total, pct };
-}
-
-/**
- * A batch's bar: completed, failed, then not run (grey). `n` splits the failed count where the batch's page knows it;
- * in the list a cancelled or expired batch's failed share is mostly lines it never ran, so it is grey there.
- * @param {Batch} b
- * @param {{ failed: number; not_run: number }} [n]
- * @returns {Array<[string, number]>}
- */
-export const progressParts = (b, n) => {
-  const { c, pct } = counts(b);
-  if (n)
-    return [
-      ["done", pct(c.completed)],
-      ["failed", pct(n.failed)],
-      ["notrun", pct(n.not_run)],
-    ];
-  const unrun = b.status === "cancelled" || b.status === "expired";
-  return [
-    ["done", pct(c.completed)],
-    [unrun ? "notrun" : "failed", pct(c.failed)],
-  ];
-};
-
-/**
- * A running batch's tokens/s, measured here from its counts now and a few seconds ago, and its ETA: the API's
- * projected_finish_at, the service's one estimate (the SLA alert's too), which says nothing until it has a sample.
- * @param {Batch} b
- * @param {number} [nowSec] the server's clock, unix seconds
- */
-export function rateOf(b, nowSec) {
-  const now = Date.now() / 1000;
-  const { c } = counts(b);
-  const done = c.completed + c.failed;
-  const tokens = b.usage?.output_tokens || 0;
-  let prev = rates.get(b.id);
-  if (!prev || done < prev.done) {
-    prev = { t: now, done, tokens, tps: 0 };
-    rates.set(b.id, prev);
-  }
-  const dt = now - prev.t;
-  if (dt >= 2) {
-    const a = 0.5;
-    prev.tps = prev.tps ? a * ((tokens - prev.tokens) / dt) + (1 - a) * prev.tps : (tokens - prev.tokens) / dt;
-    Object.assign(prev, { t: now, done, tokens });
-  }
-  const speed = prev.tps ? `${Math.round(prev.tps)} tok/s` : "measuring…";
-  if (b.paused_at) return { text: "paused" };
-  const eta = b.projected_finish_at ? `ETA ${duration(Math.max(0, b.projected_finish_at - (nowSec || now)))}` : "ETA estimating…";
-  return { text: `${speed} · ${eta}` };
-}
-
 /**
  * A cancelled, expired or stopped batch's failed count holds the lines it left unrun: the list cannot tell them apart.
  * @param {Batch} b
@@ -168,23 +87,6 @@ function slaCell(b) {
 }
 
 /**
- * "0.0123 USD (spot 0.0023 · dedicated 0.01)"; null without a price in the models file.
- * @param {{ amount: number; currency: string; basis: string; spot: number; dedicated: number } | null | undefined} cost
- */
-export function costText(cost) {
-  if (!cost) return null;
-  const split = cost.basis === "pool_hours" ? ` (spot ${cost.spot} · dedicated ${cost.dedicated})` : " (by tokens)";
-  return `${cost.amount} ${cost.currency}${split}`;
-}
-
-/** @param {Batch} b */
-export function metadataText(b) {
-  return Object.entries(b.metadata || {})
-    .map(([k, v]) => `${k}=${v}`)
-    .join(" · ");
-}
-
-/**
  * @param {Batch} b
  * @param {number} now
  */
@@ -222,103 +124,6 @@ function batchRow(b, now) {
   for (const [td, label] of cells) td.dataset.label = label;
   tr.append(...cells.map(([td]) => td));
   return tr;
-}
-
-/** @param {any[]} pools */
-export function renderPools(pools) {
-  const cards = $("cards");
-  for (const p of pools) {
-    let card = $(`pool-${p.name}`);
-    if (!card) {
-      card = el("div", "card pool");
-      card.id = `pool-${p.name}`;
-      cards.appendChild(card);
-    }
-    card.replaceChildren(
-      el("div", "muted", `${p.name} pool`),
-      el("div", "big", `${p.in_use} / ${p.capacity}`),
-      meter([["used", p.capacity ? (100 * p.in_use) / p.capacity : 0]]),
-      el("div", "muted wrap", p.jobs.length ? `running ${p.jobs.join(", ")}` : "idle"),
-      ...(p.workers || []).map((/** @type {any} */ w) =>
-        el("div", "muted worker", `worker ${w.id}: ${w.in_use} / ${w.capacity}${w.preempted ? " (preempted)" : ""}`),
-      ),
-    );
-  }
-}
-
-/**
- * @param {any[]} models
- * @param {any[]} upstreams
- */
-export function renderModels(models, upstreams) {
-  $("model-rows").replaceChildren(
-    ...models.map((/** @type {any} */ m) => {
-      const tr = el("tr", "model");
-      tr.dataset.model = m.name;
-      tr.append(
-        el("td", "", m.name),
-        el("td", "", m.kind),
-        el("td", "", m.state),
-        el("td", "", m.kind === "local" ? mb(m.bytes) : "—"),
-        el("td", "", m.batches),
-      );
-      return tr;
-    }),
-  );
-  const select = $("f-model");
-  const have = new Set([...select.options].map((o) => o.value));
-  for (const m of models) if (!have.has(m.name)) select.appendChild(new Option(m.name, m.name));
-  $("no-upstreams").classList.toggle("hidden", upstreams.length > 0);
-  $("upstream-rows").replaceChildren(
-    ...upstreams.map((/** @type {any} */ u) => {
-      const tr = el("tr", "upstream");
-      const errors =
-        Object.entries(u.errors || {})
-          .map(([k, v]) => `${k}: ${v}`)
-          .join(", ") || "none";
-      /** @type {Array<[HTMLElement, string]>} */
-      const cells = [
-        [el("td", "", u.model), "Model"],
-        [el("td", "", u.limit), "Adaptive limit"],
-        [el("td", "", u.in_flight), "In flight"],
-        [el("td", "", u.waiting), "Waiting"],
-        [el("td", "", `${u.latency_ms} ms`), "Latency"],
-        [el("td", "", u.requests), "Requests"],
-        [el("td", "", u.retries), "Retries"],
-        [el("td", "wrap", errors), "Errors"],
-      ];
-      // On a phone each upstream is a card of labelled fields, as a batch is.
-      for (const [td, label] of cells) td.dataset.label = label;
-      tr.append(...cells.map(([td]) => td));
-      return tr;
-    }),
-  );
-}
-
-/**
- * The synchronous lanes: per model, the interactive lane (the default tier) and flex.
- * @param {any[]} lanes
- */
-export function renderLanes(lanes) {
-  $("no-lanes").classList.toggle("hidden", lanes.length > 0);
-  $("lane-rows").replaceChildren(
-    ...lanes.map((/** @type {any} */ l) => {
-      const tr = el("tr", "lane");
-      tr.dataset.lane = `${l.model} ${l.tier}`;
-      /** @type {Array<[HTMLElement, string]>} */
-      const cells = [
-        [el("td", "", l.model), "Model"],
-        [el("td", "", l.tier === "flex" ? "flex (with the batches)" : "interactive (default)"), "Tier"],
-        [el("td", "", `${l.running} / ${l.room}`), "Running / room"],
-        [el("td", "", `${l.waiting} / ${l.queue_max}`), "Waiting / queue"],
-        [el("td", "", l.served), "Served"],
-        [el("td", "", l.refused), "Refused (429)"],
-      ];
-      for (const [td, label] of cells) td.dataset.label = label;
-      tr.append(...cells.map(([td]) => td));
-      return tr;
-    }),
-  );
 }
 
 /**

@@ -11,7 +11,7 @@ models:
 `;
 
 describe("parseModelsFile", () => {
-  it("reads the issue's example: names, aliases, a local path relative to the file, upstream limits", () => {
+  it("reads a models file: names, aliases, a local path relative to the file, upstream limits", () => {
     const r = parseModelsFile(FILE, "/etc/obi/models.yaml", { UPSTREAM_KEY: "k" });
     expect(r.models.map((m) => m.name)).toEqual(["stories", "remote-small"]);
     expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("stories");

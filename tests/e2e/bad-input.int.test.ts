@@ -1,4 +1,4 @@
-// The list of bad input, one item at a time, against the real service and engine: each gets
+// Bad input, one item at a time, against the real service and engine: each gets
 // an OpenAI-shaped error with the right status, the server stays up, and nothing stored is harmed.
 // (The finer points of each live in tests/api/*; this file is the walk-through.)
 import { existsSync, readdirSync } from "node:fs";

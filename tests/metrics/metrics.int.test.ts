@@ -1,4 +1,4 @@
-// GET /metrics after real batches on the real engine: every value the issue names, with bounded labels.
+// GET /metrics after real batches on the real engine: every value the service exports, with bounded labels.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../metrics/metrics.js";
