@@ -95,8 +95,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     threads: perStep?.contextThreads ?? threads,
     onStep: perStep ? (tokens) => perStep.step(tokens) : undefined,
     onIdle: perStep ? () => perStep.idle() : undefined,
-    // On GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster: `small`'s 64-wide heads
-    // 64 x 64 tokens 4.96 -> 3.99 s); stories260K's 8-wide heads ran long prompts 1.4x slower with it (engine/README.md).
+    // On GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster); narrower heads ran long
+    // prompts slower with it (docs/performance.md, "The engine's defaults").
     flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     prefixCopy: opts.prefixCopy ?? true,

@@ -171,8 +171,8 @@ export class SequencePool {
   /**
    * The sequence's generation is over: decoding stops waiting for its next token (batch-order.ts). Unless a request
    * waits for a sequence: this one goes to it on release, and the next decode waits (a few turns) for that
-   * request's prompt. Without it, the decode went on with a gap at this sequence, one more pass over the weights
-   * (micro-batches.ts), and the prompt came a decode later: on families-8 1,584-1,637 passes against 1,415-1,484.
+   * request's prompt; otherwise the decode would go on with a gap at this sequence, one more pass over the weights
+   * (micro-batches.ts), and the prompt would come a decode later.
    */
   finished(sequence: LlamaContextSequence): void {
     if (this.pool.contended) return;
@@ -219,8 +219,7 @@ export class SequencePool {
   /**
    * One short generation on every context, its cache cleared after: the first decode of a context allocates
    * its compute buffers, so the first batch does not pay for them (llama-server warms up at start the same
-   * way). Measured without it: a first 128-request batch took 1.64 s, later ones 1.09-1.22; with it 1.59 s
-   * against 1.37, so most of a first batch's extra time is elsewhere (JIT), and this part is within noise.
+   * way).
    */
   async warmUp(tokens: readonly Token[]): Promise<void> {
     if (tokens.length === 0) return;

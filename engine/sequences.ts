@@ -10,9 +10,8 @@ import type { Llama, LlamaModel } from "node-llama-cpp";
 import { usableRam } from "./device-memory.js";
 
 /**
- * Sequences used when none are configured, before the memory cap: on CPU per generation context (4 contexts of
- * 16 ran the generated `small` model's 64 x 64 tokens in 5.0 s against 5.9 s with 8 each; on the patched build's
- * 2 contexts, 32 each ran 512 prefix-family lines in 38 s against 41 s with 16), on GPU in all.
+ * Sequences used when none are configured, before the memory cap: on CPU per generation context (the patched
+ * build's fewer contexts take twice as many each: fuller decodes, and families that share more), on GPU in all.
  */
 export const DEFAULT_SEQUENCES = { cpuPerContext: 16, cpuPerContextPatched: 32, gpu: 32 } as const;
 

@@ -35,9 +35,8 @@ export function chooseThreads({ cpuCount, gpu, requested }: ThreadsInput): numbe
 /**
  * Generation contexts on CPU: two per core, at most MAX_CPU_CONTEXTS, each decoding on one thread. A
  * single-threaded decode has no barrier for Node's threads to stall, and while one context waits for its
- * tokens to be sampled the others keep the cores busy. Measured on 2 cores (engine/README.md, "Contexts"):
- * stories260K 256 x 64 tokens 4.66 s with 1 context, 3.14 s with 2, 2.32 s with 4; more than 4 gained nothing,
- * since decodes run on libuv's pool of 4 threads. On GPU one context feeds the device.
+ * tokens to be sampled the others keep the cores busy; past 4 nothing is gained, since decodes run on libuv's pool
+ * of 4 threads (docs/performance.md, "The engine's defaults"). On GPU one context feeds the device.
  */
 export const MAX_CPU_CONTEXTS = 4;
 
@@ -45,10 +44,8 @@ export function chooseContexts({ cpuCount, gpu, requested, patched }: ThreadsInp
   if (Number.isFinite(requested) && requested >= 1) return Math.floor(requested);
   if (gpu) return 1;
   const cores = Number.isFinite(cpuCount) ? Math.max(1, Math.floor(cpuCount)) : 1;
-  // On the patched build a copy never waits for a context's lock, so fewer, fuller contexts pay: one per core.
-  // Measured on 2 cores (generated `small`, 512 lines in 8 prefix families, engine alone): 1 context x 64 sequences
-  // 53.9 s (its OpenMP threads and its sampling take turns), 2 x 32 37.8-38.8 s, 4 x 16 40.4 s; the prebuilt build's
-  // 4 x 16 62.5 s.
+  // On the patched build a copy never waits for a context's lock, so fewer, fuller contexts pay: one per core
+  // (one context on every core lost: its OpenMP threads and its sampling take turns).
   return Math.min(MAX_CPU_CONTEXTS, patched ? cores : 2 * cores);
 }
 
@@ -59,8 +56,8 @@ export function threadsPerContext(cpuCount: number, contexts: number): number {
 }
 
 /**
- * Embedding contexts: the configured count, else as many as generation contexts on CPU (4 embedded 2,000
- * stories260K inputs in 17.4 s against 19.7 with the former default of 2), and 2 on GPU.
+ * Embedding contexts: the configured count, else as many as generation contexts on CPU (each embeds one input at
+ * a time, so more contexts embed more at once), and 2 on GPU.
  */
 export function chooseEmbeddingContexts(input: ThreadsInput): number {
   if (Number.isFinite(input.requested) && input.requested >= 1) return Math.floor(input.requested);
