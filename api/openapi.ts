@@ -2,7 +2,12 @@
 // built from the same zod schemas the routes validate with; tests/api/openapi-document.int.test.ts checks the two agree.
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import { KEYED_ROUTES } from "./routes/index.js";
-import { registerSystemPaths } from "./routes/system.js";
+import { metricsPaths } from "./routes/metrics.js";
+import type { RouteModule } from "./routes/route-module.js";
+import { systemPaths } from "./routes/system.js";
+
+/** Every documented route's module, in the document's order: the keyed ones, then the open ones. */
+export const DOCUMENTED: readonly Pick<RouteModule, "source" | "paths">[] = [...KEYED_ROUTES, systemPaths, metricsPaths];
 
 export function buildOpenApiDocument(opts: { version?: string } = {}): object {
   const registry = new OpenAPIRegistry();
@@ -11,8 +16,7 @@ export function buildOpenApiDocument(opts: { version?: string } = {}): object {
     scheme: "bearer",
     description: "Only enforced when the service runs with API_KEYS; send `Authorization: Bearer <key>`.",
   });
-  for (const routes of KEYED_ROUTES) routes.paths(registry);
-  registerSystemPaths(registry);
+  for (const routes of DOCUMENTED) routes.paths(registry);
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: "3.1.0",
     info: {

@@ -205,7 +205,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
         method: "post",
         path: `/v1/batches/${action}`,
         tags: ["Batches"],
-        summary: `${action === "pause" ? "Pause" : "Resume"} every batch of a key or a model (an extension, not part of OpenAI's API)`,
+        summary: `${action === "pause" ? "Pause" : "Resume"} every batch of a key or a model (extension)`,
         description:
           `${action === "pause" ? "Pauses" : "Resumes"} every batch not ended of \`api_key_id\` (another key's: admin keys only) ` +
           "and of `model`, as the batch route does one: to free the engine for a deadline, say. Answers the batches it changed.",
@@ -218,7 +218,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       method: "post",
       path: "/v1/batches/{batch_id}/pause",
       tags: ["Batches"],
-      summary: "Pause a batch (an extension, not part of OpenAI's API)",
+      summary: "Pause a batch (extension)",
       description:
         "The batch claims nothing more; its running shards finish the requests in flight, checkpoint and go back to the queue. " +
         "Its status stays (`in_progress` once it started) and `paused_at` is set; its completion window keeps running. " +
@@ -232,7 +232,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       method: "post",
       path: "/v1/batches/{batch_id}/resume",
       tags: ["Batches"],
-      summary: "Resume a paused batch (an extension, not part of OpenAI's API)",
+      summary: "Resume a paused batch (extension)",
       description:
         "Clears `paused_at`: the batch's shards are claimed again and go on from their checkpoints, with nothing rerun. " +
         "Resuming a running batch changes nothing; an ended or ending batch is 400 `batch_not_running`.",
@@ -245,7 +245,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       method: "post",
       path: "/v1/batches/{batch_id}/retry",
       tags: ["Batches"],
-      summary: "Retry a finished batch's failed lines (an extension, not part of OpenAI's API)",
+      summary: "Retry a finished batch's failed lines (extension)",
       description:
         "Creates a new batch from the lines of a finished batch that failed, or that a cancel or an expiry left unrun, with " +
         "`metadata.retry_of` naming the original. Lines that succeeded are never rerun. `codes` keeps only lines with those error " +
@@ -266,7 +266,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       method: "get",
       path: "/v1/batches/{batch_id}/output",
       tags: ["Batches"],
-      summary: "Read a batch's output while it runs",
+      summary: "Read a batch's output while it runs (extension)",
       description:
         "Not part of OpenAI's API. The output lines committed so far, from line `after` on, as JSONL: only lines kept durably, in the order the batch's output file will have, so a reader that asks again with `after` set to the lines it has never sees a line twice or misses one. Once the batch has ended, its output file's lines. The owner's key or an admin key.",
       request: { params: BatchIdParams, query: OutputQuery },
@@ -285,7 +285,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
       method: "get",
       path: "/v1/batches/{batch_id}/results",
       tags: ["Inline form and status"],
-      summary: "A batch's output lines",
+      summary: "A batch's output lines (extension)",
       description: "Not part of OpenAI's API. 404 until the batch has results; while it runs, the lines finished so far.",
       request: { params: BatchIdParams, query: ResultsQuery },
       responses: {
@@ -303,6 +303,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
 }
 
 export const batchesRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => batchesRouter(d.batches, d),
   paths: registerBatchesPaths,
 };

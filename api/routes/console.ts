@@ -200,6 +200,7 @@ export function registerConsolePaths(r: OpenAPIRegistry): void {
 }
 
 export const consoleRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) =>
     consoleApiRouter({
       service: d.service,

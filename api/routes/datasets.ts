@@ -104,6 +104,7 @@ export function registerDatasetsPaths(r: OpenAPIRegistry): void {
 }
 
 export const datasetsRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => (d.datasets ? datasetsRouter(d.datasets) : undefined),
   paths: registerDatasetsPaths,
 };

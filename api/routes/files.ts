@@ -163,6 +163,7 @@ export function registerFilesPaths(r: OpenAPIRegistry): void {
 }
 
 export const filesRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => filesRouter({ files: d.files, batchDir: d.config.batchDir, maxFileBytes: d.config.maxFileBytes }),
   paths: registerFilesPaths,
 };

@@ -164,8 +164,8 @@ const SUMMARY: Record<Endpoint, string> = {
   "/v1/completions": "Create a completion",
   "/v1/embeddings": "Create embeddings",
   "/v1/messages": "Create a message (Anthropic)",
-  "/v1/rerank": "Rerank documents",
-  "/v1/score": "Score text pairs",
+  "/v1/rerank": "Rerank documents (extension: Cohere's and Jina's shape)",
+  "/v1/score": "Score text pairs (extension: vLLM's shape)",
 };
 
 const Body = z.record(z.string(), z.unknown());
@@ -196,6 +196,7 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
 }
 
 export const inferenceRoutes: RouteModule = {
+  source: import.meta.url,
   router: (deps) =>
     deps.inference || deps.syncTargets ? inferenceRouter({ inference: deps.inference, targets: deps.syncTargets }) : undefined,
   paths: registerInferencePaths,

@@ -279,6 +279,7 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
 }
 
 export const messageBatchesRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => messageBatchesRouter({ batches: d.batches, views: d.views, files: d.files }),
   paths: registerMessageBatchesPaths,
 };

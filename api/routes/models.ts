@@ -120,6 +120,7 @@ export function registerModelsPaths(r: OpenAPIRegistry): void {
 }
 
 export const modelsRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => modelsRouter({ registry: d.registry, created: Math.floor(Date.now() / 1000) }),
   paths: registerModelsPaths,
 };

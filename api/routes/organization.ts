@@ -120,7 +120,7 @@ function registerOrganizationPaths(r: OpenAPIRegistry): void {
       method: "get",
       path: "/v1/organization/api_keys",
       tags: ["Organization"],
-      summary: "The keys: id, admin flag, share weight, enqueued-token limits and what each has enqueued now",
+      summary: "The keys: id, admin flag, share weight, enqueued-token limits and what each has enqueued now (extension)",
       responses: {
         200: jsonResponse(z.object({ object: z.literal("list"), data: z.array(KeySchema), has_more: z.boolean() }), "Every key."),
         ...errorResponses(401, 403),
@@ -132,7 +132,7 @@ function registerOrganizationPaths(r: OpenAPIRegistry): void {
       method: "get",
       path: "/v1/organization/api_keys/{key_id}",
       tags: ["Organization"],
-      summary: "One key",
+      summary: "One key (extension)",
       request: { params: z.object({ key_id: z.string() }) },
       responses: { 200: jsonResponse(KeySchema, "The key."), ...errorResponses(401, 403, 404) },
     }),
@@ -140,6 +140,7 @@ function registerOrganizationPaths(r: OpenAPIRegistry): void {
 }
 
 export const organizationRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => (d.organization ? organizationRouter(d.organization) : undefined),
   paths: registerOrganizationPaths,
 };

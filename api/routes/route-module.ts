@@ -8,6 +8,8 @@ import type { ServiceInfo } from "../http/service-info.js";
 export type RouteDeps = AppDeps & { service: ServiceInfo };
 
 export interface RouteModule {
+  /** The module's own URL (`import.meta.url`): the route table of docs/api.md names each route's file. */
+  source: string;
   /** The handlers over what they need of the deps; undefined where this deployment lacks it (no upload store). */
   router(deps: RouteDeps): Router | undefined;
   paths(registry: OpenAPIRegistry): void;

@@ -81,6 +81,7 @@ export function registerStatusPagePaths(r: OpenAPIRegistry): void {
 }
 
 export const statusPageRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => statusDataRouter({ service: d.service, status: d.status, batches: d.batches, backendInfo: d.backendInfo }),
   paths: registerStatusPagePaths,
 };

@@ -141,6 +141,7 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
 }
 
 export const statusRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => statusRouter({ status: d.status, batches: d.batches }),
   paths: registerStatusPaths,
 };

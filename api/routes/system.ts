@@ -118,7 +118,10 @@ const RootSchema = z
   .object({ status: z.literal("ok"), service: z.string(), version: z.string(), docs: z.string() })
   .openapi("ServiceInfo", { example: { status: "ok", service: "offline-batch-inference", version: "0.1.0", docs: "/docs" } });
 
-export function registerSystemPaths(r: OpenAPIRegistry): void {
+/** The open routes' documented paths, with their file, as the keyed route modules give theirs. */
+export const systemPaths = { source: import.meta.url, paths: (r: OpenAPIRegistry) => registerSystemPaths(r) };
+
+function registerSystemPaths(r: OpenAPIRegistry): void {
   const system = (path: string, summary: string, responses: RouteConfig["responses"]) =>
     r.registerPath(openRoute({ method: "get", path, tags: ["System"], summary, responses }));
   system("/", "Service name and version, or the status page for a browser", {
@@ -126,9 +129,6 @@ export function registerSystemPaths(r: OpenAPIRegistry): void {
       description: "JSON for API clients; the live status page (queue, pools, batches) when the client prefers text/html.",
       content: { "application/json": { schema: RootSchema }, "text/html": { schema: { type: "string" } } },
     },
-  });
-  system("/metrics", "Prometheus metrics", {
-    200: { description: "Prometheus text exposition format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } },
   });
   system("/health", "Liveness: the process is up", { 200: jsonResponse(HealthSchema, "Up.") });
   system("/ready", "Readiness: the model is loaded", {

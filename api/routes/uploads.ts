@@ -115,6 +115,7 @@ export function registerUploadsPaths(r: OpenAPIRegistry): void {
 }
 
 export const uploadsRoutes: RouteModule = {
+  source: import.meta.url,
   router: (d) => d.uploads && uploadsRouter({ uploads: d.uploads, batchDir: d.config.batchDir }),
   paths: registerUploadsPaths,
 };
