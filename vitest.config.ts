@@ -19,7 +19,14 @@ export default defineConfig({
     projects: Object.entries(TIERS).map(([name, tag]) => ({
       extends: true,
       // OBI_TEST_TIER lets the testkit refuse a model to a unit test (testkit/model.ts).
-      test: { name, include: [`tests/**/*.${tag}.test.ts`], env: { OBI_TEST_TIER: name } },
+      test: {
+        name,
+        include: [`tests/**/*.${tag}.test.ts`],
+        env: { OBI_TEST_TIER: name },
+        // Unit files load no model and start no process, so they share each worker's modules rather than import
+        // the service's code once per file (most of the tier's time went to imports).
+        isolate: name !== "unit",
+      },
     })),
   },
 });
