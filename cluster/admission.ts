@@ -17,8 +17,8 @@ import { parseCompletionWindow } from "../domain/completion-window.js";
 import { checkDefaultParams, defaultsFor, withDefaults } from "../domain/default-params.js";
 import { InvalidRequestError, NotFoundError, queueFull, shuttingDown } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
-import type { Batch, BatchEndpoint } from "../domain/objects.js";
-import type { ExpiresAfter, Owner } from "../domain/ports.js";
+import type { Batch } from "../domain/objects.js";
+import type { CreateBatchInput, Owner } from "../domain/ports.js";
 import { stopRulesOf } from "../domain/stop-rules.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
 import { oneShard, planShards, type ShardPlan } from "../pipeline/shards.js";
@@ -69,14 +69,8 @@ export interface ClusterBatchServiceDeps {
 }
 
 /** A batch to admit: the create's fields and where its input lies. */
-export interface AdmitInput {
+export interface AdmitInput extends Omit<CreateBatchInput, "input_file_id"> {
   id?: string;
-  owner: Owner;
-  endpoint: BatchEndpoint;
-  completion_window: string;
-  metadata?: Record<string, string> | null;
-  output_expires_after?: ExpiresAfter;
-  default_params?: Record<string, unknown>;
   inputFileId: string;
   inputKey: string;
   /** Lines may name several models (then `plan` holds the shards, one model each). */
