@@ -2,7 +2,7 @@
 // and nothing one configuration leaves behind (a warm cache, a loaded model) helps the next.
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { repoRoot } from "./server.js";
+import { repoRoot } from "../testkit/repo-root.js";
 
 /** Runs `bench/<script>` with tsx and resolves with the JSON object it prints last on stdout. */
 export function runChild<T>(script: string, args: Record<string, string | number | boolean>): Promise<T> {

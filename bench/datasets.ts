@@ -6,8 +6,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { repoRoot } from "../testkit/repo-root.js";
 import { readMemory } from "./proc-stats.js";
-import { repoRoot } from "./server.js";
 
 export interface DatasetRun {
   rows: number;

@@ -10,6 +10,7 @@ import { parseArgs } from "node:util";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
+import { repoRoot } from "../testkit/repo-root.js";
 import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
@@ -21,7 +22,6 @@ import { cpuModel } from "./proc-stats.js";
 import { type BenchResults, formatTable, targetsOf } from "./report.js";
 import { measureScale } from "./scale.js";
 import { compareScheduling, schedulingTable } from "./scheduling.js";
-import { repoRoot } from "./server.js";
 import { measureThroughput } from "./throughput.js";
 import { compareUpstream } from "./upstream.js";
 

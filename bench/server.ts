@@ -7,8 +7,6 @@ import path from "node:path";
 import { repoRoot } from "../testkit/repo-root.js";
 import { type MemorySample, readMemory } from "./proc-stats.js";
 
-export { repoRoot };
-
 /** The service's configuration variables (config/config.ts); none may leak in from the bench's own environment. */
 const CONFIG_VARS = [
   "PORT",

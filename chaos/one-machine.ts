@@ -6,10 +6,11 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { repoRoot } from "../testkit/repo-root.js";
 import { batchLines, follow, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
-import { alive, repoRoot, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
+import { alive, requestsRun, type ServiceProcess, startSupervised } from "./process.js";
 
 /**
  * EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)): with EXT4_GOING_FLAGS_NOLOGFLUSH (2) nothing more reaches the disk (a

@@ -2,9 +2,7 @@
 // frozen and started again, whose /metrics are read while it lives.
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+import { repoRoot } from "../testkit/repo-root.js";
 
 export interface ServiceProcess {
   child: ChildProcess;

@@ -7,10 +7,10 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../testkit/postgres.js";
+import { repoRoot } from "../testkit/repo-root.js";
 import { distributedCampaign } from "./distributed.js";
 import type { ScheduleResult } from "./nemesis.js";
 import { available, oneMachineCampaign } from "./one-machine.js";
-import { repoRoot } from "./process.js";
 
 const { values } = parseArgs({
   options: {
