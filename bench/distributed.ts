@@ -15,7 +15,7 @@ import { PgWorkerRegistry } from "../cluster/pg/workers.js";
 import { startSharedState } from "../testkit/shared-state.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { type BenchServer, startServer } from "./server.js";
-import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
+import { batchEnd, createBatch, uploadFile } from "./timed-batches.js";
 
 export interface DistributedRun {
   workers: number;
@@ -88,11 +88,11 @@ export async function measureDistributed(
       for (let i = 0; i < workers; i++) nodes.push(await startServer("", { ...env, ROLE: "worker", WORKER_ID: `bench-${workers}-${i}` }));
       try {
         const api = nodes[0].baseUrl;
-        await waitForBatch(api, (await createBatch(api, await uploadFile(api, warm))).id, { everyMs: 25 });
+        await batchEnd(api, (await createBatch(api, await uploadFile(api, warm))).id, { everyMs: 25 });
         const fileId = await uploadFile(api, input);
         const cpu0 = nodes.reduce((n, s) => n + cpuMs(s.pid), 0);
         const t0 = performance.now();
-        const b = await waitForBatch(api, (await createBatch(api, fileId)).id, { everyMs: 25 });
+        const b = await batchEnd(api, (await createBatch(api, fileId)).id, { everyMs: 25 });
         const seconds = (performance.now() - t0) / 1000;
         const cpu = nodes.reduce((n, s) => n + cpuMs(s.pid), 0) - cpu0;
         if (b.status !== "completed" || b.request_counts.completed !== opts.requests)

@@ -9,7 +9,7 @@ import path from "node:path";
 import { type PeerRequest, type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { startServer } from "./server.js";
-import { createBatch, uploadFile, waitForBatch, waitForTimedBatch } from "./timed-batches.js";
+import { batchEnd, createBatch, uploadFile, waitForTimedBatch } from "./timed-batches.js";
 
 export type WorkloadName =
   | "uniform"
@@ -157,7 +157,7 @@ async function runServiceOnce(modelPath: string, w: Workload, env: Record<string
     // the workload: its prompts are cached from then on, as the warm-up request's are in llama-server).
     const warm = path.join(server.batchDir, "peer-warm.jsonl");
     await writeBatchFile(warm, files[0].lines.slice(0, 4));
-    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm), files[0].url)).id, {
+    await batchEnd(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm), files[0].url)).id, {
       everyMs: 25,
     });
     const t0 = performance.now();

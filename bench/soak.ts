@@ -12,7 +12,7 @@ import { isFinal } from "../testkit/batch-client.js";
 import { fuzzRequests } from "../testkit/fuzz.js";
 import { testModelPath } from "../testkit/model.js";
 import { type BenchServer, startServer } from "./server.js";
-import { createBatch, getBatch, waitForBatch } from "./timed-batches.js";
+import { batchEnd, createBatch, getBatch } from "./timed-batches.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, seed: { type: "string", default: "1" } } });
 const plan = values.quick
@@ -83,7 +83,7 @@ async function crashCampaign() {
   }
   const rows = [];
   for (const b of batches) {
-    await waitForBatch(s.baseUrl, b.id, { everyMs: 200 });
+    await batchEnd(s.baseUrl, b.id, { everyMs: 200 });
     rows.push(await audit(s.baseUrl, b.id, b.ids));
   }
   await s.stop();
@@ -100,7 +100,7 @@ async function crashCampaign() {
 async function fuzzCampaign(s: BenchServer) {
   // A batch stored before the fuzz: it must come out of it untouched.
   const ref = await createBatch(s.baseUrl, await upload(s.baseUrl, jsonl(8, "ref", 4)));
-  const before = await waitForBatch(s.baseUrl, ref.id, { everyMs: 100 });
+  const before = await batchEnd(s.baseUrl, ref.id, { everyMs: 100 });
   const tally = { tried: 0, refused4xx: 0, accepted: 0, server5xx: 0, unshaped: 0 };
   for (const req of fuzzRequests(plan.fuzz, seed)) {
     tally.tried++;
@@ -165,7 +165,7 @@ async function loadCampaign(s: BenchServer) {
   let lost = 0;
   let duplicated = 0;
   for (const id of accepted) {
-    await waitForBatch(base, id, { everyMs: 200 });
+    await batchEnd(base, id, { everyMs: 200 });
     const r = await audit(base, id, ["load-0", "load-1", "load-2", "load-3"]);
     if (r.status === "completed") completed++;
     lost += r.lost;

@@ -14,8 +14,8 @@ export async function createBatch(baseUrl: string, fileId: string, endpoint = "/
   return body as Batch;
 }
 
-/** Polls every `poll.everyMs` until the batch ends (tests/helpers/service.ts' waitForBatch takes a timeout there: named options here). */
-export const waitForBatch = (baseUrl: string, id: string, poll: { everyMs: number; timeoutMs?: number }): Promise<Batch> =>
+/** Polls every `poll.everyMs` until the batch ends, for at most `poll.timeoutMs` (30 minutes unless given). */
+export const batchEnd = (baseUrl: string, id: string, poll: { everyMs: number; timeoutMs?: number }): Promise<Batch> =>
   pollBatch(baseUrl, id, isFinal, { everyMs: poll.everyMs, timeoutMs: poll.timeoutMs ?? 30 * 60_000 });
 
 /** Where a timed batch's results land on the service's disk (BATCH_DIR/<batch_id>), and how many lines it has. */
@@ -28,7 +28,7 @@ export interface ResultFolder {
 const IDLE_POLL_MS = 1000;
 
 /**
- * Waits for a timed batch to end, as `waitForBatch` does, but polls every `everyMs` only once the batch's result
+ * Waits for a timed batch to end, as `batchEnd` does, but polls every `everyMs` only once the batch's result
  * files hold all its lines, and once a second before. On a 2-core machine forty polls a second took about 0.5 s
  * of CPU from a 6 s run (uniform 64 x 64 on `small`: 6.48 s against 6.08 s with polls held back), which the
  * peer it is compared with never pays: its client just waits on open requests. `seenAt` (performance.now()) is

@@ -9,7 +9,7 @@ import path from "node:path";
 import { drive, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { startServer } from "./server.js";
-import { createBatch, uploadFile, waitForBatch } from "./timed-batches.js";
+import { batchEnd, createBatch, uploadFile } from "./timed-batches.js";
 
 export interface UpstreamComparison {
   model: string;
@@ -89,11 +89,11 @@ export async function compareUpstream(
 async function runService(modelsFile: string, warm: string, input: string): Promise<UpstreamComparison["service"]> {
   const server = await startServer("", { MODELS_FILE: modelsFile });
   try {
-    await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm))).id, { everyMs: 25 });
+    await batchEnd(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, warm))).id, { everyMs: 25 });
     let best = Number.POSITIVE_INFINITY;
     for (let i = 0; i < 2; i++) {
       const t0 = performance.now();
-      const b = await waitForBatch(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, input))).id, {
+      const b = await batchEnd(server.baseUrl, (await createBatch(server.baseUrl, await uploadFile(server.baseUrl, input))).id, {
         everyMs: 25,
       });
       if (b.status !== "completed" || b.request_counts.failed > 0)

@@ -1,6 +1,7 @@
 // /v1/batches, /results and the operational routes through the real app, control plane and engine.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl } from "../../testkit/workload.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
@@ -10,15 +11,6 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 const app = () => svc.service.app;
-const completionLines = (n: number, maxTokens = 4) =>
-  Array.from({ length: n }, (_, i) =>
-    JSON.stringify({
-      custom_id: `c${i}`,
-      method: "POST",
-      url: "/v1/completions",
-      body: { prompt: `Once upon a time ${i}`, max_tokens: maxTokens },
-    }),
-  ).join("\n");
 
 async function uploadLines(content: string): Promise<string> {
   const res = await request(app()).post("/v1/files").field("purpose", "batch").attach("file", Buffer.from(content), "in.jsonl");
@@ -28,7 +20,7 @@ async function uploadLines(content: string): Promise<string> {
 
 describe("POST /v1/batches (file form)", () => {
   it("creates a batch, runs it, and serves its results as a list and as JSONL", async () => {
-    const fileId = await uploadLines(completionLines(3));
+    const fileId = await uploadLines(completionJsonl(3, { prefix: "c", maxTokens: 4 }));
     const res = await request(app())
       .post("/v1/batches")
       .send({ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "2h", metadata: { suite: "routes" } });
@@ -49,7 +41,7 @@ describe("POST /v1/batches (file form)", () => {
     const list = await request(app()).get(`/v1/batches/${done.id}/results`);
     expect(list.status).toBe(200);
     expect(list.body.object).toBe("list");
-    expect(list.body.data.map((o: any) => o.custom_id).sort()).toEqual(["c0", "c1", "c2"]);
+    expect(list.body.data.map((o: any) => o.custom_id).sort()).toEqual(["c-0", "c-1", "c-2"]);
     expect(list.body.data[0].response.body.object).toBe("text_completion");
 
     const raw = await request(app())
@@ -82,7 +74,7 @@ describe("POST /v1/batches (file form)", () => {
   });
 
   it("names the offending parameter of a bad request", async () => {
-    const fileId = await uploadLines(completionLines(1));
+    const fileId = await uploadLines(completionJsonl(1, { prefix: "c", maxTokens: 4 }));
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ input_file_id: fileId, endpoint: "/v1/moderations" }, "endpoint"],
       [{ input_file_id: fileId, endpoint: "/v1/completions", completion_window: "tomorrow" }, "completion_window"],
@@ -155,7 +147,7 @@ describe("POST /v1/batches (inline form)", () => {
 
 describe("GET /v1/batches and cancel", () => {
   it("pages with after/limit and checks the limit", async () => {
-    const fileId = await uploadLines(completionLines(1));
+    const fileId = await uploadLines(completionJsonl(1, { prefix: "c", maxTokens: 4 }));
     const ids: string[] = [];
     for (let i = 0; i < 3; i++)
       ids.push((await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body.id);
@@ -174,7 +166,7 @@ describe("GET /v1/batches and cancel", () => {
   });
 
   it("cancels a running batch and 404s unknown or malformed ids", async () => {
-    const fileId = await uploadLines(completionLines(30, 200));
+    const fileId = await uploadLines(completionJsonl(30, { prefix: "c", maxTokens: 200 }));
     const created = (await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body;
     const res = await request(app()).post(`/v1/batches/${created.id}/cancel`);
     expect(res.status).toBe(200);
