@@ -22,9 +22,9 @@ describe("a signal to npm start's whole process group", () => {
     process.kill(-s.child.pid!, signal);
     await closed;
     const msgs = logLines(s.output()).map((l) => l.msg);
-    expect(msgs.filter((m) => /^shutting down/.test(m))).toHaveLength(1);
-    expect(msgs).toContain("shutdown complete");
-    expect(msgs).not.toContain("second signal: exiting now");
+    expect(msgs.filter((m) => /^shutting down/.test(m)), s.output()).toHaveLength(1);
+    expect(msgs, s.output()).not.toContain("second signal: exiting now");
+    expect(msgs, s.output()).toContain("shutdown complete");
   });
 
   it("SIGTERM to npm's own pid, as a process manager sends it, reaches node: it drains and exits", async () => {
