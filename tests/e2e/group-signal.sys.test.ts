@@ -22,7 +22,10 @@ describe("a signal to npm start's whole process group", () => {
     process.kill(-s.child.pid!, signal);
     await closed;
     const msgs = logLines(s.output()).map((l) => l.msg);
-    expect(msgs.filter((m) => /^shutting down/.test(m)), s.output()).toHaveLength(1);
+    expect(
+      msgs.filter((m) => /^shutting down/.test(m)),
+      s.output(),
+    ).toHaveLength(1);
     expect(msgs, s.output()).not.toContain("second signal: exiting now");
     expect(msgs, s.output()).toContain("shutdown complete");
   });
