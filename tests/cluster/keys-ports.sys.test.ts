@@ -2,17 +2,13 @@
 // memory kept in files): enqueued-token limits admitted atomically however many create at once and released by
 // any end, usage that outlives a deleted batch, synchronous requests' usage, and claims shared fairly between keys
 // by weight.
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { type ClaimOptions, type ClusterPorts, TokenLimitReached } from "../../cluster/state-ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
 import { transition } from "../../domain/batch-state.js";
-import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { IMPLEMENTATIONS } from "../helpers/port-harness.js";
+import { IMPLEMENTATIONS, portsLifecycle } from "../helpers/port-harness.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
@@ -21,7 +17,6 @@ const now = () => Math.floor(Date.now() / 1000);
 describe.each(IMPLEMENTATIONS)("keys on the cluster ports on %s", (_name, skip, harness) => {
   const h = harness();
   let ports: ClusterPorts;
-  let blobDir = "";
   let n = 0;
 
   /** Inserts a one-shard batch of `owner`; with `tokens`, held against `limit`. Returns its id. */
@@ -54,17 +49,8 @@ describe.each(IMPLEMENTATIONS)("keys on the cluster ports on %s", (_name, skip, 
       transition(r.batch, to, now());
     });
 
-  beforeAll(async () => {
-    if (skip) return;
-    blobDir = mkdtempSync(path.join(os.tmpdir(), "obi-keys-ports-"));
-    ports = await h.open(new FsBlobStore(blobDir));
-  }, 60_000);
-  beforeEach(async () => {
-    if (!skip) await h.reset();
-  });
-  afterAll(async () => {
-    await h.close();
-    if (blobDir) rmSync(blobDir, { recursive: true, force: true });
+  portsLifecycle(h, skip, (opened) => {
+    ports = opened;
   });
 
   it.skipIf(skip)(

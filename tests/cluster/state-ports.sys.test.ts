@@ -2,17 +2,16 @@
 // throwaway database) and one process's memory. Claims never overlap, a claim fences the previous holder (epoch),
 // a commit retried after its reply was lost counts once, lapsed leases go back to the queue, the scheduler's pool
 // rules (spot first, urgent to dedicated, fallback) hold across workers, and status changes are conditional.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import type { ClaimOptions, ClusterPorts } from "../../cluster/state-ports.js";
 import { newBatchObject } from "../../domain/batch-object.js";
-import { FsBlobStore } from "../../stores/fs-blob-store.js";
+import type { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { IMPLEMENTATIONS } from "../helpers/port-harness.js";
+import { IMPLEMENTATIONS, portsLifecycle } from "../helpers/port-harness.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
@@ -69,18 +68,8 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     ...o,
   });
 
-  beforeAll(async () => {
-    if (skip) return;
-    blobDir = mkdtempSync(path.join(os.tmpdir(), "obi-ports-"));
-    blobs = new FsBlobStore(blobDir);
-    ports = await h.open(blobs);
-  }, 60_000);
-  beforeEach(async () => {
-    if (!skip) await h.reset();
-  });
-  afterAll(async () => {
-    await h.close();
-    if (blobDir) rmSync(blobDir, { recursive: true, force: true });
+  portsLifecycle(h, skip, (opened, store, dir) => {
+    [ports, blobs, blobDir] = [opened, store, dir];
   });
 
   it.skipIf(skip)("admits queued batches up to the bound, however many API servers create at once; started ones leave room", async () => {

@@ -5,11 +5,12 @@ import os from "node:os";
 import path from "node:path";
 import type pg from "pg";
 import pino from "pino";
+import { afterAll, beforeAll, beforeEach } from "vitest";
 import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
 import { createPool, migrate } from "../../cluster/pg/db.js";
 import { openPgPorts } from "../../cluster/pg/index.js";
 import type { ClusterPorts } from "../../cluster/state-ports.js";
-import type { FsBlobStore } from "../../stores/fs-blob-store.js";
+import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 
 const silent = pino({ level: "silent" });
@@ -93,3 +94,28 @@ export const IMPLEMENTATIONS: Array<[string, boolean, () => Harness]> = [
   ["memory", false, memoryHarness],
   ["memory kept in files", false, filesHarness],
 ];
+
+/**
+ * Opens `h`'s ports once for the enclosing describe block over a blob store in a temp folder (handed to `opened`),
+ * empties them before each test and closes them after; nothing happens where `skip`.
+ */
+export function portsLifecycle(
+  h: Harness,
+  skip: boolean,
+  opened: (ports: ClusterPorts, blobs: FsBlobStore, blobDir: string) => void,
+): void {
+  let blobDir = "";
+  beforeAll(async () => {
+    if (skip) return;
+    blobDir = mkdtempSync(path.join(os.tmpdir(), "obi-ports-"));
+    const blobs = new FsBlobStore(blobDir);
+    opened(await h.open(blobs), blobs, blobDir);
+  }, 60_000);
+  beforeEach(async () => {
+    if (!skip) await h.reset();
+  });
+  afterAll(async () => {
+    await h.close();
+    if (blobDir) rmSync(blobDir, { recursive: true, force: true });
+  });
+}
