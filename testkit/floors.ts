@@ -1,8 +1,9 @@
 // The house plan as data: which top-level folders sit on which floor, and the check that every relative import
 // points down. A folder may import its own files and any folder on a lower floor; folders on one floor are
 // siblings and import each other not at all. Read by tests/floors.unit.test.ts.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
+import { repoFiles, repoRoot } from "./repo-root.js";
 
 /** Top to bottom. */
 export const FLOORS: readonly (readonly string[])[] = [
@@ -46,28 +47,17 @@ export function misplacedImports(edges: readonly ImportEdge[]): string[] {
 }
 
 const SOURCE = /\.(ts|mts|mjs)$/;
-const SKIP = new Set(["node_modules", "dist", ".git", ".tmp", "results"]);
 /** Static and dynamic imports and re-exports with a relative specifier; the type-only `import("...")` form too. */
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s*)["'](\.{1,2}\/[^"']+)["']/gm;
 
 /** Every relative import of the repository's source files (the root's own files count as the folder "."). */
-export function importEdges(root: string): ImportEdge[] {
-  const edges: ImportEdge[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(path.join(root, dir), { withFileTypes: true })) {
-      const rel = dir ? `${dir}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        if (!SKIP.has(entry.name) && !entry.name.startsWith(".")) walk(rel);
-      } else if (SOURCE.test(entry.name) && !entry.name.endsWith(".d.ts")) {
-        for (const m of readFileSync(path.join(root, rel), "utf8").matchAll(SPECIFIER)) {
-          const to = path.posix.normalize(path.posix.join(path.posix.dirname(rel), m[1]));
-          edges.push({ from: rel, to });
-        }
-      }
-    }
-  };
-  walk("");
-  return edges;
+export function importEdges(): ImportEdge[] {
+  return repoFiles("", (name) => SOURCE.test(name) && !name.endsWith(".d.ts")).flatMap((from) =>
+    [...readFileSync(path.join(repoRoot, from), "utf8").matchAll(SPECIFIER)].map((m) => ({
+      from,
+      to: path.posix.normalize(path.posix.join(path.posix.dirname(from), m[1])),
+    })),
+  );
 }
 
 /** The folders the plan places, top to bottom. */

@@ -1,28 +1,20 @@
 // Each folder's README lists its files with the first sentence of their opening comments, and the top README and
 // docs/architecture.md draw the floors from the plan: written by `npm run docs:readmes`, checked by
 // tests/docs/readmes.unit.test.ts, so neither can leave a file or a floor out.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
-import { FLOORS, importEdges } from "./floors.js";
-import { repoRoot } from "./repo-root.js";
+import { FLOORS, type ImportEdge } from "./floors.js";
+import { repoFiles, repoRoot } from "./repo-root.js";
 
 /** The files a README lists: code and the settings files users copy, not data, styles or native patches. */
 const LISTED = /\.(ts|mts|mjs|js|sh|py|yaml)$/;
-const SKIP = new Set(["node_modules", "dist", "results", "__pycache__"]);
 
 /** Files under `folder` (relative to the repository), `/`-separated, relative to that folder, sorted. */
 export function folderFiles(folder: string): string[] {
-  const out: string[] = [];
-  const walk = (rel: string) => {
-    for (const entry of readdirSync(path.join(repoRoot, folder, rel), { withFileTypes: true })) {
-      const name = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.name.startsWith(".") || SKIP.has(entry.name)) continue;
-      if (entry.isDirectory()) walk(name);
-      else if (LISTED.test(entry.name) && !entry.name.endsWith(".d.ts") && !entry.name.endsWith(".test.ts")) out.push(name);
-    }
-  };
-  walk("");
-  return out.sort();
+  const listed = (name: string) => LISTED.test(name) && !name.endsWith(".d.ts") && !name.endsWith(".test.ts");
+  return repoFiles(folder, listed)
+    .map((file) => file.slice(folder.length + 1))
+    .sort();
 }
 
 /** The comment a file opens with (after a shebang and `// @ts-check`), as one line of prose. */
@@ -86,8 +78,8 @@ export function floorsPicture(): string {
   return ["```", floors.join(`\n${rule}\n`), "```"].join("\n");
 }
 
-/** What a folder imports and what imports it, from the imports themselves: the line under its list of files. */
-export function importsLine(folder: string, edges = importEdges(repoRoot)): string {
+/** What a folder imports and what imports it, from `edges` (importEdges()): the line under its list of files. */
+export function importsLine(folder: string, edges: readonly ImportEdge[]): string {
   const top = (file: string) => file.split("/", 1)[0];
   const order = FLOORS.flat();
   const names = (folders: Set<string>) =>

@@ -14,7 +14,7 @@ const sourceFolders = () =>
 
 describe("the house plan", () => {
   it("has no import that points up a floor or across to a sibling", () => {
-    const edges = importEdges(repoRoot);
+    const edges = importEdges();
     expect(edges.length).toBeGreaterThan(500);
     expect(misplacedImports(edges)).toEqual([]);
   });
@@ -38,7 +38,7 @@ describe("the house plan", () => {
   });
 
   it("finds the real imports it checks (static, dynamic and re-exports)", () => {
-    const edges = importEdges(repoRoot);
+    const edges = importEdges();
     const has = (from: string, to: string) => edges.some((e) => e.from === from && e.to === to);
     expect(has("app/service.ts", "app/control-plane.js")).toBe(true);
     expect(has("testkit/model.ts", "engine/generated-model.js")).toBe(true);

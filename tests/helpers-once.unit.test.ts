@@ -1,24 +1,14 @@
 // The shared helpers have one definition each (at a module's top level), so a name means one thing wherever a
 // test, a bench or chaos uses it.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../testkit/repo-root.js";
+import { repoFiles, repoRoot } from "../testkit/repo-root.js";
 
 const SHARED = ["repoRoot", "completionLines", "completionJsonl", "customIds", "until", "hexId", "waitForBatch"];
-const SKIP = new Set(["node_modules", "dist", ".git", "results"]);
-
-function sources(dir: string): string[] {
-  return readdirSync(path.join(repoRoot, dir), { withFileTypes: true }).flatMap((e) => {
-    const rel = dir ? `${dir}/${e.name}` : e.name;
-    if (e.isDirectory()) return SKIP.has(e.name) || e.name.startsWith(".") ? [] : sources(rel);
-    return /\.(ts|mts)$/.test(e.name) && !e.name.endsWith(".d.ts") ? [rel] : [];
-  });
-}
-
 describe("shared helpers", () => {
   it("are each defined once in the repository", () => {
-    const files = sources("");
+    const files = repoFiles("", (name) => /\.(ts|mts)$/.test(name) && !name.endsWith(".d.ts"));
     const definitions = (name: string) =>
       files.filter((f) =>
         new RegExp(`^(export\\s+)?(async\\s+)?(function\\s*\\*?\\s*${name}\\b|(const|let)\\s+${name}\\s*[=:])`, "m").test(

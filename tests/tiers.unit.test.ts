@@ -1,9 +1,9 @@
 // A test file's tier is in its name (`<name>.unit|int|sys.test.ts`, vitest.config.ts); this checks the name against
 // what the file imports, so a file that starts a process or loads a model cannot be named into a faster tier.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../testkit/repo-root.js";
+import { repoFiles, repoRoot } from "../testkit/repo-root.js";
 
 /** What only the system tier may import: child processes, PostgreSQL, S3, Chromium, llama-server, loop disks. */
 const PROCESSES =
@@ -12,13 +12,8 @@ const PROCESSES =
 const MODEL =
   /from "[./]+\/(helpers\/(service|test-engine|embedded-plane)|testkit\/model|engine\/index|app\/service)\.js"|\b(getLlama|loadModel)\(/;
 
-const testFiles = (dir: string): string[] =>
-  readdirSync(path.join(repoRoot, dir), { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? testFiles(`${dir}/${e.name}`) : e.name.endsWith(".test.ts") ? [`${dir}/${e.name}`] : [],
-  );
-
 // This file names the imports it looks for, so it is left out of what it checks.
-const files = testFiles("tests").filter((f) => f !== "tests/tiers.unit.test.ts");
+const files = repoFiles("tests", (name) => name.endsWith(".test.ts")).filter((f) => f !== "tests/tiers.unit.test.ts");
 const tierOf = (file: string) => /\.(unit|int|sys)\.test\.ts$/.exec(file)?.[1];
 const text = (file: string) => readFileSync(path.join(repoRoot, file), "utf8");
 
