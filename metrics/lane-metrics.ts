@@ -1,6 +1,6 @@
 // The synchronous lanes' metrics: requests by tier and outcome (a 429 is "refused"), time to first token and time
 // per output token by tier and model, and each lane's running and waiting requests read at scrape time.
-import client from "prom-client";
+import type { MetricKinds } from "./kinds.js";
 
 /** From 10 ms to a minute: an interactive first token should come in well under a second; a flex one may wait. */
 const FIRST_TOKEN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -27,56 +27,50 @@ export interface LaneMetrics {
   watchPreemptions(read: () => Array<{ model: string; count: number }>): void;
 }
 
-export function createLaneMetrics(prefix: string, registers: client.Registry[]): LaneMetrics {
+export function createLaneMetrics(kinds: MetricKinds): LaneMetrics {
   let lanes: () => LaneState[] = () => [];
   let preemptions: () => Array<{ model: string; count: number }> = () => [];
-  const requests = new client.Counter({
-    name: `${prefix}sync_requests_total`,
-    help: "Synchronous requests by tier (default, flex), model and outcome (completed, refused with a 429, failed, disconnected).",
-    labelNames: ["tier", "model", "outcome"],
-    registers,
-  });
-  const firstToken = new client.Histogram({
-    name: `${prefix}sync_time_to_first_token_seconds`,
-    help: "Synchronous requests: seconds from arrival to the first generated token, by tier and model.",
-    labelNames: ["tier", "model"],
-    buckets: FIRST_TOKEN_BUCKETS,
-    registers,
-  });
-  const perToken = new client.Histogram({
-    name: `${prefix}sync_time_per_output_token_seconds`,
-    help: "Synchronous requests: seconds per generated token after the first, by tier and model.",
-    labelNames: ["tier", "model"],
-    buckets: PER_TOKEN_BUCKETS,
-    registers,
-  });
+  const requests = kinds.counter(
+    "sync_requests_total",
+    "Synchronous requests by tier (default, flex), model and outcome (completed, refused with a 429, failed, disconnected).",
+    ["tier", "model", "outcome"],
+  );
+  const firstToken = kinds.histogram(
+    "sync_time_to_first_token_seconds",
+    "Synchronous requests: seconds from arrival to the first generated token, by tier and model.",
+    ["tier", "model"],
+    FIRST_TOKEN_BUCKETS,
+  );
+  const perToken = kinds.histogram(
+    "sync_time_per_output_token_seconds",
+    "Synchronous requests: seconds per generated token after the first, by tier and model.",
+    ["tier", "model"],
+    PER_TOKEN_BUCKETS,
+  );
   const gauge = (what: "running" | "waiting", help: string) =>
-    new client.Gauge({
-      name: `${prefix}sync_lane_${what}`,
+    kinds.liveGauge(
+      `sync_lane_${what}`,
       help,
-      labelNames: ["tier", "model"],
-      registers,
-      collect() {
-        this.reset();
-        for (const l of lanes()) this.set({ tier: l.tier, model: l.model }, l[what]);
+      (g) => {
+        g.reset();
+        for (const l of lanes()) g.set({ tier: l.tier, model: l.model }, l[what]);
       },
-    });
-  const takebacks = new client.Counter({
-    name: `${prefix}sync_lane_takebacks_total`,
-    help: "Times a batch at risk of its deadline took back the interactive lane's share of a model's sequences.",
-    labelNames: ["model"],
-    registers,
-  });
-  new client.Gauge({
-    name: `${prefix}sync_lane_preemptions`,
-    help: "Batch lines of a local model that gave their sequence to an interactive request at their next token, since start.",
-    labelNames: ["model"],
-    registers,
-    collect() {
-      this.reset();
-      for (const p of preemptions()) this.set({ model: p.model }, p.count);
+      ["tier", "model"],
+    );
+  const takebacks = kinds.counter(
+    "sync_lane_takebacks_total",
+    "Times a batch at risk of its deadline took back the interactive lane's share of a model's sequences.",
+    ["model"],
+  );
+  kinds.liveGauge(
+    "sync_lane_preemptions",
+    "Batch lines of a local model that gave their sequence to an interactive request at their next token, since start.",
+    (g) => {
+      g.reset();
+      for (const p of preemptions()) g.set({ model: p.model }, p.count);
     },
-  });
+    ["model"],
+  );
   gauge("running", "Synchronous requests running, by tier and model.");
   gauge("waiting", "Synchronous requests waiting in their lane's queue, by tier and model.");
   return {

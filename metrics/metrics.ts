@@ -7,7 +7,7 @@ import { type BackendMetrics, createBackendMetrics } from "./backend-metrics.js"
 import { type BatchMetrics, type BatchTotals, createBatchMetrics } from "./batch-metrics.js";
 import { type ClusterMetrics, createClusterMetrics } from "./cluster-metrics.js";
 import { createHttpMetrics, type HttpMetrics } from "./http-metrics.js";
-import { metricKinds, PREFIX } from "./kinds.js";
+import { metricKinds } from "./kinds.js";
 import { createLaneMetrics, type LaneMetrics } from "./lane-metrics.js";
 
 export type { BatchMetrics, EndedBatch } from "./batch-metrics.js";
@@ -36,6 +36,6 @@ export function createMetrics(
     ...createBatchMetrics(kinds, opts.now),
     ...createHttpMetrics(kinds),
     ...createBackendMetrics(kinds),
-    ...createLaneMetrics(PREFIX, kinds.registers),
+    ...createLaneMetrics(kinds),
   };
 }

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SyncLanes } from "../../cluster/sync-lanes.js";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
+import { metricKinds } from "../../metrics/kinds.js";
 import { createLaneMetrics } from "../../metrics/lane-metrics.js";
 import { openTestEngine } from "../../testkit/model.js";
 import { routerOver } from "../helpers/router.js";
@@ -27,7 +28,7 @@ describe("the interactive lane's share", () => {
       routerOver(backend),
       { interactiveMaxShare: 0.5, interactiveQueueMax: 8, flexQueueMax: 8 },
       {
-        metrics: createLaneMetrics("t_", [registry]),
+        metrics: createLaneMetrics(metricKinds([registry])),
         atRisk: () => risky,
         logger: { warn: (o: unknown) => warnings.push(o), info: () => {} },
       },
@@ -54,7 +55,7 @@ describe("the interactive lane's share", () => {
     await Promise.all(givenBack);
     expect(interactive().served).toBe(6);
     expect(warnings).toHaveLength(1);
-    const counted = await registry.getSingleMetric("t_sync_lane_takebacks_total")!.get();
+    const counted = await registry.getSingleMetric("obi_sync_lane_takebacks_total")!.get();
     expect(counted.values.map((v) => v.value)).toEqual([1]);
     risky = false;
     await ask();
