@@ -38,7 +38,7 @@ export class SequenceChoice {
 
   /** A sequence was lent (`+1`) or returned (`-1`): its context's load, which ties are broken by. */
   load(sequence: LlamaContextSequence, delta: 1 | -1): void {
-    this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? (delta < 0 ? 1 : 0)) + delta);
+    this.busy.set(sequence.context, (this.busy.get(sequence.context) ?? 0) + delta);
   }
 
   /**
