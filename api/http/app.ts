@@ -41,7 +41,9 @@ export function createApp(deps: AppDeps): express.Express {
       statusPage: readConsolePage(),
     }),
   );
-  app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
+  // The examples name the model a request gets by default here, so Swagger UI's "Try it out" runs them as they are.
+  const model = deps.registry.resolve(undefined)?.name ?? deps.registry.models[0]?.name;
+  app.use(docsRouter(buildOpenApiDocument({ version: service.version, model })));
   app.use(consoleAssetsRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 

@@ -18,7 +18,8 @@ import { toApiError } from "../http/error-handler.js";
 import { forwardSync } from "../http/forward.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { SseWriter } from "../http/sse.js";
-import type { RouteModule } from "./route-module.js";
+import { syncBodySchema } from "../schemas/sync-bodies.js";
+import type { DocContext, RouteModule } from "./route-module.js";
 
 export interface InferenceRouteDeps {
   /** This process's models (ROLE=all, or a worker). */
@@ -168,9 +169,16 @@ const SUMMARY: Record<Endpoint, string> = {
   "/v1/score": "Score text pairs (extension: vLLM's shape)",
 };
 
-const Body = z.record(z.string(), z.unknown());
+/** Where a request's answer cannot be known ahead: it depends on what the model serves (a rerank needs a ranker). */
+const CAVEAT: Partial<Record<Endpoint, string>> = {
+  "/v1/rerank": " A model with no classification head refuses it (400 `model_cannot_rank`).",
+  "/v1/score": " A model with no classification head refuses it (400 `model_cannot_rank`).",
+  "/v1/embeddings": " A model that cannot embed refuses it (400 `embeddings_unsupported`).",
+};
 
-function registerInferencePaths(r: OpenAPIRegistry): void {
+const Answer = z.record(z.string(), z.unknown());
+
+function registerInferencePaths(r: OpenAPIRegistry, ctx: DocContext): void {
   for (const endpoint of ENDPOINTS) {
     r.registerPath(
       keyedRoute({
@@ -184,10 +192,11 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
           "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
           "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
           "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); responses and Anthropic's messages stream their own events; " +
-          "the other endpoints refuse it (400, param `stream`).",
-        request: { body: { required: true, content: { "application/json": { schema: Body } } } },
+          "the other endpoints refuse it (400, param `stream`). A request that names no `model` goes to the default model " +
+          `(Anthropic's names one always).${CAVEAT[endpoint] ?? ""}`,
+        request: { body: { required: true, content: { "application/json": { schema: syncBodySchema(endpoint, ctx.model) } } } },
         responses: {
-          200: jsonResponse(Body, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),
+          200: jsonResponse(Answer, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),
           ...errorResponses(400, 401, 404, 429, 503),
         },
       }),
