@@ -1,4 +1,4 @@
-// How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
+// How much each part of the benchmark runs: the full run and --quick (bench/args.ts says how long each takes).
 import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
 import type { SchedulingCase } from "./scheduling.js";
 import { schedulingWorkloads, TOKENS_PER_WORD } from "./scheduling-workloads.js";
