@@ -25,7 +25,8 @@ export interface CatalogueEntry {
 }
 
 const request = { places: ["http"], status: 400, type: "invalid_request_error", action: "fix" } as const;
-const lineAndSync = { places: ["line"], action: "fix" } as const;
+/** A line's refusal, which a synchronous request of the same body gets as a 400 answer. */
+const lineAndSync = { places: ["http", "line"], status: 400, type: "invalid_request_error", action: "fix" } as const;
 const notNow = (status: number) => ({ places: ["http"], status, type: "server_error", action: "retry" }) as const;
 const tooMany = { places: ["http"], status: 429, type: "rate_limit_error", action: "retry" } as const;
 
@@ -43,7 +44,10 @@ export const ERROR_CATALOGUE = {
     ...request,
     when: "A synchronous request's `stream_options` has an option other than `include_usage` and `include_obfuscation`.",
   },
-  missing_required_parameter: { ...lineAndSync, when: "A required field is absent (an Anthropic tool's `input_schema`)." },
+  missing_required_parameter: {
+    ...lineAndSync,
+    when: "A required field is absent (a chat body's `messages`, Anthropic's `max_tokens`, a tool's `input_schema`); `param` names it.",
+  },
   unsupported_parameter: {
     ...lineAndSync,
     when: "The line asks for something its backend cannot honour (tools on a model whose template has no call format); `param` names it.",
