@@ -95,13 +95,13 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
     next();
   });
   router.get("/console/api/overview", async (_req, res) => {
-    const owner = ownerFrom(res);
+    const scope = readScope(res, undefined, deps.organization);
     res.json({
       service: deps.service,
       model: deps.backendInfo()?.model ?? null,
       now: unixNow(),
       queue: await deps.status.queueStats(),
-      pools: await poolsVisibleTo(deps.status, deps.batches, owner),
+      pools: await poolsVisibleTo(deps.status, deps.batches, scope),
       models: deps.models?.() ?? [],
       upstreams: (deps.upstreams?.() ?? []).map(({ model, stats }) => ({
         model,
@@ -132,7 +132,10 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
     const found = await deps.views.inspect(id, readScope(res, undefined, deps.organization));
     if (!found) throw notFound("batch", id);
-    res.json(found);
+    // An admin reads every key's batches, but cancels, retries and downloads the files of its own only: the page
+    // offers what this key can do.
+    const own = (await deps.batches.get(id, ownerFrom(res))) !== undefined;
+    res.json({ ...found, own });
   });
   router.get("/console/api/series", (_req, res) => {
     res.json({ interval_seconds: deps.seriesIntervalSeconds ?? 5, points: deps.series?.() ?? [] });
