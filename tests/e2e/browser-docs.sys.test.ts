@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { ENDPOINTS } from "../../openai/backend.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
-import { startTestService, type TestService } from "../helpers/service.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
 let browser: Browser;
@@ -83,13 +83,23 @@ describe.skipIf(!haveChromium)("Swagger UI in a browser", () => {
     await page.close();
   }, 180_000);
 
-  it("creates a batch from POST /v1/batches's example as it is", async () => {
+  it("creates a batch from POST /v1/batches's example as it is, and a message batch from Anthropic's", async () => {
     const page = await openDocs();
     const { status, body } = await tryItOut(page, "post", "/v1/batches");
     expect(status, body).toBe("200");
     const batch = JSON.parse(body);
     expect(batch).toMatchObject({ object: "batch", endpoint: "/v1/completions", request_counts: { total: 2 } });
     expect(batch.status).not.toBe("failed");
+    const done = await waitForBatch(svc.baseUrl, batch.id);
+    expect(done.request_counts).toEqual({ completed: 2, failed: 0, total: 2 });
+
+    const anthropic = await tryItOut(page, "post", "/v1/messages/batches");
+    expect(anthropic.status, anthropic.body).toBe("200");
+    const created = JSON.parse(anthropic.body);
+    expect(created).toMatchObject({ type: "message_batch", request_counts: { processing: 1 } });
+    // Its one request runs: the example is a valid Messages request for this deployment's model.
+    const ended = await waitForBatch(svc.baseUrl, created.id.replace(/^msgbatch_/, "batch_"));
+    expect(ended.request_counts).toEqual({ completed: 1, failed: 0, total: 1 });
     await page.close();
   }, 60_000);
 });
