@@ -17,7 +17,7 @@ import { measureDistributed } from "./distributed.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { compareLanes } from "./lanes.js";
 import { comparePeer, rerankWorkload } from "./peer.js";
-import { extrasModel, type ModelPlan, makePlan } from "./plan.js";
+import { extrasModel, type ModelPlan, makePlan, narrowPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { type BenchResults, formatTable, targetsOf } from "./report.js";
 import { measureScale } from "./scale.js";
@@ -25,16 +25,17 @@ import { compareScheduling, schedulingTable } from "./scheduling.js";
 import { measureThroughput } from "./throughput.js";
 import { compareUpstream } from "./upstream.js";
 
-function args() {
+/** What `read` gives, or the one line of a mistake on the command line, and exit code 2. */
+function usage<T>(read: () => T): T {
   try {
-    return benchArgs(process.argv.slice(2));
+    return read();
   } catch (err) {
     if (!(err instanceof BenchUsageError)) throw err;
     console.error(`npm run bench: ${err.message}`);
     process.exit(2);
   }
 }
-const values = args();
+const values = usage(() => benchArgs(process.argv.slice(2)));
 if (values === "help") {
   console.log(USAGE);
   process.exit(0);
@@ -57,30 +58,7 @@ if (values.stories && !storiesPath) {
   console.error(`npm run bench: --stories ${values.stories} is not a file`);
   process.exit(2);
 }
-const plan = makePlan(values.quick, storiesPath, values.lines);
-if (values.model) {
-  plan.models = plan.models.filter((m) => m.name.includes(values.model));
-  plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
-  plan.upstream = plan.upstream.filter((u) => u.model.name.includes(values.model));
-  plan.scheduling = plan.scheduling.filter((s) => s.model.name.includes(values.model));
-}
-if (values.model && plan.models.length === 0) {
-  console.error(
-    `npm run bench: --model ${values.model} names none of this plan's models (${makePlan(values.quick, storiesPath)
-      .models.map((m) => m.name)
-      .join("; ")})`,
-  );
-  process.exit(2);
-}
-if (values.workloads.length > 0) {
-  const wanted = values.workloads;
-  for (const s of plan.scheduling) s.cases = s.cases.filter((c) => wanted.some((w) => c.workload.name.includes(w)));
-  for (const p of plan.peer) p.workloads = p.workloads.filter((pw) => wanted.some((w) => pw.name.includes(w)));
-}
-for (const s of plan.scheduling) {
-  if (values.slots) s.grid = { ...s.grid, parallel: values.slots };
-  if (!values.ablations) s.ablations = false;
-}
+const plan = usage(() => narrowPlan(makePlan(values.quick, storiesPath, values.lines), values));
 const notes: string[] = [];
 if (!storiesPath) notes.push(`${storiesFile} is absent: stories260K was skipped; the generated models stand in.`);
 

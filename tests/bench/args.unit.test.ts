@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { BenchUsageError, benchArgs, DURATION, PARTS, USAGE } from "../../bench/args.js";
+import { makePlan, narrowPlan } from "../../bench/plan.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 const refused = (argv: string[]) => {
@@ -74,5 +75,27 @@ describe("how long the bench takes", () => {
       expect(read(page), page).toContain(DURATION.full);
       expect(read(page), page).toContain(DURATION.quick);
     }
+  });
+});
+
+describe("the plan narrowed by --model and --workloads", () => {
+  const plan = () => makePlan(false, "/models/stories260K.gguf");
+  const by = { model: "", workloads: [] as string[], ablations: true };
+
+  it("keeps the models and workloads asked for", () => {
+    const small = narrowPlan(plan(), { ...by, model: "small", workloads: ["families", "uniform"], slots: [8] });
+    expect(small.models.map((m) => m.name)).toEqual(["small (generated, 8x512, Q8_0)"]);
+    expect(small.peer.flatMap((p) => p.workloads.map((w) => w.name))).toEqual(["uniform"]);
+    expect(small.scheduling.flatMap((s) => s.cases.map((c) => c.workload.name))).toEqual(["families-8", "families-64"]);
+    expect(small.scheduling.every((s) => s.grid.parallel.join() === "8")).toBe(true);
+  });
+
+  it("refuses a filter that leaves nothing to run, naming what it could have matched", () => {
+    expect(() => narrowPlan(plan(), { ...by, model: "qwne" })).toThrow(
+      /^--model qwne names none of this plan's models: stories260K; small \(generated, 8x512, Q8_0\); qwen2\.5-0\.5b/,
+    );
+    expect(() => narrowPlan(plan(), { ...by, workloads: ["famlies", "uniform"] })).toThrow(
+      /^--workloads famlies names none of this plan's workloads: uniform, mixed, .*families-8/,
+    );
   });
 });
