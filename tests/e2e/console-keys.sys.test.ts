@@ -1,8 +1,7 @@
 // The console with a keys file, in a real headless Chromium: an admin's pool cards name every key's running batch, a
 // key that is not an admin is told that another key's batch holds the slot (never "idle"), an admin on another key's
 // batch is offered only what it can do (no Cancel or file download that would answer "No batch found") and told
-// whose the batch is, and a `*` limit reads as the limit of each model. Screenshots go to $CONSOLE_SCREENSHOTS or the
-// temp folder.
+// whose the batch is, and a `*` limit reads as the limit of each model. Screenshots go to the temp folder.
 import { mkdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -15,7 +14,8 @@ import { writeKeysFile } from "../helpers/keys.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
-const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
+// Only to look at: the pictures of docs/console.md are the other console tests' (CONSOLE_SCREENSHOTS=docs).
+const SHOTS = path.join(os.tmpdir(), "obi-screens");
 const scratch = scratchDir("console-keys");
 let svc: TestService;
 let browser: Browser;

@@ -1,7 +1,7 @@
 // The console's pages as a first visitor sees them, in a real headless Chromium at 1,280 and 390 px: charts that label
 // the times they span and name their series in the page's own legend, sections with nothing to show saying so
 // instead of bare table headers, a long model name that fits a phone, and a batch refused at validation read as
-// refused (no request ran), not as a failed line. Screenshots go to $CONSOLE_SCREENSHOTS or the temp folder.
+// refused (no request ran), not as a failed line. Screenshots go to the temp folder.
 import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -14,7 +14,8 @@ import { uploadJsonl } from "../helpers/http-batches.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
-const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
+// Only to look at: the pictures of docs/console.md are the other console tests' (CONSOLE_SCREENSHOTS=docs).
+const SHOTS = path.join(os.tmpdir(), "obi-screens");
 /** 35 characters, as a real model's file name can be. */
 const LONG_NAME = "qwen2.5-7b-instruct-q4_k_m-stories1";
 
