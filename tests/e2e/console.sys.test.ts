@@ -82,6 +82,8 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.waitForFunction(() => document.querySelectorAll("tr.batch").length === 3);
     expect(await page.inputValue("#f-q")).toBe("");
     expect(await pageWidth(page)).toBe(1280);
+    // A pool of no capacity (DEDICATED_CAPACITY=0) says so rather than "idle".
+    expect(await page.locator("#pool-dedicated").innerText()).toMatch(/0 \/ 0[\s\S]*no slots$/);
     await page.waitForSelector("#chart-tokens canvas");
     // The charts draw what the service sampled: a point at start, then one every 5 s, while the long batch runs.
     const series = async () => (await (await fetch(`${svc.baseUrl}/console/api/series`)).json()).points;
