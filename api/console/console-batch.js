@@ -56,6 +56,19 @@ export async function refreshBatch(id) {
       Math.floor(pct(c.completed + c.failed)) +
       "%)" +
       (rate ? ` · ${rate.text}` : "");
+  showFacts(d);
+  showTimeline(b);
+  showReason(b, Boolean(refused));
+  showShards(d, Boolean(refused));
+  showWebhook(d.webhook);
+  showLineErrors(d, n, Boolean(refused));
+  await showFirst(b, c.completed);
+  showActions(d, c.completed);
+}
+
+/** @param {Inspection} d */
+function showFacts(d) {
+  const b = d.batch;
   const facts = $("b-facts");
   facts.replaceChildren();
   const u = b.usage || {};
@@ -79,6 +92,10 @@ export async function refreshBatch(id) {
   const e = b.engine_seconds || { spot: 0, dedicated: 0 };
   fact(facts, "Engine time", `${e.spot.toFixed(1)} s spot · ${e.dedicated.toFixed(1)} s dedicated`);
   fact(facts, "Cost", costText(b.cost));
+}
+
+/** @param {import("./console-api.js").Batch} b */
+function showTimeline(b) {
   const steps = [
     ["created", b.created_at],
     ["in progress", b.in_progress_at],
@@ -96,7 +113,13 @@ export async function refreshBatch(id) {
       return li;
     }),
   );
-  showReason(b, Boolean(refused));
+}
+
+/**
+ * @param {Inspection} d
+ * @param {boolean} refused
+ */
+function showShards(d, refused) {
   hideEmpty("shards-table", d.shards.length);
   $("b-shards-none").textContent = d.shards.length ? "" : refused ? "None: no request ran." : "None yet: its lines are checked first.";
   $("b-shards").replaceChildren(
@@ -111,7 +134,10 @@ export async function refreshBatch(id) {
       return tr;
     }),
   );
-  const w = d.webhook;
+}
+
+/** @param {any} w the batch's webhook delivery, or null */
+function showWebhook(w) {
   $("b-webhook").textContent = !w
     ? "No webhook for this batch (WEBHOOK_URL is not set, or it has not ended)."
     : w.type +
@@ -125,11 +151,19 @@ export async function refreshBatch(id) {
       (w.last_error ? ` · last: ${w.last_error}` : "") +
       " · event " +
       w.event_id;
+}
+
+/**
+ * Its failed and unrun lines. A batch refused before it ran has none: its reason says what was wrong.
+ * @param {Inspection} d
+ * @param {{ failed: number; not_run: number }} n
+ * @param {boolean} refused
+ */
+function showLineErrors(d, n, refused) {
   const all = n.failed + n.not_run;
-  // A batch refused before it ran has no line that failed: its reason says what was wrong.
-  $("b-errors-card").classList.toggle("hidden", Boolean(refused));
+  $("b-errors-card").classList.toggle("hidden", refused);
   hideEmpty("errors-table", d.line_errors.length);
-  $("b-errors-none").textContent = all ? "" : FINAL.includes(b.status) ? "None: every line ran and succeeded." : "None so far.";
+  $("b-errors-none").textContent = all ? "" : FINAL.includes(d.batch.status) ? "None: every line ran and succeeded." : "None so far.";
   $("b-errors-count").textContent = `(${all}${d.line_errors.length < all ? `, the first ${d.line_errors.length} shown` : ""})`;
   $("b-errors").replaceChildren(
     ...d.line_errors.map((e) => {
@@ -149,8 +183,6 @@ export async function refreshBatch(id) {
       return tr;
     }),
   );
-  await showFirst(b, c.completed);
-  showActions(d, c.completed);
 }
 
 /**
