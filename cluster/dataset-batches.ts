@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { checkFlags, type Job, JobError, planStages } from "../datasets/job.js";
+import { checkFields, type Job, JobError, planStages } from "../datasets/job.js";
 import { jobHash, writeRequests } from "../datasets/requests.js";
 import { joinAnswers, keptColumns } from "../datasets/stage.js";
 import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
@@ -194,14 +194,13 @@ export class DatasetBatchService implements DatasetBatches {
   /** The job's fields checked as the runner checks a job file's, over the dataset in `work`. */
   private jobOf(fields: Record<string, unknown>, work: string, filename: string, output: string): Job {
     try {
-      return planStages(undefined, work, checkFlags({ ...fields, input: `input${path.extname(filename).toLowerCase()}`, output }), work)[0];
+      const checked = checkFields({ ...fields, input: `input${path.extname(filename).toLowerCase()}`, output }, "job");
+      return planStages(undefined, work, checked, work)[0];
     } catch (err) {
       if (err instanceof JobError) {
-        const said = err.message.replace(/^(flags|job): /, "");
-        const m = /^([\w.]+): (.*)$/s.exec(said);
-        const field = m && m[1] !== "job" ? m[1] : undefined;
-        const message = field ? `job.${field}: ${m![2]}` : `job: ${m ? m[2] : said}`;
-        throw new InvalidRequestError(message, "invalid_dataset_job", field ? `job.${field}` : "job");
+        const said = err.message.replace(/^job: /, "").replace(`${err.field}: `, "");
+        const message = err.field ? `job.${err.field}: ${said}` : `job: ${said}`;
+        throw new InvalidRequestError(message, "invalid_dataset_job", err.field ? `job.${err.field}` : "job");
       }
       throw err;
     }

@@ -5,7 +5,7 @@ import { mkdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
-import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
+import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
 import { jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
 import { resultColumns } from "../datasets/results.js";
 import { joinAnswers, keptColumns } from "../datasets/stage.js";
@@ -30,7 +30,7 @@ export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRun
   let jobs: Job[];
   try {
     const file = args.jobFile ? await readJobFile(args.jobFile) : undefined;
-    jobs = planStages(file?.fields, file?.dir ?? args.cwd, args.flags, args.cwd);
+    jobs = planStages(file?.fields, file?.dir ?? args.cwd, checkFlags(args.flags), args.cwd);
   } catch (err) {
     if (err instanceof JobError) return fail(stderr, err.message, 2);
     throw err;

@@ -2,7 +2,7 @@
 // endpoint gets from a row.
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
+import { checkFields, checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
 import { bodyOf, checkColumns, customId, jobHash, rowOf } from "../../datasets/requests.js";
 import { DatasetError } from "../../datasets/tables.js";
 import { columnsOf, RenderError, render } from "../../datasets/template.js";
@@ -71,9 +71,17 @@ describe("the job's fields", () => {
   });
 
   it("says which field is wrong, in one line", async () => {
-    expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^flags: limit: /);
-    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("flags: job: unknown field prompts");
-    expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toMatch(/^flags: endpoint: /);
+    expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^--limit: /);
+    expect(jobError(() => checkFlags({ params_from: { a: 1 } }))).toMatch(/^--params-from: /);
+    expect(jobError(() => checkFlags({ model: 3 }))).toMatch(/^--job-model: /);
+    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("job: unknown field prompts");
+    expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toBe(
+      "--endpoint: must be one of /v1/responses, /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/rerank, /v1/score",
+    );
+    expect(jobError(() => checkFields({ limit: 0 }, "job"))).toMatch(/^job: limit: /);
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/messages" }))).toMatch(
+      /model: \/v1\/messages names the model in every request/,
+    );
     expect(jobError(() => job({}))).toMatch(/exactly one of messages, prompt, body or preprocess \(none is set\)/);
     expect(jobError(() => job({ prompt: "a", messages: [{ role: "user", content: "b" }] }))).toMatch(/messages and prompt are/);
     expect(jobError(() => job({ prompt: "a", output: "in.csv" }))).toMatch(/output: must not be the input/);
@@ -134,7 +142,8 @@ describe("a row's request", () => {
       ],
       text: { format: { type: "json_schema", name: "r", schema: schema.json_schema.schema } },
     });
-    expect(await bodyOf(job({ messages, endpoint: "/v1/messages", params: { max_tokens: 5 } }), row)).toEqual({
+    expect(await bodyOf(job({ messages, endpoint: "/v1/messages", model: "m", params: { max_tokens: 5 } }), row)).toEqual({
+      model: "m",
       system: "Be brief.",
       messages: [{ role: "user", content: "Why?" }],
       max_tokens: 5,
