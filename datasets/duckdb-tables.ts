@@ -220,7 +220,11 @@ async function arrowSql(files: string[], prefix: string): Promise<string> {
   return `read_json([${parts.map(literal).join(", ")}], format='newline_delimited', columns={${columns}})`;
 }
 
-/** The table function reading `files`; CSV columns are found first, then read strictly so a ragged row is an error. */
+/**
+ * The table reading `files`. CSV columns are found first, then read strictly so a ragged row is an error. A quoted
+ * empty field ("") is an empty string and an unquoted one (,,) a missing value, as DuckDB's writer writes them, so
+ * the two stay apart through every round trip; in a column of numbers, dates or booleans "" can only be missing.
+ */
 async function readerSql(conn: DuckDBConnection, files: string[], format: string): Promise<string> {
   const list = `[${files.map(literal).join(", ")}]`;
   if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
@@ -232,8 +236,13 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
     .catch((err) => {
       throw new DatasetError(`${files[0]}: ${firstLine(err)}`);
     });
-  const columns = described.getRowObjectsJS().map((r) => `${literal(String(r.column_name))}: ${literal(String(r.column_type))}`);
-  return `read_csv(${list}, ${dialect}, auto_detect=false, strict_mode=true, null_padding=false, columns={${columns.join(", ")}})`;
+  const columns = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  const declared = columns.map((c) => `${literal(c.name)}: 'VARCHAR'`).join(", ");
+  const typed = columns.map((c) =>
+    c.type === "VARCHAR" ? ident(c.name) : `CAST(NULLIF(${ident(c.name)}, '') AS ${c.type}) AS ${ident(c.name)}`,
+  );
+  const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
+  return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
 async function runSql(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[], limitMs?: number) {

@@ -74,6 +74,31 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await all(tables, { input: await scratch.write(JSON.stringify(rows), "in.json") })).toEqual(rows);
   });
 
+  it("keeps a quoted empty string apart from a missing value, read from CSV and TSV and through every output format", async () => {
+    const csv = await scratch.write('id,t,n,b\n1,"","",""\n2,,,true\n3,x,"",\n', "empty.csv");
+    const tsv = await scratch.write('id\tt\n1\t""\n2\t\n3\tx\n', "empty.tsv");
+    // In a column of booleans (or numbers, or dates) "" can only be a missing value.
+    const expected = [
+      { id: 1, t: "", n: "", b: null },
+      { id: 2, t: null, n: null, b: true },
+      { id: 3, t: "x", n: "", b: null },
+    ];
+    expect(await all(tables, { input: csv })).toEqual(expected);
+    expect(await all(tables, { input: tsv })).toEqual(expected.map(({ t, id }) => ({ id, t })));
+    expect(await all(tables, { input: csv, where: "t = ''" })).toEqual([expected[0]]);
+    const input = await tables.open({ input: csv });
+    const results = await scratch.write(jsonl([{ text: "" }, { text: null }, { text: "y" }]));
+    for (const ext of [".parquet", ".csv", ".tsv", ".jsonl"]) {
+      const output = path.join(dir, `empty-out${ext}`);
+      await tables.write(input, { keep: ["id", "t", "n", "b"], results, columns: [{ name: "text", type: "string" }], output });
+      expect(await all(tables, { input: output }), ext).toEqual([
+        { ...expected[0], text: "" },
+        { ...expected[1], text: null },
+        { ...expected[2], text: "y" },
+      ]);
+    }
+  });
+
   it("reads Arrow IPC (the Hugging Face datasets cache) in stream and file form, with its types", async () => {
     const table = new Table({
       id: vectorFromArray([1n, 2n], new Int64()),
