@@ -4,6 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
+import { datasetError, firstLine, type Stage, StepLimit } from "./duckdb-errors.js";
 import {
   type Column,
   type ColumnType,
@@ -32,6 +33,11 @@ export interface DuckTablesOptions {
    * interrupted and the job fails naming the limit: a server's `where` is its clients' SQL. None: no limit.
    */
   stepLimitMs?: number;
+  /**
+   * The most DuckDB may spill to `tempDir`, in bytes (a server's reads: a costly `where` would otherwise take up to
+   * 90% of the free disk). None: DuckDB's default.
+   */
+  maxTempBytes?: number;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -64,6 +70,9 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     autoload_known_extensions: "false",
   });
   const admin = await db.connect();
+  // Set here, not at create: DuckDB 1.5 shows a create's max_temp_directory_size but spills past it.
+  if (opts.maxTempBytes !== undefined)
+    await admin.run(`SET max_temp_directory_size = '${Math.max(1, Math.ceil(opts.maxTempBytes / 1024))}KiB'`);
   if (opts.confine) {
     const dir = `${path.resolve(opts.tempDir)}${path.sep}`;
     await admin.run(`SET allowed_directories = [${literal(dir)}]`);
@@ -76,15 +85,26 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
 
   async function open(spec: InputSpec): Promise<TableInput> {
     const { files, format } = await resolveFiles(admin, spec.input);
-    const source =
-      format === ".arrow" ? await arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`)) : await readerSql(admin, files, format);
+    const clientSql = opts.confine === true;
+    const source = await (format === ".arrow"
+      ? arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`))
+      : readerSql(admin, files, format)
+    ).catch((err) => {
+      throw datasetError(err, { spec, files, stage: "file", clientSql });
+    });
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
-    const run = (conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[]) => runSql(conn, sql, spec, files, opts.stepLimitMs);
-    await run(admin, `CREATE VIEW ${view} AS SELECT * FROM ${source}${where}${limit}`, spec, files);
-    const described = await run(admin, `DESCRIBE ${view}`, spec, files);
+    const run = (sql: string, stage: Stage) =>
+      bounded(admin, opts.stepLimitMs, admin.runAndReadAll(sql)).catch((err) => {
+        throw datasetError(err, { spec, files, stage, clientSql });
+      });
+    // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
+    await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
+    await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
+    const described = await run(`DESCRIBE ${view}`, "where");
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+    const readError = (err: unknown) => datasetError(err, { spec, files, stage: "rows", clientSql });
     const input: TableInput = {
       files,
       columns,
@@ -92,13 +112,13 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         const conn = await db.connect();
         try {
           const result = await bounded(conn, opts.stepLimitMs, conn.stream(`SELECT * FROM ${view}`)).catch((err) => {
-            throw datasetError(err, spec, files);
+            throw readError(err);
           });
           // Each chunk's wait is bounded, not the consumer's time between chunks.
           const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
           for (;;) {
             const next = await bounded(conn, opts.stepLimitMs, chunks.next()).catch((err) => {
-              throw datasetError(err, spec, files);
+              throw readError(err);
             });
             if (next.done) break;
             yield next.value.map(toRow);
@@ -108,7 +128,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         }
       },
       async count() {
-        const r = await run(admin, `SELECT count(*) AS n FROM ${view}`, spec, files);
+        const r = await run(`SELECT count(*) AS n FROM ${view}`, "rows");
         return Number(r.getRowsJS()[0][0]);
       },
     };
@@ -231,11 +251,7 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
   if (format === ".json") return `read_json(${list}, sample_size=-1)`;
   const dialect = format === ".tsv" ? TSV_DIALECT : CSV_DIALECT;
-  const described = await conn
-    .runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`)
-    .catch((err) => {
-      throw new DatasetError(`${files[0]}: ${firstLine(err)}`);
-    });
+  const described = await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`);
   const columns = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
   const declared = columns.map((c) => `${literal(c.name)}: 'VARCHAR'`).join(", ");
   const typed = columns.map((c) =>
@@ -243,21 +259,6 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   );
   const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
-}
-
-async function runSql(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[], limitMs?: number) {
-  try {
-    return await bounded(conn, limitMs, conn.runAndReadAll(sql));
-  } catch (err) {
-    throw datasetError(err, spec, files);
-  }
-}
-
-/** DuckDB took longer than a step may (stepLimitMs): it was interrupted. */
-class StepLimit extends Error {
-  constructor(readonly ms: number) {
-    super(`reading it took longer than ${ms / 1000} s, the most one step may take here, so it was stopped (a costly where?)`);
-  }
 }
 
 /** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */
@@ -275,31 +276,6 @@ async function bounded<T>(conn: DuckDBConnection, limitMs: number | undefined, w
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** DuckDB's message, cut to one line that names the file and, for CSV, the row. */
-function datasetError(err: unknown, spec: InputSpec, files: string[]): DatasetError {
-  if (err instanceof DatasetError) return err;
-  if (err instanceof StepLimit) return new DatasetError(`${files.length === 1 ? files[0] : spec.input}: ${err.message}`);
-  const message = err instanceof Error ? err.message : String(err);
-  const csv = /CSV Error on Line: (\d+)\n(?:Original Line: .*\n)?(.*)/.exec(message);
-  const file = /file = (.+)/.exec(message)?.[1]?.trim() ?? (files.length === 1 ? files[0] : spec.input);
-  if (csv) return new DatasetError(`${file}: row ${Number(csv[1]) - 1}: ${csv[2].trim()}`);
-  const json = /Malformed JSON in file "([^"]+)", at byte \d+ in line (\d+): (.*?)\.?\s*(\n|$)/.exec(message);
-  // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
-  if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
-  if (/^(Binder|Parser|Permission|Catalog) Error/.test(message) && spec.where !== undefined)
-    return new DatasetError(`where: ${firstLine(err)}`);
-  const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
-  return new DatasetError(`${named}: ${firstLine(err)}`);
-}
-
-function firstLine(err: unknown): string {
-  const text = err instanceof Error ? err.message : String(err);
-  return text
-    .split("\n")[0]
-    .replace(/^[A-Za-z ]+ Error: /, "")
-    .trim();
 }
 
 /** A DuckDB value as a template cell: 64-bit integers as numbers where exact, dates as ISO text, bytes as base64. */

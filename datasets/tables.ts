@@ -4,7 +4,11 @@ import type { Row } from "./template.js";
 
 /** A problem with a dataset: one line naming the file and, where known, the row and the column. */
 export class DatasetError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** What the message leaves out (a client's SQL error's whole text): for the log, never for the client. */
+    readonly detail?: string,
+  ) {
     super(message);
     this.name = "DatasetError";
   }

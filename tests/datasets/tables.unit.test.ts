@@ -1,7 +1,7 @@
 // The table port's contract, run against every adapter (DuckDB today): each input format read in order with its
 // types, where and limit, the output written in each format with a type round trip, and every bad input refused
 // with one line naming the file (and the row, where the format has one) and no output left behind.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Field, Float64, Int32, Int64, List, Table, tableToIPC, Utf8, vectorFromArray } from "apache-arrow";
@@ -249,6 +249,66 @@ describe("a step limit (a server's, over its clients' where)", () => {
       expect(Date.now() - started).toBeLessThan(10_000);
       // The connection is still good for the next job.
       expect((await all(tables, { input, where: "n < 3" })).map((r) => r.n)).toEqual([0, 1, 2]);
+    } finally {
+      await tables.close();
+    }
+  });
+});
+
+describe("a client's where (a server's confined reads)", () => {
+  it("names the clause and the kind of error, never a value the server holds; the whole text is the error's detail", async () => {
+    const dir = path.dirname(await scratch.file());
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 10_000 });
+    try {
+      const input = await scratch.write("id,t\n1,a\n2,b\n", "client.csv");
+      const probes: Array<[string, RegExp, string]> = [
+        ["current_setting('temp_directory')::INT = 1", /^where: Conversion Error \(a value could not be converted/, dir],
+        ["(select string_agg(name||'='||value, ';') from duckdb_settings())::INT = 1", /^where: Conversion Error/, "memory_limit"],
+        ["version()::INT = 1", /^where: Conversion Error/, "v1."],
+        ["error(current_setting('temp_directory'))", /^where: Invalid Input Error/, dir],
+        ["COLUMNS(current_setting('temp_directory')) = 1", /^where: Binder Error/, dir],
+        ["(SELECT file FROM glob(current_setting('temp_directory') || '/*') LIMIT 1)::INT = 1", /^where: Conversion Error/, dir],
+      ];
+      for (const [where, message, secret] of probes) {
+        const err = await all(tables, { input, where }).then(
+          () => undefined,
+          (e) => e as DatasetError,
+        );
+        expect(err, where).toBeInstanceOf(DatasetError);
+        expect(err!.message, where).toMatch(message);
+        expect(err!.message, where).toMatch(/the server's log has DuckDB's whole message\)$/);
+        expect(err!.message, where).not.toContain(secret);
+        expect(err!.message, where).not.toContain(dir);
+        expect(err!.detail, where).toContain(secret);
+      }
+      // What the client wrote itself is named back: its own column, function, quote or file.
+      const own: Array<[string, RegExp]> = [
+        ["nope = 1", /^where: Binder Error: Referenced column "nope" not found in FROM clause!/],
+        ["t = 'a", /^where: Parser Error: unterminated quoted string at or near "'a"/],
+        ["frobnicate(t) = 1", /^where: Catalog Error: Scalar Function with name frobnicate does not exist!/],
+        ["EXISTS (SELECT 1 FROM read_text('/etc/passwd'))", /^where: Permission Error: Cannot access file "\/etc\/passwd"/],
+      ];
+      for (const [where, message] of own) expect(await refused(all(tables, { input, where })), where).toMatch(message);
+      expect((await all(tables, { input, where: "t = 'b'" })).map((r) => r.id)).toEqual([2]);
+    } finally {
+      await tables.close();
+    }
+  });
+
+  it("stops a where that spills more than its scratch limit to disk, naming the limit, and leaves no spill behind", async () => {
+    const dir = path.join(path.dirname(await scratch.file()), "spill");
+    await mkdir(dir, { recursive: true });
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 60_000, memoryLimit: "64MB", maxTempBytes: 8 << 20 });
+    try {
+      const input = path.join(dir, "one.csv");
+      await writeFile(input, "id\n1\n");
+      const window = "(SELECT max(x) FROM (SELECT sum(i) OVER (ORDER BY i DESC ROWS 1 PRECEDING) x FROM range(30000000) r(i))) > 0";
+      expect(await refused(all(tables, { input, where: window }))).toMatch(
+        /^where: it needed more memory or scratch disk than one dataset read may take here, so it was stopped \(a costly where\?\)/,
+      );
+      const spilled = readdirSync(dir).map((f) => statSync(path.join(dir, f)).blocks * 512);
+      expect(spilled.reduce((a, b) => a + b, 0)).toBeLessThan(16 << 20);
+      expect((await all(tables, { input })).map((r) => r.id)).toEqual([1]);
     } finally {
       await tables.close();
     }
