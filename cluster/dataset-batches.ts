@@ -10,7 +10,7 @@ import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import { checkFields, type Job, JobError, planStages } from "../datasets/job.js";
 import { jobHash, writeRequests } from "../datasets/requests.js";
-import { joinAnswers, keptColumns } from "../datasets/stage.js";
+import { joinAnswers, outputColumns } from "../datasets/stage.js";
 import { DatasetError, INPUT_FORMATS, type Tables } from "../datasets/tables.js";
 import { isFinal } from "../domain/batch-state.js";
 import {
@@ -67,6 +67,9 @@ const NOT_OVER_HTTP: Record<string, string> = {
   postprocess: "the service runs no uploaded code: use the runner",
 };
 
+/** A job's field as a request names it. */
+const asField = (field: string) => `job.${field}`;
+
 interface StoredJob {
   fields: Record<string, unknown>;
   hash: string;
@@ -108,7 +111,7 @@ export class DatasetBatchService implements DatasetBatches {
     const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
     const stored = await this.withTables(work, job, filename, async (tables) => {
       const table = await tables.open(job);
-      keptColumns(job, table.columns, filename, "job.keep");
+      outputColumns(job, table.columns, filename, asField);
       const hash = await jobHash(job, table.files);
       const rows = await writeRequests(job, table, path.join(work, "requests.jsonl"), { hash, label: filename });
       return { fields: input.job, hash, rows, filename } satisfies StoredJob;
@@ -172,15 +175,17 @@ export class DatasetBatchService implements DatasetBatches {
     const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
     await this.withTables(work, job, filename, async (tables) => {
       const input = await tables.open(job);
-      const keep = keptColumns(job, input.columns, filename, "job.keep");
-      await joinAnswers(job, tables, input, { keep, rows: stored.rows, hash: stored.hash, output, errors, earlier, work }).catch((err) => {
-        if (err instanceof DatasetError && /has no result yet/.test(err.message))
-          throw new InvalidRequestError(
-            `Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`,
-            "batch_not_run",
-          );
-        throw err;
-      });
+      const columns = outputColumns(job, input.columns, filename, asField);
+      await joinAnswers(job, tables, input, { columns, rows: stored.rows, hash: stored.hash, output, errors, earlier, work }).catch(
+        (err) => {
+          if (err instanceof DatasetError && /has no result yet/.test(err.message))
+            throw new InvalidRequestError(
+              `Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`,
+              "batch_not_run",
+            );
+          throw err;
+        },
+      );
     });
     return { path: job.output, filename: table };
   }

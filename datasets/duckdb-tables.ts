@@ -146,13 +146,14 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     const keep = spec.keep.map((name) =>
       flat && nested(types.get(name) ?? "") ? `to_json(i.${ident(name)}) AS ${ident(name)}` : `i.${ident(name)}`,
     );
-    const declared = spec.columns.map((c) => `${literal(c.name)}: ${literal(sqlType(c.type, ext))}`).join(", ");
     const results = spec.columns.map((c) =>
-      flat && nested(sqlType(c.type, ext)) ? `to_json(r.${ident(c.name)}) AS ${ident(c.name)}` : `r.${ident(c.name)}`,
+      flat && nested(sqlType(c.type, ext))
+        ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
+        : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
     );
     const view = opened.get(input);
     if (!view) throw new Error("write() takes a TableInput that this adapter opened");
-    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN read_json(${literal(spec.results)}, format='newline_delimited', columns={${declared}}) r`;
+    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
     const options =
       ext === ".parquet"
         ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
@@ -178,9 +179,21 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     }
   }
 
+  function outputTypes(input: TableInput, spec: Omit<WriteSpec, "results">): Column[] {
+    const ext = extOf(spec.output);
+    const flat = ext === ".csv" || ext === ".tsv";
+    const types = new Map(input.columns.map((c) => [c.name, c.type]));
+    const as = (type: string) => (flat && nested(type) ? "JSON" : type);
+    return [
+      ...spec.keep.map((name) => ({ name, type: as(types.get(name) ?? "") })),
+      ...spec.columns.map((c) => ({ name: c.as ?? c.name, type: as(sqlType(c.type, ext)) })),
+    ];
+  }
+
   return {
     open,
     write,
+    outputTypes,
     async close() {
       admin.closeSync();
       db.closeSync();
@@ -192,6 +205,27 @@ function sqlType(type: ColumnType, ext: string): string {
   // Parquet keeps a vector as list<float32>; text formats write the engine's values as they came.
   if (type === "vector" && ext !== ".parquet") return "DOUBLE[]";
   return SQL_TYPES[type];
+}
+
+/**
+ * The results, one row per input row in input order: the JSONL file the answers were written to, or an earlier
+ * output table of the same job (whose columns are read as text where its format stored them so, then typed).
+ */
+function resultsSource(spec: WriteSpec, ext: string): string {
+  if (!spec.resultsTable) {
+    const declared = spec.columns.map((c) => `${literal(c.name)}: ${literal(sqlType(c.type, ext))}`).join(", ");
+    return `read_json(${literal(spec.results)}, format='newline_delimited', columns={${declared}})`;
+  }
+  const from = extOf(spec.results);
+  const file = literal(spec.results);
+  const reader =
+    from === ".parquet"
+      ? `read_parquet(${file})`
+      : from === ".csv" || from === ".tsv"
+        ? `read_csv(${file}, ${from === ".tsv" ? TSV_DIALECT : CSV_DIALECT}, all_varchar=true, allow_quoted_nulls=false)`
+        : `read_json(${file}, format='newline_delimited', sample_size=-1)`;
+  const typed = spec.columns.map((c) => `CAST(${ident(c.name)} AS ${sqlType(c.type, ext)}) AS ${ident(c.name)}`);
+  return `(SELECT ${typed.join(", ")} FROM ${reader})`;
 }
 
 const nested = (sqlTypeName: string) => /\[\d*\]$|^(STRUCT|MAP|UNION)\(|^JSON$/.test(sqlTypeName);

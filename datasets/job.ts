@@ -37,6 +37,8 @@ const JobFields = {
   response_format: z.record(z.string(), z.unknown()).optional(),
   output: z.string().min(1).optional(),
   keep: z.array(z.string().min(1)).optional(),
+  result_prefix: z.string().optional(),
+  result_names: z.record(z.string(), z.string().min(1)).optional(),
 };
 const StageSchema = z.strictObject(JobFields);
 const FileSchema = z.strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() });
@@ -60,6 +62,10 @@ export interface Job {
   paramsFrom: Record<string, string>;
   responseFormat?: Record<string, unknown>;
   keep?: string[];
+  /** Before each result column's name; unset: none, unless a kept input column has a result column's name. */
+  resultPrefix?: string;
+  /** A result column's own name in the output, over the prefix. */
+  resultNames: Record<string, string>;
 }
 
 /** Fields the template sets, which `params` may not set again. */
@@ -156,6 +162,8 @@ function finish(f: JobFields, name: string): Job {
     paramsFrom: f.params_from ?? {},
     ...(f.response_format ? { responseFormat: f.response_format } : {}),
     ...(f.keep ? { keep: f.keep } : {}),
+    ...(f.result_prefix !== undefined ? { resultPrefix: f.result_prefix } : {}),
+    resultNames: f.result_names ?? {},
   };
 }
 
