@@ -153,6 +153,8 @@ describe("dataset jobs", () => {
     expect(types.embedding).toBe("FLOAT[]");
     expect(rows.map((x) => x.doc)).toEqual([0, 1, 2, 3, 4]);
     expect((rows[0].embedding as number[]).length).toBeGreaterThan(8);
+    // Embeddings generate no tokens: the rate is the prompt tokens'.
+    expect(r.stdout).toMatch(/, [1-9]\d* prompt tok\/s\)/);
     // The working folder went once the output was whole; the record beside it remembers the output.
     expect(r.stderr).toMatch(/removed the working folder .*corpus\.[0-9a-f]{12}\.work/);
     expect(readdirSync(dir).filter((f) => f.startsWith("corpus.") && f.endsWith(".work"))).toEqual([]);
