@@ -92,6 +92,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     ).catch((err) => {
       throw datasetError(err, { spec, files, stage: "file", clientSql });
     });
+    if (spec.where !== undefined) await refuseUnstable(admin, spec.where);
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
@@ -293,6 +294,40 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   );
   const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
+}
+
+/** DuckDB's functions that may give another value each call, but those that cannot change which rows pass. */
+const HARMLESS = new Set([
+  "error",
+  "sleep_ms",
+  "write_log",
+  "stats",
+  "current_database",
+  "current_schema",
+  "current_schemas",
+  "in_search_path",
+  "current_query",
+]);
+/** Keywords that read the clock without parentheses. */
+const CLOCK_WORDS = ["current_date", "current_time", "current_timestamp", "localtime", "localtimestamp"];
+
+/**
+ * A `where` is read twice, once to render the requests and once to join the answers back to the rows by their
+ * place: one whose rows could differ between the reads (random(), now()) would give rows other rows' answers.
+ */
+async function refuseUnstable(conn: DuckDBConnection, where: string): Promise<void> {
+  const unstable = await conn.runAndReadAll("SELECT DISTINCT function_name FROM duckdb_functions() WHERE stability <> 'CONSISTENT'");
+  const names = new Set(unstable.getRowsJS().map((r) => String(r[0]).toLowerCase()));
+  // Strings and quoted names are values and columns, not calls.
+  const code = where.replace(/'(?:[^']|'')*'/g, "''").replace(/"(?:[^"]|"")*"/g, '""');
+  for (const m of code.matchAll(/\b([A-Za-z_][A-Za-z0-9_]*)\b(\s*\()?/g)) {
+    const word = m[1].toLowerCase();
+    const call = m[2] !== undefined && names.has(word) && !HARMLESS.has(word);
+    if (call || CLOCK_WORDS.includes(word))
+      throw new DatasetError(
+        `where: ${m[1]}${call ? "()" : ""} gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values (to sample, hash(<column>) % 10 = 0)`,
+      );
+  }
 }
 
 /** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */

@@ -5,6 +5,7 @@ import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
 import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
+import { OUTPUT_FORMATS } from "./tables.js";
 
 /** A job that cannot run as written: one line, naming the field. */
 export class JobError extends Error {
@@ -172,6 +173,9 @@ function checkShape(f: JobFields, endpoint: Endpoint, bad: (field: string | unde
   if (!f.input) throw bad("input", "required (a .parquet, .csv, .tsv, .jsonl or .ndjson file, a folder or a glob)");
   if (!f.output) throw bad("output", "required (a .parquet, .csv, .tsv or .jsonl file)");
   if (path.resolve(f.input) === path.resolve(f.output)) throw bad("output", "must not be the input");
+  const ext = path.extname(f.output).toLowerCase();
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(ext))
+    throw bad("output", `unknown output format '${ext}' (${OUTPUT_FORMATS.join(", ")})`);
   const templates = (["messages", "prompt", "body", "preprocess"] as const).filter((k) => f[k] !== undefined);
   if (templates.length !== 1)
     throw bad(

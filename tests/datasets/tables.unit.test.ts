@@ -224,6 +224,24 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await refused(tables.open({ input: good, where: "nope = 1" }))).toMatch(/^where: .*nope/);
   });
 
+  it("refuses a where whose rows could differ between reads (random(), now()), since answers are joined by position", async () => {
+    const input = await scratch.write("id,now,t\n1,a,random()\n2,b,x\n", "stable.csv");
+    for (const where of [
+      "random() < 0.5",
+      "id < 2 AND RANDOM () < 0.5",
+      "epoch(now()) > 0",
+      "current_date > DATE '2020-01-01'",
+      "uuid() IS NOT NULL",
+    ]) {
+      expect(await refused(tables.open({ input, where })), where).toMatch(
+        /^where: (random|now|current_date|uuid)\(?\)? gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values \(to sample, hash\(<column>\) % 10 = 0\)$/i,
+      );
+    }
+    // A name in a string or a quoted column is not a call.
+    expect((await all(tables, { input, where: `t = 'random()' OR "now" = 'b'` })).map((r) => r.id)).toEqual([1, 2]);
+    expect((await all(tables, { input, where: "hash(id) % 1 = 0" })).map((r) => r.id)).toEqual([1, 2]);
+  });
+
   it("leaves no output when a write fails", async () => {
     const input = await tables.open({ input: await parquetOf(TYPED) });
     const results = await scratch.write(jsonl([{ n: "not a number" }, { n: 1 }, { n: 2 }]));

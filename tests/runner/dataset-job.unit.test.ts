@@ -50,6 +50,14 @@ describe("a dataset job's errors", () => {
     }
   });
 
+  it("refuses an output format it cannot write before anything runs, not after", async () => {
+    writeFileSync(path.join(dir, "x.csv"), "q\nhello\n");
+    const r = await batch("-i", "x.csv", "-o", "x-out.xlsx", "--prompt", "{{q}}");
+    expect(r).toMatchObject({ code: 2, stdout: "" });
+    expect(r.stderr.trim()).toBe("error: job: output: unknown output format '.xlsx' (.parquet, .csv, .tsv, .jsonl, .ndjson)");
+    expect(readdirSync(dir).filter((f) => f.startsWith("x.") || f.startsWith(".x."))).toEqual(["x.csv"]);
+  });
+
   it("says a Messages job needs a model before any row is read, rather than failing row 1", async () => {
     writeFileSync(path.join(dir, "m.csv"), "q\nhello\n");
     const r = await batch("-i", "m.csv", "-o", "m-out.parquet", "--endpoint", "/v1/messages", "--prompt", "{{q}}");
