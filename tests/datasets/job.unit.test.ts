@@ -32,7 +32,9 @@ describe("templates", () => {
 
   it("writes lists and structs as JSON, 64-bit integers as their digits, and refuses a null or a missing column", () => {
     expect(render("{{x}} {{y}} {{z}}", { x: [1, "a"], y: { k: true }, z: 9007199254740993n })).toBe('[1,"a"] {"k":true} 9007199254740993');
-    expect(() => render("{{x}}", { x: null })).toThrow(new RenderError("x", "column 'x' is null"));
+    expect(() => render("{{x}}", { x: null })).toThrow(
+      new RenderError("x", `column 'x' is null (leave such rows out with where: "x" IS NOT NULL)`),
+    );
     expect(() => render("{{x}}", {})).toThrow(/no column 'x'/);
   });
 });

@@ -138,6 +138,26 @@ describe("dataset batches over HTTP", () => {
     expect(((await wrong.json()) as any).error.message).toMatch(/format must be one of parquet, csv, tsv, jsonl/);
   });
 
+  it("keeps a dataset's own text column beside the answers, named result_, and refuses a clash the job's names make", async () => {
+    const input = await upload('id,text\n1,Once upon a time\n2,""\n', "notes.csv");
+    const base = { input_file_id: input, endpoint: "/v1/completions", completion_window: "24h" };
+    const clash = await post({ ...base, job: { prompt: "{{text}}", result_names: { text: "id" } } });
+    expect(clash.status).toBe(400);
+    expect(clash.body.error.message).toMatch(/^notes\.csv: job\.result_names\.text: 'id' is an input column the output keeps/);
+    const created = await post({ ...base, job: { prompt: "{{text}}", params: { max_tokens: 2 } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    await waitForBatch(svc.baseUrl, created.body.id);
+    const rows = (await (await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table?format=jsonl`)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => [r.id, r.text, r.result_error_code])).toEqual([
+      [1, "Once upon a time", null],
+      [2, "", null],
+    ]);
+    expect(typeof rows[0].result_text).toBe("string");
+  });
+
   it("tells a client's where error by its clause and kind, never a value the server holds, and logs DuckDB's whole text", async () => {
     const input = await upload(REVIEWS, "reviews.csv");
     const base = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" };

@@ -290,7 +290,10 @@ describe("dataset jobs", () => {
     writeFileSync(path.join(dir, "bad.csv"), "id,body,budget\n1,a,3\n2,,3\n3,c,lots\n");
     const cases: Array<[string[], RegExp]> = [
       [["--prompt", "{{txt}}"], /^error: .*bad\.csv: prompt: no column 'txt' \(the input has 'id', 'body', 'budget'\)$/],
-      [["--prompt", "{{body}}"], /^error: .*bad\.csv: row 2, column 'body': column 'body' is null$/],
+      [
+        ["--prompt", "{{body}}"],
+        /^error: .*bad\.csv: row 2, column 'body': column 'body' is null \(leave such rows out with where: "body" IS NOT NULL\)$/,
+      ],
       [["--prompt", "{{id}}", "--params-from", '{"max_tokens":"budget"}'], /^error: .*bad\.csv: row 1, column 'budget': .*/],
       [["--prompt", "{{id}}", "--where", "nope > 1"], /^error: where: .*nope/],
       [["--prompt", "{{id}}", "--keep", "id,body,text2"], /keep: no column 'text2'/],
