@@ -206,6 +206,47 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(readdirSync(dir).filter((f) => f.includes(".tmp-"))).toEqual([]);
   });
 
+  it("writes another format from an earlier output's result columns, in any format, with their types", async () => {
+    const input = await tables.open({ input: await parquetOf(TYPED) });
+    const results = await scratch.write(
+      jsonl([
+        { text: "", embedding: [0.5, 0.25], calls: { f: 1 }, n: 7, error_code: null },
+        { text: null, embedding: null, calls: null, n: null, error_code: "boom" },
+        { text: "007", embedding: [1, 2], calls: [1, "a"], n: 9007199254740993, error_code: null },
+      ]),
+    );
+    const columns = [
+      { name: "text", type: "string" as const },
+      { name: "embedding", type: "vector" as const },
+      { name: "calls", type: "json" as const },
+      { name: "n", type: "integer" as const },
+      { name: "error_code", type: "string" as const },
+    ];
+    const renamed = columns.map((c) => ({ ...c, as: `result_${c.name}` }));
+    const expected = await (async () => {
+      const out = path.join(dir, "first.parquet");
+      await tables.write(input, { keep: ["id"], results, columns, output: out });
+      return all(tables, { input: out });
+    })();
+    for (const ext of [".csv", ".tsv", ".jsonl", ".parquet"]) {
+      const earlier = path.join(dir, `earlier${ext}`);
+      await tables.write(input, { keep: ["id", "txt"], results, columns: renamed, output: earlier });
+      const again = path.join(dir, `again-from${ext.replace(".", "-")}.parquet`);
+      const from = renamed.map((c) => ({ name: c.as, type: c.type, as: c.name }));
+      expect(await tables.write(input, { keep: ["id"], results: earlier, resultsTable: true, columns: from, output: again })).toBe(3);
+      const back = await tables.open({ input: again });
+      expect(back.columns.map((c) => `${c.name}:${c.type}`), ext).toEqual([
+        "id:BIGINT",
+        "text:VARCHAR",
+        "embedding:FLOAT[]",
+        "calls:JSON",
+        "n:BIGINT",
+        "error_code:VARCHAR",
+      ]);
+      expect(await all(tables, { input: again }), ext).toEqual(expected);
+    }
+  });
+
   it("refuses bad input with one line naming the file, and the row where the format has one", async () => {
     const good = await parquetOf(TYPED);
     const truncated = await scratch.write(readFileSync(good).subarray(0, 200), "cut.parquet");
