@@ -115,9 +115,12 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     }
     if (!written && !args.engine.overwrite && (await exists(job.output)))
       throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
-    const earlier = args.retryFailed || (await hasResults(place.work)) ? undefined : await earlierOutput(state, o.postHash);
-    if (earlier && state) return await joinFromEarlier(o, state, earlier, deps);
-    return await runAndJoin(o, preprocess, args, deps);
+    const answers = await hasResults(place.work);
+    const earlier = answers ? undefined : await earlierOutput(state, o.postHash);
+    if (args.retryFailed && !answers && earlier) return nothingToRetry(o, earlier, deps);
+    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps);
+    // A job with no answer yet has nothing to retry: its rows run as new.
+    return await runAndJoin(o, preprocess, { ...args, retryFailed: args.retryFailed && answers }, deps);
   } finally {
     await tables.close();
     await tidy(place);
@@ -186,6 +189,19 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
     deps.stderr.write(
       `${o.name}: kept the working folder ${place.work}${pass.failed > 0 ? ` for --retry-failed (${pass.failed} rows failed)` : ""}; remove it once done\n`,
     );
+  return 0;
+}
+
+/**
+ * --retry-failed once the working folder is gone: it goes only when every row was answered, so there is nothing to
+ * retry; a folder removed by hand took the failed rows' lines with it.
+ */
+function nothingToRetry(o: Opened, earlier: { file: string; written: { failed: number } }, deps: OfflineRunDeps): number {
+  if (earlier.written.failed > 0)
+    throw new DatasetError(
+      `${o.place.work}: is gone, and with it the lines of the ${earlier.written.failed} failed rows of ${earlier.file}: --overwrite runs the job again`,
+    );
+  deps.stderr.write(`${o.name}: nothing to retry: every row of ${earlier.file} was answered\n`);
   return 0;
 }
 

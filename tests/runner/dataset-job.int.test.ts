@@ -177,6 +177,22 @@ describe("dataset jobs", () => {
     expect(third.doc).toBe(2);
     expect(third.embedding).toHaveLength((rows[2].embedding as number[]).length);
     expect(third.embedding[0]).toBeCloseTo(rows[2].embedding[0], 5);
+    // Every row was answered: nothing to retry, and nothing runs.
+    const retry = await batch(
+      "-i",
+      "corpus.parquet",
+      "-o",
+      "vectors.parquet",
+      "--endpoint",
+      "/v1/embeddings",
+      "--prompt",
+      "{{body}}",
+      "--retry-failed",
+    );
+    expect(retry).toMatchObject({
+      code: 0,
+      stderr: expect.stringMatching(/nothing to retry: every row of .*vectors\.parquet was answered/),
+    });
     // The same again: complete already; the CSV, joined from the Parquet, reads back as its vectors.
     expect(
       (await batch("-i", "corpus.parquet", "-o", "vectors.csv", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}")).stderr,
