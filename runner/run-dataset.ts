@@ -177,7 +177,8 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
     work: place.work,
     ...(o.postprocess ? { postprocess: o.postprocess } : {}),
   });
-  await record(o, { columns: pass.named, answered: pass.completed, failed: pass.failed }, true);
+  // Only a retry changes answers an output already holds: the outputs written before it are then stale.
+  await record(o, { columns: pass.named, answered: pass.completed, failed: pass.failed }, args.retryFailed);
   const errorColumn = o.columns.results.find((c) => c.name === "error_code")?.as ?? "error_code";
   deps.stdout.write(
     `${o.name}: wrote ${job.output}: ${rows} rows (${pass.completed} answered, ${pass.failed} with an error in ${errorColumn})\n`,
@@ -223,7 +224,7 @@ async function joinFromEarlier(
   return 0;
 }
 
-/** The output, written whole, into the stage's record; `fresh` answers (a run's join) are a new version of them. */
+/** The output, written whole, into the stage's record; `fresh` answers (a retry's) are a new version of them. */
 async function record(o: Opened, w: { columns: NamedColumn[]; answered: number; failed: number }, fresh: boolean): Promise<void> {
   const s = await stat(o.job.output);
   const state = (await readState(o.place.record)) ?? { hash: o.hash, rows: 0 };
