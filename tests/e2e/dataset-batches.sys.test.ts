@@ -183,8 +183,8 @@ describe("dataset batches over HTTP", () => {
 
   it("runs so many dataset reads at once and answers a flood of them 429 with a Retry-After", async () => {
     const input = await upload(REVIEWS, "reviews.csv");
-    // A where that takes DuckDB about half a second and keeps no row: each create is a 400, and creates nothing.
-    const job = { prompt: "{{id}}", where: "(SELECT sum(i * i) FROM range(100000000) r(i)) < 0" };
+    // A where that takes DuckDB about a second and keeps no row: each create is a 400, and creates nothing.
+    const job = { prompt: "{{id}}", where: "(SELECT sum(i * i) FROM range(200000000) r(i)) < 0" };
     const body = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h", job };
     const answers = await Promise.all(
       Array.from({ length: 14 }, () =>
@@ -195,9 +195,12 @@ describe("dataset batches over HTTP", () => {
         }),
       ),
     );
-    const statuses = answers.map((a) => a.status).sort();
-    // DATASET_READS=2: two run, eight wait their turn, four are refused.
-    expect(statuses).toEqual([...Array(10).fill(400), ...Array(4).fill(429)]);
+    const statuses = answers.map((a) => a.status);
+    // DATASET_READS=2: two run and eight wait their turn, so ten are read; the rest (four, unless a read ended
+    // before the last arrived) are refused.
+    expect(statuses.filter((x) => x === 400).length).toBeGreaterThanOrEqual(10);
+    expect(statuses.filter((x) => x === 429).length).toBeGreaterThanOrEqual(1);
+    expect(statuses.every((x) => x === 400 || x === 429)).toBe(true);
     const refused = answers.find((a) => a.status === 429)!;
     expect(refused.headers.get("retry-after")).toBe("10");
     expect(((await refused.json()) as any).error).toMatchObject({ code: "resource_unavailable", type: "rate_limit_error" });
