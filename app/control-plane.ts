@@ -154,7 +154,13 @@ export async function buildControlPlane(deps: {
     keys,
     countTokens: (model, text) => models.countTokens(model, text),
   });
-  const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
+  const datasets = new DatasetBatchService({
+    files,
+    batches: service,
+    scratchDir: path.join(scratchDir, "datasets"),
+    logger,
+    limits: config.datasets,
+  });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const inference: SyncInference | undefined =
     cluster.role === "api"

@@ -449,6 +449,20 @@ export const SETTINGS = {
       help: "how long a failing delivery is retried (with backoff) before it is given up",
     }),
   },
+  datasets: {
+    reads: setting({
+      env: "DATASET_READS",
+      default: 2,
+      schema: int(1),
+      help: "dataset reads (a create from a dataset, a table's download) running at once in a process; four times as many wait, more are answered 429",
+    }),
+    scratchMb: setting({
+      env: "DATASET_SCRATCH_MB",
+      default: 0,
+      schema: int(0),
+      help: "the most one dataset read may spill to disk, a costly where stopped past it (0: a twentieth of the free space on BATCH_DIR's disk as it starts)",
+    }),
+  },
   http: {
     headersTimeoutSeconds: setting({
       env: "HTTP_HEADERS_TIMEOUT_SECONDS",

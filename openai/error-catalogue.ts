@@ -125,7 +125,7 @@ export const ERROR_CATALOGUE = {
   queue_full: { ...tooMany, when: "`MAX_QUEUE_DEPTH` batches already wait." },
   resource_unavailable: {
     ...tooMany,
-    when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10).",
+    when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10), or `DATASET_READS` dataset reads run and four times as many wait (`Retry-After: 10`).",
   },
   token_limit_exceeded: {
     ...tooMany,

@@ -7,14 +7,14 @@ import type pino from "pino";
 import { createRouter, loadRegistry } from "../backends/build.js";
 import { costOf, type Price, roundMoney } from "../backends/price.js";
 import type { Config } from "../config/config.js";
-import { isEndpoint, type TokenUsage } from "../openai/backend.js";
+import { isEndpoint, READS_ONLY, type TokenUsage } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { EngineArgs, RunnerArgs } from "./args.js";
-import { createProgressReporter, formatDuration, type ProgressStream, type RunRates } from "./progress.js";
+import { createProgressReporter, formatDuration, type ProgressStream, type RunRates, type TokenKind, tokenUnit } from "./progress.js";
 import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
 export interface OfflineRunDeps {
@@ -156,7 +156,10 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
         total: validation.total,
         stream: stderr,
         intervalMs: deps.progressIntervalMs,
-        ...(reused ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens } } : {}),
+        tokens: tokenKind(endpoint),
+        ...(reused
+          ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens, promptTokens: reused.usage.promptTokens } }
+          : {}),
       });
       result = await runBatchFile({
         inputPath: input,
@@ -259,7 +262,7 @@ function summary(s: {
   const thisRun = `this run: ${done - s.reused} requests in ${formatDuration(s.rates.seconds)}, ${s.rates.requestsPerSecond.toFixed(1)} req/s`;
   return [
     `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
-    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} tok/s)`,
+    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} ${tokenUnit(tokenKind(s.endpoint))})`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
     ...(s.resultFiles
       ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`]
@@ -313,3 +316,6 @@ async function resumable(
   for (const id of scan.done) if (!ids.has(id)) return { foreign: id };
   return scan;
 }
+
+/** The tokens a run's rate counts: the prompt's where its requests generate none (embeddings, rerank, score). */
+const tokenKind = (endpoint: Endpoint): TokenKind => (READS_ONLY.includes(endpoint) ? "prompt" : "completion");

@@ -101,6 +101,24 @@ describe("runner progress", () => {
     expect(rates).toEqual({ seconds: 100, requestsPerSecond: 14, tokensPerSecond: 140 });
   });
 
+  it("counts the prompt tokens' rate where the requests generate none (embeddings, rerank, score)", () => {
+    let t = 0;
+    const { stream, out } = recorder(false);
+    const p = createProgressReporter({
+      total: 100,
+      stream,
+      now: () => t,
+      intervalMs: 1_000,
+      tokens: "prompt",
+      base: { done: 20, completionTokens: 0, promptTokens: 1_000 },
+    });
+    t = 2_000;
+    p.update({ completed: 40, failed: 0, usage: { ...usage, promptTokens: 2_000 } });
+    expect(out[0]).toBe("progress: 40/100 (40%) 10.0 req/s 500 prompt tok/s ETA 6.0s\n");
+    const rates = p.finish({ completed: 100, failed: 0, usage: { ...usage, promptTokens: 5_000 } });
+    expect(rates.tokensPerSecond).toBe(2_000);
+  });
+
   it("prints the command that resumes, as the user typed it", () => {
     expect(commandLine(["-i", "in.jsonl", "-o", "out put.jsonl"], { npm_lifecycle_event: "batch" })).toBe(
       "npm run batch -- -i in.jsonl -o 'out put.jsonl'",
