@@ -67,6 +67,22 @@ export const storageExhausted = (errno: string, retryAfterSeconds = 30) =>
         },
       );
 
+/**
+ * /ready while the disk under BATCH_DIR is full or read-only: the process serves reads, but a load balancer should
+ * send it no upload or create, which it would have to refuse.
+ */
+export const storageNotWritable = (state: "full" | "read_only", retryAfterSeconds = 30) =>
+  new ApiError(
+    503,
+    state === "full"
+      ? "Not ready: the disk under BATCH_DIR is full. Writes answer 507 storage_full until space is freed; reads are still served."
+      : "Not ready: the disk under BATCH_DIR is read-only or failing. Writes answer 503 storage_unavailable until it takes them again; reads are still served.",
+    "server_error",
+    "storage_not_writable",
+    null,
+    { "Retry-After": String(retryAfterSeconds) },
+  );
+
 export const fileTooLarge = (maxFileBytes: number, param: string | null = "file") =>
   new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
 

@@ -147,6 +147,11 @@ export const ERROR_CATALOGUE = {
     when: "The store of files and results (a folder or S3) does not answer, or the disk is read-only.",
   },
   storage_full: { ...notNow(507), when: "The disk under `BATCH_DIR` is full; nothing was stored." },
+  storage_not_writable: {
+    ...notNow(503),
+    how: "Free space (or fix the disk): /ready answers 200 within 2 s; meanwhile a load balancer sends the work elsewhere.",
+    when: "`/ready` while the disk under `BATCH_DIR` is full or read-only (`storage.state` says which): reads are served, writes refused.",
+  },
   too_many_open_files: { ...notNow(503), when: "The process ran out of file descriptors; nothing was stored." },
   internal_error: {
     ...notNow(500),
