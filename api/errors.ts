@@ -2,13 +2,7 @@
 // The HTTP surface's own refusals (auth, uploads, routes); the control plane's are the domain's errors
 // (domain/errors.ts), mapped to these by api/http/error-handler.ts.
 
-export type ErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "permission_error"
-  | "not_found_error"
-  | "rate_limit_error"
-  | "server_error";
+export type ErrorType = "invalid_request_error" | "permission_error" | "not_found_error" | "rate_limit_error" | "server_error";
 
 export class ApiError extends Error {
   constructor(
@@ -35,8 +29,25 @@ export const badRequest = (message: string, param: string | null = null, code: s
 export const notFound = (what: string, id: string, param: string | null = null) =>
   new ApiError(404, `No ${what} found with id '${id}'.`, "invalid_request_error", "not_found", param);
 
-export const unauthorized = (message = "Missing or invalid API key. Send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').") =>
-  new ApiError(401, message, "authentication_error", "invalid_api_key");
+/**
+ * A 401 as api.openai.com answers it: type `invalid_request_error` (the clients raise AuthenticationError from the
+ * status), code `invalid_api_key` for a key it does not know and null for none at all. Anthropic's routes map the
+ * status to their own `authentication_error` (api/anthropic.ts).
+ */
+export const unauthorized = (wrongKey = false) =>
+  wrongKey
+    ? new ApiError(
+        401,
+        "Incorrect API key provided. Send one of this service's keys as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
+        "invalid_request_error",
+        "invalid_api_key",
+      )
+    : new ApiError(
+        401,
+        "You didn't provide an API key. Send it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY), or as 'x-api-key: YOUR_KEY'.",
+        "invalid_request_error",
+        null,
+      );
 
 export const forbidden = (message: string) => new ApiError(403, message, "permission_error", "insufficient_permissions");
 

@@ -17,7 +17,7 @@ export interface CatalogueEntry {
   /** The HTTP status of an `http` answer. */
   status?: number;
   /** OpenAI's error `type` of an `http` answer. */
-  type?: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "server_error";
+  type?: "invalid_request_error" | "permission_error" | "rate_limit_error" | "server_error";
   when: string;
   action: ErrorAction;
   /** How to act, where "retry" or "fix" alone does not say it. */
@@ -105,9 +105,9 @@ export const ERROR_CATALOGUE = {
   invalid_api_key: {
     places: ["http"],
     status: 401,
-    type: "authentication_error",
+    type: "invalid_request_error",
     action: "fix",
-    when: "Keys are on and the request has no key, or one the keys file lacks.",
+    when: "Keys are on and the request's key is not one of them. With no key at all the 401 has code null, as OpenAI's; both have OpenAI's type `invalid_request_error` (Anthropic's routes answer `authentication_error`).",
   },
   insufficient_permissions: {
     places: ["http"],
