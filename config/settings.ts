@@ -43,6 +43,21 @@ function booleanSetting(v: unknown): unknown {
   return v;
 }
 
+/** An origin as a browser sends it in `Origin`: http(s), a host and an optional port; no path, no wildcard. */
+const isOrigin = (o: string) => /^https?:\/\/[^/?#*@\s]+\/?$/i.test(o) && URL.canParse(o);
+const originList = () =>
+  z
+    .array(z.string())
+    .superRefine((list, ctx) => {
+      const bad = list.find((o) => !isOrigin(o));
+      if (bad !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          message: `'${bad}' is not an origin such as https://app.example.com (scheme, host, port; no path, no *)`,
+        });
+    })
+    .transform((list) => list.map((o) => new URL(o).origin));
+
 const gpuSetting = (v: unknown): unknown => (v === false || v === "false" || v === "off" || v === "cpu" ? false : v);
 
 const keyList = (v: unknown) =>
@@ -121,6 +136,13 @@ export const SETTINGS = {
     schema: bool(),
     read: booleanSetting,
     help: "refuse to start without API_KEYS or KEYS_FILE (deployments set it, so a missing secret cannot leave the API open)",
+  }),
+  corsOrigins: setting({
+    env: "CORS_ORIGINS",
+    default: "",
+    schema: originList(),
+    read: keyList,
+    help: "comma-separated origins (https://app.example.com) whose web pages may call the API from the browser; a page of any other site is refused every request that changes something (403), with keys or without (the console and Swagger UI, served from this origin, always may)",
   }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",

@@ -69,6 +69,11 @@ export const ERROR_CATALOGUE = {
     when: "A JSON body is larger than its route takes; a large input belongs in a file upload.",
   },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
+  unsupported_media_type: {
+    ...request,
+    status: 415,
+    when: "A body that is not `application/json` (or not `multipart/form-data` on a route that takes a file: `/v1/files`, an upload's parts).",
+  },
   unsupported_encoding: { ...request, status: 415, when: "The body's content encoding or charset is not one the server reads." },
   headers_too_large: { ...request, status: 431, when: "The request's headers are too large." },
   bad_http_request: { ...request, when: "The request is not valid HTTP." },
@@ -108,6 +113,14 @@ export const ERROR_CATALOGUE = {
     type: "invalid_request_error",
     action: "fix",
     when: "Keys are on and the request's key is not one of them. With no key at all the 401 has code null, as OpenAI's; both have OpenAI's type `invalid_request_error` (Anthropic's routes answer `authentication_error`).",
+  },
+  origin_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Call from this service's own pages, from a client that is not a browser, or list the page's origin in `CORS_ORIGINS`.",
+    when: "A browser sent a request that changes something (or its preflight) from a web page of another origin that `CORS_ORIGINS` does not list.",
   },
   insufficient_permissions: {
     places: ["http"],

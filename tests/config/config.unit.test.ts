@@ -30,6 +30,19 @@ describe("loadConfig", () => {
     expect(loadConfig({}).shutdownDrainSeconds).toBe(5);
   });
 
+  it("reads CORS_ORIGINS as origins the way a browser writes them, and refuses what is not one, naming it", () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: " https://App.Example.com/ , http://localhost:3000,https://x.example:443" }).corsOrigins).toEqual([
+      "https://app.example.com",
+      "http://localhost:3000",
+      "https://x.example",
+    ]);
+    for (const bad of ["*", "app.example.com", "https://app.example.com/console", "ftp://x.example", "https://*.example.com", "null"])
+      expect(() => loadConfig({ CORS_ORIGINS: `https://ok.example,${bad}` }), bad).toThrow(
+        new RegExp(`CORS_ORIGINS=.*'${bad.replace(/[.*/]/g, "\\$&")}' is not an origin`),
+      );
+  });
+
   it("reads the scheduling switches: BATCH_ORDER cost (default), interleave or file, PREFIX_COPY on by default", () => {
     expect(loadConfig({}).pipeline.order).toBe("cost");
     expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");
