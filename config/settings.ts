@@ -142,7 +142,7 @@ export const SETTINGS = {
     default: "",
     schema: originList(),
     read: keyList,
-    help: "comma-separated origins (https://app.example.com) whose web pages may call the API from the browser; a page of any other site is refused every request that changes something (403), with keys or without (the console and Swagger UI, served from this origin, always may)",
+    help: "comma-separated origins (https://app.example.com) whose web pages may call the API from the browser; a page of any other site is refused every request that changes something (403), with keys or without (the console and Swagger UI, served from this origin, always may); an open API on loopback also answers to their hosts' names, besides its address and localhost",
   }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",

@@ -122,6 +122,14 @@ export const ERROR_CATALOGUE = {
     how: "Call from this service's own pages, from a client that is not a browser, or list the page's origin in `CORS_ORIGINS`.",
     when: "A browser sent a request that changes something (or its preflight) from a web page of another origin that `CORS_ORIGINS` does not list.",
   },
+  host_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Reach it as 127.0.0.1 or localhost, list the name's origin in `CORS_ORIGINS`, or set keys.",
+    when: "An open API listening on loopback was reached by a name other than an address or localhost (a site's name pointed at this machine: DNS rebinding).",
+  },
   insufficient_permissions: {
     places: ["http"],
     status: 403,

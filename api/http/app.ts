@@ -10,7 +10,7 @@ import { systemRouter } from "../routes/system.js";
 import type { AppDeps } from "./app-deps.js";
 import { requireApiKey } from "./auth.js";
 import { requireBodyType, takesFiles } from "./body-types.js";
-import { crossSiteGuard } from "./cross-site.js";
+import { crossSiteGuard, loopbackOnly, noFraming, rebindingGuard } from "./cross-site.js";
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
 import { httpMetrics } from "./http-metrics.js";
@@ -32,7 +32,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(requestLogger(deps.logger));
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
   // First of all, so that a page of another site changes nothing whatever the route, and is told so.
-  app.use(crossSiteGuard(config.corsOrigins));
+  const rebinding = rebindingGuard(config.keys.length === 0 && loopbackOnly(config.host), config.corsOrigins);
+  app.use(noFraming, rebinding, crossSiteGuard(config.corsOrigins));
 
   // Open routes: health checks and documentation must work without a key; none of them reads a body.
   app.use(

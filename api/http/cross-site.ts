@@ -1,6 +1,9 @@
 // What a browser sends for a web page of another origin is refused, unless CORS_ORIGINS names that origin. A page the
 // user opens must not create, pause or cancel batches or run inference here, with keys or without (the open API on
-// loopback is exactly what such a page would reach); preflights are answered for the listed origins only.
+// loopback is exactly what such a page would reach); preflights are answered for the listed origins only. Nor may
+// such a page frame the console to steer clicks, nor, where there are no keys, reach the service by a name of its
+// own pointed at this machine (DNS rebinding), which the browser would take for the page's own origin.
+import { isIP } from "node:net";
 import cors from "cors";
 import type { RequestHandler } from "express";
 import { ApiError } from "../errors.js";
@@ -49,3 +52,47 @@ export function crossSiteGuard(allowedOrigins: readonly string[]): RequestHandle
     next();
   };
 }
+
+/** Whether a Host names this machine by address or as localhost, which no other site's page can be served from. */
+function isLocalHost(hostname: string): boolean {
+  const name = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return isIP(name) !== 0 || name === "localhost" || name.endsWith(".localhost");
+}
+
+/** Whether the server listens on loopback only, where no one reaches it by a name other than this machine's. */
+export const loopbackOnly = (host: string): boolean => /^127\.|^::1$|^\[::1\]$|^localhost$/i.test(host);
+
+/**
+ * `guard` (an open API listening on loopback): refuses (403 `host_not_allowed`) a request sent to a name that is
+ * neither an address, localhost nor the host of a listed origin. Such a server is reached only by those, so such a
+ * name is a site's own, made to point at this machine: its pages would be same-origin with the answers and could
+ * read and change everything the open API holds. (A browser sends no Sec-Fetch-Site to a plain-http name, so the
+ * Host is all there is to go by.) With keys such a page has no key to send; on another interface, HOST says the
+ * network may reach the service.
+ */
+export function rebindingGuard(guard: boolean, allowedOrigins: readonly string[]): RequestHandler {
+  const named = new Set(allowedOrigins.map((o) => new URL(o).hostname));
+  return (req, _res, next) => {
+    if (!guard) return next();
+    const host = req.get("host") ?? "";
+    const hostname = URL.canParse(`http://${host}`) ? new URL(`http://${host}`).hostname : "";
+    if (isLocalHost(hostname) || named.has(hostname)) return next();
+    next(
+      new ApiError(
+        403,
+        `This service has no API keys and listens on loopback, so it is reached by its address or localhost (or a host ` +
+          `CORS_ORIGINS lists), not as '${host.slice(0, 200)}': a site's name pointed at this machine could otherwise ` +
+          "read and change everything here.",
+        "permission_error",
+        "host_not_allowed",
+      ),
+    );
+  };
+}
+
+/** No page of another origin may show this service's pages in a frame (and steer the user's clicks on them). */
+export const noFraming: RequestHandler = (_req, res, next) => {
+  res.setHeader("x-frame-options", "SAMEORIGIN");
+  res.setHeader("content-security-policy", "frame-ancestors 'self'");
+  next();
+};

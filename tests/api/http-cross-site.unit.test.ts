@@ -3,7 +3,7 @@
 import express from "express";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { crossSiteGuard, fromAnotherOrigin } from "../../api/http/cross-site.js";
+import { crossSiteGuard, fromAnotherOrigin, loopbackOnly, noFraming, rebindingGuard } from "../../api/http/cross-site.js";
 import { errorHandler } from "../../api/http/error-handler.js";
 
 const ALLOWED = "https://app.example.com";
@@ -91,5 +91,50 @@ describe("fromAnotherOrigin", () => {
     expect(fromAnotherOrigin(req({ origin: "http://127.0.0.1:8000", host: "127.0.0.1:8000" }))).toBe(false);
     expect(fromAnotherOrigin(req({ origin: "not a url", host: "127.0.0.1:8000" }))).toBe(true);
     expect(fromAnotherOrigin(req({ host: "127.0.0.1:8000" }))).toBe(false);
+  });
+});
+
+describe("a name pointed at this machine (DNS rebinding), on an open API listening on loopback", () => {
+  function app(guard: boolean) {
+    const a = express();
+    a.use(noFraming, rebindingGuard(guard, [ALLOWED]));
+    a.get("/v1/batches", (_req, res) => {
+      res.json({ object: "list" });
+    });
+    a.use(errorHandler({ maxFileBytes: 1 }));
+    return a;
+  }
+  // A browser sends no Sec-Fetch-Site to a plain-http name: the request looks like any client's.
+  const sent = (host: string, guard = true) => request(app(guard)).get("/v1/batches").set({ host });
+
+  it.each(["evil.example:8000", "attacker.test", "127.0.0.1.nip.io:8000"])(
+    "refuses a request sent to %s: 403 host_not_allowed",
+    async (host) => {
+      const res = await sent(host);
+      expect(res.status).toBe(403);
+      expect(res.body.error).toMatchObject({ type: "permission_error", code: "host_not_allowed" });
+    },
+  );
+
+  it.each(["127.0.0.1:8000", "localhost:8000", "[::1]:8000", "10.0.0.7:8000", "console.localhost", "app.example.com"])(
+    "serves %s (an address, localhost, a host CORS_ORIGINS lists)",
+    async (host) => {
+      expect((await sent(host)).status).toBe(200);
+    },
+  );
+
+  it("serves any name where there are keys or the server listens beyond loopback (the guard is off)", async () => {
+    expect((await sent("gpu-box.lan:8000", false)).status).toBe(200);
+  });
+
+  it("knows a loopback address when HOST names one", () => {
+    for (const host of ["127.0.0.1", "127.0.0.2", "::1", "localhost"]) expect(loopbackOnly(host), host).toBe(true);
+    for (const host of ["0.0.0.0", "::", "10.0.0.7", "gpu-box"]) expect(loopbackOnly(host), host).toBe(false);
+  });
+
+  it("lets no page of another origin frame the service's pages", async () => {
+    const res = await sent("127.0.0.1:8000");
+    expect(res.headers["x-frame-options"]).toBe("SAMEORIGIN");
+    expect(res.headers["content-security-policy"]).toBe("frame-ancestors 'self'");
   });
 });

@@ -1,7 +1,8 @@
 // A page of another origin in a real headless Chromium, served by a second server on 127.0.0.1 as any site the user
 // opens would be: what it sends to the open service (no keys, on loopback) creates, pauses and cancels nothing and
-// runs no request, by every means a page has without asking the service first. The console and Swagger UI, on the
-// service's own origin, go on working.
+// runs no request, by every means a page has without asking the service first; it cannot frame the console, nor reach
+// the service by a name of its own pointed at 127.0.0.1 (DNS rebinding, made here by Chromium's host resolver rules).
+// The console and Swagger UI, on the service's own origin, go on working.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Browser, Page } from "playwright-core";
@@ -15,13 +16,15 @@ let svc: TestService;
 let browser: Browser;
 let other: http.Server;
 let otherUrl = "";
+/** A site's name that the browser resolves to this machine, as a rebinding attacker's DNS makes it. */
+const REBOUND = "rebound.attacker.test";
 /** A long batch on the one slot: what the hostile page tries to pause and cancel. */
 let id = "";
 
 beforeAll(async () => {
   if (!haveChromium) return;
   svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
-  browser = await launchChromium();
+  browser = await launchChromium([`--host-resolver-rules=MAP ${REBOUND} 127.0.0.1`]);
   const file = await uploadJsonl(svc.baseUrl, completionJsonl(2000, { prefix: "xs", maxTokens: 256 }), {}, "nightly.jsonl");
   id = (await openaiClient(svc).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" })).id;
   await pollBatch(svc.baseUrl, id, (b) => b.status === "in_progress");
@@ -112,6 +115,45 @@ describe.skipIf(!haveChromium)("a page of another origin", () => {
     expect((await refusals()) - refusedBefore).toBe(8);
     expect(await observed()).toEqual(before);
     expect(before).toMatchObject({ status: "in_progress", paused_at: null });
+  });
+});
+
+describe.skipIf(!haveChromium)("a page of another origin, by other means", () => {
+  it("cannot show the console in a frame", async () => {
+    const page = await browser.newPage();
+    await page.goto(otherUrl);
+    await page.evaluate(
+      (src) =>
+        new Promise<void>((resolve) => {
+          const frame = document.createElement("iframe");
+          frame.onload = () => resolve();
+          frame.src = src;
+          document.body.append(frame);
+        }),
+      `${svc.baseUrl}/`,
+    );
+    const frame = page.frames().find((f) => f !== page.mainFrame())!;
+    expect(await frame.evaluate(() => document.getElementById("keyform") !== null).catch(() => false)).toBe(false);
+    await page.close();
+  });
+
+  it("served under a name of its own pointed at 127.0.0.1, reads and changes nothing though the browser calls it same-origin", async () => {
+    const before = await observed();
+    const port = new URL(svc.baseUrl).port;
+    const page = await browser.newPage();
+    // The attacker's script runs in a page of its own origin, whose name now resolves to this machine. (Served from
+    // the attacker's public address, Chromium's Private Network Access would block its requests to loopback; other
+    // browsers have no such check, so the page is opened at the rebound name directly, as they would reach it.)
+    const opened = await page.goto(`http://${REBOUND}:${port}/`);
+    expect(opened?.status()).toBe(403);
+    const seen = await page.evaluate(async (id) => {
+      const list = await fetch("/v1/batches");
+      const pause = await fetch(`/v1/batches/${id}/pause`, { method: "POST" });
+      return { list: list.status, listed: (await list.text()).includes(id), pause: pause.status, code: (await pause.json()).error?.code };
+    }, id);
+    await page.close();
+    expect(seen).toEqual({ list: 403, listed: false, pause: 403, code: "host_not_allowed" });
+    expect(await observed()).toEqual(before);
   });
 });
 
