@@ -28,9 +28,17 @@ export const isSetting = (node: Setting | SettingsTree): node is Setting => "sch
 
 const setting = <S extends z.ZodType>(s: Setting<S>): Setting<S> => s;
 
-const int = (min: number) => {
+/**
+ * A whole number: a YAML number, or decimal digits from the environment (spaces around them allowed). Number()
+ * would read `PORT=` as 0 (any free port) and take `0x1F40`, `1e3` or `+2`; those are refused, naming the variable.
+ */
+const int = (min: number, max?: { value: number; error: string }) => {
   const error = `must be a whole number >= ${min}`;
-  return z.coerce.number({ error }).int({ error }).min(min, { error });
+  const number = z.number({ error }).int({ error }).min(min, { error });
+  return z.preprocess(
+    (v) => (typeof v === "string" && /^\s*[0-9]+\s*$/.test(v) ? Number(v) : v),
+    max ? number.max(max.value, { error: max.error }) : number,
+  );
 };
 const bool = () => z.boolean({ error: "must be true or false" });
 
@@ -70,7 +78,7 @@ export const SETTINGS = {
   port: setting({
     env: "PORT",
     default: 8000,
-    schema: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
+    schema: int(0, { value: 65535, error: "must be a port number, 0 to 65535" }),
     help: "where the HTTP server listens (0: any free port)",
   }),
   host: setting({

@@ -65,6 +65,23 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
   });
 
+  // Number() reads "" as 0, so `PORT=` in an env file listened on a random port, and took hex, exponents and signs.
+  it.each([
+    ["PORT", ""],
+    ["PORT", "0x1F40"],
+    ["THREADS", "1e1"],
+    ["SPOT_CAPACITY", "+2"],
+    ["MAX_FILE_BYTES", "1_000"],
+  ])("refuses %s=%j: a whole number is decimal digits", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(`invalid configuration: ${name}=${value}: must be a whole number >= `);
+  });
+
+  it("reads whole numbers from decimal digits, spaces around them allowed, and from YAML numbers", () => {
+    expect(loadConfig({ PORT: " 8080 " }).port).toBe(8080);
+    expect(loadConfig({ PORT: "0" }).port).toBe(0);
+    expect(() => loadConfig({ PORT: "65536" })).toThrow("PORT=65536: must be a port number, 0 to 65535");
+  });
+
   it("reads the distributed mode's settings and refuses combinations that cannot work", () => {
     const c = loadConfig({
       DATABASE_URL: "postgres://u@db/obi",
