@@ -5,7 +5,7 @@ import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
 import { createRouter, loadRegistry } from "../backends/build.js";
-import type { ModelRegistry } from "../backends/registry.js";
+import { type ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
@@ -63,6 +63,11 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
   const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
   const models = await createRouter(config, registry, logger);
+  for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
+    logger.warn(
+      { ...over, maxLineBytes: config.maxLineBytes },
+      "a full-context prompt of this model may be longer than MAX_LINE_BYTES: such a request or batch line is refused; raise MAX_LINE_BYTES",
+    );
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;

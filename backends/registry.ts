@@ -92,6 +92,29 @@ export class ModelRegistry {
   }
 }
 
+/**
+ * Bytes of JSON a prompt takes per token, with room: prose, code and ASCII-escaped Chinese took at most 4.4 on the
+ * Llama 2 vocabulary (docs/reliability.md); a run of spaces, one token, takes more.
+ */
+export const PROMPT_BYTES_PER_TOKEN = 8;
+
+/**
+ * The local models whose full context, as a prompt, may not fit in a request of `maxLineBytes` (a batch line, or a
+ * synchronous request): a longer prompt is refused before the model sees it. Upstream contexts are not known at start.
+ */
+export function promptsOverLimit(
+  registry: ModelRegistry,
+  defaultContext: number,
+  maxLineBytes: number,
+): Array<{ model: string; contextTokens: number; promptBytes: number }> {
+  return registry.models.flatMap((m) => {
+    if (m.backend.kind !== "local") return [];
+    const contextTokens = m.backend.contextSize ?? defaultContext;
+    const promptBytes = contextTokens * PROMPT_BYTES_PER_TOKEN;
+    return promptBytes > maxLineBytes ? [{ model: m.name, contextTokens, promptBytes }] : [];
+  });
+}
+
 const positive = z.number().int().min(1);
 const LocalSchema = z.strictObject({
   path: z.string().min(1).optional(),

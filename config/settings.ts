@@ -28,9 +28,17 @@ export const isSetting = (node: Setting | SettingsTree): node is Setting => "sch
 
 const setting = <S extends z.ZodType>(s: Setting<S>): Setting<S> => s;
 
-const int = (min: number) => {
+/**
+ * A whole number: a YAML number, or decimal digits from the environment (spaces around them allowed). Number()
+ * would read `PORT=` as 0 (any free port) and take `0x1F40`, `1e3` or `+2`; those are refused, naming the variable.
+ */
+const int = (min: number, max?: { value: number; error: string }) => {
   const error = `must be a whole number >= ${min}`;
-  return z.coerce.number({ error }).int({ error }).min(min, { error });
+  const number = z.number({ error }).int({ error }).min(min, { error });
+  return z.preprocess(
+    (v) => (typeof v === "string" && /^\s*[0-9]+\s*$/.test(v) ? Number(v) : v),
+    max ? number.max(max.value, { error: max.error }) : number,
+  );
 };
 const bool = () => z.boolean({ error: "must be true or false" });
 
@@ -42,6 +50,21 @@ function booleanSetting(v: unknown): unknown {
   if (["false", "0", "no", "off", ""].includes(s)) return false;
   return v;
 }
+
+/** An origin as a browser sends it in `Origin`: http(s), a host and an optional port; no path, no wildcard. */
+const isOrigin = (o: string) => /^https?:\/\/[^/?#*@\s]+\/?$/i.test(o) && URL.canParse(o);
+const originList = () =>
+  z
+    .array(z.string())
+    .superRefine((list, ctx) => {
+      const bad = list.find((o) => !isOrigin(o));
+      if (bad !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          message: `'${bad}' is not an origin such as https://app.example.com (scheme, host, port; no path, no *)`,
+        });
+    })
+    .transform((list) => list.map((o) => new URL(o).origin));
 
 const gpuSetting = (v: unknown): unknown => (v === false || v === "false" || v === "off" || v === "cpu" ? false : v);
 
@@ -55,7 +78,7 @@ export const SETTINGS = {
   port: setting({
     env: "PORT",
     default: 8000,
-    schema: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
+    schema: int(0, { value: 65535, error: "must be a port number, 0 to 65535" }),
     help: "where the HTTP server listens (0: any free port)",
   }),
   host: setting({
@@ -121,6 +144,13 @@ export const SETTINGS = {
     schema: bool(),
     read: booleanSetting,
     help: "refuse to start without API_KEYS or KEYS_FILE (deployments set it, so a missing secret cannot leave the API open)",
+  }),
+  corsOrigins: setting({
+    env: "CORS_ORIGINS",
+    default: "",
+    schema: originList(),
+    read: keyList,
+    help: "comma-separated origins (https://app.example.com) whose web pages may call the API from the browser; a page of any other site is refused every request that changes something (403), with keys or without (the console and Swagger UI, served from this origin, always may); an open API on loopback also answers to their hosts' names, besides its address and localhost",
   }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",

@@ -17,7 +17,7 @@ export interface CatalogueEntry {
   /** The HTTP status of an `http` answer. */
   status?: number;
   /** OpenAI's error `type` of an `http` answer. */
-  type?: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "server_error";
+  type?: "invalid_request_error" | "permission_error" | "rate_limit_error" | "server_error";
   when: string;
   action: ErrorAction;
   /** How to act, where "retry" or "fix" alone does not say it. */
@@ -73,6 +73,11 @@ export const ERROR_CATALOGUE = {
     when: "A JSON body is larger than its route takes; a large input belongs in a file upload.",
   },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
+  unsupported_media_type: {
+    ...request,
+    status: 415,
+    when: "A body that is not `application/json` (or not `multipart/form-data` on a route that takes a file: `/v1/files`, an upload's parts).",
+  },
   unsupported_encoding: { ...request, status: 415, when: "The body's content encoding or charset is not one the server reads." },
   headers_too_large: { ...request, status: 431, when: "The request's headers are too large." },
   bad_http_request: { ...request, when: "The request is not valid HTTP." },
@@ -109,9 +114,25 @@ export const ERROR_CATALOGUE = {
   invalid_api_key: {
     places: ["http"],
     status: 401,
-    type: "authentication_error",
+    type: "invalid_request_error",
     action: "fix",
-    when: "Keys are on and the request has no key, or one the keys file lacks.",
+    when: "Keys are on and the request's key is not one of them. With no key at all the 401 has code null, as OpenAI's; both have OpenAI's type `invalid_request_error` (Anthropic's routes answer `authentication_error`).",
+  },
+  origin_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Call from this service's own pages, from a client that is not a browser, or list the page's origin in `CORS_ORIGINS`.",
+    when: "A browser sent a request that changes something (or its preflight) from a web page of another origin that `CORS_ORIGINS` does not list.",
+  },
+  host_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Reach it as 127.0.0.1 or localhost, list the name's origin in `CORS_ORIGINS`, or set keys.",
+    when: "An open API listening on loopback was reached by a name other than an address or localhost (a site's name pointed at this machine: DNS rebinding).",
   },
   insufficient_permissions: {
     places: ["http"],
@@ -151,6 +172,11 @@ export const ERROR_CATALOGUE = {
     when: "The store of files and results (a folder or S3) does not answer, or the disk is read-only.",
   },
   storage_full: { ...notNow(507), when: "The disk under `BATCH_DIR` is full; nothing was stored." },
+  storage_not_writable: {
+    ...notNow(503),
+    how: "Free space (or fix the disk): /ready answers 200 within 2 s; meanwhile a load balancer sends the work elsewhere.",
+    when: "`/ready` while the disk under `BATCH_DIR` is full or read-only (`storage.state` says which): reads are served, writes refused.",
+  },
   too_many_open_files: { ...notNow(503), when: "The process ran out of file descriptors; nothing was stored." },
   internal_error: {
     ...notNow(500),

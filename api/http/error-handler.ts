@@ -19,6 +19,8 @@ import { fromZodError } from "./validate.js";
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
 interface HttpError {
   status?: number;
+  /** body-parser's: the bytes the route takes. */
+  limit?: number;
   statusCode?: number;
   type?: string;
   expose?: boolean;
@@ -58,7 +60,12 @@ function fromHttpError(err: HttpError): ApiError | undefined {
         "invalid_json",
       );
     case "entity.too.large":
-      return new ApiError(413, "The request body is too large.", "invalid_request_error", "request_too_large");
+      return new ApiError(
+        413,
+        `The request body is larger than this route takes${err.limit === undefined ? "" : ` (${err.limit} bytes)`}; a large input belongs in a file upload.`,
+        "invalid_request_error",
+        "request_too_large",
+      );
     case "encoding.unsupported":
     case "charset.unsupported":
       return new ApiError(415, err.message ?? "Unsupported body encoding.", "invalid_request_error", "unsupported_encoding");

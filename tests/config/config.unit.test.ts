@@ -30,6 +30,19 @@ describe("loadConfig", () => {
     expect(loadConfig({}).shutdownDrainSeconds).toBe(5);
   });
 
+  it("reads CORS_ORIGINS as origins the way a browser writes them, and refuses what is not one, naming it", () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: " https://App.Example.com/ , http://localhost:3000,https://x.example:443" }).corsOrigins).toEqual([
+      "https://app.example.com",
+      "http://localhost:3000",
+      "https://x.example",
+    ]);
+    for (const bad of ["*", "app.example.com", "https://app.example.com/console", "ftp://x.example", "https://*.example.com", "null"])
+      expect(() => loadConfig({ CORS_ORIGINS: `https://ok.example,${bad}` }), bad).toThrow(
+        new RegExp(`CORS_ORIGINS=.*'${bad.replace(/[.*/]/g, "\\$&")}' is not an origin`),
+      );
+  });
+
   it("reads the scheduling switches: BATCH_ORDER cost (default), interleave or file, PREFIX_COPY on by default", () => {
     expect(loadConfig({}).pipeline.order).toBe("cost");
     expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");
@@ -50,6 +63,23 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ PORT: "70000" })).toThrow("PORT=70000: must be a port number, 0 to 65535");
     expect(() => loadConfig({ GPU: "metal" })).toThrow("GPU=metal: must be auto, cuda, vulkan or false");
     expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
+  });
+
+  // Number() reads "" as 0, so `PORT=` in an env file listened on a random port, and took hex, exponents and signs.
+  it.each([
+    ["PORT", ""],
+    ["PORT", "0x1F40"],
+    ["THREADS", "1e1"],
+    ["SPOT_CAPACITY", "+2"],
+    ["MAX_FILE_BYTES", "1_000"],
+  ])("refuses %s=%j: a whole number is decimal digits", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(`invalid configuration: ${name}=${value}: must be a whole number >= `);
+  });
+
+  it("reads whole numbers from decimal digits, spaces around them allowed, and from YAML numbers", () => {
+    expect(loadConfig({ PORT: " 8080 " }).port).toBe(8080);
+    expect(loadConfig({ PORT: "0" }).port).toBe(0);
+    expect(() => loadConfig({ PORT: "65536" })).toThrow("PORT=65536: must be a port number, 0 to 65535");
   });
 
   it("reads the distributed mode's settings and refuses combinations that cannot work", () => {
