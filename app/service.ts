@@ -8,6 +8,7 @@ import { createRouter, loadRegistry } from "../backends/build.js";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
+import type { DownloadStatus } from "../engine/model-download.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
@@ -35,6 +36,8 @@ export interface ServiceOptions {
    * PostgreSQL and the blob store DATABASE_URL and S3_* name.
    */
   openState?: (config: Config, logger: pino.Logger, models: ModelRouter) => Promise<PlaneState>;
+  /** Each model download's progress, while the models are fetched at start (the start-up /ready shows it). */
+  onDownload?: (status: DownloadStatus) => void;
   /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
   beforeWork?: (models: ModelRouter) => void;
 }
@@ -61,7 +64,10 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
-  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
+  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {
+    fetch: !apiOnly,
+    onDownload: options.onDownload,
+  });
   const models = await createRouter(config, registry, logger);
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
