@@ -4,11 +4,10 @@
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
-import { createRouter, loadRegistry } from "../backends/build.js";
+import { createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
-import type { DownloadStatus } from "../engine/model-download.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
@@ -183,4 +182,12 @@ function apiRoleInfo(registry: ModelRegistry): BackendInfo {
     settings: { role: "api" },
     summary: "requests run on the workers",
   };
+}
+
+/**
+ * `--fetch-models`: downloads what MODEL_PATH or the models file names into MODELS_DIR and exits, loading nothing
+ * (a Kubernetes init container fills the models volume so).
+ */
+export async function fetchModels(config: Config, logger: pino.Logger): Promise<void> {
+  await loadRegistry(config, logger);
 }

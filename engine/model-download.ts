@@ -174,12 +174,15 @@ async function download(
   const totalBytes = downloader.totalSize;
   const signal = opts.signal ? AbortSignal.any([opts.signal, lost]) : lost;
   opts.log?.(`downloading ${label} into ${opts.dir} (${formatBytes(totalBytes)})`, { model: label, total_bytes: totalBytes });
+  status({ state: "downloading", bytes: downloader.downloadedSize, totalBytes });
   try {
     await downloader.download({ signal });
   } catch (err) {
     if (lost.aborted) throw lost.reason;
     throw signal.aborted ? err : new ModelDownloadError(`${label}: the download failed (${oneLine(err)}); the next start resumes it`);
   }
+  // A stop ends ipull's transfer without an error: what it left is unfinished, never a file to check.
+  signal.throwIfAborted();
   progress.finish();
   return { file: downloader.entrypointFilePath, totalBytes };
 }
@@ -215,9 +218,14 @@ function progressReporter(
 ) {
   let logged = 0;
   let last: Progress | undefined;
-  const report = (p: { totalSize: number; downloadedSize: number; estimatedTimeLeft?: number; averageSpeed?: number }) => {
-    const rate = p.averageSpeed ?? 0;
-    const eta = rate > 0 && Number.isFinite(p.estimatedTimeLeft) ? Math.round((p.estimatedTimeLeft ?? 0) / 1000) : null;
+  // The rate is this run's own (bytes since its first report over the time since): a resumed download's kept bytes
+  // are not counted as transferred, and the first seconds are not averaged over ten as ipull's figure is.
+  let first: { at: number; bytes: number } | undefined;
+  const report = (p: { totalSize: number; downloadedSize: number }) => {
+    first ??= { at: Date.now(), bytes: p.downloadedSize };
+    const seconds = (Date.now() - first.at) / 1000;
+    const rate = seconds >= 0.5 ? (p.downloadedSize - first.bytes) / seconds : 0;
+    const eta = rate > 0 ? Math.round((p.totalSize - p.downloadedSize) / rate) : null;
     last = { model: label, bytes: p.downloadedSize, totalBytes: p.totalSize, bytesPerSecond: Math.round(rate), etaSeconds: eta };
     status({ state: "downloading", ...last });
     if (Date.now() - logged >= LOG_EVERY_MS) {
@@ -226,8 +234,13 @@ function progressReporter(
     }
   };
   return Object.assign(report, {
+    /** The last line: all of it, at this run's average rate. */
     finish() {
-      if (last) opts.log?.(progressLine({ ...last, bytes: last.totalBytes, etaSeconds: 0 }), fieldsOf({ ...last, bytes: last.totalBytes }));
+      if (!last || !first) return;
+      const seconds = (Date.now() - first.at) / 1000;
+      const rate = seconds > 0 ? Math.round((last.totalBytes - first.bytes) / seconds) : 0;
+      const done = { ...last, bytes: last.totalBytes, bytesPerSecond: rate, etaSeconds: 0 };
+      opts.log?.(progressLine(done), fieldsOf(done));
     },
   });
 }

@@ -8,6 +8,8 @@ export interface HostedRequest {
   method: string;
   path: string;
   range?: string;
+  /** Bytes of the file's body sent in answer. */
+  bytes: number;
 }
 
 export interface ModelHost {
@@ -18,9 +20,9 @@ export interface ModelHost {
   /** hf:<owner>/<repo>:<quant> resolves to `file` in that repository. */
   manifest(owner: string, repo: string, quant: string, file: string): void;
   requests: HostedRequest[];
-  /** Bytes of file bodies sent so far. */
+  /** Bytes of ranged file bodies (the downloads' transfers) sent so far. */
   bytesSent(): number;
-  /** From now on, a file body stops (the connection kept open, silent) once this many bytes were sent in all. */
+  /** From now on, ranged file bodies stop (their connections kept open, silent) once `bytes` more were sent; undefined: they go on. */
   stallAfter(bytes: number | undefined): void;
   close(): Promise<void>;
 }
@@ -31,9 +33,16 @@ export async function startModelHost(): Promise<ModelHost> {
   const requests: HostedRequest[] = [];
   let sent = 0;
   let stall: number | undefined;
+  const stalled = new Set<() => void>();
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://x");
-    requests.push({ method: req.method ?? "GET", path: url.pathname, ...(req.headers.range ? { range: req.headers.range } : {}) });
+    const entry: HostedRequest = {
+      method: req.method ?? "GET",
+      path: url.pathname,
+      bytes: 0,
+      ...(req.headers.range ? { range: req.headers.range } : {}),
+    };
+    requests.push(entry);
     const m = /^\/v2\/([^/]+)\/([^/]+)\/manifests\/([^/]+)$/.exec(url.pathname);
     if (m) {
       const file = manifests.get(`${m[1]}/${m[2]}:${m[3].toUpperCase()}`);
@@ -46,10 +55,10 @@ export async function startModelHost(): Promise<ModelHost> {
       res.writeHead(url.pathname === "/" ? 200 : 404, { "content-type": "text/plain" }).end(url.pathname === "/" ? "ok" : "not found");
       return;
     }
-    serveFile(req, res, body);
+    serveFile(req, res, body, entry);
   });
 
-  function serveFile(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
+  function serveFile(req: IncomingMessage, res: ServerResponse, body: Buffer, entry: HostedRequest): void {
     const r = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
     const start = r ? Number(r[1]) : 0;
     const end = r?.[2] ? Math.min(Number(r[2]), body.length - 1) : body.length - 1;
@@ -63,13 +72,19 @@ export async function startModelHost(): Promise<ModelHost> {
     let at = start;
     const pump = () => {
       while (at <= end) {
+        if (res.destroyed) return;
         let n = Math.min(64 * 1024, end + 1 - at);
-        if (stall !== undefined) n = Math.min(n, stall - sent);
+        // Only ranged transfers stall: a plain GET is how a downloader asks for the size before it starts.
+        if (stall !== undefined && r) n = Math.min(n, stall - sent);
         // Stalled: the connection stays open and silent, as a dead network leaves it.
-        if (n <= 0) return;
+        if (n <= 0) {
+          stalled.add(pump);
+          return;
+        }
         const ok = res.write(body.subarray(at, at + n));
         at += n;
-        sent += n;
+        entry.bytes += n;
+        if (r) sent += n;
         if (!ok) {
           res.once("drain", pump);
           return;
@@ -92,6 +107,10 @@ export async function startModelHost(): Promise<ModelHost> {
     bytesSent: () => sent,
     stallAfter: (bytes) => {
       stall = bytes === undefined ? undefined : sent + bytes;
+      if (bytes !== undefined) return;
+      const waiting = [...stalled];
+      stalled.clear();
+      for (const pump of waiting) pump();
     },
     close: () =>
       new Promise<void>((resolve) => {
