@@ -4,12 +4,11 @@
 // cannot be reached stop the start with one line, and nothing half-downloaded is ever in the models folder.
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedModel } from "../../engine/generated-model.js";
-import { type ModelHost, startModelHost } from "../helpers/model-host.js";
+import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { type SpawnedProcess, spawnMain, untilListening } from "../helpers/process.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-model-download-"));
@@ -120,7 +119,7 @@ describe("a model named by hf: on the first start", () => {
 
   it("downloads nothing on the next start: the file in MODELS_DIR is used as it is", async () => {
     const before = host.requests.length;
-    const p = start(modelsDir, { MODEL_PATH: "hf:Owner/Tiny-GGUF:Q8_0", HF_ENDPOINT: `http://127.0.0.1:${await freePort()}` });
+    const p = start(modelsDir, { MODEL_PATH: "hf:Owner/Tiny-GGUF:Q8_0", HF_ENDPOINT: `http://127.0.0.1:${await closedPort()}` });
     const server = await untilListening(p, 60_000);
     expect((await ready(server.baseUrl)).body.model).toBe("Owner/Tiny-GGUF:Q8_0");
     expect(host.requests.length).toBe(before);
@@ -197,7 +196,7 @@ describe("a download that cannot be used", () => {
 
   it("a host that cannot be reached stops the start at once with one line saying to name a local file", async () => {
     const modelsDir = mkdtempSync(path.join(dir, "models-away-"));
-    const closed = await freePort();
+    const closed = await closedPort();
     const p = start(modelsDir, {
       MODEL_PATH: "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0",
       HF_ENDPOINT: `http://127.0.0.1:${closed}`,
@@ -209,16 +208,6 @@ describe("a download that cannot be used", () => {
     ]);
   });
 });
-
-/** A port nothing listens on. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Bytes in the union of inclusive [from, to] ranges. */
 function covered(ranges: Array<[number, number]>): number {

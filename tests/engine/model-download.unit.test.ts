@@ -2,13 +2,12 @@
 // progress, found again without the network, checked before they are kept (a cut or non-GGUF file is refused in one
 // line and never lands in the models folder), one line when the host cannot be reached, one download at a time.
 import { readdir, readFile, stat } from "node:fs/promises";
-import { createServer } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedModel } from "../../engine/generated-model.js";
 import { checkGgufFile, ModelFileError } from "../../engine/gguf-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError, progressLine, STAGING_FOLDER } from "../../engine/model-download.js";
-import { type ModelHost, startModelHost } from "../helpers/model-host.js";
+import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("model-download");
@@ -85,7 +84,7 @@ describe("fetchModel", () => {
   });
 
   it("says in one line that the host cannot be reached, and to name a local file", async () => {
-    const closed = await freePort();
+    const closed = await closedPort();
     const dir = await modelsDir();
     const err = await oneLine(fetchModel(`http://127.0.0.1:${closed}/m.gguf`, { dir }));
     expect(err).toBeInstanceOf(ModelDownloadError);
@@ -155,13 +154,3 @@ describe("progressLine", () => {
     );
   });
 });
-
-/** A port nothing listens on. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}

@@ -2,7 +2,7 @@
 // hf:<owner>/<repo>:<quant>, /<owner>/<repo>/resolve/main/<file>) and serves any other file by its path, with
 // ranges (resumed downloads), a log of every request, and a stall after some bytes (a download to kill midway).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 
 export interface HostedRequest {
   method: string;
@@ -118,4 +118,14 @@ export async function startModelHost(): Promise<ModelHost> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** A port on 127.0.0.1 nothing listens on (a host that cannot be reached). */
+export function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createNetServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
 }
