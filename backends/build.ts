@@ -96,7 +96,10 @@ export async function loadRegistry(
       logger.warn({ model: m.name }, `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`);
     } else if (options.fetch !== false && parseModelRef(m.backend.path).kind !== "file") {
       // Every download at start, one after another: a batch never waits for one, and a bad reference stops the start.
-      m.backend.path = await fetchOne(m.backend.path, config, logger, { ...options, setting: `the path of model '${m.name}' in MODELS_FILE` });
+      m.backend.path = await fetchOne(m.backend.path, config, logger, {
+        ...options,
+        setting: `the path of model '${m.name}' in MODELS_FILE`,
+      });
     }
   }
   return registry;

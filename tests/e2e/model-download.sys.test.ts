@@ -56,10 +56,10 @@ function start(modelsDir: string, env: Record<string, string>): SpawnedProcess {
 
 /** The start-up address, once the first download opened it. */
 async function startupUrl(p: SpawnedProcess): Promise<string> {
-  return until(p, () => /starting: (http:\/\/127\.0\.0\.1:\d+)\/ready/.exec(p.output())?.[1]);
+  return whileRunning(p, () => /starting: (http:\/\/127\.0\.0\.1:\d+)\/ready/.exec(p.output())?.[1]);
 }
 
-async function until<T>(p: SpawnedProcess, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+async function whileRunning<T>(p: SpawnedProcess, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -84,7 +84,7 @@ describe("a model named by hf: on the first start", () => {
     host.stallAfter(400_000);
     const p = start(modelsDir, { MODEL_PATH: "hf:Owner/Tiny-GGUF:q8_0" });
     const base = await startupUrl(p);
-    const during = await until(p, async () => {
+    const during = await whileRunning(p, async () => {
       const r = await ready(base);
       return r.body.downloads?.[0]?.bytes >= 300_000 ? r : undefined;
     });
@@ -142,7 +142,7 @@ describe("a download killed midway", () => {
     const staged = () =>
       path.join(modelsDir, ".downloading", readdirSync(path.join(modelsDir, ".downloading")).find((f) => f.endsWith(".ipull")) ?? "none");
     // Killed once the host stalled at 20 MB and the staging copy records whole pieces (ipull appends its progress to it).
-    await until(first, async () =>
+    await whileRunning(first, async () =>
       host.bytesSent() >= stalledAt &&
       existsSync(staged()) &&
       statSync(staged()).size > size &&
