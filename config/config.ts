@@ -220,7 +220,13 @@ export function checkPaths(config: Pick<Config, "batchDir" | "modelPath" | "mode
   // A download's reference is fetched (and checked) when the models are brought up.
   if (config.modelPath && !isRemoteModel(config.modelPath)) {
     const k = kind(config.modelPath);
-    if (k !== "file")
-      throw new ConfigError(`MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file`);
+    if (k !== "file") {
+      // owner/repo, as Hugging Face names a repository, was most likely meant as one.
+      const repo = /^[\w.-]+\/[\w.-]+$/.exec(path.relative(process.cwd(), config.modelPath));
+      const hint = k === "missing" && repo && !/\.gguf$/i.test(repo[0]) ? ` (for the Hugging Face repository, write hf:${repo[0]})` : "";
+      throw new ConfigError(
+        `MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file${hint}`,
+      );
+    }
   }
 }

@@ -69,16 +69,21 @@ export async function fetchModel(refText: string, opts: FetchModelOptions): Prom
     return target;
   }
   const staging = path.join(opts.dir, STAGING_FOLDER);
+  const unwritable = (err: unknown) =>
+    new ModelDownloadError(
+      `${label}: cannot write in ${staging} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); set MODELS_DIR to a writable folder`,
+    );
   try {
     await mkdir(staging, { recursive: true });
   } catch (err) {
-    throw new ModelDownloadError(
-      `${label}: cannot create ${staging} (${(err as NodeJS.ErrnoException).code}); set MODELS_DIR to a writable folder`,
-    );
+    throw unwritable(err);
   }
   const status = (s: Partial<DownloadStatus> & Pick<DownloadStatus, "state">) =>
     opts.onStatus?.({ model: label, file: name, bytes: 0, totalBytes: 0, bytesPerSecond: 0, etaSeconds: null, ...s });
-  const held = await takeLock(path.join(staging, name), target, label, opts, () => status({ state: "waiting" }));
+  const held = await takeLock(path.join(staging, name), target, label, opts, () => status({ state: "waiting" })).catch((err) => {
+    // A models volume mounted read-only, a folder of another user's.
+    throw (err as NodeJS.ErrnoException).code ? unwritable(err) : err;
+  });
   if (held === "done") return target;
   try {
     if (await isFile(target)) return target;

@@ -1,7 +1,9 @@
 // What MODEL_PATH, a models file's path and --model accept: a file, hf:<owner>/<repo>[:<quant>] or an http(s) URL of
 // a .gguf; everything else refused in one line; and the file each download is kept under.
+
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../../config/config.js";
 import { describeModelRef, isRemoteModel, modelFileName, modelRefName, parseModelRef } from "../../config/model-ref.js";
 
 describe("model references", () => {
@@ -89,5 +91,19 @@ describe("MODEL_PATH and MODELS_DIR in the configuration", () => {
     expect(() => loadConfig({ MODEL_PATH: "hf:Qwen" })).toThrow(/^invalid configuration: MODEL_PATH=hf:Qwen: not a Hugging Face reference/);
     expect(() => loadConfig({ MODEL_PATH: "ftp://h/x.gguf" })).toThrow(/MODEL_PATH=ftp:\/\/h\/x\.gguf: ftp:\/\/ is not supported/);
     expect(() => loadConfig({ HF_ENDPOINT: "not a url" })).toThrow(/HF_ENDPOINT=not a url: must be an http\(s\) URL/);
+  });
+
+  it("names hf: for a Hugging Face repository given as a path, and a MODELS_DIR that is a file", async () => {
+    const config = loadConfig({ MODEL_PATH: "Qwen/Qwen2.5-0.5B-Instruct-GGUF" });
+    expect(() => checkPaths(config)).toThrow(
+      `MODEL_PATH=${process.cwd()}/Qwen/Qwen2.5-0.5B-Instruct-GGUF: no such file; it must be a .gguf file (for the Hugging Face repository, write hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF)`,
+    );
+    expect(() => checkPaths(loadConfig({ MODEL_PATH: "/nowhere/m.gguf" }))).toThrow(/no such file; it must be a \.gguf file$/);
+    const file = fileURLToPath(import.meta.url);
+    expect(() => checkPaths(loadConfig({ MODELS_DIR: file }))).toThrow(
+      `MODELS_DIR=${file}: is a file; it must be a folder (or not exist yet)`,
+    );
+    // A download's reference is not a path to check.
+    expect(() => checkPaths(loadConfig({ MODEL_PATH: "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0" }))).not.toThrow();
   });
 });

@@ -1,7 +1,7 @@
 // Models named by hf: or a URL, fetched from a local host that answers as Hugging Face does: downloaded once with
 // progress, found again without the network, checked before they are kept (a cut or non-GGUF file is refused in one
 // line and never lands in the models folder), one line when the host cannot be reached, one download at a time.
-import { readdir, readFile, stat } from "node:fs/promises";
+import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedModel } from "../../engine/generated-model.js";
@@ -117,6 +117,15 @@ describe("fetchModel", () => {
     expect(a).toBe(b);
     expect(logs.filter((l) => l.startsWith("downloaded "))).toHaveLength(1);
     expect(logs.some((l) => l.startsWith("another process is downloading"))).toBe(true);
+  });
+
+  it("says in one line that MODELS_DIR cannot be written", async () => {
+    const dir = await modelsDir();
+    // What a file where the staging folder goes does to mkdir; a read-only volume does the same with EROFS.
+    await mkdir(dir, { recursive: true });
+    await writeFile(path.join(dir, STAGING_FOLDER), "");
+    const err = await oneLine(fetchModel(`${host.url}/files/tiny.gguf`, { dir }));
+    expect(err.message).toMatch(/: cannot write in .*\.downloading \((EEXIST|ENOTDIR)\); set MODELS_DIR to a writable folder$/);
   });
 
   it("gives a local file back as it is", async () => {
