@@ -7,7 +7,7 @@ import path from "node:path";
 import { createModelDownloader, type ModelDownloader } from "node-llama-cpp";
 import { lock } from "proper-lockfile";
 import { describeModelRef, type ModelRef, modelFileName, parseModelRef } from "../config/model-ref.js";
-import { checkGgufFile } from "./gguf-check.js";
+import { checkGgufFile, ModelFileError } from "./gguf-check.js";
 
 /** A download as the log and /ready show it. */
 export interface DownloadStatus {
@@ -65,7 +65,10 @@ export async function fetchModel(refText: string, opts: FetchModelOptions): Prom
   const target = path.join(opts.dir, name);
   const label = describeModelRef(ref);
   if (await isFile(target)) {
-    await checkGgufFile(target, { label: `${label} (${target})` });
+    await checkGgufFile(target, { label: `${label} (${target})` }).catch((err: Error) => {
+      // Only checked files are put there: this one was changed since (a copy, a damaged disk).
+      throw new ModelFileError(`${err.message}; delete it to download it again`);
+    });
     return target;
   }
   const staging = path.join(opts.dir, STAGING_FOLDER);

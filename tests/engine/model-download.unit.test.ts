@@ -128,6 +128,16 @@ describe("fetchModel", () => {
     expect(err.message).toMatch(/: cannot write in .*\.downloading \((EEXIST|ENOTDIR)\); set MODELS_DIR to a writable folder$/);
   });
 
+  it("refuses a file in the models folder that was damaged since, saying to delete it", async () => {
+    const dir = await modelsDir();
+    const file = await fetchModel(`${host.url}/files/tiny.gguf`, { dir });
+    await writeFile(file, model.subarray(0, model.length - 100));
+    const err = await oneLine(fetchModel(`${host.url}/files/tiny.gguf`, { dir }));
+    expect(err.message).toBe(
+      `${host.url}/files/tiny.gguf (${file}): is cut short: its tensors need ${model.length} bytes and the file has ${model.length - 100}; delete it to download it again`,
+    );
+  });
+
   it("gives a local file back as it is", async () => {
     const file = await scratch.write(model, "local.gguf");
     expect(await fetchModel(file, { dir: await modelsDir() })).toBe(file);
