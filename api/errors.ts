@@ -97,7 +97,8 @@ export const storageNotWritable = (state: "full" | "read_only", retryAfterSecond
 export const fileTooLarge = (maxFileBytes: number, param: string | null = "file") =>
   new ApiError(413, `The file is larger than the limit of ${maxFileBytes} bytes.`, "invalid_request_error", "file_too_large", param);
 
-export const modelNotReady = () => new ApiError(503, "The model is not loaded yet.", "server_error", "model_not_ready");
+export const modelNotReady = (message = "The model is not loaded yet.") =>
+  new ApiError(503, message, "server_error", "model_not_ready", null, { "Retry-After": "5" });
 
 export const shuttingDown = () =>
   new ApiError(503, "The server is shutting down; another one takes the work.", "server_error", "shutting_down", null, {

@@ -5,8 +5,9 @@ import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
 import { createLogger } from "./logger.js";
 import { migrateSchema } from "./plane-state.js";
-import { buildService } from "./service.js";
+import { buildService, fetchModels } from "./service.js";
 import { onStopSignals } from "./signals.js";
+import { StartupStatus } from "./starting.js";
 
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
 const SHUTDOWN_SLACK_MS = 15_000;
@@ -57,7 +58,10 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
-  const service = await buildService(config, logger);
+  if (process.argv.includes("--fetch-models")) return await fetchModels(config, logger);
+  const starting = new StartupStatus(config, logger);
+  const service = await buildService(config, logger, { onDownload: starting.onDownload });
+  await starting.close();
   // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
   const server = service.app.listen(config.port, config.host, (err?: Error) => {
     if (err) {

@@ -4,7 +4,7 @@
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
-import { createRouter, loadRegistry } from "../backends/build.js";
+import { createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import { type ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
@@ -35,6 +35,8 @@ export interface ServiceOptions {
    * PostgreSQL and the blob store DATABASE_URL and S3_* name.
    */
   openState?: (config: Config, logger: pino.Logger, models: ModelRouter) => Promise<PlaneState>;
+  /** Each model download's progress, while the models are fetched at start (the start-up /ready shows it). */
+  onDownload?: (status: DownloadStatus) => void;
   /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
   beforeWork?: (models: ModelRouter) => void;
 }
@@ -61,7 +63,10 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
-  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
+  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {
+    fetch: !apiOnly,
+    onDownload: options.onDownload,
+  });
   const models = await createRouter(config, registry, logger);
   for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
     logger.warn(
@@ -182,4 +187,12 @@ function apiRoleInfo(registry: ModelRegistry): BackendInfo {
     settings: { role: "api" },
     summary: "requests run on the workers",
   };
+}
+
+/**
+ * `--fetch-models`: downloads what MODEL_PATH or the models file names into MODELS_DIR and exits, loading nothing
+ * (a Kubernetes init container fills the models volume so).
+ */
+export async function fetchModels(config: Config, logger: pino.Logger): Promise<void> {
+  await loadRegistry(config, logger);
 }

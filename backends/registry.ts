@@ -1,15 +1,18 @@
 // The model registry: the names a batch line may put in `model`, their aliases, and the backend each routes to
 // (a GGUF run in-process, or an OpenAI-compatible upstream server). Read once at start from MODELS_FILE (YAML);
-// without one, a single local model (MODEL_PATH, or the generated model) answers to every name, as before.
+// without one, a single local model (MODEL_PATH, or the generated model) answers to every name, as before. A local
+// model's path may name a download (hf:<owner>/<repo>[:<quant>], an https:// URL), fetched at start (build.ts).
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { parseModelRef } from "../config/model-ref.js";
 import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
 import { getPreset } from "../engine/gguf/presets.js";
 import { type Price, PriceSchema, priceFrom } from "./price.js";
 
 export interface LocalBackendSpec {
   kind: "local";
+  /** The GGUF file; until the models are fetched (backends/build.ts), a download's reference (hf:..., https://...). */
   path: string;
   /** The generated model's preset: its file is written at start where the cache lacks it. */
   generatedPreset?: string;
@@ -187,7 +190,7 @@ export function parseModelsFile(text: string, source: string, env: Record<string
       const l = m.local;
       const file = l.generated
         ? path.join(defaultGeneratedModelDir(), generatedModelFileName(getPreset(l.generated), DEFAULT_SEED))
-        : path.resolve(dir, l.path!);
+        : localPath(l.path!, dir, `${source}: model '${m.name}': local.path`);
       return {
         name: m.name,
         aliases,
@@ -236,12 +239,24 @@ export function parseModelsFile(text: string, source: string, env: Record<string
   }
 }
 
+/** A file relative to the models file; a download's reference kept for the fetch, once it is known to be one. */
+function localPath(p: string, dir: string, where: string): string {
+  try {
+    return parseModelRef(p).kind === "file" ? path.resolve(dir, p) : p.trim();
+  } catch (err) {
+    throw new ModelsFileError(`${where}: ${(err as Error).message}`);
+  }
+}
+
 /** The model name the README's curl demo sends: the one-model form answers to it. */
 export const DEMO_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";
 
-/** Without a models file: one local model, named after its file, that serves every name. */
-export function singleModelRegistry(modelPath: string, generated: boolean): ModelRegistry {
-  const name = path.basename(modelPath).replace(/\.gguf$/i, "");
+/** Without a models file: one local model, named after its file (or `name`), that serves every name. */
+export function singleModelRegistry(
+  modelPath: string,
+  generated: boolean,
+  name = path.basename(modelPath).replace(/\.gguf$/i, ""),
+): ModelRegistry {
   const aliases = name === DEMO_MODEL_NAME ? [] : [DEMO_MODEL_NAME];
   return new ModelRegistry([{ name, aliases, backend: { kind: "local", path: modelPath }, generated }], name);
 }

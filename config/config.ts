@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
+import { isRemoteModel, parseModelRef } from "./model-ref.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -69,6 +70,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
+  if (cfg.modelPath) checkModelRef("MODEL_PATH", cfg.modelPath);
   let keys: ApiKey[];
   try {
     keys = loadKeys(cfg.apiKeys, cfg.keysFile ? path.resolve(cfg.keysFile) : "");
@@ -87,9 +89,22 @@ export function loadConfig(env: Env = process.env): Config {
     // An API without keys is open to whoever reaches it: only loopback, unless HOST says otherwise.
     host: cfg.host || (keys.length > 0 ? "0.0.0.0" : "127.0.0.1"),
     batchDir: path.resolve(cfg.batchDir),
-    modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
+    modelPath: cfg.modelPath ? modelPathOf(cfg.modelPath) : "",
+    modelsDir: path.resolve(cfg.modelsDir),
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
   };
+}
+
+/** A file is made absolute (against the working folder); a download's reference is kept as written. */
+const modelPathOf = (p: string) => (isRemoteModel(p) ? p.trim() : path.resolve(p));
+
+/** One line naming the setting when what it names is neither a file nor a reference this service can download. */
+export function checkModelRef(name: string, value: string): void {
+  try {
+    parseModelRef(value);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${name}=${value}: ${(err as Error).message}`);
+  }
 }
 
 /** Shared state needs its database; a role other than `all`, S3 storage and the shard settings only make sense with one. */
@@ -187,10 +202,10 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
 }
 
 /**
- * What can be checked on disk before the model loads: BATCH_DIR must be a folder (or not exist yet) and
- * MODEL_PATH, when set, a file. Throws one ConfigError naming the setting.
+ * What can be checked on disk before the model loads: BATCH_DIR and MODELS_DIR must be folders (or not exist yet)
+ * and MODEL_PATH, when it names a file, a file. Throws one ConfigError naming the setting.
  */
-export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void {
+export function checkPaths(config: Pick<Config, "batchDir" | "modelPath" | "modelsDir">): void {
   const kind = (p: string) => {
     try {
       return statSync(p).isDirectory() ? "folder" : "file";
@@ -200,9 +215,18 @@ export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void
   };
   if (kind(config.batchDir) === "file")
     throw new ConfigError(`BATCH_DIR=${config.batchDir}: is a file; it must be a folder (or not exist yet)`);
-  if (config.modelPath) {
+  if (kind(config.modelsDir) === "file")
+    throw new ConfigError(`MODELS_DIR=${config.modelsDir}: is a file; it must be a folder (or not exist yet)`);
+  // A download's reference is fetched (and checked) when the models are brought up.
+  if (config.modelPath && !isRemoteModel(config.modelPath)) {
     const k = kind(config.modelPath);
-    if (k !== "file")
-      throw new ConfigError(`MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file`);
+    if (k !== "file") {
+      // owner/repo, as Hugging Face names a repository, was most likely meant as one.
+      const repo = /^[\w.-]+\/[\w.-]+$/.exec(path.relative(process.cwd(), config.modelPath));
+      const hint = k === "missing" && repo && !/\.gguf$/i.test(repo[0]) ? ` (for the Hugging Face repository, write hf:${repo[0]})` : "";
+      throw new ConfigError(
+        `MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file${hint}`,
+      );
+    }
   }
 }

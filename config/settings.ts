@@ -98,7 +98,26 @@ export const SETTINGS = {
     yaml: "model.path",
     default: "",
     schema: z.string(),
-    help: "a .gguf file: the one model, answering to every name (default: the generated model)",
+    help: "the one model, answering to every name: a .gguf file, hf:<owner>/<repo>[:<quant>] or an https:// URL of a .gguf, downloaded once into MODELS_DIR (default: the generated model)",
+  }),
+  modelsDir: setting({
+    env: "MODELS_DIR",
+    yaml: "model.models_dir",
+    default: "models",
+    schema: z.string().min(1),
+    help: "where models named by hf: or a URL are downloaded to, once, and found on the next start",
+  }),
+  hfEndpoint: setting({
+    env: "HF_ENDPOINT",
+    default: "https://huggingface.co",
+    schema: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+    help: "where hf: models are downloaded from (a Hugging Face mirror)",
+  }),
+  hfToken: setting({
+    env: "HF_TOKEN",
+    default: "",
+    schema: z.string(),
+    help: "a Hugging Face access token, for gated or private hf: models (sent to HF_ENDPOINT only)",
   }),
   modelsFile: setting({
     env: "MODELS_FILE",

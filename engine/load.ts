@@ -3,6 +3,7 @@
 // node-llama-cpp, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { checkGgufFile } from "./gguf-check.js";
 import { buildSelection, defaultBuildChoice, type EngineBuildChoice, loadedBuild, missingPatchedBuild } from "./native.js";
 import type { EngineOptions } from "./types.js";
 
@@ -75,6 +76,8 @@ export async function loadModel(llama: Llama, modelPath: string, log: Log, gpuLa
   } catch {
     throw new Error(`Model file not found or not readable: ${modelPath}`);
   }
+  // A file that is not a whole GGUF is refused in one line here, rather than in llama.cpp's loader.
+  await checkGgufFile(modelPath);
   // "auto" offloads as many layers as the free VRAM holds (all of them for a model that fits).
   const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers });
   log("model loaded", { modelPath, gpuLayers: model.gpuLayers, sizeBytes: model.size, trainContextSize: model.trainContextSize });

@@ -158,7 +158,10 @@ export const ERROR_CATALOGUE = {
     ...notNow(503),
     when: "The server is draining after SIGTERM and takes no new batch or request; another takes the work (a stream in flight past `SHUTDOWN_DRAIN_SECONDS` ends with it as an error event).",
   },
-  model_not_ready: { ...notNow(503), when: "The model is still loading." },
+  model_not_ready: {
+    ...notNow(503),
+    when: "The service is starting: its model is still being downloaded (`GET /ready` shows the progress) or loading; `Retry-After` says when to ask again.",
+  },
   backend_unavailable: {
     ...notNow(503),
     when: "A synchronous request's backend failed in a way worth retrying (the engine closed, an upstream down), or no worker serving its model answered.",

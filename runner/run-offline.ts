@@ -118,12 +118,11 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
       );
     }
 
-    const registry = await loadRegistry(
-      config,
-      deps.logger,
-      process.env,
-      "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)",
-    );
+    const registry = await loadRegistry(config, deps.logger, {
+      hint: "--model hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 (or MODEL_PATH=...)",
+      setting: config.modelPath === args.model ? "--model" : "MODEL_PATH",
+      signal,
+    });
     const spec = registry.resolve(validation.model);
     if (!spec) {
       const named =

@@ -7,6 +7,18 @@ import { createProgressReporter, formatDuration } from "../../runner/progress.js
 const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
 
 describe("runner flags", () => {
+  it("takes a model to download as --model, kept as written, and refuses one it cannot download", () => {
+    const parsed = parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0"], "/w");
+    expect(parsed).toMatchObject({ kind: "run", args: { model: "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0" } });
+    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "https://h.example/m.gguf"], "/w")).toMatchObject({
+      args: { model: "https://h.example/m.gguf" },
+    });
+    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "hf:Qwen"], "/w")).toEqual({
+      kind: "usage",
+      message: expect.stringMatching(/^--model hf:Qwen: not a Hugging Face reference/),
+    });
+  });
+
   it("takes vLLM-style short and long flags", () => {
     expect(
       parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--concurrency", "4", "--threads", "2", "--model", "m.gguf"], "/w"),

@@ -1,19 +1,20 @@
 // The offline runner on a real model: local files, URL input and output on loopback, an invalid
 // file, and the command line as `npm run batch` runs it.
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { type FileServer, startFileServer } from "../helpers/file-server.js";
+import { startModelHost } from "../helpers/model-host.js";
 
 const exec = promisify(execFile);
 let dir: string;
@@ -378,6 +379,61 @@ describe("npm run batch (the command line)", () => {
     expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
     expect(r.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
     expect(rows(readFileSync(out, "utf8"))).toHaveLength(4);
+  });
+
+  it("downloads --model hf:... once into MODELS_DIR with its progress on stderr; Ctrl-C during the download exits 130", async () => {
+    const tiny = path.join(dir, "host-tiny.gguf");
+    await writeGeneratedModel(tiny, { preset: "tiny" });
+    const host = await startModelHost();
+    try {
+      host.put("/Owner/Tiny-GGUF/resolve/main/tiny-q8_0.gguf", readFileSync(tiny));
+      host.manifest("Owner", "Tiny-GGUF", "Q8_0", "tiny-q8_0.gguf");
+      const modelsDir = path.join(dir, "runner-models");
+      const env = { MODEL_PATH: "", MODELS_DIR: modelsDir, HF_ENDPOINT: host.url };
+      const input = path.join(repoRoot, "examples/sample_batch.jsonl");
+
+      host.stallAfter(300_000);
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          path.join(repoRoot, "runner/main.ts"),
+          "-i",
+          input,
+          "-o",
+          path.join(dir, "dl-0.jsonl"),
+          "--model",
+          "hf:Owner/Tiny-GGUF:Q8_0",
+        ],
+        {
+          cwd: repoRoot,
+          env: { ...process.env, ...engineEnv, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+      while (!/downloading hf:Owner\/Tiny-GGUF:Q8_0 \[/.test(stderr) && child.exitCode === null)
+        await new Promise((r) => setTimeout(r, 20));
+      child.kill("SIGINT");
+      expect(await exited, stderr).toBe(130);
+      expect(readdirSync(modelsDir).filter((f) => f.endsWith(".gguf"))).toEqual([]);
+      host.stallAfter(undefined);
+
+      const first = await cli(["-i", input, "-o", path.join(dir, "dl-1.jsonl"), "--model", "hf:Owner/Tiny-GGUF:Q8_0"], env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stderr).toMatch(/downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#{20}\] 100% 1\.\d MB of 1\.\d MB/);
+      expect(first.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
+      const before = host.requests.length;
+      const second = await cli(["-i", input, "-o", path.join(dir, "dl-2.jsonl"), "--model", "hf:Owner/Tiny-GGUF:Q8_0"], env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stderr).not.toMatch(/downloading/);
+      expect(host.requests.length).toBe(before);
+    } finally {
+      await host.close();
+    }
   });
 
   it("routes by the lines' model with --models-file, and refuses a model the file does not serve", async () => {
