@@ -1,7 +1,10 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import os from "node:os";
+import type pino from "pino";
+import { starting } from "../api/errors.js";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
-import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
+import { type Config, ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
 import { createLogger } from "./logger.js";
 import { migrateSchema } from "./plane-state.js";
@@ -57,35 +60,16 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
+  // The port is taken before the model loads (minutes for a large one), so a port in use is said at once; until the
+  // service is built, every request is answered 503 `starting`.
+  const server = await listenFirst(config, logger);
   const service = await buildService(config, logger);
-  // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
-  const server = service.app.listen(config.port, config.host, (err?: Error) => {
-    if (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why =
-        code === "EADDRINUSE"
-          ? "the port is already in use; set PORT to a free one"
-          : code === "EACCES"
-            ? "permission denied; use a port above 1023"
-            : err.message;
-      // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a
-      // moment to be read before it goes to stderr.
-      logger.flush(() =>
-        setTimeout(() => {
-          console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
-          process.exit(1);
-        }, 100),
-      );
-      return;
-    }
-    const addr = server.address();
-    const port = typeof addr === "object" && addr ? addr.port : config.port;
-    logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
-    service.controlPlane.advertise(`http://${reachableHost(config.host)}:${port}`);
-  });
-
-  const { maxConnections, ...timeouts } = config.http;
-  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
+  server.off("request", answerStarting);
+  server.on("request", service.app);
+  const addr = server.address();
+  const port = typeof addr === "object" && addr ? addr.port : config.port;
+  logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
+  service.controlPlane.advertise(`http://${reachableHost(config.host)}:${port}`);
 
   onStopSignals((signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
@@ -137,6 +121,43 @@ async function main() {
         process.exit(1);
       });
   }
+}
+
+/** The HTTP server, listening with its limits, its answers `starting` until the service takes them over; or exit 1 with one line. */
+async function listenFirst(config: Config, logger: pino.Logger): Promise<Server> {
+  const server = createServer(answerStarting);
+  const { maxConnections, ...timeouts } = config.http;
+  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
+  const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    server.once("error", resolve);
+    server.listen(config.port, config.host, () => {
+      server.off("error", resolve);
+      resolve(undefined);
+    });
+  });
+  if (!err) return server;
+  const why =
+    err.code === "EADDRINUSE"
+      ? "the port is already in use; set PORT to a free one"
+      : err.code === "EACCES"
+        ? "permission denied; use a port above 1023"
+        : err.message;
+  // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a moment to
+  // be read before it goes to stderr.
+  return new Promise<never>(() =>
+    logger.flush(() =>
+      setTimeout(() => {
+        console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
+        process.exit(1);
+      }, 100),
+    ),
+  );
+}
+
+function answerStarting(_req: IncomingMessage, res: ServerResponse): void {
+  const err = starting();
+  res.writeHead(err.status, { "content-type": "application/json; charset=utf-8", ...err.headers });
+  res.end(JSON.stringify(err.toBody()));
 }
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");

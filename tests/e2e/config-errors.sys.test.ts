@@ -67,6 +67,8 @@ describe("configuration mistakes", () => {
       const last = lines.at(-1);
       expect(last).toBe(`offline-batch-inference: cannot listen on 127.0.0.1:${port}: the port is already in use; set PORT to a free one`);
       expect(lines.join("\n")).not.toMatch(/\n\s+at /);
+      // Said before the model loads (minutes for a large one), not after.
+      expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
     } finally {
       taken.close();
     }
