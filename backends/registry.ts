@@ -4,6 +4,7 @@
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
 import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
 import { getPreset } from "../engine/gguf/presets.js";
 import { type Price, PriceSchema, priceFrom } from "./price.js";
@@ -93,7 +94,7 @@ export class ModelRegistry {
 }
 
 const positive = z.number().int().min(1);
-const LocalSchema = z.strictObject({
+const LocalSchema = strictObject({
   path: z.string().min(1).optional(),
   /** The project's own random-weights model of this preset, which every clone can make (npm run gen-model). */
   generated: z.enum(GENERATED_MODEL_PRESETS, { error: `must be one of ${GENERATED_MODEL_PRESETS.join(", ")}` }).optional(),
@@ -103,7 +104,7 @@ const LocalSchema = z.strictObject({
   threads: positive.optional(),
   gpu_layers: z.union([z.number().int().min(0), z.literal("auto")]).optional(),
 });
-const UpstreamSchema = z.strictObject({
+const UpstreamSchema = strictObject({
   base_urls: z.array(z.url({ protocol: /^https?$/ })).min(1),
   model: z.string().min(1),
   api_key_env: z
@@ -116,21 +117,20 @@ const UpstreamSchema = z.strictObject({
   max_attempts: positive.optional(),
   prefix_routing: z.enum(["auto", "slots", "grouped", "none"], { error: "must be auto, slots, grouped or none" }).optional(),
 });
-const ModelSchema = z
-  .strictObject({
-    name: z.string().min(1),
-    aliases: z.array(z.string().min(1)).optional(),
-    local: LocalSchema.optional(),
-    upstream: UpstreamSchema.optional(),
-    price: PriceSchema.optional(),
-    defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
-  })
+const ModelSchema = strictObject({
+  name: z.string().min(1),
+  aliases: z.array(z.string().min(1)).optional(),
+  local: LocalSchema.optional(),
+  upstream: UpstreamSchema.optional(),
+  price: PriceSchema.optional(),
+  defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
+})
   .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream")
   .refine((m) => !m.local || (m.local.path === undefined) !== (m.local.generated === undefined), {
     message: "local needs exactly one of path and generated",
     path: ["local"],
   });
-const FileSchema = z.strictObject({
+const FileSchema = strictObject({
   default_model: z.string().min(1).optional(),
   models: z.array(ModelSchema).min(1),
 });

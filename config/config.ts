@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
+import { nearestKey } from "./known-keys.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -39,6 +40,8 @@ export function loadConfig(env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(`cannot read model config ${file}: ${(err as Error).message}`);
   }
+  const unknown = unknownYamlKeys(y);
+  if (unknown.length > 0) throw new ConfigError(`invalid configuration: ${file}: ${unknown.join("; ")}`);
   const raw: Record<string, any> = {};
   /** Where each setting the user gave came from, by its place in the tree ("engine.threads"), for errors. */
   const given = new Map<string, string>();
@@ -90,6 +93,40 @@ export function loadConfig(env: Env = process.env): Config {
     modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
   };
+}
+
+/**
+ * The keys of the models config's YAML that no setting declares, each named with the nearest declared one (a key of
+ * the same section, else a setting of that name in another: `threads` at the top is `engine.threads`).
+ */
+export function unknownYamlKeys(doc: unknown): string[] {
+  const declared = eachSetting().flatMap(({ setting }) => (setting.yaml ? [setting.yaml] : []));
+  const problems: string[] = [];
+  const walk = (node: unknown, at: string) => {
+    if (node === null || typeof node !== "object" || Array.isArray(node)) {
+      problems.push(`${at || "the file"}: must be a map of settings (${childKeys(declared, at).join(", ")})`);
+      return;
+    }
+    for (const [key, value] of Object.entries(node)) {
+      const where = at ? `${at}.${key}` : key;
+      if (declared.includes(where)) continue;
+      if (declared.some((d) => d.startsWith(`${where}.`))) walk(value, where);
+      else {
+        const sibling = nearestKey(key, childKeys(declared, at));
+        const elsewhere = declared.find((d) => nearestKey(key, [d.split(".").at(-1)!]) !== undefined);
+        const near = sibling ? (at ? `${at}.${sibling}` : sibling) : elsewhere;
+        problems.push(`unknown key '${where}' (${near ? `did you mean '${near}'?` : `valid keys: ${childKeys(declared, at).join(", ")}`})`);
+      }
+    }
+  };
+  walk(doc, "");
+  return problems;
+}
+
+/** The keys declared directly under `at` ("" for the top). */
+function childKeys(declared: readonly string[], at: string): string[] {
+  const prefix = at ? `${at}.` : "";
+  return [...new Set(declared.filter((d) => d.startsWith(prefix)).map((d) => d.slice(prefix.length).split(".")[0]))];
 }
 
 /** Shared state needs its database; a role other than `all`, S3 storage and the shard settings only make sense with one. */

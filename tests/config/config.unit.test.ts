@@ -102,6 +102,38 @@ describe("loadConfig", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("refuses a key of MODEL_CONFIG that no setting has, naming it and the nearest that does", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
+    const refused = (yaml: string) => {
+      const file = path.join(dir, "c.yaml");
+      writeFileSync(file, yaml);
+      try {
+        loadConfig({ MODEL_CONFIG: file });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message.replace(`${file}: `, "");
+      }
+      throw new Error(`accepted:\n${yaml}`);
+    };
+    try {
+      expect(refused("engine: {thread: 2}\n")).toBe("invalid configuration: unknown key 'engine.thread' (did you mean 'engine.threads'?)");
+      // A setting put in the wrong section, or spelt as its variable, is found where it belongs.
+      expect(refused("threads: 2\n")).toBe("invalid configuration: unknown key 'threads' (did you mean 'engine.threads'?)");
+      expect(refused("pipeline:\n  CONCURRENCY: 4\n")).toBe(
+        "invalid configuration: unknown key 'pipeline.CONCURRENCY' (did you mean 'pipeline.concurrency'?)",
+      );
+      expect(refused("pools:\n  spot: {capacty: 1}\n")).toBe(
+        "invalid configuration: unknown key 'pools.spot.capacty' (did you mean 'pools.spot.capacity'?)",
+      );
+      expect(refused("sla: 5\nbogus: 1\n")).toBe(
+        "invalid configuration: sla: must be a map of settings (urgent_seconds, yield); " +
+          "unknown key 'bogus' (valid keys: model, engine, pipeline, lanes, pools, sla)",
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("the settings, declared once", () => {

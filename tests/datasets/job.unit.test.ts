@@ -72,7 +72,10 @@ describe("the job's fields", () => {
 
   it("says which field is wrong, in one line", async () => {
     expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^flags: limit: /);
-    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("flags: job: unknown field prompts");
+    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("flags: job: unknown field 'prompts' (did you mean 'prompt'?)");
+    expect(jobError(() => checkFlags({ messages: [{ role: "user", content: "x", rol: "system" }] }))).toBe(
+      "flags: messages.0: unknown field 'rol' (did you mean 'role'?)",
+    );
     expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toMatch(/^flags: endpoint: /);
     expect(jobError(() => job({}))).toMatch(/exactly one of messages, prompt, body or preprocess \(none is set\)/);
     expect(jobError(() => job({ prompt: "a", messages: [{ role: "user", content: "b" }] }))).toMatch(/messages and prompt are/);

@@ -49,6 +49,16 @@ describe("configuration mistakes", () => {
     expect(lines.join("\n")).not.toMatch(/s3cret-pw/);
   });
 
+  it("a misspelt key in the models config file: one line naming it and the key meant, exit 1", async () => {
+    const file = path.join(dir, "model_config.yaml");
+    writeFileSync(file, "engine:\n  thread: 2\n");
+    const { code, lines } = await failure({ MODEL_CONFIG: file });
+    expect(code).toBe(1);
+    expect(lines).toEqual([
+      `offline-batch-inference: invalid configuration: ${file}: unknown key 'engine.thread' (did you mean 'engine.threads'?)`,
+    ]);
+  });
+
   it("BATCH_DIR pointing at a file", async () => {
     const file = path.join(dir, "not-a-folder");
     writeFileSync(file, "x");
