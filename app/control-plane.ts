@@ -211,6 +211,7 @@ export async function buildControlPlane(deps: {
     workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
     ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
+    reads: queue,
     logger,
     now,
     metrics,

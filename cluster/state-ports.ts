@@ -331,6 +331,14 @@ export interface EventBus {
  * At most one holder among all processes. With many processes it is a lease: a holder that stops renewing it
  * (frozen, cut off, dead) loses it when it lapses, and another takes it over.
  */
+/** A write of a leader whose lease lapsed or was taken over: refused, for the new holder decides now. */
+export class LeaderLost extends Error {
+  constructor(name: string) {
+    super(`this process no longer holds the ${name} lease`);
+    this.name = "LeaderLost";
+  }
+}
+
 export interface LeaderLock {
   /** Takes the lock if it is free (true), or renews it and says whether this process still holds it. */
   hold(): Promise<boolean>;

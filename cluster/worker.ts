@@ -322,7 +322,8 @@ export class ClusterWorker {
   private async heartbeat(): Promise<void> {
     const runs = [...this.running.values()].map((r) => r.run);
     try {
-      await this.register();
+      // Its failure is the heartbeat's: a beat whose row was not written is not one that works again.
+      await this.registerRow();
       const { lost, stops, paused } = await this.deps.queue.heartbeat(
         this.deps.id,
         runs.map((r) => r.shard),
@@ -349,13 +350,23 @@ export class ClusterWorker {
     return this.register();
   }
 
+  /** The worker's row, a failure told as the heartbeat's outage. */
+  private register(): Promise<void> {
+    return this.registerRow().catch((err) => this.beats.failed(err));
+  }
+
   /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
-  private async register(): Promise<void> {
+  private async registerRow(): Promise<void> {
     const { id, pool, capacity } = this.deps;
     if (!pool) return;
-    await this.deps.workers
-      .register({ id, pool, capacity, models: this.served(), running: this.runningBatches(), url: this.deps.url?.() ?? null })
-      .catch((err) => this.beats.failed(err));
+    await this.deps.workers.register({
+      id,
+      pool,
+      capacity,
+      models: this.served(),
+      running: this.runningBatches(),
+      url: this.deps.url?.() ?? null,
+    });
   }
 
   /**
