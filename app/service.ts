@@ -5,14 +5,14 @@ import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
 import { createRouter, loadRegistry } from "../backends/build.js";
-import type { ModelRegistry } from "../backends/registry.js";
+import { ModelRegistry } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
-import { buildControlPlane, type ControlPlane, processId } from "./control-plane.js";
+import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
 import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
 
 export interface Service {
@@ -60,8 +60,11 @@ export async function buildService(config: Config, logger: pino.Logger, options:
 async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
-  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
-  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
+  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern; one
+  // given no models at all takes its workers' (cluster/served-models.ts).
+  const registry = followsWorkers(config)
+    ? new ModelRegistry([])
+    : await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
   const models = await createRouter(config, registry, logger);
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
@@ -169,7 +172,7 @@ const upstreamStats = (models: ModelRouter) =>
 /** An API server runs no model: it is ready once it has its database; the workers serve the models. */
 function apiRoleInfo(registry: ModelRegistry): BackendInfo {
   return {
-    model: registry.fallback ?? registry.models[0].name,
+    model: registry.fallback ?? registry.models[0]?.name ?? "",
     kind: "workers",
     endpoints: ENDPOINTS,
     concurrency: 0,

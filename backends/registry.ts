@@ -61,13 +61,14 @@ export class ModelsFileError extends Error {
 }
 
 export class ModelRegistry {
-  private readonly byName = new Map<string, ModelSpec>();
+  private byName = new Map<string, ModelSpec>();
+  private list: readonly ModelSpec[];
+  private orElse: string | undefined;
 
   /** `fallback`: the model that serves names the registry does not list (the one-model form); none: refused. */
-  constructor(
-    readonly models: readonly ModelSpec[],
-    readonly fallback?: string,
-  ) {
+  constructor(models: readonly ModelSpec[], fallback?: string) {
+    this.list = models;
+    this.orElse = fallback;
     for (const m of models) {
       for (const n of [m.name, ...m.aliases]) {
         if (this.byName.has(n)) throw new ModelsFileError(`the name '${n}' is given to two models`);
@@ -75,6 +76,31 @@ export class ModelRegistry {
       }
     }
     if (fallback !== undefined && !this.byName.has(fallback)) throw new ModelsFileError(`default_model '${fallback}' is not a model`);
+  }
+
+  get models(): readonly ModelSpec[] {
+    return this.list;
+  }
+
+  get fallback(): string | undefined {
+    return this.orElse;
+  }
+
+  /**
+   * Takes `other`'s models in place, for everything that holds this registry: an API server with no models of its
+   * own follows what its live workers serve (cluster/served-models.ts).
+   */
+  replaceWith(other: ModelRegistry): void {
+    this.list = other.list;
+    this.orElse = other.orElse;
+    this.byName = other.byName;
+  }
+
+  /** The same registry cut to the models named in `served` (by name or alias); the fallback stays if it is served. */
+  servedBy(served: ReadonlySet<string>): ModelRegistry {
+    const models = this.list.filter((m) => [m.name, ...m.aliases].some((n) => served.has(n)));
+    const fallback = this.orElse !== undefined && models.some((m) => m.name === this.orElse) ? this.orElse : undefined;
+    return new ModelRegistry(models, fallback);
   }
 
   /** The model serving `name` (a name, an alias, or anything when there is a fallback). */
@@ -212,6 +238,62 @@ export function parseModelsFile(text: string, source: string, env: Record<string
     throw new ModelsFileError(`${source}: ${(err as Error).message}`);
   }
 }
+
+/**
+ * What a worker tells the API servers of the models it serves (in its heartbeat row): their names, aliases, prices and
+ * defaults, and the one that answers names no model has; never a path, a URL or a key.
+ */
+export interface ModelCatalogue {
+  models: Array<Pick<ModelSpec, "name" | "aliases" | "generated" | "price" | "defaults"> & { kind: "local" | "upstream" }>;
+  fallback?: string;
+}
+
+/** The catalogue of `registry`'s models, or of those named in `only`. */
+export function catalogueOf(registry: ModelRegistry, only?: readonly string[]): ModelCatalogue {
+  const models = registry.models
+    .filter((m) => !only || only.includes(m.name))
+    .map((m) => ({
+      name: m.name,
+      aliases: m.aliases,
+      kind: m.backend.kind,
+      ...(m.generated ? { generated: true } : {}),
+      ...(m.price ? { price: m.price } : {}),
+      ...(m.defaults ? { defaults: m.defaults } : {}),
+    }));
+  const fallback = registry.fallback !== undefined && models.some((m) => m.name === registry.fallback) ? registry.fallback : undefined;
+  return { models, ...(fallback ? { fallback } : {}) };
+}
+
+/**
+ * The registry of the models several workers' catalogues name, as an API server with no models of its own routes by
+ * them: a name (or an alias) belongs to the first catalogue that gives it, and the first fallback answers other names.
+ * Their backends are the workers': here they only name batches.
+ */
+export function registryOfCatalogues(catalogues: readonly ModelCatalogue[]): ModelRegistry {
+  const models: ModelSpec[] = [];
+  const taken = new Set<string>();
+  let fallback: string | undefined;
+  for (const c of catalogues) {
+    for (const m of c.models) {
+      if (taken.has(m.name)) continue;
+      const aliases = m.aliases.filter((a) => !taken.has(a) && a !== m.name);
+      for (const n of [m.name, ...aliases]) taken.add(n);
+      const { kind, ...spec } = m;
+      models.push({ ...spec, aliases, backend: kind === "local" ? { kind, path: "" } : elsewhere(m.name) });
+    }
+    fallback ??= c.fallback;
+  }
+  return new ModelRegistry(models, fallback);
+}
+
+/** An upstream model served by the workers: an API server never sends it anything itself. */
+const elsewhere = (model: string): UpstreamBackendSpec => ({
+  kind: "upstream",
+  baseUrls: [],
+  model,
+  ...UPSTREAM_DEFAULTS,
+  prefixRouting: "none",
+});
 
 /** The model name the README's curl demo sends: the one-model form answers to it. */
 export const DEMO_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";

@@ -3,6 +3,7 @@
 // expires or fails, when its spot capacity is reclaimed, or when it shuts down (each handed back after a last
 // checkpoint, for another worker to resume).
 import type pino from "pino";
+import { catalogueOf } from "../backends/registry.js";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import { transition } from "../domain/batch-state.js";
 import type { PoolStatus } from "../domain/ports.js";
@@ -366,6 +367,8 @@ export class ClusterWorker {
       models: this.served(),
       running: this.runningBatches(),
       url: this.deps.url?.() ?? null,
+      // What an API server with no models of its own names batches by (cluster/served-models.ts).
+      catalogue: catalogueOf(this.deps.models.registry, this.deps.serves),
     });
   }
 
