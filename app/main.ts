@@ -69,7 +69,14 @@ async function main() {
   const addr = server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.port;
   logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
-  service.controlPlane.advertise(`http://${reachableHost(config.host)}:${port}`);
+  const advertised = `http://${reachableHost(config.host)}:${port}`;
+  service.controlPlane.advertise(advertised);
+  const { cluster } = config;
+  if (cluster.databaseUrl && cluster.role !== "api" && !cluster.workerUrl && isLoopback(config.host))
+    logger.warn(
+      { advertised },
+      `this worker tells the API servers to send it synchronous requests at ${advertised}: only those on this machine can; on several machines set HOST=0.0.0.0 (API_KEYS makes it the default) or WORKER_URL`,
+    );
 
   onStopSignals((signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
