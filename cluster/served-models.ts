@@ -67,12 +67,16 @@ export class ServedModels {
   private tell(registry: ModelRegistry): void {
     const { logger } = this.deps;
     const models = registry.models.map((m) => (m.aliases.length > 0 ? `${m.name} (also ${m.aliases.join(", ")})` : m.name));
-    const text = models.join("; ") + (registry.fallback ? `; other names: ${registry.fallback}` : "");
+    const text = models.join("; ") + (registry.fallback ? `; any other name goes to ${registry.fallback}` : "");
     if (text === this.said) return;
+    const first = this.said === undefined;
     this.said = text;
-    if (models.length === 0)
-      logger.warn("no worker is live: batches are refused (503 no_worker_live) until one announces the models it serves");
-    else
+    if (models.length > 0)
       logger.info({ models: registry.models.map((m) => m.name), fallback: registry.fallback ?? null }, `the live workers serve: ${text}`);
+    // At start the workers are often still loading their models: normal, so said as information; losing them all is not.
+    else
+      logger[first ? "info" : "warn"](
+        "no worker is live: batches are refused (503 no_worker_live) until one announces the models it serves",
+      );
   }
 }
