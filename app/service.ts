@@ -70,16 +70,16 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;
   let controlPlane: ControlPlane;
+  let state: PlaneState | undefined;
   try {
+    // The state first: a database or a store that cannot be used is said at once, not after a model load of minutes.
+    state = await openState(config, logger, models);
     if (!apiOnly) backend = await startPrimary(models, registry);
     if (backend) metrics.setBackendInfo(backend.info);
     beforeWork?.(models);
-    const state = await openState(config, logger, models);
-    controlPlane = await buildControlPlane({ config, models, logger, metrics, state }).catch(async (err) => {
-      await state.ports.close();
-      throw err;
-    });
+    controlPlane = await buildControlPlane({ config, models, logger, metrics, state });
   } catch (err) {
+    await state?.ports.close();
     await models.close();
     throw err;
   }

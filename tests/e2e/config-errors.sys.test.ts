@@ -59,6 +59,18 @@ describe("configuration mistakes", () => {
     ]);
   });
 
+  it("a worker whose database cannot be reached: one line, before its model loads", async () => {
+    const { code, lines } = await failure({
+      DATABASE_URL: "postgres://obi:pw@127.0.0.1:1/obi",
+      ROLE: "worker",
+      MODEL_PATH: await testModelPath(),
+    });
+    expect(code).toBe(1);
+    expect(lines.at(-1)).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
+    // Said before the model loads (minutes for a large one), not after.
+    expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
+  });
+
   it("BATCH_DIR pointing at a file", async () => {
     const file = path.join(dir, "not-a-folder");
     writeFileSync(file, "x");
