@@ -60,6 +60,14 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
+  // A stop during the start (a model load of minutes) ends the process at once: nothing runs yet to drain or
+  // checkpoint (and node as a container's pid 1 would otherwise ignore SIGTERM until the load ends).
+  let running: ((signal: NodeJS.Signals, again: boolean) => void) | undefined;
+  onStopSignals((signal, again) => {
+    if (running) return running(signal, again);
+    logger.info({ signal }, "stopped while starting: exiting");
+    logger.flush(() => process.exit(128 + (os.constants.signals[signal] ?? 15)));
+  });
   // The port is taken before the model loads (minutes for a large one), so a port in use is said at once; until the
   // service is built, every request is answered 503 `starting`.
   const server = await listenFirst(config, logger);
@@ -78,7 +86,7 @@ async function main() {
       `this worker tells the API servers to send it synchronous requests at ${advertised}: only those on this machine can; on several machines set HOST=0.0.0.0 (API_KEYS makes it the default) or WORKER_URL`,
     );
 
-  onStopSignals((signal, again) => {
+  running = (signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
     if (again) {
       // State files are only ever replaced by rename and result lines are whole single writes, so
@@ -104,7 +112,7 @@ async function main() {
       );
       stop(graceMs);
     }, drainMs);
-  });
+  };
 
   function stop(graceMs: number) {
     server.close();

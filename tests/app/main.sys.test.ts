@@ -78,4 +78,15 @@ describe("the server's start", () => {
     p.child.kill("SIGTERM");
     expect(await p.exited).toBe(0);
   });
+
+  it("a stop while the model loads exits at once with the signal's status", async () => {
+    const model = await ensureGeneratedModel({ preset: "small" });
+    const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", MODEL_PATH: model, BATCH_DIR: await scratch.file("batches"), THREADS: "1" });
+    running.push(p);
+    while (!/loading model/.test(p.output()) && p.child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toBe(143);
+    expect(p.output()).toMatch(/stopped while starting: exiting/);
+    expect(p.output()).not.toMatch(/listening on/);
+  });
 });
