@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
-import { nearestKey } from "./known-keys.js";
+import { nearestKey, unknownKey } from "./known-keys.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -211,6 +211,8 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
       const e = v as { url?: unknown; secret?: unknown } | null;
       if (typeof e?.url !== "string" || typeof e?.secret !== "string")
         throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
+      const extra = Object.keys(e).find((k) => k !== "url" && k !== "secret");
+      if (extra) throw new ConfigError(`invalid configuration: WEBHOOKS_BY_KEY: ${unknownKey(extra, ["url", "secret"])}`);
       const owner = ownerOfSecret(apiKey);
       keyed.set(owner, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
     }

@@ -209,5 +209,9 @@ describe("webhook settings", () => {
     expect(loadConfig({ API_KEYS: "k1,k2", WEBHOOKS_BY_KEY: byKey }).webhooks.byKey).toBe(byKey);
     expect(() => loadConfig({ API_KEYS: "k2", WEBHOOKS_BY_KEY: byKey })).toThrow("WEBHOOKS_BY_KEY: names a key that is not in API_KEYS");
     expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: "{" })).toThrow("WEBHOOKS_BY_KEY: must be JSON");
+    const misspelt = JSON.stringify({ k1: { url: "http://127.0.0.1:9/h", secret, retires: 3 } });
+    expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: misspelt })).toThrow(
+      "invalid configuration: WEBHOOKS_BY_KEY: unknown key 'retires' (valid keys: url, secret)",
+    );
   });
 });
