@@ -227,9 +227,10 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
 
 /**
  * What can be checked on disk before the model loads: BATCH_DIR must be a folder (or not exist yet) and
- * MODEL_PATH, when set, a file. Throws one ConfigError naming the setting.
+ * MODEL_PATH, when set, a file, except on an API server, which loads no model (the name of the file names the
+ * workers' model: one ConfigMap sets it for every pod). Throws one ConfigError naming the setting.
  */
-export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void {
+export function checkPaths(config: Pick<Config, "batchDir" | "modelPath"> & { cluster?: Pick<Config["cluster"], "role"> }): void {
   const kind = (p: string) => {
     try {
       return statSync(p).isDirectory() ? "folder" : "file";
@@ -239,7 +240,7 @@ export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void
   };
   if (kind(config.batchDir) === "file")
     throw new ConfigError(`BATCH_DIR=${config.batchDir}: is a file; it must be a folder (or not exist yet)`);
-  if (config.modelPath) {
+  if (config.modelPath && config.cluster?.role !== "api") {
     const k = kind(config.modelPath);
     if (k !== "file")
       throw new ConfigError(`MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file`);

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -186,6 +186,23 @@ describe("the settings, declared once", () => {
     expect(() => loadConfig({ SHARD_SIZE: "10", WORKER_ID: "w1" })).toThrow(
       "SHARD_SIZE=10, WORKER_ID=w1: only the distributed mode (DATABASE_URL) uses this",
     );
+  });
+});
+
+describe("checkPaths", () => {
+  it("refuses a MODEL_PATH that is not a file, except on an API server, which loads no model", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-paths-"));
+    try {
+      const missing = path.join(dir, "model.gguf");
+      expect(() => checkPaths({ batchDir: dir, modelPath: missing })).toThrow(
+        `MODEL_PATH=${missing}: no such file; it must be a .gguf file`,
+      );
+      expect(() => checkPaths({ batchDir: dir, modelPath: missing, cluster: { role: "worker" } })).toThrow(/no such file/);
+      // The Kubernetes ConfigMap gives every pod the workers' MODEL_PATH; the API pods do not mount the models.
+      expect(() => checkPaths({ batchDir: dir, modelPath: missing, cluster: { role: "api" } })).not.toThrow();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
