@@ -68,6 +68,8 @@ export class Maintenance {
   /** When the state last answered this process, and before when no lease is reaped (a grace after an outage). */
   private reachedAt = Date.now();
   private reapAfter = 0;
+  /** Whether the last renewal of the lease reached the state. */
+  private reached = false;
   private readonly outage: OutageLog;
 
   private readonly sender: WebhookSender | undefined;
@@ -113,8 +115,9 @@ export class Maintenance {
       do {
         this.again = false;
         if (!(await this.holdLock())) {
-          await this.followRisk();
-          this.outage.ok();
+          // Not the leader: it only follows the batches at risk, and an outage is the database's own line to say.
+          await this.followRisk().catch((err) => this.deps.logger.debug({ err }, "the batches at risk could not be read"));
+          if (this.reached) this.outage.ok();
           return;
         }
         await this.housekeep();
@@ -257,9 +260,13 @@ export class Maintenance {
           // theirs before any is judged lapsed (the database's own restart is judged by the queue itself).
           if (Date.now() - this.reachedAt > this.deps.leaseSeconds * 1000) this.reapAfter = Date.now() + this.deps.leaseSeconds * 1000;
           this.reachedAt = Date.now();
+          this.reached = true;
           return h;
         },
-        () => lock.held,
+        () => {
+          this.reached = false;
+          return lock.held;
+        },
       );
       this.wasLeader = held;
       if (held && !before) logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");
