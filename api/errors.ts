@@ -100,6 +100,12 @@ export const fileTooLarge = (maxFileBytes: number, param: string | null = "file"
 export const modelNotReady = (message = "The model is not loaded yet.") =>
   new ApiError(503, message, "server_error", "model_not_ready", null, { "Retry-After": "5" });
 
+/** Every answer of a process that holds its port while its model loads (app/main.ts). */
+export const starting = (message = "The server is starting: its model is loading, or it is reaching its database. Retry shortly.") =>
+  new ApiError(503, message, "server_error", "starting", null, {
+    "Retry-After": "5",
+  });
+
 export const shuttingDown = () =>
   new ApiError(503, "The server is shutting down; another one takes the work.", "server_error", "shutting_down", null, {
     "Retry-After": "1",

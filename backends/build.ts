@@ -159,7 +159,7 @@ export async function createRouter(
     log: (msg, fields) => log.info(fields ?? {}, msg),
     factory: {
       footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
-      async local(spec) {
+      async local(spec, signal) {
         const engine = await createEngine({
           modelPath: spec.backend.path,
           generatedModel: spec.generated ?? false,
@@ -171,6 +171,7 @@ export async function createRouter(
           prefixCopy: config.engine.prefixCopy,
           build: config.engine.build,
           kvUnified: config.engine.kvUnified,
+          signal,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         // Responses lines run over the backend's chat endpoint.

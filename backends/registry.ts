@@ -5,6 +5,7 @@
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
 import { parseModelRef } from "../config/model-ref.js";
 import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
 import { getPreset } from "../engine/gguf/presets.js";
@@ -63,13 +64,14 @@ export class ModelsFileError extends Error {
 }
 
 export class ModelRegistry {
-  private readonly byName = new Map<string, ModelSpec>();
+  private byName = new Map<string, ModelSpec>();
+  private list: readonly ModelSpec[];
+  private orElse: string | undefined;
 
   /** `fallback`: the model that serves names the registry does not list (the one-model form); none: refused. */
-  constructor(
-    readonly models: readonly ModelSpec[],
-    readonly fallback?: string,
-  ) {
+  constructor(models: readonly ModelSpec[], fallback?: string) {
+    this.list = models;
+    this.orElse = fallback;
     for (const m of models) {
       for (const n of [m.name, ...m.aliases]) {
         if (this.byName.has(n)) throw new ModelsFileError(`the name '${n}' is given to two models`);
@@ -77,6 +79,31 @@ export class ModelRegistry {
       }
     }
     if (fallback !== undefined && !this.byName.has(fallback)) throw new ModelsFileError(`default_model '${fallback}' is not a model`);
+  }
+
+  get models(): readonly ModelSpec[] {
+    return this.list;
+  }
+
+  get fallback(): string | undefined {
+    return this.orElse;
+  }
+
+  /**
+   * Takes `other`'s models in place, for everything that holds this registry: an API server with no models of its
+   * own follows what its live workers serve (cluster/served-models.ts).
+   */
+  replaceWith(other: ModelRegistry): void {
+    this.list = other.list;
+    this.orElse = other.orElse;
+    this.byName = other.byName;
+  }
+
+  /** The same registry cut to the models named in `served` (by name or alias); the fallback stays if it is served. */
+  servedBy(served: ReadonlySet<string>): ModelRegistry {
+    const models = this.list.filter((m) => [m.name, ...m.aliases].some((n) => served.has(n)));
+    const fallback = this.orElse !== undefined && models.some((m) => m.name === this.orElse) ? this.orElse : undefined;
+    return new ModelRegistry(models, fallback);
   }
 
   /** The model serving `name` (a name, an alias, or anything when there is a fallback). */
@@ -119,7 +146,7 @@ export function promptsOverLimit(
 }
 
 const positive = z.number().int().min(1);
-const LocalSchema = z.strictObject({
+const LocalSchema = strictObject({
   path: z.string().min(1).optional(),
   /** The project's own random-weights model of this preset, which every clone can make (npm run gen-model). */
   generated: z.enum(GENERATED_MODEL_PRESETS, { error: `must be one of ${GENERATED_MODEL_PRESETS.join(", ")}` }).optional(),
@@ -129,7 +156,7 @@ const LocalSchema = z.strictObject({
   threads: positive.optional(),
   gpu_layers: z.union([z.number().int().min(0), z.literal("auto")]).optional(),
 });
-const UpstreamSchema = z.strictObject({
+const UpstreamSchema = strictObject({
   base_urls: z.array(z.url({ protocol: /^https?$/ })).min(1),
   model: z.string().min(1),
   api_key_env: z
@@ -142,21 +169,20 @@ const UpstreamSchema = z.strictObject({
   max_attempts: positive.optional(),
   prefix_routing: z.enum(["auto", "slots", "grouped", "none"], { error: "must be auto, slots, grouped or none" }).optional(),
 });
-const ModelSchema = z
-  .strictObject({
-    name: z.string().min(1),
-    aliases: z.array(z.string().min(1)).optional(),
-    local: LocalSchema.optional(),
-    upstream: UpstreamSchema.optional(),
-    price: PriceSchema.optional(),
-    defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
-  })
+const ModelSchema = strictObject({
+  name: z.string().min(1),
+  aliases: z.array(z.string().min(1)).optional(),
+  local: LocalSchema.optional(),
+  upstream: UpstreamSchema.optional(),
+  price: PriceSchema.optional(),
+  defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
+})
   .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream")
   .refine((m) => !m.local || (m.local.path === undefined) !== (m.local.generated === undefined), {
     message: "local needs exactly one of path and generated",
     path: ["local"],
   });
-const FileSchema = z.strictObject({
+const FileSchema = strictObject({
   default_model: z.string().min(1).optional(),
   models: z.array(ModelSchema).min(1),
 });
@@ -247,6 +273,62 @@ function localPath(p: string, dir: string, where: string): string {
     throw new ModelsFileError(`${where}: ${(err as Error).message}`);
   }
 }
+
+/**
+ * What a worker tells the API servers of the models it serves (in its heartbeat row): their names, aliases, prices and
+ * defaults, and the one that answers names no model has; never a path, a URL or a key.
+ */
+export interface ModelCatalogue {
+  models: Array<Pick<ModelSpec, "name" | "aliases" | "generated" | "price" | "defaults"> & { kind: "local" | "upstream" }>;
+  fallback?: string;
+}
+
+/** The catalogue of `registry`'s models, or of those named in `only`. */
+export function catalogueOf(registry: ModelRegistry, only?: readonly string[]): ModelCatalogue {
+  const models = registry.models
+    .filter((m) => !only || only.includes(m.name))
+    .map((m) => ({
+      name: m.name,
+      aliases: m.aliases,
+      kind: m.backend.kind,
+      ...(m.generated ? { generated: true } : {}),
+      ...(m.price ? { price: m.price } : {}),
+      ...(m.defaults ? { defaults: m.defaults } : {}),
+    }));
+  const fallback = registry.fallback !== undefined && models.some((m) => m.name === registry.fallback) ? registry.fallback : undefined;
+  return { models, ...(fallback ? { fallback } : {}) };
+}
+
+/**
+ * The registry of the models several workers' catalogues name, as an API server with no models of its own routes by
+ * them: a name (or an alias) belongs to the first catalogue that gives it, and the first fallback answers other names.
+ * Their backends are the workers': here they only name batches.
+ */
+export function registryOfCatalogues(catalogues: readonly ModelCatalogue[]): ModelRegistry {
+  const models: ModelSpec[] = [];
+  const taken = new Set<string>();
+  let fallback: string | undefined;
+  for (const c of catalogues) {
+    for (const m of c.models) {
+      if (taken.has(m.name)) continue;
+      const aliases = m.aliases.filter((a) => !taken.has(a) && a !== m.name);
+      for (const n of [m.name, ...aliases]) taken.add(n);
+      const { kind, ...spec } = m;
+      models.push({ ...spec, aliases, backend: kind === "local" ? { kind, path: "" } : elsewhere(m.name) });
+    }
+    fallback ??= c.fallback;
+  }
+  return new ModelRegistry(models, fallback);
+}
+
+/** An upstream model served by the workers: an API server never sends it anything itself. */
+const elsewhere = (model: string): UpstreamBackendSpec => ({
+  kind: "upstream",
+  baseUrls: [],
+  model,
+  ...UPSTREAM_DEFAULTS,
+  prefixRouting: "none",
+});
 
 /** The model name the README's curl demo sends: the one-model form answers to it. */
 export const DEMO_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";

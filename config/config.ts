@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
+import { nearestKey, unknownKey } from "./known-keys.js";
 import { isRemoteModel, parseModelRef } from "./model-ref.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
@@ -40,6 +41,8 @@ export function loadConfig(env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(`cannot read model config ${file}: ${(err as Error).message}`);
   }
+  const unknown = unknownYamlKeys(y);
+  if (unknown.length > 0) throw new ConfigError(`invalid configuration: ${file}: ${unknown.join("; ")}`);
   const raw: Record<string, any> = {};
   /** Where each setting the user gave came from, by its place in the tree ("engine.threads"), for errors. */
   const given = new Map<string, string>();
@@ -105,6 +108,40 @@ export function checkModelRef(name: string, value: string): void {
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${name}=${value}: ${(err as Error).message}`);
   }
+}
+
+/**
+ * The keys of the models config's YAML that no setting declares, each named with the nearest declared one (a key of
+ * the same section, else a setting of that name in another: `threads` at the top is `engine.threads`).
+ */
+export function unknownYamlKeys(doc: unknown): string[] {
+  const declared = eachSetting().flatMap(({ setting }) => (setting.yaml ? [setting.yaml] : []));
+  const problems: string[] = [];
+  const walk = (node: unknown, at: string) => {
+    if (node === null || typeof node !== "object" || Array.isArray(node)) {
+      problems.push(`${at || "the file"}: must be a map of settings (${childKeys(declared, at).join(", ")})`);
+      return;
+    }
+    for (const [key, value] of Object.entries(node)) {
+      const where = at ? `${at}.${key}` : key;
+      if (declared.includes(where)) continue;
+      if (declared.some((d) => d.startsWith(`${where}.`))) walk(value, where);
+      else {
+        const sibling = nearestKey(key, childKeys(declared, at));
+        const elsewhere = declared.find((d) => nearestKey(key, [d.split(".").at(-1)!]) !== undefined);
+        const near = sibling ? (at ? `${at}.${sibling}` : sibling) : elsewhere;
+        problems.push(`unknown key '${where}' (${near ? `did you mean '${near}'?` : `valid keys: ${childKeys(declared, at).join(", ")}`})`);
+      }
+    }
+  };
+  walk(doc, "");
+  return problems;
+}
+
+/** The keys declared directly under `at` ("" for the top). */
+function childKeys(declared: readonly string[], at: string): string[] {
+  const prefix = at ? `${at}.` : "";
+  return [...new Set(declared.filter((d) => d.startsWith(prefix)).map((d) => d.slice(prefix.length).split(".")[0]))];
 }
 
 /** Shared state needs its database; a role other than `all`, S3 storage and the shard settings only make sense with one. */
@@ -189,6 +226,8 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
       const e = v as { url?: unknown; secret?: unknown } | null;
       if (typeof e?.url !== "string" || typeof e?.secret !== "string")
         throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
+      const extra = Object.keys(e).find((k) => k !== "url" && k !== "secret");
+      if (extra) throw new ConfigError(`invalid configuration: WEBHOOKS_BY_KEY: ${unknownKey(extra, ["url", "secret"])}`);
       const owner = ownerOfSecret(apiKey);
       keyed.set(owner, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
     }
@@ -202,10 +241,14 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
 }
 
 /**
+/**
  * What can be checked on disk before the model loads: BATCH_DIR and MODELS_DIR must be folders (or not exist yet)
- * and MODEL_PATH, when it names a file, a file. Throws one ConfigError naming the setting.
+ * and MODEL_PATH, when it names a file, a file, except on an API server, which loads no model (the name of the file
+ * names the workers' model: one ConfigMap sets it for every pod). Throws one ConfigError naming the setting.
  */
-export function checkPaths(config: Pick<Config, "batchDir" | "modelPath" | "modelsDir">): void {
+export function checkPaths(
+  config: Pick<Config, "batchDir" | "modelPath" | "modelsDir"> & { cluster?: Pick<Config["cluster"], "role"> },
+): void {
   const kind = (p: string) => {
     try {
       return statSync(p).isDirectory() ? "folder" : "file";
@@ -218,7 +261,7 @@ export function checkPaths(config: Pick<Config, "batchDir" | "modelPath" | "mode
   if (kind(config.modelsDir) === "file")
     throw new ConfigError(`MODELS_DIR=${config.modelsDir}: is a file; it must be a folder (or not exist yet)`);
   // A download's reference is fetched (and checked) when the models are brought up.
-  if (config.modelPath && !isRemoteModel(config.modelPath)) {
+  if (config.modelPath && !isRemoteModel(config.modelPath) && config.cluster?.role !== "api") {
     const k = kind(config.modelPath);
     if (k !== "file") {
       // owner/repo, as Hugging Face names a repository, was most likely meant as one.

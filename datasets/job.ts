@@ -4,6 +4,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
 import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
 import { OUTPUT_FORMATS } from "./tables.js";
 
@@ -19,7 +20,7 @@ export class JobError extends Error {
   }
 }
 
-const Message = z.strictObject({ role: z.enum(["system", "developer", "user", "assistant"]), content: z.string() });
+const Message = strictObject({ role: z.enum(["system", "developer", "user", "assistant"]), content: z.string() }, "field");
 
 /** The fields one stage may set; a multi-stage file's top level sets them for every stage. */
 const JobFields = {
@@ -41,8 +42,8 @@ const JobFields = {
   result_prefix: z.string().optional(),
   result_names: z.record(z.string(), z.string().min(1)).optional(),
 };
-const StageSchema = z.strictObject(JobFields);
-const FileSchema = z.strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() });
+const StageSchema = strictObject(JobFields, "field");
+const FileSchema = strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() }, "field");
 
 export type JobFields = z.infer<typeof StageSchema>;
 
@@ -103,10 +104,8 @@ function check<T>(schema: z.ZodType<T>, raw: unknown, where: string | ((field: s
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
   const field = issue.path.join(".") || "job";
-  const what =
-    issue.code === "unrecognized_keys" ? `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : issue.message;
   const named = typeof where === "string" ? `${where}: ${field}` : issue.path.length ? where(field) : whole;
-  throw new JobError(`${named}: ${what}`, issue.path.length ? field : undefined);
+  throw new JobError(`${named}: ${issue.message}`, issue.path.length ? field : undefined);
 }
 
 /**

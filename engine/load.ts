@@ -70,7 +70,13 @@ export async function loadLlama(
   return llama;
 }
 
-export async function loadModel(llama: Llama, modelPath: string, log: Log, gpuLayers: number | "auto" = "auto"): Promise<LlamaModel> {
+export async function loadModel(
+  llama: Llama,
+  modelPath: string,
+  log: Log,
+  gpuLayers: number | "auto" = "auto",
+  signal?: AbortSignal,
+): Promise<LlamaModel> {
   try {
     await access(modelPath, constants.R_OK);
   } catch {
@@ -79,7 +85,8 @@ export async function loadModel(llama: Llama, modelPath: string, log: Log, gpuLa
   // A file that is not a whole GGUF is refused in one line here, rather than in llama.cpp's loader.
   await checkGgufFile(modelPath);
   // "auto" offloads as many layers as the free VRAM holds (all of them for a model that fits).
-  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers });
+  // node-llama-cpp stops a load between its steps when the signal aborts, and frees what it had loaded.
+  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers, loadSignal: signal });
   log("model loaded", { modelPath, gpuLayers: model.gpuLayers, sizeBytes: model.size, trainContextSize: model.trainContextSize });
   return model;
 }

@@ -9,6 +9,7 @@
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
 import Denque from "denque";
+import { currentDrain } from "./drain.js";
 import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow, reserveWanted } from "./lane.js";
 
@@ -119,6 +120,9 @@ export class ResourcePool<T> {
   acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>, resumed = false): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
+    // A request that has not begun gives its wait up when its run drains (drain.ts); one resuming has begun.
+    const drain = resumed ? undefined : currentDrain();
+    if (drain?.aborted) return Promise.reject(abortError(drain));
     const interactive = interactiveNow();
     if (interactive && reserveWanted()) this.warm();
     if (this.free.length > (interactive ? 0 : this.held)) {
@@ -130,7 +134,12 @@ export class ResourcePool<T> {
       const onAbort = () => {
         if (waiter.done) return;
         this.settle(waiter);
-        reject(abortError(signal));
+        unlisten();
+        reject(abortError(signal?.aborted ? signal : drain));
+      };
+      const unlisten = () => {
+        signal?.removeEventListener("abort", onAbort);
+        drain?.removeEventListener("abort", onAbort);
       };
       const waiter: Waiter<T> = {
         done: false,
@@ -140,15 +149,16 @@ export class ResourcePool<T> {
         resumed: resumed && !interactive,
         preempts: interactive && reserveWanted(),
         resolve: (item) => {
-          signal?.removeEventListener("abort", onAbort);
+          unlisten();
           resolve(item);
         },
         reject: (err) => {
-          signal?.removeEventListener("abort", onAbort);
+          unlisten();
           reject(err);
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
+      drain?.addEventListener("abort", onAbort, { once: true });
       if (waiter.preempts) this.preemptors++;
       // Behind the live waiters of its rank and above, ahead of those below it (a batch line: last, without a scan).
       if (rank(waiter) === BATCH) this.waiters.push(waiter);

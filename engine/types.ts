@@ -235,4 +235,6 @@ export interface EngineOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Pass llama.cpp's debug messages to `log` too (diagnostics and tests; warnings and errors only by default). */
   llamaDebugLog?: boolean;
+  /** Stops the load (a Ctrl-C, a shutdown): createEngine then rejects with the signal's reason and keeps nothing. */
+  signal?: AbortSignal;
 }

@@ -122,6 +122,12 @@ export interface ExecuteOptions {
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
    */
   onText?: (choice: number, text: string) => void;
+  /**
+   * The drain of the run the request belongs to: once it aborts, a request still waiting for room to begin (a
+   * sequence, a context, a place under an upstream's limit) gives its wait up and rejects with the drain's reason
+   * (or an AbortError caused by it), having computed nothing; a request begun runs to its end.
+   */
+  drain?: AbortSignal;
 }
 
 export interface InferenceBackend {

@@ -158,9 +158,14 @@ export const ERROR_CATALOGUE = {
     ...notNow(503),
     when: "The server is draining after SIGTERM and takes no new batch or request; another takes the work (a stream in flight past `SHUTDOWN_DRAIN_SECONDS` ends with it as an error event).",
   },
-  model_not_ready: {
+  model_not_ready: { ...notNow(503), when: "The model is still loading." },
+  no_worker_live: {
     ...notNow(503),
-    when: "The service is starting: its model is still being downloaded (`GET /ready` shows the progress) or loading; `Retry-After` says when to ask again.",
+    when: "An API server with no models of its own (neither `MODEL_PATH` nor `MODELS_FILE`) names a batch by the models its live workers serve, and no worker is live.",
+  },
+  starting: {
+    ...notNow(503),
+    when: "The process has just started: it holds its port already, but its model is still being downloaded (`GET /ready` shows the progress) or loading (an API server: it is still reaching its database); `Retry-After` says when to ask again.",
   },
   backend_unavailable: {
     ...notNow(503),

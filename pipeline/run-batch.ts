@@ -1,6 +1,7 @@
 // Runs a validated batch file over an inference backend: stream the lines, parse each body, let the backend
 // refuse what it cannot honour, run the rest, and append one OpenAI batch output line per request to the
 // output or the error file. A bad body fails its own line (status 400, the field named), never the batch.
+import { getMaxListeners, setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BackendResult, Endpoint, InferenceBackend } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
@@ -31,6 +32,8 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const retry = opts.retry ?? DEFAULT_RETRY;
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
   const concurrency = opts.concurrency > 0 ? opts.concurrency : (backend?.info.concurrency ?? 1);
+  // Each request waiting to begin listens on the drain (ExecuteOptions.drain): not a leak.
+  if (opts.drain && opts.drainWaiting) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
@@ -70,9 +73,9 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       progress.completed++;
       addUsage(progress.usage, outcome.value.usage);
       reportProgress();
-    } else if (signal?.aborted && !isRequestFailure(outcome.error)) {
-      // Stopped by the abort, not failed by itself: it did not run.
-      const reason = abortReasonOf(signal);
+    } else if ((signal?.aborted && !isRequestFailure(outcome.error)) || (opts.drainWaiting && gaveUp(outcome.error, opts.drain))) {
+      // Stopped by the abort, or by the drain before it began, not failed by itself: it did not run.
+      const reason = signal?.aborted ? abortReasonOf(signal) : abortReasonOf(opts.drain!);
       if (reason.code !== "shutdown") await writeFailure(abortedLine(req.customId, reason));
     } else {
       await writeFailure(failureLine(req.customId, outcome.error));
@@ -86,7 +89,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       signal,
       drain: opts.drain,
       onResult,
-      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig),
+      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig, opts.drainWaiting ? opts.drain : undefined),
     });
     if (!run.aborted) return { ...progress };
     // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
@@ -186,11 +189,13 @@ async function runRequest(
   req: BatchRequest,
   retry: { attempts: number; baseDelayMs: number },
   signal: AbortSignal,
+  drain: AbortSignal | undefined,
 ): Promise<BackendResult> {
   if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
   const request = parseRequest(endpoint, req.body);
   backend.check(request);
-  return withRetry(() => backend.execute(request, signal), retry, signal);
+  // A drain stops what waits to begin (ExecuteOptions.drain): what computes finishes, as the drain promises.
+  return withRetry(() => backend.execute(request, signal, drain ? { drain } : undefined), retry, signal);
 }
 
 /** Transient backend errors get more tries, with exponential backoff and full jitter. */
@@ -205,6 +210,10 @@ async function withRetry<T>(run: () => Promise<T>, retry: { attempts: number; ba
     }
   }
 }
+
+/** A request that gave its wait up when its run drained (ExecuteOptions.drain): it never began. */
+const gaveUp = (err: unknown, drain: AbortSignal | undefined) =>
+  drain?.aborted === true && (err === drain.reason || (err instanceof Error && err.name === "AbortError" && err.cause === drain.reason));
 
 /** A failure that belongs to the request itself, not to the abort that interrupted it. */
 const isRequestFailure = (err: unknown) => err instanceof RequestError && !err.retryable;

@@ -80,6 +80,12 @@ export interface RunBatchOptions {
    * the rest get that reason's line. `signal` still cuts it short.
    */
   drain?: AbortSignal;
+  /**
+   * With a drain, the requests still waiting for the backend's room (a sequence, a place under an upstream's limit)
+   * give that wait up too and are left as a shutdown leaves them, so only what computes finishes (the offline runner's
+   * Ctrl-C). Without it every request in flight finishes, waiting or not (a cancel's grace, a worker's drain).
+   */
+  drainWaiting?: boolean;
   onProgress?: (p: Progress) => void;
   /**
    * Durable progress: the result files are flushed to stable storage (fdatasync) at most this often, and

@@ -50,6 +50,12 @@ export interface UpstreamStats extends BackendStats {
 
 const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/score"];
 
+/** How a request is sent: its lane, and the drain of the run it belongs to (ExecuteOptions). */
+interface SendHow {
+  interactive: boolean;
+  drain?: AbortSignal;
+}
+
 /** A base URL without credentials, for logs and metrics. */
 export function redactUrl(url: string): string {
   const u = new URL(url);
@@ -155,22 +161,23 @@ export class UpstreamBackend implements InferenceBackend {
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     const interactive = options?.lane === "interactive";
+    const how = { interactive, drain: options?.drain };
     this.check(request);
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
-    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, interactive);
+    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, how);
     const { slots } = await this.prefixRouting();
     // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned; nor is an
     // interactive request, which would wait there behind its family's batch lines.
     if (!slots || request.endpoint === "/v1/embeddings" || interactive)
-      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, interactive);
+      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, how);
     const family = slots.familyOf(request.body as Record<string, unknown>);
     const slot = await slots.acquire(family, signal);
     try {
       // llama-server's own extension: the slot whose cache holds this family's opening.
       const payload = JSON.stringify({ ...request.body, ...topK, id_slot: slot, cache_prompt: true, model: this.opts.model });
-      return await this.sendWithRetries(request, payload, signal, interactive);
+      return await this.sendWithRetries(request, payload, signal, how);
     } finally {
       slots.release(slot, family);
     }
@@ -181,7 +188,7 @@ export class UpstreamBackend implements InferenceBackend {
    * request per distinct query with all its documents, every score asked for, then answered in this service's
    * bodies (openai/rank.ts), so both endpoints read alike whichever server ranked.
    */
-  private async rank(request: RankRequest, signal?: AbortSignal, interactive = false): Promise<BackendResult> {
+  private async rank(request: RankRequest, signal: AbortSignal | undefined, how: SendHow): Promise<BackendResult> {
     const pairs = rankPairs(request);
     const byQuery = new Map<string, number[]>();
     for (const [i, [query]] of pairs.entries()) byQuery.set(query, [...(byQuery.get(query) ?? []), i]);
@@ -192,7 +199,7 @@ export class UpstreamBackend implements InferenceBackend {
         const documents = at.map((i) => pairs[i][1]);
         const rerank: RankRequest = { endpoint: "/v1/rerank", body: { query, documents } };
         const payload = JSON.stringify({ query, documents, top_n: documents.length, model: this.opts.model });
-        const r = await this.sendWithRetries(rerank, payload, signal, interactive);
+        const r = await this.sendWithRetries(rerank, payload, signal, how);
         const results = (r.body as { results?: unknown }).results;
         if (!Array.isArray(results) || results.length !== documents.length)
           throw upstreamFault(
@@ -214,15 +221,19 @@ export class UpstreamBackend implements InferenceBackend {
     };
   }
 
-  /** One request with its retries, under the adaptive limit (an interactive one waits ahead of batch lines). */
+  /**
+   * One request with its retries, under the adaptive limit (an interactive one waits ahead of batch lines; one whose
+   * run drains before its first try gets room gives its wait up).
+   */
   private async sendWithRetries(
     request: InferenceRequest,
     payload: string,
-    signal?: AbortSignal,
-    interactive = false,
+    signal: AbortSignal | undefined,
+    { interactive, drain }: SendHow,
   ): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
-      const startedAt = await this.limit.acquire(signal, interactive);
+      const waitUntil = attempt === 1 && drain ? AbortSignal.any(signal ? [signal, drain] : [drain]) : signal;
+      const startedAt = await this.limit.acquire(waitUntil, interactive);
       const url = this.urls.pick();
       let outcome: Outcome = "error";
       let healthy = true;

@@ -117,8 +117,9 @@ export function errorHandler(opts: { maxFileBytes: number; onStorageFault?: (err
   return (err, req, res, _next) => {
     const apiError = toApiError(err, opts);
     if (apiError && (apiError.status === 507 || apiError.code === "storage_unavailable")) opts.onStorageFault?.(err);
-    // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line.
-    if (!apiError || apiError.status >= 500) (res as { err?: unknown }).err = err;
+    // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line. A refusal
+    // for now (Retry-After) has its cause logged once, as an outage (request-log.ts).
+    if (!apiError || (apiError.status >= 500 && !apiError.headers["Retry-After"])) (res as { err?: unknown }).err = err;
     if (res.headersSent) {
       // A stream broke after the status line went out: all we can still do is cut the response short.
       req.log?.error({ err }, "response failed after headers were sent");

@@ -63,7 +63,17 @@ describe("parseModelsFile", () => {
       /exactly one of local and upstream/,
     ],
     ["neither backend", "models: [{ name: a }]", /exactly one of local and upstream/],
-    ["an unknown field", "models: [{ name: a, local: { path: a.gguf, gpu: 1 } }]", /models\.0\.local.*gpu/],
+    [
+      "an unknown field",
+      "models: [{ name: a, local: { path: a.gguf, gpu: 1 } }]",
+      /models\.0\.local: unknown key 'gpu' \(valid keys: path, /,
+    ],
+    [
+      "a misspelt field, named with the one meant",
+      "models: [{ name: a, local: { path: a.gguf, contxt_size: 512 }, price: { spot_per_hour: 1, dedicated_per_hours: 2 } }]",
+      /models\.0\.local: unknown key 'contxt_size' \(did you mean 'context_size'\?\); models\.0\.price: unknown key 'dedicated_per_hours' \(did you mean 'dedicated_per_hour'\?\)/,
+    ],
+    ["a misspelt top-level key", "model: [{ name: a, local: { path: a.gguf } }]", /unknown key 'model' \(did you mean 'models'\?\)/],
     ["a URL that is not http", "models: [{ name: a, upstream: { base_urls: ['ftp://x/v1'], model: m } }]", /base_urls\.0/],
     [
       "an unset key variable",

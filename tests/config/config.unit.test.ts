@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -132,6 +132,38 @@ describe("loadConfig", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("refuses a key of MODEL_CONFIG that no setting has, naming it and the nearest that does", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
+    const refused = (yaml: string) => {
+      const file = path.join(dir, "c.yaml");
+      writeFileSync(file, yaml);
+      try {
+        loadConfig({ MODEL_CONFIG: file });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message.replace(`${file}: `, "");
+      }
+      throw new Error(`accepted:\n${yaml}`);
+    };
+    try {
+      expect(refused("engine: {thread: 2}\n")).toBe("invalid configuration: unknown key 'engine.thread' (did you mean 'engine.threads'?)");
+      // A setting put in the wrong section, or spelt as its variable, is found where it belongs.
+      expect(refused("threads: 2\n")).toBe("invalid configuration: unknown key 'threads' (did you mean 'engine.threads'?)");
+      expect(refused("pipeline:\n  CONCURRENCY: 4\n")).toBe(
+        "invalid configuration: unknown key 'pipeline.CONCURRENCY' (did you mean 'pipeline.concurrency'?)",
+      );
+      expect(refused("pools:\n  spot: {capacty: 1}\n")).toBe(
+        "invalid configuration: unknown key 'pools.spot.capacty' (did you mean 'pools.spot.capacity'?)",
+      );
+      expect(refused("sla: 5\nbogus: 1\n")).toBe(
+        "invalid configuration: sla: must be a map of settings (urgent_seconds, yield); " +
+          "unknown key 'bogus' (valid keys: model, engine, pipeline, lanes, pools, sla)",
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("the settings, declared once", () => {
@@ -187,6 +219,23 @@ describe("the settings, declared once", () => {
   });
 });
 
+describe("checkPaths", () => {
+  it("refuses a MODEL_PATH that is not a file, except on an API server, which loads no model", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-paths-"));
+    try {
+      const missing = path.join(dir, "model.gguf");
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing })).toThrow(
+        `MODEL_PATH=${missing}: no such file; it must be a .gguf file`,
+      );
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "worker" } })).toThrow(/no such file/);
+      // The Kubernetes ConfigMap gives every pod the workers' MODEL_PATH; the API pods do not mount the models.
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "api" } })).not.toThrow();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("webhook settings", () => {
   const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
 
@@ -207,5 +256,9 @@ describe("webhook settings", () => {
     expect(loadConfig({ API_KEYS: "k1,k2", WEBHOOKS_BY_KEY: byKey }).webhooks.byKey).toBe(byKey);
     expect(() => loadConfig({ API_KEYS: "k2", WEBHOOKS_BY_KEY: byKey })).toThrow("WEBHOOKS_BY_KEY: names a key that is not in API_KEYS");
     expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: "{" })).toThrow("WEBHOOKS_BY_KEY: must be JSON");
+    const misspelt = JSON.stringify({ k1: { url: "http://127.0.0.1:9/h", secret, retires: 3 } });
+    expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: misspelt })).toThrow(
+      "invalid configuration: WEBHOOKS_BY_KEY: unknown key 'retires' (valid keys: url, secret)",
+    );
   });
 });

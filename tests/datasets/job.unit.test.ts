@@ -76,7 +76,10 @@ describe("the job's fields", () => {
     expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^--limit: /);
     expect(jobError(() => checkFlags({ params_from: { a: 1 } }))).toMatch(/^--params-from: /);
     expect(jobError(() => checkFlags({ model: 3 }))).toMatch(/^--job-model: /);
-    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("job: unknown field prompts");
+    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("job: unknown field 'prompts' (did you mean 'prompt'?)");
+    expect(jobError(() => checkFlags({ messages: [{ role: "user", content: "x", rol: "system" }] }))).toBe(
+      "--messages: unknown field 'rol' (did you mean 'role'?)",
+    );
     expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toBe(
       "--endpoint: must be one of /v1/responses, /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/rerank, /v1/score",
     );

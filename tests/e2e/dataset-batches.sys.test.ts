@@ -96,7 +96,11 @@ describe("dataset batches over HTTP", () => {
       ],
       [{ ...base, job: { prompt: "{{id}}", output: "x.csv" } }, /job\.output is not taken here/, "job.output"],
       [{ ...base, job: { preprocess: "./prep.ts" } }, /runs no uploaded code/, "job.preprocess"],
-      [{ ...base, job: { prompt: "{{id}}", temperature: 1 } }, /^job: unknown field temperature$/, "job"],
+      [
+        { ...base, job: { prompt: "{{id}}", temperature: 1 } },
+        /^job: unknown field 'temperature' \(valid fields: .*\bparams\b.*\)$/,
+        "job",
+      ],
       [{ ...base, job: { prompt: "{{id}}", limit: 0 } }, /job\.limit/, "job.limit"],
       [{ ...base, job: {} }, /exactly one of messages, prompt, body or preprocess/, "job"],
       [

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { underDrain } from "../../engine/drain.js";
 import { inLane } from "../../engine/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
@@ -60,6 +61,26 @@ describe("ResourcePool", () => {
   it("rejects at once when the signal is already aborted", async () => {
     const pool = new ResourcePool([1]);
     await expect(pool.acquire(AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    expect(pool.available).toBe(1);
+  });
+
+  it("lets a request that waits to begin go when its run drains, caused by the drain; one resuming keeps waiting", async () => {
+    const pool = new ResourcePool(["a"]);
+    const held = await pool.acquire();
+    const drain = new AbortController();
+    const reason = { code: "shutdown", message: "Interrupted." };
+    const waiting = underDrain(drain.signal, () => pool.acquire());
+    const resuming = underDrain(drain.signal, () => pool.acquire(undefined, undefined, undefined, true));
+    const unrelated = pool.acquire();
+    drain.abort(reason);
+    await expect(waiting).rejects.toMatchObject({ name: "AbortError", cause: reason });
+    // Once drained, nothing of the run begins, even with an item free.
+    pool.release(held);
+    expect(await resuming).toBe("a");
+    pool.release("a");
+    expect(await unrelated).toBe("a");
+    pool.release("a");
+    await expect(underDrain(drain.signal, () => pool.acquire())).rejects.toMatchObject({ name: "AbortError", cause: reason });
     expect(pool.available).toBe(1);
   });
 
