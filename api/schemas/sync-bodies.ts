@@ -56,11 +56,12 @@ const stream = z.boolean().nullish().openapi({ description: "Server-Sent Events 
 /** The body of POST `endpoint`, named, with its example. */
 export function syncBodySchema(endpoint: Endpoint, model: string): z.ZodType {
   const base = bodySchemaFor(endpoint) as z.ZodObject;
-  // A batch line refuses `stream`; the synchronous route serves it where the endpoint streams.
-  const schema = !STREAMED.includes(endpoint)
-    ? base
+  // A batch line refuses `stream`; the synchronous route serves it where the endpoint streams. The schema is always a
+  // fresh one: `base` may have been made before zod was extended with `openapi` (whichever module loaded first).
+  const streams = !STREAMED.includes(endpoint)
+    ? {}
     : endpoint === "/v1/chat/completions" || endpoint === "/v1/completions"
-      ? base.safeExtend({ stream, stream_options: StreamOptions })
-      : base.safeExtend({ stream });
-  return schema.openapi(NAMES[endpoint], { example: syncExample(endpoint, model) });
+      ? { stream, stream_options: StreamOptions }
+      : { stream };
+  return base.safeExtend(streams).openapi(NAMES[endpoint], { example: syncExample(endpoint, model) });
 }
