@@ -58,7 +58,7 @@ export function syncBodySchema(endpoint: Endpoint, model: string): z.ZodType {
   const base = bodySchemaFor(endpoint) as z.ZodObject;
   // A batch line refuses `stream`; the synchronous route serves it where the endpoint streams. The schema is always a
   // fresh one: `base` may have been made before zod was extended with `openapi` (whichever module loaded first).
-  const streams = !STREAMED.includes(endpoint)
+  const streams: z.ZodRawShape = !STREAMED.includes(endpoint)
     ? {}
     : endpoint === "/v1/chat/completions" || endpoint === "/v1/completions"
       ? { stream, stream_options: StreamOptions }
