@@ -5,6 +5,7 @@ import { InvalidRequestError, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED } from "../domain/sync-inference.js";
 import type { Endpoint, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
+import { SYNC_SERVICE_TIER } from "../openai/messages.js";
 import { parseRequest } from "../openai/parse.js";
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
@@ -75,6 +76,6 @@ export function refused<T>(work: () => T): T {
 
 /** The body naming the tier that served it: OpenAI's `service_tier`, Anthropic's `usage.service_tier` ("standard"). */
 export function withTier(endpoint: Endpoint, body: Record<string, unknown>, tier: ServedTier): Record<string, unknown> {
-  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: "standard" } };
+  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: SYNC_SERVICE_TIER } };
   return { ...body, service_tier: tier };
 }

@@ -71,8 +71,9 @@ export class LlamaEngine implements Engine {
     // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
     const rendered = renderChat(model, chatFormat, messages, syntax ? (tools?.functions ?? []) : []);
     if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal);
-    // A tool call is known only once the answer is whole: nothing is streamed while tools may be called.
-    const { onText: _, ...quiet } = plain;
+    // A tool call is known only once the answer is whole: nothing is streamed while tools may be called, and the
+    // answer's phases are several generations, whose prompts are not the request's.
+    const { onText: _, onPrompt: __, ...quiet } = plain;
     return generateWithTools(model, syntax, rendered, { ...quiet, tools }, (tokens, p, stops) =>
       this.generate(tokens, p, null, stops, signal),
     );
@@ -144,6 +145,7 @@ export class LlamaEngine implements Engine {
       stopTokens: stops.stopTokens,
       trimTrailingWhitespace: grammar?.trimWhitespaceSuffix ?? false,
       onText: params.onText,
+      onPrompt: params.onPrompt,
     };
     try {
       return await this.parts.kv.run((pool) => generate(pool, this.parts.model, req, signal));

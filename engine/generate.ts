@@ -46,9 +46,10 @@ export interface GenerationRequest {
   logprobs: number | null;
   n: number;
   onText?: SamplingParams["onText"];
+  onPrompt?: SamplingParams["onPrompt"];
 }
 
-type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace" | "onText">;
+type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace" | "onText" | "onPrompt">;
 
 /** A detokenized piece ending in this is an incomplete UTF-8 character: wait for the next byte token. */
 const REPLACEMENT_CHAR = "\uFFFD";
@@ -117,7 +118,10 @@ export async function generate(
     // is evaluated once whatever n is (only its last token again, for the first new token's logits).
     for (let i = 0; i < req.n; i++) {
       const cached = await pool.prepare(lease.sequence!, req.tokens);
-      if (i === 0) cachedPromptTokens = cached;
+      if (i === 0) {
+        cachedPromptTokens = cached;
+        req.onPrompt?.({ promptTokens, cachedTokens: cached });
+      }
       throwIfAborted(signal);
       const onText = req.onText && ((text: string) => req.onText?.(i, text));
       choices.push(await generateChoice(pool, lease, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));

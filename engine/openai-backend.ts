@@ -81,16 +81,16 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return inLane(options?.lane, () => this.run(request, signal, options?.onText), options?.reserve ?? true);
+    return inLane(options?.lane, () => this.run(request, signal, options), options?.reserve ?? true);
   }
 
-  private async run(request: InferenceRequest, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {
+  private async run(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":
-          return await this.chat(request.body, request.topK, signal, onText);
+          return await this.chat(request.body, request.topK, signal, options);
         case "/v1/completions":
-          return await this.complete(request.body, signal, onText);
+          return await this.complete(request.body, signal, options?.onText);
         case "/v1/embeddings":
           return await this.embed(request.body, signal);
         case "/v1/rerank":
@@ -113,14 +113,10 @@ export class LlamaBackend implements InferenceBackend {
 
   // --- execution ---
 
-  private async chat(
-    body: ChatBody,
-    topK: number | undefined,
-    signal?: AbortSignal,
-    onText?: ExecuteOptions["onText"],
-  ): Promise<BackendResult> {
+  private async chat(body: ChatBody, topK: number | undefined, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
-    if (onText) params.onText = onText;
+    if (options?.onText) params.onText = options.onText;
+    if (options?.onPrompt) params.onPrompt = options.onPrompt;
     if (topK) params.topK = topK;
     if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;

@@ -37,6 +37,8 @@ export interface SamplingParams {
    * possible beginning is held until it is known). All the pieces of a choice make its final text.
    */
   onText?: (choice: number, text: string) => void;
+  /** Told the prompt's tokens and how many a cache held, once its sequence is ready and before any text. */
+  onPrompt?: (usage: { promptTokens: number; cachedTokens: number }) => void;
 }
 
 export interface ToolFunction {

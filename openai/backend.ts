@@ -122,6 +122,11 @@ export interface ExecuteOptions {
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
    */
   onText?: (choice: number, text: string) => void;
+  /**
+   * Told a chat request's prompt tokens (and how many of them a cache held) once they are known, before its first
+   * text, where the backend can: a stream's opening event names them, as Anthropic's does.
+   */
+  onPrompt?: (usage: Pick<TokenUsage, "promptTokens" | "cachedTokens">) => void;
 }
 
 export interface InferenceBackend {
