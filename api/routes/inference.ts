@@ -196,8 +196,9 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
         description:
           'The body a batch line of this endpoint carries, answered at once. `service_tier: "flex"` waits with the batches ' +
           "(429 `resource_unavailable` with Retry-After when its queue is full); any other tier runs in the interactive lane, " +
-          "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
-          "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
+          "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences; every endpoint takes it. " +
+          "A chat completion and a response name their `service_tier` (an Anthropic message: `usage.service_tier`); " +
+          "completions, embeddings and the ranking answers have no such field, as their types define them. Chat and completions stream with `stream: true` " +
           "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); responses and Anthropic's messages stream their own events; " +
           "the other endpoints refuse it (400, param `stream`).",
         request: { body: { required: true, content: { "application/json": { schema: Body } } } },
