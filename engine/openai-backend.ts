@@ -14,6 +14,7 @@ import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from ".
 import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
+import { cannotRank } from "./errors.js";
 import { inLane } from "./lane.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
@@ -77,7 +78,7 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   check(request: InferenceRequest): void {
-    checkRequest(this.engine, request);
+    checkRequest(this.engine, request, this.info.model);
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
@@ -202,6 +203,8 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+    // The engine knows the model by its file; the client by the name it is served under.
+    if (!this.engine.info.ranking) throw cannotRank(this.info.model);
     const r = await this.engine.rank(rankPairs(request), PROMPT_FIELD[request.endpoint], signal);
     return {
       body: rankBody(request, this.info.model, r.scores, r.promptTokens),

@@ -23,13 +23,13 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
   ["prompt_cache_options", "prompt cache options"],
 ];
 
-/** Throws the RequestError of the first thing in `request` this engine cannot honour. */
-export function checkRequest(engine: Engine, request: InferenceRequest): void {
+/** Throws the RequestError of the first thing in `request` this engine cannot honour; `model` is its served name. */
+export function checkRequest(engine: Engine, request: InferenceRequest, model: string): void {
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);
   else if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") {
-    if (!engine.info.ranking) throw cannotRank(engine.info.modelId);
+    if (!engine.info.ranking) throw cannotRank(model);
   }
   // Responses lines are served over chat by openai/over-chat.ts, which wraps the backend.
   else throw notServed(request.endpoint);
