@@ -20,7 +20,16 @@ import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
 import { toolCallsBody, toolsParams } from "./openai-tools.js";
 import { threadsText } from "./threads.js";
-import { type ChatMessage, type Choice, type Engine, type GeneratedTokenLogprob, RequestError, type SamplingParams } from "./types.js";
+import {
+  type ChatMessage,
+  type Choice,
+  type Engine,
+  type GeneratedTokenLogprob,
+  type PromptTokenLogprob,
+  RequestError,
+  type SamplingParams,
+  type TokenLogprob,
+} from "./types.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -161,11 +170,13 @@ export class LlamaBackend implements InferenceBackend {
     const params = sampling(body, body.max_tokens);
     if (params.maxTokens !== undefined) params.maxTokensParam = "max_tokens";
     if (body.logprobs != null) params.logprobs = body.logprobs;
+    // The prompt's own log probabilities, as eval harnesses score a choice with them.
+    if (body.echo && body.logprobs != null) params.promptLogprobs = body.logprobs;
     const usage: TokenUsage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
     const choices: object[] = [];
     for (const prompt of prompts) {
       signal?.throwIfAborted();
-      const echoed = body.echo && typeof prompt === "string" ? prompt : "";
+      const echoed = !body.echo ? "" : typeof prompt === "string" ? prompt : this.engine.detokenize(prompt);
       // This prompt's choices follow the earlier prompts' in the body; an echoed prompt opens each of its choices.
       const offset = choices.length;
       const opened = new Set<number>();
@@ -182,7 +193,7 @@ export class LlamaBackend implements InferenceBackend {
         choices.push({
           text: echoed + c.text,
           index: choices.length,
-          logprobs: c.logprobs ? completionLogprobs(c, echoed.length) : null,
+          logprobs: c.logprobs || r.promptLogprobs ? completionLogprobs(c, echoed.length, r.promptLogprobs) : null,
           finish_reason: c.finishReason,
         });
       }
@@ -267,20 +278,19 @@ const chatLogprob = (l: GeneratedTokenLogprob) => ({
   top_logprobs: l.top,
 });
 
-/** The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. */
-function completionLogprobs(c: Choice, startOffset: number) {
+/**
+ * The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. An
+ * echoed prompt's tokens come first, the first with null for its log probability and its alternatives.
+ */
+function completionLogprobs(c: Choice, startOffset: number, prompt: readonly PromptTokenLogprob[] = []) {
   const entries = c.logprobs ?? [];
-  let offset = startOffset;
-  const text_offset = entries.map((l) => {
-    const at = offset;
-    offset += l.token.length;
-    return at;
-  });
+  const text_offset = entries.map((l) => startOffset + l.offset);
+  const top = (alternatives: readonly TokenLogprob[]) => Object.fromEntries(alternatives.map((t) => [t.token, t.logprob]));
   return {
-    tokens: entries.map((l) => l.token),
-    token_logprobs: entries.map((l) => l.logprob),
-    top_logprobs: entries.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
-    text_offset,
+    tokens: [...prompt.map((p) => p.token), ...entries.map((l) => l.token)],
+    token_logprobs: [...prompt.map((p) => p.logprob), ...entries.map((l) => l.logprob)],
+    top_logprobs: [...prompt.map((p) => (p.top ? top(p.top) : null)), ...entries.map((l) => top(l.top))],
+    text_offset: [...prompt.map((p) => p.offset), ...text_offset],
   };
 }
 

@@ -60,12 +60,8 @@ function checkCompletion(engine: Engine, body: CompletionBody): void {
   if (body.best_of != null && body.best_of > 1) {
     throw unsupportedValue("best_of", "best_of > 1 is not supported: ask for n choices and pick among them.");
   }
-  if (body.echo && body.logprobs != null) {
-    throw unsupportedValue("logprobs", "logprobs together with echo (log probabilities of the prompt) are not supported.");
-  }
   const prompts = promptsOf(body);
   if (typeof prompts[0] !== "string") {
-    if (body.echo) throw unsupportedValue("echo", "echo is supported for text prompts only, not token ids.");
     for (const ids of prompts as number[][]) {
       const bad = ids.find((t) => t >= engine.vocabularySize);
       if (bad !== undefined)
