@@ -128,6 +128,11 @@ export interface ExecuteOptions {
    * (or an AbortError caused by it), having computed nothing; a request begun runs to its end.
    */
   drain?: AbortSignal;
+  /**
+   * Told a chat request's prompt tokens (and how many of them a cache held) once they are known, before its first
+   * text, where the backend can: a stream's opening event names them, as Anthropic's does.
+   */
+  onPrompt?: (usage: Pick<TokenUsage, "promptTokens" | "cachedTokens">) => void;
 }
 
 export interface InferenceBackend {

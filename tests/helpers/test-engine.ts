@@ -49,6 +49,7 @@ export function observe(engine: Engine): Observed {
       return engine.rank(pairs, param, signal);
     },
     countTokens: (text) => engine.countTokens(text),
+    detokenize: (tokens) => engine.detokenize(tokens),
     get vocabularySize() {
       return engine.vocabularySize;
     },
