@@ -3,13 +3,10 @@
 // schema's fields as columns, stages, --dry-run, and the bad inputs that stop a job before anything runs.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
-import { parseRunnerArgs } from "../../runner/args.js";
-import { runDataset } from "../../runner/run-dataset.js";
-import { withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
+import { datasetCli } from "../helpers/dataset-cli.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { parquetFrom, readTable } from "../helpers/tables.js";
 
@@ -23,19 +20,7 @@ beforeAll(async () => {
 });
 
 /** The runner as `npm run batch -- <argv>` runs it in `dir`, with its output captured. */
-async function batch(...argv: string[]) {
-  const parsed = parseRunnerArgs(argv, dir);
-  if (parsed.kind !== "dataset") throw new Error(JSON.stringify(parsed));
-  let stdout = "";
-  let stderr = "";
-  const code = await runDataset(parsed.args, {
-    config: withArgs(config, parsed.args.engine),
-    logger: pino({ level: "silent" }),
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-  });
-  return { code, stdout, stderr };
-}
+const batch = (...argv: string[]) => datasetCli(dir, config, ...argv);
 
 const table = readTable;
 const parquet = (name: string, sql: string) => parquetFrom(sql, path.join(dir, name));

@@ -2,12 +2,9 @@
 // file's fields are), and --dry-run's preview. Nothing here loads a model or runs a request.
 import { readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../config/config.js";
-import { parseRunnerArgs } from "../../runner/args.js";
-import { runDataset } from "../../runner/run-dataset.js";
-import { withArgs } from "../../runner/run-offline.js";
+import { datasetCli } from "../helpers/dataset-cli.js";
 import { scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("dataset-job-unit");
@@ -18,19 +15,7 @@ beforeAll(async () => {
 });
 
 /** The runner as `npm run batch -- <argv>` runs it in `dir`, with its output captured. */
-async function batch(...argv: string[]) {
-  const parsed = parseRunnerArgs(argv, dir);
-  if (parsed.kind !== "dataset") throw new Error(JSON.stringify(parsed));
-  let stdout = "";
-  let stderr = "";
-  const code = await runDataset(parsed.args, {
-    config: withArgs(loadConfig({}), parsed.args.engine),
-    logger: pino({ level: "silent" }),
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-  });
-  return { code, stdout, stderr };
-}
+const batch = (...argv: string[]) => datasetCli(dir, loadConfig({}), ...argv);
 
 describe("a dataset job's errors", () => {
   it("refuses a bad flag as the job's error, naming the flag, before any row is read", async () => {
