@@ -120,7 +120,20 @@ class Catalogue {
   constructor(
     private readonly entries: Map<string, Entry[]>,
     private readonly skeleton: string,
+    /** The subquery DuckDB's parser makes of `x = ANY(list)`, without its select list. */
+    private readonly anyOfList: string,
   ) {}
+
+  /** `x = ANY(list)` (and `ALL`) as DuckDB parses it: the list's elements, or undefined for any other subquery. */
+  listOf(n: Node): unknown {
+    const node = (n.subquery as { node?: Node } | undefined)?.node;
+    if (n.subquery_type !== "ANY" || !node || positionless({ ...node, select_list: null }) !== this.anyOfList) return undefined;
+    const [call, ...more] = node.select_list as unknown[];
+    if (more.length > 0 || !isNode(call) || call.class !== "FUNCTION" || call.function_name !== "unnest") return undefined;
+    const { children, filter, distinct, order_bys, schema, catalog } = call as Record<string, unknown>;
+    const plain = !filter && !distinct && !schema && !catalog && !(order_bys as { orders?: unknown[] }).orders?.length;
+    return plain && Array.isArray(children) && children.length === 1 ? children[0] : undefined;
+  }
 
   /** The statement `SELECT * FROM t WHERE (...)` parsed: the where's expression, or the problem with its shape. */
   whereOf(parsed: unknown): { expr: unknown } | Problem {
@@ -164,9 +177,8 @@ class Catalogue {
 }
 
 /** A parsed statement without its where and the parser's positions: what every checked where must leave as it is. */
-function shape(node: Node): string {
-  return JSON.stringify({ ...node, where_clause: null }, (k, v) => (k === "query_location" ? undefined : v));
-}
+const shape = (node: Node) => positionless({ ...node, where_clause: null });
+const positionless = (node: Node) => JSON.stringify(node, (k, v) => (k === "query_location" ? undefined : v));
 
 /** The first part of a where's expression that it may not hold; `columns` are the names a bare name may be. */
 function findProblem(expr: unknown, catalogue: Catalogue, columns: ReadonlySet<string>): Problem | undefined {
@@ -183,6 +195,11 @@ function findProblem(expr: unknown, catalogue: Catalogue, columns: ReadonlySet<s
       // A query's parts (a SELECT's node, a table) never sit in an expression but under a subquery.
       if ("from_table" in n || "select_list" in n) return { reason: "beyond", what: SUBQUERY };
       return visit(Object.values(n), bound);
+    }
+    if (n.class === "SUBQUERY") {
+      // `x = ANY(tags)` is a subquery over the row's own list: its value and its list are checked instead.
+      const list = catalogue.listOf(n);
+      if (list !== undefined) return visit([n.child, list], bound);
     }
     if (!CLASSES.has(n.class))
       return { reason: n.class === "SUBQUERY" ? "beyond" : "not-scalar", what: CONSTRUCTS.get(n.class) ?? n.class.toLowerCase() };
@@ -256,11 +273,12 @@ function catalogue(conn: DuckDBConnection): Promise<Catalogue> {
     const r = await conn.runAndReadAll(
       `SELECT lower(function_name) AS name, function_type AS type, stability, parameters,
         CASE WHEN function_type = 'macro' THEN json_serialize_sql('SELECT * FROM t WHERE (' || macro_definition || chr(10) || ')') END AS macro,
-        ${parse("TRUE")} AS skeleton
+        ${parse("TRUE")} AS skeleton, ${parse("NULL = ANY([])")} AS any_of_list
       FROM duckdb_functions()`,
     );
     const entries = new Map<string, Entry[]>();
     let skeleton = "";
+    let anyOfList = "";
     for (const row of r.getRowObjectsJS()) {
       const macro = row.macro === null ? undefined : (JSON.parse(String(row.macro)) as { error?: boolean });
       const entry: Entry = {
@@ -272,9 +290,15 @@ function catalogue(conn: DuckDBConnection): Promise<Catalogue> {
       const name = String(row.name);
       entries.set(name, [...(entries.get(name) ?? []), entry]);
       skeleton = String(row.skeleton);
+      anyOfList = String(row.any_of_list);
     }
     const parsed = JSON.parse(skeleton) as { statements: Array<{ node: Node }> };
-    return new Catalogue(entries, shape(parsed.statements[0].node));
+    const any = (JSON.parse(anyOfList) as { statements: Array<{ node: { where_clause: { subquery: { node: Node } } } }> }).statements[0];
+    return new Catalogue(
+      entries,
+      shape(parsed.statements[0].node),
+      positionless({ ...any.node.where_clause.subquery.node, select_list: null }),
+    );
   })().catch((err) => {
     loaded = undefined;
     throw err;
