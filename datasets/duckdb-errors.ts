@@ -69,8 +69,12 @@ export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
     return spec.where === undefined
       ? new DatasetError(`${label}: ${OUT_OF_MEMORY}`, message)
       : new DatasetError(`where: ${OUT_OF_MEMORY}`, message, "where");
-  if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message))))
-    return ctx.clientSql ? clientWhereError(message, spec.where) : new DatasetError(`where: ${firstLine(message)}`, undefined, "where");
+  if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message)))) {
+    const said = ctx.clientSql
+      ? clientWhereError(message, spec.where)
+      : new DatasetError(`where: ${firstLine(message)}`, undefined, "where");
+    return withQuotesHint(said, spec.where);
+  }
   const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
   return new DatasetError(`${named}: ${firstLine(message)}`);
 }
@@ -86,6 +90,13 @@ function clientWhereError(message: string, where: string): DatasetError {
   }
   const why = [kind ? KINDS[kind] : undefined, "the server's log has DuckDB's whole message"].filter(Boolean).join("; ");
   return new DatasetError(`where: ${kind ?? "DuckDB refused it"} (${why})`, message, "where");
+}
+
+/** `lang = "en"` names a column `en`: the error says how text is written, SQL's way and not JSON's. */
+function withQuotesHint(err: DatasetError, where: string): DatasetError {
+  const name = /Referenced column "([^"]+)" not found/.exec(err.message)?.[1];
+  if (name === undefined || !where.includes(`"${name}"`)) return err;
+  return new DatasetError(`${err.message} ("${name}" names a column; text is written in single quotes: '${name}')`, err.detail, err.field);
 }
 
 /** DuckDB's first line, without its `<Kind> Error: ` prefix. */

@@ -259,6 +259,9 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await refused(tables.open({ input: await scratch.write("x", "data.xlsx") }))).toMatch(/unknown input format '\.xlsx'/);
     expect(await refused(tables.open({ input: path.join(dir, "nothing-*.csv") }))).toMatch(/no file matches/);
     expect(await refused(tables.open({ input: good, where: "nope = 1" }))).toMatch(/^where: .*nope/);
+    expect(await refused(tables.open({ input: good, where: 'txt = "x"' }))).toMatch(
+      /^where: Referenced column "x" not found in FROM clause! \("x" names a column; text is written in single quotes: 'x'\)$/,
+    );
   });
 
   it("leaves no output when a write fails", async () => {
@@ -322,6 +325,10 @@ describe("a client's where (a server's confined reads)", () => {
       // What the client wrote itself is named back: its own column, function, quote or file.
       const own: Array<[string, RegExp]> = [
         ["nope = 1", /^where: Binder Error: Referenced column "nope" not found in FROM clause!/],
+        [
+          't = "a"',
+          /^where: Binder Error: Referenced column "a" not found in FROM clause! \("a" names a column; text is written in single quotes: 'a'\)$/,
+        ],
         ["t = 'a", /^where: Parser Error: unterminated quoted string at or near "'a"$/],
         ["lower(t, 1) = 'a'", /^where: Binder Error \(a name it uses is not a column/],
       ];
