@@ -205,7 +205,8 @@ export class DatasetBatchService implements DatasetBatches {
           { where: job.where, duckdb: err.detail },
           "a dataset's where was refused; the client was told its clause and kind",
         );
-      throw new InvalidRequestError(err.message.replaceAll(job.input, filename), "invalid_dataset");
+      const param = err instanceof DatasetError && err.field ? asField(err.field) : undefined;
+      throw new InvalidRequestError(err.message.replaceAll(job.input, filename), "invalid_dataset", param);
     } finally {
       await tables.close();
     }

@@ -43,7 +43,8 @@ const KINDS: Record<string, string> = {
 const TOLD_BACK: Array<{ re: RegExp; say?: (m: RegExpExecArray) => string }> = [
   { re: /^Referenced column "([^"]+)" not found in FROM clause!/ },
   { re: /^syntax error at or near "([^"]*)"/ },
-  { re: /^unterminated quoted string at or near "([^"]*?)\)?"/, say: (m) => `unterminated quoted string at or near "${m[1]}"` },
+  // The where is read as `(<where>\n)`: DuckDB quotes the string to its end, newline and parenthesis included.
+  { re: /^unterminated quoted string at or near "([^"]*?)(?:\)?"|$)/, say: (m) => `unterminated quoted string at or near "${m[1]}"` },
   { re: /^(?:Scalar|Table|Aggregate) Function with name (\S+) does not exist!/ },
   { re: /^Table with name (\S+) does not exist!/ },
   { re: /^Cannot access file "([^"]+)" - file system operations are disabled by configuration/ },
@@ -65,9 +66,15 @@ export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
   // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
   if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
   if (ctx.clientSql && /^Out of Memory Error/.test(message))
-    return new DatasetError(`${spec.where === undefined ? label : "where"}: ${OUT_OF_MEMORY}`, message);
-  if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message))))
-    return ctx.clientSql ? clientWhereError(message, spec.where) : new DatasetError(`where: ${firstLine(message)}`);
+    return spec.where === undefined
+      ? new DatasetError(`${label}: ${OUT_OF_MEMORY}`, message)
+      : new DatasetError(`where: ${OUT_OF_MEMORY}`, message, "where");
+  if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message)))) {
+    const said = ctx.clientSql
+      ? clientWhereError(message, spec.where)
+      : new DatasetError(`where: ${firstLine(message)}`, undefined, "where");
+    return withQuotesHint(said, spec.where);
+  }
   const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
   return new DatasetError(`${named}: ${firstLine(message)}`);
 }
@@ -79,10 +86,17 @@ function clientWhereError(message: string, where: string): DatasetError {
   for (const { re, say } of TOLD_BACK) {
     const m = re.exec(said);
     if (kind && m?.slice(1).every((part) => where.includes(part)))
-      return new DatasetError(`where: ${kind}: ${say ? say(m) : m[0]}`, message);
+      return new DatasetError(`where: ${kind}: ${say ? say(m) : m[0]}`, message, "where");
   }
   const why = [kind ? KINDS[kind] : undefined, "the server's log has DuckDB's whole message"].filter(Boolean).join("; ");
-  return new DatasetError(`where: ${kind ?? "DuckDB refused it"} (${why})`, message);
+  return new DatasetError(`where: ${kind ?? "DuckDB refused it"} (${why})`, message, "where");
+}
+
+/** `lang = "en"` names a column `en`: the error says how text is written, SQL's way and not JSON's. */
+function withQuotesHint(err: DatasetError, where: string): DatasetError {
+  const name = /Referenced column "([^"]+)" not found/.exec(err.message)?.[1];
+  if (name === undefined || !where.includes(`"${name}"`)) return err;
+  return new DatasetError(`${err.message} ("${name}" names a column; text is written in single quotes: '${name}')`, err.detail, err.field);
 }
 
 /** DuckDB's first line, without its `<Kind> Error: ` prefix. */

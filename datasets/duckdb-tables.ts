@@ -5,6 +5,7 @@ import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
 import { datasetError, firstLine, type Stage, StepLimit } from "./duckdb-errors.js";
+import { checkWhere, whereClause } from "./duckdb-where.js";
 import {
   type Column,
   type ColumnType,
@@ -76,6 +77,9 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
   if (opts.confine) {
     const dir = `${path.resolve(opts.tempDir)}${path.sep}`;
     await admin.run(`SET allowed_directories = [${literal(dir)}]`);
+    // A time with a zone reads and prints in UTC, not in the server's own zone.
+    await admin.run("SET TimeZone = 'UTC'");
+    await admin.run("SET Calendar = 'gregorian'");
     await admin.run("SET enable_external_access = false");
     await admin.run("SET lock_configuration = true");
   }
@@ -92,9 +96,8 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     ).catch((err) => {
       throw datasetError(err, { spec, files, stage: "file", clientSql });
     });
-    if (spec.where !== undefined) await refuseUnstable(admin, spec.where);
     const view = `job_input_${++views}`;
-    const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
+    const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
     const run = (sql: string, stage: Stage) =>
       bounded(admin, opts.stepLimitMs, admin.runAndReadAll(sql)).catch((err) => {
@@ -102,6 +105,14 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       });
     // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
     await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
+    if (spec.where !== undefined) {
+      const names = (await run(`DESCRIBE ${view}_file`, "file")).getRowObjectsJS().map((r) => String(r.column_name));
+      // The where is read once to render the requests and once to join the answers back by place, and it is SQL
+      // from a client on a server: it may use the row's own values and nothing else.
+      await checkWhere(admin, spec.where, names).catch((err) => {
+        throw datasetError(err, { spec, files, stage: "where", clientSql });
+      });
+    }
     await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
     const described = await run(`DESCRIBE ${view}`, "where");
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
@@ -294,40 +305,6 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   );
   const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
-}
-
-/** DuckDB's functions that may give another value each call, but those that cannot change which rows pass. */
-const HARMLESS = new Set([
-  "error",
-  "sleep_ms",
-  "write_log",
-  "stats",
-  "current_database",
-  "current_schema",
-  "current_schemas",
-  "in_search_path",
-  "current_query",
-]);
-/** Keywords that read the clock without parentheses. */
-const CLOCK_WORDS = ["current_date", "current_time", "current_timestamp", "localtime", "localtimestamp"];
-
-/**
- * A `where` is read twice, once to render the requests and once to join the answers back to the rows by their
- * place: one whose rows could differ between the reads (random(), now()) would give rows other rows' answers.
- */
-async function refuseUnstable(conn: DuckDBConnection, where: string): Promise<void> {
-  const unstable = await conn.runAndReadAll("SELECT DISTINCT function_name FROM duckdb_functions() WHERE stability <> 'CONSISTENT'");
-  const names = new Set(unstable.getRowsJS().map((r) => String(r[0]).toLowerCase()));
-  // Strings and quoted names are values and columns, not calls.
-  const code = where.replace(/'(?:[^']|'')*'/g, "''").replace(/"(?:[^"]|"")*"/g, '""');
-  for (const m of code.matchAll(/\b([A-Za-z_][A-Za-z0-9_]*)\b(\s*\()?/g)) {
-    const word = m[1].toLowerCase();
-    const call = m[2] !== undefined && names.has(word) && !HARMLESS.has(word);
-    if (call || CLOCK_WORDS.includes(word))
-      throw new DatasetError(
-        `where: ${m[1]}${call ? "()" : ""} gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values (to sample, hash(<column>) % 10 = 0)`,
-      );
-  }
 }
 
 /** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */

@@ -8,6 +8,8 @@ export class DatasetError extends Error {
     message: string,
     /** What the message leaves out (a client's SQL error's whole text): for the log, never for the client. */
     readonly detail?: string,
+    /** The job's field at fault (`where`), where one is. */
+    readonly field?: string,
   ) {
     super(message);
     this.name = "DatasetError";

@@ -259,24 +259,9 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await refused(tables.open({ input: await scratch.write("x", "data.xlsx") }))).toMatch(/unknown input format '\.xlsx'/);
     expect(await refused(tables.open({ input: path.join(dir, "nothing-*.csv") }))).toMatch(/no file matches/);
     expect(await refused(tables.open({ input: good, where: "nope = 1" }))).toMatch(/^where: .*nope/);
-  });
-
-  it("refuses a where whose rows could differ between reads (random(), now()), since answers are joined by position", async () => {
-    const input = await scratch.write("id,now,t\n1,a,random()\n2,b,x\n", "stable.csv");
-    for (const where of [
-      "random() < 0.5",
-      "id < 2 AND RANDOM () < 0.5",
-      "epoch(now()) > 0",
-      "current_date > DATE '2020-01-01'",
-      "uuid() IS NOT NULL",
-    ]) {
-      expect(await refused(tables.open({ input, where })), where).toMatch(
-        /^where: (random|now|current_date|uuid)\(?\)? gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values \(to sample, hash\(<column>\) % 10 = 0\)$/i,
-      );
-    }
-    // A name in a string or a quoted column is not a call.
-    expect((await all(tables, { input, where: `t = 'random()' OR "now" = 'b'` })).map((r) => r.id)).toEqual([1, 2]);
-    expect((await all(tables, { input, where: "hash(id) % 1 = 0" })).map((r) => r.id)).toEqual([1, 2]);
+    expect(await refused(tables.open({ input: good, where: 'txt = "x"' }))).toMatch(
+      /^where: Referenced column "x" not found in FROM clause! \("x" names a column; text is written in single quotes: 'x'\)$/,
+    );
   });
 
   it("leaves no output when a write fails", async () => {
@@ -294,10 +279,11 @@ describe("a step limit (a server's, over its clients' where)", () => {
     const dir = path.dirname(await scratch.file());
     const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 300 });
     try {
-      const input = await parquetOf("SELECT i AS n FROM range(10) t(i)");
-      expect((await all(tables, { input })).map((r) => r.n)).toHaveLength(10);
+      const input = await parquetOf("SELECT i AS n FROM range(200000) t(i)");
+      expect(await (await tables.open({ input })).count()).toBe(200_000);
       const started = Date.now();
-      const costly = "(SELECT sum(i * i) FROM range(200000000000) t(i)) > 0";
+      // DuckDB stops between chunks of rows, not inside one function call: a little work a row, on many rows.
+      const costly = "levenshtein(repeat(n::VARCHAR, 40), repeat('x', 100)) < 0";
       expect(await refused(all(tables, { input, where: costly }))).toMatch(
         /in\.parquet: reading it took longer than 0\.3 s, the most one step may take here, so it was stopped \(a costly where\?\)/,
       );
@@ -315,16 +301,16 @@ describe("a client's where (a server's confined reads)", () => {
     const dir = path.dirname(await scratch.file());
     const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 10_000 });
     try {
-      const input = await scratch.write("id,t\n1,a\n2,b\n", "client.csv");
-      const probes: Array<[string, RegExp, string]> = [
-        ["current_setting('temp_directory')::INT = 1", /^where: Conversion Error \(a value could not be converted/, dir],
-        ["(select string_agg(name||'='||value, ';') from duckdb_settings())::INT = 1", /^where: Conversion Error/, "memory_limit"],
-        ["version()::INT = 1", /^where: Conversion Error/, "v1."],
-        ["error(current_setting('temp_directory'))", /^where: Invalid Input Error/, dir],
-        ["COLUMNS(current_setting('temp_directory')) = 1", /^where: Binder Error/, dir],
-        ["(SELECT file FROM glob(current_setting('temp_directory') || '/*') LIMIT 1)::INT = 1", /^where: Conversion Error/, dir],
+      // A where reads the row alone (where.unit.test.ts), so the values DuckDB's errors quote are the dataset's: a
+      // stand-in here for anything a client did not write itself.
+      const secret = "s3cr3t-value";
+      const input = await scratch.write(`id,t\n1,${secret}\n2,a\n`, "client.csv");
+      const probes: Array<[string, RegExp]> = [
+        ["t::INT = 1", /^where: Conversion Error \(a value could not be converted/],
+        ["regexp_matches('x', t || '(')", /^where: Invalid Input Error/],
+        ["strptime(t, '%Y') IS NULL", /^where: Invalid Input Error/],
       ];
-      for (const [where, message, secret] of probes) {
+      for (const [where, message] of probes) {
         const err = await all(tables, { input, where }).then(
           () => undefined,
           (e) => e as DatasetError,
@@ -333,18 +319,21 @@ describe("a client's where (a server's confined reads)", () => {
         expect(err!.message, where).toMatch(message);
         expect(err!.message, where).toMatch(/the server's log has DuckDB's whole message\)$/);
         expect(err!.message, where).not.toContain(secret);
-        expect(err!.message, where).not.toContain(dir);
+        expect(err!.field, where).toBe("where");
         expect(err!.detail, where).toContain(secret);
       }
       // What the client wrote itself is named back: its own column, function, quote or file.
       const own: Array<[string, RegExp]> = [
         ["nope = 1", /^where: Binder Error: Referenced column "nope" not found in FROM clause!/],
-        ["t = 'a", /^where: Parser Error: unterminated quoted string at or near "'a"/],
-        ["frobnicate(t) = 1", /^where: Catalog Error: Scalar Function with name frobnicate does not exist!/],
-        ["EXISTS (SELECT 1 FROM read_text('/etc/passwd'))", /^where: Permission Error: Cannot access file "\/etc\/passwd"/],
+        [
+          't = "a"',
+          /^where: Binder Error: Referenced column "a" not found in FROM clause! \("a" names a column; text is written in single quotes: 'a'\)$/,
+        ],
+        ["t = 'a", /^where: Parser Error: unterminated quoted string at or near "'a"$/],
+        ["lower(t, 1) = 'a'", /^where: Binder Error \(a name it uses is not a column/],
       ];
       for (const [where, message] of own) expect(await refused(all(tables, { input, where })), where).toMatch(message);
-      expect((await all(tables, { input, where: "t = 'b'" })).map((r) => r.id)).toEqual([2]);
+      expect((await all(tables, { input, where: "t = 'a'" })).map((r) => r.id)).toEqual([2]);
     } finally {
       await tables.close();
     }
@@ -353,16 +342,17 @@ describe("a client's where (a server's confined reads)", () => {
   it("stops a where that spills more than its scratch limit to disk, naming the limit, and leaves no spill behind", async () => {
     const dir = path.join(path.dirname(await scratch.file()), "spill");
     await mkdir(dir, { recursive: true });
-    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 60_000, memoryLimit: "64MB", maxTempBytes: 8 << 20 });
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 60_000, memoryLimit: "64MB", maxTempBytes: 4 << 20 });
     try {
       const input = path.join(dir, "one.csv");
       await writeFile(input, "id\n1\n");
-      const window = "(SELECT max(x) FROM (SELECT sum(i) OVER (ORDER BY i DESC ROWS 1 PRECEDING) x FROM range(30000000) r(i))) > 0";
-      expect(await refused(all(tables, { input, where: window }))).toMatch(
+      // Sorting a list of three million numbers spills past 64 MB of memory.
+      const sorted = "len(list_sort(range(3000000))) > 0";
+      expect(await refused(all(tables, { input, where: sorted }))).toMatch(
         /^where: it needed more memory or scratch disk than one dataset read may take here, so it was stopped \(a costly where\?\)/,
       );
       const spilled = readdirSync(dir).map((f) => statSync(path.join(dir, f)).blocks * 512);
-      expect(spilled.reduce((a, b) => a + b, 0)).toBeLessThan(16 << 20);
+      expect(spilled.reduce((a, b) => a + b, 0)).toBeLessThan(8 << 20);
       expect((await all(tables, { input })).map((r) => r.id)).toEqual([1]);
     } finally {
       await tables.close();

@@ -105,8 +105,8 @@ describe("dataset batches over HTTP", () => {
       [{ ...base, job: {} }, /exactly one of messages, prompt, body or preprocess/, "job"],
       [
         { ...base, job: { prompt: "{{id}}", where: "EXISTS (SELECT 1 FROM read_text('/etc/passwd'))" } },
-        /^where: Permission Error: Cannot access file "\/etc\/passwd" - file system operations are disabled/,
-        null,
+        /^where: a subquery \(SELECT \.\.\., EXISTS, IN \(SELECT \.\.\.\)\) reads beyond the row/,
+        "job.where",
       ],
       [
         { ...base, job: { prompt: "{{id}}" }, metadata: { dataset_job_file_id: "x" } },
@@ -162,33 +162,43 @@ describe("dataset batches over HTTP", () => {
     expect(typeof rows[0].result_text).toBe("string");
   });
 
-  it("tells a client's where error by its clause and kind, never a value the server holds, and logs DuckDB's whole text", async () => {
+  it("refuses a where that reads the server's state, naming what and why, and tells DuckDB's own errors by kind only", async () => {
     const input = await upload(REVIEWS, "reviews.csv");
     const base = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" };
-    const logsBefore = logs.length;
-    const probes = [
-      "current_setting('temp_directory')::INT = 1",
-      "(select string_agg(name||'='||value, ';') from duckdb_settings())::INT = 1",
-      "version()::INT = 1",
+    const batchesBefore = (await openaiClient(svc).batches.list()).data.length;
+    const probes: Array<[string, string]> = [
+      ["current_setting('temp_directory') LIKE '/%'", "current_setting() reads state beyond the row"],
+      ["\"VERSION\" /* */ () LIKE 'v1.5%'", "version() reads state beyond the row"],
+      ["main.current_setting('home_directory') <> ''", "current_setting() reads state beyond the row"],
+      ["lang = 'en' AND (SELECT count(*) FROM duckdb_settings()) > 0", "a subquery (SELECT ..., EXISTS, IN (SELECT ...)) reads beyond"],
+      ["length(read_text('/etc/passwd')) > 0", "read_text() reads beyond the row"],
+      ["random() < 0.5", "random() gives another value each time the table is read"],
     ];
-    for (const where of probes) {
+    for (const [where, said] of probes) {
       const r = await post({ ...base, job: { prompt: "{{id}}", where } });
       expect(r.status, where).toBe(400);
-      expect(r.body.error.message, where).toMatch(
-        /^where: Conversion Error \(a value could not be converted to the type asked for; the server's log has DuckDB's whole message\)$/,
-      );
-      expect(JSON.stringify(r.body), where).not.toMatch(/scratch|dataset-|temp_directory=|v1\.\d/);
+      expect(r.body.error, where).toMatchObject({ type: "invalid_request_error", code: "invalid_dataset", param: "job.where" });
+      expect(r.body.error.message, where).toContain(`where: ${said}`);
+      expect(JSON.stringify(r.body), where).not.toMatch(/scratch|dataset-|v1\.\d|\/home|\/root/);
     }
+    expect((await openaiClient(svc).batches.list()).data.length).toBe(batchesBefore);
+    // An error DuckDB raises over the rows is told by kind; its text, which quotes the row, goes to the log.
+    const logsBefore = logs.length;
+    const r = await post({ ...base, job: { prompt: "{{id}}", where: "review_text::INT = 1" } });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ param: "job.where" });
+    expect(r.body.error.message).toMatch(
+      /^where: Conversion Error \(a value could not be converted to the type asked for; the server's log has DuckDB's whole message\)$/,
+    );
     const logged = logs.slice(logsBefore).filter((l) => l.includes("a dataset's where was refused"));
-    expect(logged).toHaveLength(3);
-    expect(JSON.parse(logged[0]).duckdb).toMatch(/Could not convert string '.*scratch.*dataset-/);
-    expect(JSON.parse(logged[2]).duckdb).toMatch(/Could not convert string 'v1\./);
+    expect(logged).toHaveLength(1);
+    expect(JSON.parse(logged[0]).duckdb).toMatch(/Could not convert string 'Great, "really"\./);
   });
 
   it("runs so many dataset reads at once and answers a flood of them 429 with a Retry-After", async () => {
     const input = await upload(REVIEWS, "reviews.csv");
     // A where that takes DuckDB about a second and keeps no row: each create is a 400, and creates nothing.
-    const job = { prompt: "{{id}}", where: "(SELECT sum(i * i) FROM range(200000000) r(i)) < 0" };
+    const job = { prompt: "{{id}}", where: "levenshtein(repeat(review_text, 1500), repeat(lang, 5000)) < 0" };
     const body = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h", job };
     const answers = await Promise.all(
       Array.from({ length: 14 }, () =>

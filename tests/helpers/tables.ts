@@ -32,3 +32,7 @@ export const readTable = (file: string): Promise<{ types: Record<string, string>
     );
     return { types, rows };
   });
+
+/** The rows of `sql` run by DuckDB alone (no adapter): what DuckDB itself says, for a test to hold the adapter to. */
+export const duckRows = (sql: string): Promise<Record<string, unknown>[]> =>
+  withDuck(async (c) => (await c.runAndReadAll(sql)).getRowObjectsJS() as Record<string, unknown>[]);

@@ -297,6 +297,8 @@ describe("dataset jobs", () => {
       ],
       [["--prompt", "{{id}}", "--params-from", '{"max_tokens":"budget"}'], /^error: .*bad\.csv: row 1, column 'budget': .*/],
       [["--prompt", "{{id}}", "--where", "nope > 1"], /^error: where: .*nope/],
+      [["--prompt", "{{id}}", "--where", "id IN (SELECT id FROM 'bad.csv')"], /^error: where: a subquery .* reads beyond the row/],
+      [["--prompt", "{{id}}", "--where", "version() LIKE 'v%'"], /^error: where: version\(\) reads state beyond the row/],
       [["--prompt", "{{id}}", "--keep", "id,body,text2"], /keep: no column 'text2'/],
     ];
     writeFileSync(path.join(dir, "text.csv"), "text\nx\n");
