@@ -9,6 +9,7 @@
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
 import Denque from "denque";
+import { beginListener } from "./begin.js";
 import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow, reserveWanted } from "./lane.js";
 
@@ -120,10 +121,12 @@ export class ResourcePool<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const interactive = interactiveNow();
+    const begins = beginListener();
     if (interactive && reserveWanted()) this.warm();
     if (this.free.length > (interactive ? 0 : this.held)) {
       const index = choose ? choose(this.free) : this.free.length - 1;
       const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);
+      begins?.();
       return Promise.resolve(item);
     }
     return new Promise<T>((resolve, reject) => {
@@ -141,6 +144,8 @@ export class ResourcePool<T> {
         preempts: interactive && reserveWanted(),
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
+          // Told as the item is lent, before the waiter's code runs: a caller never calls off a request that has it.
+          begins?.();
           resolve(item);
         },
         reject: (err) => {

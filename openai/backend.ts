@@ -122,6 +122,13 @@ export interface ExecuteOptions {
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
    */
   onText?: (choice: number, text: string) => void;
+  /**
+   * Told when the request begins to take the backend's capacity: the engine lends it a sequence (or an embedding or
+   * ranking context), or an upstream is sent it. A request that ends before was refused, or never ran; a caller may
+   * still call it off while it waits (a paused batch's lines go back unrun), not once it has begun. May be told
+   * again (a line that gave its sequence to an interactive request takes one anew).
+   */
+  onBegin?: () => void;
 }
 
 export interface InferenceBackend {

@@ -44,6 +44,22 @@ export interface Progress {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** The lines this run looked at (none of a resumed run's earlier lines), for a stop rule's error rate. */
+  sample?: LineSample;
+}
+
+/**
+ * A run's lines by how they went: refused before they began on the backend (a body it cannot honour, a prompt too
+ * long for the context), or begun; of those begun, how many ended and how many of those failed.
+ */
+export interface LineSample {
+  /** Refused before any line of the run that began had ended: those the order put first (the longest prompts). */
+  early: number;
+  /** Refused since: looked at at the pace of the lines that run. */
+  refused: number;
+  begun: number;
+  ended: number;
+  failed: number;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { telling } from "../../engine/begin.js";
 import { inLane } from "../../engine/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
@@ -20,6 +21,32 @@ describe("ResourcePool", () => {
     pool.release(await waiting[1]);
     await waiting[2];
     expect(order).toEqual(["1:a", "2:a", "3:a"]);
+  });
+
+  it("tells a request's begin listener as it is lent an item, at once or when one is released, and never if it gives up waiting", async () => {
+    const pool = new ResourcePool(["a"]);
+    const told: string[] = [];
+    const held = await telling(
+      () => told.push("first"),
+      () => pool.acquire(),
+    );
+    expect(told).toEqual(["first"]);
+    const controller = new AbortController();
+    const gaveUp = telling(
+      () => told.push("gave up"),
+      () => pool.acquire(controller.signal),
+    );
+    const waiting = telling(
+      () => told.push("second"),
+      () => pool.acquire(),
+    );
+    controller.abort();
+    await expect(gaveUp).rejects.toMatchObject({ name: "AbortError" });
+    expect(told).toEqual(["first"]);
+    pool.release(held);
+    // Told as it is lent, before the waiter's own code runs.
+    expect(told).toEqual(["first", "second"]);
+    expect(await waiting).toBe("a");
   });
 
   it("says whether a live request waits, so a released item would go to it at once", async () => {
