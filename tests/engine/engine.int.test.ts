@@ -192,10 +192,15 @@ describe("embed", () => {
     try {
       const signal = new AbortController().signal;
       let bigDone = false;
-      const big = engine.embed(Array.from({ length: 200 }, (_, i) => `story ${i}`), signal).then((r) => {
-        bigDone = true;
-        return r;
-      });
+      const big = engine
+        .embed(
+          Array.from({ length: 200 }, (_, i) => `story ${i}`),
+          signal,
+        )
+        .then((r) => {
+          bigDone = true;
+          return r;
+        });
       const small = await engine.embed(["a cat"]);
       // The single input went in as soon as a context was free, not behind the 200 others.
       expect(bigDone).toBe(false);
