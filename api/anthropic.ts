@@ -4,7 +4,7 @@ import { z } from "zod";
 import { endedAt, isFinal } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { ApiError } from "./errors.js";
-import { messageBatchId } from "./schemas/requests.js";
+import { messageBatchId, queryInt } from "./schemas/requests.js";
 
 /** Routes answered in Anthropic's shapes (errors included). */
 export const ANTHROPIC_PREFIX = "/v1/messages";
@@ -23,12 +23,7 @@ export const AnthropicPageQuery = z
   .object({
     after_id: z.string().max(256).optional(),
     before_id: z.string().max(256).optional(),
-    limit: z.coerce
-      .number({ error: "limit must be an integer" })
-      .int("limit must be an integer")
-      .min(1, "limit must be between 1 and 1000")
-      .max(1000, "limit must be between 1 and 1000")
-      .default(20),
+    limit: queryInt("limit", { min: 1, max: 1000 }).default(20).openapi({ default: 20 }),
   })
   .refine((q) => q.after_id === undefined || q.before_id === undefined, {
     path: ["before_id"],

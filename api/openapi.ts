@@ -3,20 +3,22 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import { KEYED_ROUTES } from "./routes/index.js";
 import { metricsPaths } from "./routes/metrics.js";
-import type { RouteModule } from "./routes/route-module.js";
+import { DOC_DEFAULTS, type DocContext, type RouteModule } from "./routes/route-module.js";
 import { systemPaths } from "./routes/system.js";
 
 /** Every documented route's module, in the document's order: the keyed ones, then the open ones. */
 export const DOCUMENTED: readonly Pick<RouteModule, "source" | "paths">[] = [...KEYED_ROUTES, systemPaths, metricsPaths];
 
-export function buildOpenApiDocument(opts: { version?: string } = {}): object {
+/** `model`: what the examples name, so each runs as it is on the deployment serving the document. */
+export function buildOpenApiDocument(opts: { version?: string } & Partial<DocContext> = {}): object {
   const registry = new OpenAPIRegistry();
   registry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
     description: "Only enforced when the service runs with API_KEYS; send `Authorization: Bearer <key>`.",
   });
-  for (const routes of DOCUMENTED) routes.paths(registry);
+  const ctx: DocContext = { ...DOC_DEFAULTS, ...(opts.model ? { model: opts.model } : {}) };
+  for (const routes of DOCUMENTED) routes.paths(registry, ctx);
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: "3.1.0",
     info: {

@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import { DOCUMENTED } from "./openapi.js";
+import { DOC_DEFAULTS } from "./routes/route-module.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -39,7 +40,7 @@ export function routeTable(): string {
   const rows: string[] = [];
   for (const routes of DOCUMENTED) {
     const registry = new OpenAPIRegistry();
-    routes.paths(registry);
+    routes.paths(registry, DOC_DEFAULTS);
     const doc = new OpenApiGeneratorV31(registry.definitions).generateDocument({ openapi: "3.1.0", info: { title: "", version: "" } });
     const file = path.relative(ROOT, fileURLToPath(routes.source)).split(path.sep).join("/");
     for (const [route, methods] of Object.entries(doc.paths ?? {})) {

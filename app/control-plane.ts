@@ -17,6 +17,7 @@ import { InPlaceShardRun } from "../cluster/in-place-run.js";
 import { Maintenance } from "../cluster/maintenance.js";
 import { ClusterOrganization } from "../cluster/organization.js";
 import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
+import { ServedModels } from "../cluster/served-models.js";
 import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
 import type { FileRecords } from "../cluster/state-ports.js";
 import { ClusterStatus } from "../cluster/status.js";
@@ -77,6 +78,10 @@ export interface ControlPlane {
 /** This process's name: WORKER_ID, else host and pid (scratch space, leases, the metrics' `process` label). */
 export const processId = (config: Pick<Config, "cluster">) => config.cluster.workerId || `${os.hostname()}-${process.pid}`;
 
+/** An API server given neither MODEL_PATH nor MODELS_FILE: it names batches by the models its live workers serve. */
+export const followsWorkers = (config: Pick<Config, "cluster" | "modelPath" | "modelsFile">) =>
+  config.cluster.role === "api" && !config.modelPath && !config.modelsFile;
+
 /** How long close() lets running batches settle when the workers were not drained first. */
 const CLOSE_GRACE_MS = 10_000;
 
@@ -132,6 +137,18 @@ export async function buildControlPlane(deps: {
     logger,
     onStorageFault: (err) => scratch.noteFault(err),
   });
+  // The distributed mode names batches by what the live workers serve; an API server with no models of its own
+  // takes theirs.
+  const served = cluster.databaseUrl
+    ? new ServedModels({
+        registry: models.registry,
+        followWorkers: followsWorkers(config),
+        workers,
+        leaseSeconds: cluster.leaseSeconds,
+        logger,
+      })
+    : undefined;
+  await served?.start();
   const service = new ClusterBatchService({
     limits: {
       maxQueueDepth: config.maxQueueDepth,
@@ -145,6 +162,7 @@ export async function buildControlPlane(deps: {
     files,
     blobs,
     registry: models.registry,
+    served,
     scratchDir,
     logger,
     now,
@@ -154,7 +172,13 @@ export async function buildControlPlane(deps: {
     keys,
     countTokens: (model, text) => models.countTokens(model, text),
   });
-  const datasets = new DatasetBatchService({ files, batches: service, scratchDir: path.join(scratchDir, "datasets") });
+  const datasets = new DatasetBatchService({
+    files,
+    batches: service,
+    scratchDir: path.join(scratchDir, "datasets"),
+    logger,
+    limits: config.datasets,
+  });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const inference: SyncInference | undefined =
     cluster.role === "api"
@@ -211,6 +235,7 @@ export async function buildControlPlane(deps: {
     workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
     ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
+    reads: queue,
     logger,
     now,
     metrics,
@@ -303,6 +328,7 @@ export async function buildControlPlane(deps: {
     storageFault: (err) => void scratch.noteFault(err),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {
       closed ??= (async () => {
+        served?.close();
         await inference?.close?.();
         await drain(opts);
         stops.close();

@@ -1,12 +1,15 @@
 // Entry point: validate config, build the service, listen, and shut down cleanly on signals.
+import { createServer, type RequestListener, type Server } from "node:http";
 import os from "node:os";
+import type pino from "pino";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
-import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
+import { type Config, ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { settingsHelp } from "../config/settings.js";
 import { createLogger } from "./logger.js";
 import { migrateSchema } from "./plane-state.js";
-import { buildService } from "./service.js";
+import { buildService, fetchModels } from "./service.js";
 import { onStopSignals } from "./signals.js";
+import { StartupStatus } from "./starting.js";
 
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
 const SHUTDOWN_SLACK_MS = 15_000;
@@ -57,37 +60,35 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
-  const service = await buildService(config, logger);
-  // Express 5 calls this back with the error too (e.g. EADDRINUSE), not only on success.
-  const server = service.app.listen(config.port, config.host, (err?: Error) => {
-    if (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why =
-        code === "EADDRINUSE"
-          ? "the port is already in use; set PORT to a free one"
-          : code === "EACCES"
-            ? "permission denied; use a port above 1023"
-            : err.message;
-      // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a
-      // moment to be read before it goes to stderr.
-      logger.flush(() =>
-        setTimeout(() => {
-          console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
-          process.exit(1);
-        }, 100),
-      );
-      return;
-    }
-    const addr = server.address();
-    const port = typeof addr === "object" && addr ? addr.port : config.port;
-    logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
-    service.controlPlane.advertise(`http://${reachableHost(config.host)}:${port}`);
-  });
-
-  const { maxConnections, ...timeouts } = config.http;
-  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
-
+  if (process.argv.includes("--fetch-models")) return await fetchModels(config, logger);
+  // A stop during the start (a model load of minutes) ends the process at once: nothing runs yet to drain or
+  // checkpoint (and node as a container's pid 1 would otherwise ignore SIGTERM until the load ends).
+  let running: ((signal: NodeJS.Signals, again: boolean) => void) | undefined;
   onStopSignals((signal, again) => {
+    if (running) return running(signal, again);
+    logger.info({ signal }, "stopped while starting: exiting");
+    logger.flush(() => process.exit(128 + (os.constants.signals[signal] ?? 15)));
+  });
+  // The port is taken before the model loads (minutes for a large one), so a port in use is said at once; until the
+  // service is built, every request is answered 503 `starting`.
+  const status = new StartupStatus();
+  const server = await listenFirst(config, logger, status.answer);
+  const service = await buildService(config, logger, { onDownload: status.onDownload });
+  server.off("request", status.answer);
+  server.on("request", service.app);
+  const addr = server.address();
+  const port = typeof addr === "object" && addr ? addr.port : config.port;
+  logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
+  const advertised = `http://${reachableHost(config.host)}:${port}`;
+  service.controlPlane.advertise(advertised);
+  const { cluster } = config;
+  if (cluster.databaseUrl && cluster.role !== "api" && !cluster.workerUrl && isLoopback(config.host))
+    logger.warn(
+      { advertised },
+      `this worker tells the API servers to send it synchronous requests at ${advertised}: only those on this machine can; on several machines set HOST=0.0.0.0 (API_KEYS makes it the default) or WORKER_URL`,
+    );
+
+  running = (signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
     if (again) {
       // State files are only ever replaced by rename and result lines are whole single writes, so
@@ -113,7 +114,7 @@ async function main() {
       );
       stop(graceMs);
     }, drainMs);
-  });
+  };
 
   function stop(graceMs: number) {
     server.close();
@@ -137,6 +138,37 @@ async function main() {
         process.exit(1);
       });
   }
+}
+
+/** The HTTP server, listening with its limits, its answers `starting` until the service takes them over; or exit 1 with one line. */
+async function listenFirst(config: Config, logger: pino.Logger, answer: RequestListener): Promise<Server> {
+  const server = createServer(answer);
+  const { maxConnections, ...timeouts } = config.http;
+  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
+  const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    server.once("error", resolve);
+    server.listen(config.port, config.host, () => {
+      server.off("error", resolve);
+      resolve(undefined);
+    });
+  });
+  if (!err) return server;
+  const why =
+    err.code === "EADDRINUSE"
+      ? "the port is already in use; set PORT to a free one"
+      : err.code === "EACCES"
+        ? "permission denied; use a port above 1023"
+        : err.message;
+  // The reason is the last line a reader sees: the log lines just written (stdout) are flushed and given a moment to
+  // be read before it goes to stderr.
+  return new Promise<never>(() =>
+    logger.flush(() =>
+      setTimeout(() => {
+        console.error(`offline-batch-inference: cannot listen on ${config.host}:${config.port}: ${why}`);
+        process.exit(1);
+      }, 100),
+    ),
+  );
 }
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");

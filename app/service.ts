@@ -4,15 +4,15 @@
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
-import { createRouter, loadRegistry } from "../backends/build.js";
-import type { ModelRegistry } from "../backends/registry.js";
+import { createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
+import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
-import { buildControlPlane, type ControlPlane, processId } from "./control-plane.js";
+import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
 import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
 
 export interface Service {
@@ -35,6 +35,8 @@ export interface ServiceOptions {
    * PostgreSQL and the blob store DATABASE_URL and S3_* name.
    */
   openState?: (config: Config, logger: pino.Logger, models: ModelRouter) => Promise<PlaneState>;
+  /** Each model download's progress, while the models are fetched at start (the start-up /ready shows it). */
+  onDownload?: (status: DownloadStatus) => void;
   /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
   beforeWork?: (models: ModelRouter) => void;
 }
@@ -60,23 +62,34 @@ export async function buildService(config: Config, logger: pino.Logger, options:
 async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
-  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern.
-  const registry = await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger);
+  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern; one
+  // given no models at all takes its workers' (cluster/served-models.ts).
+  const registry = followsWorkers(config)
+    ? new ModelRegistry([])
+    : await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {
+        fetch: !apiOnly,
+        onDownload: options.onDownload,
+      });
   const models = await createRouter(config, registry, logger);
+  for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
+    logger.warn(
+      { ...over, maxLineBytes: config.maxLineBytes },
+      "a full-context prompt of this model may be longer than MAX_LINE_BYTES: such a request or batch line is refused; raise MAX_LINE_BYTES",
+    );
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;
   let controlPlane: ControlPlane;
+  let state: PlaneState | undefined;
   try {
+    // The state first: a database or a store that cannot be used is said at once, not after a model load of minutes.
+    state = await openState(config, logger, models);
     if (!apiOnly) backend = await startPrimary(models, registry);
     if (backend) metrics.setBackendInfo(backend.info);
     beforeWork?.(models);
-    const state = await openState(config, logger, models);
-    controlPlane = await buildControlPlane({ config, models, logger, metrics, state }).catch(async (err) => {
-      await state.ports.close();
-      throw err;
-    });
+    controlPlane = await buildControlPlane({ config, models, logger, metrics, state });
   } catch (err) {
+    await state?.ports.close();
     await models.close();
     throw err;
   }
@@ -169,7 +182,7 @@ const upstreamStats = (models: ModelRouter) =>
 /** An API server runs no model: it is ready once it has its database; the workers serve the models. */
 function apiRoleInfo(registry: ModelRegistry): BackendInfo {
   return {
-    model: registry.fallback ?? registry.models[0].name,
+    model: registry.fallback ?? registry.models[0]?.name ?? "",
     kind: "workers",
     endpoints: ENDPOINTS,
     concurrency: 0,
@@ -177,4 +190,12 @@ function apiRoleInfo(registry: ModelRegistry): BackendInfo {
     settings: { role: "api" },
     summary: "requests run on the workers",
   };
+}
+
+/**
+ * `--fetch-models`: downloads what MODEL_PATH or the models file names into MODELS_DIR and exits, loading nothing
+ * (a Kubernetes init container fills the models volume so).
+ */
+export async function fetchModels(config: Config, logger: pino.Logger): Promise<void> {
+  await loadRegistry(config, logger);
 }

@@ -1,76 +1,127 @@
 // The model registry and its backends from the service's Config, shared by the server (app/service.ts) and the
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
-// local model of MODEL_PATH (or the generated model), which answers to every name.
+// local model of MODEL_PATH (or the generated model), which answers to every name. A model named by hf: or a URL is
+// downloaded into MODELS_DIR here, at start, before anything loads it.
 import { readFile } from "node:fs/promises";
 import type pino from "pino";
 import { type Config, ConfigError } from "../config/config.js";
+import { modelRefName, parseModelRef } from "../config/model-ref.js";
 import { deviceMemory, usableRam } from "../engine/device-memory.js";
 import { estimateFootprint } from "../engine/footprint.js";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { ModelFileError } from "../engine/gguf-check.js";
 import { createEngine } from "../engine/index.js";
+import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/model-download.js";
 import { LlamaBackend } from "../engine/openai-backend.js";
 import { overChat } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
+export { type DownloadStatus, progressLine } from "../engine/model-download.js";
+
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
-const SERVER_HINT = "MODEL_PATH=/models/qwen2.5-0.5b-instruct-q8_0.gguf npm start";
+const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm start";
 
 /** Share of VRAM (with a GPU) or RAM local models may take together when MODEL_MEMORY_MB is not set. */
 export const DEFAULT_MODEL_MEMORY_SHARE = 0.75;
 
 type BackendConfig = Pick<Config, "modelPath" | "modelsFile" | "modelMemoryMb" | "modelIdleSeconds" | "engine">;
+type FetchConfig = Pick<Config, "modelsDir" | "hfEndpoint" | "hfToken">;
 
+export interface RegistryOptions {
+  env?: Record<string, string | undefined>;
+  /** How the generated model's warning names the way to a real one. */
+  hint?: string;
+  /** False where no model runs here (an API server): downloads' references are kept, nothing is fetched. */
+  fetch?: boolean;
+  /** What the one-line errors tell the user to set to a local file instead (MODEL_PATH, --model). */
+  setting?: string;
+  /** Each download's progress (the start-up /ready). */
+  onDownload?: (status: DownloadStatus) => void;
+  signal?: AbortSignal;
+}
+
+/** The file of the one model: MODEL_PATH's (downloaded first where it names one), else the generated model. */
 export async function resolveModelPath(
-  config: Pick<Config, "modelPath">,
+  config: Pick<Config, "modelPath"> & FetchConfig,
   logger: pino.Logger,
-  hint = SERVER_HINT,
-): Promise<{ path: string; generated: boolean }> {
-  if (config.modelPath) return { path: config.modelPath, generated: false };
+  options: RegistryOptions = {},
+): Promise<{ path: string; generated: boolean; name?: string }> {
+  if (config.modelPath) {
+    const ref = parseModelRef(config.modelPath);
+    if (ref.kind === "file") return { path: config.modelPath, generated: false };
+    const name = modelRefName(ref);
+    if (options.fetch === false) return { path: config.modelPath, generated: false, name };
+    return { path: await fetchOne(config.modelPath, config, logger, options), generated: false, name };
+  }
   const generated = await ensureGeneratedModel();
   logger.warn(
     { modelPath: generated },
     "MODEL_PATH is not set: serving the project's GENERATED model with RANDOM weights; its outputs are gibberish. " +
-      `Point MODEL_PATH at a real GGUF model, e.g. ${hint}`,
+      `For real answers name a model, e.g. ${options.hint ?? SERVER_HINT} (downloaded once into MODELS_DIR)`,
   );
   return { path: generated, generated: true };
 }
 
 /** The registry: MODELS_FILE (one ConfigError naming what is wrong), else the one-model form. */
 export async function loadRegistry(
-  config: BackendConfig,
+  config: BackendConfig & FetchConfig,
   logger: pino.Logger,
-  env: Record<string, string | undefined> = process.env,
-  hint?: string,
+  options: RegistryOptions = {},
 ): Promise<ModelRegistry> {
-  if (config.modelsFile) {
-    let text: string;
-    try {
-      text = await readFile(config.modelsFile, "utf8");
-    } catch (err) {
-      throw new ConfigError(
-        `MODELS_FILE=${config.modelsFile}: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
-      );
-    }
-    try {
-      const registry = parseModelsFile(text, config.modelsFile, env);
-      for (const m of registry.models)
-        if (m.backend.kind === "local" && m.backend.generatedPreset) {
-          await ensureGeneratedModel({ preset: m.backend.generatedPreset });
-          logger.warn(
-            { model: m.name },
-            `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`,
-          );
-        }
-      return registry;
-    } catch (err) {
-      if (err instanceof ModelsFileError) throw new ConfigError(`MODELS_FILE=${err.message}`);
-      throw err;
+  if (!config.modelsFile) {
+    const model = await resolveModelPath(config, logger, options);
+    return singleModelRegistry(model.path, model.generated, model.name);
+  }
+  let text: string;
+  try {
+    text = await readFile(config.modelsFile, "utf8");
+  } catch (err) {
+    throw new ConfigError(
+      `MODELS_FILE=${config.modelsFile}: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
+  }
+  let registry: ModelRegistry;
+  try {
+    registry = parseModelsFile(text, config.modelsFile, options.env ?? process.env);
+  } catch (err) {
+    if (err instanceof ModelsFileError) throw new ConfigError(`MODELS_FILE=${err.message}`);
+    throw err;
+  }
+  for (const m of registry.models) {
+    if (m.backend.kind !== "local") continue;
+    if (m.backend.generatedPreset) {
+      await ensureGeneratedModel({ preset: m.backend.generatedPreset });
+      logger.warn({ model: m.name }, `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`);
+    } else if (options.fetch !== false && parseModelRef(m.backend.path).kind !== "file") {
+      // Every download at start, one after another: a batch never waits for one, and a bad reference stops the start.
+      m.backend.path = await fetchOne(m.backend.path, config, logger, {
+        ...options,
+        setting: `the path of model '${m.name}' in MODELS_FILE`,
+      });
     }
   }
-  const model = await resolveModelPath(config, logger, hint);
-  return singleModelRegistry(model.path, model.generated);
+  return registry;
+}
+
+/** A download's file in MODELS_DIR, its progress logged; a failure is one ConfigError line. */
+async function fetchOne(ref: string, config: FetchConfig, logger: pino.Logger, options: RegistryOptions): Promise<string> {
+  const log = logger.child({ component: "models" });
+  try {
+    return await fetchModel(ref, {
+      dir: config.modelsDir,
+      hfEndpoint: config.hfEndpoint,
+      hfToken: config.hfToken || undefined,
+      setting: options.setting ?? "MODEL_PATH",
+      onStatus: options.onDownload,
+      log: (msg, fields) => log.info(fields ?? {}, msg),
+      signal: options.signal,
+    });
+  } catch (err) {
+    if (err instanceof ModelDownloadError || err instanceof ModelFileError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 /**
@@ -108,7 +159,7 @@ export async function createRouter(
     log: (msg, fields) => log.info(fields ?? {}, msg),
     factory: {
       footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
-      async local(spec) {
+      async local(spec, signal) {
         const engine = await createEngine({
           modelPath: spec.backend.path,
           generatedModel: spec.generated ?? false,
@@ -120,6 +171,7 @@ export async function createRouter(
           prefixCopy: config.engine.prefixCopy,
           build: config.engine.build,
           kvUnified: config.engine.kvUnified,
+          signal,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         // Responses lines run over the backend's chat endpoint.

@@ -2,40 +2,39 @@
 // dedicated, the simulated pools' trade-off) or per million tokens (what an upstream bills). One arithmetic
 // for a batch's `cost`, /metrics and the runner's summary.
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
 
 const money = z.number().min(0);
 
-export const PriceSchema = z
-  .strictObject({
-    currency: z
-      .string()
-      .regex(/^[A-Z]{3}$/, "must be a three-letter currency code such as USD")
-      .default("USD"),
-    spot_per_hour: money.optional(),
-    dedicated_per_hour: money.optional(),
-    input_per_million: money.optional(),
-    cached_input_per_million: money.optional(),
-    output_per_million: money.optional(),
-    batch_discount: z.number().min(0).max(1).optional(),
-  })
-  .superRefine((p, ctx) => {
-    const hourly = p.spot_per_hour !== undefined || p.dedicated_per_hour !== undefined;
-    const tokens = p.input_per_million !== undefined || p.output_per_million !== undefined || p.cached_input_per_million !== undefined;
-    if (hourly === tokens)
-      ctx.addIssue({
-        code: "custom",
-        message: "give either spot_per_hour and dedicated_per_hour, or input_per_million and output_per_million",
-      });
-    else if (hourly && (p.spot_per_hour === undefined || p.dedicated_per_hour === undefined))
-      ctx.addIssue({ code: "custom", message: "a price per pool hour needs both spot_per_hour and dedicated_per_hour" });
-    else if (tokens && (p.input_per_million === undefined || p.output_per_million === undefined))
-      ctx.addIssue({ code: "custom", message: "a price per million tokens needs both input_per_million and output_per_million" });
-    else if (hourly && p.batch_discount !== undefined)
-      ctx.addIssue({
-        code: "custom",
-        message: "batch_discount applies to a price per million tokens; a pool-hour price discounts batches by its spot rate",
-      });
-  });
+export const PriceSchema = strictObject({
+  currency: z
+    .string()
+    .regex(/^[A-Z]{3}$/, "must be a three-letter currency code such as USD")
+    .default("USD"),
+  spot_per_hour: money.optional(),
+  dedicated_per_hour: money.optional(),
+  input_per_million: money.optional(),
+  cached_input_per_million: money.optional(),
+  output_per_million: money.optional(),
+  batch_discount: z.number().min(0).max(1).optional(),
+}).superRefine((p, ctx) => {
+  const hourly = p.spot_per_hour !== undefined || p.dedicated_per_hour !== undefined;
+  const tokens = p.input_per_million !== undefined || p.output_per_million !== undefined || p.cached_input_per_million !== undefined;
+  if (hourly === tokens)
+    ctx.addIssue({
+      code: "custom",
+      message: "give either spot_per_hour and dedicated_per_hour, or input_per_million and output_per_million",
+    });
+  else if (hourly && (p.spot_per_hour === undefined || p.dedicated_per_hour === undefined))
+    ctx.addIssue({ code: "custom", message: "a price per pool hour needs both spot_per_hour and dedicated_per_hour" });
+  else if (tokens && (p.input_per_million === undefined || p.output_per_million === undefined))
+    ctx.addIssue({ code: "custom", message: "a price per million tokens needs both input_per_million and output_per_million" });
+  else if (hourly && p.batch_discount !== undefined)
+    ctx.addIssue({
+      code: "custom",
+      message: "batch_discount applies to a price per million tokens; a pool-hour price discounts batches by its spot rate",
+    });
+});
 
 export type Price =
   | { currency: string; basis: "pool_hours"; spotPerHour: number; dedicatedPerHour: number }

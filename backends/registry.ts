@@ -1,15 +1,19 @@
 // The model registry: the names a batch line may put in `model`, their aliases, and the backend each routes to
 // (a GGUF run in-process, or an OpenAI-compatible upstream server). Read once at start from MODELS_FILE (YAML);
-// without one, a single local model (MODEL_PATH, or the generated model) answers to every name, as before.
+// without one, a single local model (MODEL_PATH, or the generated model) answers to every name, as before. A local
+// model's path may name a download (hf:<owner>/<repo>[:<quant>], an https:// URL), fetched at start (build.ts).
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
+import { parseModelRef } from "../config/model-ref.js";
 import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
 import { getPreset } from "../engine/gguf/presets.js";
 import { type Price, PriceSchema, priceFrom } from "./price.js";
 
 export interface LocalBackendSpec {
   kind: "local";
+  /** The GGUF file; until the models are fetched (backends/build.ts), a download's reference (hf:..., https://...). */
   path: string;
   /** The generated model's preset: its file is written at start where the cache lacks it. */
   generatedPreset?: string;
@@ -60,13 +64,14 @@ export class ModelsFileError extends Error {
 }
 
 export class ModelRegistry {
-  private readonly byName = new Map<string, ModelSpec>();
+  private byName = new Map<string, ModelSpec>();
+  private list: readonly ModelSpec[];
+  private orElse: string | undefined;
 
   /** `fallback`: the model that serves names the registry does not list (the one-model form); none: refused. */
-  constructor(
-    readonly models: readonly ModelSpec[],
-    readonly fallback?: string,
-  ) {
+  constructor(models: readonly ModelSpec[], fallback?: string) {
+    this.list = models;
+    this.orElse = fallback;
     for (const m of models) {
       for (const n of [m.name, ...m.aliases]) {
         if (this.byName.has(n)) throw new ModelsFileError(`the name '${n}' is given to two models`);
@@ -74,6 +79,31 @@ export class ModelRegistry {
       }
     }
     if (fallback !== undefined && !this.byName.has(fallback)) throw new ModelsFileError(`default_model '${fallback}' is not a model`);
+  }
+
+  get models(): readonly ModelSpec[] {
+    return this.list;
+  }
+
+  get fallback(): string | undefined {
+    return this.orElse;
+  }
+
+  /**
+   * Takes `other`'s models in place, for everything that holds this registry: an API server with no models of its
+   * own follows what its live workers serve (cluster/served-models.ts).
+   */
+  replaceWith(other: ModelRegistry): void {
+    this.list = other.list;
+    this.orElse = other.orElse;
+    this.byName = other.byName;
+  }
+
+  /** The same registry cut to the models named in `served` (by name or alias); the fallback stays if it is served. */
+  servedBy(served: ReadonlySet<string>): ModelRegistry {
+    const models = this.list.filter((m) => [m.name, ...m.aliases].some((n) => served.has(n)));
+    const fallback = this.orElse !== undefined && models.some((m) => m.name === this.orElse) ? this.orElse : undefined;
+    return new ModelRegistry(models, fallback);
   }
 
   /** The model serving `name` (a name, an alias, or anything when there is a fallback). */
@@ -92,8 +122,31 @@ export class ModelRegistry {
   }
 }
 
+/**
+ * Bytes of JSON a prompt takes per token, with room: prose, code and ASCII-escaped Chinese took at most 4.4 on the
+ * Llama 2 vocabulary (docs/reliability.md); a run of spaces, one token, takes more.
+ */
+export const PROMPT_BYTES_PER_TOKEN = 8;
+
+/**
+ * The local models whose full context, as a prompt, may not fit in a request of `maxLineBytes` (a batch line, or a
+ * synchronous request): a longer prompt is refused before the model sees it. Upstream contexts are not known at start.
+ */
+export function promptsOverLimit(
+  registry: ModelRegistry,
+  defaultContext: number,
+  maxLineBytes: number,
+): Array<{ model: string; contextTokens: number; promptBytes: number }> {
+  return registry.models.flatMap((m) => {
+    if (m.backend.kind !== "local") return [];
+    const contextTokens = m.backend.contextSize ?? defaultContext;
+    const promptBytes = contextTokens * PROMPT_BYTES_PER_TOKEN;
+    return promptBytes > maxLineBytes ? [{ model: m.name, contextTokens, promptBytes }] : [];
+  });
+}
+
 const positive = z.number().int().min(1);
-const LocalSchema = z.strictObject({
+const LocalSchema = strictObject({
   path: z.string().min(1).optional(),
   /** The project's own random-weights model of this preset, which every clone can make (npm run gen-model). */
   generated: z.enum(GENERATED_MODEL_PRESETS, { error: `must be one of ${GENERATED_MODEL_PRESETS.join(", ")}` }).optional(),
@@ -103,7 +156,7 @@ const LocalSchema = z.strictObject({
   threads: positive.optional(),
   gpu_layers: z.union([z.number().int().min(0), z.literal("auto")]).optional(),
 });
-const UpstreamSchema = z.strictObject({
+const UpstreamSchema = strictObject({
   base_urls: z.array(z.url({ protocol: /^https?$/ })).min(1),
   model: z.string().min(1),
   api_key_env: z
@@ -116,21 +169,20 @@ const UpstreamSchema = z.strictObject({
   max_attempts: positive.optional(),
   prefix_routing: z.enum(["auto", "slots", "grouped", "none"], { error: "must be auto, slots, grouped or none" }).optional(),
 });
-const ModelSchema = z
-  .strictObject({
-    name: z.string().min(1),
-    aliases: z.array(z.string().min(1)).optional(),
-    local: LocalSchema.optional(),
-    upstream: UpstreamSchema.optional(),
-    price: PriceSchema.optional(),
-    defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
-  })
+const ModelSchema = strictObject({
+  name: z.string().min(1),
+  aliases: z.array(z.string().min(1)).optional(),
+  local: LocalSchema.optional(),
+  upstream: UpstreamSchema.optional(),
+  price: PriceSchema.optional(),
+  defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
+})
   .refine((m) => (m.local === undefined) !== (m.upstream === undefined), "needs exactly one of local and upstream")
   .refine((m) => !m.local || (m.local.path === undefined) !== (m.local.generated === undefined), {
     message: "local needs exactly one of path and generated",
     path: ["local"],
   });
-const FileSchema = z.strictObject({
+const FileSchema = strictObject({
   default_model: z.string().min(1).optional(),
   models: z.array(ModelSchema).min(1),
 });
@@ -164,7 +216,7 @@ export function parseModelsFile(text: string, source: string, env: Record<string
       const l = m.local;
       const file = l.generated
         ? path.join(defaultGeneratedModelDir(), generatedModelFileName(getPreset(l.generated), DEFAULT_SEED))
-        : path.resolve(dir, l.path!);
+        : localPath(l.path!, dir, `${source}: model '${m.name}': local.path`);
       return {
         name: m.name,
         aliases,
@@ -213,12 +265,80 @@ export function parseModelsFile(text: string, source: string, env: Record<string
   }
 }
 
+/** A file relative to the models file; a download's reference kept for the fetch, once it is known to be one. */
+function localPath(p: string, dir: string, where: string): string {
+  try {
+    return parseModelRef(p).kind === "file" ? path.resolve(dir, p) : p.trim();
+  } catch (err) {
+    throw new ModelsFileError(`${where}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * What a worker tells the API servers of the models it serves (in its heartbeat row): their names, aliases, prices and
+ * defaults, and the one that answers names no model has; never a path, a URL or a key.
+ */
+export interface ModelCatalogue {
+  models: Array<Pick<ModelSpec, "name" | "aliases" | "generated" | "price" | "defaults"> & { kind: "local" | "upstream" }>;
+  fallback?: string;
+}
+
+/** The catalogue of `registry`'s models, or of those named in `only`. */
+export function catalogueOf(registry: ModelRegistry, only?: readonly string[]): ModelCatalogue {
+  const models = registry.models
+    .filter((m) => !only || only.includes(m.name))
+    .map((m) => ({
+      name: m.name,
+      aliases: m.aliases,
+      kind: m.backend.kind,
+      ...(m.generated ? { generated: true } : {}),
+      ...(m.price ? { price: m.price } : {}),
+      ...(m.defaults ? { defaults: m.defaults } : {}),
+    }));
+  const fallback = registry.fallback !== undefined && models.some((m) => m.name === registry.fallback) ? registry.fallback : undefined;
+  return { models, ...(fallback ? { fallback } : {}) };
+}
+
+/**
+ * The registry of the models several workers' catalogues name, as an API server with no models of its own routes by
+ * them: a name (or an alias) belongs to the first catalogue that gives it, and the first fallback answers other names.
+ * Their backends are the workers': here they only name batches.
+ */
+export function registryOfCatalogues(catalogues: readonly ModelCatalogue[]): ModelRegistry {
+  const models: ModelSpec[] = [];
+  const taken = new Set<string>();
+  let fallback: string | undefined;
+  for (const c of catalogues) {
+    for (const m of c.models) {
+      if (taken.has(m.name)) continue;
+      const aliases = m.aliases.filter((a) => !taken.has(a) && a !== m.name);
+      for (const n of [m.name, ...aliases]) taken.add(n);
+      const { kind, ...spec } = m;
+      models.push({ ...spec, aliases, backend: kind === "local" ? { kind, path: "" } : elsewhere(m.name) });
+    }
+    fallback ??= c.fallback;
+  }
+  return new ModelRegistry(models, fallback);
+}
+
+/** An upstream model served by the workers: an API server never sends it anything itself. */
+const elsewhere = (model: string): UpstreamBackendSpec => ({
+  kind: "upstream",
+  baseUrls: [],
+  model,
+  ...UPSTREAM_DEFAULTS,
+  prefixRouting: "none",
+});
+
 /** The model name the README's curl demo sends: the one-model form answers to it. */
 export const DEMO_MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct";
 
-/** Without a models file: one local model, named after its file, that serves every name. */
-export function singleModelRegistry(modelPath: string, generated: boolean): ModelRegistry {
-  const name = path.basename(modelPath).replace(/\.gguf$/i, "");
+/** Without a models file: one local model, named after its file (or `name`), that serves every name. */
+export function singleModelRegistry(
+  modelPath: string,
+  generated: boolean,
+  name = path.basename(modelPath).replace(/\.gguf$/i, ""),
+): ModelRegistry {
   const aliases = name === DEMO_MODEL_NAME ? [] : [DEMO_MODEL_NAME];
   return new ModelRegistry([{ name, aliases, backend: { kind: "local", path: modelPath }, generated }], name);
 }

@@ -10,7 +10,8 @@ export type LocalSpec = ModelSpec & { backend: LocalBackendSpec };
 export type UpstreamSpec = ModelSpec & { backend: UpstreamBackendSpec };
 
 export interface BackendFactory {
-  local(spec: LocalSpec): Promise<InferenceBackend>;
+  /** `signal` aborts when the router closes: the load stops, and what it brought up is closed. */
+  local(spec: LocalSpec, signal: AbortSignal): Promise<InferenceBackend>;
   upstream(spec: UpstreamSpec): InferenceBackend;
   /** Bytes a local model will take once loaded (engine/footprint.ts). */
   footprint(spec: LocalSpec): Promise<number>;
@@ -70,6 +71,8 @@ export class ModelRouter {
   private readonly roomWaiters = new Set<() => void>();
   private clock = 0;
   private closed = false;
+  /** Aborted by close: loads in progress stop (a Ctrl-C or a shutdown during a load minutes long). */
+  private readonly closing = new AbortController();
 
   constructor(private readonly opts: RouterOptions) {
     for (const spec of opts.registry.models) this.entries.set(spec.name, { spec, state: "unloaded", users: 0, bytes: 0, lastUsed: 0 });
@@ -116,6 +119,8 @@ export class ModelRouter {
   async acquire(name: string, signal?: AbortSignal): Promise<ModelLease> {
     const entry = this.entries.get(name);
     if (!entry) throw new ModelLoadError(name, new Error(`it is not in the model registry (${this.opts.registry.names.join(", ")})`));
+    // Stopped already: no load is begun for no one.
+    if (signal?.aborted) throw signal.reason;
     entry.users++;
     clearTimeout(entry.idleTimer);
     try {
@@ -138,7 +143,10 @@ export class ModelRouter {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort(new Error("the service is shutting down"));
     for (const wake of this.roomWaiters) wake();
+    // A load in progress stops (or ends) before the models are taken down, so none outlives the router.
+    await Promise.allSettled([...this.entries.values()].map((e) => e.loading));
     await Promise.allSettled([...this.entries.values()].map((e) => this.unload(e)));
   }
 
@@ -158,7 +166,11 @@ export class ModelRouter {
         const bytes = await this.opts.factory.footprint(spec as LocalSpec);
         await this.makeRoom(entry, bytes);
         this.opts.log("loading model", { model: spec.name, estimated_mb: Math.round(bytes / 2 ** 20) });
-        const backend = await this.opts.factory.local(spec as LocalSpec);
+        const backend = await this.opts.factory.local(spec as LocalSpec, this.closing.signal);
+        if (this.closed) {
+          await backend.close();
+          throw new Error("the service is shutting down");
+        }
         entry.backend = backend;
         entry.state = "loaded";
         return backend;
@@ -242,10 +254,11 @@ export class ModelRouter {
 /** `work`, or the signal's reason as soon as it aborts (the work itself goes on for whoever else awaits it). */
 function untilAborted<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return work;
-  if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
+    // Handled here whatever comes first, so a load that fails after the caller left is never an unhandled rejection.
     work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+    if (signal.aborted) onAbort();
   });
 }

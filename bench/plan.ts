@@ -1,4 +1,5 @@
-// How much each part of the benchmark runs: the full run (~10 minutes on 2 cores) and --quick (~2 minutes).
+// How much each part of the benchmark runs: the full run and --quick (bench/args.ts says how long each takes).
+import { type BenchArgs, BenchUsageError } from "./args.js";
 import { embeddingsWorkload, mixedWorkload, promptHeavyWorkload, uniformWorkload, type Workload } from "./peer.js";
 import type { SchedulingCase } from "./scheduling.js";
 import { schedulingWorkloads, TOKENS_PER_WORD } from "./scheduling-workloads.js";
@@ -184,4 +185,39 @@ export function makePlan(quick: boolean, storiesPath: string | null, schedulingL
 /** Where the prefix-reuse and embedding comparisons run: the model marked for them, else the last one. */
 export function extrasModel(models: readonly ModelPlan[]): ModelPlan | undefined {
   return models.find((m) => m.extras) ?? models.at(-1);
+}
+
+/**
+ * The plan cut to the models and workloads asked for (--model, --workloads) and the scheduling part's options; a
+ * filter that leaves nothing to run is a mistake, said with the names it could have matched.
+ */
+export function narrowPlan(plan: Plan, by: Pick<BenchArgs, "model" | "workloads" | "slots" | "ablations">): Plan {
+  const models = plan.models.map((m) => m.name);
+  const workloads = [
+    ...new Set([
+      ...plan.peer.flatMap((p) => p.workloads.map((w) => w.name)),
+      ...plan.scheduling.flatMap((s) => s.cases.map((c) => c.workload.name)),
+      ...(plan.rerank ? ["rerank"] : []),
+    ]),
+  ];
+  const has = (name: string) => !by.model || name.includes(by.model);
+  const wanted = (name: string) => by.workloads.length === 0 || by.workloads.some((w) => name.includes(w));
+  if (!models.some(has)) throw new BenchUsageError(`--model ${by.model} names none of this plan's models: ${models.join("; ")}`);
+  const unknown = by.workloads.filter((w) => !workloads.some((name) => name.includes(w)));
+  if (unknown.length > 0)
+    throw new BenchUsageError(`--workloads ${unknown.join(",")} names none of this plan's workloads: ${workloads.join(", ")}`);
+  return {
+    ...plan,
+    models: plan.models.filter((m) => has(m.name)),
+    peer: plan.peer.filter((p) => has(p.model.name)).map((p) => ({ ...p, workloads: p.workloads.filter((w) => wanted(w.name)) })),
+    upstream: plan.upstream.filter((u) => has(u.model.name)),
+    scheduling: plan.scheduling
+      .filter((s) => has(s.model.name))
+      .map((s) => ({
+        ...s,
+        cases: s.cases.filter((c) => wanted(c.workload.name)),
+        grid: by.slots ? { ...s.grid, parallel: by.slots } : s.grid,
+        ablations: s.ablations && by.ablations,
+      })),
+  };
 }

@@ -1,5 +1,6 @@
 // The one table `npm run bench` prints: every measured run, then each goal (docs/performance.md, "How to measure")
-// with its ratio, met or missed.
+// with its ratio, met or missed, or no result where a side of the ratio did not do the work the other did (a
+// baseline that generated one token is no baseline), and how long each part took.
 import type { DatasetsResult } from "./datasets.js";
 import type { DistributedResult } from "./distributed.js";
 import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
@@ -39,6 +40,8 @@ export interface BenchResults {
   targets: Target[];
   notes: string[];
   totalSeconds?: number;
+  /** Seconds each part took, in the order they ran. */
+  partSeconds?: Record<string, number>;
 }
 
 export interface Target {
@@ -46,7 +49,45 @@ export interface Target {
   what: string;
   measured: string;
   goal: string;
-  met: boolean;
+  /** null: no result, for the reason in `unsound`. */
+  met: boolean | null;
+  unsound?: string;
+}
+
+/** The work one side of a ratio did: its requests and the tokens they generated. */
+export interface Work {
+  label: string;
+  requests: number;
+  generated: number;
+  seconds: number;
+}
+
+/**
+ * Why two runs cannot be compared, or null: a ratio stands only between runs that did the same work, so each side
+ * must have finished requests in a positive time, and where either generated tokens, both must have generated a
+ * like number per request (within 2x). A baseline cut short by its time budget after one token fails here.
+ */
+export function unsoundPair(a: Work, b: Work): string | null {
+  for (const r of [a, b]) {
+    if (!(r.seconds > 0) || !Number.isFinite(r.seconds)) return `${r.label} ran no measurable time`;
+    if (r.requests < 1) return `${r.label} finished no request in ${r.seconds.toFixed(1)} s`;
+  }
+  if (a.generated === 0 && b.generated === 0) return null;
+  const [pa, pb] = [a.generated / a.requests, b.generated / b.requests];
+  if (Math.min(pa, pb) * 2 >= Math.max(pa, pb)) return null;
+  const [low, high] = pa < pb ? [a, b] : [b, a];
+  return (
+    `${low.label} generated ${low.generated} token(s) in ${low.requests} request(s) over ${low.seconds.toFixed(1)} s, ` +
+    `${per(low)} a request against ${per(high)} for ${high.label}: not the same work`
+  );
+}
+
+const per = (r: Work) => (r.generated / r.requests).toFixed(1);
+
+/** The target as measured, or as no result where its two sides cannot be compared. */
+function judged(t: Omit<Target, "met" | "unsound">, met: boolean, a: Work, b: Work): Target {
+  const unsound = unsoundPair(a, b);
+  return unsound ? { ...t, met: null, unsound } : { ...t, met };
 }
 
 const n = (v: number | null | undefined, digits = 0) =>
@@ -74,10 +115,13 @@ export function formatTable(res: BenchResults): string {
     ]);
   for (const t of res.throughput) {
     for (const r of [...t.handTuned, ...t.probes]) add(r, ratioTo(t.best, r));
+    // A ratio from runs that did not do the same work is no figure at all.
+    const or = (r: RunRecord, text: string) =>
+      unsoundPair({ ...t.service, label: "service" }, { ...r, label: "this run" }) ? "no result" : text;
     add(t.best, `best (${n(t.best.seconds, 2)} s)`);
-    add(t.service, `${n(t.ratioToBest, 2)}x best's time`);
-    add(t.sequential, `service ${n(t.speedupOverSequential, 1)}x faster`);
-    add(t.sequentialDefaults, `service ${n(t.speedupOverSequentialDefaults, 1)}x faster`);
+    add(t.service, or(t.best, `${n(t.ratioToBest, 2)}x best's time`));
+    add(t.sequential, or(t.sequential, `service ${n(t.speedupOverSequential, 1)}x faster`));
+    add(t.sequentialDefaults, or(t.sequentialDefaults, `service ${n(t.speedupOverSequentialDefaults, 1)}x faster`));
     if (t.handTunedSingle && !t.handTuned.includes(t.handTunedSingle)) add(t.handTunedSingle, ratioTo(t.best, t.handTunedSingle));
     for (const r of t.engine) add(r, ratioTo(t.best, r));
   }
@@ -181,55 +225,60 @@ export function formatTable(res: BenchResults): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
   const out = [line(rows[0]), widths.map((w) => "-".repeat(w)).join("-|-"), ...rows.slice(1).map(line)];
-  out.push("", "Targets:");
-  for (const t of res.targets) out.push(`  ${t.met ? "MET   " : "MISSED"} ${t.id} ${t.what}: ${t.measured} (goal ${t.goal})`);
-  if (res.notes.length > 0) out.push("", "Notes:", ...res.notes.map((s) => `  - ${s}`));
+  out.push(...footer(res));
   return out.join("\n");
+}
+
+/** Under the table: each goal met, missed or no result, the notes, and how long each part took. */
+function footer(res: BenchResults): string[] {
+  const out: string[] = [];
+  out.push("", "Targets:");
+  for (const t of res.targets)
+    out.push(
+      t.met === null
+        ? `  NO RESULT ${t.id} ${t.what}: ${t.unsound}`
+        : `  ${t.met ? "MET   " : "MISSED"} ${t.id} ${t.what}: ${t.measured} (goal ${t.goal})`,
+    );
+  const took = Object.entries(res.partSeconds ?? {});
+  if (took.length > 0) out.push("", `Time by part: ${took.map(([p, s]) => `${p} ${s} s`).join(", ")}`);
+  if (res.notes.length > 0) out.push("", "Notes:", ...res.notes.map((s) => `  - ${s}`));
+  return out;
 }
 
 export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
   const targets: Target[] = [];
   for (const p of res.peer)
-    targets.push({
-      id: `peer ${p.workload}`,
-      what: `${p.model}: service at defaults vs llama-server's best (-np ${p.best.parallel} -t ${p.best.threads}), ${p.what}`,
-      measured: `${p.best.seconds.toFixed(2)} s / ${p.service.seconds.toFixed(2)} s = ${p.ratio.toFixed(2)}x (tokens ${p.best.generated} vs ${p.service.generated})`,
-      goal: ">= 1.00x",
-      met: p.ratio >= 1,
-    });
-  for (const u of res.upstream)
-    targets.push({
-      id: "upstream",
-      what: `${u.model}: the service in front of llama-server (-np ${u.llamaServer.parallel}) vs a client with the best fixed concurrency, ${u.requests} x ${u.tokens} tokens`,
-      measured: `${u.bestClient.seconds.toFixed(2)} s / ${u.service.seconds.toFixed(2)} s = ${u.ratio.toFixed(2)}x`,
-      goal: ">= 0.95x",
-      met: u.ratio >= 0.95,
-    });
-  for (const t of res.throughput) {
-    targets.push({
-      id: "hand-tuned",
-      what: `${t.model}: service at defaults vs best hand-tuned node-llama-cpp (${t.requests} x ${t.tokens} tokens)`,
-      measured: `${t.service.seconds.toFixed(2)} s vs ${t.best.seconds.toFixed(2)} s = ${t.ratioToBest.toFixed(2)}x`,
-      goal: "<= 1.10x",
-      met: t.ratioToBest <= 1.1,
-    });
-    targets.push({
-      id: "batching",
-      what: `${t.model}: service vs one request at a time through the project engine (same threads)`,
-      measured:
-        `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequential.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequential.toFixed(2)}x` +
-        (t.batchingCeiling ? `; batching's ceiling here (best hand-tuned / best one at a time) ${t.batchingCeiling.toFixed(2)}x` : ""),
-      goal: ">= 5x",
-      met: t.speedupOverSequential >= 5,
-    });
-    targets.push({
-      id: "untuned",
-      what: `${t.model}: service vs one request at a time on node-llama-cpp's defaults (an untuned script)`,
-      measured: `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequentialDefaults.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequentialDefaults.toFixed(1)}x`,
-      goal: ">= 5x",
-      met: t.speedupOverSequentialDefaults >= 5,
-    });
+    targets.push(
+      judged(
+        {
+          id: `peer ${p.workload}`,
+          what: `${p.model}: service at defaults vs llama-server's best (-np ${p.best.parallel} -t ${p.best.threads}), ${p.what}`,
+          measured: `${p.best.seconds.toFixed(2)} s / ${p.service.seconds.toFixed(2)} s = ${p.ratio.toFixed(2)}x (tokens ${p.best.generated} vs ${p.service.generated})`,
+          goal: ">= 1.00x",
+        },
+        p.ratio >= 1,
+        { label: "llama-server", ...p.best },
+        // One batch per endpoint holds the workload's every request.
+        { label: "the service", requests: p.best.requests, generated: p.service.generated, seconds: p.service.seconds },
+      ),
+    );
+  for (const u of res.upstream) {
+    const work = (label: string, seconds: number): Work => ({ label, requests: u.requests, generated: u.requests * u.tokens, seconds });
+    targets.push(
+      judged(
+        {
+          id: "upstream",
+          what: `${u.model}: the service in front of llama-server (-np ${u.llamaServer.parallel}) vs a client with the best fixed concurrency, ${u.requests} x ${u.tokens} tokens`,
+          measured: `${u.bestClient.seconds.toFixed(2)} s / ${u.service.seconds.toFixed(2)} s = ${u.ratio.toFixed(2)}x`,
+          goal: ">= 0.95x",
+        },
+        u.ratio >= 0.95,
+        work("the client", u.bestClient.seconds),
+        work("the service", u.service.seconds),
+      ),
+    );
   }
+  for (const t of res.throughput) targets.push(...throughputTargets(t));
   const s = res.scale;
   if (s) {
     const uv = s.uploadMs + s.validateMs;
@@ -286,6 +335,49 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
       });
   }
   return targets;
+}
+
+/** The throughput part's goals: against the best hand-tuned script, and against one request at a time (two ways). */
+function throughputTargets(t: ThroughputResult): Target[] {
+  const service: Work = { ...t.service, label: "the service" };
+  const run = (r: RunRecord, label: string): Work => ({ ...r, label });
+  return [
+    judged(
+      {
+        id: "hand-tuned",
+        what: `${t.model}: service at defaults vs best hand-tuned node-llama-cpp (${t.requests} x ${t.tokens} tokens)`,
+        measured: `${t.service.seconds.toFixed(2)} s vs ${t.best.seconds.toFixed(2)} s = ${t.ratioToBest.toFixed(2)}x`,
+        goal: "<= 1.10x",
+      },
+      t.ratioToBest <= 1.1,
+      service,
+      run(t.best, "the hand-tuned script"),
+    ),
+    judged(
+      {
+        id: "batching",
+        what: `${t.model}: service vs one request at a time through the project engine (same threads)`,
+        measured:
+          `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequential.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequential.toFixed(2)}x` +
+          (t.batchingCeiling ? `; batching's ceiling here (best hand-tuned / best one at a time) ${t.batchingCeiling.toFixed(2)}x` : ""),
+        goal: ">= 5x",
+      },
+      t.speedupOverSequential >= 5,
+      service,
+      run(t.sequential, "one at a time through the project engine"),
+    ),
+    judged(
+      {
+        id: "untuned",
+        what: `${t.model}: service vs one request at a time on node-llama-cpp's defaults (an untuned script)`,
+        measured: `${t.service.tokensPerSecond.toFixed(0)} vs ${t.sequentialDefaults.tokensPerSecond.toFixed(0)} tokens/s = ${t.speedupOverSequentialDefaults.toFixed(1)}x`,
+        goal: ">= 5x",
+      },
+      t.speedupOverSequentialDefaults >= 5,
+      service,
+      run(t.sequentialDefaults, "one at a time on node-llama-cpp's defaults"),
+    ),
+  ];
 }
 
 /** The lanes part's goals: interactive p99 TTFT under load within 2x idle and below llama-server's; the batch within 15 %. */

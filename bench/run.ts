@@ -6,18 +6,18 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { ensureGeneratedModel } from "../engine/generated-model.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
 import { repoRoot } from "../testkit/repo-root.js";
+import { BenchUsageError, benchArgs, type Part, USAGE } from "./args.js";
 import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
 import { measureEmbeddings, measurePrefixReuse } from "./engine-extras.js";
 import { compareLanes } from "./lanes.js";
 import { comparePeer, rerankWorkload } from "./peer.js";
-import { extrasModel, type ModelPlan, makePlan } from "./plan.js";
+import { extrasModel, type ModelPlan, makePlan, narrowPlan } from "./plan.js";
 import { cpuModel } from "./proc-stats.js";
 import { type BenchResults, formatTable, targetsOf } from "./report.js";
 import { measureScale } from "./scale.js";
@@ -25,81 +25,42 @@ import { compareScheduling, schedulingTable } from "./scheduling.js";
 import { measureThroughput } from "./throughput.js";
 import { compareUpstream } from "./upstream.js";
 
-const PARTS = [
-  "peer",
-  "scheduling",
-  "upstream",
-  "throughput",
-  "scale",
-  "prefix",
-  "embeddings",
-  "distributed",
-  "datasets",
-  "lanes",
-] as const;
-
-const { values } = parseArgs({
-  options: {
-    quick: { type: "boolean", default: false },
-    only: { type: "string", default: PARTS.join(",") },
-    stories: { type: "string", default: path.resolve(repoRoot, "../shared/models/stories260K.gguf") },
-    /** Only the models whose name contains this (e.g. --model stories). */
-    model: { type: "string", default: "" },
-    /** The scheduling workloads at this many lines (one llama-server configuration, no ablations). */
-    lines: { type: "string" },
-    /** Only the scheduling and peer workloads whose name contains one of these (comma-separated), e.g. families,uniform. */
-    workloads: { type: "string", default: "" },
-    /** llama-server's --parallel values swept in the scheduling part (comma-separated), e.g. 8,16,32. */
-    slots: { type: "string", default: "" },
-    /** The scheduling part's runs with one part switched off (order, copies); --ablations false skips them. */
-    ablations: { type: "string", default: "true" },
-    /** How many times the scheduling part feeds llama-server directly and through the service in turn. */
-    "front-pairs": { type: "string", default: "1" },
-    /** llama-server's slots in the in-front pairs, where not the sweep's best (which is then fed directly beside them). */
-    "front-slots": { type: "string" },
-    /** The datasets part: rows timed against JSONL, and the row counts whose peak memory is compared. */
-    "dataset-rows": { type: "string" },
-    "dataset-memory-rows": { type: "string" },
-    "dataset-pairs": { type: "string" },
-    /** The lanes part: llama-server's slots beside the service, and interactive requests a second. */
-    "lanes-slots": { type: "string", default: "16" },
-    "lanes-rate": { type: "string", default: "1" },
-  },
-});
-const parts = new Set(values.only.split(",").map((s) => s.trim()));
-/** A whole-number option of at least 1, or undefined where it was not given. */
-function wholeOption(name: "front-pairs" | "front-slots"): number | undefined {
-  const given = values[name];
-  if (given === undefined) return undefined;
-  const n = Number(given);
-  if (Number.isInteger(n) && n >= 1) return n;
-  console.error(`--${name} must be a whole number of at least 1, not ${JSON.stringify(given)}`);
-  process.exit(2);
+/** What `read` gives, or the one line of a mistake on the command line, and exit code 2. */
+function usage<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (!(err instanceof BenchUsageError)) throw err;
+    console.error(`npm run bench: ${err.message}`);
+    process.exit(2);
+  }
 }
-const frontPairs = wholeOption("front-pairs") ?? 1;
-const frontSlots = wholeOption("front-slots");
+const values = usage(() => benchArgs(process.argv.slice(2)));
+if (values === "help") {
+  console.log(USAGE);
+  process.exit(0);
+}
+const parts = values.parts;
+/** Seconds each part took, in the order they ran: printed with the table and kept in the results. */
+const partSeconds: Partial<Record<Part, number>> = {};
+async function part(name: Part, run: () => Promise<void>): Promise<void> {
+  if (!parts.has(name)) return;
+  const t0 = performance.now();
+  await run();
+  partSeconds[name] = Math.round((performance.now() - t0) / 1000);
+}
 const log = (line: string) => console.log(line);
 const started = performance.now();
 
-const storiesPath = existsSync(values.stories) ? values.stories : null;
-const plan = makePlan(values.quick, storiesPath, values.lines ? Number(values.lines) : undefined);
-if (values.model) {
-  plan.models = plan.models.filter((m) => m.name.includes(values.model));
-  plan.peer = plan.peer.filter((p) => p.model.name.includes(values.model));
-  plan.upstream = plan.upstream.filter((u) => u.model.name.includes(values.model));
-  plan.scheduling = plan.scheduling.filter((s) => s.model.name.includes(values.model));
+const storiesFile = values.stories ?? path.resolve(repoRoot, "../shared/models/stories260K.gguf");
+const storiesPath = existsSync(storiesFile) ? storiesFile : null;
+if (values.stories && !storiesPath) {
+  console.error(`npm run bench: --stories ${values.stories} is not a file`);
+  process.exit(2);
 }
-if (values.workloads) {
-  const wanted = values.workloads.split(",").map((w) => w.trim());
-  for (const s of plan.scheduling) s.cases = s.cases.filter((c) => wanted.some((w) => c.workload.name.includes(w)));
-  for (const p of plan.peer) p.workloads = p.workloads.filter((pw) => wanted.some((w) => pw.name.includes(w)));
-}
-for (const s of plan.scheduling) {
-  if (values.slots) s.grid = { ...s.grid, parallel: values.slots.split(",").map(Number) };
-  if (values.ablations === "false") s.ablations = false;
-}
+const plan = usage(() => narrowPlan(makePlan(values.quick, storiesPath, values.lines), values));
 const notes: string[] = [];
-if (!storiesPath) notes.push(`${values.stories} is absent: stories260K was skipped; the generated models stand in.`);
+if (!storiesPath) notes.push(`${storiesFile} is absent: stories260K was skipped; the generated models stand in.`);
 
 async function modelPath(m: ModelPlan): Promise<string> {
   return "path" in m.source ? m.source.path : ensureGeneratedModel({ preset: m.source.preset });
@@ -136,7 +97,7 @@ const results: Omit<BenchResults, "targets"> = {
   notes,
 };
 
-if (parts.has("peer")) {
+await part("peer", async () => {
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here (cmake, g++ and git are needed): the peer comparison was skipped.");
   else
@@ -144,16 +105,16 @@ if (parts.has("peer")) {
       for (const w of p.workloads)
         results.peer.push(await comparePeer(binary, p.model.name, await modelPath(p.model), w, p.grid, log, values.quick ? 1 : 2));
   // Rerank lines need a reranker: the generated one, on both sides.
-  if (binary && plan.rerank && (!values.workloads || values.workloads.includes("rerank"))) {
+  if (binary && plan.rerank && (values.workloads.length === 0 || values.workloads.some((w) => "rerank".includes(w)))) {
     const reranker = await ensureGeneratedModel({ preset: "reranker" });
     const grid = { parallel: plan.rerank.parallel, threads: [1, 2] };
     results.peer.push(
       await comparePeer(binary, "reranker (generated)", reranker, rerankWorkload(plan.rerank.lines), grid, log, values.quick ? 1 : 2),
     );
   }
-}
+});
 
-if (parts.has("scheduling")) {
+await part("scheduling", async () => {
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here: the scheduling comparison was skipped.");
   else
@@ -161,13 +122,13 @@ if (parts.has("scheduling")) {
       for (const c of s.cases)
         results.scheduling.push(
           await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations, {
-            pairs: frontPairs,
-            slots: frontSlots,
+            pairs: values.frontPairs,
+            slots: values.frontSlots,
           }),
         );
-}
+});
 
-if (parts.has("upstream")) {
+await part("upstream", async () => {
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here: the upstream comparison was skipped.");
   else
@@ -175,9 +136,9 @@ if (parts.has("upstream")) {
       results.upstream.push(
         await compareUpstream(binary, u.model.name, await modelPath(u.model), { ...u, repeats: values.quick ? 1 : 3 }, log),
       );
-}
+});
 
-if (parts.has("throughput")) {
+await part("throughput", async () => {
   for (const m of plan.models) {
     log(`\n${m.name}: ${m.requests} requests x ${m.tokens} tokens`);
     results.throughput.push(await measureThroughput(m, await modelPath(m), log));
@@ -205,44 +166,44 @@ if (parts.has("throughput")) {
       if (t.requests !== 256) notes.push(`${t.model}: ${t.requests} requests instead of 256, to keep the run short on this machine.`);
     }
   }
-}
+});
 
 const realistic = extrasModel(plan.models)!;
-if (parts.has("prefix")) {
+await part("prefix", async () => {
   log(`\nshared-prefix reuse on ${realistic.name}`);
   const p = await measurePrefixReuse(realistic.name, await modelPath(realistic), plan.prefixRequests, plan.prefixTokens);
   results.prefix = { ...p, model: realistic.name };
   log(
     `  reuse on ${p.on.seconds.toFixed(2)} s (${p.cachedTokensOn} cached) vs off ${p.off.seconds.toFixed(2)} s: ${p.speedup.toFixed(2)}x`,
   );
-}
-if (parts.has("embeddings")) {
+});
+await part("embeddings", async () => {
   log(`\nembeddings on ${realistic.name}`);
   const e = await measureEmbeddings(realistic.name, await modelPath(realistic), plan.embedInputs);
   results.embeddings = { ...e, model: realistic.name };
   log(`  1 context ${e.runs[0].seconds.toFixed(2)} s, 2 contexts ${e.runs[1].seconds.toFixed(2)} s`);
-}
-if (parts.has("scale")) {
+});
+await part("scale", async () => {
   const m = plan.models[0];
   log(`\nscale: ${plan.scaleLines} lines on ${m.name}`);
   results.scale = await measureScale(await modelPath(m), plan.scaleLines, plan.overheadRequests, log);
-}
+});
 
-if (parts.has("distributed")) {
+await part("distributed", async () => {
   log("\ndistributed mode (PostgreSQL + S3, an upstream that answers at once)");
   if (!POSTGRES_BIN) notes.push("PostgreSQL is not installed here: the distributed-mode part was skipped.");
   else results.distributed = await measureDistributed(plan.distributed, log);
-}
+});
 
-if (parts.has("datasets")) {
+await part("datasets", async () => {
   const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
-  const rows = Number(values["dataset-rows"] ?? (values.quick ? 10_000 : 100_000));
-  const memoryRows = (values["dataset-memory-rows"] ?? (values.quick ? "1000,10000" : "10000,100000,1000000")).split(",").map(Number);
-  const pairs = Number(values["dataset-pairs"] ?? (values.quick ? 1 : 3));
+  const rows = values.datasetRows ?? (values.quick ? 10_000 : 100_000);
+  const memoryRows = values.datasetMemoryRows ?? (values.quick ? [1000, 10000] : [10000, 100000, 1000000]);
+  const pairs = values.datasetPairs ?? (values.quick ? 1 : 3);
   results.datasets = await compareDatasets(m, { rows, pairs, memoryRows }, log);
-}
+});
 
-if (parts.has("lanes")) {
+await part("lanes", async () => {
   const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here: the lanes part ran the service only.");
@@ -252,18 +213,23 @@ if (parts.has("lanes")) {
     {
       lines: values.quick ? 128 : 512,
       lineTokens: 128,
-      rate: Number(values["lanes-rate"]),
+      rate: values.lanesRate,
       interactiveTokens: 64,
       idleRequests: values.quick ? 10 : 30,
-      slots: Number(values["lanes-slots"]),
+      slots: values.lanesSlots,
       threads: 1,
     },
     log,
   );
-}
+});
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));
-const final: BenchResults = { ...results, targets: targetsOf(results), totalSeconds: (performance.now() - started) / 1000 };
+const final: BenchResults = {
+  ...results,
+  targets: targetsOf(results),
+  totalSeconds: (performance.now() - started) / 1000,
+  partSeconds,
+};
 log(`\n${formatTable(final)}\n`);
 if (final.scheduling.length > 0) log(`${schedulingTable(final.scheduling)}\n`);
 

@@ -50,6 +50,11 @@ export interface ClusterBatchServiceDeps {
   files: FileRecords;
   blobs: BlobStore;
   registry: ModelRegistry;
+  /**
+   * The distributed mode's registry as its live workers serve it (served-models.ts): a batch naming a model none of
+   * them serves fails at once, saying which are served. Absent: `registry` (one process serves all of it).
+   */
+  served?: { forBatch(): Promise<ModelRegistry> };
   /** The keys' properties: their enqueued-token limits (none: no limits). */
   keys?: KeyRing;
   /** Counts prompt tokens with the model's tokenizer where this process has it (else estimated from characters). */
@@ -103,13 +108,14 @@ export class Admission {
     if (defaults) checkDefaultParams(endpoint, defaults);
     this.checkOpen();
     if ((await batches.queuedCount()) >= limits.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+    const registry = (await this.deps.served?.forBatch()) ?? this.deps.registry;
     // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
     // need splitting into shards, which takes a second pass to find the boundaries.
     const blob = await this.deps.blobs.open(input.inputKey);
     if (!blob) throw new NotFoundError("file", input.inputFileId, "input_file_id");
     // Defaults (the batch's, its model's) are written into the batch's own copy of its input, which is made here.
     // (Not over a plan: its shards are byte ranges of the file as it is.)
-    const modelDefaults = !input.plan && this.deps.registry.models.some((m) => m.defaults);
+    const modelDefaults = !input.plan && registry.models.some((m) => m.defaults);
     let local =
       defaults || modelDefaults || (limits.shardSize < limits.maxRequestsPerBatch && !input.plan) ? this.scratchFile() : undefined;
     let readError: unknown;
@@ -125,9 +131,9 @@ export class Admission {
       // The storage failing to deliver the input is the storage's fault, not a fault of the file.
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
-      const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry: this.deps.registry });
+      const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry });
       // The model's defaults go under the lines' and the batch's, for the parameters this endpoint takes.
-      const fromModel = modelDefaults ? defaultsFor(endpoint, batch.model ? this.deps.registry.get(batch.model)?.defaults : undefined) : {};
+      const fromModel = modelDefaults ? defaultsFor(endpoint, batch.model ? registry.get(batch.model)?.defaults : undefined) : {};
       const applied = { ...fromModel, ...defaults };
       if (local && Object.keys(fromModel).length > 0 && batch.status === "validating") {
         const again = this.scratchFile();
@@ -139,7 +145,7 @@ export class Admission {
         }
       }
       if (Object.keys(applied).length > 0) batch.default_params = applied;
-      if (rules.maxCost !== undefined && batch.model && !this.deps.registry.get(batch.model)?.price)
+      if (rules.maxCost !== undefined && batch.model && !registry.get(batch.model)?.price)
         throw new InvalidRequestError(
           `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
           "invalid_metadata",
@@ -176,7 +182,7 @@ export class Admission {
             shards,
             maxQueued: limits.maxQueueDepth,
             webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
-            ...(limited ? this.enqueuedOf(v, input.owner) : {}),
+            ...(limited ? this.enqueuedOf(v, input.owner, registry) : {}),
           });
         try {
           admitted = await record(shards, batch.status === "validating");
@@ -206,10 +212,14 @@ export class Admission {
   }
 
   /** The batch's estimated tokens by the model that serves each line, and its key's limits on those models. */
-  private enqueuedOf(v: ValidationResult, owner: Owner): { enqueued: Record<string, number>; tokenLimits: Record<string, number> } {
+  private enqueuedOf(
+    v: ValidationResult,
+    owner: Owner,
+    registry: ModelRegistry,
+  ): { enqueued: Record<string, number>; tokenLimits: Record<string, number> } {
     const enqueued: Record<string, number> = {};
     for (const [named, tokens] of Object.entries(v.enqueuedTokens ?? {})) {
-      const model = this.deps.registry.resolve(named || undefined)?.name ?? (named || v.model || "");
+      const model = registry.resolve(named || undefined)?.name ?? (named || v.model || "");
       enqueued[model] = (enqueued[model] ?? 0) + tokens;
     }
     const tokenLimits: Record<string, number> = {};

@@ -62,6 +62,7 @@ export class ClusterBatchViews implements BatchViews {
           }
         : null,
       ...(await this.lineErrors(batch, owner)),
+      ...(this.deps.keyIdOf ? { api_key_id: this.deps.keyIdOf(owner) } : {}),
     };
   }
 

@@ -3,14 +3,15 @@
 // dataset on demand. Only the Files and Batches ports are used, so both modes serve it alike. DuckDB is confined to
 // each job's scratch folder: a client's `where` is SQL.
 import { createWriteStream } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, statfs, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { checkFlags, type Job, JobError, planStages } from "../datasets/job.js";
+import type pino from "pino";
+import { checkFields, type Job, JobError, planStages } from "../datasets/job.js";
 import { jobHash, writeRequests } from "../datasets/requests.js";
-import { joinAnswers, keptColumns } from "../datasets/stage.js";
-import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
+import { joinAnswers, outputColumns } from "../datasets/stage.js";
+import { DatasetError, INPUT_FORMATS, type Tables } from "../datasets/tables.js";
 import { isFinal } from "../domain/batch-state.js";
 import {
   type CreateDatasetBatchInput,
@@ -23,6 +24,7 @@ import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../domain/ports.js";
 import { inDir } from "../stores/in-dir.js";
+import { DatasetReads } from "./dataset-reads.js";
 
 /**
  * The longest DuckDB may work on one step of reading a client's dataset (a statement, the next chunk of rows): a
@@ -30,16 +32,25 @@ import { inDir } from "../stores/in-dir.js";
  */
 export const DATASET_STEP_SECONDS = 60;
 
+/** Without DATASET_SCRATCH_MB, a read may spill this share of the free space on its disk as it starts. */
+const SCRATCH_SHARE = 1 / 20;
+
 /**
- * A job's tables: confined to its scratch folder, each step of a read bounded. DuckDB's library (tens of MB) loads in
- * the process that first runs a dataset job, not in every process at start.
+ * A job's tables: confined to its scratch folder, each step of a read bounded, its spill too. DuckDB's library (tens
+ * of MB) loads in the process that first runs a dataset job, not in every process at start.
  */
-const jobTables = async (work: string) =>
-  (await import("../datasets/duckdb-tables.js")).openDuckTables({
+async function jobTables(work: string, scratchMb: number) {
+  const free = async () => {
+    const s = await statfs(work);
+    return Math.floor(s.bavail * s.bsize * SCRATCH_SHARE);
+  };
+  return (await import("../datasets/duckdb-tables.js")).openDuckTables({
     tempDir: work,
     confine: true,
     stepLimitMs: DATASET_STEP_SECONDS * 1000,
+    maxTempBytes: scratchMb > 0 ? scratchMb * 1024 * 1024 : await free(),
   });
+}
 
 const CONTENT_TYPES: Record<TableFormat, string> = {
   parquet: "application/vnd.apache.parquet",
@@ -56,6 +67,9 @@ const NOT_OVER_HTTP: Record<string, string> = {
   postprocess: "the service runs no uploaded code: use the runner",
 };
 
+/** A job's field as a request names it. */
+const asField = (field: string) => `job.${field}`;
+
 interface StoredJob {
   fields: Record<string, unknown>;
   hash: string;
@@ -64,7 +78,20 @@ interface StoredJob {
 }
 
 export class DatasetBatchService implements DatasetBatches {
-  constructor(private readonly deps: { files: FileStore; batches: BatchService; scratchDir: string }) {}
+  private readonly reads: DatasetReads;
+
+  constructor(
+    private readonly deps: {
+      files: FileStore;
+      batches: BatchService;
+      scratchDir: string;
+      logger: pino.Logger;
+      /** DATASET_READS and DATASET_SCRATCH_MB. */
+      limits: { reads: number; scratchMb: number };
+    },
+  ) {
+    this.reads = new DatasetReads(deps.limits.reads);
+  }
 
   async create(input: CreateDatasetBatchInput): Promise<Batch> {
     for (const key of Object.values(DATASET_METADATA)) {
@@ -75,53 +102,39 @@ export class DatasetBatchService implements DatasetBatches {
       if (input.job[field] !== undefined)
         throw new InvalidRequestError(`job.${field} is not taken here: ${why}.`, "invalid_request", `job.${field}`);
     }
-    return this.inScratch(async (work) => {
-      const filename = await this.download(input.input_file_id, input.owner, work);
-      const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
-      const tables = await jobTables(work);
-      try {
-        const local = job.input;
-        const table = await tables.open(job).catch((err) => refused(err, local, filename));
-        try {
-          keptColumns(job, table.columns, filename, "job.keep");
-          const hash = await jobHash(job, table.files);
-          const requests = path.join(work, "requests.jsonl");
-          const rows = await writeRequests(job, table, requests, { hash, label: filename });
-          const stored: StoredJob = { fields: input.job, hash, rows, filename };
-          await writeFile(path.join(work, "job.json"), JSON.stringify(stored));
-          const base = filename.replace(/\.[^.]+$/, "");
-          const jobFile = await this.deps.files.adopt({
-            tmpPath: path.join(work, "job.json"),
-            filename: `${base}.dataset-job.json`,
-            purpose: "batch",
-            owner: input.owner,
-          });
-          const linesFile = await this.deps.files.adopt({
-            tmpPath: requests,
-            filename: `${base}.requests.jsonl`,
-            purpose: "batch",
-            owner: input.owner,
-          });
-          try {
-            return await this.deps.batches.create({
-              input_file_id: linesFile.id,
-              endpoint: input.endpoint,
-              completion_window: input.completion_window,
-              metadata: { ...(input.metadata ?? {}), [DATASET_METADATA.input]: input.input_file_id, [DATASET_METADATA.job]: jobFile.id },
-              owner: input.owner,
-            });
-          } catch (err) {
-            // A batch refused (429, 503, a full disk) leaves none of the files made for it behind.
-            for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
-            throw err;
-          }
-        } catch (err) {
-          throw refused(err, local, filename);
-        }
-      } finally {
-        await tables.close();
-      }
+    return this.reads.run(() => this.inScratch((work) => this.render(input, work)));
+  }
+
+  /** The dataset rendered in `work` into request lines, stored with the job as two files, and made into a batch. */
+  private async render(input: CreateDatasetBatchInput, work: string): Promise<Batch> {
+    const filename = await this.download(input.input_file_id, input.owner, work);
+    const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
+    const stored = await this.withTables(work, job, filename, async (tables) => {
+      const table = await tables.open(job);
+      outputColumns(job, table.columns, filename, asField);
+      const hash = await jobHash(job, table.files);
+      const rows = await writeRequests(job, table, path.join(work, "requests.jsonl"), { hash, label: filename });
+      return { fields: input.job, hash, rows, filename } satisfies StoredJob;
     });
+    await writeFile(path.join(work, "job.json"), JSON.stringify(stored));
+    const base = filename.replace(/\.[^.]+$/, "");
+    const adopt = (name: string, suffix: string) =>
+      this.deps.files.adopt({ tmpPath: path.join(work, name), filename: `${base}.${suffix}`, purpose: "batch", owner: input.owner });
+    const jobFile = await adopt("job.json", "dataset-job.json");
+    const linesFile = await adopt("requests.jsonl", "requests.jsonl");
+    try {
+      return await this.deps.batches.create({
+        input_file_id: linesFile.id,
+        endpoint: input.endpoint,
+        completion_window: input.completion_window,
+        metadata: { ...(input.metadata ?? {}), [DATASET_METADATA.input]: input.input_file_id, [DATASET_METADATA.job]: jobFile.id },
+        owner: input.owner,
+      });
+    } catch (err) {
+      // A batch refused (429, 503, a full disk) leaves none of the files made for it behind.
+      for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
+      throw err;
+    }
   }
 
   async table(id: string, owner: Owner, format: TableFormat): Promise<DatasetTable> {
@@ -133,38 +146,68 @@ export class DatasetBatchService implements DatasetBatches {
       throw new InvalidRequestError(`Batch '${id}' was not made from a dataset (POST /v1/dataset_batches).`, "not_a_dataset_batch");
     if (!isFinal(batch.status))
       throw new InvalidRequestError(`Batch '${id}' is ${batch.status}: its table exists once it ends.`, "batch_not_finished");
-    const work = await this.scratch();
-    try {
-      const stored = JSON.parse(await this.text(jobId, owner)) as StoredJob;
-      const filename = await this.download(inputId, owner, work);
-      const output = path.join(work, "output.jsonl");
-      const errors = path.join(work, "errors.jsonl");
-      await this.save(batch.output_file_id, owner, output);
-      await this.save(batch.error_file_id, owner, errors);
-      const earlier = await this.retried(batch, owner, work);
-      const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${format}`;
-      const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
-      const tables = await jobTables(work);
+    return this.reads.run(async () => {
+      const work = await this.scratch();
       try {
-        const input = await tables.open(job);
-        const keep = keptColumns(job, input.columns, filename, "job.keep");
-        await joinAnswers(job, tables, input, { keep, rows: stored.rows, hash: stored.hash, output, errors, earlier, work });
+        const joined = await this.join(batch, { inputId, jobId, owner, format }, work);
+        return { ...joined, contentType: CONTENT_TYPES[format], remove: () => rm(work, { recursive: true, force: true }) };
       } catch (err) {
-        if (err instanceof DatasetError && /has no result yet/.test(err.message))
-          throw new InvalidRequestError(`Batch '${id}' ended ${batch.status} before its lines ran: it has no table.`, "batch_not_run");
+        await rm(work, { recursive: true, force: true });
         throw err;
-      } finally {
-        await tables.close();
       }
-      return {
-        path: job.output,
-        filename: table,
-        contentType: CONTENT_TYPES[format],
-        remove: () => rm(work, { recursive: true, force: true }),
-      };
+    });
+  }
+
+  /** The ended batch's answers joined in `work` into its dataset, as `format`. */
+  private async join(
+    batch: Batch,
+    o: { inputId: string; jobId: string; owner: Owner; format: TableFormat },
+    work: string,
+  ): Promise<{ path: string; filename: string }> {
+    const stored = JSON.parse(await this.text(o.jobId, o.owner)) as StoredJob;
+    const filename = await this.download(o.inputId, o.owner, work);
+    const output = path.join(work, "output.jsonl");
+    const errors = path.join(work, "errors.jsonl");
+    await this.save(batch.output_file_id, o.owner, output);
+    await this.save(batch.error_file_id, o.owner, errors);
+    const earlier = await this.retried(batch, o.owner, work);
+    const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${o.format}`;
+    const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
+    await this.withTables(work, job, filename, async (tables) => {
+      const input = await tables.open(job);
+      const columns = outputColumns(job, input.columns, filename, asField);
+      await joinAnswers(job, tables, input, { columns, rows: stored.rows, hash: stored.hash, output, errors, earlier, work }).catch(
+        (err) => {
+          if (err instanceof DatasetError && /has no result yet/.test(err.message))
+            throw new InvalidRequestError(
+              `Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`,
+              "batch_not_run",
+            );
+          throw err;
+        },
+      );
+    });
+    return { path: job.output, filename: table };
+  }
+
+  /**
+   * `use` over the job's tables in `work`, closed after; a fault of the dataset or the job is the client's request's
+   * (a 400 naming the file by its uploaded name), and what it leaves out of a client's SQL error goes to the log.
+   */
+  private async withTables<T>(work: string, job: Job, filename: string, use: (tables: Tables) => Promise<T>): Promise<T> {
+    const tables = await jobTables(work, this.deps.limits.scratchMb);
+    try {
+      return await use(tables);
     } catch (err) {
-      await rm(work, { recursive: true, force: true });
-      throw err;
+      if (!(err instanceof DatasetError || err instanceof JobError)) throw err;
+      if (err instanceof DatasetError && err.detail !== undefined)
+        this.deps.logger.info(
+          { where: job.where, duckdb: err.detail },
+          "a dataset's where was refused; the client was told its clause and kind",
+        );
+      throw new InvalidRequestError(err.message.replaceAll(job.input, filename), "invalid_dataset");
+    } finally {
+      await tables.close();
     }
   }
 
@@ -194,14 +237,13 @@ export class DatasetBatchService implements DatasetBatches {
   /** The job's fields checked as the runner checks a job file's, over the dataset in `work`. */
   private jobOf(fields: Record<string, unknown>, work: string, filename: string, output: string): Job {
     try {
-      return planStages(undefined, work, checkFlags({ ...fields, input: `input${path.extname(filename).toLowerCase()}`, output }), work)[0];
+      const checked = checkFields({ ...fields, input: `input${path.extname(filename).toLowerCase()}`, output }, "job");
+      return planStages(undefined, work, checked, work)[0];
     } catch (err) {
       if (err instanceof JobError) {
-        const said = err.message.replace(/^(flags|job): /, "");
-        const m = /^([\w.]+): (.*)$/s.exec(said);
-        const field = m && m[1] !== "job" ? m[1] : undefined;
-        const message = field ? `job.${field}: ${m![2]}` : `job: ${m ? m[2] : said}`;
-        throw new InvalidRequestError(message, "invalid_dataset_job", field ? `job.${field}` : "job");
+        const said = err.message.replace(/^job: /, "").replace(`${err.field}: `, "");
+        const message = err.field ? `job.${err.field}: ${said}` : `job: ${said}`;
+        throw new InvalidRequestError(message, "invalid_dataset_job", err.field ? `job.${err.field}` : "job");
       }
       throw err;
     }
@@ -251,13 +293,4 @@ export class DatasetBatchService implements DatasetBatches {
       await rm(work, { recursive: true, force: true });
     }
   }
-}
-
-/** A dataset's fault is the client's request's: a 400 that says which file (by the name it was uploaded under), row and column. */
-function refused(err: unknown, local?: string, filename?: string): never {
-  if (err instanceof DatasetError || err instanceof JobError) {
-    const message = local && filename ? err.message.replaceAll(local, filename) : err.message;
-    throw new InvalidRequestError(message, "invalid_dataset");
-  }
-  throw err;
 }

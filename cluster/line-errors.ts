@@ -1,8 +1,8 @@
-// What the console shows of a batch's failed lines: the validation errors, else the first lines of its error file,
-// each with its line number in the input (the error file has only custom_ids), in input order, and how many lines
-// failed against how many a cancel, an expiry or a stop left unrun. An error of the batch as a whole (a token
-// limit, a stop rule: no line) is its reason, shown as such, not a failed line. An ended batch's files never
-// change, so its answer is kept.
+// What the console shows of a batch's failed lines: the first lines of its error file, each with its line number in
+// the input (the error file has only custom_ids), in input order, and how many lines failed against how many a
+// cancel, an expiry or a stop left unrun. An error of the batch as a whole (a token limit, a stop rule, the input
+// file's problems at validation, where no request ran) is its reason, shown as such, not a failed line. An ended
+// batch's files never change, so its answer is kept.
 import type { Batch } from "../domain/objects.js";
 import type { BatchInspection } from "../domain/ports.js";
 import { errorCodeOf } from "../domain/retry.js";
@@ -30,13 +30,6 @@ export async function lineErrors(batch: Batch, src: Sources): Promise<LineErrors
   const key = `${batch.id}/${batch.error_file_id}`;
   const hit = ended ? kept.get(key) : undefined;
   if (hit) return hit;
-  const validation = (batch.errors?.data ?? []).filter((e) => e.line !== null && e.line !== undefined);
-  if (validation.length > 0) {
-    const line_errors = validation
-      .slice(0, LINE_ERRORS)
-      .map((e) => ({ line: e.line ?? null, custom_id: null, code: e.code ?? "invalid_request", message: e.message ?? "", not_run: false }));
-    return { line_errors, line_error_counts: { failed: validation.length, not_run: 0 } };
-  }
   const line_errors: BatchInspection["line_errors"] = [];
   const counts = { failed: 0, not_run: 0 };
   for await (const text of src.errorLines()) {

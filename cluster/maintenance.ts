@@ -12,7 +12,7 @@ import { CANCELLED, EXPIRED, FAILED, STOPPED_WHY } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
 import type { StartShardRun } from "./shard-run.js";
 import { chooseYields, projectedFinish, type SlaBatch } from "./sla.js";
-import type { EventBus, LeaderLock, WorkerRegistry } from "./state-ports.js";
+import { type EventBus, type LeaderLock, LeaderLost, type WorkerRegistry, type WorkQueue } from "./state-ports.js";
 import { WebhookSender } from "./webhooks.js";
 
 const TICK_MS = 1_000;
@@ -47,6 +47,11 @@ export interface MaintenanceDeps extends FinalizeDeps {
   workerRetentionSeconds?: number;
   /** SLA enforcement (cluster/sla.ts): urgent batches make less urgent shards yield; at-risk deadlines are told. */
   sla?: { urgentSeconds: number; yieldGraceMs: number };
+  /**
+   * The queue as every process reads it, not through the leader's fence: a process that does not lead reads the
+   * batches at risk there (through the fence each read was refused, and every such process warned at start).
+   */
+  reads?: Pick<WorkQueue, "slaSnapshot">;
 }
 
 /** How long a shard asked to yield is left to do so before it may be asked again (its requests' grace and a checkpoint). */
@@ -63,6 +68,8 @@ export class Maintenance {
   /** When the state last answered this process, and before when no lease is reaped (a grace after an outage). */
   private reachedAt = Date.now();
   private reapAfter = 0;
+  /** Whether the last renewal of the lease reached the state. */
+  private reached = false;
   private readonly outage: OutageLog;
 
   private readonly sender: WebhookSender | undefined;
@@ -108,14 +115,18 @@ export class Maintenance {
       do {
         this.again = false;
         if (!(await this.holdLock())) {
-          await this.followRisk();
+          // Not the leader: it only follows the batches at risk, and an outage is the database's own line to say.
+          await this.followRisk().catch((err) => this.deps.logger.debug({ err }, "the batches at risk could not be read"));
+          if (this.reached) this.outage.ok();
           return;
         }
         await this.housekeep();
         this.outage.ok();
       } while (this.again && !this.closed);
     } catch (err) {
-      this.outage.failed(err);
+      // Another process took the lease over between this one's renewal and its write: it does the housekeeping now.
+      if (err instanceof LeaderLost) this.deps.logger.info("another process took the maintenance lease over: it does the housekeeping");
+      else this.outage.failed(err);
     } finally {
       this.ticking = false;
     }
@@ -206,7 +217,7 @@ export class Maintenance {
   private async followRisk(): Promise<void> {
     if (!this.deps.sla || Date.now() - this.riskSeenAt < RISK_LOOK_MS) return;
     this.riskSeenAt = Date.now();
-    const snapshot = await within(STEP_MS.short, "sla", this.deps.queue.slaSnapshot());
+    const snapshot = await within(STEP_MS.short, "sla", (this.deps.reads ?? this.deps.queue).slaSnapshot());
     this.risky = modelsOf(snapshot, lateBatches(snapshot.batches, this.deps.now()));
   }
 
@@ -249,9 +260,13 @@ export class Maintenance {
           // theirs before any is judged lapsed (the database's own restart is judged by the queue itself).
           if (Date.now() - this.reachedAt > this.deps.leaseSeconds * 1000) this.reapAfter = Date.now() + this.deps.leaseSeconds * 1000;
           this.reachedAt = Date.now();
+          this.reached = true;
           return h;
         },
-        () => lock.held,
+        () => {
+          this.reached = false;
+          return lock.held;
+        },
       );
       this.wasLeader = held;
       if (held && !before) logger.info("this process now runs the maintenance (finalizing, expiry, lease reaping)");

@@ -10,20 +10,25 @@ export class OutageLog {
     private readonly logger: pino.Logger,
     /** What fails, as the log line says it: "heartbeat", "maintenance tick". */
     private readonly what: string,
+    /** The two lines, where "<what> failed" and "<what> works again" do not say it well. */
+    private readonly say?: { down: string; up: string },
   ) {}
 
   failed(err: unknown, fields: Record<string, unknown> = {}): void {
     this.tries++;
     if (this.since !== undefined) return;
     this.since = Date.now();
-    this.logger.warn({ ...fields, err: (err as Error | undefined)?.message }, `${this.what} failed; retrying (said again when it works)`);
+    this.logger.warn(
+      { ...fields, err: (err as Error | undefined)?.message },
+      this.say?.down ?? `${this.what} failed; retrying (said again when it works)`,
+    );
   }
 
   /** How long the outage that just ended lasted (ms), or 0 when there was none. */
   ok(): number {
     if (this.since === undefined) return 0;
     const ms = Date.now() - this.since;
-    this.logger.info({ down_ms: ms, tries: this.tries }, `${this.what} works again`);
+    this.logger.info({ down_ms: ms, tries: this.tries }, this.say?.up ?? `${this.what} works again`);
     this.since = undefined;
     this.tries = 0;
     return ms;

@@ -3,6 +3,7 @@
 // BATCH_DIR's files when it runs alone), cluster/pg/ on PostgreSQL for many processes; file contents go through the
 // BlobStore port (stores/blob-store.ts) to a folder or S3.
 
+import type { ModelCatalogue } from "../backends/registry.js";
 import type { BatchFilter } from "../domain/batch-search.js";
 import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
@@ -282,6 +283,8 @@ export interface WorkerInfo {
   preemptions: number;
   /** Where API servers send it synchronous requests for its models (null: it takes none). */
   url: string | null;
+  /** Its models as API servers name batches by them (null: a worker of an earlier release, which says only names). */
+  catalogue: ModelCatalogue | null;
 }
 
 /** The live workers: the pools the scheduler and /pools see. */
@@ -293,6 +296,7 @@ export interface WorkerRegistry {
     models: string[];
     running: string[];
     url?: string | null;
+    catalogue?: ModelCatalogue;
   }): Promise<void>;
   preempted(id: string, cooldownSeconds: number): Promise<void>;
   unregister(id: string): Promise<void>;
@@ -331,6 +335,14 @@ export interface EventBus {
  * At most one holder among all processes. With many processes it is a lease: a holder that stops renewing it
  * (frozen, cut off, dead) loses it when it lapses, and another takes it over.
  */
+/** A write of a leader whose lease lapsed or was taken over: refused, for the new holder decides now. */
+export class LeaderLost extends Error {
+  constructor(name: string) {
+    super(`this process no longer holds the ${name} lease`);
+    this.name = "LeaderLost";
+  }
+}
+
 export interface LeaderLock {
   /** Takes the lock if it is free (true), or renews it and says whether this process still holds it. */
   hold(): Promise<boolean>;

@@ -115,9 +115,11 @@ export class SyncLanes implements SyncInference {
         };
         const admitted = performance.now();
         const result = await this.counted(tier, spec.name, signal, () =>
-          backend.execute(request, signal, { lane, onText, reserve: !givenBack }).catch((err) => {
-            throw domainError(err);
-          }),
+          backend
+            .execute(request, signal, { lane, onText, onPrompt: stream && ((u) => stream.prompt(u)), reserve: !givenBack })
+            .catch((err) => {
+              throw domainError(err);
+            }),
         );
         this.metrics?.laneRequest(tier, spec.name, "completed");
         gate.served++;
@@ -125,7 +127,7 @@ export class SyncLanes implements SyncInference {
         // Engine time as a batch line's: its share of the engine while it held a sequence; an upstream's is none.
         const held = backend.info.kind === "local" ? (performance.now() - admitted) / 1000 / Math.max(1, backend.info.concurrency) : 0;
         this.deps.accounts?.record({ owner, model: spec.name, endpoint, tier, usage: result.usage, seconds: held });
-        return { body: withTier(endpoint, result.body, tier), tier };
+        return { body: withTier(endpoint, result.body, tier), tier, usage: result.usage };
       } finally {
         gate.leave();
       }

@@ -1,10 +1,13 @@
 // A synchronous request's body checked as a batch line of its endpoint is, and refusals mapped to the control
 // plane's errors: `stream` and `stream_options` are the route's to honour (a batch line refuses them), so they are
-// checked here and left out of what the backend sees. Split from sync-lanes.ts, which admits and runs the request.
+// checked here and left out of what the backend sees; so is `service_tier` where the endpoint's body has no such
+// field. Split from sync-lanes.ts, which admits and runs the request.
 import { InvalidRequestError, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED } from "../domain/sync-inference.js";
 import type { Endpoint, InferenceRequest } from "../openai/backend.js";
+import { HarmlessFields } from "../openai/bodies.js";
 import { RequestError } from "../openai/errors.js";
+import { SYNC_SERVICE_TIER } from "../openai/messages.js";
 import { parseRequest } from "../openai/parse.js";
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
@@ -17,6 +20,16 @@ export function tierOf(body: unknown): ServedTier {
  * checked here, then left out of what the backend sees.
  */
 export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
+  if (UNTIERED.includes(endpoint) && typeof body === "object" && body !== null && "service_tier" in body) {
+    const { service_tier, ...rest } = body as Record<string, unknown>;
+    if (!HarmlessFields.service_tier.safeParse(service_tier).success)
+      throw new InvalidRequestError(
+        `Invalid value for 'service_tier': ${JSON.stringify(service_tier)}; it takes auto, default, flex, scale or priority.`,
+        "invalid_request",
+        "service_tier",
+      );
+    return parse(endpoint, rest, streamed);
+  }
   const b = (body ?? {}) as Record<string, unknown>;
   if (b.stream === true && !STREAMED.includes(endpoint))
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
@@ -73,8 +86,18 @@ export function refused<T>(work: () => T): T {
   }
 }
 
-/** The body naming the tier that served it: OpenAI's `service_tier`, Anthropic's `usage.service_tier` ("standard"). */
+/**
+ * Endpoints whose body and answer have no `service_tier` (OpenAI's embeddings; the ranking ones): a synchronous
+ * request still picks its lane with it, a field of the route, and its answer is as the endpoint's type defines it.
+ */
+const UNTIERED: readonly Endpoint[] = ["/v1/embeddings", "/v1/rerank", "/v1/score"];
+
+/**
+ * The body naming the tier that served it where its type has a field for it: a chat completion's and a response's
+ * `service_tier`, Anthropic's `usage.service_tier` ("standard"). OpenAI's Completion has none, nor have the others.
+ */
 export function withTier(endpoint: Endpoint, body: Record<string, unknown>, tier: ServedTier): Record<string, unknown> {
-  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: "standard" } };
-  return { ...body, service_tier: tier };
+  if (endpoint === "/v1/messages") return { ...body, usage: { ...(body.usage as object), service_tier: SYNC_SERVICE_TIER } };
+  if (endpoint === "/v1/chat/completions" || endpoint === "/v1/responses") return { ...body, service_tier: tier };
+  return body;
 }

@@ -3,6 +3,7 @@
 // expires or fails, when its spot capacity is reclaimed, or when it shuts down (each handed back after a last
 // checkpoint, for another worker to resume).
 import type pino from "pino";
+import { catalogueOf } from "../backends/registry.js";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
 import { transition } from "../domain/batch-state.js";
 import type { PoolStatus } from "../domain/ports.js";
@@ -326,7 +327,8 @@ export class ClusterWorker {
   private async heartbeat(): Promise<void> {
     const runs = [...this.running.values()].map((r) => r.run);
     try {
-      await this.register();
+      // Its failure is the heartbeat's: a beat whose row was not written is not one that works again.
+      await this.registerRow();
       const { lost, stops, paused } = await this.deps.queue.heartbeat(
         this.deps.id,
         runs.map((r) => r.shard),
@@ -353,13 +355,25 @@ export class ClusterWorker {
     return this.register();
   }
 
+  /** The worker's row, a failure told as the heartbeat's outage. */
+  private register(): Promise<void> {
+    return this.registerRow().catch((err) => this.beats.failed(err));
+  }
+
   /** The worker's row: its pool, capacity and what it runs (the scheduler and /pools read it). */
-  private async register(): Promise<void> {
+  private async registerRow(): Promise<void> {
     const { id, pool, capacity } = this.deps;
     if (!pool) return;
-    await this.deps.workers
-      .register({ id, pool, capacity, models: this.served(), running: this.runningBatches(), url: this.deps.url?.() ?? null })
-      .catch((err) => this.beats.failed(err));
+    await this.deps.workers.register({
+      id,
+      pool,
+      capacity,
+      models: this.served(),
+      running: this.runningBatches(),
+      url: this.deps.url?.() ?? null,
+      // What an API server with no models of its own names batches by (cluster/served-models.ts).
+      catalogue: catalogueOf(this.deps.models.registry, this.deps.serves),
+    });
   }
 
   /**

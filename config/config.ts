@@ -4,6 +4,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
+import { nearestKey, unknownKey } from "./known-keys.js";
+import { isRemoteModel, parseModelRef } from "./model-ref.js";
 import { type Config, eachSetting, SETTINGS, schemaOf } from "./settings.js";
 
 export type { Config };
@@ -39,6 +41,8 @@ export function loadConfig(env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(`cannot read model config ${file}: ${(err as Error).message}`);
   }
+  const unknown = unknownYamlKeys(y);
+  if (unknown.length > 0) throw new ConfigError(`invalid configuration: ${file}: ${unknown.join("; ")}`);
   const raw: Record<string, any> = {};
   /** Where each setting the user gave came from, by its place in the tree ("engine.threads"), for errors. */
   const given = new Map<string, string>();
@@ -69,6 +73,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (cfg.modelsFile && cfg.modelPath) {
     throw new ConfigError("invalid configuration: MODELS_FILE and MODEL_PATH are both set; name the model in the models file instead");
   }
+  if (cfg.modelPath) checkModelRef("MODEL_PATH", cfg.modelPath);
   let keys: ApiKey[];
   try {
     keys = loadKeys(cfg.apiKeys, cfg.keysFile ? path.resolve(cfg.keysFile) : "");
@@ -87,9 +92,56 @@ export function loadConfig(env: Env = process.env): Config {
     // An API without keys is open to whoever reaches it: only loopback, unless HOST says otherwise.
     host: cfg.host || (keys.length > 0 ? "0.0.0.0" : "127.0.0.1"),
     batchDir: path.resolve(cfg.batchDir),
-    modelPath: cfg.modelPath ? path.resolve(cfg.modelPath) : "",
+    modelPath: cfg.modelPath ? modelPathOf(cfg.modelPath) : "",
+    modelsDir: path.resolve(cfg.modelsDir),
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
   };
+}
+
+/** A file is made absolute (against the working folder); a download's reference is kept as written. */
+const modelPathOf = (p: string) => (isRemoteModel(p) ? p.trim() : path.resolve(p));
+
+/** One line naming the setting when what it names is neither a file nor a reference this service can download. */
+export function checkModelRef(name: string, value: string): void {
+  try {
+    parseModelRef(value);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${name}=${value}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The keys of the models config's YAML that no setting declares, each named with the nearest declared one (a key of
+ * the same section, else a setting of that name in another: `threads` at the top is `engine.threads`).
+ */
+export function unknownYamlKeys(doc: unknown): string[] {
+  const declared = eachSetting().flatMap(({ setting }) => (setting.yaml ? [setting.yaml] : []));
+  const problems: string[] = [];
+  const walk = (node: unknown, at: string) => {
+    if (node === null || typeof node !== "object" || Array.isArray(node)) {
+      problems.push(`${at || "the file"}: must be a map of settings (${childKeys(declared, at).join(", ")})`);
+      return;
+    }
+    for (const [key, value] of Object.entries(node)) {
+      const where = at ? `${at}.${key}` : key;
+      if (declared.includes(where)) continue;
+      if (declared.some((d) => d.startsWith(`${where}.`))) walk(value, where);
+      else {
+        const sibling = nearestKey(key, childKeys(declared, at));
+        const elsewhere = declared.find((d) => nearestKey(key, [d.split(".").at(-1)!]) !== undefined);
+        const near = sibling ? (at ? `${at}.${sibling}` : sibling) : elsewhere;
+        problems.push(`unknown key '${where}' (${near ? `did you mean '${near}'?` : `valid keys: ${childKeys(declared, at).join(", ")}`})`);
+      }
+    }
+  };
+  walk(doc, "");
+  return problems;
+}
+
+/** The keys declared directly under `at` ("" for the top). */
+function childKeys(declared: readonly string[], at: string): string[] {
+  const prefix = at ? `${at}.` : "";
+  return [...new Set(declared.filter((d) => d.startsWith(prefix)).map((d) => d.slice(prefix.length).split(".")[0]))];
 }
 
 /** Shared state needs its database; a role other than `all`, S3 storage and the shard settings only make sense with one. */
@@ -174,6 +226,8 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
       const e = v as { url?: unknown; secret?: unknown } | null;
       if (typeof e?.url !== "string" || typeof e?.secret !== "string")
         throw new ConfigError("invalid configuration: WEBHOOKS_BY_KEY: each key needs a url and a secret");
+      const extra = Object.keys(e).find((k) => k !== "url" && k !== "secret");
+      if (extra) throw new ConfigError(`invalid configuration: WEBHOOKS_BY_KEY: ${unknownKey(extra, ["url", "secret"])}`);
       const owner = ownerOfSecret(apiKey);
       keyed.set(owner, { url: webhookUrl(e.url, "WEBHOOKS_BY_KEY url"), key: webhookKey(e.secret, "WEBHOOKS_BY_KEY secret") });
     }
@@ -187,10 +241,14 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
 }
 
 /**
- * What can be checked on disk before the model loads: BATCH_DIR must be a folder (or not exist yet) and
- * MODEL_PATH, when set, a file. Throws one ConfigError naming the setting.
+/**
+ * What can be checked on disk before the model loads: BATCH_DIR and MODELS_DIR must be folders (or not exist yet)
+ * and MODEL_PATH, when it names a file, a file, except on an API server, which loads no model (the name of the file
+ * names the workers' model: one ConfigMap sets it for every pod). Throws one ConfigError naming the setting.
  */
-export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void {
+export function checkPaths(
+  config: Pick<Config, "batchDir" | "modelPath" | "modelsDir"> & { cluster?: Pick<Config["cluster"], "role"> },
+): void {
   const kind = (p: string) => {
     try {
       return statSync(p).isDirectory() ? "folder" : "file";
@@ -200,9 +258,18 @@ export function checkPaths(config: Pick<Config, "batchDir" | "modelPath">): void
   };
   if (kind(config.batchDir) === "file")
     throw new ConfigError(`BATCH_DIR=${config.batchDir}: is a file; it must be a folder (or not exist yet)`);
-  if (config.modelPath) {
+  if (kind(config.modelsDir) === "file")
+    throw new ConfigError(`MODELS_DIR=${config.modelsDir}: is a file; it must be a folder (or not exist yet)`);
+  // A download's reference is fetched (and checked) when the models are brought up.
+  if (config.modelPath && !isRemoteModel(config.modelPath) && config.cluster?.role !== "api") {
     const k = kind(config.modelPath);
-    if (k !== "file")
-      throw new ConfigError(`MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file`);
+    if (k !== "file") {
+      // owner/repo, as Hugging Face names a repository, was most likely meant as one.
+      const repo = /^[\w.-]+\/[\w.-]+$/.exec(path.relative(process.cwd(), config.modelPath));
+      const hint = k === "missing" && repo && !/\.gguf$/i.test(repo[0]) ? ` (for the Hugging Face repository, write hf:${repo[0]})` : "";
+      throw new ConfigError(
+        `MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file${hint}`,
+      );
+    }
   }
 }

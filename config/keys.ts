@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "./known-keys.js";
 
 export interface ApiKey {
   /** The key's name: what usage, costs, /metrics and the console show (`api_key_id`); never the secret. */
@@ -26,23 +27,21 @@ export interface ApiKey {
 /** A key's id is how the console and metrics name it: short and plain. */
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
-const KeySchema = z.strictObject({
+const KeySchema = strictObject({
   id: z.string().regex(ID, "must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"),
   sha256: z.string().regex(/^[0-9a-f]{64}$/, "must be the secret's sha256 in 64 lowercase hex digits (npm run keys -- new <name>)"),
   admin: z.boolean().default(false),
   weight: z.number().positive("must be above 0").max(1000, "must be at most 1000").default(1),
   enqueued_token_limits: z.record(z.string().min(1), z.number().int().min(1, "must be a whole number >= 1")).default({}),
-  webhook: z.strictObject({ url: z.string(), secret: z.string() }).optional(),
-  stop_rules: z
-    .strictObject({
-      max_error_rate: z.number().gt(0, "must be above 0").max(1, "must be at most 1 (a fraction: 0.2 is 20%)").optional(),
-      max_cost: z.number().gt(0, "must be above 0").optional(),
-      max_output_tokens: z.number().int().min(1, "must be a whole number >= 1").optional(),
-    })
-    .optional(),
+  webhook: strictObject({ url: z.string(), secret: z.string() }).optional(),
+  stop_rules: strictObject({
+    max_error_rate: z.number().gt(0, "must be above 0").max(1, "must be at most 1 (a fraction: 0.2 is 20%)").optional(),
+    max_cost: z.number().gt(0, "must be above 0").optional(),
+    max_output_tokens: z.number().int().min(1, "must be a whole number >= 1").optional(),
+  }).optional(),
 });
 
-const FileSchema = z.strictObject({ keys: z.array(z.unknown()) });
+const FileSchema = strictObject({ keys: z.array(z.unknown()) });
 
 export const sha256Hex = (secret: string) => createHash("sha256").update(secret, "utf8").digest("hex");
 
@@ -90,7 +89,10 @@ function readKeysFile(file: string): ApiKey[] {
     throw new Error(`KEYS_FILE ${file}: cannot be read: ${(err as Error).message}`);
   }
   const top = FileSchema.safeParse(doc);
-  if (!top.success) throw new Error(`KEYS_FILE ${file}: must hold "keys:", a list of keys`);
+  if (!top.success) {
+    const unknown = top.error.issues.filter((i) => i.code === "unrecognized_keys").map((i) => i.message);
+    throw new Error(`KEYS_FILE ${file}: ${unknown.length > 0 ? unknown.join("; ") : 'must hold "keys:", a list of keys'}`);
+  }
   const problems: string[] = [];
   const keys: ApiKey[] = [];
   top.data.keys.forEach((entry, i) => {

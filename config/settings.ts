@@ -28,9 +28,17 @@ export const isSetting = (node: Setting | SettingsTree): node is Setting => "sch
 
 const setting = <S extends z.ZodType>(s: Setting<S>): Setting<S> => s;
 
-const int = (min: number) => {
+/**
+ * A whole number: a YAML number, or decimal digits from the environment (spaces around them allowed). Number()
+ * would read `PORT=` as 0 (any free port) and take `0x1F40`, `1e3` or `+2`; those are refused, naming the variable.
+ */
+const int = (min: number, max?: { value: number; error: string }) => {
   const error = `must be a whole number >= ${min}`;
-  return z.coerce.number({ error }).int({ error }).min(min, { error });
+  const number = z.number({ error }).int({ error }).min(min, { error });
+  return z.preprocess(
+    (v) => (typeof v === "string" && /^\s*[0-9]+\s*$/.test(v) ? Number(v) : v),
+    max ? number.max(max.value, { error: max.error }) : number,
+  );
 };
 const bool = () => z.boolean({ error: "must be true or false" });
 
@@ -42,6 +50,21 @@ function booleanSetting(v: unknown): unknown {
   if (["false", "0", "no", "off", ""].includes(s)) return false;
   return v;
 }
+
+/** An origin as a browser sends it in `Origin`: http(s), a host and an optional port; no path, no wildcard. */
+const isOrigin = (o: string) => /^https?:\/\/[^/?#*@\s]+\/?$/i.test(o) && URL.canParse(o);
+const originList = () =>
+  z
+    .array(z.string())
+    .superRefine((list, ctx) => {
+      const bad = list.find((o) => !isOrigin(o));
+      if (bad !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          message: `'${bad}' is not an origin such as https://app.example.com (scheme, host, port; no path, no *)`,
+        });
+    })
+    .transform((list) => list.map((o) => new URL(o).origin));
 
 const gpuSetting = (v: unknown): unknown => (v === false || v === "false" || v === "off" || v === "cpu" ? false : v);
 
@@ -55,7 +78,7 @@ export const SETTINGS = {
   port: setting({
     env: "PORT",
     default: 8000,
-    schema: int(0).max(65535, { error: "must be a port number, 0 to 65535" }),
+    schema: int(0, { value: 65535, error: "must be a port number, 0 to 65535" }),
     help: "where the HTTP server listens (0: any free port)",
   }),
   host: setting({
@@ -75,7 +98,26 @@ export const SETTINGS = {
     yaml: "model.path",
     default: "",
     schema: z.string(),
-    help: "a .gguf file: the one model, answering to every name (default: the generated model)",
+    help: "the one model, answering to every name: a .gguf file, hf:<owner>/<repo>[:<quant>] or an https:// URL of a .gguf, downloaded once into MODELS_DIR (default: the generated model)",
+  }),
+  modelsDir: setting({
+    env: "MODELS_DIR",
+    yaml: "model.models_dir",
+    default: "models",
+    schema: z.string().min(1),
+    help: "where models named by hf: or a URL are downloaded to, once, and found on the next start",
+  }),
+  hfEndpoint: setting({
+    env: "HF_ENDPOINT",
+    default: "https://huggingface.co",
+    schema: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+    help: "where hf: models are downloaded from (a Hugging Face mirror)",
+  }),
+  hfToken: setting({
+    env: "HF_TOKEN",
+    default: "",
+    schema: z.string(),
+    help: "a Hugging Face access token, for gated or private hf: models (sent to HF_ENDPOINT only)",
   }),
   modelsFile: setting({
     env: "MODELS_FILE",
@@ -121,6 +163,13 @@ export const SETTINGS = {
     schema: bool(),
     read: booleanSetting,
     help: "refuse to start without API_KEYS or KEYS_FILE (deployments set it, so a missing secret cannot leave the API open)",
+  }),
+  corsOrigins: setting({
+    env: "CORS_ORIGINS",
+    default: "",
+    schema: originList(),
+    read: keyList,
+    help: "comma-separated origins (https://app.example.com) whose web pages may call the API from the browser; a page of any other site is refused every request that changes something (403), with keys or without (the console and Swagger UI, served from this origin, always may); an open API on loopback also answers to their hosts' names, besides its address and localhost",
   }),
   fileExpirySeconds: setting({
     env: "FILE_EXPIRY_SECONDS",
@@ -447,6 +496,20 @@ export const SETTINGS = {
       default: 72 * 3600,
       schema: int(1),
       help: "how long a failing delivery is retried (with backoff) before it is given up",
+    }),
+  },
+  datasets: {
+    reads: setting({
+      env: "DATASET_READS",
+      default: 2,
+      schema: int(1),
+      help: "dataset reads (a create from a dataset, a table's download) running at once in a process; four times as many wait, more are answered 429",
+    }),
+    scratchMb: setting({
+      env: "DATASET_SCRATCH_MB",
+      default: 0,
+      schema: int(0),
+      help: "the most one dataset read may spill to disk, a costly where stopped past it (0: a twentieth of the free space on BATCH_DIR's disk as it starts)",
     }),
   },
   http: {

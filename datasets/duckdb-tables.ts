@@ -4,6 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
+import { datasetError, firstLine, type Stage, StepLimit } from "./duckdb-errors.js";
 import {
   type Column,
   type ColumnType,
@@ -32,6 +33,11 @@ export interface DuckTablesOptions {
    * interrupted and the job fails naming the limit: a server's `where` is its clients' SQL. None: no limit.
    */
   stepLimitMs?: number;
+  /**
+   * The most DuckDB may spill to `tempDir`, in bytes (a server's reads: a costly `where` would otherwise take up to
+   * 90% of the free disk). None: DuckDB's default.
+   */
+  maxTempBytes?: number;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -64,6 +70,9 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     autoload_known_extensions: "false",
   });
   const admin = await db.connect();
+  // Set here, not at create: DuckDB 1.5 shows a create's max_temp_directory_size but spills past it.
+  if (opts.maxTempBytes !== undefined)
+    await admin.run(`SET max_temp_directory_size = '${Math.max(1, Math.ceil(opts.maxTempBytes / 1024))}KiB'`);
   if (opts.confine) {
     const dir = `${path.resolve(opts.tempDir)}${path.sep}`;
     await admin.run(`SET allowed_directories = [${literal(dir)}]`);
@@ -76,15 +85,27 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
 
   async function open(spec: InputSpec): Promise<TableInput> {
     const { files, format } = await resolveFiles(admin, spec.input);
-    const source =
-      format === ".arrow" ? await arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`)) : await readerSql(admin, files, format);
+    const clientSql = opts.confine === true;
+    const source = await (format === ".arrow"
+      ? arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`))
+      : readerSql(admin, files, format)
+    ).catch((err) => {
+      throw datasetError(err, { spec, files, stage: "file", clientSql });
+    });
+    if (spec.where !== undefined) await refuseUnstable(admin, spec.where);
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` WHERE (${spec.where})`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
-    const run = (conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[]) => runSql(conn, sql, spec, files, opts.stepLimitMs);
-    await run(admin, `CREATE VIEW ${view} AS SELECT * FROM ${source}${where}${limit}`, spec, files);
-    const described = await run(admin, `DESCRIBE ${view}`, spec, files);
+    const run = (sql: string, stage: Stage) =>
+      bounded(admin, opts.stepLimitMs, admin.runAndReadAll(sql)).catch((err) => {
+        throw datasetError(err, { spec, files, stage, clientSql });
+      });
+    // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
+    await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
+    await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
+    const described = await run(`DESCRIBE ${view}`, "where");
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+    const readError = (err: unknown) => datasetError(err, { spec, files, stage: "rows", clientSql });
     const input: TableInput = {
       files,
       columns,
@@ -92,13 +113,13 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         const conn = await db.connect();
         try {
           const result = await bounded(conn, opts.stepLimitMs, conn.stream(`SELECT * FROM ${view}`)).catch((err) => {
-            throw datasetError(err, spec, files);
+            throw readError(err);
           });
           // Each chunk's wait is bounded, not the consumer's time between chunks.
           const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
           for (;;) {
             const next = await bounded(conn, opts.stepLimitMs, chunks.next()).catch((err) => {
-              throw datasetError(err, spec, files);
+              throw readError(err);
             });
             if (next.done) break;
             yield next.value.map(toRow);
@@ -108,7 +129,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         }
       },
       async count() {
-        const r = await run(admin, `SELECT count(*) AS n FROM ${view}`, spec, files);
+        const r = await run(`SELECT count(*) AS n FROM ${view}`, "rows");
         return Number(r.getRowsJS()[0][0]);
       },
     };
@@ -126,13 +147,14 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     const keep = spec.keep.map((name) =>
       flat && nested(types.get(name) ?? "") ? `to_json(i.${ident(name)}) AS ${ident(name)}` : `i.${ident(name)}`,
     );
-    const declared = spec.columns.map((c) => `${literal(c.name)}: ${literal(sqlType(c.type, ext))}`).join(", ");
     const results = spec.columns.map((c) =>
-      flat && nested(sqlType(c.type, ext)) ? `to_json(r.${ident(c.name)}) AS ${ident(c.name)}` : `r.${ident(c.name)}`,
+      flat && nested(sqlType(c.type, ext))
+        ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
+        : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
     );
     const view = opened.get(input);
     if (!view) throw new Error("write() takes a TableInput that this adapter opened");
-    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN read_json(${literal(spec.results)}, format='newline_delimited', columns={${declared}}) r`;
+    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
     const options =
       ext === ".parquet"
         ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
@@ -158,9 +180,21 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     }
   }
 
+  function outputTypes(input: TableInput, spec: Omit<WriteSpec, "results">): Column[] {
+    const ext = extOf(spec.output);
+    const flat = ext === ".csv" || ext === ".tsv";
+    const types = new Map(input.columns.map((c) => [c.name, c.type]));
+    const as = (type: string) => (flat && nested(type) ? "JSON" : type);
+    return [
+      ...spec.keep.map((name) => ({ name, type: as(types.get(name) ?? "") })),
+      ...spec.columns.map((c) => ({ name: c.as ?? c.name, type: as(sqlType(c.type, ext)) })),
+    ];
+  }
+
   return {
     open,
     write,
+    outputTypes,
     async close() {
       admin.closeSync();
       db.closeSync();
@@ -172,6 +206,27 @@ function sqlType(type: ColumnType, ext: string): string {
   // Parquet keeps a vector as list<float32>; text formats write the engine's values as they came.
   if (type === "vector" && ext !== ".parquet") return "DOUBLE[]";
   return SQL_TYPES[type];
+}
+
+/**
+ * The results, one row per input row in input order: the JSONL file the answers were written to, or an earlier
+ * output table of the same job (whose columns are read as text where its format stored them so, then typed).
+ */
+function resultsSource(spec: WriteSpec, ext: string): string {
+  if (!spec.resultsTable) {
+    const declared = spec.columns.map((c) => `${literal(c.name)}: ${literal(sqlType(c.type, ext))}`).join(", ");
+    return `read_json(${literal(spec.results)}, format='newline_delimited', columns={${declared}})`;
+  }
+  const from = extOf(spec.results);
+  const file = literal(spec.results);
+  const reader =
+    from === ".parquet"
+      ? `read_parquet(${file})`
+      : from === ".csv" || from === ".tsv"
+        ? `read_csv(${file}, ${from === ".tsv" ? TSV_DIALECT : CSV_DIALECT}, all_varchar=true, allow_quoted_nulls=false)`
+        : `read_json(${file}, format='newline_delimited', sample_size=-1)`;
+  const typed = spec.columns.map((c) => `CAST(${ident(c.name)} AS ${sqlType(c.type, ext)}) AS ${ident(c.name)}`);
+  return `(SELECT ${typed.join(", ")} FROM ${reader})`;
 }
 
 const nested = (sqlTypeName: string) => /\[\d*\]$|^(STRUCT|MAP|UNION)\(|^JSON$/.test(sqlTypeName);
@@ -220,34 +275,58 @@ async function arrowSql(files: string[], prefix: string): Promise<string> {
   return `read_json([${parts.map(literal).join(", ")}], format='newline_delimited', columns={${columns}})`;
 }
 
-/** The table function reading `files`; CSV columns are found first, then read strictly so a ragged row is an error. */
+/**
+ * The table reading `files`. CSV columns are found first, then read strictly so a ragged row is an error. A quoted
+ * empty field ("") is an empty string and an unquoted one (,,) a missing value, as DuckDB's writer writes them, so
+ * the two stay apart through every round trip; in a column of numbers, dates or booleans "" can only be missing.
+ */
 async function readerSql(conn: DuckDBConnection, files: string[], format: string): Promise<string> {
   const list = `[${files.map(literal).join(", ")}]`;
   if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
   if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
   if (format === ".json") return `read_json(${list}, sample_size=-1)`;
   const dialect = format === ".tsv" ? TSV_DIALECT : CSV_DIALECT;
-  const described = await conn
-    .runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`)
-    .catch((err) => {
-      throw new DatasetError(`${files[0]}: ${firstLine(err)}`);
-    });
-  const columns = described.getRowObjectsJS().map((r) => `${literal(String(r.column_name))}: ${literal(String(r.column_type))}`);
-  return `read_csv(${list}, ${dialect}, auto_detect=false, strict_mode=true, null_padding=false, columns={${columns.join(", ")}})`;
+  const described = await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`);
+  const columns = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  const declared = columns.map((c) => `${literal(c.name)}: 'VARCHAR'`).join(", ");
+  const typed = columns.map((c) =>
+    c.type === "VARCHAR" ? ident(c.name) : `CAST(NULLIF(${ident(c.name)}, '') AS ${c.type}) AS ${ident(c.name)}`,
+  );
+  const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
+  return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
-async function runSql(conn: DuckDBConnection, sql: string, spec: InputSpec, files: string[], limitMs?: number) {
-  try {
-    return await bounded(conn, limitMs, conn.runAndReadAll(sql));
-  } catch (err) {
-    throw datasetError(err, spec, files);
-  }
-}
+/** DuckDB's functions that may give another value each call, but those that cannot change which rows pass. */
+const HARMLESS = new Set([
+  "error",
+  "sleep_ms",
+  "write_log",
+  "stats",
+  "current_database",
+  "current_schema",
+  "current_schemas",
+  "in_search_path",
+  "current_query",
+]);
+/** Keywords that read the clock without parentheses. */
+const CLOCK_WORDS = ["current_date", "current_time", "current_timestamp", "localtime", "localtimestamp"];
 
-/** DuckDB took longer than a step may (stepLimitMs): it was interrupted. */
-class StepLimit extends Error {
-  constructor(readonly ms: number) {
-    super(`reading it took longer than ${ms / 1000} s, the most one step may take here, so it was stopped (a costly where?)`);
+/**
+ * A `where` is read twice, once to render the requests and once to join the answers back to the rows by their
+ * place: one whose rows could differ between the reads (random(), now()) would give rows other rows' answers.
+ */
+async function refuseUnstable(conn: DuckDBConnection, where: string): Promise<void> {
+  const unstable = await conn.runAndReadAll("SELECT DISTINCT function_name FROM duckdb_functions() WHERE stability <> 'CONSISTENT'");
+  const names = new Set(unstable.getRowsJS().map((r) => String(r[0]).toLowerCase()));
+  // Strings and quoted names are values and columns, not calls.
+  const code = where.replace(/'(?:[^']|'')*'/g, "''").replace(/"(?:[^"]|"")*"/g, '""');
+  for (const m of code.matchAll(/\b([A-Za-z_][A-Za-z0-9_]*)\b(\s*\()?/g)) {
+    const word = m[1].toLowerCase();
+    const call = m[2] !== undefined && names.has(word) && !HARMLESS.has(word);
+    if (call || CLOCK_WORDS.includes(word))
+      throw new DatasetError(
+        `where: ${m[1]}${call ? "()" : ""} gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values (to sample, hash(<column>) % 10 = 0)`,
+      );
   }
 }
 
@@ -266,31 +345,6 @@ async function bounded<T>(conn: DuckDBConnection, limitMs: number | undefined, w
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** DuckDB's message, cut to one line that names the file and, for CSV, the row. */
-function datasetError(err: unknown, spec: InputSpec, files: string[]): DatasetError {
-  if (err instanceof DatasetError) return err;
-  if (err instanceof StepLimit) return new DatasetError(`${files.length === 1 ? files[0] : spec.input}: ${err.message}`);
-  const message = err instanceof Error ? err.message : String(err);
-  const csv = /CSV Error on Line: (\d+)\n(?:Original Line: .*\n)?(.*)/.exec(message);
-  const file = /file = (.+)/.exec(message)?.[1]?.trim() ?? (files.length === 1 ? files[0] : spec.input);
-  if (csv) return new DatasetError(`${file}: row ${Number(csv[1]) - 1}: ${csv[2].trim()}`);
-  const json = /Malformed JSON in file "([^"]+)", at byte \d+ in line (\d+): (.*?)\.?\s*(\n|$)/.exec(message);
-  // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
-  if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
-  if (/^(Binder|Parser|Permission|Catalog) Error/.test(message) && spec.where !== undefined)
-    return new DatasetError(`where: ${firstLine(err)}`);
-  const named = /file ['"]([^'"]+)['"]/.exec(message)?.[1] ?? file;
-  return new DatasetError(`${named}: ${firstLine(err)}`);
-}
-
-function firstLine(err: unknown): string {
-  const text = err instanceof Error ? err.message : String(err);
-  return text
-    .split("\n")[0]
-    .replace(/^[A-Za-z ]+ Error: /, "")
-    .trim();
 }
 
 /** A DuckDB value as a template cell: 64-bit integers as numbers where exact, dates as ISO text, bytes as base64. */

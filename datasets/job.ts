@@ -4,24 +4,30 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
+import { strictObject } from "../config/known-keys.js";
 import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
+import { OUTPUT_FORMATS } from "./tables.js";
 
 /** A job that cannot run as written: one line, naming the field. */
 export class JobError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** The field at fault (`limit`, `params.n`), where one is. */
+    readonly field?: string,
+  ) {
     super(message);
     this.name = "JobError";
   }
 }
 
-const Message = z.strictObject({ role: z.enum(["system", "developer", "user", "assistant"]), content: z.string() });
+const Message = strictObject({ role: z.enum(["system", "developer", "user", "assistant"]), content: z.string() }, "field");
 
 /** The fields one stage may set; a multi-stage file's top level sets them for every stage. */
 const JobFields = {
   input: z.string().min(1).optional(),
   where: z.string().min(1).optional(),
   limit: z.number().int().min(1).optional(),
-  endpoint: z.enum(ENDPOINTS).optional(),
+  endpoint: z.enum(ENDPOINTS, { error: `must be one of ${ENDPOINTS.join(", ")}` }).optional(),
   model: z.string().min(1).optional(),
   messages: z.array(Message).min(1).optional(),
   prompt: z.string().optional(),
@@ -33,9 +39,11 @@ const JobFields = {
   response_format: z.record(z.string(), z.unknown()).optional(),
   output: z.string().min(1).optional(),
   keep: z.array(z.string().min(1)).optional(),
+  result_prefix: z.string().optional(),
+  result_names: z.record(z.string(), z.string().min(1)).optional(),
 };
-const StageSchema = z.strictObject(JobFields);
-const FileSchema = z.strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() });
+const StageSchema = strictObject(JobFields, "field");
+const FileSchema = strictObject({ ...JobFields, stages: z.array(StageSchema).min(1).optional() }, "field");
 
 export type JobFields = z.infer<typeof StageSchema>;
 
@@ -56,6 +64,10 @@ export interface Job {
   paramsFrom: Record<string, string>;
   responseFormat?: Record<string, unknown>;
   keep?: string[];
+  /** Before each result column's name; unset: none, unless a kept input column has a result column's name. */
+  resultPrefix?: string;
+  /** A result column's own name in the output, over the prefix. */
+  resultNames: Record<string, string>;
 }
 
 /** Fields the template sets, which `params` may not set again. */
@@ -74,19 +86,26 @@ export async function readJobFile(file: string): Promise<{ fields: z.infer<typeo
   return { fields: check(FileSchema, raw ?? {}, file), dir: path.dirname(path.resolve(file)) };
 }
 
-/** Flags given as JSON text (`--messages '[...]'`) or plain values, checked as the file's fields are. */
+/** The runner's flag for each field whose flag is not `--<field>` with dashes. */
+const FLAG_OF: Record<string, string> = { input: "-i", output: "-o", model: "--job-model" };
+
+/** The runner's flags (JSON text already parsed), checked as a job file's fields are; an error names the flag. */
 export function checkFlags(flags: Record<string, unknown>): JobFields {
-  return check(StageSchema, flags, "flags");
+  return check(StageSchema, flags, (field) => FLAG_OF[field.split(".")[0]] ?? `--${field.split(".")[0].replaceAll("_", "-")}`);
 }
 
-function check<T>(schema: z.ZodType<T>, raw: unknown, where: string): T {
+/** A job's fields from elsewhere (an HTTP request's `job`), checked as a job file's are; an error names `where.field`. */
+export function checkFields(fields: Record<string, unknown>, where: string): JobFields {
+  return check(StageSchema, fields, (field) => `${where}: ${field}`, where);
+}
+
+function check<T>(schema: z.ZodType<T>, raw: unknown, where: string | ((field: string) => string), whole = "job"): T {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
   const field = issue.path.join(".") || "job";
-  const what =
-    issue.code === "unrecognized_keys" ? `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : issue.message;
-  throw new JobError(`${where}: ${field}: ${what}`);
+  const named = typeof where === "string" ? `${where}: ${field}` : issue.path.length ? where(field) : whole;
+  throw new JobError(`${named}: ${issue.message}`, issue.path.length ? field : undefined);
 }
 
 /**
@@ -125,36 +144,11 @@ export function planStages(file: z.infer<typeof FileSchema> | undefined, dir: st
 }
 
 function finish(f: JobFields, name: string): Job {
-  if (!f.input) throw new JobError(`${name}: input: required (a .parquet, .csv, .tsv, .jsonl or .ndjson file, a folder or a glob)`);
-  if (!f.output) throw new JobError(`${name}: output: required (a .parquet, .csv, .tsv or .jsonl file)`);
-  if (path.resolve(f.input) === path.resolve(f.output)) throw new JobError(`${name}: output: must not be the input`);
   const endpoint = f.endpoint ?? "/v1/chat/completions";
-  const templates = (["messages", "prompt", "body", "preprocess"] as const).filter((k) => f[k] !== undefined);
-  if (templates.length !== 1)
-    throw new JobError(
-      `${name}: give exactly one of messages, prompt, body or preprocess (${templates.length === 0 ? "none is" : `${templates.join(" and ")} are`} set)`,
-    );
-  if (f.messages && (endpoint === "/v1/completions" || endpoint === "/v1/embeddings"))
-    throw new JobError(`${name}: messages: ${endpoint} takes a prompt, not messages`);
-  // A rank line is a query and its documents (or text_1 and text_2): a body template says which columns they are.
-  if ((endpoint === "/v1/rerank" || endpoint === "/v1/score") && (f.messages || f.prompt))
-    throw new JobError(
-      `${name}: ${f.messages ? "messages" : "prompt"}: ${endpoint} takes ${endpoint === "/v1/rerank" ? "a query and documents" : "text_1 and text_2"}: give them in a body template (or a preprocess module)`,
-    );
-  for (const key of Object.keys(f.params ?? {})) {
-    if (TEMPLATE_FIELDS.includes(key)) throw new JobError(`${name}: params.${key}: set by the job itself (use its own field)`);
-  }
-  if (f.response_format && endpoint !== "/v1/chat/completions" && endpoint !== "/v1/responses")
-    throw new JobError(`${name}: response_format: works with /v1/chat/completions and /v1/responses, not ${endpoint}`);
-  if (f.response_format && (f.body || f.preprocess))
-    throw new JobError(`${name}: response_format: put it in the body your ${f.body ? "body template" : "preprocess"} returns`);
-  if ((f.params as { encoding_format?: unknown } | undefined)?.encoding_format === "base64")
-    throw new JobError(`${name}: params.encoding_format: the table stores the vector itself; leave it float`);
-  const n = (f.params as { n?: unknown } | undefined)?.n;
-  if (n !== undefined && n !== 1) throw new JobError(`${name}: params.n: a dataset row gets one answer (n must be 1)`);
+  checkShape(f, endpoint, (field, message) => new JobError(`${name}: ${field === undefined ? "" : `${field}: `}${message}`, field));
   return {
-    input: f.input,
-    output: f.output,
+    input: f.input as string,
+    output: f.output as string,
     endpoint,
     ...(f.where !== undefined ? { where: f.where } : {}),
     ...(f.limit !== undefined ? { limit: f.limit } : {}),
@@ -168,5 +162,45 @@ function finish(f: JobFields, name: string): Job {
     paramsFrom: f.params_from ?? {},
     ...(f.response_format ? { responseFormat: f.response_format } : {}),
     ...(f.keep ? { keep: f.keep } : {}),
+    ...(f.result_prefix !== undefined ? { resultPrefix: f.result_prefix } : {}),
+    resultNames: f.result_names ?? {},
   };
+}
+
+/** The checks a job's fields pass together: its files, one template, and what its endpoint takes. */
+function checkShape(f: JobFields, endpoint: Endpoint, bad: (field: string | undefined, message: string) => JobError): void {
+  if (!f.input) throw bad("input", "required (a .parquet, .csv, .tsv, .jsonl or .ndjson file, a folder or a glob)");
+  if (!f.output) throw bad("output", "required (a .parquet, .csv, .tsv or .jsonl file)");
+  if (path.resolve(f.input) === path.resolve(f.output)) throw bad("output", "must not be the input");
+  const ext = path.extname(f.output).toLowerCase();
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(ext))
+    throw bad("output", `unknown output format '${ext}' (${OUTPUT_FORMATS.join(", ")})`);
+  const templates = (["messages", "prompt", "body", "preprocess"] as const).filter((k) => f[k] !== undefined);
+  if (templates.length !== 1)
+    throw bad(
+      undefined,
+      `give exactly one of messages, prompt, body or preprocess (${templates.length === 0 ? "none is" : `${templates.join(" and ")} are`} set)`,
+    );
+  if (f.messages && (endpoint === "/v1/completions" || endpoint === "/v1/embeddings"))
+    throw bad("messages", `${endpoint} takes a prompt, not messages`);
+  // A rank line is a query and its documents (or text_1 and text_2): a body template says which columns they are.
+  if ((endpoint === "/v1/rerank" || endpoint === "/v1/score") && (f.messages || f.prompt))
+    throw bad(
+      f.messages ? "messages" : "prompt",
+      `${endpoint} takes ${endpoint === "/v1/rerank" ? "a query and documents" : "text_1 and text_2"}: give them in a body template (or a preprocess module)`,
+    );
+  // Anthropic's Messages API requires the model in every request: without one, every row would fail alike.
+  if (endpoint === "/v1/messages" && f.model === undefined && (f.messages || f.prompt !== undefined))
+    throw bad("model", "/v1/messages names the model in every request: set model (--job-model)");
+  for (const key of Object.keys(f.params ?? {})) {
+    if (TEMPLATE_FIELDS.includes(key)) throw bad(`params.${key}`, "set by the job itself (use its own field)");
+  }
+  if (f.response_format && endpoint !== "/v1/chat/completions" && endpoint !== "/v1/responses")
+    throw bad("response_format", `works with /v1/chat/completions and /v1/responses, not ${endpoint}`);
+  if (f.response_format && (f.body || f.preprocess))
+    throw bad("response_format", `put it in the body your ${f.body ? "body template" : "preprocess"} returns`);
+  if ((f.params as { encoding_format?: unknown } | undefined)?.encoding_format === "base64")
+    throw bad("params.encoding_format", "the table stores the vector itself; leave it float");
+  const n = (f.params as { n?: unknown } | undefined)?.n;
+  if (n !== undefined && n !== 1) throw bad("params.n", "a dataset row gets one answer (n must be 1)");
 }

@@ -43,6 +43,16 @@ export async function jobHash(job: Job, files: readonly string[]): Promise<strin
   return h.digest("hex").slice(0, 12);
 }
 
+/**
+ * The job's name for its working files: what makes its requests, with the input as named rather than as its files
+ * stand, so that it is known before the input is opened; `jobHash` then tells an input changed since.
+ */
+export function jobKey(job: Job): string {
+  const { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit, input, preprocess } = job;
+  const named = { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit, input, preprocess };
+  return createHash("sha256").update(JSON.stringify(named)).digest("hex").slice(0, 12);
+}
+
 /** Loads a user's module and checks it exports a function (its default, or one of the given names). */
 export async function loadHook<T>(file: string, field: string): Promise<T> {
   let mod: Record<string, unknown>;

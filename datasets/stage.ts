@@ -5,22 +5,79 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { Job } from "./job.js";
 import { checkColumns, type Postprocess } from "./requests.js";
-import { type ResultsPass, resultColumns, writeResults } from "./results.js";
+import { type ResultColumn, type ResultsPass, resultColumns, writeResults } from "./results.js";
 import { type Column, DatasetError, type TableInput, type Tables } from "./tables.js";
 
+/** A result column and its name in the output. */
+export interface NamedColumn extends ResultColumn {
+  as: string;
+}
+
+/** The output's columns: the input's kept, then the job's results under their names in the output. */
+export interface OutputColumns {
+  keep: string[];
+  results: NamedColumn[];
+  /** Why the result columns were prefixed though the job asked for no prefix, to say to the user. */
+  note?: string;
+}
+
+/** Prefixes tried in turn for the result columns when the job sets none: the first that clashes with no kept column. */
+const DEFAULT_PREFIXES = ["", "result_", ...Array.from({ length: 98 }, (_, i) => `result${i + 2}_`)];
+
 /**
- * The input columns the output carries (`keep`, else all), once every column the job reads is in the input and none
- * kept is also a result column. `keepField` names the field in the message, as the caller's user sets it.
+ * The input columns the output carries (`keep`, else all) under their own names, once every column the job reads is
+ * in the input, and the result columns under names that cannot clash with them: their own, or, when a kept column has
+ * one of them, each with the first free prefix of `result_`, `result2_`, ... A clash the job's own `result_prefix` or
+ * `result_names` makes is refused. `field` names a job field in messages as the caller's user sets it.
  */
-export function keptColumns(job: Job, columns: readonly Column[], label: string, keepField = "keep"): string[] {
+export function outputColumns(job: Job, columns: readonly Column[], label: string, field = (f: string) => f): OutputColumns {
   checkColumns(job, columns, label);
   const keep = job.keep ?? columns.map((c) => c.name);
-  const clash = resultColumns(job).find((c) => keep.includes(c.name));
-  if (clash)
-    throw new DatasetError(
-      `${label}: column '${clash.name}' is also a result column: leave it out with ${keepField}, or rename it in the input`,
-    );
-  return keep;
+  const base = resultColumns(job);
+  for (const key of Object.keys(job.resultNames)) {
+    if (!base.some((c) => c.name === key))
+      throw new DatasetError(
+        `${label}: ${field(`result_names.${key}`)}: not a result column of this job (${base.map((c) => c.name).join(", ")})`,
+      );
+  }
+  const named = (prefix: string) => base.map((c) => ({ ...c, as: job.resultNames[c.name] ?? `${prefix}${c.name}` }));
+  const clashOf = (results: NamedColumn[]) => results.find((c, i) => keep.includes(c.as) || results.findIndex((d) => d.as === c.as) !== i);
+  if (job.resultPrefix !== undefined) {
+    const results = named(job.resultPrefix);
+    refuseClash(clashOf(results), results, keep, label, field, job);
+    return { keep, results };
+  }
+  const prefix = DEFAULT_PREFIXES.find((p) => clashOf(named(p)) === undefined);
+  const results = named(prefix ?? "");
+  if (prefix === undefined) refuseClash(clashOf(results), results, keep, label, field, job);
+  const kept = base.find((c) => keep.includes(c.name))?.name;
+  const note = prefix
+    ? `the input's '${kept}' is kept under its own name, so the answers' columns are named ${prefix}${base[0].name}, ${prefix}${base[1].name}, ... (set result_prefix or result_names to choose)`
+    : undefined;
+  return { keep, results, ...(note ? { note } : {}) };
+}
+
+/** A clash the job's own names made, refused naming the field that made it. */
+function refuseClash(
+  clash: NamedColumn | undefined,
+  results: NamedColumn[],
+  keep: readonly string[],
+  label: string,
+  field: (f: string) => string,
+  job: Job,
+): void {
+  if (!clash) return;
+  const mapped = job.resultNames[clash.name] !== undefined;
+  const by = field(mapped ? `result_names.${clash.name}` : "result_prefix");
+  if (keep.includes(clash.as)) {
+    const fix = mapped ? "choose another name" : "choose another prefix";
+    const what = mapped
+      ? `'${clash.as}' is an input column the output keeps`
+      : `'${job.resultPrefix ?? ""}' names a result column '${clash.as}', as the input column the output keeps`;
+    throw new DatasetError(`${label}: ${by}: ${what}: ${fix}, or leave '${clash.as}' out with ${field("keep")}`);
+  }
+  const other = results.find((c) => c.as === clash.as && c !== clash)!;
+  throw new DatasetError(`${label}: ${by}: '${clash.as}' is also the name of ${other.name}'s column`);
 }
 
 /** Writes `job.output`: the kept columns beside the answers, every row in input order (`results.jsonl` in `work`). */
@@ -29,7 +86,7 @@ export async function joinAnswers(
   tables: Tables,
   input: TableInput,
   s: {
-    keep: readonly string[];
+    columns: OutputColumns;
     rows: number;
     hash: string;
     output: string;
@@ -38,11 +95,43 @@ export async function joinAnswers(
     work: string;
     postprocess?: Postprocess;
   },
-): Promise<ResultsPass> {
+): Promise<ResultsPass & { named: NamedColumn[] }> {
   const results = path.join(s.work, "results.jsonl");
   const pass = await writeResults(job, { ...s, target: results, input });
+  const { keep } = s.columns;
+  const named = pass.columns.map((c) => s.columns.results.find((r) => r.name === c.name) ?? { ...c, as: c.name });
+  refusePostprocessClash(job, keep, named);
   await mkdir(path.dirname(job.output), { recursive: true });
-  const written = await tables.write(input, { keep: s.keep, results, columns: pass.columns, output: job.output });
+  const written = await tables.write(input, { keep, results, columns: named, output: job.output });
   if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
-  return pass;
+  return { ...pass, named };
+}
+
+/**
+ * Writes `job.output` from an output this job wrote earlier in another format (or with other kept columns): the
+ * input's kept columns beside the earlier output's result columns (`earlier`, named as it holds them), renamed as
+ * this output names them. Nothing runs again.
+ */
+export async function joinEarlier(
+  job: Job,
+  tables: Tables,
+  input: TableInput,
+  s: { columns: OutputColumns; rows: number; from: string; earlier: readonly NamedColumn[] },
+): Promise<NamedColumn[]> {
+  const named = s.earlier.map((c) => ({ ...c, as: s.columns.results.find((r) => r.name === c.name)?.as ?? c.name }));
+  refusePostprocessClash(job, s.columns.keep, named);
+  await mkdir(path.dirname(job.output), { recursive: true });
+  const columns = s.earlier.map((c, i) => ({ name: c.as, type: c.type, as: named[i].as }));
+  const written = await tables.write(input, { keep: s.columns.keep, results: s.from, resultsTable: true, columns, output: job.output });
+  if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
+  return named;
+}
+
+/** A postprocess module's columns keep the names it gives them: one that clashes with another column is the user's to rename. */
+function refusePostprocessClash(job: Job, keep: readonly string[], named: readonly NamedColumn[]): void {
+  const clash = named.find((c, i) => keep.includes(c.as) || named.findIndex((d) => d.as === c.as) !== i);
+  if (clash)
+    throw new DatasetError(
+      `${job.output}: postprocess returned '${clash.as}', which the output already has (${keep.includes(clash.as) ? "an input column it keeps" : "a result column"}): return another name, or leave it out with keep`,
+    );
 }

@@ -4,7 +4,11 @@ import type { Row } from "./template.js";
 
 /** A problem with a dataset: one line naming the file and, where known, the row and the column. */
 export class DatasetError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** What the message leaves out (a client's SQL error's whole text): for the log, never for the client. */
+    readonly detail?: string,
+  ) {
     super(message);
     this.name = "DatasetError";
   }
@@ -42,7 +46,13 @@ export interface WriteSpec {
   keep: readonly string[];
   /** A JSONL file of one object per input row, in input order, holding `columns`. */
   results: string;
-  columns: ReadonlyArray<{ name: string; type: ColumnType }>;
+  /**
+   * `results` is instead an output this job wrote earlier (any output format), holding `columns` by their `name`s:
+   * another format of the same answers is written without running anything again.
+   */
+  resultsTable?: boolean;
+  /** The result columns by their names in `results`, each written under `as` where given. */
+  columns: ReadonlyArray<{ name: string; type: ColumnType; as?: string }>;
   /** .parquet, .csv, .tsv, .jsonl or .ndjson; written under a temporary name and renamed when complete. */
   output: string;
 }
@@ -51,6 +61,8 @@ export interface Tables {
   open(spec: InputSpec): Promise<TableInput>;
   /** Writes `input`'s kept columns beside the results; returns the rows written. */
   write(input: TableInput, spec: WriteSpec): Promise<number>;
+  /** The columns `write` would write, each with its type as the output's format holds it (in the adapter's type names). */
+  outputTypes(input: TableInput, spec: Omit<WriteSpec, "results">): Column[];
   close(): Promise<void>;
 }
 

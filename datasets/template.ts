@@ -40,7 +40,8 @@ export function render<T>(template: T, row: Row): T {
 function text(row: Row, column: string): string {
   if (!(column in row)) throw new RenderError(column, `the input has no column '${column}'`);
   const value = row[column];
-  if (value === null || value === undefined) throw new RenderError(column, `column '${column}' is null`);
+  if (value === null || value === undefined)
+    throw new RenderError(column, `column '${column}' is null (leave such rows out with where: "${column}" IS NOT NULL)`);
   if (typeof value === "string") return value;
   if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return String(value);
   return JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? Number(v) : v));

@@ -105,7 +105,7 @@ function modelNotFound(model: string | undefined, line: number | undefined, regi
   const named = model === undefined ? "The requests name no model" : `The model '${model}' is not served here`;
   return {
     code: "model_not_found",
-    message: `${named}; the models served are: ${registry.models.map((m) => m.name).join(", ")}.`,
+    message: `${named}; the models served are: ${registry.models.map((m) => m.name).join(", ") || "none (no live worker serves one)"}.`,
     line: line ?? 1,
     param: "body.model",
   };

@@ -23,8 +23,10 @@ export interface BatchInspection {
   } | null;
   /** The first failed lines, each with its 1-based input line where known; `not_run`: the batch ended first. */
   line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string; not_run: boolean }>;
-  /** All its error lines: failed while running or at validation, against left unrun by a cancel or an expiry. */
+  /** All its error lines: failed while running, against left unrun by a cancel, an expiry or a stop. */
   line_error_counts: { failed: number; not_run: number };
+  /** Whose it is: its API key's id (null: the open API), where keys are configured. */
+  api_key_id?: string | null;
 }
 
 /** A console search: any of status, model and text (in the id, the input file's name or the metadata). */

@@ -53,7 +53,8 @@ export class UnavailableError extends ControlError {
       | "backend_unavailable"
       | "shutting_down"
       | "database_unavailable"
-      | "storage_unavailable",
+      | "storage_unavailable"
+      | "no_worker_live",
     readonly retryAfterSeconds: number,
     options?: { cause?: unknown },
   ) {
@@ -65,6 +66,14 @@ export class UnavailableError extends ControlError {
 /** The database did not answer (down, restarting, cut off): whether a write under way landed is unknown. */
 export const databaseUnavailable = (cause?: unknown) =>
   new UnavailableError("The service cannot reach its database right now; retry shortly.", "database_unavailable", 5, { cause });
+
+/** An API server with no models of its own names batches by its live workers' models, and none is live. */
+export const noWorkerLive = (retryAfterSeconds: number) =>
+  new UnavailableError(
+    "No worker is live: this API server names batches by the models its workers serve, and none has announced itself yet; retry shortly.",
+    "no_worker_live",
+    retryAfterSeconds,
+  );
 
 export const queueFull = (retryAfterSeconds: number) =>
   new UnavailableError("The batch queue is full; retry later.", "queue_full", retryAfterSeconds);

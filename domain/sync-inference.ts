@@ -2,7 +2,7 @@
 // validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane (the
 // default tier) is served before waiting batch work, up to a share of the model's sequences; the flex tier waits
 // with the batches. Either lane, once its queue is full, is refused with a Retry-After (UnavailableError).
-import type { Endpoint } from "../openai/backend.js";
+import type { Endpoint, TokenUsage } from "../openai/backend.js";
 import type { Owner } from "./ports.js";
 
 /** The tier that served a request, as OpenAI's responses name it. */
@@ -24,6 +24,8 @@ export interface SyncStream {
   begin(meta: { model: string; tier: ServedTier }): void;
   /** A piece of choice `index`'s answer; the final body holds what is not told here. */
   text(index: number, text: string): void;
+  /** The prompt's tokens, before the first text, where the backend tells them (the local engine's chat). */
+  prompt(usage: Pick<TokenUsage, "promptTokens" | "cachedTokens">): void;
 }
 
 /** The endpoints that stream (`stream: true`); the others answer whole. */
@@ -33,6 +35,7 @@ export interface SyncAnswer {
   /** The endpoint's response body, naming its tier. */
   body: Record<string, unknown>;
   tier: ServedTier;
+  usage: TokenUsage;
 }
 
 /** One lane of one model as the console shows it. */

@@ -10,7 +10,7 @@ import type { Grammars } from "./grammars.js";
 import type { KvChoice } from "./kv-choice.js";
 import type { Ranker } from "./rank.js";
 import type { SamplerMemory } from "./sampler-memory.js";
-import { tokenizePrompt } from "./tokens.js";
+import { tokenizePrompt, withBos } from "./tokens.js";
 import { generateWithTools } from "./tool-calls.js";
 import {
   type ChatMessage,
@@ -54,8 +54,12 @@ export class LlamaEngine implements Engine {
 
   async complete(prompt: string | readonly number[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
     this.ensureOpen();
-    const tokens = typeof prompt === "string" ? tokenizePrompt(this.parts.model, prompt) : this.checkedTokens(prompt);
-    return this.generate(tokens, params, DEFAULT_COMPLETION_MAX_TOKENS, { stopStrings: [], stopTokens: new Set() }, signal);
+    const { model } = this.parts;
+    const text = typeof prompt === "string" ? model.tokenize(prompt, true) : null;
+    const tokens = text ? withBos(model, [...text]) : this.checkedTokens(prompt as readonly number[]);
+    // A beginning-of-sequence token the tokenizer added is not in the prompt's text.
+    const added = text ? tokens.length - text.length : 0;
+    return this.generate(tokens, params, DEFAULT_COMPLETION_MAX_TOKENS, { stopStrings: [], stopTokens: new Set(), added }, signal);
   }
 
   /** Without maxTokens the answer may fill the rest of the sequence's context, which bounds it. */
@@ -71,8 +75,9 @@ export class LlamaEngine implements Engine {
     // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
     const rendered = renderChat(model, chatFormat, messages, syntax ? (tools?.functions ?? []) : []);
     if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal);
-    // A tool call is known only once the answer is whole: nothing is streamed while tools may be called.
-    const { onText: _, ...quiet } = plain;
+    // A tool call is known only once the answer is whole: nothing is streamed while tools may be called, and the
+    // answer's phases are several generations, whose prompts are not the request's.
+    const { onText: _, onPrompt: __, ...quiet } = plain;
     return generateWithTools(model, syntax, rendered, { ...quiet, tools }, (tokens, p, stops) =>
       this.generate(tokens, p, null, stops, signal),
     );
@@ -129,7 +134,7 @@ export class LlamaEngine implements Engine {
     tokens: Token[],
     params: SamplingParams,
     defaultMaxTokens: number | null,
-    stops: { stopStrings: string[]; stopTokens: ReadonlySet<Token> },
+    stops: { stopStrings: string[]; stopTokens: ReadonlySet<Token>; added?: number },
     signal?: AbortSignal,
   ): Promise<GenerationResult> {
     const sampling = resolveSampling(params, defaultMaxTokens);
@@ -144,6 +149,8 @@ export class LlamaEngine implements Engine {
       stopTokens: stops.stopTokens,
       trimTrailingWhitespace: grammar?.trimWhitespaceSuffix ?? false,
       onText: params.onText,
+      onPrompt: params.onPrompt,
+      addedTokens: stops.added ?? 0,
     };
     try {
       return await this.parts.kv.run((pool) => generate(pool, this.parts.model, req, signal));
@@ -164,6 +171,11 @@ export class LlamaEngine implements Engine {
     this.ensureOpen();
     if (!this.parts.ranker) throw cannotRank(this.info.modelId);
     return this.parts.ranker.rank(pairs, param, signal);
+  }
+
+  detokenize(tokens: readonly number[]): string {
+    this.ensureOpen();
+    return this.parts.model.detokenize(this.checkedTokens(tokens), true);
   }
 
   /** Tokens of `text` as a completion prompt, beginning-of-sequence token included: what promptTokens reports. */

@@ -42,10 +42,10 @@ export function asEngineError(err: unknown): unknown {
   return new RequestError(`Inference failed: ${message}`, "engine_error", true);
 }
 
-/** A rank or score line for a model with no classification head: refused, naming the model. */
-export const cannotRank = (modelId: string) =>
+/** A rank or score line for a model with no classification head: refused, naming the model as the client names it. */
+export const cannotRank = (model: string) =>
   new RequestError(
-    `The model ${modelId} cannot rank: it has no classification head. A reranker GGUF (such as bge-reranker or Qwen3-Reranker) has one.`,
+    `The model '${model}' cannot rank: it has no classification head. A reranker GGUF (such as bge-reranker or Qwen3-Reranker) has one.`,
     "model_cannot_rank",
     false,
     "model",

@@ -17,9 +17,10 @@ import {
 import { completionTooLong } from "../openai/errors.js";
 import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
 import { type TokenScores, tokenLogprobs } from "./logprobs.js";
+import { scorePrompt } from "./prompt-logprobs.js";
 import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
-import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, SamplingParams } from "./types.js";
+import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, PromptTokenLogprob, SamplingParams } from "./types.js";
 
 export interface GenerationRequest {
   /** The whole prompt, beginning-of-sequence token included. */
@@ -44,11 +45,19 @@ export interface GenerationRequest {
   trimTrailingWhitespace: boolean;
   /** Alternatives per token to report; null: no log probabilities. */
   logprobs: number | null;
+  /** Alternatives per prompt token to report with the prompt's own log probabilities; null: none (prompt-logprobs.ts). */
+  promptLogprobs?: number | null;
+  /** Leading tokens the tokenizer added to the prompt's text (its beginning-of-sequence token). */
+  addedTokens?: number;
   n: number;
   onText?: SamplingParams["onText"];
+  onPrompt?: SamplingParams["onPrompt"];
 }
 
-type Resolved = Omit<GenerationRequest, "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace" | "onText">;
+type Resolved = Omit<
+  GenerationRequest,
+  "tokens" | "stopTokens" | "grammar" | "trimTrailingWhitespace" | "onText" | "onPrompt" | "addedTokens"
+>;
 
 /** A detokenized piece ending in this is an incomplete UTF-8 character: wait for the next byte token. */
 const REPLACEMENT_CHAR = "\uFFFD";
@@ -83,6 +92,7 @@ export function resolveSampling(params: SamplingParams, defaultMaxTokens: number
     presencePenalty,
     logitBias: params.logitBias && params.logitBias.size > 0 ? params.logitBias : null,
     logprobs: params.logprobs ?? null,
+    promptLogprobs: params.promptLogprobs ?? null,
     n,
   };
 }
@@ -102,8 +112,10 @@ export async function generate(
     throw completionTooLong(pool.contextSize, promptTokens, req.maxTokens, req.maxTokensParam);
   const maxTokens = Math.min(req.maxTokens ?? room, room);
   throwIfAborted(signal);
-  if (maxTokens === 0) {
-    const choices = Array.from({ length: req.n }, (): Choice => ({ text: "", completionTokens: 0, finishReason: "length" }));
+  const unanswered = () => Array.from({ length: req.n }, (): Choice => ({ text: "", completionTokens: 0, finishReason: "length" }));
+  const scored = req.promptLogprobs ?? null;
+  if (maxTokens === 0 && scored === null) {
+    const choices = unanswered();
     return { ...choices[0], promptTokens, completionTokens: 0, cachedPromptTokens: 0, choices };
   }
 
@@ -111,19 +123,32 @@ export async function generate(
   const lease: Lease = { sequence: await pool.acquire(req.tokens, signal) };
   let failed = false;
   try {
-    const choices: Choice[] = [];
+    let promptLogprobs: PromptTokenLogprob[] | undefined;
+    if (scored !== null) {
+      // Every position's logits are read, so nothing comes from a cache; the generation then evaluates the last token.
+      await pool.prepareWhole(lease.sequence!);
+      const priority = pool.batchTag(lease.sequence!);
+      promptLogprobs = await scorePrompt(lease.sequence!, model, req.tokens, scored, req.addedTokens ?? 0, priority);
+      throwIfAborted(signal);
+    }
+    const choices: Choice[] = maxTokens === 0 ? unanswered() : [];
     let cachedPromptTokens = 0;
     // The choices take turns on one sequence: each after the first finds the prompt in the cache, so the prompt
     // is evaluated once whatever n is (only its last token again, for the first new token's logits).
-    for (let i = 0; i < req.n; i++) {
+    for (let i = 0; i < (maxTokens === 0 ? 0 : req.n); i++) {
       const cached = await pool.prepare(lease.sequence!, req.tokens);
-      if (i === 0) cachedPromptTokens = cached;
+      if (i === 0) {
+        cachedPromptTokens = promptLogprobs ? 0 : cached;
+        req.onPrompt?.({ promptTokens, cachedTokens: cachedPromptTokens });
+      }
       throwIfAborted(signal);
       const onText = req.onText && ((text: string) => req.onText?.(i, text));
       choices.push(await generateChoice(pool, lease, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));
     }
     const completionTokens = choices.reduce((sum, c) => sum + c.completionTokens, 0);
-    return { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
+    const result: GenerationResult = { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
+    if (promptLogprobs) result.promptLogprobs = promptLogprobs;
+    return result;
   } catch (err) {
     failed = !(err instanceof Error && err.name === "AbortError");
     throw asEngineError(err);
@@ -151,7 +176,7 @@ async function generateChoice(
   // The history the detokenizer sees, so a word-initial token keeps its leading space.
   const history = req.tokens.slice(-8);
   const generated: Token[] = [];
-  const logprobs: Array<GeneratedTokenLogprob & { offset: number }> | undefined = req.logprobs === null ? undefined : [];
+  const logprobs: GeneratedTokenLogprob[] | undefined = req.logprobs === null ? undefined : [];
   let text = "";
   let pending: Token[] = [];
   let finishReason: FinishReason = "length";
@@ -230,7 +255,7 @@ async function generateChoice(
   const choice: Choice = { text, completionTokens: generated.length, finishReason };
   if (stoppedBy !== undefined) choice.stoppedBy = stoppedBy;
   // Tokens that began past a stop string's cut are not part of the answer.
-  if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0).map(({ offset: _, ...l }) => l);
+  if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0);
   return choice;
 }
 

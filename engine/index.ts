@@ -38,12 +38,20 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
     throw new Error(`contextSize must be an integer >= 16, got ${opts.contextSize}.`);
   }
   const llama = await loadLlama(opts.gpu, log, opts.build, opts.llamaDebugLog ?? false);
+  let engine: Engine;
   try {
-    return await assemble(llama, opts, log);
+    opts.signal?.throwIfAborted();
+    engine = await assemble(llama, opts, log);
   } catch (err) {
     await llama.dispose();
     throw err;
   }
+  // The contexts' creation cannot be stopped midway: a stop that came meanwhile takes what was made down again.
+  if (opts.signal?.aborted) {
+    await engine.close();
+    opts.signal.throwIfAborted();
+  }
+  return engine;
 }
 
 async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<EngineOptions["log"]>): Promise<Engine> {
@@ -60,7 +68,8 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       : chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
   // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
   llama.maxThreads = Math.max(threadBudget(threads, llama.cpuMathCores), contexts * threads);
-  const model = await loadModel(llama, opts.modelPath, log, opts.gpuLayers);
+  const model = await loadModel(llama, opts.modelPath, log, opts.gpuLayers, opts.signal);
+  opts.signal?.throwIfAborted();
   // On CPU with one context, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts).
   const cores = Math.floor(llama.cpuMathCores);
   const perStep =

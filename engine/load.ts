@@ -3,6 +3,7 @@
 // node-llama-cpp, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { checkGgufFile } from "./gguf-check.js";
 import { buildSelection, defaultBuildChoice, type EngineBuildChoice, loadedBuild, missingPatchedBuild } from "./native.js";
 import type { EngineOptions } from "./types.js";
 
@@ -69,14 +70,23 @@ export async function loadLlama(
   return llama;
 }
 
-export async function loadModel(llama: Llama, modelPath: string, log: Log, gpuLayers: number | "auto" = "auto"): Promise<LlamaModel> {
+export async function loadModel(
+  llama: Llama,
+  modelPath: string,
+  log: Log,
+  gpuLayers: number | "auto" = "auto",
+  signal?: AbortSignal,
+): Promise<LlamaModel> {
   try {
     await access(modelPath, constants.R_OK);
   } catch {
     throw new Error(`Model file not found or not readable: ${modelPath}`);
   }
+  // A file that is not a whole GGUF is refused in one line here, rather than in llama.cpp's loader.
+  await checkGgufFile(modelPath);
   // "auto" offloads as many layers as the free VRAM holds (all of them for a model that fits).
-  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers });
+  // node-llama-cpp stops a load between its steps when the signal aborts, and frees what it had loaded.
+  const model = await llama.loadModel({ modelPath, gpuLayers: llama.gpu === false ? 0 : gpuLayers, loadSignal: signal });
   log("model loaded", { modelPath, gpuLayers: model.gpuLayers, sizeBytes: model.size, trainContextSize: model.trainContextSize });
   return model;
 }

@@ -25,7 +25,7 @@ export function tokenLogprobs(
   chosen: Token,
   scores: TokenScores,
   top: number,
-): GeneratedTokenLogprob {
+): Omit<GeneratedTokenLogprob, "offset"> {
   const { ranked, logprobOf } =
     scores.kind === "probabilities" ? fromProbabilities(scores.probabilities, scores.temperature, top) : fromLogits(scores);
   const alternatives: TokenLogprob[] = ranked.slice(0, top).map((token) => entry(model, before, token, logprobOf(token)));

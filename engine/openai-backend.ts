@@ -15,12 +15,22 @@ import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
 import { telling } from "./begin.js";
+import { cannotRank } from "./errors.js";
 import { inLane } from "./lane.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
 
 import { toolCallsBody, toolsParams } from "./openai-tools.js";
 import { threadsText } from "./threads.js";
-import { type ChatMessage, type Choice, type Engine, type GeneratedTokenLogprob, RequestError, type SamplingParams } from "./types.js";
+import {
+  type ChatMessage,
+  type Choice,
+  type Engine,
+  type GeneratedTokenLogprob,
+  type PromptTokenLogprob,
+  RequestError,
+  type SamplingParams,
+  type TokenLogprob,
+} from "./types.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -78,24 +88,20 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   check(request: InferenceRequest): void {
-    checkRequest(this.engine, request);
+    checkRequest(this.engine, request, this.info.model);
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return inLane(
-      options?.lane,
-      () => telling(options?.onBegin, () => this.run(request, signal, options?.onText)),
-      options?.reserve ?? true,
-    );
+    return inLane(options?.lane, () => telling(options?.onBegin, () => this.run(request, signal, options)), options?.reserve ?? true);
   }
 
-  private async run(request: InferenceRequest, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {
+  private async run(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":
-          return await this.chat(request.body, request.topK, signal, onText);
+          return await this.chat(request.body, request.topK, signal, options);
         case "/v1/completions":
-          return await this.complete(request.body, signal, onText);
+          return await this.complete(request.body, signal, options?.onText);
         case "/v1/embeddings":
           return await this.embed(request.body, signal);
         case "/v1/rerank":
@@ -118,14 +124,10 @@ export class LlamaBackend implements InferenceBackend {
 
   // --- execution ---
 
-  private async chat(
-    body: ChatBody,
-    topK: number | undefined,
-    signal?: AbortSignal,
-    onText?: ExecuteOptions["onText"],
-  ): Promise<BackendResult> {
+  private async chat(body: ChatBody, topK: number | undefined, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
-    if (onText) params.onText = onText;
+    if (options?.onText) params.onText = options.onText;
+    if (options?.onPrompt) params.onPrompt = options.onPrompt;
     if (topK) params.topK = topK;
     if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
@@ -169,11 +171,13 @@ export class LlamaBackend implements InferenceBackend {
     const params = sampling(body, body.max_tokens);
     if (params.maxTokens !== undefined) params.maxTokensParam = "max_tokens";
     if (body.logprobs != null) params.logprobs = body.logprobs;
+    // The prompt's own log probabilities, as eval harnesses score a choice with them.
+    if (body.echo && body.logprobs != null) params.promptLogprobs = body.logprobs;
     const usage: TokenUsage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
     const choices: object[] = [];
     for (const prompt of prompts) {
       signal?.throwIfAborted();
-      const echoed = body.echo && typeof prompt === "string" ? prompt : "";
+      const echoed = !body.echo ? "" : typeof prompt === "string" ? prompt : this.engine.detokenize(prompt);
       // This prompt's choices follow the earlier prompts' in the body; an echoed prompt opens each of its choices.
       const offset = choices.length;
       const opened = new Set<number>();
@@ -190,7 +194,7 @@ export class LlamaBackend implements InferenceBackend {
         choices.push({
           text: echoed + c.text,
           index: choices.length,
-          logprobs: c.logprobs ? completionLogprobs(c, echoed.length) : null,
+          logprobs: c.logprobs || r.promptLogprobs ? completionLogprobs(c, echoed.length, r.promptLogprobs) : null,
           finish_reason: c.finishReason,
         });
       }
@@ -211,6 +215,8 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+    // The engine knows the model by its file; the client by the name it is served under.
+    if (!this.engine.info.ranking) throw cannotRank(this.info.model);
     const r = await this.engine.rank(rankPairs(request), PROMPT_FIELD[request.endpoint], signal);
     return {
       body: rankBody(request, this.info.model, r.scores, r.promptTokens),
@@ -273,20 +279,19 @@ const chatLogprob = (l: GeneratedTokenLogprob) => ({
   top_logprobs: l.top,
 });
 
-/** The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. */
-function completionLogprobs(c: Choice, startOffset: number) {
+/**
+ * The legacy completions shape: parallel arrays, and each position's alternatives as a token -> logprob map. An
+ * echoed prompt's tokens come first, the first with null for its log probability and its alternatives.
+ */
+function completionLogprobs(c: Choice, startOffset: number, prompt: readonly PromptTokenLogprob[] = []) {
   const entries = c.logprobs ?? [];
-  let offset = startOffset;
-  const text_offset = entries.map((l) => {
-    const at = offset;
-    offset += l.token.length;
-    return at;
-  });
+  const text_offset = entries.map((l) => startOffset + l.offset);
+  const top = (alternatives: readonly TokenLogprob[]) => Object.fromEntries(alternatives.map((t) => [t.token, t.logprob]));
   return {
-    tokens: entries.map((l) => l.token),
-    token_logprobs: entries.map((l) => l.logprob),
-    top_logprobs: entries.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
-    text_offset,
+    tokens: [...prompt.map((p) => p.token), ...entries.map((l) => l.token)],
+    token_logprobs: [...prompt.map((p) => p.logprob), ...entries.map((l) => l.logprob)],
+    top_logprobs: [...prompt.map((p) => (p.top ? top(p.top) : null)), ...entries.map((l) => top(l.top))],
+    text_offset: [...prompt.map((p) => p.offset), ...text_offset],
   };
 }
 

@@ -23,13 +23,13 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
   ["prompt_cache_options", "prompt cache options"],
 ];
 
-/** Throws the RequestError of the first thing in `request` this engine cannot honour. */
-export function checkRequest(engine: Engine, request: InferenceRequest): void {
+/** Throws the RequestError of the first thing in `request` this engine cannot honour; `model` is its served name. */
+export function checkRequest(engine: Engine, request: InferenceRequest, model: string): void {
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);
   else if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") {
-    if (!engine.info.ranking) throw cannotRank(engine.info.modelId);
+    if (!engine.info.ranking) throw cannotRank(model);
   }
   // Responses lines are served over chat by openai/over-chat.ts, which wraps the backend.
   else throw notServed(request.endpoint);
@@ -60,12 +60,8 @@ function checkCompletion(engine: Engine, body: CompletionBody): void {
   if (body.best_of != null && body.best_of > 1) {
     throw unsupportedValue("best_of", "best_of > 1 is not supported: ask for n choices and pick among them.");
   }
-  if (body.echo && body.logprobs != null) {
-    throw unsupportedValue("logprobs", "logprobs together with echo (log probabilities of the prompt) are not supported.");
-  }
   const prompts = promptsOf(body);
   if (typeof prompts[0] !== "string") {
-    if (body.echo) throw unsupportedValue("echo", "echo is supported for text prompts only, not token ids.");
     for (const ids of prompts as number[][]) {
       const bad = ids.find((t) => t >= engine.vocabularySize);
       if (bad !== undefined)

@@ -198,6 +198,14 @@ export class SequencePool {
     return keep;
   }
 
+  /**
+   * Make a lent sequence ready to evaluate its prompt whole, every position's logits read (a scored prompt,
+   * prompt-logprobs.ts): its cache is emptied and nothing is copied, since no cached position has logits left.
+   */
+  async prepareWhole(sequence: LlamaContextSequence): Promise<void> {
+    await reusePrefix(sequence, [], this.queuedKvOps);
+  }
+
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */
   async release(sequence: LlamaContextSequence, failed = false): Promise<void> {
     this.finished(sequence);

@@ -28,6 +28,11 @@ export interface SamplingParams {
     | { type: "one_of"; values: string[] };
   /** Return each generated token's log probability with this many most likely alternatives (0..20). */
   logprobs?: number;
+  /**
+   * Return each prompt token's log probability given the tokens before it, with this many most likely alternatives
+   * there (a completion's echo with logprobs). The prompt is then evaluated whole: no cached prefix has its logits.
+   */
+  promptLogprobs?: number;
   /** Answers generated from one evaluation of the prompt (1 by default). */
   n?: number;
   /** Functions the model may call (chat only; engine/tool-calls.ts). */
@@ -37,6 +42,8 @@ export interface SamplingParams {
    * possible beginning is held until it is known). All the pieces of a choice make its final text.
    */
   onText?: (choice: number, text: string) => void;
+  /** Told the prompt's tokens and how many a cache held, once its sequence is ready and before any text. */
+  onPrompt?: (usage: { promptTokens: number; cachedTokens: number }) => void;
 }
 
 export interface ToolFunction {
@@ -69,6 +76,21 @@ export interface TokenLogprob {
 export interface GeneratedTokenLogprob extends TokenLogprob {
   /** The most likely tokens at this position, most likely first. */
   top: TokenLogprob[];
+  /** Characters of the answer before this token (a token within a character: where that character begins). */
+  offset: number;
+}
+
+/** A prompt token's log probability given those before it: the first token has none, nor alternatives. */
+export interface PromptTokenLogprob {
+  token: string;
+  logprob: number | null;
+  bytes: number[];
+  top: TokenLogprob[] | null;
+  /**
+   * Characters of the prompt's text before this token (a token within a character: where that character begins; a
+   * beginning-of-sequence token the tokenizer added: 0).
+   */
+  offset: number;
 }
 
 export interface Choice {
@@ -104,6 +126,8 @@ export interface GenerationResult extends Choice {
   /** Prompt tokens served from a reused KV-cache prefix. */
   cachedPromptTokens: number;
   choices: Choice[];
+  /** Set when SamplingParams.promptLogprobs was: one per prompt token. */
+  promptLogprobs?: PromptTokenLogprob[];
 }
 
 export interface EmbeddingResult {
@@ -182,6 +206,8 @@ export interface Engine {
   /** Each (query, document) pair's relevance, 0 to 1; `param` names the line's field a pair comes from. */
   rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult>;
   countTokens(text: string): number;
+  /** Token ids as text, special tokens written as their text (a token-id prompt echoed). */
+  detokenize(tokens: readonly number[]): string;
   /** Vocabulary size and whether a token ends generation (for logit_bias and token-id prompts). */
   readonly vocabularySize: number;
   isEndOfGeneration(token: number): boolean;
@@ -235,4 +261,6 @@ export interface EngineOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Pass llama.cpp's debug messages to `log` too (diagnostics and tests; warnings and errors only by default). */
   llamaDebugLog?: boolean;
+  /** Stops the load (a Ctrl-C, a shutdown): createEngine then rejects with the signal's reason and keeps nothing. */
+  signal?: AbortSignal;
 }

@@ -125,10 +125,16 @@ export interface ExecuteOptions {
   /**
    * Told when the request begins to take the backend's capacity: the engine lends it a sequence (or an embedding or
    * ranking context), or an upstream is sent it. A request that ends before was refused, or never ran; a caller may
-   * still call it off while it waits (a paused batch's lines go back unrun), not once it has begun. May be told
-   * again (a line that gave its sequence to an interactive request takes one anew).
+   * still call it off while it waits (a drained run's lines go back unrun: a pause, a cancel, the runner's Ctrl-C),
+   * not once it has begun. May be told again (a line that gave its sequence to an interactive request takes one
+   * anew).
    */
   onBegin?: () => void;
+  /**
+   * Told a chat request's prompt tokens (and how many of them a cache held) once they are known, before its first
+   * text, where the backend can: a stream's opening event names them, as Anthropic's does.
+   */
+  onPrompt?: (usage: Pick<TokenUsage, "promptTokens" | "cachedTokens">) => void;
 }
 
 export interface InferenceBackend {

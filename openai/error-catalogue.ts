@@ -17,7 +17,7 @@ export interface CatalogueEntry {
   /** The HTTP status of an `http` answer. */
   status?: number;
   /** OpenAI's error `type` of an `http` answer. */
-  type?: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "server_error";
+  type?: "invalid_request_error" | "permission_error" | "rate_limit_error" | "server_error";
   when: string;
   action: ErrorAction;
   /** How to act, where "retry" or "fix" alone does not say it. */
@@ -25,7 +25,8 @@ export interface CatalogueEntry {
 }
 
 const request = { places: ["http"], status: 400, type: "invalid_request_error", action: "fix" } as const;
-const lineAndSync = { places: ["line"], action: "fix" } as const;
+/** A line's refusal, which a synchronous request of the same body gets as a 400 answer. */
+const lineAndSync = { places: ["http", "line"], status: 400, type: "invalid_request_error", action: "fix" } as const;
 const notNow = (status: number) => ({ places: ["http"], status, type: "server_error", action: "retry" }) as const;
 const tooMany = { places: ["http"], status: 429, type: "rate_limit_error", action: "retry" } as const;
 
@@ -43,7 +44,10 @@ export const ERROR_CATALOGUE = {
     ...request,
     when: "A synchronous request's `stream_options` has an option other than `include_usage` and `include_obfuscation`.",
   },
-  missing_required_parameter: { ...lineAndSync, when: "A required field is absent (an Anthropic tool's `input_schema`)." },
+  missing_required_parameter: {
+    ...lineAndSync,
+    when: "A required field is absent (a chat body's `messages`, Anthropic's `max_tokens`, a tool's `input_schema`); `param` names it.",
+  },
   unsupported_parameter: {
     ...lineAndSync,
     when: "The line asks for something its backend cannot honour (tools on a model whose template has no call format); `param` names it.",
@@ -69,6 +73,11 @@ export const ERROR_CATALOGUE = {
     when: "A JSON body is larger than its route takes; a large input belongs in a file upload.",
   },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
+  unsupported_media_type: {
+    ...request,
+    status: 415,
+    when: "A body that is not `application/json` (or not `multipart/form-data` on a route that takes a file: `/v1/files`, an upload's parts).",
+  },
   unsupported_encoding: { ...request, status: 415, when: "The body's content encoding or charset is not one the server reads." },
   headers_too_large: { ...request, status: 431, when: "The request's headers are too large." },
   bad_http_request: { ...request, when: "The request is not valid HTTP." },
@@ -105,9 +114,25 @@ export const ERROR_CATALOGUE = {
   invalid_api_key: {
     places: ["http"],
     status: 401,
-    type: "authentication_error",
+    type: "invalid_request_error",
     action: "fix",
-    when: "Keys are on and the request has no key, or one the keys file lacks.",
+    when: "Keys are on and the request's key is not one of them. With no key at all the 401 has code null, as OpenAI's; both have OpenAI's type `invalid_request_error` (Anthropic's routes answer `authentication_error`).",
+  },
+  origin_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Call from this service's own pages, from a client that is not a browser, or list the page's origin in `CORS_ORIGINS`.",
+    when: "A browser sent a request that changes something (or its preflight) from a web page of another origin that `CORS_ORIGINS` does not list.",
+  },
+  host_not_allowed: {
+    places: ["http"],
+    status: 403,
+    type: "permission_error",
+    action: "fix",
+    how: "Reach it as 127.0.0.1 or localhost, list the name's origin in `CORS_ORIGINS`, or set keys.",
+    when: "An open API listening on loopback was reached by a name other than an address or localhost (a site's name pointed at this machine: DNS rebinding).",
   },
   insufficient_permissions: {
     places: ["http"],
@@ -121,7 +146,7 @@ export const ERROR_CATALOGUE = {
   queue_full: { ...tooMany, when: "`MAX_QUEUE_DEPTH` batches already wait." },
   resource_unavailable: {
     ...tooMany,
-    when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10).",
+    when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10), or `DATASET_READS` dataset reads run and four times as many wait (`Retry-After: 10`).",
   },
   token_limit_exceeded: {
     ...tooMany,
@@ -134,6 +159,14 @@ export const ERROR_CATALOGUE = {
     when: "The server is draining after SIGTERM and takes no new batch or request; another takes the work (a stream in flight past `SHUTDOWN_DRAIN_SECONDS` ends with it as an error event).",
   },
   model_not_ready: { ...notNow(503), when: "The model is still loading." },
+  no_worker_live: {
+    ...notNow(503),
+    when: "An API server with no models of its own (neither `MODEL_PATH` nor `MODELS_FILE`) names a batch by the models its live workers serve, and no worker is live.",
+  },
+  starting: {
+    ...notNow(503),
+    when: "The process has just started: it holds its port already, but its model is still being downloaded (`GET /ready` shows the progress) or loading (an API server: it is still reaching its database); `Retry-After` says when to ask again.",
+  },
   backend_unavailable: {
     ...notNow(503),
     when: "A synchronous request's backend failed in a way worth retrying (the engine closed, an upstream down), or no worker serving its model answered.",
@@ -147,6 +180,11 @@ export const ERROR_CATALOGUE = {
     when: "The store of files and results (a folder or S3) does not answer, or the disk is read-only.",
   },
   storage_full: { ...notNow(507), when: "The disk under `BATCH_DIR` is full; nothing was stored." },
+  storage_not_writable: {
+    ...notNow(503),
+    how: "Free space (or fix the disk): /ready answers 200 within 2 s; meanwhile a load balancer sends the work elsewhere.",
+    when: "`/ready` while the disk under `BATCH_DIR` is full or read-only (`storage.state` says which): reads are served, writes refused.",
+  },
   too_many_open_files: { ...notNow(503), when: "The process ran out of file descriptors; nothing was stored." },
   internal_error: {
     ...notNow(500),

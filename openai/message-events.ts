@@ -1,13 +1,16 @@
-// Anthropic's streamed message: `message_start`, a text block's `content_block_start`, `text_delta`s as the backend
+// Anthropic's streamed message: `message_start` (with the prompt's usage), a text block's `content_block_start`, `text_delta`s as the backend
 // tells the answer, the block's stop, each tool_use block whole (its input as one `input_json_delta`), then
 // `message_delta` (stop reason and usage) and `message_stop`, as @anthropic-ai/sdk's MessageStream accumulates them.
 // The text told and the closing events add up to the final message's content.
+import type { TokenUsage } from "./backend.js";
+import { SYNC_SERVICE_TIER } from "./messages.js";
 
 type Json = Record<string, any>;
 
 /** Each event's `type` is also its SSE event name. */
 export interface MessageEvents {
-  start(): Json[];
+  /** The prompt's tokens, as the final usage counts them: clients record the input tokens from here. */
+  start(prompt: Pick<TokenUsage, "promptTokens" | "cachedTokens">): Json[];
   text(text: string): Json[];
   end(message: Json): Json[];
 }
@@ -26,7 +29,7 @@ export function messageEvents(meta: { id: string; model: string }): MessageEvent
   const delta = (text: string) => ev("content_block_delta", { index: textBlock, delta: { type: "text_delta", text } });
 
   return {
-    start: () => [
+    start: ({ promptTokens, cachedTokens }) => [
       ev("message_start", {
         message: {
           id: meta.id,
@@ -36,7 +39,17 @@ export function messageEvents(meta: { id: string; model: string }): MessageEvent
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+          // The final message's usage is this one as message_delta updates it: the tier is named here or nowhere.
+          usage: {
+            input_tokens: promptTokens - cachedTokens,
+            output_tokens: 0,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: cachedTokens,
+            cache_creation: null,
+            server_tool_use: null,
+            service_tier: SYNC_SERVICE_TIER,
+            inference_geo: null,
+          },
         },
       }),
     ],

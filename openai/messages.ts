@@ -17,6 +17,9 @@ const UNSUPPORTED: Array<[keyof MessagesParams, string]> = [
   ["inference_geo", "a batch runs where this service runs"],
 ];
 
+/** The tier a synchronous Messages request names in its usage (a batch's says "batch"). */
+export const SYNC_SERVICE_TIER = "standard";
+
 /** What the chat path takes (OpenAI's bound). */
 const MAX_STOPS = 4;
 
@@ -198,7 +201,8 @@ export function toAnthropicMessage(completion: ChatCompletionLike, result: Pick<
   for (const call of calls) {
     const input = parsedObject(call.function.arguments);
     // A call cut by max_tokens has arguments that do not parse: Anthropic's `input` must be an object.
-    if (input) content.push({ type: "tool_use", id: call.id, name: call.function.name, input, caller: { type: "direct" } });
+    // Anthropic's ids, which clients send back as tool_use_id: the chat side's call_ ids are OpenAI's.
+    if (input) content.push({ type: "tool_use", id: `toolu_${hexId()}`, name: call.function.name, input, caller: { type: "direct" } });
   }
   const stop = result.stops?.[0] ?? null;
   const reason =

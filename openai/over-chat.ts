@@ -46,20 +46,28 @@ export function overChat(inner: InferenceBackend): InferenceBackend {
   return backend;
 }
 
+/** What a backend may have beside its requests: each is the inner backend's, where it has it. */
+const PASSED_ON = ["lineOrder", "prepareRun", "countTokens", "stats", "preemptions"] as const;
+type PassedOn = Pick<InferenceBackend, (typeof PASSED_ON)[number]>;
+
 class OverChat implements InferenceBackend {
   readonly info: BackendInfo;
-  stats?: InferenceBackend["stats"];
-  lineOrder?: InferenceBackend["lineOrder"];
-  prepareRun?: InferenceBackend["prepareRun"];
+  lineOrder?: PassedOn["lineOrder"];
+  prepareRun?: PassedOn["prepareRun"];
+  countTokens?: PassedOn["countTokens"];
+  stats?: PassedOn["stats"];
+  preemptions?: PassedOn["preemptions"];
 
   constructor(
     private readonly inner: InferenceBackend,
     private readonly dialect: Dialect,
   ) {
     this.info = Object.freeze({ ...inner.info, endpoints: [...inner.info.endpoints, dialect.endpoint] });
-    if (inner.stats) this.stats = () => inner.stats!();
-    if (inner.lineOrder) this.lineOrder = () => inner.lineOrder!();
-    if (inner.prepareRun) this.prepareRun = (shape) => inner.prepareRun!(shape);
+    // Every one, or what the wrapped backend tells (its preemptions on /metrics, its tokenizer for the limits) is lost.
+    for (const name of PASSED_ON) {
+      const method = inner[name] as ((...args: never[]) => unknown) | undefined;
+      if (method) (this as Record<string, unknown>)[name] = method.bind(inner);
+    }
   }
 
   check(request: InferenceRequest): void {

@@ -36,7 +36,8 @@ export function chunkStream(endpoint: StreamedEndpoint, meta: StreamMeta): Chunk
         service_tier: meta.serviceTier,
         system_fingerprint: null,
       }
-    : { id: meta.id, object: "text_completion", created: meta.created, model: meta.model, service_tier: meta.serviceTier };
+    : // OpenAI's Completion has no service_tier.
+      { id: meta.id, object: "text_completion", created: meta.created, model: meta.model };
   const chunk = (choice: Json): Json => ({ ...head, choices: [choice], ...usage });
   /** A chat delta opens with the role, once per choice. */
   const delta = (index: number, fields: Json): Json => (told.has(index) ? fields : { role: "assistant", ...fields });

@@ -1,12 +1,13 @@
 // Runs a validated batch file over an inference backend: stream the lines, parse each body, let the backend
 // refuse what it cannot honour, run the rest, and append one OpenAI batch output line per request to the
 // output or the error file. A bad body fails its own line (status 400, the field named), never the batch.
-import { setMaxListeners } from "node:events";
+import { getMaxListeners, setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BackendResult, Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../openai/parse.js";
+import { callOffUnbegun, NotBegun } from "./call-off.js";
 import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
 import { plannedLines, type SourceLine } from "./schedule.js";
@@ -35,7 +36,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
   const concurrency = opts.concurrency > 0 ? opts.concurrency : (backend?.info.concurrency ?? 1);
   // Every request in flight listens for the drain while it waits for its turn on the backend: not a leak.
-  if (opts.drain) setMaxListeners(concurrency + 10, opts.drain);
+  if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
@@ -215,14 +216,6 @@ async function* readRequests(lines: AsyncIterable<SourceLine>, done: ReadonlySet
   }
 }
 
-/** A line that a drain sent back before it began on the backend (waiting for a sequence, say): it did not run. */
-class NotBegun extends Error {
-  constructor() {
-    super("The run was drained before this request began.");
-    this.name = "NotBegun";
-  }
-}
-
 /** Parse, check, run: the first two throw the line's own 400, which is never retried. */
 async function runRequest(
   backend: InferenceBackend,
@@ -241,36 +234,17 @@ async function runRequest(
 
 /**
  * One try. Only what has begun on the backend runs on through a drain: a try still waiting for its turn (a
- * sequence, an upstream's room) when the drain comes is called off, and the line goes back unrun.
+ * sequence, an upstream's room) when the drain comes is called off, and the line goes back unrun (call-off.ts).
  */
-async function attempt(
+function attempt(
   backend: InferenceBackend,
   request: InferenceRequest,
   signal: AbortSignal,
   drain: AbortSignal | undefined,
   onBegin: () => void,
-) {
-  if (!drain) return backend.execute(request, signal, { onBegin });
-  if (drain.aborted) throw new NotBegun();
-  const waiting = new AbortController();
-  let begun = false;
-  const callOff = () => {
-    if (!begun) waiting.abort(drain.reason);
-  };
-  drain.addEventListener("abort", callOff, { once: true });
-  try {
-    return await backend.execute(request, AbortSignal.any([signal, waiting.signal]), {
-      onBegin: () => {
-        begun = true;
-        onBegin();
-      },
-    });
-  } catch (err) {
-    if (waiting.signal.aborted && !signal.aborted && !isRequestFailure(err)) throw new NotBegun();
-    throw err;
-  } finally {
-    drain.removeEventListener("abort", callOff);
-  }
+): Promise<BackendResult> {
+  const execute = (s: AbortSignal, begun: () => void) => backend.execute(request, s, { onBegin: begun });
+  return drain ? callOffUnbegun(drain, signal, execute, onBegin) : execute(signal, onBegin);
 }
 
 /** Transient backend errors get more tries, with exponential backoff and full jitter; a drain ends the waiting. */
@@ -287,9 +261,9 @@ async function withRetry<T>(
       if (!(err instanceof RequestError) || !err.retryable || attempt >= retry.attempts || signal.aborted) throw err;
       const cap = Math.min(MAX_RETRY_DELAY_MS, retry.baseDelayMs * 2 ** attempt);
       await sleep(Math.random() * cap, undefined, { signal: drain ? AbortSignal.any([signal, drain]) : signal }).catch((e) => {
-        throw drain?.aborted && !signal.aborted ? new NotBegun() : e;
+        throw drain?.aborted && !signal.aborted ? new NotBegun(drain.reason) : e;
       });
-      if (drain?.aborted) throw new NotBegun();
+      if (drain?.aborted) throw new NotBegun(drain.reason);
     }
   }
 }

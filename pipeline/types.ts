@@ -91,9 +91,11 @@ export interface RunBatchOptions {
   /** Abort with an AbortReason as `signal.reason`. */
   signal?: AbortSignal;
   /**
-   * Graceful stop: no new request starts, those in flight finish and are written. With a shutdown (or no
-   * AbortReason) as its reason the run ends with "shutdown" and nothing is written for the rest; with a cancel
-   * the rest get that reason's line. `signal` still cuts it short.
+   * Graceful stop (a pause, a cancel's grace, a preemption, a yield, a shutdown, the runner's Ctrl-C): no new
+   * request starts, those that began on the backend (ExecuteOptions.onBegin) finish and are written, and those
+   * still waiting for their turn (a sequence, a context, an upstream's room) are called off, unrun. With a shutdown
+   * (or no AbortReason) as its reason the run ends with "shutdown" and nothing is written for the rest; with a
+   * cancel the rest get that reason's line. `signal` still cuts it short.
    */
   drain?: AbortSignal;
   onProgress?: (p: Progress) => void;

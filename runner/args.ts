@@ -1,6 +1,7 @@
 // Command-line flags of the offline runner, in the style of `vllm run_batch`.
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { parseModelRef } from "../config/model-ref.js";
 import { DATASET_OPTIONS, DATASET_USAGE, type DatasetArgs, datasetArgs, isDatasetMode } from "./dataset-args.js";
 
 export interface RunnerArgs {
@@ -10,7 +11,7 @@ export interface RunnerArgs {
   output: string;
   /** Local path or http(s) URL for the failed requests' lines. */
   errors: string;
-  /** GGUF path; undefined: MODEL_PATH, then the generated model. */
+  /** A GGUF file (absolute) or a download's reference (hf:..., https://...); undefined: MODEL_PATH, then the generated model. */
   model?: string;
   /** A models file (MODELS_FILE): the batch's `model` picks the model, local or upstream. */
   modelsFile?: string;
@@ -42,7 +43,9 @@ Options:
   -i, --input-file <path|url>   the batch file (OpenAI batch JSONL: custom_id, method, url, body)
   -o, --output-file <path|url>  where the results go, one OpenAI batch output line per request
       --error-file <path|url>   where failed requests' lines go (default: <output>.errors.jsonl)
-      --model <path.gguf>       the GGUF model (default: $MODEL_PATH, else the generated test model)
+      --model <model>           the GGUF model: a file, hf:<owner>/<repo>[:<quant>] or an https:// URL
+                                of a .gguf, downloaded once into MODELS_DIR (default: $MODEL_PATH,
+                                else the generated test model)
       --models-file <path.yaml> a models file (as MODELS_FILE): the lines' "model" picks a local or
                                 upstream model from it (examples/models.yaml)
       --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
@@ -135,7 +138,14 @@ function engineArgs(values: ReturnType<typeof parseOptions>["values"], baseDir: 
     ["contextSize", "context-size", 64],
   ];
   const args: EngineArgs = {};
-  if (values.model) args.model = path.resolve(baseDir, values.model);
+  if (values.model) {
+    try {
+      // A download's reference is kept as written (and fetched into MODELS_DIR); a file is the user's, from their folder.
+      args.model = parseModelRef(values.model).kind === "file" ? path.resolve(baseDir, values.model) : values.model.trim();
+    } catch (err) {
+      return { message: `--model ${values.model}: ${(err as Error).message}` };
+    }
+  }
   if (values["models-file"]) args.modelsFile = path.resolve(baseDir, values["models-file"]);
   if (args.model && args.modelsFile) return { message: "--model and --models-file exclude each other: name the GGUF in the models file" };
   if (values.overwrite) args.overwrite = true;

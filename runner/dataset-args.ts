@@ -19,6 +19,9 @@ export const DATASET_OPTIONS = {
   preprocess: { type: "string" },
   postprocess: { type: "string" },
   "dry-run": { type: "boolean" },
+  "keep-work": { type: "boolean" },
+  "result-prefix": { type: "string" },
+  "result-names": { type: "string" },
   remote: { type: "string" },
   "api-key": { type: "string" },
 } as const;
@@ -34,7 +37,11 @@ Dataset jobs (docs/datasets.md): a table in, the same table with the answers out
       --messages <json>  --prompt <text>  --body <json>   the request template, with {{column}} placeholders
       --params <json>  --params-from <json>  --response-format <json>  --keep <a,b,...>
       --preprocess <module.ts>  --postprocess <module.ts>   (row) => body, (row, response) => columns
+      --result-prefix <text>    before each result column's name (default: none, or result_ where a kept
+                                input column has a result column's name)
+      --result-names <json>     a result column's own name, e.g. {"text":"answer"}
       --dry-run                 print the first three requests and the output's columns; run nothing
+      --keep-work               keep the working folder once the output is whole (it holds every answer)
       --remote <url>            run on a server with OpenAI's Files and Batches API instead of here
       --api-key <key>           its key (default: $OPENAI_API_KEY)`;
 
@@ -51,6 +58,8 @@ export interface DatasetArgs<E = object> {
   flags: Partial<JobFields>;
   cwd: string;
   dryRun: boolean;
+  /** Keep the working folder once the output is whole. */
+  keepWork: boolean;
   /** Run again the rows whose answer is an error (the runner's --retry-failed), then join the table anew. */
   retryFailed: boolean;
   remote?: { url: string; apiKey?: string };
@@ -74,6 +83,7 @@ export function datasetArgs<E>(
   text("prompt", "prompt");
   text("preprocess", "preprocess");
   text("postprocess", "postprocess");
+  text("result-prefix", "result_prefix");
   if (typeof values.keep === "string") flags.keep = values.keep.split(",").map((s) => s.trim());
   if (typeof values.limit === "string") {
     const n = Number(values.limit);
@@ -86,6 +96,7 @@ export function datasetArgs<E>(
     ["params", "params"],
     ["params-from", "params_from"],
     ["response-format", "response_format"],
+    ["result-names", "result_names"],
   ];
   for (const [flag, field] of json) {
     const raw = values[flag];
@@ -101,6 +112,7 @@ export function datasetArgs<E>(
     flags: flags as Partial<JobFields>,
     cwd: baseDir,
     dryRun: values["dry-run"] === true,
+    keepWork: values["keep-work"] === true,
     retryFailed,
     engine,
   };

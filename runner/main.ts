@@ -9,7 +9,7 @@ const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };
 const stop = new AbortController();
 onStopSignals((signal, again) => {
   if (again) process.exit(130);
-  process.stderr.write(`\n${signal}: stopping after the requests in flight (again to quit now)\n`);
+  process.stderr.write(`\n${signal}: stopping once the requests being computed finish; none begins (again to quit now)\n`);
   stop.abort(INTERRUPTED);
 });
 

@@ -17,8 +17,16 @@ export interface ProgressOptions {
   /** Milliseconds. */
   now?: () => number;
   /** An earlier run's results this run resumes after: counted as done, but not in this run's rates and ETA. */
-  base?: { done: number; completionTokens: number };
+  base?: Base;
+  /**
+   * Which tokens the rate counts: the completion tokens, or the prompt tokens where the requests generate none
+   * (embeddings, rerank, score), whose completion rate would always be 0.
+   */
+  tokens?: TokenKind;
 }
+
+export type TokenKind = "completion" | "prompt";
+type Base = { done: number; completionTokens: number; promptTokens?: number };
 
 export interface ProgressReporter {
   update(p: Progress): void;
@@ -26,7 +34,7 @@ export interface ProgressReporter {
   finish(p: Progress): RunRates;
 }
 
-/** This run's own work: its seconds, and its requests and completion tokens per second. */
+/** This run's own work: its seconds, and its requests and tokens (completion, or prompt: ProgressOptions.tokens) per second. */
 export interface RunRates {
   seconds: number;
   requestsPerSecond: number;
@@ -47,13 +55,14 @@ export function createProgressReporter(opts: ProgressOptions): ProgressReporter 
   let drawn = "";
 
   const base = opts.base ?? { done: 0, completionTokens: 0 };
+  const tokens = opts.tokens ?? "completion";
   const draw = (p: Progress, final: boolean) => {
     const seconds = (now() - started) / 1000;
-    const line = describe(p, opts.total, seconds, base);
+    const line = describe(p, opts.total, seconds, base, tokens);
     if (tty) opts.stream.write(`\r\x1b[K${bar(p, opts.total)} ${line}${final ? "\n" : ""}`);
     else if (line !== drawn) opts.stream.write(`progress: ${line}\n`);
     drawn = line;
-    return { seconds, ...rates(p, seconds, base) };
+    return { seconds, ...rates(p, seconds, base, tokens) };
   };
 
   return {
@@ -74,22 +83,34 @@ function bar(p: Progress, total: number): string {
   return `[${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}]`;
 }
 
-function rates(p: Progress, seconds: number, base: NonNullable<ProgressOptions["base"]>) {
+function rates(p: Progress, seconds: number, base: Base, tokens: TokenKind) {
   const ran = p.completed + p.failed - base.done;
+  const counted = tokens === "prompt" ? p.usage.promptTokens - (base.promptTokens ?? 0) : p.usage.completionTokens - base.completionTokens;
   return {
     requestsPerSecond: seconds > 0 ? Math.max(0, ran) / seconds : 0,
-    tokensPerSecond: seconds > 0 ? Math.max(0, p.usage.completionTokens - base.completionTokens) / seconds : 0,
+    tokensPerSecond: seconds > 0 ? Math.max(0, counted) / seconds : 0,
   };
 }
 
 /** "42/100 (42%) 3.1 req/s 210 tok/s ETA 19s, 2 failed": rates and ETA of this run's work, not of what it resumed after. */
-export function describe(p: Progress, total: number, elapsedSeconds: number, base = { done: 0, completionTokens: 0 }): string {
+export function describe(
+  p: Progress,
+  total: number,
+  elapsedSeconds: number,
+  base: Base = { done: 0, completionTokens: 0 },
+  kind: TokenKind = "completion",
+): string {
   const done = p.completed + p.failed;
   const pct = total > 0 ? Math.floor((100 * done) / total) : 100;
-  const { requestsPerSecond: rate, tokensPerSecond: tokens } = rates(p, elapsedSeconds, base);
+  const { requestsPerSecond: rate, tokensPerSecond: tokens } = rates(p, elapsedSeconds, base, kind);
   const eta = done >= total ? "done" : rate > 0 ? `ETA ${formatDuration((total - done) / rate)}` : "ETA ?";
   const failed = p.failed > 0 ? `, ${p.failed} failed` : "";
-  return `${done}/${total} (${pct}%) ${rate.toFixed(1)} req/s ${Math.round(tokens)} tok/s ${eta}${failed}`;
+  return `${done}/${total} (${pct}%) ${rate.toFixed(1)} req/s ${Math.round(tokens)} ${tokenUnit(kind)} ${eta}${failed}`;
+}
+
+/** How a rate of `kind` tokens is written: "tok/s" for completion tokens, as it always was. */
+export function tokenUnit(kind: TokenKind): string {
+  return kind === "prompt" ? "prompt tok/s" : "tok/s";
 }
 
 export function formatDuration(seconds: number): string {

@@ -1,36 +1,38 @@
 // A dataset job, stage by stage: the table's rows rendered into request lines, run as a batch file (here through
 // the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
-// table. A stage's working files sit in `<output>.work/`; the output itself appears only whole, by rename.
+// table. A stage's working files sit in a folder named after the job (dataset-work.ts), removed once the output is
+// whole; the output itself appears only whole, by rename.
 import { mkdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
-import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
-import { type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
-import { jobHash, loadHook, type Postprocess, type Preprocess, requestLines, writeRequests } from "../datasets/requests.js";
-import { resultColumns } from "../datasets/results.js";
-import { joinAnswers, keptColumns } from "../datasets/stage.js";
+import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
+import { jobHash, loadHook, type Postprocess, type Preprocess, writeRequests } from "../datasets/requests.js";
+import { joinAnswers, joinEarlier, type NamedColumn, type OutputColumns, outputColumns } from "../datasets/stage.js";
 import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
-import { readJsonFile, writeJsonAtomic } from "../stores/atomic-json.js";
 import type { EngineArgs } from "./args.js";
 import type { DatasetArgs } from "./dataset-args.js";
+import { previewJob } from "./dataset-preview.js";
+import {
+  earlierOutput,
+  hasResults,
+  postprocessHash,
+  readState,
+  type StagePlace,
+  type StageState,
+  saveState,
+  stagePlace,
+  tidy,
+  writtenOutput,
+} from "./dataset-work.js";
 import { runRemoteBatch } from "./remote-batch.js";
 import { type OfflineRunDeps, runOffline } from "./run-offline.js";
-
-/** What `<output>.work/job.json` records: which job the working files belong to, and whether the output is whole. */
-interface StageState {
-  hash: string;
-  rows: number;
-  complete: boolean;
-  /** The server's batch, in --remote mode, so a rerun follows it instead of submitting again. */
-  remoteBatch?: string;
-}
 
 export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
   const { stderr } = deps;
   let jobs: Job[];
   try {
     const file = args.jobFile ? await readJobFile(args.jobFile) : undefined;
-    jobs = planStages(file?.fields, file?.dir ?? args.cwd, args.flags, args.cwd);
+    jobs = planStages(file?.fields, file?.dir ?? args.cwd, checkFlags(args.flags), args.cwd);
   } catch (err) {
     if (err instanceof JobError) return fail(stderr, err.message, 2);
     throw err;
@@ -41,7 +43,8 @@ export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRun
       stderr.write(`${name}: reads ${job.input}, which the stage before writes; not shown by --dry-run\n`);
       continue;
     }
-    const code = await runStage(job, name, args, deps).catch((err) => {
+    const run = args.dryRun ? dryRun(job, deps) : runStage(job, name, args, deps);
+    const code = await run.catch((err) => {
       if (err instanceof DatasetError || err instanceof JobError) return fail(stderr, err.message, 1);
       throw err;
     });
@@ -55,112 +58,179 @@ function fail(stderr: { write(t: string): unknown }, message: string, code: numb
   return code;
 }
 
-async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
-  const work = `${job.output}.work`;
-  const stateFile = path.join(work, "job.json");
-  let state = args.engine.overwrite ? undefined : await readState(stateFile);
-  if (args.engine.overwrite && !args.dryRun) await rm(work, { recursive: true, force: true });
-  else if (!state && (await exists(job.output)) && !args.dryRun)
-    throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
-  // A dry run leaves nothing behind, not even the working folder.
-  if (!args.dryRun) await mkdir(work, { recursive: true });
-  const tables = await openDuckTables({ tempDir: args.dryRun ? os.tmpdir() : work });
+/** A dry run reads the input and renders its first rows; it leaves nothing behind, not even a working folder. */
+async function dryRun(job: Job, deps: OfflineRunDeps): Promise<number> {
+  const tables = await openDuckTables({ tempDir: os.tmpdir() });
   try {
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;
-    const keep = keptColumns(job, input.columns, label);
+    const columns = outputColumns(job, input.columns, label);
     const hash = await jobHash(job, input.files);
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
-    const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
-    if (args.dryRun) return await dryRun(job, input, { hash, label, preprocess, keep }, deps);
-
-    // Another version's working files are replaced when they hold no answer yet (it stopped before running).
-    // A batch a server runs has no answer here until it ends: another version's batch is never followed.
-    if (state && state.hash !== hash && !(await hasResults(work)) && !state.remoteBatch) {
-      await rm(work, { recursive: true, force: true });
-      await mkdir(work);
-      state = undefined;
-    } else if (state && state.hash !== hash)
-      throw new DatasetError(
-        `${work}: holds the results of another version of this job (its template, parameters or input changed): --overwrite starts afresh`,
-      );
-    if (state?.complete && (await exists(job.output)) && !args.retryFailed) {
-      deps.stderr.write(`${name}: ${job.output} is complete already (${state.rows} rows); --overwrite runs it again\n`);
-      return 0;
-    }
-    const requests = path.join(work, "requests.jsonl");
-    const rows = await writeRequests(job, input, requests, { hash, label, preprocess });
-    await saveState(stateFile, { ...state, hash, rows, complete: false });
-    deps.stderr.write(`${name}: ${rows} rows of ${label} -> ${job.output}\n`);
-
-    const output = path.join(work, "output.jsonl");
-    const errors = path.join(work, "errors.jsonl");
-    const code = args.remote
-      ? await runRemoteBatch({ requests, output, errors, stateFile, endpoint: job.endpoint, remote: args.remote }, deps)
-      : (
-          await runOffline(
-            { ...args.engine, input: requests, output, errors, ...(args.retryFailed ? { retryFailed: true } : {}) },
-            {
-              ...deps,
-              config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },
-              resultFiles: false,
-              inputLabel: label,
-            },
-          )
-        ).exitCode;
-    if (code !== 0) return code;
-    return await joinBack(job, tables, input, { hash, rows, keep, output, errors, work, stateFile, postprocess, name }, deps);
+    if (job.postprocess) await loadHook<Postprocess>(job.postprocess, "postprocess");
+    deps.stdout.write(await previewJob(job, tables, input, { hash, label, columns, ...(preprocess ? { preprocess } : {}) }));
+    return 0;
   } finally {
     await tables.close();
   }
 }
 
-async function joinBack(
-  job: Job,
-  tables: Tables,
-  input: TableInput,
-  s: Parameters<typeof joinAnswers>[3] & { stateFile: string; name: string },
-  deps: OfflineRunDeps,
-): Promise<number> {
-  const pass = await joinAnswers(job, tables, input, s);
-  const state = await readState(s.stateFile);
-  await saveState(s.stateFile, { ...(state ?? { hash: s.hash, rows: s.rows }), complete: true });
-  deps.stdout.write(
-    `${s.name}: wrote ${job.output}: ${s.rows} rows (${pass.completed} answered, ${pass.failed} with an error in error_code)\n`,
-  );
-  return 0;
+/** What a stage knows once its input is open. */
+interface Opened {
+  job: Job;
+  name: string;
+  place: StagePlace;
+  tables: Tables;
+  input: TableInput;
+  label: string;
+  columns: OutputColumns;
+  hash: string;
+  postprocess?: Postprocess;
+  postHash: string | null;
 }
 
-async function dryRun(
-  job: Job,
-  input: TableInput,
-  o: { hash: string; label: string; preprocess?: Preprocess; keep: string[] },
-  deps: OfflineRunDeps,
-): Promise<number> {
-  const out: string[] = [`${o.label}: ${await input.count()} rows${job.where ? ` where ${job.where}` : ""}; the first requests:`];
-  for await (const lines of requestLines(job, input, { hash: o.hash, label: o.label, preprocess: o.preprocess, max: 3 })) {
-    for (const line of lines) out.push(JSON.stringify(JSON.parse(line), null, 2));
+async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const place = stagePlace(job);
+  if (args.engine.overwrite) {
+    await rm(place.work, { recursive: true, force: true });
+    await rm(place.record, { force: true });
   }
-  const types = new Map(input.columns.map((c) => [c.name, c.type]));
-  out.push(`${job.output} will hold these columns:`);
-  for (const name of o.keep) out.push(`  ${name}: ${types.get(name)} (input)`);
-  for (const c of resultColumns(job)) out.push(`  ${c.name}: ${c.type}`);
-  if (job.postprocess) out.push(`  ... and the columns ${path.basename(job.postprocess)} returns`);
-  deps.stdout.write(`${out.join("\n")}\n`);
+  await mkdir(place.work, { recursive: true });
+  const tables = await openDuckTables({ tempDir: place.work });
+  try {
+    const input = await tables.open(job);
+    const label = input.files.length === 1 ? input.files[0] : job.input;
+    const columns = outputColumns(job, input.columns, label);
+    if (columns.note) deps.stderr.write(`${name}: ${columns.note}\n`);
+    const hash = await jobHash(job, input.files);
+    const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
+    const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
+    const o: Opened = { job, name, place, tables, input, label, columns, hash, postHash: await postprocessHash(job) };
+    if (postprocess) o.postprocess = postprocess;
+    const state = await stateOf(o, args);
+    const written = await writtenOutput(state, job.output);
+    if (written?.current && written.postprocess === o.postHash && !args.retryFailed) {
+      deps.stderr.write(`${name}: ${job.output} is complete already (${state!.rows} rows); --overwrite runs it again\n`);
+      return 0;
+    }
+    if (!written && !args.engine.overwrite && (await exists(job.output)))
+      throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
+    const answers = await hasResults(place.work);
+    const earlier = answers ? undefined : await earlierOutput(state, o.postHash);
+    if (args.retryFailed && !answers && earlier) return nothingToRetry(o, earlier, deps);
+    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps);
+    // A job with no answer yet has nothing to retry: its rows run as new.
+    return await runAndJoin(o, preprocess, { ...args, retryFailed: args.retryFailed && answers }, deps);
+  } finally {
+    await tables.close();
+    await tidy(place);
+  }
+}
+
+/** The stage's record, once it is this version's: another version's is replaced while it holds no answer, else refused. */
+async function stateOf(o: Opened, args: DatasetArgs<EngineArgs>): Promise<StageState | undefined> {
+  const state = await readState(o.place.record);
+  if (!state || state.hash === o.hash) return state;
+  // A batch a server runs has no answer here until it ends: another version's batch is never followed.
+  if (!(await hasResults(o.place.work)) && !state.remoteBatch) {
+    await rm(o.place.work, { recursive: true, force: true });
+    await mkdir(o.place.work);
+    await rm(o.place.record, { force: true });
+    return undefined;
+  }
+  if (args.engine.overwrite) return undefined;
+  throw new DatasetError(
+    `${o.place.work}: holds the results of another version of this job (its input changed since): --overwrite starts afresh`,
+  );
+}
+
+/** The rows rendered into request lines, run here or on a server, and the answers joined into the output. */
+async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps) {
+  const { job, place } = o;
+  const requests = `${place.work}/requests.jsonl`;
+  const rows = await writeRequests(job, o.input, requests, { hash: o.hash, label: o.label, ...(preprocess ? { preprocess } : {}) });
+  const state = await readState(place.record);
+  await saveState(place.record, { ...(state?.hash === o.hash ? state : {}), hash: o.hash, rows });
+  deps.stderr.write(`${o.name}: ${rows} rows of ${o.label} -> ${job.output} (working files in ${place.work})\n`);
+  const output = `${place.work}/output.jsonl`;
+  const errors = `${place.work}/errors.jsonl`;
+  const code = args.remote
+    ? await runRemoteBatch({ requests, output, errors, stateFile: place.record, endpoint: job.endpoint, remote: args.remote }, deps)
+    : (
+        await runOffline(
+          { ...args.engine, input: requests, output, errors, ...(args.retryFailed ? { retryFailed: true } : {}) },
+          {
+            ...deps,
+            config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },
+            resultFiles: false,
+            inputLabel: o.label,
+          },
+        )
+      ).exitCode;
+  if (code !== 0) return code;
+  const pass = await joinAnswers(job, o.tables, o.input, {
+    columns: o.columns,
+    rows,
+    hash: o.hash,
+    output,
+    errors,
+    work: place.work,
+    ...(o.postprocess ? { postprocess: o.postprocess } : {}),
+  });
+  // Only a retry changes answers an output already holds: the outputs written before it are then stale.
+  await record(o, { columns: pass.named, answered: pass.completed, failed: pass.failed }, args.retryFailed);
+  const errorColumn = o.columns.results.find((c) => c.name === "error_code")?.as ?? "error_code";
+  deps.stdout.write(
+    `${o.name}: wrote ${job.output}: ${rows} rows (${pass.completed} answered, ${pass.failed} with an error in ${errorColumn})\n`,
+  );
+  if (pass.failed === 0 && !args.keepWork) {
+    await rm(place.work, { recursive: true, force: true });
+    deps.stderr.write(`${o.name}: removed the working folder ${place.work} (--keep-work keeps it)\n`);
+  } else
+    deps.stderr.write(
+      `${o.name}: kept the working folder ${place.work}${pass.failed > 0 ? ` for --retry-failed (${pass.failed} rows failed)` : ""}; remove it once done\n`,
+    );
   return 0;
 }
 
-/** The stage's state, or none (no file yet, or one this runner cannot read: the stage then starts as new). */
-const readState = (file: string) =>
-  readJsonFile(file).then(
-    (v) => v as StageState | undefined,
-    () => undefined,
-  );
-const saveState = (file: string, state: StageState) => writeJsonAtomic(file, state);
+/**
+ * --retry-failed once the working folder is gone: it goes only when every row was answered, so there is nothing to
+ * retry; a folder removed by hand took the failed rows' lines with it.
+ */
+function nothingToRetry(o: Opened, earlier: { file: string; written: { failed: number } }, deps: OfflineRunDeps): number {
+  if (earlier.written.failed > 0)
+    throw new DatasetError(
+      `${o.place.work}: is gone, and with it the lines of the ${earlier.written.failed} failed rows of ${earlier.file}: --overwrite runs the job again`,
+    );
+  deps.stderr.write(`${o.name}: nothing to retry: every row of ${earlier.file} was answered\n`);
+  return 0;
+}
 
-async function hasResults(work: string): Promise<boolean> {
-  for (const f of ["output.jsonl", "errors.jsonl"]) if (((await stat(path.join(work, f)).catch(() => null))?.size ?? 0) > 0) return true;
-  return false;
+/** Another format (or other kept columns) of answers this job already has in an earlier output: nothing runs again. */
+async function joinFromEarlier(
+  o: Opened,
+  state: StageState,
+  earlier: { file: string; written: { columns: NamedColumn[]; answered: number; failed: number } },
+  deps: OfflineRunDeps,
+): Promise<number> {
+  const named = await joinEarlier(o.job, o.tables, o.input, {
+    columns: o.columns,
+    rows: state.rows,
+    from: earlier.file,
+    earlier: earlier.written.columns,
+  });
+  await record(o, { columns: named, answered: earlier.written.answered, failed: earlier.written.failed }, false);
+  deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (no row ran again)\n`);
+  return 0;
+}
+
+/** The output, written whole, into the stage's record; `fresh` answers (a retry's) are a new version of them. */
+async function record(o: Opened, w: { columns: NamedColumn[]; answered: number; failed: number }, fresh: boolean): Promise<void> {
+  const s = await stat(o.job.output);
+  const state = (await readState(o.place.record)) ?? { hash: o.hash, rows: 0 };
+  const version = (state.version ?? 0) + (fresh ? 1 : 0);
+  const entry = { size: s.size, mtimeMs: s.mtimeMs, postprocess: o.postHash, version, ...w };
+  await saveState(o.place.record, { ...state, version, outputs: { ...state.outputs, [o.job.output]: entry } });
 }
 
 async function exists(file: string): Promise<boolean> {

@@ -6,15 +6,16 @@ import path from "node:path";
 import type pino from "pino";
 import { createRouter, loadRegistry } from "../backends/build.js";
 import { costOf, type Price, roundMoney } from "../backends/price.js";
+import type { ModelRegistry } from "../backends/registry.js";
 import type { Config } from "../config/config.js";
-import { isEndpoint, type TokenUsage } from "../openai/backend.js";
+import { isEndpoint, READS_ONLY, type TokenUsage } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
 import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
-import type { Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
+import type { AbortReason, Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import type { EngineArgs, RunnerArgs } from "./args.js";
-import { createProgressReporter, formatDuration, type ProgressStream, type RunRates } from "./progress.js";
+import { createProgressReporter, formatDuration, type ProgressStream, type RunRates, type TokenKind, tokenUnit } from "./progress.js";
 import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
 export interface OfflineRunDeps {
@@ -45,6 +46,9 @@ export interface OfflineRunResult {
   result?: RunBatchResult;
 }
 
+/** Why a run stopped at a Ctrl-C: nothing more is written, and running again resumes. */
+const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };
+
 /** Problems listed on the terminal; the rest are counted. */
 const SHOWN_ERRORS = 20;
 
@@ -67,139 +71,233 @@ export function withArgs(config: Config, args: EngineArgs): Config {
 }
 
 export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promise<OfflineRunResult> {
-  const { config, stderr, stdout, signal } = deps;
   const work = await mkdtemp(path.join(os.tmpdir(), "obi-run-"));
+  const started = Date.now();
+  const run: RunState = { args, deps, work, started };
   try {
-    const input = isUrl(args.input) ? path.join(work, "input.jsonl") : path.resolve(args.input);
-    if (isUrl(args.input)) {
-      const bytes = await download(args.input, input, { retry: deps.httpRetry, signal });
-      stderr.write(`downloaded ${displayLocation(args.input)} (${bytes} bytes)\n`);
-    } else {
-      await assertFile(input);
-    }
-
-    const endpoint = await detectEndpoint(input, config.maxLineBytes);
-    const validation = await validateBatchFile(input, endpoint, {
-      maxRequests: config.maxRequestsPerBatch,
-      maxLineBytes: config.maxLineBytes,
-    });
-    if (!validation.ok) {
-      stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
-      return { exitCode: 1, endpoint, validation };
-    }
-
-    const output = isUrl(args.output) ? path.join(work, "output.jsonl") : path.resolve(args.output);
-    const errors = isUrl(args.errors) ? path.join(work, "errors.jsonl") : path.resolve(args.errors);
-    await mkdir(path.dirname(output), { recursive: true });
-    if (args.retryFailed) {
-      if (!(await exists(errors))) {
-        stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
-        return { exitCode: 0, endpoint, validation };
-      }
-      // The failed lines leave the error file, so the resume below skips only what succeeded and runs them again.
-      await rename(errors, `${errors}.retried`);
-      stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(errors)}.retried)\n`);
-    }
-    const reused = args.overwrite ? null : await resumable(input, output, errors, config.maxLineBytes);
-    if (reused && "foreign" in reused) {
-      stderr.write(
-        `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
-          `(such as '${reused.foreign}'): pass --overwrite to replace them\n`,
-      );
-      return { exitCode: 2, endpoint, validation };
-    }
-    if (!reused) {
-      // A fresh run replaces earlier results; the error file appears only if needed.
-      await writeFile(output, "");
-      await rm(errors, { force: true });
-    } else if (reused.done.size > 0) {
-      stderr.write(
-        `continuing: ${reused.done.size} requests already in the output and error files are skipped (--overwrite starts afresh)\n`,
-      );
-    }
-
-    const registry = await loadRegistry(
-      config,
-      deps.logger,
-      process.env,
-      "--model /models/qwen2.5-0.5b-instruct-q8_0.gguf (or MODEL_PATH=...)",
-    );
-    const spec = registry.resolve(validation.model);
-    if (!spec) {
-      const named =
-        validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
-      stderr.write(`${deps.inputLabel ?? displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
-      return { exitCode: 1, endpoint, validation };
-    }
-    if (reused && !("foreign" in reused) && reused.done.size >= validation.total) {
-      // Every request already has its result: nothing to run, so no model is loaded (the lines' model was checked above).
-      stdout.write(
-        `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
-          `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
-      );
-      return { exitCode: 0, endpoint, validation };
-    }
-
-    const router = await createRouter(config, registry, deps.logger);
-    const started = Date.now();
-    let result: RunBatchResult;
-    let runRates: RunRates;
-    try {
-      const lease = await router.acquire(spec.name, signal);
-      const backend = lease.backend;
-      if (!backend.info.endpoints.includes(endpoint)) {
-        stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
-        return { exitCode: 1, endpoint, validation };
-      }
-      stderr.write(`running ${validation.total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
-      const progress = createProgressReporter({
-        total: validation.total,
-        stream: stderr,
-        intervalMs: deps.progressIntervalMs,
-        ...(reused ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens } } : {}),
-      });
-      result = await runBatchFile({
-        inputPath: input,
-        outputPath: output,
-        errorPath: errors,
-        endpoint,
-        backend,
-        batchSize: config.pipeline.batchSize,
-        concurrency: config.pipeline.concurrency,
-        order: config.pipeline.order,
-        signal: signal ?? new AbortController().signal,
-        ...(reused ? { done: reused.done, base: reused } : {}),
-        onProgress: (p) => progress.update(p),
-      });
-      runRates = progress.finish(result);
-      lease.release();
-    } finally {
-      await router.close();
-    }
-    const seconds = (Date.now() - started) / 1000;
-
-    const hasErrors = await exists(errors);
-    if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry, signal });
-    if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry, signal });
-    stdout.write(
-      summary({
-        args,
-        endpoint,
-        result,
-        seconds,
-        hasErrors,
-        reused: reused?.done.size ?? 0,
-        reusedUsage: reused?.usage,
-        price: spec.price,
-        rates: runRates,
-        resume: deps.resumeCommand,
-        resultFiles: deps.resultFiles ?? true,
-      }),
-    );
-    return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
+    return await runPhases(run);
+  } catch (err) {
+    // A Ctrl-C before the requests run (a download, the model's load) ends the same way as one during the run.
+    if (deps.signal?.aborted && !run.ran) return interrupted(run);
+    throw err;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/** What a run has learnt so far, for the summary an interruption prints whenever it comes. */
+interface RunState {
+  args: RunnerArgs;
+  deps: OfflineRunDeps;
+  work: string;
+  started: number;
+  endpoint?: Endpoint;
+  validation?: ValidationResult;
+  reused?: DoneScan;
+  /** The requests began running: what stops them now is the run's drain, which ends in its own summary. */
+  ran?: boolean;
+}
+
+async function runPhases(run: RunState): Promise<OfflineRunResult> {
+  const { args, deps } = run;
+  const { config, stderr, stdout, signal } = deps;
+  const input = isUrl(args.input) ? path.join(run.work, "input.jsonl") : path.resolve(args.input);
+  if (isUrl(args.input)) {
+    const bytes = await download(args.input, input, { retry: deps.httpRetry, signal });
+    stderr.write(`downloaded ${displayLocation(args.input)} (${bytes} bytes)\n`);
+  } else {
+    await assertFile(input);
+  }
+
+  const endpoint = await detectEndpoint(input, config.maxLineBytes);
+  run.endpoint = endpoint;
+  const validation = await validateBatchFile(input, endpoint, {
+    maxRequests: config.maxRequestsPerBatch,
+    maxLineBytes: config.maxLineBytes,
+  });
+  run.validation = validation;
+  if (!validation.ok) {
+    stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
+    return { exitCode: 1, endpoint, validation };
+  }
+  if (signal?.aborted) return interrupted(run);
+
+  const output = isUrl(args.output) ? path.join(run.work, "output.jsonl") : path.resolve(args.output);
+  const errors = isUrl(args.errors) ? path.join(run.work, "errors.jsonl") : path.resolve(args.errors);
+  const files = { input, output, errors };
+  const reused = await earlierResults(args, files, deps);
+  if (typeof reused === "number") return { exitCode: reused, endpoint, validation };
+  if (reused) run.reused = reused;
+
+  const registry = await loadRegistry(config, deps.logger, {
+    hint: "--model hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 (or MODEL_PATH=...)",
+    setting: config.modelPath === args.model ? "--model" : "MODEL_PATH",
+    signal: deps.signal,
+  });
+  const spec = registry.resolve(validation.model);
+  if (!spec) {
+    const named =
+      validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
+    stderr.write(`${deps.inputLabel ?? displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
+    return { exitCode: 1, endpoint, validation };
+  }
+  if (reused && reused.done.size >= validation.total) {
+    // Every request already has its result: nothing to run, so no model is loaded (the lines' model was checked above).
+    stdout.write(
+      `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
+        `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
+    );
+    return { exitCode: 0, endpoint, validation };
+  }
+  if (signal?.aborted) return interrupted(run);
+
+  const ran = await runOnModel(run, files, registry, spec.name);
+  if (typeof ran === "number") return { exitCode: ran, endpoint, validation };
+  const { result, rates } = ran;
+  const seconds = (Date.now() - run.started) / 1000;
+  const hasErrors = await exists(errors);
+  // What finished is delivered even after a Ctrl-C (a second one quits at once).
+  if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry });
+  if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry });
+  stdout.write(
+    summary({
+      args,
+      endpoint,
+      result,
+      seconds,
+      hasErrors,
+      reused: reused?.done.size ?? 0,
+      reusedUsage: reused?.usage,
+      price: spec.price,
+      rates,
+      resume: deps.resumeCommand,
+      resultFiles: deps.resultFiles ?? true,
+    }),
+  );
+  return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
+}
+
+/**
+ * What an earlier run of this input left (null: nothing, a fresh run), having set the files up for this one; or an
+ * exit code where the run stops here (nothing to retry, another file's results in the output).
+ */
+async function earlierResults(
+  args: RunnerArgs,
+  files: { input: string; output: string; errors: string },
+  deps: OfflineRunDeps,
+): Promise<DoneScan | null | number> {
+  const { stderr, config } = deps;
+  const { input, output, errors } = files;
+  await mkdir(path.dirname(output), { recursive: true });
+  if (args.retryFailed) {
+    if (!(await exists(errors))) {
+      stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
+      return 0;
+    }
+    // The failed lines leave the error file, so the resume below skips only what succeeded and runs them again.
+    await rename(errors, `${errors}.retried`);
+    stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(errors)}.retried)\n`);
+  }
+  const reused = args.overwrite ? null : await resumable(input, output, errors, config.maxLineBytes);
+  if (reused && "foreign" in reused) {
+    stderr.write(
+      `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
+        `(such as '${reused.foreign}'): pass --overwrite to replace them\n`,
+    );
+    return 2;
+  }
+  if (!reused) {
+    // A fresh run replaces earlier results; the error file appears only if needed.
+    await writeFile(output, "");
+    await rm(errors, { force: true });
+  } else if (reused.done.size > 0) {
+    stderr.write(
+      `continuing: ${reused.done.size} requests already in the output and error files are skipped (--overwrite starts afresh)\n`,
+    );
+  }
+  return reused;
+}
+
+/**
+ * Brings the model up and runs the lines on it. A Ctrl-C while the model loads stops the load; one while the lines
+ * run is the run's drain: no request begins any more, and those computing finish and are written.
+ */
+async function runOnModel(
+  run: RunState,
+  files: { input: string; output: string; errors: string },
+  registry: ModelRegistry,
+  model: string,
+): Promise<{ result: RunBatchResult; rates: RunRates } | number> {
+  const { deps, validation, reused } = run;
+  const { config, stderr, signal } = deps;
+  const endpoint = run.endpoint!;
+  const total = validation!.total;
+  const router = await createRouter(config, registry, deps.logger);
+  try {
+    const lease = await router.acquire(model, signal);
+    const backend = lease.backend;
+    if (!backend.info.endpoints.includes(endpoint)) {
+      stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
+      return 1;
+    }
+    run.ran = true;
+    stderr.write(`running ${total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
+    const progress = createProgressReporter({
+      total,
+      stream: stderr,
+      intervalMs: deps.progressIntervalMs,
+      tokens: tokenKind(endpoint),
+      ...(reused
+        ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens, promptTokens: reused.usage.promptTokens } }
+        : {}),
+    });
+    const result = await runBatchFile({
+      inputPath: files.input,
+      outputPath: files.output,
+      errorPath: files.errors,
+      endpoint,
+      backend,
+      batchSize: config.pipeline.batchSize,
+      concurrency: config.pipeline.concurrency,
+      order: config.pipeline.order,
+      // Nothing cuts a request short: a second Ctrl-C ends the process, and a resume cuts a torn last line.
+      ...(signal ? { drain: signal } : {}),
+      ...(reused ? { done: reused.done, base: reused } : {}),
+      onProgress: (p) => progress.update(p),
+    });
+    const rates = progress.finish(result);
+    lease.release();
+    return { result, rates };
+  } finally {
+    await router.close();
+  }
+}
+
+/** The summary of a run stopped before its requests ran: what the files hold from before, and how to resume. */
+function interrupted(run: RunState): OfflineRunResult {
+  const { args, deps, reused } = run;
+  const result: RunBatchResult = {
+    completed: reused?.completed ?? 0,
+    failed: reused?.failed ?? 0,
+    usage: reused?.usage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 },
+    aborted: INTERRUPTED,
+  };
+  const seconds = (Date.now() - run.started) / 1000;
+  deps.stdout.write(
+    summary({
+      args,
+      endpoint: run.endpoint,
+      result,
+      seconds,
+      hasErrors: (reused?.failed ?? 0) > 0,
+      reused: reused?.done.size ?? 0,
+      reusedUsage: reused?.usage,
+      rates: { seconds: 0, requestsPerSecond: 0, tokensPerSecond: 0 },
+      resume: deps.resumeCommand,
+      resultFiles: deps.resultFiles ?? true,
+    }),
+  );
+  return { exitCode: 130, endpoint: run.endpoint, validation: run.validation, result };
 }
 
 /** The endpoint named by the first line; validation then holds every other line to it. */
@@ -236,7 +334,8 @@ function describeInvalid(input: string, v: ValidationResult): string {
 
 function summary(s: {
   args: RunnerArgs;
-  endpoint: Endpoint;
+  /** Unknown where the run stopped before reading its input. */
+  endpoint?: Endpoint;
   result: RunBatchResult;
   seconds: number;
   hasErrors: boolean;
@@ -258,8 +357,8 @@ function summary(s: {
   const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
   const thisRun = `this run: ${done - s.reused} requests in ${formatDuration(s.rates.seconds)}, ${s.rates.requestsPerSecond.toFixed(1)} req/s`;
   return [
-    `${head}${reused} (${s.endpoint}) in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
-    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} tok/s)`,
+    `${head}${reused}${s.endpoint ? ` (${s.endpoint})` : ""} in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
+    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} ${s.endpoint ? tokenUnit(tokenKind(s.endpoint)) : "tok/s"})`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
     ...(s.resultFiles
       ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`]
@@ -313,3 +412,6 @@ async function resumable(
   for (const id of scan.done) if (!ids.has(id)) return { foreign: id };
   return scan;
 }
+
+/** The tokens a run's rate counts: the prompt's where its requests generate none (embeddings, rerank, score). */
+const tokenKind = (endpoint: Endpoint): TokenKind => (READS_ONLY.includes(endpoint) ? "prompt" : "completion");

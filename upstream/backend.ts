@@ -24,6 +24,7 @@ import { AdaptiveLimit, type Outcome } from "./adaptive-limit.js";
 import { backoffMs, isRetryableStatus, retryAfterMs } from "./backoff.js";
 import { BaseUrls } from "./base-urls.js";
 import { contextCut, contextRefusal, probeContext, reportedContext } from "./context-limit.js";
+import { ignoredEcho } from "./echo-check.js";
 import { ORDER_FOR, type PrefixRouting, type Routing, resolveRouting } from "./slot-affinity.js";
 
 export interface UpstreamOptions {
@@ -251,6 +252,11 @@ export class UpstreamBackend implements InferenceBackend {
             this.contextSize(url),
           );
           if (cut) throw cut;
+          const unechoed =
+            request.endpoint === "/v1/completions"
+              ? ignoredEcho(request.body as Record<string, unknown>, body as Record<string, unknown>)
+              : undefined;
+          if (unechoed) throw unechoed;
           (body as Record<string, unknown>).model = this.opts.name;
           return { body: body as Record<string, unknown>, usage: usageOf(body), stops: stopsOf(body) };
         }

@@ -46,6 +46,16 @@ export const stamp = (unix) => (unix ? new Date(unix * 1000).toLocaleString() : 
 export const clock = (unix) => (unix ? new Date(unix * 1000).toLocaleTimeString() : "—");
 /** @param {Batch} b */
 export const endedAt = (b) => b.completed_at || b.failed_at || b.expired_at || b.cancelled_at || null;
+/**
+ * A table with no rows is hidden, box and headers, where a sentence beside it says there is nothing to show.
+ * @param {string} id the table's id
+ * @param {number} rows
+ */
+export function hideEmpty(id, rows) {
+  const table = $(id);
+  (table.closest(".table-wrap") || table).classList.toggle("hidden", rows === 0);
+}
+
 /** @param {number | undefined} bytes */
 export const mb = (bytes) => (bytes ? `${Math.round(bytes / 2 ** 20)} MB` : "—");
 

@@ -1,14 +1,14 @@
 // @ts-check
 // One batch's page: its facts, timeline, shards, first results, webhook and failed lines, downloads (the output
 // while it runs too: the lines committed so far), pause, resume, cancel and retry.
-import { $, api, clock, el, FINAL, getApiKey, stamp } from "./console-api.js";
-import { costText, counts, metadataText, progressParts, rateOf, setMeter } from "./console-progress.js";
+import { $, api, clock, el, FINAL, getApiKey, hideEmpty, stamp } from "./console-api.js";
+import { costText, counts, metadataText, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
 /**
  * What the console's API says of one batch (domain/batch-views.ts's BatchInspection).
  * @typedef {{ batch: import("./console-api.js").Batch; input_filename: string | null; shards: any[]; webhook: any;
  *   line_errors: Array<{ line: number | null; custom_id: string | null; code: string; message: string; not_run: boolean }>;
- *   line_error_counts?: { failed: number; not_run: number } }} Inspection
+ *   line_error_counts?: { failed: number; not_run: number }; api_key_id?: string | null; own?: boolean }} Inspection
  */
 
 /** The batch on show (the downloads, cancel and retry act on it). @type {Inspection} */
@@ -44,16 +44,31 @@ export async function refreshBatch(id) {
   setMeter($("b-meter"), progressParts(b, n));
   const rate = b.status === "in_progress" && !b.paused_at ? rateOf(b) : null;
   const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
+  const refused = refusal(b);
   $("b-progress").textContent =
+    refused ??
     c.completed +
-    " completed · " +
-    failed +
-    " · " +
-    total +
-    " requests (" +
-    Math.floor(pct(c.completed + c.failed)) +
-    "%)" +
-    (rate ? ` · ${rate.text}` : "");
+      " completed · " +
+      failed +
+      " · " +
+      total +
+      " requests (" +
+      Math.floor(pct(c.completed + c.failed)) +
+      "%)" +
+      (rate ? ` · ${rate.text}` : "");
+  showFacts(d);
+  showTimeline(b);
+  showReason(b, Boolean(refused));
+  showShards(d, Boolean(refused));
+  showWebhook(d.webhook);
+  showLineErrors(d, n, Boolean(refused));
+  await showFirst(b, c.completed);
+  showActions(d, c.completed);
+}
+
+/** @param {Inspection} d */
+function showFacts(d) {
+  const b = d.batch;
   const facts = $("b-facts");
   facts.replaceChildren();
   const u = b.usage || {};
@@ -77,6 +92,10 @@ export async function refreshBatch(id) {
   const e = b.engine_seconds || { spot: 0, dedicated: 0 };
   fact(facts, "Engine time", `${e.spot.toFixed(1)} s spot · ${e.dedicated.toFixed(1)} s dedicated`);
   fact(facts, "Cost", costText(b.cost));
+}
+
+/** @param {import("./console-api.js").Batch} b */
+function showTimeline(b) {
   const steps = [
     ["created", b.created_at],
     ["in progress", b.in_progress_at],
@@ -94,16 +113,15 @@ export async function refreshBatch(id) {
       return li;
     }),
   );
-  const reason = b.errors?.data || [];
-  $("b-reason-card").classList.toggle("hidden", b.status !== "failed");
-  $("b-reason").textContent = reason.length
-    ? reason
-        .slice(0, 3)
-        .map((/** @type {{ line?: number; message: string }} */ e) => (e.line ? `line ${e.line}: ` : "") + e.message)
-        .join("\n") + (reason.length > 3 ? `\n… ${reason.length - 3} more below` : "")
-    : b.status === "failed"
-      ? "The batch failed while it ran: see its failed lines."
-      : "";
+}
+
+/**
+ * @param {Inspection} d
+ * @param {boolean} refused
+ */
+function showShards(d, refused) {
+  hideEmpty("shards-table", d.shards.length);
+  $("b-shards-none").textContent = d.shards.length ? "" : refused ? "None: no request ran." : "None yet: its lines are checked first.";
   $("b-shards").replaceChildren(
     ...d.shards.map((/** @type {any} */ s) => {
       const tr = el("tr");
@@ -116,7 +134,10 @@ export async function refreshBatch(id) {
       return tr;
     }),
   );
-  const w = d.webhook;
+}
+
+/** @param {any} w the batch's webhook delivery, or null */
+function showWebhook(w) {
   $("b-webhook").textContent = !w
     ? "No webhook for this batch (WEBHOOK_URL is not set, or it has not ended)."
     : w.type +
@@ -130,7 +151,19 @@ export async function refreshBatch(id) {
       (w.last_error ? ` · last: ${w.last_error}` : "") +
       " · event " +
       w.event_id;
+}
+
+/**
+ * Its failed and unrun lines. A batch refused before it ran has none: its reason says what was wrong.
+ * @param {Inspection} d
+ * @param {{ failed: number; not_run: number }} n
+ * @param {boolean} refused
+ */
+function showLineErrors(d, n, refused) {
   const all = n.failed + n.not_run;
+  $("b-errors-card").classList.toggle("hidden", refused);
+  hideEmpty("errors-table", d.line_errors.length);
+  $("b-errors-none").textContent = all ? "" : FINAL.includes(d.batch.status) ? "None: every line ran and succeeded." : "None so far.";
   $("b-errors-count").textContent = `(${all}${d.line_errors.length < all ? `, the first ${d.line_errors.length} shown` : ""})`;
   $("b-errors").replaceChildren(
     ...d.line_errors.map((e) => {
@@ -150,22 +183,55 @@ export async function refreshBatch(id) {
       return tr;
     }),
   );
+}
+
+/**
+ * The buttons this key can use on the batch. An admin reads every key's batches and may pause, resume and read the
+ * results of any; cancelling, retrying and the files are the batch's own key's, so on another key's batch those
+ * buttons are gone and the page says whose it is.
+ * @param {Inspection} d
+ * @param {number} completed
+ */
+function showActions(d, completed) {
+  const b = d.batch;
+  const own = d.own !== false;
+  const ended = FINAL.includes(b.status);
   // While it runs, the output so far (committed lines only, in the order the finished file keeps).
-  const running = !FINAL.includes(b.status);
-  $("b-dl-output").disabled = running ? !c.completed : !b.output_file_id;
-  $("b-dl-output").textContent = running ? `Download results so far (${c.completed})` : "Download output";
-  await showFirst(b, c.completed);
+  $("b-dl-output").disabled = ended ? !b.output_file_id : !completed;
+  $("b-dl-output").textContent = ended ? "Download output" : `Download results so far (${completed})`;
   $("b-dl-errors").disabled = !b.error_file_id;
   $("b-dl-input").disabled = !d.input_filename;
   // A batch made from a dataset downloads as its table once it has ended.
-  $("b-table").classList.toggle("hidden", !b.metadata?.dataset_input_file_id);
-  $("b-dl-table").disabled = !FINAL.includes(b.status);
-  $("b-cancel").disabled = FINAL.includes(b.status) || b.status === "cancelling";
+  $("b-table").classList.toggle("hidden", !own || !b.metadata?.dataset_input_file_id);
+  $("b-dl-table").disabled = !ended;
+  $("b-cancel").disabled = ended || b.status === "cancelling";
   // One of the two shows while the batch has not ended: Pause while it runs, Resume while it is paused.
-  const open = !FINAL.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing";
+  const open = !ended && b.status !== "cancelling" && b.status !== "finalizing";
   $("b-pause").classList.toggle("hidden", !open || Boolean(b.paused_at));
   $("b-resume").classList.toggle("hidden", !open || !b.paused_at);
-  $("b-retry").disabled = !FINAL.includes(b.status) || !b.request_counts?.failed;
+  $("b-retry").disabled = !ended || !b.request_counts?.failed;
+  for (const id of ["b-dl-input", "b-dl-errors", "b-cancel", "b-retry"]) $(id).classList.toggle("hidden", !own);
+  $("b-owner").classList.toggle("hidden", own);
+  $("b-owner").textContent = own
+    ? ""
+    : `This batch is ${d.api_key_id ? `key ${d.api_key_id}'s` : "another key's"}. As an admin you may read it, pause and ` +
+      "resume it and download its results; only its own key can cancel or retry it or download its input and error files.";
+}
+
+/**
+ * Why it failed: its reason, or each problem of its input file (up to 100, by line) when it was refused at validation.
+ * @param {import("./console-api.js").Batch} b
+ * @param {boolean} refused
+ */
+function showReason(b, refused) {
+  const reason = b.errors?.data || [];
+  $("b-reason-card").classList.toggle("hidden", b.status !== "failed");
+  $("b-reason-title").textContent = refused ? "Why it was refused" : "Why it failed";
+  $("b-reason").textContent = reason.length
+    ? reason.map((/** @type {{ line?: number; message: string }} */ e) => (e.line ? `line ${e.line}: ` : "") + e.message).join("\n")
+    : b.status === "failed"
+      ? "The batch failed while it ran: see its failed lines."
+      : "";
 }
 
 /**
@@ -184,6 +250,12 @@ async function showFirst(b, completed) {
         .map((l) => JSON.parse(l));
   }
   $("b-first-none").classList.toggle("hidden", first.lines.length > 0);
+  $("b-first-none").textContent = refusal(b)
+    ? "None: no request ran."
+    : FINAL.includes(b.status) && !completed
+      ? "None: no line completed."
+      : "No result is committed yet.";
+  hideEmpty("first-table", first.lines.length);
   $("b-first-count").textContent = first.lines.length ? `(the first ${first.lines.length} of ${completed})` : "";
   $("b-first").replaceChildren(
     ...first.lines.map((l) => {
@@ -281,11 +353,15 @@ async function act(work) {
 $("b-dl-input").addEventListener("click", () =>
   act(() => download(shown.batch.input_file_id, shown.input_filename || `${shown.batch.id}_input.jsonl`)),
 );
+// Another key's output file is its key's; the output route serves its lines to an admin, ended or not.
 $("b-dl-output").addEventListener("click", () =>
   act(() =>
-    FINAL.includes(shown.batch.status)
+    FINAL.includes(shown.batch.status) && shown.own !== false
       ? download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)
-      : save(`v1/batches/${encodeURIComponent(shown.batch.id)}/output`, `${shown.batch.id}_output_so_far.jsonl`),
+      : save(
+          `v1/batches/${encodeURIComponent(shown.batch.id)}/output`,
+          `${shown.batch.id}_output${FINAL.includes(shown.batch.status) ? "" : "_so_far"}.jsonl`,
+        ),
   ),
 );
 $("b-dl-errors").addEventListener("click", () => act(() => download(shown.batch.error_file_id, `${shown.batch.id}_errors.jsonl`)));
@@ -307,6 +383,8 @@ $("b-cancel").addEventListener("click", () =>
     const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/cancel`, { method: "POST" });
     out.textContent = `Cancel sent: the batch is ${b.status.replace("_", " ")}.`;
     await refreshBatch(shown.batch.id);
+    // The Cancel button is disabled now: focus goes to what it did.
+    out.focus();
   }),
 );
 for (const action of ["pause", "resume"])
@@ -317,6 +395,8 @@ for (const action of ["pause", "resume"])
         ? "Paused: requests in flight finish, then nothing runs until you resume. Its deadline still counts."
         : "Resumed: the batch goes on where it stopped.";
       await refreshBatch(shown.batch.id);
+      // The button pressed is gone now: focus moves to the one that undoes it, not to the page's start.
+      $(action === "pause" ? "b-resume" : "b-pause").focus();
     }),
   );
 $("b-retry").addEventListener("click", () =>

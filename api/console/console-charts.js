@@ -1,40 +1,95 @@
 // @ts-check
 // The live charts (uPlot: small, fast, no dependencies, served from this origin as a global).
-import { $, api } from "./console-api.js";
+import { $, api, el } from "./console-api.js";
 
-/** Seconds the charts span. */
+/** Seconds the charts span, and between two labelled times: three or four labels whatever the chart's width. */
 const WINDOW = 15 * 60;
+const TICK = 5 * 60;
 /** The charts drawn so far, by element id, and the pools the pool chart shows. @type {Record<string, any> & { poolsKey?: string }} */
 const charts = {};
+
+/** @param {number} t unix seconds */
+const hhmm = (t) => new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+
+/**
+ * Every 5 minutes on the clock within [min, max]; the labels drawn are kept on the chart's element (data-times).
+ * @param {HTMLElement} box
+ */
+const timeAxis = (box) => ({
+  space: 40,
+  splits: (/** @type {any} */ _u, /** @type {number} */ _i, /** @type {number} */ min, /** @type {number} */ max) => {
+    const out = [];
+    for (let t = Math.ceil(min / TICK) * TICK; t <= max; t += TICK) out.push(t);
+    return out;
+  },
+  values: (/** @type {any} */ _u, /** @type {number[]} */ splits) => {
+    const labels = splits.map(hhmm);
+    box.dataset.times = labels.join(" ");
+    return labels;
+  },
+});
+
+/**
+ * The chart's series named beside it, where it has several (uPlot's own legend is a table of values and dashes).
+ * @param {HTMLElement} box
+ * @param {Array<{ label: string; color: string }>} series
+ */
+function legend(box, series) {
+  let list = document.getElementById(`${box.id}-legend`);
+  if (!list) {
+    list = el("ul", "legend");
+    list.id = `${box.id}-legend`;
+    box.after(list);
+  }
+  list.replaceChildren(
+    ...series.map((s) => {
+      const li = el("li", "", s.label);
+      const swatch = el("span", "swatch");
+      swatch.style.background = s.color;
+      li.prepend(swatch);
+      return li;
+    }),
+  );
+}
+
 /**
  * @param {string} id the chart's element
  * @param {Array<{ label: string; color: string; fill?: string }>} series
+ * @param {boolean} [named] its series named in a legend (the card's title names a chart of one measure)
  */
-function chart(id, series) {
+function chart(id, series, named = false) {
   const box = $(id);
   const opts = {
     width: Math.max(200, box.clientWidth),
     height: 160,
-    legend: { show: series.length > 1 },
+    legend: { show: false },
     // Always the last 15 minutes, to the newest sample: one sample alone made uPlot span years.
     scales: {
       x: { time: true, range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [max - WINDOW, max] },
     },
-    // Hours and minutes only, spaced so labels never meet (a full date and time overlapped at card width).
-    axes: [
-      {
-        space: 70,
-        values: (/** @type {any} */ _u, /** @type {number[]} */ splits) =>
-          splits.map((v) => new Date(v * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
-      },
-      { size: 60 },
-    ],
+    axes: [timeAxis(box), { size: 50 }],
     series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, fill: s.fill }))],
   };
   const u = new uPlot(opts, [[], ...series.map(() => [])], box);
   new ResizeObserver(() => u.setSize({ width: Math.max(200, box.clientWidth), height: 160 })).observe(box);
+  if (named) legend(box, series);
   charts[id] = u;
   return u;
+}
+
+/**
+ * What a chart shows, for a screen reader: its span and its newest value.
+ * @param {string} id
+ * @param {string} what
+ * @param {number[]} t
+ * @param {Array<number | null>} values
+ */
+function describe(id, what, t, values) {
+  const last = values.at(-1);
+  $(id).setAttribute(
+    "aria-label",
+    t.length ? `${what}, ${hhmm(t[t.length - 1] - WINDOW)} to ${hhmm(t[t.length - 1])}: now ${last ?? 0}` : `${what}: no sample yet`,
+  );
 }
 
 export async function refreshSeries() {
@@ -47,9 +102,14 @@ export async function refreshSeries() {
     chart("chart-requests", [{ label: "requests/s", color: "#12b76a", fill: "rgba(18,183,106,.12)" }]);
     chart("chart-queue", [{ label: "queued", color: "#f79009" }]);
   }
-  charts["chart-tokens"].setData([t, points.map((p) => p.tokens_per_second)]);
-  charts["chart-requests"].setData([t, points.map((p) => p.requests_per_second)]);
-  charts["chart-queue"].setData([t, points.map((p) => p.queue_depth)]);
+  for (const [id, what, values] of /** @type {Array<[string, string, number[]]>} */ ([
+    ["chart-tokens", "Engine tokens per second", points.map((p) => p.tokens_per_second)],
+    ["chart-requests", "Requests per second", points.map((p) => p.requests_per_second)],
+    ["chart-queue", "Batches queued", points.map((p) => p.queue_depth)],
+  ])) {
+    charts[id].setData([t, values]);
+    describe(id, what, t, values);
+  }
   const pools = [...new Set(points.flatMap((p) => Object.keys(p.pools)))];
   const key = pools.join(",");
   if (charts.poolsKey !== key) {
@@ -59,8 +119,12 @@ export async function refreshSeries() {
     chart(
       "chart-pools",
       pools.map((name, i) => ({ label: name, color: colors[i % colors.length] })),
+      true,
     );
     charts.poolsKey = key;
   }
-  charts["chart-pools"].setData([t, ...pools.map((name) => points.map((p) => (p.pools[name] ? p.pools[name].in_use : null)))]);
+  const used = pools.map((name) => points.map((p) => (p.pools[name] ? p.pools[name].in_use : null)));
+  charts["chart-pools"].setData([t, ...used]);
+  const now = pools.map((name, i) => `${name} ${used[i].at(-1) ?? 0}`).join(", ");
+  $("chart-pools").setAttribute("aria-label", `Pool slots in use over the last 15 minutes: now ${now || "none"}`);
 }

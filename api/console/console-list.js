@@ -1,9 +1,9 @@
 // @ts-check
 // The home page's batch list: rows updated in place (keyed by batch id), cards on a phone; the pools, models and
 // lanes beside it are console-panels.js's, and each row's progress console-progress.js's.
-import { $, api, clock, duration, el, endedAt, FINAL, stamp } from "./console-api.js";
+import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, stamp } from "./console-api.js";
 import { renderLanes, renderModels, renderPools } from "./console-panels.js";
-import { counts, metadataText, meter, progressParts, rateOf, setMeter } from "./console-progress.js";
+import { counts, metadataText, meter, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
 /** @typedef {import("./console-api.js").Batch} Batch */
 
@@ -26,6 +26,11 @@ function progressCell(b, now) {
   const { c, total, pct } = counts(b);
   const td = el("td", "progress");
   td.appendChild(meter(progressParts(b)));
+  const refused = refusal(b);
+  if (refused) {
+    td.appendChild(el("div", "muted", refused));
+    return td;
+  }
   const failed = c.failed ? ` · ${c.failed}${failedWord(b)}` : "";
   // A batch that ended with lines unrun reads as its page does: what completed, then the rest; never "100%".
   const unrun = FINAL.includes(b.status) && b.status !== "completed" && c.failed > 0;
@@ -185,6 +190,7 @@ const filtering = () => Boolean($("f-status").value || $("f-model").value || $("
 /** @param {number} rows */
 export function showEmpty(rows) {
   $("empty").style.display = rows ? "none" : "";
+  hideEmpty("batch-table", rows);
   $("empty-none").classList.toggle("hidden", filtering());
   $("empty-filtered").classList.toggle("hidden", !filtering());
 }

@@ -1,8 +1,21 @@
 // @ts-check
 // The home page's panels beside the batch list: the simulated pools' cards, the models with their upstreams, and the
 // synchronous lanes.
-import { $, el, mb } from "./console-api.js";
+import { $, el, hideEmpty, mb } from "./console-api.js";
 import { meter } from "./console-progress.js";
+
+/**
+ * What holds a pool's slots: the batches this key may see by id, and how many of other keys' (a key that is not an
+ * admin sees only its own ids; the counts are everyone's, so a busy pool never reads as idle).
+ * @param {{ in_use: number; capacity: number; jobs: string[]; other_keys_jobs?: number }} p
+ */
+function poolJobs(p) {
+  const others = p.other_keys_jobs || 0;
+  const otherText = others === 1 ? "1 batch of another key" : `${others} batches of other keys`;
+  if (p.jobs.length) return `running ${p.jobs.join(", ")}${others ? ` and ${otherText}` : ""}`;
+  if (others) return `running ${otherText}`;
+  return p.in_use ? "busy" : p.capacity ? "idle" : "no slots";
+}
 
 /** @param {any[]} pools */
 export function renderPools(pools) {
@@ -18,7 +31,7 @@ export function renderPools(pools) {
       el("div", "muted", `${p.name} pool`),
       el("div", "big", `${p.in_use} / ${p.capacity}`),
       meter([["used", p.capacity ? (100 * p.in_use) / p.capacity : 0]]),
-      el("div", "muted wrap", p.jobs.length ? `running ${p.jobs.join(", ")}` : "idle"),
+      el("div", "muted wrap", poolJobs(p)),
       ...(p.workers || []).map((/** @type {any} */ w) =>
         el("div", "muted worker", `worker ${w.id}: ${w.in_use} / ${w.capacity}${w.preempted ? " (preempted)" : ""}`),
       ),
@@ -35,13 +48,17 @@ export function renderModels(models, upstreams) {
     ...models.map((/** @type {any} */ m) => {
       const tr = el("tr", "model");
       tr.dataset.model = m.name;
-      tr.append(
-        el("td", "", m.name),
-        el("td", "", m.kind),
-        el("td", "", m.state),
-        el("td", "", m.kind === "local" ? mb(m.bytes) : "—"),
-        el("td", "", m.batches),
-      );
+      /** @type {Array<[HTMLElement, string]>} */
+      const cells = [
+        [el("td", "wrap name", m.name), "Model"],
+        [el("td", "", m.kind), "Kind"],
+        [el("td", "", m.state), "State"],
+        [el("td", "", m.kind === "local" ? mb(m.bytes) : "—"), "Memory"],
+        [el("td", "", m.batches), "Batches now"],
+      ];
+      // On a phone each model is a card of labelled fields, as a batch is: a long name wraps instead of overflowing.
+      for (const [td, label] of cells) td.dataset.label = label;
+      tr.append(...cells.map(([td]) => td));
       return tr;
     }),
   );
@@ -49,6 +66,7 @@ export function renderModels(models, upstreams) {
   const have = new Set([...select.options].map((o) => o.value));
   for (const m of models) if (!have.has(m.name)) select.appendChild(new Option(m.name, m.name));
   $("no-upstreams").classList.toggle("hidden", upstreams.length > 0);
+  hideEmpty("upstream-table", upstreams.length);
   $("upstream-rows").replaceChildren(
     ...upstreams.map((/** @type {any} */ u) => {
       const tr = el("tr", "upstream");
@@ -81,6 +99,7 @@ export function renderModels(models, upstreams) {
  */
 export function renderLanes(lanes) {
   $("no-lanes").classList.toggle("hidden", lanes.length > 0);
+  hideEmpty("lane-table", lanes.length);
   $("lane-rows").replaceChildren(
     ...lanes.map((/** @type {any} */ l) => {
       const tr = el("tr", "lane");

@@ -62,6 +62,19 @@ export const progressParts = (b, n) => {
 };
 
 /**
+ * A batch refused before any request ran, said as such (its counts are all 0, as OpenAI reports them): its input
+ * file's problems at validation, or a reason of the batch as a whole (an enqueued-token limit). Null otherwise.
+ * @param {Batch} b
+ */
+export function refusal(b) {
+  if (b.status !== "failed" || b.in_progress_at) return null;
+  const problems = (b.errors?.data || []).filter((/** @type {{ line?: number | null }} */ e) => e.line);
+  return problems.length
+    ? `Refused at validation: no request ran · ${problems.length} problem${problems.length > 1 ? "s" : ""} in the input file`
+    : "Refused before it ran: no request ran";
+}
+
+/**
  * A running batch's tokens/s, measured here from its counts now and a few seconds ago, and its ETA: the API's
  * projected_finish_at, the service's one estimate (the SLA alert's too), which says nothing until it has a sample.
  * @param {Batch} b

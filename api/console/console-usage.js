@@ -29,11 +29,19 @@ function byKey(page, pick) {
 /** @param {number} n */
 const num = (n) => (n ?? 0).toLocaleString();
 
-/** @param {Record<string, number>} tokens @param {Record<string, number>} limits */
+/**
+ * Each model's enqueued tokens against its limit. `*` is not a model: it is the limit of each model the keys file
+ * does not name, so a model under it reads against it, and it is said once for the models with nothing enqueued.
+ * @param {Record<string, number>} tokens
+ * @param {Record<string, number>} limits
+ */
 function enqueuedText(tokens, limits) {
-  const models = new Set([...Object.keys(tokens), ...Object.keys(limits)]);
-  if (models.size === 0) return "—";
-  return [...models].map((m) => `${m}: ${num(tokens[m] ?? 0)}${limits[m] ? ` / ${num(limits[m])}` : ""}`).join(", ");
+  const star = limits["*"];
+  const models = new Set([...Object.keys(tokens), ...Object.keys(limits)].filter((m) => m !== "*"));
+  const limitOf = (/** @type {string} */ m) => limits[m] ?? star;
+  const parts = [...models].map((m) => `${m}: ${num(tokens[m] ?? 0)}${limitOf(m) ? ` / ${num(limitOf(m))}` : ""}`);
+  if (star) parts.push(`${models.size ? "any other model" : "any model"}: up to ${num(star)} each`);
+  return parts.join(", ") || "—";
 }
 
 export async function refreshUsage() {

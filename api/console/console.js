@@ -92,9 +92,14 @@ window.addEventListener("hashchange", async () => {
   const onBatch = Boolean(route());
   if (onBatch) window.scrollTo(0, 0);
   await poll();
+  // The link followed is hidden now (a row of the list, "All batches"): focus goes to the heading of what opened,
+  // so the keyboard and a screen reader go on from there rather than from the page's start.
+  if (onBatch) return $("b-title").focus();
   // A section's link: the home page is back in view, so scroll to the section now.
-  const target = !onBatch && location.hash.length > 1 && document.getElementById(location.hash.slice(1));
-  if (target) target.scrollIntoView();
+  const target = location.hash.length > 1 && document.getElementById(location.hash.slice(1));
+  if (!target) return;
+  target.scrollIntoView();
+  target.querySelector("h2")?.focus({ preventScroll: true });
 });
 poll();
 pollSeries();

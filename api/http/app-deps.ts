@@ -12,7 +12,7 @@ import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 
 export interface AppDeps {
-  config: Pick<Config, "keys" | "maxFileBytes" | "batchDir">;
+  config: Pick<Config, "keys" | "host" | "maxFileBytes" | "maxLineBytes" | "batchDir" | "corsOrigins">;
   files: FileStore;
   batches: BatchService;
   /** The console's views (a batch inspected, a search), which Anthropic's list reads too. */

@@ -9,6 +9,8 @@ import { metricsRouter } from "../routes/metrics.js";
 import { systemRouter } from "../routes/system.js";
 import type { AppDeps } from "./app-deps.js";
 import { requireApiKey } from "./auth.js";
+import { requireBodyType, takesFiles } from "./body-types.js";
+import { crossSiteGuard, loopbackOnly, noFraming, rebindingGuard } from "./cross-site.js";
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
 import { httpMetrics } from "./http-metrics.js";
@@ -23,11 +25,17 @@ const SMALL_JSON_BODY_BYTES = 64 * 1024;
 export function createApp(deps: AppDeps): express.Express {
   const { config } = deps;
   const service = readServiceInfo();
+  // The examples name the model a request gets by default here, so Swagger UI's "Try it out" runs them as they are.
+  const model = deps.registry.resolve(undefined)?.name ?? deps.registry.models[0]?.name;
+  const document = buildOpenApiDocument({ version: service.version, model });
   const app = express();
   app.disable("x-powered-by");
 
   app.use(requestLogger(deps.logger));
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
+  // First of all, so that a page of another site changes nothing whatever the route, and is told so.
+  const rebinding = rebindingGuard(config.keys.length === 0 && loopbackOnly(config.host), config.corsOrigins);
+  app.use(noFraming, rebinding, crossSiteGuard(config.corsOrigins));
 
   // Open routes: health checks and documentation must work without a key; none of them reads a body.
   app.use(
@@ -41,21 +49,23 @@ export function createApp(deps: AppDeps): express.Express {
       statusPage: readConsolePage(),
     }),
   );
-  app.use(docsRouter(buildOpenApiDocument({ version: service.version })));
+  app.use(docsRouter(document));
   app.use(consoleAssetsRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
 
-  // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed.
+  // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed; then its
+  // type, so that only JSON is parsed (and multipart only reaches the routes that take files).
   const auth = requireApiKey(config.keys);
-  // Any non-multipart body is read as JSON: `curl -d '{...}'` without a Content-Type still works,
-  // and a body that is not JSON gets a clear invalid_json error instead of "missing parameter".
-  const json = (limit: number) => express.json({ limit, type: (req) => !/^multipart\//i.test(req.headers["content-type"] ?? "") });
+  const bodyType = requireBodyType(takesFiles(document));
+  const json = (limit: number) => express.json({ limit });
   const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
+  // A synchronous request is validated and run as a batch line of its endpoint, and takes what one may hold.
+  const syncBody = json(config.maxLineBytes);
 
   if (deps.api === false) {
     // A worker answers only the synchronous requests API servers send it for its models, behind the same keys.
     if (deps.inference) {
-      app.use([...ENDPOINTS], auth, createBody);
+      app.use([...ENDPOINTS], auth, bodyType, syncBody);
       app.use(inferenceRouter({ inference: deps.inference }));
     }
     app.use(unknownRoute);
@@ -63,11 +73,13 @@ export function createApp(deps: AppDeps): express.Express {
     return app;
   }
 
-  app.use(["/v1", "/queue", "/pools", "/status.json", "/console/api"], auth);
+  app.use(["/v1", "/queue", "/pools", "/status.json", "/console/api"], auth, bodyType);
   const smallBody = json(SMALL_JSON_BODY_BYTES);
-  // A synchronous request carries its prompt as a batch line does: it gets the large limit too.
-  const creates = new Set(["/v1/batches", "/v1/messages/batches", ...ENDPOINTS]);
-  app.use((req, res, next) => (req.method === "POST" && creates.has(req.path) ? createBody : smallBody)(req, res, next));
+  const creates = new Set(["/v1/batches", "/v1/messages/batches"]);
+  const sync = new Set<string>(ENDPOINTS);
+  const bodyFor = (req: express.Request) =>
+    req.method !== "POST" ? smallBody : creates.has(req.path) ? createBody : sync.has(req.path) ? syncBody : smallBody;
+  app.use((req, res, next) => bodyFor(req)(req, res, next));
   for (const routes of KEYED_ROUTES) {
     const router = routes.router({ ...deps, service });
     if (router) app.use(router);

@@ -34,7 +34,7 @@ export function requireApiKey(keys: readonly (ApiKey | string)[]): RequestHandle
     if (!key) return next(unauthorized());
     const presented = digest(key);
     const hit = known.find((k) => timingSafeEqual(k.digest, presented));
-    if (!hit) return next(unauthorized("Incorrect API key provided."));
+    if (!hit) return next(unauthorized(true));
     res.locals.owner = hit.owner;
     res.locals.key = hit.key;
     res.locals.admin = hit.key.admin;

@@ -19,6 +19,8 @@ import { fromZodError } from "./validate.js";
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
 interface HttpError {
   status?: number;
+  /** body-parser's: the bytes the route takes. */
+  limit?: number;
   statusCode?: number;
   type?: string;
   expose?: boolean;
@@ -58,7 +60,12 @@ function fromHttpError(err: HttpError): ApiError | undefined {
         "invalid_json",
       );
     case "entity.too.large":
-      return new ApiError(413, "The request body is too large.", "invalid_request_error", "request_too_large");
+      return new ApiError(
+        413,
+        `The request body is larger than this route takes${err.limit === undefined ? "" : ` (${err.limit} bytes)`}; a large input belongs in a file upload.`,
+        "invalid_request_error",
+        "request_too_large",
+      );
     case "encoding.unsupported":
     case "charset.unsupported":
       return new ApiError(415, err.message ?? "Unsupported body encoding.", "invalid_request_error", "unsupported_encoding");
@@ -110,8 +117,9 @@ export function errorHandler(opts: { maxFileBytes: number; onStorageFault?: (err
   return (err, req, res, _next) => {
     const apiError = toApiError(err, opts);
     if (apiError && (apiError.status === 507 || apiError.code === "storage_unavailable")) opts.onStorageFault?.(err);
-    // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line.
-    if (!apiError || apiError.status >= 500) (res as { err?: unknown }).err = err;
+    // pino-http logs the request line; attaching the error puts the cause (with its stack) in that line. A refusal
+    // for now (Retry-After) has its cause logged once, as an outage (request-log.ts).
+    if (!apiError || (apiError.status >= 500 && !apiError.headers["Retry-After"])) (res as { err?: unknown }).err = err;
     if (res.headersSent) {
       // A stream broke after the status line went out: all we can still do is cut the response short.
       req.log?.error({ err }, "response failed after headers were sent");

@@ -42,6 +42,13 @@ function isPolling(req: IncomingMessage): boolean {
   );
 }
 
+/**
+ * A 5xx that says when to come back (503 with Retry-After: the database or the store away, a start, a stop) is the
+ * service working as it should; what caused it is logged once, when it starts and ends (cluster/outage-log.ts), so
+ * each request refused meanwhile is a warning, not an error (a 20 s outage was 233 error lines per API server).
+ */
+const refusedForNow = (res: ServerResponse) => res.statusCode >= 500 && res.getHeader("retry-after") !== undefined;
+
 export function requestLogger(logger: pino.Logger): HttpLogger {
   return pinoHttp({
     logger,
@@ -53,6 +60,14 @@ export function requestLogger(logger: pino.Logger): HttpLogger {
     // Belt and braces for anything else that logs a raw request object through this child logger.
     redact: { paths: ["req.headers.authorization", "req.headers.cookie", 'req.headers["x-api-key"]'], censor: "[redacted]" },
     customLogLevel: (req, res, err) =>
-      err || res.statusCode >= 500 ? "error" : res.statusCode >= 400 ? "warn" : isPolling(req) ? "debug" : "info",
+      refusedForNow(res)
+        ? "warn"
+        : err || res.statusCode >= 500
+          ? "error"
+          : res.statusCode >= 400
+            ? "warn"
+            : isPolling(req)
+              ? "debug"
+              : "info",
   });
 }

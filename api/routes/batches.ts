@@ -27,7 +27,7 @@ import {
   ResultsQuery,
   RetryBatchBody,
 } from "../schemas/requests.js";
-import type { RouteModule } from "./route-module.js";
+import type { DocContext, RouteModule } from "./route-module.js";
 
 /** Builds the lines of an already validated inline body (the schema ran the same plan, so this rarely throws). */
 function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
@@ -135,7 +135,7 @@ const BatchOutputLineSchema = z
 
 const ResultsListSchema = z.object({ object: z.literal("list"), data: z.array(BatchOutputLineSchema) }).openapi("BatchResults");
 
-export function registerBatchesPaths(r: OpenAPIRegistry): void {
+export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void {
   r.registerPath(
     keyedRoute({
       method: "post",
@@ -151,14 +151,16 @@ export function registerBatchesPaths(r: OpenAPIRegistry): void {
           content: {
             "application/json": {
               schema: z.union([CreateBatchBody, InlineBatchRequest]).openapi({ description: "OpenAI's file form or the inline form." }),
+              // The inline form first: it is the one "Try it out" fills in, and it runs as it is (the file form needs an
+              // uploaded file's id).
               examples: {
-                file: {
-                  summary: "OpenAI file form",
-                  value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
-                },
                 inline: {
                   summary: "Inline form",
-                  value: { model: "stories260K", input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 },
+                  value: { model: ctx.model, input: [{ prompt: "Once upon a time" }, { prompt: "The cat" }], max_tokens: 50 },
+                },
+                file: {
+                  summary: "OpenAI file form (upload the file first: POST /v1/files)",
+                  value: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
                 },
               },
             },

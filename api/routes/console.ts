@@ -19,7 +19,7 @@ import { notFound } from "../errors.js";
 import { ownerFrom, readScope } from "../http/auth.js";
 import { errorResponses, keyedRoute, openRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams, unknownFields } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, queryInt, unknownFields } from "../schemas/requests.js";
 import type { RouteModule } from "./route-module.js";
 import { poolsVisibleTo } from "./status.js";
 
@@ -67,7 +67,7 @@ export const ConsoleBatchesQuery = z.strictObject(
     model: z.string().max(256).optional(),
     q: z.string().max(256).optional(),
     after: z.string().regex(BATCH_ID_PATTERN, "after must be a batch id").optional(),
-    limit: z.coerce.number({ error: "limit must be a number" }).int().min(1).max(100).default(50),
+    limit: queryInt("limit", { min: 1, max: 100 }).default(50).openapi({ default: 50 }),
     /** An admin key's filter: this key's batches only (an admin's list holds every key's). */
     api_key_id: z.string().min(1).max(64).optional(),
   },
@@ -95,13 +95,13 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
     next();
   });
   router.get("/console/api/overview", async (_req, res) => {
-    const owner = ownerFrom(res);
+    const scope = readScope(res, undefined, deps.organization);
     res.json({
       service: deps.service,
       model: deps.backendInfo()?.model ?? null,
       now: unixNow(),
       queue: await deps.status.queueStats(),
-      pools: await poolsVisibleTo(deps.status, deps.batches, owner),
+      pools: await poolsVisibleTo(deps.status, deps.batches, scope),
       models: deps.models?.() ?? [],
       upstreams: (deps.upstreams?.() ?? []).map(({ model, stats }) => ({
         model,
@@ -132,7 +132,10 @@ export function consoleApiRouter(deps: ConsoleDeps): Router {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
     const found = await deps.views.inspect(id, readScope(res, undefined, deps.organization));
     if (!found) throw notFound("batch", id);
-    res.json(found);
+    // An admin reads every key's batches, but cancels, retries and downloads the files of its own only: the page
+    // offers what this key can do.
+    const own = (await deps.batches.get(id, ownerFrom(res))) !== undefined;
+    res.json({ ...found, own });
   });
   router.get("/console/api/series", (_req, res) => {
     res.json({ interval_seconds: deps.seriesIntervalSeconds ?? 5, points: deps.series?.() ?? [] });

@@ -18,7 +18,7 @@ import type { RouteModule } from "./route-module.js";
 const JobFields = z.record(z.string(), z.unknown(), { error: "job must be an object of a dataset job's fields" }).openapi({
   description:
     "A dataset job's fields (docs/datasets.md): `messages`, `prompt` or `body` with `{{column}}` placeholders; `where`, `limit`, `model`, " +
-    "`params`, `params_from`, `response_format`, `keep`. Not `input`, `output`, `preprocess` or `postprocess`.",
+    "`params`, `params_from`, `response_format`, `keep`, `result_prefix`, `result_names`. Not `input`, `output`, `preprocess` or `postprocess`.",
   example: { messages: [{ role: "user", content: "Label: {{review_text}}" }], params: { max_tokens: 16 }, where: "lang = 'en'" },
 });
 

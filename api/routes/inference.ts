@@ -6,7 +6,7 @@ import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { type Response, Router } from "express";
 import { z } from "zod";
 import { STREAMED, type SyncInference, type SyncRequest, type SyncStream, type SyncTargets } from "../../domain/sync-inference.js";
-import { ENDPOINTS, type Endpoint } from "../../openai/backend.js";
+import { ENDPOINTS, type Endpoint, type TokenUsage } from "../../openai/backend.js";
 import { hexId } from "../../openai/ids.js";
 import { type MessageEvents, messageEvents } from "../../openai/message-events.js";
 import { type ResponseEvents, responseEvents, responseSkeleton } from "../../openai/response-events.js";
@@ -18,7 +18,8 @@ import { toApiError } from "../http/error-handler.js";
 import { forwardSync } from "../http/forward.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { SseWriter } from "../http/sse.js";
-import type { RouteModule } from "./route-module.js";
+import { syncBodySchema } from "../schemas/sync-bodies.js";
+import type { DocContext, RouteModule } from "./route-module.js";
 
 export interface InferenceRouteDeps {
   /** This process's models (ROLE=all, or a worker). */
@@ -58,11 +59,20 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
 
 const isStreamed = (e: Endpoint): e is StreamedEndpoint | "/v1/messages" | "/v1/responses" => STREAMED.includes(e);
 
+type Events = Array<{ data: unknown; event?: string }>;
+
+/** What a stream's opening events say: the model, the tier, and the prompt's tokens (Anthropic's message_start). */
+interface Opening {
+  model: string;
+  tier: string;
+  prompt: Pick<TokenUsage, "promptTokens" | "cachedTokens">;
+}
+
 /** How one API's stream is written: its events as the answer is told, then its closing events and its end. */
 interface StreamFormat {
-  begin(meta: { model: string; tier: string }): Array<{ data: unknown; event?: string }>;
-  text(index: number, text: string): Array<{ data: unknown; event?: string }>;
-  end(body: Record<string, unknown>): Array<{ data: unknown; event?: string }>;
+  begin(opening: Opening): Events;
+  text(index: number, text: string): Events;
+  end(body: Record<string, unknown>): Events;
   close(sse: SseWriter): void;
   fail(sse: SseWriter, error: ApiError, requestId: string | null): void;
 }
@@ -106,9 +116,9 @@ function responsesFormat(body: unknown): StreamFormat {
 function anthropicFormat(): StreamFormat {
   let events: MessageEvents | undefined;
   return {
-    begin: ({ model }) => {
+    begin: ({ model, prompt }) => {
       events = messageEvents({ id: `msg_${hexId()}`, model });
-      return named(events.start());
+      return named(events.start(prompt));
     },
     text: (_index, text) => named(events!.text(text)),
     end: (final) => named(events!.end(final)),
@@ -125,28 +135,34 @@ async function streamed(
   res: Response,
 ): Promise<void> {
   const sse = new SseWriter(res);
-  const write = (events: Array<{ data: unknown; event?: string }>) => {
+  const write = (events: Events) => {
     for (const e of events) sse.send(e.data, e.event);
   };
   // The opening events wait for the first text: a refusal before it (a prompt over the context) is then still an
-  // ordinary HTTP error, as a request that does not stream gets.
-  let opening: Array<{ data: unknown; event?: string }> = [];
-  const flush = () => {
-    write(opening);
-    opening = [];
+  // ordinary HTTP error, as a request that does not stream gets. By then the backend has told the prompt's tokens
+  // where it can; where it cannot (an upstream, a tool call) the answer's usage says them.
+  let meta: Omit<Opening, "prompt"> | undefined;
+  let prompt: Opening["prompt"] | undefined;
+  const open = (usage?: Opening["prompt"]) => {
+    if (!meta) return;
+    write(format.begin({ ...meta, prompt: prompt ?? usage ?? { promptTokens: 0, cachedTokens: 0 } }));
+    meta = undefined;
   };
   const stream: SyncStream = {
-    begin: (meta) => {
-      opening = format.begin(meta);
+    begin: (m) => {
+      meta = m;
+    },
+    prompt: (usage) => {
+      prompt = usage;
     },
     text: (index, text) => {
-      flush();
+      open();
       write(format.text(index, text));
     },
   };
   try {
     const answer = await inference.run({ ...request, stream });
-    flush();
+    open(answer.usage);
     write(format.end(answer.body));
     format.close(sse);
   } catch (err) {
@@ -168,9 +184,16 @@ const SUMMARY: Record<Endpoint, string> = {
   "/v1/score": "Score text pairs (extension: vLLM's shape)",
 };
 
-const Body = z.record(z.string(), z.unknown());
+/** Where a request's answer cannot be known ahead: it depends on what the model serves (a rerank needs a ranker). */
+const CAVEAT: Partial<Record<Endpoint, string>> = {
+  "/v1/rerank": " A model with no classification head refuses it (400 `model_cannot_rank`).",
+  "/v1/score": " A model with no classification head refuses it (400 `model_cannot_rank`).",
+  "/v1/embeddings": " A model that cannot embed refuses it (400 `embeddings_unsupported`).",
+};
 
-function registerInferencePaths(r: OpenAPIRegistry): void {
+const Answer = z.record(z.string(), z.unknown());
+
+function registerInferencePaths(r: OpenAPIRegistry, ctx: DocContext): void {
   for (const endpoint of ENDPOINTS) {
     r.registerPath(
       keyedRoute({
@@ -181,13 +204,15 @@ function registerInferencePaths(r: OpenAPIRegistry): void {
         description:
           'The body a batch line of this endpoint carries, answered at once. `service_tier: "flex"` waits with the batches ' +
           "(429 `resource_unavailable` with Retry-After when its queue is full); any other tier runs in the interactive lane, " +
-          "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences. The answer names its " +
-          "`service_tier` (Anthropic's: `usage.service_tier`). Chat and completions stream with `stream: true` " +
+          "ahead of waiting batch work, within `INTERACTIVE_MAX_SHARE` of the model's sequences; every endpoint takes it. " +
+          "A chat completion and a response name their `service_tier` (an Anthropic message: `usage.service_tier`); " +
+          "completions, embeddings and the ranking answers have no such field, as their types define them. Chat and completions stream with `stream: true` " +
           "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); responses and Anthropic's messages stream their own events; " +
-          "the other endpoints refuse it (400, param `stream`).",
-        request: { body: { required: true, content: { "application/json": { schema: Body } } } },
+          "the other endpoints refuse it (400, param `stream`). A request that names no `model` goes to the default model " +
+          `(Anthropic's names one always).${CAVEAT[endpoint] ?? ""}`,
+        request: { body: { required: true, content: { "application/json": { schema: syncBodySchema(endpoint, ctx.model) } } } },
         responses: {
-          200: jsonResponse(Body, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),
+          200: jsonResponse(Answer, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),
           ...errorResponses(400, 401, 404, 429, 503),
         },
       }),

@@ -17,7 +17,8 @@ import { sendJsonl } from "../http/jsonl-response.js";
 import { jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { BATCH_ID_PATTERN, BatchIdParams, batchIdFrom, messageBatchId } from "../schemas/requests.js";
-import type { RouteModule } from "./route-module.js";
+import { syncExample } from "../schemas/sync-bodies.js";
+import type { DocContext, RouteModule } from "./route-module.js";
 
 const ENDPOINT = "/v1/messages" as const;
 /** Anthropic's bounds: a batch holds at most 100,000 requests; a custom_id is 1-64 letters, digits, - and _. */
@@ -31,7 +32,11 @@ const CreateMessageBatchBody = z
       .array(
         z.strictObject({
           custom_id: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "custom_id must be 1-64 letters, digits, underscores or dashes"),
-          params: z.record(z.string(), z.unknown()),
+          params: z.record(z.string(), z.unknown()).openapi({
+            description:
+              "An Anthropic Messages request (`model`, `max_tokens`, `messages`...), as POST /v1/messages takes it " +
+              "(`CreateMessageRequest`); checked as a line of the batch, so a wrong one is that request's own error.",
+          }),
         }),
       )
       .min(1, "requests must hold at least one request")
@@ -232,7 +237,7 @@ const AnthropicErrorSchema = z
 const errors = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((s) => [String(s), jsonResponse(AnthropicErrorSchema, "Anthropic's error envelope.")]));
 
-export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
+export function registerMessageBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void {
   const tags = ["Anthropic Message Batches"];
   const params = BatchIdParams;
   const route = (method: "get" | "post" | "delete", path: string, summary: string, extra: object, ok: z.ZodType) =>
@@ -250,7 +255,20 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry): void {
     "post",
     "",
     "Create a message batch",
-    { request: { body: { required: true, content: { "application/json": { schema: CreateMessageBatchBody } } } } },
+    {
+      request: {
+        body: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: CreateMessageBatchBody,
+              // What "Try it out" sends: a batch whose one request runs as it is here.
+              example: { requests: [{ custom_id: "greeting-1", params: syncExample("/v1/messages", ctx.model) }] },
+            },
+          },
+        },
+      },
+    },
     MessageBatchSchema,
   );
   route(

@@ -4,15 +4,28 @@ import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
 import type { BatchService, ControlPlaneStatus, Owner, PoolStatus, QueueStats } from "../../domain/ports.js";
-import { ownerFrom } from "../http/auth.js";
+import type { Organization } from "../../domain/usage.js";
+import { readScope } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import type { RouteModule } from "./route-module.js";
 
-/** With keys on, a caller sees the ids of its own jobs only; the counts stay global. */
-export async function poolsVisibleTo(status: ControlPlaneStatus, batches: BatchService, owner: Owner): Promise<PoolStatus[]> {
+/**
+ * With keys on, a caller sees the ids of its own jobs only (an admin's scope, undefined, sees every key's); the counts
+ * stay global, and how many jobs of other keys hold slots is said, so a busy pool never reads as idle.
+ */
+export async function poolsVisibleTo(
+  status: ControlPlaneStatus,
+  batches: BatchService,
+  scope: Owner | undefined,
+): Promise<Array<PoolStatus & { other_keys_jobs?: number }>> {
   const pools = await status.poolStatus();
-  if (owner === null) return pools;
-  return Promise.all(pools.map(async (p) => ({ ...p, jobs: await ownedBy(batches, owner, p.jobs) })));
+  if (scope === null || scope === undefined) return pools;
+  return Promise.all(
+    pools.map(async (p) => {
+      const jobs = await ownedBy(batches, scope, p.jobs);
+      return { ...p, jobs, other_keys_jobs: p.jobs.length - jobs.length };
+    }),
+  );
 }
 
 async function ownedBy(batches: BatchService, owner: Owner, ids: string[]): Promise<string[]> {
@@ -20,7 +33,11 @@ async function ownedBy(batches: BatchService, owner: Owner, ids: string[]): Prom
   return ids.filter((_, i) => owned[i]);
 }
 
-export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchService }): Router {
+export function statusRouter(deps: {
+  status: ControlPlaneStatus;
+  batches: BatchService;
+  organization?: Pick<Organization, "ownerOf">;
+}): Router {
   const { status, batches } = deps;
   const router = Router();
 
@@ -30,19 +47,19 @@ export function statusRouter(deps: { status: ControlPlaneStatus; batches: BatchS
 
   // The pools are a scheduling model, not real devices: say so in the payload itself.
   router.get("/pools", async (_req, res) => {
-    res.json({ simulated: true, pools: await poolsVisibleTo(status, batches, ownerFrom(res)) });
+    res.json({ simulated: true, pools: await poolsVisibleTo(status, batches, readScope(res, undefined, deps.organization)) });
   });
 
   // Simulates the loss of the spot capacity (a cloud's spot reclaim): its batches checkpoint and resume elsewhere.
   router.post("/pools/spot/preempt", async (_req, res) => {
-    const owner = ownerFrom(res);
+    const scope = readScope(res, undefined, deps.organization);
     const { preempted, cooldown_seconds } = await status.preemptSpot();
     res.json({
       simulated: true,
       pool: "spot",
-      preempted: owner === null ? preempted : await ownedBy(batches, owner, preempted),
+      preempted: scope === null || scope === undefined ? preempted : await ownedBy(batches, scope, preempted),
       cooldown_seconds,
-      pools: await poolsVisibleTo(status, batches, owner),
+      pools: await poolsVisibleTo(status, batches, scope),
     });
   });
 
@@ -63,7 +80,12 @@ export const PoolStatusSchema = z
     available: z.number().int(),
     preempted: z.number().int().openapi({ description: "Slots taken away by a simulated preemption, back after the cooldown." }),
     preemptions: z.number().int().openapi({ description: "Simulated preemptions since the service started." }),
-    jobs: z.array(z.string()).openapi({ description: "Ids of the batches holding a slot (with keys on: the caller's own)." }),
+    jobs: z
+      .array(z.string())
+      .openapi({ description: "Ids of the batches holding a slot (with keys on: the caller's own; an admin key's: every key's)." }),
+    other_keys_jobs: z.number().int().optional().openapi({
+      description: "With keys on, for a key that is not an admin: batches of other keys holding a slot (their ids are not shown).",
+    }),
     workers: z
       .array(
         z.object({
@@ -142,6 +164,6 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
 
 export const statusRoutes: RouteModule = {
   source: import.meta.url,
-  router: (d) => statusRouter({ status: d.status, batches: d.batches }),
+  router: (d) => statusRouter({ status: d.status, batches: d.batches, organization: d.organization }),
   paths: registerStatusPaths,
 };

@@ -5,7 +5,7 @@ import type { OpenAPIRegistry, RouteConfig } from "@asteasolutions/zod-to-openap
 import { Router } from "express";
 import { z } from "zod";
 import type { BackendInfo } from "../../openai/backend.js";
-import { modelNotReady, shuttingDown } from "../errors.js";
+import { modelNotReady, shuttingDown, storageNotWritable } from "../errors.js";
 import { errorResponses, jsonResponse, openRoute } from "../http/openapi-paths.js";
 
 export interface SystemRouteDeps {
@@ -50,13 +50,23 @@ export function systemRouter(deps: SystemRouteDeps): Router {
     res.json({ status: "ok" });
   });
 
-  // Ready once the backend is up (the model loaded) and while the database and the blob store answer; a load
-  // balancer should send no work before that, nor during an outage (503 with the reason and Retry-After).
+  // Ready once the backend is up (the model loaded), while the disk takes writes and while the database and the
+  // blob store answer; a load balancer should send no work before that, nor during an outage (503 with the reason
+  // and Retry-After). A probe reads only the status, so a full disk is a 503 too; the body keeps `storage.state`.
   // The route is open, so the backend's settings carry no path or secret.
   router.get("/ready", async (_req, res) => {
     if (deps.draining?.()) throw shuttingDown();
     const info = deps.backendInfo();
     if (!info) throw modelNotReady();
+    const storage = deps.storage?.() ?? "ok";
+    if (storage === "full" || storage === "read_only") {
+      const refusal = storageNotWritable(storage);
+      res
+        .set(refusal.headers)
+        .status(refusal.status)
+        .json({ ...refusal.toBody(), storage: { state: storage } });
+      return;
+    }
     await reachable();
     res.json({
       status: "ready",
@@ -69,7 +79,7 @@ export function systemRouter(deps: SystemRouteDeps): Router {
         settings: info.settings,
       },
       models: (deps.models?.() ?? []).map(({ name, kind, state, batches }) => ({ name, kind, state, batches })),
-      storage: { state: deps.storage?.() ?? "ok" },
+      storage: { state: storage },
     });
   });
 
@@ -107,9 +117,9 @@ const ReadySchema = z
         }),
       )
       .openapi({ description: "Every model of the registry and whether it is up; local ones load when a batch needs them." }),
-    storage: z.object({ state: z.enum(["ok", "full", "read_only"]) }).openapi({
+    storage: z.object({ state: z.literal("ok") }).openapi({
       description:
-        "The disk under BATCH_DIR. `full` (writes answer 507) or `read_only` (503): the service serves reads until the disk takes writes again.",
+        "The disk under BATCH_DIR takes writes. While it is `full` (writes answer 507) or `read_only` (503), /ready answers 503 `storage_not_writable` with `storage.state` beside the error, and the service serves reads until the disk takes writes again.",
     }),
   })
   .openapi("Ready");
@@ -131,9 +141,14 @@ function registerSystemPaths(r: OpenAPIRegistry): void {
     },
   });
   system("/health", "Liveness: the process is up", { 200: jsonResponse(HealthSchema, "Up.") });
-  system("/ready", "Readiness: the model is loaded", {
+  system("/ready", "Readiness: the model is loaded and the disk takes writes", {
     200: jsonResponse(ReadySchema, "Ready, with the backend's settings."),
     ...errorResponses(503),
+    503: {
+      ...errorResponses(503)["503"],
+      description:
+        "Not ready (see Retry-After): the model is loading, a drain runs, the disk under BATCH_DIR is full or read-only (`storage_not_writable`, with `storage.state` beside the error), or the database or the blob store does not answer.",
+    },
   });
   system("/openapi.json", "This document", {
     200: { description: "OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } },

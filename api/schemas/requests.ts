@@ -34,7 +34,7 @@ export const BatchIdParams = z.object({
     .openapi({ param: { name: "batch_id", in: "path", description: "The id of the batch." }, example: "batch_6a1f0c2e9b7d4e3f8a5b1c0d" }),
 });
 
-// --- query strings (values arrive as strings; limits are coerced) ---
+// --- query strings (values arrive as strings; numbers are read from decimal digits only) ---
 
 const cursor = z
   .string()
@@ -47,14 +47,31 @@ export const MAX_FILES_PAGE = 10_000;
 /** OpenAI's batches list takes 1..100, default 20. */
 export const MAX_BATCHES_PAGE = 100;
 
+/**
+ * A whole number from a query string, in decimal digits (a minus sign allowed, so that `-1` is told it is below the
+ * range). Number() would also take `0x10`, `1e2`, `+3`, ` 1` and an empty value, so a typo would be read as a
+ * request for something else.
+ */
+export const queryInt = (name: string, { min, max }: { min: number; max?: number }) => {
+  const within = max === undefined ? `${name} must be ${min} or more` : `${name} must be between ${min} and ${max}`;
+  const ceiling = max ?? Number.MAX_SAFE_INTEGER;
+  return z
+    .string({ error: `${name} must be an integer` })
+    .regex(/^-?[0-9]+$/, `${name} must be an integer, in decimal digits`)
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .min(min, within)
+        .max(ceiling, max === undefined ? `${name} must be at most ${ceiling}` : within),
+    )
+    .openapi({ type: "integer", minimum: min, ...(max === undefined ? {} : { maximum: max }) });
+};
+
 const pageLimit = (max: number, dflt: number) =>
-  z.coerce
-    .number({ error: "limit must be an integer" })
-    .int("limit must be an integer")
-    .min(1, `limit must be between 1 and ${max}`)
-    .max(max, `limit must be between 1 and ${max}`)
+  queryInt("limit", { min: 1, max })
     .default(dflt)
-    .openapi({ description: `How many objects to return, 1 to ${max}.`, example: Math.min(dflt, 20) });
+    .openapi({ description: `How many objects to return, 1 to ${max}.`, default: dflt, example: Math.min(dflt, 20) });
 
 export const ListFilesQuery = z.object({
   after: cursor,
@@ -87,17 +104,10 @@ export const ResultsQuery = z.object({
 export const MAX_OUTPUT_LINES = 1_000_000;
 
 export const OutputQuery = z.object({
-  after: z.coerce
-    .number({ error: "after must be an integer" })
-    .int("after must be an integer")
-    .min(0, "after must be 0 or more")
+  after: queryInt("after", { min: 0 })
     .default(0)
-    .openapi({ description: "Lines already read: the answer starts after the first `after` output lines.", example: 0 }),
-  limit: z.coerce
-    .number({ error: "limit must be an integer" })
-    .int("limit must be an integer")
-    .min(1, `limit must be between 1 and ${MAX_OUTPUT_LINES}`)
-    .max(MAX_OUTPUT_LINES, `limit must be between 1 and ${MAX_OUTPUT_LINES}`)
+    .openapi({ description: "Lines already read: the answer starts after the first `after` output lines.", default: 0, example: 0 }),
+  limit: queryInt("limit", { min: 1, max: MAX_OUTPUT_LINES })
     .optional()
     .openapi({ description: "At most this many lines (default: every line committed so far)." }),
 });

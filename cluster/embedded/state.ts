@@ -2,6 +2,7 @@
 // (batches with their shards, files, workers), in one process's memory. Every port reads and writes it through
 // copies, so a caller holds a snapshot, as it would a row, never the live record.
 
+import type { ModelCatalogue } from "../../backends/registry.js";
 import type { FileObject } from "../../domain/objects.js";
 import type { Owner, PoolStatus } from "../../domain/ports.js";
 import type { UsageRecord } from "../../domain/usage.js";
@@ -47,6 +48,7 @@ export interface WorkerEntry {
   models: string[];
   running: string[];
   url: string | null;
+  catalogue: ModelCatalogue | null;
   /** ms since the epoch. */
   lastSeen: number;
   preemptedUntil: number;

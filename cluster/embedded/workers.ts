@@ -12,6 +12,7 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
       models: [...w.models],
       running: [...w.running],
       url: w.url ?? null,
+      catalogue: w.catalogue ?? null,
       lastSeen: this.state.clock(),
       preemptedUntil: known?.preemptedUntil ?? 0,
       preemptions: known?.preemptions ?? 0,
@@ -50,6 +51,7 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
       preempted: w.preemptedUntil > now,
       preemptions: w.preemptions,
       url: w.url,
+      catalogue: w.catalogue,
     }));
   }
 

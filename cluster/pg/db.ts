@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type pino from "pino";
 import { databaseUnavailable } from "../../domain/errors.js";
+import { OutageLog } from "../outage-log.js";
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
@@ -210,19 +211,52 @@ export function unreachable(err: unknown): boolean {
 /** A database that cannot be reached is the domain's database_unavailable; any other failure stays as it is. */
 const inDomain = (err: unknown) => (unreachable(err) ? databaseUnavailable(err) : err);
 
-/** The pool as the ports use it: a database that cannot be reached is the domain's database_unavailable. */
+/**
+ * The pool as the ports use it: a database that cannot be reached is the domain's database_unavailable, and such an
+ * outage is logged when it starts and when it ends (the requests refused meanwhile each log a warning, not this).
+ */
 export class PgDb implements Db {
-  constructor(readonly pool: pg.Pool) {}
+  private readonly outage: OutageLog | undefined;
+
+  constructor(
+    readonly pool: pg.Pool,
+    logger?: pino.Logger,
+  ) {
+    this.outage = logger && new OutageLog(logger, "the database", DATABASE_OUTAGE);
+  }
 
   query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
-    return this.pool.query(text, values).catch((err) => {
-      throw inDomain(err);
-    });
+    return this.pool.query(text, values).then(
+      (r) => {
+        this.outage?.ok();
+        return r;
+      },
+      (err) => {
+        throw this.inDomain(err);
+      },
+    );
   }
 
   connect(): Promise<pg.PoolClient> {
-    return this.pool.connect().catch((err) => {
-      throw inDomain(err);
-    });
+    return this.pool.connect().then(
+      (c) => {
+        this.outage?.ok();
+        return c;
+      },
+      (err) => {
+        throw this.inDomain(err);
+      },
+    );
+  }
+
+  private inDomain(err: unknown): unknown {
+    const mapped = inDomain(err);
+    if (mapped !== err) this.outage?.failed(err);
+    return mapped;
   }
 }
+
+const DATABASE_OUTAGE = {
+  down: "the database cannot be reached: what needs it is answered 503 database_unavailable until it answers (said again when it does)",
+  up: "the database answers again",
+};

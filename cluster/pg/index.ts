@@ -33,7 +33,7 @@ export async function openPgPorts(deps: {
     const u = new URL(url);
     throw new Error(`DATABASE_URL: cannot use the database ${u.host}${u.pathname}: ${(err as Error).message}`);
   }
-  const db = new PgDb(pool);
+  const db = new PgDb(pool, logger);
   return {
     batches: new PgBatchRecords(db),
     queue: new PgWorkQueue(db),

@@ -4,16 +4,10 @@
 // connection (LeaderDb) is refused by the database: the term must match and the lease must not have lapsed.
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
-import type { LeaderLock } from "../state-ports.js";
+import { type LeaderLock, LeaderLost } from "../state-ports.js";
 import { type Db, inTransaction } from "./db.js";
 
-/** A write of a leader whose lease lapsed or was taken over: refused, for the new holder decides now. */
-export class LeaderLost extends Error {
-  constructor(name: string) {
-    super(`this process no longer holds the ${name} lease`);
-    this.name = "LeaderLost";
-  }
-}
+export { LeaderLost };
 
 /** Share of the lease after which a holder stops trusting it (its clock may run slower than the database's). */
 const TRUST = 0.8;

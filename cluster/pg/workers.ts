@@ -8,9 +8,9 @@ export class PgWorkerRegistry implements WorkerRegistry {
 
   async register(w: Parameters<WorkerRegistry["register"]>[0]): Promise<void> {
     await this.db.query(
-      `INSERT INTO workers (id, pool, capacity, models, running, url, last_seen) VALUES ($1, $2, $3, $4, $5, $6, now())
-       ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, url = $6, last_seen = now()`,
-      [w.id, w.pool, w.capacity, w.models, JSON.stringify(w.running), w.url ?? null],
+      `INSERT INTO workers (id, pool, capacity, models, running, url, catalogue, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+       ON CONFLICT (id) DO UPDATE SET pool = $2, capacity = $3, models = $4, running = $5, url = $6, catalogue = $7, last_seen = now()`,
+      [w.id, w.pool, w.capacity, w.models, JSON.stringify(w.running), w.url ?? null, w.catalogue ? JSON.stringify(w.catalogue) : null],
     );
   }
 
@@ -32,7 +32,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
 
   async live(withinSeconds: number): Promise<WorkerInfo[]> {
     const { rows } = await this.db.query(
-      `SELECT id, pool, capacity, running, models, url, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
+      `SELECT id, pool, capacity, running, models, url, catalogue, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
               coalesce(preempted_until > now(), false) AS preempted,
               (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
        FROM workers w WHERE last_seen > now() - make_interval(secs => $1) ORDER BY id`,
@@ -49,6 +49,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
       preempted: w.preempted,
       preemptions: w.preemptions,
       url: w.url ?? null,
+      catalogue: w.catalogue ?? null,
     }));
   }
 

@@ -113,7 +113,7 @@ describe("OpenAPI document", () => {
     const refs = JSON.stringify(create.schema);
     expect(refs).toContain("#/components/schemas/CreateBatchRequest");
     expect(refs).toContain("#/components/schemas/InlineBatchRequest");
-    expect(Object.keys(create.examples)).toEqual(["file", "inline"]);
+    expect(Object.keys(create.examples)).toEqual(["inline", "file"]);
     expect(doc.components.schemas.CreateBatchRequest.properties.endpoint.enum).toEqual([
       "/v1/responses",
       "/v1/chat/completions",

@@ -125,13 +125,15 @@ describe("POST /v1/batches (inline form)", () => {
     expect(results[0].response.body.model).toBe(svc.service.backend.info.model);
   });
 
-  it("curl -d without a Content-Type still parses as JSON", async () => {
+  // A web page of any site may send a form's body without asking first: it is not read as JSON.
+  it("curl -d without a Content-Type (a form's body) is a 415 that says to send application/json", async () => {
     const res = await request(app())
       .post("/v1/batches")
       .set("content-type", "application/x-www-form-urlencoded")
       .send(JSON.stringify({ input: [{ prompt: "Hi" }], max_tokens: 2 }));
-    expect(res.status).toBe(200);
-    expect(res.body.endpoint).toBe("/v1/completions");
+    expect(res.status).toBe(415);
+    expect(res.body.error).toMatchObject({ code: "unsupported_media_type", param: null });
+    expect(res.body.error.message).toMatch(/Content-Type: application\/json/);
   });
 
   it("explains what is wrong with the items", async () => {

@@ -67,9 +67,10 @@ describe("POST /v1/files", () => {
     const noFile = await request(app()).post("/v1/files").field("purpose", "batch");
     expect(noFile.status).toBe(400);
     expect(noFile.body.error.param).toBe("file");
+    // A JSON body is not an upload: the route takes multipart/form-data only.
     const json = await request(app()).post("/v1/files").send({ purpose: "batch" });
-    expect(json.status).toBe(400);
-    expect(json.body.error.param).toBe("file");
+    expect(json.status).toBe(415);
+    expect(json.body.error.code).toBe("unsupported_media_type");
     expect(leftovers()).toEqual([]);
   });
 });

@@ -10,6 +10,7 @@ import {
   isInlineBatchBody,
   ListBatchesQuery,
   ListFilesQuery,
+  OutputQuery,
   ResultsQuery,
   UploadFileForm,
 } from "../../api/schemas/requests.js";
@@ -113,6 +114,33 @@ describe("list queries (strings from the URL)", () => {
     });
     expect(rejection(ListFilesQuery, { limit: "10001" }).param).toBe("limit");
     expect(rejection(ListFilesQuery, { order: "newest" }).param).toBe("order");
+  });
+
+  // A query string is text: Number() would read hex, exponents, signs, spaces and "" as numbers.
+  const notDecimal = ["0x10", "1e2", "+3", " 1", "1 ", "", "0b11", "0o7", "1_000", "Infinity", "١"];
+
+  it.each(notDecimal)("output: after=%j is a 400 naming after, not a number read another way", (after) => {
+    expect(rejection(OutputQuery, { after })).toMatchObject({
+      status: 400,
+      param: "after",
+      message: expect.stringMatching(/after must be/),
+    });
+  });
+
+  it.each(notDecimal)("output: limit=%j is a 400 naming limit", (limit) => {
+    expect(rejection(OutputQuery, { limit })).toMatchObject({ status: 400, param: "limit" });
+  });
+
+  it("output: after and limit in decimal digits, a leading zero included; after defaults to 0", () => {
+    expect(parseRequest(OutputQuery, {})).toEqual({ after: 0 });
+    expect(parseRequest(OutputQuery, { after: "0", limit: "1" })).toEqual({ after: 0, limit: 1 });
+    expect(parseRequest(OutputQuery, { after: "0012", limit: "1000000" })).toEqual({ after: 12, limit: 1_000_000 });
+    expect(rejection(OutputQuery, { after: "99999999999999999999" }).param).toBe("after");
+    expect(rejection(OutputQuery, { after: ["1", "2"] }).param).toBe("after");
+  });
+
+  it.each([ListBatchesQuery, ListFilesQuery])("lists: limit=0x10, 1e1, +3 or ' 1' is a 400 naming limit", (schema) => {
+    for (const limit of ["0x10", "1e1", "+3", " 1"]) expect(rejection(schema, { limit }).param).toBe("limit");
   });
 
   it("results: format json (default) or jsonl", () => {

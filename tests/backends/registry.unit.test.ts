@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { DEMO_MODEL_NAME, ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "../../backends/registry.js";
+import {
+  DEMO_MODEL_NAME,
+  ModelRegistry,
+  ModelsFileError,
+  parseModelsFile,
+  promptsOverLimit,
+  singleModelRegistry,
+} from "../../backends/registry.js";
 
 const FILE = `
 models:
@@ -56,7 +63,17 @@ describe("parseModelsFile", () => {
       /exactly one of local and upstream/,
     ],
     ["neither backend", "models: [{ name: a }]", /exactly one of local and upstream/],
-    ["an unknown field", "models: [{ name: a, local: { path: a.gguf, gpu: 1 } }]", /models\.0\.local.*gpu/],
+    [
+      "an unknown field",
+      "models: [{ name: a, local: { path: a.gguf, gpu: 1 } }]",
+      /models\.0\.local: unknown key 'gpu' \(valid keys: path, /,
+    ],
+    [
+      "a misspelt field, named with the one meant",
+      "models: [{ name: a, local: { path: a.gguf, contxt_size: 512 }, price: { spot_per_hour: 1, dedicated_per_hours: 2 } }]",
+      /models\.0\.local: unknown key 'contxt_size' \(did you mean 'context_size'\?\); models\.0\.price: unknown key 'dedicated_per_hours' \(did you mean 'dedicated_per_hour'\?\)/,
+    ],
+    ["a misspelt top-level key", "model: [{ name: a, local: { path: a.gguf } }]", /unknown key 'model' \(did you mean 'models'\?\)/],
     ["a URL that is not http", "models: [{ name: a, upstream: { base_urls: ['ftp://x/v1'], model: m } }]", /base_urls\.0/],
     [
       "an unset key variable",
@@ -121,5 +138,24 @@ describe("examples/models.yaml", () => {
     const r = parseModelsFile(readFileSync(file, "utf8"), file, {});
     expect(r.models.map((m) => m.name)).toEqual(["local-small", "remote-small"]);
     expect(r.resolve("Qwen/Qwen2.5-0.5B-Instruct")?.name).toBe("local-small");
+  });
+});
+
+describe("promptsOverLimit", () => {
+  const file = `
+models:
+  - name: short
+    local: { path: a.gguf }
+  - name: long
+    local: { path: b.gguf, context_size: 262144 }
+  - name: remote
+    upstream: { base_urls: ["http://127.0.0.1:1/v1"], model: r }
+`;
+  const registry = parseModelsFile(file, "/tmp/models.yaml", {});
+
+  it("names the local models whose full-context prompt may not fit in MAX_LINE_BYTES", () => {
+    expect(promptsOverLimit(registry, 1024, 1024 * 1024)).toEqual([{ model: "long", contextTokens: 262144, promptBytes: 2 * 1024 * 1024 }]);
+    expect(promptsOverLimit(registry, 1024, 4 * 1024 * 1024)).toEqual([]);
+    expect(promptsOverLimit(registry, 200_000, 1024 * 1024).map((o) => o.model)).toEqual(["short", "long"]);
   });
 });

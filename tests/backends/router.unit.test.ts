@@ -7,7 +7,15 @@ import type { InferenceBackend } from "../../openai/backend.js";
 
 const local = (name: string): ModelSpec => ({ name, aliases: [], backend: { kind: "local", path: `/m/${name}.gguf` } });
 
-function setup(opts: { budget: number; sizes: Record<string, number>; idleMs?: number; failing?: Set<string> }) {
+function setup(opts: {
+  budget: number;
+  sizes: Record<string, number>;
+  idleMs?: number;
+  failing?: Set<string>;
+  /** A load that takes until this settles, or until its signal aborts when `stoppable`. */
+  slow?: Promise<void>;
+  stoppable?: boolean;
+}) {
   const events: string[] = [];
   const registry = new ModelRegistry(Object.keys(opts.sizes).map(local));
   const router = new ModelRouter({
@@ -17,8 +25,16 @@ function setup(opts: { budget: number; sizes: Record<string, number>; idleMs?: n
     log: () => {},
     factory: {
       footprint: async (spec) => opts.sizes[spec.name],
-      async local(spec) {
+      async local(spec, signal) {
         if (opts.failing?.has(spec.name)) throw new Error("bad file");
+        if (opts.slow) {
+          events.push(`loading ${spec.name}`);
+          const stopped = () => new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+          await (opts.stoppable ? Promise.race([opts.slow, stopped()]) : opts.slow).catch((err) => {
+            events.push(`load stopped ${spec.name}`);
+            throw err;
+          });
+        }
         events.push(`load ${spec.name}`);
         return {
           info: { model: spec.name },
@@ -96,6 +112,44 @@ describe("ModelRouter", () => {
     await expect(router.acquire("a", ctl.signal)).rejects.toThrow("cancelled");
     (await router.acquire("a")).release();
     expect(router.isLoaded("a")).toBe(true);
+  });
+
+  it("begins no load for a caller stopped before it asks, and its close leaves nothing unhandled", async () => {
+    // A Ctrl-C during the runner's start: the load it never needed used to fail after the close, unhandled (exit 1).
+    const { router, events } = setup({ budget: 100, sizes: { a: 10 } });
+    const ctl = new AbortController();
+    ctl.abort(new Error("interrupted"));
+    await expect(router.acquire("a", ctl.signal)).rejects.toThrow("interrupted");
+    await router.close();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(events).toEqual([]);
+    expect(router.status()[0]).toMatchObject({ state: "unloaded", batches: 0 });
+  });
+
+  it("stops a load in progress when it closes, and the caller waiting hears why", async () => {
+    let never = () => {};
+    const { router, events } = setup({ budget: 100, sizes: { a: 10 }, slow: new Promise((r) => (never = r)), stoppable: true });
+    const waiting = router.acquire("a").catch((e) => e);
+    while (!events.includes("loading a")) await new Promise((r) => setTimeout(r, 1));
+    await router.close();
+    const err = await waiting;
+    expect(err).toBeInstanceOf(ModelLoadError);
+    expect(err.message).toBe("The model 'a' could not be loaded: the service is shutting down");
+    expect(events).toEqual(["loading a", "load stopped a"]);
+    never();
+  });
+
+  it("takes down a model whose load ended after the close, however long the close had to wait for it", async () => {
+    let loaded = () => {};
+    const { router, events } = setup({ budget: 100, sizes: { a: 10 }, slow: new Promise((r) => (loaded = r)) });
+    const waiting = router.acquire("a").catch((e) => e);
+    while (!events.includes("loading a")) await new Promise((r) => setTimeout(r, 1));
+    const closed = router.close();
+    loaded();
+    await closed;
+    expect(await waiting).toBeInstanceOf(ModelLoadError);
+    expect(events).toEqual(["loading a", "load a", "unload a"]);
+    expect(router.isLoaded("a")).toBe(false);
   });
 
   it("counts a model's room as taken the moment it is granted, so two loads at once do not both fit", async () => {

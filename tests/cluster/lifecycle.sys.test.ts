@@ -73,6 +73,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "007_keys",
       "008_output_order",
       "009_worker_url",
+      "010_worker_catalogue",
     ]);
   });
 

@@ -1,5 +1,5 @@
 // The console's failed lines of a batch: in input order whatever order the error file has them in, and a batch's
-// own reason (a token limit, a stop rule: no line) never shown as a failed line.
+// own reason (a token limit, a stop rule, its file's problems at validation) never shown as a failed line.
 import { describe, expect, it } from "vitest";
 import { lineErrors } from "../../cluster/line-errors.js";
 import type { Batch } from "../../domain/objects.js";
@@ -45,10 +45,13 @@ describe("a batch's failed lines for the console", () => {
       [2, "unsupported_parameter", false],
       [3, "batch_failed", true],
     ]);
+  });
+
+  it("gives a batch refused at validation no failed line: no request ran, its file's problems are its reason", async () => {
     const invalid = batch({
       errors: { object: "list", data: [{ code: "invalid_json_line", message: "not JSON", line: 2, param: null }] },
     });
-    const v = await lineErrors(invalid, { errorLines: () => lines([]), inputLines: () => lines([]) });
-    expect(v.line_errors).toEqual([{ line: 2, custom_id: null, code: "invalid_json_line", message: "not JSON", not_run: false }]);
+    const v = await lineErrors(invalid, { errorLines: () => lines([]), inputLines: () => lines(input(1)) });
+    expect(v).toEqual({ line_errors: [], line_error_counts: { failed: 0, not_run: 0 } });
   });
 });

@@ -115,6 +115,8 @@ describe("results while running (embedded mode)", () => {
       ["after=1.5", /after must be an integer/],
       ["after=x", /after must be an integer/],
       ["limit=0", /limit must be between 1 and/],
+      ...["0x10", "1e2", "+3", "%201", ""].map((v) => [`after=${v}`, /after must be an integer, in decimal digits/] as const),
+      ["limit=0b11", /limit must be an integer, in decimal digits/],
     ] as const) {
       const res = await fetch(`${base}/v1/batches/${id}/output?${q}`, h("alice"));
       expect(res.status, q).toBe(400);

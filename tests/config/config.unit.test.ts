@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, checkPaths, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -30,6 +30,19 @@ describe("loadConfig", () => {
     expect(loadConfig({}).shutdownDrainSeconds).toBe(5);
   });
 
+  it("reads CORS_ORIGINS as origins the way a browser writes them, and refuses what is not one, naming it", () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: " https://App.Example.com/ , http://localhost:3000,https://x.example:443" }).corsOrigins).toEqual([
+      "https://app.example.com",
+      "http://localhost:3000",
+      "https://x.example",
+    ]);
+    for (const bad of ["*", "app.example.com", "https://app.example.com/console", "ftp://x.example", "https://*.example.com", "null"])
+      expect(() => loadConfig({ CORS_ORIGINS: `https://ok.example,${bad}` }), bad).toThrow(
+        new RegExp(`CORS_ORIGINS=.*'${bad.replace(/[.*/]/g, "\\$&")}' is not an origin`),
+      );
+  });
+
   it("reads the scheduling switches: BATCH_ORDER cost (default), interleave or file, PREFIX_COPY on by default", () => {
     expect(loadConfig({}).pipeline.order).toBe("cost");
     expect(loadConfig({ BATCH_ORDER: "file" }).pipeline.order).toBe("file");
@@ -50,6 +63,23 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ PORT: "70000" })).toThrow("PORT=70000: must be a port number, 0 to 65535");
     expect(() => loadConfig({ GPU: "metal" })).toThrow("GPU=metal: must be auto, cuda, vulkan or false");
     expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
+  });
+
+  // Number() reads "" as 0, so `PORT=` in an env file listened on a random port, and took hex, exponents and signs.
+  it.each([
+    ["PORT", ""],
+    ["PORT", "0x1F40"],
+    ["THREADS", "1e1"],
+    ["SPOT_CAPACITY", "+2"],
+    ["MAX_FILE_BYTES", "1_000"],
+  ])("refuses %s=%j: a whole number is decimal digits", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(`invalid configuration: ${name}=${value}: must be a whole number >= `);
+  });
+
+  it("reads whole numbers from decimal digits, spaces around them allowed, and from YAML numbers", () => {
+    expect(loadConfig({ PORT: " 8080 " }).port).toBe(8080);
+    expect(loadConfig({ PORT: "0" }).port).toBe(0);
+    expect(() => loadConfig({ PORT: "65536" })).toThrow("PORT=65536: must be a port number, 0 to 65535");
   });
 
   it("reads the distributed mode's settings and refuses combinations that cannot work", () => {
@@ -98,6 +128,38 @@ describe("loadConfig", () => {
       expect(() => loadConfig({ MODEL_CONFIG: file })).toThrow(`engine.threads: "many" in ${file}: must be a whole number >= 0`);
       // The environment wins over the file, and is what the message names.
       expect(() => loadConfig({ MODEL_CONFIG: file, THREADS: "x" })).toThrow("THREADS=x:");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a key of MODEL_CONFIG that no setting has, naming it and the nearest that does", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
+    const refused = (yaml: string) => {
+      const file = path.join(dir, "c.yaml");
+      writeFileSync(file, yaml);
+      try {
+        loadConfig({ MODEL_CONFIG: file });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message.replace(`${file}: `, "");
+      }
+      throw new Error(`accepted:\n${yaml}`);
+    };
+    try {
+      expect(refused("engine: {thread: 2}\n")).toBe("invalid configuration: unknown key 'engine.thread' (did you mean 'engine.threads'?)");
+      // A setting put in the wrong section, or spelt as its variable, is found where it belongs.
+      expect(refused("threads: 2\n")).toBe("invalid configuration: unknown key 'threads' (did you mean 'engine.threads'?)");
+      expect(refused("pipeline:\n  CONCURRENCY: 4\n")).toBe(
+        "invalid configuration: unknown key 'pipeline.CONCURRENCY' (did you mean 'pipeline.concurrency'?)",
+      );
+      expect(refused("pools:\n  spot: {capacty: 1}\n")).toBe(
+        "invalid configuration: unknown key 'pools.spot.capacty' (did you mean 'pools.spot.capacity'?)",
+      );
+      expect(refused("sla: 5\nbogus: 1\n")).toBe(
+        "invalid configuration: sla: must be a map of settings (urgent_seconds, yield); " +
+          "unknown key 'bogus' (valid keys: model, engine, pipeline, lanes, pools, sla)",
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -157,6 +219,23 @@ describe("the settings, declared once", () => {
   });
 });
 
+describe("checkPaths", () => {
+  it("refuses a MODEL_PATH that is not a file, except on an API server, which loads no model", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-paths-"));
+    try {
+      const missing = path.join(dir, "model.gguf");
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing })).toThrow(
+        `MODEL_PATH=${missing}: no such file; it must be a .gguf file`,
+      );
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "worker" } })).toThrow(/no such file/);
+      // The Kubernetes ConfigMap gives every pod the workers' MODEL_PATH; the API pods do not mount the models.
+      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "api" } })).not.toThrow();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("webhook settings", () => {
   const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
 
@@ -177,5 +256,9 @@ describe("webhook settings", () => {
     expect(loadConfig({ API_KEYS: "k1,k2", WEBHOOKS_BY_KEY: byKey }).webhooks.byKey).toBe(byKey);
     expect(() => loadConfig({ API_KEYS: "k2", WEBHOOKS_BY_KEY: byKey })).toThrow("WEBHOOKS_BY_KEY: names a key that is not in API_KEYS");
     expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: "{" })).toThrow("WEBHOOKS_BY_KEY: must be JSON");
+    const misspelt = JSON.stringify({ k1: { url: "http://127.0.0.1:9/h", secret, retires: 3 } });
+    expect(() => loadConfig({ API_KEYS: "k1", WEBHOOKS_BY_KEY: misspelt })).toThrow(
+      "invalid configuration: WEBHOOKS_BY_KEY: unknown key 'retires' (valid keys: url, secret)",
+    );
   });
 });

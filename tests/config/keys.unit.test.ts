@@ -91,6 +91,16 @@ describe("the keys file", () => {
     const twice = `keys:\n  - id: a\n    sha256: ${HASH}\n  - id: a\n    sha256: ${sha256Hex("x")}\n`;
     expect(() => loadConfig({ KEYS_FILE: file(twice) })).toThrow(/the id a is given to more than one key/);
     expect(() => loadConfig({ KEYS_FILE: file("- just a list") })).toThrow(/must hold "keys:"/);
+    // A misspelt key is refused, named with the one meant, never ignored.
+    expect(() => loadConfig({ KEYS_FILE: file(`key:\n  - id: a\n    sha256: ${HASH}\n`) })).toThrow(
+      /: unknown key 'key' \(did you mean 'keys'\?\)$/,
+    );
+    expect(() => loadConfig({ KEYS_FILE: file(`keys:\n  - id: a\n    sha256: ${HASH}\n    admn: true\n`) })).toThrow(
+      /keys\[0\] \(a\): entry: unknown key 'admn' \(did you mean 'admin'\?\)$/,
+    );
+    expect(() =>
+      loadConfig({ KEYS_FILE: file(`keys:\n  - id: a\n    sha256: ${HASH}\n    stop_rules: { max_eror_rate: 0.1 }\n`) }),
+    ).toThrow(/keys\[0\] \(a\): stop_rules: unknown key 'max_eror_rate' \(did you mean 'max_error_rate'\?\)$/);
     expect(() => loadConfig({ KEYS_FILE: path.join(dir, "missing.yaml") })).toThrow(/cannot be read/);
     const hook = `keys:\n  - id: a\n    sha256: ${HASH}\n    webhook: { url: "https://x.example/h", secret: "nope" }\n`;
     expect(() => loadConfig({ KEYS_FILE: file(hook) })).toThrow(/KEYS_FILE: key a: webhook\.secret: must be whsec_/);

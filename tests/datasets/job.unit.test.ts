@@ -2,7 +2,7 @@
 // endpoint gets from a row.
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
+import { checkFields, checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
 import { bodyOf, checkColumns, customId, jobHash, rowOf } from "../../datasets/requests.js";
 import { DatasetError } from "../../datasets/tables.js";
 import { columnsOf, RenderError, render } from "../../datasets/template.js";
@@ -32,7 +32,9 @@ describe("templates", () => {
 
   it("writes lists and structs as JSON, 64-bit integers as their digits, and refuses a null or a missing column", () => {
     expect(render("{{x}} {{y}} {{z}}", { x: [1, "a"], y: { k: true }, z: 9007199254740993n })).toBe('[1,"a"] {"k":true} 9007199254740993');
-    expect(() => render("{{x}}", { x: null })).toThrow(new RenderError("x", "column 'x' is null"));
+    expect(() => render("{{x}}", { x: null })).toThrow(
+      new RenderError("x", `column 'x' is null (leave such rows out with where: "x" IS NOT NULL)`),
+    );
     expect(() => render("{{x}}", {})).toThrow(/no column 'x'/);
   });
 });
@@ -71,9 +73,20 @@ describe("the job's fields", () => {
   });
 
   it("says which field is wrong, in one line", async () => {
-    expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^flags: limit: /);
-    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("flags: job: unknown field prompts");
-    expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toMatch(/^flags: endpoint: /);
+    expect(jobError(() => checkFlags({ limit: 0 }))).toMatch(/^--limit: /);
+    expect(jobError(() => checkFlags({ params_from: { a: 1 } }))).toMatch(/^--params-from: /);
+    expect(jobError(() => checkFlags({ model: 3 }))).toMatch(/^--job-model: /);
+    expect(jobError(() => checkFlags({ prompts: "x" }))).toBe("job: unknown field 'prompts' (did you mean 'prompt'?)");
+    expect(jobError(() => checkFlags({ messages: [{ role: "user", content: "x", rol: "system" }] }))).toBe(
+      "--messages: unknown field 'rol' (did you mean 'role'?)",
+    );
+    expect(jobError(() => checkFlags({ endpoint: "/v1/nope" }))).toBe(
+      "--endpoint: must be one of /v1/responses, /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/rerank, /v1/score",
+    );
+    expect(jobError(() => checkFields({ limit: 0 }, "job"))).toMatch(/^job: limit: /);
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/messages" }))).toMatch(
+      /model: \/v1\/messages names the model in every request/,
+    );
     expect(jobError(() => job({}))).toMatch(/exactly one of messages, prompt, body or preprocess \(none is set\)/);
     expect(jobError(() => job({ prompt: "a", messages: [{ role: "user", content: "b" }] }))).toMatch(/messages and prompt are/);
     expect(jobError(() => job({ prompt: "a", output: "in.csv" }))).toMatch(/output: must not be the input/);
@@ -134,7 +147,8 @@ describe("a row's request", () => {
       ],
       text: { format: { type: "json_schema", name: "r", schema: schema.json_schema.schema } },
     });
-    expect(await bodyOf(job({ messages, endpoint: "/v1/messages", params: { max_tokens: 5 } }), row)).toEqual({
+    expect(await bodyOf(job({ messages, endpoint: "/v1/messages", model: "m", params: { max_tokens: 5 } }), row)).toEqual({
+      model: "m",
       system: "Be brief.",
       messages: [{ role: "user", content: "Why?" }],
       max_tokens: 5,

@@ -72,7 +72,7 @@ describe("result columns", () => {
       }),
     ).toEqual({ text: "r", finish_reason: "max_output_tokens", prompt_tokens: 5, completion_tokens: 6, cached_tokens: 1 });
     expect(
-      columnsOfResponse(job({ prompt: "x", endpoint: "/v1/messages" }), {
+      columnsOfResponse(job({ prompt: "x", endpoint: "/v1/messages", model: "m" }), {
         content: [{ type: "text", text: "a" }],
         stop_reason: "end_turn",
         usage: { input_tokens: 2, output_tokens: 1, cache_read_input_tokens: 0 },

@@ -1,7 +1,7 @@
 // The table port's contract, run against every adapter (DuckDB today): each input format read in order with its
 // types, where and limit, the output written in each format with a type round trip, and every bad input refused
 // with one line naming the file (and the row, where the format has one) and no output left behind.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Field, Float64, Int32, Int64, List, Table, tableToIPC, Utf8, vectorFromArray } from "apache-arrow";
@@ -72,6 +72,31 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.jsonl") })).toEqual(rows);
     expect(await all(tables, { input: await scratch.write(jsonl(rows), "in.ndjson") })).toEqual(rows);
     expect(await all(tables, { input: await scratch.write(JSON.stringify(rows), "in.json") })).toEqual(rows);
+  });
+
+  it("keeps a quoted empty string apart from a missing value, read from CSV and TSV and through every output format", async () => {
+    const csv = await scratch.write('id,t,n,b\n1,"","",""\n2,,,true\n3,x,"",\n', "empty.csv");
+    const tsv = await scratch.write('id\tt\n1\t""\n2\t\n3\tx\n', "empty.tsv");
+    // In a column of booleans (or numbers, or dates) "" can only be a missing value.
+    const expected = [
+      { id: 1, t: "", n: "", b: null },
+      { id: 2, t: null, n: null, b: true },
+      { id: 3, t: "x", n: "", b: null },
+    ];
+    expect(await all(tables, { input: csv })).toEqual(expected);
+    expect(await all(tables, { input: tsv })).toEqual(expected.map(({ t, id }) => ({ id, t })));
+    expect(await all(tables, { input: csv, where: "t = ''" })).toEqual([expected[0]]);
+    const input = await tables.open({ input: csv });
+    const results = await scratch.write(jsonl([{ text: "" }, { text: null }, { text: "y" }]));
+    for (const ext of [".parquet", ".csv", ".tsv", ".jsonl"]) {
+      const output = path.join(dir, `empty-out${ext}`);
+      await tables.write(input, { keep: ["id", "t", "n", "b"], results, columns: [{ name: "text", type: "string" }], output });
+      expect(await all(tables, { input: output }), ext).toEqual([
+        { ...expected[0], text: "" },
+        { ...expected[1], text: null },
+        { ...expected[2], text: "y" },
+      ]);
+    }
   });
 
   it("reads Arrow IPC (the Hugging Face datasets cache) in stream and file form, with its types", async () => {
@@ -181,6 +206,43 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(readdirSync(dir).filter((f) => f.includes(".tmp-"))).toEqual([]);
   });
 
+  it("writes another format from an earlier output's result columns, in any format, with their types", async () => {
+    const input = await tables.open({ input: await parquetOf(TYPED) });
+    const results = await scratch.write(
+      jsonl([
+        { text: "", embedding: [0.5, 0.25], calls: { f: 1 }, n: 7, error_code: null },
+        { text: null, embedding: null, calls: null, n: null, error_code: "boom" },
+        { text: "007", embedding: [1, 2], calls: [1, "a"], n: 4503599627370496, error_code: null },
+      ]),
+    );
+    const columns = [
+      { name: "text", type: "string" as const },
+      { name: "embedding", type: "vector" as const },
+      { name: "calls", type: "json" as const },
+      { name: "n", type: "integer" as const },
+      { name: "error_code", type: "string" as const },
+    ];
+    const renamed = columns.map((c) => ({ ...c, as: `result_${c.name}` }));
+    const expected = await (async () => {
+      const out = path.join(dir, "first.parquet");
+      await tables.write(input, { keep: ["id"], results, columns, output: out });
+      return all(tables, { input: out });
+    })();
+    for (const ext of [".csv", ".tsv", ".jsonl", ".parquet"]) {
+      const earlier = path.join(dir, `earlier${ext}`);
+      await tables.write(input, { keep: ["id", "txt"], results, columns: renamed, output: earlier });
+      const again = path.join(dir, `again-from${ext.replace(".", "-")}.parquet`);
+      const from = renamed.map((c) => ({ name: c.as, type: c.type, as: c.name }));
+      expect(await tables.write(input, { keep: ["id"], results: earlier, resultsTable: true, columns: from, output: again })).toBe(3);
+      const back = await tables.open({ input: again });
+      expect(
+        back.columns.map((c) => `${c.name}:${c.type}`),
+        ext,
+      ).toEqual(["id:BIGINT", "text:VARCHAR", "embedding:FLOAT[]", "calls:JSON", "n:BIGINT", "error_code:VARCHAR"]);
+      expect(await all(tables, { input: again }), ext).toEqual(expected);
+    }
+  });
+
   it("refuses bad input with one line naming the file, and the row where the format has one", async () => {
     const good = await parquetOf(TYPED);
     const truncated = await scratch.write(readFileSync(good).subarray(0, 200), "cut.parquet");
@@ -197,6 +259,24 @@ describe.each(ADAPTERS)("the table port over %s", (_name, make) => {
     expect(await refused(tables.open({ input: await scratch.write("x", "data.xlsx") }))).toMatch(/unknown input format '\.xlsx'/);
     expect(await refused(tables.open({ input: path.join(dir, "nothing-*.csv") }))).toMatch(/no file matches/);
     expect(await refused(tables.open({ input: good, where: "nope = 1" }))).toMatch(/^where: .*nope/);
+  });
+
+  it("refuses a where whose rows could differ between reads (random(), now()), since answers are joined by position", async () => {
+    const input = await scratch.write("id,now,t\n1,a,random()\n2,b,x\n", "stable.csv");
+    for (const where of [
+      "random() < 0.5",
+      "id < 2 AND RANDOM () < 0.5",
+      "epoch(now()) > 0",
+      "current_date > DATE '2020-01-01'",
+      "uuid() IS NOT NULL",
+    ]) {
+      expect(await refused(tables.open({ input, where })), where).toMatch(
+        /^where: (random|now|current_date|uuid)\(?\)? gives another value each time the table is read, and the answers are joined back to the rows by their place: filter on the rows' own values \(to sample, hash\(<column>\) % 10 = 0\)$/i,
+      );
+    }
+    // A name in a string or a quoted column is not a call.
+    expect((await all(tables, { input, where: `t = 'random()' OR "now" = 'b'` })).map((r) => r.id)).toEqual([1, 2]);
+    expect((await all(tables, { input, where: "hash(id) % 1 = 0" })).map((r) => r.id)).toEqual([1, 2]);
   });
 
   it("leaves no output when a write fails", async () => {
@@ -224,6 +304,66 @@ describe("a step limit (a server's, over its clients' where)", () => {
       expect(Date.now() - started).toBeLessThan(10_000);
       // The connection is still good for the next job.
       expect((await all(tables, { input, where: "n < 3" })).map((r) => r.n)).toEqual([0, 1, 2]);
+    } finally {
+      await tables.close();
+    }
+  });
+});
+
+describe("a client's where (a server's confined reads)", () => {
+  it("names the clause and the kind of error, never a value the server holds; the whole text is the error's detail", async () => {
+    const dir = path.dirname(await scratch.file());
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 10_000 });
+    try {
+      const input = await scratch.write("id,t\n1,a\n2,b\n", "client.csv");
+      const probes: Array<[string, RegExp, string]> = [
+        ["current_setting('temp_directory')::INT = 1", /^where: Conversion Error \(a value could not be converted/, dir],
+        ["(select string_agg(name||'='||value, ';') from duckdb_settings())::INT = 1", /^where: Conversion Error/, "memory_limit"],
+        ["version()::INT = 1", /^where: Conversion Error/, "v1."],
+        ["error(current_setting('temp_directory'))", /^where: Invalid Input Error/, dir],
+        ["COLUMNS(current_setting('temp_directory')) = 1", /^where: Binder Error/, dir],
+        ["(SELECT file FROM glob(current_setting('temp_directory') || '/*') LIMIT 1)::INT = 1", /^where: Conversion Error/, dir],
+      ];
+      for (const [where, message, secret] of probes) {
+        const err = await all(tables, { input, where }).then(
+          () => undefined,
+          (e) => e as DatasetError,
+        );
+        expect(err, where).toBeInstanceOf(DatasetError);
+        expect(err!.message, where).toMatch(message);
+        expect(err!.message, where).toMatch(/the server's log has DuckDB's whole message\)$/);
+        expect(err!.message, where).not.toContain(secret);
+        expect(err!.message, where).not.toContain(dir);
+        expect(err!.detail, where).toContain(secret);
+      }
+      // What the client wrote itself is named back: its own column, function, quote or file.
+      const own: Array<[string, RegExp]> = [
+        ["nope = 1", /^where: Binder Error: Referenced column "nope" not found in FROM clause!/],
+        ["t = 'a", /^where: Parser Error: unterminated quoted string at or near "'a"/],
+        ["frobnicate(t) = 1", /^where: Catalog Error: Scalar Function with name frobnicate does not exist!/],
+        ["EXISTS (SELECT 1 FROM read_text('/etc/passwd'))", /^where: Permission Error: Cannot access file "\/etc\/passwd"/],
+      ];
+      for (const [where, message] of own) expect(await refused(all(tables, { input, where })), where).toMatch(message);
+      expect((await all(tables, { input, where: "t = 'b'" })).map((r) => r.id)).toEqual([2]);
+    } finally {
+      await tables.close();
+    }
+  });
+
+  it("stops a where that spills more than its scratch limit to disk, naming the limit, and leaves no spill behind", async () => {
+    const dir = path.join(path.dirname(await scratch.file()), "spill");
+    await mkdir(dir, { recursive: true });
+    const tables = await openDuckTables({ tempDir: dir, confine: true, stepLimitMs: 60_000, memoryLimit: "64MB", maxTempBytes: 8 << 20 });
+    try {
+      const input = path.join(dir, "one.csv");
+      await writeFile(input, "id\n1\n");
+      const window = "(SELECT max(x) FROM (SELECT sum(i) OVER (ORDER BY i DESC ROWS 1 PRECEDING) x FROM range(30000000) r(i))) > 0";
+      expect(await refused(all(tables, { input, where: window }))).toMatch(
+        /^where: it needed more memory or scratch disk than one dataset read may take here, so it was stopped \(a costly where\?\)/,
+      );
+      const spilled = readdirSync(dir).map((f) => statSync(path.join(dir, f)).blocks * 512);
+      expect(spilled.reduce((a, b) => a + b, 0)).toBeLessThan(16 << 20);
+      expect((await all(tables, { input })).map((r) => r.id)).toEqual([1]);
     } finally {
       await tables.close();
     }

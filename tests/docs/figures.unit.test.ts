@@ -43,4 +43,28 @@ describe("figures stated once", () => {
     expect(ratios.length).toBeGreaterThan(0);
     expect(ratios.filter((r) => !page.includes(r))).toEqual([]);
   });
+
+  it("quotes the misses beside the goals met: a table it quotes from is quoted whole, each miss by its own figure", () => {
+    const readme = read("README.md").replaceAll("**", "");
+    const quoted = new Set([...readme.matchAll(/\d+\.\d+(?=×)/g)].map((m) => m[0]));
+    const ranges = [...readme.matchAll(/(\d+\.\d+)–(\d+\.\d+)×/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    const inRange = (r: string) => ranges.some(([lo, hi]) => Number(r) >= lo && Number(r) <= hi);
+    // Each table: a run of lines that begin with "|".
+    const tables = [
+      ...read("docs/performance.md")
+        .replaceAll("**", "")
+        .matchAll(/(?:^\|.*\n)+/gm),
+    ].map((m) => m[0]);
+    // A table is the README's source when it holds a time the README quotes (ratios alike recur between tables).
+    const times = new Set([...readme.matchAll(/\d+\.\d+ s\b/g)].map((m) => m[0]));
+    const sources = tables.filter((t) => [...t.matchAll(/\d+\.\d+ s\b/g)].some((m) => times.has(m[0])));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const table of sources) {
+      const ratios = [...table.matchAll(/\d+\.\d+(?=×)/g)].map((m) => m[0]);
+      expect(ratios.filter((r) => !quoted.has(r) && !inRange(r))).toEqual([]);
+      const misses = [...table.matchAll(/(\d+\.\d+)× \([\d.]+: missed\)/g)].map((m) => m[1]);
+      expect(misses.length).toBeGreaterThan(0);
+      expect(misses.filter((r) => !quoted.has(r))).toEqual([]);
+    }
+  });
 });

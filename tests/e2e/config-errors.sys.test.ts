@@ -49,6 +49,28 @@ describe("configuration mistakes", () => {
     expect(lines.join("\n")).not.toMatch(/s3cret-pw/);
   });
 
+  it("a misspelt key in the models config file: one line naming it and the key meant, exit 1", async () => {
+    const file = path.join(dir, "model_config.yaml");
+    writeFileSync(file, "engine:\n  thread: 2\n");
+    const { code, lines } = await failure({ MODEL_CONFIG: file });
+    expect(code).toBe(1);
+    expect(lines).toEqual([
+      `offline-batch-inference: invalid configuration: ${file}: unknown key 'engine.thread' (did you mean 'engine.threads'?)`,
+    ]);
+  });
+
+  it("a worker whose database cannot be reached: one line, before its model loads", async () => {
+    const { code, lines } = await failure({
+      DATABASE_URL: "postgres://obi:pw@127.0.0.1:1/obi",
+      ROLE: "worker",
+      MODEL_PATH: await testModelPath(),
+    });
+    expect(code).toBe(1);
+    expect(lines.at(-1)).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
+    // Said before the model loads (minutes for a large one), not after.
+    expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
+  });
+
   it("BATCH_DIR pointing at a file", async () => {
     const file = path.join(dir, "not-a-folder");
     writeFileSync(file, "x");
@@ -67,6 +89,8 @@ describe("configuration mistakes", () => {
       const last = lines.at(-1);
       expect(last).toBe(`offline-batch-inference: cannot listen on 127.0.0.1:${port}: the port is already in use; set PORT to a free one`);
       expect(lines.join("\n")).not.toMatch(/\n\s+at /);
+      // Said before the model loads (minutes for a large one), not after.
+      expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
     } finally {
       taken.close();
     }

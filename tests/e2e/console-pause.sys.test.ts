@@ -22,11 +22,14 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     await page.waitForFunction(() => /in progress/.test(document.getElementById("b-status")?.textContent ?? ""));
     expect(await shown(page, "#b-pause")).toBe(true);
     expect(await shown(page, "#b-resume")).toBe(false);
-    await page.click("#b-pause");
+    // From the keyboard: the button pressed goes away, and focus moves to the one that undoes it, not to <body>.
+    await page.focus("#b-pause");
+    await page.keyboard.press("Enter");
     await page.waitForFunction(() => /Paused:/.test(document.getElementById("b-action-result")?.textContent ?? ""));
     await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress · paused");
     expect(await shown(page, "#b-pause")).toBe(false);
     expect(await shown(page, "#b-resume")).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("b-resume");
     expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeGreaterThan(0);
     await page.screenshot({ path: path.join(SHOTS, "console-paused.png") });
 
@@ -43,10 +46,12 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     await list.waitForFunction((i) => /paused/.test(document.querySelector(`tr.batch[data-id="${i}"]`)?.textContent ?? ""), bed.id);
     await list.close();
 
-    await page.click("#b-resume");
+    await page.focus("#b-resume");
+    await page.keyboard.press("Enter");
     await page.waitForFunction(() => /Resumed:/.test(document.getElementById("b-action-result")?.textContent ?? ""));
     await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress");
     expect(await shown(page, "#b-pause")).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("b-pause");
     expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeNull();
     await page.close();
   });

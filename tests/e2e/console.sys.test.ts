@@ -82,6 +82,8 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.waitForFunction(() => document.querySelectorAll("tr.batch").length === 3);
     expect(await page.inputValue("#f-q")).toBe("");
     expect(await pageWidth(page)).toBe(1280);
+    // A pool of no capacity (DEDICATED_CAPACITY=0) says so rather than "idle".
+    expect(await page.locator("#pool-dedicated").innerText()).toMatch(/0 \/ 0[\s\S]*no slots$/);
     await page.waitForSelector("#chart-tokens canvas");
     // The charts draw what the service sampled: a point at start, then one every 5 s, while the long batch runs.
     const series = async () => (await (await fetch(`${svc.baseUrl}/console/api/series`)).json()).points;
@@ -139,11 +141,12 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     }
   }, 60_000);
 
-  it("shows a failed batch's reason and line errors with line numbers", async () => {
+  it("shows a batch refused at validation with its file's problems by line, and no failed line", async () => {
     const page = await open(1280, `#batch/${ids.failed}`);
     await page.waitForSelector("#b-reason-card:not(.hidden)");
-    expect(await page.locator("#b-reason").innerText()).toMatch(/line 1: /);
-    expect(await page.locator("#b-errors tr.line-error").first().innerText()).toMatch(/^1\s/);
+    expect(await page.locator("#b-reason").innerText()).toMatch(/^line 1: /);
+    expect(await page.locator("#b-progress").innerText()).toMatch(/^Refused at validation: no request ran/);
+    expect(await page.locator("#b-errors-card").isHidden()).toBe(true);
     expect(await page.locator("#b-timeline").innerText()).toMatch(/created[\s\S]*failed/);
     await page.close();
   });
@@ -181,6 +184,10 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.focus(`tr.batch[data-id="${ids.done}"] a.open`);
     await page.keyboard.press("Enter");
     await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.done);
+    // The row's link is hidden now: focus is on the batch's heading, not thrown back to <body>.
+    await page.waitForFunction(() => document.activeElement?.id === "b-title");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Download input");
     expect(await page.locator("#b-facts").innerText()).toMatch(/eval-set\.jsonl[\s\S]*project=nightly-eval[\s\S]*spot/);
     // Its engine time by pool, as the batch reports it; no cost without a price in a models file.
     const batch = await openaiClient(svc).batches.retrieve(ids.done);

@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { toFile } from "openai";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
@@ -13,9 +14,11 @@ import { openaiClient, startTestService, type TestService, waitForBatch } from "
 const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-screens");
 const REVIEWS = 'id,lang,review_text\n1,en,"Great, ""really"".\nTwo lines."\n2,de,Gut\n3,en,Bad\n4,en,Fine\n';
 let svc: TestService;
+/** The service's log lines, as JSON text. */
+const logs: string[] = [];
 
 beforeAll(async () => {
-  svc = await startTestService();
+  svc = await startTestService({}, { logger: pino({ level: "info" }, { write: (line: string) => logs.push(line) }) });
 });
 afterAll(async () => svc?.close());
 
@@ -93,12 +96,16 @@ describe("dataset batches over HTTP", () => {
       ],
       [{ ...base, job: { prompt: "{{id}}", output: "x.csv" } }, /job\.output is not taken here/, "job.output"],
       [{ ...base, job: { preprocess: "./prep.ts" } }, /runs no uploaded code/, "job.preprocess"],
-      [{ ...base, job: { prompt: "{{id}}", temperature: 1 } }, /^job: unknown field temperature$/, "job"],
+      [
+        { ...base, job: { prompt: "{{id}}", temperature: 1 } },
+        /^job: unknown field 'temperature' \(valid fields: .*\bparams\b.*\)$/,
+        "job",
+      ],
       [{ ...base, job: { prompt: "{{id}}", limit: 0 } }, /job\.limit/, "job.limit"],
       [{ ...base, job: {} }, /exactly one of messages, prompt, body or preprocess/, "job"],
       [
         { ...base, job: { prompt: "{{id}}", where: "EXISTS (SELECT 1 FROM read_text('/etc/passwd'))" } },
-        /^where: Cannot access file "\/etc\/passwd" - file system operations are disabled/,
+        /^where: Permission Error: Cannot access file "\/etc\/passwd" - file system operations are disabled/,
         null,
       ],
       [
@@ -133,6 +140,76 @@ describe("dataset batches over HTTP", () => {
     const wrong = await fetch(`${svc.baseUrl}/v1/batches/${batchId}/table?format=xlsx`);
     expect(wrong.status).toBe(400);
     expect(((await wrong.json()) as any).error.message).toMatch(/format must be one of parquet, csv, tsv, jsonl/);
+  });
+
+  it("keeps a dataset's own text column beside the answers, named result_, and refuses a clash the job's names make", async () => {
+    const input = await upload('id,text\n1,Once upon a time\n2,""\n', "notes.csv");
+    const base = { input_file_id: input, endpoint: "/v1/completions", completion_window: "24h" };
+    const clash = await post({ ...base, job: { prompt: "{{text}}", result_names: { text: "id" } } });
+    expect(clash.status).toBe(400);
+    expect(clash.body.error.message).toMatch(/^notes\.csv: job\.result_names\.text: 'id' is an input column the output keeps/);
+    const created = await post({ ...base, job: { prompt: "{{text}}", params: { max_tokens: 2 } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    await waitForBatch(svc.baseUrl, created.body.id);
+    const rows = (await (await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table?format=jsonl`)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => [r.id, r.text, r.result_error_code])).toEqual([
+      [1, "Once upon a time", null],
+      [2, "", null],
+    ]);
+    expect(typeof rows[0].result_text).toBe("string");
+  });
+
+  it("tells a client's where error by its clause and kind, never a value the server holds, and logs DuckDB's whole text", async () => {
+    const input = await upload(REVIEWS, "reviews.csv");
+    const base = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" };
+    const logsBefore = logs.length;
+    const probes = [
+      "current_setting('temp_directory')::INT = 1",
+      "(select string_agg(name||'='||value, ';') from duckdb_settings())::INT = 1",
+      "version()::INT = 1",
+    ];
+    for (const where of probes) {
+      const r = await post({ ...base, job: { prompt: "{{id}}", where } });
+      expect(r.status, where).toBe(400);
+      expect(r.body.error.message, where).toMatch(
+        /^where: Conversion Error \(a value could not be converted to the type asked for; the server's log has DuckDB's whole message\)$/,
+      );
+      expect(JSON.stringify(r.body), where).not.toMatch(/scratch|dataset-|temp_directory=|v1\.\d/);
+    }
+    const logged = logs.slice(logsBefore).filter((l) => l.includes("a dataset's where was refused"));
+    expect(logged).toHaveLength(3);
+    expect(JSON.parse(logged[0]).duckdb).toMatch(/Could not convert string '.*scratch.*dataset-/);
+    expect(JSON.parse(logged[2]).duckdb).toMatch(/Could not convert string 'v1\./);
+  });
+
+  it("runs so many dataset reads at once and answers a flood of them 429 with a Retry-After", async () => {
+    const input = await upload(REVIEWS, "reviews.csv");
+    // A where that takes DuckDB about a second and keeps no row: each create is a 400, and creates nothing.
+    const job = { prompt: "{{id}}", where: "(SELECT sum(i * i) FROM range(200000000) r(i)) < 0" };
+    const body = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h", job };
+    const answers = await Promise.all(
+      Array.from({ length: 14 }, () =>
+        fetch(`${svc.baseUrl}/v1/dataset_batches`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      ),
+    );
+    const statuses = answers.map((a) => a.status);
+    // DATASET_READS=2: two run and eight wait their turn, so ten are read; the rest (four, unless a read ended
+    // before the last arrived) are refused.
+    expect(statuses.filter((x) => x === 400).length).toBeGreaterThanOrEqual(10);
+    expect(statuses.filter((x) => x === 429).length).toBeGreaterThanOrEqual(1);
+    expect(statuses.every((x) => x === 400 || x === 429)).toBe(true);
+    const refused = answers.find((a) => a.status === 429)!;
+    expect(refused.headers.get("retry-after")).toBe("10");
+    expect(((await refused.json()) as any).error).toMatchObject({ code: "resource_unavailable", type: "rate_limit_error" });
+    const kept = answers.find((a) => a.status === 400)!;
+    expect(((await kept.json()) as any).error.message).toMatch(/no rows match the where/);
   });
 
   it("joins a retry batch's answers over the original's: its table has every row, each with its latest answer", async () => {

@@ -18,8 +18,13 @@ afterAll(() => {
   for (const d of disks) d.remove();
 });
 
-const storageState = async (base: string) =>
-  ((await (await fetch(`${base}/ready`)).json()) as { storage: { state: string } }).storage.state;
+/** The disk's state as /ready says it: 200 while it is ok, 503 (a probe takes the server out) while it is not. */
+async function storageState(base: string): Promise<string> {
+  const res = await fetch(`${base}/ready`);
+  const { state } = ((await res.json()) as { storage: { state: string } }).storage;
+  expect(res.status, state).toBe(state === "ok" ? 200 : 503);
+  return state;
+}
 
 describe.skipIf(skip !== undefined)("disk-fault promises under the real process", () => {
   it("a write that meets a full disk turns /ready's storage to full; a server stopped there starts again; freed, it is ok", async () => {

@@ -70,8 +70,11 @@ describe.skipIf(disk.skip !== undefined)("disk faults under the real process", (
       await s.exited;
       // The disk is still full at the next start: the server comes up to serve what it has, and says so.
       s = await disk.start();
-      const ready = await (await fetch(`${s.baseUrl}/ready`)).json();
+      const readiness = await fetch(`${s.baseUrl}/ready`);
+      expect(readiness.status).toBe(503);
+      const ready = await readiness.json();
       expect(ready.storage).toMatchObject({ state: "full" });
+      expect(ready.error).toMatchObject({ code: "storage_not_writable" });
       expect((await fetch(`${s.baseUrl}/v1/files/${file.id}`)).status).toBe(200);
       const refused = await upload(s.baseUrl, completionJsonl(1, { prefix: "y" }));
       expect(refused.status).toBe(507);

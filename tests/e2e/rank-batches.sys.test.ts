@@ -108,6 +108,7 @@ describe("rank batches for a model that cannot rank", () => {
     for (const e of errors) {
       expect(e.response.status_code).toBe(400);
       expect(e.response.body.error).toMatchObject({ code: "model_cannot_rank", param: "model" });
+      expect(e.response.body.error.message).toContain(`The model '${done.model}' cannot rank`);
     }
   }, 180_000);
 });

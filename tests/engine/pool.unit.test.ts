@@ -3,6 +3,7 @@ import { telling } from "../../engine/begin.js";
 import { inLane } from "../../engine/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
+import { callOffUnbegun } from "../../pipeline/call-off.js";
 
 describe("ResourcePool", () => {
   it("hands out free items, then serves waiters first come, first served", async () => {
@@ -87,6 +88,41 @@ describe("ResourcePool", () => {
   it("rejects at once when the signal is already aborted", async () => {
     const pool = new ResourcePool([1]);
     await expect(pool.acquire(AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    expect(pool.available).toBe(1);
+  });
+
+  it("lets a request that waits to begin go when its run drains, caused by the drain; one resuming keeps waiting", async () => {
+    const pool = new ResourcePool(["a"]);
+    const drain = new AbortController();
+    const reason = { code: "shutdown", message: "Interrupted." };
+    // One try of a run's request on the pool, as the pipeline makes it (pipeline/call-off.ts).
+    const request = (work: (signal: AbortSignal) => Promise<string>) =>
+      callOffUnbegun(drain.signal, new AbortController().signal, (signal, onBegin) => telling(onBegin, () => work(signal)));
+    // A request that began (it was lent "a"), then gave its item up (to an interactive request, say) and waits anew.
+    let handOver!: () => void;
+    const handed = new Promise<void>((r) => {
+      handOver = r;
+    });
+    const resuming = request(async (signal) => {
+      const item = await pool.acquire(signal);
+      await handed;
+      pool.release(item);
+      return pool.acquire(signal, undefined, undefined, true);
+    });
+    const taking = pool.acquire();
+    const waiting = request((signal) => pool.acquire(signal));
+    handOver();
+    const held = await taking;
+    const unrelated = pool.acquire();
+    drain.abort(reason);
+    await expect(waiting).rejects.toMatchObject({ name: "NotBegun", cause: reason });
+    // Once drained, nothing of the run begins, even with an item free.
+    pool.release(held);
+    expect(await resuming).toBe("a");
+    pool.release("a");
+    expect(await unrelated).toBe("a");
+    pool.release("a");
+    await expect(request((signal) => pool.acquire(signal))).rejects.toMatchObject({ name: "NotBegun", cause: reason });
     expect(pool.available).toBe(1);
   });
 

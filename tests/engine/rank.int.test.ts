@@ -10,6 +10,7 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
+import { parseRequest } from "../../openai/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
 import { runLine } from "../helpers/test-engine.js";
 
@@ -111,15 +112,19 @@ describe("rank lines on the engine", () => {
     expect(long).toMatchObject({ code: "context_length_exceeded", param: "documents[1]", retryable: false });
   });
 
-  it("refuses rank and score lines on a model with no classification head, naming it", async () => {
-    const stories = new LlamaBackend(plain);
+  it("refuses rank and score lines on a model with no classification head, naming it as the client does", async () => {
+    // The name the models file serves it under, not its file's.
+    const stories = new LlamaBackend(plain, "storyteller");
     for (const [endpoint, body] of [
       ["/v1/rerank", { query: "q", documents: ["d"] }],
       ["/v1/score", { text_1: "q", text_2: "d" }],
     ] as const) {
-      const err = await refusal(run(stories, endpoint, body));
-      expect(err).toMatchObject({ code: "model_cannot_rank", param: "model", retryable: false });
-      expect(err.message).toMatch(/cannot rank: it has no classification head/);
+      const request = parseRequest(endpoint, body);
+      for (const err of [await refusal(Promise.resolve().then(() => stories.check(request))), await refusal(stories.execute(request))]) {
+        expect(err).toMatchObject({ code: "model_cannot_rank", param: "model", retryable: false });
+        expect(err.message).toMatch(/^The model 'storyteller' cannot rank: it has no classification head/);
+        expect(err.message).not.toContain(plain.info.modelId);
+      }
     }
   });
 });

@@ -7,7 +7,8 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium) console.warn(`browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium)`);
 
-export function launchChromium(): Promise<Browser> {
+/** `args`: more of Chromium's switches (a host resolver rule that points a name at 127.0.0.1). */
+export function launchChromium(args: readonly string[] = []): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     args: [
@@ -17,6 +18,7 @@ export function launchChromium(): Promise<Browser> {
       "--disable-background-networking",
       "--disable-component-update",
       "--no-first-run",
+      ...args,
     ],
   });
 }

@@ -64,6 +64,7 @@ export function observe(engine: Engine): Observed {
       return counted(pairs[0]?.[1] ?? "", () => engine.rank(pairs, param, signal));
     },
     countTokens: (text) => engine.countTokens(text),
+    detokenize: (tokens) => engine.detokenize(tokens),
     get vocabularySize() {
       return engine.vocabularySize;
     },

@@ -13,7 +13,7 @@ import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ConfigMap, Secret, Service } from "kubernetes-models/v1";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { ConfigError, loadConfig } from "../../config/config.js";
+import { ConfigError, checkModelRef, loadConfig } from "../../config/config.js";
 import { eachSetting } from "../../config/settings.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
@@ -97,7 +97,7 @@ describe.skipIf(!KUBECTL).each(OVERLAYS)("the Kubernetes manifests (%s)", (name,
         });
         const tmp = c.volumeMounts?.find((m: any) => m.mountPath === "/tmp");
         expect(tmp && emptyDirs.has(tmp.name), `${where} has /tmp on an emptyDir`).toBe(true);
-        if (c.name !== "migrate") {
+        if (!podOf(d).initContainers.includes(c)) {
           const scratch = c.volumeMounts.find((m: any) => m.mountPath === config().BATCH_DIR);
           expect(scratch && emptyDirs.has(scratch.name), `${where} has BATCH_DIR on an emptyDir`).toBe(true);
         }
@@ -167,9 +167,25 @@ describe.skipIf(!KUBECTL).each(OVERLAYS)("the Kubernetes manifests (%s)", (name,
       expect(
         init.map((c: any) => c.name),
         d.metadata.name,
-      ).toEqual(["migrate"]);
+      ).toEqual(d.metadata.name === "obi-api" ? ["migrate"] : ["migrate", "models"]);
       expect(init[0].args).toEqual(["node", "dist/app/main.js", "--migrate"]);
       expect(init[0].image).toBe(podOf(deployments().find((x) => x.metadata.name === "obi-api")!).containers[0].image);
+    }
+  });
+
+  it("downloads the model into the models volume once, in each worker's init container; the workers only read it", () => {
+    expect(config().MODELS_DIR).toBe("/models");
+    expect(config().MODEL_PATH).toMatch(/^hf:[\w.-]+\/[\w.-]+-GGUF:Q\w+$/);
+    for (const w of workers()) {
+      const pod = podOf(w);
+      const fetcher = pod.initContainers.find((c: any) => c.name === "models");
+      expect(fetcher.args).toEqual(["node", "dist/app/main.js", "--fetch-models"]);
+      expect(fetcher.image).toBe(pod.containers[0].image.replace("-gpu:", ":"));
+      const mount = (c: any) => c.volumeMounts.find((m: any) => m.mountPath === config().MODELS_DIR);
+      expect(mount(fetcher).readOnly ?? false, w.metadata.name).toBe(false);
+      expect(mount(pod.containers[0]), w.metadata.name).toMatchObject({ name: mount(fetcher).name, readOnly: true });
+      const volume = pod.volumes.find((v: any) => v.name === mount(fetcher).name);
+      expect(volume.persistentVolumeClaim, w.metadata.name).toEqual({ claimName: "obi-models" });
     }
   });
 
@@ -196,7 +212,7 @@ describe.skipIf(!KUBECTL).each(OVERLAYS)("the Kubernetes manifests (%s)", (name,
     for (const s of byKind("Secret")) for (const k of Object.keys(s.stringData)) expect(known.has(k), k).toBe(true);
     for (const d of deployments())
       for (const c of allContainers(d)) for (const e of c.env ?? []) expect(known.has(e.name), `${d.metadata.name} ${e.name}`).toBe(true);
-    expect(config().MODEL_PATH).toMatch(/\.gguf$/);
+    expect(() => checkModelRef("MODEL_PATH", config().MODEL_PATH)).not.toThrow();
     const api = deployments().find((d) => d.metadata.name === "obi-api")!;
     expect(byKind("Service")[0].spec.selector).toEqual(api.spec.selector.matchLabels);
     const hpa = byKind("HorizontalPodAutoscaler")[0];

@@ -1,8 +1,11 @@
-// GET /metrics after real batches on the real engine: every value the service exports, with bounded labels.
+// GET /metrics after real batches on the real engine: every value the service exports, with bounded labels; and
+// the batch lines that gave their sequence to a synchronous request, counted per model.
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../metrics/metrics.js";
 import { RateWindow } from "../../metrics/rate-window.js";
+import { isFinal, pollBatch } from "../../testkit/batch-client.js";
+import { NEVER_ENDS } from "../helpers/long-stream.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 let svc: TestService;
@@ -84,6 +87,8 @@ describe("GET /metrics", () => {
     expect(["prebuilt", "patched"]).toContain(build);
     expect(sample(m, "obi_engine_build_info", { model: svc.service.backend.info.model, build: String(build) })).toBe(1);
     expect(sample(m, "process_resident_memory_bytes")).toBeGreaterThan(0);
+    // The local engine's model has a count of batch lines that gave way, none yet.
+    expect(sample(m, "obi_sync_lane_preemptions", { model: svc.service.backend.info.model })).toBe(0);
     // Ids never become labels.
     expect(m).not.toMatch(/batch_[0-9a-f]{8}|file-[0-9a-f]{8}/);
   });
@@ -98,6 +103,43 @@ describe("GET /metrics", () => {
     expect(sample(m, "obi_sla_deadlines_total", { result: "missed" })).toBe(1);
     expect(sample(m, "obi_batch_requests_total", { endpoint: "/v1/chat/completions", outcome: "failed" })).toBeGreaterThan(1);
   });
+});
+
+describe("the interactive lane's preemptions", () => {
+  let two: TestService;
+  beforeAll(async () => {
+    // Two sequences: none is kept free for the lane (that takes four), so a synchronous request finds both busy.
+    two = await startTestService({ SEQUENCES: "2" });
+  });
+  afterAll(async () => two?.close());
+
+  it("count the batch lines that gave their sequence to a synchronous request", async () => {
+    const line = (i: number) =>
+      JSON.stringify({
+        custom_id: `long-${i}`,
+        method: "POST",
+        url: "/v1/completions",
+        body: { prompt: `Once upon a time ${i}`, max_tokens: 300, temperature: 0, logit_bias: NEVER_ENDS },
+      });
+    const file = await request(two.service.app)
+      .post("/v1/files")
+      .field("purpose", "batch")
+      .attach("file", Buffer.from(Array.from({ length: 8 }, (_, i) => line(i)).join("\n")), "in.jsonl");
+    const created = await request(two.service.app)
+      .post("/v1/batches")
+      .send({ input_file_id: file.body.id, endpoint: "/v1/completions", completion_window: "24h" });
+    const model = two.service.backend.info.model;
+    const preemptions = async () => sample((await request(two.service.app).get("/metrics")).text, "obi_sync_lane_preemptions", { model });
+    // Short synchronous requests while the batch runs: one that comes while both lines generate takes a sequence.
+    let batch = created.body;
+    while (!isFinal(batch) && !((await preemptions()) ?? 0)) {
+      await request(two.service.app).post("/v1/completions").send({ prompt: "Hi", max_tokens: 2 }).expect(200);
+      batch = (await request(two.service.app).get(`/v1/batches/${created.body.id}`)).body;
+    }
+    expect(await preemptions()).toBeGreaterThanOrEqual(1);
+    const done = await pollBatch(two.baseUrl, created.body.id, isFinal, { timeoutMs: 120_000 });
+    expect(done.request_counts).toEqual({ total: 8, completed: 8, failed: 0 });
+  }, 180_000);
 });
 
 describe("metrics objects", () => {

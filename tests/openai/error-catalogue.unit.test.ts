@@ -5,7 +5,10 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { ERROR_CATALOGUE, errorsTable } from "../../openai/error-catalogue.js";
+import { toApiError } from "../../api/http/error-handler.js";
+import { parse } from "../../cluster/sync-request.js";
+import type { Endpoint } from "../../openai/backend.js";
+import { type CatalogueEntry, ERROR_CATALOGUE, errorsTable } from "../../openai/error-catalogue.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { placedFolders } from "../../testkit/floors.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -86,5 +89,30 @@ describe("the error catalogue", () => {
 
   it("is what docs/errors.md shows", () => {
     expect(readDocTable("docs/errors.md", "errors"), "docs/errors.md is current: run npm run docs:errors").toBe(errorsTable());
+  });
+
+  it("gives each code a synchronous request is refused with the status and type that request gets", () => {
+    const chat = { messages: [{ role: "user", content: "hi" }] };
+    const refusals: Array<[Endpoint, unknown, string]> = [
+      ["/v1/chat/completions", {}, "missing_required_parameter"],
+      ["/v1/messages", { model: "m", messages: [{ role: "user", content: "hi" }] }, "missing_required_parameter"],
+      ["/v1/chat/completions", { ...chat, max_tokenz: 5 }, "unknown_parameter"],
+      ["/v1/chat/completions", { ...chat, temperature: 5 }, "invalid_request"],
+      ["/v1/chat/completions", { ...chat, stream: "yes" }, "invalid_type"],
+      ["/v1/embeddings", { input: "x", stream: true }, "unsupported_value"],
+    ];
+    for (const [endpoint, body, code] of refusals) {
+      let answer: ReturnType<typeof toApiError>;
+      try {
+        parse(endpoint, body, false);
+      } catch (err) {
+        answer = toApiError(err, { maxFileBytes: 0 });
+      }
+      expect(answer!, `${endpoint} ${JSON.stringify(body)}`).toMatchObject({ status: 400, code });
+      const entry: CatalogueEntry = ERROR_CATALOGUE[code as keyof typeof ERROR_CATALOGUE];
+      expect(entry.places, code).toContain("http");
+      expect([entry.status, entry.type], code).toEqual([answer!.status, answer!.type]);
+    }
+    expect(errorsTable()).toMatch(/\| `missing_required_parameter` \| answer, error line \| 400 \| invalid_request_error \|/);
   });
 });

@@ -169,7 +169,9 @@ describe("toAnthropicMessage", () => {
     ];
     const m = toAnthropicMessage(completion({ tool_calls: calls }, "length"), {});
     expect(m.stop_reason).toBe("max_tokens");
-    expect(m.content).toEqual([{ type: "tool_use", id: "c1", name: "w", input: { c: "Paris" }, caller: { type: "direct" } }]);
+    expect(m.content).toEqual([
+      { type: "tool_use", id: expect.stringMatching(/^toolu_[0-9a-f]{24}$/), name: "w", input: { c: "Paris" }, caller: { type: "direct" } },
+    ]);
     expect(toAnthropicMessage(completion({ content: "Sure.", tool_calls: calls.slice(0, 1) }, "tool_calls"), {})).toMatchObject({
       stop_reason: "tool_use",
       content: [

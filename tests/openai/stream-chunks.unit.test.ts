@@ -33,14 +33,13 @@ describe("chunkStream", () => {
     expect(end[2]).toMatchObject({ choices: [], usage: { total_tokens: 7 } });
   });
 
-  it("tells completion pieces by index, without a usage chunk unless asked", () => {
+  it("tells completion pieces by index (no service_tier: a Completion has none), without a usage chunk unless asked", () => {
     const s = chunkStream("/v1/completions", { ...meta, id: "cmpl-1", includeUsage: false });
     expect(s.text(1, "Once")).toEqual({
       id: "cmpl-1",
       object: "text_completion",
       created: 1,
       model: "m",
-      service_tier: "default",
       choices: [{ text: "Once", index: 1, logprobs: null, finish_reason: null }],
     });
     const end = s.end({ choices: [{ index: 1, text: "Once upon", finish_reason: "length" }], usage: {} });

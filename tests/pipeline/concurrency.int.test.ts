@@ -36,6 +36,7 @@ function counting(inner: Engine) {
     embed: (i, s) => inner.embed(i, s),
     rank: (p, n, s) => inner.rank(p, n, s),
     countTokens: (t) => inner.countTokens(t),
+    detokenize: (t) => inner.detokenize(t),
     get vocabularySize() {
       return inner.vocabularySize;
     },

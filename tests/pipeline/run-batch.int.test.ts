@@ -260,6 +260,31 @@ describe("runBatchFile", () => {
     expectEachIdOnce(out, errs, 40);
   });
 
+  it("a drain lets only the requests computing finish; those waiting for a sequence end with its reason", async () => {
+    const sequences = engine.info.sequences;
+    const f = await files(Array.from({ length: 8 * sequences }, (_, i) => completionLine(i)));
+    const observed = observe(engine);
+    const drain = new AbortController();
+    const cancelled: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled." };
+    const r = await run(f, {
+      backend: new LlamaBackend(observed),
+      // Twice the sequences and more in flight: some always wait for one.
+      concurrency: 2 * sequences + 2,
+      batchSize: 4,
+      drain: drain.signal,
+      onProgress: (p) => p.completed >= 3 && drain.abort(cancelled),
+    });
+    expect(r.aborted?.code).toBe("batch_cancelled");
+    const out = await readLines(f.outputPath);
+    const errs = await readLines(f.errorPath);
+    expectEachIdOnce(out, errs, 8 * sequences);
+    expect(out).toHaveLength(r.completed);
+    for (const l of out) expect(l.response.body.usage.completion_tokens).toBe(4);
+    // Some reached the engine and gave their wait up: they have the cancel's line, not an answer.
+    expect(observed.calls.length).toBeGreaterThan(r.completed);
+    for (const l of errs) expect(l.error).toEqual({ code: "batch_cancelled", message: "The batch was cancelled." });
+  });
+
   it("retries transient engine errors, and reports a 500 line when they persist", async () => {
     const f = await files([completionLine(0)]);
     const flaky = observe(engine);

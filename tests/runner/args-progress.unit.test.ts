@@ -7,6 +7,18 @@ import { createProgressReporter, formatDuration } from "../../runner/progress.js
 const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
 
 describe("runner flags", () => {
+  it("takes a model to download as --model, kept as written, and refuses one it cannot download", () => {
+    const parsed = parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0"], "/w");
+    expect(parsed).toMatchObject({ kind: "run", args: { model: "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0" } });
+    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "https://h.example/m.gguf"], "/w")).toMatchObject({
+      args: { model: "https://h.example/m.gguf" },
+    });
+    expect(parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--model", "hf:Qwen"], "/w")).toEqual({
+      kind: "usage",
+      message: expect.stringMatching(/^--model hf:Qwen: not a Hugging Face reference/),
+    });
+  });
+
   it("takes vLLM-style short and long flags", () => {
     expect(
       parseRunnerArgs(["-i", "in.jsonl", "-o", "out.jsonl", "--concurrency", "4", "--threads", "2", "--model", "m.gguf"], "/w"),
@@ -99,6 +111,24 @@ describe("runner progress", () => {
     const rates = p.finish({ completed: 2000, failed: 0, usage: { ...usage, completionTokens: 20_000 } });
     expect(out[1]).toBe("progress: 2000/2000 (100%) 14.0 req/s 140 tok/s done\n");
     expect(rates).toEqual({ seconds: 100, requestsPerSecond: 14, tokensPerSecond: 140 });
+  });
+
+  it("counts the prompt tokens' rate where the requests generate none (embeddings, rerank, score)", () => {
+    let t = 0;
+    const { stream, out } = recorder(false);
+    const p = createProgressReporter({
+      total: 100,
+      stream,
+      now: () => t,
+      intervalMs: 1_000,
+      tokens: "prompt",
+      base: { done: 20, completionTokens: 0, promptTokens: 1_000 },
+    });
+    t = 2_000;
+    p.update({ completed: 40, failed: 0, usage: { ...usage, promptTokens: 2_000 } });
+    expect(out[0]).toBe("progress: 40/100 (40%) 10.0 req/s 500 prompt tok/s ETA 6.0s\n");
+    const rates = p.finish({ completed: 100, failed: 0, usage: { ...usage, promptTokens: 5_000 } });
+    expect(rates.tokensPerSecond).toBe(2_000);
   });
 
   it("prints the command that resumes, as the user typed it", () => {

@@ -84,6 +84,8 @@ describe("dataset jobs", () => {
     expect(rows[2]).toMatchObject({ error_code: null });
     expect(typeof rows[0].text).toBe("string");
 
+    // A failed row keeps the working folder, for --retry-failed.
+    expect(r.stderr).toMatch(/kept the working folder .*reviews\.[0-9a-f]{12}\.work for --retry-failed \(1 rows failed\)/);
     const again = await batch("--job", job);
     expect(again).toMatchObject({ code: 0, stderr: expect.stringMatching(/complete already \(3 rows\)/) });
     // --retry-failed runs the failed row alone again (it fails again: its text is over the context) and re-joins.
@@ -99,6 +101,50 @@ describe("dataset jobs", () => {
     ]);
   });
 
+  it("keeps an input column named text under its own name, the answers beside it under result_, and says so", async () => {
+    writeFileSync(path.join(dir, "notes.csv"), 'id,text,error_code\n1,Once upon a time,\n2,"",x\n3,The end,\n');
+    const r = await batch(
+      "-i",
+      "notes.csv",
+      "-o",
+      "notes.jsonl",
+      "--endpoint",
+      "/v1/completions",
+      "--prompt",
+      "{{text}}",
+      "--params",
+      '{"max_tokens":3}',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(
+      /the input's 'text' is kept under its own name, so the answers' columns are named result_text, result_finish_reason/,
+    );
+    expect(r.stdout).toMatch(/3 rows \(\d answered, \d with an error in result_error_code\)/);
+    const rows = readFileSync(path.join(dir, "notes.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(Object.keys(rows[0])).toEqual([
+      "id",
+      "text",
+      "error_code",
+      "result_text",
+      "result_finish_reason",
+      "result_prompt_tokens",
+      "result_completion_tokens",
+      "result_cached_tokens",
+      "result_error_code",
+      "result_error_message",
+    ]);
+    // The input's own values, an empty string and a missing value apart, beside the answers.
+    expect(rows.map((x) => [x.id, x.text, x.error_code])).toEqual([
+      [1, "Once upon a time", null],
+      [2, "", "x"],
+      [3, "The end", null],
+    ]);
+    expect(typeof rows[0].result_text).toBe("string");
+  });
+
   it("embeds a Parquet corpus into a vector column: list<float32> in Parquet, JSON arrays in CSV and JSONL", async () => {
     await parquet("corpus.parquet", "SELECT i AS doc, 'document number ' || i AS body FROM range(5) t(i)");
     const r = await batch("-i", "corpus.parquet", "-o", "vectors.parquet", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}");
@@ -107,20 +153,50 @@ describe("dataset jobs", () => {
     expect(types.embedding).toBe("FLOAT[]");
     expect(rows.map((x) => x.doc)).toEqual([0, 1, 2, 3, 4]);
     expect((rows[0].embedding as number[]).length).toBeGreaterThan(8);
-    expect(await batch("-i", "corpus.parquet", "-o", "vectors.csv", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}")).toMatchObject({
+    // Embeddings generate no tokens: the rate is the prompt tokens'.
+    expect(r.stdout).toMatch(/, [1-9]\d* prompt tok\/s\)/);
+    // The working folder went once the output was whole; the record beside it remembers the output.
+    expect(r.stderr).toMatch(/removed the working folder .*corpus\.[0-9a-f]{12}\.work/);
+    expect(readdirSync(dir).filter((f) => f.startsWith("corpus.") && f.endsWith(".work"))).toEqual([]);
+    // Another format of the same job is joined from that output: no row runs again.
+    const csv = await batch("-i", "corpus.parquet", "-o", "vectors.csv", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}");
+    expect(csv, csv.stderr).toMatchObject({
       code: 0,
+      stdout: expect.stringMatching(/wrote .*vectors\.csv: 5 rows, joined from .*vectors\.parquet \(no row ran again\)/),
     });
+    expect(csv.stderr).not.toMatch(/running \d+ requests/);
     const csvRow = readFileSync(path.join(dir, "vectors.csv"), "utf8").split("\n")[1];
     expect(JSON.parse(csvRow.slice(csvRow.indexOf('"[') + 1, csvRow.lastIndexOf(']"') + 1))).toHaveLength(
       (rows[0].embedding as number[]).length,
     );
     expect(
-      await batch("-i", "corpus.parquet", "-o", "vectors.jsonl", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}"),
-    ).toMatchObject({ code: 0 });
-    expect(JSON.parse(readFileSync(path.join(dir, "vectors.jsonl"), "utf8").split("\n")[2])).toMatchObject({
-      doc: 2,
-      embedding: expect.any(Array),
+      await batch("-i", "corpus.parquet", "-o", "vectors.jsonl", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}", "--keep", "doc"),
+    ).toMatchObject({ code: 0, stdout: expect.stringMatching(/joined from .*vectors\.parquet/) });
+    const third = JSON.parse(readFileSync(path.join(dir, "vectors.jsonl"), "utf8").split("\n")[2]);
+    expect(Object.keys(third)).toEqual(["doc", "embedding", "prompt_tokens", "error_code", "error_message"]);
+    expect(third.doc).toBe(2);
+    expect(third.embedding).toHaveLength((rows[2].embedding as number[]).length);
+    expect(third.embedding[0]).toBeCloseTo(rows[2].embedding[0], 5);
+    // Every row was answered: nothing to retry, and nothing runs.
+    const retry = await batch(
+      "-i",
+      "corpus.parquet",
+      "-o",
+      "vectors.parquet",
+      "--endpoint",
+      "/v1/embeddings",
+      "--prompt",
+      "{{body}}",
+      "--retry-failed",
+    );
+    expect(retry).toMatchObject({
+      code: 0,
+      stderr: expect.stringMatching(/nothing to retry: every row of .*vectors\.parquet was answered/),
     });
+    // The same again: complete already; the CSV, joined from the Parquet, reads back as its vectors.
+    expect(
+      (await batch("-i", "corpus.parquet", "-o", "vectors.csv", "--endpoint", "/v1/embeddings", "--prompt", "{{body}}")).stderr,
+    ).toMatch(/complete already/);
   });
 
   it("keeps each input type through every output format, from JSONL, TSV and Parquet inputs", async () => {
@@ -129,9 +205,12 @@ describe("dataset jobs", () => {
       `SELECT i AS n, (i * 0.5)::DOUBLE AS x, CASE WHEN i = 1 THEN NULL ELSE 'v' || i END AS s, [i, 2 * i] AS l, E'a\\n"b",' || i AS q, 9007199254740993 + i AS big FROM range(3) t(i)`,
     );
     const prompt = ["--endpoint", "/v1/completions", "--prompt", "{{n}}: {{q}} {{big}}", "--params", '{"max_tokens":2,"temperature":0}'];
-    expect(await batch("-i", src, "-o", "typed-out.parquet", ...prompt)).toMatchObject({ code: 0 });
+    expect(await batch("-i", src, "-o", "typed-out.parquet", ...prompt, "--keep-work")).toMatchObject({ code: 0 });
     // A 64-bit integer past 2^53 goes into a prompt digit for digit.
-    const sent = readFileSync(path.join(dir, "typed-out.parquet.work/requests.jsonl"), "utf8").trim().split("\n");
+    const work = readdirSync(dir).find((f) => /^typed\.[0-9a-f]{12}\.work$/.test(f))!;
+    const sent = readFileSync(path.join(dir, work, "requests.jsonl"), "utf8")
+      .trim()
+      .split("\n");
     expect(JSON.parse(sent[2]).body.prompt).toBe('2: a\n"b",2 9007199254740995');
     const back = await table(path.join(dir, "typed-out.parquet"));
     expect(back.types).toMatchObject({ n: "BIGINT", x: "DOUBLE", s: "VARCHAR", l: "BIGINT[]", q: "VARCHAR", big: "BIGINT" });
@@ -223,36 +302,30 @@ describe("dataset jobs", () => {
     );
   });
 
-  it("--dry-run prints the first three requests and the output's columns, and writes nothing", async () => {
-    writeFileSync(path.join(dir, "dry.csv"), "q\na\nb\nc\nd\n");
-    const before = readdirSync(dir).length;
-    const r = await batch("-i", "dry.csv", "-o", "dry.parquet", "--prompt", "Say {{q}}", "--dry-run");
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/dry\.csv: 4 rows; the first requests:/);
-    expect(r.stdout.match(/"custom_id": "row-\d-[0-9a-f]{12}"/g)).toHaveLength(3);
-    expect(r.stdout).toContain('"content": "Say c"');
-    expect(r.stdout).toMatch(/dry\.parquet will hold these columns:\n {2}q: VARCHAR \(input\)\n {2}text: string/);
-    expect(readdirSync(dir).length).toBe(before);
-  });
-
   it("stops a bad job before anything runs, with one line naming the file, the row and the column", async () => {
     writeFileSync(path.join(dir, "bad.csv"), "id,body,budget\n1,a,3\n2,,3\n3,c,lots\n");
     const cases: Array<[string[], RegExp]> = [
       [["--prompt", "{{txt}}"], /^error: .*bad\.csv: prompt: no column 'txt' \(the input has 'id', 'body', 'budget'\)$/],
-      [["--prompt", "{{body}}"], /^error: .*bad\.csv: row 2, column 'body': column 'body' is null$/],
+      [
+        ["--prompt", "{{body}}"],
+        /^error: .*bad\.csv: row 2, column 'body': column 'body' is null \(leave such rows out with where: "body" IS NOT NULL\)$/,
+      ],
       [["--prompt", "{{id}}", "--params-from", '{"max_tokens":"budget"}'], /^error: .*bad\.csv: row 1, column 'budget': .*/],
       [["--prompt", "{{id}}", "--where", "nope > 1"], /^error: where: .*nope/],
       [["--prompt", "{{id}}", "--keep", "id,body,text2"], /keep: no column 'text2'/],
     ];
     writeFileSync(path.join(dir, "text.csv"), "text\nx\n");
+    const before = readdirSync(dir).sort();
     for (const [flags, message] of cases) {
       const r = await batch("-i", "bad.csv", "-o", "bad-out.parquet", ...flags);
       expect(r, flags.join(" ")).toMatchObject({ code: 1, stdout: "" });
       expect(r.stderr.trim(), flags.join(" ")).toMatch(message);
       expect(existsSync(path.join(dir, "bad-out.parquet"))).toBe(false);
     }
-    const clash = await batch("-i", "text.csv", "-o", "clash.parquet", "--prompt", "{{text}}");
-    expect(clash.stderr).toMatch(/column 'text' is also a result column/);
+    const clash = await batch("-i", "text.csv", "-o", "clash.parquet", "--prompt", "{{text}}", "--result-prefix", "");
+    expect(clash.stderr.trim()).toMatch(
+      /^error: .*text\.csv: result_prefix: '' names a result column 'text', as the input column the output keeps/,
+    );
     const models = path.join(dir, "models.yaml");
     writeFileSync(models, `models:\n  - name: tiny\n    local: { path: ${await testModelPath()} }\n`);
     writeFileSync(path.join(dir, "q.csv"), "q\nx\n");
@@ -260,5 +333,7 @@ describe("dataset jobs", () => {
     expect(unserved.code).toBe(1);
     expect(unserved.stderr).toMatch(/the model 'big' is not in the models file; it serves tiny/);
     expect(existsSync(path.join(dir, "m.parquet"))).toBe(false);
+    // A job refused before it ran leaves nothing behind: no working folder, no record.
+    expect(readdirSync(dir).sort()).toEqual([...before, "models.yaml", "q.csv"].sort());
   });
 });

@@ -17,6 +17,7 @@ import { type SharedState, startChild, startSharedState } from "../helpers/clust
 import type { ServerProcess } from "../helpers/process.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
+import { parquetFrom, readTable } from "../helpers/tables.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
@@ -33,6 +34,13 @@ const jsonlRows = (file: string) =>
     .trim()
     .split("\n")
     .map((l) => JSON.parse(l));
+
+/** A job's working folder or record beside its output, named after the input and the job's key. */
+function placeOf(stem: string, kind: "work" | "record"): string {
+  const re = kind === "work" ? new RegExp(`^${stem}\\.[0-9a-f]{12}\\.work$`) : new RegExp(`^\\.${stem}\\.[0-9a-f]{12}\\.json$`);
+  const found = readdirSync(dir).find((f) => re.test(f));
+  return path.join(dir, found ?? `${stem}.?.${kind}`);
+}
 
 function writeStories(name: string, n: number): string {
   const file = path.join(dir, name);
@@ -69,28 +77,90 @@ describe("a dataset job killed with -9", () => {
       stdio: "ignore",
     });
     const exited = new Promise((resolve) => child.on("exit", resolve));
-    const partial = path.join(`${output}.work`, "output.jsonl");
+    const partial = () => path.join(placeOf("stories", "work"), "output.jsonl");
     const deadline = Date.now() + 60_000;
-    while (Date.now() < deadline && (!existsSync(partial) || readFileSync(partial, "utf8").split("\n").length < 10)) {
+    while (Date.now() < deadline && (!existsSync(partial()) || readFileSync(partial(), "utf8").split("\n").length < 10)) {
       await new Promise((r) => setTimeout(r, 20));
     }
     child.kill("SIGKILL");
     await exited;
-    const done = readFileSync(partial, "utf8").split("\n").length - 1;
+    const done = readFileSync(partial(), "utf8").split("\n").length - 1;
     expect(done).toBeGreaterThanOrEqual(9);
     expect(done).toBeLessThan(60);
     expect(existsSync(output)).toBe(false);
 
-    const again = await runner(["-i", input, "-o", output, ...job]);
+    const resumed = readFileSync(partial(), "utf8");
+    const again = await runner(["-i", input, "-o", output, ...job, "--keep-work"]);
     expect(again.code, again.stderr).toBe(0);
     const rows = jsonlRows(output);
     expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 60 }, (_, i) => i));
     expect(rows.every((r) => r.error_code === null && typeof r.text === "string")).toBe(true);
-    const ids = jsonlRows(partial).map((l) => l.custom_id);
+    expect(readFileSync(partial(), "utf8").startsWith(resumed.slice(0, resumed.lastIndexOf("\n") + 1))).toBe(true);
+    const ids = jsonlRows(partial()).map((l) => l.custom_id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.length).toBe(60);
     expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
   }, 180_000);
+});
+
+describe("5,000 rows of a Parquet with a text column, nulls, lists and ids past 2^53, killed with -9 mid-run", () => {
+  it("resumes to every row once, in order, the input's text kept under its own name and every type intact", async () => {
+    const input = await parquetFrom(
+      `SELECT 9007199254740993 + i * 1000 AS id, 'Once upon a time ' || i AS text,
+         CASE WHEN i % 7 = 0 THEN NULL ELSE 'title ' || i END AS title,
+         CASE WHEN i % 11 = 0 THEN NULL ELSE [i, i + 1, NULL] END AS tags,
+         CASE WHEN i % 5 = 0 THEN NULL ELSE (i * 0.5)::DOUBLE END AS score
+       FROM range(5000) t(i)`,
+      path.join(dir, "held.parquet"),
+    );
+    const output = path.join(dir, "held-out.parquet");
+    const job = ["--endpoint", "/v1/completions", "--prompt", "{{text}}", "--params", '{"max_tokens":4,"temperature":0}'];
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), "-i", input, "-o", output, ...job], {
+      cwd: repoRoot,
+      env: { ...process.env, ...engineEnv, MODEL_PATH: await testModelPath() },
+      stdio: "ignore",
+    });
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    const partial = () => path.join(placeOf("held", "work"), "output.jsonl");
+    const lines = () => (existsSync(partial()) ? readFileSync(partial(), "utf8").split("\n").length - 1 : 0);
+    const deadline = Date.now() + 120_000;
+    while (Date.now() < deadline && lines() < 500) await new Promise((r) => setTimeout(r, 20));
+    child.kill("SIGKILL");
+    await exited;
+    const done = lines();
+    expect(done).toBeGreaterThanOrEqual(500);
+    expect(done).toBeLessThan(5000);
+    expect(existsSync(output)).toBe(false);
+
+    const again = await runner(["-i", input, "-o", output, ...job, "--keep-work"]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/continuing: \d+ requests already in the output/);
+    expect(again.stderr).toMatch(/the input's 'text' is kept under its own name, so the answers' columns are named result_text/);
+    const { types, rows } = await readTable(output);
+    expect(types).toMatchObject({
+      id: "BIGINT",
+      text: "VARCHAR",
+      title: "VARCHAR",
+      tags: "BIGINT[]",
+      score: "DOUBLE",
+      result_text: "VARCHAR",
+      result_error_code: "VARCHAR",
+    });
+    expect(rows).toHaveLength(5000);
+    expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 5000 }, (_, i) => String(9007199254740993n + BigInt(i) * 1000n)));
+    for (const [i, r] of rows.entries()) {
+      expect(r.text).toBe(`Once upon a time ${i}`);
+      expect(r.title).toBe(i % 7 === 0 ? null : `title ${i}`);
+      expect(r.tags).toEqual(i % 11 === 0 ? null : [i, i + 1, null]);
+      expect(r.score).toBe(i % 5 === 0 ? null : i * 0.5);
+      expect(r.result_error_code, JSON.stringify(r)).toBeNull();
+      expect(typeof r.result_text).toBe("string");
+    }
+    const ids = jsonlRows(partial()).map((l) => l.custom_id);
+    expect(ids).toHaveLength(5000);
+    expect(new Set(ids).size).toBe(5000);
+    expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
+  }, 600_000);
 });
 
 /** Runs the same job on `base`: once stopped while it waits, then followed to its end without a second batch. */
@@ -114,8 +184,8 @@ async function remoteJob(base: string, tag: string) {
   const stop = new AbortController();
   const first = runner(argv, stop.signal);
   // Stopped as soon as the batch is submitted: the batch runs on at the server.
-  const state = path.join(`${output}.work`, "job.json");
-  while (!(existsSync(state) && readFileSync(state, "utf8").includes("remoteBatch"))) await new Promise((r) => setTimeout(r, 10));
+  const state = () => placeOf(tag, "record");
+  while (!(existsSync(state()) && readFileSync(state(), "utf8").includes("remoteBatch"))) await new Promise((r) => setTimeout(r, 10));
   stop.abort();
   expect((await first).code).toBe(130);
   const again = await runner(argv);
@@ -159,15 +229,15 @@ describe("--remote against the service", () => {
     // A folder of its own: the first test's server may still hold the testbed's.
     const server = await earlyBed.start({ SEQUENCES: "2" });
     const output = path.join(dir, "early.jsonl");
-    const argv = ["-i", writeStories("early.csv", 400), "-o", output, "--remote", server.baseUrl, "--prompt", "{{opening}}"];
+    const argv = ["-i", writeStories("early.csv", 400), "-o", output, "--remote", server.baseUrl, "--prompt", "{{opening}}", "--keep-work"];
     const job = runner([...argv, "--params", '{"max_tokens":64}']);
-    const partial = path.join(`${output}.work`, "output.jsonl");
+    const partial = () => path.join(placeOf("early", "work"), "output.jsonl");
     let early: string[] = [];
     let settled = false;
     void job.finally(() => (settled = true));
     while (!settled && early.length === 0) {
       const running = (await (await fetch(`${server.baseUrl}/v1/batches?limit=1`)).json()) as { data: Array<{ status: string }> };
-      const lines = existsSync(partial) ? readFileSync(partial, "utf8").split("\n").filter(Boolean) : [];
+      const lines = existsSync(partial()) ? readFileSync(partial(), "utf8").split("\n").filter(Boolean) : [];
       if (running.data[0]?.status === "in_progress" && lines.length > 0) early = lines;
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -176,7 +246,7 @@ describe("--remote against the service", () => {
     expect(done.stderr).toMatch(/\d+ results so far in /);
     expect(early.length).toBeGreaterThan(0);
     expect(early.length).toBeLessThan(400);
-    const final = readFileSync(partial, "utf8").split("\n").filter(Boolean);
+    const final = readFileSync(partial(), "utf8").split("\n").filter(Boolean);
     expect(final).toHaveLength(400);
     expect(final.slice(0, early.length)).toEqual(early);
     expect(jsonlRows(output).map((r) => r.id)).toEqual(Array.from({ length: 400 }, (_, i) => i));

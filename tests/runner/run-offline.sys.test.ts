@@ -1,19 +1,20 @@
 // The offline runner on a real model: local files, URL input and output on loopback, an invalid
 // file, and the command line as `npm run batch` runs it.
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { type FileServer, startFileServer } from "../helpers/file-server.js";
+import { startModelHost } from "../helpers/model-host.js";
 
 const exec = promisify(execFile);
 let dir: string;
@@ -370,6 +371,76 @@ describe("npm run batch (the command line)", () => {
     expect(ids).toHaveLength(40);
   });
 
+  /** The runner as `npm run batch` starts it, its output kept; `exited` resolves with its exit code. */
+  const spawnCli = (argv: string[], env: Record<string, string>) => {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+      cwd: repoRoot,
+      env: { ...process.env, ...engineEnv, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const out = { stdout: "", stderr: "" };
+    child.stdout.on("data", (d) => (out.stdout += d));
+    child.stderr.on("data", (d) => (out.stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    return { child, out, exited };
+  };
+
+  it("Ctrl-C lets the requests being computed finish whole, begins none of those waiting, and the resume runs the rest", async () => {
+    // Two sequences, four requests in flight (twice the sequences), in file order: k0 is short, so when its result
+    // lands k1 is generating (400 tokens, an ordinary token all but forced), k2 has k0's sequence, k3 and k4 wait.
+    const input = path.join(dir, "drain.jsonl");
+    const line = (i: number) =>
+      JSON.stringify({
+        custom_id: `k${i}`,
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: "m", prompt: `Once upon a time ${i}`, max_tokens: i === 0 ? 4 : 400, temperature: 0, logit_bias: { "300": 100 } },
+      });
+    writeFileSync(input, `${Array.from({ length: 24 }, (_, i) => line(i)).join("\n")}\n`);
+    const out = path.join(dir, "drain-out.jsonl");
+    const env = { MODEL_PATH: config.modelPath, SEQUENCES: "2", CONTEXTS: "1", CONTEXT_SIZE: "512", BATCH_ORDER: "file" };
+    const run = spawnCli(["-i", input, "-o", out], env);
+    const landed = () => (existsSync(out) ? readFileSync(out, "utf8").split("\n").filter(Boolean).length : 0);
+    while (landed() === 0 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    const atSignal = landed();
+    run.child.kill("SIGINT");
+    expect(await run.exited, run.out.stderr).toBe(130);
+    const written = rows(readFileSync(out, "utf8"));
+    const ids = written.map((r) => r.custom_id);
+    // k1 was generating when the signal came: it finished (it used to be cut and dropped), as a whole answer.
+    expect(ids).toContain("k1");
+    for (const r of written) expect(r.response.body.usage.completion_tokens).toBe(r.custom_id === "k0" ? 4 : 400);
+    // Only what was computing at the signal finished: at most one per sequence beyond what had landed.
+    expect(written.length).toBeLessThanOrEqual(atSignal + 2);
+    expect(run.out.stdout).toMatch(new RegExp(`interrupted after ${written.length} requests .*: ${written.length} completed, 0 failed`));
+    expect(run.out.stderr).not.toMatch(/\n\s+at /);
+
+    const again = await cli(["-i", input, "-o", out], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(new RegExp(`24 requests \\(${written.length} from the earlier run\\)`));
+    const all = rows(readFileSync(out, "utf8")).map((x) => x.custom_id);
+    expect(new Set(all).size).toBe(24);
+    expect(all).toHaveLength(24);
+  });
+
+  it("Ctrl-C while the model loads: the load stops, exit 130 with the summary and the resume line, no stack trace", async () => {
+    // A 66 MB model: its load takes long enough to be interrupted.
+    const model = await ensureGeneratedModel({ preset: "small" });
+    const input = path.join(dir, "load-stop.jsonl");
+    writeFileSync(input, `${chat("a", "Once upon a time")}\n${chat("b", "Hello")}\n`);
+    const out = path.join(dir, "load-stop-out.jsonl");
+    const run = spawnCli(["-i", input, "-o", out], { MODEL_PATH: model });
+    while (!/loading model/.test(run.out.stderr) && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    run.child.kill("SIGINT");
+    expect(await run.exited, run.out.stderr).toBe(130);
+    expect(run.out.stderr).not.toMatch(/running 2 requests/);
+    expect(run.out.stderr).not.toMatch(/\n\s+at |ModelLoadError/);
+    expect(run.out.stdout).toMatch(/^interrupted after 0 requests \(\/v1\/chat\/completions\) in .*: 0 completed, 0 failed$/m);
+    expect(run.out.stdout).toContain(
+      `resume with: node --import ${import.meta.resolve("tsx")} ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`,
+    );
+  });
+
   it("runs the example file, and warns loudly when no model is given", async () => {
     const out = path.join(dir, "cli-out.jsonl");
     const r = await cli(["-i", path.join(repoRoot, "examples/sample_batch.jsonl"), "-o", out], { MODEL_PATH: "" });
@@ -378,6 +449,61 @@ describe("npm run batch (the command line)", () => {
     expect(r.stderr).toMatch(/progress: 4\/4 \(100%\)/);
     expect(r.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
     expect(rows(readFileSync(out, "utf8"))).toHaveLength(4);
+  });
+
+  it("downloads --model hf:... once into MODELS_DIR with its progress on stderr; Ctrl-C during the download exits 130", async () => {
+    const tiny = path.join(dir, "host-tiny.gguf");
+    await writeGeneratedModel(tiny, { preset: "tiny" });
+    const host = await startModelHost();
+    try {
+      host.put("/Owner/Tiny-GGUF/resolve/main/tiny-q8_0.gguf", readFileSync(tiny));
+      host.manifest("Owner", "Tiny-GGUF", "Q8_0", "tiny-q8_0.gguf");
+      const modelsDir = path.join(dir, "runner-models");
+      const env = { MODEL_PATH: "", MODELS_DIR: modelsDir, HF_ENDPOINT: host.url };
+      const input = path.join(repoRoot, "examples/sample_batch.jsonl");
+
+      host.stallAfter(300_000);
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          path.join(repoRoot, "runner/main.ts"),
+          "-i",
+          input,
+          "-o",
+          path.join(dir, "dl-0.jsonl"),
+          "--model",
+          "hf:Owner/Tiny-GGUF:Q8_0",
+        ],
+        {
+          cwd: repoRoot,
+          env: { ...process.env, ...engineEnv, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+      while (!/downloading hf:Owner\/Tiny-GGUF:Q8_0 \[/.test(stderr) && child.exitCode === null)
+        await new Promise((r) => setTimeout(r, 20));
+      child.kill("SIGINT");
+      expect(await exited, stderr).toBe(130);
+      expect(readdirSync(modelsDir).filter((f) => f.endsWith(".gguf"))).toEqual([]);
+      host.stallAfter(undefined);
+
+      const first = await cli(["-i", input, "-o", path.join(dir, "dl-1.jsonl"), "--model", "hf:Owner/Tiny-GGUF:Q8_0"], env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stderr).toMatch(/downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#{20}\] 100% 1\.\d MB of 1\.\d MB/);
+      expect(first.stdout).toMatch(/4 requests .*: 4 completed, 0 failed/);
+      const before = host.requests.length;
+      const second = await cli(["-i", input, "-o", path.join(dir, "dl-2.jsonl"), "--model", "hf:Owner/Tiny-GGUF:Q8_0"], env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stderr).not.toMatch(/downloading/);
+      expect(host.requests.length).toBe(before);
+    } finally {
+      await host.close();
+    }
   });
 
   it("routes by the lines' model with --models-file, and refuses a model the file does not serve", async () => {

@@ -358,4 +358,28 @@ describe.skipIf(!binary)("Anthropic's message batches over a real llama-server",
     expect(got.get("long").error).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
     expect(got.get("long").error.error.message).toMatch(/context/i);
   }, 120_000);
+
+  it("passes echo with logprobs on to the upstream, and refuses an answer that ignored it, naming echo", async () => {
+    const svc = await serviceWith([remote([`${upstream.baseUrl}/v1`])]);
+    const score = (body: object) =>
+      fetch(`${svc.baseUrl}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "remote", ...body }),
+      });
+    // llama-server generates without echoing (a harness would score its token as the prompt's): refused.
+    for (const prompt of ["Once upon a time", [[1, 300, 301]]]) {
+      const res = await score({ prompt, max_tokens: 1, echo: true, logprobs: 1 });
+      expect(res.status).toBe(400);
+      expect((await res.json()).error).toMatchObject({
+        code: "unsupported_value",
+        param: "echo",
+        message: expect.stringMatching(/ignored 'echo'/),
+      });
+    }
+    // What it does serve passes as before.
+    const plain = await score({ prompt: "Once upon a time", max_tokens: 1, logprobs: 1 });
+    expect(plain.status).toBe(200);
+    expect(stats(svc).requests).toBe(3);
+  }, 60_000);
 });

@@ -1,0 +1,100 @@
+// The bench's table of goals: a ratio stands only between runs that did the same work, so a baseline that generated
+// one token in 22.5 s gives no result (it printed "MET ... 7066.8x"), and each part's time is printed.
+import { describe, expect, it } from "vitest";
+import type { RunRecord } from "../../bench/records.js";
+import { type BenchResults, formatTable, targetsOf, unsoundPair } from "../../bench/report.js";
+import type { ThroughputResult } from "../../bench/throughput.js";
+
+const run = (label: string, requests: number, generated: number, seconds: number): RunRecord => ({
+  model: "stories260K",
+  scenario: "x",
+  label,
+  threads: 1,
+  sequences: 1,
+  requests,
+  generated,
+  seconds,
+  tokensPerSecond: generated / seconds,
+  requestsPerSecond: requests / seconds,
+  p50Ms: 1,
+  p95Ms: 1,
+  peakRssMiB: 100,
+});
+
+function throughput(sequentialDefaults: RunRecord): ThroughputResult {
+  const service = run("service", 128, 128 * 64, 1.36);
+  const best = run("hand-tuned", 128, 128 * 64, 2.69);
+  const sequential = run("one at a time", 40, 40 * 64, 8);
+  return {
+    model: "stories260K",
+    modelPath: "/m.gguf",
+    requests: 128,
+    tokens: 64,
+    handTuned: [best],
+    probes: [],
+    best,
+    service,
+    sequential,
+    sequentialDefaults,
+    engine: [],
+    serverEngine: {},
+    backendLog: null,
+    ratioToBest: service.seconds / best.seconds,
+    speedupOverSequential: service.tokensPerSecond / sequential.tokensPerSecond,
+    handTunedSingle: sequential,
+    batchingCeiling: 2,
+    speedupOverSequentialDefaults: service.tokensPerSecond / sequentialDefaults.tokensPerSecond,
+  };
+}
+
+const results = (t: ThroughputResult): Omit<BenchResults, "targets"> => ({
+  startedAt: "2026-11-29T00:00:00Z",
+  quick: true,
+  machine: { cpus: 2, cpuModel: "x", memoryGiB: 24, node: "v20", nodeLlamaCpp: "3.22.1", loadAverageAtStart: [0] },
+  peer: [],
+  scheduling: [],
+  upstream: [],
+  throughput: [t],
+  scale: null,
+  prefix: null,
+  embeddings: null,
+  gpu: { backendLog: null, ready: null, note: "" },
+  notes: [],
+});
+
+describe("the bench's goals", () => {
+  it("gives no result for a ratio over a baseline of 1 token in 22.5 s, and says why", () => {
+    const broken = results(throughput(run("node-llama-cpp defaults", 1, 1, 22.5)));
+    const targets = targetsOf(broken);
+    const untuned = targets.find((t) => t.id === "untuned")!;
+    expect(untuned.met).toBeNull();
+    expect(untuned.unsound).toMatch(/generated 1 token\(s\) in 1 request\(s\) over 22\.5 s, 1\.0 a request against 64\.0/);
+    const table = formatTable({ ...broken, targets });
+    expect(table).toMatch(/NO RESULT untuned .*not the same work/);
+    expect(table).not.toMatch(/7,?066|MET\s+untuned/);
+    // The goals whose runs are sound still stand.
+    expect(targets.find((t) => t.id === "hand-tuned")!.met).toBe(true);
+    expect(targets.find((t) => t.id === "batching")!.met).toBe(true);
+  });
+
+  it("judges a sound baseline as before: met or missed", () => {
+    const sound = targetsOf(results(throughput(run("node-llama-cpp defaults", 3, 3 * 64, 40))));
+    expect(sound.find((t) => t.id === "untuned")).toMatchObject({ met: true });
+    expect(sound.every((t) => t.unsound === undefined)).toBe(true);
+  });
+
+  it("compares runs only when both did work of the same size", () => {
+    const side = (label: string, requests: number, generated: number, seconds = 1) => ({ label, requests, generated, seconds });
+    expect(unsoundPair(side("a", 10, 640), side("b", 12, 700))).toBeNull();
+    expect(unsoundPair(side("a", 10, 0), side("b", 10, 0))).toBeNull();
+    expect(unsoundPair(side("a", 0, 0), side("b", 10, 640))).toBe("a finished no request in 1.0 s");
+    expect(unsoundPair(side("a", 10, 640, 0), side("b", 10, 640))).toBe("a ran no measurable time");
+    expect(unsoundPair(side("a", 10, 0), side("b", 10, 640))).toMatch(/^a generated 0 token/);
+  });
+
+  it("prints how long each part took", () => {
+    const r = results(throughput(run("d", 3, 192, 40)));
+    const table = formatTable({ ...r, targets: targetsOf(r), partSeconds: { peer: 1510, lanes: 300 } });
+    expect(table).toContain("Time by part: peer 1510 s, lanes 300 s");
+  });
+});

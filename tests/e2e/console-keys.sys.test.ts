@@ -1,0 +1,136 @@
+// The console with a keys file, in a real headless Chromium: an admin's pool cards name every key's running batch, a
+// key that is not an admin is told that another key's batch holds the slot (never "idle"), an admin on another key's
+// batch is offered only what it can do (no Cancel or file download that would answer "No batch found") and told
+// whose the batch is, and a `*` limit reads as the limit of each model. Screenshots go to the temp folder.
+import { mkdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { completionJsonl } from "../../testkit/workload.js";
+import { haveChromium, launchChromium } from "../helpers/browser.js";
+import { createBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { writeKeysFile } from "../helpers/keys.js";
+import { scratchDir } from "../helpers/scratch.js";
+import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";
+
+// Only to look at: the pictures of docs/console.md are the other console tests' (CONSOLE_SCREENSHOTS=docs).
+const SHOTS = path.join(os.tmpdir(), "obi-screens");
+const scratch = scratchDir("console-keys");
+let svc: TestService;
+let browser: Browser;
+let auth: Record<string, Record<string, string>>;
+const ids: Record<string, string> = {};
+
+async function submit(key: string, n: number, maxTokens: number, tag: string): Promise<string> {
+  const file = await uploadJsonl(svc.baseUrl, completionJsonl(n, { prefix: tag, maxTokens }), auth[key], `${tag}.jsonl`);
+  const created = await createBatch(svc.baseUrl, file.id, auth[key]);
+  expect(created.status).toBe(200);
+  return created.body.id;
+}
+
+beforeAll(async () => {
+  if (!haveChromium) return;
+  const dir = path.dirname(await scratch.file());
+  mkdirSync(dir, { recursive: true });
+  const keys = writeKeysFile(dir, [{ id: "ops", admin: true }, { id: "team-a", limits: { "*": 2_000_000 } }, { id: "team-b" }]);
+  auth = keys.auth;
+  // One slot: the long batch holds it while the tests look.
+  svc = await startTestService({ KEYS_FILE: keys.file, SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+  browser = await launchChromium();
+  ids.done = await submit("team-a", 2, 4, "small");
+  await waitForBatch(svc.baseUrl, ids.done, 60_000, auth["team-a"]);
+  ids.long = await submit("team-a", 2000, 256, "long");
+  mkdirSync(SHOTS, { recursive: true });
+}, 120_000);
+afterAll(async () => {
+  if (ids.long)
+    await fetch(`${svc.baseUrl}/v1/batches/${ids.long}/cancel`, { method: "POST", headers: auth["team-a"] }).catch(() => undefined);
+  await browser?.close();
+  await svc?.close();
+});
+
+/** The console as `key` sees it, at 1,280 px, once live. */
+async function open(key: string, hash = ""): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  await page.goto(`${svc.baseUrl}/`);
+  await page.evaluate((k) => sessionStorage.setItem("obi-api-key", k), auth[key].authorization.slice("Bearer ".length));
+  await page.goto(`${svc.baseUrl}/${hash}`);
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById("live")?.className === "on", undefined, { timeout: 15_000 });
+  return page;
+}
+
+const shown = (page: Page, sel: string) => page.locator(sel).evaluate((e) => (e as HTMLElement).offsetParent !== null);
+
+describe.skipIf(!haveChromium)("the console with a keys file", () => {
+  it("names every key's running batch on an admin's pool cards, and tells another key the slot is taken", async () => {
+    const admin = await open("ops");
+    await admin.waitForFunction((id) => document.getElementById("pool-spot")?.textContent?.includes(id), ids.long, { timeout: 30_000 });
+    expect(await admin.locator("#pool-spot").innerText()).toMatch(new RegExp(`1 / 1[\\s\\S]*running ${ids.long}$`));
+    await admin.close();
+    const other = await open("team-b");
+    await other.waitForSelector("#pool-spot");
+    expect(await other.locator("#pool-spot").innerText()).toMatch(/1 \/ 1[\s\S]*running 1 batch of another key$/);
+    expect(await other.locator("#pool-spot").innerText()).not.toContain(ids.long);
+    // /pools says the same to a script.
+    const pools = await (await fetch(`${svc.baseUrl}/pools`, { headers: auth["team-b"] })).json();
+    expect(pools.pools.find((p: { name: string }) => p.name === "spot")).toMatchObject({ in_use: 1, jobs: [], other_keys_jobs: 1 });
+    const all = await (await fetch(`${svc.baseUrl}/pools`, { headers: auth.ops })).json();
+    expect(all.pools.find((p: { name: string }) => p.name === "spot").jobs).toEqual([ids.long]);
+    await other.close();
+  });
+
+  it("offers an admin on another key's batch only what it can do, and says whose the batch is", async () => {
+    const page = await open("ops", `#batch/${ids.long}`);
+    await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.long);
+    await page.waitForSelector("#b-owner:not(.hidden)");
+    expect(await page.locator("#b-owner").innerText()).toMatch(/key team-a's[\s\S]*only its own key can cancel or retry it/);
+    for (const button of ["#b-cancel", "#b-retry", "#b-dl-input", "#b-dl-errors"]) expect(await shown(page, button), button).toBe(false);
+    expect(await shown(page, "#b-pause")).toBe(true);
+    // What is offered works: the results so far, through the route an admin may read.
+    await page.waitForFunction(() => !(document.getElementById("b-dl-output") as HTMLButtonElement).disabled, undefined, {
+      timeout: 30_000,
+    });
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#b-dl-output")]);
+    expect(
+      readFileSync((await download.path())!, "utf8")
+        .split("\n")
+        .filter(Boolean).length,
+    ).toBeGreaterThan(0);
+    expect(await page.locator("#b-action-result").innerText()).toBe("");
+    await page.screenshot({ path: path.join(SHOTS, "console-admin-other-key.png") });
+
+    // An ended batch of another key: its output downloads whole.
+    await page.evaluate((id) => {
+      location.hash = `#batch/${id}`;
+    }, ids.done);
+    await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.done);
+    await page.waitForFunction(() => document.getElementById("b-dl-output")?.textContent === "Download output");
+    const [whole] = await Promise.all([page.waitForEvent("download"), page.click("#b-dl-output")]);
+    const lines = readFileSync((await whole.path())!, "utf8")
+      .split("\n")
+      .filter(Boolean);
+    expect(lines.map((l) => JSON.parse(l).custom_id).sort()).toEqual(["small-0", "small-1"]);
+    expect(await page.locator("#b-action-result").innerText()).toBe("");
+    await page.close();
+
+    // The batch's own key is offered everything, and told nothing about keys.
+    const own = await open("team-a", `#batch/${ids.long}`);
+    await own.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.long);
+    for (const button of ["#b-cancel", "#b-retry", "#b-dl-input", "#b-dl-errors"]) expect(await shown(own, button), button).toBe(true);
+    expect(await shown(own, "#b-owner")).toBe(false);
+    await own.close();
+  }, 60_000);
+
+  it("reads a `*` limit as each model's: the model's enqueued tokens against it", async () => {
+    const page = await open("ops");
+    await page.waitForSelector('tr.usage[data-key="team-a"]', { timeout: 15_000 });
+    const cell = (await page.locator('tr.usage[data-key="team-a"] td').allTextContents())[2];
+    expect(cell).toMatch(/^\S+: [\d,]+ \/ 2,000,000, any other model: up to 2,000,000 each$/);
+    expect(cell).not.toContain("*");
+    expect((await page.locator('tr.usage[data-key="team-b"] td').allTextContents())[2]).toBe("—");
+    await page.locator("#usage").screenshot({ path: path.join(SHOTS, "console-usage-limits.png") });
+    await page.close();
+  });
+});
