@@ -39,6 +39,19 @@ function expectRefused(r: unknown, requested: number) {
   expect(e.message).toContain(`this request: ${requested}`);
 }
 
+/** What the model's tokenizer makes of a completion's prompts, as its usage says: what the limits count them as. */
+async function promptTokens(prompt: string | string[]): Promise<number> {
+  const r = await client.completions.create({ model: "m", prompt, max_tokens: 1 });
+  return r.usage!.prompt_tokens;
+}
+
+/** Embeddings inputs of 40 characters: as many as fit the limit, and their tokens each. */
+async function inputsFitting(): Promise<{ text: string; each: number; fit: number }> {
+  const text = "x".repeat(40);
+  const each = await promptTokens(text);
+  return { text, each, fit: Math.floor(LIMIT / each) };
+}
+
 /** A one-line batch of `url` with `body`, as the key: the created batch. */
 async function batchOf(url: string, body: object): Promise<any> {
   const line = JSON.stringify({ custom_id: "only", method: "POST", url, body: { model: "m", ...body } });
@@ -50,10 +63,12 @@ async function batchOf(url: string, body: object): Promise<any> {
 
 describe("enqueued-token limits count every prompt, input and choice", () => {
   it("refuses a synchronous completion whose prompt list, times max_tokens, passes the limit", async () => {
-    // 8 prompts of one token each, 200 tokens each at most: 1,608.
-    expectRefused(await attempt(client.completions.create({ model: "m", prompt: EIGHT, max_tokens: 200 })), 8 + 8 * 200);
+    // 8 prompts of a letter each (a token or two by the model's tokenizer), 200 tokens each at most.
+    const eight = await promptTokens(EIGHT);
+    expectRefused(await attempt(client.completions.create({ model: "m", prompt: EIGHT, max_tokens: 200 })), eight + 8 * 200);
     expectRefused(await attempt(client.completions.create({ model: "m", prompt: [[1, 2], [3]], max_tokens: 150 })), 3 + 2 * 150);
-    expectRefused(await attempt(client.completions.create({ model: "m", prompt: ["a", "b"], max_tokens: 100, n: 2 })), 2 + 4 * 100);
+    const two = await promptTokens(["a", "b"]);
+    expectRefused(await attempt(client.completions.create({ model: "m", prompt: ["a", "b"], max_tokens: 100, n: 2 })), two + 4 * 100);
     // The same lists within the limit run, and answer a choice per prompt.
     const ok = await client.completions.create({ model: "m", prompt: EIGHT, max_tokens: 4 });
     expect(ok.choices).toHaveLength(8);
@@ -61,24 +76,29 @@ describe("enqueued-token limits count every prompt, input and choice", () => {
 
   it("refuses a synchronous chat whose n choices pass the limit", async () => {
     const messages = [{ role: "user" as const, content: "Hi" }];
-    expectRefused(await attempt(client.chat.completions.create({ model: "m", messages, max_tokens: 100, n: 3 })), 1 + 4 + 300);
+    // A message counts its text's tokens and the template's 4 around it.
+    const hi = await promptTokens("Hi");
+    expectRefused(await attempt(client.chat.completions.create({ model: "m", messages, max_tokens: 100, n: 3 })), hi + 4 + 300);
     const ok = await client.chat.completions.create({ model: "m", messages, max_tokens: 4, n: 2 });
     expect(ok.choices).toHaveLength(2);
   });
 
   it("refuses synchronous embeddings whose inputs together pass the limit", async () => {
-    const input = Array.from({ length: 40 }, () => "x".repeat(40));
-    expectRefused(await attempt(client.embeddings.create({ model: "m", input })), 400);
-    const ok = await client.embeddings.create({ model: "m", input: input.slice(0, 20) });
-    expect(ok.data).toHaveLength(20);
+    const { text, each, fit } = await inputsFitting();
+    const input = Array.from({ length: fit + 1 }, () => text);
+    expectRefused(await attempt(client.embeddings.create({ model: "m", input })), (fit + 1) * each);
+    const ok = await client.embeddings.create({ model: "m", input: input.slice(0, fit) });
+    expect(ok.data).toHaveLength(fit);
   });
 
   it("fails a batch whose one completions line lists prompts that together pass the limit", async () => {
     const over = await batchOf("/v1/completions", { prompt: EIGHT, max_tokens: 200 });
     expect(over.status).toBe("failed");
     expect(over.errors.data[0]).toMatchObject({ code: "token_limit_exceeded" });
-    expect(over.errors.data[0].message).toContain("this batch: 1,608");
-    const embeddings = await batchOf("/v1/embeddings", { input: Array.from({ length: 40 }, () => "x".repeat(40)) });
+    const eight = await promptTokens(EIGHT);
+    expect(over.errors.data[0].message).toContain(`this batch: ${(eight + 8 * 200).toLocaleString("en-US")}`);
+    const { text, fit } = await inputsFitting();
+    const embeddings = await batchOf("/v1/embeddings", { input: Array.from({ length: fit + 1 }, () => text) });
     expect(embeddings.status).toBe("failed");
     expect(embeddings.errors.data[0].code).toBe("token_limit_exceeded");
   });
