@@ -203,9 +203,13 @@ export class ClusterWorker {
       let end: Awaited<ReturnType<ShardExecution["run"]>>;
       try {
         const meter = progressMeter(this.deps.metrics, s.endpoint);
+        const runId = `${run.key}#${s.epoch}`;
+        // The run's first report is what earlier runs did: the rest is what this one looks at.
+        let lines: number | undefined;
         end = await run.run(lease?.backend, signal, drain, (p) => {
           meter?.(p);
-          this.deps.stops?.soon(s.batchId);
+          lines ??= Math.max(0, s.total - p.completed - p.failed);
+          this.deps.stops?.soon(s.batchId, runId, p.sample && { ...p.sample, lines });
         });
       } finally {
         lease?.release();

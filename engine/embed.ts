@@ -58,7 +58,14 @@ export class Embedder {
       return tokens;
     });
     throwIfAborted(signal);
-    const embeddings = await Promise.all(tokenized.map((tokens) => this.embedOne(tokens, signal)));
+    // A line's inputs spread over the contexts, at most one waiting for each: a line of 2,048 inputs holds no more
+    // of the pool, nor of its signal's listeners, than a line of two, and a line behind it waits for one input.
+    const embeddings: number[][] = tokenized.map(() => []);
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < tokenized.length; i = next++) embeddings[i] = await this.embedOne(tokenized[i], signal);
+    };
+    await Promise.all(Array.from({ length: Math.min(this.contexts.length, tokenized.length) }, worker));
     return { embeddings, promptTokens: tokenized.reduce((n, t) => n + t.length, 0) };
   }
 

@@ -14,7 +14,7 @@ import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from ".
 import { PROMPT_FIELD } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
-import { underDrain } from "./drain.js";
+import { telling } from "./begin.js";
 import { cannotRank } from "./errors.js";
 import { inLane } from "./lane.js";
 import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
@@ -92,7 +92,7 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return underDrain(options?.drain, () => inLane(options?.lane, () => this.run(request, signal, options), options?.reserve ?? true));
+    return inLane(options?.lane, () => telling(options?.onBegin, () => this.run(request, signal, options)), options?.reserve ?? true);
   }
 
   private async run(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {

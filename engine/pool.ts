@@ -9,7 +9,7 @@
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
 import Denque from "denque";
-import { currentDrain } from "./drain.js";
+import { beginListener } from "./begin.js";
 import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow, reserveWanted } from "./lane.js";
 
@@ -120,26 +120,20 @@ export class ResourcePool<T> {
   acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>, resumed = false): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
-    // A request that has not begun gives its wait up when its run drains (drain.ts); one resuming has begun.
-    const drain = resumed ? undefined : currentDrain();
-    if (drain?.aborted) return Promise.reject(abortError(drain));
     const interactive = interactiveNow();
+    const begins = beginListener();
     if (interactive && reserveWanted()) this.warm();
     if (this.free.length > (interactive ? 0 : this.held)) {
       const index = choose ? choose(this.free) : this.free.length - 1;
       const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);
+      begins?.();
       return Promise.resolve(item);
     }
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => {
         if (waiter.done) return;
         this.settle(waiter);
-        unlisten();
-        reject(abortError(signal?.aborted ? signal : drain));
-      };
-      const unlisten = () => {
-        signal?.removeEventListener("abort", onAbort);
-        drain?.removeEventListener("abort", onAbort);
+        reject(abortError(signal));
       };
       const waiter: Waiter<T> = {
         done: false,
@@ -149,16 +143,17 @@ export class ResourcePool<T> {
         resumed: resumed && !interactive,
         preempts: interactive && reserveWanted(),
         resolve: (item) => {
-          unlisten();
+          signal?.removeEventListener("abort", onAbort);
+          // Told as the item is lent, before the waiter's code runs: a caller never calls off a request that has it.
+          begins?.();
           resolve(item);
         },
         reject: (err) => {
-          unlisten();
+          signal?.removeEventListener("abort", onAbort);
           reject(err);
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      drain?.addEventListener("abort", onAbort, { once: true });
       if (waiter.preempts) this.preemptors++;
       // Behind the live waiters of its rank and above, ahead of those below it (a batch line: last, without a scan).
       if (rank(waiter) === BATCH) this.waiters.push(waiter);

@@ -123,11 +123,13 @@ export interface ExecuteOptions {
    */
   onText?: (choice: number, text: string) => void;
   /**
-   * The drain of the run the request belongs to: once it aborts, a request still waiting for room to begin (a
-   * sequence, a context, a place under an upstream's limit) gives its wait up and rejects with the drain's reason
-   * (or an AbortError caused by it), having computed nothing; a request begun runs to its end.
+   * Told when the request begins to take the backend's capacity: the engine lends it a sequence (or an embedding or
+   * ranking context), or an upstream is sent it. A request that ends before was refused, or never ran; a caller may
+   * still call it off while it waits (a drained run's lines go back unrun: a pause, a cancel, the runner's Ctrl-C),
+   * not once it has begun. May be told again (a line that gave its sequence to an interactive request takes one
+   * anew).
    */
-  drain?: AbortSignal;
+  onBegin?: () => void;
   /**
    * Told a chat request's prompt tokens (and how many of them a cache held) once they are known, before its first
    * text, where the backend can: a stream's opening event names them, as Anthropic's does.

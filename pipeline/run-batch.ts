@@ -3,14 +3,15 @@
 // output or the error file. A bad body fails its own line (status 400, the field named), never the batch.
 import { getMaxListeners, setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { BackendResult, Endpoint, InferenceBackend } from "../openai/backend.js";
+import type { BackendResult, Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../openai/parse.js";
+import { callOffUnbegun, NotBegun } from "./call-off.js";
 import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
 import { plannedLines, type SourceLine } from "./schedule.js";
-import type { AbortReason, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
+import type { AbortReason, LineSample, Progress, RunBatchOptions, RunBatchResult } from "./types.js";
 import { addUsage, emptyUsage } from "./usage.js";
 
 export const DEFAULT_RETRY = { attempts: 3, baseDelayMs: 250 };
@@ -24,6 +25,8 @@ interface BatchRequest {
   body: unknown;
   /** Set for a line that is not a request object (only possible when validation was skipped). */
   unparseable?: string;
+  /** Set once it began on the backend: a failure then is the run's, not a refusal. */
+  begun?: boolean;
 }
 
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
@@ -32,34 +35,22 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const retry = opts.retry ?? DEFAULT_RETRY;
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
   const concurrency = opts.concurrency > 0 ? opts.concurrency : (backend?.info.concurrency ?? 1);
-  // Each request waiting to begin listens on the drain (ExecuteOptions.drain): not a leak.
-  if (opts.drain && opts.drainWaiting) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
+  // Every request in flight listens for the drain while it waits for its turn on the backend: not a leak.
+  if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress: Progress = {
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
     usage: { ...(opts.base?.usage ?? emptyUsage()) },
   };
-  const snapshot = (): Progress => ({ ...progress, usage: { ...progress.usage } });
+  const tally = new Tally();
+  const snapshot = (): Progress => ({ ...progress, usage: { ...progress.usage }, sample: { ...tally.sample } });
   const output = lazyAppender(opts.outputPath);
   const errors = lazyAppender(opts.errorPath);
   // Called after every request (a copy, so the caller may keep it; the caller throttles any slow work), or with
   // syncEveryMs once what it counts is on stable storage.
   const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
   const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
-  const done = opts.done ?? new Set<string>();
-  // The default order defers to the backend's preference (an upstream's prefix routing); "file" stays "file".
-  const order = (opts.order ?? "cost") === "cost" ? ((await backend?.lineOrder?.()) ?? { order: "cost" }) : { order: opts.order! };
-  const lines =
-    order.order === "file"
-      ? readJsonlLines(opts.inputPath)
-      : plannedLines(
-          opts.inputPath,
-          endpoint,
-          (value) => !done.has((value as { custom_id?: unknown } | null)?.custom_id as string),
-          order,
-          backend?.prepareRun ? (shape) => backend.prepareRun!(shape) : undefined,
-        );
-  const source = readRequests(lines, done);
+  const source = readRequests(await linesOf(opts), opts.done ?? new Set<string>());
 
   const writeFailure = async (line: object) => {
     await errors.append(line);
@@ -67,17 +58,22 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     reportProgress();
   };
 
+  // Lines a drain sent back before they began: they did not run, so the run did not end.
+  let sentBack = 0;
   const onResult = async (req: BatchRequest, outcome: Outcome<BackendResult>) => {
     if (outcome.ok) {
+      tally.ended(req, true);
       await output.append(successLine(req.customId, outcome.value.body));
       progress.completed++;
       addUsage(progress.usage, outcome.value.usage);
       reportProgress();
-    } else if ((signal?.aborted && !isRequestFailure(outcome.error)) || (opts.drainWaiting && gaveUp(outcome.error, opts.drain))) {
-      // Stopped by the abort, or by the drain before it began, not failed by itself: it did not run.
-      const reason = signal?.aborted ? abortReasonOf(signal) : abortReasonOf(opts.drain!);
+    } else if ((signal?.aborted && !isRequestFailure(outcome.error)) || outcome.error instanceof NotBegun) {
+      // Stopped by the abort or the drain, not failed by itself: it did not run.
+      if (!signal?.aborted) sentBack++;
+      const reason = abortReasonOf(signal?.aborted ? signal : opts.drain!);
       if (reason.code !== "shutdown") await writeFailure(abortedLine(req.customId, reason));
     } else {
+      tally.ended(req, false);
       await writeFailure(failureLine(req.customId, outcome.error));
     }
   };
@@ -89,9 +85,9 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       signal,
       drain: opts.drain,
       onResult,
-      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig, opts.drainWaiting ? opts.drain : undefined),
+      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig, opts.drain, () => tally.began(req)),
     });
-    if (!run.aborted) return { ...progress };
+    if (!run.aborted && sentBack === 0) return { ...progress };
     // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
     // resume on restart; a drain with a reason of its own (a cancel) ends the rest with it.
     const reason = signal?.aborted ? abortReasonOf(signal) : opts.drain?.aborted ? abortReasonOf(opts.drain) : DRAINED;
@@ -110,6 +106,44 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     } finally {
       await Promise.all([output.close(), errors.close()]);
     }
+  }
+}
+
+/** The lines in the order they start: the default defers to the backend's preference (an upstream's prefix routing). */
+async function linesOf(opts: RunBatchOptions): Promise<AsyncIterable<SourceLine>> {
+  const { backend, done } = opts;
+  const order = (opts.order ?? "cost") === "cost" ? ((await backend?.lineOrder?.()) ?? { order: "cost" }) : { order: opts.order! };
+  if (order.order === "file") return readJsonlLines(opts.inputPath);
+  return plannedLines(
+    opts.inputPath,
+    opts.endpoint,
+    (value) => !done?.has((value as { custom_id?: unknown } | null)?.custom_id as string),
+    order,
+    backend?.prepareRun ? (shape) => backend.prepareRun!(shape) : undefined,
+  );
+}
+
+/** The run's lines by how they went (LineSample), for a stop rule's error rate. */
+class Tally {
+  readonly sample: LineSample = { early: 0, refused: 0, begun: 0, ended: 0, failed: 0 };
+
+  began(req: BatchRequest): void {
+    if (req.begun) return;
+    req.begun = true;
+    this.sample.begun++;
+  }
+
+  /** A line that ended by itself: one that failed before it began was refused. */
+  ended(req: BatchRequest, ok: boolean): void {
+    // A line may complete without taking a sequence (max_tokens 0): it ran all the same.
+    if (ok) this.began(req);
+    if (!req.begun) {
+      if (this.sample.ended === 0) this.sample.early++;
+      else this.sample.refused++;
+      return;
+    }
+    this.sample.ended++;
+    if (!ok) this.sample.failed++;
   }
 }
 
@@ -190,30 +224,49 @@ async function runRequest(
   retry: { attempts: number; baseDelayMs: number },
   signal: AbortSignal,
   drain: AbortSignal | undefined,
+  onBegin: () => void,
 ): Promise<BackendResult> {
   if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
   const request = parseRequest(endpoint, req.body);
   backend.check(request);
-  // A drain stops what waits to begin (ExecuteOptions.drain): what computes finishes, as the drain promises.
-  return withRetry(() => backend.execute(request, signal, drain ? { drain } : undefined), retry, signal);
+  return withRetry(() => attempt(backend, request, signal, drain, onBegin), retry, signal, drain);
 }
 
-/** Transient backend errors get more tries, with exponential backoff and full jitter. */
-async function withRetry<T>(run: () => Promise<T>, retry: { attempts: number; baseDelayMs: number }, signal: AbortSignal): Promise<T> {
+/**
+ * One try. Only what has begun on the backend runs on through a drain: a try still waiting for its turn (a
+ * sequence, an upstream's room) when the drain comes is called off, and the line goes back unrun (call-off.ts).
+ */
+function attempt(
+  backend: InferenceBackend,
+  request: InferenceRequest,
+  signal: AbortSignal,
+  drain: AbortSignal | undefined,
+  onBegin: () => void,
+): Promise<BackendResult> {
+  const execute = (s: AbortSignal, begun: () => void) => backend.execute(request, s, { onBegin: begun });
+  return drain ? callOffUnbegun(drain, signal, execute, onBegin) : execute(signal, onBegin);
+}
+
+/** Transient backend errors get more tries, with exponential backoff and full jitter; a drain ends the waiting. */
+async function withRetry<T>(
+  run: () => Promise<T>,
+  retry: { attempts: number; baseDelayMs: number },
+  signal: AbortSignal,
+  drain?: AbortSignal,
+): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await run();
     } catch (err) {
       if (!(err instanceof RequestError) || !err.retryable || attempt >= retry.attempts || signal.aborted) throw err;
       const cap = Math.min(MAX_RETRY_DELAY_MS, retry.baseDelayMs * 2 ** attempt);
-      await sleep(Math.random() * cap, undefined, { signal });
+      await sleep(Math.random() * cap, undefined, { signal: drain ? AbortSignal.any([signal, drain]) : signal }).catch((e) => {
+        throw drain?.aborted && !signal.aborted ? new NotBegun(drain.reason) : e;
+      });
+      if (drain?.aborted) throw new NotBegun(drain.reason);
     }
   }
 }
-
-/** A request that gave its wait up when its run drained (ExecuteOptions.drain): it never began. */
-const gaveUp = (err: unknown, drain: AbortSignal | undefined) =>
-  drain?.aborted === true && (err === drain.reason || (err instanceof Error && err.name === "AbortError" && err.cause === drain.reason));
 
 /** A failure that belongs to the request itself, not to the abort that interrupted it. */
 const isRequestFailure = (err: unknown) => err instanceof RequestError && !err.retryable;

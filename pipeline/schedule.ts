@@ -14,6 +14,7 @@ import { open } from "node:fs/promises";
 import { type Endpoint, type LineOrder, type LinePreference, READS_ONLY, type RunShape } from "../openai/backend.js";
 import { FAMILY_CHARS, prefixHash, promptOpening } from "../openai/prompt-opening.js";
 import { type JsonlLine, readJsonlLines } from "./jsonl.js";
+import { answers } from "./token-estimate.js";
 
 /** Characters per token assumed when estimating a prompt (OpenAI's rule of thumb for English). */
 const CHARS_PER_TOKEN = 4;
@@ -43,10 +44,9 @@ export function estimateLine(endpoint: Endpoint, body: unknown): LineEstimate {
   const b = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
   const prefixText = promptOpening(b);
   const limit = firstNumber(b.max_completion_tokens, b.max_tokens, b.max_output_tokens);
-  const choices = firstNumber(b.n) ?? 1;
   const generated = READS_ONLY.includes(endpoint)
     ? 0
-    : (limit ?? (endpoint === "/v1/completions" ? COMPLETIONS_DEFAULT_TOKENS : UNBOUNDED_TOKENS)) * choices;
+    : (limit ?? (endpoint === "/v1/completions" ? COMPLETIONS_DEFAULT_TOKENS : UNBOUNDED_TOKENS)) * answers(endpoint, b);
   return { cost: generated + (prefixText.length / CHARS_PER_TOKEN) * PROMPT_TOKEN_WEIGHT, prefixText };
 }
 

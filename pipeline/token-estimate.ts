@@ -1,6 +1,7 @@
 // What a line may cost in tokens, estimated before it runs: the enqueued tokens a key's limit counts. Its prompt's
 // tokens (by the model's tokenizer where this process has it loaded, else one token per 4 characters, OpenAI's
-// rule of thumb) plus the most it may generate: max_completion_tokens, max_tokens or max_output_tokens, times n.
+// rule of thumb) plus the most it may generate: max_completion_tokens, max_tokens or max_output_tokens, for each
+// answer it asks for (every prompt of a completions list, times n or best_of).
 import { type Endpoint, READS_ONLY } from "../openai/backend.js";
 
 /** Tokens in `text` by `model`'s tokenizer, or undefined where this process cannot tokenize for it. */
@@ -21,9 +22,23 @@ export function lineTokens(endpoint: Endpoint, body: Record<string, unknown>, co
   for (const text of texts) if (text) prompt += count?.(model, text) ?? Math.ceil(text.length / CHARS_PER_TOKEN);
   if (READS_ONLY.includes(endpoint)) return prompt;
   const limit = firstCount(body.max_completion_tokens, body.max_tokens, body.max_output_tokens);
-  const choices = firstCount(body.n) ?? 1;
   const generated = limit ?? (endpoint === "/v1/completions" ? DEFAULT_COMPLETION_TOKENS : DEFAULT_CHAT_TOKENS);
-  return prompt + generated * Math.max(1, choices);
+  return prompt + generated * answers(endpoint, body);
+}
+
+/**
+ * How many answers a line generates: one per choice (n, or best_of where an upstream generates that many and
+ * returns the best n), and on /v1/completions that many for every prompt of a list.
+ */
+export function answers(endpoint: Endpoint, body: Record<string, unknown>): number {
+  const choices = Math.max(1, firstCount(body.n) ?? 1, firstCount(body.best_of) ?? 1);
+  return endpoint === "/v1/completions" ? choices * promptCount(body.prompt) : choices;
+}
+
+/** The prompts of a completions body: a list of strings or of token-id arrays holds several, anything else one. */
+function promptCount(prompt: unknown): number {
+  if (!Array.isArray(prompt) || prompt.length === 0) return 1;
+  return prompt.every((p) => typeof p === "number") ? 1 : prompt.length;
 }
 
 const docs = (v: unknown) => (Array.isArray(v) ? v.length : 0);

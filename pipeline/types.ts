@@ -44,6 +44,22 @@ export interface Progress {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** The lines this run looked at (none of a resumed run's earlier lines), for a stop rule's error rate. */
+  sample?: LineSample;
+}
+
+/**
+ * A run's lines by how they went: refused before they began on the backend (a body it cannot honour, a prompt too
+ * long for the context), or begun; of those begun, how many ended and how many of those failed.
+ */
+export interface LineSample {
+  /** Refused before any line of the run that began had ended: those the order put first (the longest prompts). */
+  early: number;
+  /** Refused since: looked at at the pace of the lines that run. */
+  refused: number;
+  begun: number;
+  ended: number;
+  failed: number;
 }
 
 /**
@@ -75,17 +91,13 @@ export interface RunBatchOptions {
   /** Abort with an AbortReason as `signal.reason`. */
   signal?: AbortSignal;
   /**
-   * Graceful stop: no new request starts, those in flight finish and are written. With a shutdown (or no
-   * AbortReason) as its reason the run ends with "shutdown" and nothing is written for the rest; with a cancel
-   * the rest get that reason's line. `signal` still cuts it short.
+   * Graceful stop (a pause, a cancel's grace, a preemption, a yield, a shutdown, the runner's Ctrl-C): no new
+   * request starts, those that began on the backend (ExecuteOptions.onBegin) finish and are written, and those
+   * still waiting for their turn (a sequence, a context, an upstream's room) are called off, unrun. With a shutdown
+   * (or no AbortReason) as its reason the run ends with "shutdown" and nothing is written for the rest; with a
+   * cancel the rest get that reason's line. `signal` still cuts it short.
    */
   drain?: AbortSignal;
-  /**
-   * With a drain, the requests still waiting for the backend's room (a sequence, a place under an upstream's limit)
-   * give that wait up too and are left as a shutdown leaves them, so only what computes finishes (the offline runner's
-   * Ctrl-C). Without it every request in flight finishes, waiting or not (a cancel's grace, a worker's drain).
-   */
-  drainWaiting?: boolean;
   onProgress?: (p: Progress) => void;
   /**
    * Durable progress: the result files are flushed to stable storage (fdatasync) at most this often, and

@@ -261,7 +261,7 @@ async function runOnModel(
       concurrency: config.pipeline.concurrency,
       order: config.pipeline.order,
       // Nothing cuts a request short: a second Ctrl-C ends the process, and a resume cuts a torn last line.
-      ...(signal ? { drain: signal, drainWaiting: true } : {}),
+      ...(signal ? { drain: signal } : {}),
       ...(reused ? { done: reused.done, base: reused } : {}),
       onProgress: (p) => progress.update(p),
     });

@@ -49,13 +49,13 @@ export interface UpstreamStats extends BackendStats {
   baseUrls: ReturnType<BaseUrls["status"]>;
 }
 
-const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/score"];
-
-/** How a request is sent: its lane, and the drain of the run it belongs to (ExecuteOptions). */
-interface SendHow {
-  interactive: boolean;
-  drain?: AbortSignal;
+/** How a request is sent: in which lane, and who is told when it begins (ExecuteOptions). */
+interface Sending {
+  interactive?: boolean;
+  onBegin?: () => void;
 }
+
+const SERVED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/score"];
 
 /** A base URL without credentials, for logs and metrics. */
 export function redactUrl(url: string): string {
@@ -162,23 +162,23 @@ export class UpstreamBackend implements InferenceBackend {
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
     const interactive = options?.lane === "interactive";
-    const how = { interactive, drain: options?.drain };
     this.check(request);
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
-    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, how);
+    const sending = { interactive, onBegin: options?.onBegin };
+    if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, sending);
     const { slots } = await this.prefixRouting();
     // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned; nor is an
     // interactive request, which would wait there behind its family's batch lines.
     if (!slots || request.endpoint === "/v1/embeddings" || interactive)
-      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, how);
+      return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, sending);
     const family = slots.familyOf(request.body as Record<string, unknown>);
     const slot = await slots.acquire(family, signal);
     try {
       // llama-server's own extension: the slot whose cache holds this family's opening.
       const payload = JSON.stringify({ ...request.body, ...topK, id_slot: slot, cache_prompt: true, model: this.opts.model });
-      return await this.sendWithRetries(request, payload, signal, how);
+      return await this.sendWithRetries(request, payload, signal, sending);
     } finally {
       slots.release(slot, family);
     }
@@ -189,7 +189,7 @@ export class UpstreamBackend implements InferenceBackend {
    * request per distinct query with all its documents, every score asked for, then answered in this service's
    * bodies (openai/rank.ts), so both endpoints read alike whichever server ranked.
    */
-  private async rank(request: RankRequest, signal: AbortSignal | undefined, how: SendHow): Promise<BackendResult> {
+  private async rank(request: RankRequest, signal?: AbortSignal, sending: Sending = {}): Promise<BackendResult> {
     const pairs = rankPairs(request);
     const byQuery = new Map<string, number[]>();
     for (const [i, [query]] of pairs.entries()) byQuery.set(query, [...(byQuery.get(query) ?? []), i]);
@@ -200,7 +200,7 @@ export class UpstreamBackend implements InferenceBackend {
         const documents = at.map((i) => pairs[i][1]);
         const rerank: RankRequest = { endpoint: "/v1/rerank", body: { query, documents } };
         const payload = JSON.stringify({ query, documents, top_n: documents.length, model: this.opts.model });
-        const r = await this.sendWithRetries(rerank, payload, signal, how);
+        const r = await this.sendWithRetries(rerank, payload, signal, sending);
         const results = (r.body as { results?: unknown }).results;
         if (!Array.isArray(results) || results.length !== documents.length)
           throw upstreamFault(
@@ -223,18 +223,18 @@ export class UpstreamBackend implements InferenceBackend {
   }
 
   /**
-   * One request with its retries, under the adaptive limit (an interactive one waits ahead of batch lines; one whose
-   * run drains before its first try gets room gives its wait up).
+   * One request with its retries, under the adaptive limit (an interactive one waits ahead of batch lines); it
+   * begins (`onBegin`) once the limit lets it go.
    */
   private async sendWithRetries(
     request: InferenceRequest,
     payload: string,
-    signal: AbortSignal | undefined,
-    { interactive, drain }: SendHow,
+    signal?: AbortSignal,
+    { interactive = false, onBegin }: Sending = {},
   ): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
-      const waitUntil = attempt === 1 && drain ? AbortSignal.any(signal ? [signal, drain] : [drain]) : signal;
-      const startedAt = await this.limit.acquire(waitUntil, interactive);
+      const startedAt = await this.limit.acquire(signal, interactive);
+      onBegin?.();
       const url = this.urls.pick();
       let outcome: Outcome = "error";
       let healthy = true;

@@ -1,6 +1,7 @@
 // Pause and resume on real runs, in both modes: a paused batch finishes what is in flight, claims nothing (its
 // counts stand still), reads as `in_progress` with `paused_at` to OpenAI's client, and once resumed goes on from
-// its checkpoint with nothing rerun; every custom_id once. Ended batches refuse both, naming the state.
+// its checkpoint with nothing rerun; every custom_id once. Ended batches refuse both, naming the state. A pause or a
+// cancel lets only the lines already generating finish: those waiting for a sequence go back unrun.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../testkit/batch-client.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -31,19 +32,8 @@ async function running(base: string, prefix: string): Promise<string> {
   return batch.id;
 }
 
-/** Pauses, sees the counts stand still, resumes, and checks the whole run. */
-async function pauseAndResume(base: string, prefix: string) {
-  const id = await running(base, prefix);
-  const res = await post(base, `/v1/batches/${id}/pause`);
-  expect(res.status).toBe(200);
-  const paused = await res.json();
-  expect(paused).toMatchObject({ id, status: "in_progress", projected_finish_at: null });
-  expect(paused.paused_at).toBeGreaterThan(0);
-  // Again: nothing changes, the first pause's time stays.
-  expect((await (await post(base, `/v1/batches/${id}/pause`)).json()).paused_at).toBe(paused.paused_at);
-  // OpenAI's client reads a paused batch as a running one.
-  expect((await openaiClient({ baseUrl: base }).batches.retrieve(id)).status).toBe("in_progress");
-  // What was in flight finishes and is committed (however long a loaded machine takes); then nothing moves.
+/** What was in flight finishes and is committed (however long a loaded machine takes); then nothing moves. */
+async function standingStill(base: string, id: string): Promise<{ completed: number; failed: number; total: number }> {
   let held = (await get(base, id)).request_counts;
   await until(
     "the paused batch to stand still",
@@ -58,6 +48,65 @@ async function pauseAndResume(base: string, prefix: string) {
   );
   await sleep(2_500);
   expect((await get(base, id)).request_counts).toEqual(held);
+  return held;
+}
+
+/**
+ * Many lines in flight per sequence: 40 of them on the engine's 2, so that nearly all of a running batch's lines
+ * in flight wait for a sequence. Lines of 128 tokens: a few finish in the moment a pause takes to land.
+ */
+const WAITING = { SEQUENCES: "2", PIPELINE_CONCURRENCY: "40" };
+const WAITING_LINES = 120;
+
+async function longRunning(base: string, prefix: string): Promise<string> {
+  const file = await uploadJsonl(base, completionJsonl(WAITING_LINES, { prefix, maxTokens: 128 }));
+  const batch = await openaiClient({ baseUrl: base }).batches.create({
+    input_file_id: file.id,
+    endpoint: "/v1/completions",
+    completion_window: "24h",
+  });
+  await until("a line done", async () => ((await get(base, batch.id)).request_counts.completed >= 1 ? true : undefined));
+  return batch.id;
+}
+
+/** Paused: the lines generating finish, the 38 or so waiting for a sequence do not; resumed, each runs once. */
+async function pauseHoldsWaiting(base: string, prefix: string) {
+  const id = await longRunning(base, prefix);
+  const at = (await (await post(base, `/v1/batches/${id}/pause`)).json()).request_counts.completed;
+  const held = await standingStill(base, id);
+  expect(held.completed - at).toBeLessThan(20);
+  await post(base, `/v1/batches/${id}/resume`);
+  const done = await waitForBatch(base, id, 180_000);
+  expect(done.request_counts).toEqual({ total: WAITING_LINES, completed: WAITING_LINES, failed: 0 });
+  expect((await downloadResults({ baseUrl: base }, done)).ids).toEqual([...customIds(prefix, WAITING_LINES)].sort());
+}
+
+/** Cancelled: the lines generating finish, those waiting for a sequence end cancelled, unrun; every custom_id once. */
+async function cancelHoldsWaiting(base: string, prefix: string) {
+  const id = await longRunning(base, prefix);
+  const at = (await (await post(base, `/v1/batches/${id}/cancel`)).json()).request_counts.completed;
+  const done = await waitForBatch(base, id, 180_000);
+  expect(done.status).toBe("cancelled");
+  expect(done.request_counts.completed - at).toBeLessThan(20);
+  const { output, errors, ids } = await downloadResults({ baseUrl: base }, done);
+  expect(done.request_counts).toEqual({ total: WAITING_LINES, completed: output.length, failed: errors.length });
+  for (const e of errors) expect(e.error.code).toBe("batch_cancelled");
+  expect(ids).toEqual([...customIds(prefix, WAITING_LINES)].sort());
+}
+
+/** Pauses, sees the counts stand still, resumes, and checks the whole run. */
+async function pauseAndResume(base: string, prefix: string) {
+  const id = await running(base, prefix);
+  const res = await post(base, `/v1/batches/${id}/pause`);
+  expect(res.status).toBe(200);
+  const paused = await res.json();
+  expect(paused).toMatchObject({ id, status: "in_progress", projected_finish_at: null });
+  expect(paused.paused_at).toBeGreaterThan(0);
+  // Again: nothing changes, the first pause's time stays.
+  expect((await (await post(base, `/v1/batches/${id}/pause`)).json()).paused_at).toBe(paused.paused_at);
+  // OpenAI's client reads a paused batch as a running one.
+  expect((await openaiClient({ baseUrl: base }).batches.retrieve(id)).status).toBe("in_progress");
+  const held = await standingStill(base, id);
   expect(held.completed).toBeLessThan(LINES);
 
   const resumed = await (await post(base, `/v1/batches/${id}/resume`)).json();
@@ -109,6 +158,28 @@ describe("pause and resume (embedded mode)", () => {
     expect(resumed.data.map((b: any) => [b.id, b.paused_at])).toEqual([[id, null]]);
     expect((await waitForBatch(svc.baseUrl, id, 180_000)).status).toBe("completed");
   }, 240_000);
+});
+
+describe("a pause or a cancel lets only the lines generating finish (embedded mode)", () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startTestService(WAITING);
+  }, 120_000);
+  afterAll(() => svc?.close());
+
+  it("paused: the lines waiting for a sequence go back unrun, and run once on resume", () => pauseHoldsWaiting(svc.baseUrl, "ew"), 240_000);
+  it("cancelled: the lines waiting for a sequence end cancelled, unrun", () => cancelHoldsWaiting(svc.baseUrl, "ec"), 240_000);
+});
+
+describe("a pause or a cancel lets only the lines generating finish (distributed mode)", () => {
+  const nodes = apiAndWorker("memory", { ...COMMON, ...WAITING }, "w-wait");
+
+  it(
+    "paused: the lines waiting for a sequence go back unrun, and run once on resume",
+    () => pauseHoldsWaiting(nodes.api.baseUrl, "dw"),
+    240_000,
+  );
+  it("cancelled: the lines waiting for a sequence end cancelled, unrun", () => cancelHoldsWaiting(nodes.api.baseUrl, "dc"), 240_000);
 });
 
 describe("pause and resume (distributed mode: an API server and a worker)", () => {

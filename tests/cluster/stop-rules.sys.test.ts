@@ -1,10 +1,12 @@
 // Stop rules on real runs, in both modes: a batch whose lines fail past its metadata's max_error_rate, or whose
 // output passes max_output_tokens, ends `failed` early with the rule and the figures in its errors; what it
 // completed stays downloadable, what it never ran is marked so (every custom_id once), and retry runs those lines.
-// Bad limits are refused at create, naming the metadata key.
+// The error rate weighs lines refused before they run (which end at once) by the lines looked at, so a batch with
+// a few refusals is not stopped before its other lines have run. Bad limits are refused at create, naming the
+// metadata key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
-import { completionJsonl, customIds } from "../../testkit/workload.js";
+import { completionJsonl, customIds, jsonl } from "../../testkit/workload.js";
 import { apiAndWorker, downloadResults } from "../helpers/cluster.js";
 import { uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
@@ -23,13 +25,26 @@ function halfFailing(prefix: string, n = LINES): string {
     .concat("\n");
 }
 
-async function create(baseUrl: string, text: string, metadata: Record<string, string>) {
+async function create(baseUrl: string, text: string, metadata: Record<string, string>, endpoint = "/v1/completions") {
   const file = await uploadJsonl(baseUrl, text);
   return fetch(`${baseUrl}/v1/batches`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", metadata }),
+    body: JSON.stringify({ input_file_id: file.id, endpoint, completion_window: "24h", metadata }),
   });
+}
+
+/** 200 chat lines, every 8th with a prompt too long for the context (refused before it runs): 12.5% fail. */
+function everyEighthTooLong(): string {
+  const long = "Once upon a time there was a big dog. ".repeat(200);
+  return jsonl(
+    Array.from({ length: 200 }, (_, i) => ({
+      custom_id: `chat-${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model: "m", messages: [{ role: "user", content: i % 8 === 7 ? long : `Tell me story ${i}.` }], max_tokens: 16 },
+    })),
+  );
 }
 
 async function stoppedByErrorRate(node: { baseUrl: string }, prefix: string) {
@@ -39,7 +54,10 @@ async function stoppedByErrorRate(node: { baseUrl: string }, prefix: string) {
   const done = await waitForBatch(node.baseUrl, created.id, 120_000);
   expect(done.status).toBe("failed");
   const stop = done.errors.data.find((e: any) => e.code === "stop_rule");
-  expect(stop.message).toMatch(/^stopped: \d+ of \d+ lines failed \(\d+(\.\d)?%\), over max_error_rate 20%$/);
+  // Every other line asks for what the engine refuses before it runs: refused as the lines come, half of them.
+  expect(stop.message).toMatch(
+    /^stopped: \d+(\.\d)?% of lines fail \(\d+ of \d+ that ran failed; \d+ of \d+ were refused before they ran\), over max_error_rate 20%$/,
+  );
   expect(stop.param).toBe("metadata.max_error_rate");
   // OpenAI's client reads the stopped batch as any failed one.
   expect((await openaiClient(node).batches.retrieve(created.id)).status).toBe("failed");
@@ -90,6 +108,18 @@ describe("stop rules (embedded mode)", () => {
     expect(retry.status).toBe(200);
     const again = await waitForBatch(svc.baseUrl, (await retry.json()).id, 120_000);
     expect(again.request_counts.total).toBe(notRun.length);
+  }, 240_000);
+
+  it("lets a batch with 12.5% of its lines refused at once run its other lines, and complete under max_error_rate", async () => {
+    const res = await create(svc.baseUrl, everyEighthTooLong(), { max_error_rate: "0.2" }, "/v1/chat/completions");
+    expect(res.status).toBe(200);
+    const done = await waitForBatch(svc.baseUrl, (await res.json()).id, 120_000);
+    expect(done.errors).toBeNull();
+    expect(done.status).toBe("completed");
+    expect(done.request_counts).toEqual({ total: 200, completed: 175, failed: 25 });
+    const { errors, ids } = await downloadResults(svc, done);
+    for (const e of errors) expect(e.response.body.error.code).toBe("context_length_exceeded");
+    expect(ids).toEqual(customIds("chat", 200).sort());
   }, 240_000);
 
   it("ends a batch failed past max_output_tokens, with the figures", async () => {

@@ -185,6 +185,36 @@ describe("embed", () => {
     expect(r.promptTokens).toBeGreaterThanOrEqual(inputs.length);
   });
 
+  it("waits for the contexts one input per context at a time: a line of many inputs holds no one behind all of them", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
+    try {
+      const signal = new AbortController().signal;
+      let bigDone = false;
+      const big = engine
+        .embed(
+          Array.from({ length: 200 }, (_, i) => `story ${i}`),
+          signal,
+        )
+        .then((r) => {
+          bigDone = true;
+          return r;
+        });
+      const small = await engine.embed(["a cat"]);
+      // The single input went in as soon as a context was free, not behind the 200 others.
+      expect(bigDone).toBe(false);
+      expect(small.embeddings).toHaveLength(1);
+      const r = await big;
+      expect(r.embeddings).toHaveLength(200);
+      expect(r.embeddings[7]).toEqual((await engine.embed(["story 7"])).embeddings[0]);
+      // Its signal has a listener per context, not per input.
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
   it("refuses empty and overlong inputs", async () => {
     await expect(engine.embed([""])).rejects.toMatchObject({ code: "invalid_request", retryable: false });
     await expect(engine.embed(["word ".repeat(400)])).rejects.toMatchObject({ code: "context_length_exceeded", retryable: false });

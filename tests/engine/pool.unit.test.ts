@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { underDrain } from "../../engine/drain.js";
+import { telling } from "../../engine/begin.js";
 import { inLane } from "../../engine/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
 import { RequestError } from "../../engine/types.js";
+import { callOffUnbegun } from "../../pipeline/call-off.js";
 
 describe("ResourcePool", () => {
   it("hands out free items, then serves waiters first come, first served", async () => {
@@ -21,6 +22,32 @@ describe("ResourcePool", () => {
     pool.release(await waiting[1]);
     await waiting[2];
     expect(order).toEqual(["1:a", "2:a", "3:a"]);
+  });
+
+  it("tells a request's begin listener as it is lent an item, at once or when one is released, and never if it gives up waiting", async () => {
+    const pool = new ResourcePool(["a"]);
+    const told: string[] = [];
+    const held = await telling(
+      () => told.push("first"),
+      () => pool.acquire(),
+    );
+    expect(told).toEqual(["first"]);
+    const controller = new AbortController();
+    const gaveUp = telling(
+      () => told.push("gave up"),
+      () => pool.acquire(controller.signal),
+    );
+    const waiting = telling(
+      () => told.push("second"),
+      () => pool.acquire(),
+    );
+    controller.abort();
+    await expect(gaveUp).rejects.toMatchObject({ name: "AbortError" });
+    expect(told).toEqual(["first"]);
+    pool.release(held);
+    // Told as it is lent, before the waiter's own code runs.
+    expect(told).toEqual(["first", "second"]);
+    expect(await waiting).toBe("a");
   });
 
   it("says whether a live request waits, so a released item would go to it at once", async () => {
@@ -66,21 +93,36 @@ describe("ResourcePool", () => {
 
   it("lets a request that waits to begin go when its run drains, caused by the drain; one resuming keeps waiting", async () => {
     const pool = new ResourcePool(["a"]);
-    const held = await pool.acquire();
     const drain = new AbortController();
     const reason = { code: "shutdown", message: "Interrupted." };
-    const waiting = underDrain(drain.signal, () => pool.acquire());
-    const resuming = underDrain(drain.signal, () => pool.acquire(undefined, undefined, undefined, true));
+    // One try of a run's request on the pool, as the pipeline makes it (pipeline/call-off.ts).
+    const request = (work: (signal: AbortSignal) => Promise<string>) =>
+      callOffUnbegun(drain.signal, new AbortController().signal, (signal, onBegin) => telling(onBegin, () => work(signal)));
+    // A request that began (it was lent "a"), then gave its item up (to an interactive request, say) and waits anew.
+    let handOver!: () => void;
+    const handed = new Promise<void>((r) => {
+      handOver = r;
+    });
+    const resuming = request(async (signal) => {
+      const item = await pool.acquire(signal);
+      await handed;
+      pool.release(item);
+      return pool.acquire(signal, undefined, undefined, true);
+    });
+    const taking = pool.acquire();
+    const waiting = request((signal) => pool.acquire(signal));
+    handOver();
+    const held = await taking;
     const unrelated = pool.acquire();
     drain.abort(reason);
-    await expect(waiting).rejects.toMatchObject({ name: "AbortError", cause: reason });
+    await expect(waiting).rejects.toMatchObject({ name: "NotBegun", cause: reason });
     // Once drained, nothing of the run begins, even with an item free.
     pool.release(held);
     expect(await resuming).toBe("a");
     pool.release("a");
     expect(await unrelated).toBe("a");
     pool.release("a");
-    await expect(underDrain(drain.signal, () => pool.acquire())).rejects.toMatchObject({ name: "AbortError", cause: reason });
+    await expect(request((signal) => pool.acquire(signal))).rejects.toMatchObject({ name: "NotBegun", cause: reason });
     expect(pool.available).toBe(1);
   });
 

@@ -20,7 +20,10 @@ import { openaiClient, testServiceEnv } from "./service.js";
 export interface TestNode {
   node: Service;
   baseUrl: string;
-  /** Every engine call of this node, from before its worker could claim: bodies (tests put the custom_id in the prompt) and start times (ms). */
+  /**
+   * Every request that began on this node's engine (took a sequence), from before its worker could claim: bodies
+   * (tests put the custom_id in the prompt) and the times they began (ms).
+   */
   calls: EngineCalls;
   close(opts?: { graceMs?: number }): Promise<void>;
 }
@@ -68,16 +71,26 @@ export interface EngineCalls {
   at: number[];
 }
 
-/** A worker node's engine calls, by the prompt each carries. */
+/** The requests that began on a worker node's engine, by the prompt each carries. */
 export const countCalls = (node: TestNode): string[] => node.calls.bodies;
 
 function recordCalls(models: ModelRouter, calls: EngineCalls): void {
   for (const { backend } of models.backends()) {
     const execute = backend.execute.bind(backend);
-    backend.execute = (req, signal) => {
-      calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
-      calls.at.push(Date.now());
-      return execute(req, signal);
+    // Counted as it begins (takes a sequence): a line called off while it waited for one did not run.
+    backend.execute = (req, signal, options) => {
+      let begun = false;
+      return execute(req, signal, {
+        ...options,
+        onBegin: () => {
+          if (!begun) {
+            calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
+            calls.at.push(Date.now());
+          }
+          begun = true;
+          options?.onBegin?.();
+        },
+      });
     };
   }
 }

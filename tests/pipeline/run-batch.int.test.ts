@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
+import type { InferenceBackend } from "../../openai/backend.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, RunBatchOptions } from "../../pipeline/types.js";
@@ -50,6 +51,28 @@ const run = (f: Awaited<ReturnType<typeof files>>, extra: Partial<RunBatchOption
     concurrency: 4,
     ...extra,
   });
+
+/**
+ * The backend, with the custom_ids of the lines that began on it (took a sequence), and of those that began only
+ * after `drain` (a completions line's prompt names its story).
+ */
+function begins(backend: InferenceBackend, drain: AbortSignal) {
+  const begun = new Set<string>();
+  const afterDrain: string[] = [];
+  const wrapped: InferenceBackend = Object.create(backend);
+  wrapped.execute = (request, signal, options) => {
+    const id = `request-${String((request.body as { prompt?: unknown }).prompt).split("story ")[1]}`;
+    return backend.execute(request, signal, {
+      ...options,
+      onBegin: () => {
+        if (!begun.has(id) && drain.aborted) afterDrain.push(id);
+        begun.add(id);
+        options?.onBegin?.();
+      },
+    });
+  };
+  return { backend: wrapped, begun, afterDrain };
+}
 
 function expectEachIdOnce(outputs: any[], errors: any[], total: number) {
   const ids = [...outputs, ...errors].map((l) => l.custom_id);
@@ -166,10 +189,10 @@ describe("runBatchFile", () => {
 
   it("a drain lets the requests in flight finish and be written, then stops like a shutdown", async () => {
     const f = await files(Array.from({ length: 24 }, (_, i) => completionLine(i)));
-    const observed = observe(engine);
     const drain = new AbortController();
+    const seen = begins(new LlamaBackend(engine), drain.signal);
     const r = await run(f, {
-      backend: new LlamaBackend(observed),
+      backend: seen.backend,
       concurrency: 4,
       batchSize: 4,
       drain: drain.signal,
@@ -177,9 +200,9 @@ describe("runBatchFile", () => {
     });
     expect(r.aborted?.code).toBe("shutdown");
     expect(r.completed).toBeLessThan(24);
-    // Every request that reached the engine finished and has its line: nothing in flight was thrown away.
-    expect(observed.calls).toHaveLength(r.completed);
+    // Every request that began on the engine finished and has its line: nothing generating was thrown away.
     const out = await readLines(f.outputPath);
+    expect(out.map((l) => l.custom_id).sort()).toEqual([...seen.begun].sort());
     expect(out).toHaveLength(r.completed);
     await expect(readFile(f.errorPath)).rejects.toMatchObject({ code: "ENOENT" });
     const scan = await scanDone(f.outputPath, f.errorPath);
@@ -188,7 +211,56 @@ describe("runBatchFile", () => {
     expectEachIdOnce(await readLines(f.outputPath), [], 24);
   });
 
-  it("a drain with drainWaiting lets only the requests computing finish; those waiting for a sequence end with its reason", async () => {
+  it("a drain lets only the lines holding a sequence finish: those waiting for one go back unrun, and run once on resume", async () => {
+    const f = await files(Array.from({ length: 40 }, (_, i) => completionLine(i, `Once upon a time, story ${i}`)));
+    const drain = new AbortController();
+    const seen = begins(new LlamaBackend(engine), drain.signal);
+    // Four times the engine's sequences in flight: most of them wait for one when the drain comes.
+    const r = await run(f, {
+      backend: seen.backend,
+      concurrency: 16,
+      batchSize: 16,
+      drain: drain.signal,
+      onProgress: (p) => p.completed >= 1 && drain.abort(),
+    });
+    expect(r.aborted?.code).toBe("shutdown");
+    // Nothing began after the drain, and everything that had begun finished and was written.
+    expect(seen.afterDrain).toEqual([]);
+    const out = await readLines(f.outputPath);
+    expect(out.map((l) => l.custom_id).sort()).toEqual([...seen.begun].sort());
+    expect(r.completed).toBeLessThan(16);
+    await expect(readFile(f.errorPath)).rejects.toMatchObject({ code: "ENOENT" });
+    const scan = await scanDone(f.outputPath, f.errorPath);
+    const again = begins(new LlamaBackend(engine), new AbortController().signal);
+    const r2 = await run(f, { backend: again.backend, done: scan.done, base: scan, concurrency: 16, batchSize: 16 });
+    expect(r2).toMatchObject({ completed: 40, failed: 0 });
+    expect(again.begun.size).toBe(40 - r.completed);
+    expectEachIdOnce(await readLines(f.outputPath), [], 40);
+  });
+
+  it("a cancel's drain ends the lines still waiting for a sequence as cancelled, unrun", async () => {
+    const f = await files(Array.from({ length: 40 }, (_, i) => completionLine(i, `Once upon a time, story ${i}`)));
+    const drain = new AbortController();
+    const seen = begins(new LlamaBackend(engine), drain.signal);
+    const reason: AbortReason = { code: "batch_cancelled", message: "The batch was cancelled before this request ran." };
+    const r = await run(f, {
+      backend: seen.backend,
+      concurrency: 16,
+      batchSize: 16,
+      drain: drain.signal,
+      onProgress: (p) => p.completed >= 1 && drain.abort(reason),
+    });
+    expect(r.aborted).toEqual(reason);
+    expect(seen.afterDrain).toEqual([]);
+    const out = await readLines(f.outputPath);
+    const errs = await readLines(f.errorPath);
+    expect(out.map((l) => l.custom_id).sort()).toEqual([...seen.begun].sort());
+    expect(errs.length).toBe(40 - out.length);
+    for (const e of errs) expect(e.error).toEqual({ code: "batch_cancelled", message: reason.message });
+    expectEachIdOnce(out, errs, 40);
+  });
+
+  it("a drain lets only the requests computing finish; those waiting for a sequence end with its reason", async () => {
     const sequences = engine.info.sequences;
     const f = await files(Array.from({ length: 8 * sequences }, (_, i) => completionLine(i)));
     const observed = observe(engine);
@@ -200,7 +272,6 @@ describe("runBatchFile", () => {
       concurrency: 2 * sequences + 2,
       batchSize: 4,
       drain: drain.signal,
-      drainWaiting: true,
       onProgress: (p) => p.completed >= 3 && drain.abort(cancelled),
     });
     expect(r.aborted?.code).toBe("batch_cancelled");

@@ -16,6 +16,8 @@ describe("estimateLine", () => {
     expect(estimateLine("/v1/completions", { prompt, max_tokens: 100 }).cost).toBeCloseTo(112.5);
     expect(estimateLine("/v1/chat/completions", { messages: [], max_completion_tokens: 40, n: 3 }).cost).toBeGreaterThanOrEqual(120);
     expect(estimateLine("/v1/responses", { input: "hi", max_output_tokens: 7 }).cost).toBeLessThan(8);
+    // A completions list generates for each of its prompts.
+    expect(estimateLine("/v1/completions", { prompt: ["a", "b", "c"], max_tokens: 100, n: 2 }).cost).toBeGreaterThanOrEqual(600);
   });
 
   it("assumes OpenAI's default of 16 for completions, a long answer for chat without a limit, none for embeddings", () => {

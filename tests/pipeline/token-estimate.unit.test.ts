@@ -36,6 +36,17 @@ describe("lineTokens (the enqueued-token estimate)", () => {
     expect(lineTokens("/v1/embeddings", { model: "m", input: ["abcd", "efgh", [5, 6]] })).toBe(4);
   });
 
+  it("counts every prompt of a completions list, times n (or best_of), each up to its max_tokens", () => {
+    const letters = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    expect(lineTokens("/v1/completions", { model: "m", prompt: letters, max_tokens: 200 })).toBe(8 + 8 * 200);
+    expect(lineTokens("/v1/completions", { model: "m", prompt: [[1, 2], [3]], max_tokens: 10, n: 3 })).toBe(3 + 2 * 3 * 10);
+    expect(lineTokens("/v1/completions", { model: "m", prompt: ["abcd", "efgh"] })).toBe(2 + 2 * DEFAULT_COMPLETION_TOKENS);
+    expect(lineTokens("/v1/completions", { model: "m", prompt: "abcd", max_tokens: 10, n: 2, best_of: 5 })).toBe(1 + 5 * 10);
+    // One list of token ids is one prompt; chat's messages are one conversation, whatever their number.
+    expect(lineTokens("/v1/completions", { model: "m", prompt: [1, 2, 3], max_tokens: 10 })).toBe(3 + 10);
+    expect(lineTokens("/v1/chat/completions", chat({ max_tokens: 10, n: 4 }))).toBe(38 + 40);
+  });
+
   it("a batch file's estimate is by model, summed over its valid lines only", async () => {
     const line = (id: string, body: unknown) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/completions", body });
     const text = [

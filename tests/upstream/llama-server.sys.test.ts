@@ -8,12 +8,13 @@ import Anthropic from "@anthropic-ai/sdk";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { until } from "../../testkit/batch-client.js";
 import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
 import { testModelPath } from "../../testkit/model.js";
 import { completionJsonl, customIds } from "../../testkit/workload.js";
 import type { UpstreamStats } from "../../upstream/backend.js";
 import { type FaultProxy, startFaultProxy } from "../helpers/fault-proxy.js";
-import { accountIds, createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
+import { accountIds, createBatch, getBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const binary = cachedLlamaServer();
@@ -295,7 +296,36 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
     expect(done[2].pool).toBeNull();
     expect(done[0].pool).not.toBeNull();
   }, 180_000);
+
+  it("paused, sends only what it had sent: the lines waiting for the upstream's room go back unrun, and run once on resume", async () => {
+    // Two requests at the upstream at once, 40 lines in flight: nearly all of them wait for room.
+    const two = `{ name: remote, upstream: { base_urls: ["${upstream.baseUrl}/v1"], model: stories, min_in_flight: 2, max_in_flight: 2 } }`;
+    const svc = await serviceWith([two], {
+      PIPELINE_CONCURRENCY: "40",
+    });
+    const b = await runUntil(svc, completionJsonl(120, { prefix: "up", model: "remote", maxTokens: 64 }));
+    const post = (action: string) => fetch(`${svc.baseUrl}/v1/batches/${b}/${action}`, { method: "POST" });
+    const at = (await (await post("pause")).json()).request_counts.completed;
+    // The requests sent finish; once the upstream is idle and their lines committed, nothing more is sent.
+    await until("the upstream idle", async () => (stats(svc).inFlight === 0 ? true : undefined), { timeoutMs: 60_000 });
+    await new Promise((r) => setTimeout(r, 2_000));
+    const held = (await getBatch(svc.baseUrl, b)).request_counts.completed;
+    expect(held - at).toBeLessThan(20);
+    expect(stats(svc).inFlight).toBe(0);
+    await post("resume");
+    const done = await pollBatch(svc.baseUrl, b, isFinal, 120_000);
+    expect(done.request_counts).toEqual({ completed: 120, failed: 0, total: 120 });
+    expect(accountIds(svc.batchDir, b, customIds("up", 120))).toEqual({ duplicated: [], missing: [], lines: 120 });
+  }, 180_000);
 });
+
+/** Creates the batch and waits for its first completed line; its id. */
+async function runUntil(svc: TestService, jsonl: string): Promise<string> {
+  const file = await uploadJsonl(svc.baseUrl, jsonl);
+  const id = (await createBatch(svc.baseUrl, file.id)).body.id as string;
+  await pollBatch(svc.baseUrl, id, (x) => x.request_counts.completed >= 1, 60_000);
+  return id;
+}
 
 describe.skipIf(!binary)("Anthropic's message batches over a real llama-server", () => {
   it("sends top_k through (top_k 1 answers as greedy decoding does) and brings the upstream's refusals back per request", async () => {
