@@ -1,9 +1,9 @@
 // A completion's echo with logprobs, as eval harnesses (lm-evaluation-harness) score a choice: the prompt's tokens,
 // each with its log probability given the tokens before it (the first null) and the most likely alternatives there,
-// checked against the log probabilities computed token by token: each prefix evaluated alone on a context of its
-// own, the next token's log-softmax over the whole vocabulary's raw logits. For a string, a list of strings and
+// checked against the log probabilities computed token by token on a context of its own: at each position the next
+// token's log-softmax over the whole vocabulary's raw logits. For a string, a list of strings and
 // token arrays, with max_tokens 0 and with generated tokens after.
-import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/openai-backend.js";
 import { tokenizePrompt } from "../../engine/tokens.js";
@@ -14,8 +14,7 @@ import { runLine } from "../helpers/test-engine.js";
 let engine: Engine;
 let backend: LlamaBackend;
 let model: LlamaModel;
-let reference: LlamaContext;
-let alone: LlamaContextSequence;
+let flashAttention: boolean;
 beforeAll(async () => {
   engine = await openTestEngine({ sequences: 2, contextSize: 256 });
   backend = new LlamaBackend(engine);
@@ -23,25 +22,31 @@ beforeAll(async () => {
   // Its attention is computed as the engine's is (flash attention or not changes the logits' last digits).
   const { parts } = engine as unknown as { parts: { model: LlamaModel; kv: { current: { contexts: LlamaContext[] } } } };
   model = parts.model;
-  const flashAttention = parts.kv.current.contexts[0].flashAttention;
-  reference = await model.createContext({ sequences: 1, contextSize: 256, flashAttention });
-  alone = reference.getSequence();
+  flashAttention = parts.kv.current.contexts[0].flashAttention;
 });
 afterAll(async () => {
-  await reference?.dispose();
   await engine?.close();
 });
 
-/** log p(token | prefix) for every token, from the prefix's raw logits over the whole vocabulary. */
-async function nextLogprobs(prefix: readonly Token[]): Promise<Map<Token, number>> {
-  await alone.clearHistory();
-  const last = prefix.length - 1;
-  const out = await alone.controlledEvaluate(prefix.map((t, i) => (i === last ? [t, { generateNext: { logits: true } }] : t)));
-  const logits = out[last]?.next.logits;
-  if (!logits) throw new Error("no logits");
-  const max = Math.max(...logits.values());
-  const norm = max + Math.log([...logits.values()].reduce((s, l) => s + Math.exp(l - max), 0));
-  return new Map([...logits].map(([t, l]) => [t, l - norm]));
+/**
+ * log p(ids[i + 1] | ids[..i]) for every position i and every token: the raw logits over the whole vocabulary at each
+ * position of one causal evaluation on a context of its own (no cache, no filter, no normaliser from the engine),
+ * log-softmaxed here. One evaluation, not one a prefix: a fresh context's decode takes most of a second on the prebuilt
+ * build while the engine's threads spin beside it.
+ */
+async function referenceLogprobs(ids: readonly Token[]): Promise<Array<Map<Token, number>>> {
+  const reference: LlamaContext = await model.createContext({ sequences: 1, contextSize: 256, flashAttention });
+  const alone: LlamaContextSequence = reference.getSequence();
+  const out = await alone
+    .controlledEvaluate(ids.map((t): ControlledEvaluateInputItem => [t, { generateNext: { logits: true } }]))
+    .finally(() => reference.dispose());
+  return out.map((o) => {
+    const logits = o?.next.logits;
+    if (!logits) throw new Error("no logits");
+    const max = Math.max(...logits.values());
+    const norm = max + Math.log([...logits.values()].reduce((sum, l) => sum + Math.exp(l - max), 0));
+    return new Map([...logits].map(([t, l]) => [t, l - norm]));
+  });
 }
 
 interface Logprobs {
@@ -55,8 +60,9 @@ interface Logprobs {
 async function expectScored(ids: readonly Token[], lp: Logprobs, k: number, from = 0): Promise<void> {
   expect(lp.token_logprobs[from]).toBeNull();
   expect(lp.top_logprobs[from]).toBeNull();
+  const dists = await referenceLogprobs(ids);
   for (let i = 1; i < ids.length; i++) {
-    const dist = await nextLogprobs(ids.slice(0, i));
+    const dist = dists[i - 1];
     const got = lp.token_logprobs[from + i] as number;
     expect(Math.abs(got - dist.get(ids[i])!), `token ${i}`).toBeLessThan(1e-4);
     const best = [...dist.values()].sort((a, b) => b - a).slice(0, k);
