@@ -73,11 +73,15 @@ async function main() {
   // service is built, every request is answered 503 `starting`.
   const status = new StartupStatus();
   const server = await listenFirst(config, logger, status.answer);
+  const addr = server.address();
+  const port = typeof addr === "object" && addr ? addr.port : config.port;
+  logger.info(
+    { host: config.host, port },
+    `starting on http://${config.host}:${port}: /health answers already, /ready says what the start waits for (a download's progress, the model's load)`,
+  );
   const service = await buildService(config, logger, { onDownload: status.onDownload });
   server.off("request", status.answer);
   server.on("request", service.app);
-  const addr = server.address();
-  const port = typeof addr === "object" && addr ? addr.port : config.port;
   logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
   const advertised = `http://${reachableHost(config.host)}:${port}`;
   service.controlPlane.advertise(advertised);

@@ -1,9 +1,10 @@
-// What the port answers while the service starts (its models downloading or loading): /health that the process is
-// alive, /ready 503 with each download's progress (bytes, rate, time left), every other route 503 `starting`, so an
-// orchestrator's probes and a user's curl see why the service is not up yet.
+// What the port answers while the service starts (its models downloading or loading, its database being reached):
+// /health 200 that the process is alive, /ready 503 `starting` with each download's progress (bytes, rate, time
+// left), every other route 503 `starting` with Retry-After, so an orchestrator's probes and a user's curl see why the
+// service is not up yet, on the port the service then serves.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { starting } from "../api/errors.js";
-import { type DownloadStatus, progressLine } from "../backends/build.js";
+import { type DownloadStatus, formatBytes, progressLine } from "../backends/build.js";
 
 export class StartupStatus {
   private readonly downloads = new Map<string, DownloadStatus>();
@@ -21,15 +22,23 @@ export class StartupStatus {
       send(res, 200, { status: "starting" }, {});
       return;
     }
-    const err = starting(this.why());
-    send(res, err.status, path === "/ready" ? this.readyBody(err.toBody()) : err.toBody(), err.headers);
+    if (path === "/ready") {
+      const err = starting(this.now());
+      send(res, err.status, this.readyBody(err.toBody()), err.headers);
+      return;
+    }
+    const now = this.now();
+    const err = starting(now && `The server is starting: ${lower(now)} GET /ready shows the progress.`);
+    send(res, err.status, err.toBody(), err.headers);
   };
 
-  private why(): string | undefined {
+  /** What the start waits for, as a sentence; undefined once no download is left (the default message says the rest). */
+  private now(): string | undefined {
     const active = [...this.downloads.values()].find((d) => d.state !== "done");
     if (!active) return undefined;
-    if (active.state === "waiting") return `The server is starting: it waits for another process's download of ${active.model}.`;
-    return `The server is starting: ${progressLine(active)}. GET /ready shows the progress.`;
+    if (active.state === "waiting") return `Waiting for another process's download of ${active.model}.`;
+    if (active.state === "checking") return `Checking the download of ${active.model} (${formatBytes(active.totalBytes)}).`;
+    return `${progressLine(active).replace(/^downloading/, "Downloading")}.`;
   }
 
   private readyBody(body: object) {
@@ -48,6 +57,8 @@ export class StartupStatus {
     };
   }
 }
+
+const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {
   res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...headers });

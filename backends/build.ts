@@ -18,7 +18,7 @@ import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
-export { type DownloadStatus, progressLine } from "../engine/model-download.js";
+export { type DownloadStatus, formatBytes, progressLine } from "../engine/model-download.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm start";

@@ -1,12 +1,13 @@
 // What MODEL_PATH, a models file's `path` and the runner's --model may name: a GGUF file, a Hugging Face reference
-// (hf:<owner>/<repo>[:<quant>] or hf:<owner>/<repo>/<file>.gguf) or an http(s) URL of a .gguf, and the file name a
-// download of it is kept under in MODELS_DIR.
+// (hf:<owner>/<repo>[:<quant>] or hf:<owner>/<repo>/<file>.gguf) or an http(s) URL of a .gguf (with the file's sha256
+// as #sha256=<hex> where the user knows it), and the file name a download of it is kept under in MODELS_DIR.
 import { createHash } from "node:crypto";
 
 export type ModelRef =
   | { kind: "file"; path: string }
   | { kind: "hf"; uri: string; owner: string; repo: string; quant?: string; file?: string }
-  | { kind: "url"; url: string };
+  /** `url` without its fragment; `sha256` (lowercase hex) what the file's must be, from `#sha256=`. */
+  | { kind: "url"; url: string; sha256?: string };
 
 /** The forms, as an error names them. */
 export const MODEL_REF_FORMS = "a .gguf file, hf:<owner>/<repo>[:<quant>] or an https:// URL of a .gguf";
@@ -60,12 +61,19 @@ function parseUrl(s: string): ModelRef {
   // Credentials in the URL would be written to the log and the models folder's names.
   if (url.username || url.password) throw new Error("a URL with a user name or password is not supported: use a URL without them");
   if (!/\.gguf$/i.test(decodeURIComponent(url.pathname))) throw new Error(`the URL's path must end in .gguf (a single-file GGUF model)`);
-  return { kind: "url", url: url.href };
+  // The fragment is never sent to the host: the only one taken is the file's hash, which the download is checked against.
+  const fragment = url.hash.slice(1);
+  url.hash = "";
+  if (!fragment) return { kind: "url", url: url.href };
+  const sha = /^sha256=([0-9a-f]{64})$/i.exec(fragment);
+  if (!sha)
+    throw new Error(`the URL's fragment '#${fragment.slice(0, 40)}' is not understood: the only one taken is #sha256=<64 hex digits>`);
+  return { kind: "url", url: url.href, sha256: sha[1].toLowerCase() };
 }
 
 const EXAMPLE = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0";
 
-/** How logs and errors name a reference: a URL without its query string, which may carry a token. */
+/** How logs and errors name a reference: a URL without its query string (which may carry a token) or its hash. */
 export function describeModelRef(ref: ModelRef): string {
   if (ref.kind === "file") return ref.path;
   if (ref.kind === "hf") return ref.uri;
@@ -76,9 +84,11 @@ export function describeModelRef(ref: ModelRef): string {
 /**
  * The file a download is kept under in MODELS_DIR: readable (the repository and quantization, or the URL's file name)
  * and unique to the reference (a hash of it), so two references never share a file and one reference always finds it.
+ * A URL's #sha256 is part of the reference: a hash given or changed later names a new download, checked against it,
+ * never a file kept without that check.
  */
 export function modelFileName(ref: Exclude<ModelRef, { kind: "file" }>): string {
-  const key = ref.kind === "hf" ? ref.uri : ref.url;
+  const key = ref.kind === "hf" ? ref.uri : ref.sha256 ? `${ref.url}#sha256=${ref.sha256}` : ref.url;
   const hash = createHash("sha256").update(key).digest("hex").slice(0, 10);
   const readable =
     ref.kind === "hf"

@@ -1,13 +1,17 @@
-// A model named by hf: or a URL, brought into MODELS_DIR once: node-llama-cpp's downloader (its hf: resolution and
-// ipull's resumable transfer) writes into a staging folder, the file is checked (the size the server announced, the
-// GGUF header, every tensor within the file), and only then renamed into place. The models folder so holds whole,
-// checked files only: a kill mid-download leaves the staging copy, which the next start resumes.
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+// A model named by hf: or a URL, brought into MODELS_DIR once: resolved to its file (model-source.ts), transferred
+// into a staging folder by a stream whose resume never trusts a byte that did not reach the disk (model-transfer.ts),
+// checked (its sha256 against Hugging Face's or the URL's #sha256, the size, the GGUF header, every tensor within the
+// file), and only then renamed into place. The models folder so holds whole, checked files only: a kill mid-download
+// leaves the staging copy, which the next start resumes.
+import { randomUUID } from "node:crypto";
+import { mkdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
-import { createModelDownloader, type ModelDownloader } from "node-llama-cpp";
 import { lock } from "proper-lockfile";
 import { describeModelRef, type ModelRef, modelFileName, parseModelRef } from "../config/model-ref.js";
 import { checkGgufFile, ModelFileError } from "./gguf-check.js";
+import { type RemoteFile, resolveSource, SourceError, SplitModelError, UnreachableError } from "./model-source.js";
+import { discard, RECORD_SUFFIX, transfer } from "./model-transfer.js";
 
 /** A download as the log and /ready show it. */
 export interface DownloadStatus {
@@ -34,7 +38,7 @@ export interface FetchModelOptions {
   onStatus?: (status: DownloadStatus) => void;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   signal?: AbortSignal;
-  /** How long the first contact with the host may take. */
+  /** How long each request that resolves the file may take. */
   connectTimeoutMs?: number;
 }
 
@@ -48,10 +52,13 @@ export class ModelDownloadError extends Error {
 
 /** Where unfinished downloads and their locks live, inside MODELS_DIR (so the final rename stays on one disk). */
 export const STAGING_FOLDER = ".downloading";
+/** An unfinished download's file in the staging folder is the model's file name with this after it. */
+export const PART_SUFFIX = ".part";
 /** A lock not refreshed for this long belongs to a process that died (kill -9, a lost node): it is taken over. */
 const LOCK_STALE_MS = 15_000;
 
 type RemoteRef = Exclude<ModelRef, { kind: "file" }>;
+type Status = (s: Partial<DownloadStatus> & Pick<DownloadStatus, "state">) => void;
 
 /**
  * The local file for `refText`: a file as it is; a download's file in `opts.dir`, fetched and checked first where it
@@ -76,12 +83,7 @@ export async function fetchModel(refText: string, opts: FetchModelOptions): Prom
     new ModelDownloadError(
       `${label}: cannot write in ${staging} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); set MODELS_DIR to a writable folder`,
     );
-  try {
-    await mkdir(staging, { recursive: true });
-  } catch (err) {
-    throw unwritable(err);
-  }
-  const status = (s: Partial<DownloadStatus> & Pick<DownloadStatus, "state">) =>
+  const status: Status = (s) =>
     opts.onStatus?.({ model: label, file: name, bytes: 0, totalBytes: 0, bytesPerSecond: 0, etaSeconds: null, ...s });
   const held = await takeLock(path.join(staging, name), target, label, opts, () => status({ state: "waiting" })).catch((err) => {
     // A models volume mounted read-only, a folder of another user's.
@@ -90,27 +92,99 @@ export async function fetchModel(refText: string, opts: FetchModelOptions): Prom
   if (held === "done") return target;
   try {
     if (await isFile(target)) return target;
-    const { file, totalBytes } = await download(ref, staging, name, label, opts, held.signal, status);
-    status({ state: "checking", bytes: totalBytes, totalBytes });
+    const part = path.join(staging, name + PART_SUFFIX);
+    // An earlier release's staging copy (ipull's), whose record of what it holds is not trusted.
+    await rm(path.join(staging, `${name}.ipull`), { force: true });
+    const src = await source(ref, label, opts);
+    const got = await download(src, part, label, opts, held.signal, status);
+    status({ state: "checking", bytes: got.bytes, totalBytes: got.bytes });
     try {
-      await checkGgufFile(file, { label, expectedBytes: totalBytes });
+      if (src.sha256 && got.sha256 !== src.sha256)
+        throw new ModelFileError(
+          `${label}: its sha256 is ${got.sha256} where ${src.sha256From} gives ${src.sha256}; the download was deleted, the next start downloads it again`,
+        );
+      await checkGgufFile(part, { label, expectedBytes: src.size ?? got.bytes });
     } catch (err) {
-      // A whole file that is not a model is not worth resuming: the next start fetches it afresh.
-      await rm(file, { force: true });
+      // A whole file that is not the model is not worth resuming: the next start fetches it afresh.
+      await discard(part);
       throw err;
     }
-    await rename(file, target);
-    status({ state: "done", bytes: totalBytes, totalBytes });
-    opts.log?.(`downloaded ${label} into ${target}`, { model: label, file: target, bytes: totalBytes });
+    await rename(part, target);
+    await rm(part + RECORD_SUFFIX, { force: true });
+    status({ state: "done", bytes: got.bytes, totalBytes: got.bytes });
+    const checked = src.sha256 ? `checked against ${src.sha256From}'s` : "the host gives none to check it against";
+    opts.log?.(`downloaded ${label} into ${target} (sha256 ${got.sha256}, ${checked})`, {
+      model: label,
+      file: target,
+      bytes: got.bytes,
+      sha256: got.sha256,
+    });
     return target;
   } finally {
     await held.release();
   }
 }
 
+/** What the reference downloads, each failure one line saying what to do. */
+async function source(ref: RemoteRef, label: string, opts: FetchModelOptions): Promise<RemoteFile> {
+  const setting = opts.setting ?? "MODEL_PATH";
+  try {
+    return await resolveSource(ref, { ...opts, timeoutMs: opts.connectTimeoutMs });
+  } catch (err) {
+    if (err instanceof UnreachableError)
+      throw new ModelDownloadError(
+        `${label}: ${err.message}; download the .gguf where the network allows and set ${setting} to the local file`,
+      );
+    if (err instanceof SplitModelError)
+      throw new ModelDownloadError(
+        `${label}: is split into several files (${err.file}), which this service does not join; merge them (llama-gguf-split --merge) and set ${setting} to the merged file`,
+      );
+    if (err instanceof SourceError) throw new ModelDownloadError(`${label}: ${err.message}`);
+    throw err;
+  }
+}
+
+async function download(src: RemoteFile, part: string, label: string, opts: FetchModelOptions, lost: AbortSignal, status: Status) {
+  const progress = progressReporter(label, opts, status);
+  const signal = opts.signal ? AbortSignal.any([opts.signal, lost]) : lost;
+  const total = src.size ?? 0;
+  opts.log?.(`downloading ${label} into ${opts.dir} (${total ? formatBytes(total) : "size not announced"})`, {
+    model: label,
+    total_bytes: total,
+  });
+  status({ state: "downloading", bytes: 0, totalBytes: total });
+  try {
+    const got = await transfer(src, part, {
+      signal,
+      onResume: (bytes) => {
+        opts.log?.(`resuming ${label} from the ${formatBytes(bytes)} a stopped download left`, { model: label, bytes });
+        progress({ downloadedSize: bytes, totalSize: total });
+      },
+      onProgress: (bytes, size) => progress({ downloadedSize: bytes, totalSize: size }),
+    });
+    progress.finish();
+    return got;
+  } catch (err) {
+    if (lost.aborted) throw lost.reason;
+    if (signal.aborted) throw err;
+    throw new ModelDownloadError(`${label}: the download failed (${oneLine(err)}); the next start resumes it`);
+  }
+}
+
+/** Who holds a download's lock, written beside it: a holder on this machine whose process is gone is known dead at once. */
+interface LockOwner {
+  host: string;
+  pid: number;
+  token: string;
+}
+
+/** The locks this process holds, by token (one process may wait on its own download, as two models' loads do). */
+const heldTokens = new Set<string>();
+
 /**
  * One process downloads a file at a time, whichever machine shares the folder: the others wait, and use the file
- * once it is in place ("done"). A lock left by a dead process goes stale and is taken over.
+ * once it is in place ("done"). A lock left by a dead process is taken over: at once where its holder ran on this
+ * machine (a kill -9, an OOM kill, a container restarted in its pod), else once it went stale.
  */
 async function takeLock(
   file: string,
@@ -119,6 +193,8 @@ async function takeLock(
   opts: FetchModelOptions,
   onWait: () => void,
 ): Promise<{ release: () => Promise<void>; signal: AbortSignal } | "done"> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const ownerFile = `${file}.owner.json`;
   let told = false;
   for (;;) {
     opts.signal?.throwIfAborted();
@@ -131,9 +207,24 @@ async function takeLock(
         // Another process took the lock over (this one stalled past the stale time): it must not write beside it.
         onCompromised: (err) => lost.abort(new ModelDownloadError(`${label}: the download's lock was lost (${err.message})`)),
       });
-      return { release: () => release().catch(() => {}), signal: lost.signal };
+      const owner: LockOwner = { host: os.hostname(), pid: process.pid, token: randomUUID() };
+      heldTokens.add(owner.token);
+      await writeFile(ownerFile, JSON.stringify(owner));
+      return {
+        release: async () => {
+          heldTokens.delete(owner.token);
+          await rm(ownerFile, { force: true });
+          await release().catch(() => {});
+        },
+        signal: lost.signal,
+      };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ELOCKED") throw err;
+    }
+    // Its mtime put in the past, the lock is stale to proper-lockfile, which takes it over on the next try.
+    if (await ownerDead(ownerFile)) {
+      await utimes(`${file}.lock`, 0, 0).catch(() => {});
+      continue;
     }
     if (!told) {
       told = true;
@@ -145,95 +236,37 @@ async function takeLock(
   }
 }
 
-async function download(
-  ref: RemoteRef,
-  staging: string,
-  name: string,
-  label: string,
-  opts: FetchModelOptions,
-  lost: AbortSignal,
-  status: (s: Partial<DownloadStatus> & Pick<DownloadStatus, "state">) => void,
-): Promise<{ file: string; totalBytes: number }> {
-  await reachable(ref, label, opts);
-  const progress = progressReporter(label, opts, status);
-  let downloader: ModelDownloader;
+/** True only where the lock's holder ran on this machine and is gone; a holder elsewhere is waited for until stale. */
+async function ownerDead(ownerFile: string): Promise<boolean> {
+  let owner: LockOwner;
   try {
-    downloader = await createModelDownloader({
-      modelUri: ref.kind === "hf" ? ref.uri : ref.url,
-      dirPath: staging,
-      fileName: name,
-      showCliProgress: false,
-      // A stop keeps what came: the next start resumes it.
-      deleteTempFileOnCancel: false,
-      skipExisting: true,
-      endpoints: { huggingFace: opts.hfEndpoint },
-      ...(opts.hfToken ? { tokens: { huggingFace: opts.hfToken } } : {}),
-      onProgress: progress,
-    });
-  } catch (err) {
-    throw new ModelDownloadError(`${label}: ${oneLine(err)}`);
+    owner = JSON.parse(await readFile(ownerFile, "utf8")) as LockOwner;
+  } catch {
+    return false;
   }
-  if (downloader.totalFiles !== 1 || downloader.splitBinaryParts) {
-    await downloader.cancel({ deleteTempFile: false });
-    throw new ModelDownloadError(
-      `${label}: is split into several files, which this service does not join; merge them (llama-gguf-split --merge) and set ${opts.setting ?? "MODEL_PATH"} to the merged file`,
-    );
-  }
-  const totalBytes = downloader.totalSize;
-  const signal = opts.signal ? AbortSignal.any([opts.signal, lost]) : lost;
-  opts.log?.(`downloading ${label} into ${opts.dir} (${formatBytes(totalBytes)})`, { model: label, total_bytes: totalBytes });
-  status({ state: "downloading", bytes: downloader.downloadedSize, totalBytes });
+  if (owner.host !== os.hostname()) return false;
+  // The same pid is this process (a container's pid 1 restarted): dead unless this process holds that token.
+  if (owner.pid === process.pid) return !heldTokens.has(owner.token);
   try {
-    await downloader.download({ signal });
+    process.kill(owner.pid, 0);
+    return false;
   } catch (err) {
-    if (lost.aborted) throw lost.reason;
-    throw signal.aborted ? err : new ModelDownloadError(`${label}: the download failed (${oneLine(err)}); the next start resumes it`);
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
   }
-  // A stop ends ipull's transfer without an error: what it left is unfinished, never a file to check.
-  signal.throwIfAborted();
-  progress.finish();
-  return { file: downloader.entrypointFilePath, totalBytes };
-}
-
-/**
- * The host answers before the download begins: node-llama-cpp's downloader retries a refused connection for minutes,
- * where a user wants one line at once. An http error is reported as the server gave it.
- */
-async function reachable(ref: RemoteRef, label: string, opts: FetchModelOptions): Promise<void> {
-  const url = ref.kind === "url" ? ref.url : (opts.hfEndpoint ?? "https://huggingface.co");
-  const host = new URL(url).host;
-  let res: Response;
-  try {
-    res = await fetch(url, { method: "HEAD", redirect: "follow", signal: AbortSignal.timeout(opts.connectTimeoutMs ?? 30_000) });
-  } catch (err) {
-    if (opts.signal?.aborted) throw err;
-    const e = err as Error & { cause?: NodeJS.ErrnoException };
-    const why = e.name === "TimeoutError" ? "no answer" : (e.cause?.code ?? e.cause?.message ?? e.message);
-    throw new ModelDownloadError(
-      `${label}: cannot reach ${host} (${why}); download the .gguf where the network allows and set ${opts.setting ?? "MODEL_PATH"} to the local file`,
-    );
-  }
-  // A server that does not do HEAD still serves GET (ipull falls back to it).
-  if (ref.kind === "url" && res.status >= 400 && res.status !== 405 && res.status !== 501)
-    throw new ModelDownloadError(`${label}: ${host} answered ${res.status} ${res.statusText}`.trim());
 }
 
 /** The download's progress: to the status callback at every step, to the log every few seconds as a bar. */
-function progressReporter(
-  label: string,
-  opts: FetchModelOptions,
-  status: (s: Partial<DownloadStatus> & Pick<DownloadStatus, "state">) => void,
-) {
+function progressReporter(label: string, opts: FetchModelOptions, status: Status) {
   let logged = 0;
   let last: Progress | undefined;
   // The rate is this run's own (bytes since its first report over the time since): a resumed download's kept bytes
-  // are not counted as transferred, and the first seconds are not averaged over ten as ipull's figure is.
+  // are not counted as transferred.
   let first: { at: number; bytes: number } | undefined;
   const report = (p: { totalSize: number; downloadedSize: number }) => {
     first ??= { at: Date.now(), bytes: p.downloadedSize };
     const seconds = (Date.now() - first.at) / 1000;
     const rate = seconds >= 0.5 ? (p.downloadedSize - first.bytes) / seconds : 0;
-    const eta = rate > 0 ? Math.round((p.totalSize - p.downloadedSize) / rate) : null;
+    const eta = rate > 0 && p.totalSize > 0 ? Math.round((p.totalSize - p.downloadedSize) / rate) : null;
     last = { model: label, bytes: p.downloadedSize, totalBytes: p.totalSize, bytesPerSecond: Math.round(rate), etaSeconds: eta };
     status({ state: "downloading", ...last });
     if (Date.now() - logged >= LOG_EVERY_MS) {
@@ -246,8 +279,9 @@ function progressReporter(
     finish() {
       if (!last || !first) return;
       const seconds = (Date.now() - first.at) / 1000;
-      const rate = seconds > 0 ? Math.round((last.totalBytes - first.bytes) / seconds) : 0;
-      const done = { ...last, bytes: last.totalBytes, bytesPerSecond: rate, etaSeconds: 0 };
+      const total = last.totalBytes || last.bytes;
+      const rate = seconds > 0 ? Math.round((total - first.bytes) / seconds) : 0;
+      const done = { ...last, bytes: total, totalBytes: total, bytesPerSecond: rate, etaSeconds: 0 };
       opts.log?.(progressLine(done), fieldsOf(done));
     },
   });

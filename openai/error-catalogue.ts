@@ -165,7 +165,7 @@ export const ERROR_CATALOGUE = {
   },
   starting: {
     ...notNow(503),
-    when: "The process has just started: it holds its port already, but its model is still being downloaded (`GET /ready` shows the progress) or loading (an API server: it is still reaching its database); `Retry-After` says when to ask again.",
+    when: "The process has just started: it holds its port already, but its model is still being downloaded (`GET /ready` shows each download's bytes, rate and time left), checked or loading, or (an API server) it is still reaching its database. `/health` answers 200 meanwhile, so a liveness probe leaves it be; `Retry-After` says when to ask again.",
   },
   backend_unavailable: {
     ...notNow(503),

@@ -123,7 +123,13 @@ const ReadySchema = z
     }),
   })
   .openapi("Ready");
-const HealthSchema = z.object({ status: z.literal("ok") }).openapi("Health", { example: { status: "ok" } });
+const HealthSchema = z
+  .object({
+    status: z.enum(["ok", "starting"]).openapi({
+      description: "`starting` while the process downloads or loads its model (it holds its port already), `ok` after.",
+    }),
+  })
+  .openapi("Health", { example: { status: "ok" } });
 const RootSchema = z
   .object({ status: z.literal("ok"), service: z.string(), version: z.string(), docs: z.string() })
   .openapi("ServiceInfo", { example: { status: "ok", service: "offline-batch-inference", version: "0.1.0", docs: "/docs" } });
@@ -140,14 +146,16 @@ function registerSystemPaths(r: OpenAPIRegistry): void {
       content: { "application/json": { schema: RootSchema }, "text/html": { schema: { type: "string" } } },
     },
   });
-  system("/health", "Liveness: the process is up", { 200: jsonResponse(HealthSchema, "Up.") });
+  system("/health", "Liveness: the process is up", {
+    200: jsonResponse(HealthSchema, "Up, from the process's first second (while it starts as well)."),
+  });
   system("/ready", "Readiness: the model is loaded and the disk takes writes", {
     200: jsonResponse(ReadySchema, "Ready, with the backend's settings."),
     ...errorResponses(503),
     503: {
       ...errorResponses(503)["503"],
       description:
-        "Not ready (see Retry-After): the model is loading, a drain runs, the disk under BATCH_DIR is full or read-only (`storage_not_writable`, with `storage.state` beside the error), or the database or the blob store does not answer.",
+        'Not ready (see Retry-After): the process is starting (`starting`, with `status: "starting"` and each model download\'s `state`, `bytes`, `total_bytes`, `bytes_per_second` and `eta_seconds` in `downloads` beside the error, the progress bar as its message), a drain runs, the disk under BATCH_DIR is full or read-only (`storage_not_writable`, with `storage.state` beside the error), or the database or the blob store does not answer.',
     },
   });
   system("/openapi.json", "This document", {

@@ -48,7 +48,7 @@ describe.skipIf(!POSTGRES_BIN)("a worker of the distributed mode", () => {
 });
 
 describe("the server's start", () => {
-  it("holds its port while the model loads, answering 503 starting with Retry-After, then serves", async () => {
+  it("holds its port while the model loads: /health 200 (a liveness probe leaves it be), /ready and the rest 503 starting with Retry-After, then serves", async () => {
     // A 66 MB model: its load takes long enough to be asked during it.
     const model = await ensureGeneratedModel({ preset: "small" });
     const port = await freePort();
@@ -72,9 +72,16 @@ describe("the server's start", () => {
         code: "starting",
       },
     });
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: "starting" });
+    const ready = await fetch(`http://127.0.0.1:${port}/ready`);
+    expect(ready.status).toBe(503);
+    expect(ready.headers.get("retry-after")).toBe("5");
+    expect(await ready.json()).toMatchObject({ status: "starting", downloads: [], error: { code: "starting" } });
     const up = await untilListening(p);
     expect(up.baseUrl).toBe(`http://127.0.0.1:${port}`);
-    expect((await fetch(`${up.baseUrl}/health`)).status).toBe(200);
+    expect(await (await fetch(`${up.baseUrl}/health`)).json()).toEqual({ status: "ok" });
     p.child.kill("SIGTERM");
     expect(await p.exited).toBe(0);
   });

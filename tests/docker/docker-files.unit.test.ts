@@ -237,6 +237,9 @@ describe("compose for many machines (docker/docker-compose.distributed.yml)", ()
 
   it("puts the proxy in front of the API servers, finding them by name at request time", () => {
     expect(s.proxy.depends_on).toEqual({ api: { condition: "service_healthy" } });
+    // Healthy means ready here: /health answers while a server still starts (503 `starting` elsewhere).
+    expect(s.api.healthcheck.test.join(" ")).toMatch(/127\.0\.0\.1:8000\/ready'\)/);
+    expect(s.api.healthcheck.test.join(" ")).not.toMatch(/\/health/);
     const conf = read("docker/nginx.distributed.conf");
     expect(conf).toMatch(/resolver 127\.0\.0\.11 valid=\d+s/);
     expect(conf).toMatch(/set \$api http:\/\/api:8000;/);

@@ -1,9 +1,11 @@
 // A first start on MODEL_PATH=hf:... or a URL, on the real server process, against a local host that answers as
-// Hugging Face does: the model downloads with its progress in the log and on /ready, a kill mid-download resumes on
-// the next start, a start with the file in MODELS_DIR downloads nothing, a cut or non-GGUF file and a host that
-// cannot be reached stop the start with one line, and nothing half-downloaded is ever in the models folder.
+// Hugging Face does: the model downloads with its progress in the log and on /ready, answered on the port the service
+// then serves (/health 200, /ready and every other route 503 `starting`), a kill mid-download resumes on the next
+// start from what reached the disk, a kept part damaged meanwhile is refused by its sha256, a start with the file in
+// MODELS_DIR downloads nothing, a cut or non-GGUF file and a host that cannot be reached stop the start with one
+// line, and nothing half-downloaded is ever in the models folder.
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -25,6 +27,8 @@ beforeAll(async () => {
   host = await startModelHost();
   host.put("/Owner/Tiny-GGUF/resolve/main/tiny-q8_0.gguf", models.tiny);
   host.manifest("Owner", "Tiny-GGUF", "Q8_0", "tiny-q8_0.gguf");
+  host.put("/Owner/Small-GGUF/resolve/main/small-q8_0.gguf", models.small);
+  host.manifest("Owner", "Small-GGUF", "Q8_0", "small-q8_0.gguf");
   host.put("/files/x/small.gguf", models.small);
   host.put("/files/x/cut.gguf", models.tiny.subarray(0, Math.floor(models.tiny.length / 2)));
   host.put("/files/x/page.gguf", Buffer.from("<html><body>Please log in</body></html>"));
@@ -54,9 +58,9 @@ function start(modelsDir: string, env: Record<string, string>): SpawnedProcess {
   return p;
 }
 
-/** The start-up address, once the first download opened it. */
+/** The address the process holds from its first moment (PORT=0: the one it logs), before its download begins. */
 async function startupUrl(p: SpawnedProcess): Promise<string> {
-  return whileRunning(p, () => /starting: (http:\/\/127\.0\.0\.1:\d+)\/ready/.exec(p.output())?.[1]);
+  return whileRunning(p, () => /starting on (http:\/\/127\.0\.0\.1:\d+):/.exec(p.output())?.[1]);
 }
 
 async function whileRunning<T>(p: SpawnedProcess, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
@@ -80,7 +84,7 @@ const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 describe("a model named by hf: on the first start", () => {
   const modelsDir = path.join(dir, "models-hf");
 
-  it("downloads with progress on /ready and in the log, then serves it under its reference", async () => {
+  it("answers /health 200 and /ready 503 with the download's progress on the port it then serves, and serves the model under its reference", async () => {
     host.stallAfter(400_000);
     const p = start(modelsDir, { MODEL_PATH: "hf:Owner/Tiny-GGUF:q8_0" });
     const base = await startupUrl(p);
@@ -90,26 +94,42 @@ describe("a model named by hf: on the first start", () => {
     });
     expect(during.status).toBe(503);
     expect(during.retryAfter).toBe("5");
-    expect(during.body.error).toMatchObject({ type: "server_error", code: "model_not_ready" });
+    expect(during.body.status).toBe("starting");
+    expect(during.body.error).toMatchObject({ type: "server_error", code: "starting" });
     expect(during.body.error.message).toMatch(/^Downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#+\.+\] \d+% [\d.]+ kB of 1\.\d MB/);
     expect(during.body.downloads).toEqual([
       expect.objectContaining({ model: "hf:Owner/Tiny-GGUF:Q8_0", state: "downloading", total_bytes: models.tiny.length }),
     ]);
     expect(during.body.downloads[0]).toHaveProperty("bytes_per_second");
     expect(during.body.downloads[0]).toHaveProperty("eta_seconds");
-    expect((await fetch(`${base}/health`)).status).toBe(200);
+    // Alive while it downloads: a liveness probe leaves it be.
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: "starting" });
     const other = await fetch(`${base}/v1/models`);
     expect(other.status).toBe(503);
-    expect(((await other.json()) as any).error.code).toBe("model_not_ready");
+    expect(other.headers.get("retry-after")).toBe("5");
+    expect(((await other.json()) as any).error).toMatchObject({
+      code: "starting",
+      message: expect.stringMatching(
+        /^The server is starting: downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#+\.+\] \d+% .* GET \/ready shows the progress\.$/,
+      ),
+    });
     // Nothing half-downloaded is in the models folder while it runs.
     expect(ggufsIn(modelsDir)).toEqual([]);
 
     host.stallAfter(undefined);
     const server = await untilListening(p, 60_000);
+    // One server: the port that answered the start is the service's.
+    expect(server.baseUrl).toBe(base);
     const r = await ready(server.baseUrl);
     expect(r.status).toBe(200);
     expect(r.body.model).toBe("Owner/Tiny-GGUF:Q8_0");
+    expect(await (await fetch(`${base}/health`)).json()).toEqual({ status: "ok" });
     expect(p.output()).toMatch(/"msg":"downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#{20}\] 100% 1\.\d MB of 1\.\d MB/);
+    expect(p.output()).toMatch(
+      /"msg":"downloaded hf:Owner\/Tiny-GGUF:Q8_0 into .* \(sha256 [0-9a-f]{64}, checked against Hugging Face's\)"/,
+    );
     const files = ggufsIn(modelsDir);
     expect(files).toHaveLength(1);
     expect(sha(readFileSync(path.join(modelsDir, files[0])))).toBe(sha(models.tiny));
@@ -123,52 +143,49 @@ describe("a model named by hf: on the first start", () => {
     const server = await untilListening(p, 60_000);
     expect((await ready(server.baseUrl)).body.model).toBe("Owner/Tiny-GGUF:Q8_0");
     expect(host.requests.length).toBe(before);
-    expect(p.output()).not.toMatch(/downloading|starting:/);
+    expect(p.output()).not.toMatch(/"msg":"download/);
     p.child.kill("SIGTERM");
     await p.exited;
   }, 120_000);
 });
 
 describe("a download killed midway", () => {
-  const modelsDir = path.join(dir, "models-resume");
   const url = () => `${host.url}/files/x/small.gguf`;
 
-  it("resumes on the next start from what it had, and only the whole, checked file is ever loaded", async () => {
-    const size = models.small.length;
+  /** Starts a download of `ref` into `modelsDir`, kills it once 20 MB came and a resume point was synced; the staging file. */
+  async function killMidway(modelsDir: string, ref: string) {
     const stalledAt = host.bytesSent() + 20_000_000;
     host.stallAfter(20_000_000);
-    const first = start(modelsDir, { MODEL_PATH: url() });
+    const first = start(modelsDir, { MODEL_PATH: ref });
     const base = await startupUrl(first);
-    const staged = () =>
-      path.join(modelsDir, ".downloading", readdirSync(path.join(modelsDir, ".downloading")).find((f) => f.endsWith(".ipull")) ?? "none");
-    // Killed once the host stalled at 20 MB and the staging copy records whole pieces (ipull appends its progress to it).
+    const staging = path.join(modelsDir, ".downloading");
+    const part = () => path.join(staging, readdirSync(staging).find((f) => f.endsWith(".part")) ?? "none");
+    const synced = () => (existsSync(`${part()}.resume.json`) ? JSON.parse(readFileSync(`${part()}.resume.json`, "utf8")).synced : 0);
     await whileRunning(first, async () =>
-      host.bytesSent() >= stalledAt &&
-      existsSync(staged()) &&
-      statSync(staged()).size > size &&
-      (await ready(base)).body.downloads?.[0]?.bytes > 0
-        ? true
-        : undefined,
+      host.bytesSent() >= stalledAt && synced() > 0 && (await ready(base)).body.downloads?.[0]?.bytes > 0 ? true : undefined,
     );
     first.child.kill("SIGKILL");
     await first.exited;
     expect(ggufsIn(modelsDir)).toEqual([]);
-
     host.stallAfter(undefined);
+    return { part: part(), synced: synced() as number };
+  }
+
+  it("resumes on the next start from what reached the disk, at once, and only the whole, checked file is ever loaded", async () => {
+    const modelsDir = path.join(dir, "models-resume");
+    const size = models.small.length;
+    const { synced } = await killMidway(modelsDir, url());
     const requestsBefore = host.requests.length;
     const second = start(modelsDir, { MODEL_PATH: url() });
     const server = await untilListening(second, 120_000);
     expect((await ready(server.baseUrl)).status).toBe(200);
-    // The lock the killed process left went stale before this one took over.
-    expect(second.output()).toContain("another process is downloading");
-    // The pieces the first start completed (ipull's 5 MB unit) are never asked for again: some of the file lies in no
-    // range the second start requested.
-    const ranges = host.requests
-      .slice(requestsBefore)
-      .flatMap((r) => (r.method === "GET" && r.range ? [r.range] : []))
-      .map((r) => /^bytes=(\d+)-(\d+)$/.exec(r)!.slice(1).map(Number) as [number, number]);
-    expect(ranges.some(([from]) => from > 0)).toBe(true);
-    expect(size - covered(ranges)).toBeGreaterThanOrEqual(5 * 2 ** 20);
+    // The killed process's lock is known dead (its process is gone from this machine): no wait for it to go stale.
+    expect(second.output()).not.toContain("another process is downloading");
+    expect(second.output()).toContain(`"msg":"resuming ${url()} from the `);
+    // The rest is asked from the resume point on, and only the rest is sent.
+    const gets = host.requests.slice(requestsBefore).filter((r) => r.method === "GET" && r.path === "/files/x/small.gguf");
+    expect(gets.map((r) => r.range)).toEqual([`bytes=${synced}-`]);
+    expect(gets[0].bytes).toBe(size - synced);
     // The log's bar: the bytes, this run's rate and the time left.
     expect(second.output()).toMatch(/\[#{20}\] 100% 69 MB of 69 MB, [\d.]+ [kM]B\/s, 0 s left/);
     const files = ggufsIn(modelsDir);
@@ -176,6 +193,29 @@ describe("a download killed midway", () => {
     expect(sha(readFileSync(path.join(modelsDir, files[0])))).toBe(sha(models.small));
     second.child.kill("SIGTERM");
     await second.exited;
+  }, 240_000);
+
+  it("refuses in one line, and never loads, a kept part damaged while it was stopped (bytes flipped, its size intact)", async () => {
+    const modelsDir = path.join(dir, "models-damaged");
+    const ref = "hf:Owner/Small-GGUF:Q8_0";
+    const { part, synced } = await killMidway(modelsDir, ref);
+    const fd = openSync(part, "r+");
+    writeSync(fd, Buffer.alloc(4096, 0x5a), 0, 4096, Math.floor(synced / 2));
+    closeSync(fd);
+    const second = start(modelsDir, { MODEL_PATH: ref, LOG_LEVEL: "error" });
+    expect(await second.exited).toBe(1);
+    expect(second.output().trim().split("\n").at(-1)).toMatch(
+      /^offline-batch-inference: failed to start: hf:Owner\/Small-GGUF:Q8_0: its sha256 is [0-9a-f]{64} where Hugging Face gives [0-9a-f]{64}; the download was deleted, the next start downloads it again$/,
+    );
+    expect(ggufsIn(modelsDir)).toEqual([]);
+    expect(readdirSync(path.join(modelsDir, ".downloading")).filter((f) => f.includes(".part"))).toEqual([]);
+    // The next start downloads it whole, and it is the model.
+    const third = start(modelsDir, { MODEL_PATH: ref });
+    const server = await untilListening(third, 120_000);
+    expect((await ready(server.baseUrl)).status).toBe(200);
+    expect(sha(readFileSync(path.join(modelsDir, ggufsIn(modelsDir)[0])))).toBe(sha(models.small));
+    third.child.kill("SIGTERM");
+    await third.exited;
   }, 240_000);
 });
 
@@ -208,15 +248,3 @@ describe("a download that cannot be used", () => {
     ]);
   });
 });
-
-/** Bytes in the union of inclusive [from, to] ranges. */
-function covered(ranges: Array<[number, number]>): number {
-  let total = 0;
-  let end = -1;
-  for (const [from, to] of [...ranges].sort((a, b) => a[0] - b[0])) {
-    if (to <= end) continue;
-    total += to - Math.max(from, end + 1) + 1;
-    end = to;
-  }
-  return total;
-}

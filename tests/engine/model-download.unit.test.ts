@@ -1,18 +1,36 @@
 // Models named by hf: or a URL, fetched from a local host that answers as Hugging Face does: downloaded once with
-// progress, found again without the network, checked before they are kept (a cut or non-GGUF file is refused in one
-// line and never lands in the models folder), one line when the host cannot be reached, one download at a time.
-import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+// progress, found again without the network, checked before they are kept (a sha256 other than Hugging Face's or the
+// URL's, a cut or non-GGUF file are refused in one line and never land in the models folder), one line when the host
+// cannot be reached, one download at a time.
+import { createHash } from "node:crypto";
+import { mkdir, open, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { modelFileName, parseModelRef } from "../../config/model-ref.js";
 import { writeGeneratedModel } from "../../engine/generated-model.js";
 import { checkGgufFile, ModelFileError } from "../../engine/gguf-check.js";
-import { type DownloadStatus, fetchModel, ModelDownloadError, progressLine, STAGING_FOLDER } from "../../engine/model-download.js";
+import {
+  type DownloadStatus,
+  fetchModel,
+  ModelDownloadError,
+  PART_SUFFIX,
+  progressLine,
+  STAGING_FOLDER,
+} from "../../engine/model-download.js";
+import { RECORD_SUFFIX } from "../../engine/model-transfer.js";
 import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("model-download");
 let host: ModelHost;
 let model: Buffer;
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+/** The model with bytes flipped in the middle: its size and header intact, so only its hash tells it apart. */
+const flipped = () => {
+  const b = Buffer.from(model);
+  for (let i = 0; i < 64; i++) b[Math.floor(b.length / 2) + i] ^= 0xff;
+  return b;
+};
 
 beforeAll(async () => {
   const file = await scratch.file("tiny.gguf");
@@ -24,8 +42,15 @@ beforeAll(async () => {
   host.manifest("Owner", "Tiny-GGUF", "Q8_0", "tiny-q8_0.gguf");
   host.put("/files/cut.gguf", model.subarray(0, Math.floor(model.length * 0.6)));
   host.put("/files/page.gguf", Buffer.from("<!DOCTYPE html><html><body>Sign in to continue</body></html>"));
+  // A storage host that serves other bytes than those whose hash Hugging Face gives (a bad mirror, a flipped bit).
+  host.put("/Owner/Bad-GGUF/resolve/main/bad-q8_0.gguf", flipped(), { sha256: sha(model) });
+  host.manifest("Owner", "Bad-GGUF", "Q8_0", "bad-q8_0.gguf");
+  host.put("/Owner/Slow-GGUF/resolve/main/slow-q8_0.gguf", model);
+  host.manifest("Owner", "Slow-GGUF", "Q8_0", "slow-q8_0.gguf");
 });
 afterAll(() => host.close());
+// A test that fails while the host stalls must not leave the next ones stalled.
+afterEach(() => host.stallAfter(undefined));
 
 const modelsDir = async () => path.dirname(await scratch.file("models/x"));
 const requestsFor = (p: string) => host.requests.filter((r) => r.path.includes(p));
@@ -54,13 +79,24 @@ describe("fetchModel", () => {
     expect(downloading.at(-1)).toMatchObject({ model: "hf:Owner/Tiny-GGUF:Q8_0", totalBytes: model.length, file: path.basename(file) });
     expect(statuses.at(-1)).toMatchObject({ state: "done", bytes: model.length });
     expect(logs.some((l) => /^downloading hf:Owner\/Tiny-GGUF:Q8_0 \[#+\] 100% /.test(l))).toBe(true);
-    expect(logs.at(-1)).toBe(`downloaded hf:Owner/Tiny-GGUF:Q8_0 into ${file}`);
+    expect(logs.at(-1)).toBe(`downloaded hf:Owner/Tiny-GGUF:Q8_0 into ${file} (sha256 ${sha(model)}, checked against Hugging Face's)`);
     // Only the checked file is left: no staging copy, no lock.
     expect(await readdir(path.join(dir, STAGING_FOLDER))).toEqual([]);
 
     const before = host.requests.length;
     expect(await fetchModel("hf:Owner/Tiny-GGUF:Q8_0", { ...opts, hfEndpoint: "http://127.0.0.1:9" })).toBe(file);
     expect(host.requests.length).toBe(before);
+  });
+
+  it("sends HF_TOKEN to the Hugging Face endpoint only, never to the storage it redirects to", async () => {
+    const dir = await modelsDir();
+    const before = host.requests.length;
+    await fetchModel("hf:Owner/Slow-GGUF:Q8_0", { dir, hfEndpoint: host.url, hfToken: "hf_secret" });
+    const seen = host.requests.slice(before);
+    expect(seen.filter((r) => !r.path.startsWith("/storage/")).every((r) => r.authorized)).toBe(true);
+    const storage = seen.filter((r) => r.path.startsWith("/storage/"));
+    expect(storage.length).toBeGreaterThan(0);
+    expect(storage.some((r) => r.authorized)).toBe(false);
   });
 
   it("downloads a URL of a .gguf, and keeps two references apart", async () => {
@@ -81,6 +117,62 @@ describe("fetchModel", () => {
     expect(err.message).toMatch(why);
     expect((await readdir(dir)).filter((f) => f !== STAGING_FOLDER)).toEqual([]);
     expect(await readdir(path.join(dir, STAGING_FOLDER))).toEqual([]);
+  });
+
+  it("refuses a file whose sha256 is not the one Hugging Face gives, though its size and header are right, and keeps nothing", async () => {
+    const dir = await modelsDir();
+    const err = await oneLine(fetchModel("hf:Owner/Bad-GGUF:Q8_0", { dir, hfEndpoint: host.url }));
+    expect(err).toBeInstanceOf(ModelFileError);
+    expect(err.message).toBe(
+      `hf:Owner/Bad-GGUF:Q8_0: its sha256 is ${sha(flipped())} where Hugging Face gives ${sha(model)}; the download was deleted, the next start downloads it again`,
+    );
+    expect((await readdir(dir)).filter((f) => f !== STAGING_FOLDER)).toEqual([]);
+    expect((await readdir(path.join(dir, STAGING_FOLDER))).filter((f) => !f.endsWith(".lock"))).toEqual([]);
+  });
+
+  it("checks a URL's download against its #sha256, and refuses another hash in one line", async () => {
+    const dir = await modelsDir();
+    const logs: string[] = [];
+    const file = await fetchModel(`${host.url}/files/tiny.gguf#sha256=${sha(model).toUpperCase()}`, { dir, log: (m) => logs.push(m) });
+    expect((await readFile(file)).equals(model)).toBe(true);
+    expect(logs.at(-1)).toMatch(/\(sha256 [0-9a-f]{64}, checked against the URL's #sha256's\)$/);
+    const other = sha(flipped());
+    const err = await oneLine(fetchModel(`${host.url}/files/tiny.gguf#sha256=${other}`, { dir }));
+    expect(err.message).toBe(
+      `${host.url}/files/tiny.gguf: its sha256 is ${sha(model)} where the URL's #sha256 gives ${other}; the download was deleted, the next start downloads it again`,
+    );
+  });
+
+  it("refuses a resumed download whose kept part was damaged while it was stopped (bytes flipped, its size intact), and loads nothing", async () => {
+    const dir = await modelsDir();
+    const ref = "hf:Owner/Slow-GGUF:Q8_0";
+    const part = path.join(dir, STAGING_FOLDER, modelFileName(parseModelRef(ref) as never) + PART_SUFFIX);
+    const kept = Math.floor(model.length * 0.8);
+    host.stallAfter(kept);
+    const stop = new AbortController();
+    const first = fetchModel(ref, {
+      dir,
+      hfEndpoint: host.url,
+      signal: stop.signal,
+      onStatus: (s) => s.bytes >= kept && stop.abort(new Error("stopped")),
+    });
+    await expect(first).rejects.toThrow("stopped");
+    host.stallAfter(undefined);
+    // The stop synced what came and moved the resume point to it.
+    const record = JSON.parse(await readFile(part + RECORD_SUFFIX, "utf8"));
+    expect(record).toMatchObject({ synced: kept, sha256: sha(model), size: model.length });
+    const fd = await open(part, "r+");
+    await fd.write(Buffer.alloc(64, 0x55), 0, 64, Math.floor(model.length / 2));
+    await fd.close();
+    const err = await oneLine(fetchModel(ref, { dir, hfEndpoint: host.url }));
+    expect(err.message).toMatch(
+      /^hf:Owner\/Slow-GGUF:Q8_0: its sha256 is [0-9a-f]{64} where Hugging Face gives [0-9a-f]{64}; the download was deleted/,
+    );
+    expect((await readdir(dir)).filter((f) => f !== STAGING_FOLDER)).toEqual([]);
+    expect((await readdir(path.join(dir, STAGING_FOLDER))).filter((f) => !f.endsWith(".lock"))).toEqual([]);
+    // The next start downloads it whole, and right.
+    const file = await fetchModel(ref, { dir, hfEndpoint: host.url });
+    expect(sha(await readFile(file))).toBe(sha(model));
   });
 
   it("says in one line that the host cannot be reached, and to name a local file", async () => {
