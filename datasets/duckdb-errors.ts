@@ -4,10 +4,29 @@
 // is the error's detail, for the server's log.
 import { DatasetError, type InputSpec } from "./tables.js";
 
+/** What bounds a read, as the caller's user sets it (`DATASET_STEP_SECONDS`), said in the error that stops one. */
+export interface LimitNames {
+  memory?: string;
+  time?: string;
+}
+
+const inParens = (name: string | undefined) => (name ? ` (${name})` : "");
+
+/** A read stopped for its memory: DuckDB's own limits, or the process's it runs in. */
+export const outOfMemory = (name?: string) =>
+  `it needed more memory or scratch disk than one dataset read may take here${inParens(name)}, so it was stopped (a costly where?)`;
+
+/** A read stopped for its time: one step ran past the limit. */
+export const pastStepLimit = (ms: number, name?: string) =>
+  `it took longer than ${ms / 1000} s, the most one step of a dataset read may take here${inParens(name)}, so it was stopped (a costly where?)`;
+
 /** DuckDB took longer than a step may (stepLimitMs): it was interrupted. */
 export class StepLimit extends Error {
-  constructor(readonly ms: number) {
-    super(`reading it took longer than ${ms / 1000} s, the most one step may take here, so it was stopped (a costly where?)`);
+  constructor(
+    readonly ms: number,
+    name?: string,
+  ) {
+    super(pastStepLimit(ms, name));
   }
 }
 
@@ -20,6 +39,7 @@ export interface ErrorContext {
   stage: Stage;
   /** The `where` is a client's: its errors name no value DuckDB's text holds. */
   clientSql: boolean;
+  limitNames?: LimitNames;
 }
 
 /** What each kind of DuckDB error means, said to a client whose `where` raised it. */
@@ -50,14 +70,15 @@ const TOLD_BACK: Array<{ re: RegExp; say?: (m: RegExpExecArray) => string }> = [
   { re: /^Cannot access file "([^"]+)" - file system operations are disabled by configuration/ },
 ];
 
-export const OUT_OF_MEMORY =
-  "it needed more memory or scratch disk than one dataset read may take here, so it was stopped (a costly where?)";
-
 export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
   if (err instanceof DatasetError) return err;
   const { spec, files } = ctx;
   const label = files.length === 1 ? files[0] : spec.input;
-  if (err instanceof StepLimit) return new DatasetError(`${label}: ${err.message}`);
+  // A read stopped at a limit is the where's doing where there is one: a read of the file alone is bounded too.
+  if (err instanceof StepLimit)
+    return spec.where === undefined
+      ? new DatasetError(`${label}: ${err.message}`, undefined, undefined, "time")
+      : new DatasetError(`where: ${err.message}`, undefined, "where", "time");
   const message = err instanceof Error ? err.message : String(err);
   const csv = /CSV Error on Line: (\d+)\n(?:Original Line: .*\n)?(.*)/.exec(message);
   const file = /file = (.+)/.exec(message)?.[1]?.trim() ?? label;
@@ -65,10 +86,12 @@ export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
   const json = /Malformed JSON in file "([^"]+)", at byte \d+ in line (\d+): (.*?)\.?\s*(\n|$)/.exec(message);
   // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
   if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
-  if (ctx.clientSql && /^Out of Memory Error/.test(message))
+  if (ctx.clientSql && /^Out of Memory Error/.test(message)) {
+    const said = outOfMemory(ctx.limitNames?.memory);
     return spec.where === undefined
-      ? new DatasetError(`${label}: ${OUT_OF_MEMORY}`, message)
-      : new DatasetError(`where: ${OUT_OF_MEMORY}`, message, "where");
+      ? new DatasetError(`${label}: ${said}`, message, undefined, "memory")
+      : new DatasetError(`where: ${said}`, message, "where", "memory");
+  }
   if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message)))) {
     const said = ctx.clientSql
       ? clientWhereError(message, spec.where)

@@ -4,7 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
-import { datasetError, firstLine, type Stage, StepLimit } from "./duckdb-errors.js";
+import { datasetError, firstLine, type LimitNames, type Stage, StepLimit } from "./duckdb-errors.js";
 import { checkWhere, whereClause } from "./duckdb-where.js";
 import {
   type Column,
@@ -39,6 +39,13 @@ export interface DuckTablesOptions {
    * 90% of the free disk). None: DuckDB's default.
    */
   maxTempBytes?: number;
+  /**
+   * Told as each bounded step starts (true) and ends (false): a server runs its reads in a process of their own and
+   * kills one whose step DuckDB could not interrupt (one function call on one huge value runs to its end).
+   */
+  onStep?: (running: boolean) => void;
+  /** What bounds a read where the caller's user sets it, named in the error that stops one. */
+  limitNames?: LimitNames;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -84,8 +91,8 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     await admin.run("SET lock_configuration = true");
   }
   let views = 0;
-  /** The view each opened input reads. */
-  const opened = new WeakMap<TableInput, string>();
+  /** The view each opened input reads, and how a fault reading it is told (its where's, on a server). */
+  const opened = new WeakMap<TableInput, { view: string; fault: (err: unknown) => never }>();
 
   async function open(spec: InputSpec): Promise<TableInput> {
     const { files, format } = await resolveFiles(admin, spec.input);
@@ -99,39 +106,32 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
-    const run = (sql: string, stage: Stage) =>
-      bounded(admin, opts.stepLimitMs, admin.runAndReadAll(sql)).catch((err) => {
-        throw datasetError(err, { spec, files, stage, clientSql });
-      });
+    const failed = (stage: Stage) => (err: unknown) => {
+      throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames });
+    };
+    const run = (sql: string, stage: Stage) => bounded(admin, opts, () => admin.runAndReadAll(sql)).catch(failed(stage));
     // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
     await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
     if (spec.where !== undefined) {
       const names = (await run(`DESCRIBE ${view}_file`, "file")).getRowObjectsJS().map((r) => String(r.column_name));
       // The where is read once to render the requests and once to join the answers back by place, and it is SQL
       // from a client on a server: it may use the row's own values and nothing else.
-      await checkWhere(admin, spec.where, names).catch((err) => {
-        throw datasetError(err, { spec, files, stage: "where", clientSql });
-      });
+      await checkWhere(admin, spec.where, names).catch(failed("where"));
     }
     await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
     const described = await run(`DESCRIBE ${view}`, "where");
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
-    const readError = (err: unknown) => datasetError(err, { spec, files, stage: "rows", clientSql });
     const input: TableInput = {
       files,
       columns,
       async *rows() {
         const conn = await db.connect();
         try {
-          const result = await bounded(conn, opts.stepLimitMs, conn.stream(`SELECT * FROM ${view}`)).catch((err) => {
-            throw readError(err);
-          });
+          const result = await bounded(conn, opts, () => conn.stream(`SELECT * FROM ${view}`)).catch(failed("rows"));
           // Each chunk's wait is bounded, not the consumer's time between chunks.
           const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
           for (;;) {
-            const next = await bounded(conn, opts.stepLimitMs, chunks.next()).catch((err) => {
-              throw readError(err);
-            });
+            const next = await bounded(conn, opts, () => chunks.next()).catch(failed("rows"));
             if (next.done) break;
             yield next.value.map(toRow);
           }
@@ -144,7 +144,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         return Number(r.getRowsJS()[0][0]);
       },
     };
-    opened.set(input, view);
+    opened.set(input, { view, fault: failed("rows") });
     return input;
   }
 
@@ -163,9 +163,9 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
         : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
     );
-    const view = opened.get(input);
-    if (!view) throw new Error("write() takes a TableInput that this adapter opened");
-    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
+    const from = opened.get(input);
+    if (!from) throw new Error("write() takes a TableInput that this adapter opened");
+    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${from.view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
     const options =
       ext === ".parquet"
         ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
@@ -181,12 +181,14 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       if (f.startsWith(stale)) await rm(path.join(path.dirname(spec.output), f), { force: true });
     }
     try {
-      const out = await admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`);
+      // The input's where runs again here, so the write is a step as bounded as the reads.
+      const out = await bounded(admin, opts, () => admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`));
       const rows = Number(out.rowsChanged);
       await rename(temp, spec.output);
       return rows;
     } catch (err) {
       await rm(temp, { force: true });
+      if (err instanceof StepLimit || (opts.confine && /^Out of Memory Error/.test(String((err as Error)?.message)))) from.fault(err);
       throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
     }
   }
@@ -307,20 +309,24 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
-/** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */
-async function bounded<T>(conn: DuckDBConnection, limitMs: number | undefined, work: Promise<T>): Promise<T> {
-  if (!limitMs) return work;
+/** `work` on `conn`, interrupted once it has taken `stepLimitMs`; then a StepLimit. Its start and end are told to `onStep`. */
+async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work: () => Promise<T>): Promise<T> {
+  const limitMs = opts.stepLimitMs;
   let stopped = false;
-  const timer = setTimeout(() => {
-    stopped = true;
-    conn.interrupt();
-  }, limitMs);
+  const timer = limitMs
+    ? setTimeout(() => {
+        stopped = true;
+        conn.interrupt();
+      }, limitMs)
+    : undefined;
+  opts.onStep?.(true);
   try {
-    return await work;
+    return await work();
   } catch (err) {
-    throw stopped ? new StepLimit(limitMs) : err;
+    throw stopped && limitMs ? new StepLimit(limitMs, opts.limitNames?.time) : err;
   } finally {
     clearTimeout(timer);
+    opts.onStep?.(false);
   }
 }
 
