@@ -331,6 +331,7 @@ export async function buildControlPlane(deps: {
         served?.close();
         await inference?.close?.();
         await drain(opts);
+        datasets.close();
         stops.close();
         await maintenance.close();
         await events.close();

@@ -1,6 +1,6 @@
 // How many dataset reads (a create from a dataset, a table's download) run at once in this process: each holds a
-// DuckDB of its own, its memory and its scratch disk, over a client's SQL. Room for so many, then a bounded FIFO
-// queue; a read past both is refused at once with a Retry-After, never left to wait unseen.
+// process of its own (dataset-read-processes.ts), its memory and its scratch disk, over a client's SQL. Room for so
+// many, then a bounded FIFO queue; a read past both is refused at once with a Retry-After, never left to wait unseen.
 import { UnavailableError } from "../domain/errors.js";
 
 /** Reads waiting per one running: a few creates at once wait their turn, a flood is refused. */

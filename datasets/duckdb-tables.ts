@@ -68,6 +68,25 @@ const literal = (s: string) => `'${s.replaceAll("'", "''")}'`;
 const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
 const extOf = (file: string) => path.extname(file).toLowerCase();
 
+/**
+ * Loads what a first read would: DuckDB's library and the catalogue a `where` is checked against (read once per
+ * process), so that a process started ahead of its read starts it warm.
+ */
+export async function warmUp(): Promise<void> {
+  const db = await DuckDBInstance.create(":memory:", {
+    threads: "1",
+    autoinstall_known_extensions: "false",
+    autoload_known_extensions: "false",
+  });
+  const conn = await db.connect();
+  try {
+    await checkWhere(conn, "TRUE", []);
+  } finally {
+    conn.closeSync();
+    db.closeSync();
+  }
+}
+
 export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
   const db = await DuckDBInstance.create(":memory:", {
     memory_limit: opts.memoryLimit ?? "256MB",
