@@ -20,6 +20,12 @@ export const outOfMemory = (name?: string) =>
 export const pastStepLimit = (ms: number, name?: string) =>
   `it took longer than ${ms / 1000} s, the most one step of a dataset read may take here${inParens(name)}, so it was stopped (a costly where?)`;
 
+/**
+ * DuckDB could not allocate: its own limits, or the process's (an allocation outside its buffer manager fails as
+ * the C++ runtime's bad_alloc).
+ */
+export const isOutOfMemory = (err: unknown) => /^Out of Memory Error|\bbad_alloc\b/.test(err instanceof Error ? err.message : String(err));
+
 /** DuckDB took longer than a step may (stepLimitMs): it was interrupted. */
 export class StepLimit extends Error {
   constructor(
@@ -86,7 +92,7 @@ export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
   const json = /Malformed JSON in file "([^"]+)", at byte \d+ in line (\d+): (.*?)\.?\s*(\n|$)/.exec(message);
   // DuckDB 1.5 counts this line one past the line at fault (the pinned version; the contract test holds it).
   if (json) return new DatasetError(`${json[1]}: row ${Number(json[2]) - 1}: malformed JSON (${json[3].trim()})`);
-  if (ctx.clientSql && /^Out of Memory Error/.test(message)) {
+  if (ctx.clientSql && isOutOfMemory(message)) {
     const said = outOfMemory(ctx.limitNames?.memory);
     return spec.where === undefined
       ? new DatasetError(`${label}: ${said}`, message, undefined, "memory")

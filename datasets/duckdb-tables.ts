@@ -4,7 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
-import { datasetError, firstLine, type LimitNames, type Stage, StepLimit } from "./duckdb-errors.js";
+import { datasetError, firstLine, isOutOfMemory, type LimitNames, type Stage, StepLimit } from "./duckdb-errors.js";
 import { checkWhere, whereClause } from "./duckdb-where.js";
 import {
   type Column,
@@ -120,7 +120,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       ? arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`))
       : readerSql(admin, files, format)
     ).catch((err) => {
-      throw datasetError(err, { spec, files, stage: "file", clientSql });
+      throw datasetError(err, { spec, files, stage: "file", clientSql, limitNames: opts.limitNames });
     });
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
@@ -207,7 +207,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       return rows;
     } catch (err) {
       await rm(temp, { force: true });
-      if (err instanceof StepLimit || (opts.confine && /^Out of Memory Error/.test(String((err as Error)?.message)))) from.fault(err);
+      if (err instanceof StepLimit || (opts.confine && isOutOfMemory(err))) from.fault(err);
       throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
     }
   }
