@@ -70,7 +70,7 @@ export class DatasetBatchService implements DatasetBatches {
     },
   ) {
     this.reads = new DatasetReads(deps.limits.reads);
-    this.memoryMb = readMemoryMb(deps.limits.readMemoryMb);
+    this.memoryMb = readMemoryMb(deps.limits.readMemoryMb, deps.limits.reads);
     this.processes = new DatasetReadProcesses({ memoryMb: this.memoryMb, stepMs: deps.limits.stepSeconds * 1000, logger: deps.logger });
   }
 

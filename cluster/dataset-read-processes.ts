@@ -26,16 +26,20 @@ const STDERR_TAIL = 4_096;
 /** The environment a read's process gets: no secret of the service's (keys, database, S3) is in it. */
 const CHILD_ENV = ["PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "NODE_ENV"];
 
-/** DATASET_READ_MEMORY_MB, with 0 as the default share: an eighth of the memory the service may use, 512 to 4096 MB. */
+/**
+ * DATASET_READ_MEMORY_MB, with 0 as the default share: the `reads` that run at once (DATASET_READS) take at most half
+ * the memory the service may use between them, each 256 MB to 4 GB.
+ */
 export function readMemoryMb(
   setting: number,
+  reads: number,
   memory: { total: number; constrained?: number } = { total: os.totalmem(), constrained: process.constrainedMemory?.() },
 ): number {
   if (setting > 0) return setting;
   const { total, constrained } = memory;
   // In a container, the cgroup's limit is the memory the service may use, not the machine's.
   const usable = constrained && constrained > 0 && constrained < total ? constrained : total;
-  return Math.min(4096, Math.max(512, Math.floor(usable / 8 / 2 ** 20)));
+  return Math.min(4096, Math.max(256, Math.floor(usable / 2 / reads / 2 ** 20)));
 }
 
 /** A read was stopped from outside, at its memory or its time. */

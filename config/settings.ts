@@ -515,7 +515,7 @@ export const SETTINGS = {
       env: "DATASET_READ_MEMORY_MB",
       default: 0,
       schema: int(0).refine((mb) => mb === 0 || mb >= 256, { error: "must be 0 (the default share) or at least 256" }),
-      help: "the most memory one dataset read may take: each runs in a process of its own, stopped past it with a 400 (0: an eighth of the memory the service may use, at least 512 and at most 4096)",
+      help: "the most memory one dataset read may take: each runs in a process of its own, stopped past it with a 400 (0: the DATASET_READS reads share half the memory the service may use, 256 to 4096 each)",
     }),
     stepSeconds: setting({
       env: "DATASET_STEP_SECONDS",

@@ -11,16 +11,17 @@ import { DatasetError } from "../../datasets/tables.js";
 const GIB = 2 ** 30;
 
 describe("a dataset read's process", () => {
-  it("takes DATASET_READ_MEMORY_MB as set, else an eighth of the memory the service may use, 512 MB to 4 GB", () => {
-    expect(readMemoryMb(768)).toBe(768);
-    expect(readMemoryMb(0, { total: 24 * GIB, constrained: undefined })).toBe(3072);
-    expect(readMemoryMb(0, { total: 64 * GIB, constrained: 0 })).toBe(4096);
-    expect(readMemoryMb(0, { total: 2 * GIB, constrained: undefined })).toBe(512);
-    // In a container, its cgroup's limit is what the service may use, not the machine's memory.
-    expect(readMemoryMb(0, { total: 64 * GIB, constrained: 8 * GIB })).toBe(1024);
+  it("takes DATASET_READ_MEMORY_MB as set, else half the memory the service may use shared by DATASET_READS, 256 MB to 4 GB", () => {
+    expect(readMemoryMb(768, 2)).toBe(768);
+    expect(readMemoryMb(0, 2, { total: 8 * GIB, constrained: undefined })).toBe(2048);
+    expect(readMemoryMb(0, 4, { total: 8 * GIB, constrained: 0 })).toBe(1024);
+    expect(readMemoryMb(0, 2, { total: 64 * GIB })).toBe(4096);
+    expect(readMemoryMb(0, 8, { total: 2 * GIB })).toBe(256);
+    // In a container, its cgroup's limit is what the service may use, not the machine's memory: the API pod's 1 GiB.
+    expect(readMemoryMb(0, 2, { total: 64 * GIB, constrained: GIB })).toBe(256);
     // A cgroup with no limit reports more than the machine has.
-    expect(readMemoryMb(0, { total: 16 * GIB, constrained: 2 ** 62 })).toBe(2048);
-    expect(readMemoryMb(0)).toBeGreaterThanOrEqual(512);
+    expect(readMemoryMb(0, 2, { total: 4 * GIB, constrained: 2 ** 62 })).toBe(1024);
+    expect(readMemoryMb(0, 2)).toBeGreaterThanOrEqual(256);
   });
 
   it("starts from the entry beside its starter: TypeScript through tsx here, JavaScript in the compiled build", () => {
