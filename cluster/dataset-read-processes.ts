@@ -107,6 +107,8 @@ export class DatasetReadProcesses {
     } finally {
       this.live.delete(child);
       child.kill("SIGKILL");
+      // Started once the read is over: starting node takes a core for half a second, which the read would share.
+      this.startSpare();
     }
   }
 
@@ -127,8 +129,6 @@ export class DatasetReadProcesses {
     const child = up ? spare : start(this.opts.memoryMb);
     child.ref();
     (child as unknown as { channel?: { ref(): void } }).channel?.ref();
-    // The next read's process starts now, on the core this read (one DuckDB thread) leaves.
-    this.startSpare();
     return child;
   }
 
