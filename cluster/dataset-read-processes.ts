@@ -97,14 +97,21 @@ export class DatasetReadProcesses {
 
   constructor(private readonly opts: ReadProcessOptions) {}
 
-  /** Runs `task` in a process of its own; a ReadStopped where it was killed at its memory or its time. */
-  async run(task: ReadTask): Promise<Rendered | null> {
+  /**
+   * Runs `task` in a process of its own; a ReadStopped where it was killed at its memory or its time, and `gone`'s
+   * reason where it was killed because its client went away.
+   */
+  async run(task: ReadTask, gone?: AbortSignal): Promise<Rendered | null> {
     if (this.closed) throw new Error("dataset reads are closed");
+    gone?.throwIfAborted();
     const child = this.take();
     this.live.add(child);
+    const end = () => child.kill("SIGKILL");
+    gone?.addEventListener("abort", end, { once: true });
     try {
-      return await this.watch(child, task);
+      return await this.watch(child, task, gone);
     } finally {
+      gone?.removeEventListener("abort", end);
       this.live.delete(child);
       child.kill("SIGKILL");
       // Started once the read is over: starting node takes a core for half a second, which the read would share.
@@ -150,7 +157,7 @@ export class DatasetReadProcesses {
     this.spare = undefined;
   }
 
-  private watch(child: ChildProcess, task: ReadTask): Promise<Rendered | null> {
+  private watch(child: ChildProcess, task: ReadTask, gone?: AbortSignal): Promise<Rendered | null> {
     const capKb = this.opts.memoryMb * 1024;
     return new Promise((resolve, reject) => {
       let stopped: ReadStopped | undefined;
@@ -194,6 +201,7 @@ export class DatasetReadProcesses {
       // Not "exit": "close" comes once the channel is drained too, so an answer sent just before the end is read.
       child.on("close", (code, signal) =>
         settle(() => {
+          if (gone?.aborted) return reject(gone.reason);
           // Past the data limit, node itself may be what fails to allocate and aborts: that is the memory too.
           const memory =
             Math.max(peakKb.rss, peakKb.data) > capKb * 0.8 || /out of memory|bad_alloc|allocation fail|heap limit/i.test(stderr);

@@ -130,3 +130,37 @@ describe.skipIf(!linux)("the table's join, bounded as the create's read", () => 
     );
   });
 });
+
+describe.skipIf(!linux)("a create whose client has gone", () => {
+  const testbed = serverTestbed("dataset-client-gone");
+
+  it("stops its read and records no batch: a create either answers or creates nothing", async () => {
+    const server = await testbed.start({ DATASET_STEP_SECONDS: "600", DATASET_READS: "1" });
+    const base = server.baseUrl;
+    const input = (await uploadText(base, ONE_ROW, { filename: "one.csv" })).id;
+    // A where of a minute's work, which DuckDB cannot interrupt, true for the row: finished, it would make a batch.
+    const where = "levenshtein(repeat(review_text, 40000), repeat(lang, 40000)) >= 0";
+    const client = new AbortController();
+    const create = fetch(`${base}/v1/dataset_batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        input_file_id: input,
+        endpoint: "/v1/completions",
+        completion_window: "24h",
+        job: { prompt: "{{review_text}}", where },
+      }),
+      signal: client.signal,
+    });
+    await expect.poll(() => readProcessesOf(server.child.pid!).length, { timeout: 30_000 }).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 1_000));
+    client.abort();
+    await expect(create).rejects.toThrow();
+    // DATASET_READS=1: the next create waits for the room the gone one held, which it gives back once stopped.
+    const ok = await createFromDataset(base, input, { prompt: "{{review_text}}", params: { max_tokens: 2 } });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    const batches = (await (await fetch(`${base}/v1/batches`)).json()) as { data: Array<{ id: string }> };
+    expect(batches.data.map((b) => b.id)).toEqual([ok.body.id]);
+    expect(server.output()).not.toMatch(/"bound":"time"/);
+  });
+});
