@@ -178,6 +178,7 @@ export async function buildControlPlane(deps: {
     scratchDir: path.join(scratchDir, "datasets"),
     logger,
     limits: config.datasets,
+    sizes: { maxLineBytes: config.maxLineBytes, maxFileBytes: config.maxFileBytes },
   });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const inference: SyncInference | undefined =

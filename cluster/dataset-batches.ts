@@ -11,6 +11,7 @@ import { pipeline } from "node:stream/promises";
 import type pino from "pino";
 import { outOfMemory, pastStepLimit } from "../datasets/duckdb-errors.js";
 import { checkFields, type Job, JobError, planStages } from "../datasets/job.js";
+import type { RequestSizes } from "../datasets/requests.js";
 import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
 import { isFinal } from "../domain/batch-state.js";
 import {
@@ -67,6 +68,8 @@ export class DatasetBatchService implements DatasetBatches {
       logger: pino.Logger;
       /** DATASET_READS, DATASET_SCRATCH_MB, DATASET_READ_MEMORY_MB and DATASET_STEP_SECONDS. */
       limits: { reads: number; scratchMb: number; readMemoryMb: number; stepSeconds: number };
+      /** MAX_LINE_BYTES and MAX_FILE_BYTES: a dataset whose requests a batch would refuse is refused at its create. */
+      sizes: RequestSizes;
     },
   ) {
     this.reads = new DatasetReads(deps.limits.reads);
@@ -79,7 +82,7 @@ export class DatasetBatchService implements DatasetBatches {
     this.processes.close();
   }
 
-  async create(input: CreateDatasetBatchInput): Promise<Batch> {
+  async create(input: CreateDatasetBatchInput, gone?: AbortSignal): Promise<Batch> {
     for (const key of Object.values(DATASET_METADATA)) {
       if (input.metadata?.[key] !== undefined)
         throw new InvalidRequestError(`metadata.${key} is set by the service`, "invalid_request", `metadata.${key}`);
@@ -88,14 +91,21 @@ export class DatasetBatchService implements DatasetBatches {
       if (input.job[field] !== undefined)
         throw new InvalidRequestError(`job.${field} is not taken here: ${why}.`, "invalid_request", `job.${field}`);
     }
-    return this.reads.run(() => this.inScratch((work) => this.render(input, work)));
+    return this.reads.run(() => this.inScratch((work) => this.render(input, work, gone)), { key: input.owner ?? "", signal: gone });
   }
 
-  /** The dataset rendered in `work` into request lines, stored with the job as two files, and made into a batch. */
-  private async render(input: CreateDatasetBatchInput, work: string): Promise<Batch> {
+  /**
+   * The dataset rendered in `work` into request lines, stored with the job as two files, and made into a batch;
+   * nothing is recorded once the client has gone (`gone`).
+   */
+  private async render(input: CreateDatasetBatchInput, work: string, gone?: AbortSignal): Promise<Batch> {
     const filename = await this.download(input.input_file_id, input.owner, work);
     const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
-    const rendered = await this.inProcess({ kind: "render", work, job, filename, limits: await this.readLimits(work) });
+    const rendered = await this.inProcess(
+      { kind: "render", work, job, filename, limits: await this.readLimits(work), sizes: this.deps.sizes },
+      gone,
+    );
+    gone?.throwIfAborted();
     const stored: StoredJob = { fields: input.job, hash: rendered!.hash, rows: rendered!.rows, filename };
     await writeFile(path.join(work, "job.json"), JSON.stringify(stored));
     const base = filename.replace(/\.[^.]+$/, "");
@@ -104,6 +114,8 @@ export class DatasetBatchService implements DatasetBatches {
     const jobFile = await adopt("job.json", "dataset-job.json");
     const linesFile = await adopt("requests.jsonl", "requests.jsonl");
     try {
+      // The last moment a create can still be called off whole: past it, the batch is recorded and answered.
+      gone?.throwIfAborted();
       return await this.deps.batches.create({
         input_file_id: linesFile.id,
         endpoint: input.endpoint,
@@ -112,13 +124,13 @@ export class DatasetBatchService implements DatasetBatches {
         owner: input.owner,
       });
     } catch (err) {
-      // A batch refused (429, 503, a full disk) leaves none of the files made for it behind.
+      // A batch refused (429, 503, a full disk) or a client gone leaves none of the files made for it behind.
       for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
       throw err;
     }
   }
 
-  async table(id: string, owner: Owner, format: TableFormat): Promise<DatasetTable> {
+  async table(id: string, owner: Owner, format: TableFormat, gone?: AbortSignal): Promise<DatasetTable> {
     const batch = await this.deps.batches.get(id, owner);
     if (!batch) throw new NotFoundError("batch", id);
     const inputId = batch.metadata?.[DATASET_METADATA.input];
@@ -127,16 +139,19 @@ export class DatasetBatchService implements DatasetBatches {
       throw new InvalidRequestError(`Batch '${id}' was not made from a dataset (POST /v1/dataset_batches).`, "not_a_dataset_batch");
     if (!isFinal(batch.status))
       throw new InvalidRequestError(`Batch '${id}' is ${batch.status}: its table exists once it ends.`, "batch_not_finished");
-    return this.reads.run(async () => {
-      const work = await this.scratch();
-      try {
-        const joined = await this.join(batch, { inputId, jobId, owner, format }, work);
-        return { ...joined, contentType: CONTENT_TYPES[format], remove: () => rm(work, { recursive: true, force: true }) };
-      } catch (err) {
-        await rm(work, { recursive: true, force: true });
-        throw err;
-      }
-    });
+    return this.reads.run(
+      async () => {
+        const work = await this.scratch();
+        try {
+          const joined = await this.join(batch, { inputId, jobId, owner, format }, work, gone);
+          return { ...joined, contentType: CONTENT_TYPES[format], remove: () => rm(work, { recursive: true, force: true }) };
+        } catch (err) {
+          await rm(work, { recursive: true, force: true });
+          throw err;
+        }
+      },
+      { key: owner ?? "", signal: gone },
+    );
   }
 
   /** The ended batch's answers joined in `work` into its dataset, as `format`. */
@@ -144,6 +159,7 @@ export class DatasetBatchService implements DatasetBatches {
     batch: Batch,
     o: { inputId: string; jobId: string; owner: Owner; format: TableFormat },
     work: string,
+    gone?: AbortSignal,
   ): Promise<{ path: string; filename: string }> {
     const stored = JSON.parse(await this.text(o.jobId, o.owner)) as StoredJob;
     const filename = await this.download(o.inputId, o.owner, work);
@@ -155,18 +171,21 @@ export class DatasetBatchService implements DatasetBatches {
     const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${o.format}`;
     const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
     const limits = await this.readLimits(work);
-    await this.inProcess({
-      kind: "join",
-      work,
-      job,
-      filename,
-      limits,
-      rows: stored.rows,
-      hash: stored.hash,
-      output,
-      errors,
-      earlier,
-    }).catch((err) => {
+    await this.inProcess(
+      {
+        kind: "join",
+        work,
+        job,
+        filename,
+        limits,
+        rows: stored.rows,
+        hash: stored.hash,
+        output,
+        errors,
+        earlier,
+      },
+      gone,
+    ).catch((err) => {
       if (err instanceof InvalidRequestError && /has no result yet/.test(err.message))
         throw new InvalidRequestError(`Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`, "batch_not_run");
       throw err;
@@ -196,10 +215,10 @@ export class DatasetBatchService implements DatasetBatches {
    * file by its uploaded name), what it leaves out of a client's SQL error goes to the log, and a read stopped at its
    * memory or its time is a 400 naming the where (or the file) and the setting that bounds it.
    */
-  private async inProcess(task: ReadTask) {
+  private async inProcess(task: ReadTask, gone?: AbortSignal) {
     const { job, filename } = task;
     try {
-      return await this.processes.run(task);
+      return await this.processes.run(task, gone);
     } catch (err) {
       const said = err instanceof ReadStopped ? this.stopped(err, task) : err;
       if (!(said instanceof DatasetError || said instanceof JobError)) throw said;

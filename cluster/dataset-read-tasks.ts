@@ -4,7 +4,7 @@
 import path from "node:path";
 import type { LimitNames } from "../datasets/duckdb-errors.js";
 import { type Job, JobError } from "../datasets/job.js";
-import { jobHash, writeRequests } from "../datasets/requests.js";
+import { jobHash, type RequestSizes, writeRequests } from "../datasets/requests.js";
 import { joinAnswers, outputColumns } from "../datasets/stage.js";
 import { DatasetError, type Tables } from "../datasets/tables.js";
 
@@ -25,9 +25,10 @@ interface TaskBase {
   limits: ReadLimits;
 }
 
-/** The dataset rendered into `work`/requests.jsonl. */
+/** The dataset rendered into `work`/requests.jsonl: lines no longer than MAX_LINE_BYTES, no more than MAX_FILE_BYTES. */
 export interface RenderTask extends TaskBase {
   kind: "render";
+  sizes: RequestSizes;
 }
 
 /** The answers joined into `job.output`. */
@@ -88,7 +89,7 @@ export async function runTask(task: ReadTask, onStep: (running: boolean) => void
     const columns = outputColumns(job, input.columns, filename, asField);
     if (task.kind === "render") {
       const hash = await jobHash(job, input.files);
-      const rows = await writeRequests(job, input, path.join(task.work, "requests.jsonl"), { hash, label: filename });
+      const rows = await writeRequests(job, input, path.join(task.work, "requests.jsonl"), { hash, label: filename, sizes: task.sizes });
       return { hash, rows };
     }
     const { rows, hash, output, errors, earlier, work } = task;

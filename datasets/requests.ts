@@ -141,17 +141,35 @@ export interface RenderOptions {
   preprocess?: Preprocess;
   /** Stop after this many rows (--dry-run). */
   max?: number;
+  /** The largest request line and file the batch will take, with the settings that set them (MAX_LINE_BYTES, MAX_FILE_BYTES). */
+  sizes?: RequestSizes;
 }
+
+export interface RequestSizes {
+  maxLineBytes: number;
+  maxFileBytes: number;
+}
+
+/** "row 3", or where a where filters, "row 3 of those the where keeps": the number a user can find again. */
+const rowName = (job: Job, n: number) => (job.where === undefined ? `row ${n}` : `row ${n} of those the where keeps`);
 
 /** Writes one request line per row to `file` (by a temporary name, renamed when whole); returns the rows. */
 export async function writeRequests(job: Job, input: TableInput, file: string, opts: RenderOptions): Promise<number> {
   const temp = `${file}.tmp`;
   const out = createWriteStream(temp, { highWaterMark: 1 << 20 });
   let n = 0;
+  let bytes = 0;
+  const maxFileBytes = opts.sizes?.maxFileBytes ?? Number.POSITIVE_INFINITY;
   try {
     for await (const lines of requestLines(job, input, opts)) {
       for (const line of lines) {
         n++;
+        bytes += Buffer.byteLength(line) + 1;
+        // Refused here, naming the setting, rather than as a batch that fails its validation once created.
+        if (bytes > maxFileBytes)
+          throw new DatasetError(
+            `${opts.label}: its request lines pass MAX_FILE_BYTES (${maxFileBytes} bytes) at ${rowName(job, n)}, the largest input file a batch takes: use a where or a limit, or split the dataset`,
+          );
         if (!out.write(`${line}\n`)) await once(out, "drain");
       }
     }
@@ -170,16 +188,22 @@ export async function* requestLines(job: Job, input: TableInput, opts: RenderOpt
     const lines: string[] = [];
     for (const row of chunk) {
       n++;
+      const rowAt = `${opts.label}: ${rowName(job, n)}`;
       let body: Record<string, unknown>;
       try {
         body = completeBody(job, row, opts.preprocess ? { ...(await opts.preprocess(row)) } : undefined);
       } catch (err) {
-        if (err instanceof RenderError)
-          throw new DatasetError(`${opts.label}: row ${n}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
-        throw new DatasetError(`${opts.label}: row ${n}: preprocess failed: ${(err as Error).message}`);
+        if (err instanceof RenderError) throw new DatasetError(`${rowAt}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
+        throw new DatasetError(`${rowAt}: preprocess failed: ${(err as Error).message}`);
       }
-      checkBody(job, body, `${opts.label}: row ${n}`);
-      lines.push(toJson({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body }));
+      checkBody(job, body, rowAt);
+      const line = toJson({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body });
+      const size = Buffer.byteLength(line);
+      if (opts.sizes && size > opts.sizes.maxLineBytes)
+        throw new DatasetError(
+          `${rowAt}: its request is ${size} bytes, more than MAX_LINE_BYTES (${opts.sizes.maxLineBytes}), the longest line a batch takes`,
+        );
+      lines.push(line);
       if (opts.max !== undefined && n >= opts.max) break;
     }
     if (lines.length) yield lines;
