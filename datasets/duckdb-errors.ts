@@ -46,6 +46,8 @@ export interface ErrorContext {
   /** The `where` is a client's: its errors name no value DuckDB's text holds. */
   clientSql: boolean;
   limitNames?: LimitNames;
+  /** The file's columns and their types, once known: a where comparing mismatched types is told which of them. */
+  columns?: ReadonlyArray<{ name: string; type: string }>;
 }
 
 /** What each kind of DuckDB error means, said to a client whose `where` raised it. */
@@ -99,6 +101,8 @@ export function datasetError(err: unknown, ctx: ErrorContext): DatasetError {
       : new DatasetError(`where: ${said}`, message, "where", "memory");
   }
   if (spec.where !== undefined && (ctx.stage === "where" || (ctx.stage === "rows" && !/^IO Error/.test(message)))) {
+    const mismatch = typeMismatch(message, spec.where, ctx.columns ?? []);
+    if (mismatch) return mismatch;
     const said = ctx.clientSql
       ? clientWhereError(message, spec.where)
       : new DatasetError(`where: ${firstLine(message)}`, undefined, "where");
@@ -119,6 +123,47 @@ function clientWhereError(message: string, where: string): DatasetError {
   }
   const why = [kind ? KINDS[kind] : undefined, "the server's log has DuckDB's whole message"].filter(Boolean).join("; ");
   return new DatasetError(`where: ${kind ?? "DuckDB refused it"} (${why})`, message, "where");
+}
+
+/** DuckDB's names for a type as its errors spell them, as DESCRIBE does. */
+const TYPE_NAMES: Record<string, string> = {
+  INTEGER_LITERAL: "INTEGER",
+  STRING_LITERAL: "VARCHAR",
+  INT64: "BIGINT",
+  INT32: "INTEGER",
+  INT16: "SMALLINT",
+  INT8: "TINYINT",
+  DECIMAL_LITERAL: "DECIMAL",
+};
+const typeName = (t: string) => TYPE_NAMES[t] ?? t;
+
+/**
+ * A where that compares or converts mismatched types (a DATE column with a number), said with the types and which of
+ * the where's columns has which: DuckDB's sentence names the types only. Types hold no value of the data's.
+ */
+function typeMismatch(message: string, where: string, columns: ReadonlyArray<{ name: string; type: string }>): DatasetError | undefined {
+  const said = firstLine(message);
+  const compared = /Cannot compare values of type (\S+) and type (\S+)/.exec(said);
+  const cast = /Unimplemented type for cast \((\S+) -> (\S+)\)/.exec(said);
+  const text = /Could not convert string .* to (\w+)/.exec(said) ?? /^invalid (date|timestamp) field format/.exec(said);
+  const pair = compared ?? cast ?? text;
+  if (!pair) return undefined;
+  const types = pair.slice(1).map((t) => typeName(t.toUpperCase()));
+  const esc = (t: string) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const used = columns.filter((c) => new RegExp(`(^|[^\\w"])${esc(c.name)}($|[^\\w"])|"${esc(c.name.replaceAll('"', '""'))}"`).test(where));
+  const named = used.filter((c) => types.some((t) => c.type.startsWith(t)));
+  const shown = (named.length > 0 ? named : used).map((c) => `'${c.name}' is ${c.type}`).join(", ");
+  const what = compared
+    ? `it compares ${types[0]} with ${types[1]}`
+    : cast
+      ? `it casts ${types[0]} to ${types[1]}`
+      : `a text could not be read as ${types[0]}`;
+  const kind = /^([A-Za-z ]+ Error): /.exec(message)?.[1] ?? "Binder Error";
+  return new DatasetError(
+    `where: ${kind}: ${what}${shown ? ` (${shown})` : ""}: compare like with like, casting one side (CAST(<column> AS <type>), or a date written DATE '2024-01-31')`,
+    message,
+    "where",
+  );
 }
 
 /** `lang = "en"` names a column `en`: the error says how text is written, SQL's way and not JSON's. */

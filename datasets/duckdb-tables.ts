@@ -61,8 +61,9 @@ const SQL_TYPES: Record<ColumnType, string> = {
 };
 /** Rows per Parquet row group: small enough that the writer's buffers stay a few MiB on wide rows. */
 const ROW_GROUP_ROWS = 16_384;
-const CSV_DIALECT = "header=true, delim=',', quote='\"', escape='\"', encoding='utf-8'";
-const TSV_DIALECT = "header=true, delim='\\t', quote='\"', escape='\"', encoding='utf-8'";
+const dialect = (delim: string) => `header=true, delim=${literal(delim)}, quote='"', escape='"', encoding='utf-8'`;
+/** The separators a .csv may use besides commas (Europe's spreadsheets write semicolons), found by DuckDB's sniffer. */
+const OTHER_DELIMITERS = [";", "|", "\t"];
 
 const literal = (s: string) => `'${s.replaceAll("'", "''")}'`;
 const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
@@ -125,14 +126,18 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
+    let fileColumns: Column[] | undefined;
     const failed = (stage: Stage) => (err: unknown) => {
-      throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames });
+      throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames, columns: fileColumns });
     };
     const run = (sql: string, stage: Stage) => bounded(admin, opts, () => admin.runAndReadAll(sql)).catch(failed(stage));
     // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
     await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
     if (spec.where !== undefined) {
-      const names = (await run(`DESCRIBE ${view}_file`, "file")).getRowObjectsJS().map((r) => String(r.column_name));
+      fileColumns = (await run(`DESCRIBE ${view}_file`, "file"))
+        .getRowObjectsJS()
+        .map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+      const names = fileColumns.map((c) => c.name);
       // The where is read once to render the requests and once to join the answers back by place, and it is SQL
       // from a client on a server: it may use the row's own values and nothing else.
       await checkWhere(admin, spec.where, names).catch(failed("where"));
@@ -255,7 +260,7 @@ function resultsSource(spec: WriteSpec, ext: string): string {
     from === ".parquet"
       ? `read_parquet(${file})`
       : from === ".csv" || from === ".tsv"
-        ? `read_csv(${file}, ${from === ".tsv" ? TSV_DIALECT : CSV_DIALECT}, all_varchar=true, allow_quoted_nulls=false)`
+        ? `read_csv(${file}, ${dialect(from === ".tsv" ? "\t" : ",")}, all_varchar=true, allow_quoted_nulls=false)`
         : `read_json(${file}, format='newline_delimited', sample_size=-1)`;
   const typed = spec.columns.map((c) => `CAST(${ident(c.name)} AS ${sqlType(c.type, ext)}) AS ${ident(c.name)}`);
   return `(SELECT ${typed.join(", ")} FROM ${reader})`;
@@ -317,14 +322,27 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
   if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
   if (format === ".json") return `read_json(${list}, sample_size=-1)`;
-  const dialect = format === ".tsv" ? TSV_DIALECT : CSV_DIALECT;
-  const described = await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`);
-  const columns = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  const describe = async (delim: string) =>
+    (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect(delim)}, ignore_errors=true, sample_size=-1)`))
+      .getRowObjectsJS()
+      .map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  let delim = format === ".tsv" ? "\t" : ",";
+  let columns = await describe(delim);
+  if (format === ".csv" && columns.length === 1) {
+    // One column read with commas: the file may separate its fields otherwise; the first file's sniffed separator
+    // is taken where it makes more columns of every file.
+    const sniffed = await conn.runAndReadAll(`SELECT Delimiter FROM sniff_csv(${literal(files[0])})`);
+    const found = String(sniffed.getRowObjectsJS()[0]?.Delimiter ?? ",");
+    if (OTHER_DELIMITERS.includes(found)) {
+      const other = await describe(found);
+      if (other.length > 1) [delim, columns] = [found, other];
+    }
+  }
   const declared = columns.map((c) => `${literal(c.name)}: 'VARCHAR'`).join(", ");
   const typed = columns.map((c) =>
     c.type === "VARCHAR" ? ident(c.name) : `CAST(NULLIF(${ident(c.name)}, '') AS ${c.type}) AS ${ident(c.name)}`,
   );
-  const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
+  const read = `read_csv(${list}, ${dialect(delim)}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
