@@ -72,10 +72,16 @@ export interface Job {
 }
 
 /** Parameters whose answer the table has no column for: only a postprocess module can keep what they ask for. */
-const NOT_IN_TABLE = ["logprobs", "top_logprobs"];
+export const NOT_IN_TABLE = ["logprobs", "top_logprobs"];
+const NO_LOGPROBS = "the table has no column for log probabilities: leave it out, or keep them with a postprocess module (the runner)";
 
 /** The parameters a request to `endpoint` may hold, as its schema names them. */
-function parametersOf(endpoint: Endpoint): string[] {
+/** Why a body may not ask for `key` (a rendered body's own, from a body template or a preprocess module). */
+export function notInTable(job: { postprocess?: string }, key: string): string | undefined {
+  return NOT_IN_TABLE.includes(key) && !job.postprocess ? NO_LOGPROBS : undefined;
+}
+
+export function parametersOf(endpoint: Endpoint): string[] {
   const schema = bodySchemaFor(endpoint) as unknown as { shape?: Record<string, unknown> };
   return Object.keys(schema.shape ?? {});
 }
@@ -190,11 +196,7 @@ function checkParams(f: JobFields, endpoint: Endpoint, bad: (field: string | und
       const near = nearestKey(key, known);
       throw bad(`${field}.${key}`, `${endpoint} takes no parameter '${key}'${near ? ` (did you mean '${near}'?)` : ""}`);
     }
-    if (NOT_IN_TABLE.includes(key) && !f.postprocess)
-      throw bad(
-        `${field}.${key}`,
-        "the table has no column for log probabilities: leave it out, or keep them with a postprocess module (the runner)",
-      );
+    if (NOT_IN_TABLE.includes(key) && !f.postprocess) throw bad(`${field}.${key}`, NO_LOGPROBS);
   }
 }
 

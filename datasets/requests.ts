@@ -6,10 +6,11 @@ import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { readFile, rename, stat } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { nearestKey } from "../config/known-keys.js";
 import { RequestError } from "../openai/errors.js";
 import { parseRequest } from "../openai/parse.js";
 import type { Job } from "./job.js";
-import { JobError } from "./job.js";
+import { JobError, notInTable, parametersOf } from "./job.js";
 import { type Column, DatasetError, type TableInput } from "./tables.js";
 import { columnsOf, RenderError, type Row, render } from "./template.js";
 
@@ -218,7 +219,14 @@ function checkBody(job: Job, body: Record<string, unknown>, where: string): void
   } catch (err) {
     if (!(err instanceof RequestError)) throw err;
     const column = err.param ? job.paramsFrom[err.param.split(/[.[]/)[0]] : undefined;
-    throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${err.message}`);
+    // A misspelt key of a body template (or of a preprocess module's body) is named with the nearest, as params' are.
+    const near = err.code === "unknown_parameter" && err.param ? nearestKey(err.param, parametersOf(job.endpoint)) : undefined;
+    const said = near ? `${err.message.replace(/\.$/, "")} (did you mean '${near}'?)` : err.message;
+    throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${said}`);
+  }
+  for (const key of Object.keys(body)) {
+    const why = notInTable(job, key);
+    if (why) throw new DatasetError(`${where}: ${key}: ${why}`);
   }
 }
 

@@ -226,4 +226,15 @@ describe("a dataset's request lines and what a batch takes", () => {
       /^in\.csv: row 3 of those the where keeps: its request is/,
     );
   });
+
+  it("names the nearest parameter for a body template's misspelt key, and refuses its logprobs as params' are", async () => {
+    const messages = [{ role: "user", content: "{{text}}" }];
+    const sizes = { maxLineBytes: 10_000, maxFileBytes: 10_000 };
+    expect(await write(job({ body: { messages, max_token: 3 } }), sizes)).toBe(
+      "in.csv: row 1: Unrecognized request argument supplied: 'max_token' (did you mean 'max_tokens'?)",
+    );
+    expect(await write(job({ body: { messages, logprobs: true } }), sizes)).toMatch(
+      /^in\.csv: row 1: logprobs: the table has no column for log probabilities/,
+    );
+  });
 });
