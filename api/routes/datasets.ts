@@ -68,7 +68,12 @@ export function datasetsRouter(datasets: DatasetBatches): Router {
   router.get("/v1/batches/:batch_id/table", async (req, res) => {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
     const { format } = parseRequest(TableQuery, req.query);
-    const table = await datasets.table(id, ownerFrom(res), format, clientGone(res));
+    const gone = clientGone(res);
+    const table = await datasets.table(id, ownerFrom(res), format, gone).catch((err) => {
+      if (err instanceof ClientGoneError) return undefined;
+      throw err;
+    });
+    if (!table) return;
     try {
       res.attachment(table.filename);
       res.set({ "Content-Type": table.contentType, "Content-Length": String((await stat(table.path)).size) });
