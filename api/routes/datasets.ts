@@ -96,7 +96,8 @@ export function registerDatasetsPaths(r: OpenAPIRegistry): void {
       description:
         "Renders every row of the uploaded dataset through the job's template into request lines, stores them as a file, and creates " +
         "an ordinary batch over it (its `metadata` names the dataset and the job). A bad job or dataset is a 400 naming the field, " +
-        "or the file, row and column; nothing is created.",
+        "or the file, row and column (a row past MAX_LINE_BYTES, request lines past MAX_FILE_BYTES); nothing is created. A create whose " +
+        "client goes away before it is answered stops and creates nothing.",
       request: { body: { required: true, content: { "application/json": { schema: CreateDatasetBatchBody } } } },
       responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
     }),
