@@ -136,6 +136,16 @@ const TYPE_NAMES: Record<string, string> = {
   DECIMAL_LITERAL: "DECIMAL",
 };
 const typeName = (t: string) => TYPE_NAMES[t] ?? t;
+const TYPE_NAME =
+  /^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?(_LITERAL)?|U?INT\d+|DOUBLE|FLOAT|REAL|DECIMAL(_LITERAL)?|NUMERIC|DATE|TIME(STAMP)?(_\w+)?|TIMESTAMPTZ|BOOLEAN|BOOL|INTERVAL|UUID|BLOB|VARCHAR|STRING_LITERAL|JSON|BIT)$/;
+
+/** The type in "Could not convert string '<value>' to <type>": the last type name before DuckDB's quote of the query. */
+function convertedTo(message: string): string[] | undefined {
+  if (!/Could not convert string '/.test(message)) return undefined;
+  const sentence = message.split(/\n\s*LINE \d+:/)[0];
+  const types = [...sentence.matchAll(/' to ([A-Z][A-Z0-9_]*)/g)].map((m) => m[1]).filter((t) => TYPE_NAME.test(t));
+  return types.length > 0 ? [sentence, types[types.length - 1]] : undefined;
+}
 
 /**
  * A where that compares or converts mismatched types (a DATE column with a number), said with the types and which of
@@ -145,10 +155,12 @@ function typeMismatch(message: string, where: string, columns: ReadonlyArray<{ n
   const said = firstLine(message);
   const compared = /Cannot compare values of type (\S+) and type (\S+)/.exec(said);
   const cast = /Unimplemented type for cast \((\S+) -> (\S+)\)/.exec(said);
-  const text = /Could not convert string .* to (\w+)/.exec(said) ?? /^invalid (date|timestamp) field format/.exec(said);
+  // The string DuckDB quotes is a value of the rows, which may hold newlines: the type is read past it, from the whole text.
+  const text = convertedTo(message) ?? /^invalid (date|timestamp) field format/.exec(said);
   const pair = compared ?? cast ?? text;
   if (!pair) return undefined;
-  const types = pair.slice(1).map((t) => typeName(t.toUpperCase()));
+  // Only a type's name is told: a quoted value that imitates DuckDB's sentence yields no word of its own.
+  const types = pair.slice(1).map((t) => (TYPE_NAME.test(t.toUpperCase()) ? typeName(t.toUpperCase()) : "the type asked for"));
   const esc = (t: string) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const used = columns.filter((c) => new RegExp(`(^|[^\\w"])${esc(c.name)}($|[^\\w"])|"${esc(c.name.replaceAll('"', '""'))}"`).test(where));
   const named = used.filter((c) => types.some((t) => c.type.startsWith(t)));

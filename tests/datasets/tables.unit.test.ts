@@ -360,6 +360,14 @@ describe("a client's where (a server's confined reads)", () => {
       );
       expect(cast?.message).toMatch(/^where: Conversion Error: a text could not be read as INTEGER \('t' is VARCHAR\): /);
       expect(cast?.message).not.toContain(secret);
+      // A value over lines, that imitates DuckDB's sentence, is no more told.
+      const lines = await scratch.write(`id,t\n1,"x' to SECRET\nwith a newline"\n`, "lines.csv");
+      const imitated = await all(tables, { input: lines, where: "t::INT = 1" }).then(
+        () => undefined,
+        (e) => e as DatasetError,
+      );
+      expect(imitated?.message).toMatch(/^where: Conversion Error: a text could not be read as INTEGER \('t' is VARCHAR\): /);
+      expect(imitated?.message).not.toMatch(/SECRET|newline/);
       expect(cast?.detail).toContain(secret);
       // What the client wrote itself is named back: its own column, function, quote or file.
       const own: Array<[string, RegExp]> = [

@@ -162,6 +162,8 @@ describe.skipIf(!linux)("a create whose client has gone", () => {
     const batches = (await (await fetch(`${base}/v1/batches`)).json()) as { data: Array<{ id: string }> };
     expect(batches.data.map((b) => b.id)).toEqual([ok.body.id]);
     expect(server.output()).not.toMatch(/"bound":"time"/);
+    server.child.kill("SIGTERM");
+    await server.exited;
   });
 
   it("records no batch for a create its connection's idle timeout ended unanswered", async () => {
