@@ -81,8 +81,18 @@ export function checkColumns(job: Job, columns: readonly Column[], label: string
   for (const [field, names] of uses) {
     const missing = names.find((n) => !have.has(n));
     if (missing !== undefined)
-      throw new DatasetError(`${label}: ${field}: no column '${missing}' (the input has ${[...have].map((c) => `'${c}'`).join(", ")})`);
+      throw new DatasetError(
+        `${label}: ${field}: no column '${missing}' (the input has ${[...have].map((c) => `'${c}'`).join(", ")})${oneColumnHint(columns)}`,
+      );
   }
+}
+
+/** A table read as one column whose name holds a separator: its fields are likely separated otherwise. */
+function oneColumnHint(columns: readonly Column[]): string {
+  const sep = columns.length === 1 ? /[;|:\t,]/.exec(columns[0].name)?.[0] : undefined;
+  if (sep === undefined) return "";
+  const shown = sep === "\t" ? "tabs" : `'${sep}'`;
+  return `; it was read as one column, whose name holds ${shown}: save it with commas (or tabs, as a .tsv)`;
 }
 
 /** One row's request body. */

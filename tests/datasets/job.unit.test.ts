@@ -129,6 +129,10 @@ describe("the job's fields", () => {
       new DatasetError("in.csv: prompt: no column 'text' (the input has 'id', 'budget')"),
     );
     expect(() => checkColumns(j, cols("id", "text"), "in.csv")).toThrow(/params_from: no column 'budget'/);
+    // A file read as one column whose name holds another separator says so.
+    expect(() => checkColumns(job({ prompt: "{{text}}" }), cols("id:text"), "in.csv")).toThrow(
+      "in.csv: prompt: no column 'text' (the input has 'id:text'); it was read as one column, whose name holds ':': save it with commas (or tabs, as a .tsv)",
+    );
   });
 });
 
