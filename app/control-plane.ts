@@ -178,6 +178,7 @@ export async function buildControlPlane(deps: {
     scratchDir: path.join(scratchDir, "datasets"),
     logger,
     limits: config.datasets,
+    sizes: { maxLineBytes: config.maxLineBytes, maxFileBytes: config.maxFileBytes },
   });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
   const inference: SyncInference | undefined =
@@ -331,6 +332,7 @@ export async function buildControlPlane(deps: {
         served?.close();
         await inference?.close?.();
         await drain(opts);
+        datasets.close();
         stops.close();
         await maintenance.close();
         await events.close();

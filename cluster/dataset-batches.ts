@@ -1,17 +1,18 @@
 // Dataset jobs on the service: a dataset file becomes request lines (stored as the batch's input file, so the
 // batch is OpenAI's to the letter) and an ordinary batch; once it ends, its answers are joined back into the
-// dataset on demand. Only the Files and Batches ports are used, so both modes serve it alike. DuckDB is confined to
-// each job's scratch folder: a client's `where` is SQL.
+// dataset on demand. Only the Files and Batches ports are used, so both modes serve it alike. A client's `where` is
+// SQL: each read runs in a process of its own (dataset-read-processes.ts), its DuckDB confined to the read's scratch
+// folder.
 import { createWriteStream } from "node:fs";
 import { mkdtemp, rm, statfs, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pino from "pino";
+import { outOfMemory, pastStepLimit } from "../datasets/duckdb-errors.js";
 import { checkFields, type Job, JobError, planStages } from "../datasets/job.js";
-import { jobHash, writeRequests } from "../datasets/requests.js";
-import { joinAnswers, outputColumns } from "../datasets/stage.js";
-import { DatasetError, INPUT_FORMATS, type Tables } from "../datasets/tables.js";
+import type { RequestSizes } from "../datasets/requests.js";
+import { DatasetError, INPUT_FORMATS } from "../datasets/tables.js";
 import { isFinal } from "../domain/batch-state.js";
 import {
   type CreateDatasetBatchInput,
@@ -24,33 +25,12 @@ import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, FileStore, Owner } from "../domain/ports.js";
 import { inDir } from "../stores/in-dir.js";
+import { DatasetReadProcesses, ReadStopped, readMemoryMb } from "./dataset-read-processes.js";
+import { asField, type ReadLimits, type ReadTask } from "./dataset-read-tasks.js";
 import { DatasetReads } from "./dataset-reads.js";
-
-/**
- * The longest DuckDB may work on one step of reading a client's dataset (a statement, the next chunk of rows): a
- * `where` is the client's SQL, and one that never ends would hold a create (and a core) for good.
- */
-export const DATASET_STEP_SECONDS = 60;
 
 /** Without DATASET_SCRATCH_MB, a read may spill this share of the free space on its disk as it starts. */
 const SCRATCH_SHARE = 1 / 20;
-
-/**
- * A job's tables: confined to its scratch folder, each step of a read bounded, its spill too. DuckDB's library (tens
- * of MB) loads in the process that first runs a dataset job, not in every process at start.
- */
-async function jobTables(work: string, scratchMb: number) {
-  const free = async () => {
-    const s = await statfs(work);
-    return Math.floor(s.bavail * s.bsize * SCRATCH_SHARE);
-  };
-  return (await import("../datasets/duckdb-tables.js")).openDuckTables({
-    tempDir: work,
-    confine: true,
-    stepLimitMs: DATASET_STEP_SECONDS * 1000,
-    maxTempBytes: scratchMb > 0 ? scratchMb * 1024 * 1024 : await free(),
-  });
-}
 
 const CONTENT_TYPES: Record<TableFormat, string> = {
   parquet: "application/vnd.apache.parquet",
@@ -67,9 +47,6 @@ const NOT_OVER_HTTP: Record<string, string> = {
   postprocess: "the service runs no uploaded code: use the runner",
 };
 
-/** A job's field as a request names it. */
-const asField = (field: string) => `job.${field}`;
-
 interface StoredJob {
   fields: Record<string, unknown>;
   hash: string;
@@ -79,6 +56,9 @@ interface StoredJob {
 
 export class DatasetBatchService implements DatasetBatches {
   private readonly reads: DatasetReads;
+  private readonly processes: DatasetReadProcesses;
+  /** DATASET_READ_MEMORY_MB, resolved. */
+  private readonly memoryMb: number;
 
   constructor(
     private readonly deps: {
@@ -86,14 +66,23 @@ export class DatasetBatchService implements DatasetBatches {
       batches: BatchService;
       scratchDir: string;
       logger: pino.Logger;
-      /** DATASET_READS and DATASET_SCRATCH_MB. */
-      limits: { reads: number; scratchMb: number };
+      /** DATASET_READS, DATASET_SCRATCH_MB, DATASET_READ_MEMORY_MB and DATASET_STEP_SECONDS. */
+      limits: { reads: number; scratchMb: number; readMemoryMb: number; stepSeconds: number };
+      /** MAX_LINE_BYTES and MAX_FILE_BYTES: a dataset whose requests a batch would refuse is refused at its create. */
+      sizes: RequestSizes;
     },
   ) {
     this.reads = new DatasetReads(deps.limits.reads);
+    this.memoryMb = readMemoryMb(deps.limits.readMemoryMb, deps.limits.reads);
+    this.processes = new DatasetReadProcesses({ memoryMb: this.memoryMb, stepMs: deps.limits.stepSeconds * 1000, logger: deps.logger });
   }
 
-  async create(input: CreateDatasetBatchInput): Promise<Batch> {
+  /** Ends the reads' processes. */
+  close(): void {
+    this.processes.close();
+  }
+
+  async create(input: CreateDatasetBatchInput, gone?: AbortSignal): Promise<Batch> {
     for (const key of Object.values(DATASET_METADATA)) {
       if (input.metadata?.[key] !== undefined)
         throw new InvalidRequestError(`metadata.${key} is set by the service`, "invalid_request", `metadata.${key}`);
@@ -102,20 +91,22 @@ export class DatasetBatchService implements DatasetBatches {
       if (input.job[field] !== undefined)
         throw new InvalidRequestError(`job.${field} is not taken here: ${why}.`, "invalid_request", `job.${field}`);
     }
-    return this.reads.run(() => this.inScratch((work) => this.render(input, work)));
+    return this.reads.run(() => this.inScratch((work) => this.render(input, work, gone)), { key: input.owner ?? "", signal: gone });
   }
 
-  /** The dataset rendered in `work` into request lines, stored with the job as two files, and made into a batch. */
-  private async render(input: CreateDatasetBatchInput, work: string): Promise<Batch> {
+  /**
+   * The dataset rendered in `work` into request lines, stored with the job as two files, and made into a batch;
+   * nothing is recorded once the client has gone (`gone`).
+   */
+  private async render(input: CreateDatasetBatchInput, work: string, gone?: AbortSignal): Promise<Batch> {
     const filename = await this.download(input.input_file_id, input.owner, work);
     const job = this.jobOf({ ...input.job, endpoint: input.endpoint }, work, filename, "table.jsonl");
-    const stored = await this.withTables(work, job, filename, async (tables) => {
-      const table = await tables.open(job);
-      outputColumns(job, table.columns, filename, asField);
-      const hash = await jobHash(job, table.files);
-      const rows = await writeRequests(job, table, path.join(work, "requests.jsonl"), { hash, label: filename });
-      return { fields: input.job, hash, rows, filename } satisfies StoredJob;
-    });
+    const rendered = await this.inProcess(
+      { kind: "render", work, job, filename, limits: await this.readLimits(work), sizes: this.deps.sizes },
+      gone,
+    );
+    gone?.throwIfAborted();
+    const stored: StoredJob = { fields: input.job, hash: rendered!.hash, rows: rendered!.rows, filename };
     await writeFile(path.join(work, "job.json"), JSON.stringify(stored));
     const base = filename.replace(/\.[^.]+$/, "");
     const adopt = (name: string, suffix: string) =>
@@ -123,6 +114,8 @@ export class DatasetBatchService implements DatasetBatches {
     const jobFile = await adopt("job.json", "dataset-job.json");
     const linesFile = await adopt("requests.jsonl", "requests.jsonl");
     try {
+      // The last moment a create can still be called off whole: past it, the batch is recorded and answered.
+      gone?.throwIfAborted();
       return await this.deps.batches.create({
         input_file_id: linesFile.id,
         endpoint: input.endpoint,
@@ -131,13 +124,13 @@ export class DatasetBatchService implements DatasetBatches {
         owner: input.owner,
       });
     } catch (err) {
-      // A batch refused (429, 503, a full disk) leaves none of the files made for it behind.
+      // A batch refused (429, 503, a full disk) or a client gone leaves none of the files made for it behind.
       for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
       throw err;
     }
   }
 
-  async table(id: string, owner: Owner, format: TableFormat): Promise<DatasetTable> {
+  async table(id: string, owner: Owner, format: TableFormat, gone?: AbortSignal): Promise<DatasetTable> {
     const batch = await this.deps.batches.get(id, owner);
     if (!batch) throw new NotFoundError("batch", id);
     const inputId = batch.metadata?.[DATASET_METADATA.input];
@@ -146,16 +139,19 @@ export class DatasetBatchService implements DatasetBatches {
       throw new InvalidRequestError(`Batch '${id}' was not made from a dataset (POST /v1/dataset_batches).`, "not_a_dataset_batch");
     if (!isFinal(batch.status))
       throw new InvalidRequestError(`Batch '${id}' is ${batch.status}: its table exists once it ends.`, "batch_not_finished");
-    return this.reads.run(async () => {
-      const work = await this.scratch();
-      try {
-        const joined = await this.join(batch, { inputId, jobId, owner, format }, work);
-        return { ...joined, contentType: CONTENT_TYPES[format], remove: () => rm(work, { recursive: true, force: true }) };
-      } catch (err) {
-        await rm(work, { recursive: true, force: true });
-        throw err;
-      }
-    });
+    return this.reads.run(
+      async () => {
+        const work = await this.scratch();
+        try {
+          const joined = await this.join(batch, { inputId, jobId, owner, format }, work, gone);
+          return { ...joined, contentType: CONTENT_TYPES[format], remove: () => rm(work, { recursive: true, force: true }) };
+        } catch (err) {
+          await rm(work, { recursive: true, force: true });
+          throw err;
+        }
+      },
+      { key: owner ?? "", signal: gone },
+    );
   }
 
   /** The ended batch's answers joined in `work` into its dataset, as `format`. */
@@ -163,6 +159,7 @@ export class DatasetBatchService implements DatasetBatches {
     batch: Batch,
     o: { inputId: string; jobId: string; owner: Owner; format: TableFormat },
     work: string,
+    gone?: AbortSignal,
   ): Promise<{ path: string; filename: string }> {
     const stored = JSON.parse(await this.text(o.jobId, o.owner)) as StoredJob;
     const filename = await this.download(o.inputId, o.owner, work);
@@ -173,43 +170,75 @@ export class DatasetBatchService implements DatasetBatches {
     const earlier = await this.retried(batch, o.owner, work);
     const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${o.format}`;
     const job = this.jobOf({ ...stored.fields, endpoint: batch.endpoint }, work, filename, table);
-    await this.withTables(work, job, filename, async (tables) => {
-      const input = await tables.open(job);
-      const columns = outputColumns(job, input.columns, filename, asField);
-      await joinAnswers(job, tables, input, { columns, rows: stored.rows, hash: stored.hash, output, errors, earlier, work }).catch(
-        (err) => {
-          if (err instanceof DatasetError && /has no result yet/.test(err.message))
-            throw new InvalidRequestError(
-              `Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`,
-              "batch_not_run",
-            );
-          throw err;
-        },
-      );
+    const limits = await this.readLimits(work);
+    await this.inProcess(
+      {
+        kind: "join",
+        work,
+        job,
+        filename,
+        limits,
+        rows: stored.rows,
+        hash: stored.hash,
+        output,
+        errors,
+        earlier,
+      },
+      gone,
+    ).catch((err) => {
+      if (err instanceof InvalidRequestError && /has no result yet/.test(err.message))
+        throw new InvalidRequestError(`Batch '${batch.id}' ended ${batch.status} before its lines ran: it has no table.`, "batch_not_run");
+      throw err;
     });
     return { path: job.output, filename: table };
   }
 
+  /** What bounds a read in `work`: its steps' time, its memory, its spill (a share of the free disk by default). */
+  private async readLimits(work: string): Promise<ReadLimits> {
+    const { scratchMb, stepSeconds } = this.deps.limits;
+    const s = await statfs(work);
+    const maxTempBytes = scratchMb > 0 ? scratchMb * 2 ** 20 : Math.floor(s.bavail * s.bsize * SCRATCH_SHARE);
+    return {
+      stepMs: stepSeconds * 1000,
+      // DuckDB spills past its own buffer limit, well within the process's.
+      duckMemoryMb: Math.min(256, Math.floor(this.memoryMb / 2)),
+      maxTempBytes,
+      names: {
+        memory: `DATASET_READ_MEMORY_MB=${this.memoryMb}, DATASET_SCRATCH_MB=${Math.ceil(maxTempBytes / 2 ** 20)}`,
+        time: "DATASET_STEP_SECONDS",
+      },
+    };
+  }
+
   /**
-   * `use` over the job's tables in `work`, closed after; a fault of the dataset or the job is the client's request's
-   * (a 400 naming the file by its uploaded name), and what it leaves out of a client's SQL error goes to the log.
+   * `task` in a read's own process; a fault of the dataset or the job is the client's request's (a 400 naming the
+   * file by its uploaded name), what it leaves out of a client's SQL error goes to the log, and a read stopped at its
+   * memory or its time is a 400 naming the where (or the file) and the setting that bounds it.
    */
-  private async withTables<T>(work: string, job: Job, filename: string, use: (tables: Tables) => Promise<T>): Promise<T> {
-    const tables = await jobTables(work, this.deps.limits.scratchMb);
+  private async inProcess(task: ReadTask, gone?: AbortSignal) {
+    const { job, filename } = task;
     try {
-      return await use(tables);
+      return await this.processes.run(task, gone);
     } catch (err) {
-      if (!(err instanceof DatasetError || err instanceof JobError)) throw err;
-      if (err instanceof DatasetError && err.detail !== undefined)
+      const said = err instanceof ReadStopped ? this.stopped(err, task) : err;
+      if (!(said instanceof DatasetError || said instanceof JobError)) throw said;
+      if (said instanceof DatasetError && said.detail !== undefined)
         this.deps.logger.info(
-          { where: job.where, duckdb: err.detail },
+          { where: job.where, duckdb: said.detail },
           "a dataset's where was refused; the client was told its clause and kind",
         );
-      const param = err instanceof DatasetError && err.field ? asField(err.field) : undefined;
-      throw new InvalidRequestError(err.message.replaceAll(job.input, filename), "invalid_dataset", param);
-    } finally {
-      await tables.close();
+      const param = said instanceof DatasetError && said.field ? asField(said.field) : undefined;
+      throw new InvalidRequestError(said.message.replaceAll(job.input, filename), "invalid_dataset", param);
     }
+  }
+
+  /** A read killed from outside, said as DuckDB's own stop at a limit is. */
+  private stopped(err: ReadStopped, task: ReadTask): DatasetError {
+    const { memory, time } = task.limits.names;
+    const why = err.bound === "memory" ? outOfMemory(memory) : pastStepLimit(task.limits.stepMs, time);
+    return task.job.where === undefined
+      ? new DatasetError(`${task.filename}: ${why}`, undefined, undefined, err.bound)
+      : new DatasetError(`where: ${why}`, undefined, "where", err.bound);
   }
 
   /**

@@ -511,6 +511,18 @@ export const SETTINGS = {
       schema: int(0),
       help: "the most one dataset read may spill to disk, a costly where stopped past it (0: a twentieth of the free space on BATCH_DIR's disk as it starts)",
     }),
+    readMemoryMb: setting({
+      env: "DATASET_READ_MEMORY_MB",
+      default: 0,
+      schema: int(0).refine((mb) => mb === 0 || mb >= 256, { error: "must be 0 (the default share) or at least 256" }),
+      help: "the most memory one dataset read may take: each runs in a process of its own, stopped past it with a 400 (0: the DATASET_READS reads share half the memory the service may use, 256 to 4096 each)",
+    }),
+    stepSeconds: setting({
+      env: "DATASET_STEP_SECONDS",
+      default: 60,
+      schema: int(1),
+      help: "the longest one step of a dataset read (a statement, the next chunk of rows) may take; one DuckDB cannot interrupt (one call on one huge value) has its process killed",
+    }),
   },
   http: {
     headersTimeoutSeconds: setting({

@@ -4,7 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
-import { datasetError, firstLine, type Stage, StepLimit } from "./duckdb-errors.js";
+import { datasetError, firstLine, isOutOfMemory, type LimitNames, type Stage, StepLimit } from "./duckdb-errors.js";
 import { checkWhere, whereClause } from "./duckdb-where.js";
 import {
   type Column,
@@ -39,6 +39,13 @@ export interface DuckTablesOptions {
    * 90% of the free disk). None: DuckDB's default.
    */
   maxTempBytes?: number;
+  /**
+   * Told as each bounded step starts (true) and ends (false): a server runs its reads in a process of their own and
+   * kills one whose step DuckDB could not interrupt (one function call on one huge value runs to its end).
+   */
+  onStep?: (running: boolean) => void;
+  /** What bounds a read where the caller's user sets it, named in the error that stops one. */
+  limitNames?: LimitNames;
 }
 
 const SQL_TYPES: Record<ColumnType, string> = {
@@ -54,12 +61,32 @@ const SQL_TYPES: Record<ColumnType, string> = {
 };
 /** Rows per Parquet row group: small enough that the writer's buffers stay a few MiB on wide rows. */
 const ROW_GROUP_ROWS = 16_384;
-const CSV_DIALECT = "header=true, delim=',', quote='\"', escape='\"', encoding='utf-8'";
-const TSV_DIALECT = "header=true, delim='\\t', quote='\"', escape='\"', encoding='utf-8'";
+const dialect = (delim: string) => `header=true, delim=${literal(delim)}, quote='"', escape='"', encoding='utf-8'`;
+/** The separators a .csv may use besides commas (Europe's spreadsheets write semicolons), found by DuckDB's sniffer. */
+const OTHER_DELIMITERS = [";", "|", "\t"];
 
 const literal = (s: string) => `'${s.replaceAll("'", "''")}'`;
 const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
 const extOf = (file: string) => path.extname(file).toLowerCase();
+
+/**
+ * Loads what a first read would: DuckDB's library and the catalogue a `where` is checked against (read once per
+ * process), so that a process started ahead of its read starts it warm.
+ */
+export async function warmUp(): Promise<void> {
+  const db = await DuckDBInstance.create(":memory:", {
+    threads: "1",
+    autoinstall_known_extensions: "false",
+    autoload_known_extensions: "false",
+  });
+  const conn = await db.connect();
+  try {
+    await checkWhere(conn, "TRUE", []);
+  } finally {
+    conn.closeSync();
+    db.closeSync();
+  }
+}
 
 export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
   const db = await DuckDBInstance.create(":memory:", {
@@ -84,8 +111,8 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     await admin.run("SET lock_configuration = true");
   }
   let views = 0;
-  /** The view each opened input reads. */
-  const opened = new WeakMap<TableInput, string>();
+  /** The view each opened input reads, and how a fault reading it is told (its where's, on a server). */
+  const opened = new WeakMap<TableInput, { view: string; fault: (err: unknown) => never }>();
 
   async function open(spec: InputSpec): Promise<TableInput> {
     const { files, format } = await resolveFiles(admin, spec.input);
@@ -94,44 +121,41 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       ? arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`))
       : readerSql(admin, files, format)
     ).catch((err) => {
-      throw datasetError(err, { spec, files, stage: "file", clientSql });
+      throw datasetError(err, { spec, files, stage: "file", clientSql, limitNames: opts.limitNames });
     });
     const view = `job_input_${++views}`;
     const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
     const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
-    const run = (sql: string, stage: Stage) =>
-      bounded(admin, opts.stepLimitMs, admin.runAndReadAll(sql)).catch((err) => {
-        throw datasetError(err, { spec, files, stage, clientSql });
-      });
+    let fileColumns: Column[] | undefined;
+    const failed = (stage: Stage) => (err: unknown) => {
+      throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames, columns: fileColumns });
+    };
+    const run = (sql: string, stage: Stage) => bounded(admin, opts, () => admin.runAndReadAll(sql)).catch(failed(stage));
     // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
     await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
     if (spec.where !== undefined) {
-      const names = (await run(`DESCRIBE ${view}_file`, "file")).getRowObjectsJS().map((r) => String(r.column_name));
+      fileColumns = (await run(`DESCRIBE ${view}_file`, "file"))
+        .getRowObjectsJS()
+        .map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+      const names = fileColumns.map((c) => c.name);
       // The where is read once to render the requests and once to join the answers back by place, and it is SQL
       // from a client on a server: it may use the row's own values and nothing else.
-      await checkWhere(admin, spec.where, names).catch((err) => {
-        throw datasetError(err, { spec, files, stage: "where", clientSql });
-      });
+      await checkWhere(admin, spec.where, names).catch(failed("where"));
     }
     await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
     const described = await run(`DESCRIBE ${view}`, "where");
     const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
-    const readError = (err: unknown) => datasetError(err, { spec, files, stage: "rows", clientSql });
     const input: TableInput = {
       files,
       columns,
       async *rows() {
         const conn = await db.connect();
         try {
-          const result = await bounded(conn, opts.stepLimitMs, conn.stream(`SELECT * FROM ${view}`)).catch((err) => {
-            throw readError(err);
-          });
+          const result = await bounded(conn, opts, () => conn.stream(`SELECT * FROM ${view}`)).catch(failed("rows"));
           // Each chunk's wait is bounded, not the consumer's time between chunks.
           const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
           for (;;) {
-            const next = await bounded(conn, opts.stepLimitMs, chunks.next()).catch((err) => {
-              throw readError(err);
-            });
+            const next = await bounded(conn, opts, () => chunks.next()).catch(failed("rows"));
             if (next.done) break;
             yield next.value.map(toRow);
           }
@@ -144,7 +168,7 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         return Number(r.getRowsJS()[0][0]);
       },
     };
-    opened.set(input, view);
+    opened.set(input, { view, fault: failed("rows") });
     return input;
   }
 
@@ -163,9 +187,9 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
         ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
         : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
     );
-    const view = opened.get(input);
-    if (!view) throw new Error("write() takes a TableInput that this adapter opened");
-    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
+    const from = opened.get(input);
+    if (!from) throw new Error("write() takes a TableInput that this adapter opened");
+    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${from.view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
     const options =
       ext === ".parquet"
         ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
@@ -181,12 +205,14 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
       if (f.startsWith(stale)) await rm(path.join(path.dirname(spec.output), f), { force: true });
     }
     try {
-      const out = await admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`);
+      // The input's where runs again here, so the write is a step as bounded as the reads.
+      const out = await bounded(admin, opts, () => admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`));
       const rows = Number(out.rowsChanged);
       await rename(temp, spec.output);
       return rows;
     } catch (err) {
       await rm(temp, { force: true });
+      if (err instanceof StepLimit || (opts.confine && isOutOfMemory(err))) from.fault(err);
       throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
     }
   }
@@ -234,7 +260,7 @@ function resultsSource(spec: WriteSpec, ext: string): string {
     from === ".parquet"
       ? `read_parquet(${file})`
       : from === ".csv" || from === ".tsv"
-        ? `read_csv(${file}, ${from === ".tsv" ? TSV_DIALECT : CSV_DIALECT}, all_varchar=true, allow_quoted_nulls=false)`
+        ? `read_csv(${file}, ${dialect(from === ".tsv" ? "\t" : ",")}, all_varchar=true, allow_quoted_nulls=false)`
         : `read_json(${file}, format='newline_delimited', sample_size=-1)`;
   const typed = spec.columns.map((c) => `CAST(${ident(c.name)} AS ${sqlType(c.type, ext)}) AS ${ident(c.name)}`);
   return `(SELECT ${typed.join(", ")} FROM ${reader})`;
@@ -296,31 +322,48 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
   if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
   if (format === ".json") return `read_json(${list}, sample_size=-1)`;
-  const dialect = format === ".tsv" ? TSV_DIALECT : CSV_DIALECT;
-  const described = await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect}, ignore_errors=true, sample_size=-1)`);
-  const columns = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  const describe = async (delim: string) =>
+    (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect(delim)}, ignore_errors=true, sample_size=-1)`))
+      .getRowObjectsJS()
+      .map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
+  let delim = format === ".tsv" ? "\t" : ",";
+  let columns = await describe(delim);
+  if (format === ".csv" && columns.length === 1) {
+    // One column read with commas: the file may separate its fields otherwise; the first file's sniffed separator
+    // is taken where it makes more columns of every file.
+    const sniffed = await conn.runAndReadAll(`SELECT Delimiter FROM sniff_csv(${literal(files[0])})`);
+    const found = String(sniffed.getRowObjectsJS()[0]?.Delimiter ?? ",");
+    if (OTHER_DELIMITERS.includes(found)) {
+      const other = await describe(found);
+      if (other.length > 1) [delim, columns] = [found, other];
+    }
+  }
   const declared = columns.map((c) => `${literal(c.name)}: 'VARCHAR'`).join(", ");
   const typed = columns.map((c) =>
     c.type === "VARCHAR" ? ident(c.name) : `CAST(NULLIF(${ident(c.name)}, '') AS ${c.type}) AS ${ident(c.name)}`,
   );
-  const read = `read_csv(${list}, ${dialect}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
+  const read = `read_csv(${list}, ${dialect(delim)}, allow_quoted_nulls=false, auto_detect=false, strict_mode=true, null_padding=false, columns={${declared}})`;
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
-/** `work` on `conn`, interrupted once it has taken `limitMs`; then a StepLimit. */
-async function bounded<T>(conn: DuckDBConnection, limitMs: number | undefined, work: Promise<T>): Promise<T> {
-  if (!limitMs) return work;
+/** `work` on `conn`, interrupted once it has taken `stepLimitMs`; then a StepLimit. Its start and end are told to `onStep`. */
+async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work: () => Promise<T>): Promise<T> {
+  const limitMs = opts.stepLimitMs;
   let stopped = false;
-  const timer = setTimeout(() => {
-    stopped = true;
-    conn.interrupt();
-  }, limitMs);
+  const timer = limitMs
+    ? setTimeout(() => {
+        stopped = true;
+        conn.interrupt();
+      }, limitMs)
+    : undefined;
+  opts.onStep?.(true);
   try {
-    return await work;
+    return await work();
   } catch (err) {
-    throw stopped ? new StepLimit(limitMs) : err;
+    throw stopped && limitMs ? new StepLimit(limitMs, opts.limitNames?.time) : err;
   } finally {
     clearTimeout(timer);
+    opts.onStep?.(false);
   }
 }
 

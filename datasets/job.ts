@@ -4,8 +4,9 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import YAML from "yaml";
 import { z } from "zod";
-import { strictObject } from "../config/known-keys.js";
+import { nearestKey, strictObject } from "../config/known-keys.js";
 import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
+import { bodySchemaFor } from "../openai/parse.js";
 import { OUTPUT_FORMATS } from "./tables.js";
 
 /** A job that cannot run as written: one line, naming the field. */
@@ -68,6 +69,21 @@ export interface Job {
   resultPrefix?: string;
   /** A result column's own name in the output, over the prefix. */
   resultNames: Record<string, string>;
+}
+
+/** Parameters whose answer the table has no column for: only a postprocess module can keep what they ask for. */
+export const NOT_IN_TABLE = ["logprobs", "top_logprobs"];
+const NO_LOGPROBS = "the table has no column for log probabilities: leave it out, or keep them with a postprocess module (the runner)";
+
+/** The parameters a request to `endpoint` may hold, as its schema names them. */
+/** Why a body may not ask for `key` (a rendered body's own, from a body template or a preprocess module). */
+export function notInTable(job: { postprocess?: string }, key: string): string | undefined {
+  return NOT_IN_TABLE.includes(key) && !job.postprocess ? NO_LOGPROBS : undefined;
+}
+
+export function parametersOf(endpoint: Endpoint): string[] {
+  const schema = bodySchemaFor(endpoint) as unknown as { shape?: Record<string, unknown> };
+  return Object.keys(schema.shape ?? {});
 }
 
 /** Fields the template sets, which `params` may not set again. */
@@ -167,6 +183,23 @@ function finish(f: JobFields, name: string): Job {
   };
 }
 
+/** Each of `params` and `params_from` is a parameter the endpoint takes (a misspelt one named with the nearest) and the table keeps. */
+function checkParams(f: JobFields, endpoint: Endpoint, bad: (field: string | undefined, message: string) => JobError): void {
+  const known = parametersOf(endpoint);
+  const given: Array<[string, string]> = [
+    ...Object.keys(f.params ?? {}).map((k): [string, string] => ["params", k]),
+    ...Object.keys(f.params_from ?? {}).map((k): [string, string] => ["params_from", k]),
+  ];
+  for (const [field, key] of given) {
+    if (field === "params" && TEMPLATE_FIELDS.includes(key)) throw bad(`params.${key}`, "set by the job itself (use its own field)");
+    if (known.length > 0 && !known.includes(key)) {
+      const near = nearestKey(key, known);
+      throw bad(`${field}.${key}`, `${endpoint} takes no parameter '${key}'${near ? ` (did you mean '${near}'?)` : ""}`);
+    }
+    if (NOT_IN_TABLE.includes(key) && !f.postprocess) throw bad(`${field}.${key}`, NO_LOGPROBS);
+  }
+}
+
 /** The checks a job's fields pass together: its files, one template, and what its endpoint takes. */
 function checkShape(f: JobFields, endpoint: Endpoint, bad: (field: string | undefined, message: string) => JobError): void {
   if (!f.input) throw bad("input", "required (a .parquet, .csv, .tsv, .jsonl or .ndjson file, a folder or a glob)");
@@ -192,9 +225,7 @@ function checkShape(f: JobFields, endpoint: Endpoint, bad: (field: string | unde
   // Anthropic's Messages API requires the model in every request: without one, every row would fail alike.
   if (endpoint === "/v1/messages" && f.model === undefined && (f.messages || f.prompt !== undefined))
     throw bad("model", "/v1/messages names the model in every request: set model (--job-model)");
-  for (const key of Object.keys(f.params ?? {})) {
-    if (TEMPLATE_FIELDS.includes(key)) throw bad(`params.${key}`, "set by the job itself (use its own field)");
-  }
+  checkParams(f, endpoint, bad);
   if (f.response_format && endpoint !== "/v1/chat/completions" && endpoint !== "/v1/responses")
     throw bad("response_format", `works with /v1/chat/completions and /v1/responses, not ${endpoint}`);
   if (f.response_format && (f.body || f.preprocess))

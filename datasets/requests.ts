@@ -6,10 +6,11 @@ import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { readFile, rename, stat } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { nearestKey } from "../config/known-keys.js";
 import { RequestError } from "../openai/errors.js";
 import { parseRequest } from "../openai/parse.js";
 import type { Job } from "./job.js";
-import { JobError } from "./job.js";
+import { JobError, notInTable, parametersOf } from "./job.js";
 import { type Column, DatasetError, type TableInput } from "./tables.js";
 import { columnsOf, RenderError, type Row, render } from "./template.js";
 
@@ -80,8 +81,18 @@ export function checkColumns(job: Job, columns: readonly Column[], label: string
   for (const [field, names] of uses) {
     const missing = names.find((n) => !have.has(n));
     if (missing !== undefined)
-      throw new DatasetError(`${label}: ${field}: no column '${missing}' (the input has ${[...have].map((c) => `'${c}'`).join(", ")})`);
+      throw new DatasetError(
+        `${label}: ${field}: no column '${missing}' (the input has ${[...have].map((c) => `'${c}'`).join(", ")})${oneColumnHint(columns)}`,
+      );
   }
+}
+
+/** A table read as one column whose name holds a separator: its fields are likely separated otherwise. */
+function oneColumnHint(columns: readonly Column[]): string {
+  const sep = columns.length === 1 ? /[;|:\t,]/.exec(columns[0].name)?.[0] : undefined;
+  if (sep === undefined) return "";
+  const shown = sep === "\t" ? "tabs" : `'${sep}'`;
+  return `; it was read as one column, whose name holds ${shown}: save it with commas (or tabs, as a .tsv)`;
 }
 
 /** One row's request body. */
@@ -141,17 +152,35 @@ export interface RenderOptions {
   preprocess?: Preprocess;
   /** Stop after this many rows (--dry-run). */
   max?: number;
+  /** The largest request line and file the batch will take, with the settings that set them (MAX_LINE_BYTES, MAX_FILE_BYTES). */
+  sizes?: RequestSizes;
 }
+
+export interface RequestSizes {
+  maxLineBytes: number;
+  maxFileBytes: number;
+}
+
+/** "row 3", or where a where filters, "row 3 of those the where keeps": the number a user can find again. */
+const rowName = (job: Job, n: number) => (job.where === undefined ? `row ${n}` : `row ${n} of those the where keeps`);
 
 /** Writes one request line per row to `file` (by a temporary name, renamed when whole); returns the rows. */
 export async function writeRequests(job: Job, input: TableInput, file: string, opts: RenderOptions): Promise<number> {
   const temp = `${file}.tmp`;
   const out = createWriteStream(temp, { highWaterMark: 1 << 20 });
   let n = 0;
+  let bytes = 0;
+  const maxFileBytes = opts.sizes?.maxFileBytes ?? Number.POSITIVE_INFINITY;
   try {
     for await (const lines of requestLines(job, input, opts)) {
       for (const line of lines) {
         n++;
+        bytes += Buffer.byteLength(line) + 1;
+        // Refused here, naming the setting, rather than as a batch that fails its validation once created.
+        if (bytes > maxFileBytes)
+          throw new DatasetError(
+            `${opts.label}: its request lines pass MAX_FILE_BYTES (${maxFileBytes} bytes) at ${rowName(job, n)}, the largest input file a batch takes: use a where or a limit, or split the dataset`,
+          );
         if (!out.write(`${line}\n`)) await once(out, "drain");
       }
     }
@@ -170,16 +199,22 @@ export async function* requestLines(job: Job, input: TableInput, opts: RenderOpt
     const lines: string[] = [];
     for (const row of chunk) {
       n++;
+      const rowAt = `${opts.label}: ${rowName(job, n)}`;
       let body: Record<string, unknown>;
       try {
         body = completeBody(job, row, opts.preprocess ? { ...(await opts.preprocess(row)) } : undefined);
       } catch (err) {
-        if (err instanceof RenderError)
-          throw new DatasetError(`${opts.label}: row ${n}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
-        throw new DatasetError(`${opts.label}: row ${n}: preprocess failed: ${(err as Error).message}`);
+        if (err instanceof RenderError) throw new DatasetError(`${rowAt}${err.column ? `, column '${err.column}'` : ""}: ${err.message}`);
+        throw new DatasetError(`${rowAt}: preprocess failed: ${(err as Error).message}`);
       }
-      checkBody(job, body, `${opts.label}: row ${n}`);
-      lines.push(toJson({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body }));
+      checkBody(job, body, rowAt);
+      const line = toJson({ custom_id: customId(n, opts.hash), method: "POST", url: job.endpoint, body });
+      const size = Buffer.byteLength(line);
+      if (opts.sizes && size > opts.sizes.maxLineBytes)
+        throw new DatasetError(
+          `${rowAt}: its request is ${size} bytes, more than MAX_LINE_BYTES (${opts.sizes.maxLineBytes}), the longest line a batch takes`,
+        );
+      lines.push(line);
       if (opts.max !== undefined && n >= opts.max) break;
     }
     if (lines.length) yield lines;
@@ -194,7 +229,14 @@ function checkBody(job: Job, body: Record<string, unknown>, where: string): void
   } catch (err) {
     if (!(err instanceof RequestError)) throw err;
     const column = err.param ? job.paramsFrom[err.param.split(/[.[]/)[0]] : undefined;
-    throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${err.message}`);
+    // A misspelt key of a body template (or of a preprocess module's body) is named with the nearest, as params' are.
+    const near = err.code === "unknown_parameter" && err.param ? nearestKey(err.param, parametersOf(job.endpoint)) : undefined;
+    const said = near ? `${err.message.replace(/\.$/, "")} (did you mean '${near}'?)` : err.message;
+    throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${said}`);
+  }
+  for (const key of Object.keys(body)) {
+    const why = notInTable(job, key);
+    if (why) throw new DatasetError(`${where}: ${key}: ${why}`);
   }
 }
 

@@ -10,6 +10,8 @@ export class DatasetError extends Error {
     readonly detail?: string,
     /** The job's field at fault (`where`), where one is. */
     readonly field?: string,
+    /** The read was stopped at a limit of its memory or its time, not refused for what it is. */
+    readonly bound?: "memory" | "time",
   ) {
     super(message);
     this.name = "DatasetError";

@@ -2,7 +2,7 @@
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
-import { runOffline, withArgs } from "./run-offline.js";
+import { InputError, runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
 
 /** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included). */
 export async function runCli(stop: AbortSignal): Promise<number> {
@@ -47,7 +47,7 @@ export async function runCli(stop: AbortSignal): Promise<number> {
   } catch (err) {
     if (stop.aborted) return 130;
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return err instanceof InputError ? USAGE_EXIT : 1;
   }
 }
 

@@ -45,7 +45,9 @@ export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRun
     }
     const run = args.dryRun ? dryRun(job, deps) : runStage(job, name, args, deps);
     const code = await run.catch((err) => {
-      if (err instanceof DatasetError || err instanceof JobError) return fail(stderr, err.message, 1);
+      // Input the runner cannot take is a usage error (2), as a bad flag is; a read stopped at a limit is not.
+      if (err instanceof JobError) return fail(stderr, err.message, 2);
+      if (err instanceof DatasetError) return fail(stderr, err.message, err.bound ? 1 : 2);
       throw err;
     });
     if (code !== 0) return code;
@@ -148,7 +150,9 @@ async function stateOf(o: Opened, args: DatasetArgs<EngineArgs>): Promise<StageS
 async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps) {
   const { job, place } = o;
   const requests = `${place.work}/requests.jsonl`;
-  const rows = await writeRequests(job, o.input, requests, { hash: o.hash, label: o.label, ...(preprocess ? { preprocess } : {}) });
+  // A row past MAX_LINE_BYTES is named here, by its row, rather than as a line of an invalid batch file.
+  const sizes = { maxLineBytes: deps.config.maxLineBytes, maxFileBytes: Number.POSITIVE_INFINITY };
+  const rows = await writeRequests(job, o.input, requests, { hash: o.hash, label: o.label, sizes, ...(preprocess ? { preprocess } : {}) });
   const state = await readState(place.record);
   await saveState(place.record, { ...(state?.hash === o.hash ? state : {}), hash: o.hash, rows });
   deps.stderr.write(`${o.name}: ${rows} rows of ${o.label} -> ${job.output} (working files in ${place.work})\n`);

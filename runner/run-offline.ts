@@ -118,7 +118,7 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
   run.validation = validation;
   if (!validation.ok) {
     stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
-    return { exitCode: 1, endpoint, validation };
+    return { exitCode: USAGE_EXIT, endpoint, validation };
   }
   if (signal?.aborted) return interrupted(run);
 
@@ -139,7 +139,7 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
     const named =
       validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
     stderr.write(`${deps.inputLabel ?? displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
-    return { exitCode: 1, endpoint, validation };
+    return { exitCode: USAGE_EXIT, endpoint, validation };
   }
   if (reused && reused.done.size >= validation.total) {
     // Every request already has its result: nothing to run, so no model is loaded (the lines' model was checked above).
@@ -204,7 +204,7 @@ async function earlierResults(
       `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
         `(such as '${reused.foreign}'): pass --overwrite to replace them\n`,
     );
-    return 2;
+    return USAGE_EXIT;
   }
   if (!reused) {
     // A fresh run replaces earlier results; the error file appears only if needed.
@@ -238,7 +238,7 @@ async function runOnModel(
     const backend = lease.backend;
     if (!backend.info.endpoints.includes(endpoint)) {
       stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
-      return 1;
+      return USAGE_EXIT;
     }
     run.ran = true;
     stderr.write(`running ${total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
@@ -301,6 +301,17 @@ function interrupted(run: RunState): OfflineRunResult {
 }
 
 /** The endpoint named by the first line; validation then holds every other line to it. */
+/** The exit status of input the runner cannot take (a flag, a file, a job, a dataset, a model it does not serve). */
+export const USAGE_EXIT = 2;
+
+/** Input the runner cannot take, found as it runs: exit USAGE_EXIT, as a bad flag is. */
+export class InputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "InputError";
+  }
+}
+
 async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpoint> {
   for await (const line of readJsonlLines(file, { maxLineBytes })) {
     if (line.tooLong || line.text.trim() === "") continue;
@@ -317,7 +328,7 @@ async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpo
 
 async function assertFile(file: string): Promise<void> {
   const s = await stat(file).catch(() => null);
-  if (!s?.isFile()) throw new Error(`no such input file: ${file}`);
+  if (!s?.isFile()) throw new InputError(`no such input file: ${file}`);
 }
 
 async function exists(file: string): Promise<boolean> {

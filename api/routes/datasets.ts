@@ -4,9 +4,9 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { Router } from "express";
+import { type Response, Router } from "express";
 import { z } from "zod";
-import { type DatasetBatches, TABLE_FORMATS } from "../../domain/dataset-batches.js";
+import { ClientGoneError, type DatasetBatches, TABLE_FORMATS } from "../../domain/dataset-batches.js";
 import { BatchSchema } from "../../domain/objects.js";
 import { ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -39,18 +39,41 @@ const TableQuery = z.object({
   format: z.enum(TABLE_FORMATS, { error: `format must be one of ${TABLE_FORMATS.join(", ")}` }).default("parquet"),
 });
 
+/**
+ * Aborted when the client goes away before its answer is sent (it disconnected, or the server's idle timeout closed
+ * its connection): the read stops, leaves the queue, and no batch is recorded that no one could be told of.
+ */
+function clientGone(res: Response): AbortSignal {
+  const gone = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) gone.abort(new ClientGoneError());
+  });
+  return gone.signal;
+}
+
 export function datasetsRouter(datasets: DatasetBatches): Router {
   const router = Router();
 
   router.post("/v1/dataset_batches", async (req, res) => {
     const body = parseRequest(CreateDatasetBatchBody, req.body ?? {});
-    res.json(await datasets.create({ ...body, owner: ownerFrom(res) }));
+    const gone = clientGone(res);
+    const batch = await datasets.create({ ...body, owner: ownerFrom(res) }, gone).catch((err) => {
+      // No one is left to answer: the create stopped and recorded nothing.
+      if (err instanceof ClientGoneError) return undefined;
+      throw err;
+    });
+    if (batch) res.json(batch);
   });
 
   router.get("/v1/batches/:batch_id/table", async (req, res) => {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
     const { format } = parseRequest(TableQuery, req.query);
-    const table = await datasets.table(id, ownerFrom(res), format);
+    const gone = clientGone(res);
+    const table = await datasets.table(id, ownerFrom(res), format, gone).catch((err) => {
+      if (err instanceof ClientGoneError) return undefined;
+      throw err;
+    });
+    if (!table) return;
     try {
       res.attachment(table.filename);
       res.set({ "Content-Type": table.contentType, "Content-Length": String((await stat(table.path)).size) });
@@ -73,7 +96,8 @@ export function registerDatasetsPaths(r: OpenAPIRegistry): void {
       description:
         "Renders every row of the uploaded dataset through the job's template into request lines, stores them as a file, and creates " +
         "an ordinary batch over it (its `metadata` names the dataset and the job). A bad job or dataset is a 400 naming the field, " +
-        "or the file, row and column; nothing is created.",
+        "or the file, row and column (a row past MAX_LINE_BYTES, request lines past MAX_FILE_BYTES); nothing is created. A create whose " +
+        "client goes away before it is answered stops and creates nothing.",
       request: { body: { required: true, content: { "application/json": { schema: CreateDatasetBatchBody } } } },
       responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
     }),

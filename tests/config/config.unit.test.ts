@@ -63,6 +63,14 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ PORT: "70000" })).toThrow("PORT=70000: must be a port number, 0 to 65535");
     expect(() => loadConfig({ GPU: "metal" })).toThrow("GPU=metal: must be auto, cuda, vulkan or false");
     expect(() => loadConfig({ LOG_LEVEL: "loud" })).toThrow("LOG_LEVEL=loud: must be one of");
+    expect(() => loadConfig({ DATASET_READ_MEMORY_MB: "100" })).toThrow(
+      "invalid configuration: DATASET_READ_MEMORY_MB=100: must be 0 (the default share) or at least 256",
+    );
+    expect(() => loadConfig({ DATASET_STEP_SECONDS: "0" })).toThrow("DATASET_STEP_SECONDS=0: must be a whole number >= 1");
+    expect(loadConfig({ DATASET_READ_MEMORY_MB: "768", DATASET_STEP_SECONDS: "5" }).datasets).toMatchObject({
+      readMemoryMb: 768,
+      stepSeconds: 5,
+    });
   });
 
   // Number() reads "" as 0, so `PORT=` in an env file listened on a random port, and took hex, exponents and signs.

@@ -3,9 +3,9 @@
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFields, checkFlags, type Job, JobError, planStages, readJobFile } from "../../datasets/job.js";
-import { bodyOf, checkColumns, customId, jobHash, rowOf } from "../../datasets/requests.js";
-import { DatasetError } from "../../datasets/tables.js";
-import { columnsOf, RenderError, render } from "../../datasets/template.js";
+import { bodyOf, checkColumns, customId, jobHash, rowOf, writeRequests } from "../../datasets/requests.js";
+import { DatasetError, type TableInput } from "../../datasets/tables.js";
+import { columnsOf, RenderError, type Row, render } from "../../datasets/template.js";
 import { scratchDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("job");
@@ -99,6 +99,20 @@ describe("the job's fields", () => {
     );
     expect(jobError(() => job({ prompt: "a", params: { messages: [] } }))).toMatch(/params\.messages: set by the job itself/);
     expect(jobError(() => job({ prompt: "a", params: { n: 2 } }))).toMatch(/params\.n: .*n must be 1/);
+    // A misspelt parameter is named with the nearest one the endpoint takes, in params and params_from alike.
+    expect(jobError(() => job({ prompt: "a", params: { max_token: 8 } }))).toBe(
+      "job: params.max_token: /v1/chat/completions takes no parameter 'max_token' (did you mean 'max_tokens'?)",
+    );
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/completions", params_from: { temprature: "t" } }))).toMatch(
+      /params_from\.temprature: \/v1\/completions takes no parameter 'temprature' \(did you mean 'temperature'\?\)$/,
+    );
+    expect(jobError(() => job({ prompt: "a", params: { zzzzqqq: 1 } }))).toMatch(/takes no parameter 'zzzzqqq'$/);
+    // Log probabilities have no column in the table: refused, unless a postprocess module keeps them.
+    expect(jobError(() => job({ prompt: "a", params: { logprobs: true, top_logprobs: 2 } }))).toMatch(
+      /^job: params\.logprobs: the table has no column for log probabilities/,
+    );
+    expect(jobError(() => job({ prompt: "a", endpoint: "/v1/completions", params: { logprobs: 2 } }))).toMatch(/params\.logprobs: /);
+    expect(job({ prompt: "a", params: { logprobs: true }, postprocess: "post.mjs" }).params).toEqual({ logprobs: true });
     expect(jobError(() => job({ prompt: "a", endpoint: "/v1/embeddings", response_format: { type: "json_object" } }))).toMatch(
       /response_format: works with/,
     );
@@ -115,6 +129,10 @@ describe("the job's fields", () => {
       new DatasetError("in.csv: prompt: no column 'text' (the input has 'id', 'budget')"),
     );
     expect(() => checkColumns(j, cols("id", "text"), "in.csv")).toThrow(/params_from: no column 'budget'/);
+    // A file read as one column whose name holds another separator says so.
+    expect(() => checkColumns(job({ prompt: "{{text}}" }), cols("id:text"), "in.csv")).toThrow(
+      "in.csv: prompt: no column 'text' (the input has 'id:text'); it was read as one column, whose name holds ':': save it with commas (or tabs, as a .tsv)",
+    );
   });
 });
 
@@ -172,5 +190,55 @@ describe("a row's request", () => {
     expect(await jobHash(job({ prompt: "{{a}}!" }), [file])).not.toBe(h1);
     expect(await jobHash(job({ prompt: "{{a}}", keep: ["a"] }), [file])).toBe(h1);
     expect(await jobHash(job({ prompt: "{{a}}" }), [await scratch.write("a\n2\n", "in.csv")])).not.toBe(h1);
+  });
+});
+
+describe("a dataset's request lines and what a batch takes", () => {
+  const input = (rows: Row[]): TableInput => ({
+    files: [],
+    columns: [],
+    rows: async function* () {
+      yield rows;
+    },
+    count: async () => rows.length,
+  });
+  const rows = [{ text: "short" }, { text: "short too" }, { text: "x".repeat(2_000) }];
+  const write = async (j: Job, sizes: { maxLineBytes: number; maxFileBytes: number }) =>
+    writeRequests(j, input(rows), await scratch.file("requests.jsonl"), { hash: "0123456789ab", label: "in.csv", sizes }).then(
+      () => "written",
+      (err: Error) => {
+        expect(err).toBeInstanceOf(DatasetError);
+        return err.message;
+      },
+    );
+
+  it("refuses a row whose request passes MAX_LINE_BYTES, naming the row as a user counts it and the setting", async () => {
+    expect(await write(job({ prompt: "{{text}}" }), { maxLineBytes: 1_000, maxFileBytes: 10_000 })).toMatch(
+      /^in\.csv: row 3: its request is \d+ bytes, more than MAX_LINE_BYTES \(1000\), the longest line a batch takes$/,
+    );
+    expect(await write(job({ prompt: "{{text}}" }), { maxLineBytes: 10_000, maxFileBytes: 10_000 })).toBe("written");
+  });
+
+  it("refuses request lines that pass MAX_FILE_BYTES, naming the setting and the row they pass it at", async () => {
+    expect(await write(job({ prompt: "{{text}}" }), { maxLineBytes: 10_000, maxFileBytes: 1_000 })).toMatch(
+      /^in\.csv: its request lines pass MAX_FILE_BYTES \(1000 bytes\) at row 3, the largest input file a batch takes: /,
+    );
+  });
+
+  it("says a row's number among those the where keeps, where a where filters", async () => {
+    expect(await write(job({ prompt: "{{text}}", where: "true" }), { maxLineBytes: 1_000, maxFileBytes: 10_000 })).toMatch(
+      /^in\.csv: row 3 of those the where keeps: its request is/,
+    );
+  });
+
+  it("names the nearest parameter for a body template's misspelt key, and refuses its logprobs as params' are", async () => {
+    const messages = [{ role: "user", content: "{{text}}" }];
+    const sizes = { maxLineBytes: 10_000, maxFileBytes: 10_000 };
+    expect(await write(job({ body: { messages, max_token: 3 } }), sizes)).toBe(
+      "in.csv: row 1: Unrecognized request argument supplied: 'max_token' (did you mean 'max_tokens'?)",
+    );
+    expect(await write(job({ body: { messages, logprobs: true } }), sizes)).toMatch(
+      /^in\.csv: row 1: logprobs: the table has no column for log probabilities/,
+    );
   });
 });

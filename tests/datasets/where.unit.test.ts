@@ -227,4 +227,23 @@ describe("a where: one condition over the row's own values", () => {
     expect((await refusal(runner, `id IN (SELECT id FROM '${other}')`)).message).toMatch(/^where: a subquery/);
     expect((await refusal(runner, `id IN (SELECT id FROM read_csv('${other}'))`)).message).toMatch(/^where: a subquery/);
   });
+
+  it("says which of the where's columns has which type when it compares mismatched types, on both, naming no value", async () => {
+    for (const tables of [runner, server]) {
+      expect((await refusal(tables, "day > 5")).message).toBe(
+        "where: Binder Error: it compares DATE with INTEGER ('day' is DATE): compare like with like, casting one side (CAST(<column> AS <type>), or a date written DATE '2024-01-31')",
+      );
+      expect((await refusal(tables, "id > day")).message).toMatch(
+        /^where: Binder Error: it compares \w+ with DATE \('id' is \w+, 'day' is DATE\): /,
+      );
+      expect((await refusal(tables, "day = 20240115")).message).toMatch(/^where: \w+ Error: it casts INTEGER to DATE \('day' is DATE\): /);
+      expect((await refusal(tables, "id = 'one'")).message).toMatch(
+        /^where: Conversion Error: a text could not be read as \w+ \('id' is \w+\): /,
+      );
+      // A value of the data's that could not be converted is not quoted.
+      const fromData = await refusal(tables, "CAST(review AS INTEGER) > 1");
+      expect(fromData.message).toMatch(/^where: Conversion Error: a text could not be read as INTEGER \('review' is VARCHAR\): /);
+      expect(fromData.message).not.toMatch(/Great/);
+    }
+  });
 });

@@ -1,9 +1,11 @@
-// `npm run build` output runs as the production image runs it: node dist/app/main.js, no tsx.
+// `npm run build` output runs as the production image runs it: node dist/app/main.js, no tsx, a dataset's reads in
+// processes started from the compiled code too.
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { isFinal, pollBatch, uploadText } from "../../testkit/batch-client.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
@@ -12,8 +14,33 @@ const run = promisify(execFile);
 const out = path.join(repoRoot, ".tmp", `build-test-${process.pid}`);
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
+/** A dataset made into a batch and its table served: both reads run in a process started from the compiled entry. */
+async function datasetRoundTrip(base: string): Promise<void> {
+  const input = (await uploadText(base, "id,t\n1,Once\n2,Twice\n", { filename: "rows.csv" })).id;
+  const res = await fetch(`${base}/v1/dataset_batches`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      input_file_id: input,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      job: { prompt: "{{t}}", where: "id > 1", params: { max_tokens: 2 } },
+    }),
+  });
+  const created = (await res.json()) as any;
+  expect(res.status, JSON.stringify(created)).toBe(200);
+  expect(await pollBatch(base, created.id, isFinal, { timeoutMs: 60_000 })).toMatchObject({ status: "completed" });
+  const table = await (await fetch(`${base}/v1/batches/${created.id}/table?format=jsonl`)).text();
+  expect(
+    table
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).t),
+  ).toEqual(["Twice"]);
+}
+
 describe("the compiled build", () => {
-  it("serves the API from plain JavaScript and finds its config, page and package info", async () => {
+  it("serves the API from plain JavaScript and finds its config, page, package info and a dataset read's entry", async () => {
     mkdirSync(out, { recursive: true });
     const dist = path.join(out, "dist");
     await run(
@@ -23,7 +50,8 @@ describe("the compiled build", () => {
     );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
 
-    // The distributed mode's schema travels with the build.
+    // The distributed mode's schema travels with the build, and a dataset read's process its entry.
+    expect(existsSync(path.join(dist, "cluster/dataset-read-child.js"))).toBe(true);
     expect(existsSync(path.join(dist, "cluster/pg/migrations/001_initial.sql"))).toBe(true);
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
     expect(help.stdout).toMatch(/--input-file/);
@@ -60,6 +88,7 @@ describe("the compiled build", () => {
       expect(await (await fetch(`${base}/`, { headers: { accept: "text/html" } })).text()).toMatch(/<title>/);
       expect((await fetch(`${base}/ready`)).status).toBe(200);
       expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/obi_queue_depth\{scope="cluster"\} 0/);
+      await datasetRoundTrip(base);
     } finally {
       child.kill("SIGTERM");
     }

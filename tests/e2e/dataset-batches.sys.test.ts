@@ -120,6 +120,26 @@ describe("dataset batches over HTTP", () => {
       ],
       [{ ...base, input_file_id: await upload("", "empty.csv"), job: { prompt: "{{a}}" } }, /empty\.csv: empty file/, null],
       [{ ...base, job: { prompt: "{{id}}" }, extra: 1 }, /extra/, null],
+      [
+        { ...base, job: { prompt: "{{id}}", params: { max_token: 8 } } },
+        /^job\.params\.max_token: \/v1\/chat\/completions takes no parameter 'max_token' \(did you mean 'max_tokens'\?\)$/,
+        "job.params.max_token",
+      ],
+      [
+        { ...base, job: { prompt: "{{id}}", params: { logprobs: true, top_logprobs: 3 } } },
+        /^job\.params\.logprobs: the table has no column for log probabilities/,
+        "job.params.logprobs",
+      ],
+      [
+        { ...base, input_file_id: await upload(`id,text\n1,short\n2,${"x".repeat(1_100_000)}\n`, "long.csv"), job: { prompt: "{{text}}" } },
+        /^long\.csv: row 2: its request is \d+ bytes, more than MAX_LINE_BYTES \(1048576\), the longest line a batch takes$/,
+        null,
+      ],
+      [
+        { ...base, job: { prompt: "{{id}}", where: "id > DATE '2024-01-01'" } },
+        /^where: Binder Error: it compares BIGINT with DATE \('id' is BIGINT\): compare like with like/,
+        "job.where",
+      ],
     ];
     for (const [body, message, param] of cases) {
       const r = await post(body);
@@ -129,6 +149,10 @@ describe("dataset batches over HTTP", () => {
     }
     expect((await openaiClient(svc).batches.list()).data.length).toBe(batchesBefore);
     expect((await post({ ...base, input_file_id: "file-nope", job: { prompt: "{{id}}" } })).status).toBe(404);
+    // A spreadsheet's CSV, its fields separated by semicolons, is read as its columns.
+    const semicolons = await upload("id;lang;review_text\n1;en;Great\n2;de;Gut\n", "semi.csv");
+    const semi = await post({ ...base, input_file_id: semicolons, job: { prompt: "{{review_text}}", where: "lang = 'en'" } });
+    expect(semi.status, JSON.stringify(semi.body)).toBe(200);
 
     const plain = await openaiClient(svc).batches.list();
     const notDataset = plain.data.find((b) => !b.metadata?.dataset_input_file_id);
@@ -182,14 +206,15 @@ describe("dataset batches over HTTP", () => {
       expect(JSON.stringify(r.body), where).not.toMatch(/scratch|dataset-|v1\.\d|\/home|\/root/);
     }
     expect((await openaiClient(svc).batches.list()).data.length).toBe(batchesBefore);
-    // An error DuckDB raises over the rows is told by kind; its text, which quotes the row, goes to the log.
+    // An error DuckDB raises over the rows is told by kind and types; its text, which quotes the row, goes to the log.
     const logsBefore = logs.length;
     const r = await post({ ...base, job: { prompt: "{{id}}", where: "review_text::INT = 1" } });
     expect(r.status).toBe(400);
     expect(r.body.error).toMatchObject({ param: "job.where" });
     expect(r.body.error.message).toMatch(
-      /^where: Conversion Error \(a value could not be converted to the type asked for; the server's log has DuckDB's whole message\)$/,
+      /^where: Conversion Error: a text could not be read as INTEGER \('review_text' is VARCHAR\): compare like with like, casting one side/,
     );
+    expect(r.body.error.message).not.toMatch(/Great/);
     const logged = logs.slice(logsBefore).filter((l) => l.includes("a dataset's where was refused"));
     expect(logged).toHaveLength(1);
     expect(JSON.parse(logged[0]).duckdb).toMatch(/Could not convert string 'Great, "really"\./);

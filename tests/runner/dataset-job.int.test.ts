@@ -279,7 +279,7 @@ describe("dataset jobs", () => {
       "export default (row: { animal: string }) => { if (row.animal === 'owl') throw new Error('no owls'); return { messages: [{ role: 'user', content: 'hi' }] }; };\n",
     );
     const broken = await batch("-i", "animals.csv", "-o", "broken.parquet", "--preprocess", "broken.ts");
-    expect(broken).toMatchObject({ code: 1, stdout: "" });
+    expect(broken).toMatchObject({ code: 2, stdout: "" });
     expect(broken.stderr.trim()).toMatch(/animals\.csv: row 2: preprocess failed: no owls$/);
     writeFileSync(path.join(dir, "nofn.ts"), "export const x = 1;\n");
     expect((await batch("-i", "animals.csv", "-o", "nofn.parquet", "--preprocess", "nofn.ts")).stderr).toMatch(
@@ -305,7 +305,7 @@ describe("dataset jobs", () => {
     const before = readdirSync(dir).sort();
     for (const [flags, message] of cases) {
       const r = await batch("-i", "bad.csv", "-o", "bad-out.parquet", ...flags);
-      expect(r, flags.join(" ")).toMatchObject({ code: 1, stdout: "" });
+      expect(r, flags.join(" ")).toMatchObject({ code: 2, stdout: "" });
       expect(r.stderr.trim(), flags.join(" ")).toMatch(message);
       expect(existsSync(path.join(dir, "bad-out.parquet"))).toBe(false);
     }
@@ -317,7 +317,7 @@ describe("dataset jobs", () => {
     writeFileSync(models, `models:\n  - name: tiny\n    local: { path: ${await testModelPath()} }\n`);
     writeFileSync(path.join(dir, "q.csv"), "q\nx\n");
     const unserved = await batch("-i", "q.csv", "-o", "m.parquet", "--prompt", "{{q}}", "--job-model", "big", "--models-file", models);
-    expect(unserved.code).toBe(1);
+    expect(unserved.code).toBe(2);
     expect(unserved.stderr).toMatch(/the model 'big' is not in the models file; it serves tiny/);
     expect(existsSync(path.join(dir, "m.parquet"))).toBe(false);
     // A job refused before it ran leaves nothing behind: no working folder, no record.

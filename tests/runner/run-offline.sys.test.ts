@@ -275,7 +275,7 @@ describe("offline runner", () => {
     expect(got[0].response.body.data[0].embedding.length).toBeGreaterThan(0);
   });
 
-  it("runs nothing and exits 1 for an invalid file, listing the bad lines", async () => {
+  it("runs nothing and exits 2 for an invalid file, listing the bad lines", async () => {
     const input = path.join(dir, "bad.jsonl");
     writeFileSync(
       input,
@@ -288,7 +288,7 @@ describe("offline runner", () => {
     );
     const out = path.join(dir, "never.jsonl");
     const r = await run(args(input, out));
-    expect(r.exitCode).toBe(1);
+    expect(r.exitCode).toBe(2);
     expect(r.stderr).toMatch(/is not a valid batch file \(3 problems\); nothing was run/);
     expect(r.stderr).toMatch(/line 2: invalid_json_line/);
     expect(r.stderr).toMatch(/line 3: duplicate_custom_id/);
@@ -314,7 +314,7 @@ describe("npm run batch (the command line)", () => {
       (e) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
     );
 
-  it("prints help, refuses bad flags with 2 and invalid files with 1", async () => {
+  it("prints help and refuses bad flags, an invalid file and a missing one with 2, as docs/runner.md says", async () => {
     const help = await cli(["--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/-i, --input-file/);
@@ -322,8 +322,11 @@ describe("npm run batch (the command line)", () => {
     const bad = path.join(dir, "cli-bad.jsonl");
     writeFileSync(bad, "nope\n");
     const r = await cli(["-i", bad, "-o", path.join(dir, "cli-bad-out.jsonl")]);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/line 1: invalid_json_line/);
+    const missing = await cli(["-i", path.join(dir, "cli-nope.jsonl"), "-o", path.join(dir, "cli-nope-out.jsonl")]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^error: no such input file: .*cli-nope\.jsonl$/m);
   });
 
   it("Ctrl-C leaves a consistent output and the summary; running again continues where it stopped", async () => {
@@ -522,7 +525,7 @@ describe("npm run batch (the command line)", () => {
 
     writeFileSync(input, `${chat("a", "Once upon a time").replace('"model":"m"', '"model":"gpt-4o"')}\n`);
     const refused = await run(a, withArgs(config, a));
-    expect(refused.exitCode).toBe(1);
+    expect(refused.exitCode).toBe(2);
     expect(refused.stderr).toMatch(/the model 'gpt-4o' is not in the models file; it serves tiny, m/);
     expect(parseRunnerArgs(["-i", input, "-o", out, "--model", "x.gguf", "--models-file", models])).toMatchObject({ kind: "usage" });
   });
