@@ -38,6 +38,11 @@ export const ERROR_CATALOGUE = {
     when: "A body or a line's body breaks a rule of its endpoint; `param` names the field.",
   },
   invalid_json: { ...request, when: "The request body is not valid JSON." },
+  nesting_too_deep: {
+    ...request,
+    places: ["http", "line"],
+    when: "A body (or a line's body) nests objects and arrays more than 64 levels deep; `param` names its top field (`response_format`, `tools`, `messages`).",
+  },
   invalid_type: { ...request, when: "A field of a synchronous request has the wrong type (`stream`, `stream_options`)." },
   invalid_value: { ...request, when: "A value is out of its range (`default_params`)." },
   unknown_parameter: {
