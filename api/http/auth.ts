@@ -46,14 +46,20 @@ export function requireApiKey(keys: readonly (ApiKey | string)[]): RequestHandle
 export const isAdmin = (res: Response): boolean => res.locals.admin === true;
 
 /**
- * Whose batches a read covers: the caller's own; an admin's, every key's (undefined) or `apiKeyId`'s alone. Naming
- * another key without being an admin is refused (403), naming no key there is is a 400.
+ * Whose batches a read (or, with `action`, a pause or a resume) covers: the caller's own; an admin's, every key's
+ * (undefined) or `apiKeyId`'s alone. Naming another key without being an admin is refused (403, naming the action),
+ * naming no key there is is a 400.
  */
-export function readScope(res: Response, apiKeyId: string | undefined, org?: Pick<Organization, "ownerOf">): Owner | undefined {
+export function readScope(
+  res: Response,
+  apiKeyId: string | undefined,
+  org?: Pick<Organization, "ownerOf">,
+  action = "read",
+): Owner | undefined {
   const own = ownerFrom(res);
   if (!isAdmin(res) || !org) {
-    if (apiKeyId !== undefined && apiKeyId !== (res.locals.key as ApiKey | undefined)?.id)
-      throw forbidden("Only an admin key may read another key's batches (api_key_id).");
+    if (apiKeyId !== undefined && apiKeyId !== keyOf(res)?.id)
+      throw forbidden(`Only an admin key may ${action} another key's batches: api_key_id '${apiKeyId}' is not this key's own.`);
     return own;
   }
   if (apiKeyId === undefined) return undefined;
@@ -62,13 +68,32 @@ export function readScope(res: Response, apiKeyId: string | undefined, org?: Pic
   return owner;
 }
 
-/** Refuses (403) a caller whose key is not an admin key. */
-export const requireAdmin: RequestHandler = (_req, res, next) =>
-  next(
-    isAdmin(res)
-      ? undefined
-      : forbidden(`The API key '${(res.locals.key as ApiKey | undefined)?.id}' is not an admin key; this needs an admin key.`),
-  );
+const keyOf = (res: Response) => res.locals.key as ApiKey | undefined;
+
+/** Refuses (403) a caller whose key is not an admin key, saying what it asked to do. */
+export const adminOnly =
+  (action: string): RequestHandler =>
+  (_req, res, next) =>
+    next(isAdmin(res) ? undefined : forbidden(`The API key '${keyOf(res)?.id}' is not an admin key; only an admin key may ${action}.`));
+
+/** The organization's usage, costs and keys. */
+export const requireAdmin = adminOnly("read the organization's usage, costs and keys");
+
+/**
+ * The caller's own scope for what only a batch's own key may do (cancel it, retry it, read its results). An admin
+ * reads every key's batches, so for one of another key's a 404 would be untrue: it is a 403 that says why.
+ */
+export async function ownBatchScope(
+  batches: { get(id: string, owner: Owner | undefined): Promise<unknown> | unknown },
+  res: Response,
+  id: string,
+  action: string,
+): Promise<Owner> {
+  const own = ownerFrom(res);
+  if (isAdmin(res) && !(await batches.get(id, own)) && (await batches.get(id, undefined)))
+    throw forbidden(`An admin key reads every key's batches but may ${action} only its own: batch '${id}' belongs to another key.`);
+  return own;
+}
 
 /** The owner set by requireApiKey (null when auth is off). */
 export function ownerFrom(res: Response): Owner {
