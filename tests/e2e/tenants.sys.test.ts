@@ -4,7 +4,7 @@
 // changes only its own, and every refusal names what was refused.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl } from "../../testkit/workload.js";
-import { createBatch, getBatch, isFinal, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { createBatch, getBatch, isFinal, logLines, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { getJson, writeKeysFile } from "../helpers/keys.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
@@ -119,4 +119,21 @@ describe("what a key can do to another key's work", () => {
       expect(res.body.error.message).toContain("belongs to another key");
     }
   }, 120_000);
+
+  it("never writes a key sent in the query string to the log, however it is sent", async () => {
+    const secret = auth.teamA.authorization.slice("Bearer ".length);
+    for (const query of [`api_key=${secret}`, `limit=1&token=${secret}`, `q=${encodeURIComponent(`Bearer ${secret}`)}`]) {
+      const res = await fetch(`${s.baseUrl}/v1/batches?${query}`);
+      expect(res.status).toBe(401);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    const out = s.output();
+    expect(out).not.toContain(secret);
+    const urls = logLines(out)
+      .filter((l) => l.req?.url?.startsWith("/v1/batches?"))
+      .map((l) => l.req.url);
+    expect(urls).toEqual(
+      expect.arrayContaining(["/v1/batches?api_key=[redacted]", "/v1/batches?limit=1&token=[redacted]", "/v1/batches?q=[redacted]"]),
+    );
+  });
 });
