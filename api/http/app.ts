@@ -52,7 +52,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(docsRouter(document));
   app.use(consoleAssetsRouter());
-  if (deps.metrics) app.use(metricsRouter(deps.metrics));
+  if (deps.metrics) app.use(metricsRouter(deps.metrics, config.keys));
 
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed; then its
   // type, so that only JSON is parsed (and multipart only reaches the routes that take files).

@@ -1,7 +1,7 @@
 // Bearer-key authentication. The owner of every object is a hash of the key that created it,
 // so keys are never stored, and one key's files and batches are invisible to another.
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { RequestHandler, Response } from "express";
+import type { Request, RequestHandler, Response } from "express";
 import { type ApiKey, bareKey } from "../../config/keys.js";
 import { ownerOf } from "../../domain/owner.js";
 import type { Owner } from "../../domain/ports.js";
@@ -18,27 +18,39 @@ const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
  * and the caller may do what an admin may: the API is open.
  */
 export function requireApiKey(keys: readonly (ApiKey | string)[]): RequestHandler {
-  // Comparing fixed-length digests keeps the comparison constant-time whatever the key lengths.
-  const known = keys.map((k) => {
-    const key = typeof k === "string" ? bareKey(k) : k;
-    return { digest: Buffer.from(key.sha256, "hex"), owner: key.owner, key };
-  });
+  const keyOf = keyMatcher(keys);
   return (req, res, next) => {
-    if (known.length === 0) {
+    if (keys.length === 0) {
       res.locals.owner = null;
       res.locals.admin = true;
       return next();
     }
+    const hit = keyOf(req);
+    if (hit === null) return next(unauthorized());
+    if (hit === undefined) return next(unauthorized(true));
+    res.locals.owner = hit.owner;
+    res.locals.key = hit;
+    res.locals.admin = hit.admin;
+    next();
+  };
+}
+
+/**
+ * The key a request presents (`Authorization: Bearer <key>`, or Anthropic's `x-api-key`): its ApiKey, undefined
+ * for a key that is not one of `keys`, null where none is sent.
+ */
+export function keyMatcher(keys: readonly (ApiKey | string)[]): (req: Request) => ApiKey | undefined | null {
+  // Comparing fixed-length digests keeps the comparison constant-time whatever the key lengths.
+  const known = keys.map((k) => {
+    const key = typeof k === "string" ? bareKey(k) : k;
+    return { digest: Buffer.from(key.sha256, "hex"), key };
+  });
+  return (req) => {
     const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(req.get("authorization") ?? "")?.[1];
     const key = bearer ?? (req.get("authorization") === undefined ? req.get("x-api-key")?.trim() : undefined);
-    if (!key) return next(unauthorized());
+    if (!key) return null;
     const presented = digest(key);
-    const hit = known.find((k) => timingSafeEqual(k.digest, presented));
-    if (!hit) return next(unauthorized(true));
-    res.locals.owner = hit.owner;
-    res.locals.key = hit.key;
-    res.locals.admin = hit.key.admin;
-    next();
+    return known.find((k) => timingSafeEqual(k.digest, presented))?.key;
   };
 }
 

@@ -136,4 +136,17 @@ describe("what a key can do to another key's work", () => {
       expect.arrayContaining(["/v1/batches?api_key=[redacted]", "/v1/batches?limit=1&token=[redacted]", "/v1/batches?q=[redacted]"]),
     );
   });
+
+  it("keeps each key's usage out of /metrics but for an admin key's scrape, the rest open", async () => {
+    // Both teams have ended batches by now (the tests above).
+    const open = await fetch(`${s.baseUrl}/metrics`);
+    expect(open.status).toBe(200);
+    const text = await open.text();
+    expect(text).toMatch(/^obi_batches_total\{/m);
+    expect(text).not.toMatch(/obi_key_|teamA|teamB/);
+    expect(await (await fetch(`${s.baseUrl}/metrics`, { headers: auth.teamB })).text()).not.toMatch(/obi_key_|teamA/);
+    const admin = await (await fetch(`${s.baseUrl}/metrics`, { headers: auth.ops })).text();
+    expect(admin).toMatch(/obi_key_tokens_total\{key="teamA",model="[^"]+",kind="output"\} [1-9]/);
+    expect((await fetch(`${s.baseUrl}/metrics`, { headers: { authorization: "Bearer sk-not-a-key" } })).status).toBe(401);
+  });
 });
