@@ -75,8 +75,16 @@ export const noWorkerLive = (retryAfterSeconds: number) =>
     retryAfterSeconds,
   );
 
-export const queueFull = (retryAfterSeconds: number) =>
-  new UnavailableError("The batch queue is full; retry later.", "queue_full", retryAfterSeconds);
+/** The queue is full, or (`share`) the asking key holds its share of it while other keys' batches wait. */
+export const queueFull = (retryAfterSeconds: number, share?: { held: number; max: number; keys: number }) =>
+  new UnavailableError(
+    share
+      ? `The batch queue holds this key's share of it: ${share.held} of its ${share.max} places, while ${share.keys} keys have ` +
+          "batches waiting; another key's batch is still admitted. Retry once some of this key's batches have started."
+      : "The batch queue is full; retry later.",
+    "queue_full",
+    retryAfterSeconds,
+  );
 
 export const shuttingDown = (retryAfterSeconds: number) =>
   new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);

@@ -148,7 +148,10 @@ export const ERROR_CATALOGUE = {
   },
 
   // Not now: retry after Retry-After.
-  queue_full: { ...tooMany, when: "`MAX_QUEUE_DEPTH` batches already wait." },
+  queue_full: {
+    ...tooMany,
+    when: "`MAX_QUEUE_DEPTH` batches already wait, or the key holds its share of the queue while other keys' batches wait.",
+  },
   resource_unavailable: {
     ...tooMany,
     when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10), or `DATASET_READS` dataset reads run and four times as many wait (`Retry-After: 10`).",
