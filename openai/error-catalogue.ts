@@ -77,6 +77,11 @@ export const ERROR_CATALOGUE = {
     status: 413,
     when: "A JSON body is larger than its route takes; a large input belongs in a file upload.",
   },
+  storage_quota_exceeded: {
+    ...request,
+    when: "An upload would take its key's stored files past the keys file's `file_storage_limit_bytes` (10 GiB unless set); deleted and expired files count no more.",
+    how: "Delete files you no longer need (or let them expire), or upload a smaller file.",
+  },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
   unsupported_media_type: {
     ...request,

@@ -80,7 +80,8 @@ export function readScope(
   return owner;
 }
 
-const keyOf = (res: Response) => res.locals.key as ApiKey | undefined;
+/** The caller's key; undefined where the API is open. */
+export const keyOf = (res: Response) => res.locals.key as ApiKey | undefined;
 
 /** Refuses (403) a caller whose key is not an admin key, saying what it asked to do. */
 export const adminOnly =
