@@ -28,6 +28,7 @@ import { validateBatchFile } from "../pipeline/validate.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { batchKeys } from "./blob-layout.js";
+import { queueRoom } from "./fair-share.js";
 import { type BatchRecords, type EventBus, type FileRecords, TokenLimitReached, type WorkQueue } from "./state-ports.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
@@ -107,7 +108,8 @@ export class Admission {
     const endpoint = servedEndpoint(input.endpoint);
     if (defaults) checkDefaultParams(endpoint, defaults);
     this.checkOpen();
-    if ((await batches.queuedCount()) >= limits.maxQueueDepth) throw queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS);
+    const full = await this.queueRefusal(input.owner);
+    if (full) throw full;
     const registry = (await this.deps.served?.forBatch()) ?? this.deps.registry;
     // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
     // need splitting into shards, which takes a second pass to find the boundaries.
@@ -197,7 +199,7 @@ export class Admission {
         throw await refuse(err);
       }
       // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
-      if (!admitted) throw await refuse(queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS));
+      if (!admitted) throw await refuse((await this.queueRefusal(input.owner)) ?? queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS));
       if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
       else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
       logger.info(
@@ -209,6 +211,12 @@ export class Admission {
       blob.content.destroy();
       if (local) await rm(local, { force: true });
     }
+  }
+
+  /** The refusal (429 queue_full) of a batch the queue has no room for: full, or its key holding its share. */
+  private async queueRefusal(owner: Owner): Promise<Error | undefined> {
+    const room = queueRoom(await this.deps.batches.queuedByOwner(), owner, this.deps.limits.maxQueueDepth);
+    return room.admit ? undefined : queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS, room.share);
   }
 
   /** The batch's estimated tokens by the model that serves each line, and its key's limits on those models. */

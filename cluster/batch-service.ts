@@ -16,8 +16,15 @@ import { createInlineBatch, inlineInputName } from "./inline-batches.js";
 import { readOutput } from "./output-reads.js";
 import { removeBatch } from "./remove-batch.js";
 import { retryFailedLines } from "./retry-batches.js";
+import type { BatchRow } from "./state-ports.js";
 
 export type { ClusterBatchServiceDeps };
+
+/** What a batch that has ended, or is ending, is: its status, or the end decided for it while its last lines stop. */
+function endingStatus(row: BatchRow): string {
+  if (isEnding(row.batch.status)) return row.batch.status;
+  return row.stopReason === "cancelled" ? "cancelling" : `ending (${row.stopReason})`;
+}
 
 /** How long a cancel waits for a batch whose end was decided otherwise to show it (a maintenance tick and more). */
 const DECIDED_END_WAIT_MS = 5_000;
@@ -144,7 +151,7 @@ export class ClusterBatchService implements BatchService {
     if (!row) throw new NotFoundError("batch", id);
     if (row.stopReason || isEnding(row.batch.status))
       throw new InvalidRequestError(
-        `Batch '${id}' is ${row.stopReason === "cancelled" ? "cancelling" : row.batch.status}: only a batch that has not ended can be ${verb}.`,
+        `Batch '${id}' is ${endingStatus(row)}: only a batch that has not ended can be ${verb}.`,
         "batch_not_running",
         null,
       );

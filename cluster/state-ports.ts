@@ -57,7 +57,7 @@ export interface NewBatchRecord {
   shards: ShardPlan[];
   /** A batch recorded already ended (its file failed validation) carries its webhook event from the start. */
   webhook?: WebhookState | null;
-  /** Admit a batch only while fewer than this many are queued (MAX_QUEUE_DEPTH). */
+  /** Admit a batch only while the queue (MAX_QUEUE_DEPTH places) has room for its key (fair-share.ts's queueRoom). */
   maxQueued?: number;
   /** Its estimated tokens by model, held against its key's limits while it is open. */
   enqueued?: Record<string, number>;
@@ -92,7 +92,7 @@ export interface EnqueuedTokens {
 
 /** Batches and their shards, with live counts; a status changes only from the status its writer read. */
 export interface BatchRecords {
-  /** Records a batch with its shards; false (nothing recorded) when `maxQueued` batches are queued. */
+  /** Records a batch with its shards; false (nothing recorded) when the queue has no room for its key (`maxQueued`). */
   insert(a: NewBatchRecord): Promise<boolean>;
   get(id: string, owner?: Owner): Promise<BatchRow | undefined>;
   /** `owner` undefined: every owner's. */
@@ -106,6 +106,8 @@ export interface BatchRecords {
   ): Promise<Page<{ batch: Batch; inputFilename: string | null; owner: Owner }>>;
   /** Batches queued: accepted, not yet started on any worker, not stopped (what MAX_QUEUE_DEPTH bounds). */
   queuedCount(): Promise<number>;
+  /** The batches queued of each key that has any, by fair-share.ts's shareKey. */
+  queuedByOwner(): Promise<Map<string, number>>;
   /**
    * Changes a batch atomically while its status is one of `from`: `change` edits the row read (the batch, the
    * stop reason), or returns false to leave it; undefined when the status was another or the batch is gone.

@@ -1,4 +1,5 @@
-// API keys with properties: a name, an admin flag, enqueued-token limits, a share weight and a webhook. Declared
+// API keys with properties: a name, an admin flag, enqueued-token limits, a file storage bound, a share weight and a
+// webhook. Declared
 // once, in the keys file (KEYS_FILE) and the bare API_KEYS list, read and checked at start. The file holds each
 // secret's sha256, never the secret: `npm run keys -- new <name>` makes a key and prints both.
 import { createHash } from "node:crypto";
@@ -19,10 +20,18 @@ export interface ApiKey {
   weight: number;
   /** Enqueued tokens allowed per model; `*` for every model not named. */
   limits: Readonly<Record<string, number>>;
+  /** The bytes its stored files may hold together (FILE_STORAGE_DEFAULT_BYTES unless the keys file says). */
+  fileStorageBytes: number;
   webhook?: { url: string; secret: string };
   /** Defaults for its batches' stop rules (a batch's own `metadata` keys win). */
   stopRules?: { maxErrorRate?: number; maxCost?: number; maxOutputTokens?: number };
 }
+
+/**
+ * What a key's files may hold together unless its entry sets `file_storage_limit_bytes`: 10 GiB, fifty uploads of the
+ * largest MAX_FILE_BYTES allows by default, so no one key fills the disk that every key's batches write to.
+ */
+export const FILE_STORAGE_DEFAULT_BYTES = 10 * 1024 ** 3;
 
 /** A key's id is how the console and metrics name it: short and plain. */
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -33,6 +42,7 @@ const KeySchema = strictObject({
   admin: z.boolean().default(false),
   weight: z.number().positive("must be above 0").max(1000, "must be at most 1000").default(1),
   enqueued_token_limits: z.record(z.string().min(1), z.number().int().min(1, "must be a whole number >= 1")).default({}),
+  file_storage_limit_bytes: z.number().int().min(1, "must be a whole number of bytes >= 1").default(FILE_STORAGE_DEFAULT_BYTES),
   webhook: strictObject({ url: z.string(), secret: z.string() }).optional(),
   stop_rules: strictObject({
     max_error_rate: z.number().gt(0, "must be above 0").max(1, "must be at most 1 (a fraction: 0.2 is 20%)").optional(),
@@ -54,11 +64,11 @@ export const ownerOfSecret = (secret: string) => ownerOfDigest(sha256Hex(secret)
 /** What a key without an id of its own is called: `key_` and its owner's first 8 hex digits. */
 export const keyIdOfOwner = (owner: string) => `key_${owner.slice(0, 8)}`;
 
-/** A bare API_KEYS key: not an admin, weight 1, no limits, named by its owner's first 8 hex digits. */
+/** A bare API_KEYS key: not an admin, weight 1, no limits, the default file storage, named by its owner's first 8 hex digits. */
 export function bareKey(secret: string): ApiKey {
   const sha256 = sha256Hex(secret);
   const owner = ownerOfDigest(sha256);
-  return { id: keyIdOfOwner(owner), owner, sha256, admin: false, weight: 1, limits: {} };
+  return { id: keyIdOfOwner(owner), owner, sha256, admin: false, weight: 1, limits: {}, fileStorageBytes: FILE_STORAGE_DEFAULT_BYTES };
 }
 
 /**
@@ -112,6 +122,7 @@ function readKeysFile(file: string): ApiKey[] {
       admin: k.admin,
       weight: k.weight,
       limits: k.enqueued_token_limits,
+      fileStorageBytes: k.file_storage_limit_bytes,
       ...(k.webhook ? { webhook: k.webhook } : {}),
       ...(k.stop_rules
         ? {

@@ -140,7 +140,12 @@ export const SETTINGS = {
     schema: int(0),
     help: "a local model unused this long is unloaded (with a models file)",
   }),
-  maxQueueDepth: setting({ env: "MAX_QUEUE_DEPTH", default: 100, schema: int(1), help: "queued batches before 429" }),
+  maxQueueDepth: setting({
+    env: "MAX_QUEUE_DEPTH",
+    default: 100,
+    schema: int(1),
+    help: "queued batches before 429 (shared between keys: docs/teams.md)",
+  }),
   maxFileBytes: setting({ env: "MAX_FILE_BYTES", default: 200 * 1024 * 1024, schema: int(1), help: "largest upload" }),
   maxRequestsPerBatch: setting({ env: "MAX_REQUESTS_PER_BATCH", default: 50_000, schema: int(1), help: "lines per batch file" }),
   maxLineBytes: setting({ env: "MAX_LINE_BYTES", default: 1024 * 1024, schema: int(1), help: "longest line in a batch file" }),

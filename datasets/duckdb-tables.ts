@@ -4,6 +4,7 @@
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { type DuckDBConnection, DuckDBInstance, type JS } from "@duckdb/node-api";
+import { MAX_JSON_DEPTH } from "../openai/json-depth.js";
 import { datasetError, firstLine, isOutOfMemory, type LimitNames, type Stage, StepLimit } from "./duckdb-errors.js";
 import { checkWhere, whereClause } from "./duckdb-where.js";
 import {
@@ -320,8 +321,11 @@ async function arrowSql(files: string[], prefix: string): Promise<string> {
 async function readerSql(conn: DuckDBConnection, files: string[], format: string): Promise<string> {
   const list = `[${files.map(literal).join(", ")}]`;
   if (format === ".parquet") return `read_parquet(${list}, union_by_name=true)`;
-  if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1)`;
-  if (format === ".json") return `read_json(${list}, sample_size=-1)`;
+  // Past the depth a request body may nest, a value is kept as JSON text: typed as nested structs, a value nested
+  // thousands deep would overflow the stack as its rows are read.
+  const depth = `maximum_depth=${MAX_JSON_DEPTH}`;
+  if (format === ".jsonl") return `read_json(${list}, format='newline_delimited', sample_size=-1, ${depth})`;
+  if (format === ".json") return `read_json(${list}, sample_size=-1, ${depth})`;
   const describe = async (delim: string) =>
     (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_csv(${list}, ${dialect(delim)}, ignore_errors=true, sample_size=-1)`))
       .getRowObjectsJS()
@@ -368,12 +372,15 @@ async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work:
 }
 
 /** A DuckDB value as a template cell: 64-bit integers as numbers where exact, dates as ISO text, bytes as base64. */
-function toCell(v: JS): Cell {
+function toCell(v: JS, depth = 1): Cell {
   if (typeof v === "bigint") return Number.isSafeInteger(Number(v)) ? Number(v) : v;
   if (v instanceof Date) return v.toISOString();
   if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
-  if (Array.isArray(v)) return v.map(toCell);
-  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toCell(x)]));
+  // A table's own types may nest (Parquet's): past a request body's bound the row is refused, not walked on.
+  if (v !== null && typeof v === "object" && depth > MAX_JSON_DEPTH)
+    throw new DatasetError(`a value nests more than ${MAX_JSON_DEPTH} levels deep, more than a request body may`);
+  if (Array.isArray(v)) return v.map((x) => toCell(x, depth + 1));
+  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toCell(x, depth + 1)]));
   return v;
 }
 

@@ -47,12 +47,16 @@ export class InvalidTransitionError extends Error {
   }
 }
 
-/** Moves `batch` to `to` in place and stamps the entry time (unix seconds); throws on a forbidden edge. */
+/**
+ * Moves `batch` to `to` in place and stamps the entry time (unix seconds); throws on a forbidden edge. A batch that
+ * is ending is no longer paused: `paused_at` says "paused since", and nothing of an ending batch waits for a resume.
+ */
 export function transition(batch: Batch, to: BatchStatus, now: number): void {
   if (!canTransition(batch.status, to)) throw new InvalidTransitionError(batch.id, batch.status, to);
   batch.status = to;
   const stamp = STAMP[to];
   if (stamp) (batch as Record<string, unknown>)[stamp] = now;
+  if (isEnding(to) && batch.paused_at) batch.paused_at = null;
 }
 
 /** When a batch reached its final status, or null while it has not. */

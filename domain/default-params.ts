@@ -5,6 +5,7 @@
 
 import type { Endpoint } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
+import { tooDeepAt } from "../openai/json-depth.js";
 import { parseRequest } from "../openai/parse.js";
 import { InvalidRequestError } from "./errors.js";
 
@@ -53,7 +54,8 @@ export function withDefaults(line: string, params: Readonly<Record<string, unkno
     return line;
   }
   const body = (parsed as { body?: unknown } | null)?.body;
-  if (!body || typeof body !== "object" || Array.isArray(body)) return line;
+  // A body nested past the bound is refused as it runs; written out again, it would overflow the stack here.
+  if (!body || typeof body !== "object" || Array.isArray(body) || tooDeepAt(body)) return line;
   return JSON.stringify({ ...(parsed as object), body: { ...params, ...body } });
 }
 

@@ -75,8 +75,26 @@ export const noWorkerLive = (retryAfterSeconds: number) =>
     retryAfterSeconds,
   );
 
-export const queueFull = (retryAfterSeconds: number) =>
-  new UnavailableError("The batch queue is full; retry later.", "queue_full", retryAfterSeconds);
+/** The queue is full, or (`share`) the asking key holds its share of it while other keys' batches wait. */
+export const queueFull = (retryAfterSeconds: number, share?: { held: number; max: number; keys: number }) =>
+  new UnavailableError(
+    share
+      ? `The batch queue holds this key's share of it: ${share.held} of its ${share.max} places, while ${share.keys} keys have ` +
+          "batches waiting; another key's batch is still admitted. Retry once some of this key's batches have started."
+      : "The batch queue is full; retry later.",
+    "queue_full",
+    retryAfterSeconds,
+  );
+
+/** An upload past its key's file storage bound: OpenAI's 400 for an organization past its storage, per key. */
+export const storageQuotaExceeded = (limit: number, stored: number, adding: number) =>
+  new InvalidRequestError(
+    `You have exceeded your file storage quota: this API key's files are limited to ${limit.toLocaleString("en-US")} bytes ` +
+      `(stored: ${stored.toLocaleString("en-US")}; this upload: ${adding.toLocaleString("en-US")}). ` +
+      "Please delete old files or attempt with a smaller file size.",
+    "storage_quota_exceeded",
+    null,
+  );
 
 export const shuttingDown = (retryAfterSeconds: number) =>
   new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);

@@ -117,8 +117,9 @@ export const BatchSchema = z
     // SLA extension fields: when the batch ends at its rate so far, and whether that is past its deadline (null
     // once it ended, and while estimating: until 20 lines, or 5% of a larger batch, and 30 s have run).
     projected_finish_at: z.number().int().nullable().optional(),
-    // Pause extension field: when the batch was paused (null: it runs). A paused batch claims nothing; its status
-    // stays what it was (`in_progress` once it started) and its completion window keeps running.
+    // Pause extension field: when the batch was paused (null: it runs, or it has ended). A paused batch claims
+    // nothing; its status stays what it was (`in_progress` once it started) and its completion window keeps running.
+    // A batch that ends, however, is no longer paused: this is cleared as it begins to end.
     paused_at: z.number().int().nullable().optional(),
     // Defaults extension field: the parameters every line took unless its body set them.
     default_params: z.record(z.string(), z.unknown()).nullable().optional(),

@@ -26,8 +26,11 @@ export interface FileStore {
   /** Moves an uploaded temp file into the store and records it durably. */
   adopt(input: NewFile & { tmpPath: string }): Promise<FileObject>;
   get(id: string, owner: Owner): Awaitable<FileRecord | undefined>;
-  /** The file's content as a stream, with its size; undefined when there is no such file (or its content is gone). */
-  open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
+  /**
+   * The file's content as a stream, with its size; undefined when there is no such file (or its content is gone).
+   * `owner` undefined: whoever owns it (what an admin's read of another key's batch tallies; never a download).
+   */
+  open(id: string, owner: Owner | undefined): Promise<{ object: FileObject; size: number; content: Readable } | undefined>;
   list(q: { after?: string; limit: number; order: "asc" | "desc"; purpose?: string; owner: Owner }): Awaitable<Page<FileObject>>;
   delete(id: string, owner: Owner): Promise<boolean>;
 }

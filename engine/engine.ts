@@ -118,6 +118,8 @@ export class LlamaEngine implements Engine {
       return await this.parts.grammars.get(format);
     } catch (err) {
       if (err instanceof RequestError) throw err;
+      // A schema too big for the grammar generator's recursion: the client hears that, never the engine's own words.
+      if (err instanceof RangeError) throw unsupportedValue("response_format", "The response format's schema is too large to be enforced.");
       // node-llama-cpp's own refusal of a schema it cannot turn into a grammar.
       const message = err instanceof Error ? err.message : String(err);
       throw unsupportedValue("response_format", `The response format cannot be enforced: ${message}`);

@@ -33,7 +33,8 @@ export interface ClusterMetrics {
   watch(status: GaugeSource): void;
 }
 
-export function createClusterMetrics(kinds: MetricKinds): ClusterMetrics {
+/** `tenants`: where each key's series go (served to admin keys only), apart from the cluster's. */
+export function createClusterMetrics(kinds: MetricKinds, tenants: MetricKinds = kinds): ClusterMetrics {
   let status: GaugeSource | undefined;
   /** The cluster's figures, from the leader only (none elsewhere). */
   const cluster = () => (status && status.leader?.() !== false ? status : undefined);
@@ -47,13 +48,14 @@ export function createClusterMetrics(kinds: MetricKinds): ClusterMetrics {
     help: string,
     labelNames: string[],
     labelsOf: (total: string, source: GaugeSource) => Record<string, string> | undefined,
+    registers = kinds.registers,
   ) => {
     const seen = new Map<string, number>();
     return new client.Counter({
       name: `${PREFIX}${name}`,
       help,
       labelNames,
-      registers: kinds.registers,
+      registers,
       async collect() {
         const source = cluster();
         if (!source?.totals) {
@@ -83,6 +85,7 @@ export function createClusterMetrics(kinds: MetricKinds): ClusterMetrics {
       if (!m) return undefined;
       return { key: m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? keyIdOfOwner(m[1])), model: m[2], kind: m[3] };
     },
+    tenants.registers,
   );
   fromTotals(
     "batches_total",
@@ -102,7 +105,7 @@ export function createClusterMetrics(kinds: MetricKinds): ClusterMetrics {
     ["result"],
     byPrefix("result", "deadlines:"),
   );
-  kinds.liveGauge(
+  tenants.liveGauge(
     "key_enqueued_tokens",
     "Estimated tokens of each key's open batches, by model: what its enqueued-token limits count (the leader's figure).",
     async (g) => {

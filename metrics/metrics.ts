@@ -15,6 +15,11 @@ export type { GaugeSource, PoolGauges } from "./cluster-metrics.js";
 
 export interface Metrics extends BatchMetrics, BatchTotals, LaneMetrics, ClusterMetrics, BackendMetrics, HttpMetrics {
   readonly registry: client.Registry;
+  /**
+   * Each key's series (its tokens, what it has enqueued), labelled by its id: who the tenants are and what each
+   * used, so /metrics serves them to an admin key's scrape only (api/routes/metrics.ts).
+   */
+  readonly tenants: client.Registry;
 }
 
 export function createMetrics(
@@ -27,12 +32,14 @@ export function createMetrics(
   } = {},
 ): Metrics {
   const registry = new client.Registry();
-  if (opts.labels) registry.setDefaultLabels(opts.labels);
+  const tenants = new client.Registry();
+  if (opts.labels) for (const r of [registry, tenants]) r.setDefaultLabels(opts.labels);
   if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: registry });
   const kinds = metricKinds([registry]);
   return {
     registry,
-    ...createClusterMetrics(kinds),
+    tenants,
+    ...createClusterMetrics(kinds, metricKinds([tenants])),
     ...createBatchMetrics(kinds, opts.now),
     ...createHttpMetrics(kinds),
     ...createBackendMetrics(kinds),

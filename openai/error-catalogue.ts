@@ -38,6 +38,11 @@ export const ERROR_CATALOGUE = {
     when: "A body or a line's body breaks a rule of its endpoint; `param` names the field.",
   },
   invalid_json: { ...request, when: "The request body is not valid JSON." },
+  nesting_too_deep: {
+    ...request,
+    places: ["http", "line"],
+    when: "A body (or a line's body) nests objects and arrays more than 64 levels deep; `param` names its top field (`response_format`, `tools`, `messages`).",
+  },
   invalid_type: { ...request, when: "A field of a synchronous request has the wrong type (`stream`, `stream_options`)." },
   invalid_value: { ...request, when: "A value is out of its range (`default_params`)." },
   unknown_parameter: {
@@ -71,6 +76,11 @@ export const ERROR_CATALOGUE = {
     ...request,
     status: 413,
     when: "A JSON body is larger than its route takes; a large input belongs in a file upload.",
+  },
+  storage_quota_exceeded: {
+    ...request,
+    when: "An upload would take its key's stored files past the keys file's `file_storage_limit_bytes` (10 GiB unless set); deleted and expired files count no more.",
+    how: "Delete files you no longer need (or let them expire), or upload a smaller file.",
   },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
   unsupported_media_type: {
@@ -143,7 +153,10 @@ export const ERROR_CATALOGUE = {
   },
 
   // Not now: retry after Retry-After.
-  queue_full: { ...tooMany, when: "`MAX_QUEUE_DEPTH` batches already wait." },
+  queue_full: {
+    ...tooMany,
+    when: "`MAX_QUEUE_DEPTH` batches already wait, or the key holds its share of the queue while other keys' batches wait.",
+  },
   resource_unavailable: {
     ...tooMany,
     when: "A synchronous lane's queue is full (the interactive lane: `Retry-After: 1`; flex: 10), or `DATASET_READS` dataset reads run and four times as many wait (`Retry-After: 10`).",

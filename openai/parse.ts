@@ -5,6 +5,7 @@ import { MessagesParamsSchema } from "../anthropic/params.js";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
+import { checkNesting } from "./json-depth.js";
 import { RerankBodySchema, ScoreBodySchema } from "./rank.js";
 import { ResponseBodySchema } from "./response-bodies.js";
 import { describeIssue } from "./zod-errors.js";
@@ -28,10 +29,14 @@ export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
   }
 }
 
-/** Throws a non-retryable RequestError (invalid_request, unknown_parameter or missing_required_parameter). */
+/**
+ * Throws a non-retryable RequestError (invalid_request, unknown_parameter, missing_required_parameter, or
+ * nesting_too_deep before anything walks the body).
+ */
 export function parseRequest(endpoint: Endpoint, body: unknown): InferenceRequest {
   const schema = bodySchemaFor(endpoint);
   if (!schema) throw new RequestError(`Unsupported endpoint '${String(endpoint)}'.`, "invalid_url", false);
+  checkNesting(body);
   const r = schema.safeParse(body);
   if (!r.success) {
     const { message, param, missing, unknown } = describeIssue(r.error, body);

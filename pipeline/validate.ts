@@ -4,6 +4,7 @@
 // `errors.data`; the list is capped, the count is not. Request bodies are checked when each line runs,
 // so one bad body fails only its own request, as OpenAI does.
 import type { Readable } from "node:stream";
+import { tooDeepAt } from "../openai/json-depth.js";
 import { describeIssue } from "../openai/zod-errors.js";
 import { BatchLineSchema } from "./batch-line.js";
 import { readJsonlLines } from "./jsonl.js";
@@ -155,5 +156,7 @@ function checkLine(
     });
     return { model };
   }
-  return { model, body: body as Record<string, unknown> };
+  // A body nested past the bound is its line's own 400 when it runs (openai/parse.ts); estimating its tokens would
+  // walk it first, so it reserves none.
+  return tooDeepAt(body) ? { model } : { model, body: body as Record<string, unknown> };
 }

@@ -9,6 +9,11 @@
 /** @type {readonly string[]} */
 export const FINAL = ["completed", "failed", "expired", "cancelled"];
 export const STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"];
+/**
+ * Paused, as the console says it: a batch that has ended or is ending is not, whatever its record kept.
+ * @param {Batch} b
+ */
+export const isPaused = (b) => Boolean(b.paused_at) && !FINAL.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing";
 /** @param {string} id @returns {any} the element (the page has every id the code asks for) */
 export const $ = (id) => document.getElementById(id);
 let apiKey = sessionStorage.getItem("obi-api-key") || "";

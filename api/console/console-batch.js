@@ -1,7 +1,7 @@
 // @ts-check
 // One batch's page: its facts, timeline, shards, first results, webhook and failed lines, downloads (the output
 // while it runs too: the lines committed so far), pause, resume, cancel and retry.
-import { $, api, clock, el, FINAL, getApiKey, hideEmpty, stamp } from "./console-api.js";
+import { $, api, clock, el, FINAL, getApiKey, hideEmpty, isPaused, stamp } from "./console-api.js";
 import { costText, counts, metadataText, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
 /**
@@ -37,12 +37,12 @@ export async function refreshBatch(id) {
   const b = d.batch;
   $("b-id").textContent = b.id;
   $("b-status").className = `badge ${b.status}`;
-  $("b-status").textContent = b.paused_at ? `${b.status.replace("_", " ")} · paused` : b.status.replace("_", " ");
+  $("b-status").textContent = isPaused(b) ? `${b.status.replace("_", " ")} · paused` : b.status.replace("_", " ");
   document.title = `${b.id} · ${b.status}`;
   const { c, total, pct } = counts(b);
   const n = d.line_error_counts || { failed: c.failed, not_run: 0 };
   setMeter($("b-meter"), progressParts(b, n));
-  const rate = b.status === "in_progress" && !b.paused_at ? rateOf(b) : null;
+  const rate = b.status === "in_progress" && !isPaused(b) ? rateOf(b) : null;
   const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
   const refused = refusal(b);
   $("b-progress").textContent =
@@ -207,8 +207,8 @@ function showActions(d, completed) {
   $("b-cancel").disabled = ended || b.status === "cancelling";
   // One of the two shows while the batch has not ended: Pause while it runs, Resume while it is paused.
   const open = !ended && b.status !== "cancelling" && b.status !== "finalizing";
-  $("b-pause").classList.toggle("hidden", !open || Boolean(b.paused_at));
-  $("b-resume").classList.toggle("hidden", !open || !b.paused_at);
+  $("b-pause").classList.toggle("hidden", !open || isPaused(b));
+  $("b-resume").classList.toggle("hidden", !open || !isPaused(b));
   $("b-retry").disabled = !ended || !b.request_counts?.failed;
   for (const id of ["b-dl-input", "b-dl-errors", "b-cancel", "b-retry"]) $(id).classList.toggle("hidden", !own);
   $("b-owner").classList.toggle("hidden", own);
@@ -391,7 +391,7 @@ for (const action of ["pause", "resume"])
   $(`b-${action}`).addEventListener("click", () =>
     act(async (out) => {
       const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/${action}`, { method: "POST" });
-      out.textContent = b.paused_at
+      out.textContent = isPaused(b)
         ? "Paused: requests in flight finish, then nothing runs until you resume. Its deadline still counts."
         : "Resumed: the batch goes on where it stopped.";
       await refreshBatch(shown.batch.id);

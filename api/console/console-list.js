@@ -1,7 +1,7 @@
 // @ts-check
 // The home page's batch list: rows updated in place (keyed by batch id), cards on a phone; the pools, models and
 // lanes beside it are console-panels.js's, and each row's progress console-progress.js's.
-import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, stamp } from "./console-api.js";
+import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, isPaused, stamp } from "./console-api.js";
 import { renderLanes, renderModels, renderPools } from "./console-panels.js";
 import { counts, metadataText, meter, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
@@ -108,7 +108,7 @@ function batchRow(b, now) {
   if (sub) id.appendChild(el("div", "muted meta", sub));
   const status = el("td", "status");
   status.appendChild(el("span", `badge ${b.status}`, b.status.replace("_", " ")));
-  if (b.paused_at) status.appendChild(el("span", "badge paused", "paused"));
+  if (isPaused(b)) status.appendChild(el("span", "badge paused", "paused"));
   const reason = b.errors?.data?.[0];
   if (b.status === "failed" && reason) {
     const text = (reason.line ? `line ${reason.line}: ` : "") + reason.message;

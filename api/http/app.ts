@@ -14,6 +14,7 @@ import { crossSiteGuard, loopbackOnly, noFraming, rebindingGuard } from "./cross
 import { docsRouter } from "./docs.js";
 import { errorHandler, unknownRoute } from "./error-handler.js";
 import { httpMetrics } from "./http-metrics.js";
+import { boundedNesting } from "./nesting.js";
 import { requestLogger } from "./request-log.js";
 import { readServiceInfo } from "./service-info.js";
 
@@ -51,7 +52,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(docsRouter(document));
   app.use(consoleAssetsRouter());
-  if (deps.metrics) app.use(metricsRouter(deps.metrics));
+  if (deps.metrics) app.use(metricsRouter(deps.metrics, config.keys));
 
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed; then its
   // type, so that only JSON is parsed (and multipart only reaches the routes that take files).
@@ -65,7 +66,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.api === false) {
     // A worker answers only the synchronous requests API servers send it for its models, behind the same keys.
     if (deps.inference) {
-      app.use([...ENDPOINTS], auth, bodyType, syncBody);
+      app.use([...ENDPOINTS], auth, bodyType, syncBody, boundedNesting);
       app.use(inferenceRouter({ inference: deps.inference }));
     }
     app.use(unknownRoute);
@@ -79,7 +80,7 @@ export function createApp(deps: AppDeps): express.Express {
   const sync = new Set<string>(ENDPOINTS);
   const bodyFor = (req: express.Request) =>
     req.method !== "POST" ? smallBody : creates.has(req.path) ? createBody : sync.has(req.path) ? syncBody : smallBody;
-  app.use((req, res, next) => bodyFor(req)(req, res, next));
+  app.use((req, res, next) => bodyFor(req)(req, res, next), boundedNesting);
   for (const routes of KEYED_ROUTES) {
     const router = routes.router({ ...deps, service });
     if (router) app.use(router);

@@ -14,6 +14,7 @@ import {
 import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
 import { anthropicErrorBody, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
+import { UPLOAD_FORM } from "./upload.js";
 import { fromZodError } from "./validate.js";
 
 /** Express error from body-parser / http-errors: a status and a machine-readable type. */
@@ -27,25 +28,32 @@ interface HttpError {
   message?: string;
 }
 
-const MULTER_PARAMS: Partial<Record<MulterError["code"], string>> = {
-  LIMIT_FILE_SIZE: "file",
-  LIMIT_UNEXPECTED_FILE: "file",
-  LIMIT_FILE_COUNT: "file",
-  LIMIT_FIELD_KEY: "purpose",
-  LIMIT_FIELD_VALUE: "purpose",
-  LIMIT_FIELD_COUNT: "purpose",
-  LIMIT_PART_COUNT: "file",
-};
+/** What is wrong with a form past one of the upload's bounds (upload.ts), and the field at fault where there is one. */
+function multerProblem(err: MulterError): { message: string; param: string | null } {
+  const form = "an upload's form holds one file part named 'file' and its fields (purpose, expires_after)";
+  switch (err.code) {
+    case "LIMIT_FIELD_COUNT":
+      return { message: `the form has more than ${UPLOAD_FORM.fields} fields; ${form}`, param: null };
+    case "LIMIT_PART_COUNT":
+      return { message: `the form has more than ${UPLOAD_FORM.parts} parts; ${form}`, param: null };
+    case "LIMIT_FILE_COUNT":
+      return { message: `the form has more than one file; ${form}`, param: "file" };
+    case "LIMIT_FIELD_KEY":
+      return { message: `a field's name is longer than ${UPLOAD_FORM.fieldNameSize} bytes; ${form}`, param: null };
+    case "LIMIT_FIELD_VALUE":
+      return { message: `the field '${err.field ?? ""}' is longer than ${UPLOAD_FORM.fieldSize} bytes`, param: err.field ?? null };
+    default:
+      return { message: err.message, param: null };
+  }
+}
 
 function fromMulter(err: MulterError, maxFileBytes: number): ApiError {
-  const param = MULTER_PARAMS[err.code] ?? null;
-  if (err.code === "LIMIT_FILE_SIZE") {
-    return fileTooLarge(maxFileBytes, param);
-  }
+  if (err.code === "LIMIT_FILE_SIZE") return fileTooLarge(maxFileBytes, "file");
   if (err.code === "LIMIT_UNEXPECTED_FILE") {
-    return badRequest(`Unexpected file part '${err.field ?? ""}': send exactly one file, in the part named 'file'.`, param);
+    return badRequest(`Unexpected file part '${err.field ?? ""}': send exactly one file, in the part named 'file'.`, "file");
   }
-  return badRequest(`Invalid multipart upload: ${err.message}.`, param, "invalid_multipart");
+  const { message, param } = multerProblem(err);
+  return badRequest(`Invalid multipart upload: ${message}.`, param, "invalid_multipart");
 }
 
 function fromHttpError(err: HttpError): ApiError | undefined {

@@ -15,7 +15,7 @@ export const jsonResponse = (schema: z.ZodType, description: string): ResponseCo
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: "Invalid request: `param` names the offending parameter.",
   401: "Missing or wrong API key (only when the service runs with API_KEYS or KEYS_FILE).",
-  403: "The key is not an admin key (KEYS_FILE's `admin: true`).",
+  403: "Not this key's to do: it needs an admin key (KEYS_FILE's `admin: true`), or (an admin's) it is another key's batch.",
   404: "No such object (or it belongs to another API key).",
   413: "The upload or body is larger than the configured limit.",
   429: "The batch queue is full; retry after the Retry-After header's seconds.",
@@ -25,7 +25,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 const ERROR_EXAMPLES: Record<number, object> = {
   400: badRequest("Invalid 'limit': must be between 1 and 100.", "limit").toBody(),
   401: unauthorized().toBody(),
-  403: forbidden("The API key 'team-a' is not an admin key; this needs an admin key.").toBody(),
+  403: forbidden("The API key 'team-a' is not an admin key; only an admin key may read the organization's usage, costs and keys.").toBody(),
   404: notFound("batch", "batch_x").toBody(),
   413: fileTooLarge(209_715_200).toBody(),
   429: toApiError(queueFull(30), { maxFileBytes: 0 })!.toBody(),

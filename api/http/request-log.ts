@@ -21,7 +21,53 @@ const LOGGED_HEADERS = ["user-agent", "content-type", "content-length", "x-reque
 function serializeRequest(req: { id?: unknown; method?: string; url?: string; headers?: Record<string, unknown>; remoteAddress?: string }) {
   const headers: Record<string, unknown> = {};
   for (const name of LOGGED_HEADERS) if (req.headers?.[name] !== undefined) headers[name] = req.headers[name];
-  return { id: req.id, method: req.method, url: req.url, headers, remoteAddress: req.remoteAddress };
+  return {
+    id: req.id,
+    method: req.method,
+    url: req.url === undefined ? undefined : redactUrl(req.url),
+    headers,
+    remoteAddress: req.remoteAddress,
+  };
+}
+
+/** A query parameter whose name says it carries a credential: `api_key`, `key`, `access_token`, `secret`, `sig`… */
+const SECRET_NAME = /key|token|secret|passw|auth|sig|credential|session|cookie/i;
+/** A value that is a credential whatever its parameter is called: an Authorization header's, or a key's own shape. */
+const SECRET_VALUE = /^\s*(bearer|basic|token)\s+\S|^(sk|pk|rk|whsec)[-_][A-Za-z0-9]/i;
+const REDACTED = "[redacted]";
+/** What names a key without holding it (`api_key_id`, an admin's filter): kept. */
+const IDENTIFIER = /(^|_)ids?$/i;
+
+/**
+ * The URL as the log keeps it: the value of every query parameter that names or holds a credential replaced, so a
+ * client that sends its key in the query string (refused, but sent) never has it written down.
+ */
+export function redactUrl(url: string): string {
+  const q = url.indexOf("?");
+  const path = (q < 0 ? url : url.slice(0, q))
+    .split("/")
+    .map((segment) => (SECRET_VALUE.test(decoded(segment)) ? REDACTED : segment))
+    .join("/");
+  if (q < 0) return path;
+  const kept = url
+    .slice(q + 1)
+    .split("&")
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      const name = decoded(eq < 0 ? pair : pair.slice(0, eq));
+      const value = decoded(eq < 0 ? "" : pair.slice(eq + 1));
+      const secretName = SECRET_NAME.test(name) && !IDENTIFIER.test(name);
+      return secretName || SECRET_VALUE.test(value) ? `${eq < 0 ? pair : pair.slice(0, eq)}=${REDACTED}` : pair;
+    });
+  return `${path}?${kept.join("&")}`;
+}
+
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part.replace(/\+/g, " "));
+  } catch {
+    return part;
+  }
 }
 
 /**

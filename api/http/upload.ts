@@ -7,6 +7,9 @@ import multer, { MulterError } from "multer";
 import { uploadDir } from "../../stores/fs-blob-store.js";
 import { badRequest } from "../errors.js";
 
+/** What an upload's form holds at most besides its file's bytes: one file, a few small fields (purpose, expires_after). */
+export const UPLOAD_FORM = { files: 1, fields: 8, fieldNameSize: 100, fieldSize: 4096, parts: 10 } as const;
+
 /**
  * Accepts one file part named `file` plus a few small text fields. The moment the file passes
  * `maxFileBytes` the client gets its 413 and the connection is closed after it: the rest of an
@@ -47,7 +50,7 @@ export function acceptUpload(opts: { batchDir: string; maxFileBytes: number; fie
   };
   const accept = multer({
     storage,
-    limits: { fileSize: opts.maxFileBytes, files: 1, fields: 8, fieldSize: 4096, parts: 10 },
+    limits: { fileSize: opts.maxFileBytes, ...UPLOAD_FORM },
     // Browsers and openai-node send UTF-8 file names without declaring a charset.
     defParamCharset: "utf8",
   }).single(opts.field ?? "file");

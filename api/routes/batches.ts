@@ -9,7 +9,7 @@ import type { BatchService } from "../../domain/ports.js";
 import type { Organization } from "../../domain/usage.js";
 import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 import { ApiError, badRequest, notFound } from "../errors.js";
-import { ownerFrom, readScope } from "../http/auth.js";
+import { ownBatchScope, ownerFrom, readScope } from "../http/auth.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";
 import { listObject } from "../http/list.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -69,7 +69,7 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
 
   router.post("/v1/batches/:batch_id/cancel", async (req, res) => {
     const id = batchId(req.params.batch_id);
-    res.json(await batches.cancel(id, ownerFrom(res)));
+    res.json(await batches.cancel(id, await ownBatchScope(batches, res, id, "cancel")));
   });
 
   // Our extension: the owner (or an admin) holds a long batch and lets it go on where it stopped; or every batch
@@ -77,7 +77,7 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
   for (const action of ["pause", "resume"] as const) {
     router.post(`/v1/batches/${action}`, async (req, res) => {
       const { api_key_id, model } = parseRequest(PauseManyBody, req.body ?? {});
-      const owner = readScope(res, api_key_id, deps.organization);
+      const owner = readScope(res, api_key_id, deps.organization, action);
       res.json(listObject({ data: await batches.pauseMany(action, { owner, model }), has_more: false }));
     });
     router.post(`/v1/batches/:batch_id/${action}`, async (req, res) => {
@@ -90,7 +90,7 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
   router.post("/v1/batches/:batch_id/retry", async (req, res) => {
     const id = batchId(req.params.batch_id);
     const filter = parseRequest(RetryBatchBody, req.body ?? {});
-    res.json(await batches.retry(id, ownerFrom(res), filter));
+    res.json(await batches.retry(id, await ownBatchScope(batches, res, id, "retry"), filter));
   });
 
   // Our extension: the output committed so far, from a line on, in the order the output file will have.
@@ -108,7 +108,7 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
 
   router.get("/v1/batches/:batch_id/results", async (req, res) => {
     const id = batchId(req.params.batch_id);
-    const owner = ownerFrom(res);
+    const owner = await ownBatchScope(batches, res, id, "read the results of");
     const { format } = parseRequest(ResultsQuery, req.query);
     const batch = await batches.get(id, owner);
     if (!batch) throw notFound("batch", id);
@@ -198,7 +198,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       summary: "Cancel a batch",
       description: "Queued batches end at once (`cancelled`); running ones pass through `cancelling` and keep the results they have.",
       request: { params: BatchIdParams },
-      responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 404) },
+      responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 403, 404) },
     }),
   );
   for (const action of ["pause", "resume"] as const)
@@ -259,7 +259,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       },
       responses: {
         200: jsonResponse(BatchSchema, "The new batch, usually still `validating`."),
-        ...errorResponses(400, 401, 404, 429, 503),
+        ...errorResponses(400, 401, 403, 404, 429, 503),
       },
     }),
   );
@@ -298,7 +298,7 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
             "application/jsonl": { schema: { type: "string" } },
           },
         },
-        ...errorResponses(400, 401, 404),
+        ...errorResponses(400, 401, 403, 404),
       },
     }),
   );

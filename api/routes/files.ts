@@ -5,9 +5,10 @@ import { Router } from "express";
 import { FileDeletedSchema, FileObjectSchema, listOf } from "../../domain/objects.js";
 import type { FileStore } from "../../domain/ports.js";
 import { notFound } from "../errors.js";
-import { ownerFrom } from "../http/auth.js";
+import { keyOf, ownerFrom } from "../http/auth.js";
 import { listObject } from "../http/list.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
+import { withinStorage } from "../http/storage-quota.js";
 import { streamTo } from "../http/stream.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
@@ -43,13 +44,15 @@ export function filesRouter(deps: FilesRouteDeps): Router {
     const tmpPath = req.file?.path;
     try {
       const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose, expires_after: req.body?.expires_after });
-      const object = await files.adopt({
-        tmpPath: form.file.path,
-        filename: cleanFilename(form.file.originalname),
-        purpose: form.purpose,
-        owner: ownerFrom(res),
-        expiresAfter: form.expires_after,
-      });
+      const object = await withinStorage(files, keyOf(res), form.file.size, () =>
+        files.adopt({
+          tmpPath: form.file.path,
+          filename: cleanFilename(form.file.originalname),
+          purpose: form.purpose,
+          owner: ownerFrom(res),
+          expiresAfter: form.expires_after,
+        }),
+      );
       res.json(object);
     } catch (err) {
       // A rejected upload must not linger in the temp dir; adopt moved it away if it succeeded.
@@ -99,7 +102,7 @@ export function registerFilesPaths(r: OpenAPIRegistry): void {
       tags: ["Files"],
       summary: "Upload a JSONL file of batch requests",
       description:
-        "Multipart upload with a `file` part and `purpose=batch`. The file is streamed to disk; its lines are validated when a batch is created.",
+        "Multipart upload with a `file` part and `purpose=batch`. The file is streamed to disk; its lines are validated when a batch is created. An upload that would take its key's stored files past its `file_storage_limit_bytes` (10 GiB unless the keys file says) is a 400 `storage_quota_exceeded`.",
       request: { body: { required: true, content: { "multipart/form-data": { schema: UploadFileForm } } } },
       responses: { 200: jsonResponse(FileObjectSchema, "The stored file."), ...errorResponses(400, 401, 413) },
     }),

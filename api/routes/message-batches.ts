@@ -4,15 +4,16 @@
 // shapes; errors on these routes are Anthropic's envelope (api/http/error-handler.ts).
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { type Request, Router } from "express";
+import { type Request, type Response, Router } from "express";
 import { z } from "zod";
 import { isFinal } from "../../domain/batch-state.js";
 import type { Batch } from "../../domain/objects.js";
 import type { BatchService, BatchViews, FileStore, Owner } from "../../domain/ports.js";
+import type { Organization } from "../../domain/usage.js";
 import { readCompleteJsonLines } from "../../pipeline/jsonl.js";
 import { ANTHROPIC_PREFIX, AnthropicPageQuery, anthropicError, type RequestCounts, toMessageBatch, toResultLine } from "../anthropic.js";
 import { ApiError, badRequest } from "../errors.js";
-import { ownerFrom } from "../http/auth.js";
+import { ownBatchScope, ownerFrom, readScope } from "../http/auth.js";
 import { sendJsonl } from "../http/jsonl-response.js";
 import { jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
@@ -54,13 +55,21 @@ const CreateMessageBatchBody = z
   })
   .openapi("CreateMessageBatch");
 
-export function messageBatchesRouter(deps: { batches: BatchService; views: BatchViews; files: FileStore }): Router {
+export function messageBatchesRouter(deps: {
+  batches: BatchService;
+  views: BatchViews;
+  files: FileStore;
+  /** Admin keys read every key's message batches, as they read every key's batches (teams.md). */
+  organization?: Pick<Organization, "ownerOf">;
+}): Router {
   const { batches, views, files } = deps;
+  /** Whose batches a read covers: the key's own, or an admin's every key's (undefined). */
+  const scopeOf = (res: Response) => readScope(res, undefined, deps.organization);
   const router = Router();
   const ended = new Map<string, Omit<RequestCounts, "processing">>();
 
   /** Only /v1/messages batches are message batches; another batch's id is not found here. */
-  const messageBatch = async (id: unknown, owner: Owner): Promise<Batch> => {
+  const messageBatch = async (id: unknown, owner: Owner | undefined): Promise<Batch> => {
     const batchId = parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
     const batch = await batches.get(batchId, owner);
     if (!batch || batch.endpoint !== ENDPOINT)
@@ -69,7 +78,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   };
 
   /** Anthropic's tallies once a batch has ended: what a cancel or an expiry left unrun is told apart from errors. */
-  const countsOf = async (b: Batch, owner: Owner) => {
+  const countsOf = async (b: Batch, owner: Owner | undefined) => {
     if (!isFinal(b.status)) return null;
     const cached = ended.get(b.id);
     if (cached) return cached;
@@ -90,7 +99,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   };
 
   /** The lines of these result files (output, error) as Anthropic's result lines. */
-  async function* resultLines(ids: Array<string | null>, owner: Owner) {
+  async function* resultLines(ids: Array<string | null>, owner: Owner | undefined) {
     for (const id of ids) {
       const file = id ? await files.open(id, owner) : undefined;
       if (file) for await (const text of readCompleteJsonLines(file.content)) yield toResultLine(JSON.parse(text));
@@ -98,7 +107,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   }
 
   /** A file that failed validation: each request errored with its line's reason (or the file's). */
-  async function* validationFailures(b: Batch, owner: Owner) {
+  async function* validationFailures(b: Batch, owner: Owner | undefined) {
     const byLine = new Map((b.errors?.data ?? []).map((e) => [e.line ?? 0, e.message ?? "Invalid request."]));
     const first = b.errors?.data[0]?.message ?? "The batch failed validation.";
     // Over its key's enqueued-token limit: a rate limit, as Anthropic's types say it, not a bad request.
@@ -115,7 +124,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
     }
   }
 
-  const show = async (req: Request, b: Batch, owner: Owner) => {
+  const show = async (req: Request, b: Batch, owner: Owner | undefined) => {
     // Behind a proxy that terminates TLS, the address the client used is the one it forwarded.
     const proto = req.get("x-forwarded-proto")?.split(",")[0].trim() || req.protocol;
     const host = req.get("x-forwarded-host")?.split(",")[0].trim() || req.get("host");
@@ -135,7 +144,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
    * The page just newer than `before` (Anthropic's before_id), still newest first; has_more says whether newer
    * ones remain. Batches are kept newest first only, so this reads forward from the newest to `before`.
    */
-  const pageBefore = async (beforeId: string, limit: number, owner: Owner) => {
+  const pageBefore = async (beforeId: string, limit: number, owner: Owner | undefined) => {
     const before = (await messageBatch(beforeId, owner)).id;
     const newer: Batch[] = [];
     scan: for (let after: string | undefined; ; ) {
@@ -151,7 +160,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   };
 
   router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
-    const owner = ownerFrom(res);
+    const owner = scopeOf(res);
     const q = parseRequest(AnthropicPageQuery, req.query);
     const page = q.before_id
       ? await pageBefore(q.before_id, q.limit, owner)
@@ -166,19 +175,23 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   });
 
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
-    const owner = ownerFrom(res);
+    const owner = scopeOf(res);
     res.json(await show(req, await messageBatch(req.params.batch_id, owner), owner));
   });
 
+  /** A message batch the caller may change or read the results of: its own key's (an admin's of another: 403). */
+  const ownMessageBatch = async (res: Response, id: unknown, action: string) => {
+    const batch = await messageBatch(id, scopeOf(res));
+    return { batch, owner: await ownBatchScope(batches, res, batch.id, action) };
+  };
+
   router.post(`${ANTHROPIC_PREFIX}/batches/:batch_id/cancel`, async (req, res) => {
-    const owner = ownerFrom(res);
-    const batch = await messageBatch(req.params.batch_id, owner);
+    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "cancel");
     res.json(await show(req, await batches.cancel(batch.id, owner), owner));
   });
 
   router.delete(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
-    const owner = ownerFrom(res);
-    const batch = await messageBatch(req.params.batch_id, owner);
+    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "delete");
     // The service refuses a batch still running (batch_not_finished), as Anthropic does.
     await batches.delete(batch.id, owner);
     ended.delete(batch.id);
@@ -186,8 +199,7 @@ export function messageBatchesRouter(deps: { batches: BatchService; views: Batch
   });
 
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id/results`, async (req, res) => {
-    const owner = ownerFrom(res);
-    const batch = await messageBatch(req.params.batch_id, owner);
+    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "read the results of");
     if (!isFinal(batch.status)) throw badRequest(`Message batch '${batch.id}' has not ended yet; its results are not available.`, null);
     await sendJsonl(
       res,
@@ -248,7 +260,7 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry, ctx: DocContext)
         tags,
         summary,
         ...extra,
-        responses: { 200: jsonResponse(ok, summary), ...errors(400, 401, 404, 429, 500, 503) },
+        responses: { 200: jsonResponse(ok, summary), ...errors(400, 401, 403, 404, 429, 500, 503) },
       }),
     );
   route(
@@ -298,6 +310,6 @@ export function registerMessageBatchesPaths(r: OpenAPIRegistry, ctx: DocContext)
 
 export const messageBatchesRoutes: RouteModule = {
   source: import.meta.url,
-  router: (d) => messageBatchesRouter({ batches: d.batches, views: d.views, files: d.files }),
+  router: (d) => messageBatchesRouter({ batches: d.batches, views: d.views, files: d.files, organization: d.organization }),
   paths: registerMessageBatchesPaths,
 };

@@ -5,7 +5,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { BatchService, ControlPlaneStatus, Owner, PoolStatus, QueueStats } from "../../domain/ports.js";
 import type { Organization } from "../../domain/usage.js";
-import { readScope } from "../http/auth.js";
+import { adminOnly, readScope } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import type { RouteModule } from "./route-module.js";
 
@@ -51,7 +51,8 @@ export function statusRouter(deps: {
   });
 
   // Simulates the loss of the spot capacity (a cloud's spot reclaim): its batches checkpoint and resume elsewhere.
-  router.post("/pools/spot/preempt", async (_req, res) => {
+  // Every key's spot work stops, so it is an operator's control: an admin key's (anyone's where the API is open).
+  router.post("/pools/spot/preempt", adminOnly("simulate a spot preemption (it stops every key's work on spot)"), async (_req, res) => {
     const scope = readScope(res, undefined, deps.organization);
     const { preempted, cooldown_seconds } = await status.preemptSpot();
     res.json({
@@ -131,7 +132,8 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
       description:
         "The spot pool's slots are gone for SPOT_PREEMPT_COOLDOWN_SECONDS. Its running batches stop as on a shutdown " +
         "(requests in flight get SHUTDOWN_GRACE_SECONDS to finish and are kept; nothing runs twice) and go back to the " +
-        "queue first in line, to resume on dedicated capacity, or on spot once it is back.",
+        "queue first in line, to resume on dedicated capacity, or on spot once it is back. It stops every key's spot work: " +
+        "with keys on, only an admin key may (403 `insufficient_permissions` otherwise).",
       responses: {
         200: jsonResponse(
           z
@@ -147,7 +149,7 @@ export function registerStatusPaths(r: OpenAPIRegistry): void {
             .openapi("Preemption"),
           "What was preempted, and the pools after it.",
         ),
-        ...errorResponses(401),
+        ...errorResponses(401, 403),
       },
     }),
   );

@@ -10,6 +10,7 @@ import { paginate } from "../../domain/paginate.js";
 import type { Owner, Page } from "../../domain/ports.js";
 import { type UsageRecord, usageRecordOf } from "../../domain/usage.js";
 import { withCounts } from "../batch-doc.js";
+import { queueRoom, shareKey } from "../fair-share.js";
 import {
   type BatchRecords,
   type BatchRow,
@@ -49,7 +50,7 @@ export class MemoryBatchRecords implements BatchRecords {
     const b = a.batch;
     // Counted and reserved with no await in between: no other admission runs between the two. The batch is
     // listed (and claimable) only once its record is durable: a write refused leaves nothing behind.
-    if (a.maxQueued !== undefined && b.status === "validating" && this.countQueued() >= a.maxQueued) return false;
+    if (a.maxQueued !== undefined && b.status === "validating" && !queueRoom(this.countQueued(), a.owner, a.maxQueued).admit) return false;
     if (b.status === "validating") this.checkTokenLimits(a);
     if (this.state.batches.has(b.id) || this.reserved.has(b.id)) throw new Error(`batch ${b.id} already exists`);
     const entry: BatchEntry = {
@@ -159,14 +160,22 @@ export class MemoryBatchRecords implements BatchRecords {
   }
 
   async queuedCount(): Promise<number> {
+    let n = 0;
+    for (const held of this.countQueued().values()) n += held;
+    return n;
+  }
+
+  async queuedByOwner(): Promise<Map<string, number>> {
     return this.countQueued();
   }
 
-  private countQueued(): number {
-    let n = 0;
+  /** Queued batches by owner, those being recorded too. */
+  private countQueued(): Map<string, number> {
+    const by = new Map<string, number>();
     for (const entries of [this.state.batches, this.reserved])
-      for (const e of entries.values()) if (e.batch.status === "validating" && !e.stopReason) n++;
-    return n;
+      for (const e of entries.values())
+        if (e.batch.status === "validating" && !e.stopReason) by.set(shareKey(e.owner), (by.get(shareKey(e.owner)) ?? 0) + 1);
+    return by;
   }
 
   /**

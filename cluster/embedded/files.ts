@@ -39,7 +39,7 @@ export class MemoryFileRecords implements FileRecords {
     return f && { object: structuredClone(f.object), key: f.key };
   }
 
-  async open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
+  async open(id: string, owner: Owner | undefined): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
     const f = this.entry(id, owner);
     if (!f) return undefined;
     const blob = await this.deps.blobs.open(f.key);
@@ -88,8 +88,8 @@ export class MemoryFileRecords implements FileRecords {
     if (!referenced) await this.deps.blobs.delete(f.key).catch(() => undefined);
   }
 
-  private entry(id: string, owner: Owner): FileEntry | undefined {
+  private entry(id: string, owner: Owner | undefined): FileEntry | undefined {
     const f = this.state.files.get(id);
-    return f && f.owner === owner ? f : undefined;
+    return f && (owner === undefined || f.owner === owner) ? f : undefined;
   }
 }

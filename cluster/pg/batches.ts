@@ -8,6 +8,7 @@ import { type Batch, BatchSchema, type BatchStatus } from "../../domain/objects.
 import type { Owner, Page } from "../../domain/ports.js";
 import { type UsageRecord, usageRecordOf } from "../../domain/usage.js";
 import { withCounts } from "../batch-doc.js";
+import { queueRoom, shareKey } from "../fair-share.js";
 import {
   type BatchRecords,
   type BatchRow,
@@ -76,6 +77,14 @@ async function checkTokenLimits(c: { query: Db["query"] }, a: NewBatchRecord, mo
 
 const QUEUED = "SELECT count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL";
 
+/** Queued batches by owner (fair-share.ts's shareKey). */
+async function queuedBy(c: { query: Db["query"] }): Promise<Map<string, number>> {
+  const { rows } = await c.query(
+    "SELECT owner, count(*)::int AS n FROM batches WHERE status = 'validating' AND stop_reason IS NULL GROUP BY owner",
+  );
+  return new Map(rows.map((r) => [shareKey(r.owner), r.n as number]));
+}
+
 export class PgBatchRecords implements BatchRecords {
   constructor(private readonly db: Db) {}
 
@@ -91,8 +100,7 @@ export class PgBatchRecords implements BatchRecords {
       if ((a.maxQueued !== undefined || limited.length > 0) && b.status === "validating") {
         // Every API server's admission takes this lock: two creates cannot both read the room only one has.
         await c.query("SELECT pg_advisory_xact_lock($1)", [LOCKS.admission]);
-        const { rows } = await c.query(QUEUED);
-        if (a.maxQueued !== undefined && rows[0].n >= a.maxQueued) return false;
+        if (a.maxQueued !== undefined && !queueRoom(await queuedBy(c), a.owner, a.maxQueued).admit) return false;
         if (limited.length > 0) await checkTokenLimits(c, a, limited);
       }
       await c.query(
@@ -198,6 +206,10 @@ export class PgBatchRecords implements BatchRecords {
   async queuedCount(): Promise<number> {
     const { rows } = await this.db.query(QUEUED);
     return rows[0].n;
+  }
+
+  queuedByOwner(): Promise<Map<string, number>> {
+    return queuedBy(this.db);
   }
 
   async webhooksDue(now: number, limit: number): Promise<Array<{ id: string; owner: Owner; webhook: WebhookState }>> {

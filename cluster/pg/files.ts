@@ -40,7 +40,7 @@ export class PgFileStore implements FileRecords {
     return row && { object: row.object, key: row.blob_key };
   }
 
-  async open(id: string, owner: Owner): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
+  async open(id: string, owner: Owner | undefined): Promise<{ object: FileObject; size: number; content: Readable } | undefined> {
     const row = await this.row(id, owner);
     if (!row) return undefined;
     const blob = await this.deps.blobs.open(row.blob_key);
@@ -119,11 +119,11 @@ export class PgFileStore implements FileRecords {
     return rows.length > 0;
   }
 
-  private async row(id: string, owner: Owner): Promise<{ object: FileObject; blob_key: string } | undefined> {
-    const { rows } = await this.deps.db.query("SELECT object, blob_key FROM files WHERE id = $1 AND owner IS NOT DISTINCT FROM $2", [
-      id,
-      owner,
-    ]);
+  private async row(id: string, owner: Owner | undefined): Promise<{ object: FileObject; blob_key: string } | undefined> {
+    const { rows } = await this.deps.db.query(
+      "SELECT object, blob_key FROM files WHERE id = $1 AND ($3::boolean OR owner IS NOT DISTINCT FROM $2)",
+      [id, owner ?? null, owner === undefined],
+    );
     return rows[0];
   }
 }

@@ -174,4 +174,19 @@ describe("error handler", () => {
     expect(broken.body.error.code).toBe("invalid_multipart");
     expect(uploads()).toEqual([]);
   });
+
+  it("says what is wrong with a form past an upload's bounds, naming a field only where one is at fault", async () => {
+    // 5,000 fields: the form is wrong, not its purpose.
+    let many = request(a).post("/upload").field("purpose", "batch");
+    for (let i = 0; i < 5_000; i++) many = many.field(`f${i}`, "x");
+    const tooMany = await many.attach("file", Buffer.from("{}"), "a.jsonl");
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.error).toMatchObject({ code: "invalid_multipart", param: null });
+    expect(tooMany.body.error.message).toMatch(/more than \d+ (fields|parts)/);
+    expect(tooMany.body.error.message).not.toMatch(/Too many fields/);
+    const long = await request(a).post("/upload").field("purpose", "x".repeat(5_000)).attach("file", Buffer.from("{}"), "a.jsonl");
+    expect(long.body.error).toMatchObject({ code: "invalid_multipart", param: "purpose" });
+    expect(long.body.error.message).toContain("'purpose' is longer than 4096 bytes");
+    expect(uploads()).toEqual([]);
+  });
 });

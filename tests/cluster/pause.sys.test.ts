@@ -118,12 +118,53 @@ async function pauseAndResume(base: string, prefix: string) {
   expect(output).toHaveLength(LINES);
   expect(ids).toEqual([...customIds(prefix, LINES)].sort());
   // Ended: both refused, naming why.
+  await refusesBoth(base, id, "completed");
+  return id;
+}
+
+/** Refused on an ended batch, naming its real status. */
+async function refusesBoth(base: string, id: string, status: string) {
   for (const action of ["pause", "resume"]) {
     const refused = await post(base, `/v1/batches/${id}/${action}`);
     expect(refused.status).toBe(400);
-    expect((await refused.json()).error).toMatchObject({ code: "batch_not_running" });
+    const { error } = await refused.json();
+    expect(error).toMatchObject({ code: "batch_not_running" });
+    expect(error.message).toContain(`is ${status}:`);
   }
-  return id;
+}
+
+/**
+ * A batch that ends is not paused: one paused with its only line in flight completes as that line finishes (in one
+ * process, where a pause lets the requests in flight finish), without `paused_at`, and a pause or a resume names how
+ * it ended.
+ */
+async function completesUnpaused(base: string, prefix: string) {
+  // A line long enough that the pause lands while it generates (a try whose line was already done goes again).
+  let paused: any;
+  for (let attempt = 0; !paused && attempt < 5; attempt++) {
+    const file = await uploadJsonl(base, completionJsonl(1, { prefix: `${prefix}${attempt}`, maxTokens: 400, temperature: 1 }));
+    const created = await openaiClient({ baseUrl: base }).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+    });
+    await until("it runs", async () => ((await get(base, created.id)).status === "validating" ? undefined : true), { everyMs: 10 });
+    const res = await post(base, `/v1/batches/${created.id}/pause`);
+    if (res.status === 200) paused = await res.json();
+  }
+  expect(paused.paused_at).toBeGreaterThan(0);
+  const completed = await waitForBatch(base, paused.id, 120_000);
+  expect(completed).toMatchObject({ status: "completed", paused_at: null, request_counts: { completed: 1, total: 1 } });
+  await refusesBoth(base, paused.id, "completed");
+}
+
+/** A batch paused then cancelled ends cancelled, without `paused_at`, and a pause or a resume says it is cancelled. */
+async function cancelsUnpaused(base: string, prefix: string) {
+  const id = await running(base, `${prefix}c`);
+  expect((await (await post(base, `/v1/batches/${id}/pause`)).json()).paused_at).toBeGreaterThan(0);
+  expect((await (await post(base, `/v1/batches/${id}/cancel`)).json()).paused_at).toBeNull();
+  expect(await waitForBatch(base, id, 120_000)).toMatchObject({ status: "cancelled", paused_at: null });
+  await refusesBoth(base, id, "cancelled");
 }
 
 describe("pause and resume (embedded mode)", () => {
@@ -136,6 +177,11 @@ describe("pause and resume (embedded mode)", () => {
   it("holds a running batch and lets it go on where it stopped", async () => {
     await pauseAndResume(svc.baseUrl, "emb");
     expect((await post(svc.baseUrl, "/v1/batches/batch_00000000000000000000dead/pause")).status).toBe(404);
+  }, 240_000);
+
+  it("a batch that ends while paused, completed or cancelled, is not paused", async () => {
+    await completesUnpaused(svc.baseUrl, "eend");
+    await cancelsUnpaused(svc.baseUrl, "eend");
   }, 240_000);
 
   it("pauses and resumes every batch of a model at once", async () => {
@@ -211,6 +257,8 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
     const calls = countCalls(nodes.worker).filter((b) => b.includes("story race "));
     expect(calls).toHaveLength(LINES);
   }, 240_000);
+
+  it("a batch paused then cancelled is not paused", () => cancelsUnpaused(nodes.api.baseUrl, "dend"), 240_000);
 });
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
@@ -224,4 +272,6 @@ describe.skipIf(!POSTGRES_BIN)("pause and resume (distributed mode on PostgreSQL
     expect(new Set(calls).size).toBe(LINES);
     expect(calls).toHaveLength(LINES);
   }, 240_000);
+
+  it("a batch paused then cancelled is not paused", () => cancelsUnpaused(nodes.api.baseUrl, "pgend"), 240_000);
 });

@@ -33,7 +33,10 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
   let blobDir = "";
   let n = 0;
 
-  async function batch(shards: number, opts: { windowSeconds?: number; submittedAgo?: number; maxQueued?: number } = {}): Promise<string> {
+  async function batch(
+    shards: number,
+    opts: { windowSeconds?: number; submittedAgo?: number; maxQueued?: number; owner?: string | null } = {},
+  ): Promise<string> {
     const id = `batch_${String(++n).padStart(24, "0")}`;
     const submitted = now() - (opts.submittedAgo ?? 0);
     const windowSeconds = opts.windowSeconds ?? 86_400;
@@ -50,7 +53,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
     const admitted = await ports.batches.insert({
       batch: b,
-      owner: null,
+      owner: opts.owner ?? null,
       inputKey: "files/x.jsonl",
       shards: plan,
       maxQueued: opts.maxQueued,
@@ -83,6 +86,27 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await ports.batches.queuedCount()).toBe(2);
     expect(await batch(1, { maxQueued: 3 })).not.toBe("");
     expect(await batch(1, { maxQueued: 3 })).toBe("");
+  });
+
+  it.skipIf(skip)("shares the queue's places between keys: another key's batch goes into a queue one key filled", async () => {
+    const [a, b] = ["a".repeat(32), "b".repeat(32)];
+    // Key a fills the queue from many API servers at once; key b's one batch still goes in, past the bound.
+    const filled = await Promise.all(Array.from({ length: 8 }, () => batch(1, { maxQueued: 4, owner: a })));
+    expect(filled.filter(Boolean)).toHaveLength(4);
+    expect(await batch(1, { maxQueued: 4, owner: b })).not.toBe("");
+    expect(Object.fromEntries(await ports.batches.queuedByOwner())).toEqual({ [a]: 4, [b]: 1 });
+    // a holds more than its share (2 of 4 while two keys wait); b waits for a free place.
+    expect(await batch(1, { maxQueued: 4, owner: a })).toBe("");
+    expect(await batch(1, { maxQueued: 4, owner: b })).toBe("");
+    // Two of a's start: the place freed goes to b, never back to a.
+    for (const id of filled.filter(Boolean).slice(0, 2))
+      await ports.batches.update(id, ["validating"], (r) => {
+        r.batch.status = "in_progress";
+      });
+    expect(await batch(1, { maxQueued: 4, owner: a })).toBe("");
+    expect(await batch(1, { maxQueued: 4, owner: b })).not.toBe("");
+    expect(await batch(1, { maxQueued: 4, owner: b })).toBe("");
+    expect(Object.fromEntries(await ports.batches.queuedByOwner())).toEqual({ [a]: 2, [b]: 2 });
   });
 
   it.skipIf(skip)(

@@ -1,6 +1,7 @@
 // Many keys on the distributed mode (PostgreSQL + S3), through real server processes sharing one keys file: the
 // enqueued-token reservation raced by two API servers, its release after kill -9 of the API server that made it and
-// of the worker running it, fair shares between keys across two workers, and usage that adds up to the batches'.
+// of the worker running it, fair shares between keys across two workers, usage that adds up to the batches', and a
+// key's file storage bound counted across API servers.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -26,6 +27,7 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
     { id: "team-a", limits: { "*": 10_000 } },
     { id: "team-b" },
     { id: "team-c" },
+    { id: "team-d", fileStorageBytes: 3_000 },
   ]);
   const began = Math.floor(Date.now() / 1000) - 5;
   let apiA: ServerProcess;
@@ -139,5 +141,28 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
       expect(reported.get(key)).toEqual(usageOf(mine));
     }
     expect(reported.get("team-a")!.output).toBeGreaterThan(0);
+  }, 60_000);
+
+  it("bounds a key's stored file bytes across API servers, and gives a deleted file's back", async () => {
+    const sized = (bytes: number) => `${JSON.stringify({ custom_id: "x", pad: "y".repeat(bytes - 27) })}\n`;
+    const send = (base: string, bytes: number) =>
+      fetch(`${base}/v1/files`, {
+        method: "POST",
+        headers: auth["team-d"],
+        body: (() => {
+          const form = new FormData();
+          form.append("purpose", "batch");
+          form.append("file", new Blob([sized(bytes)]), "in.jsonl");
+          return form;
+        })(),
+      });
+    const first = await (await send(apiA.baseUrl, 2_000)).json();
+    expect(first.bytes).toBe(2_000);
+    expect((await send(apiB.baseUrl, 1_000)).status).toBe(200);
+    const refused = await send(apiA.baseUrl, 500);
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).error).toMatchObject({ code: "storage_quota_exceeded", param: null });
+    expect((await fetch(`${apiB.baseUrl}/v1/files/${first.id}`, { method: "DELETE", headers: auth["team-d"] })).status).toBe(200);
+    expect((await send(apiA.baseUrl, 500)).status).toBe(200);
   }, 60_000);
 });

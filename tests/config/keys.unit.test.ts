@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig, webhookEndpoints } from "../../config/config.js";
-import { bareKey, KeyRing, sha256Hex } from "../../config/keys.js";
+import { bareKey, FILE_STORAGE_DEFAULT_BYTES, KeyRing, sha256Hex } from "../../config/keys.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-keys-"));
@@ -47,6 +47,23 @@ describe("the keys file", () => {
     expect(config.keys.map((k) => k.id)).toEqual([bareKey("k1").id, "a"]);
     expect(bareKey("k1")).toMatchObject({ id: `key_${sha256Hex("k1").slice(0, 8)}`, admin: false, weight: 1, limits: {} });
     expect(new KeyRing(config.keys).idOf(bareKey("k1").owner)).toBe(bareKey("k1").id);
+  });
+
+  it("bounds each key's file storage: its own file_storage_limit_bytes, else 10 GiB", () => {
+    const config = loadConfig({
+      API_KEYS: "k1",
+      KEYS_FILE: file(
+        `keys:\n  - id: a\n    sha256: ${HASH}\n    file_storage_limit_bytes: 5000\n  - id: b\n    sha256: ${sha256Hex("sk-b")}\n`,
+      ),
+    });
+    expect(config.keys.map((k) => [k.id, k.fileStorageBytes])).toEqual([
+      [bareKey("k1").id, FILE_STORAGE_DEFAULT_BYTES],
+      ["a", 5000],
+      ["b", 10 * 1024 ** 3],
+    ]);
+    expect(() => loadConfig({ KEYS_FILE: file(`keys:\n  - id: a\n    sha256: ${HASH}\n    file_storage_limit_bytes: 0\n`) })).toThrow(
+      /keys\[0\] \(a\): file_storage_limit_bytes: must be a whole number of bytes >= 1/,
+    );
   });
 
   it("refuses bad entries at start, one line each, naming the entry and never a secret", () => {

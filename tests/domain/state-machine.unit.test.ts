@@ -21,6 +21,14 @@ const ALLOWED: Array<[BatchStatus, BatchStatus]> = [
 const batch = (status: BatchStatus) => ({ id: "batch_x", status }) as Batch;
 
 describe("batch state machine", () => {
+  it("ends a pause with the batch: a batch ending, by any edge, is no longer paused", () => {
+    for (const [from, to] of ALLOWED) {
+      const b = { ...batch(from), paused_at: 1_700_000_000 } as Batch;
+      transition(b, to, 1_700_000_100);
+      expect(b.paused_at, `${from} -> ${to}`).toBe(isEnding(to) ? null : 1_700_000_000);
+    }
+  });
+
   it("allows exactly OpenAI's edges", () => {
     for (const from of BATCH_STATUSES) {
       for (const to of BATCH_STATUSES) {

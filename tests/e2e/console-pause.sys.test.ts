@@ -1,5 +1,6 @@
 // The console's Pause and Resume buttons in a real headless Chromium, at 1,280 and 390 px: one of the two shows
-// while a batch has not ended, the batch page and the list say "paused", and the API agrees. Screenshots go to
+// while a batch has not ended, the batch page and the list say "paused" (and, once it ends, no more), and the API
+// agrees. Screenshots go to
 // $CONSOLE_SCREENSHOTS (docs/console.md's) or the temp folder.
 import { mkdirSync } from "node:fs";
 import os from "node:os";
@@ -53,6 +54,20 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     expect(await shown(page, "#b-pause")).toBe(true);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe("b-pause");
     expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeNull();
+
+    // Paused, then cancelled: it ends cancelled, and neither the page nor the list says paused any more.
+    await page.focus("#b-pause");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress · paused");
+    await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}/cancel`, { method: "POST" });
+    await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "cancelled", undefined, { timeout: 60_000 });
+    expect(await shown(page, "#b-pause")).toBe(false);
+    expect(await shown(page, "#b-resume")).toBe(false);
+    expect((await (await fetch(`${bed.svc.baseUrl}/v1/batches/${bed.id}`)).json()).paused_at).toBeNull();
+    const ended = await open(1280);
+    await ended.waitForSelector(`tr.batch[data-id="${bed.id}"] .badge.cancelled`);
+    expect(await ended.locator(`tr.batch[data-id="${bed.id}"] .badge.paused`).count()).toBe(0);
+    await ended.close();
     await page.close();
   });
 });

@@ -222,7 +222,8 @@ describe("many keys on one embedded deployment", () => {
     expect(costs.data[0].results[0]).toMatchObject({ object: "organization.costs.result", amount: { value: 0, currency: "usd" } });
     const embeddings = (await getJson(s.baseUrl, `/v1/organization/usage/embeddings?start_time=${began}`, auth.ops)).body;
     expect(embeddings.data[0].results).toEqual([]);
-    const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
+    // Each key's series go to an admin key's scrape.
+    const metrics = await (await fetch(`${s.baseUrl}/metrics`, { headers: auth.ops })).text();
     expect(metrics).toMatch(/obi_key_tokens_total\{key="team-c",model="[^"]+",kind="output"\} [1-9]/);
     expect(metrics).not.toMatch(/sk-test|key_[0-9a-f]{8}/);
   }, 60_000);

@@ -9,6 +9,7 @@ export interface TestKey {
   admin?: boolean;
   weight?: number;
   limits?: Record<string, number>;
+  fileStorageBytes?: number;
 }
 
 /** Writes `dir`/keys.yaml; returns its path and each key's Authorization header by id. */
@@ -23,6 +24,7 @@ export function writeKeysFile(dir: string, keys: TestKey[]): { file: string; aut
       ...(k.admin ? { admin: true } : {}),
       ...(k.weight ? { weight: k.weight } : {}),
       ...(k.limits ? { enqueued_token_limits: k.limits } : {}),
+      ...(k.fileStorageBytes ? { file_storage_limit_bytes: k.fileStorageBytes } : {}),
     };
   });
   const file = path.join(dir, "keys.yaml");
