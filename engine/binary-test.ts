@@ -19,10 +19,9 @@ let detached = false;
  * still kills the test process when this one exits. Node's live bindings of the builtin module are updated
  * (syncBuiltinESMExports), as node-llama-cpp imports `fork` by name.
  */
-export function detachBinaryTests(): void {
+export function detachBinaryTests(childProcess: Pick<typeof import("node:child_process"), "fork"> = require("node:child_process")): void {
   if (detached) return;
   detached = true;
-  const childProcess = require("node:child_process") as typeof import("node:child_process");
   const fork = childProcess.fork;
   const forkDetached = (...args: unknown[]) => {
     const [modulePath, second, third] = args;
