@@ -4,7 +4,8 @@ import os from "node:os";
 import type pino from "pino";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
 import { type Config, ConfigError, checkPaths, loadConfig } from "../config/config.js";
-import { settingsHelp } from "../config/settings.js";
+import { eachSetting, settingsHelp } from "../config/settings.js";
+import { parseServerArgs, SERVER_FLAGS_HELP } from "./args.js";
 import { createLogger } from "./logger.js";
 import { migrateSchema } from "./plane-state.js";
 import { buildService, fetchModels } from "./service.js";
@@ -15,8 +16,16 @@ import { StartupStatus } from "./starting.js";
 const SHUTDOWN_SLACK_MS = 15_000;
 
 async function main() {
-  if (process.argv.includes("--help") || process.argv.includes("-h")) {
-    console.log(settingsHelp());
+  const command = parseServerArgs(
+    process.argv.slice(2),
+    eachSetting().map((s) => s.setting.env),
+  );
+  if (command.kind === "usage") {
+    console.error(`offline-batch-inference: ${command.message}`);
+    process.exit(2);
+  }
+  if (command.kind === "help") {
+    console.log(`${settingsHelp()}\n\n${SERVER_FLAGS_HELP}`);
     return;
   }
   let config: ReturnType<typeof loadConfig>;
@@ -31,15 +40,14 @@ async function main() {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const down = process.argv.indexOf("--migrate-down");
-  if (process.argv.includes("--migrate") || down >= 0) {
+  if (command.kind === "migrate" || command.kind === "migrate-down") {
     // The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false), or its
     // reverse before going back to an older release.
     if (!config.cluster.databaseUrl) {
       console.error("offline-batch-inference: --migrate needs DATABASE_URL (the one-process mode has no schema)");
       process.exit(1);
     }
-    const target = down >= 0 ? (process.argv[down + 1] ?? "") : undefined;
+    const target = command.kind === "migrate-down" ? command.target : undefined;
     try {
       const done = await migrateSchema(config.cluster.databaseUrl, logger, target);
       if (target === undefined) logger.info({ applied: done }, done.length > 0 ? "migrations applied" : "the schema is current");
@@ -60,7 +68,7 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
-  if (process.argv.includes("--fetch-models")) return await fetchModels(config, logger);
+  if (command.kind === "fetch-models") return await fetchModels(config, logger);
   // A stop during the start (a model load of minutes) ends the process at once: nothing runs yet to drain or
   // checkpoint (and node as a container's pid 1 would otherwise ignore SIGTERM until the load ends).
   let running: ((signal: NodeJS.Signals, again: boolean) => void) | undefined;

@@ -244,10 +244,12 @@ export function webhookEndpoints(cfg: Pick<Config, "webhooks" | "apiKeys" | "key
 /**
  * What can be checked on disk before the model loads: BATCH_DIR and MODELS_DIR must be folders (or not exist yet)
  * and MODEL_PATH, when it names a file, a file, except on an API server, which loads no model (the name of the file
- * names the workers' model: one ConfigMap sets it for every pod). Throws one ConfigError naming the setting.
+ * names the workers' model: one ConfigMap sets it for every pod). Throws one ConfigError naming the setting, or
+ * `modelSetting` where the model came from elsewhere (the runner's --model).
  */
 export function checkPaths(
   config: Pick<Config, "batchDir" | "modelPath" | "modelsDir"> & { cluster?: Pick<Config["cluster"], "role"> },
+  modelSetting = "MODEL_PATH",
 ): void {
   const kind = (p: string) => {
     try {
@@ -267,9 +269,8 @@ export function checkPaths(
       // owner/repo, as Hugging Face names a repository, was most likely meant as one.
       const repo = /^[\w.-]+\/[\w.-]+$/.exec(path.relative(process.cwd(), config.modelPath));
       const hint = k === "missing" && repo && !/\.gguf$/i.test(repo[0]) ? ` (for the Hugging Face repository, write hf:${repo[0]})` : "";
-      throw new ConfigError(
-        `MODEL_PATH=${config.modelPath}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file${hint}`,
-      );
+      const named = modelSetting.startsWith("--") ? `${modelSetting} ${config.modelPath}` : `${modelSetting}=${config.modelPath}`;
+      throw new ConfigError(`${named}: ${k === "missing" ? "no such file" : "is a folder"}; it must be a .gguf file${hint}`);
     }
   }
 }

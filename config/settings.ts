@@ -244,7 +244,13 @@ export const SETTINGS = {
       schema: int(0),
       help: "generation contexts decoding at once (0: auto)",
     }),
-    contextSize: setting({ env: "CONTEXT_SIZE", yaml: "engine.context_size", default: 1024, schema: int(64), help: "tokens per sequence" }),
+    contextSize: setting({
+      env: "CONTEXT_SIZE",
+      yaml: "engine.context_size",
+      default: 1024,
+      schema: int(64),
+      help: "tokens per sequence (at least 64): a prompt and its answer get this many, not what llama.cpp rounds the cache up to",
+    }),
     embeddingContexts: setting({
       env: "EMBEDDING_CONTEXTS",
       yaml: "engine.embedding_contexts",

@@ -37,7 +37,7 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
   if (!Number.isInteger(opts.contextSize) || opts.contextSize < 16) {
     throw new Error(`contextSize must be an integer >= 16, got ${opts.contextSize}.`);
   }
-  const llama = await loadLlama(opts.gpu, log, opts.build, opts.llamaDebugLog ?? false);
+  const llama = await loadLlama(opts.gpu, log, opts.build, opts.llamaDebugLog ?? false, opts.signal);
   let engine: Engine;
   try {
     opts.signal?.throwIfAborted();

@@ -3,6 +3,7 @@
 // node-llama-cpp, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { detachBinaryTests } from "./binary-test.js";
 import { checkGgufFile } from "./gguf-check.js";
 import { buildSelection, defaultBuildChoice, type EngineBuildChoice, loadedBuild, missingPatchedBuild } from "./native.js";
 import type { EngineOptions } from "./types.js";
@@ -24,6 +25,7 @@ function llamaLogger(log: Log) {
 }
 
 async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, build: EngineBuildChoice, debug: boolean): Promise<Llama> {
+  detachBinaryTests();
   return getLlama({
     ...buildSelection(build),
     build: "never",
@@ -39,21 +41,25 @@ async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, bu
 /**
  * "auto" lets node-llama-cpp try the GPU backends it detects (CUDA, then Vulkan) and fall back to CPU.
  * A named GPU that cannot be loaded falls back to CPU with a warning rather than refusing to start:
- * slow answers beat none, and `info.gpu` tells the truth.
+ * slow answers beat none, and `info.gpu` tells the truth. `signal` stops the wait at once (node-llama-cpp's
+ * tests of its binaries cannot be stopped: what they bring up afterwards is disposed of).
  */
 export async function loadLlama(
   gpu: EngineOptions["gpu"],
   log: Log,
   build: EngineBuildChoice = defaultBuildChoice(),
   llamaDebug = false,
+  signal?: AbortSignal,
 ): Promise<Llama> {
   let llama: Llama;
   try {
-    llama = await tryGetLlama(gpu, log, build, llamaDebug);
+    llama = await unlessAborted(tryGetLlama(gpu, log, build, llamaDebug), signal);
   } catch (err) {
+    // A stop is not a failed backend: nothing falls back.
+    signal?.throwIfAborted();
     if (gpu === false) throw err;
     log(`GPU backend '${gpu}' could not be loaded; falling back to CPU`, { error: err instanceof Error ? err.message : String(err) });
-    llama = await tryGetLlama(false, log, build, llamaDebug);
+    llama = await unlessAborted(tryGetLlama(false, log, build, llamaDebug), signal);
   }
   const loaded = loadedBuild(llama);
   if (build === "patched" && loaded !== "patched") {
@@ -68,6 +74,32 @@ export async function loadLlama(
     cpuMathCores: llama.cpuMathCores,
   });
   return llama;
+}
+
+/** `loading`, or the signal's reason as soon as it aborts; what `loading` brings up after that is disposed of. */
+function unlessAborted(loading: Promise<Llama>, signal: AbortSignal | undefined): Promise<Llama> {
+  if (!signal) return loading;
+  return new Promise<Llama>((resolve, reject) => {
+    let settled = false;
+    const stop = () => {
+      if (settled) return;
+      settled = true;
+      reject(signal.reason);
+      loading.then((llama) => llama.dispose()).catch(() => {});
+    };
+    if (signal.aborted) return stop();
+    signal.addEventListener("abort", stop, { once: true });
+    const settle = (then: () => void) => {
+      signal.removeEventListener("abort", stop);
+      if (settled) return;
+      settled = true;
+      then();
+    };
+    loading.then(
+      (llama) => settle(() => resolve(llama)),
+      (err) => settle(() => reject(err)),
+    );
+  });
 }
 
 export async function loadModel(

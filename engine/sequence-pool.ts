@@ -55,6 +55,7 @@ export class SequencePool {
     readonly contexts: readonly LlamaContext[],
     private readonly orders: readonly BatchOrder[],
     private readonly sequences: LlamaContextSequence[],
+    private readonly requestedContextSize: number,
     private readonly prefixReuse: boolean,
     prefixCopy: boolean,
     kvUnified: boolean,
@@ -80,6 +81,7 @@ export class SequencePool {
       contexts,
       orders,
       sequences,
+      opts.contextSize,
       opts.prefixReuse ?? true,
       opts.prefixCopy ?? true,
       opts.kvUnified ?? false,
@@ -98,9 +100,13 @@ export class SequencePool {
     return sum;
   }
 
-  /** Tokens each sequence holds (llama.cpp may round the requested size up). */
+  /**
+   * Tokens a sequence may hold: the size asked for. node-llama-cpp rounds a context's cells up to a multiple of 256
+   * where the model's training context allows (64 asked, 256 made); the rest is never filled, so the setting is what
+   * a prompt and its answer get.
+   */
   get contextSize(): number {
-    return this.contexts[0].contextSize;
+    return Math.min(this.requestedContextSize, this.contexts[0].contextSize);
   }
 
   /**

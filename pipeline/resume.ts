@@ -12,10 +12,11 @@ export interface DoneScan extends Progress {
 /**
  * Reads the output and error files of an interrupted run. Output lines count as completed and add
  * their usage; error-file lines count as failed. Unparseable lines (a torn tail) are skipped, and
- * missing files read as empty. Call repairTornTail on both files before appending to them again.
+ * missing files read as empty (null: no error file counts). Call repairTornTail on both files before appending to
+ * them again.
  */
-export function scanDone(outputPath: string, errorPath: string): Promise<DoneScan> {
-  return scanResults(resultLines(outputPath), resultLines(errorPath));
+export function scanDone(outputPath: string, errorPath: string | null): Promise<DoneScan> {
+  return scanResults(resultLines(outputPath), errorPath === null ? parsed([]) : resultLines(errorPath));
 }
 
 /** The same count over result lines already in memory (a checkpoint's part): the text of whole JSONL lines. */

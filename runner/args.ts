@@ -52,7 +52,7 @@ Options:
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
       --contexts <n>            generation contexts decoding at once (default: two per CPU core, at most 4)
-      --context-size <n>        tokens per sequence (default: config/model_config.yaml)
+      --context-size <n>        tokens per sequence, at least 64 (default: CONTEXT_SIZE)
       --overwrite               start afresh; without it, a run continues the results already in
                                 a local output and error file (requests there, by custom_id, are skipped)
       --retry-failed            run again the requests in the error file (moved aside to

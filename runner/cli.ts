@@ -4,8 +4,8 @@ import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
 import { InputError, runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
 
-/** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included). */
-export async function runCli(stop: AbortSignal): Promise<number> {
+/** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included); `onRunning` as the requests begin. */
+export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise<number> {
   const parsed = parseRunnerArgs(process.argv.slice(2), process.env.INIT_CWD ?? process.cwd());
   if (parsed.kind === "help") {
     process.stdout.write(`${USAGE}\n`);
@@ -19,7 +19,7 @@ export async function runCli(stop: AbortSignal): Promise<number> {
   let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), engine);
-    checkPaths(config);
+    checkPaths(config, engine.model ? "--model" : "MODEL_PATH");
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`error: ${err.message}\n`);
@@ -37,6 +37,7 @@ export async function runCli(stop: AbortSignal): Promise<number> {
     stdout: process.stdout,
     signal: stop,
     resumeCommand: commandLine(process.argv.slice(2)),
+    ...(onRunning ? { onRunning } : {}),
   };
   try {
     if (parsed.kind === "dataset") {

@@ -1,6 +1,6 @@
 // One offline run: fetch the input if it is a URL, validate it as POST /v1/batches would, bring up
 // the engine as the server does, run every line through the same pipeline, deliver the results.
-import { mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rename, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
@@ -36,6 +36,8 @@ export interface OfflineRunDeps {
   resultFiles?: boolean;
   /** How problems name the input, where the caller made it from another file (a dataset job's table). */
   inputLabel?: string;
+  /** Told when the requests begin running (the model is up): a stop from then on is the run's drain. */
+  onRunning?: () => void;
 }
 
 export interface OfflineRunResult {
@@ -78,7 +80,7 @@ export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promis
     return await runPhases(run);
   } catch (err) {
     // A Ctrl-C before the requests run (a download, the model's load) ends the same way as one during the run.
-    if (deps.signal?.aborted && !run.ran) return interrupted(run);
+    if (deps.signal?.aborted && !run.ran) return await interrupted(run);
     throw err;
   } finally {
     await rm(work, { recursive: true, force: true });
@@ -120,7 +122,7 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
     stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
     return { exitCode: USAGE_EXIT, endpoint, validation };
   }
-  if (signal?.aborted) return interrupted(run);
+  if (signal?.aborted) return await interrupted(run);
 
   const output = isUrl(args.output) ? path.join(run.work, "output.jsonl") : path.resolve(args.output);
   const errors = isUrl(args.errors) ? path.join(run.work, "errors.jsonl") : path.resolve(args.errors);
@@ -149,15 +151,17 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
     );
     return { exitCode: 0, endpoint, validation };
   }
-  if (signal?.aborted) return interrupted(run);
+  if (signal?.aborted) return await interrupted(run);
 
   const ran = await runOnModel(run, files, registry, spec.name);
   if (typeof ran === "number") return { exitCode: ran, endpoint, validation };
   const { result, rates } = ran;
   const seconds = (Date.now() - run.started) / 1000;
+  // Each file appears with its first line: a run where no request completed has no output file.
+  const hasOutput = await exists(output);
   const hasErrors = await exists(errors);
   // What finished is delivered even after a Ctrl-C (a second one quits at once).
-  if (isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry });
+  if (hasOutput && isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry });
   if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry });
   stdout.write(
     summary({
@@ -165,6 +169,7 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
       endpoint,
       result,
       seconds,
+      hasOutput,
       hasErrors,
       reused: reused?.done.size ?? 0,
       reusedUsage: reused?.usage,
@@ -178,8 +183,9 @@ async function runPhases(run: RunState): Promise<OfflineRunResult> {
 }
 
 /**
- * What an earlier run of this input left (null: nothing, a fresh run), having set the files up for this one; or an
- * exit code where the run stops here (nothing to retry, another file's results in the output).
+ * What an earlier run of this input left (null: nothing, a fresh run); or an exit code where the run stops here
+ * (nothing to retry, another file's results in the output). Nothing is changed yet (prepareFiles does, as the run
+ * begins), so a run that never begins (a model that fails to load, a Ctrl-C) leaves the files as they were.
  */
 async function earlierResults(
   args: RunnerArgs,
@@ -188,17 +194,12 @@ async function earlierResults(
 ): Promise<DoneScan | null | number> {
   const { stderr, config } = deps;
   const { input, output, errors } = files;
-  await mkdir(path.dirname(output), { recursive: true });
-  if (args.retryFailed) {
-    if (!(await exists(errors))) {
-      stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
-      return 0;
-    }
-    // The failed lines leave the error file, so the resume below skips only what succeeded and runs them again.
-    await rename(errors, `${errors}.retried`);
-    stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(errors)}.retried)\n`);
+  if (args.retryFailed && !(await exists(errors))) {
+    stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
+    return 0;
   }
-  const reused = args.overwrite ? null : await resumable(input, output, errors, config.maxLineBytes);
+  // The failed lines are run again, so only the output's count as done.
+  const reused = args.overwrite ? null : await resumable(input, output, args.retryFailed ? null : errors, config.maxLineBytes);
   if (reused && "foreign" in reused) {
     stderr.write(
       `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
@@ -206,16 +207,28 @@ async function earlierResults(
     );
     return USAGE_EXIT;
   }
-  if (!reused) {
-    // A fresh run replaces earlier results; the error file appears only if needed.
-    await writeFile(output, "");
-    await rm(errors, { force: true });
-  } else if (reused.done.size > 0) {
+  if (reused && reused.done.size > 0) {
     stderr.write(
-      `continuing: ${reused.done.size} requests already in the output and error files are skipped (--overwrite starts afresh)\n`,
+      `continuing: ${reused.done.size} requests already in the output${args.retryFailed ? "" : " and error"} files are skipped (--overwrite starts afresh)\n`,
     );
   }
   return reused;
+}
+
+/**
+ * The result files made ready as the requests begin: --retry-failed moves the error file aside (its lines run again),
+ * a fresh run removes earlier results; the output and the error file then appear with their first line.
+ */
+async function prepareFiles(run: RunState, files: { output: string; errors: string }): Promise<void> {
+  const { args, deps } = run;
+  await mkdir(path.dirname(files.output), { recursive: true });
+  if (args.retryFailed) {
+    await rename(files.errors, `${files.errors}.retried`);
+    deps.stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(files.errors)}.retried)\n`);
+  } else if (!run.reused) {
+    await rm(files.output, { force: true });
+    await rm(files.errors, { force: true });
+  }
 }
 
 /**
@@ -241,6 +254,8 @@ async function runOnModel(
       return USAGE_EXIT;
     }
     run.ran = true;
+    deps.onRunning?.();
+    await prepareFiles(run, files);
     stderr.write(`running ${total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
     const progress = createProgressReporter({
       total,
@@ -274,7 +289,7 @@ async function runOnModel(
 }
 
 /** The summary of a run stopped before its requests ran: what the files hold from before, and how to resume. */
-function interrupted(run: RunState): OfflineRunResult {
+async function interrupted(run: RunState): Promise<OfflineRunResult> {
   const { args, deps, reused } = run;
   const result: RunBatchResult = {
     completed: reused?.completed ?? 0,
@@ -289,7 +304,9 @@ function interrupted(run: RunState): OfflineRunResult {
       endpoint: run.endpoint,
       result,
       seconds,
-      hasErrors: (reused?.failed ?? 0) > 0,
+      // Nothing was written: the files are what an earlier run left (a URL is written only at a run's end).
+      hasOutput: !isUrl(args.output) && (await exists(args.output)),
+      hasErrors: !isUrl(args.errors) && (await exists(args.errors)),
       reused: reused?.done.size ?? 0,
       reusedUsage: reused?.usage,
       rates: { seconds: 0, requestsPerSecond: 0, tokensPerSecond: 0 },
@@ -349,6 +366,7 @@ function summary(s: {
   endpoint?: Endpoint;
   result: RunBatchResult;
   seconds: number;
+  hasOutput: boolean;
   hasErrors: boolean;
   reused: number;
   /** The earlier run's tokens: the rate and the cost count only this run's. */
@@ -372,7 +390,10 @@ function summary(s: {
     `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} ${s.endpoint ? tokenUnit(tokenKind(s.endpoint)) : "tok/s"})`,
     ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
     ...(s.resultFiles
-      ? [`output: ${displayLocation(s.args.output)}`, `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`]
+      ? [
+          `output: ${s.hasOutput ? displayLocation(s.args.output) : "none"}`,
+          `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
+        ]
       : []),
     ...(r.aborted && s.resume ? [`resume with: ${s.resume}`] : []),
     "",
@@ -403,12 +424,12 @@ function costLine(price: Price, pool: "spot" | "dedicated", seconds: number, usa
 async function resumable(
   input: string,
   output: string,
-  errors: string,
+  errors: string | null,
   maxLineBytes: number,
 ): Promise<DoneScan | { foreign: string } | null> {
-  if (!(await exists(output)) && !(await exists(errors))) return null;
+  if (!(await exists(output)) && !(errors && (await exists(errors)))) return null;
   await repairTornTail(output);
-  await repairTornTail(errors);
+  if (errors) await repairTornTail(errors);
   const scan = await scanDone(output, errors);
   if (scan.done.size === 0) return scan;
   const ids = new Set<string>();

@@ -11,8 +11,8 @@ import { spawnMain } from "../helpers/process.js";
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-config-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function failure(env: Record<string, string>) {
-  const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", BATCH_DIR: dir, GPU: "false", THREADS: "1", ...env });
+async function failure(env: Record<string, string>, args: string[] = []) {
+  const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", BATCH_DIR: dir, GPU: "false", THREADS: "1", ...env }, args);
   const code = await p.exited;
   const lines = p.output().trim().split("\n");
   return { code, lines };
@@ -94,5 +94,14 @@ describe("configuration mistakes", () => {
     } finally {
       taken.close();
     }
+  });
+
+  it.each([
+    [["--port", "9999"], "unknown argument '--port': settings are environment variables: PORT=9999 (--help lists them)"],
+    [["--hlep"], "unknown argument '--hlep' (did you mean --help?)"],
+  ])("a command-line argument the server does not know (%j): one line, exit 2, nothing started", async (args, message) => {
+    const { code, lines } = await failure({ MODEL_PATH: await testModelPath() }, args);
+    expect(code).toBe(2);
+    expect(lines).toEqual([`offline-batch-inference: ${message}`]);
   });
 });

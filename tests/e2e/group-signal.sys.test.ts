@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../testkit/repo-root.js";
 import { logLines } from "../helpers/http-batches.js";
 import { spawnServer, untilListening } from "../helpers/process.js";
 import { serverEnv } from "../helpers/server-testbed.js";
@@ -40,5 +41,21 @@ describe("a signal to npm start's whole process group", () => {
     if (!ended) process.kill(-s.child.pid!, "SIGKILL");
     expect(ended, s.output()).toBe(true);
     expect(logLines(s.output()).map((l) => l.msg)).toContain("shutdown complete");
+  });
+
+  it("SIGINT while the model loads, as Ctrl-C sends it: exit 130 at once, no failed binary, no fallback", async () => {
+    const env = await serverEnv(dir);
+    const s = spawnServer(
+      process.execPath,
+      ["--import", "tsx", path.join(repoRoot, "app/main.ts")],
+      { ...env, GPU: "auto" },
+      { detached: true },
+    );
+    // node-llama-cpp tests its binary in a child process as the load begins: the group's signal must not reach it.
+    while (!/loading model/.test(s.output()) && s.child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    process.kill(-s.child.pid!, "SIGINT");
+    expect(await s.exited, s.output()).toBe(130);
+    expect(s.output()).not.toMatch(/\n\s+at |prebuilt binary|Binding binary test failed|falling back/);
+    expect(logLines(s.output()).map((l) => l.msg)).toContain("stopped while starting: exiting");
   });
 });

@@ -31,7 +31,7 @@ describe("engine info", () => {
     expect(info.modelId).not.toMatch(/\.gguf$/);
     expect(info.modelPath).toContain(info.modelId);
     expect(info.sequences).toBe(4);
-    expect(info.contextSize).toBeGreaterThanOrEqual(CONTEXT);
+    expect(info.contextSize).toBe(CONTEXT);
     expect(info.threads).toBeGreaterThanOrEqual(1);
     expect(info.embeddingDimensions).toBeGreaterThan(0);
     expect(info.chatWrapper).toBeTruthy();
@@ -218,5 +218,34 @@ describe("embed", () => {
   it("refuses empty and overlong inputs", async () => {
     await expect(engine.embed([""])).rejects.toMatchObject({ code: "invalid_request", retryable: false });
     await expect(engine.embed(["word ".repeat(400)])).rejects.toMatchObject({ code: "context_length_exceeded", retryable: false });
+  });
+});
+
+describe("a context size node-llama-cpp rounds up", () => {
+  it("is the size asked for: 64 tokens per sequence, not the 256 cells node-llama-cpp makes", async () => {
+    const small = await createEngine({
+      modelPath: await testModelPath(),
+      generatedModel: false,
+      gpu: false,
+      threads: 1,
+      sequences: 2,
+      contextSize: 64,
+      embeddingContexts: 1,
+    });
+    try {
+      expect(small.info.contextSize).toBe(64);
+      // Longer than 64 tokens, shorter than 256: it fitted before.
+      const err = await small.complete("Once upon a time ".repeat(30), greedy(4)).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: "context_length_exceeded", retryable: false });
+      const m = /^The prompt is (\d+) tokens long, but at most 63 fit in the model's context\. Shorten it\.$/.exec((err as Error).message);
+      expect(m, (err as Error).message).not.toBeNull();
+      expect(Number(m![1])).toBeLessThan(255);
+      // An answer that would not end (an ordinary token all but forced) fills the 64 tokens and no more.
+      const r = await small.complete("Once upon a time", { temperature: 0, maxTokens: 500, logitBias: new Map([[300, 100]]) });
+      expect(r.promptTokens + r.completionTokens).toBe(64);
+      expect(r.finishReason).toBe("length");
+    } finally {
+      await small.close();
+    }
   });
 });

@@ -12,8 +12,8 @@ export interface ServerProcess {
 
 export type SpawnedProcess = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
-export function spawnMain(env: Record<string, string>): SpawnedProcess {
-  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "app/main.ts")], env);
+export function spawnMain(env: Record<string, string>, args: string[] = []): SpawnedProcess {
+  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "app/main.ts"), ...args], env);
 }
 
 /** The server started some other way (through npm, or a shell that lowers a limit first), its output kept. */

@@ -375,11 +375,12 @@ describe("npm run batch (the command line)", () => {
   });
 
   /** The runner as `npm run batch` starts it, its output kept; `exited` resolves with its exit code. */
-  const spawnCli = (argv: string[], env: Record<string, string>) => {
+  const spawnCli = (argv: string[], env: Record<string, string>, opts: { detached?: boolean } = {}) => {
     const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
       cwd: repoRoot,
       env: { ...process.env, ...engineEnv, ...env },
       stdio: ["ignore", "pipe", "pipe"],
+      detached: opts.detached ?? false,
     });
     const out = { stdout: "", stderr: "" };
     child.stdout.on("data", (d) => (out.stdout += d));
@@ -426,22 +427,49 @@ describe("npm run batch (the command line)", () => {
     expect(all).toHaveLength(24);
   });
 
-  it("Ctrl-C while the model loads: the load stops, exit 130 with the summary and the resume line, no stack trace", async () => {
+  it("Ctrl-C while the model loads, to the whole process group as a terminal sends it: the load stops, exit 130, no file written", async () => {
     // A 66 MB model: its load takes long enough to be interrupted.
     const model = await ensureGeneratedModel({ preset: "small" });
     const input = path.join(dir, "load-stop.jsonl");
     writeFileSync(input, `${chat("a", "Once upon a time")}\n${chat("b", "Hello")}\n`);
     const out = path.join(dir, "load-stop-out.jsonl");
-    const run = spawnCli(["-i", input, "-o", out], { MODEL_PATH: model });
+    // Its own process group, as a terminal's foreground job is: the signal reaches every process in it, node-llama-cpp's
+    // test of its binary (which runs as the load begins) included.
+    const run = spawnCli(["-i", input, "-o", out], { MODEL_PATH: model, GPU: "auto" }, { detached: true });
     while (!/loading model/.test(run.out.stderr) && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
-    run.child.kill("SIGINT");
+    process.kill(-run.child.pid!, "SIGINT");
     expect(await run.exited, run.out.stderr).toBe(130);
     expect(run.out.stderr).not.toMatch(/running 2 requests/);
-    expect(run.out.stderr).not.toMatch(/\n\s+at |ModelLoadError/);
+    expect(run.out.stderr).not.toMatch(/\n\s+at |ModelLoadError|prebuilt binary|Binding binary test failed|falling back/);
+    expect(run.out.stderr).not.toMatch(/once the requests being computed finish/);
     expect(run.out.stdout).toMatch(/^interrupted after 0 requests \(\/v1\/chat\/completions\) in .*: 0 completed, 0 failed$/m);
+    // Nothing was written, and the summary names no file.
+    expect(existsSync(out)).toBe(false);
+    expect(run.out.stdout).toMatch(/^output: none$/m);
     expect(run.out.stdout).toContain(
       `resume with: node --import ${import.meta.resolve("tsx")} ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`,
     );
+  });
+
+  it("a model that cannot load leaves no output file, and a --model problem names --model", async () => {
+    const input = path.join(dir, "bad-model.jsonl");
+    writeFileSync(input, `${chat("a", "Hello")}\n`);
+    const out = path.join(dir, "bad-model-out.jsonl");
+    const empty = path.join(dir, "empty.gguf");
+    writeFileSync(empty, "");
+    const broken = await cli(["-i", input, "-o", out, "--model", empty]);
+    expect(broken.code, broken.stderr).not.toBe(0);
+    expect(broken.stderr).toMatch(/GGUF/);
+    expect(broken.stderr).not.toMatch(/MODEL_PATH/);
+    expect(existsSync(out)).toBe(false);
+
+    const missing = await cli(["-i", input, "-o", out, "--model", "Qwen/Qwen2.5-0.5B-Instruct-GGUF"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(
+      /^error: --model \/.*Qwen\/Qwen2\.5-0\.5B-Instruct-GGUF: no such file; .*write hf:Qwen\/Qwen2\.5-0\.5B-Instruct-GGUF/m,
+    );
+    expect(missing.stderr).not.toMatch(/MODEL_PATH/);
+    expect(existsSync(out)).toBe(false);
   });
 
   it("runs the example file, and warns loudly when no model is given", async () => {
