@@ -14,7 +14,7 @@ import { runLine } from "../helpers/test-engine.js";
 let engine: Engine;
 let backend: LlamaBackend;
 let model: LlamaModel;
-let flashAttention: boolean;
+let flashAttention: LlamaContext["flashAttention"];
 beforeAll(async () => {
   engine = await openTestEngine({ sequences: 2, contextSize: 256 });
   backend = new LlamaBackend(engine);
