@@ -5,6 +5,7 @@ import { stat } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
+import { TransferError } from "../engine/model-transfer.js";
 
 export interface HttpRetry {
   /** Tries in all, the first included. */
@@ -22,16 +23,6 @@ export function displayLocation(location: string): string {
   if (!isUrl(location)) return location;
   const u = new URL(location);
   return `${u.origin}${u.pathname}${u.search ? "?…" : ""}`;
-}
-
-export class TransferError extends Error {
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-  ) {
-    super(message);
-    this.name = "TransferError";
-  }
 }
 
 /** Downloads `url` into `file` (replaced on every try); returns its size in bytes. */
