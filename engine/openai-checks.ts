@@ -103,14 +103,15 @@ function checkMessage(m: ChatMessageBody, i: number): void {
     throw unsupportedParameter(`${at}.name`, "Participant names are not supported: the model's chat template has no place for them.");
   }
   if (m.role === "assistant") {
-    for (const field of ["function_call", "audio", "refusal"] as const) {
+    for (const field of ["function_call", "audio"] as const) {
       if (m[field] != null)
         throw unsupportedParameter(`${at}.${field}`, `Assistant messages with '${field}' are not supported by this deployment.`);
     }
   }
   if (Array.isArray(m.content)) {
     for (const [j, part] of m.content.entries()) {
-      if (part.type !== "text") {
+      // An assistant's refusal part is text it said (the schema allows it in assistant messages only).
+      if (part.type !== "text" && part.type !== "refusal") {
         throw unsupportedValue(
           `${at}.content[${j}]`,
           `Content parts of type '${part.type}' are not supported: this deployment serves a text-only model.`,

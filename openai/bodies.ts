@@ -104,15 +104,21 @@ export const ChatMessageSchema = z.discriminatedUnion(
     z.strictObject({ role: z.literal("system"), content: textContent, name: z.string().optional() }),
     z.strictObject({ role: z.literal("developer"), content: textContent, name: z.string().optional() }),
     z.strictObject({ role: z.literal("user"), content: z.union([z.string(), z.array(UserPart)]), name: z.string().optional() }),
+    // Every field of the assistant message an answer carries (openai-node's ChatCompletionMessage), so a reply is
+    // sent back as it came: a client's conversation loop appends it to the messages whole.
     z.strictObject({
       role: z.literal("assistant"),
       // An assistant turn that carried only tool calls has null content.
       content: opt(z.union([z.string(), z.array(AssistantPart)])),
       refusal: opt(z.string()),
       name: z.string().optional(),
-      tool_calls: z.array(ToolCallSchema).optional(),
+      // null as none: some servers' replies carry it so.
+      tool_calls: opt(z.array(ToolCallSchema)),
       function_call: opt(z.unknown()),
       audio: opt(z.unknown()),
+      // Citations of the reply's text: no parameter of OpenAI's assistant message, which takes them back and
+      // ignores them, as here.
+      annotations: opt(z.array(z.looseObject({ type: z.string() }))),
     }),
     z.strictObject({ role: z.literal("tool"), content: textContent, tool_call_id: z.string() }),
     z.strictObject({ role: z.literal("function"), content: opt(z.string()), name: z.string() }),
