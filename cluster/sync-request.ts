@@ -20,6 +20,7 @@ export function tierOf(body: unknown): ServedTier {
  * checked here, then left out of what the backend sees.
  */
 export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
+  requireModel(endpoint, body);
   if (UNTIERED.includes(endpoint) && typeof body === "object" && body !== null && "service_tier" in body) {
     const { service_tier, ...rest } = body as Record<string, unknown>;
     if (!HarmlessFields.service_tier.safeParse(service_tier).success)
@@ -51,6 +52,21 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
   }
   return refused(() => parseRequest(endpoint, rest));
 }
+
+/**
+ * OpenAI's endpoints require a `model` on a request (its clients' types do too): one without is refused, as OpenAI
+ * refuses it, rather than answered by whichever model is the default. A batch line may leave it to the batch, whose
+ * object names the model that serves it; the ranking endpoints' model is optional as in the APIs they follow, and
+ * Anthropic's schema requires its own.
+ */
+function requireModel(endpoint: Endpoint, body: unknown): void {
+  if (!MODEL_REQUIRED.includes(endpoint) || typeof body !== "object" || body === null || Array.isArray(body)) return;
+  const model = (body as { model?: unknown }).model;
+  if (model === undefined || model === null)
+    throw new InvalidRequestError("Missing required parameter: 'model'.", "missing_required_parameter", "model");
+}
+
+const MODEL_REQUIRED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
 
 /** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
 function checkStreamOptions(o: unknown): void {

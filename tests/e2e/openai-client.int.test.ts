@@ -134,3 +134,28 @@ describe("one rule for model names (one model answers every name)", () => {
     expect([c.status, c.errors?.data?.[0]?.code, c.model]).toEqual(["failed", "mismatched_url", served]);
   });
 });
+
+describe("a request without a model", () => {
+  it("is refused on OpenAI's endpoints, streamed or not, naming model; a batch line (and the inline form) takes its batch's", async () => {
+    // The client's types require model, as OpenAI does; a caller that drops it (JavaScript, a cast) gets OpenAI's 400.
+    const noModel = <T>(body: T) => body as T & { model: string };
+    const refused = { status: 400, code: "missing_required_parameter", param: "model" };
+    const chat = { messages: [{ role: "user" as const, content: "hi" }], max_tokens: 2 };
+    await expect(client.chat.completions.create(noModel(chat))).rejects.toMatchObject(refused);
+    await expect(client.chat.completions.create(noModel({ ...chat, stream: true as const }))).rejects.toMatchObject(refused);
+    await expect(client.completions.create(noModel({ prompt: "Once", max_tokens: 2 }))).rejects.toMatchObject(refused);
+    await expect(client.embeddings.create(noModel({ input: "Once" }))).rejects.toMatchObject(refused);
+    await expect(client.responses.create(noModel({ input: "Once", max_output_tokens: 16 }))).rejects.toMatchObject(refused);
+
+    const lineWithout = JSON.stringify({ custom_id: "m", method: "POST", url: "/v1/chat/completions", body: chat });
+    const file = await client.files.create({ file: await toFile(Buffer.from(lineWithout), "m.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(await waitDone(b.id)).toMatchObject({ status: "completed", model: svc.service.backend.info.model });
+    const inline = await fetch(`${svc.baseUrl}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", input: [{ prompt: "Once" }], max_tokens: 2 }),
+    });
+    expect(inline.status).toBe(200);
+  });
+});
