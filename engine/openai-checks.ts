@@ -1,5 +1,6 @@
 // What the local engine can honour of an OpenAI request body, checked per line before it runs: anything it
 // cannot is refused naming the field, so nothing a body asks for is silently dropped.
+import { checkAnswerSize } from "../openai/answer-size.js";
 import type { InferenceRequest } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
@@ -25,6 +26,8 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
 
 /** Throws the RequestError of the first thing in `request` this engine cannot honour; `model` is its served name. */
 export function checkRequest(engine: Engine, request: InferenceRequest, model: string): void {
+  // Where the request sets no max_tokens, its answer may fill the sequence's context.
+  checkAnswerSize(request, engine.info.contextSize);
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);

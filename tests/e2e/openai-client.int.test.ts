@@ -159,3 +159,39 @@ describe("a request without a model", () => {
     expect(inline.status).toBe(200);
   });
 });
+
+describe("the bound on what one answer may hold", () => {
+  it("refuses a request whose logprobs could pass it, before it runs, synchronously, streamed and as a batch line", async () => {
+    // Every value within OpenAI's ranges; three at once held 2.7 GB of the server's memory.
+    const huge = {
+      model: "m",
+      messages: [{ role: "user" as const, content: "hi" }],
+      max_tokens: 900,
+      n: 128,
+      logprobs: true,
+      top_logprobs: 20,
+    };
+    const refused = { status: 400, code: "invalid_request", param: "max_tokens" };
+    await expect(client.chat.completions.create(huge)).rejects.toMatchObject(refused);
+    await expect(client.chat.completions.create({ ...huge, stream: true })).rejects.toMatchObject(refused);
+    const err = (await client.chat.completions.create(huge).catch((e: unknown) => e)) as Error;
+    expect(err.message).toMatch(/n \(128\) × max_tokens \(900\) × \(1 \+ top_logprobs \(20\)\).*at most 262144/);
+    // What fits is answered, whole.
+    const fits = await client.chat.completions.create({ ...huge, n: 2, max_tokens: 4 });
+    expect(fits.choices.map((c) => c.logprobs?.content?.[0]?.top_logprobs.length)).toEqual([20, 20]);
+
+    const lines = [
+      JSON.stringify({ custom_id: "huge", method: "POST", url: "/v1/chat/completions", body: huge }),
+      JSON.stringify({ custom_id: "fits", method: "POST", url: "/v1/chat/completions", body: { ...huge, n: 1, max_tokens: 2 } }),
+    ].join("\n");
+    const file = await client.files.create({ file: await toFile(Buffer.from(lines), "bound.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const done = await waitDone(b.id);
+    expect(done.request_counts).toMatchObject({ completed: 1, failed: 1 });
+    const errors = await (await client.files.content(done.error_file_id!)).text();
+    expect(JSON.parse(errors.trim())).toMatchObject({
+      custom_id: "huge",
+      response: { status_code: 400, body: { error: { code: refused.code, param: "max_tokens" } } },
+    });
+  });
+});
