@@ -36,8 +36,8 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
   if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
-  if (endpoint === "/v1/messages" || endpoint === "/v1/responses") {
-    // Their stream is a boolean; Anthropic's schema checks it, and neither takes OpenAI's chat stream options here.
+  if (endpoint === "/v1/messages") {
+    // Its stream is a boolean, which Anthropic's schema checks; it has no stream options.
     const { stream: _, ...rest } = b;
     if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
     return refused(() => parseRequest(endpoint, rest));
@@ -48,7 +48,8 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
   if (stream_options !== undefined && stream_options !== null) {
     if (stream !== true)
       throw new InvalidRequestError("stream_options is only allowed when stream is true.", "invalid_request", "stream_options");
-    checkStreamOptions(stream_options);
+    // A response's stream has no usage chunk to ask for: its completed event carries the usage.
+    checkStreamOptions(stream_options, endpoint === "/v1/responses" ? ["include_obfuscation"] : ["include_usage", "include_obfuscation"]);
   }
   return refused(() => parseRequest(endpoint, rest));
 }
@@ -68,15 +69,14 @@ function requireModel(endpoint: Endpoint, body: unknown): void {
 
 const MODEL_REQUIRED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
 
-/** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
-function checkStreamOptions(o: unknown): void {
-  const known = ["include_usage", "include_obfuscation"];
+/** OpenAI's stream options: include_usage (chat, completions), and include_obfuscation (whose padding this service never adds). */
+function checkStreamOptions(o: unknown, known: readonly string[]): void {
   if (typeof o !== "object" || o === null || Array.isArray(o))
     throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
   const unknown = Object.keys(o).find((k) => !known.includes(k));
   if (unknown !== undefined)
     throw new InvalidRequestError(
-      `Unrecognized stream option '${unknown}': stream_options takes include_usage and include_obfuscation.`,
+      `Unrecognized stream option '${unknown}': stream_options takes ${known.join(" and ")}.`,
       "unknown_parameter",
       `stream_options.${unknown}`,
     );

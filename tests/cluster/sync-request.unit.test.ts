@@ -70,4 +70,13 @@ describe("parse", () => {
     }
     expect(parse("/v1/rerank", { query: "q", documents: ["d"] }, false).body).not.toHaveProperty("model");
   });
+
+  it("takes a streamed response's stream_options (include_obfuscation, as openai-node types them), out of what the backend sees", () => {
+    const body = { model: "m", input: "x", stream: true, stream_options: { include_obfuscation: false } };
+    expect(parse("/v1/responses", body, true).body).toEqual({ model: "m", input: "x" });
+    expect(() => parse("/v1/responses", { ...body, stream_options: { include_usage: true } }, true)).toThrow(
+      expect.objectContaining({ code: "unknown_parameter", param: "stream_options.include_usage" }),
+    );
+    expect(() => parse("/v1/responses", { ...body, stream: false }, false)).toThrow(expect.objectContaining({ param: "stream_options" }));
+  });
 });
