@@ -175,6 +175,15 @@ export const ChatBodySchema = z
     if (b.top_logprobs != null && b.logprobs !== true) {
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "top_logprobs requires logprobs to be true" });
     }
+    // OpenAI keeps such a completion for GET /v1/chat/completions/{id}, which this service does not serve: taken and
+    // dropped, the client's later retrieve would find nothing.
+    if (b.store === true) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["store"],
+        message: "store: true keeps a completion for retrieval, which this service does not do: send false or leave it out",
+      });
+    }
   });
 export type ChatBody = z.infer<typeof ChatBodySchema>;
 

@@ -195,3 +195,11 @@ describe("the bound on what one answer may hold", () => {
     });
   });
 });
+
+describe("a chat completion asked to be stored", () => {
+  it("is refused naming store, as nothing here keeps it for the client's retrieve; store: false is answered", async () => {
+    const body = { model: "m", messages: [{ role: "user" as const, content: "hi" }], max_tokens: 2 };
+    await expect(client.chat.completions.create({ ...body, store: true })).rejects.toMatchObject({ status: 400, param: "store" });
+    expect((await client.chat.completions.create({ ...body, store: false })).choices).toHaveLength(1);
+  });
+});

@@ -39,6 +39,11 @@ describe("chat bodies", () => {
     expect(parseRequest(chat, body)).toMatchObject({ endpoint: chat, body: { user: "u", metadata: { k: "v" } } });
   });
 
+  it("refuses store: true, naming it: OpenAI keeps such a completion for retrieval, which this service does not", () => {
+    expect(refusal(chat, { ...base, store: true })).toMatchObject({ code: "invalid_request", param: "store" });
+    expect(refusal(chat, { ...base, store: true }).message).toMatch(/retrieval/);
+  });
+
   it("takes back an assistant reply as the service answered it: refusal, annotations, null tool_calls", () => {
     const reply = { role: "assistant", content: "hi", refusal: null, annotations: [], tool_calls: null, audio: null, function_call: null };
     expect(parseRequest(chat, { ...base, messages: [...base.messages, reply] }).body).toMatchObject({ messages: [{}, reply] });
