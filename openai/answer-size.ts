@@ -6,8 +6,9 @@ import type { ChatBody, CompletionBody } from "./bodies.js";
 import { invalidParameter } from "./errors.js";
 
 /**
- * Logprob entries one answer may hold: n × max_tokens × (1 + top_logprobs). About 48 bytes each in the JSON
- * answer (12 MB at the bound) and several times that while it is built (docs/reliability.md has the figures).
+ * Logprob entries one answer may hold: n × max_tokens × (1 + top_logprobs), times a completion's prompts. About
+ * 48 bytes each in the JSON answer (12 MB at the bound) and several times that while it is built
+ * (docs/reliability.md has the figures).
  */
 export const MAX_ANSWER_LOGPROBS = 262_144;
 
@@ -16,6 +17,8 @@ const COMPLETION_MAX_TOKENS = 16;
 
 interface Asked {
   n: number;
+  /** Completions' prompts: each gets its n choices. */
+  prompts: number;
   tokens: number;
   tokensParam: string;
   alternatives: number;
@@ -34,12 +37,13 @@ export function checkAnswerSize(request: InferenceRequest, room?: number): void 
         ? completionAsks(request.body, room)
         : undefined;
   if (!asked) return;
-  const entries = asked.n * asked.tokens * (1 + asked.alternatives);
+  const entries = asked.prompts * asked.n * asked.tokens * (1 + asked.alternatives);
   if (entries <= MAX_ANSWER_LOGPROBS) return;
-  const { n, tokens, tokensParam, alternatives, alternativesParam } = asked;
+  const { prompts, n, tokens, tokensParam, alternatives, alternativesParam } = asked;
   throw invalidParameter(
     tokensParam,
-    `This request could make an answer of ${entries} logprob entries: n (${n}) × ${tokensParam} (${tokens}) × ` +
+    `This request could make an answer of ${entries} logprob entries: ${prompts > 1 ? `prompts (${prompts}) × ` : ""}` +
+      `n (${n}) × ${tokensParam} (${tokens}) × ` +
       `(1 + ${alternativesParam} (${alternatives})); one answer may hold at most ${MAX_ANSWER_LOGPROBS}. ` +
       `Lower n, ${tokensParam} or ${alternativesParam}, or split the request.`,
   );
@@ -53,6 +57,7 @@ function chatAsks(b: ChatBody, room: number | undefined): Asked | undefined {
   if (tokens == null) return undefined;
   return {
     n: b.n ?? 1,
+    prompts: 1,
     tokens: Math.min(tokens, room ?? tokens),
     tokensParam,
     alternatives: b.top_logprobs ?? 0,
@@ -65,8 +70,11 @@ function completionAsks(b: CompletionBody, room: number | undefined): Asked | un
   // An echoed prompt is scored too: with the answer it fills at most the sequence.
   const tokens = b.echo === true ? room : (b.max_tokens ?? COMPLETION_MAX_TOKENS);
   if (tokens == null) return undefined;
+  // A list of strings or of token-id lists is one prompt each; a list of token ids is one prompt.
+  const prompts = Array.isArray(b.prompt) && typeof b.prompt[0] !== "number" ? b.prompt.length : 1;
   return {
     n: b.n ?? 1,
+    prompts,
     tokens: Math.min(tokens, room ?? tokens),
     tokensParam: "max_tokens",
     alternatives: b.logprobs,

@@ -34,6 +34,11 @@ describe("the bound on one answer's logprobs", () => {
     ).toMatchObject({ param: "max_completion_tokens" });
     const completion = { model: "m", prompt: "x", n: 64, logprobs: 5 };
     expect(refusal(() => parseRequest("/v1/completions", { ...completion, max_tokens: 1000 }))).toMatchObject({ param: "max_tokens" });
+    // Each prompt of a list gets its n choices.
+    const many = { model: "m", prompt: Array.from({ length: 100 }, (_, i) => `p${i}`), max_tokens: 1000, logprobs: 5 };
+    const err = refusal(() => parseRequest("/v1/completions", many));
+    expect(err?.message).toContain("prompts (100) × n (1) × max_tokens (1000) × (1 + logprobs (5))");
+    expect(() => parseRequest("/v1/completions", { ...many, prompt: Array.from({ length: 1000 }, (_, i) => i) })).not.toThrow();
     // Without max_tokens a completion makes 16 tokens, OpenAI's default.
     expect(() => parseRequest("/v1/completions", completion)).not.toThrow();
     // A chat without max_tokens may fill the context: the engine checks with its size.
