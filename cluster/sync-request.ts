@@ -20,6 +20,7 @@ export function tierOf(body: unknown): ServedTier {
  * checked here, then left out of what the backend sees.
  */
 export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): InferenceRequest {
+  requireModel(endpoint, body);
   if (UNTIERED.includes(endpoint) && typeof body === "object" && body !== null && "service_tier" in body) {
     const { service_tier, ...rest } = body as Record<string, unknown>;
     if (!HarmlessFields.service_tier.safeParse(service_tier).success)
@@ -35,8 +36,8 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
   if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
-  if (endpoint === "/v1/messages" || endpoint === "/v1/responses") {
-    // Their stream is a boolean; Anthropic's schema checks it, and neither takes OpenAI's chat stream options here.
+  if (endpoint === "/v1/messages") {
+    // Its stream is a boolean, which Anthropic's schema checks; it has no stream options.
     const { stream: _, ...rest } = b;
     if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
     return refused(() => parseRequest(endpoint, rest));
@@ -47,20 +48,35 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
   if (stream_options !== undefined && stream_options !== null) {
     if (stream !== true)
       throw new InvalidRequestError("stream_options is only allowed when stream is true.", "invalid_request", "stream_options");
-    checkStreamOptions(stream_options);
+    // A response's stream has no usage chunk to ask for: its completed event carries the usage.
+    checkStreamOptions(stream_options, endpoint === "/v1/responses" ? ["include_obfuscation"] : ["include_usage", "include_obfuscation"]);
   }
   return refused(() => parseRequest(endpoint, rest));
 }
 
-/** OpenAI's stream options: include_usage, and include_obfuscation (whose padding this service never adds). */
-function checkStreamOptions(o: unknown): void {
-  const known = ["include_usage", "include_obfuscation"];
+/**
+ * OpenAI's endpoints require a `model` on a request (its clients' types do too): one without is refused, as OpenAI
+ * refuses it, rather than answered by whichever model is the default. A batch line may leave it to the batch, whose
+ * object names the model that serves it; the ranking endpoints' model is optional as in the APIs they follow, and
+ * Anthropic's schema requires its own.
+ */
+function requireModel(endpoint: Endpoint, body: unknown): void {
+  if (!MODEL_REQUIRED.includes(endpoint) || typeof body !== "object" || body === null || Array.isArray(body)) return;
+  const model = (body as { model?: unknown }).model;
+  if (model === undefined || model === null)
+    throw new InvalidRequestError("Missing required parameter: 'model'.", "missing_required_parameter", "model");
+}
+
+const MODEL_REQUIRED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
+
+/** OpenAI's stream options: include_usage (chat, completions), and include_obfuscation (whose padding this service never adds). */
+function checkStreamOptions(o: unknown, known: readonly string[]): void {
   if (typeof o !== "object" || o === null || Array.isArray(o))
     throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
   const unknown = Object.keys(o).find((k) => !known.includes(k));
   if (unknown !== undefined)
     throw new InvalidRequestError(
-      `Unrecognized stream option '${unknown}': stream_options takes include_usage and include_obfuscation.`,
+      `Unrecognized stream option '${unknown}': stream_options takes ${known.join(" and ")}.`,
       "unknown_parameter",
       `stream_options.${unknown}`,
     );

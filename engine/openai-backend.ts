@@ -243,10 +243,15 @@ export class LlamaBackend implements InferenceBackend {
   }
 }
 
-/** Text parts are joined with a newline, as llama.cpp's and vLLM's servers join them. */
+/**
+ * Text parts are joined with a newline, as llama.cpp's and vLLM's servers join them. An assistant's refusal (its
+ * field or a part) is what it said in that turn, so it is shown as its text.
+ */
 function toEngineMessage(m: ChatMessageBody): ChatMessage {
-  const content =
-    m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => ("text" in p ? p.text : "")).join("\n");
+  const partText = (p: Exclude<ChatMessageBody["content"], string | null | undefined>[number]) =>
+    p.type === "refusal" ? p.refusal : "text" in p ? p.text : "";
+  let content = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map(partText).join("\n");
+  if (m.role === "assistant" && m.refusal) content = content ? `${content}\n${m.refusal}` : m.refusal;
   const message: ChatMessage = { role: m.role as ChatMessage["role"], content };
   if (m.role === "assistant" && m.tool_calls?.length) {
     message.toolCalls = m.tool_calls.flatMap((c) => (c.type === "function" ? [{ id: c.id, ...c.function }] : []));

@@ -1,5 +1,6 @@
 // What the local engine can honour of an OpenAI request body, checked per line before it runs: anything it
 // cannot is refused naming the field, so nothing a body asks for is silently dropped.
+import { checkAnswerSize } from "../openai/answer-size.js";
 import type { InferenceRequest } from "../openai/backend.js";
 import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
 import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
@@ -25,6 +26,8 @@ const CHAT_UNSUPPORTED: Array<[keyof ChatBody, string]> = [
 
 /** Throws the RequestError of the first thing in `request` this engine cannot honour; `model` is its served name. */
 export function checkRequest(engine: Engine, request: InferenceRequest, model: string): void {
+  // Where the request sets no max_tokens, its answer may fill the sequence's context.
+  checkAnswerSize(request, engine.info.contextSize);
   if (request.endpoint === "/v1/chat/completions") checkChat(engine, request.body);
   else if (request.endpoint === "/v1/completions") checkCompletion(engine, request.body);
   else if (request.endpoint === "/v1/embeddings") checkEmbedding(engine, request.body);
@@ -103,14 +106,15 @@ function checkMessage(m: ChatMessageBody, i: number): void {
     throw unsupportedParameter(`${at}.name`, "Participant names are not supported: the model's chat template has no place for them.");
   }
   if (m.role === "assistant") {
-    for (const field of ["function_call", "audio", "refusal"] as const) {
+    for (const field of ["function_call", "audio"] as const) {
       if (m[field] != null)
         throw unsupportedParameter(`${at}.${field}`, `Assistant messages with '${field}' are not supported by this deployment.`);
     }
   }
   if (Array.isArray(m.content)) {
     for (const [j, part] of m.content.entries()) {
-      if (part.type !== "text") {
+      // An assistant's refusal part is text it said (the schema allows it in assistant messages only).
+      if (part.type !== "text" && part.type !== "refusal") {
         throw unsupportedValue(
           `${at}.content[${j}]`,
           `Content parts of type '${part.type}' are not supported: this deployment serves a text-only model.`,

@@ -104,15 +104,21 @@ export const ChatMessageSchema = z.discriminatedUnion(
     z.strictObject({ role: z.literal("system"), content: textContent, name: z.string().optional() }),
     z.strictObject({ role: z.literal("developer"), content: textContent, name: z.string().optional() }),
     z.strictObject({ role: z.literal("user"), content: z.union([z.string(), z.array(UserPart)]), name: z.string().optional() }),
+    // Every field of the assistant message an answer carries (openai-node's ChatCompletionMessage), so a reply is
+    // sent back as it came: a client's conversation loop appends it to the messages whole.
     z.strictObject({
       role: z.literal("assistant"),
       // An assistant turn that carried only tool calls has null content.
       content: opt(z.union([z.string(), z.array(AssistantPart)])),
       refusal: opt(z.string()),
       name: z.string().optional(),
-      tool_calls: z.array(ToolCallSchema).optional(),
+      // null as none: some servers' replies carry it so.
+      tool_calls: opt(z.array(ToolCallSchema)),
       function_call: opt(z.unknown()),
       audio: opt(z.unknown()),
+      // Citations of the reply's text: no parameter of OpenAI's assistant message, which takes them back and
+      // ignores them, as here.
+      annotations: opt(z.array(z.looseObject({ type: z.string() }))),
     }),
     z.strictObject({ role: z.literal("tool"), content: textContent, tool_call_id: z.string() }),
     z.strictObject({ role: z.literal("function"), content: opt(z.string()), name: z.string() }),
@@ -168,6 +174,15 @@ export const ChatBodySchema = z
   .superRefine((b, ctx) => {
     if (b.top_logprobs != null && b.logprobs !== true) {
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "top_logprobs requires logprobs to be true" });
+    }
+    // OpenAI keeps such a completion for GET /v1/chat/completions/{id}, which this service does not serve: taken and
+    // dropped, the client's later retrieve would find nothing.
+    if (b.store === true) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["store"],
+        message: "store: true keeps a completion for retrieval, which this service does not do: send false or leave it out",
+      });
     }
   });
 export type ChatBody = z.infer<typeof ChatBodySchema>;

@@ -2,6 +2,7 @@
 // `param` names the field at fault.
 import type { z } from "zod";
 import { MessagesParamsSchema } from "../anthropic/params.js";
+import { checkAnswerSize } from "./answer-size.js";
 import type { Endpoint, InferenceRequest } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
@@ -43,5 +44,7 @@ export function parseRequest(endpoint: Endpoint, body: unknown): InferenceReques
     const code = unknown ? "unknown_parameter" : missing ? "missing_required_parameter" : "invalid_request";
     throw new RequestError(message, code, false, param);
   }
-  return { endpoint, body: r.data } as InferenceRequest;
+  const request = { endpoint, body: r.data } as InferenceRequest;
+  checkAnswerSize(request);
+  return request;
 }

@@ -11,7 +11,8 @@ type Json = Record<string, any>;
 
 /** The response a request will make, before it has output: its request's fields as the final response shows them. */
 export function responseSkeleton(body: unknown, model: string): Json {
-  const { stream: _, ...rest } = body as Json;
+  // The stream's own fields, which the route has checked: a response object has neither.
+  const { stream: _, stream_options: __, ...rest } = body as Json;
   const empty = { message: { content: "" }, logprobs: null, finish_reason: "stop" };
   const none = { prompt_tokens: 0, completion_tokens: 0 };
   return toResponseObject(ResponseBodySchema.parse(rest), {

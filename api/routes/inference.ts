@@ -208,8 +208,10 @@ function registerInferencePaths(r: OpenAPIRegistry, ctx: DocContext): void {
           "A chat completion and a response name their `service_tier` (an Anthropic message: `usage.service_tier`); " +
           "completions, embeddings and the ranking answers have no such field, as their types define them. Chat and completions stream with `stream: true` " +
           "(Server-Sent Events of chunks, `stream_options.include_usage`, then `[DONE]`); responses and Anthropic's messages stream their own events; " +
-          "the other endpoints refuse it (400, param `stream`). A request that names no `model` goes to the default model " +
-          `(Anthropic's names one always).${CAVEAT[endpoint] ?? ""}`,
+          "the other endpoints refuse it (400, param `stream`). OpenAI's endpoints (chat, completions, embeddings, responses) " +
+          "require `model`, as OpenAI does: a request without one is refused (400 `missing_required_parameter`, param `model`); " +
+          "a batch line may leave it to its batch. The ranking endpoints' `model` is optional (the default model), and " +
+          `Anthropic's messages require theirs.${CAVEAT[endpoint] ?? ""}`,
         request: { body: { required: true, content: { "application/json": { schema: syncBodySchema(endpoint, ctx.model) } } } },
         responses: {
           200: jsonResponse(Answer, "The endpoint's response body, as OpenAI (or Anthropic) answers it."),

@@ -28,7 +28,8 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
   const waitForWorker = () =>
     until(
       "a worker to take synchronous requests",
-      async () => (await fetch(`${api.baseUrl}/v1/completions`, post({ prompt: "Hi", max_tokens: 1 }))).status === 200 || undefined,
+      async () =>
+        (await fetch(`${api.baseUrl}/v1/completions`, post({ model: "any", prompt: "Hi", max_tokens: 1 }))).status === 200 || undefined,
       { timeoutMs: 60_000, everyMs: 200 },
     );
 

@@ -1,7 +1,8 @@
 // Every object and body the service emits, validated at run time by the official Python SDK's pydantic types
 // (tests/conformance/validate.py): batches, files, list pages, models, the error envelope, and each output line's
-// body on every endpoint (chat with and without tools, logprobs, n and json_schema; completions; embeddings as
-// floats and base64; responses with text, json_schema and tool calls). TypeScript types are not checked at run
+// body on every endpoint (chat with and without tools, logprobs, n and json_schema; completions, with a prompt
+// echoed and scored too, whose first token's null the SDK's types do not allow: validate.py says how that is read;
+// embeddings as floats and base64; responses with text, json_schema and tool calls). TypeScript types are not checked at run
 // time, so only this sees a field the SDK requires and the service leaves out. Skips with a note where Python or
 // its `openai` package is absent (.ci/run installs both into .venv).
 import { execFileSync } from "node:child_process";
@@ -42,6 +43,9 @@ const LINES: Record<string, Record<string, object>> = {
     plain: { prompt: "Once upon a time", max_tokens: 8 },
     logprobs: { prompt: "Once upon a time", max_tokens: 4, logprobs: 2, echo: false },
     n: { prompt: ["One", "Two"], max_tokens: 4, n: 2 },
+    // A prompt scored as eval harnesses ask (its first token's log probability null, as OpenAI answers it).
+    echo: { prompt: "Once upon", max_tokens: 5, echo: true, logprobs: 2 },
+    echo_only: { prompt: ["Once upon", "A time"], max_tokens: 0, echo: true, logprobs: 1 },
   },
   "/v1/embeddings": {
     float: { input: ["hello", "world"] },
@@ -126,7 +130,8 @@ beforeAll(async () => {
     for (const line of [...(await lines(done.output_file_id)), ...(await lines(done.error_file_id))]) {
       const body = line.response?.body;
       if (!body) continue;
-      if (line.response.status_code === 200) add(KIND_OF_BODY[body.object] ?? `unknown:${body.object}`, body);
+      const kind = KIND_OF_BODY[body.object] ?? `unknown:${body.object}`;
+      if (line.response.status_code === 200) add(line.custom_id.startsWith("echo") ? `${kind}.echo` : kind, body);
       else add("error", body);
     }
   }
@@ -165,6 +170,7 @@ describe.skipIf(!python)("every body the service emits, by the official Python S
       "model",
       "chat.completion",
       "text_completion",
+      "text_completion.echo",
       "embedding_list",
       "response",
       "error",
@@ -179,7 +185,11 @@ describe.skipIf(!python)("every body the service emits, by the official Python S
   });
 
   it("every body's usage adds up: totals are the sum of their parts, cached tokens a part of the prompt", () => {
-    for (const b of [...(emitted["chat.completion"] as any[]), ...(emitted.text_completion as any[])]) {
+    for (const b of [
+      ...(emitted["chat.completion"] as any[]),
+      ...(emitted.text_completion as any[]),
+      ...(emitted["text_completion.echo"] as any[]),
+    ]) {
       const u = b.usage;
       expect(u.total_tokens, b.id).toBe(u.prompt_tokens + u.completion_tokens);
       expect(u.prompt_tokens_details?.cached_tokens ?? 0, b.id).toBeLessThanOrEqual(u.prompt_tokens);

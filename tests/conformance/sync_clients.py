@@ -4,6 +4,7 @@ they return (and every streamed chunk or event) with the SDKs' runtime (pydantic
 Usage: sync_clients.py BASE_URL. Prints one line per failure and exits 1 if any failed.
 """
 import sys
+import warnings
 
 import anthropic
 import openai
@@ -30,6 +31,23 @@ def valid(kind, model, obj):
 valid("chat.completion", ChatCompletion, oa.chat.completions.create(model="any", messages=user, max_tokens=8))
 valid("text_completion", Completion, oa.completions.create(model="any", prompt="Once upon", max_tokens=4, extra_body={"service_tier": "flex"}))
 valid("embeddings", CreateEmbeddingResponse, oa.embeddings.create(model="any", input=["a", "b"]))
+# A scored prompt: the client builds its Completion without validating, and keeps the first token's null (as OpenAI
+# answers it) through model_dump and to_dict, with no serializer warning; validate.py says why the strict check differs.
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    scored = oa.completions.create(model="any", prompt="Once upon", max_tokens=5, echo=True, logprobs=2)
+    dumped = [scored.model_dump()["choices"][0]["logprobs"], scored.to_dict()["choices"][0]["logprobs"]]
+    scored.model_dump_json()
+lp = scored.choices[0].logprobs
+if not isinstance(scored, Completion) or lp.token_logprobs[0] is not None or lp.top_logprobs[0] is not None:
+    failures.append(f"scored prompt: the first token's log probability as the client read it: {lp!r}")
+if not all(isinstance(x, float) for x in lp.token_logprobs[1:]) or not all(isinstance(x, dict) for x in lp.top_logprobs[1:]):
+    failures.append("scored prompt: a token after the first without its log probability and alternatives")
+for d in dumped:
+    if d["token_logprobs"][0] is not None or d["token_logprobs"][1:] != lp.token_logprobs[1:]:
+        failures.append(f"scored prompt: dumped as {d['token_logprobs'][:3]}")
+if caught:
+    failures.append(f"scored prompt: warnings {[str(w.message)[:200] for w in caught]}")
 valid("response", Response, oa.responses.create(model="any", input="Say hi", max_output_tokens=8))
 text = ""
 chunks = 0

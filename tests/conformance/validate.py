@@ -46,7 +46,29 @@ def check(kind, obj):
                 raise ValueError("error." + field + " is missing")
     if kind == "embedding_list":
         obj = decoded_embeddings(obj)
+    if kind == "text_completion.echo":
+        kind, obj = "text_completion", scored_prompt_filled(obj)
     TYPES[kind].model_validate(obj)
+
+
+def scored_prompt_filled(obj):
+    """The one place OpenAI's answer and its Python SDK's types disagree. A completion that echoes its prompt with
+    logprobs scores the prompt's tokens, and the first has no log probability (nothing comes before it): OpenAI's API
+    answers null there in token_logprobs and top_logprobs, and so does this service. The SDK's Logprobs types those
+    lists List[float] and List[Dict[str, float]], so its strict model_validate refuses that null; the client builds
+    its objects without validating (as Completion.construct does) and keeps it. Here the null is allowed at that
+    place alone, in both lists together, and everything else is validated strictly."""
+    choices = []
+    for c in obj.get("choices", []):
+        lp = c.get("logprobs")
+        if lp and lp.get("token_logprobs") and lp["token_logprobs"][0] is None:
+            if not lp.get("top_logprobs") or lp["top_logprobs"][0] is not None:
+                raise ValueError("the first token's log probability is null but its top_logprobs are not")
+            lp = {**lp, "token_logprobs": [0.0, *lp["token_logprobs"][1:]], "top_logprobs": [{}, *lp["top_logprobs"][1:]]}
+        else:
+            raise ValueError("an echoed, scored prompt whose first token has a log probability (OpenAI answers null)")
+        choices.append({**c, "logprobs": lp})
+    return {**obj, "choices": choices}
 
 
 def decoded_embeddings(obj):

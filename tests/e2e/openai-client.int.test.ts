@@ -134,3 +134,72 @@ describe("one rule for model names (one model answers every name)", () => {
     expect([c.status, c.errors?.data?.[0]?.code, c.model]).toEqual(["failed", "mismatched_url", served]);
   });
 });
+
+describe("a request without a model", () => {
+  it("is refused on OpenAI's endpoints, streamed or not, naming model; a batch line (and the inline form) takes its batch's", async () => {
+    // The client's types require model, as OpenAI does; a caller that drops it (JavaScript, a cast) gets OpenAI's 400.
+    const noModel = <T>(body: T) => body as T & { model: string };
+    const refused = { status: 400, code: "missing_required_parameter", param: "model" };
+    const chat = { messages: [{ role: "user" as const, content: "hi" }], max_tokens: 2 };
+    await expect(client.chat.completions.create(noModel(chat))).rejects.toMatchObject(refused);
+    await expect(client.chat.completions.create(noModel({ ...chat, stream: true as const }))).rejects.toMatchObject(refused);
+    await expect(client.completions.create(noModel({ prompt: "Once", max_tokens: 2 }))).rejects.toMatchObject(refused);
+    await expect(client.embeddings.create(noModel({ input: "Once" }))).rejects.toMatchObject(refused);
+    await expect(client.responses.create(noModel({ input: "Once", max_output_tokens: 16 }))).rejects.toMatchObject(refused);
+
+    const lineWithout = JSON.stringify({ custom_id: "m", method: "POST", url: "/v1/chat/completions", body: chat });
+    const file = await client.files.create({ file: await toFile(Buffer.from(lineWithout), "m.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(await waitDone(b.id)).toMatchObject({ status: "completed", model: svc.service.backend.info.model });
+    const inline = await fetch(`${svc.baseUrl}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", input: [{ prompt: "Once" }], max_tokens: 2 }),
+    });
+    expect(inline.status).toBe(200);
+  });
+});
+
+describe("the bound on what one answer may hold", () => {
+  it("refuses a request whose logprobs could pass it, before it runs, synchronously, streamed and as a batch line", async () => {
+    // Every value within OpenAI's ranges; three at once held 2.7 GB of the server's memory.
+    const huge = {
+      model: "m",
+      messages: [{ role: "user" as const, content: "hi" }],
+      max_tokens: 900,
+      n: 128,
+      logprobs: true,
+      top_logprobs: 20,
+    };
+    const refused = { status: 400, code: "invalid_request", param: "max_tokens" };
+    await expect(client.chat.completions.create(huge)).rejects.toMatchObject(refused);
+    await expect(client.chat.completions.create({ ...huge, stream: true })).rejects.toMatchObject(refused);
+    const err = (await client.chat.completions.create(huge).catch((e: unknown) => e)) as Error;
+    expect(err.message).toMatch(/n \(128\) × max_tokens \(900\) × \(1 \+ top_logprobs \(20\)\).*at most 262144/);
+    // What fits is answered, whole.
+    const fits = await client.chat.completions.create({ ...huge, n: 2, max_tokens: 4 });
+    expect(fits.choices.map((c) => c.logprobs?.content?.[0]?.top_logprobs.length)).toEqual([20, 20]);
+
+    const lines = [
+      JSON.stringify({ custom_id: "huge", method: "POST", url: "/v1/chat/completions", body: huge }),
+      JSON.stringify({ custom_id: "fits", method: "POST", url: "/v1/chat/completions", body: { ...huge, n: 1, max_tokens: 2 } }),
+    ].join("\n");
+    const file = await client.files.create({ file: await toFile(Buffer.from(lines), "bound.jsonl"), purpose: "batch" });
+    const b = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const done = await waitDone(b.id);
+    expect(done.request_counts).toMatchObject({ completed: 1, failed: 1 });
+    const errors = await (await client.files.content(done.error_file_id!)).text();
+    expect(JSON.parse(errors.trim())).toMatchObject({
+      custom_id: "huge",
+      response: { status_code: 400, body: { error: { code: refused.code, param: "max_tokens" } } },
+    });
+  });
+});
+
+describe("a chat completion asked to be stored", () => {
+  it("is refused naming store, as nothing here keeps it for the client's retrieve; store: false is answered", async () => {
+    const body = { model: "m", messages: [{ role: "user" as const, content: "hi" }], max_tokens: 2 };
+    await expect(client.chat.completions.create({ ...body, store: true })).rejects.toMatchObject({ status: 400, param: "store" });
+    expect((await client.chat.completions.create({ ...body, store: false })).choices).toHaveLength(1);
+  });
+});

@@ -259,6 +259,9 @@ describe("streaming", () => {
     ]);
     expect(types.filter((t) => t === "response.output_text.delta").length).toBeGreaterThan(1);
     expect(types.at(-1)).toMatch(/^response\.(completed|incomplete)$/);
+    // stream_options, as openai-node types it for a response: include_obfuscation (no padding is ever added).
+    const optioned = await client.responses.stream({ ...params, stream_options: { include_obfuscation: false } }).finalResponse();
+    expect(optioned.output_text).toBe(whole.output_text);
 
     const called = await client.responses
       .stream({

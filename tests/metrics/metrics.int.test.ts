@@ -133,7 +133,7 @@ describe("the interactive lane's preemptions", () => {
     // Short synchronous requests while the batch runs: one that comes while both lines generate takes a sequence.
     let batch = created.body;
     while (!isFinal(batch) && !((await preemptions()) ?? 0)) {
-      await request(two.service.app).post("/v1/completions").send({ prompt: "Hi", max_tokens: 2 }).expect(200);
+      await request(two.service.app).post("/v1/completions").send({ model, prompt: "Hi", max_tokens: 2 }).expect(200);
       batch = (await request(two.service.app).get(`/v1/batches/${created.body.id}`)).body;
     }
     expect(await preemptions()).toBeGreaterThanOrEqual(1);

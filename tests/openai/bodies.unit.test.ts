@@ -39,6 +39,23 @@ describe("chat bodies", () => {
     expect(parseRequest(chat, body)).toMatchObject({ endpoint: chat, body: { user: "u", metadata: { k: "v" } } });
   });
 
+  it("refuses store: true, naming it: OpenAI keeps such a completion for retrieval, which this service does not", () => {
+    expect(refusal(chat, { ...base, store: true })).toMatchObject({ code: "invalid_request", param: "store" });
+    expect(refusal(chat, { ...base, store: true }).message).toMatch(/retrieval/);
+  });
+
+  it("takes back an assistant reply as the service answered it: refusal, annotations, null tool_calls", () => {
+    const reply = { role: "assistant", content: "hi", refusal: null, annotations: [], tool_calls: null, audio: null, function_call: null };
+    expect(parseRequest(chat, { ...base, messages: [...base.messages, reply] }).body).toMatchObject({ messages: [{}, reply] });
+    const cited = { type: "url_citation", url_citation: { start_index: 0, end_index: 2, title: "t", url: "https://x" } };
+    expect(() => parseRequest(chat, { ...base, messages: [{ ...reply, annotations: [cited] }] })).not.toThrow();
+    // A helper's own field, which no reply holds, is no parameter.
+    expect(refusal(chat, { ...base, messages: [{ ...reply, parsed: null }] })).toMatchObject({
+      code: "unknown_parameter",
+      param: "messages[0].parsed",
+    });
+  });
+
   it("refuses a field OpenAI does not define, by name", () => {
     expect(refusal(chat, { ...base, repetition_penalty: 1.1 })).toMatchObject({ code: "unknown_parameter", param: "repetition_penalty" });
     expect(refusal(chat, { ...base, messages: [{ role: "user", content: "x", extra: 1 }] })).toMatchObject({

@@ -92,14 +92,14 @@ describe("the error catalogue", () => {
   });
 
   it("gives each code a synchronous request is refused with the status and type that request gets", () => {
-    const chat = { messages: [{ role: "user", content: "hi" }] };
+    const chat = { model: "m", messages: [{ role: "user", content: "hi" }] };
     const refusals: Array<[Endpoint, unknown, string]> = [
       ["/v1/chat/completions", {}, "missing_required_parameter"],
       ["/v1/messages", { model: "m", messages: [{ role: "user", content: "hi" }] }, "missing_required_parameter"],
       ["/v1/chat/completions", { ...chat, max_tokenz: 5 }, "unknown_parameter"],
       ["/v1/chat/completions", { ...chat, temperature: 5 }, "invalid_request"],
       ["/v1/chat/completions", { ...chat, stream: "yes" }, "invalid_type"],
-      ["/v1/embeddings", { input: "x", stream: true }, "unsupported_value"],
+      ["/v1/embeddings", { model: "m", input: "x", stream: true }, "unsupported_value"],
     ];
     for (const [endpoint, body, code] of refusals) {
       let answer: ReturnType<typeof toApiError>;
