@@ -29,6 +29,31 @@ const timeAxis = (box) => ({
   },
 });
 
+/** A value axis's labels, compact (11,517 reads 12K): a wide number takes no more room than the chart gives it. */
+const compact = new Intl.NumberFormat(undefined, { notation: "compact", maximumFractionDigits: 1 });
+/** Measures labels in the axis's own font. */
+const measure = /** @type {CanvasRenderingContext2D} */ (document.createElement("canvas").getContext("2d"));
+
+/**
+ * A value axis as wide as its widest label, so no label is cut at the chart's left edge, whatever the values.
+ * @param {HTMLElement} box
+ */
+const valueAxis = (box) => ({
+  values: (/** @type {any} */ _u, /** @type {number[]} */ splits) => {
+    const labels = splits.map((v) => compact.format(v));
+    box.dataset.values = labels.join(" ");
+    return labels;
+  },
+  size: (/** @type {any} */ u, /** @type {string[] | null} */ labels, /** @type {number} */ i, /** @type {number} */ cycle) => {
+    const axis = u.axes[i];
+    // uPlot sizes its axes again until they settle: after two rounds, keep the size it has.
+    if (cycle > 2 || !labels) return axis._size ?? 40;
+    measure.font = axis.font[0];
+    const widest = Math.max(0, ...labels.map((l) => measure.measureText(l).width)) / devicePixelRatio;
+    return Math.ceil(widest + axis.ticks.size + axis.gap + 4);
+  },
+});
+
 /**
  * The chart's series named beside it, where it has several (uPlot's own legend is a table of values and dashes).
  * @param {HTMLElement} box
@@ -67,7 +92,7 @@ function chart(id, series, named = false) {
     scales: {
       x: { time: true, range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [max - WINDOW, max] },
     },
-    axes: [timeAxis(box), { size: 50 }],
+    axes: [timeAxis(box), valueAxis(box)],
     series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, fill: s.fill }))],
   };
   const u = new uPlot(opts, [[], ...series.map(() => [])], box);
