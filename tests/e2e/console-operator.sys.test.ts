@@ -173,6 +173,32 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
     }
   }, 60_000);
 
+  it("keeps a long model name with no hyphen inside the page: the header, the models and the batch table", async () => {
+    const LONG = "qwen2_5_coder_32b_instruct_abliterated_uncensored_q4_k_m_imatrix_v3";
+    const rename = (text: string) =>
+      text.replace(/"model":"[^"]+"/g, `"model":"${LONG}"`).replace(/"name":"tiny[^"]*"/g, `"name":"${LONG}"`);
+    for (const width of WIDTHS) {
+      const page = await browser.newPage({ viewport: { width, height: 900 } });
+      for (const route of ["**/console/api/overview", "**/console/api/batches?*"])
+        await page.route(route, async (r) => {
+          const res = await r.fetch();
+          await r.fulfill({ response: res, body: rename(await res.text()) });
+        });
+      await page.goto(svc.baseUrl);
+      await page.waitForFunction((m) => document.getElementById("model")?.textContent?.endsWith(m), LONG);
+      await page.waitForSelector(`tr.batch[data-id="${ids.done}"]`);
+      await page.waitForSelector("tr.model");
+      expect(await page.locator(`tr.batch[data-id="${ids.done}"] td.model`).innerText()).toContain(LONG.slice(0, 10));
+      expect(await pageWidth(page), `the page at ${width} px`).toBe(width);
+      if (width === 1280) {
+        const sizes = await tableFit(page.locator("#batches .table-wrap"));
+        expect(sizes.narrowest).toBeLessThanOrEqual(sizes.client);
+      }
+      await page.screenshot({ path: path.join(SHOTS, `console-operator-long-model-${width}.png`) });
+      await page.close();
+    }
+  }, 60_000);
+
   it("reads a preempted spot pool as preempted, with its slots and when they are back, never idle", async () => {
     const preemption = await post("/pools/spot/preempt");
     const spot = (await (await fetch(`${svc.baseUrl}/console/api/overview`)).json()).pools.find((p: { name: string }) => p.name === "spot");
