@@ -105,7 +105,7 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
     await phone.close();
   }, 60_000);
 
-  it("labels each chart's values within its axis at a peak of 11,517 tokens/s", async () => {
+  it("labels each chart's values within its axis at a peak of 11,517 tokens/s, and counts in whole numbers", async () => {
     for (const width of WIDTHS) {
       const page = await browser.newPage({ viewport: { width, height: 900 } });
       // The series as the service sends it, its newest point raised to the operator's peak.
@@ -113,7 +113,13 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
         const res = await route.fetch();
         const body = await res.json();
         const last = body.points.at(-1);
-        Object.assign(last, { tokens_per_second: 11_517, requests_per_second: 1_234.5, queue_depth: 100 });
+        Object.assign(last, { tokens_per_second: 11_517, requests_per_second: 1_234.5, queue_depth: 3 });
+        // Slots in use between 0 and 1: a count's axis once read "0, 0.5, 1".
+        const idle = structuredClone(last);
+        Object.assign(idle, { t: last.t - 1, queue_depth: 0 });
+        for (const pool of Object.values(idle.pools) as Array<{ in_use: number }>) pool.in_use = 0;
+        for (const pool of Object.values(last.pools) as Array<{ in_use: number }>) pool.in_use = 1;
+        body.points.splice(-1, 0, idle);
         await route.fulfill({ response: res, json: body });
       });
       await page.goto(`${svc.baseUrl}/#charts`);
@@ -122,6 +128,9 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
       for (const id of ["chart-tokens", "chart-requests", "chart-queue", "chart-pools"])
         expect(await inkAtLeftEdge(page, id), `${id} at ${width} px: ${await page.locator(`#${id}`).getAttribute("data-values")}`).toBe(0);
       expect(await page.locator("#chart-tokens").getAttribute("data-values")).toMatch(/10/);
+      // Counts (batches queued, slots in use) are ticked in whole numbers: never "0.5" slots.
+      for (const id of ["chart-queue", "chart-pools"])
+        expect(await page.locator(`#${id}`).getAttribute("data-values")).toMatch(/^[\dK ]+$/);
       await page.locator("#charts").screenshot({ path: path.join(SHOTS, `console-operator-charts-${width}.png`) });
       await page.close();
     }
