@@ -127,7 +127,7 @@ function say(text, cls, b) {
 function settle(b, n) {
   if (!said.id || (said.id === b.id && said.status === b.status && said.paused === pausedNow(b))) return;
   if (said.id === b.id && said.status === "cancelling" && b.status === "cancelled")
-    return say(`Cancelled: ${counts(b).c.completed} completed · ${n.failed} failed · ${n.not_run} not run.`, "");
+    return say(`Cancelled: ${counts(b).c.completed} completed · ${n.failed} failed · ${n.not_run} not run.`, "", b);
   say("", "");
 }
 
