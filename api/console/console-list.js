@@ -92,6 +92,17 @@ function slaCell(b) {
 }
 
 /**
+ * A model's name that may break after each "-", "_", "." or "/" (a name of one long word wraps there) and nowhere
+ * else, so a short one stays whole.
+ * @param {string} name
+ */
+function modelCell(name) {
+  const td = el("td", "model");
+  for (const part of name.split(/(?<=[-_./])/)) td.append(part, el("wbr"));
+  return td;
+}
+
+/**
  * @param {Batch} b
  * @param {number} now
  */
@@ -118,7 +129,7 @@ function batchRow(b, now) {
   const cells = [
     [id, "Batch"],
     [el("td", "key-col", b.api_key_id === undefined ? "" : (b.api_key_id ?? "open API")), "Key"],
-    [el("td", "model", b.model || "—"), "Model"],
+    [modelCell(b.model || "—"), "Model"],
     [status, "Status"],
     [progressCell(b, now), "Progress"],
     [el("td", "pool", b.pool || (b.status === "validating" ? "queued" : "—")), "Pool"],

@@ -81,6 +81,20 @@ const inkAtLeftEdge = (page: Page, id: string) =>
     return ink;
   }, id);
 
+/** Lines each part of the model cells' names takes (between its "-", "_", "." and "/"): one, if no part is broken. */
+const modelPartLines = (page: Page) =>
+  page.locator("#batch-rows td.model").evaluateAll((cells) =>
+    cells.flatMap((td) =>
+      [...td.childNodes]
+        .filter((n) => n.nodeType === Node.TEXT_NODE)
+        .map((n) => {
+          const range = document.createRange();
+          range.selectNodeContents(n);
+          return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        }),
+    ),
+  );
+
 describe.skipIf(!haveChromium)("the console as an operator watching batches finds it", () => {
   it("fits the batch table in 1,280 px with every kind of status, each Times line whole, and cards on a phone", async () => {
     const page = await open(1280);
@@ -95,6 +109,8 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
       .evaluateAll((divs) => divs.map((d) => d.getBoundingClientRect().right)))
       expect(line).toBeLessThanOrEqual(sizes.right);
     expect(await pageWidth(page)).toBe(1280);
+    // A model's name wraps only between its parts: "stories260K" never reads "stories260 / K".
+    expect(new Set(await modelPartLines(page))).toEqual(new Set([1]));
     await page.locator("#batches").screenshot({ path: path.join(SHOTS, "console-operator-list-1280.png") });
     await page.close();
 
@@ -159,6 +175,12 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
     const model = (await openaiClient(svc).batches.retrieve(ids.running)).model;
     expect(await page.locator("#model").innerText()).toMatch(new RegExp(`^v\\d+\\.\\d+\\.\\d+ · model ${model}$`));
     await page.screenshot({ path: path.join(SHOTS, "console-operator-cancelled-1280.png") });
+    // It speaks of that batch only: another batch's page opened next does not say it.
+    await page.evaluate((id) => {
+      location.hash = `#batch/${id}`;
+    }, ids.done);
+    await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.done);
+    expect(await page.locator("#b-action-result").innerText()).toBe("");
     await page.close();
   }, 60_000);
 
@@ -203,6 +225,7 @@ describe.skipIf(!haveChromium)("the console as an operator watching batches find
         const sizes = await tableFit(page.locator("#batches .table-wrap"));
         expect(sizes.narrowest).toBeLessThanOrEqual(sizes.client);
       }
+      expect(new Set(await modelPartLines(page))).toEqual(new Set([1]));
       await page.screenshot({ path: path.join(SHOTS, `console-operator-long-model-${width}.png`) });
       await page.close();
     }
