@@ -282,6 +282,8 @@ export interface WorkerInfo {
   /** Unix seconds of its last heartbeat. */
   lastSeen: number;
   preempted: boolean;
+  /** Unix seconds when its slots are back, while it is preempted (else null). */
+  preemptedUntil: number | null;
   preemptions: number;
   /** Where API servers send it synchronous requests for its models (null: it takes none). */
   url: string | null;

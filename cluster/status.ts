@@ -29,13 +29,17 @@ export class ClusterStatus implements ControlPlaneStatus {
       const ws = workers.filter((w) => w.pool === name);
       const capacity = ws.reduce((n, w) => n + w.capacity, 0);
       const inUse = ws.reduce((n, w) => n + w.inUse, 0);
-      const preempted = ws.filter((w) => w.preempted).reduce((n, w) => n + w.capacity, 0);
+      const reclaimed = ws.filter((w) => w.preempted);
+      const preempted = reclaimed.reduce((n, w) => n + w.capacity, 0);
+      const back = reclaimed.flatMap((w) => (w.preemptedUntil === null ? [] : [w.preemptedUntil]));
       return {
         name,
         capacity,
         in_use: inUse,
         available: Math.max(0, capacity - preempted - inUse),
         preempted,
+        // The last reclaimed worker's return: the pool is whole again then.
+        preempted_until: back.length ? Math.max(...back) : null,
         preemptions: ws.reduce((n, w) => n + w.preemptions, 0),
         jobs: [...new Set(ws.flatMap((w) => w.running))],
         ...(this.deps.listWorkers === false

@@ -72,6 +72,8 @@ export interface PoolStatus {
   available: number;
   /** Slots taken away by a simulated preemption, back after the cooldown; preemptions since start. */
   preempted: number;
+  /** Unix seconds when the last of those slots is back; null with none taken away. */
+  preempted_until: number | null;
   preemptions: number;
   jobs: string[];
   /** The distributed mode's registered workers of this pool. */

@@ -9,11 +9,6 @@
 /** @type {readonly string[]} */
 export const FINAL = ["completed", "failed", "expired", "cancelled"];
 export const STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"];
-/**
- * Paused, as the console says it: a batch that has ended or is ending is not, whatever its record kept.
- * @param {Batch} b
- */
-export const isPaused = (b) => Boolean(b.paused_at) && !FINAL.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing";
 /** @param {string} id @returns {any} the element (the page has every id the code asks for) */
 export const $ = (id) => document.getElementById(id);
 let apiKey = sessionStorage.getItem("obi-api-key") || "";
@@ -64,6 +59,18 @@ export function hideEmpty(id, rows) {
 /** @param {number | undefined} bytes */
 export const mb = (bytes) => (bytes ? `${Math.round(bytes / 2 ** 20)} MB` : "—");
 
+/** What the service answered with an error: its HTTP status and its message (an OpenAI-shaped error's). */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} message
+   */
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /**
  * @param {string} path
  * @param {RequestInit & { headers?: Record<string, string> }} [init]
@@ -76,11 +83,11 @@ export async function api(path, init, opts) {
   if (res.status === 401) {
     $("keyform").className = "card show";
     $("empty").style.display = "none";
-    throw new Error(apiKey ? "That API key was not accepted." : "This service needs an API key.");
+    throw new ApiError(401, apiKey ? "That API key was not accepted." : "This service needs an API key.");
   }
   $("keyform").className = "card";
   if (res.status === 403 && opts?.forbiddenAsNull) return null;
   const body = res.headers.get("content-type")?.includes("json") ? await res.json() : null;
-  if (!res.ok) throw new Error(body?.error?.message || `${path} answered HTTP ${res.status}`);
+  if (!res.ok) throw new ApiError(res.status, body?.error?.message || `${path} answered HTTP ${res.status}`);
   return body;
 }

@@ -1,8 +1,8 @@
 // @ts-check
 // One batch's page: its facts, timeline, shards, first results, webhook and failed lines, downloads (the output
 // while it runs too: the lines committed so far), pause, resume, cancel and retry.
-import { $, api, clock, el, FINAL, getApiKey, hideEmpty, isPaused, stamp } from "./console-api.js";
-import { costText, counts, metadataText, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
+import { $, ApiError, api, clock, el, FINAL, getApiKey, hideEmpty, stamp } from "./console-api.js";
+import { costText, counts, metadataText, pausedNow, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
 /**
  * What the console's API says of one batch (domain/batch-views.ts's BatchInspection).
@@ -11,8 +11,10 @@ import { costText, counts, metadataText, progressParts, rateOf, refusal, setMete
  *   line_error_counts?: { failed: number; not_run: number }; api_key_id?: string | null; own?: boolean }} Inspection
  */
 
-/** The batch on show (the downloads, cancel and retry act on it). @type {Inspection} */
+/** The batch on show (the downloads, cancel and retry act on it); none while the page has no batch to show. @type {Inspection | undefined} */
 let shown;
+/** The batch and the state the last action's result speaks of: once the batch is in another, the result is stale. */
+let said = { id: "", status: "", paused: false };
 /** Results shown on the page at most. */
 const FIRST = 5;
 /** The first results shown, and whose. @type {{ id: string; lines: any[] }} */
@@ -29,41 +31,104 @@ function fact(dl, name, value) {
   dl.appendChild(d);
 }
 
+/** The page's heading: the batch's, or the sentence that says why there is none. */
+export const batchHeading = () => (shown ? $("b-title") : $("b-missing-title"));
+
 /** @param {string} id */
 export async function refreshBatch(id) {
   /** @type {Inspection} */
-  const d = await api(`console/api/batches/${encodeURIComponent(id)}`);
-  shown = d;
+  let d;
+  try {
+    d = await api(`console/api/batches/${encodeURIComponent(id)}`);
+  } catch (err) {
+    if (!(err instanceof ApiError) || (err.status !== 401 && err.status !== 404)) throw err;
+    return showMissing(id, err.status);
+  }
+  showFound(d);
   const b = d.batch;
   $("b-id").textContent = b.id;
   $("b-status").className = `badge ${b.status}`;
-  $("b-status").textContent = isPaused(b) ? `${b.status.replace("_", " ")} · paused` : b.status.replace("_", " ");
+  $("b-status").textContent = pausedNow(b) ? `${b.status.replace("_", " ")} · paused` : b.status.replace("_", " ");
   document.title = `${b.id} · ${b.status}`;
   const { c, total, pct } = counts(b);
   const n = d.line_error_counts || { failed: c.failed, not_run: 0 };
+  settle(b, n);
   setMeter($("b-meter"), progressParts(b, n));
-  const rate = b.status === "in_progress" && !isPaused(b) ? rateOf(b) : null;
+  const rate = b.status === "in_progress" && !pausedNow(b) ? rateOf(b) : null;
   const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
   const refused = refusal(b);
+  // A share done while it runs; once it has ended the counts say it all (lines not run are not "100%" of anything).
+  const share = FINAL.includes(b.status) ? "" : ` (${Math.floor(pct(c.completed + c.failed))}%)`;
   $("b-progress").textContent =
-    refused ??
-    c.completed +
-      " completed · " +
-      failed +
-      " · " +
-      total +
-      " requests (" +
-      Math.floor(pct(c.completed + c.failed)) +
-      "%)" +
-      (rate ? ` · ${rate.text}` : "");
+    refused ?? `${c.completed} completed · ${failed} · ${total} requests${share}${rate ? ` · ${rate.text}` : ""}`;
   showFacts(d);
   showTimeline(b);
   showReason(b, Boolean(refused));
-  showShards(d, Boolean(refused));
+  showShards(d, n, Boolean(refused));
   showWebhook(d.webhook);
   showLineErrors(d, n, Boolean(refused));
   await showFirst(b, c.completed);
   showActions(d, c.completed);
+}
+
+/**
+ * A page with no batch to show offers no action and says why: no key yet (the key form asks for it, and the batch
+ * opens once it is given), or no such batch for this key.
+ * @param {string} id
+ * @param {number} status the service's answer: 401 or 404
+ */
+function showMissing(id, status) {
+  shown = undefined;
+  say("", "");
+  $("b-body").classList.add("hidden");
+  $("b-back").classList.add("hidden");
+  $("b-missing").classList.remove("hidden");
+  const key = getApiKey();
+  if (status === 401) {
+    document.title = "API key needed · console";
+    $("b-missing-title").textContent = key ? "That API key was not accepted" : "An API key is needed";
+    $("b-missing-text").textContent = `Enter ${key ? "another" : "the"} API key above to show batch ${id}.`;
+    return;
+  }
+  document.title = "No such batch · console";
+  $("b-missing-title").textContent = "No such batch";
+  $("b-missing-text").textContent = key
+    ? `There is no batch ${id} for this key: the id is wrong, or the batch is another key's (a key sees its own batches only).`
+    : `There is no batch ${id} on this service: the id is wrong, or the batch was deleted.`;
+}
+
+/** @param {Inspection} d */
+function showFound(d) {
+  shown = d;
+  $("b-body").classList.remove("hidden");
+  $("b-back").classList.remove("hidden");
+  $("b-missing").classList.add("hidden");
+}
+
+/**
+ * The last action's result, and the batch and state it speaks of.
+ * @param {string} text
+ * @param {string} cls
+ * @param {import("./console-api.js").Batch} [b]
+ */
+function say(text, cls, b) {
+  const out = $("b-action-result");
+  out.className = cls;
+  out.textContent = text;
+  said = b ? { id: b.id, status: b.status, paused: pausedNow(b) } : { id: "", status: "", paused: false };
+}
+
+/**
+ * The last action's result stays while the batch is as it left it; a cancel that went through says how it ended,
+ * and anything else that changed (another batch shown, a status moved on) takes the result away.
+ * @param {import("./console-api.js").Batch} b
+ * @param {{ failed: number; not_run: number }} n
+ */
+function settle(b, n) {
+  if (!said.id || (said.id === b.id && said.status === b.status && said.paused === pausedNow(b))) return;
+  if (said.id === b.id && said.status === "cancelling" && b.status === "cancelled")
+    return say(`Cancelled: ${counts(b).c.completed} completed · ${n.failed} failed · ${n.not_run} not run.`, "", b);
+  say("", "");
 }
 
 /** @param {Inspection} d */
@@ -115,25 +180,52 @@ function showTimeline(b) {
   );
 }
 
+/** What a batch that ended early did to the shards it left unfinished. */
+const ENDED_EARLY = { cancelled: "cancelled", expired: "expired", failed: "stopped" };
+
 /**
+ * Each shard's lines. A shard counts the lines a cancel, an expiry or a stop left unrun with its failed ones: on a
+ * batch that ended early, a shard it cut short reads as the batch ended (never "done 200 / 200"), its lines told
+ * apart where the batch's counts allow it.
  * @param {Inspection} d
+ * @param {{ failed: number; not_run: number }} n
  * @param {boolean} refused
  */
-function showShards(d, refused) {
+function showShards(d, n, refused) {
   hideEmpty("shards-table", d.shards.length);
   $("b-shards-none").textContent = d.shards.length ? "" : refused ? "None: no request ran." : "None yet: its lines are checked first.";
+  const early = n.not_run > 0 ? ENDED_EARLY[/** @type {keyof typeof ENDED_EARLY} */ (d.batch.status)] : undefined;
   $("b-shards").replaceChildren(
     ...d.shards.map((/** @type {any} */ s) => {
+      const stopped = Boolean(early) && s.completed < s.total;
       const tr = el("tr");
       tr.append(
         el("td", "", `#${s.idx}`),
-        el("td", "", s.state),
+        el("td", "", stopped ? /** @type {string} */ (early) : s.state),
         el("td", "", s.worker || "—"),
-        el("td", "", `${s.completed + s.failed} / ${s.total}`),
+        el("td", "", stopped ? shardEnded(s, d.shards.length, n) : `${s.completed + s.failed} / ${s.total}`),
       );
       return tr;
     }),
   );
+}
+
+/**
+ * A shard of a batch that ended early: what completed, what failed, what never ran, of its lines.
+ * @param {{ completed: number; total: number }} s
+ * @param {number} shards the batch's
+ * @param {{ failed: number; not_run: number }} n the batch's error lines
+ */
+function shardEnded(s, shards, n) {
+  const parts = [`${s.completed} completed`];
+  // Told apart with one shard (the batch's counts are its), or where no line failed (every other line never ran).
+  const [failed, notRun] = shards === 1 ? [n.failed, n.not_run] : n.failed === 0 ? [0, s.total - s.completed] : [null, null];
+  if (failed === null) parts.push(`${s.total - s.completed} failed or not run`);
+  else {
+    if (failed) parts.push(`${failed} failed`);
+    if (notRun) parts.push(`${notRun} not run`);
+  }
+  return `${parts.join(" · ")} · of ${s.total}`;
 }
 
 /** @param {any} w the batch's webhook delivery, or null */
@@ -207,8 +299,8 @@ function showActions(d, completed) {
   $("b-cancel").disabled = ended || b.status === "cancelling";
   // One of the two shows while the batch has not ended: Pause while it runs, Resume while it is paused.
   const open = !ended && b.status !== "cancelling" && b.status !== "finalizing";
-  $("b-pause").classList.toggle("hidden", !open || isPaused(b));
-  $("b-resume").classList.toggle("hidden", !open || !isPaused(b));
+  $("b-pause").classList.toggle("hidden", !open || pausedNow(b));
+  $("b-resume").classList.toggle("hidden", !open || !pausedNow(b));
   $("b-retry").disabled = !ended || !b.request_counts?.failed;
   for (const id of ["b-dl-input", "b-dl-errors", "b-cancel", "b-retry"]) $(id).classList.toggle("hidden", !own);
   $("b-owner").classList.toggle("hidden", own);
@@ -337,83 +429,86 @@ function confirmDialog(text, yes) {
   });
 }
 
-/** @param {(out: HTMLElement) => Promise<unknown>} work */
+/**
+ * Runs what a button does on the batch on show when it was pressed, its error said in the page; on a page with no
+ * batch, nothing.
+ * @param {(d: Inspection) => Promise<unknown>} work
+ */
 async function act(work) {
-  const out = $("b-action-result");
-  out.className = "";
-  out.textContent = "";
+  const d = shown;
+  if (!d) return;
+  say("", "");
   try {
-    await work(out);
+    await work(d);
   } catch (err) {
-    out.className = "error";
-    out.textContent = err instanceof Error ? err.message : String(err);
+    say(err instanceof Error ? err.message : String(err), "error", d.batch);
   }
 }
 
+/** @param {string} id */
+const batchPath = (id) => `v1/batches/${encodeURIComponent(id)}`;
+
 $("b-dl-input").addEventListener("click", () =>
-  act(() => download(shown.batch.input_file_id, shown.input_filename || `${shown.batch.id}_input.jsonl`)),
+  act((d) => download(d.batch.input_file_id, d.input_filename || `${d.batch.id}_input.jsonl`)),
 );
 // Another key's output file is its key's; the output route serves its lines to an admin, ended or not.
 $("b-dl-output").addEventListener("click", () =>
-  act(() =>
-    FINAL.includes(shown.batch.status) && shown.own !== false
-      ? download(shown.batch.output_file_id, `${shown.batch.id}_output.jsonl`)
-      : save(
-          `v1/batches/${encodeURIComponent(shown.batch.id)}/output`,
-          `${shown.batch.id}_output${FINAL.includes(shown.batch.status) ? "" : "_so_far"}.jsonl`,
-        ),
+  act((d) =>
+    FINAL.includes(d.batch.status) && d.own !== false
+      ? download(d.batch.output_file_id, `${d.batch.id}_output.jsonl`)
+      : save(`${batchPath(d.batch.id)}/output`, `${d.batch.id}_output${FINAL.includes(d.batch.status) ? "" : "_so_far"}.jsonl`),
   ),
 );
-$("b-dl-errors").addEventListener("click", () => act(() => download(shown.batch.error_file_id, `${shown.batch.id}_errors.jsonl`)));
+$("b-dl-errors").addEventListener("click", () => act((d) => download(d.batch.error_file_id, `${d.batch.id}_errors.jsonl`)));
 $("b-dl-table").addEventListener("click", () =>
-  act(() => {
+  act((d) => {
     const format = /** @type {HTMLSelectElement} */ ($("b-table-format")).value;
-    return save(`v1/batches/${encodeURIComponent(shown.batch.id)}/table?format=${format}`, `${shown.batch.id}.${format}`);
+    return save(`${batchPath(d.batch.id)}/table?format=${format}`, `${d.batch.id}.${format}`);
   }),
 );
 $("b-cancel").addEventListener("click", () =>
-  act(async (out) => {
-    if (
-      !(await confirmDialog(
-        `Cancel ${shown.batch.id}? Requests already running finish and keep their results; the rest are not run.`,
-        "Cancel batch",
-      ))
-    )
-      return;
-    const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/cancel`, { method: "POST" });
-    out.textContent = `Cancel sent: the batch is ${b.status.replace("_", " ")}.`;
-    await refreshBatch(shown.batch.id);
+  act(async (d) => {
+    const yes = await confirmDialog(
+      `Cancel ${d.batch.id}? Requests already running finish and keep their results; the rest are not run.`,
+      "Cancel batch",
+    );
+    if (!yes) return;
+    const b = await api(`${batchPath(d.batch.id)}/cancel`, { method: "POST" });
+    say(`Cancel sent: the batch is ${b.status.replace("_", " ")}.`, "", b);
+    await refreshBatch(d.batch.id);
     // The Cancel button is disabled now: focus goes to what it did.
-    out.focus();
+    $("b-action-result").focus();
   }),
 );
 for (const action of ["pause", "resume"])
   $(`b-${action}`).addEventListener("click", () =>
-    act(async (out) => {
-      const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/${action}`, { method: "POST" });
-      out.textContent = isPaused(b)
-        ? "Paused: requests in flight finish, then nothing runs until you resume. Its deadline still counts."
-        : "Resumed: the batch goes on where it stopped.";
-      await refreshBatch(shown.batch.id);
+    act(async (d) => {
+      const b = await api(`${batchPath(d.batch.id)}/${action}`, { method: "POST" });
+      say(
+        pausedNow(b)
+          ? "Paused: requests in flight finish, then nothing runs until you resume. Its deadline still counts."
+          : "Resumed: the batch goes on where it stopped.",
+        "",
+        b,
+      );
+      await refreshBatch(d.batch.id);
       // The button pressed is gone now: focus moves to the one that undoes it, not to the page's start.
       $(action === "pause" ? "b-resume" : "b-pause").focus();
     }),
   );
 $("b-retry").addEventListener("click", () =>
-  act(async (out) => {
-    if (
-      !(await confirmDialog(
-        `Create a new batch from the ${shown.batch.request_counts?.failed ?? 0} failed or unrun lines of ${shown.batch.id}?`,
-        "Retry",
-      ))
-    )
-      return;
-    const b = await api(`v1/batches/${encodeURIComponent(shown.batch.id)}/retry`, {
+  act(async (d) => {
+    const yes = await confirmDialog(
+      `Create a new batch from the ${d.batch.request_counts?.failed ?? 0} failed or unrun lines of ${d.batch.id}?`,
+      "Retry",
+    );
+    if (!yes) return;
+    const b = await api(`${batchPath(d.batch.id)}/retry`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: "{}",
     });
-    out.textContent = `Created ${b.id}.`;
+    say(`Created ${b.id}.`, "", b);
     location.hash = `#batch/${b.id}`;
   }),
 );

@@ -29,6 +29,36 @@ const timeAxis = (box) => ({
   },
 });
 
+/** A value axis's labels, compact (11,517 reads 12K): a wide number takes no more room than the chart gives it. */
+const compact = new Intl.NumberFormat(undefined, { notation: "compact", maximumFractionDigits: 1 });
+/** Measures labels in the axis's own font. */
+const measure = /** @type {CanvasRenderingContext2D} */ (document.createElement("canvas").getContext("2d"));
+
+/** Tick steps of a count (batches queued, slots in use): whole numbers only, never "0.5 slots". */
+const WHOLE = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
+
+/**
+ * A value axis as wide as its widest label, so no label is cut at the chart's left edge, whatever the values.
+ * @param {HTMLElement} box
+ * @param {boolean} whole its values are counts
+ */
+const valueAxis = (box, whole) => ({
+  ...(whole ? { incrs: WHOLE } : {}),
+  values: (/** @type {any} */ _u, /** @type {number[]} */ splits) => {
+    const labels = splits.map((v) => compact.format(v));
+    box.dataset.values = labels.join(" ");
+    return labels;
+  },
+  size: (/** @type {any} */ u, /** @type {string[] | null} */ labels, /** @type {number} */ i, /** @type {number} */ cycle) => {
+    const axis = u.axes[i];
+    // uPlot sizes its axes again until they settle: after two rounds, keep the size it has.
+    if (cycle > 2 || !labels) return axis._size ?? 40;
+    measure.font = axis.font[0];
+    const widest = Math.max(0, ...labels.map((l) => measure.measureText(l).width)) / devicePixelRatio;
+    return Math.ceil(widest + axis.ticks.size + axis.gap + 4);
+  },
+});
+
 /**
  * The chart's series named beside it, where it has several (uPlot's own legend is a table of values and dashes).
  * @param {HTMLElement} box
@@ -56,8 +86,9 @@ function legend(box, series) {
  * @param {string} id the chart's element
  * @param {Array<{ label: string; color: string; fill?: string }>} series
  * @param {boolean} [named] its series named in a legend (the card's title names a chart of one measure)
+ * @param {boolean} [whole] its values are counts, its ticks whole numbers
  */
-function chart(id, series, named = false) {
+function chart(id, series, named = false, whole = false) {
   const box = $(id);
   const opts = {
     width: Math.max(200, box.clientWidth),
@@ -67,7 +98,7 @@ function chart(id, series, named = false) {
     scales: {
       x: { time: true, range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [max - WINDOW, max] },
     },
-    axes: [timeAxis(box), { size: 50 }],
+    axes: [timeAxis(box), valueAxis(box, whole)],
     series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, fill: s.fill }))],
   };
   const u = new uPlot(opts, [[], ...series.map(() => [])], box);
@@ -100,7 +131,7 @@ export async function refreshSeries() {
   if (!charts["chart-tokens"]) {
     chart("chart-tokens", [{ label: "tokens/s", color: "#2e90fa", fill: "rgba(46,144,250,.12)" }]);
     chart("chart-requests", [{ label: "requests/s", color: "#12b76a", fill: "rgba(18,183,106,.12)" }]);
-    chart("chart-queue", [{ label: "queued", color: "#f79009" }]);
+    chart("chart-queue", [{ label: "queued", color: "#f79009" }], false, true);
   }
   for (const [id, what, values] of /** @type {Array<[string, string, number[]]>} */ ([
     ["chart-tokens", "Engine tokens per second", points.map((p) => p.tokens_per_second)],
@@ -119,6 +150,7 @@ export async function refreshSeries() {
     chart(
       "chart-pools",
       pools.map((name, i) => ({ label: name, color: colors[i % colors.length] })),
+      true,
       true,
     );
     charts.poolsKey = key;

@@ -1,9 +1,9 @@
 // @ts-check
 // The home page's batch list: rows updated in place (keyed by batch id), cards on a phone; the pools, models and
 // lanes beside it are console-panels.js's, and each row's progress console-progress.js's.
-import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, isPaused, stamp } from "./console-api.js";
+import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, stamp } from "./console-api.js";
 import { renderLanes, renderModels, renderPools } from "./console-panels.js";
-import { counts, metadataText, meter, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
+import { counts, metadataText, meter, pausedNow, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
 /** @typedef {import("./console-api.js").Batch} Batch */
 
@@ -92,6 +92,17 @@ function slaCell(b) {
 }
 
 /**
+ * A model's name that may break after each "-", "_", "." or "/" (a name of one long word wraps there) and nowhere
+ * else, so a short one stays whole.
+ * @param {string} name
+ */
+function modelCell(name) {
+  const td = el("td", "model");
+  for (const part of name.split(/(?<=[-_./])/)) td.append(part, el("wbr"));
+  return td;
+}
+
+/**
  * @param {Batch} b
  * @param {number} now
  */
@@ -108,7 +119,7 @@ function batchRow(b, now) {
   if (sub) id.appendChild(el("div", "muted meta", sub));
   const status = el("td", "status");
   status.appendChild(el("span", `badge ${b.status}`, b.status.replace("_", " ")));
-  if (isPaused(b)) status.appendChild(el("span", "badge paused", "paused"));
+  if (pausedNow(b)) status.appendChild(el("span", "badge paused", "paused"));
   const reason = b.errors?.data?.[0];
   if (b.status === "failed" && reason) {
     const text = (reason.line ? `line ${reason.line}: ` : "") + reason.message;
@@ -118,7 +129,7 @@ function batchRow(b, now) {
   const cells = [
     [id, "Batch"],
     [el("td", "key-col", b.api_key_id === undefined ? "" : (b.api_key_id ?? "open API")), "Key"],
-    [el("td", "model", b.model || "—"), "Model"],
+    [modelCell(b.model || "—"), "Model"],
     [status, "Status"],
     [progressCell(b, now), "Progress"],
     [el("td", "pool", b.pool || (b.status === "validating" ? "queued" : "—")), "Pool"],
@@ -210,13 +221,26 @@ async function keyChoices() {
   return spans.get(who) ?? false;
 }
 
+/**
+ * The header's version and model, from the overview.
+ * @param {any} o
+ */
+const showService = (o) => {
+  $("model").textContent = `v${o.service.version}${o.model ? ` · model ${o.model}` : ""}`;
+};
+
+/** The header alone, for a page that is not the home page. */
+export async function refreshService() {
+  showService(await api("console/api/overview"));
+}
+
 export async function refreshHome() {
   const o = await api("console/api/overview");
   document.title = `${o.service.name} · console`;
-  $("model").textContent = `v${o.service.version}${o.model ? ` · model ${o.model}` : ""}`;
+  showService(o);
   $("queue-depth").textContent = `${o.queue.depth} queued`;
   $("queue-detail").textContent = `${o.queue.running} running · room for ${o.queue.max_depth - o.queue.depth} more`;
-  renderPools(o.pools);
+  renderPools(o.pools, o.now);
   renderModels(o.models, o.upstreams);
   renderLanes(o.lanes ?? []);
   const q = new URLSearchParams({ limit: "50" });

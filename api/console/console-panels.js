@@ -1,24 +1,42 @@
 // @ts-check
 // The home page's panels beside the batch list: the simulated pools' cards, the models with their upstreams, and the
 // synchronous lanes.
-import { $, el, hideEmpty, mb } from "./console-api.js";
+import { $, clock, duration, el, hideEmpty, mb } from "./console-api.js";
 import { meter } from "./console-progress.js";
 
 /**
  * What holds a pool's slots: the batches this key may see by id, and how many of other keys' (a key that is not an
  * admin sees only its own ids; the counts are everyone's, so a busy pool never reads as idle).
- * @param {{ in_use: number; capacity: number; jobs: string[]; other_keys_jobs?: number }} p
+ * @param {{ in_use: number; capacity: number; preempted?: number; jobs: string[]; other_keys_jobs?: number }} p
  */
 function poolJobs(p) {
   const others = p.other_keys_jobs || 0;
   const otherText = others === 1 ? "1 batch of another key" : `${others} batches of other keys`;
   if (p.jobs.length) return `running ${p.jobs.join(", ")}${others ? ` and ${otherText}` : ""}`;
   if (others) return `running ${otherText}`;
-  return p.in_use ? "busy" : p.capacity ? "idle" : "no slots";
+  if (p.in_use) return "busy";
+  // Slots a preemption took are not idle ones: the preemption's line says what is left.
+  if (p.preempted) return p.preempted < p.capacity ? "the other slots idle" : "";
+  return p.capacity ? "idle" : "no slots";
 }
 
-/** @param {any[]} pools */
-export function renderPools(pools) {
+/**
+ * A preempted pool says so: how many of its slots are gone, and when they are back (the service's clock).
+ * @param {{ capacity: number; preempted?: number; preempted_until?: number | null }} p
+ * @param {number} now unix seconds, the server's
+ */
+function preemption(p, now) {
+  if (!p.preempted) return null;
+  const slots = `${p.preempted} of ${p.capacity} slot${p.capacity === 1 ? "" : "s"}`;
+  const back = p.preempted_until ? `, back at ${clock(p.preempted_until)} (in ${duration(p.preempted_until - now)})` : "";
+  return `preempted: ${slots}${back}`;
+}
+
+/**
+ * @param {any[]} pools
+ * @param {number} now unix seconds, the server's
+ */
+export function renderPools(pools, now) {
   const cards = $("cards");
   for (const p of pools) {
     let card = $(`pool-${p.name}`);
@@ -27,11 +45,20 @@ export function renderPools(pools) {
       card.id = `pool-${p.name}`;
       cards.appendChild(card);
     }
+    const preempted = preemption(p, now);
+    const name = el("div", "muted", `${p.name} pool`);
+    if (preempted) name.append(" ", el("span", "badge preempted", "preempted"));
+    const share = (/** @type {number} */ n) => (p.capacity ? (100 * n) / p.capacity : 0);
+    card.classList.toggle("preempted", Boolean(preempted));
     card.replaceChildren(
-      el("div", "muted", `${p.name} pool`),
+      name,
       el("div", "big", `${p.in_use} / ${p.capacity}`),
-      meter([["used", p.capacity ? (100 * p.in_use) / p.capacity : 0]]),
-      el("div", "muted wrap", poolJobs(p)),
+      meter([
+        ["used", share(p.in_use)],
+        ["preempted", share(p.preempted || 0)],
+      ]),
+      ...(preempted ? [el("div", "wrap preemption", preempted)] : []),
+      ...[poolJobs(p)].filter(Boolean).map((text) => el("div", "muted wrap", text)),
       ...(p.workers || []).map((/** @type {any} */ w) =>
         el("div", "muted worker", `worker ${w.id}: ${w.in_use} / ${w.capacity}${w.preempted ? " (preempted)" : ""}`),
       ),

@@ -1,7 +1,7 @@
 // @ts-check
 // A batch's progress as the list and its page both show it: the bar (done, failed, not run), tokens/s measured here
 // and the ETA the API projects, its cost and its metadata as text.
-import { duration, el, isPaused } from "./console-api.js";
+import { duration, el, FINAL } from "./console-api.js";
 
 /** @typedef {import("./console-api.js").Batch} Batch */
 
@@ -30,6 +30,12 @@ export function setMeter(m, parts) {
     /** @type {HTMLElement} */ (m.children[i]).style.width = `${Math.max(0, Math.min(100, pct))}%`;
   });
 }
+
+/**
+ * Whether the batch is paused now: a batch that has ended or is ending is not, whatever its record kept.
+ * @param {Batch} b
+ */
+export const pausedNow = (b) => Boolean(b.paused_at) && !FINAL.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing";
 
 /** @param {Batch} b */
 export function counts(b) {
@@ -97,7 +103,7 @@ export function rateOf(b, nowSec) {
     Object.assign(prev, { t: now, done, tokens });
   }
   const speed = prev.tps ? `${Math.round(prev.tps)} tok/s` : "measuring…";
-  if (isPaused(b)) return { text: "paused" };
+  if (pausedNow(b)) return { text: "paused" };
   const eta = b.projected_finish_at ? `ETA ${duration(Math.max(0, b.projected_finish_at - (nowSec || now)))}` : "ETA estimating…";
   return { text: `${speed} · ${eta}` };
 }

@@ -1,10 +1,10 @@
 // @ts-check
 // The console: polls the service's JSON (relative URLs, so it works behind a path prefix) and updates the page in
 // place. Browser ES modules, no build step, no framework; type-checked from JSDoc (api/console/tsconfig.json).
-import { $, STATUSES, setApiKey } from "./console-api.js";
-import { refreshBatch } from "./console-batch.js";
+import { $, ApiError, STATUSES, setApiKey } from "./console-api.js";
+import { batchHeading, refreshBatch } from "./console-batch.js";
 import { refreshSeries } from "./console-charts.js";
-import { listState, refreshHome } from "./console-list.js";
+import { listState, refreshHome, refreshService } from "./console-list.js";
 import { refreshUsage } from "./console-usage.js";
 
 const POLL_MS = 1000;
@@ -18,39 +18,61 @@ function route() {
 }
 
 /**
- * @param {boolean} ok
- * @param {string} [message]
+ * The connection's state: live (the service answers), waiting for a key (it answers 401), or disconnected.
+ * @param {"on" | "key" | "off"} state
+ * @param {string} [message] what went wrong, said under the header
  */
-function setLive(ok, message) {
+function setLive(state, message = "") {
   const live = $("live");
-  live.className = ok ? "on" : "off";
-  live.textContent = ok ? `live · updated ${new Date().toLocaleTimeString()}` : "disconnected";
-  $("error").textContent = ok ? "" : message || "";
+  live.className = state;
+  live.textContent =
+    state === "on" ? `live · updated ${new Date().toLocaleTimeString()}` : state === "key" ? "waiting for an API key" : "disconnected";
+  $("error").textContent = message;
 }
 
-/** @type {ReturnType<typeof setTimeout> | undefined} */
-let timer;
-async function poll() {
-  clearTimeout(timer);
+/**
+ * Runs `work` now, then every `ms` in one loop: a call while a run is in flight (a filter changed, a key entered)
+ * takes the loop over, so the loops never multiply.
+ * @param {() => Promise<void>} work
+ * @param {number} ms
+ */
+function loop(work, ms) {
+  let generation = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  const run = async () => {
+    const mine = ++generation;
+    clearTimeout(timer);
+    await work();
+    if (mine === generation) timer = setTimeout(run, ms);
+  };
+  return run;
+}
+
+const poll = loop(async () => {
+  const id = route();
   try {
-    const id = route();
-    if (id) await refreshBatch(id);
-    else await refreshHome();
-    setLive(true);
+    if (id) {
+      await refreshBatch(id);
+      // The header's version and model come with the home page's overview: a batch opened first reads it once.
+      if (!$("model").textContent) await refreshService();
+    } else await refreshHome();
+    setLive("on");
   } catch (err) {
-    setLive(false, err instanceof Error ? err.message : String(err));
+    const message = err instanceof Error ? err.message : String(err);
+    // The service answered: it is there. A batch's page says itself that it needs a key.
+    if (err instanceof ApiError) setLive(err.status === 401 ? "key" : "on", err.status === 401 && id ? "" : message);
+    else setLive("off", message);
   }
-  timer = setTimeout(poll, POLL_MS);
-}
+}, POLL_MS);
 
-async function pollSeries() {
+const pollSeries = loop(async () => {
   try {
     if (!route()) await Promise.all([refreshSeries(), refreshUsage()]);
   } catch {
     // The next poll says what is wrong.
   }
-  setTimeout(pollSeries, SERIES_MS);
-}
+}, SERIES_MS);
 
 for (const s of STATUSES) $("f-status").appendChild(new Option(s.replace("_", " "), s));
 const resetPage = () => {
@@ -82,11 +104,13 @@ $("newer").addEventListener("click", () => {
   if (listState.cursors.length > 1) listState.cursors.pop();
   poll();
 });
-$("keyform").addEventListener("submit", (/** @type {Event} */ e) => {
+$("keyform").addEventListener("submit", async (/** @type {Event} */ e) => {
   e.preventDefault();
   setApiKey($("key").value.trim());
-  poll();
   pollSeries();
+  await poll();
+  // A key accepted hides the form, and the field focused with it: focus goes to what the key opened.
+  if (!$("keyform").classList.contains("show")) (route() ? batchHeading() : $("h-pools")).focus();
 });
 window.addEventListener("hashchange", async () => {
   const onBatch = Boolean(route());
@@ -94,7 +118,7 @@ window.addEventListener("hashchange", async () => {
   await poll();
   // The link followed is hidden now (a row of the list, "All batches"): focus goes to the heading of what opened,
   // so the keyboard and a screen reader go on from there rather than from the page's start.
-  if (onBatch) return $("b-title").focus();
+  if (onBatch) return batchHeading().focus();
   // A section's link: the home page is back in view, so scroll to the section now.
   const target = location.hash.length > 1 && document.getElementById(location.hash.slice(1));
   if (!target) return;

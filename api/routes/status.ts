@@ -80,6 +80,11 @@ export const PoolStatusSchema = z
     in_use: z.number().int(),
     available: z.number().int(),
     preempted: z.number().int().openapi({ description: "Slots taken away by a simulated preemption, back after the cooldown." }),
+    preempted_until: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "Unix seconds when the preempted slots are all back; null while none is taken away." }),
     preemptions: z.number().int().openapi({ description: "Simulated preemptions since the service started." }),
     jobs: z
       .array(z.string())
@@ -107,8 +112,17 @@ const PoolsSchema = z.object({ simulated: z.literal(true), pools: z.array(PoolSt
   example: {
     simulated: true,
     pools: [
-      { name: "spot", capacity: 2, in_use: 1, available: 1, preempted: 0, preemptions: 0, jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"] },
-      { name: "dedicated", capacity: 1, in_use: 0, available: 1, preempted: 0, preemptions: 0, jobs: [] },
+      {
+        name: "spot",
+        capacity: 2,
+        in_use: 1,
+        available: 1,
+        preempted: 0,
+        preempted_until: null,
+        preemptions: 0,
+        jobs: ["batch_6a1f0c2e9b7d4e3f8a5b1c0d"],
+      },
+      { name: "dedicated", capacity: 1, in_use: 0, available: 1, preempted: 0, preempted_until: null, preemptions: 0, jobs: [] },
     ],
   },
 });

@@ -49,6 +49,7 @@ export class MemoryWorkerRegistry implements WorkerRegistry {
       models: [...w.models],
       lastSeen: Math.floor(w.lastSeen / 1000),
       preempted: w.preemptedUntil > now,
+      preemptedUntil: w.preemptedUntil > now ? Math.ceil(w.preemptedUntil / 1000) : null,
       preemptions: w.preemptions,
       url: w.url,
       catalogue: w.catalogue,

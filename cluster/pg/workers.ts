@@ -34,6 +34,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
     const { rows } = await this.db.query(
       `SELECT id, pool, capacity, running, models, url, catalogue, extract(epoch FROM last_seen)::bigint AS last_seen, preemptions,
               coalesce(preempted_until > now(), false) AS preempted,
+              CASE WHEN preempted_until > now() THEN ceil(extract(epoch FROM preempted_until))::bigint END AS preempted_until,
               (SELECT count(*) FROM shards s WHERE s.worker_id = w.id AND s.state = 'running')::int AS in_use
        FROM workers w WHERE last_seen > now() - make_interval(secs => $1) ORDER BY id`,
       [withinSeconds],
@@ -47,6 +48,7 @@ export class PgWorkerRegistry implements WorkerRegistry {
       models: w.models,
       lastSeen: Number(w.last_seen),
       preempted: w.preempted,
+      preemptedUntil: w.preempted_until === null ? null : Number(w.preempted_until),
       preemptions: w.preemptions,
       url: w.url ?? null,
       catalogue: w.catalogue ?? null,

@@ -197,6 +197,7 @@ describe("operational and system routes", () => {
         in_use: expect.any(Number),
         available: expect.any(Number),
         preempted: 0,
+        preempted_until: null,
         preemptions: 0,
         jobs: expect.any(Array),
       });

@@ -249,6 +249,23 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect((await workers.live(3_600)).map((w) => w.id)).toEqual(["here"]);
   });
 
+  it.skipIf(skip)("says until when a preempted worker's slots are gone, and nothing once they are back", async () => {
+    const { workers } = ports;
+    await workers.register({ id: "reclaimed", pool: "spot", capacity: 2, models: ["m"], running: [] });
+    await workers.register({ id: "kept", pool: "spot", capacity: 1, models: ["m"], running: [] });
+    const before = now();
+    await workers.preempted("reclaimed", 60);
+    const live = await workers.live(30);
+    const reclaimed = live.find((w) => w.id === "reclaimed")!;
+    expect(reclaimed).toMatchObject({ preempted: true, preemptions: 1 });
+    expect(reclaimed.preemptedUntil).toBeGreaterThanOrEqual(before + 60);
+    expect(reclaimed.preemptedUntil).toBeLessThanOrEqual(now() + 61);
+    expect(live.find((w) => w.id === "kept")).toMatchObject({ preempted: false, preemptedUntil: null });
+    await workers.preempted("kept", 0.5);
+    await sleep(1_100);
+    expect((await workers.live(30)).find((w) => w.id === "kept")).toMatchObject({ preempted: false, preemptedUntil: null });
+  });
+
   it.skipIf(skip)("adds a batch to the running totals once, as it ends, with its requests and its deadline", async () => {
     const { batches } = ports;
     const before = await batches.totals();

@@ -8,7 +8,7 @@ import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completionJsonl } from "../../testkit/workload.js";
-import { haveChromium, launchChromium } from "../helpers/browser.js";
+import { haveChromium, launchChromium, tableFit } from "../helpers/browser.js";
 import { createBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { writeKeysFile } from "../helpers/keys.js";
 import { scratchDir } from "../helpers/scratch.js";
@@ -122,6 +122,68 @@ describe.skipIf(!haveChromium)("the console with a keys file", () => {
     expect(await shown(own, "#b-owner")).toBe(false);
     await own.close();
   }, 60_000);
+
+  it("offers no action on a batch's page that has no batch, and says why: no key yet, another key's batch, an unknown id", async () => {
+    const BUTTONS = ["#b-dl-input", "#b-dl-output", "#b-dl-errors", "#b-retry", "#b-pause", "#b-resume", "#b-cancel"];
+    const noAction = async (page: Page) => {
+      for (const button of BUTTONS) expect(await shown(page, button), button).toBe(false);
+      expect(await page.locator("#b-action-result").innerText()).toBe("");
+    };
+    for (const width of [1280, 390]) {
+      const page = await browser.newPage({ viewport: { width, height: 900 } });
+      const errors: string[] = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      // No key yet: it asks for one, and the batch opens once it is given.
+      await page.goto(`${svc.baseUrl}/#batch/${ids.long}`);
+      await page.waitForSelector("#keyform.show");
+      await page.waitForSelector("#b-missing:not(.hidden)");
+      await noAction(page);
+      expect(await page.locator("#b-missing").innerText()).toMatch(
+        new RegExp(`An API key is needed[\\s\\S]*Enter the API key above to show batch ${ids.long}\\.`),
+      );
+      expect(await page.locator("#live").innerText()).toBe("waiting for an API key");
+      // Another key's batch: not found for that key, with the way back.
+      await page.fill("#key", auth["team-b"].authorization.slice("Bearer ".length));
+      await page.press("#key", "Enter");
+      await page.waitForFunction(() => /No such batch/.test(document.getElementById("b-missing")?.textContent ?? ""));
+      // The key's field went with its form: focus is on what it opened.
+      await page.waitForFunction(() => document.activeElement?.id === "b-missing-title");
+      await noAction(page);
+      expect(await page.locator("#b-missing").innerText()).toContain(`There is no batch ${ids.long} for this key`);
+      expect(await page.locator("#live").getAttribute("class")).toBe("on");
+      expect(await page.locator("#error").innerText()).toBe("");
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+      await page.screenshot({ path: path.join(SHOTS, `console-no-batch-${width}.png`) });
+      // Its own key opens it, with its actions.
+      await page.evaluate((k) => sessionStorage.setItem("obi-api-key", k), auth["team-a"].authorization.slice("Bearer ".length));
+      await page.reload();
+      await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.long);
+      expect(await shown(page, "#b-cancel")).toBe(true);
+      expect(await shown(page, "#b-missing")).toBe(false);
+      // An unknown id, from the keyboard: its link back to the list works.
+      await page.evaluate(() => {
+        location.hash = "#batch/batch_000000000000000000000000";
+      });
+      await page.waitForSelector("#b-missing:not(.hidden)");
+      await noAction(page);
+      await page.waitForFunction(() => document.activeElement?.id === "b-missing-title");
+      await page.keyboard.press("Tab");
+      await page.keyboard.press("Enter");
+      await page.waitForSelector(`tr.batch[data-id="${ids.long}"]`);
+      expect(errors).toEqual([]);
+      await page.close();
+    }
+  }, 60_000);
+
+  it("fits an admin's list, with its Key column, in 1,280 px", async () => {
+    const page = await open("ops");
+    await page.waitForSelector(`#batch-table.admin tr.batch[data-id="${ids.long}"]`);
+    const wrap = await tableFit(page.locator("#batches .table-wrap"));
+    expect(wrap.scroll).toBeLessThanOrEqual(wrap.client);
+    expect(wrap.narrowest).toBeLessThanOrEqual(wrap.client);
+    await page.locator("#batches").screenshot({ path: path.join(SHOTS, "console-admin-list-1280.png") });
+    await page.close();
+  });
 
   it("reads a `*` limit as each model's: the model's enqueued tokens against it", async () => {
     const page = await open("ops");

@@ -1,7 +1,7 @@
 // Headless Chromium for the browser tests (Debian's chromium, driven by playwright-core); the tests
 // skip where it is absent (CI installs it in .ci/run).
 import { existsSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, chromium, type Locator } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const haveChromium = existsSync(CHROMIUM);
@@ -20,5 +20,20 @@ export function launchChromium(args: readonly string[] = []): Promise<Browser> {
       "--no-first-run",
       ...args,
     ],
+  });
+}
+
+/**
+ * A table's wrapper (`.table-wrap`, which scrolls sideways when the table outgrows it): its width, the table's as laid
+ * out (`scroll`), and the table's at its narrowest (each column at its longest unbreakable content), which what the
+ * rows hold as they change cannot push further; `right`, the wrapper's right edge in the page.
+ */
+export function tableFit(wrap: Locator): Promise<{ client: number; scroll: number; narrowest: number; right: number }> {
+  return wrap.evaluate((e) => {
+    const table = e.querySelector("table") as HTMLTableElement;
+    table.style.width = "min-content";
+    const narrowest = table.getBoundingClientRect().width;
+    table.style.width = "";
+    return { client: e.clientWidth, scroll: e.scrollWidth, narrowest, right: e.getBoundingClientRect().right };
   });
 }
