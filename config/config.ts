@@ -83,6 +83,12 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
   webhookEndpoints({ ...cfg, keys });
+  // Keys asked for but none given: a deployment meant a closed API, so HOST away from loopback does not open it.
+  const asked = cfg.keysFile ? `KEYS_FILE ${cfg.keysFile}` : env.API_KEYS?.trim() ? "API_KEYS" : "";
+  if (asked && keys.length === 0 && cfg.host && !isLoopbackHost(cfg.host))
+    throw new ConfigError(
+      `invalid configuration: ${asked} holds no key, so the API would be open to whoever reaches HOST=${cfg.host}; add a key (npm run keys -- new <id>) or listen on 127.0.0.1`,
+    );
   if (cfg.requireApiKeys && keys.length === 0) {
     throw new ConfigError(
       "invalid configuration: REQUIRE_API_KEYS=true and neither API_KEYS nor KEYS_FILE gives a key (the API must not be open)",
@@ -118,6 +124,8 @@ function checkEnvNames(env: Env): void {
   if (problems.length > 0)
     throw new ConfigError(`invalid configuration: ${problems.join("; ")} (a variable meant for another program goes in ENV_NOT_SETTINGS)`);
 }
+
+export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
 
 /** A file is made absolute (against the working folder); a download's reference is kept as written. */
 const modelPathOf = (p: string) => (isRemoteModel(p) ? p.trim() : path.resolve(p));

@@ -14,7 +14,13 @@ if (command.kind === "usage") {
 } else if (command.kind === "help") {
   console.log(KEYS_USAGE);
 } else if (command.kind === "hash") {
-  process.stdout.write(`${sha256Hex(readFileSync(0, "utf8").trim())}\n`);
+  const secret = readFileSync(0, "utf8").trim();
+  // An empty secret (Ctrl-D at once, an empty pipe) would hash to a value that looks like any other.
+  if (!secret) {
+    console.error("npm run keys: hash: standard input holds no secret (npm run keys -- hash < secret-file)");
+    process.exit(2);
+  }
+  process.stdout.write(`${sha256Hex(secret)}\n`);
 } else {
   const secret = `sk-obi-${randomBytes(24).toString("base64url")}`;
   const entry = { id: command.id, sha256: sha256Hex(secret), ...command.fields };

@@ -13,14 +13,17 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "obi-keys-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function keys(...args: string[]) {
+  return keysWith("", ...args);
+}
+
+/** The CLI with `input` on its standard input. */
+async function keysWith(input: string, ...args: string[]) {
   try {
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", path.join(repoRoot, "scripts/keys.ts"), ...args],
-      {
-        cwd: repoRoot,
-      },
-    );
+    const run = promisify(execFile)(process.execPath, ["--import", "tsx", path.join(repoRoot, "scripts/keys.ts"), ...args], {
+      cwd: repoRoot,
+    });
+    run.child.stdin?.end(input);
+    const { stdout, stderr } = await run;
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -50,5 +53,13 @@ describe("npm run keys", () => {
     expect(stdout).toBe("");
     expect(stderr.trim().split("\n")).toEqual([expect.stringMatching(/^npm run keys: /)]);
     expect(stderr).toContain(`npm run keys: ${message} (usage: `);
+  });
+
+  it("hash prints a secret's sha256, and refuses an empty standard input (one line, exit 2)", async () => {
+    expect((await keysWith("sk-made-elsewhere\n", "hash")).stdout).toBe(`${sha256Hex("sk-made-elsewhere")}\n`);
+    const empty = await keysWith("\n", "hash");
+    expect(empty.code).toBe(2);
+    expect(empty.stdout).toBe("");
+    expect(empty.stderr.trim()).toBe("npm run keys: hash: standard input holds no secret (npm run keys -- hash < secret-file)");
   });
 });
