@@ -35,7 +35,7 @@ export interface EnvNames {
 function nearSetting(name: string, names: EnvNames, aliases: Map<string, string>): string | undefined {
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of [...names.settings, ...aliases.keys()]) {
+  for (const candidate of [...names.settings, ...READ_BESIDES, ...aliases.keys()]) {
     const d = distance(name, candidate);
     const within = Math.min(name.length, candidate.length) <= 4 ? 1 : 2;
     if (d <= within && d < bestDistance) [best, bestDistance] = [aliases.get(candidate) ?? candidate, d];
@@ -65,7 +65,7 @@ export function misspeltEnvNames(env: Record<string, string | undefined>, names:
     const prefix = name.split("_")[0];
     if (near) problems.push(`${raw} is not a setting (did you mean ${near}?)`);
     else if (name.includes("_") && prefixes.has(prefix)) {
-      const guess = nearestKey(name, [...names.settings, ...aliases.keys()]);
+      const guess = nearestKey(name, [...names.settings, ...READ_BESIDES, ...aliases.keys()]);
       const section = names.yaml.filter(({ key }) => key.startsWith(`${prefix.toLowerCase()}.`)).map(({ env: v }) => v);
       const of = [...new Set([...names.settings.filter((s) => s.startsWith(`${prefix}_`)), ...section])];
       const hint = guess ? `did you mean ${aliases.get(guess) ?? guess}?` : `the ${prefix}_ settings are ${of.join(", ")}`;

@@ -56,6 +56,10 @@ describe("loadConfig", () => {
         `invalid configuration: ENGINE_THREADS is not a setting (did you mean THREADS?)${SUFFIX}`,
       );
       expect(refusal({ HOSTT: "0.0.0.0" })).toBe(`invalid configuration: HOSTT is not a setting (did you mean HOST?)${SUFFIX}`);
+      // The variables read besides the settings are named too.
+      expect(refusal({ MODEL_CONFG: "x.yaml" })).toBe(
+        `invalid configuration: MODEL_CONFG is not a setting (did you mean MODEL_CONFIG?)${SUFFIX}`,
+      );
     });
 
     it("refuses a variable with a prefix settings share that names none of them, listing them", () => {
