@@ -70,7 +70,8 @@ Exit status: 0 when every line ran (failed requests are in the error file) or no
 run; 2 for input the runner cannot take, found before anything runs: bad flags or settings, a
 missing or invalid input file, a model the models file does not serve, an output of another
 file, a dataset job or dataset it refuses; 1 for an I/O failure or a fault while it runs (a
-model that cannot load, a dataset read over its memory or time bound); 130 when interrupted.`;
+model that cannot load, a dataset read over its memory or time bound, what a --remote server
+refuses or fails); 130 when interrupted.`;
 
 /** `x.jsonl` -> `x.errors.jsonl`; a URL keeps its query string (its path gets the suffix). */
 export function defaultErrorFile(output: string): string {
