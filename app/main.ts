@@ -3,7 +3,7 @@ import { createServer, type RequestListener, type Server } from "node:http";
 import os from "node:os";
 import type pino from "pino";
 import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
-import { type Config, ConfigError, checkPaths, loadConfig } from "../config/config.js";
+import { type Config, ConfigError, checkPaths, isLoopbackHost as isLoopback, loadConfig } from "../config/config.js";
 import { eachSetting, settingsHelp } from "../config/settings.js";
 import { parseServerArgs, SERVER_FLAGS_HELP } from "./args.js";
 import { createLogger } from "./logger.js";
@@ -182,8 +182,6 @@ async function listenFirst(config: Config, logger: pino.Logger, answer: RequestL
     ),
   );
 }
-
-const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
 
 main().catch((err) => {
   console.error("offline-batch-inference: failed to start:", err instanceof Error ? err.message : err);

@@ -3,6 +3,7 @@ import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
+import { misspeltEnvNames } from "./env-names.js";
 import { type ApiKey, loadKeys, ownerOfSecret } from "./keys.js";
 import { nearestKey, unknownKey } from "./known-keys.js";
 import { isRemoteModel, parseModelRef } from "./model-ref.js";
@@ -41,6 +42,7 @@ export function loadConfig(env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(`cannot read model config ${file}: ${(err as Error).message}`);
   }
+  checkEnvNames(env);
   const unknown = unknownYamlKeys(y);
   if (unknown.length > 0) throw new ConfigError(`invalid configuration: ${file}: ${unknown.join("; ")}`);
   const raw: Record<string, any> = {};
@@ -81,6 +83,12 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
   webhookEndpoints({ ...cfg, keys });
+  // Keys asked for but none given: a deployment meant a closed API, so HOST away from loopback does not open it.
+  const asked = cfg.keysFile ? `KEYS_FILE ${cfg.keysFile}` : env.API_KEYS?.trim() ? "API_KEYS" : "";
+  if (asked && keys.length === 0 && cfg.host && !isLoopbackHost(cfg.host))
+    throw new ConfigError(
+      `invalid configuration: ${asked} holds no key, so the API would be open to whoever reaches HOST=${cfg.host}; add a key (npm run keys -- new <id>) or listen on 127.0.0.1`,
+    );
   if (cfg.requireApiKeys && keys.length === 0) {
     throw new ConfigError(
       "invalid configuration: REQUIRE_API_KEYS=true and neither API_KEYS nor KEYS_FILE gives a key (the API must not be open)",
@@ -97,6 +105,27 @@ export function loadConfig(env: Env = process.env): Config {
     modelsFile: cfg.modelsFile ? path.resolve(cfg.modelsFile) : "",
   };
 }
+
+/**
+ * A variable spelt like a setting but none (KEY_FILE, MAX_QUEUE_DEPHT) is refused, naming the setting meant: ignored,
+ * it would leave the default in force, and for the keys an API open on whatever HOST says.
+ */
+function checkEnvNames(env: Env): void {
+  const settings = eachSetting().map(({ setting }) => setting);
+  const names = {
+    settings: settings.map((s) => s.env),
+    yaml: settings.flatMap((s) => (s.yaml ? [{ key: s.yaml, env: s.env }] : [])),
+  };
+  const allowed = String(env.ENV_NOT_SETTINGS ?? "")
+    .split(",")
+    .map((n) => n.trim())
+    .filter(Boolean);
+  const problems = misspeltEnvNames(env, names, allowed);
+  if (problems.length > 0)
+    throw new ConfigError(`invalid configuration: ${problems.join("; ")} (a variable meant for another program goes in ENV_NOT_SETTINGS)`);
+}
+
+export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
 
 /** A file is made absolute (against the working folder); a download's reference is kept as written. */
 const modelPathOf = (p: string) => (isRemoteModel(p) ? p.trim() : path.resolve(p));

@@ -41,7 +41,9 @@ const KeySchema = strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/, "must be the secret's sha256 in 64 lowercase hex digits (npm run keys -- new <name>)"),
   admin: z.boolean().default(false),
   weight: z.number().positive("must be above 0").max(1000, "must be at most 1000").default(1),
-  enqueued_token_limits: z.record(z.string().min(1), z.number().int().min(1, "must be a whole number >= 1")).default({}),
+  enqueued_token_limits: z
+    .record(z.string().min(1), z.number().int("must be a whole number >= 1").min(1, "must be a whole number >= 1"))
+    .default({}),
   file_storage_limit_bytes: z.number().int().min(1, "must be a whole number of bytes >= 1").default(FILE_STORAGE_DEFAULT_BYTES),
   webhook: strictObject({ url: z.string(), secret: z.string() }).optional(),
   stop_rules: strictObject({
@@ -91,6 +93,17 @@ export function loadKeys(apiKeys: readonly string[], keysFile: string): ApiKey[]
   return keys;
 }
 
+/**
+ * What is wrong with one entry of the keys file, each as `field: message` ("weight: must be above 0"), by the schema
+ * the start reads the file with: none when it loads. `npm run keys` checks what it prints with it.
+ */
+export function keyEntryProblems(entry: unknown): string[] {
+  const parsed = KeySchema.safeParse(entry);
+  if (!parsed.success) return parsed.error.issues.map((issue) => `${issue.path.join(".") || "entry"}: ${issue.message}`);
+  const url = parsed.data.webhook?.url;
+  return url !== undefined && !/^https?:\/\//.test(url) ? ["webhook.url: must be an http(s) URL"] : [];
+}
+
 function readKeysFile(file: string): ApiKey[] {
   let doc: unknown;
   try {
@@ -106,15 +119,14 @@ function readKeysFile(file: string): ApiKey[] {
   const problems: string[] = [];
   const keys: ApiKey[] = [];
   top.data.keys.forEach((entry, i) => {
-    const parsed = KeySchema.safeParse(entry);
     const name = (entry as { id?: unknown } | null)?.id;
     const where = `KEYS_FILE ${file}: keys[${i}]${typeof name === "string" ? ` (${name})` : ""}`;
-    if (!parsed.success) {
-      for (const issue of parsed.error.issues) problems.push(`${where}: ${issue.path.join(".") || "entry"}: ${issue.message}`);
+    const wrong = keyEntryProblems(entry);
+    if (wrong.length > 0) {
+      problems.push(...wrong.map((w) => `${where}: ${w}`));
       return;
     }
-    const k = parsed.data;
-    if (k.webhook && !/^https?:\/\//.test(k.webhook.url)) problems.push(`${where}: webhook.url: must be an http(s) URL`);
+    const k = KeySchema.parse(entry);
     keys.push({
       id: k.id,
       owner: ownerOfDigest(k.sha256),

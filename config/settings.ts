@@ -214,6 +214,13 @@ export const SETTINGS = {
     }),
     help: "pino level",
   }),
+  envNotSettings: setting({
+    env: "ENV_NOT_SETTINGS",
+    default: "",
+    schema: z.array(z.string().min(1)),
+    read: keyList,
+    help: "comma-separated variables of the environment meant for other programs though spelt like a setting (else the start is refused)",
+  }),
   engine: {
     gpu: setting({
       env: "GPU",

@@ -63,11 +63,15 @@ Options:
 ${DATASET_USAGE}
 
 Every line is validated first, exactly as POST /v1/batches does; an invalid file runs nothing
-and exits 1 with the line numbers of its problems. Other settings come from the same
+and exits 2 with the line numbers of its problems. Other settings come from the same
 environment variables and config/model_config.yaml as the server (GPU, PIPELINE_BATCH_SIZE, ...);
 LOG_LEVEL=warn hides the engine's start-up notes, LOG_FORMAT=json prints them as pino JSON.
-Exit status: 0 when every line ran (failed requests are in the error file), 1 for an invalid
-file or an I/O failure, 2 for bad flags, 130 when interrupted.`;
+Exit status: 0 when every line ran (failed requests are in the error file) or none was left to
+run; 2 for input the runner cannot take, found before anything runs: bad flags or settings, a
+missing or invalid input file, a model the models file does not serve, an output of another
+file, a dataset job or dataset it refuses; 1 for an I/O failure or a fault while it runs (a
+model that cannot load, a dataset read over its memory or time bound, what a --remote server
+refuses or fails); 130 when interrupted.`;
 
 /** `x.jsonl` -> `x.errors.jsonl`; a URL keeps its query string (its path gets the suffix). */
 export function defaultErrorFile(output: string): string {

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
-import { ConfigError, checkPaths, loadConfig } from "../../config/config.js";
+import { ConfigError, checkPaths, DEFAULT_MODEL_CONFIG as DEFAULT_CONFIG, loadConfig } from "../../config/config.js";
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -21,6 +21,74 @@ describe("loadConfig", () => {
     expect(loadConfig({ API_KEYS: "k1" }).host).toBe("0.0.0.0");
     expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
     expect(loadConfig({ API_KEYS: "k1", HOST: "127.0.0.1" }).host).toBe("127.0.0.1");
+  });
+
+  describe("a variable of the environment spelt like a setting but none", () => {
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return "started";
+    };
+    const SUFFIX = " (a variable meant for another program goes in ENV_NOT_SETTINGS)";
+
+    it("refuses the start, naming each one and the setting meant (the keys misspelt never leave the API open)", () => {
+      expect(
+        refusal({
+          HOST: "0.0.0.0",
+          KEY_FILE: "/tmp/keys.yaml",
+          API_KEY: "sk-x",
+          MODEL_PTH: "m.gguf",
+          MAX_QUEUE_DEPHT: "5",
+          ENGINE_THREDS: "1",
+        }),
+      ).toBe(
+        "invalid configuration: KEY_FILE is not a setting (did you mean KEYS_FILE?); API_KEY is not a setting (did you mean API_KEYS?); " +
+          "MODEL_PTH is not a setting (did you mean MODEL_PATH?); MAX_QUEUE_DEPHT is not a setting (did you mean MAX_QUEUE_DEPTH?); " +
+          `ENGINE_THREDS is not a setting (did you mean THREADS?)${SUFFIX}`,
+      );
+      expect(refusal({ keys_file: "/tmp/keys.yaml" })).toBe(
+        `invalid configuration: keys_file is not a setting (did you mean KEYS_FILE?)${SUFFIX}`,
+      );
+      expect(refusal({ ENGINE_THREADS: "2" })).toBe(
+        `invalid configuration: ENGINE_THREADS is not a setting (did you mean THREADS?)${SUFFIX}`,
+      );
+      expect(refusal({ HOSTT: "0.0.0.0" })).toBe(`invalid configuration: HOSTT is not a setting (did you mean HOST?)${SUFFIX}`);
+      // The variables read besides the settings are named too.
+      expect(refusal({ MODEL_CONFG: "x.yaml" })).toBe(
+        `invalid configuration: MODEL_CONFG is not a setting (did you mean MODEL_CONFIG?)${SUFFIX}`,
+      );
+    });
+
+    it("refuses a variable with a prefix settings share that names none of them, listing them", () => {
+      expect(refusal({ DATASET_X: "1" })).toBe(
+        "invalid configuration: DATASET_X is not a setting (the DATASET_ settings are DATASET_READS, DATASET_SCRATCH_MB, " +
+          `DATASET_READ_MEMORY_MB, DATASET_STEP_SECONDS)${SUFFIX}`,
+      );
+    });
+
+    it("leaves alone the system's variables, Kubernetes' service links, npm's, HF_ and HTTP_ ones, and what ENV_NOT_SETTINGS lists", () => {
+      const env = {
+        HOME: "/root",
+        PGPORT: "5432",
+        HOSTNAME: "pod-1",
+        npm_config_cache: "/tmp",
+        HF_HOME: "/hf",
+        HTTP_PROXY: "http://proxy:3128",
+        WORKER_PORT: "tcp://10.0.0.2:8000",
+        WORKER_SERVICE_HOST: "10.0.0.2",
+        WORKER_PORT_8000_TCP_ADDR: "10.0.0.2",
+        MODEL_CONFIG: DEFAULT_CONFIG,
+        LOG_FORMAT: "json",
+      };
+      expect(refusal(env)).toBe("started");
+      expect(refusal({ MAX_MEMORY: "1g", ENV_NOT_SETTINGS: "MAX_MEMORY" })).toBe("started");
+      expect(refusal({ MAX_MEMORY: "1g", ENV_NOT_SETTING: "MAX_MEMORY" })).toMatch(
+        /ENV_NOT_SETTING is not a setting \(did you mean ENV_NOT_SETTINGS\?\)/,
+      );
+    });
   });
 
   it("refuses to start open when REQUIRE_API_KEYS is set (a deployment whose secret lacks the keys)", () => {

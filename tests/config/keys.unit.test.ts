@@ -123,5 +123,14 @@ describe("the keys file", () => {
     expect(() => loadConfig({ KEYS_FILE: file(hook) })).toThrow(/KEYS_FILE: key a: webhook\.secret: must be whsec_/);
     const noKeys = file("keys: []\n");
     expect(() => loadConfig({ KEYS_FILE: noKeys, REQUIRE_API_KEYS: "true" })).toThrow(/neither API_KEYS nor KEYS_FILE gives a key/);
+    // Keys asked for but none given never open the API beyond loopback.
+    expect(() => loadConfig({ KEYS_FILE: noKeys, HOST: "0.0.0.0" })).toThrow(
+      `invalid configuration: KEYS_FILE ${noKeys} holds no key, so the API would be open to whoever reaches HOST=0.0.0.0; add a key (npm run keys -- new <id>) or listen on 127.0.0.1`,
+    );
+    expect(() => loadConfig({ API_KEYS: " , ", HOST: "::" })).toThrow(
+      /^invalid configuration: API_KEYS holds no key, so the API would be open/,
+    );
+    expect(loadConfig({ KEYS_FILE: noKeys }).host).toBe("127.0.0.1");
+    expect(loadConfig({ KEYS_FILE: noKeys, HOST: "127.0.0.1" }).keys).toEqual([]);
   });
 });

@@ -71,6 +71,26 @@ describe("configuration mistakes", () => {
     expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
   });
 
+  it("misspelt variables on every interface (KEY_FILE for KEYS_FILE): one line naming each and the setting meant, exit 1, never an open API", async () => {
+    const keys = path.join(dir, "keys.yaml");
+    writeFileSync(keys, "keys: []\n");
+    const { code, lines } = await failure({
+      HOST: "0.0.0.0",
+      KEY_FILE: keys,
+      API_KEY: "sk-x",
+      MODEL_PTH: "/nonexistent/model.gguf",
+      MAX_QUEUE_DEPHT: "5",
+      ENGINE_THREDS: "1",
+    });
+    expect(code).toBe(1);
+    expect(lines).toEqual([
+      "offline-batch-inference: invalid configuration: KEY_FILE is not a setting (did you mean KEYS_FILE?); API_KEY is not a setting " +
+        "(did you mean API_KEYS?); MODEL_PTH is not a setting (did you mean MODEL_PATH?); MAX_QUEUE_DEPHT is not a setting " +
+        "(did you mean MAX_QUEUE_DEPTH?); ENGINE_THREDS is not a setting (did you mean THREADS?) " +
+        "(a variable meant for another program goes in ENV_NOT_SETTINGS)",
+    ]);
+  });
+
   it("BATCH_DIR pointing at a file", async () => {
     const file = path.join(dir, "not-a-folder");
     writeFileSync(file, "x");

@@ -1,8 +1,9 @@
 // The runner's flags and its progress display (a fake clock; nothing here measures speed).
 import { describe, expect, it } from "vitest";
-import { defaultErrorFile, parseRunnerArgs } from "../../runner/args.js";
+import { defaultErrorFile, parseRunnerArgs, USAGE } from "../../runner/args.js";
 import { commandLine, portableOptions } from "../../runner/cli.js";
 import { createProgressReporter, formatDuration } from "../../runner/progress.js";
+import { USAGE_EXIT } from "../../runner/run-offline.js";
 
 const usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
 
@@ -72,6 +73,30 @@ function recorder(isTTY: boolean) {
   const out: string[] = [];
   return { stream: { isTTY, write: (t: string) => out.push(t) }, out };
 }
+
+describe("runner --help", () => {
+  /** Each status the help's "Exit status:" paragraph states, with what it says leads to it. */
+  const statuses = () => {
+    const paragraph = USAGE.slice(USAGE.indexOf("Exit status:")).replace(/\s+/g, " ");
+    return Object.fromEntries([...paragraph.matchAll(/(\d+) (?:for|when) ([^;]*)/g)].map((m) => [Number(m[1]), m[2]]));
+  };
+
+  it("states the exit statuses the runner returns: an invalid file, a missing one, bad flags or settings exit 2", () => {
+    const s = statuses();
+    expect(
+      Object.keys(s)
+        .map(Number)
+        .sort((a, b) => a - b),
+    ).toEqual([0, 1, USAGE_EXIT, 130]);
+    for (const input of ["bad flags or settings", "missing or invalid input file", "a model the models file does not serve"])
+      expect(s[USAGE_EXIT], input).toContain(input);
+    expect(s[1]).not.toMatch(/invalid|flag/);
+    expect(s[1]).toMatch(/I\/O failure/);
+    expect(s[0]).toMatch(/every line ran/);
+    expect(s[130]).toMatch(/interrupted/);
+    expect(USAGE.replace(/\s+/g, " ")).toContain(`an invalid file runs nothing and exits ${USAGE_EXIT} with the line numbers`);
+  });
+});
 
 describe("runner progress", () => {
   it("redraws one bar in place on a terminal, with rate and ETA", () => {

@@ -324,6 +324,12 @@ describe("npm run batch (the command line)", () => {
     const r = await cli(["-i", bad, "-o", path.join(dir, "cli-bad-out.jsonl")]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/line 1: invalid_json_line/);
+    // The help says what the runner does.
+    const said = help.stdout.replace(/\s+/g, " ");
+    expect(said).toContain(`an invalid file runs nothing and exits ${r.code} with the line numbers`);
+    expect(said).toMatch(
+      new RegExp(`; ${r.code} for input the runner cannot take, [^;]*bad flags or settings, a missing or invalid input file`),
+    );
     const missing = await cli(["-i", path.join(dir, "cli-nope.jsonl"), "-o", path.join(dir, "cli-nope-out.jsonl")]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^error: no such input file: .*cli-nope\.jsonl$/m);
@@ -458,7 +464,8 @@ describe("npm run batch (the command line)", () => {
     const empty = path.join(dir, "empty.gguf");
     writeFileSync(empty, "");
     const broken = await cli(["-i", input, "-o", out, "--model", empty]);
-    expect(broken.code, broken.stderr).not.toBe(0);
+    // A fault while it runs, as --help says: 1.
+    expect(broken.code, broken.stderr).toBe(1);
     expect(broken.stderr).toMatch(/GGUF/);
     expect(broken.stderr).not.toMatch(/MODEL_PATH/);
     expect(existsSync(out)).toBe(false);
