@@ -112,8 +112,9 @@ export class DatasetBatchService implements DatasetBatches {
     const adopt = (name: string, suffix: string) =>
       this.deps.files.adopt({ tmpPath: path.join(work, name), filename: `${base}.${suffix}`, purpose: "batch", owner: input.owner });
     const jobFile = await adopt("job.json", "dataset-job.json");
-    const linesFile = await adopt("requests.jsonl", "requests.jsonl");
+    let linesFile: { id: string } | undefined;
     try {
+      linesFile = await adopt("requests.jsonl", "requests.jsonl");
       // The last moment a create can still be called off whole: past it, the batch is recorded and answered.
       gone?.throwIfAborted();
       return await this.deps.batches.create({
@@ -125,7 +126,7 @@ export class DatasetBatchService implements DatasetBatches {
       });
     } catch (err) {
       // A batch refused (429, 503, a full disk) or a client gone leaves none of the files made for it behind.
-      for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
+      for (const id of [linesFile?.id, jobFile.id]) if (id) await this.deps.files.delete(id, input.owner).catch(() => undefined);
       throw err;
     }
   }

@@ -86,11 +86,11 @@ export const queueFull = (retryAfterSeconds: number, share?: { held: number; max
     retryAfterSeconds,
   );
 
-/** An upload past its key's file storage bound: OpenAI's 400 for an organization past its storage, per key. */
+/** Bytes past its key's file storage bound: OpenAI's 400 for an organization past its storage, per key. */
 export const storageQuotaExceeded = (limit: number, stored: number, adding: number) =>
   new InvalidRequestError(
     `You have exceeded your file storage quota: this API key's files are limited to ${limit.toLocaleString("en-US")} bytes ` +
-      `(stored: ${stored.toLocaleString("en-US")}; this upload: ${adding.toLocaleString("en-US")}). ` +
+      `(stored: ${stored.toLocaleString("en-US")}; this request: ${adding.toLocaleString("en-US")}). ` +
       "Please delete old files or attempt with a smaller file size.",
     "storage_quota_exceeded",
     null,
