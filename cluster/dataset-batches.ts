@@ -228,6 +228,9 @@ export class DatasetBatchService implements DatasetBatches {
           { where: job.where, duckdb: said.detail },
           "a dataset's where was refused; the client was told its clause and kind",
         );
+      // A job's own value at fault (not a row's) names the field as a bad job field does, whatever the rows hold.
+      if (said instanceof JobError && said.field)
+        throw new InvalidRequestError(asField(said.message), "invalid_dataset_job", asField(said.field));
       const param = said instanceof DatasetError && said.field ? asField(said.field) : undefined;
       throw new InvalidRequestError(said.message.replaceAll(job.input, filename), "invalid_dataset", param);
     }

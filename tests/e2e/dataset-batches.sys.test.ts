@@ -126,6 +126,11 @@ describe("dataset batches over HTTP", () => {
         "job.params.max_token",
       ],
       [
+        { ...base, job: { prompt: "{{id}}", where: "lang = 'en'", params: { temperature: "hot" } } },
+        /^job\.params\.temperature: Invalid 'temperature'/,
+        "job.params.temperature",
+      ],
+      [
         { ...base, job: { prompt: "{{id}}", params: { logprobs: true, top_logprobs: 3 } } },
         /^job\.params\.logprobs: the table has no column for log probabilities/,
         "job.params.logprobs",
