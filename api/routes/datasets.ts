@@ -13,7 +13,7 @@ import { ownBatchScope, ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { streamTo } from "../http/stream.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams, CreateBatchBody } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, CreateBatchBody, queryObject } from "../schemas/requests.js";
 import type { RouteModule } from "./route-module.js";
 
 const JobFields = z.record(z.string(), z.unknown(), { error: "job must be an object of a dataset job's fields" }).openapi({
@@ -36,7 +36,7 @@ export const CreateDatasetBatchBody = CreateBatchBody.pick({ input_file_id: true
     },
   });
 
-const TableQuery = z.object({
+const TableQuery = queryObject({
   format: z.enum(TABLE_FORMATS, { error: `format must be one of ${TABLE_FORMATS.join(", ")}` }).default("parquet"),
 });
 
