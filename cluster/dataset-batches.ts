@@ -162,11 +162,17 @@ export class DatasetBatchService implements DatasetBatches {
     work: string,
     gone?: AbortSignal,
   ): Promise<{ path: string; filename: string }> {
-    const stored = JSON.parse(await this.text(o.jobId, o.owner)) as StoredJob;
-    const filename = await this.download(o.inputId, o.owner, work);
+    // A file the table is made of that was deleted (or expired) is said as that, not as a parameter not found.
+    const needed = <T>(what: string, read: Promise<T>) =>
+      read.catch((err) => {
+        if (err instanceof NotFoundError) throw tableGone(batch, what);
+        throw err;
+      });
+    const stored = JSON.parse(await needed("job file", this.text(o.jobId, o.owner))) as StoredJob;
+    const filename = await needed("dataset file", this.download(o.inputId, o.owner, work));
     const output = path.join(work, "output.jsonl");
     const errors = path.join(work, "errors.jsonl");
-    await this.save(batch.output_file_id, o.owner, output);
+    await needed("output file", this.save(batch.output_file_id, o.owner, output, true));
     await this.save(batch.error_file_id, o.owner, errors);
     const earlier = await this.retried(batch, o.owner, work);
     const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${o.format}`;
@@ -300,9 +306,11 @@ export class DatasetBatchService implements DatasetBatches {
     return file.object.filename;
   }
 
-  private async save(id: string | null | undefined, owner: Owner, target: string): Promise<void> {
+  /** File `id` to `target` (none: an empty file); `required`, a file that was made and is gone is not found. */
+  private async save(id: string | null | undefined, owner: Owner, target: string, required = false): Promise<void> {
     if (!id) return writeFile(target, "");
     const file = await this.deps.files.open(id, owner);
+    if (!file && required) throw new NotFoundError("file", id);
     if (!file) return writeFile(target, "");
     await pipeline(file.content as Readable, createWriteStream(target));
   }
@@ -327,4 +335,15 @@ export class DatasetBatchService implements DatasetBatches {
       await rm(work, { recursive: true, force: true });
     }
   }
+}
+
+/** A dataset batch's table asked for once a file it is joined from has been deleted or has expired. */
+function tableGone(batch: Batch, what: string): InvalidRequestError {
+  const answers =
+    what === "output file" || !batch.output_file_id ? "" : ` Its answers are still in its output file, '${batch.output_file_id}'.`;
+  return new InvalidRequestError(
+    `Batch '${batch.id}' can no longer be joined back into its table: its ${what} has been deleted or has expired.${answers}`,
+    "input_gone",
+    null,
+  );
 }

@@ -115,8 +115,8 @@ export const ERROR_CATALOGUE = {
   input_gone: {
     ...request,
     action: "none",
-    how: "Submit the lines again as a new batch.",
-    when: "A retry is asked of a batch whose input file has expired or been deleted.",
+    how: "Submit the lines again as a new batch (a dataset batch's answers stay in its output file while it is kept).",
+    when: "A retry is asked of a batch whose input file has expired or been deleted, or a table of a dataset batch one of whose files (its dataset, its job, its output) has.",
   },
   upload_too_large: { ...request, when: "An upload's part would take its parts past the `bytes` the upload was created for." },
   upload_not_pending: { ...request, action: "none", when: "A part or a completion is sent to an upload that is completed or cancelled." },
