@@ -147,8 +147,8 @@ describe("an upload's parts", () => {
 
     const big = await create(2_500);
     expect((await part("teamD", big.id, 2_000)).status).toBe(200);
-    // 2,000 bytes of parts are held: a file of 1,000 more passes the bound of 3,000.
-    const refused = await upload("teamD", 1_000);
+    // 2,000 bytes of parts are held: a file of 1,500 more passes the bound of 3,000.
+    const refused = await upload("teamD", 1_500);
     expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
     expect(refused.error).toMatchObject(quotaError);
     const last = await part("teamD", big.id, 500);
