@@ -4,7 +4,7 @@ import { z } from "zod";
 import { endedAt, isFinal } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";
 import type { ApiError } from "./errors.js";
-import { messageBatchId, queryInt } from "./schemas/requests.js";
+import { messageBatchId, queryInt, queryObject } from "./schemas/requests.js";
 
 /** Routes answered in Anthropic's shapes (errors included). */
 export const ANTHROPIC_PREFIX = "/v1/messages";
@@ -19,16 +19,14 @@ export const isAnthropicRequest = (req: { path: string; get(name: string): strin
   ((req.path === "/v1/models" || req.path.startsWith("/v1/models/")) && req.get("anthropic-version") !== undefined);
 
 /** Anthropic's list paging: forward after `after_id`, back before `before_id`, `limit` 1..1000 (default 20). */
-export const AnthropicPageQuery = z
-  .object({
-    after_id: z.string().max(256).optional(),
-    before_id: z.string().max(256).optional(),
-    limit: queryInt("limit", { min: 1, max: 1000 }).default(20).openapi({ default: 20 }),
-  })
-  .refine((q) => q.after_id === undefined || q.before_id === undefined, {
-    path: ["before_id"],
-    message: "Give after_id or before_id, not both.",
-  });
+export const AnthropicPageQuery = queryObject({
+  after_id: z.string().max(256).optional(),
+  before_id: z.string().max(256).optional(),
+  limit: queryInt("limit", { min: 1, max: 1000 }).default(20).openapi({ default: 20 }),
+}).refine((q) => q.after_id === undefined || q.before_id === undefined, {
+  path: ["before_id"],
+  message: "Give after_id or before_id, not both.",
+});
 
 /** Anthropic's error types by HTTP status; its 5xx are api_error, and overloaded_error for a full or busy service. */
 function errorType(status: number): string {

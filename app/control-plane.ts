@@ -22,6 +22,7 @@ import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shar
 import type { FileRecords } from "../cluster/state-ports.js";
 import { ClusterStatus } from "../cluster/status.js";
 import { StopWatch } from "../cluster/stop-watch.js";
+import { StorageQuota } from "../cluster/storage-quota.js";
 import { SyncAccounts } from "../cluster/sync-accounts.js";
 import { SyncLanes } from "../cluster/sync-lanes.js";
 import { WorkerTargets } from "../cluster/sync-targets.js";
@@ -115,9 +116,12 @@ export async function buildControlPlane(deps: {
   const logger = deps.logger.child({ component: "cluster" });
   const id = processId(config);
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
-  const { batches, queue, workers, files, events: bus } = ports;
+  const { batches, queue, workers, events: bus } = ports;
   const webhooks = webhookTargets(config);
   const keys = new KeyRing(config.keys);
+  // Every file stored for a key, whatever made it, is held to the key's storage bound, and so are its uploads' parts.
+  const quota = new StorageQuota({ files: ports.files, limitOf: (owner) => keys.of(owner)?.fileStorageBytes });
+  const files = quota.guard(ports.files);
   // A killed process's scratch folder goes once it is stale: a few leases untouched, and never under a minute.
   const scratch = new ScratchSpace({
     root: path.dirname(scratchDir),
@@ -207,7 +211,9 @@ export async function buildControlPlane(deps: {
   });
   const uploads = new BlobUploads({
     blobs,
-    files,
+    // Its parts were counted as they came: completing them into a file adds nothing.
+    files: ports.files,
+    quota,
     scratchDir: path.join(scratchDir, "uploads"),
     maxFileBytes: config.maxFileBytes,
     now,

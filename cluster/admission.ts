@@ -216,7 +216,7 @@ export class Admission {
   /** The refusal (429 queue_full) of a batch the queue has no room for: full, or its key holding its share. */
   private async queueRefusal(owner: Owner): Promise<Error | undefined> {
     const room = queueRoom(await this.deps.batches.queuedByOwner(), owner, this.deps.limits.maxQueueDepth);
-    return room.admit ? undefined : queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS, room.share);
+    return room.admit ? undefined : queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS, room.share, room.full);
   }
 
   /** The batch's estimated tokens by the model that serves each line, and its key's limits on those models. */

@@ -112,8 +112,9 @@ export class DatasetBatchService implements DatasetBatches {
     const adopt = (name: string, suffix: string) =>
       this.deps.files.adopt({ tmpPath: path.join(work, name), filename: `${base}.${suffix}`, purpose: "batch", owner: input.owner });
     const jobFile = await adopt("job.json", "dataset-job.json");
-    const linesFile = await adopt("requests.jsonl", "requests.jsonl");
+    let linesFile: { id: string } | undefined;
     try {
+      linesFile = await adopt("requests.jsonl", "requests.jsonl");
       // The last moment a create can still be called off whole: past it, the batch is recorded and answered.
       gone?.throwIfAborted();
       return await this.deps.batches.create({
@@ -125,7 +126,7 @@ export class DatasetBatchService implements DatasetBatches {
       });
     } catch (err) {
       // A batch refused (429, 503, a full disk) or a client gone leaves none of the files made for it behind.
-      for (const id of [linesFile.id, jobFile.id]) await this.deps.files.delete(id, input.owner).catch(() => undefined);
+      for (const id of [linesFile?.id, jobFile.id]) if (id) await this.deps.files.delete(id, input.owner).catch(() => undefined);
       throw err;
     }
   }
@@ -161,11 +162,17 @@ export class DatasetBatchService implements DatasetBatches {
     work: string,
     gone?: AbortSignal,
   ): Promise<{ path: string; filename: string }> {
-    const stored = JSON.parse(await this.text(o.jobId, o.owner)) as StoredJob;
-    const filename = await this.download(o.inputId, o.owner, work);
+    // A file the table is made of that was deleted (or expired) is said as that, not as a parameter not found.
+    const needed = <T>(what: string, read: Promise<T>) =>
+      read.catch((err) => {
+        if (err instanceof NotFoundError) throw tableGone(batch, what);
+        throw err;
+      });
+    const stored = JSON.parse(await needed("job file", this.text(o.jobId, o.owner))) as StoredJob;
+    const filename = await needed("dataset file", this.download(o.inputId, o.owner, work));
     const output = path.join(work, "output.jsonl");
     const errors = path.join(work, "errors.jsonl");
-    await this.save(batch.output_file_id, o.owner, output);
+    await needed("output file", this.save(batch.output_file_id, o.owner, output, true));
     await this.save(batch.error_file_id, o.owner, errors);
     const earlier = await this.retried(batch, o.owner, work);
     const table = `${stored.filename.replace(/\.[^.]+$/, "")}.${o.format}`;
@@ -227,6 +234,9 @@ export class DatasetBatchService implements DatasetBatches {
           { where: job.where, duckdb: said.detail },
           "a dataset's where was refused; the client was told its clause and kind",
         );
+      // A job's own value at fault (not a row's) names the field as a bad job field does, whatever the rows hold.
+      if (said instanceof JobError && said.field)
+        throw new InvalidRequestError(asField(said.message), "invalid_dataset_job", asField(said.field));
       const param = said instanceof DatasetError && said.field ? asField(said.field) : undefined;
       throw new InvalidRequestError(said.message.replaceAll(job.input, filename), "invalid_dataset", param);
     }
@@ -296,9 +306,11 @@ export class DatasetBatchService implements DatasetBatches {
     return file.object.filename;
   }
 
-  private async save(id: string | null | undefined, owner: Owner, target: string): Promise<void> {
+  /** File `id` to `target` (none: an empty file); `required`, a file that was made and is gone is not found. */
+  private async save(id: string | null | undefined, owner: Owner, target: string, required = false): Promise<void> {
     if (!id) return writeFile(target, "");
     const file = await this.deps.files.open(id, owner);
+    if (!file && required) throw new NotFoundError("file", id);
     if (!file) return writeFile(target, "");
     await pipeline(file.content as Readable, createWriteStream(target));
   }
@@ -323,4 +335,15 @@ export class DatasetBatchService implements DatasetBatches {
       await rm(work, { recursive: true, force: true });
     }
   }
+}
+
+/** A dataset batch's table asked for once a file it is joined from has been deleted or has expired. */
+function tableGone(batch: Batch, what: string): InvalidRequestError {
+  const answers =
+    what === "output file" || !batch.output_file_id ? "" : ` Its answers are still in its output file, '${batch.output_file_id}'.`;
+  return new InvalidRequestError(
+    `Batch '${batch.id}' can no longer be joined back into its table: its ${what} has been deleted or has expired.${answers}`,
+    "input_gone",
+    null,
+  );
 }

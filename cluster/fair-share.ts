@@ -43,6 +43,8 @@ export interface QueueRoom {
   admit: boolean;
   /** Refused for its share: other keys' batches wait and this key holds `held` of the `keys` keys' equal shares. */
   share?: { held: number; max: number; keys: number };
+  /** Refused under its share, the queue full: `held` of its batches and `others` of the other keys' fill the `max` places. */
+  full?: { held: number; max: number; keys: number; others: number };
 }
 
 /**
@@ -64,5 +66,5 @@ export function queueRoom(queued: ReadonlyMap<string, number>, owner: Owner, max
   }
   if (held === 0) return { admit: true };
   if (keys > 1 && held >= Math.ceil(max / keys)) return { admit: false, share: { held, max, keys } };
-  return { admit: total < max };
+  return total < max ? { admit: true } : { admit: false, full: { held, max, keys, others: total - held } };
 }

@@ -4,7 +4,7 @@
 // Memory stays flat whatever the size. An upload is open for an hour; the maintenance removes what is left of it.
 import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -14,6 +14,7 @@ import type { Upload, UploadPart } from "../domain/objects.js";
 import type { ExpiresAfter, Owner, UploadStore } from "../domain/ports.js";
 import { type BlobStore, concatenated } from "../stores/blob-store.js";
 import type { FileRecords } from "./state-ports.js";
+import type { StorageQuota } from "./storage-quota.js";
 
 /** OpenAI's: an upload is open for an hour (the route bounds a part to 64 MB while it streams). */
 export const UPLOAD_SECONDS = 3600;
@@ -42,6 +43,8 @@ export interface BlobUploadsDeps {
   scratchDir: string;
   maxFileBytes: number;
   now: () => number;
+  /** The keys' bounds on what is stored for them: an upload's declared bytes, then each part, count against it. */
+  quota?: StorageQuota;
 }
 
 export class BlobUploads implements UploadStore {
@@ -53,7 +56,9 @@ export class BlobUploads implements UploadStore {
    */
   private readonly changing = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly deps: BlobUploadsDeps) {}
+  constructor(private readonly deps: BlobUploadsDeps) {
+    if (deps.quota) deps.quota.partsOf = (owner) => this.openPartBytes(owner);
+  }
 
   private inTurn<T>(id: string, change: () => Promise<T>): Promise<T> {
     const before = this.changing.get(id) ?? Promise.resolve();
@@ -94,15 +99,50 @@ export class BlobUploads implements UploadStore {
       status: "pending",
       file: null,
     };
-    await this.write({ upload, owner: input.owner, expiresAfter: input.expiresAfter });
+    const write = () => this.write({ upload, owner: input.owner, expiresAfter: input.expiresAfter });
+    await (this.deps.quota ? this.deps.quota.within(input.owner, input.bytes, write) : write());
     return upload;
   }
 
-  async addPart(id: string, owner: Owner, tmpPath: string): Promise<UploadPart> {
-    const record = await this.pending(id, owner);
-    const part = newPartId();
-    await this.deps.blobs.putFile(partKey(id, part), tmpPath);
-    return { id: part, object: "upload.part", created_at: this.deps.now(), upload_id: record.upload.id };
+  /**
+   * A part is refused when it takes its upload past the bytes the upload declared (its completion could only fail)
+   * or its key past its storage bound; one upload's parts take turns, so two at once cannot both pass.
+   */
+  addPart(id: string, owner: Owner, tmpPath: string): Promise<UploadPart> {
+    return this.inTurn(id, async () => {
+      const record = await this.pending(id, owner);
+      const { size } = await stat(tmpPath);
+      const held = await this.partBytes(id);
+      if (held + size > record.upload.bytes)
+        throw new InvalidRequestError(
+          `This part of ${size} bytes would take upload '${id}' to ${held + size} bytes; it was created for ${record.upload.bytes}.`,
+          "upload_too_large",
+          "data",
+        );
+      const part = newPartId();
+      const put = () => this.deps.blobs.putFile(partKey(id, part), tmpPath);
+      await (this.deps.quota ? this.deps.quota.within(owner, size, put) : put());
+      return { id: part, object: "upload.part", created_at: this.deps.now(), upload_id: record.upload.id };
+    });
+  }
+
+  /** The bytes the parts of upload `id` hold. */
+  private async partBytes(id: string): Promise<number> {
+    const keys = await this.deps.blobs.list(`${ROOT}${id}/parts/`);
+    const sizes = await Promise.all(keys.map((k) => this.deps.blobs.size(k)));
+    return sizes.reduce((n: number, s) => n + (s ?? 0), 0);
+  }
+
+  /** The bytes the parts of `owner`'s uploads still open hold (what its storage bound counts besides its files). */
+  private async openPartBytes(owner: Owner): Promise<number> {
+    let total = 0;
+    for (const key of await this.deps.blobs.list(ROOT)) {
+      if (!key.endsWith("/upload.json")) continue;
+      const record = await this.read(key.slice(ROOT.length, -"/upload.json".length));
+      if (record?.owner !== owner || record.upload.status !== "pending" || record.upload.expires_at <= this.deps.now()) continue;
+      total += await this.partBytes(record.upload.id);
+    }
+    return total;
   }
 
   complete(id: string, owner: Owner, input: { part_ids: string[]; md5?: string }): Promise<Upload> {

@@ -228,10 +228,14 @@ function checkBody(job: Job, body: Record<string, unknown>, where: string): void
     parseRequest(job.endpoint, body);
   } catch (err) {
     if (!(err instanceof RequestError)) throw err;
-    const column = err.param ? job.paramsFrom[err.param.split(/[.[]/)[0]] : undefined;
+    const top = err.param?.split(/[.[]/)[0];
+    const column = top ? job.paramsFrom[top] : undefined;
     // A misspelt key of a body template (or of a preprocess module's body) is named with the nearest, as params' are.
     const near = err.code === "unknown_parameter" && err.param ? nearestKey(err.param, parametersOf(job.endpoint)) : undefined;
     const said = near ? `${err.message.replace(/\.$/, "")} (did you mean '${near}'?)` : err.message;
+    // A value the job itself gives, the same in every row, is the job's fault, not the row's.
+    if (top && !column && top in job.params && !JSON.stringify(job.params[top]).includes("{{"))
+      throw new JobError(`params.${top}: ${said}`, `params.${top}`);
     throw new DatasetError(`${where}${column ? `, column '${column}'` : ""}: ${said}`);
   }
   for (const key of Object.keys(body)) {

@@ -75,22 +75,45 @@ export const noWorkerLive = (retryAfterSeconds: number) =>
     retryAfterSeconds,
   );
 
-/** The queue is full, or (`share`) the asking key holds its share of it while other keys' batches wait. */
-export const queueFull = (retryAfterSeconds: number, share?: { held: number; max: number; keys: number }) =>
+/** Why a key's batch finds the queue full: what fills its places, and whose (queueFull). */
+export interface QueueFullness {
+  held: number;
+  max: number;
+  keys: number;
+  /** The other keys' batches waiting. */
+  others: number;
+}
+
+/** The queue is full (`full`: what fills it), or (`share`) the asking key holds its share while other keys' batches wait. */
+export const queueFull = (retryAfterSeconds: number, share?: { held: number; max: number; keys: number }, full?: QueueFullness) =>
   new UnavailableError(
     share
       ? `The batch queue holds this key's share of it: ${share.held} of its ${share.max} places, while ${share.keys} keys have ` +
           "batches waiting; another key's batch is still admitted. Retry once some of this key's batches have started."
-      : "The batch queue is full; retry later.",
+      : full
+        ? fullQueue(full)
+        : "The batch queue is full; retry later.",
     "queue_full",
     retryAfterSeconds,
   );
 
-/** An upload past its key's file storage bound: OpenAI's 400 for an organization past its storage, per key. */
+/** A full queue said as the share rule sees it: this key under its share, the rest of the places other keys'. */
+function fullQueue(f: QueueFullness): string {
+  if (f.keys === 1)
+    return `The batch queue is full: this key's own ${f.held} batches waiting to start fill its ${f.max} places. Retry once some have started.`;
+  const share = Math.ceil(f.max / f.keys);
+  return (
+    `The batch queue is full: of its ${f.max} places, this key's batches hold ${f.held}, under its share of ${share} while ` +
+    `${f.keys} keys have batches waiting, and other keys' batches hold ${f.others}. A key at its share is refused more while ` +
+    "others wait, so a place freed (a batch starting) goes to a key under its share, this one among them: retry shortly."
+  );
+}
+
+/** Bytes past its key's file storage bound: OpenAI's 400 for an organization past its storage, per key. */
 export const storageQuotaExceeded = (limit: number, stored: number, adding: number) =>
   new InvalidRequestError(
     `You have exceeded your file storage quota: this API key's files are limited to ${limit.toLocaleString("en-US")} bytes ` +
-      `(stored: ${stored.toLocaleString("en-US")}; this upload: ${adding.toLocaleString("en-US")}). ` +
+      `(stored: ${stored.toLocaleString("en-US")}; this request: ${adding.toLocaleString("en-US")}). ` +
       "Please delete old files or attempt with a smaller file size.",
     "storage_quota_exceeded",
     null,

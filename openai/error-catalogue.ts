@@ -79,8 +79,8 @@ export const ERROR_CATALOGUE = {
   },
   storage_quota_exceeded: {
     ...request,
-    when: "An upload would take its key's stored files past the keys file's `file_storage_limit_bytes` (10 GiB unless set); deleted and expired files count no more.",
-    how: "Delete files you no longer need (or let them expire), or upload a smaller file.",
+    when: "Bytes stored for a key (an upload or one of its parts, an inline or Anthropic batch's lines, a retry's or a dataset job's files) would take what it holds past the keys file's `file_storage_limit_bytes` (10 GiB unless set); deleted and expired files, and uploads completed, cancelled or expired, count no more.",
+    how: "Delete files you no longer need (or let them expire), or send less.",
   },
   file_too_large: { ...request, status: 413, when: "An uploaded file is larger than `MAX_FILE_BYTES`." },
   unsupported_media_type: {
@@ -115,9 +115,10 @@ export const ERROR_CATALOGUE = {
   input_gone: {
     ...request,
     action: "none",
-    how: "Submit the lines again as a new batch.",
-    when: "A retry is asked of a batch whose input file has expired or been deleted.",
+    how: "Submit the lines again as a new batch (a dataset batch's answers stay in its output file while it is kept).",
+    when: "A retry is asked of a batch whose input file has expired or been deleted, or a table of a dataset batch one of whose files (its dataset, its job, its output) has.",
   },
+  upload_too_large: { ...request, when: "An upload's part would take its parts past the `bytes` the upload was created for." },
   upload_not_pending: { ...request, action: "none", when: "A part or a completion is sent to an upload that is completed or cancelled." },
 
   // Who may ask.

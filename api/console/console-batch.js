@@ -67,7 +67,7 @@ export async function refreshBatch(id) {
   showShards(d, n, Boolean(refused));
   showWebhook(d.webhook);
   showLineErrors(d, n, Boolean(refused));
-  await showFirst(b, c.completed);
+  await showFirst(b, c.completed, d.own !== false);
   showActions(d, c.completed);
 }
 
@@ -278,8 +278,8 @@ function showLineErrors(d, n, refused) {
 }
 
 /**
- * The buttons this key can use on the batch. An admin reads every key's batches and may pause, resume and read the
- * results of any; cancelling, retrying and the files are the batch's own key's, so on another key's batch those
+ * The buttons this key can use on the batch. An admin reads every key's batches and may pause and resume any;
+ * cancelling, retrying, the results and the files are the batch's own key's, so on another key's batch those
  * buttons are gone and the page says whose it is.
  * @param {Inspection} d
  * @param {number} completed
@@ -302,12 +302,12 @@ function showActions(d, completed) {
   $("b-pause").classList.toggle("hidden", !open || pausedNow(b));
   $("b-resume").classList.toggle("hidden", !open || !pausedNow(b));
   $("b-retry").disabled = !ended || !b.request_counts?.failed;
-  for (const id of ["b-dl-input", "b-dl-errors", "b-cancel", "b-retry"]) $(id).classList.toggle("hidden", !own);
+  for (const id of ["b-dl-input", "b-dl-output", "b-dl-errors", "b-cancel", "b-retry"]) $(id).classList.toggle("hidden", !own);
   $("b-owner").classList.toggle("hidden", own);
   $("b-owner").textContent = own
     ? ""
     : `This batch is ${d.api_key_id ? `key ${d.api_key_id}'s` : "another key's"}. As an admin you may read it, pause and ` +
-      "resume it and download its results; only its own key can cancel or retry it or download its input and error files.";
+      "resume it; only its own key can cancel or retry it or read its results (its output, error and input files, its table).";
 }
 
 /**
@@ -330,8 +330,12 @@ function showReason(b, refused) {
  * The batch's first output lines (read once there are more than shown, until FIRST are).
  * @param {import("./console-api.js").Batch} b
  * @param {number} completed
+ * @param {boolean} own
  */
-async function showFirst(b, completed) {
+async function showFirst(b, completed, own) {
+  // Another key's results are its own: an admin reading the batch is shown none of them.
+  $("b-first-card").classList.toggle("hidden", !own);
+  if (!own) return;
   if (first.id !== b.id) first = { id: b.id, lines: [] };
   if (first.lines.length < FIRST && completed > first.lines.length) {
     const res = await fetch(`v1/batches/${encodeURIComponent(b.id)}/output?limit=${FIRST}`, { cache: "no-store", headers: auth() });
@@ -451,10 +455,10 @@ const batchPath = (id) => `v1/batches/${encodeURIComponent(id)}`;
 $("b-dl-input").addEventListener("click", () =>
   act((d) => download(d.batch.input_file_id, d.input_filename || `${d.batch.id}_input.jsonl`)),
 );
-// Another key's output file is its key's; the output route serves its lines to an admin, ended or not.
+// Ended, the output file; while it runs, the output route's lines so far (both the batch's own key's).
 $("b-dl-output").addEventListener("click", () =>
   act((d) =>
-    FINAL.includes(d.batch.status) && d.own !== false
+    FINAL.includes(d.batch.status)
       ? download(d.batch.output_file_id, `${d.batch.id}_output.jsonl`)
       : save(`${batchPath(d.batch.id)}/output`, `${d.batch.id}_output${FINAL.includes(d.batch.status) ? "" : "_so_far"}.jsonl`),
   ),

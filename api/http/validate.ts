@@ -24,6 +24,8 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
     (issue.code === "invalid_type" || issue.code === "invalid_value") &&
     valueAt(input, issue.path) === undefined;
   if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
+  // A refusal that says it all itself (a query parameter the route does not take).
+  if (issue.code === "custom" && issue.params?.whole) return badRequest(issue.message, param);
   return badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
 }
 

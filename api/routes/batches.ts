@@ -97,7 +97,8 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
   router.get("/v1/batches/:batch_id/output", async (req, res) => {
     const id = batchId(req.params.batch_id);
     const q = parseRequest(OutputQuery, req.query);
-    const read = await batches.output(id, readScope(res, undefined, deps.organization), q);
+    // An admin reads every key's batches, but their results stay their own key's (as /results and their files do).
+    const read = await batches.output(id, await ownBatchScope(batches, res, id, "read the results of"), q);
     if (!read) throw notFound("batch", id);
     res.setHeader("x-output-committed", String(read.committed));
     res.setHeader("x-output-through", String(read.through));

@@ -19,7 +19,7 @@ import { notFound } from "../errors.js";
 import { ownerFrom, readScope } from "../http/auth.js";
 import { errorResponses, keyedRoute, openRoute } from "../http/openapi-paths.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams, queryInt, unknownFields } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, queryInt, queryObject } from "../schemas/requests.js";
 import type { RouteModule } from "./route-module.js";
 import { poolsVisibleTo } from "./status.js";
 
@@ -61,18 +61,15 @@ export interface ConsoleDeps {
   organization?: Pick<Organization, "ownerOf">;
 }
 
-export const ConsoleBatchesQuery = z.strictObject(
-  {
-    status: z.enum(BATCH_STATUSES, { error: `status must be one of ${BATCH_STATUSES.join(", ")}` }).optional(),
-    model: z.string().max(256).optional(),
-    q: z.string().max(256).optional(),
-    after: z.string().regex(BATCH_ID_PATTERN, "after must be a batch id").optional(),
-    limit: queryInt("limit", { min: 1, max: 100 }).default(50).openapi({ default: 50 }),
-    /** An admin key's filter: this key's batches only (an admin's list holds every key's). */
-    api_key_id: z.string().min(1).max(64).optional(),
-  },
-  unknownFields("query parameter"),
-);
+export const ConsoleBatchesQuery = queryObject({
+  status: z.enum(BATCH_STATUSES, { error: `status must be one of ${BATCH_STATUSES.join(", ")}` }).optional(),
+  model: z.string().max(256).optional(),
+  q: z.string().max(256).optional(),
+  after: z.string().regex(BATCH_ID_PATTERN, "after must be a batch id").optional(),
+  limit: queryInt("limit", { min: 1, max: 100 }).default(50).openapi({ default: 50 }),
+  /** An admin key's filter: this key's batches only (an admin's list holds every key's). */
+  api_key_id: z.string().min(1).max(64).optional(),
+});
 
 /** The console's static files: open, since a browser fetches them before it has asked for a key. */
 export function consoleAssetsRouter(): Router {

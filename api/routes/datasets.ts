@@ -8,11 +8,12 @@ import { type Response, Router } from "express";
 import { z } from "zod";
 import { ClientGoneError, type DatasetBatches, TABLE_FORMATS } from "../../domain/dataset-batches.js";
 import { BatchSchema } from "../../domain/objects.js";
-import { ownerFrom } from "../http/auth.js";
+import type { BatchService } from "../../domain/ports.js";
+import { ownBatchScope, ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
 import { streamTo } from "../http/stream.js";
 import { parseId, parseRequest } from "../http/validate.js";
-import { BATCH_ID_PATTERN, BatchIdParams, CreateBatchBody } from "../schemas/requests.js";
+import { BATCH_ID_PATTERN, BatchIdParams, CreateBatchBody, queryObject } from "../schemas/requests.js";
 import type { RouteModule } from "./route-module.js";
 
 const JobFields = z.record(z.string(), z.unknown(), { error: "job must be an object of a dataset job's fields" }).openapi({
@@ -35,7 +36,7 @@ export const CreateDatasetBatchBody = CreateBatchBody.pick({ input_file_id: true
     },
   });
 
-const TableQuery = z.object({
+const TableQuery = queryObject({
   format: z.enum(TABLE_FORMATS, { error: `format must be one of ${TABLE_FORMATS.join(", ")}` }).default("parquet"),
 });
 
@@ -51,7 +52,7 @@ function clientGone(res: Response): AbortSignal {
   return gone.signal;
 }
 
-export function datasetsRouter(datasets: DatasetBatches): Router {
+export function datasetsRouter(datasets: DatasetBatches, batches: Pick<BatchService, "get">): Router {
   const router = Router();
 
   router.post("/v1/dataset_batches", async (req, res) => {
@@ -68,8 +69,10 @@ export function datasetsRouter(datasets: DatasetBatches): Router {
   router.get("/v1/batches/:batch_id/table", async (req, res) => {
     const id = parseId("batch", BATCH_ID_PATTERN, req.params.batch_id);
     const { format } = parseRequest(TableQuery, req.query);
+    // The table holds the batch's answers: its own key's, as its results are, even for an admin who reads the batch.
+    const owner = await ownBatchScope(batches, res, id, "download the table of");
     const gone = clientGone(res);
-    const table = await datasets.table(id, ownerFrom(res), format, gone).catch((err) => {
+    const table = await datasets.table(id, owner, format, gone).catch((err) => {
       if (err instanceof ClientGoneError) return undefined;
       throw err;
     });
@@ -129,6 +132,6 @@ export function registerDatasetsPaths(r: OpenAPIRegistry): void {
 
 export const datasetsRoutes: RouteModule = {
   source: import.meta.url,
-  router: (d) => (d.datasets ? datasetsRouter(d.datasets) : undefined),
+  router: (d) => (d.datasets ? datasetsRouter(d.datasets, d.batches) : undefined),
   paths: registerDatasetsPaths,
 };

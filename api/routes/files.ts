@@ -1,14 +1,13 @@
 // /v1/files: upload, list, retrieve, download, delete. Parsing here, decisions in the FileStore.
 import path from "node:path";
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
-import { Router } from "express";
+import { type Response, Router } from "express";
 import { FileDeletedSchema, FileObjectSchema, listOf } from "../../domain/objects.js";
 import type { FileStore } from "../../domain/ports.js";
-import { notFound } from "../errors.js";
-import { keyOf, ownerFrom } from "../http/auth.js";
+import { forbidden, notFound } from "../errors.js";
+import { isAdmin, ownerFrom } from "../http/auth.js";
 import { listObject } from "../http/list.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
-import { withinStorage } from "../http/storage-quota.js";
 import { streamTo } from "../http/stream.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
@@ -44,15 +43,14 @@ export function filesRouter(deps: FilesRouteDeps): Router {
     const tmpPath = req.file?.path;
     try {
       const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose, expires_after: req.body?.expires_after });
-      const object = await withinStorage(files, keyOf(res), form.file.size, () =>
-        files.adopt({
-          tmpPath: form.file.path,
-          filename: cleanFilename(form.file.originalname),
-          purpose: form.purpose,
-          owner: ownerFrom(res),
-          expiresAfter: form.expires_after,
-        }),
-      );
+      // The file store holds it to its key's storage bound (cluster/storage-quota.ts).
+      const object = await files.adopt({
+        tmpPath: form.file.path,
+        filename: cleanFilename(form.file.originalname),
+        purpose: form.purpose,
+        owner: ownerFrom(res),
+        expiresAfter: form.expires_after,
+      });
       res.json(object);
     } catch (err) {
       // A rejected upload must not linger in the temp dir; adopt moved it away if it succeeded.
@@ -67,17 +65,33 @@ export function filesRouter(deps: FilesRouteDeps): Router {
     res.json(listObject(page));
   });
 
+  /**
+   * The 404 for a file this key does not have; an admin, who reads every key's batches and so sees their files'
+   * ids, is told instead that another key's files (its inputs and results alike) stay that key's.
+   */
+  const missing = async (res: Response, id: string, action: string) => {
+    if (isAdmin(res)) {
+      const other = await files.open(id, undefined);
+      other?.content.destroy();
+      if (other)
+        return forbidden(
+          `An admin key reads every key's batches but may ${action} only its own files: file '${id}' belongs to another key.`,
+        );
+    }
+    return notFound("file", id);
+  };
+
   router.get("/v1/files/:file_id", async (req, res) => {
     const id = fileId(req.params.file_id);
     const stored = await files.get(id, ownerFrom(res));
-    if (!stored) throw notFound("file", id);
+    if (!stored) throw await missing(res, id, "retrieve");
     res.json(stored.object);
   });
 
   router.get("/v1/files/:file_id/content", async (req, res) => {
     const id = fileId(req.params.file_id);
     const file = await files.open(id, ownerFrom(res));
-    if (!file) throw notFound("file", id);
+    if (!file) throw await missing(res, id, "download");
     res.attachment(file.object.filename);
     res.set({ "Content-Type": contentType(file.object.filename), "Content-Length": String(file.size) });
     await streamTo(res, file.content);
@@ -85,7 +99,7 @@ export function filesRouter(deps: FilesRouteDeps): Router {
 
   router.delete("/v1/files/:file_id", async (req, res) => {
     const id = fileId(req.params.file_id);
-    if (!(await files.delete(id, ownerFrom(res)))) throw notFound("file", id);
+    if (!(await files.delete(id, ownerFrom(res)))) throw await missing(res, id, "delete");
     res.json({ id, object: "file" as const, deleted: true });
   });
 

@@ -4,10 +4,9 @@ import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
 import { UploadPartSchema, UploadSchema } from "../../domain/objects.js";
-import type { FileStore, UploadStore } from "../../domain/ports.js";
-import { keyOf, ownerFrom } from "../http/auth.js";
+import type { UploadStore } from "../../domain/ports.js";
+import { ownerFrom } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
-import { withinStorage } from "../http/storage-quota.js";
 import { acceptUpload, discardUpload } from "../http/upload.js";
 import { parseId, parseRequest } from "../http/validate.js";
 import { CompleteUploadBody, CreateUploadBody, UPLOAD_ID_PATTERN, UploadIdParams } from "../schemas/requests.js";
@@ -17,24 +16,22 @@ import type { RouteModule } from "./route-module.js";
 /** OpenAI's bound on one part. */
 export const MAX_PART_BYTES = 64 * 1024 * 1024;
 
-export function uploadsRouter(deps: { uploads: UploadStore; files: FileStore; batchDir: string }): Router {
+export function uploadsRouter(deps: { uploads: UploadStore; batchDir: string }): Router {
   const { uploads } = deps;
   const router = Router();
   const uploadId = (id: unknown) => parseId("upload", UPLOAD_ID_PATTERN, id);
 
   router.post("/v1/uploads", async (req, res) => {
     const body = parseRequest(CreateUploadBody, req.body ?? {});
-    // Checked by the bytes it declares (its completion must bring exactly those) against the key's stored files.
-    const created = await withinStorage(deps.files, keyOf(res), body.bytes, () =>
-      uploads.create({
-        filename: cleanFilename(body.filename),
-        purpose: body.purpose,
-        bytes: body.bytes,
-        mime_type: body.mime_type,
-        owner: ownerFrom(res),
-        expiresAfter: body.expires_after,
-      }),
-    );
+    // Checked by the bytes it declares against the key's storage bound, and each part again as it comes.
+    const created = await uploads.create({
+      filename: cleanFilename(body.filename),
+      purpose: body.purpose,
+      bytes: body.bytes,
+      mime_type: body.mime_type,
+      owner: ownerFrom(res),
+      expiresAfter: body.expires_after,
+    });
     res.json(created);
   });
 
@@ -119,6 +116,6 @@ export function registerUploadsPaths(r: OpenAPIRegistry): void {
 
 export const uploadsRoutes: RouteModule = {
   source: import.meta.url,
-  router: (d) => d.uploads && uploadsRouter({ uploads: d.uploads, files: d.files, batchDir: d.config.batchDir }),
+  router: (d) => d.uploads && uploadsRouter({ uploads: d.uploads, batchDir: d.config.batchDir }),
   paths: registerUploadsPaths,
 };

@@ -2,6 +2,7 @@
 // so what is accepted and what is documented cannot drift apart.
 import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
+import { nearestKey } from "../../config/known-keys.js";
 import { BATCH_ENDPOINTS, METADATA_DESCRIPTION, METADATA_LIMITS } from "../../domain/objects.js";
 import { InlineBatchBodySchema } from "../../pipeline/inline.js";
 
@@ -68,12 +69,32 @@ export const queryInt = (name: string, { min, max }: { min: number; max?: number
     .openapi({ type: "integer", minimum: min, ...(max === undefined ? {} : { maximum: max }) });
 };
 
+/**
+ * A query string's schema: a parameter the route does not take is refused, naming it (`param`) and the nearest it
+ * does take, as the usage routes do, rather than ignored (`?limt=2` answering 20 batches).
+ */
+export function queryObject<T extends z.core.$ZodLooseShape>(shape: T) {
+  const valid = Object.keys(shape);
+  return z.looseObject(shape).superRefine((q, ctx) => {
+    for (const key of Object.keys(q)) {
+      if (valid.includes(key)) continue;
+      const near = nearestKey(key, valid);
+      ctx.addIssue({
+        code: "custom",
+        path: [key],
+        params: { whole: true },
+        message: `Unknown parameter: '${key}'${near ? ` (did you mean '${near}'?)` : ""}. This endpoint takes ${valid.join(", ")}.`,
+      });
+    }
+  });
+}
+
 const pageLimit = (max: number, dflt: number) =>
   queryInt("limit", { min: 1, max })
     .default(dflt)
     .openapi({ description: `How many objects to return, 1 to ${max}.`, default: dflt, example: Math.min(dflt, 20) });
 
-export const ListFilesQuery = z.object({
+export const ListFilesQuery = queryObject({
   after: cursor,
   limit: pageLimit(MAX_FILES_PAGE, MAX_FILES_PAGE),
   order: z
@@ -83,7 +104,7 @@ export const ListFilesQuery = z.object({
   purpose: z.string().max(64).optional().openapi({ description: "Only files with this purpose.", example: "batch" }),
 });
 
-export const ListBatchesQuery = z.object({
+export const ListBatchesQuery = queryObject({
   after: cursor,
   limit: pageLimit(MAX_BATCHES_PAGE, 20),
   api_key_id: z
@@ -93,7 +114,7 @@ export const ListBatchesQuery = z.object({
     .openapi({ description: "Admin keys: only this key's batches (an admin's list holds every key's batches)." }),
 });
 
-export const ResultsQuery = z.object({
+export const ResultsQuery = queryObject({
   format: z
     .enum(["json", "jsonl"], { error: 'format must be "json" or "jsonl"' })
     .default("json")
@@ -103,7 +124,7 @@ export const ResultsQuery = z.object({
 /** Lines a read of a running batch's output returns at most. */
 export const MAX_OUTPUT_LINES = 1_000_000;
 
-export const OutputQuery = z.object({
+export const OutputQuery = queryObject({
   after: queryInt("after", { min: 0 })
     .default(0)
     .openapi({ description: "Lines already read: the answer starts after the first `after` output lines.", default: 0, example: 0 }),

@@ -167,6 +167,31 @@ describe("GET /v1/batches and cancel", () => {
     for (const id of ids) await waitForBatch(svc.baseUrl, id);
   });
 
+  it("refuses a query parameter a route does not take, naming it and the one it likely meant", async () => {
+    const id = "batch_000000000000000000000000";
+    for (const [route, param, meant] of [
+      ["/v1/batches?limt=2", "limt", "limit"],
+      ["/v1/files?ordr=asc", "ordr", "order"],
+      [`/v1/batches/${id}/table?fromat=csv`, "fromat", "format"],
+      [`/v1/batches/${id}/results?formt=jsonl`, "formt", "format"],
+      [`/v1/batches/${id}/output?aftr=3`, "aftr", "after"],
+      ["/v1/messages/batches?limits=2", "limits", "limit"],
+      ["/console/api/batches?stauts=failed", "stauts", "status"],
+    ]) {
+      const res = await request(app()).get(route);
+      expect(res.status, route).toBe(400);
+      const error = res.body.error;
+      // Anthropic's error shape has no param; the message names it.
+      if (!route.startsWith("/v1/messages")) expect(error.param, route).toBe(param);
+      expect(error.message, route).toMatch(
+        new RegExp(`^Unknown parameter: '${param}' \\(did you mean '${meant}'\\?\\)\\. This endpoint takes `),
+      );
+    }
+    expect((await request(app()).get("/v1/batches?fizz=1")).body.error.message).toBe(
+      "Unknown parameter: 'fizz'. This endpoint takes after, limit, api_key_id.",
+    );
+  });
+
   it("cancels a running batch and 404s unknown or malformed ids", async () => {
     const fileId = await uploadLines(completionJsonl(30, { prefix: "c", maxTokens: 200 }));
     const created = (await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body;

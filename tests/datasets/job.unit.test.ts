@@ -231,6 +231,25 @@ describe("a dataset's request lines and what a batch takes", () => {
     );
   });
 
+  it("blames a bad value the job's params give on the job's field, not on the first row; a row's value on its row", async () => {
+    const sizes = { maxLineBytes: 10_000, maxFileBytes: 10_000 };
+    const refused = await writeRequests(
+      job({ prompt: "{{text}}", where: "true", params: { temperature: "hot" } }),
+      input(rows),
+      await scratch.file("r.jsonl"),
+      {
+        hash: "0123456789ab",
+        label: "in.csv",
+        sizes,
+      },
+    ).catch((e) => e);
+    expect(refused).toBeInstanceOf(JobError);
+    expect(refused.field).toBe("params.temperature");
+    expect(refused.message).toMatch(/^params\.temperature: Invalid 'temperature'/);
+    // A value a template makes of the row's text is the row's.
+    expect(await write(job({ prompt: "{{text}}", params: { temperature: "{{text}}" } }), sizes)).toMatch(/^in\.csv: row 1: /);
+  });
+
   it("names the nearest parameter for a body template's misspelt key, and refuses its logprobs as params' are", async () => {
     const messages = [{ role: "user", content: "{{text}}" }];
     const sizes = { maxLineBytes: 10_000, maxFileBytes: 10_000 };

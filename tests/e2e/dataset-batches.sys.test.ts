@@ -126,6 +126,11 @@ describe("dataset batches over HTTP", () => {
         "job.params.max_token",
       ],
       [
+        { ...base, job: { prompt: "{{id}}", where: "lang = 'en'", params: { temperature: "hot" } } },
+        /^job\.params\.temperature: Invalid 'temperature'/,
+        "job.params.temperature",
+      ],
+      [
         { ...base, job: { prompt: "{{id}}", params: { logprobs: true, top_logprobs: 3 } } },
         /^job\.params\.logprobs: the table has no column for log probabilities/,
         "job.params.logprobs",
@@ -298,6 +303,14 @@ describe("dataset batches over HTTP", () => {
     const rows = (await (await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table?format=jsonl`)).text()).trim().split("\n");
     expect(rows).toHaveLength(200);
     expect(rows.map((l) => JSON.parse(l).q)).toEqual(Array.from({ length: 200 }, (_, i) => `line ${i}`));
+
+    // Its dataset file deleted, its table cannot be joined: said so, with where its answers still are.
+    await openaiClient(svc).files.delete(input);
+    const gone = await fetch(`${svc.baseUrl}/v1/batches/${created.body.id}/table`);
+    expect(gone.status).toBe(400);
+    const error = ((await gone.json()) as any).error;
+    expect(error).toMatchObject({ code: "input_gone", param: null });
+    expect(error.message).toMatch(/can no longer be joined back into its table: its dataset file has been deleted or has expired/);
   });
 
   it.skipIf(!haveChromium)("downloads the table from the console's batch page, on a desktop and a phone", async () => {

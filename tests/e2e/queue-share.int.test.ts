@@ -60,5 +60,16 @@ describe("the queue shared between keys", () => {
     expect(refused.body.error).toMatchObject({ code: "queue_full", type: "rate_limit_error" });
     expect(refused.body.error.message).toContain("this key's share");
     expect(refused.body.error.message).not.toContain("teamB");
+
+    // teamB, under its share, finds the queue full of teamA's batches: told so, by the share rule, not only "full".
+    const full = await create("teamB");
+    expect(full.status).toBe(429);
+    expect(full.body.error).toMatchObject({ code: "queue_full", type: "rate_limit_error" });
+    expect(full.body.error.message).toBe(
+      `The batch queue is full: of its ${DEPTH} places, this key's batches hold 1, under its share of ${DEPTH / 2} while 2 keys ` +
+        `have batches waiting, and other keys' batches hold ${DEPTH}. A key at its share is refused more while others wait, so a ` +
+        "place freed (a batch starting) goes to a key under its share, this one among them: retry shortly.",
+    );
+    expect(full.body.error.message).not.toContain("teamA");
   }, 60_000);
 });

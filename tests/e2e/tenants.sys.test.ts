@@ -66,7 +66,7 @@ describe("what a key can do to another key's work", () => {
     expect((await final("teamA", hold.id)).status).toBe("cancelled");
   }, 180_000);
 
-  it("lets an admin read another key's batch, and says it may not cancel it, retry it or read its results", async () => {
+  it("lets an admin read another key's batch, and says it may not cancel it, retry it or read its results, table or files", async () => {
     const batch = await final("teamA", (await submit("teamA", 2, 4, "mine")).id);
     expect(batch.status).toBe("completed");
     expect((await getJson(s.baseUrl, `/v1/batches/${batch.id}`, auth.ops)).status).toBe(200);
@@ -74,6 +74,8 @@ describe("what a key can do to another key's work", () => {
       ["POST", `/v1/batches/${batch.id}/cancel`, "cancel"],
       ["POST", `/v1/batches/${batch.id}/retry`, "retry"],
       ["GET", `/v1/batches/${batch.id}/results`, "read the results of"],
+      ["GET", `/v1/batches/${batch.id}/output`, "read the results of"],
+      ["GET", `/v1/batches/${batch.id}/table`, "download the table of"],
     ]) {
       const res = await json(await send(method, path, "ops"));
       expect(res.status, path).toBe(403);
@@ -82,9 +84,20 @@ describe("what a key can do to another key's work", () => {
         `An admin key reads every key's batches but may ${action} only its own: batch '${batch.id}' belongs to another key.`,
       );
     }
+    // Its files too, whose ids the admin reads on the batch.
+    for (const [path, action] of [
+      [`/v1/files/${batch.output_file_id}/content`, "download"],
+      [`/v1/files/${batch.input_file_id}`, "retrieve"],
+    ]) {
+      const res = await json(await send("GET", path, "ops"));
+      expect(res.status, path).toBe(403);
+      expect(res.body.error.message).toContain(`may ${action} only its own files`);
+    }
     // A key that cannot read the batch is told it does not exist, as for a batch that does not.
     expect((await send("POST", `/v1/batches/${batch.id}/cancel`, "teamB")).status).toBe(404);
+    expect((await send("GET", `/v1/files/${batch.output_file_id}/content`, "teamB")).status).toBe(404);
     expect((await send("GET", `/v1/batches/${batch.id}/results`, "teamA")).status).toBe(200);
+    expect((await send("GET", `/v1/batches/${batch.id}/output`, "teamA")).status).toBe(200);
   }, 120_000);
 
   it("lets an admin read every key's message batches through Anthropic's API as through OpenAI's", async () => {
