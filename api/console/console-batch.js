@@ -57,8 +57,10 @@ export async function refreshBatch(id) {
   const rate = b.status === "in_progress" && !pausedNow(b) ? rateOf(b) : null;
   const failed = `${n.failed} failed${n.not_run ? ` · ${n.not_run} not run` : ""}`;
   const refused = refusal(b);
-  // A share done while it runs; once it has ended the counts say it all (lines not run are not "100%" of anything).
-  const share = FINAL.includes(b.status) ? "" : ` (${Math.floor(pct(c.completed + c.failed))}%)`;
+  // A share done while it runs, of the lines the text counts; once it ends, or while a cancel calls lines off, the
+  // counts say it all (lines not run are not "100%" of anything, and a cancel's failed lines are not yet written).
+  const settling = FINAL.includes(b.status) || b.status === "cancelling";
+  const share = settling ? "" : ` (${Math.floor(pct(c.completed + n.failed + n.not_run))}%)`;
   $("b-progress").textContent =
     refused ?? `${c.completed} completed · ${failed} · ${total} requests${share}${rate ? ` · ${rate.text}` : ""}`;
   showFacts(d);

@@ -24,6 +24,11 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
     (issue.code === "invalid_type" || issue.code === "invalid_value") &&
     valueAt(input, issue.path) === undefined;
   if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
+  // zod's own words for a field a strict body does not take, as OpenAI says it (a schema that words its own is left so).
+  if (issue.code === "unrecognized_keys" && issue.message.startsWith("Unrecognized key")) {
+    const key = paramPath([...issue.path, issue.keys[0]]);
+    return badRequest(`Unrecognized request argument supplied: '${key}'.`, key, "unknown_parameter");
+  }
   // A refusal that says it all itself (a query parameter the route does not take).
   if (issue.code === "custom" && issue.params?.whole) return badRequest(issue.message, param);
   return badRequest(param ? `Invalid '${param}': ${issue.message}` : issue.message, param);

@@ -181,7 +181,10 @@ export const COMPLETION_WINDOW_PATTERN = /^[1-9][0-9]{0,6}[smhd]$/;
 
 export const CompletionWindow = z
   .string({ error: "completion_window must be a string" })
-  .regex(COMPLETION_WINDOW_PATTERN, "completion_window must be a positive whole number followed by s, m, h or d, such as '24h'")
+  .regex(
+    COMPLETION_WINDOW_PATTERN,
+    "completion_window must be a positive whole number followed by s, m, h or d, such as '24h', and at most 366 days",
+  )
   .default("24h")
   .openapi({
     description:
@@ -215,8 +218,10 @@ export const MetadataParam = z
     example: { project: "nightly-eval" },
   });
 
+// Strict: a field the form does not take (max_tokens copied from the inline form, input beside input_file_id) is
+// refused by name, never dropped.
 export const CreateBatchBody = z
-  .object({
+  .strictObject({
     input_file_id: z
       .string({ error: "input_file_id must be a string" })
       .regex(FILE_ID_PATTERN, "input_file_id must be the id of an uploaded file, such as 'file-abc123'")

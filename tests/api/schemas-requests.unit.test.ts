@@ -38,10 +38,24 @@ describe("completion_window", () => {
     expect(rejection(CreateBatchBody, { ...fileForm, completion_window: w })).toMatchObject({ status: 400, param: "completion_window" });
   });
 
+  it("says how long a window may be where it is too long to read", () => {
+    expect(rejection(CreateBatchBody, { ...fileForm, completion_window: "99999999h" }).message).toMatch(/at most 366 days/);
+  });
+
   it("rejects a non-string and defaults to 24h when absent", () => {
     expect(rejection(CreateBatchBody, { ...fileForm, completion_window: 24 }).param).toBe("completion_window");
     const { completion_window, ...rest } = fileForm;
     expect(parseRequest(CreateBatchBody, rest).completion_window).toBe("24h");
+  });
+});
+
+describe("the file form", () => {
+  it.each([
+    ["max_tokens", { max_tokens: 3 }],
+    ["input", { input: [{ prompt: "x" }] }],
+    ["foo", { foo: 1 }],
+  ])("refuses %s, a field it does not take, naming it: never drops it", (name, extra) => {
+    expect(rejection(CreateBatchBody, { ...fileForm, ...extra })).toMatchObject({ status: 400, param: name });
   });
 });
 
