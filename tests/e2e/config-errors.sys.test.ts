@@ -15,7 +15,9 @@ async function failure(env: Record<string, string>, args: string[] = []) {
   const p = spawnMain({ HOST: "127.0.0.1", PORT: "0", BATCH_DIR: dir, GPU: "false", THREADS: "1", ...env }, args);
   const code = await p.exited;
   const lines = p.output().trim().split("\n");
-  return { code, lines };
+  // The one line a failed start ends with, on stderr: the log's JSON lines (stdout) may reach the pipe after it.
+  const said = lines.filter((l) => !l.startsWith("{")).at(-1);
+  return { code, lines, said };
 }
 
 describe("configuration mistakes", () => {
@@ -43,9 +45,13 @@ describe("configuration mistakes", () => {
   });
 
   it("a database that cannot be reached: one line naming DATABASE_URL's host, never its password", async () => {
-    const { code, lines } = await failure({ DATABASE_URL: "postgres://obi:s3cret-pw@127.0.0.1:1/obi", ROLE: "api", LOG_LEVEL: "error" });
+    const { code, lines, said } = await failure({
+      DATABASE_URL: "postgres://obi:s3cret-pw@127.0.0.1:1/obi",
+      ROLE: "api",
+      LOG_LEVEL: "error",
+    });
     expect(code).toBe(1);
-    expect(lines.at(-1)).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
+    expect(said).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
     expect(lines.join("\n")).not.toMatch(/s3cret-pw/);
   });
 
@@ -60,13 +66,13 @@ describe("configuration mistakes", () => {
   });
 
   it("a worker whose database cannot be reached: one line, before its model loads", async () => {
-    const { code, lines } = await failure({
+    const { code, lines, said } = await failure({
       DATABASE_URL: "postgres://obi:pw@127.0.0.1:1/obi",
       ROLE: "worker",
       MODEL_PATH: await testModelPath(),
     });
     expect(code).toBe(1);
-    expect(lines.at(-1)).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
+    expect(said).toMatch(/^offline-batch-inference: failed to start: DATABASE_URL: cannot use the database 127\.0\.0\.1:1\/obi: /);
     // Said before the model loads (minutes for a large one), not after.
     expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
   });
@@ -104,10 +110,9 @@ describe("configuration mistakes", () => {
     await new Promise((r) => taken.once("listening", r));
     const port = String((taken.address() as net.AddressInfo).port);
     try {
-      const { code, lines } = await failure({ PORT: port, MODEL_PATH: await testModelPath(), BATCH_DIR: path.join(dir, "b") });
+      const { code, lines, said } = await failure({ PORT: port, MODEL_PATH: await testModelPath(), BATCH_DIR: path.join(dir, "b") });
       expect(code).toBe(1);
-      const last = lines.at(-1);
-      expect(last).toBe(`offline-batch-inference: cannot listen on 127.0.0.1:${port}: the port is already in use; set PORT to a free one`);
+      expect(said).toBe(`offline-batch-inference: cannot listen on 127.0.0.1:${port}: the port is already in use; set PORT to a free one`);
       expect(lines.join("\n")).not.toMatch(/\n\s+at /);
       // Said before the model loads (minutes for a large one), not after.
       expect(lines.join("\n")).not.toMatch(/loading model|model loaded/);
