@@ -6,7 +6,7 @@
 import { checkInputFile } from "../domain/batch-object.js";
 import type { OutputLines } from "../domain/batch-reads.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
-import { InvalidRequestError, NotFoundError } from "../domain/errors.js";
+import { GoneError, InvalidRequestError, NotFoundError } from "../domain/errors.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, Owner, Page } from "../domain/ports.js";
 import type { RetryFilter } from "../domain/retry.js";
@@ -199,6 +199,16 @@ export class ClusterBatchService implements BatchService {
 
   async output(id: string, owner: Owner | undefined, q: { after: number; limit?: number }): Promise<OutputLines | undefined> {
     const row = await this.deps.batches.get(id, owner);
-    return row ? readOutput(this.deps, row.batch, q) : undefined;
+    if (!row) return undefined;
+    const { batch } = row;
+    // An ended batch's lines are its output file's. Deleting (or expiring) that file unnames it from the batch:
+    // completed lines and no output file means they were there and are gone, not that none ran yet.
+    if (isFinal(batch.status) && !batch.output_file_id && batch.request_counts.completed > 0)
+      throw new GoneError(
+        `Batch '${id}' has no results any more: its output file has been deleted or has expired (its ${batch.request_counts.completed} completed lines went with it).`,
+        "output_gone",
+        null,
+      );
+    return readOutput(this.deps, batch, q);
   }
 }

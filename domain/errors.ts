@@ -25,6 +25,9 @@ export class NotFoundError extends ControlError {
   }
 }
 
+/** What was asked for existed, but has been deleted or has expired (answered as a 404 that says so). */
+export class GoneError extends ControlError {}
+
 /** A request names a model this service does not serve (OpenAI's 404 model_not_found). */
 export class ModelNotFoundError extends ControlError {
   constructor(model: string, served: readonly string[]) {

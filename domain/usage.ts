@@ -46,16 +46,19 @@ export function usageRecordOf(batch: Batch, owner: Owner): UsageRecord | undefin
 
 export type UsageKind = "completions" | "embeddings" | "costs";
 
+export type UsageParam = "start_time" | "end_time" | "bucket_width" | "group_by" | "models" | "api_key_ids" | "batch" | "limit" | "page";
+
 const WIDTHS = { "1m": 60, "1h": 3600, "1d": 86400 } as const;
 /** OpenAI's defaults and maxima of buckets per page. */
 const LIMITS = { "1m": [60, 1440], "1h": [24, 168], "1d": [7, 31] } as const;
 const COSTS_LIMITS = [7, 180] as const;
-const GROUPS: Record<UsageKind, readonly string[]> = {
+export const USAGE_GROUPS: Record<UsageKind, readonly string[]> = {
   completions: ["project_id", "user_id", "api_key_id", "model", "batch", "service_tier"],
   embeddings: ["project_id", "user_id", "api_key_id", "model"],
   costs: ["project_id", "line_item", "api_key_id"],
 };
-const PARAMS: Record<UsageKind, readonly string[]> = {
+/** The query parameters each usage route takes (its OpenAPI parameters are written from these). */
+export const USAGE_PARAMS: Record<UsageKind, readonly UsageParam[]> = {
   completions: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "batch", "limit", "page"],
   embeddings: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "limit", "page"],
   costs: ["start_time", "end_time", "bucket_width", "group_by", "models", "api_key_ids", "limit", "page"],
@@ -80,7 +83,8 @@ export function parseUsageQuery(kind: UsageKind, raw: Record<string, unknown>, n
   const q: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(raw)) {
     const name = k.endsWith("[]") ? k.slice(0, -2) : k;
-    if (!PARAMS[kind].includes(name)) throw bad(`Unknown parameter: '${name}'. This endpoint takes ${PARAMS[kind].join(", ")}.`, name);
+    if (!(USAGE_PARAMS[kind] as readonly string[]).includes(name))
+      throw bad(`Unknown parameter: '${name}'. This endpoint takes ${USAGE_PARAMS[kind].join(", ")}.`, name);
     q[name] = v;
   }
   const int = (name: string, v: unknown, min: number) => {
@@ -104,8 +108,8 @@ export function parseUsageQuery(kind: UsageKind, raw: Record<string, unknown>, n
   if (!(widthName in WIDTHS)) throw bad("'bucket_width' must be one of 1m, 1h, 1d.", "bucket_width");
   const w = widthName as keyof typeof WIDTHS;
   const groupBy = list("group_by") ?? [];
-  const unknownGroup = groupBy.find((g) => !GROUPS[kind].includes(g));
-  if (unknownGroup) throw bad(`'group_by' may name ${GROUPS[kind].join(", ")}; not '${unknownGroup}'.`, "group_by");
+  const unknownGroup = groupBy.find((g) => !USAGE_GROUPS[kind].includes(g));
+  if (unknownGroup) throw bad(`'group_by' may name ${USAGE_GROUPS[kind].join(", ")}; not '${unknownGroup}'.`, "group_by");
   const [byDefault, max] = kind === "costs" ? COSTS_LIMITS : LIMITS[w];
   const limit = q.limit === undefined ? byDefault : int("limit", q.limit, 1);
   if (limit > max) throw bad(`'limit' may be at most ${max} buckets for bucket_width=${widthName}.`, "limit");

@@ -107,6 +107,13 @@ export const ERROR_CATALOGUE = {
     how: "Poll the batch; results exist once a line has run.",
     when: "A batch's results are asked for before any exist.",
   },
+  output_gone: {
+    ...request,
+    status: 404,
+    action: "none",
+    how: "Nothing brings them back: run the lines again as a new batch (its error file, if any, is still there).",
+    when: "An ended batch's results or output are asked for once its output file has been deleted or has expired.",
+  },
   batch_not_finished: { ...request, when: "A retry or a table is asked of a batch that has not ended." },
   batch_not_running: { ...request, when: "Pause or resume is asked of a batch that has ended or is ending." },
   batch_not_run: { ...request, when: "A table is asked of a dataset batch that ended before its lines ran." },

@@ -120,7 +120,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     const answers = await hasResults(place.work);
     const earlier = answers ? undefined : await earlierOutput(state, o.postHash);
     if (args.retryFailed && !answers && earlier) return nothingToRetry(o, earlier, deps);
-    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps);
+    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps, args.remote?.url);
     // A job with no answer yet has nothing to retry: its rows run as new.
     return await runAndJoin(o, preprocess, { ...args, retryFailed: args.retryFailed && answers }, deps);
   } finally {
@@ -216,6 +216,7 @@ async function joinFromEarlier(
   state: StageState,
   earlier: { file: string; written: { columns: NamedColumn[]; answered: number; failed: number } },
   deps: OfflineRunDeps,
+  remote?: string,
 ): Promise<number> {
   const named = await joinEarlier(o.job, o.tables, o.input, {
     columns: o.columns,
@@ -224,7 +225,11 @@ async function joinFromEarlier(
     earlier: earlier.written.columns,
   });
   await record(o, { columns: named, answered: earlier.written.answered, failed: earlier.written.failed }, false);
-  deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (no row ran again)\n`);
+  // The job's key is its file and input, not where it runs: with --remote, say the answers are not the server's.
+  const why = remote
+    ? `no row ran again: the answers are an earlier run's of this job, not asked of ${remote}, whose model may differ; --overwrite runs them there`
+    : "no row ran again";
+  deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (${why})\n`);
   return 0;
 }
 

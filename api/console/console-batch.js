@@ -292,7 +292,10 @@ function showActions(d, completed) {
   const ended = FINAL.includes(b.status);
   // While it runs, the output so far (committed lines only, in the order the finished file keeps).
   $("b-dl-output").disabled = ended ? !b.output_file_id : !completed;
-  $("b-dl-output").textContent = ended ? "Download output" : `Download results so far (${completed})`;
+  // Completed lines and no output file: it was deleted (or expired), which a bare disabled button would not say.
+  const gone = ended && !b.output_file_id && completed > 0;
+  $("b-dl-output").textContent = gone ? "Output file deleted" : ended ? "Download output" : `Download results so far (${completed})`;
+  $("b-dl-output").title = gone ? "Its output file has been deleted or has expired: its answers are gone." : "";
   $("b-dl-errors").disabled = !b.error_file_id;
   $("b-dl-input").disabled = !d.input_filename;
   // A batch made from a dataset downloads as its table once it has ended.

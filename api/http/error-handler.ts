@@ -5,6 +5,7 @@ import { MulterError } from "multer";
 import { z } from "zod";
 import {
   ControlError,
+  GoneError,
   ModelNotFoundError,
   NotFoundError,
   StorageUnavailableError,
@@ -84,7 +85,7 @@ function fromHttpError(err: HttpError): ApiError | undefined {
 
 /** The control plane's refusals as HTTP answers: 404, 429 or 503 with Retry-After, else 400. */
 function fromControlError(err: ControlError | StorageUnavailableError): ApiError {
-  if (err instanceof NotFoundError || err instanceof ModelNotFoundError)
+  if (err instanceof NotFoundError || err instanceof ModelNotFoundError || err instanceof GoneError)
     return new ApiError(404, err.message, "invalid_request_error", err.code, err.param);
   if (err instanceof UnavailableError || err instanceof StorageUnavailableError) {
     const full = err.code === "queue_full" || err.code === "resource_unavailable" || err.code === "token_limit_exceeded";

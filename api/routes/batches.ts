@@ -212,7 +212,8 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
         description:
           `${action === "pause" ? "Pauses" : "Resumes"} every batch not ended of \`api_key_id\` (another key's: admin keys only) ` +
           "and of `model`, as the batch route does one: to free the engine for a deadline, say. Answers the batches it changed.",
-        request: { body: { required: true, content: { "application/json": { schema: PauseManyBody } } } },
+        // The example runs as it is here (every batch of the served model); Swagger UI would otherwise send a key id "string".
+        request: { body: { required: true, content: { "application/json": { schema: PauseManyBody, example: { model: ctx.model } } } } },
         responses: { 200: jsonResponse(listOf(BatchSchema, "BatchList"), "The batches changed."), ...errorResponses(400, 401, 403) },
       }),
     );

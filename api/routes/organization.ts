@@ -4,7 +4,7 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
-import type { Organization, UsageKind } from "../../domain/usage.js";
+import { type Organization, USAGE_GROUPS, USAGE_PARAMS, type UsageKind, type UsageParam } from "../../domain/usage.js";
 import { notFound } from "../errors.js";
 import { requireAdmin } from "../http/auth.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -93,12 +93,50 @@ const KeySchema = z
   })
   .openapi("ApiKey");
 
-const USAGE_QUERY =
-  "Query: `start_time` (unix seconds, required), `end_time`, `bucket_width` (`1m`, `1h`, `1d`; default `1d`), " +
-  "`group_by` (repeat or comma-separate), `models`, `api_key_ids`, `limit` (buckets per page), `page` (the last " +
-  "page's `next_page`). A batch's usage is counted in the bucket where the batch ended. Admin keys only.";
+const USAGE_NOTE =
+  "A batch's usage is counted in the bucket where the batch ended. Admin keys only. Every query parameter is listed; " +
+  "any other is refused with a 400 naming it.";
+
+const DAY = 86_400;
+
+/**
+ * Each usage parameter as the route reads it (domain/usage.ts parses the query; USAGE_PARAMS says which each kind
+ * takes, so what is documented is what is taken). `since`: the examples' start, a week before the document was built,
+ * so Swagger UI's Try it out answers a page of recent buckets as it is.
+ */
+function usageParam(name: UsageParam, kind: UsageKind, since: number): z.ZodType {
+  const list = (description: string) => z.string().optional().openapi({ description });
+  const params: Record<UsageParam, () => z.ZodType> = {
+    start_time: () =>
+      z
+        .number()
+        .int()
+        .min(0)
+        .openapi({
+          description: "Start of the range, unix seconds (inclusive). Required.",
+          example: since,
+          param: { example: since },
+        }),
+    end_time: () => z.number().int().min(0).optional().openapi({ description: "End of the range, unix seconds (exclusive; default now)." }),
+    bucket_width: () => z.enum(["1m", "1h", "1d"]).optional().openapi({ description: "Width of each time bucket (default `1d`)." }),
+    group_by: () => list(`Group each bucket's results by ${USAGE_GROUPS[kind].join(", ")} (comma-separated or repeated).`),
+    models: () => list("Only these models (comma-separated or repeated)."),
+    api_key_ids: () => list("Only these keys' usage (comma-separated or repeated)."),
+    batch: () =>
+      z.enum(["true", "false"]).optional().openapi({ description: "Only batch (`true`) or only synchronous (`false`) requests." }),
+    limit: () =>
+      z.number().int().min(1).optional().openapi({ description: "Buckets per page (default and maximum depend on `bucket_width`)." }),
+    page: () => z.string().optional().openapi({ description: "The previous page's `next_page`." }),
+  };
+  return params[name]();
+}
+
+export function usageQuery(kind: UsageKind, since: number) {
+  return z.object(Object.fromEntries(USAGE_PARAMS[kind].map((name) => [name, usageParam(name, kind, since)])));
+}
 
 function registerOrganizationPaths(r: OpenAPIRegistry): void {
+  const since = Math.floor(Date.now() / 1000 / DAY) * DAY - 7 * DAY;
   const docs: Array<[string, string, z.ZodType]> = [
     ["/v1/organization/usage/completions", "Completions usage per key, model or batch", bucket(Completions, "CompletionsUsagePage")],
     ["/v1/organization/usage/embeddings", "Embeddings usage per key or model", bucket(Embeddings, "EmbeddingsUsagePage")],
@@ -111,7 +149,8 @@ function registerOrganizationPaths(r: OpenAPIRegistry): void {
         path,
         tags: ["Organization"],
         summary,
-        description: USAGE_QUERY,
+        description: USAGE_NOTE,
+        request: { query: usageQuery(USAGE[path], since) },
         responses: { 200: jsonResponse(schema, "A page of time buckets."), ...errorResponses(400, 401, 403) },
       }),
     );

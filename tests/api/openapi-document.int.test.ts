@@ -2,6 +2,7 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildOpenApiDocument } from "../../api/openapi.js";
+import { USAGE_PARAMS } from "../../domain/usage.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -11,6 +12,12 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const;
+
+const USAGE_PARAMS_BY_PATH = {
+  "/v1/organization/usage/completions": USAGE_PARAMS.completions,
+  "/v1/organization/usage/embeddings": USAGE_PARAMS.embeddings,
+  "/v1/organization/costs": USAGE_PARAMS.costs,
+};
 
 /** "GET /v1/files/{file_id}" for every route in the app's router, nested routers included. */
 function appRoutes(app: any): string[] {
@@ -131,6 +138,66 @@ describe("OpenAPI document", () => {
     const names = doc.paths["/v1/files"].get.parameters.map((x: any) => x.name).sort();
     expect(names).toEqual(["after", "limit", "order", "purpose"]);
     expect(doc.paths["/v1/batches/{batch_id}/results"].get.responses["200"].content).toHaveProperty("application/jsonl");
+  });
+});
+
+/** What Swagger UI's Try it out sends as it is: each parameter's example, the body's example (the first of several). */
+function tryItOut(doc: any, op: any): { query: Record<string, unknown>; body?: unknown; missing: string[] } {
+  const query: Record<string, unknown> = {};
+  const missing: string[] = [];
+  for (const p of op.parameters ?? []) {
+    if (p.in !== "query") continue;
+    const example = p.example ?? p.schema?.example;
+    if (example !== undefined) query[p.name] = example;
+    else if (p.required) missing.push(p.name);
+  }
+  const media = op.requestBody?.content?.["application/json"];
+  if (!media) return { query, missing };
+  const ref = media.schema?.$ref?.replace("#/components/schemas/", "");
+  const schema = ref ? doc.components.schemas[ref] : media.schema;
+  const body = media.example ?? Object.values<any>(media.examples ?? {})[0]?.value ?? schema?.example ?? schema?.examples?.[0];
+  if (body === undefined) missing.push("body");
+  return { query, body, missing };
+}
+
+describe("Try it out", () => {
+  it("declares every query parameter the usage and costs routes take, start_time with a recent example", async () => {
+    const doc = (await request(svc.service.app).get("/openapi.json")).body;
+    const now = Math.floor(Date.now() / 1000);
+    for (const [p, takes] of Object.entries(USAGE_PARAMS_BY_PATH)) {
+      const params = doc.paths[p].get.parameters;
+      expect(params.map((x: any) => x.name).sort(), p).toEqual([...takes].sort());
+      const start = params.find((x: any) => x.name === "start_time");
+      expect(start, p).toMatchObject({ in: "query", required: true });
+      expect(now - start.example, p).toBeGreaterThan(0);
+      expect(now - start.example, p).toBeLessThanOrEqual(8 * 86_400);
+    }
+  });
+
+  it("runs every operation without a path parameter with its examples as they are: never a 400", async () => {
+    const doc = (await request(svc.service.app).get("/openapi.json")).body;
+    const refused: string[] = [];
+    let tried = 0;
+    for (const [p, item] of Object.entries<any>(doc.paths)) {
+      if (p.includes("{")) continue;
+      for (const m of METHODS) {
+        if (!item[m] || (m === "post" && p === "/v1/files") || item[m].requestBody?.content?.["multipart/form-data"]) continue;
+        const { query, body, missing } = tryItOut(doc, item[m]);
+        if (missing.length) {
+          refused.push(`${m} ${p}: no example for ${missing.join(", ")}`);
+          continue;
+        }
+        let req = (request(svc.service.app) as any)[m](p).query(query);
+        if (body !== undefined) req = req.send(body);
+        const res = await req;
+        tried++;
+        // A model with no classification head cannot rank: the deployment's refusal, not the example's.
+        if (res.body?.error?.code === "model_cannot_rank") continue;
+        if (res.status === 400 || res.status === 422) refused.push(`${m} ${p}: ${res.status} ${JSON.stringify(res.body)}`);
+      }
+    }
+    expect(refused).toEqual([]);
+    expect(tried).toBeGreaterThan(20);
   });
 });
 

@@ -73,6 +73,21 @@ describe("POST /v1/batches (file form)", () => {
     expect((await request(app()).get("/v1/batches/batch_000000000000000000000000/results")).body.error.code).toBe("not_found");
   });
 
+  it("says a completed batch's results were deleted with its output file, not that they are not ready yet", async () => {
+    const fileId = await uploadLines(completionJsonl(1, { prefix: "d", maxTokens: 2 }));
+    const created = (await request(app()).post("/v1/batches").send({ input_file_id: fileId, endpoint: "/v1/completions" })).body;
+    const done = await waitForBatch(svc.baseUrl, created.id);
+    expect(done.status).toBe("completed");
+    expect((await request(app()).delete(`/v1/files/${done.output_file_id}`)).status).toBe(200);
+    for (const route of ["results", "output"]) {
+      const res = await request(app()).get(`/v1/batches/${done.id}/${route}`);
+      expect(res.status, route).toBe(404);
+      expect(res.body.error.code, route).toBe("output_gone");
+      expect(res.body.error.message, route).toContain("its output file has been deleted or has expired");
+      expect(res.body.error.message, route).not.toMatch(/yet/);
+    }
+  });
+
   it("names the offending parameter of a bad request", async () => {
     const fileId = await uploadLines(completionJsonl(1, { prefix: "c", maxTokens: 4 }));
     const cases: Array<[Record<string, unknown>, string]> = [

@@ -39,7 +39,8 @@ async function tryItOut(page: Page, method: string, route: string): Promise<{ st
   });
   await op.locator(".opblock-summary").first().click();
   await op.locator("button.try-out__btn").click();
-  const sent = await op.locator("textarea.body-param__text").inputValue();
+  const field = op.locator("textarea.body-param__text");
+  const sent = (await field.count()) > 0 ? await field.inputValue() : "";
   await op.locator("button.execute").click();
   const cell = op.locator(".live-responses-table tr.response .response-col_status").first();
   await cell.waitFor({ timeout: 60_000 });
@@ -79,6 +80,25 @@ describe.skipIf(!haveChromium)("Swagger UI in a browser", () => {
         "/v1/score": { object: "list" },
       };
       expect(answer, endpoint).toMatchObject(shape[endpoint]);
+    }
+    await page.close();
+  }, 180_000);
+
+  it("runs the usage and costs routes and pause/resume from Try it out as they are: 200", async () => {
+    const page = await openDocs();
+    const model = (await (await fetch(`${svc.baseUrl}/v1/models`)).json()).data[0].id;
+    const ops: Array<[string, string]> = [
+      ["get", "/v1/organization/usage/completions"],
+      ["get", "/v1/organization/usage/embeddings"],
+      ["get", "/v1/organization/costs"],
+      ["post", "/v1/batches/pause"],
+      ["post", "/v1/batches/resume"],
+    ];
+    for (const [method, route] of ops) {
+      const { status, body, sent } = await tryItOut(page, method, route);
+      if (method === "post") expect(JSON.parse(sent), route).toEqual({ model });
+      expect(status, `${route}: ${body}`).toBe("200");
+      expect(JSON.parse(body).object, route).toBe(method === "get" ? "page" : "list");
     }
     await page.close();
   }, 180_000);
