@@ -9,7 +9,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
 import { completionJsonl } from "../../testkit/workload.js";
-import { haveChromium, launchChromium } from "../helpers/browser.js";
+import { haveChromium, launchChromium, openConsole } from "../helpers/browser.js";
 import { uploadJsonl } from "../helpers/http-batches.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
@@ -48,12 +48,7 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function open(width: number, hash = ""): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height: 900 } });
-  await page.goto(`${svc.baseUrl}/${hash}`);
-  await page.waitForFunction(() => document.getElementById("live")?.className === "on", undefined, { timeout: 15_000 });
-  return page;
-}
+const open = (width: number, hash = ""): Promise<Page> => openConsole(browser, svc.baseUrl, width, hash);
 
 const shown = (page: Page, sel: string) => page.locator(sel).evaluate((e) => (e as HTMLElement).offsetParent !== null);
 

@@ -1,7 +1,7 @@
 // Headless Chromium for the browser tests (Debian's chromium, driven by playwright-core); the tests
 // skip where it is absent (CI installs it in .ci/run).
 import { existsSync } from "node:fs";
-import { type Browser, chromium, type Locator } from "playwright-core";
+import { type Browser, chromium, type Locator, type Page } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const haveChromium = existsSync(CHROMIUM);
@@ -36,4 +36,12 @@ export function tableFit(wrap: Locator): Promise<{ client: number; scroll: numbe
     table.style.width = "";
     return { client: e.clientWidth, scroll: e.scrollWidth, narrowest, right: e.getBoundingClientRect().right };
   });
+}
+
+/** The console at `base`, `width` px wide (900 high), once its live view is on; `hash` opens a page of it. */
+export async function openConsole(browser: Browser, base: string, width: number, hash = "", acceptDownloads = false): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width, height: 900 }, acceptDownloads });
+  await page.goto(`${base}/${hash}`);
+  await page.waitForFunction(() => document.getElementById("live")?.className === "on", undefined, { timeout: 15_000 });
+  return page;
 }
