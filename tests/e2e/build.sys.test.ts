@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { isFinal, pollBatch, uploadText } from "../../testkit/batch-client.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+import { createFromDataset } from "../helpers/dataset-batches.js";
 
 const run = promisify(execFile);
 // Inside the repository, so the compiled code resolves node_modules as dist/ does.
@@ -17,18 +18,8 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 /** A dataset made into a batch and its table served: both reads run in a process started from the compiled entry. */
 async function datasetRoundTrip(base: string): Promise<void> {
   const input = (await uploadText(base, "id,t\n1,Once\n2,Twice\n", { filename: "rows.csv" })).id;
-  const res = await fetch(`${base}/v1/dataset_batches`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      input_file_id: input,
-      endpoint: "/v1/completions",
-      completion_window: "24h",
-      job: { prompt: "{{t}}", where: "id > 1", params: { max_tokens: 2 } },
-    }),
-  });
-  const created = (await res.json()) as any;
-  expect(res.status, JSON.stringify(created)).toBe(200);
+  const { status, body: created } = await createFromDataset(base, input, { prompt: "{{t}}", where: "id > 1", params: { max_tokens: 2 } });
+  expect(status, JSON.stringify(created)).toBe(200);
   expect(await pollBatch(base, created.id, isFinal, { timeoutMs: 60_000 })).toMatchObject({ status: "completed" });
   const table = await (await fetch(`${base}/v1/batches/${created.id}/table?format=jsonl`)).text();
   expect(

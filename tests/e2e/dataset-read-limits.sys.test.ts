@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isFinal, pollBatch, uploadText } from "../../testkit/batch-client.js";
+import { createFromDataset } from "../helpers/dataset-batches.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
 
@@ -30,15 +31,6 @@ function readProcessesOf(pid: number): string[] {
     .trim()
     .split(/\s+/)
     .filter((child) => child && cmdline(child).includes("dataset-read-child"));
-}
-
-async function createFromDataset(base: string, input: string, job: Record<string, unknown>) {
-  const res = await fetch(`${base}/v1/dataset_batches`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ input_file_id: input, endpoint: "/v1/completions", completion_window: "24h", job }),
-  });
-  return { status: res.status, body: (await res.json()) as any };
 }
 
 async function ordinaryBatch(base: string): Promise<string> {
@@ -141,17 +133,7 @@ describe.skipIf(!linux)("a create whose client has gone", () => {
     // A where of a minute's work, which DuckDB cannot interrupt, true for the row: finished, it would make a batch.
     const where = "levenshtein(repeat(review_text, 40000), repeat(lang, 40000)) >= 0";
     const client = new AbortController();
-    const create = fetch(`${base}/v1/dataset_batches`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        input_file_id: input,
-        endpoint: "/v1/completions",
-        completion_window: "24h",
-        job: { prompt: "{{review_text}}", where },
-      }),
-      signal: client.signal,
-    });
+    const create = createFromDataset(base, input, { prompt: "{{review_text}}", where }, client.signal);
     await expect.poll(() => readProcessesOf(server.child.pid!).length, { timeout: 30_000 }).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, 1_000));
     client.abort();
