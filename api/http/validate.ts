@@ -1,6 +1,6 @@
 // Turning untrusted request parts into typed values, or into OpenAI-shaped 400/404 errors.
 import type { z } from "zod";
-import { paramPath, valueAt } from "../../openai/zod-errors.js";
+import { describeIssue, paramPath, valueAt } from "../../openai/zod-errors.js";
 import { type ApiError, badRequest, notFound } from "../errors.js";
 
 /** Parses `input` with `schema`; a failure becomes a 400 naming the first offending parameter, as OpenAI does. */
@@ -26,8 +26,8 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
   if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
   // zod's own words for a field a strict body does not take, as OpenAI says it (a schema that words its own is left so).
   if (issue.code === "unrecognized_keys" && issue.message.startsWith("Unrecognized key")) {
-    const key = paramPath([...issue.path, issue.keys[0]]);
-    return badRequest(`Unrecognized request argument supplied: '${key}'.`, key, "unknown_parameter");
+    const { message, param: key } = describeIssue(error, input);
+    return badRequest(message, key, "unknown_parameter");
   }
   // A refusal that says it all itself (a query parameter the route does not take).
   if (issue.code === "custom" && issue.params?.whole) return badRequest(issue.message, param);
