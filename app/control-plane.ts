@@ -9,34 +9,34 @@ import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
-import { ClusterBatchService } from "../cluster/batch-service.js";
-import { ClusterBatchViews } from "../cluster/batch-views.js";
-import { DatasetBatchService } from "../cluster/dataset-batches.js";
-import { meteredQueue } from "../cluster/engine-meter.js";
-import { InPlaceShardRun } from "../cluster/in-place-run.js";
-import { Maintenance } from "../cluster/maintenance.js";
-import { ClusterOrganization } from "../cluster/organization.js";
-import { ScratchSpace, type StorageState } from "../cluster/scratch.js";
-import { ServedModels } from "../cluster/served-models.js";
-import { ShardRun, type ShardRunDeps, type StartShardRun } from "../cluster/shard-run.js";
-import type { FileRecords } from "../cluster/state-ports.js";
-import { ClusterStatus } from "../cluster/status.js";
-import { StopWatch } from "../cluster/stop-watch.js";
-import { StorageQuota } from "../cluster/storage-quota.js";
-import { SyncAccounts } from "../cluster/sync-accounts.js";
-import { SyncLanes } from "../cluster/sync-lanes.js";
-import { WorkerTargets } from "../cluster/sync-targets.js";
-import { BlobUploads } from "../cluster/uploads.js";
-import type { WebhookTargets } from "../cluster/webhooks.js";
-import { ClusterWorker } from "../cluster/worker.js";
+import { ClusterBatchService } from "../batches/batch-service.js";
+import { ClusterBatchViews } from "../batches/batch-views.js";
+import { meteredQueue } from "../batches/engine-meter.js";
+import { InPlaceShardRun } from "../batches/in-place-run.js";
+import { Maintenance } from "../batches/maintenance.js";
+import { ServedModels } from "../batches/served-models.js";
+import { ShardRun, type ShardRunDeps, type StartShardRun } from "../batches/shard-run.js";
+import { ClusterStatus } from "../batches/status.js";
+import { StopWatch } from "../batches/stop-watch.js";
+import type { WebhookTargets } from "../batches/webhooks.js";
+import { ClusterWorker } from "../batches/worker.js";
 import { type Config, webhookEndpoints } from "../config/config.js";
 import { KeyRing } from "../config/keys.js";
+import { DatasetBatchService } from "../dataset-jobs/jobs.js";
 import { unixNow } from "../domain/clock.js";
 import type { SyncInference, SyncTargets } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
+import type { FileRecords } from "../state/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
+import { ScratchSpace, type StorageState } from "../stores/scratch.js";
+import { SyncLanes } from "../sync/lanes.js";
+import { WorkerTargets } from "../sync/targets.js";
+import { ClusterOrganization } from "../tenancy/organization.js";
+import { StorageQuota } from "../tenancy/storage-quota.js";
+import { SyncAccounts } from "../tenancy/sync-accounts.js";
+import { BlobUploads } from "../uploads/uploads.js";
 import type { PlaneState } from "./plane-state.js";
 
 export interface ControlPlane {
@@ -68,11 +68,11 @@ export interface ControlPlane {
    * where set, wins). Called once the server listens; a process with no worker ignores it.
    */
   advertise(url: string): void;
-  /** The cluster's running totals, from the state (cluster/totals.ts). */
+  /** The cluster's running totals, from the state (state/totals.ts). */
   totals(): Promise<Record<string, number>>;
   /** The disk under BATCH_DIR as this process last found it (`full` or `read_only`: reads only). */
   storage(): StorageState;
-  /** A write failed: a full or read-only disk turns `storage()` at once (see cluster/scratch.ts). */
+  /** A write failed: a full or read-only disk turns `storage()` at once (see stores/scratch.ts). */
   storageFault(err: unknown): void;
 }
 

@@ -3,12 +3,12 @@
 // (S3 when S3_BUCKET is set, else BATCH_DIR as a shared folder); and the schema's migrations, run apart.
 import type pino from "pino";
 import type { ModelRouter } from "../backends/router.js";
-import { memoryPorts, openStateFiles } from "../cluster/embedded/index.js";
-import { createPool, migrate, migrateDown } from "../cluster/pg/db.js";
-import { openPgPorts } from "../cluster/pg/index.js";
-import type { ClusterPorts } from "../cluster/state-ports.js";
 import type { Config } from "../config/config.js";
 import { unixNow } from "../domain/clock.js";
+import { memoryPorts, openStateFiles } from "../embedded/index.js";
+import { createPool, migrate, migrateDown } from "../postgres/db.js";
+import { openPgPorts } from "../postgres/index.js";
+import type { ClusterPorts } from "../state/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
 import { S3BlobStore } from "../stores/s3-blob-store.js";

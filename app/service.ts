@@ -63,7 +63,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
   // An API server runs no model, so what loading one would warn about (a generated model) is not its concern; one
-  // given no models at all takes its workers' (cluster/served-models.ts).
+  // given no models at all takes its workers' (batches/served-models.ts).
   const registry = followsWorkers(config)
     ? new ModelRegistry([])
     : await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {

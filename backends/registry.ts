@@ -91,7 +91,7 @@ export class ModelRegistry {
 
   /**
    * Takes `other`'s models in place, for everything that holds this registry: an API server with no models of its
-   * own follows what its live workers serve (cluster/served-models.ts).
+   * own follows what its live workers serve (batches/served-models.ts).
    */
   replaceWith(other: ModelRegistry): void {
     this.list = other.list;

@@ -12,7 +12,7 @@ import { alive, requestsRun, type ServiceProcess, startSupervised } from "./proc
 import { startTcpProxy, type TcpProxy, throughProxy } from "./tcp-proxy.js";
 
 const SETTINGS = { SHARD_SIZE: "40", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "512" };
-/** Text only the checkpoint commit's statement sends (cluster/pg/shards.ts). */
+/** Text only the checkpoint commit's statement sends (postgres/shards.ts). */
 const COMMIT_SQL = "checkpoints = checkpoints + 1";
 
 interface Slot {

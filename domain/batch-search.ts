@@ -1,6 +1,6 @@
 // What a console search matches, the one definition: every word must match; `key=value` is a metadata entry (both
 // without regard to case), any other word a part of the id, the input file's name, or a metadata key or value.
-// The batch records apply it where they keep the batches (cluster/pg in SQL, cluster/embedded in memory).
+// The batch records apply it where they keep the batches (postgres/ in SQL, embedded/ in memory).
 import type { Batch } from "./objects.js";
 
 /** The filters of one search, as the records apply them. */

@@ -1,4 +1,4 @@
-// What the HTTP surface (api/) asks of the control plane (cluster/), and the objects they pass: files, batches,
+// What the HTTP surface (api/) asks of the control plane (batches/, sync/, dataset-jobs/, uploads/), and the objects they pass: files, batches,
 // pages, the queue and the pools. Routes depend only on these; app/service.ts wires the implementations.
 import type { Readable } from "node:stream";
 import type { BatchCommands } from "./batch-commands.js";

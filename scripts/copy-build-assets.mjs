@@ -4,9 +4,9 @@
 import { cpSync } from "node:fs";
 import path from "node:path";
 
-// cluster/pg/migrations: the versioned SQL the distributed mode applies at start.
+// postgres/migrations: the versioned SQL the distributed mode applies at start.
 // engine/native: the patch whose hash names the patched engine's build (engine/native.ts).
-export const ASSETS = ["package.json", "config/model_config.yaml", "api/console", "cluster/pg/migrations", "engine/native"];
+export const ASSETS = ["package.json", "config/model_config.yaml", "api/console", "postgres/migrations", "engine/native"];
 
 const outDir = process.argv[2] ?? "dist";
 for (const file of ASSETS) cpSync(file, path.join(outDir, file), { recursive: true });

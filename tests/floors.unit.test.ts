@@ -23,8 +23,8 @@ describe("the house plan", () => {
     expect(misplacedImports([{ from: "engine/pool.ts", to: "api/errors.js" }])).toEqual([
       "engine/pool.ts -> api/errors.js: api/ is above engine/",
     ]);
-    expect(misplacedImports([{ from: "api/routes/x.ts", to: "cluster/worker.js" }])).toEqual([
-      "api/routes/x.ts -> cluster/worker.js: api/ and cluster/ are siblings",
+    expect(misplacedImports([{ from: "api/routes/x.ts", to: "batches/worker.js" }])).toEqual([
+      "api/routes/x.ts -> batches/worker.js: api/ and batches/ are siblings",
     ]);
     expect(misplacedImports([{ from: "newfolder/a.ts", to: "openai/backend.js" }])).toEqual([
       "newfolder/a.ts -> openai/backend.js: newfolder/ has no floor",

@@ -90,7 +90,7 @@ function isPolling(req: IncomingMessage): boolean {
 
 /**
  * A 5xx that says when to come back (503 with Retry-After: the database or the store away, a start, a stop) is the
- * service working as it should; what caused it is logged once, when it starts and ends (cluster/outage-log.ts), so
+ * service working as it should; what caused it is logged once, when it starts and ends (state/outage-log.ts), so
  * each request refused meanwhile is a warning, not an error (a 20 s outage was 233 error lines per API server).
  */
 const refusedForNow = (res: ServerResponse) => res.statusCode >= 500 && res.getHeader("retry-after") !== undefined;

@@ -43,7 +43,7 @@ export function filesRouter(deps: FilesRouteDeps): Router {
     const tmpPath = req.file?.path;
     try {
       const form = parseRequest(UploadFileForm, { file: req.file, purpose: req.body?.purpose, expires_after: req.body?.expires_after });
-      // The file store holds it to its key's storage bound (cluster/storage-quota.ts).
+      // The file store holds it to its key's storage bound (tenancy/storage-quota.ts).
       const object = await files.adopt({
         tmpPath: form.file.path,
         filename: cleanFilename(form.file.originalname),

@@ -42,7 +42,7 @@ export function syncExample(endpoint: Endpoint, model: string): Record<string, u
   }
 }
 
-/** OpenAI's stream options, as the synchronous chat and completions routes check them (cluster/sync-request.ts). */
+/** OpenAI's stream options, as the synchronous chat and completions routes check them (sync/request.ts). */
 const StreamOptions = z
   .strictObject({
     include_usage: z.boolean().optional().openapi({ description: "A last chunk with the request's usage." }),

@@ -6,8 +6,8 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { buildOpenApiDocument } from "../../api/openapi.js";
 import { InlineBatchRequest } from "../../api/schemas/requests.js";
-import { parse } from "../../cluster/sync-request.js";
 import { ENDPOINTS } from "../../openai/backend.js";
+import { parse } from "../../sync/request.js";
 
 const doc = buildOpenApiDocument({ model: "the-model" }) as any;
 const ajv = new Ajv2020({ strict: false, allErrors: true });

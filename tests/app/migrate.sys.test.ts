@@ -17,7 +17,7 @@ import { testServiceEnv } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
-const shipped = readdirSync(path.join(repoRoot, "cluster/pg/migrations"))
+const shipped = readdirSync(path.join(repoRoot, "postgres/migrations"))
   .filter((f) => f.endsWith(".sql"))
   .map((f) => f.replace(/\.sql$/, ""))
   .sort();
@@ -90,7 +90,7 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
   }, 120_000);
 
   it("reverts to an older release's schema with --migrate-down, and migrates up again; every migration has its down", async () => {
-    const down = readdirSync(path.join(repoRoot, "cluster/pg/migrations/down"))
+    const down = readdirSync(path.join(repoRoot, "postgres/migrations/down"))
       .map((f) => f.replace(/\.sql$/, ""))
       .sort();
     expect(down).toEqual(shipped);

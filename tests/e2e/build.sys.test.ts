@@ -42,8 +42,8 @@ describe("the compiled build", () => {
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
 
     // The distributed mode's schema travels with the build, and a dataset read's process its entry.
-    expect(existsSync(path.join(dist, "cluster/dataset-read-child.js"))).toBe(true);
-    expect(existsSync(path.join(dist, "cluster/pg/migrations/001_initial.sql"))).toBe(true);
+    expect(existsSync(path.join(dist, "dataset-jobs/read-child.js"))).toBe(true);
+    expect(existsSync(path.join(dist, "postgres/migrations/001_initial.sql"))).toBe(true);
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
     expect(help.stdout).toMatch(/--input-file/);
 

@@ -30,7 +30,7 @@ function readProcessesOf(pid: number): string[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
     .trim()
     .split(/\s+/)
-    .filter((child) => child && cmdline(child).includes("dataset-read-child"));
+    .filter((child) => child && cmdline(child).includes("dataset-jobs/read-child"));
 }
 
 async function ordinaryBatch(base: string): Promise<string> {

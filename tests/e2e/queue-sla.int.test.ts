@@ -6,7 +6,7 @@ import { startTestService, type TestService, waitForBatch } from "../helpers/ser
 let svc: TestService;
 beforeAll(async () => {
   // Yielding is off: with it, the waiting urgent job may make the spot shard yield (as it should, tested in
-  // tests/cluster/sla-yield.sys.test.ts) before the test frees the dedicated pool, and this test is about the queue.
+  // tests/batches/sla-yield.sys.test.ts) before the test frees the dedicated pool, and this test is about the queue.
   svc = await startTestService({
     MAX_QUEUE_DEPTH: "2",
     SPOT_CAPACITY: "1",

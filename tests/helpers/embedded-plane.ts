@@ -15,7 +15,7 @@ import { LlamaBackend } from "../../engine/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { until } from "../../testkit/batch-client.js";
 import { openTestEngine } from "../../testkit/model.js";
-import { routerOver } from "../helpers/router.js";
+import { routerOver } from "./router.js";
 
 export const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
 

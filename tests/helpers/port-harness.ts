@@ -6,10 +6,10 @@ import path from "node:path";
 import type pg from "pg";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach } from "vitest";
-import { MemoryState, memoryPorts, openStateFiles } from "../../cluster/embedded/index.js";
-import { createPool, migrate } from "../../cluster/pg/db.js";
-import { openPgPorts } from "../../cluster/pg/index.js";
-import type { ClusterPorts } from "../../cluster/state-ports.js";
+import { MemoryState, memoryPorts, openStateFiles } from "../../embedded/index.js";
+import { createPool, migrate } from "../../postgres/db.js";
+import { openPgPorts } from "../../postgres/index.js";
+import type { ClusterPorts } from "../../state/ports.js";
 import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 

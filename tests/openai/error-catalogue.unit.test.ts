@@ -6,9 +6,9 @@ import path from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { toApiError } from "../../api/http/error-handler.js";
-import { parse } from "../../cluster/sync-request.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { type CatalogueEntry, ERROR_CATALOGUE, errorsTable } from "../../openai/error-catalogue.js";
+import { parse } from "../../sync/request.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { placedFolders } from "../../testkit/floors.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -28,7 +28,7 @@ const CODE_ARGUMENT: Record<string, number> = {
 
 /** zod's issue codes, written where a schema refines its input: not errors the service answers with. */
 const ZOD_ISSUE_CODES = new Set(["custom"]);
-/** An abort reason that writes no line: the batch is checkpointed and resumes (cluster/reasons.ts). */
+/** An abort reason that writes no line: the batch is checkpointed and resumes (batches/reasons.ts). */
 const NO_LINE = new Set(["shutdown"]);
 
 function productSources(): string[] {
