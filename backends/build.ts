@@ -6,19 +6,19 @@ import { readFile } from "node:fs/promises";
 import type pino from "pino";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
-import { deviceMemory, usableRam } from "../engine/device-memory.js";
-import { estimateFootprint } from "../engine/footprint.js";
-import { ensureGeneratedModel } from "../engine/generated-model.js";
-import { ModelFileError } from "../engine/gguf-check.js";
+import { LlamaBackend } from "../engine/adapter/openai-backend.js";
 import { createEngine } from "../engine/index.js";
-import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/model-download.js";
-import { LlamaBackend } from "../engine/openai-backend.js";
+import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
+import { estimateFootprint } from "../engine/load/footprint.js";
+import { ensureGeneratedModel } from "../engine/load/generated-model.js";
+import { ModelFileError } from "../engine/load/gguf-check.js";
+import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
 import { overChat } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
-export { type DownloadStatus, formatBytes, progressLine } from "../engine/model-download.js";
+export { type DownloadStatus, formatBytes, progressLine } from "../engine/load/model-download.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm start";

@@ -7,8 +7,8 @@ import YAML from "yaml";
 import { z } from "zod";
 import { strictObject } from "../config/known-keys.js";
 import { parseModelRef } from "../config/model-ref.js";
-import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/generated-model.js";
 import { getPreset } from "../engine/gguf/presets.js";
+import { DEFAULT_SEED, defaultGeneratedModelDir, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../engine/load/generated-model.js";
 import { type Price, PriceSchema, priceFrom } from "./price.js";
 
 export interface LocalBackendSpec {

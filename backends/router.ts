@@ -13,7 +13,7 @@ export interface BackendFactory {
   /** `signal` aborts when the router closes: the load stops, and what it brought up is closed. */
   local(spec: LocalSpec, signal: AbortSignal): Promise<InferenceBackend>;
   upstream(spec: UpstreamSpec): InferenceBackend;
-  /** Bytes a local model will take once loaded (engine/footprint.ts). */
+  /** Bytes a local model will take once loaded (engine/load/footprint.ts). */
   footprint(spec: LocalSpec): Promise<number>;
 }
 

@@ -4,7 +4,7 @@
 // resident set did not) read apart. docs/reliability.md's figures for the bound on one answer come from it.
 //   npx tsx bench/answer-memory.ts [--model PATH] [--concurrent 3] [--after 20] [--stream] [--endpoint E] [--body JSON]
 import { parseArgs } from "node:util";
-import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { startServer } from "./server.js";
 
 const { values: a } = parseArgs({

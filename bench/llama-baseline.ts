@@ -5,7 +5,7 @@
 // --batching: "default" is node-llama-cpp's own; "ordered" hands each decode its tokens in sequence-id
 // order, so llama.cpp runs a step as one pass over the weights instead of several; "lockstep" also waits
 // a few loop turns for the sequences of the last step, so they all stay in each decode. Both re-implement
-// the ideas of engine/batch-order.ts here, without the project's code.
+// the ideas of engine/pool/batch-order.ts here, without the project's code.
 // --threads 0 leaves threads to node-llama-cpp (its default), as a script that tunes nothing would.
 // --budget-seconds N: generation stops after N seconds (for configurations too slow to run in full), even
 // within a request; throughput is then over the tokens generated.

@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
 import { repoRoot } from "../testkit/repo-root.js";

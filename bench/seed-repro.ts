@@ -4,9 +4,9 @@
 // engine's defaults and once with REPRODUCIBLE=true, with each run's time, so the setting's cost is stated.
 //   npx tsx bench/seed-repro.ts [--model PATH] [--lines 400] [--tokens 32] [--temperature 0.8]
 import { parseArgs } from "node:util";
-import { ensureGeneratedModel } from "../engine/generated-model.js";
+import { LlamaBackend } from "../engine/adapter/openai-backend.js";
 import { createEngine } from "../engine/index.js";
-import { LlamaBackend } from "../engine/openai-backend.js";
+import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { parseRequest } from "../openai/parse.js";
 
 const { values: a } = parseArgs({

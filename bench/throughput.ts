@@ -1,7 +1,7 @@
 // Targets 1 and 2 for one model: the service at its defaults against the best hand-tuned node-llama-cpp
 // script (swept over threads and sequences) and against one request at a time;
 // plus the project's engine over sequence counts for the chart.
-import { threadsText } from "../engine/threads.js";
+import { threadsText } from "../engine/load/threads.js";
 import { completionLines, prompt } from "../testkit/workload.js";
 import { runChild } from "./child.js";
 import type { ModelPlan } from "./plan.js";

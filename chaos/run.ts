@@ -24,7 +24,7 @@ async function modelPath(): Promise<string> {
   if (process.env.MODEL_PATH) return path.resolve(process.env.MODEL_PATH);
   const shared = path.resolve(repoRoot, "../shared/models/stories260K.gguf");
   if (existsSync(shared)) return shared;
-  const { ensureGeneratedModel } = await import("../engine/generated-model.js");
+  const { ensureGeneratedModel } = await import("../engine/load/generated-model.js");
   return ensureGeneratedModel();
 }
 

@@ -2,16 +2,16 @@
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
-import { type ChatFormat, renderChat } from "./chat.js";
-import type { Embedder } from "./embed.js";
 import { cannotRank, engineClosed, invalidRequest } from "./errors.js";
-import { type GenerationRequest, generate, resolveSampling } from "./generate.js";
-import type { Grammars } from "./grammars.js";
-import type { KvChoice } from "./kv-choice.js";
-import type { Ranker } from "./rank.js";
-import type { SamplerMemory } from "./sampler-memory.js";
-import { tokenizePrompt, withBos } from "./tokens.js";
-import { generateWithTools } from "./tool-calls.js";
+import { type ChatFormat, renderChat } from "./generate/chat.js";
+import type { Embedder } from "./generate/embed.js";
+import { type GenerationRequest, generate, resolveSampling } from "./generate/generate.js";
+import type { Grammars } from "./generate/grammars.js";
+import type { Ranker } from "./generate/rank.js";
+import type { SamplerMemory } from "./generate/sampler-memory.js";
+import { tokenizePrompt, withBos } from "./generate/tokens.js";
+import { generateWithTools } from "./generate/tool-calls.js";
+import type { KvChoice } from "./pool/kv-choice.js";
 import {
   type ChatMessage,
   type EmbeddingResult,
@@ -34,7 +34,7 @@ export interface LlamaEngineParts {
   kv: KvChoice;
   /** Null when the model cannot embed (see createEngine). */
   embedder: Embedder | null;
-  /** Null when the model has no classification head (engine/rank.ts). */
+  /** Null when the model has no classification head (engine/generate/rank.ts). */
   ranker: Ranker | null;
   chatFormat: ChatFormat;
   /** Counts the native sampler memory each request leaves for the collector (sampler-memory.ts). */

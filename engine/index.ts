@@ -1,24 +1,24 @@
 // The engine's front door: createEngine brings up llama.cpp, the model and its contexts from EngineOptions.
 import { basename } from "node:path";
 import type { Llama, LlamaModel } from "node-llama-cpp";
-import { chooseChatFormat } from "./chat.js";
-import { Embedder } from "./embed.js";
 import { LlamaEngine } from "./engine.js";
-import { Grammars } from "./grammars.js";
-import { KvChoice } from "./kv-choice.js";
-import { loadLlama, loadModel } from "./load.js";
-import { loadedBuild } from "./native.js";
-import { Ranker } from "./rank.js";
-import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./sampler-memory.js";
-import { SequencePool, type SequencePoolOptions } from "./sequence-pool.js";
-import { autoSequences } from "./sequences.js";
-import { parametersPerToken, StepThreads } from "./step-threads.js";
-import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./threads.js";
+import { chooseChatFormat } from "./generate/chat.js";
+import { Embedder } from "./generate/embed.js";
+import { Grammars } from "./generate/grammars.js";
+import { Ranker } from "./generate/rank.js";
+import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./generate/sampler-memory.js";
+import { loadLlama, loadModel } from "./load/load.js";
+import { loadedBuild } from "./load/native.js";
+import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./load/threads.js";
+import { KvChoice } from "./pool/kv-choice.js";
+import { SequencePool, type SequencePoolOptions } from "./pool/sequence-pool.js";
+import { autoSequences } from "./pool/sequences.js";
+import { parametersPerToken, StepThreads } from "./pool/step-threads.js";
 import type { Engine, EngineOptions } from "./types.js";
 
 export { DEFAULT_COMPLETION_MAX_TOKENS } from "./engine.js";
-export { DEFAULT_SEQUENCES } from "./sequences.js";
-export { chooseThreads, type ThreadsInput, threadBudget, threadsText } from "./threads.js";
+export { chooseThreads, type ThreadsInput, threadBudget, threadsText } from "./load/threads.js";
+export { DEFAULT_SEQUENCES } from "./pool/sequences.js";
 export * from "./types.js";
 
 /** Width of one attention head: the GGUF's key length, else the embedding width over the head count. */

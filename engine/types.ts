@@ -20,7 +20,7 @@ export interface SamplingParams {
   presencePenalty?: number;
   /** Token id -> a value added to its logit (-100 bans it, 100 all but forces it). */
   logitBias?: ReadonlyMap<number, number>;
-  /** The answer must be a JSON object, or follow a JSON schema (engine/json-schema.ts checks it first). */
+  /** The answer must be a JSON object, or follow a JSON schema (engine/generate/json-schema.ts checks it first). */
   format?:
     | { type: "json_object" }
     | { type: "json_schema"; schema: Record<string, unknown> }
@@ -35,7 +35,7 @@ export interface SamplingParams {
   promptLogprobs?: number;
   /** Answers generated from one evaluation of the prompt (1 by default). */
   n?: number;
-  /** Functions the model may call (chat only; engine/tool-calls.ts). */
+  /** Functions the model may call (chat only; engine/generate/tool-calls.ts). */
   tools?: ToolsParams;
   /**
    * Told each choice's answer as it is generated: text that no stop string can take back any more (a stop string's
@@ -149,7 +149,7 @@ export interface EngineInfo {
   generatedModel: boolean;
   gpu: string | false;
   gpuLayers: number;
-  /** Threads a decode computes with; on CPU a large decode takes `threadsLargeSteps` (engine/threads.ts). */
+  /** Threads a decode computes with; on CPU a large decode takes `threadsLargeSteps` (engine/load/threads.ts). */
   threads: number;
   threadsLargeSteps: number;
   sequences: number;
@@ -164,9 +164,9 @@ export interface EngineInfo {
   reproducible: boolean;
   /** The chat template has its own function-calling format (tools work). */
   toolCalling: boolean;
-  /** Prompt prefixes are copied between the sequences of a context (engine/prefix-share.ts). */
+  /** Prompt prefixes are copied between the sequences of a context (engine/pool/prefix-share.ts). */
   prefixCopy: boolean;
-  /** The node-llama-cpp build that runs: its prebuilt binaries, or the patched build (engine/native.ts). */
+  /** The node-llama-cpp build that runs: its prebuilt binaries, or the patched build (engine/load/native.ts). */
   build: "prebuilt" | "patched";
   /** One KV cache for all sequences of a context (the patched build only); "auto": chosen per batch run. */
   kvUnified: boolean | "auto";
@@ -179,7 +179,7 @@ export interface SchedulingStats {
   sequences: number;
   evaluatedTokens: number;
   /**
-   * The passes over the weights llama.cpp cut those decodes into (engine/micro-batches.ts): with a KV stream per
+   * The passes over the weights llama.cpp cut those decodes into (engine/pool/micro-batches.ts): with a KV stream per
    * sequence, each prompt tail on a sequence apart from the others is one more.
    */
   microBatches: number;
@@ -230,11 +230,11 @@ export interface EngineOptions {
   gpu: "auto" | "cuda" | "vulkan" | false;
   /** Layers offloaded to the GPU: "auto" (default) as many as fit. Ignored on CPU, where there is no GPU to offload to. */
   gpuLayers?: number | "auto";
-  /** 0 = choose from the machine (see engine/threads.ts). */
+  /** 0 = choose from the machine (see engine/load/threads.ts). */
   threads: number;
   /** Parallel sequences in all generation contexts; 0 = choose from the model and machine. */
   sequences: number;
-  /** Generation contexts decoding at the same time; 0 (or absent) = choose from the machine (engine/threads.ts). */
+  /** Generation contexts decoding at the same time; 0 (or absent) = choose from the machine (engine/load/threads.ts). */
   contexts?: number;
   /** Tokens per sequence. */
   contextSize: number;
@@ -242,9 +242,9 @@ export interface EngineOptions {
   embeddingContexts: number;
   /** Reuse cached prompt prefixes across requests (default true); false only to measure the gain. */
   prefixReuse?: boolean;
-  /** Copy a prefix another sequence of the same context holds instead of evaluating it (default true; engine/prefix-share.ts). */
+  /** Copy a prefix another sequence of the same context holds instead of evaluating it (default true; engine/pool/prefix-share.ts). */
   prefixCopy?: boolean;
-  /** Which node-llama-cpp build to load (engine/native.ts); default ENGINE_BUILD, else "auto". */
+  /** Which node-llama-cpp build to load (engine/load/native.ts); default ENGINE_BUILD, else "auto". */
   build?: "auto" | "prebuilt" | "patched";
   /**
    * One KV cache for all sequences of a context, where the patched build runs (default false); "auto": chosen per

@@ -146,7 +146,7 @@ export interface InferenceBackend {
   lineOrder?(): Promise<LinePreference>;
   /**
    * What a run is about to send, told once its lines are planned and before the first starts, so the backend may
-   * set itself up for it (the engine's KV cache: engine/kv-choice.ts). Resolves when it is ready.
+   * set itself up for it (the engine's KV cache: engine/pool/kv-choice.ts). Resolves when it is ready.
    */
   prepareRun?(shape: RunShape): Promise<void>;
   /** Tokens in `text` by the model's tokenizer, where this process has it (a local model). */

@@ -5,7 +5,7 @@
 //   Costs are grouped in classes a factor of two apart: within a class the order is free for the next rule.
 // - Prefix families together. Within a class, lines that open with the same text (a system prompt, few-shot
 //   examples, one document asked several questions) are adjacent, so they run at the same time and the engine
-//   evaluates their prefix once per context and copies it (engine/prefix-share.ts). The grouping is a trie order
+//   evaluates their prefix once per context and copies it (engine/pool/prefix-share.ts). The grouping is a trie order
 //   over hashes of the first 64, 256 and 1,024 characters: lines sharing 64 characters sit together, and within
 //   them those sharing 256, then 1,024.
 // Output order never mattered (custom_id carries identity), and a resumed run skips done custom_ids whatever

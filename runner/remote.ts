@@ -5,7 +5,7 @@ import { stat } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { TransferError } from "../engine/model-transfer.js";
+import { TransferError } from "../engine/load/model-transfer.js";
 
 export interface HttpRetry {
   /** Tries in all, the first included. */

@@ -6,7 +6,7 @@
 # About 5 minutes on 2 cores with Debian's cmake and g++. Without them it prints one line and exits 1, and the
 # engine goes on with the prebuilt binaries.
 # Prints the build's folder on stdout; progress goes to stderr.
-# --key: only print the patches' key (what engine/native.ts must compute too). --cached: only print the folder of a
+# --key: only print the patches' key (what engine/load/native.ts must compute too). --cached: only print the folder of a
 # build already in node_modules (exit 3 when there is none); neither builds, patches or needs a compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +27,11 @@ version=$(node -p "require('./$nlc/package.json').version")
 [ -n "$only" ] || for tool in cmake g++ make git patch; do
   command -v "$tool" >/dev/null || { echo "build-engine: $tool is not installed (apt-get install -y cmake g++ make git patch); the prebuilt engine stays" >&2; exit 1; }
 done
-# engine/native.ts hashes the same files in the same order.
+# engine/load/native.ts hashes the same files in the same order.
 # shellcheck disable=SC2086 # the list is of fixed names without spaces
 key=$(cat "$patch_file" $llama_patch_files | sha256sum | cut -c1-16)
 if [ "$only" = --key ]; then echo "$key"; exit 0; fi
-# The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load.ts passes the same).
+# The folder node-llama-cpp names after this cmake option is where getLlama looks (engine/load/load.ts passes the same).
 export NODE_LLAMA_CPP_CMAKE_OPTION_OBI_ENGINE_PATCH="$key"
 folder=$(node --input-type=module -e "
 import {getBuildFolderNameForBuildOptions} from './$nlc/dist/bindings/utils/getBuildFolderNameForBuildOptions.js';

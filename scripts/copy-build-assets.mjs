@@ -5,7 +5,7 @@ import { cpSync } from "node:fs";
 import path from "node:path";
 
 // postgres/migrations: the versioned SQL the distributed mode applies at start.
-// engine/native: the patch whose hash names the patched engine's build (engine/native.ts).
+// engine/native: the patch whose hash names the patched engine's build (engine/load/native.ts).
 export const ASSETS = ["package.json", "config/model_config.yaml", "api/console", "postgres/migrations", "engine/native"];
 
 const outDir = process.argv[2] ?? "dist";

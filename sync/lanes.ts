@@ -1,7 +1,7 @@
 // The `SyncInference` port in a process that serves its models: a synchronous request checked as a batch line of
 // its endpoint is (sync-request.ts), then admitted to its lane for that model (lane-gate.ts) and run on the model's
 // backend. The interactive lane (the default tier) holds at most a share of the model's sequences at once and is
-// served before the batches' waiting lines (engine/lane.ts); the flex tier runs as batch work does. Its requests
+// served before the batches' waiting lines (engine/pool/lane.ts); the flex tier runs as batch work does. Its requests
 // count against their key's limits and usage as batch lines do (sync-accounts.ts).
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";

@@ -21,7 +21,7 @@ export async function testModelPath(): Promise<string> {
   const shared = sharedModel("stories260K.gguf");
   if (shared) return shared;
   // Imported lazily: it writes the model file on first use.
-  const { ensureGeneratedModel } = await import("../engine/generated-model.js");
+  const { ensureGeneratedModel } = await import("../engine/load/generated-model.js");
   return ensureGeneratedModel();
 }
 
@@ -50,7 +50,7 @@ export async function openTestEngine(
 export async function openGeneratedEngine(sequences = 4): Promise<import("../engine/types.js").Engine> {
   const [{ createEngine }, { ensureGeneratedModel }] = await Promise.all([
     import("../engine/index.js"),
-    import("../engine/generated-model.js"),
+    import("../engine/load/generated-model.js"),
   ]);
   return createEngine({
     modelPath: await ensureGeneratedModel(),
@@ -65,10 +65,10 @@ export async function openGeneratedEngine(sequences = 4): Promise<import("../eng
 
 /**
  * The node-llama-cpp builds this machine can run: the prebuilt binaries always, and the patched build where
- * `npm run build:engine` made it (engine/native.ts). Tests that hold for both run once per build.
+ * `npm run build:engine` made it (engine/load/native.ts). Tests that hold for both run once per build.
  */
 export async function engineBuilds(): Promise<Array<"prebuilt" | "patched">> {
-  const { loadLlama } = await import("../engine/load.js");
+  const { loadLlama } = await import("../engine/load/load.js");
   try {
     const llama = await loadLlama(false, () => {}, "patched");
     await llama.dispose();

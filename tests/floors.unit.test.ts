@@ -20,8 +20,8 @@ describe("the house plan", () => {
   });
 
   it("would fail on a back-arrow, a sibling import and a folder with no floor", () => {
-    expect(misplacedImports([{ from: "engine/pool.ts", to: "api/errors.js" }])).toEqual([
-      "engine/pool.ts -> api/errors.js: api/ is above engine/",
+    expect(misplacedImports([{ from: "engine/pool/pool.ts", to: "api/errors.js" }])).toEqual([
+      "engine/pool/pool.ts -> api/errors.js: api/ is above engine/",
     ]);
     expect(misplacedImports([{ from: "api/routes/x.ts", to: "batches/worker.js" }])).toEqual([
       "api/routes/x.ts -> batches/worker.js: api/ and batches/ are siblings",
@@ -41,7 +41,7 @@ describe("the house plan", () => {
     const edges = importEdges();
     const has = (from: string, to: string) => edges.some((e) => e.from === from && e.to === to);
     expect(has("app/service.ts", "app/control-plane.js")).toBe(true);
-    expect(has("testkit/model.ts", "engine/generated-model.js")).toBe(true);
+    expect(has("testkit/model.ts", "engine/load/generated-model.js")).toBe(true);
     expect(has("domain/errors.ts", "stores/errors.js")).toBe(true);
   });
 

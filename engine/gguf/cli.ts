@@ -3,7 +3,7 @@
 import { statSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_SEED, ensureGeneratedModel, writeGeneratedModel } from "../generated-model.js";
+import { DEFAULT_SEED, ensureGeneratedModel, writeGeneratedModel } from "../load/generated-model.js";
 import { DEFAULT_PRESET, MODEL_PRESETS, PRESET_NAMES } from "./presets.js";
 
 const usage = `usage: gen-model [--preset ${PRESET_NAMES.join("|")}] [--seed N] [--out FILE | --dir DIR]

@@ -3,7 +3,7 @@
 import { rmSync } from "node:fs";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { POSTGRES_BIN } from "../../testkit/postgres.js";
 import { type SharedState, startChild, startSharedState } from "../helpers/cluster.js";
 import { spawnMain, untilListening } from "../helpers/process.js";

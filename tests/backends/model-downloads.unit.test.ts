@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadRegistry } from "../../backends/build.js";
 import { parseModelsFile } from "../../backends/registry.js";
 import { loadConfig } from "../../config/config.js";
-import { writeGeneratedModel } from "../../engine/generated-model.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 

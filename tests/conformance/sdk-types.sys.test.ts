@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { pythonWithOpenAI } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";

@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { ENDPOINTS } from "../../openai/backend.js";
 import { haveChromium, launchChromium } from "../helpers/browser.js";
 import { startTestService, type TestService, waitForBatch } from "../helpers/service.js";

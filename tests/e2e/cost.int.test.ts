@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { completionJsonl } from "../../testkit/workload.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 

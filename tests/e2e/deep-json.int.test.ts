@@ -2,7 +2,7 @@
 // request, a batch line, the inline form, Anthropic's message batches) answers a 400 naming the field and the
 // nesting bound, never a 500 nor the engine's own words, while the rest of the batch runs.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { MAX_JSON_DEPTH } from "../../openai/json-depth.js";
 import { createBatch } from "../../testkit/batch-client.js";
 import { uploadJsonl } from "../helpers/http-batches.js";

@@ -10,7 +10,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import type { MessageBatch, MessageBatchIndividualResponse } from "@anthropic-ai/sdk/resources/messages/batches";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { pythonWithAnthropic } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { openaiClient, startTestService, type TestService } from "../helpers/service.js";

@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeGeneratedModel } from "../../engine/generated-model.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { type SpawnedProcess, spawnServer } from "../helpers/process.js";

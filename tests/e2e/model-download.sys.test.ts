@@ -9,7 +9,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { writeGeneratedModel } from "../../engine/generated-model.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { type SpawnedProcess, spawnMain, untilListening } from "../helpers/process.js";
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { createBatch, fileLines, isFinal, pollBatch, uploadText } from "../../testkit/batch-client.js";
 import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
 import { startTestService, type TestService } from "../helpers/service.js";

@@ -4,7 +4,7 @@ import { Ajv } from "ajv";
 import OpenAI, { toFile } from "openai";
 import type { Response as OpenAIResponse } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { openaiClient, startTestService, type TestService, waitForClientBatch } from "../helpers/service.js";
 
 let svc: TestService;

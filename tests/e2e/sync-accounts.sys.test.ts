@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { until } from "../../testkit/batch-client.js";
 import { getJson, writeKeysFile } from "../helpers/keys.js";
 import { begin, NEVER_ENDS } from "../helpers/long-stream.js";

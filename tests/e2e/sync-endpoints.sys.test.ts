@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { pythonWith } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { NEVER_ENDS } from "../helpers/long-stream.js";

@@ -3,7 +3,7 @@
 
 import type { BatchItem, PrioritizedBatchItem, Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/batch-order.js";
+import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/pool/batch-order.js";
 
 const item = (sequence: number, tokens: number): BatchItem => ({
   tokens: Array.from({ length: tokens }, (_, i) => i as BatchItem["tokens"][number]),
@@ -99,10 +99,10 @@ describe("BatchOrder step size", () => {
 
 describe("node-llama-cpp's side of the tag contract", () => {
   it("hands every sequence's evaluationPriority to the strategy unchanged, past its declared 1-5", async () => {
-    const { loadLlama, loadModel } = await import("../../engine/load.js");
-    const { SequencePool } = await import("../../engine/sequence-pool.js");
-    const { generate } = await import("../../engine/generate.js");
-    const { tokenizePrompt } = await import("../../engine/tokens.js");
+    const { loadLlama, loadModel } = await import("../../engine/load/load.js");
+    const { SequencePool } = await import("../../engine/pool/sequence-pool.js");
+    const { generate } = await import("../../engine/generate/generate.js");
+    const { tokenizePrompt } = await import("../../engine/generate/tokens.js");
     const { testModelPath } = await import("../../testkit/model.js");
     const { PLAIN } = await import("./plain-request.js");
     const llama = await loadLlama(false, () => {});

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { BINARY_TEST_FILE, detachBinaryTests } from "../../engine/binary-test.js";
+import { BINARY_TEST_FILE, detachBinaryTests } from "../../engine/load/binary-test.js";
 
 const require = createRequire(import.meta.url);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { toChatHistory } from "../../engine/chat.js";
+import { toChatHistory } from "../../engine/generate/chat.js";
 
 describe("toChatHistory", () => {
   it("maps OpenAI roles and ends with an open assistant turn", () => {

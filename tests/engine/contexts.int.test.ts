@@ -1,10 +1,10 @@
 // Several generation contexts: requests spread over them (the least busy first), each context batches its
 // own sequences, and the answers are the ones a single context gives.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tokenizePrompt } from "../../engine/generate/tokens.js";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { loadLlama, loadModel } from "../../engine/load.js";
-import { SequencePool } from "../../engine/sequence-pool.js";
-import { tokenizePrompt } from "../../engine/tokens.js";
+import { loadLlama, loadModel } from "../../engine/load/load.js";
+import { SequencePool } from "../../engine/pool/sequence-pool.js";
 import { testModelPath } from "../../testkit/model.js";
 import { prompt } from "../../testkit/workload.js";
 

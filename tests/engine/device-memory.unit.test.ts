@@ -1,7 +1,7 @@
 // The memory budget's base on the CPU: the RAM this process may use, which in a container is its cgroup's limit.
 import os from "node:os";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { usableRam } from "../../engine/device-memory.js";
+import { usableRam } from "../../engine/load/device-memory.js";
 
 describe("usableRam", () => {
   afterEach(() => vi.restoreAllMocks());

@@ -3,8 +3,8 @@
 import { readFile } from "node:fs/promises";
 import { GgmlType } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkGgufFile, GGML_TYPE_SIZES, ModelFileError } from "../../engine/gguf-check.js";
-import { loadLlama, loadModel } from "../../engine/load.js";
+import { checkGgufFile, GGML_TYPE_SIZES, ModelFileError } from "../../engine/load/gguf-check.js";
+import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { testModelPath } from "../../testkit/model.js";
 import { scratchDir } from "../helpers/scratch.js";
 

@@ -5,12 +5,12 @@ import os from "node:os";
 import path from "node:path";
 import { GgmlType as LlamaGgmlType, readGgufFileInfo } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../../engine/generated-model.js";
 import { fromFloat16Bits, toFloat16Bits } from "../../engine/gguf/float16.js";
 import { tensorByteLength } from "../../engine/gguf/format.js";
 import { getPreset, MODEL_PRESETS } from "../../engine/gguf/presets.js";
 import { randomTensorData } from "../../engine/gguf/random.js";
 import { type GgufTensor, gguf, writeGgufFile } from "../../engine/gguf/writer.js";
+import { ensureGeneratedModel, GENERATED_MODEL_PRESETS, generatedModelFileName } from "../../engine/load/generated-model.js";
 
 let dir: string;
 beforeAll(async () => {

@@ -16,9 +16,9 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { MODEL_PRESETS } from "../../engine/gguf/presets.js";
 import { CHATML_TEMPLATE, SPECIAL_TOKENS } from "../../engine/gguf/tokenizer.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 
 const tiny = MODEL_PRESETS.tiny;
 let dir: string;

@@ -1,10 +1,10 @@
-// JSON grammars with bounded numbers (engine/grammars.ts): node-llama-cpp's own rules let a model write numbers
+// JSON grammars with bounded numbers (engine/generate/grammars.ts): node-llama-cpp's own rules let a model write numbers
 // no double holds (1e999 reads as Infinity, written back as null) and "integers" with negative exponents. Checked
 // on the library's real grammar text and on the generated model's real answers, which write such numbers often.
 import { getLlama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { boundedNumbers } from "../../engine/grammars.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
+import { boundedNumbers } from "../../engine/generate/grammars.js";
 import type { Engine } from "../../engine/types.js";
 import { parseRequest } from "../../openai/parse.js";
 import { openGeneratedEngine } from "../../testkit/model.js";

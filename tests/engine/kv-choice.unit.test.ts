@@ -1,7 +1,7 @@
 // Choosing the KV cache per batch run, without a model: when the pool is made again, and what waits for it.
 import { describe, expect, it } from "vitest";
-import { KvChoice, unifiedSuits } from "../../engine/kv-choice.js";
-import type { SequencePool } from "../../engine/sequence-pool.js";
+import { KvChoice, unifiedSuits } from "../../engine/pool/kv-choice.js";
+import type { SequencePool } from "../../engine/pool/sequence-pool.js";
 
 /** Just what KvChoice reads of a pool: its cache, its size, its counters, and close. */
 function fakePool(kvUnified: boolean, steps = 0) {

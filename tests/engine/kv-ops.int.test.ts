@@ -1,10 +1,10 @@
-// The patched build's queued KV changes (engine/kv-ops.ts) on the real library: copies and truncations give the
+// The patched build's queued KV changes (engine/pool/kv-ops.ts) on the real library: copies and truncations give the
 // answers a fresh evaluation gives, with and without a unified KV cache, and a copy does not wait for sequences
 // that are generating. Skipped with a note where the patched build is not there (npm run build:engine).
 import { afterAll, describe, expect, it } from "vitest";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { canQueueKvOps } from "../../engine/kv-ops.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { canQueueKvOps } from "../../engine/pool/kv-ops.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import { engineBuilds, NO_PATCHED_BUILD, testModelPath } from "../../testkit/model.js";
 import { jsonl, scratchDir } from "../helpers/scratch.js";

@@ -3,8 +3,8 @@
 // sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line;
 // past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inLane } from "../../engine/lane.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
+import { inLane } from "../../engine/pool/lane.js";
 import type { Engine } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";

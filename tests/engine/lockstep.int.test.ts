@@ -3,11 +3,11 @@
 
 import type { Llama, LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generate } from "../../engine/generate.js";
-import { loadLlama, loadModel } from "../../engine/load.js";
-import { loadedBuild } from "../../engine/native.js";
-import { SequencePool } from "../../engine/sequence-pool.js";
-import { tokenizePrompt } from "../../engine/tokens.js";
+import { generate } from "../../engine/generate/generate.js";
+import { tokenizePrompt } from "../../engine/generate/tokens.js";
+import { loadLlama, loadModel } from "../../engine/load/load.js";
+import { loadedBuild } from "../../engine/load/native.js";
+import { SequencePool } from "../../engine/pool/sequence-pool.js";
 import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 

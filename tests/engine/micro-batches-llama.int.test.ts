@@ -1,4 +1,4 @@
-// The micro-batch model (engine/micro-batches.ts) against llama.cpp itself: with LLAMA_KV_CACHE_DEBUG set, llama.cpp
+// The micro-batch model (engine/pool/micro-batches.ts) against llama.cpp itself: with LLAMA_KV_CACHE_DEBUG set, llama.cpp
 // logs each micro-batch's KV streams as it places them, consecutive ids within one micro-batch, so a break in the
 // run of ids starts the next. The engine's count must equal the log's, on both builds, for decodes that mix
 // generating sequences with prompt tails of unequal lengths on scattered sequences. An upgrade of node-llama-cpp

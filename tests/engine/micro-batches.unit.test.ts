@@ -1,6 +1,6 @@
-// The model of how llama.cpp cuts a decode into passes over the weights (engine/micro-batches.ts).
+// The model of how llama.cpp cuts a decode into passes over the weights (engine/pool/micro-batches.ts).
 import { describe, expect, it } from "vitest";
-import { microBatches, type StepPart } from "../../engine/micro-batches.js";
+import { microBatches, type StepPart } from "../../engine/pool/micro-batches.js";
 
 const gens = (ids: number[]): StepPart[] => ids.map((sequence) => ({ sequence, tokens: 1 }));
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);

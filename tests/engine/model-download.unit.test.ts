@@ -7,8 +7,8 @@ import { mkdir, open, readdir, readFile, stat, writeFile } from "node:fs/promise
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { modelFileName, parseModelRef } from "../../config/model-ref.js";
-import { writeGeneratedModel } from "../../engine/generated-model.js";
-import { checkGgufFile, ModelFileError } from "../../engine/gguf-check.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
+import { checkGgufFile, ModelFileError } from "../../engine/load/gguf-check.js";
 import {
   type DownloadStatus,
   fetchModel,
@@ -16,8 +16,8 @@ import {
   PART_SUFFIX,
   progressLine,
   STAGING_FOLDER,
-} from "../../engine/model-download.js";
-import { RECORD_SUFFIX } from "../../engine/model-transfer.js";
+} from "../../engine/load/model-download.js";
+import { RECORD_SUFFIX } from "../../engine/load/model-transfer.js";
 import { closedPort, type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 

@@ -7,8 +7,8 @@ import { readFile, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { RemoteFile } from "../../engine/model-source.js";
-import { RECORD_SUFFIX, TransferError, transfer } from "../../engine/model-transfer.js";
+import type { RemoteFile } from "../../engine/load/model-source.js";
+import { RECORD_SUFFIX, TransferError, transfer } from "../../engine/load/model-transfer.js";
 import { type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 

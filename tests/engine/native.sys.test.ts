@@ -1,4 +1,4 @@
-// Which node-llama-cpp build the engine loads (engine/native.ts) and what the build script says where it cannot
+// Which node-llama-cpp build the engine loads (engine/load/native.ts) and what the build script says where it cannot
 // build: one line, and the prebuilt engine stays.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, symlinkSync } from "node:fs";
@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../config/config.js";
-import { buildSelection, defaultBuildChoice, missingPatchedBuild, PATCH_CMAKE_OPTION, patchKey } from "../../engine/native.js";
+import { buildSelection, defaultBuildChoice, missingPatchedBuild, PATCH_CMAKE_OPTION, patchKey } from "../../engine/load/native.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 describe("the engine's build choice", () => {

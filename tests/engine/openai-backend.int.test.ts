@@ -1,7 +1,7 @@
 // The local backend on the real engine: OpenAI response shapes of the three endpoints, each parameter's
 // effect on the answer, and the per-request refusals of what it cannot honour.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { float32Base64, LlamaBackend } from "../../engine/openai-backend.js";
+import { float32Base64, LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { BackendResult, Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";

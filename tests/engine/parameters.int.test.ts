@@ -2,7 +2,7 @@
 // model (stories260K, or the generated model where ../shared is absent), and each it cannot, refused by name.
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";

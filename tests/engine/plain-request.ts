@@ -1,6 +1,6 @@
 // The GenerationRequest fields the engine tests leave at OpenAI's defaults: no penalties, bias, grammar,
 // log probabilities, one choice.
-import type { GenerationRequest } from "../../engine/generate.js";
+import type { GenerationRequest } from "../../engine/generate/generate.js";
 
 export const PLAIN: Pick<
   GenerationRequest,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { telling } from "../../engine/begin.js";
-import { inLane } from "../../engine/lane.js";
-import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool.js";
+import { telling } from "../../engine/pool/begin.js";
+import { inLane } from "../../engine/pool/lane.js";
+import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool/pool.js";
 import { RequestError } from "../../engine/types.js";
 import { callOffUnbegun } from "../../pipeline/call-off.js";
 

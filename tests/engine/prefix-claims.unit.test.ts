@@ -1,7 +1,7 @@
 // The bookkeeping behind prefix families, without a model: who may copy from whom, and when.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { canCopyState, commonPrefix, MIN_CHAINED_COPY_GAIN, PrefixClaims } from "../../engine/prefix-share.js";
+import { canCopyState, commonPrefix, MIN_CHAINED_COPY_GAIN, PrefixClaims } from "../../engine/pool/prefix-share.js";
 
 /** Just what the claims read of a sequence: its cache's tokens. */
 function fakeSequence(cache: number[] = []) {

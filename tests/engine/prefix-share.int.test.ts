@@ -6,7 +6,7 @@
 import { LlamaContextSequence } from "node-llama-cpp";
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
-import { MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "../../engine/prefix-share.js";
+import { MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "../../engine/pool/prefix-share.js";
 import { engineBuilds, NO_PATCHED_BUILD, testModelPath } from "../../testkit/model.js";
 
 type Build = "prebuilt" | "patched";
@@ -64,7 +64,7 @@ it("node-llama-cpp 3.22.1 still has the internal copy the prebuilt build relies 
   expect((method as (...a: unknown[]) => unknown).length).toBe(2);
 });
 
-describe.each(builds)("prefix families (engine/prefix-share.ts), %s build", (build) => {
+describe.each(builds)("prefix families (engine/pool/prefix-share.ts), %s build", (build) => {
   it("one context: the shared prefix is evaluated once, the other sequences copy it", async () => {
     const engine = await make(build, 1, true);
     expect(engine.info.prefixCopy).toBe(true);

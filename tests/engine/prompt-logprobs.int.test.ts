@@ -5,8 +5,8 @@
 // token arrays, with max_tokens 0 and with generated tokens after.
 import type { ControlledEvaluateInputItem, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
-import { tokenizePrompt } from "../../engine/tokens.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
+import { tokenizePrompt } from "../../engine/generate/tokens.js";
 import type { Engine } from "../../engine/types.js";
 import { openTestEngine } from "../../testkit/model.js";
 import { runLine } from "../helpers/test-engine.js";

@@ -4,9 +4,9 @@
 // the same pair either way, bad bodies refused naming the field, a pair past the context refused naming its
 // document, and a model with no head refusing both, naming the model.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import { createEngine } from "../../engine/index.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";

@@ -1,8 +1,8 @@
 // Child process for sampler-memory.sys.test.ts: the engine on the generated `small` model (32,000-token vocabulary,
 // 384 KB of sampler buffer per request) runs 1-token requests and prints how much its RSS grew.
 
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
 import { createEngine } from "../../engine/index.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 
 const requests = Number(process.argv[2] ?? 800);
 const engine = await createEngine({

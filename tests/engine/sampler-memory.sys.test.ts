@@ -3,8 +3,8 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { loadLlama, loadModel } from "../../engine/load.js";
-import { fullCollection, SamplerMemory, samplerBytes } from "../../engine/sampler-memory.js";
+import { fullCollection, SamplerMemory, samplerBytes } from "../../engine/generate/sampler-memory.js";
+import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 

@@ -2,7 +2,7 @@
 // options (the pinned 3.22.1's internal `_resolveSamplerConfig`, what its addon is configured from).
 import { LlamaContextSequence } from "node-llama-cpp";
 import { expect, it } from "vitest";
-import { samplerOptions, tokenSeed } from "../../engine/generate.js";
+import { samplerOptions, tokenSeed } from "../../engine/generate/generate.js";
 
 const resolve = (options: object): Record<string, unknown> =>
   (LlamaContextSequence.prototype as unknown as { _resolveSamplerConfig(o: object): Record<string, unknown> })._resolveSamplerConfig.call(

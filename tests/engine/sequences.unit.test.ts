@@ -1,6 +1,6 @@
 // The automatic sequence count: the default, halved while the context would not fit its memory share.
 import { describe, expect, it } from "vitest";
-import { fitSequences } from "../../engine/sequences.js";
+import { fitSequences } from "../../engine/pool/sequences.js";
 
 const MiB = 2 ** 20;
 /** A context of 10 MiB of buffers plus 4 MiB of KV cache per sequence. */

@@ -3,12 +3,12 @@
 
 import type { Llama, LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generate } from "../../engine/generate.js";
-import { loadLlama, loadModel } from "../../engine/load.js";
-import { SequencePool } from "../../engine/sequence-pool.js";
-import { parametersPerToken, StepThreads } from "../../engine/step-threads.js";
-import { ALL_CORES_STEP_WORK } from "../../engine/threads.js";
-import { tokenizePrompt } from "../../engine/tokens.js";
+import { generate } from "../../engine/generate/generate.js";
+import { tokenizePrompt } from "../../engine/generate/tokens.js";
+import { loadLlama, loadModel } from "../../engine/load/load.js";
+import { ALL_CORES_STEP_WORK } from "../../engine/load/threads.js";
+import { SequencePool } from "../../engine/pool/sequence-pool.js";
+import { parametersPerToken, StepThreads } from "../../engine/pool/step-threads.js";
 import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 

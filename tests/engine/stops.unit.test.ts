@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { heldBack } from "../../engine/generate.js";
-import { findStop } from "../../engine/stops.js";
+import { heldBack } from "../../engine/generate/generate.js";
+import { findStop } from "../../engine/generate/stops.js";
 
 describe("findStop", () => {
   it("finds the earliest of several stop strings", () => {

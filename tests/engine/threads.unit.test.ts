@@ -10,7 +10,7 @@ import {
   threadBudget,
   threadsPerContext,
   threadsText,
-} from "../../engine/threads.js";
+} from "../../engine/load/threads.js";
 
 describe("chooseThreads", () => {
   it("uses an explicit request as is", () => {

@@ -3,11 +3,11 @@
 import { Ajv } from "ajv";
 import { getLlama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chooseChatFormat, renderChat } from "../../engine/chat.js";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
+import { chooseChatFormat, renderChat } from "../../engine/generate/chat.js";
+import { generateWithTools, type Phase } from "../../engine/generate/tool-calls.js";
 import { createEngine } from "../../engine/index.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
-import { generateWithTools, type Phase } from "../../engine/tool-calls.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import type { Engine, GenerationResult } from "../../engine/types.js";
 import { parseRequest } from "../../openai/parse.js";
 import { openGeneratedEngine, sharedModel } from "../../testkit/model.js";

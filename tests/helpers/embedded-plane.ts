@@ -11,7 +11,7 @@ import { embeddedState } from "../../app/plane-state.js";
 import { type Config, loadConfig } from "../../config/config.js";
 import type { Batch, BatchStatus, FileObject } from "../../domain/objects.js";
 import type { ExpiresAfter, Owner } from "../../domain/ports.js";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { until } from "../../testkit/batch-client.js";
 import { openTestEngine } from "../../testkit/model.js";

@@ -1,6 +1,6 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls (and those that began:
 // took a sequence) and can inject transient failures in front of it (the engine itself is never replaced).
-import { beginListener, telling } from "../../engine/begin.js";
+import { beginListener, telling } from "../../engine/pool/begin.js";
 import { type Engine, RequestError } from "../../engine/types.js";
 import type { BackendResult, Endpoint, InferenceBackend } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";

@@ -1,7 +1,7 @@
 // The run's default concurrency is the backend's; the local one keeps a request waiting for every sequence:
 // twice the engine's sequences.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import { jsonl, scratchDir } from "../helpers/scratch.js";

@@ -1,7 +1,7 @@
 // runBatchFile on the real engine: output and error files, cancel, shutdown and resume, retries.
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { InferenceBackend } from "../../openai/backend.js";
 import { repairTornTail, scanDone } from "../../pipeline/resume.js";

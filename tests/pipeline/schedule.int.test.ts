@@ -1,7 +1,7 @@
 // The order a batch's lines start in (pipeline/schedule.ts): longest first, prefix families together, file order
 // on ties; read back from the file by byte range; and the run itself, which starts lines in that order.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import { costClass, estimateLine, OrderPlanner, plannedLines, prefixHash } from "../../pipeline/schedule.js";

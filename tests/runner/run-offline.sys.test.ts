@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
-import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";

@@ -4,7 +4,7 @@
 
 import client from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlamaBackend } from "../../engine/openai-backend.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { metricKinds } from "../../metrics/kinds.js";
 import { createLaneMetrics } from "../../metrics/lane-metrics.js";

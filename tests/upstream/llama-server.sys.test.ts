@@ -7,7 +7,7 @@ import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureGeneratedModel } from "../../engine/generated-model.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { until } from "../../testkit/batch-client.js";
 import { cachedLlamaServer, startLlamaServer } from "../../testkit/llama-server.js";
 import { testModelPath } from "../../testkit/model.js";

@@ -1,8 +1,8 @@
 // The generation contexts a sequence pool lends from: N sequences spread evenly over the contexts, each context
 // with its batch order; when the count is automatic and memory is short, fewer sequences are tried, halving.
 import { InsufficientMemoryError, type LlamaContext, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
+import type { EngineOptions } from "../types.js";
 import { BatchOrder } from "./batch-order.js";
-import type { EngineOptions } from "./types.js";
 
 export interface GenerationContextOptions {
   /** Sequences wanted in all; when `auto`, fewer are taken if memory is short. */

@@ -1,10 +1,10 @@
 // Embeddings over a pool of embedding contexts. node-llama-cpp evaluates one input at a time inside an
 // embedding context, so parallel inputs need several contexts.
 import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
-import { asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
-import { ResourcePool } from "./pool.js";
+import { asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "../errors.js";
+import { ResourcePool } from "../pool/pool.js";
+import type { EmbeddingResult } from "../types.js";
 import { withBos } from "./tokens.js";
-import type { EmbeddingResult } from "./types.js";
 
 export interface EmbedderOptions {
   contexts: number;

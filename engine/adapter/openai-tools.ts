@@ -1,10 +1,10 @@
 // Chat tools between OpenAI's wire shapes and the engine: what a line may ask (checked per line, naming the
 // field), the engine's ToolsParams, and the calls back as OpenAI's message.tool_calls.
-import type { ChatBody, ChatMessageBody } from "../openai/bodies.js";
-import { invalidParameter, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
-import { hexId } from "../openai/ids.js";
-import { toGrammarSchema } from "./json-schema.js";
-import type { ToolCall, ToolsParams } from "./types.js";
+import type { ChatBody, ChatMessageBody } from "../../openai/bodies.js";
+import { invalidParameter, unsupportedParameter, unsupportedValue } from "../../openai/errors.js";
+import { hexId } from "../../openai/ids.js";
+import { toGrammarSchema } from "../generate/json-schema.js";
+import type { ToolCall, ToolsParams } from "../types.js";
 
 const NO_FORMAT = "The model's chat template has no function-calling format";
 

@@ -9,8 +9,8 @@
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
 import Denque from "denque";
+import { abortError, engineClosed } from "../errors.js";
 import { beginListener } from "./begin.js";
-import { abortError, engineClosed } from "./errors.js";
 import { interactiveNow, reserveWanted } from "./lane.js";
 
 interface Waiter<T> {

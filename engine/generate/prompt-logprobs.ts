@@ -2,8 +2,8 @@
 // token's given the tokens before it, the first having none, read from one evaluation of the prompt that keeps every
 // position's logits.
 import type { ControlledEvaluateInputItem, EvaluationPriority, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { PromptTokenLogprob } from "../types.js";
 import { tokenLogprobs } from "./logprobs.js";
-import type { PromptTokenLogprob } from "./types.js";
 
 /** Tokens of context a token's text is detokenized with, so a word-initial token keeps its leading space. */
 const CONTEXT_TOKENS = 8;

@@ -3,10 +3,10 @@
 // node-llama-cpp, and a machine without a usable GPU gets the CPU build.
 import { access, constants } from "node:fs/promises";
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import type { EngineOptions } from "../types.js";
 import { detachBinaryTests } from "./binary-test.js";
 import { checkGgufFile } from "./gguf-check.js";
 import { buildSelection, defaultBuildChoice, type EngineBuildChoice, loadedBuild, missingPatchedBuild } from "./native.js";
-import type { EngineOptions } from "./types.js";
 
 type Log = NonNullable<EngineOptions["log"]>;
 
@@ -33,7 +33,7 @@ async function tryGetLlama(gpu: "auto" | "cuda" | "vulkan" | false, log: Log, bu
     gpu,
     logLevel: debug ? LlamaLogLevel.debug : LlamaLogLevel.warn,
     logger: llamaLogger(log),
-    // Thread use is decided later from the cores this binding reports (see engine/threads.ts).
+    // Thread use is decided later from the cores this binding reports (see engine/load/threads.ts).
     progressLogs: false,
   });
 }

@@ -2,9 +2,9 @@
 // contexts: one evaluates one pair at a time, so pairs run side by side on several. Only a model with a head
 // (`cls.weight` or `cls.output.weight`, as node-llama-cpp's supportsRanking finds it) can rank.
 import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
-import { asEngineError, contextLengthExceeded, throwIfAborted } from "./errors.js";
-import { ResourcePool } from "./pool.js";
-import type { RankResult } from "./types.js";
+import { asEngineError, contextLengthExceeded, throwIfAborted } from "../errors.js";
+import { ResourcePool } from "../pool/pool.js";
+import type { RankResult } from "../types.js";
 
 export class Ranker {
   private readonly pool: ResourcePool<LlamaRankingContext>;

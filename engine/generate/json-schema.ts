@@ -2,7 +2,7 @@
 // enforce, and turned into its GbnfJsonSchema. A construct the grammar cannot express is refused with the
 // path of the construct: an answer that merely "tends to" follow the schema would be wrong work marked done.
 import type { GbnfJsonSchema } from "node-llama-cpp";
-import { unsupportedValue } from "../openai/errors.js";
+import { unsupportedValue } from "../../openai/errors.js";
 
 /** Annotations that constrain nothing, so a grammar honours them by ignoring them. */
 const ANNOTATIONS = new Set([

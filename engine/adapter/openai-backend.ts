@@ -9,18 +9,15 @@ import type {
   InferenceRequest,
   RunShape,
   TokenUsage,
-} from "../openai/backend.js";
-import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
-import { PROMPT_FIELD } from "../openai/errors.js";
-import { hexId } from "../openai/ids.js";
-import { type RankRequest, rankBody, rankPairs } from "../openai/rank.js";
-import { telling } from "./begin.js";
-import { cannotRank } from "./errors.js";
-import { inLane } from "./lane.js";
-import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
-
-import { toolCallsBody, toolsParams } from "./openai-tools.js";
-import { threadsText } from "./threads.js";
+} from "../../openai/backend.js";
+import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../../openai/bodies.js";
+import { PROMPT_FIELD } from "../../openai/errors.js";
+import { hexId } from "../../openai/ids.js";
+import { type RankRequest, rankBody, rankPairs } from "../../openai/rank.js";
+import { cannotRank } from "../errors.js";
+import { threadsText } from "../load/threads.js";
+import { telling } from "../pool/begin.js";
+import { inLane } from "../pool/lane.js";
 import {
   type ChatMessage,
   type Choice,
@@ -30,7 +27,9 @@ import {
   RequestError,
   type SamplingParams,
   type TokenLogprob,
-} from "./types.js";
+} from "../types.js";
+import { checkRequest, notServed, promptsOf } from "./openai-checks.js";
+import { toolCallsBody, toolsParams } from "./openai-tools.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 

@@ -4,8 +4,8 @@
 // which local models fit at once; an estimate, so the budget it is held to should leave some room.
 import { stat } from "node:fs/promises";
 import { readGgufFileInfo } from "node-llama-cpp";
+import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "../pool/sequences.js";
 import { usableRam } from "./device-memory.js";
-import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "./sequences.js";
 
 /** Compute buffers and the runtime beside the weights and the KV cache. */
 const OVERHEAD_BYTES = 64 * 2 ** 20;

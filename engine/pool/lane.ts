@@ -1,7 +1,7 @@
 // Which lane a request runs in, carried by its async context: every pool it waits on (sequences, embedding and
 // ranking contexts) serves the interactive lane first without each engine call taking one more argument.
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { Lane } from "../openai/backend.js";
+import type { Lane } from "../../openai/backend.js";
 
 const lane = new AsyncLocalStorage<{ reserve: boolean }>();
 

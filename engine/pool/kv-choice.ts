@@ -4,7 +4,7 @@
 // whose attention then reads cells scattered through one large buffer (docs/performance.md). The batch runner
 // knows which kind of batch it holds before its first line starts (pipeline/schedule.ts), and contexts are cheap to
 // make again while nothing runs on them, so each run gets the cache that suits it.
-import type { RunShape } from "../openai/backend.js";
+import type { RunShape } from "../../openai/backend.js";
 import type { SequencePool } from "./sequence-pool.js";
 
 /** A unified cache suits a run where at least this share of the lines open like another line. */

@@ -4,9 +4,9 @@ import { createHash, randomUUID } from "node:crypto";
 import { mkdir, rename, stat, unlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { buildLlamaModel, GENERATOR_VERSION } from "./gguf/llama-model.js";
-import { DEFAULT_PRESET, getPreset, type ModelPreset, PRESET_NAMES, type PresetName } from "./gguf/presets.js";
-import { encodeHeader, writeGgufFile } from "./gguf/writer.js";
+import { buildLlamaModel, GENERATOR_VERSION } from "../gguf/llama-model.js";
+import { DEFAULT_PRESET, getPreset, type ModelPreset, PRESET_NAMES, type PresetName } from "../gguf/presets.js";
+import { encodeHeader, writeGgufFile } from "../gguf/writer.js";
 
 export { DEFAULT_PRESET, PRESET_NAMES as GENERATED_MODEL_PRESETS, type PresetName };
 

@@ -8,7 +8,7 @@ import { mkdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/pr
 import os from "node:os";
 import path from "node:path";
 import { lock } from "proper-lockfile";
-import { describeModelRef, type ModelRef, modelFileName, parseModelRef } from "../config/model-ref.js";
+import { describeModelRef, type ModelRef, modelFileName, parseModelRef } from "../../config/model-ref.js";
 import { checkGgufFile, ModelFileError } from "./gguf-check.js";
 import { type RemoteFile, resolveSource, SourceError, SplitModelError, UnreachableError } from "./model-source.js";
 import { discard, RECORD_SUFFIX, transfer } from "./model-transfer.js";

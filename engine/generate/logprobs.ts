@@ -1,7 +1,7 @@
 // Log probabilities in OpenAI's terms from what node-llama-cpp reports per token: the whole distribution it sampled
 // from, or a few logits and their normaliser.
 import type { LlamaModel, Token } from "node-llama-cpp";
-import type { GeneratedTokenLogprob, TokenLogprob } from "./types.js";
+import type { GeneratedTokenLogprob, TokenLogprob } from "../types.js";
 
 /**
  * - `probabilities`: every token's probability, most likely first, as node-llama-cpp's `probabilities` option

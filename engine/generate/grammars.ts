@@ -1,8 +1,8 @@
 // Grammars for response formats, compiled once per distinct schema: a labelling batch sends the same schema on
 // every line, and compiling a JSON-schema grammar costs far more than a request's sampling.
 import type { Llama, LlamaGrammar } from "node-llama-cpp";
+import type { SamplingParams } from "../types.js";
 import { toGrammarSchema } from "./json-schema.js";
-import type { SamplingParams } from "./types.js";
 
 const MAX_CACHED = 64;
 

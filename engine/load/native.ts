@@ -10,20 +10,20 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Llama } from "node-llama-cpp";
-import { SETTINGS } from "../config/settings.js";
+import { SETTINGS } from "../../config/settings.js";
 
 export type EngineBuild = "prebuilt" | "patched";
 /** What to load: the patched build where it exists (auto), only the prebuilt, or only the patched. */
 export type EngineBuildChoice = "auto" | EngineBuild;
 
-export const PATCH_FILE = fileURLToPath(new URL("./native/node-llama-cpp-3.22.1.patch", import.meta.url));
+export const PATCH_FILE = fileURLToPath(new URL("../native/node-llama-cpp-3.22.1.patch", import.meta.url));
 /**
  * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, a
  * unified cache that keeps each sequence's cells together in 64-cell blocks, and FP32 vector paths for FP16 data on
  * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code).
  */
 export const LLAMA_PATCH_FILES = ["llama.cpp-flash-attn-sparse.patch", "llama.cpp-kv-blocks.patch", "llama.cpp-avx512fp16.patch"].map((f) =>
-  fileURLToPath(new URL(`./native/${f}`, import.meta.url)),
+  fileURLToPath(new URL(`../native/${f}`, import.meta.url)),
 );
 /** The cmake option scripts/build-engine.sh sets to the same key. */
 export const PATCH_CMAKE_OPTION = "OBI_ENGINE_PATCH";

@@ -3,7 +3,7 @@
 // to what that step's work deserves. The splitter reads the budget when the decode takes its threads, right
 // after the batching strategy (batch-order.ts) has planned the step and reported its size here.
 import type { Llama, LlamaModel } from "node-llama-cpp";
-import { stepThreads } from "./threads.js";
+import { stepThreads } from "../load/threads.js";
 
 /** Weights a token is multiplied through: all tensors but the input embedding, which is only looked up. */
 export function parametersPerToken(model: LlamaModel): number {

@@ -7,8 +7,8 @@
 //   parallel: after a call the model decides, unconstrained, whether another call follows or its turn ends.
 // Writing the fixed parts instead of sampling them is what makes `required` and a named function exact.
 import { type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
+import type { Choice, FinishReason, GenerationResult, SamplingParams, ToolCall, ToolsParams } from "../types.js";
 import type { RenderedChat, ToolSyntax } from "./chat.js";
-import type { Choice, FinishReason, GenerationResult, SamplingParams, ToolCall, ToolsParams } from "./types.js";
 
 /** More calls than this in one answer is a model that loops, not a plan. */
 const MAX_CALLS = 16;

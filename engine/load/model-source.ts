@@ -4,7 +4,7 @@
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import type { ModelRef } from "../config/model-ref.js";
+import type { ModelRef } from "../../config/model-ref.js";
 
 /** What a download fetches, and what identifies the version it fetches. */
 export interface RemoteFile {

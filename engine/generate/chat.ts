@@ -11,9 +11,9 @@ import {
   resolveChatWrapper,
   type Token,
 } from "node-llama-cpp";
-import { invalidRequest } from "./errors.js";
+import { invalidRequest } from "../errors.js";
+import type { ChatMessage, ToolFunction } from "../types.js";
 import { withBos } from "./tokens.js";
-import type { ChatMessage, ToolFunction } from "./types.js";
 
 export interface ChatFormat {
   wrapper: ChatWrapper;
@@ -23,7 +23,7 @@ export interface ChatFormat {
   tools: ToolSyntax | null;
 }
 
-/** How a call is written: prefix, name, paramsPrefix, the arguments as JSON, suffix (engine/tool-calls.ts). */
+/** How a call is written: prefix, name, paramsPrefix, the arguments as JSON, suffix (engine/generate/tool-calls.ts). */
 export interface ToolSyntax {
   prefix: LlamaText;
   paramsPrefix: LlamaText;

@@ -1,13 +1,13 @@
 // What the local engine can honour of an OpenAI request body, checked per line before it runs: anything it
 // cannot is refused naming the field, so nothing a body asks for is silently dropped.
-import { checkAnswerSize } from "../openai/answer-size.js";
-import type { InferenceRequest } from "../openai/backend.js";
-import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../openai/bodies.js";
-import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
-import { cannotRank } from "./errors.js";
-import { toGrammarSchema } from "./json-schema.js";
+import { checkAnswerSize } from "../../openai/answer-size.js";
+import type { InferenceRequest } from "../../openai/backend.js";
+import type { ChatBody, ChatMessageBody, CompletionBody, EmbeddingBody } from "../../openai/bodies.js";
+import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../../openai/errors.js";
+import { cannotRank } from "../errors.js";
+import { toGrammarSchema } from "../generate/json-schema.js";
+import type { Engine } from "../types.js";
 import { checkTools } from "./openai-tools.js";
-import type { Engine } from "./types.js";
 
 export const notServed = (endpoint: string) => new RequestError(`This backend does not serve ${endpoint}.`, "invalid_url", false);
 

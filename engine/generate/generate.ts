@@ -14,13 +14,13 @@ import {
   type Token,
   TokenBias,
 } from "node-llama-cpp";
-import { completionTooLong } from "../openai/errors.js";
-import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "./errors.js";
+import { completionTooLong } from "../../openai/errors.js";
+import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "../errors.js";
+import type { SequencePool } from "../pool/sequence-pool.js";
+import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, PromptTokenLogprob, SamplingParams } from "../types.js";
 import { type TokenScores, tokenLogprobs } from "./logprobs.js";
 import { scorePrompt } from "./prompt-logprobs.js";
-import type { SequencePool } from "./sequence-pool.js";
 import { findStop } from "./stops.js";
-import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, PromptTokenLogprob, SamplingParams } from "./types.js";
 
 export interface GenerationRequest {
   /** The whole prompt, beginning-of-sequence token included. */

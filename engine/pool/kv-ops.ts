@@ -1,5 +1,5 @@
 // Changes to a sequence's KV cells that never wait for the context's decode loop, on the patched build
-// (engine/native.ts, docs/node-llama-cpp-patch.md). node-llama-cpp's own erase and copy take its context lock,
+// (engine/load/native.ts, docs/node-llama-cpp-patch.md). node-llama-cpp's own erase and copy take its context lock,
 // which the dispatch loop holds while any sequence of the context has a decode queued, so beside generating
 // sequences they waited 1.3-3 s each. The patched addon queues the change and applies it on the thread that owns
 // the memory, before the next decode (or before any other change to it); the sequence's JavaScript state is

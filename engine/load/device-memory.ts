@@ -2,7 +2,7 @@
 // else the machine's RAM. Probing loads llama.cpp's bindings once and lets them go again.
 import os from "node:os";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
-import type { EngineOptions } from "./types.js";
+import type { EngineOptions } from "../types.js";
 
 export interface DeviceMemory {
   kind: "vram" | "ram";

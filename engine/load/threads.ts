@@ -17,7 +17,7 @@ export interface ThreadsInput {
   gpu: boolean;
   /** The configured value; 0 (or less) means "choose". */
   requested: number;
-  /** The patched build runs (engine/native.ts): see chooseContexts. */
+  /** The patched build runs (engine/load/native.ts): see chooseContexts. */
   patched?: boolean;
 }
 

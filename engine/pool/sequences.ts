@@ -7,7 +7,7 @@
 // context would take more than a share of the machine's memory.
 
 import type { Llama, LlamaModel } from "node-llama-cpp";
-import { usableRam } from "./device-memory.js";
+import { usableRam } from "../load/device-memory.js";
 
 /**
  * Sequences used when none are configured, before the memory cap: on CPU per generation context (the patched
