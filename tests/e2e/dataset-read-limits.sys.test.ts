@@ -149,14 +149,15 @@ describe.skipIf(!linux)("a create whose client has gone", () => {
   });
 
   it("records no batch for a create its connection's idle timeout ended unanswered", async () => {
-    const server = await testbed.start({ DATASET_STEP_SECONDS: "600", DATASET_READS: "1", HTTP_IDLE_TIMEOUT_SECONDS: "2" });
+    const server = await testbed.start({ DATASET_STEP_SECONDS: "600", DATASET_READS: "1", HTTP_IDLE_TIMEOUT_SECONDS: "5" });
     const base = server.baseUrl;
     const input = (await uploadText(base, ONE_ROW, { filename: "one.csv" })).id;
     // The batch folder is the test before's: its batch is there already.
     const ids = async () => ((await (await fetch(`${base}/v1/batches`)).json()) as { data: Array<{ id: string }> }).data.map((b) => b.id);
     const before = await ids();
     const where = "levenshtein(repeat(review_text, 40000), repeat(lang, 40000)) >= 0";
-    // The server closes the connection of a create that has said nothing for 2 s: the client is never answered.
+    // The server closes the connection of a create that has said nothing for 5 s (long enough for the next create
+    // on a busy machine, far shorter than this where): the client is never answered.
     await expect(createFromDataset(base, input, { prompt: "{{review_text}}", where })).rejects.toThrow();
     const ok = await createFromDataset(base, input, { prompt: "{{review_text}}", params: { max_tokens: 2 } });
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
