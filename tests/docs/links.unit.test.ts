@@ -1,5 +1,5 @@
 // The documentation points only at what exists: every relative link (and its #anchor) and every file path named
-// in backticks in README.md, docs/ and the folder READMEs resolves in the repository.
+// in backticks in README.md, docs/ (its guides/ too) and the folder READMEs resolves in the repository.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -9,7 +9,9 @@ const SKIP_DIRS = new Set(["node_modules", ".git", "dist", ".venv", ".scratch"])
 
 function markdownFiles(): string[] {
   const out = ["README.md"];
-  for (const f of readdirSync(path.join(repoRoot, "docs"))) if (f.endsWith(".md")) out.push(`docs/${f}`);
+  for (const dir of ["docs", "docs/guides"]) {
+    for (const f of readdirSync(path.join(repoRoot, dir))) if (f.endsWith(".md")) out.push(`${dir}/${f}`);
+  }
   const walk = (dir: string, depth: number) => {
     for (const e of readdirSync(path.join(repoRoot, dir), { withFileTypes: true })) {
       if (!e.isDirectory() || SKIP_DIRS.has(e.name) || e.name.startsWith(".")) continue;
