@@ -2,17 +2,11 @@
 // batch at risk does), then a bounded FIFO queue; a request past both is refused at once with a Retry-After
 // (laneFull), never left to wait unseen. lanes.ts keeps one per lane and model.
 import { laneFull } from "../domain/errors.js";
-import type { ServedTier } from "../domain/sync-inference.js";
+import { type ServedTier, TIER_OF_LANE } from "../domain/sync-inference.js";
 import type { Lane } from "../openai/backend.js";
 
 /** What a full lane's 429 asks a client to wait: an interactive answer frees a sequence in seconds, batch work takes longer. */
 const RETRY_AFTER_SECONDS: Record<Lane, number> = { interactive: 1, batch: 10 };
-
-/** The lane a synchronous request runs in, by the service tier it asked for (docs/architecture.md, "Glossary"). */
-export const LANE_OF_TIER: Record<ServedTier, Lane> = { default: "interactive", flex: "batch" };
-
-/** The service tier a synchronous request of each lane asked for, and is answered and counted under (/metrics' `tier`). */
-export const TIER_OF_LANE: Record<Lane, ServedTier> = { interactive: "default", batch: "flex" };
 
 /** Room for `size()` requests at once, then a FIFO queue of at most `queueMax`; a request past both is refused. */
 export class LaneRoom {

@@ -6,12 +6,19 @@
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
-import type { LaneView, ServedTier, SyncAnswer, SyncInference, SyncRequest } from "../domain/sync-inference.js";
+import {
+  LANE_OF_TIER,
+  type LaneView,
+  type ServedTier,
+  type SyncAnswer,
+  type SyncInference,
+  type SyncRequest,
+} from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { InferenceBackend, Lane } from "../openai/backend.js";
 import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
 import type { SyncAccounts } from "../tenancy/sync-accounts.js";
-import { LANE_OF_TIER, LaneRoom } from "./lane-room.js";
+import { LaneRoom } from "./lane-room.js";
 import { domainError, parse, tierOf, withDomainErrors, withTier } from "./request.js";
 
 export interface LaneSettings {

@@ -234,7 +234,7 @@ export class UpstreamBackend implements InferenceBackend {
     { lane = "batch", onBegin }: Sending = {},
   ): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
-      const startedAt = await this.limit.acquire(signal, lane === "interactive");
+      const startedAt = await this.limit.acquire(signal, lane);
       onBegin?.();
       const url = this.urls.pick();
       let outcome: Outcome = "error";
