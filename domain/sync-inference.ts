@@ -1,7 +1,8 @@
 // Synchronous inference: a client's request answered on the connection it holds open, by the same models,
-// validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane (the
-// default tier) is served before waiting batch work, up to a share of the model's sequences; the flex tier waits
-// with the batches. Either lane, once its queue is full, is refused with a Retry-After (UnavailableError).
+// validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane
+// (service tier default) is served before waiting batch work, up to a share of the model's sequences; a request of
+// service tier flex runs in the batch lane, with the batches. Either lane's room, once its queue is full, refuses
+// with a Retry-After (UnavailableError).
 import type { Endpoint, Lane, TokenUsage } from "../openai/backend.js";
 import type { Owner } from "./ports.js";
 
