@@ -104,8 +104,9 @@ export interface LinePreference {
 }
 
 /**
- * Who waits for a request: a client holding a connection open ("interactive"), or a batch, and a synchronous call at
- * the flex tier, which waits with the batches ("batch").
+ * Where a request waits for a backend's capacity, named for who waits for it (docs/architecture.md, "Glossary"):
+ * "interactive", a client holding a connection open (a synchronous request of the default service tier); "batch",
+ * nobody at a connection (a batch's line, a dataset job's row, a synchronous request of the flex service tier).
  */
 export type Lane = "interactive" | "batch";
 
@@ -113,10 +114,10 @@ export interface ExecuteOptions {
   /** "batch" when absent. */
   lane?: Lane;
   /**
-   * For the interactive lane: whether the engine keeps a sequence free for the lane's next request (true when
-   * absent). False while a batch of the model is at risk of its deadline: the batches take that sequence back.
+   * For the interactive lane: whether the engine keeps a sequence free for the lane's next request, its reserve (true
+   * when absent). False while a batch of the model is at risk of its deadline: the batches take that sequence back.
    */
-  reserve?: boolean;
+  keepReserve?: boolean;
   /**
    * Told a chat or completion request's answer as it is generated, per choice (the `index` of its final body), where
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.
