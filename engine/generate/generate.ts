@@ -1,6 +1,6 @@
 // The generation loop shared by completions and chat: one sequence, one prompt, token by token, `n` times.
 // A direct sequence.evaluate loop rather than LlamaCompletion: it measured as fast or faster for many short
-// parallel requests (engine/README.md), counts real tokens, never truncates or shifts the prompt behind our
+// parallel requests, counts real tokens, never truncates or shifts the prompt behind our
 // back, and keeps the sequence's cache for the next request's shared prefix (and for the next of n choices).
 import { randomInt } from "node:crypto";
 import {

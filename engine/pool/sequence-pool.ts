@@ -4,7 +4,7 @@
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
 // so the requests in flight on a context are decoded together (continuous batching) without any work here.
 // Several contexts decode at the same time, each on its own thread(s): on a CPU that is how every core
-// computes without ggml's per-node barrier between threads (engine/README.md, "Contexts").
+// computes without ggml's per-node barrier between threads (docs/performance.md, the engine's defaults).
 import type { EvaluationPriority, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import type { Borrower } from "../types.js";
 import { type BatchOrder, sequenceTag } from "./batch-order.js";
