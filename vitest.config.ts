@@ -15,6 +15,8 @@ export default defineConfig({
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     execArgv: ["--expose-gc"],
     testTimeout: 60_000,
+    // Each tier's time and the ten slowest files after every run (testkit/timing-reporter.ts).
+    reporters: ["default", "./testkit/timing-reporter.ts"],
     hookTimeout: 60_000,
     projects: Object.entries(TIERS).map(([name, tag]) => ({
       extends: true,
