@@ -1,6 +1,12 @@
 // A vitest reporter that ends every run with each tier's wall time and the ten slowest test files, so a slow test
 // is seen the run it lands (vitest.config.ts adds it beside the default reporter).
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
+import { repoRoot } from "./repo-root.js";
+
+/** Each file's seconds, which vitest.config.ts's sequencer starts longest first (a fresh clone has no vitest cache). */
+const DURATIONS_FILE = path.join(repoRoot, "tests/file-durations.json");
 
 export interface FileTime {
   file: string;
@@ -31,6 +37,14 @@ export function timingSummary(files: readonly FileTime[], slowest = 10): string[
   return lines;
 }
 
+/** Merged into what the file holds, so a run of some files updates theirs and keeps the others'. */
+function writeDurations(files: readonly FileTime[]): void {
+  const kept: Record<string, number> = existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
+  for (const f of files) kept[f.file] = Math.round(f.ms / 100) / 10;
+  const sorted = Object.fromEntries(Object.entries(kept).sort(([a], [b]) => a.localeCompare(b)));
+  writeFileSync(DURATIONS_FILE, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+
 function fileTime(module: TestModule, endedAt: number): FileTime {
   const d = module.diagnostic();
   const ms = d.environmentSetupDuration + d.prepareDuration + d.collectDuration + d.setupDuration + d.duration;
@@ -48,5 +62,6 @@ export default class TimingReporter implements Reporter {
     const files = modules.map((m) => fileTime(m, this.ended.get(m.moduleId) ?? Date.now()));
     const lines = timingSummary(files);
     if (lines.length > 0) console.log(`\n${lines.join("\n")}`);
+    if (process.env.OBI_WRITE_DURATIONS === "1") writeDurations(files);
   }
 }
