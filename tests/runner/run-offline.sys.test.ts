@@ -152,7 +152,7 @@ describe("offline runner", () => {
     const out = path.join(dir, "results", "out.jsonl");
     const r = await run(args(input, out));
     expect(r.exitCode).toBe(0);
-    expect(r.endpoint).toBe("/v1/chat/completions");
+    expect(r.summary).toMatchObject({ stopped: "done", endpoint: "/v1/chat/completions", total: 4, completed: 3, failed: 1 });
     const ok = rows(readFileSync(out, "utf8"));
     expect(ok.map((x) => x.custom_id).sort()).toEqual(["a", "b", "c"]);
     for (const x of ok) {
@@ -229,7 +229,7 @@ describe("offline runner", () => {
     const again2 = await run(args(input, out));
     expect(again2.exitCode).toBe(0);
     expect(again2.stdout).toMatch(/^nothing to run: all 3 requests of .* already have a result \(2 completed, 1 failed\)/);
-    expect(again2.result).toBeUndefined();
+    expect(again2.summary).toMatchObject({ stopped: "nothing_to_run", total: 3, completed: 2, failed: 1 });
 
     rmSync(errors);
     const none = await run(args(input, out, ["--retry-failed"]));
@@ -269,7 +269,7 @@ describe("offline runner", () => {
     writeFileSync(input, [line("e1", "hello"), line("e2", "world")].join("\n"));
     const out = path.join(dir, "emb-out.jsonl");
     const r = await run(args(input, out));
-    expect(r.endpoint).toBe("/v1/embeddings");
+    expect(r.summary?.endpoint).toBe("/v1/embeddings");
     const got = rows(readFileSync(out, "utf8"));
     expect(got).toHaveLength(2);
     expect(got[0].response.body.data[0].embedding.length).toBeGreaterThan(0);
