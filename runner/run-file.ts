@@ -82,7 +82,7 @@ export interface RunSummary {
   /** The result files as given, or null where none was written (no request completed, or none failed). */
   output: string | null;
   errors: string | null;
-  /** The whole run, download and model load included. */
+  /** The whole run, download and model load included (not the uploads of URL outputs after it). */
   seconds: number;
   /** The model's price in the models file, if it has one. */
   price?: Price;
@@ -191,13 +191,15 @@ async function runPhases(run: RunState): Promise<RunSummary> {
   if (o.signal?.aborted) return await interrupted(run);
 
   const result = await runOnModel(run, registry, spec.name);
+  // The run's time is its work's: the uploads after it are not counted.
+  const summary = ended(run, result.aborted ? "interrupted" : "done");
   // Each file appears with its first line: a run where no request completed has no output file.
   const written = await onDisk(run, true);
   // What finished is delivered even after an abort.
   if (written.output && isUrl(o.output)) await upload(files.output, o.output, { retry: o.httpRetry });
   if (written.errors && isUrl(o.errors)) await upload(files.errors, o.errors, { retry: o.httpRetry });
   return {
-    ...ended(run, result.aborted ? "interrupted" : "done"),
+    ...summary,
     model: spec.name,
     completed: result.completed,
     failed: result.failed,

@@ -125,7 +125,7 @@ export async function printedRun(options: RunFileOptions, deps: OfflineRunDeps, 
     });
   } catch (err) {
     if (!(err instanceof InputError) || err.reason === "no_input") throw err;
-    deps.stderr.write(describeRefusal(err, view.label ?? options.input));
+    deps.stderr.write(describeRefusal(err, view.label, options.input));
     return { exitCode: USAGE_EXIT };
   }
   if (summary.stopped === "nothing_to_retry") {
@@ -176,9 +176,9 @@ function showEvents(deps: OfflineRunDeps, options: RunFileOptions) {
 }
 
 /** Input refused before anything ran, as the terminal shows it. */
-function describeRefusal(err: InputError, label: string): string {
-  if (err instanceof InvalidFileError) return describeInvalid(label, err.validation);
-  if (err instanceof ModelNotServedError) return `${displayLocation(label)}: ${err.message}\n`;
+function describeRefusal(err: InputError, label: string | undefined, input: string): string {
+  if (err instanceof InvalidFileError) return describeInvalid(label ?? input, err.validation);
+  if (err instanceof ModelNotServedError) return `${label ?? displayLocation(input)}: ${err.message}\n`;
   return `${err.message}\n`;
 }
 
