@@ -5,7 +5,7 @@ import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import { STREAMED } from "../../domain/sync-inference.js";
 import type { Endpoint } from "../../openai/backend.js";
-import { bodySchemaFor } from "../../openai/parse.js";
+import { bodySchemaFor } from "../../requests/parse.js";
 
 extendZodWithOpenApi(z);
 

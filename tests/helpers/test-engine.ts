@@ -3,7 +3,7 @@
 import { beginListener, telling } from "../../engine/pool/begin.js";
 import { type Engine, RequestError } from "../../engine/types.js";
 import type { BackendResult, Endpoint, InferenceBackend } from "../../openai/backend.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../requests/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { bodySchemaFor } from "../../openai/parse.js";
 import { BatchLineSchema } from "../../pipeline/batch-line.js";
 import { InlineBatchBodySchema, InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
+import { bodySchemaFor } from "../../requests/parse.js";
 
 const parse = (v: unknown) => InlineBatchBodySchema.parse(v);
 const issue = (v: unknown) => {
