@@ -4,6 +4,7 @@
 // downloaded into MODELS_DIR here, at start, before anything loads it.
 import { readFile } from "node:fs/promises";
 import type pino from "pino";
+import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
 import { LlamaBackend } from "../engine/adapter/openai-backend.js";
@@ -13,7 +14,8 @@ import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
-import { overChat } from "../openai/over-chat.js";
+import type { InferenceBackend } from "../openai/backend.js";
+import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
@@ -25,6 +27,9 @@ const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm star
 
 /** Share of VRAM (with a GPU) or RAM local models may take together when MODEL_MEMORY_MB is not set. */
 export const DEFAULT_MODEL_MEMORY_SHARE = 0.75;
+
+/** Responses and Anthropic's Messages lines run over a backend's chat endpoint, where it does not serve them itself. */
+const servedOverChat = (backend: InferenceBackend) => overChat(backend, [RESPONSES_DIALECT, MESSAGES_DIALECT]);
 
 type BackendConfig = Pick<Config, "modelPath" | "modelsFile" | "modelMemoryMb" | "modelIdleSeconds" | "engine">;
 type FetchConfig = Pick<Config, "modelsDir" | "hfEndpoint" | "hfToken">;
@@ -174,14 +179,13 @@ export async function createRouter(
           signal,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
-        // Responses lines run over the backend's chat endpoint.
-        const backend = overChat(new LlamaBackend(engine, spec.name));
+        const backend = servedOverChat(new LlamaBackend(engine, spec.name));
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;
-        const backend = overChat(
+        const backend = servedOverChat(
           new UpstreamBackend({
             name: spec.name,
             baseUrls: u.baseUrls,

@@ -1,15 +1,14 @@
 // The port every inference backend implements: it receives a validated OpenAI request body for one endpoint
 // and answers with that endpoint's OpenAI response body. The pipeline and the control plane see only this;
 // how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
-import type { MessagesParams } from "../anthropic/params.js";
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
 import type { RankRequest } from "./rank.js";
 import type { ResponseBody } from "./response-bodies.js";
 
 /**
  * The endpoints every backend serves (Responses and Anthropic's Messages over chat), in OpenAI's order, then
- * Anthropic's, then the ranking ones vLLM's run_batch takes (openai/rank.ts; a model that cannot rank refuses
- * their lines): the one list of them.
+ * Anthropic's (whose body anthropic/ defines and checks), then the ranking ones vLLM's run_batch takes
+ * (openai/rank.ts; a model that cannot rank refuses their lines): the one list of them.
  */
 export const ENDPOINTS = [
   "/v1/responses",
@@ -22,6 +21,10 @@ export const ENDPOINTS = [
 ] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
+/** The endpoints whose bodies another folder's schema checks: Anthropic's Messages (anthropic/params.ts). */
+export type ForeignEndpoint = "/v1/messages";
+/** The endpoints whose bodies this folder defines (openai/parse.ts checks them). */
+export type OpenAIEndpoint = Exclude<Endpoint, ForeignEndpoint>;
 /** Endpoints whose lines generate no tokens: they read their input and answer vectors or scores. */
 export const READS_ONLY: readonly Endpoint[] = ["/v1/embeddings", "/v1/rerank", "/v1/score"];
 
@@ -35,7 +38,8 @@ export type InferenceRequest =
   | { endpoint: "/v1/completions"; body: CompletionBody }
   | { endpoint: "/v1/embeddings"; body: EmbeddingBody }
   | { endpoint: "/v1/responses"; body: ResponseBody }
-  | { endpoint: "/v1/messages"; body: MessagesParams }
+  /** A body its own folder's schema checked (parse/request.ts), whose fields are that folder's to read. */
+  | { endpoint: ForeignEndpoint; body: Record<string, unknown> }
   | RankRequest;
 
 export interface TokenUsage {

@@ -2,13 +2,14 @@
 // plane's errors: `stream` and `stream_options` are the route's to honour (a batch line refuses them), so they are
 // checked here and left out of what the backend sees; so is `service_tier` where the endpoint's body has no such
 // field. lanes.ts admits and runs the request.
+
+import { SYNC_SERVICE_TIER } from "../anthropic/messages.js";
 import { InvalidRequestError, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED } from "../domain/sync-inference.js";
 import type { Endpoint, InferenceRequest } from "../openai/backend.js";
 import { HarmlessFields } from "../openai/bodies.js";
 import { RequestError } from "../openai/errors.js";
-import { SYNC_SERVICE_TIER } from "../openai/messages.js";
-import { parseRequest } from "../openai/parse.js";
+import { parseRequest } from "../parse/request.js";
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
 export function tierOf(body: unknown): ServedTier {

@@ -1,5 +1,5 @@
 // Anthropic's Message Batches API (/v1/messages/batches) over the same batches: a create writes each request
-// as a /v1/messages line of an inline batch (openai/messages.ts serves it over chat), so the queue, the pools,
+// as a /v1/messages line of an inline batch (anthropic/messages.ts serves it over chat), so the queue, the pools,
 // the checkpoints and the exactly-once guarantees are the OpenAI batches'. Reads show the batch in Anthropic's
 // shapes; errors on these routes are Anthropic's envelope (api/http/error-handler.ts).
 

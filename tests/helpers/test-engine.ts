@@ -2,7 +2,7 @@
 // took a sequence) and can inject transient failures in front of it (the engine itself is never replaced).
 import { BATCH_WORK, type Borrower, type Engine, RequestError } from "../../engine/types.js";
 import type { BackendResult, Endpoint, InferenceBackend } from "../../openai/backend.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;
