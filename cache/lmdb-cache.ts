@@ -167,7 +167,7 @@ export class LmdbResultCache implements ResultCache {
   private evict(): number {
     let removed = 0;
     for (let swept = 0; ; ) {
-      const oldest = this.lru.getRange({ limit: 1, snapshot: false }).asArray[0];
+      const [oldest] = [...this.lru.getRange({ limit: 1, snapshot: false })];
       if (!oldest) return removed;
       const meta = this.meta.get(oldest.value);
       const aged = meta !== undefined && swept < SWEEP_PER_PUT && this.expired(meta);
