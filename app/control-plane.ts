@@ -199,6 +199,7 @@ export async function buildControlPlane(deps: {
           metrics,
           atRisk: (model) => maintenance.modelAtRisk(model),
           logger,
+          cacheScope: (owner) => keys.cacheScopeOf(owner),
         });
   const views = new ClusterBatchViews({
     batches,
@@ -282,6 +283,7 @@ export async function buildControlPlane(deps: {
         logger: logger.child({ worker: w.id }),
         now,
         metrics,
+        cacheScope: (owner) => keys.cacheScopeOf(owner),
       }),
   );
   const events = ports.subscribe((e) => {

@@ -4,9 +4,10 @@
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
-import { createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
+import { type BackendCache, createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
+import { openEmbeddedCache } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
@@ -70,7 +71,11 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
         fetch: !apiOnly,
         onDownload: options.onDownload,
       });
-  const models = await createRouter(config, registry, logger);
+  const results = await openResultCache(config, apiOnly, logger);
+  const models = await createRouter(config, registry, logger, process.env, results).catch(async (err) => {
+    await results?.cache.close();
+    throw err;
+  });
   for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
     logger.warn(
       { ...over, maxLineBytes: config.maxLineBytes },
@@ -91,6 +96,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   } catch (err) {
     await state?.ports.close();
     await models.close();
+    await results?.cache.close();
     throw err;
   }
   watchModelBackends(metrics, models);
@@ -153,11 +159,21 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
         series.stop();
         await plane.close({ graceMs: opts.graceMs ?? 10_000 });
         await models.close();
+        await results?.cache.close();
         unlock();
       })();
       return closed;
     },
   };
+}
+
+/** The result cache (RESULT_CACHE on) where models run: LMDB in BATCH_DIR/cache/ (docs/cache.md). */
+async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Logger): Promise<BackendCache | undefined> {
+  if (!config.resultCache.enabled || apiOnly) return undefined;
+  const opened = await openEmbeddedCache(config.batchDir, config.resultCache);
+  const log = logger.child({ component: "result-cache" });
+  log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
+  return { ...opened, onStoreError: (err) => log.warn({ err }, "the result cache failed a read or a write: the request computed") };
 }
 
 /** The primary model is up before the service says it is ready; the others come up when a batch needs them. */

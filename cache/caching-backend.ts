@@ -170,3 +170,27 @@ function choiceTexts(body: Record<string, unknown>): Array<[number, string]> {
     return [index, text];
   });
 }
+
+/**
+ * A backend whose every request carries these cache options (a batch's scope, and its `metadata.cache`), for
+ * callers that run a whole batch over one backend without passing options per request.
+ */
+export function withCacheOptions(backend: InferenceBackend, cache: Pick<ExecuteOptions, "cacheScope" | "useCache">): InferenceBackend {
+  const view: InferenceBackend = {
+    info: backend.info,
+    check: (request) => backend.check(request),
+    execute: (request, signal, options) => backend.execute(request, signal, { ...cache, ...options }),
+    close: () => backend.close(),
+  };
+  for (const name of PASSED_ON) {
+    const method = backend[name] as ((...args: never[]) => unknown) | undefined;
+    if (method) (view as unknown as Record<string, unknown>)[name] = method.bind(backend);
+  }
+  return view;
+}
+
+/** The cache options of a batch: its key's scope, and off where its metadata says `cache: "off"`. */
+export const batchCacheOptions = (scope: string | null, metadata: Readonly<Record<string, string>> | null | undefined) => ({
+  cacheScope: scope ?? OPEN_SCOPE,
+  useCache: metadata?.cache !== "off",
+});

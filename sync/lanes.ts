@@ -35,6 +35,8 @@ export interface SyncLanesDeps {
    */
   atRisk?: (model: string) => boolean;
   logger?: Pick<Logger, "warn" | "info">;
+  /** Whose remembered answers an owner's requests share (the result cache's scope; KeyRing.cacheScopeOf). */
+  cacheScope?: (owner: string | null) => string | null;
 }
 
 export class SyncLanes implements SyncInference {
@@ -85,7 +87,7 @@ export class SyncLanes implements SyncInference {
     await this.deps.accounts?.close();
   }
 
-  private async serve({ owner, endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
+  private async serve({ owner, endpoint, body, signal, stream, noCache }: SyncRequest): Promise<SyncAnswer> {
     const request = parse(endpoint, body, stream !== undefined);
     const tier = tierOf(body);
     const named = (body as { model?: unknown }).model;
@@ -116,7 +118,14 @@ export class SyncLanes implements SyncInference {
         const admitted = performance.now();
         const result = await this.counted(tier, spec.name, signal, () =>
           backend
-            .execute(request, signal, { lane, onText, onPrompt: stream && ((u) => stream.prompt(u)), reserve: !givenBack })
+            .execute(request, signal, {
+              lane,
+              onText,
+              onPrompt: stream && ((u) => stream.prompt(u)),
+              reserve: !givenBack,
+              cacheScope: this.deps.cacheScope?.(owner) ?? undefined,
+              useCache: !noCache,
+            })
             .catch((err) => {
               throw domainError(err);
             }),
