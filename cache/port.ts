@@ -1,6 +1,6 @@
 // The ResultCache port: answers remembered by scope and key, bounded in bytes (least recently used go first) and in
-// age, each stored with its checksum so a corrupt or cut entry reads as a miss, never as a wrong answer. The
-// embedded implementation is cache/lmdb-cache.ts, beside BATCH_DIR.
+// age, each stored with its checksum so a corrupt or cut entry reads as a miss, never as a wrong answer. Two
+// implementations: cache/lmdb-cache.ts (embedded, beside BATCH_DIR) and postgres/result-cache.ts (shared by workers).
 import { createHash } from "node:crypto";
 import type { TokenUsage } from "../openai/backend.js";
 
