@@ -171,7 +171,7 @@ function engineIdentity(backend: InferenceBackend) {
 }
 
 /** The backend answering deterministic requests once (cache/caching-backend.ts), where a cache is given. */
-function cached(backend: InferenceBackend, identity: Promise<string> | string, cache: BackendCache | undefined): InferenceBackend {
+function cached(backend: InferenceBackend, identity: Promise<string | null> | string, cache: BackendCache | undefined): InferenceBackend {
   if (!cache) return backend;
   return new CachingBackend(backend, { cache: cache.cache, identity, onOutcome: cache.onOutcome, onStoreError: cache.onStoreError });
 }
@@ -201,8 +201,13 @@ export async function createRouter(
       footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
       async local(spec, signal) {
         // Hashed while the model loads; a request that may be cached waits for it (a once-per-file cost, remembered).
-        const digest = resultCache ? fileDigest(spec.backend.path, resultCache.sidecar) : undefined;
-        digest?.catch(() => undefined);
+        // A file that cannot be hashed leaves its model uncached, said once; its requests compute.
+        const digest = resultCache
+          ? fileDigest(spec.backend.path, resultCache.sidecar).catch((err) => {
+              log.warn({ model: spec.name, err: (err as Error).message }, "the model file cannot be hashed: its answers are not cached");
+              return null;
+            })
+          : undefined;
         const engine = await createEngine({
           modelPath: spec.backend.path,
           generatedModel: spec.generated ?? false,
@@ -219,7 +224,7 @@ export async function createRouter(
         });
         // Responses lines run over the backend's chat endpoint.
         const local = overChat(new LlamaBackend(engine, spec.name));
-        const backend = cached(local, digest ? digest.then((d) => localIdentity(d, engineIdentity(local))) : "", resultCache);
+        const backend = cached(local, digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "", resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },

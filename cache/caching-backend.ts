@@ -16,8 +16,11 @@ export type CacheOutcome = "computed" | "duplicate" | "hit" | "bypass";
 
 export interface CachingOptions {
   cache: ResultCache;
-  /** The model's identity (cache/model-identity.ts); a promise while a local file is being hashed. */
-  identity: string | Promise<string>;
+  /**
+   * The model's identity (cache/model-identity.ts); a promise while a local file is being hashed. Null: it could not
+   * be known (the file could not be read), and every request computes.
+   */
+  identity: string | null | Promise<string | null>;
   onOutcome?: (outcome: CacheOutcome) => void;
   /** A store that failed a read or a write: the request is answered as if there were no cache. */
   onStoreError?: (err: unknown) => void;
@@ -57,12 +60,13 @@ export class CachingBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
-    if (options.useCache === false || !isDeterministic(request)) {
+    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
+    if (identity === null) {
       this.opts.onOutcome?.("bypass");
       return this.inner.execute(request, signal, options);
     }
     const scope = options.cacheScope ?? OPEN_SCOPE;
-    const key = cacheKey(await this.opts.identity, request);
+    const key = cacheKey(identity, request);
     const flight = `${scope}\u0000${key}`;
     for (;;) {
       const running = this.inFlight.get(flight);

@@ -119,6 +119,13 @@ describe("the caching backend", () => {
     expect(inner.computed).toBe(2);
   });
 
+  it("computes every request of a model whose identity could not be known (a file that cannot be hashed)", async () => {
+    const unknown = new CachingBackend(inner, { cache, identity: Promise.resolve(null) });
+    await Promise.all([unknown.execute(greedy("abc")), unknown.execute(greedy("abc"))]);
+    expect(inner.computed).toBe(2);
+    expect((await cache.stats()).entries).toBe(0);
+  });
+
   it("fails every duplicate of a failed computation with its error, and stores nothing", async () => {
     inner.hold();
     inner.failNext = true;
