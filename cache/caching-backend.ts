@@ -136,10 +136,15 @@ export class CachingBackend implements InferenceBackend {
     options.onBegin?.();
     options.onPrompt?.({ promptTokens: a.usage.promptTokens, cachedTokens: a.usage.cachedTokens });
     const body = freshIds(a.body);
-    if (options.onText) for (const [choice, text] of choiceTexts(body)) if (text) options.onText(choice, text);
+    // Told once, word by word as a stream tells it (a client's stream of a remembered answer still streams).
+    if (options.onText)
+      for (const [choice, text] of choiceTexts(body)) for (const piece of text ? text.split(WORD_START) : []) options.onText(choice, piece);
     return { body, usage: { ...a.usage }, ...(a.stops ? { stops: [...a.stops] } : {}), cached: how };
   }
 }
+
+/** Where a word begins after white space: the pieces a remembered answer is told in, which join back into it. */
+const WORD_START = /(?<=\s)(?=\S)/;
 
 /** Waits for `p`, or rejects as soon as `signal` aborts (the shared computation goes on for the others). */
 function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {

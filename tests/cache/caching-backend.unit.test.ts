@@ -154,8 +154,12 @@ describe("the caching backend", () => {
     expect(texts([await second])).toEqual(["cba"]);
   });
 
-  it("tells a streamed hit its text once, and its prompt's usage", async () => {
+  it("tells a streamed hit its text once, word by word, and its prompt's usage", async () => {
     await backend.execute(greedy("hello"));
+    await backend.execute(greedy("two words  here"));
+    const words: string[] = [];
+    await backend.execute(greedy("two words  here"), undefined, { onText: (_c, t) => words.push(t) });
+    expect(words).toEqual(["ereh  ", "sdrow ", "owt"]);
     const told: string[] = [];
     const prompts: number[] = [];
     const hit = await backend.execute(greedy("hello"), undefined, {

@@ -25,11 +25,19 @@ const line = (id: string, content: string) =>
 async function run(lines: string[], metadata?: Record<string, string>) {
   const client = openaiClient(svc);
   const file = await client.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "in.jsonl"), purpose: "batch" });
-  const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata });
+  const created = await client.batches.create({
+    input_file_id: file.id,
+    endpoint: "/v1/chat/completions",
+    completion_window: "24h",
+    metadata,
+  });
   const done = await waitForClientBatch(client, created.id, 120_000);
   expect(done.status).toBe("completed");
   const text = await (await client.files.content(done.output_file_id!)).text();
-  return text.trim().split("\n").map((l) => JSON.parse(l) as { custom_id: string; response: { body: any } });
+  return text
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { custom_id: string; response: { body: any } });
 }
 
 /** The entries the service's store holds, read through a second handle on its folder. */
