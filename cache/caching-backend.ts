@@ -169,8 +169,18 @@ export function freshIds(body: Record<string, unknown>): Record<string, unknown>
   return copy;
 }
 
-/** Each choice's text, as a stream would have told it: a chat message's content, a completion's text. */
+type Part = { type?: unknown; text?: unknown; content?: unknown };
+const textOf = (parts: unknown, type: string): string =>
+  Array.isArray(parts) ? (parts as Part[]).map((p) => (p?.type === type && typeof p.text === "string" ? p.text : "")).join("") : "";
+
+/**
+ * Each choice's text, as a stream would have told it: a chat message's content, a completion's text; the one answer
+ * of a Responses body (its messages' output_text) and of an Anthropic message (its text blocks).
+ */
 function choiceTexts(body: Record<string, unknown>): Array<[number, string]> {
+  if (body.object === "response" && Array.isArray(body.output))
+    return [[0, (body.output as Part[]).map((item) => (item?.type === "message" ? textOf(item.content, "output_text") : "")).join("")]];
+  if (body.type === "message" && Array.isArray(body.content)) return [[0, textOf(body.content, "text")]];
   const choices = Array.isArray(body.choices) ? (body.choices as Array<Record<string, unknown>>) : [];
   return choices.map((c, i) => {
     const index = typeof c.index === "number" ? c.index : i;
