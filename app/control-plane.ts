@@ -257,6 +257,7 @@ function syncInference(base: PlaneBase, atRisk: (model: string) => boolean): Syn
     metrics: base.metrics,
     atRisk,
     logger,
+    cacheScope: (owner) => keys.cacheScopeOf(owner),
   });
 }
 
@@ -359,6 +360,7 @@ function newWorkers(
         logger: logger.child({ worker: w.id }),
         now,
         metrics,
+        cacheScope: (owner) => keys.cacheScopeOf(owner),
       }),
   );
 }

@@ -1,16 +1,21 @@
 // The composition root: config -> model registry and backends -> control plane -> HTTP app. The one builder of
 // the service in either mode: without DATABASE_URL everything in one process on BATCH_DIR; with it one ROLE of
 // the distributed mode. app/main.ts listens on what it builds; integration tests drive it through supertest.
+
+import path from "node:path";
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
-import { createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
+import { type BackendCache, createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
+import { DEFAULT_MAX_BYTES_CEILING, openEmbeddedCache } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
+import { createPool } from "../postgres/db.js";
+import { PgResultCache } from "../postgres/result-cache.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
 import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
@@ -62,7 +67,7 @@ export async function buildService(config: Config, logger: pino.Logger, options:
 async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
-  const { registry, models } = await openModels(config, logger, options);
+  const { registry, models, results } = await openModels(config, logger, options);
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;
@@ -78,6 +83,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
   } catch (err) {
     await state?.ports.close();
     await models.close();
+    await results?.cache.close();
     throw err;
   }
   watchModelBackends(metrics, models);
@@ -124,6 +130,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
         series.stop();
         await plane.close({ graceMs: opts.graceMs ?? 10_000 });
         await models.close();
+        await results?.cache.close();
         unlock();
       })();
       return closed;
@@ -143,13 +150,17 @@ async function openModels(config: Config, logger: pino.Logger, options: ServiceO
         fetch: !apiOnly,
         onDownload: options.onDownload,
       });
-  const models = await createRouter(config, registry, logger);
+  const results = await openResultCache(config, apiOnly, logger);
+  const models = await createRouter(config, registry, logger, process.env, results).catch(async (err) => {
+    await results?.cache.close();
+    throw err;
+  });
   for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
     logger.warn(
       { ...over, maxLineBytes: config.maxLineBytes },
       "a full-context prompt of this model may be longer than MAX_LINE_BYTES: such a request or batch line is refused; raise MAX_LINE_BYTES",
     );
-  return { registry, models };
+  return { registry, models, results };
 }
 
 /** /metrics reads the control plane's queue, pools, leadership, totals and keys at scrape time. */
@@ -177,6 +188,26 @@ function startSeries(metrics: Metrics, plane: ControlPlane): Series {
   });
   series.start();
   return series;
+}
+
+/**
+ * The result cache (RESULT_CACHE on) where models run (docs/cache.md): LMDB in BATCH_DIR/cache/, or in the distributed
+ * mode the table every worker shares (its default bound the ceiling: the database's disk is not this process's).
+ */
+async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Logger): Promise<BackendCache | undefined> {
+  if (!config.resultCache.enabled || apiOnly) return undefined;
+  const log = logger.child({ component: "result-cache" });
+  const url = config.cluster.databaseUrl;
+  const opened = url ? sharedCache(url, config, log) : await openEmbeddedCache(config.batchDir, config.resultCache);
+  log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
+  return { ...opened, onStoreError: (err) => log.warn({ err }, "the result cache failed a read or a write: the request computed") };
+}
+
+function sharedCache(url: string, config: Config, log: pino.Logger) {
+  const pool = createPool(url, log, 4);
+  const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
+  const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, () => pool.end());
+  return { cache, sidecar: path.join(config.batchDir, "cache", "model-digests.json"), maxBytes };
 }
 
 /** The primary model is up before the service says it is ready; the others come up when a batch needs them. */

@@ -2,9 +2,13 @@
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
 // local model of MODEL_PATH (or the generated model), which answers to every name. A model named by hf: or a URL is
 // downloaded into MODELS_DIR here, at start, before anything loads it.
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type pino from "pino";
 import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
+import { CachingBackend, type CachingOptions } from "../cache/caching-backend.js";
+import { fileDigest, localIdentity, upstreamIdentity } from "../cache/model-identity.js";
+import type { ResultCache } from "../cache/port.js";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
 import { LlamaBackend } from "../engine/adapter/openai-backend.js";
@@ -14,6 +18,7 @@ import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
+import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
@@ -142,12 +147,46 @@ async function memoryBudget(config: BackendConfig, registry: ModelRegistry, logg
   return bytes;
 }
 
+/** The result cache every backend is wrapped with (RESULT_CACHE on), and where local models' digests are remembered. */
+export interface BackendCache {
+  cache: ResultCache;
+  /** The sidecar of model files' digests (cache/model-identity.ts). */
+  sidecar: string;
+  onOutcome?: CachingOptions["onOutcome"];
+  onStoreError?: CachingOptions["onStoreError"];
+}
+
+const nodeLlamaCppVersion = () =>
+  (JSON.parse(readFileSync(new URL("../package.json", import.meta.resolve("node-llama-cpp")), "utf8")) as { version: string }).version;
+
+/** What changes a local backend's answers besides its weights, from what it says of itself. */
+function engineIdentity(backend: InferenceBackend) {
+  const s = backend.info.settings;
+  const build = String(s.engineBuild);
+  const settings = {
+    contextSize: s.contextSize,
+    reproducible: s.reproducible,
+    kvUnified: s.kvUnified,
+    gpu: s.gpu,
+    gpuLayers: s.gpuLayers,
+    chatWrapper: s.chatWrapper,
+  };
+  return { nodeLlamaCpp: nodeLlamaCppVersion(), build, patchKey: build === "patched" ? patchKey() : null, settings };
+}
+
+/** The backend answering deterministic requests once (cache/caching-backend.ts), where a cache is given. */
+function cached(backend: InferenceBackend, identity: Promise<string | null> | string, cache: BackendCache | undefined): InferenceBackend {
+  if (!cache) return backend;
+  return new CachingBackend(backend, { cache: cache.cache, identity, onOutcome: cache.onOutcome, onStoreError: cache.onStoreError });
+}
+
 /** The router over the registry's models: local ones as node-llama-cpp engines, upstream ones over HTTP. */
 export async function createRouter(
   config: BackendConfig,
   registry: ModelRegistry,
   logger: pino.Logger,
   env: Record<string, string | undefined> = process.env,
+  resultCache?: BackendCache,
 ): Promise<ModelRouter> {
   const engineFor = (spec: LocalSpec) => ({
     contextSize: spec.backend.contextSize ?? config.engine.contextSize,
@@ -165,6 +204,14 @@ export async function createRouter(
     factory: {
       footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
       async local(spec, signal) {
+        // Hashed while the model loads; a request that may be cached waits for it (a once-per-file cost, remembered).
+        // A file that cannot be hashed leaves its model uncached, said once; its requests compute.
+        const digest = resultCache
+          ? fileDigest(spec.backend.path, resultCache.sidecar).catch((err) => {
+              log.warn({ model: spec.name, err: (err as Error).message }, "the model file cannot be hashed: its answers are not cached");
+              return null;
+            })
+          : undefined;
         const engine = await createEngine({
           modelPath: spec.backend.path,
           generatedModel: spec.generated ?? false,
@@ -179,24 +226,29 @@ export async function createRouter(
           signal,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
-        const backend = servedOverChat(new LlamaBackend(engine, spec.name));
+        const local = servedOverChat(new LlamaBackend(engine, spec.name));
+        const backend = cached(local, digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "", resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;
-        const backend = servedOverChat(
-          new UpstreamBackend({
-            name: spec.name,
-            baseUrls: u.baseUrls,
-            model: u.model,
-            apiKey: u.apiKeyEnv ? env[u.apiKeyEnv] : undefined,
-            minInFlight: u.minInFlight,
-            maxInFlight: u.maxInFlight,
-            timeoutSeconds: u.timeoutSeconds,
-            maxAttempts: u.maxAttempts,
-            prefixRouting: u.prefixRouting,
-          }),
+        const backend = cached(
+          servedOverChat(
+            new UpstreamBackend({
+              name: spec.name,
+              baseUrls: u.baseUrls,
+              model: u.model,
+              apiKey: u.apiKeyEnv ? env[u.apiKeyEnv] : undefined,
+              minInFlight: u.minInFlight,
+              maxInFlight: u.maxInFlight,
+              timeoutSeconds: u.timeoutSeconds,
+              maxAttempts: u.maxAttempts,
+              prefixRouting: u.prefixRouting,
+            }),
+          ),
+          upstreamIdentity(u.baseUrls, u.model),
+          resultCache,
         );
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;

@@ -29,6 +29,7 @@ import type { BlobStore } from "../stores/blob-store.js";
 import { inDir } from "../stores/in-dir.js";
 import { queueRoom } from "../tenancy/fair-share.js";
 import { batchLimits, failOverLimit } from "../tenancy/key-limits.js";
+import { checkCacheMetadata } from "./cache-metadata.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -158,6 +159,7 @@ export class Admission {
   private async preflight(input: AdmitInput) {
     const windowSeconds = parseCompletionWindow(input.completion_window);
     const rules = stopRulesOf(input.metadata);
+    checkCacheMetadata(input.metadata);
     const defaults = input.default_params && Object.keys(input.default_params).length > 0 ? input.default_params : undefined;
     const endpoint = servedEndpoint(input.endpoint);
     if (defaults) checkDefaultParams(endpoint, defaults);

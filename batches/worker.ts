@@ -5,6 +5,7 @@
 import type pino from "pino";
 import { catalogueOf } from "../backends/registry.js";
 import { ModelLoadError, type ModelRouter } from "../backends/router.js";
+import { batchCacheOptions, withCacheOptions } from "../cache/caching-backend.js";
 import { transition } from "../domain/batch-state.js";
 import type { PoolStatus } from "../domain/ports.js";
 import type { BatchMetrics } from "../metrics/metrics.js";
@@ -72,6 +73,8 @@ export interface ClusterWorkerDeps {
   now: () => number;
   /** Request outcomes and tokens of the shards run here (each worker's /metrics counts its own). */
   metrics?: BatchMetrics;
+  /** Whose remembered answers an owner's batches share (the result cache's scope; KeyRing.cacheScopeOf). */
+  cacheScope?: (owner: string | null) => string | null;
 }
 
 interface Running {
@@ -193,7 +196,9 @@ export class ClusterWorker {
       // A batch takes the pool that starts it, and the one that resumes it (a preempted batch moves).
       const resumed = s.epoch > 1 || s.parts.length > 0 || s.counted.completed + s.counted.failed > 0;
       let first = false;
-      await batches.update(s.batchId, resumed ? ["validating", "in_progress"] : ["validating"], ({ batch }) => {
+      let cache = batchCacheOptions(null, null);
+      await batches.update(s.batchId, resumed ? ["validating", "in_progress"] : ["validating"], ({ batch, owner }) => {
+        cache = batchCacheOptions(this.deps.cacheScope?.(owner) ?? null, batch.metadata);
         first = batch.status === "validating";
         if (first) transition(batch, "in_progress", now());
         if (this.deps.pool) batch.pool = this.deps.pool;
@@ -206,7 +211,7 @@ export class ClusterWorker {
         const runId = `${run.key}#${s.epoch}`;
         // The run's first report is what earlier runs did: the rest is what this one looks at.
         let lines: number | undefined;
-        end = await run.run(lease?.backend, signal, drain, (p) => {
+        end = await run.run(lease && withCacheOptions(lease.backend, cache), signal, drain, (p) => {
           meter?.(p);
           lines ??= Math.max(0, s.total - p.completed - p.failed);
           this.deps.stops?.soon(s.batchId, runId, p.sample && { ...p.sample, lines });

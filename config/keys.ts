@@ -23,6 +23,8 @@ export interface ApiKey {
   /** The bytes its stored files may hold together (FILE_STORAGE_DEFAULT_BYTES unless the keys file says). */
   fileStorageBytes: number;
   webhook?: { url: string; secret: string };
+  /** The result cache it shares with the keys naming the same one (cache_scope); absent: its own. */
+  cacheScope?: string;
   /** Defaults for its batches' stop rules (a batch's own `metadata` keys win). */
   stopRules?: { maxErrorRate?: number; maxCost?: number; maxOutputTokens?: number };
 }
@@ -46,6 +48,7 @@ const KeySchema = strictObject({
     .default({}),
   file_storage_limit_bytes: z.number().int().min(1, "must be a whole number of bytes >= 1").default(FILE_STORAGE_DEFAULT_BYTES),
   webhook: strictObject({ url: z.string(), secret: z.string() }).optional(),
+  cache_scope: z.string().regex(ID, "must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit").optional(),
   stop_rules: strictObject({
     max_error_rate: z.number().gt(0, "must be above 0").max(1, "must be at most 1 (a fraction: 0.2 is 20%)").optional(),
     max_cost: z.number().gt(0, "must be above 0").optional(),
@@ -136,6 +139,7 @@ function readKeysFile(file: string): ApiKey[] {
       limits: k.enqueued_token_limits,
       fileStorageBytes: k.file_storage_limit_bytes,
       ...(k.webhook ? { webhook: k.webhook } : {}),
+      ...(k.cache_scope ? { cacheScope: k.cache_scope } : {}),
       ...(k.stop_rules
         ? {
             stopRules: {
@@ -167,6 +171,16 @@ export class KeyRing {
   idOf(owner: string | null | undefined): string | null {
     if (!owner) return null;
     return this.byOwner.get(owner)?.id ?? keyIdOfOwner(owner);
+  }
+
+  /**
+   * Whose remembered answers an owner's requests share: the keys file's cache_scope where its key names one (shared
+   * by every key naming it), else the owner's own; null: no key (the open API).
+   */
+  cacheScopeOf(owner: string | null | undefined): string | null {
+    if (!owner) return null;
+    const shared = this.byOwner.get(owner)?.cacheScope;
+    return shared ? `shared:${shared}` : `owner:${owner}`;
   }
 
   /** The share weight of each owner whose key has one other than 1. */

@@ -542,6 +542,27 @@ export const SETTINGS = {
       help: "the longest one step of a dataset read (a statement, the next chunk of rows) may take; one DuckDB cannot interrupt (one call on one huge value) has its process killed",
     }),
   },
+  resultCache: {
+    enabled: setting({
+      env: "RESULT_CACHE",
+      default: true,
+      schema: bool(),
+      read: booleanSetting,
+      help: "answer a deterministic request (greedy, seeded, embeddings, rerank, score) once: repeats in flight share it, and answers are remembered for the key's later requests (off: every request computes; docs/cache.md)",
+    }),
+    maxBytes: setting({
+      env: "RESULT_CACHE_MAX_BYTES",
+      default: 0,
+      schema: int(0),
+      help: "the bytes remembered answers may hold together, the least recently used evicted past it (0: a twentieth of the size of BATCH_DIR's disk, at most 20 GiB)",
+    }),
+    ttlSeconds: setting({
+      env: "RESULT_CACHE_TTL",
+      default: 30 * 86_400,
+      schema: int(0),
+      help: "seconds a remembered answer is served after it was computed (0: until evicted)",
+    }),
+  },
   http: {
     headersTimeoutSeconds: setting({
       env: "HTTP_HEADERS_TIMEOUT_SECONDS",

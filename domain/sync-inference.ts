@@ -24,6 +24,8 @@ export interface SyncRequest {
   signal: AbortSignal;
   /** For a streamed request (`stream: true`: chat, completions, responses, Anthropic's messages): told the answer as it is generated. */
   stream?: SyncStream;
+  /** The client asked for an answer computed for it (`Cache-Control: no-cache` or `no-store`): the result cache is not used. */
+  noCache?: boolean;
 }
 
 export interface SyncStream {

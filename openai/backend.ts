@@ -54,6 +54,11 @@ export interface BackendResult {
   usage: TokenUsage;
   /** Per choice, the stop string that ended it (null: another end), where the backend knows it. */
   stops?: Array<string | null>;
+  /**
+   * Set when the answer was not computed for this request (cache/caching-backend.ts): "duplicate", an identical
+   * request in flight computed it; "hit", the result cache held it.
+   */
+  cached?: "duplicate" | "hit";
 }
 
 export interface BackendInfo {
@@ -140,6 +145,13 @@ export interface ExecuteOptions {
    * text, where the backend can: a stream's opening event names them, as Anthropic's does.
    */
   onPrompt?: (usage: Pick<TokenUsage, "promptTokens" | "cachedTokens">) => void;
+  /**
+   * Whose answers a deterministic request may share (cache/caching-backend.ts): its key's owner, or the cache the keys
+   * file names for several keys. Absent: the open API's one scope.
+   */
+  cacheScope?: string;
+  /** False: the request neither reads nor fills the result cache, nor joins an identical one in flight. */
+  useCache?: boolean;
 }
 
 export interface InferenceBackend {

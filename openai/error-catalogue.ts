@@ -67,7 +67,10 @@ export const ERROR_CATALOGUE = {
     places: ["http", "line"],
     when: "A line's `url` is not an endpoint a batch can target, or its model's backend does not serve it.",
   },
-  invalid_metadata: { ...request, when: "A stop rule in the batch's `metadata` is malformed, or `max_cost` names a model with no price." },
+  invalid_metadata: {
+    ...request,
+    when: "A stop rule in the batch's `metadata` is malformed, `max_cost` names a model with no price, or `cache` is neither `on` nor `off`.",
+  },
   invalid_multipart: { ...request, when: "A multipart upload is malformed (a part too large or too many fields)." },
   invalid_api_key_id: { ...request, when: "An admin's `api_key_id` filter names no key of the keys file." },
   invalid_dataset: { ...request, when: "A dataset batch's table cannot be read, or its template names a column it lacks." },

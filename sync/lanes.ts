@@ -42,6 +42,8 @@ export interface SyncLanesDeps {
    */
   atRisk?: (model: string) => boolean;
   logger?: Pick<Logger, "warn" | "info">;
+  /** Whose remembered answers an owner's requests share (the result cache's scope; KeyRing.cacheScopeOf). */
+  cacheScope?: (owner: string | null) => string | null;
 }
 
 export class SyncLanes implements SyncInference {
@@ -92,7 +94,7 @@ export class SyncLanes implements SyncInference {
     await this.deps.accounts?.close();
   }
 
-  private async serve({ owner, endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
+  private async serve({ owner, endpoint, body, signal, stream, noCache }: SyncRequest): Promise<SyncAnswer> {
     const request = parse(endpoint, body, stream !== undefined);
     const tier = tierOf(body);
     const lane = LANE_OF_TIER[tier];
@@ -122,8 +124,16 @@ export class SyncLanes implements SyncInference {
         };
         const admitted = performance.now();
         const onPrompt = stream && ((u: Parameters<typeof stream.prompt>[0]) => stream.prompt(u));
+        const options = {
+          lane,
+          keepReserve: !batchAtRisk,
+          onText,
+          onPrompt,
+          cacheScope: this.deps.cacheScope?.(owner) ?? undefined,
+          useCache: !noCache,
+        };
         const result = await this.failureCounted(tier, spec.name, signal, () =>
-          backend.execute(request, signal, { lane, keepReserve: !batchAtRisk, onText, onPrompt }).catch((err) => {
+          backend.execute(request, signal, options).catch((err) => {
             throw domainError(err);
           }),
         );

@@ -17,7 +17,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ["domain"],
   ["stores", "metrics", "datasets"],
   ["backends", "pipeline"],
-  ["engine", "upstream"],
+  ["engine", "upstream", "cache"],
   ["parse"],
   ["anthropic"],
   ["openai"],

@@ -11,7 +11,7 @@ import { ApiError } from "../errors.js";
 import { SseWriter } from "./sse.js";
 
 /** The client's headers a worker needs: its key (checked again there) and Anthropic's version headers. */
-const PASSED = ["authorization", "x-api-key", "anthropic-version", "anthropic-beta", "x-request-id"];
+const PASSED = ["authorization", "x-api-key", "anthropic-version", "anthropic-beta", "x-request-id", "cache-control"];
 /** A worker's answers that another worker may give better: it is full, or going away. */
 const TRY_ANOTHER = new Set([429, 503]);
 /** How many workers a request is offered to. */

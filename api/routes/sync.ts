@@ -40,7 +40,8 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
       if (deps.targets) return forwardSync(deps.targets, endpoint, req, res, gone.signal);
       const inference = deps.inference;
       if (!inference) throw new Error("a synchronous route with neither models nor workers");
-      const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal };
+      const noCache = /\bno-(cache|store)\b/i.test(req.get("cache-control") ?? "");
+      const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal, noCache };
       if (req.body?.stream === true && isStreamed(endpoint)) {
         const format =
           endpoint === "/v1/messages"

@@ -74,6 +74,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "008_output_order",
       "009_worker_url",
       "010_worker_catalogue",
+      "011_result_cache",
     ]);
   });
 

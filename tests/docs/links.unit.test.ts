@@ -10,8 +10,8 @@ import { anchors, markdownFiles, SKIP_DIRS } from "../helpers/markdown.js";
 
 /** What a path in backticks looks like: folders and a file with a known extension, no placeholders. */
 const NAMED_PATH = /^(?:\.\.\/)*[\w.-]+(?:\/[\w.-]+)+\.(?:ts|js|mjs|md|ya?ml|json|sh|sql|css|html|png|svg|patch)$/;
-/** Not in a clone: what a build, a bench run or the system writes (models/ is MODELS_DIR's default). */
-const NOT_IN_REPO = /^(?:dist|node_modules|bench\/results|models\/|\/|~)/;
+/** Not in a clone: what a build, a bench run or the system writes (models/ is MODELS_DIR's default; a path from a setting such as BATCH_DIR/ is the deployment's). */
+const NOT_IN_REPO = /^(?:dist|node_modules|bench\/results|models\/|[A-Z][A-Z0-9_]*\/|\/|~)/;
 /** A file named without its folder: it must exist somewhere in the repository. */
 const BARE_FILE = /^[\w-]+(?:\.[\w-]+)*\.(?:ts|js|mjs|sql|sh|patch)$/;
 

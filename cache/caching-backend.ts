@@ -1,0 +1,215 @@
+// Any InferenceBackend made to compute a deterministic request's answer once (cache/rule.ts): identical requests in
+// flight share one computation (single flight), an answer already in the ResultCache is read, a new one is stored.
+// Each answer it did not compute for the caller gets its own id and created time, the rest of the body as computed;
+// a failed computation fails each request that shared it, and is never stored.
+import type { BackendInfo, BackendResult, ExecuteOptions, InferenceBackend, InferenceRequest } from "../openai/backend.js";
+import { hexId } from "../openai/ids.js";
+import { cacheKey } from "./key.js";
+import type { ResultCache, StoredAnswer } from "./port.js";
+import { isDeterministic } from "./rule.js";
+
+/** The scope of a request whose caller names none: the open API's, one for every caller. */
+export const OPEN_SCOPE = "open";
+
+/** How a request was answered, for the counts and metrics that follow them. */
+export type CacheOutcome = "computed" | "duplicate" | "hit" | "bypass";
+
+export interface CachingOptions {
+  cache: ResultCache;
+  /**
+   * The model's identity (cache/model-identity.ts); a promise while a local file is being hashed. Null: it could not
+   * be known (the file could not be read), and every request computes.
+   */
+  identity: string | null | Promise<string | null>;
+  onOutcome?: (outcome: CacheOutcome) => void;
+  /** A store that failed a read or a write: the request is answered as if there were no cache. */
+  onStoreError?: (err: unknown) => void;
+}
+
+/** What identical requests in flight share: the answer, and whether the store held it. */
+interface Shared {
+  answer: StoredAnswer;
+  hit: boolean;
+}
+
+const PASSED_ON = ["lineOrder", "prepareRun", "countTokens", "stats", "preemptions"] as const;
+
+export class CachingBackend implements InferenceBackend {
+  readonly info: BackendInfo;
+  lineOrder?: InferenceBackend["lineOrder"];
+  prepareRun?: InferenceBackend["prepareRun"];
+  countTokens?: InferenceBackend["countTokens"];
+  stats?: InferenceBackend["stats"];
+  preemptions?: InferenceBackend["preemptions"];
+  /** Computations under way by scope and key, each with the signal of the request that runs it. */
+  private readonly inFlight = new Map<string, { answer: Promise<Shared>; signal?: AbortSignal }>();
+
+  constructor(
+    private readonly inner: InferenceBackend,
+    private readonly opts: CachingOptions,
+  ) {
+    this.info = inner.info;
+    for (const name of PASSED_ON) {
+      const method = inner[name] as ((...args: never[]) => unknown) | undefined;
+      if (method) (this as Record<string, unknown>)[name] = method.bind(inner);
+    }
+  }
+
+  check(request: InferenceRequest): void {
+    this.inner.check(request);
+  }
+
+  async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
+    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
+    if (identity === null) {
+      this.opts.onOutcome?.("bypass");
+      return this.inner.execute(request, signal, options);
+    }
+    const scope = options.cacheScope ?? OPEN_SCOPE;
+    const key = cacheKey(identity, request);
+    const flight = `${scope}\u0000${key}`;
+    for (;;) {
+      const running = this.inFlight.get(flight);
+      if (!running) break;
+      try {
+        const shared = await abortable(running.answer, signal);
+        return this.told(shared.answer, shared.hit ? "hit" : "duplicate", options);
+      } catch (err) {
+        // The computation was called off by its own caller, not this one: this request computes it anew.
+        if (signal?.aborted || !running.signal?.aborted) throw err;
+        if (this.inFlight.get(flight) === running) this.inFlight.delete(flight);
+      }
+    }
+    return this.lead(request, signal, options, scope, key, flight);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  /**
+   * The first of identical requests: reads the store, else computes and stores, while the others wait for it. It is
+   * in flight from before its read, so a duplicate arriving during the read waits rather than computing too.
+   */
+  private async lead(
+    request: InferenceRequest,
+    signal: AbortSignal | undefined,
+    options: ExecuteOptions,
+    scope: string,
+    key: string,
+    flight: string,
+  ): Promise<BackendResult> {
+    let computed: Promise<BackendResult> | undefined;
+    const shared = (async (): Promise<Shared> => {
+      const stored = await this.read(scope, key);
+      if (stored) return { answer: stored, hit: true };
+      computed = this.inner.execute(request, signal, options);
+      const { body, usage, stops } = await computed;
+      return { answer: { body, usage, ...(stops ? { stops } : {}) }, hit: false };
+    })();
+    // Awaited by the duplicates only, if any: a failure is reported to this caller below.
+    shared.catch(() => undefined);
+    this.inFlight.set(flight, { answer: shared, signal });
+    try {
+      const { answer, hit } = await shared;
+      if (hit) return this.told(answer, "hit", options);
+      this.opts.onOutcome?.("computed");
+      await this.opts.cache.put(scope, key, answer).catch((err) => this.opts.onStoreError?.(err));
+      return (await computed) as BackendResult;
+    } finally {
+      if (this.inFlight.get(flight)?.answer === shared) this.inFlight.delete(flight);
+    }
+  }
+
+  private async read(scope: string, key: string): Promise<StoredAnswer | undefined> {
+    try {
+      return await this.opts.cache.get(scope, key);
+    } catch (err) {
+      this.opts.onStoreError?.(err);
+      return undefined;
+    }
+  }
+
+  /** An answer not computed for this caller, told to it as a computed one would have been, with ids of its own. */
+  private told(a: StoredAnswer, how: "duplicate" | "hit", options: ExecuteOptions): BackendResult {
+    this.opts.onOutcome?.(how);
+    options.onBegin?.();
+    options.onPrompt?.({ promptTokens: a.usage.promptTokens, cachedTokens: a.usage.cachedTokens });
+    const body = freshIds(a.body);
+    // Told once, word by word as a stream tells it (a client's stream of a remembered answer still streams).
+    if (options.onText)
+      for (const [choice, text] of choiceTexts(body)) for (const piece of text ? text.split(WORD_START) : []) options.onText(choice, piece);
+    return { body, usage: { ...a.usage }, ...(a.stops ? { stops: [...a.stops] } : {}), cached: how };
+  }
+}
+
+/** Where a word begins after white space: the pieces a remembered answer is told in, which join back into it. */
+const WORD_START = /(?<=\s)(?=\S)/;
+
+/** Waits for `p`, or rejects as soon as `signal` aborts (the shared computation goes on for the others). */
+function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+/** A copy of a body with an id of its own (the same prefix, new random hex) and the times of now. */
+export function freshIds(body: Record<string, unknown>): Record<string, unknown> {
+  const copy = structuredClone(body);
+  if (typeof copy.id === "string") {
+    const m = /^(.*[-_])([0-9A-Za-z]+)$/.exec(copy.id);
+    copy.id = m ? `${m[1]}${hexId(Math.max(4, Math.ceil(m[2].length / 2))).slice(0, m[2].length)}` : copy.id;
+  }
+  const now = Math.floor(Date.now() / 1000);
+  for (const field of ["created", "created_at", "completed_at"]) if (typeof copy[field] === "number") copy[field] = now;
+  return copy;
+}
+
+type Part = { type?: unknown; text?: unknown; content?: unknown };
+const textOf = (parts: unknown, type: string): string =>
+  Array.isArray(parts) ? (parts as Part[]).map((p) => (p?.type === type && typeof p.text === "string" ? p.text : "")).join("") : "";
+
+/**
+ * Each choice's text, as a stream would have told it: a chat message's content, a completion's text; the one answer
+ * of a Responses body (its messages' output_text) and of an Anthropic message (its text blocks).
+ */
+function choiceTexts(body: Record<string, unknown>): Array<[number, string]> {
+  if (body.object === "response" && Array.isArray(body.output))
+    return [[0, (body.output as Part[]).map((item) => (item?.type === "message" ? textOf(item.content, "output_text") : "")).join("")]];
+  if (body.type === "message" && Array.isArray(body.content)) return [[0, textOf(body.content, "text")]];
+  const choices = Array.isArray(body.choices) ? (body.choices as Array<Record<string, unknown>>) : [];
+  return choices.map((c, i) => {
+    const index = typeof c.index === "number" ? c.index : i;
+    const message = c.message as { content?: unknown } | undefined;
+    const text = typeof c.text === "string" ? c.text : typeof message?.content === "string" ? message.content : "";
+    return [index, text];
+  });
+}
+
+/**
+ * A backend whose every request carries these cache options (a batch's scope, and its `metadata.cache`), for
+ * callers that run a whole batch over one backend without passing options per request.
+ */
+export function withCacheOptions(backend: InferenceBackend, cache: Pick<ExecuteOptions, "cacheScope" | "useCache">): InferenceBackend {
+  const view: InferenceBackend = {
+    info: backend.info,
+    check: (request) => backend.check(request),
+    execute: (request, signal, options) => backend.execute(request, signal, { ...cache, ...options }),
+    close: () => backend.close(),
+  };
+  for (const name of PASSED_ON) {
+    const method = backend[name] as ((...args: never[]) => unknown) | undefined;
+    if (method) (view as unknown as Record<string, unknown>)[name] = method.bind(backend);
+  }
+  return view;
+}
+
+/** The cache options of a batch: its key's scope, and off where its metadata says `cache: "off"`. */
+export const batchCacheOptions = (scope: string | null, metadata: Readonly<Record<string, string>> | null | undefined) => ({
+  cacheScope: scope ?? OPEN_SCOPE,
+  useCache: metadata?.cache !== "off",
+});

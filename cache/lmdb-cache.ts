@@ -1,0 +1,181 @@
+// The embedded ResultCache: an LMDB environment in a folder beside BATCH_DIR (BATCH_DIR/cache/), its answers
+// sealed with their checksum, its byte bound kept by a least-recently-used index in the same transactions as the
+// entries, so the bound and the entries never disagree after a crash.
+import { mkdirSync } from "node:fs";
+import { type Database, open, type RootDatabase } from "lmdb";
+import {
+  type CacheStats,
+  checkScopeAndKey,
+  openAnswer,
+  type ResultCache,
+  type ResultCacheLimits,
+  type StoredAnswer,
+  sealAnswer,
+} from "./port.js";
+
+interface EntryMeta {
+  /** Its place in the least-recently-used order: higher is more recent. */
+  seq: number;
+  bytes: number;
+  /** When it was stored (ms since the epoch): its age for the TTL. */
+  at: number;
+}
+
+interface Totals {
+  entries: number;
+  bytes: number;
+  seq: number;
+}
+
+const TOTALS = "totals";
+/** Expired entries removed at most per put, oldest first, so a put costs little however many have aged. */
+const SWEEP_PER_PUT = 16;
+
+const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`;
+
+export class LmdbResultCache implements ResultCache {
+  private readonly root: RootDatabase;
+  private readonly meta: Database<EntryMeta, string>;
+  private readonly data: Database<Buffer, string>;
+  private readonly lru: Database<string, number>;
+  private readonly sums: Database<Totals, string>;
+  private hits = 0;
+  private misses = 0;
+  private evictions = 0;
+  /** Recency updates of hits, not awaited by the reader: a close waits for them. */
+  private readonly touches = new Set<Promise<unknown>>();
+
+  constructor(
+    dir: string,
+    private readonly limits: ResultCacheLimits,
+    private readonly now: () => number = Date.now,
+  ) {
+    mkdirSync(dir, { recursive: true });
+    this.root = open({ path: dir, compression: false });
+    this.meta = this.root.openDB({ name: "meta" });
+    this.data = this.root.openDB({ name: "data", encoding: "binary" });
+    this.lru = this.root.openDB({ name: "lru" });
+    this.sums = this.root.openDB({ name: "sums" });
+  }
+
+  async get(scope: string, key: string): Promise<StoredAnswer | undefined> {
+    checkScopeAndKey(scope, key);
+    const k = entryKey(scope, key);
+    const meta = this.meta.get(k);
+    if (!meta) return this.miss();
+    if (this.expired(meta)) {
+      await this.root.transaction(() => this.removeEntry(k));
+      this.evictions++;
+      return this.miss();
+    }
+    const answer = openAnswer(this.data.get(k));
+    if (!answer) {
+      await this.root.transaction(() => this.removeEntry(k));
+      return this.miss();
+    }
+    this.hits++;
+    const touch = this.root.transaction(() => this.touch(k)).catch(() => undefined);
+    this.touches.add(touch);
+    void touch.finally(() => this.touches.delete(touch));
+    return answer;
+  }
+
+  async put(scope: string, key: string, answer: StoredAnswer): Promise<void> {
+    checkScopeAndKey(scope, key);
+    const k = entryKey(scope, key);
+    const sealed = sealAnswer(answer);
+    const bytes = sealed.byteLength + Buffer.byteLength(k);
+    // An answer larger than the whole bound is not kept: it would evict everything and then itself.
+    if (bytes > this.limits.maxBytes) return;
+    const evicted = await this.root.transaction(() => {
+      this.removeEntry(k);
+      const t = this.totals();
+      const seq = t.seq + 1;
+      this.data.put(k, sealed);
+      this.meta.put(k, { seq, bytes, at: this.now() });
+      this.lru.put(seq, k);
+      this.sums.put(TOTALS, { entries: t.entries + 1, bytes: t.bytes + bytes, seq });
+      return this.evict();
+    });
+    this.evictions += evicted;
+  }
+
+  async purge(scope?: string): Promise<number> {
+    if (scope === undefined) {
+      const n = this.totals().entries;
+      await this.root.transaction(() => {
+        for (const db of [this.meta, this.data, this.lru] as Database<unknown, never>[]) db.clearSync();
+        this.sums.put(TOTALS, { entries: 0, bytes: 0, seq: this.totals().seq });
+      });
+      return n;
+    }
+    return this.root.transaction(() => {
+      const keys = [...this.meta.getKeys({ start: entryKey(scope, ""), end: `${scope}\u0001` })];
+      for (const k of keys) this.removeEntry(k);
+      return keys.length;
+    });
+  }
+
+  async stats(): Promise<CacheStats> {
+    const t = this.totals();
+    return { entries: t.entries, bytes: t.bytes, hits: this.hits, misses: this.misses, evictions: this.evictions };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.touches);
+    await this.root.close();
+  }
+
+  private miss(): undefined {
+    this.misses++;
+    return undefined;
+  }
+
+  private expired(meta: EntryMeta): boolean {
+    return this.limits.ttlSeconds > 0 && this.now() - meta.at >= this.limits.ttlSeconds * 1000;
+  }
+
+  private totals(): Totals {
+    return this.sums.get(TOTALS) ?? { entries: 0, bytes: 0, seq: 0 };
+  }
+
+  /** Within a write transaction: the entry gone from the three tables and the totals. */
+  private removeEntry(k: string): boolean {
+    const meta = this.meta.get(k);
+    if (!meta) return false;
+    this.meta.removeSync(k);
+    this.data.removeSync(k);
+    this.lru.removeSync(meta.seq);
+    const t = this.totals();
+    this.sums.put(TOTALS, { entries: t.entries - 1, bytes: t.bytes - meta.bytes, seq: t.seq });
+    return true;
+  }
+
+  /** Within a write transaction: the entry made the most recently used (gone since the read: nothing). */
+  private touch(k: string): void {
+    const meta = this.meta.get(k);
+    if (!meta) return;
+    const t = this.totals();
+    const seq = t.seq + 1;
+    this.lru.removeSync(meta.seq);
+    this.lru.put(seq, k);
+    this.meta.put(k, { ...meta, seq });
+    this.sums.put(TOTALS, { ...t, seq });
+  }
+
+  /** Within a write transaction: the least recently used entries removed past the bound, and a few aged ones. */
+  private evict(): number {
+    let removed = 0;
+    for (let swept = 0; ; ) {
+      const [oldest] = [...this.lru.getRange({ limit: 1, snapshot: false })];
+      if (!oldest) return removed;
+      const meta = this.meta.get(oldest.value);
+      const aged = meta !== undefined && swept < SWEEP_PER_PUT && this.expired(meta);
+      if (!aged && this.totals().bytes <= this.limits.maxBytes) return removed;
+      if (aged) swept++;
+      if (this.removeEntry(oldest.value)) removed++;
+      // An index row without its entry (none is written so; a torn copy of the folder): dropped, not looped on.
+      else this.lru.removeSync(oldest.key);
+    }
+  }
+}

@@ -1,0 +1,121 @@
+// The result cache over the real engine on the generated model, as a batch runs it: repeated greedy lines computed
+// once, each line its own answer; a sampled pair computed twice; an answer read back after the store is reopened;
+// embeddings collapsed; a batch with metadata.cache "off" computing everything.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CacheOutcome, CachingBackend, withCacheOptions } from "../../cache/caching-backend.js";
+import { LmdbResultCache } from "../../cache/lmdb-cache.js";
+import { fileDigest, localIdentity } from "../../cache/model-identity.js";
+import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
+import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
+import type { Engine } from "../../engine/types.js";
+import type { Endpoint, InferenceBackend } from "../../openai/backend.js";
+import { runBatchFile } from "../../pipeline/run-batch.js";
+import { openGeneratedEngine } from "../../testkit/model.js";
+
+const root = mkdtempSync(path.join(tmpdir(), "obi-cache-engine-"));
+let engine: Engine;
+let llama: LlamaBackend;
+let identity: string;
+const limits = { maxBytes: 1 << 26, ttlSeconds: 0 };
+
+beforeAll(async () => {
+  engine = await openGeneratedEngine(4);
+  llama = new LlamaBackend(engine, "generated");
+  const digest = await fileDigest(await ensureGeneratedModel(), path.join(root, "digests.json"));
+  identity = localIdentity(digest, { nodeLlamaCpp: "3.22.1", build: engine.info.build, patchKey: null, settings: {} });
+}, 120_000);
+afterAll(async () => {
+  await engine?.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** A batch over `backend`: its lines' answers by custom_id, in the output file. */
+async function runBatch(name: string, endpoint: Endpoint, bodies: object[], backend: InferenceBackend) {
+  const dir = path.join(root, name);
+  const input = path.join(`${dir}-input.jsonl`);
+  writeFileSync(input, bodies.map((body, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: endpoint, body })).join("\n"));
+  const result = await runBatchFile({
+    inputPath: input,
+    outputPath: `${dir}-output.jsonl`,
+    errorPath: `${dir}-errors.jsonl`,
+    endpoint,
+    backend,
+    batchSize: 8,
+    concurrency: 8,
+  });
+  const lines = readFileSync(`${dir}-output.jsonl`, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  return { result, byId: new Map(lines.map((l) => [l.custom_id as string, l.response.body as Record<string, any>])) };
+}
+
+function cachingOver(cache: LmdbResultCache) {
+  const outcomes: CacheOutcome[] = [];
+  const backend = new CachingBackend(llama, { cache, identity, onOutcome: (o) => outcomes.push(o) });
+  return { backend, outcomes, count: (o: CacheOutcome) => outcomes.filter((x) => x === o).length };
+}
+
+const greedy = (content: string) => ({ model: "m", messages: [{ role: "user", content }], temperature: 0, max_tokens: 12 });
+
+describe("the result cache on the real engine", () => {
+  it("computes repeated greedy lines once, each with its own id; a sampled pair twice; a hit after reopening the store", async () => {
+    const dir = path.join(root, "store-a");
+    const cache = new LmdbResultCache(dir, limits);
+    const c = cachingOver(cache);
+    const bodies = [
+      greedy("Once upon a time"),
+      { max_tokens: 12, temperature: 0.0, messages: [{ content: "Once upon a time", role: "user" }], model: "m" },
+      greedy("Once upon a time"),
+      greedy("The cat sat"),
+      { model: "m", messages: [{ role: "user", content: "The dog ran" }], temperature: 1, max_tokens: 12 },
+      { model: "m", messages: [{ role: "user", content: "The dog ran" }], temperature: 1, max_tokens: 12 },
+    ];
+    const first = await runBatch("a", "/v1/chat/completions", bodies, c.backend);
+    expect(first.result).toMatchObject({ completed: 6, failed: 0 });
+    expect(c.count("computed")).toBe(2);
+    expect(c.count("duplicate") + c.count("hit")).toBe(2);
+    expect(c.count("bypass")).toBe(2);
+    const repeated = ["r0", "r1", "r2"].map((id) => first.byId.get(id)!);
+    const text = (b: Record<string, any>) => b.choices[0].message.content;
+    expect(new Set(repeated.map(text)).size).toBe(1);
+    expect(new Set(repeated.map((b) => b.id)).size).toBe(3);
+    for (const b of repeated) expect(b.id).toMatch(/^chatcmpl-/);
+    expect((await cache.stats()).entries).toBe(2);
+    await cache.close();
+
+    const reopened = new LmdbResultCache(dir, limits);
+    const again = cachingOver(reopened);
+    const second = await runBatch("b", "/v1/chat/completions", bodies.slice(0, 4), again.backend);
+    expect(second.result).toMatchObject({ completed: 4, failed: 0 });
+    expect(again.count("computed")).toBe(0);
+    expect(again.count("hit")).toBe(4);
+    expect(text(second.byId.get("r0")!)).toBe(text(repeated[0]));
+    expect(text(second.byId.get("r3")!)).toBe(text(first.byId.get("r3")!));
+    expect(second.byId.get("r3")!.usage).toEqual(first.byId.get("r3")!.usage);
+    await reopened.close();
+  }, 120_000);
+
+  it("collapses repeated embedding lines, and computes everything for a batch that turns the cache off", async () => {
+    const cache = new LmdbResultCache(path.join(root, "store-b"), limits);
+    const c = cachingOver(cache);
+    const bodies = [
+      { model: "m", input: "hello" },
+      { input: "hello", model: "m" },
+      { model: "m", input: "world" },
+    ];
+    const on = await runBatch("e1", "/v1/embeddings", bodies, c.backend);
+    expect(on.result.completed).toBe(3);
+    expect(c.count("computed")).toBe(2);
+    expect(on.byId.get("r1")!.data[0].embedding).toEqual(on.byId.get("r0")!.data[0].embedding);
+
+    const off = cachingOver(cache);
+    await runBatch("e2", "/v1/embeddings", bodies, withCacheOptions(off.backend, { useCache: false }));
+    expect(off.count("bypass")).toBe(3);
+    expect(off.count("hit")).toBe(0);
+    await cache.close();
+  }, 120_000);
+});
