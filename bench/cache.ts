@@ -53,6 +53,7 @@ export interface RunnerRun {
 export interface CacheResult {
   model: string;
   plan: CachePlan;
+  /** Each side's fastest batch; ratio = off's seconds ÷ on's (above 1: the cache's side is faster). */
   repeats: { on: CacheRun; off: CacheRun; ratio: number };
   noRepeats: { on: CacheRun; off: CacheRun; ratio: number };
   dataset: { first: RunnerRun; unchanged: RunnerRun; changed: RunnerRun; reuse: boolean };
@@ -112,37 +113,59 @@ async function timedBatch(
 
 const fastest = (runs: CacheRun[]) => runs.reduce((a, b) => (b.seconds < a.seconds ? b : a));
 
+/**
+ * `rounds` runs of each side, in the order off, on, then on, off, and so on (a machine whose load drifts favours
+ * neither side); each side keeps its fastest. `off` is the baseline side, `on` the cache's; ratio = off ÷ on.
+ */
+async function paired(
+  rounds: number,
+  log: (line: string) => void,
+  name: string,
+  side: { first: (round: number) => Promise<CacheRun>; second: (round: number) => Promise<CacheRun> },
+): Promise<{ on: CacheRun; off: CacheRun; ratio: number }> {
+  const offRuns: CacheRun[] = [];
+  const onRuns: CacheRun[] = [];
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2 === 0) {
+      offRuns.push(await side.first(r));
+      onRuns.push(await side.second(r));
+    } else {
+      onRuns.push(await side.second(r));
+      offRuns.push(await side.first(r));
+    }
+  }
+  const [on, off] = [fastest(onRuns), fastest(offRuns)];
+  const secs = (runs: CacheRun[]) => runs.map((x) => x.seconds.toFixed(2)).join(", ");
+  log(`  ${name}: ${off.label} ${secs(offRuns)} s; ${on.label} ${secs(onRuns)} s: ${(off.seconds / on.seconds).toFixed(3)}x`);
+  return { on, off, ratio: off.seconds / on.seconds };
+}
+
 /** The batch rows: one server with the cache on (its default), one with RESULT_CACHE=off for the no-repeats row. */
 async function batchRows(modelPath: string, plan: CachePlan, log: (line: string) => void) {
   const on = await startServer(modelPath);
   const off = await startServer(modelPath, { RESULT_CACHE: "off" });
   try {
     for (const s of [on, off]) await timedBatch(s, "warm-up", repeatLines(4, 0, plan.maxTokens, "warm"));
-    const repeated = (salt: string) => repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, salt);
-    // Each batch's text is its own, so no batch finds another's answers in the store.
-    const collapsedOff = await timedBatch(
-      on,
-      `${plan.lines} lines, ${plan.repeatShare * 100}% repeats, metadata.cache off`,
-      repeated("r1"),
-      {
-        cache: "off",
-      },
-    );
-    const collapsedOn = await timedBatch(on, `${plan.lines} lines, ${plan.repeatShare * 100}% repeats, collapsed`, repeated("r2"));
-    const repeats = { on: collapsedOn, off: collapsedOff, ratio: collapsedOff.seconds / collapsedOn.seconds };
-    log(`  repeats: off ${collapsedOff.seconds.toFixed(2)} s, collapsed ${collapsedOn.seconds.toFixed(2)} s: ${repeats.ratio.toFixed(2)}x`);
-    const onRuns: CacheRun[] = [];
-    const offRuns: CacheRun[] = [];
-    for (let r = 0; r < plan.rounds; r++) {
-      const distinct = (salt: string) => repeatLines(plan.lines, 0, plan.maxTokens, salt);
-      offRuns.push(await timedBatch(off, `${plan.lines} lines, no repeats, RESULT_CACHE=off`, distinct(`d${r}off`)));
-      onRuns.push(await timedBatch(on, `${plan.lines} lines, no repeats, empty cache`, distinct(`d${r}on`)));
-    }
-    const noRepeats = { on: fastest(onRuns), off: fastest(offRuns), ratio: 0 };
-    noRepeats.ratio = noRepeats.on.seconds / noRepeats.off.seconds;
-    log(
-      `  no repeats: RESULT_CACHE=off ${offRuns.map((r) => r.seconds.toFixed(2)).join(", ")} s, cache on ${onRuns.map((r) => r.seconds.toFixed(2)).join(", ")} s: ${noRepeats.ratio.toFixed(3)}`,
-    );
+    const share = `${plan.repeatShare * 100}% repeats`;
+    // Each batch's text is its own (its salt), so no batch finds another's answers in the store.
+    const repeats = await paired(plan.rounds, log, "repeats", {
+      first: (r) =>
+        timedBatch(
+          on,
+          `${plan.lines} lines, ${share}, metadata.cache off`,
+          repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, `r${r}off`),
+          {
+            cache: "off",
+          },
+        ),
+      second: (r) =>
+        timedBatch(on, `${plan.lines} lines, ${share}, collapsed`, repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, `r${r}on`)),
+    });
+    const noRepeats = await paired(plan.rounds, log, "no repeats", {
+      first: (r) =>
+        timedBatch(off, `${plan.lines} lines, no repeats, RESULT_CACHE=off`, repeatLines(plan.lines, 0, plan.maxTokens, `d${r}off`)),
+      second: (r) => timedBatch(on, `${plan.lines} lines, no repeats, empty cache`, repeatLines(plan.lines, 0, plan.maxTokens, `d${r}on`)),
+    });
     return { repeats, noRepeats };
   } finally {
     await Promise.all([on.stop(), off.stop()]);
