@@ -140,37 +140,48 @@ async function paired(
   return { on, off, ratio: off.seconds / on.seconds };
 }
 
-/** The batch rows: one server with the cache on (its default), one with RESULT_CACHE=off for the no-repeats row. */
-async function batchRows(modelPath: string, plan: CachePlan, log: (line: string) => void) {
-  const on = await startServer(modelPath);
-  const off = await startServer(modelPath, { RESULT_CACHE: "off" });
+/** A fresh server (a fresh BATCH_DIR, so an empty cache) warmed by a 4-line batch that leaves nothing in the cache. */
+async function warmServer(modelPath: string, env: Record<string, string>, maxTokens: number): Promise<BenchServer> {
+  const server = await startServer(modelPath, env);
+  await timedBatch(server, "warm-up", repeatLines(4, 0, maxTokens, "warm"), { cache: "off" }).catch(async (err) => {
+    await server.stop();
+    throw err;
+  });
+  return server;
+}
+
+/** One batch on a server of its own, started for it and stopped after. */
+async function aloneOn(modelPath: string, env: Record<string, string>, plan: CachePlan, label: string, salt: string): Promise<CacheRun> {
+  const server = await warmServer(modelPath, env, plan.maxTokens);
   try {
-    for (const s of [on, off]) await timedBatch(s, "warm-up", repeatLines(4, 0, plan.maxTokens, "warm"));
-    const share = `${plan.repeatShare * 100}% repeats`;
-    // Each batch's text is its own (its salt), so no batch finds another's answers in the store.
-    const repeats = await paired(plan.rounds, log, "repeats", {
-      first: (r) =>
-        timedBatch(
-          on,
-          `${plan.lines} lines, ${share}, metadata.cache off`,
-          repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, `r${r}off`),
-          {
-            cache: "off",
-          },
-        ),
-      second: (r) =>
-        timedBatch(on, `${plan.lines} lines, ${share}, collapsed`, repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, `r${r}on`)),
-    });
-    const noRepeats = await paired(plan.rounds, log, "no repeats", {
-      first: (r) =>
-        timedBatch(off, `${plan.lines} lines, no repeats, RESULT_CACHE=off`, repeatLines(plan.lines, 0, plan.maxTokens, `d${r}off`)),
-      second: (r) => timedBatch(on, `${plan.lines} lines, no repeats, empty cache`, repeatLines(plan.lines, 0, plan.maxTokens, `d${r}on`)),
-    });
-    return { repeats, noRepeats };
+    return await timedBatch(server, label, repeatLines(plan.lines, 0, plan.maxTokens, salt));
   } finally {
-    await Promise.all([on.stop(), off.stop()]);
+    await server.stop();
   }
 }
+
+/**
+ * The batch rows. Repeats: both sides on one server at its defaults, metadata.cache "off" on the baseline's batches.
+ * No repeats: each batch on a fresh server, so the cache's side starts empty, the other with RESULT_CACHE=off.
+ */
+async function batchRows(modelPath: string, plan: CachePlan, log: (line: string) => void) {
+  const share = `${plan.repeatShare * 100}% repeats`;
+  const lines = (salt: string) => repeatLines(plan.lines, plan.repeatShare, plan.maxTokens, salt);
+  const on = await warmServer(modelPath, {}, plan.maxTokens);
+  // Each batch's text is its own (its salt), so no batch finds another's answers in the store.
+  const repeats = await paired(plan.rounds, log, "repeats", {
+    first: (r) => timedBatch(on, `${plan.lines} lines, ${share}, metadata.cache off`, lines(`r${r}off`), { cache: "off" }),
+    second: (r) => timedBatch(on, `${plan.lines} lines, ${share}, collapsed`, lines(`r${r}on`)),
+  }).finally(() => on.stop());
+  const noRepeats = await paired(plan.rounds, log, "no repeats", {
+    first: (r) => aloneOn(modelPath, { RESULT_CACHE: "off" }, plan, `${plan.lines} lines, no repeats, RESULT_CACHE=off`, `d${r}off`),
+    second: (r) => aloneOn(modelPath, {}, plan, `${plan.lines} lines, no repeats, empty cache`, `d${r}on`),
+  });
+  return { repeats, noRepeats };
+}
+
+/** The bench's environment without the cache's settings, which would otherwise decide the runs' sides. */
+const ownEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RESULT_CACHE")));
 
 /** One runner process (npm run batch): its wall time and what it printed. */
 function runRunner(argv: string[], env: Record<string, string>): Promise<{ seconds: number; stdout: string }> {
@@ -178,7 +189,7 @@ function runRunner(argv: string[], env: Record<string, string>): Promise<{ secon
     const started = performance.now();
     const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
       cwd: repoRoot,
-      env: { ...process.env, LOG_LEVEL: "warn", ...env },
+      env: { ...ownEnv(), LOG_LEVEL: "warn", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
