@@ -67,7 +67,7 @@ on 2 cores, --quick ${DURATION.quick}; each run prints how long each part took.
   --lanes-slots <n>         llama-server's slots beside the service in the lanes part (default 16)
   --lanes-rate <n>          interactive requests a second in the lanes part (default 1)
   --cache-lines <n>         lines of each batch in the cache part (default 2000)
-  --cache-rounds <n>        batches of each side of its no-repeats row, each side's fastest kept (default 2)
+  --cache-rounds <n>        batches of each side of its batch rows, in turn, each side's fastest kept (default 2)
   --cache-rows <n>          rows of its dataset job (default 10000)
   --cache-entries <n,n>     answers the embedded store holds at each memory sample (default 10000,1000000)
   --cache-lookups <n>       lookups timed on each store (default 20000)

@@ -22,7 +22,7 @@ export interface CachePlan {
   maxTokens: number;
   /** max_tokens of the dataset job's requests: short labels. */
   jobMaxTokens: number;
-  /** Batches of each side of the no-repeats row, alternating; each side keeps its fastest. */
+  /** Batches of each side of the batch rows, alternating; each side keeps its fastest. */
   rounds: number;
   /** Rows of the dataset job, and the share changed before its third run. */
   rows: number;
