@@ -13,6 +13,7 @@ export const PARTS = [
   "distributed",
   "datasets",
   "lanes",
+  "cache",
 ] as const;
 export type Part = (typeof PARTS)[number];
 
@@ -36,6 +37,11 @@ const OPTIONS = {
   "dataset-pairs": { type: "string" },
   "lanes-slots": { type: "string" },
   "lanes-rate": { type: "string" },
+  "cache-lines": { type: "string" },
+  "cache-rounds": { type: "string" },
+  "cache-rows": { type: "string" },
+  "cache-entries": { type: "string" },
+  "cache-lookups": { type: "string" },
 } as const;
 
 export const USAGE = `npm run bench [-- options]
@@ -60,6 +66,11 @@ on 2 cores, --quick ${DURATION.quick}; each run prints how long each part took.
   --dataset-pairs <n>       pairs of dataset job and JSONL runs
   --lanes-slots <n>         llama-server's slots beside the service in the lanes part (default 16)
   --lanes-rate <n>          interactive requests a second in the lanes part (default 1)
+  --cache-lines <n>         lines of each batch in the cache part (default 2000)
+  --cache-rounds <n>        batches of each side of its batch rows, in turn, each side's fastest kept (default 2)
+  --cache-rows <n>          rows of its dataset job (default 10000)
+  --cache-entries <n,n>     answers the embedded store holds at each memory sample (default 10000,1000000)
+  --cache-lookups <n>       lookups timed on each store (default 20000)
   -h, --help                this text
 
 bench/README.md says what each part measures and how.`;
@@ -80,6 +91,11 @@ export interface BenchArgs {
   datasetPairs?: number;
   lanesSlots: number;
   lanesRate: number;
+  cacheLines?: number;
+  cacheRounds?: number;
+  cacheRows?: number;
+  cacheEntries?: number[];
+  cacheLookups?: number;
 }
 
 /** A mistake on the command line: its message is the one line the bench prints before it exits. */
@@ -146,5 +162,21 @@ export function benchArgs(argv: string[]): BenchArgs | "help" {
     datasetPairs: v["dataset-pairs"] === undefined ? undefined : whole("dataset-pairs", v["dataset-pairs"]),
     lanesSlots: v["lanes-slots"] === undefined ? 16 : whole("lanes-slots", v["lanes-slots"]),
     lanesRate: v["lanes-rate"] === undefined ? 1 : positive("lanes-rate", v["lanes-rate"]),
+    ...cacheArgs(v),
+  };
+}
+
+/** The cache part's sizes, where given. */
+function cacheArgs(v: Record<string, string | undefined>): Partial<BenchArgs> {
+  const one = (name: string) => (v[name] === undefined ? undefined : whole(name, v[name]));
+  const entries = v["cache-entries"] === undefined ? undefined : wholes("cache-entries", v["cache-entries"]);
+  if (entries && (entries.length === 0 || entries.some((n, i) => i > 0 && n <= entries[i - 1])))
+    throw new BenchUsageError(`--cache-entries takes growing counts such as 10000,1000000, not ${JSON.stringify(v["cache-entries"])}`);
+  return {
+    cacheLines: one("cache-lines"),
+    cacheRounds: one("cache-rounds"),
+    cacheRows: one("cache-rows"),
+    cacheEntries: entries,
+    cacheLookups: one("cache-lookups"),
   };
 }

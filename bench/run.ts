@@ -11,6 +11,7 @@ import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
 import { repoRoot } from "../testkit/repo-root.js";
 import { BenchUsageError, benchArgs, type Part, USAGE } from "./args.js";
+import { measureCache } from "./cache.js";
 import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
@@ -93,6 +94,7 @@ const results: Omit<BenchResults, "targets"> = {
   embeddings: null,
   datasets: null,
   lanes: null,
+  cache: null,
   gpu: { backendLog: null, ready: null, note: "" },
   notes,
 };
@@ -221,6 +223,28 @@ await part("lanes", async () => {
     },
     log,
   );
+});
+
+await part("cache", async () => {
+  const m = { name: "small (generated, 8x512, Q8_0)", path: await ensureGeneratedModel({ preset: "small" }) };
+  const q = values.quick;
+  results.cache = await measureCache(
+    m,
+    {
+      lines: values.cacheLines ?? (q ? 500 : 2000),
+      repeatShare: 0.4,
+      maxTokens: 16,
+      jobMaxTokens: 4,
+      rounds: values.cacheRounds ?? (q ? 1 : 2),
+      rows: values.cacheRows ?? (q ? 2000 : 10_000),
+      changedShare: 0.02,
+      storeCounts: values.cacheEntries ?? (q ? [10_000, 100_000] : [10_000, 1_000_000]),
+      lookups: values.cacheLookups ?? (q ? 5000 : 20_000),
+      pgEntries: Math.min(10_000, values.cacheEntries?.[0] ?? 10_000),
+    },
+    log,
+  );
+  if (!results.cache.store.lookups.some((l) => l.store === "postgres")) notes.push(results.cache.store.note ?? "");
 });
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));

@@ -53,6 +53,9 @@ const CONFIG_VARS = [
   "S3_PREFIX",
   "S3_ACCESS_KEY_ID",
   "S3_SECRET_ACCESS_KEY",
+  "RESULT_CACHE",
+  "RESULT_CACHE_MAX_BYTES",
+  "RESULT_CACHE_TTL",
 ];
 
 export interface BenchServer {
