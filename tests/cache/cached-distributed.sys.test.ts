@@ -35,7 +35,11 @@ describe.skipIf(!POSTGRES_BIN)("the result cache shared by workers (PostgreSQL +
 
   async function run(prefix: string) {
     const file = await uploadJsonl(api.baseUrl, lines(prefix));
-    const created = await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+    const created = await openaiClient(api).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+    });
     const done = (await waitForBatch(api.baseUrl, created.id, 120_000)) as any;
     expect(done.status).toBe("completed");
     return { done, output: (await downloadResults(api, done)).output as any[] };
