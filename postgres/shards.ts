@@ -39,7 +39,8 @@ const claimed =
       completed: r.completed,
       failed: r.failed,
       usage: { promptTokens: Number(r.input_tokens), cachedTokens: Number(r.cached_tokens), completionTokens: Number(r.output_tokens) },
-      cached: { lines: Number(r.cached_lines ?? 0), outputTokens: Number(r.cached_output_tokens ?? 0) },
+      // Absent when none, as the embedded state has it.
+      ...(Number(r.cached_lines) > 0 ? { cached: { lines: Number(r.cached_lines), outputTokens: Number(r.cached_output_tokens) } } : {}),
     },
     stopReason: r.stop_reason,
     deadlineAt: Number(r.deadline_at),
