@@ -67,9 +67,9 @@ export async function buildService(config: Config, logger: pino.Logger, options:
 async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
-  const { registry, models, results } = await openModels(config, logger, options);
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
+  const { registry, models, results } = await openModels(config, logger, options, metrics);
   let backend: InferenceBackend | undefined;
   let controlPlane: ControlPlane;
   let state: PlaneState | undefined;
@@ -142,7 +142,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
  * The model registry and its router. An API server runs no model, so what loading one would warn about (a generated
  * model) is not its concern; one given no models at all takes its workers' (batches/served-models.ts).
  */
-async function openModels(config: Config, logger: pino.Logger, options: ServiceOptions) {
+async function openModels(config: Config, logger: pino.Logger, options: ServiceOptions, metrics: Metrics) {
   const apiOnly = config.cluster.role === "api";
   const registry = followsWorkers(config)
     ? new ModelRegistry([])
@@ -150,7 +150,7 @@ async function openModels(config: Config, logger: pino.Logger, options: ServiceO
         fetch: !apiOnly,
         onDownload: options.onDownload,
       });
-  const results = await openResultCache(config, apiOnly, logger);
+  const results = await openResultCache(config, apiOnly, logger, metrics);
   const models = await createRouter(config, registry, logger, process.env, results).catch(async (err) => {
     await results?.cache.close();
     throw err;
@@ -194,13 +194,18 @@ function startSeries(metrics: Metrics, plane: ControlPlane): Series {
  * The result cache (RESULT_CACHE on) where models run (docs/cache.md): LMDB in BATCH_DIR/cache/, or in the distributed
  * mode the table every worker shares (its default bound the ceiling: the database's disk is not this process's).
  */
-async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Logger): Promise<BackendCache | undefined> {
+async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Logger, metrics: Metrics): Promise<BackendCache | undefined> {
   if (!config.resultCache.enabled || apiOnly) return undefined;
   const log = logger.child({ component: "result-cache" });
   const url = config.cluster.databaseUrl;
   const opened = url ? sharedCache(url, config, log) : await openEmbeddedCache(config.batchDir, config.resultCache);
   log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
-  return { ...opened, onStoreError: (err) => log.warn({ err }, "the result cache failed a read or a write: the request computed") };
+  metrics.watchResultCache(() => opened.cache.stats());
+  return {
+    ...opened,
+    onOutcome: (answer, model) => metrics.cacheAnswer(answer, model),
+    onStoreError: (err) => log.warn({ err }, "the result cache failed a read or a write: the request computed"),
+  };
 }
 
 function sharedCache(url: string, config: Config, log: pino.Logger) {

@@ -56,8 +56,9 @@ export function priceFrom(p: z.output<typeof PriceSchema>): Price {
     currency: p.currency,
     basis: "tokens",
     inputPerMillion: p.input_per_million!,
-    // A cached prompt token is billed as an input token unless the file says less.
-    cachedInputPerMillion: p.cached_input_per_million ?? p.input_per_million!,
+    // A cached prompt token (a prefix read, an answer from the result cache) costs a tenth of an input token
+    // unless the file says otherwise.
+    cachedInputPerMillion: p.cached_input_per_million ?? p.input_per_million! / 10,
     outputPerMillion: p.output_per_million!,
     batchDiscount: p.batch_discount ?? 0,
   };

@@ -129,7 +129,7 @@ export class InPlaceShardRun implements ShardExecution {
     this.latest = base;
     // What is on disk but was never counted (a predecessor died first) is counted now, not at the first request.
     this.commitSoon(files);
-    onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
+    onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage }, cached: { ...base.cached! } });
     const result = await runBatchFile({
       inputPath: files.input,
       outputPath: files.output.path,
@@ -225,8 +225,12 @@ export class InPlaceShardRun implements ShardExecution {
         cachedTokens: now.usage.cachedTokens - was.usage.cachedTokens,
         completionTokens: now.usage.completionTokens - was.usage.completionTokens,
       },
+      cached: {
+        lines: (now.cached?.lines ?? 0) - (was.cached?.lines ?? 0),
+        outputTokens: (now.cached?.outputTokens ?? 0) - (was.cached?.outputTokens ?? 0),
+      },
     };
-    const nothing = [delta.completed, delta.failed, ...Object.values(delta.usage)].every((n) => n === 0);
+    const nothing = [delta.completed, delta.failed, ...Object.values(delta.usage), ...Object.values(delta.cached)].every((n) => n === 0);
     if (nothing && !part.output && !part.errors) return "committed";
     const result = await this.deps.queue.commit(
       shard,
@@ -239,7 +243,12 @@ export class InPlaceShardRun implements ShardExecution {
     }
     shard.checkpoints++;
     if (part.output || part.errors) shard.parts.push(part);
-    shard.counted = { completed: now.completed, failed: now.failed, usage: { ...now.usage } };
+    shard.counted = {
+      completed: now.completed,
+      failed: now.failed,
+      usage: { ...now.usage },
+      cached: { lines: now.cached?.lines ?? 0, outputTokens: now.cached?.outputTokens ?? 0 },
+    };
     return result;
   }
 

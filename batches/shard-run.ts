@@ -170,7 +170,7 @@ export class ShardRun implements ShardExecution {
     try {
       await this.fetchInput();
       const base = await this.fetchCommitted();
-      onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage } });
+      onProgress?.({ completed: base.completed, failed: base.failed, usage: { ...base.usage }, cached: { ...base.cached! } });
       this.clock.start();
       const timer = setInterval(() => void this.checkpoint().catch((err) => this.failed(err)), deps.checkpointSeconds * 1000);
       timer.unref();
@@ -275,7 +275,14 @@ export class ShardRun implements ShardExecution {
     const counts = await scanResultText(out.bytes.toString("utf8"), err.bytes.toString("utf8"));
     return {
       n,
-      commit: { part, completed: counts.completed, failed: counts.failed, usage: counts.usage, seconds: this.clock.lap() },
+      commit: {
+        part,
+        completed: counts.completed,
+        failed: counts.failed,
+        usage: counts.usage,
+        cached: counts.cached,
+        seconds: this.clock.lap(),
+      },
       ends: { output: out.end, errors: err.end },
     };
   }

@@ -21,7 +21,8 @@ export interface CachingOptions {
    * be known (the file could not be read), and every request computes.
    */
   identity: string | null | Promise<string | null>;
-  onOutcome?: (outcome: CacheOutcome) => void;
+  /** Each request as it is answered, with the model that serves it (the wrapped backend's). */
+  onOutcome?: (outcome: CacheOutcome, model: string) => void;
   /** A store that failed a read or a write: the request is answered as if there were no cache. */
   onStoreError?: (err: unknown) => void;
 }
@@ -62,7 +63,7 @@ export class CachingBackend implements InferenceBackend {
   async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
     const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
     if (identity === null) {
-      this.opts.onOutcome?.("bypass");
+      this.opts.onOutcome?.("bypass", this.info.model);
       return this.inner.execute(request, signal, options);
     }
     const scope = options.cacheScope ?? OPEN_SCOPE;
@@ -113,7 +114,7 @@ export class CachingBackend implements InferenceBackend {
     try {
       const { answer, hit } = await shared;
       if (hit) return this.told(answer, "hit", options);
-      this.opts.onOutcome?.("computed");
+      this.opts.onOutcome?.("computed", this.info.model);
       await this.opts.cache.put(scope, key, answer).catch((err) => this.opts.onStoreError?.(err));
       return (await computed) as BackendResult;
     } finally {
@@ -132,14 +133,16 @@ export class CachingBackend implements InferenceBackend {
 
   /** An answer not computed for this caller, told to it as a computed one would have been, with ids of its own. */
   private told(a: StoredAnswer, how: "duplicate" | "hit", options: ExecuteOptions): BackendResult {
-    this.opts.onOutcome?.(how);
+    this.opts.onOutcome?.(how, this.info.model);
     options.onBegin?.();
-    options.onPrompt?.({ promptTokens: a.usage.promptTokens, cachedTokens: a.usage.cachedTokens });
-    const body = freshIds(a.body);
+    // Every prompt token of an answer not computed counts as cached, as OpenAI's prompt caching reports a prefix read.
+    const usage = { ...a.usage, cachedTokens: a.usage.promptTokens };
+    options.onPrompt?.({ promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens });
+    const body = cachedUsage(freshIds(a.body));
     // Told once, word by word as a stream tells it (a client's stream of a remembered answer still streams).
     if (options.onText)
       for (const [choice, text] of choiceTexts(body)) for (const piece of text ? text.split(WORD_START) : []) options.onText(choice, piece);
-    return { body, usage: { ...a.usage }, ...(a.stops ? { stops: [...a.stops] } : {}), cached: how };
+    return { body, usage, ...(a.stops ? { stops: [...a.stops] } : {}), cached: how };
   }
 }
 
@@ -167,6 +170,25 @@ export function freshIds(body: Record<string, unknown>): Record<string, unknown>
   const now = Math.floor(Date.now() / 1000);
   for (const field of ["created", "created_at", "completed_at"]) if (typeof copy[field] === "number") copy[field] = now;
   return copy;
+}
+
+/**
+ * A body whose usage says all its prompt was cached: `prompt_tokens_details.cached_tokens` (chat, completions) or
+ * `input_tokens_details.cached_tokens` (Responses), as OpenAI reports a cached prompt. Others are left as they are.
+ */
+export function cachedUsage(body: Record<string, unknown>): Record<string, unknown> {
+  const u = body.usage as Record<string, unknown> | undefined;
+  if (!u || typeof u !== "object") return body;
+  const [tokens, details] =
+    body.object === "response"
+      ? ["input_tokens", "input_tokens_details"]
+      : body.object === "chat.completion" || body.object === "text_completion"
+        ? ["prompt_tokens", "prompt_tokens_details"]
+        : [];
+  if (!tokens || !details || typeof u[tokens] !== "number") return body;
+  const had = u[details] && typeof u[details] === "object" ? (u[details] as object) : {};
+  u[details] = { ...had, cached_tokens: u[tokens] };
+  return body;
 }
 
 type Part = { type?: unknown; text?: unknown; content?: unknown };

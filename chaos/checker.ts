@@ -1,18 +1,21 @@
 // The checker of a fault history, in the spirit of Jepsen's: whatever happened to the processes, each batch that
 // ended is judged only by what a client can read, its object and its files. Each custom_id once across the output
 // and error files, none lost, none invented; the counts equal the files' lines; the usage equals the sum of the
-// output lines' usage.
+// output lines' usage, and cached_lines the lines the output marks as answered from the result cache.
 
 export interface ResultLine {
   custom_id: string;
   response?: { status_code?: number; body?: any } | null;
   error?: unknown;
+  /** Set on a line answered without running (a repeat, a result cache hit). */
+  cached?: string;
 }
 
 export interface BatchView {
   id: string;
   status: string;
   request_counts?: { total: number; completed: number; failed: number } | null;
+  cached_lines?: number;
   usage?: { input_tokens: number; output_tokens: number; input_tokens_details?: { cached_tokens?: number } } | null;
 }
 
@@ -47,8 +50,13 @@ export function checkBatch(b: BatchView, expected: readonly string[], output: Re
     if (!u) continue;
     sum.input += u.prompt_tokens ?? u.input_tokens ?? 0;
     sum.output += u.completion_tokens ?? u.output_tokens ?? 0;
-    sum.cached += u.prompt_tokens_details?.cached_tokens ?? u.input_tokens_details?.cached_tokens ?? 0;
+    // A line not computed had its whole prompt cached, whatever its body's shape says (an embedding's says nothing).
+    sum.cached += l.cached
+      ? (u.prompt_tokens ?? u.input_tokens ?? 0)
+      : (u.prompt_tokens_details?.cached_tokens ?? u.input_tokens_details?.cached_tokens ?? 0);
   }
+  const cachedLines = output.filter((l) => l.cached).length;
+  if ((b.cached_lines ?? 0) !== cachedLines) mismatches.push(`cached_lines ${b.cached_lines ?? 0} != ${cachedLines} lines marked cached`);
   if (output.length > 0 && b.usage) {
     if (b.usage.input_tokens !== sum.input) mismatches.push(`usage.input_tokens ${b.usage.input_tokens} != ${sum.input}`);
     if (b.usage.output_tokens !== sum.output) mismatches.push(`usage.output_tokens ${b.usage.output_tokens} != ${sum.output}`);

@@ -78,6 +78,7 @@ export function newBatchObject(a: {
     // As OpenAI reports it, a file that failed validation runs no request: its counts are all 0, so
     // completed + failed == total holds for every batch. The lines at fault are in `errors`.
     request_counts: { completed: 0, failed: 0, total: v.ok ? v.total : 0 },
+    cached_lines: 0,
     usage: {
       input_tokens: 0,
       input_tokens_details: { cached_tokens: 0 },

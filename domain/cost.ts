@@ -1,5 +1,6 @@
 // A batch's `cost` extension field: its engine time by pool, or its tokens, at its model's price in the models
-// file. Computed as a batch is read, so a price changed in the file applies to every batch shown after. A token
+// file. Lines answered without running (cached_lines) pay the cached input price and nothing for their output.
+// Computed as a batch is read, so a price changed in the file applies to every batch shown after. A token
 // price's batch discount applies to batch lines and to flex requests, never to the interactive lane.
 
 import { costOf, roundMoney } from "../backends/price.js";
@@ -15,8 +16,10 @@ export function batchCost(
 ): Cost | null {
   const price = batch.model ? registry.get(batch.model)?.price : undefined;
   if (!price) return null;
-  const { input_tokens, output_tokens, input_tokens_details } = batch.usage;
-  const tokens = { inputTokens: input_tokens, cachedTokens: input_tokens_details.cached_tokens, outputTokens: output_tokens };
+  const { input_tokens, output_tokens, input_tokens_details, output_tokens_details } = batch.usage;
+  // The output of an answer read rather than computed is reported in usage but not charged.
+  const computed = Math.max(0, output_tokens - (output_tokens_details.cached_tokens ?? 0));
+  const tokens = { inputTokens: input_tokens, cachedTokens: input_tokens_details.cached_tokens, outputTokens: computed };
   if (price.basis === "tokens") {
     const amount = roundMoney(costOf(price, null, { seconds: 0, ...tokens }, tier ? LANE_OF_TIER[tier] : "batch"));
     return { currency: price.currency, amount, basis: "tokens", spot: null, dedicated: null };

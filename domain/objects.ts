@@ -54,7 +54,11 @@ export const BatchUsage = z
     input_tokens: z.number().int(),
     input_tokens_details: z.object({ cached_tokens: z.number().int() }),
     output_tokens: z.number().int(),
-    output_tokens_details: z.object({ reasoning_tokens: z.number().int() }),
+    output_tokens_details: z.object({
+      reasoning_tokens: z.number().int(),
+      // Extension field: of the output tokens, those of answers read rather than computed (not charged by `cost`).
+      cached_tokens: z.number().int().optional(),
+    }),
     total_tokens: z.number().int(),
   })
   .openapi("BatchUsage");
@@ -103,6 +107,11 @@ export const BatchSchema = z
     cancelling_at: z.number().int().nullable(),
     cancelled_at: z.number().int().nullable(),
     request_counts: RequestCounts,
+    // Extension field: of the completed lines, those answered without running (a repeat of another line of the
+    // batch, or an answer in the result cache). Records kept before it was counted read as none.
+    cached_lines: z.number().int().min(0).default(0).openapi({
+      description: "Of the completed lines, those answered without running: repeats of another line, and result cache hits.",
+    }),
     usage: BatchUsage,
     metadata: Metadata,
     // SLA extension fields (not in OpenAI's object; clients ignore unknown fields).

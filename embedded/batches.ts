@@ -61,7 +61,17 @@ export class MemoryBatchRecords implements BatchRecords {
       stopReason: null,
       inputKey: a.inputKey,
       webhook: a.webhook ?? null,
-      counts: { completed: 0, failed: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0, spotSeconds: 0, dedicatedSeconds: 0 },
+      counts: {
+        completed: 0,
+        failed: 0,
+        inputTokens: 0,
+        cachedTokens: 0,
+        outputTokens: 0,
+        cachedLines: 0,
+        cachedOutputTokens: 0,
+        spotSeconds: 0,
+        dedicatedSeconds: 0,
+      },
       shards: a.shards.map((s, idx) => ({
         idx,
         model: s.model ?? b.model ?? "",

@@ -164,6 +164,12 @@ export class MemoryWorkQueue implements WorkQueue {
     k.usage.promptTokens += commit.usage.promptTokens;
     k.usage.cachedTokens += commit.usage.cachedTokens;
     k.usage.completionTokens += commit.usage.completionTokens;
+    if (commit.cached) {
+      k.cached = {
+        lines: (k.cached?.lines ?? 0) + commit.cached.lines,
+        outputTokens: (k.cached?.outputTokens ?? 0) + commit.cached.outputTokens,
+      };
+    }
     s.leaseUntil = this.leaseEnd(leaseSeconds);
     const n = e.counts;
     n.completed += commit.completed;
@@ -171,6 +177,8 @@ export class MemoryWorkQueue implements WorkQueue {
     n.inputTokens += commit.usage.promptTokens;
     n.cachedTokens += commit.usage.cachedTokens;
     n.outputTokens += commit.usage.completionTokens;
+    n.cachedLines = (n.cachedLines ?? 0) + (commit.cached?.lines ?? 0);
+    n.cachedOutputTokens = (n.cachedOutputTokens ?? 0) + (commit.cached?.outputTokens ?? 0);
     if (pool && commit.seconds) n[pool === "spot" ? "spotSeconds" : "dedicatedSeconds"] += commit.seconds;
   }
 

@@ -148,6 +148,7 @@ export class StateFiles implements StateStore {
       completed: rc.completed,
       failed: rc.failed,
       usage: { promptTokens: u.input_tokens, cachedTokens: u.input_tokens_details.cached_tokens, completionTokens: u.output_tokens },
+      cached: { lines: batch.cached_lines ?? 0, outputTokens: u.output_tokens_details.cached_tokens ?? 0 },
     };
     const open = !isFinal(batch.status);
     const parts = [];
@@ -165,6 +166,8 @@ export class StateFiles implements StateStore {
         inputTokens: u.input_tokens,
         cachedTokens: u.input_tokens_details.cached_tokens,
         outputTokens: u.output_tokens,
+        cachedLines: batch.cached_lines ?? 0,
+        cachedOutputTokens: u.output_tokens_details.cached_tokens ?? 0,
         spotSeconds: batch.engine_seconds?.spot ?? 0,
         dedicatedSeconds: batch.engine_seconds?.dedicated ?? 0,
       },

@@ -25,16 +25,22 @@ export function scanResultText(output: string, errors: string): Promise<DoneScan
 }
 
 async function scanResults(output: AsyncIterable<ResultLine>, errors: AsyncIterable<ResultLine>): Promise<DoneScan> {
-  const scan: DoneScan = { done: new Set(), completed: 0, failed: 0, usage: emptyUsage() };
+  const scan: DoneScan = { done: new Set(), completed: 0, failed: 0, usage: emptyUsage(), cached: { lines: 0, outputTokens: 0 } };
   for await (const line of output) {
     if (scan.done.has(line.custom_id)) continue;
     scan.done.add(line.custom_id);
     scan.completed++;
     const u = line.response?.body?.usage;
+    const cached = line.cached === "duplicate" || line.cached === "hit";
     if (u && typeof u === "object") {
       scan.usage.promptTokens += num(u.prompt_tokens);
       scan.usage.completionTokens += num(u.completion_tokens);
-      scan.usage.cachedTokens += num(u.prompt_tokens_details?.cached_tokens);
+      // An answer not computed had all its prompt cached, whatever its body's shape can say (an embedding's cannot).
+      scan.usage.cachedTokens += cached ? num(u.prompt_tokens) : num(u.prompt_tokens_details?.cached_tokens);
+    }
+    if (cached) {
+      scan.cached!.lines++;
+      scan.cached!.outputTokens += num(u?.completion_tokens);
     }
   }
   for await (const line of errors) {
@@ -47,7 +53,7 @@ async function scanResults(output: AsyncIterable<ResultLine>, errors: AsyncItera
 
 const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
-type ResultLine = { custom_id: string; response?: any };
+type ResultLine = { custom_id: string; response?: any; cached?: unknown };
 
 /** Lines that parse as a result (with a custom_id); anything else (a torn tail, a blank) is skipped. */
 async function* parsed(texts: Iterable<string> | AsyncIterable<string>): AsyncGenerator<ResultLine> {

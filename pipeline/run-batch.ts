@@ -41,9 +41,10 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     completed: opts.base?.completed ?? 0,
     failed: opts.base?.failed ?? 0,
     usage: { ...(opts.base?.usage ?? emptyUsage()) },
+    cached: { lines: opts.base?.cached?.lines ?? 0, outputTokens: opts.base?.cached?.outputTokens ?? 0 },
   };
   const tally = new Tally();
-  const snapshot = (): Progress => ({ ...progress, usage: { ...progress.usage }, sample: { ...tally.sample } });
+  const snapshot = (): Progress => ({ ...snapshotOf(progress), sample: { ...tally.sample } });
   const output = lazyAppender(opts.outputPath);
   const errors = lazyAppender(opts.errorPath);
   // Called after every request (a copy, so the caller may keep it; the caller throttles any slow work), or with
@@ -63,9 +64,8 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const onResult = async (req: BatchRequest, outcome: Outcome<BackendResult>) => {
     if (outcome.ok) {
       tally.ended(req, true);
-      await output.append(successLine(req.customId, outcome.value.body));
-      progress.completed++;
-      addUsage(progress.usage, outcome.value.usage);
+      await output.append(successLine(req.customId, outcome.value.body, outcome.value.cached));
+      countCompleted(progress, outcome.value);
       reportProgress();
     } else if ((signal?.aborted && !isRequestFailure(outcome.error)) || outcome.error instanceof NotBegun) {
       // Stopped by the abort or the drain, not failed by itself: it did not run.
@@ -87,7 +87,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       onResult,
       fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig, opts.drain, () => tally.began(req)),
     });
-    if (!run.aborted && sentBack === 0) return { ...progress };
+    if (!run.aborted && sentBack === 0) return snapshotOf(progress);
     // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
     // resume on restart; a drain with a reason of its own (a cancel) ends the rest with it.
     const reason = signal?.aborted ? abortReasonOf(signal) : opts.drain?.aborted ? abortReasonOf(opts.drain) : DRAINED;
@@ -97,7 +97,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       for (const req of run.unstarted) await writeFailure(abortedLine(req.customId, reason));
       for await (const req of source) await writeFailure(abortedLine(req.customId, reason));
     }
-    return { ...progress, aborted: reason };
+    return { ...snapshotOf(progress), aborted: reason };
   } finally {
     await source.return(undefined);
     // What was written is flushed (and reported) before the files close; a sync that fails fails the run.
@@ -280,12 +280,28 @@ function abortReasonOf(signal: AbortSignal): AbortReason {
   return { code: "shutdown", message: "The run was stopped." };
 }
 
-function successLine(customId: string | null, body: object) {
+/** A completed line in the progress: its usage, and whether it was answered without running. */
+function countCompleted(progress: Progress, { usage, cached }: BackendResult): void {
+  progress.completed++;
+  addUsage(progress.usage, usage);
+  if (!cached) return;
+  progress.cached!.lines++;
+  progress.cached!.outputTokens += usage.completionTokens;
+}
+
+const snapshotOf = (p: Progress): Progress => ({ ...p, usage: { ...p.usage }, cached: { ...p.cached! } });
+
+/**
+ * A line's result; one answered without running says how (`cached`, an extension field: "duplicate" or "hit"), which
+ * is what a resumed run and a checkpoint count its cached lines by.
+ */
+function successLine(customId: string | null, body: object, cached?: "duplicate" | "hit") {
   return {
     id: `batch_req_${hexId()}`,
     custom_id: customId,
     response: { status_code: 200, request_id: `req_${hexId()}`, body },
     error: null,
+    ...(cached ? { cached } : {}),
   };
 }
 

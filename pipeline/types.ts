@@ -5,6 +5,12 @@ import type { TokenCounter } from "./token-estimate.js";
 
 export type { Endpoint, TokenUsage };
 
+/** Lines answered without running (each counted once, as completed lines are), and their answers' output tokens. */
+export interface CachedWork {
+  lines: number;
+  outputTokens: number;
+}
+
 export interface LineError {
   code: string;
   message: string;
@@ -44,6 +50,8 @@ export interface Progress {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** Of the completed lines, those answered without running (a repeat in flight, a result cache hit). */
+  cached?: CachedWork;
   /** The lines this run looked at (none of a resumed run's earlier lines), for a stop rule's error rate. */
   sample?: LineSample;
 }

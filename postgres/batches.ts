@@ -26,7 +26,7 @@ const ENDED = `coalesce((doc->>'completed_at')::bigint, (doc->>'failed_at')::big
   (doc->>'cancelled_at')::bigint)`;
 
 const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
-  cached_tokens, output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
+  cached_tokens, output_tokens, cached_lines, cached_output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
 
 function fromRow(r: any): BatchRow {
   // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's.
@@ -39,6 +39,8 @@ function fromRow(r: any): BatchRow {
         inputTokens: Number(r.input_tokens),
         cachedTokens: Number(r.cached_tokens),
         outputTokens: Number(r.output_tokens),
+        cachedLines: Number(r.cached_lines),
+        cachedOutputTokens: Number(r.cached_output_tokens),
         spotSeconds: Number(r.spot_seconds),
         dedicatedSeconds: Number(r.dedicated_seconds),
       },

@@ -39,6 +39,8 @@ const claimed =
       completed: r.completed,
       failed: r.failed,
       usage: { promptTokens: Number(r.input_tokens), cachedTokens: Number(r.cached_tokens), completionTokens: Number(r.output_tokens) },
+      // Absent when none, as the embedded state has it.
+      ...(Number(r.cached_lines) > 0 ? { cached: { lines: Number(r.cached_lines), outputTokens: Number(r.cached_output_tokens) } } : {}),
     },
     stopReason: r.stop_reason,
     deadlineAt: Number(r.deadline_at),
@@ -182,11 +184,13 @@ export class PgWorkQueue implements WorkQueue {
       `WITH s AS (
          UPDATE shards SET parts = parts || $5::jsonb, checkpoints = checkpoints + 1, completed = completed + $6,
            failed = failed + $7, input_tokens = input_tokens + $8, cached_tokens = cached_tokens + $9,
-           output_tokens = output_tokens + $10, lease_until = now() + make_interval(secs => $11)
+           output_tokens = output_tokens + $10, cached_lines = cached_lines + $14,
+           cached_output_tokens = cached_output_tokens + $15, lease_until = now() + make_interval(secs => $11)
          WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id)
        UPDATE batches SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
          cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10,
-         spot_seconds = spot_seconds + $12, dedicated_seconds = dedicated_seconds + $13
+         spot_seconds = spot_seconds + $12, dedicated_seconds = dedicated_seconds + $13,
+         cached_lines = cached_lines + $14, cached_output_tokens = cached_output_tokens + $15
        WHERE id = (SELECT batch_id FROM s) RETURNING 1`,
       [
         s.batchId,
@@ -202,6 +206,8 @@ export class PgWorkQueue implements WorkQueue {
         leaseSeconds,
         s.pool === "spot" ? (c.seconds ?? 0) : 0,
         s.pool === "dedicated" ? (c.seconds ?? 0) : 0,
+        c.cached?.lines ?? 0,
+        c.cached?.outputTokens ?? 0,
       ],
     );
     if (rows.length > 0) return "committed";

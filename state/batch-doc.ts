@@ -8,6 +8,9 @@ export interface LiveCounts {
   inputTokens: number;
   cachedTokens: number;
   outputTokens: number;
+  /** Lines answered without running, and their answers' output tokens (absent in records kept before they were counted). */
+  cachedLines?: number;
+  cachedOutputTokens?: number;
   /** Engine time by pool: seconds the batch's shards held a slot there. */
   spotSeconds: number;
   dedicatedSeconds: number;
@@ -19,11 +22,12 @@ export function withCounts(doc: Batch, c: LiveCounts): Batch {
   return {
     ...doc,
     request_counts: { completed: c.completed, failed: c.failed, total: doc.request_counts.total },
+    cached_lines: c.cachedLines ?? 0,
     usage: {
       input_tokens: c.inputTokens,
       input_tokens_details: { cached_tokens: c.cachedTokens },
       output_tokens: c.outputTokens,
-      output_tokens_details: { reasoning_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: 0, cached_tokens: c.cachedOutputTokens ?? 0 },
       total_tokens: c.inputTokens + c.outputTokens,
     },
     engine_seconds: { spot: round(c.spotSeconds), dedicated: round(c.dedicatedSeconds) },

@@ -9,7 +9,7 @@ import type { Batch, BatchStatus, FileObject } from "../domain/objects.js";
 import type { ExpiresAfter, FileStore, NewFile, Owner, Page, PoolStatus } from "../domain/ports.js";
 import type { UsageRecord } from "../domain/usage.js";
 import type { ShardPlan } from "../pipeline/shards.js";
-import type { TokenUsage } from "../pipeline/types.js";
+import type { CachedWork, TokenUsage } from "../pipeline/types.js";
 import type { SlaSnapshot } from "./sla.js";
 import type { Totals } from "./totals.js";
 
@@ -158,6 +158,8 @@ export interface ShardCounts {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** Of the completed, those answered without running (absent: none). */
+  cached?: CachedWork;
 }
 
 export interface ClaimedShard {
@@ -186,6 +188,8 @@ export interface ShardCommit {
   completed: number;
   failed: number;
   usage: TokenUsage;
+  /** Of the completed, those answered without running (absent: none). */
+  cached?: CachedWork;
   /** Seconds the shard held its slot since the last commit: the batch's engine time in the claim's pool. */
   seconds?: number;
   /**

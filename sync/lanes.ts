@@ -142,7 +142,8 @@ export class SyncLanes implements SyncInference {
         this.observe(tier, spec.name, started, first, result.usage.completionTokens);
         // Engine time as a batch line's: its share of the engine while it held a sequence; an upstream's is none.
         const held = backend.info.kind === "local" ? (performance.now() - admitted) / 1000 / Math.max(1, backend.info.concurrency) : 0;
-        this.deps.accounts?.record({ owner, model: spec.name, endpoint, tier, usage: result.usage, seconds: held });
+        const cached = result.cached !== undefined;
+        this.deps.accounts?.record({ owner, model: spec.name, endpoint, tier, usage: result.usage, cached, seconds: held });
         return { body: withTier(endpoint, result.body, tier), tier, usage: result.usage };
       } finally {
         room.leave();

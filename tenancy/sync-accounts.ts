@@ -29,6 +29,8 @@ export interface SyncWork {
   endpoint: Endpoint;
   tier: ServedTier;
   usage: TokenUsage;
+  /** Answered without running (a repeat in flight, a result cache hit): its output is reported, not charged. */
+  cached?: boolean;
   /** Its share of engine time: seconds it held a sequence over the backend's sequences (0 upstream). */
   seconds: number;
 }
@@ -90,7 +92,7 @@ export class SyncAccounts {
           output_tokens: 0,
           total_tokens: 0,
           input_tokens_details: { cached_tokens: 0 },
-          output_tokens_details: { reasoning_tokens: 0 },
+          output_tokens_details: { reasoning_tokens: 0, cached_tokens: 0 },
         },
         engine_seconds: { spot: 0, dedicated: 0 },
         batch: false,
@@ -105,6 +107,8 @@ export class SyncAccounts {
     r.usage.output_tokens += w.usage.completionTokens;
     r.usage.total_tokens += w.usage.promptTokens + w.usage.completionTokens;
     r.usage.input_tokens_details.cached_tokens += w.usage.cachedTokens;
+    if (w.cached)
+      r.usage.output_tokens_details.cached_tokens = (r.usage.output_tokens_details.cached_tokens ?? 0) + w.usage.completionTokens;
     // The interactive lane holds the engine as a dedicated slot does; flex work waits for room as spot work does.
     r.engine_seconds[w.tier === "default" ? "dedicated" : "spot"] += w.seconds;
     this.dirty.add(id);

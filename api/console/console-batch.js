@@ -63,6 +63,7 @@ export async function refreshBatch(id) {
   const share = settling ? "" : ` (${Math.floor(pct(c.completed + n.failed + n.not_run))}%)`;
   $("b-progress").textContent =
     refused ?? `${c.completed} completed · ${failed} · ${total} requests${share}${rate ? ` · ${rate.text}` : ""}`;
+  showCached(b, total);
   showFacts(d);
   showTimeline(b);
   showReason(b, Boolean(refused));
@@ -71,6 +72,18 @@ export async function refreshBatch(id) {
   showLineErrors(d, n, Boolean(refused));
   await showFirst(b, c.completed, d.own !== false);
   showActions(d, c.completed);
+}
+
+/**
+ * The lines answered without running (repeats and result cache hits), where there are any: "312 of 2,000 answered
+ * from cache".
+ * @param {any} b
+ * @param {number} total
+ */
+function showCached(b, total) {
+  const cached = typeof b.cached_lines === "number" ? b.cached_lines : 0;
+  $("b-cached").classList.toggle("hidden", cached === 0);
+  $("b-cached").textContent = cached ? `${cached.toLocaleString("en-US")} of ${total.toLocaleString("en-US")} answered from cache` : "";
 }
 
 /**

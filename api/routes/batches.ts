@@ -145,6 +145,10 @@ const BatchOutputLineSchema = z
     custom_id: z.string(),
     response: z.object({ status_code: z.number().int(), request_id: z.string(), body: z.record(z.string(), z.unknown()) }).nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    cached: z.enum(["duplicate", "hit"]).optional().openapi({
+      description:
+        "Extension field, on a line answered without running: `duplicate` (another line of the batch computed it) or `hit` (the result cache held it).",
+    }),
   })
   .openapi("BatchOutputLine", { description: "One line of a batch's output file, as OpenAI writes it." });
 

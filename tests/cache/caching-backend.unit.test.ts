@@ -51,6 +51,7 @@ class ReversingBackend implements InferenceBackend {
         created: 1,
         model: "rev",
         choices: [{ index: 0, text, finish_reason: "stop" }],
+        usage: { prompt_tokens: prompt.length, completion_tokens: text.length, total_tokens: prompt.length + text.length },
       },
       usage: { promptTokens: prompt.length, completionTokens: text.length, cachedTokens: 0 },
       stops: [null],
@@ -91,7 +92,11 @@ describe("the caching backend", () => {
     const hit = await backend.execute(greedy("abc"));
     expect(hit.cached).toBe("hit");
     expect(texts([hit])).toEqual(["cba"]);
-    expect(hit.usage).toEqual(rs[0].usage);
+    // Its whole prompt counts as cached, as OpenAI reports a cached prompt, in its usage and in its body's.
+    expect(hit.usage).toEqual({ ...rs[0].usage, cachedTokens: rs[0].usage.promptTokens });
+    expect((hit.body.usage as { prompt_tokens_details?: unknown }).prompt_tokens_details).toEqual({
+      cached_tokens: rs[0].usage.promptTokens,
+    });
     expect(inner.computed).toBe(1);
   });
 

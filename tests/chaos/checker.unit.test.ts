@@ -29,6 +29,15 @@ describe("the chaos checker", () => {
     expect(v).toEqual({ batch: "b", lost: 0, duplicated: 0, mismatches: [] });
   });
 
+  it("names a cached_lines that disagrees with the lines marked cached, whose whole prompt counts as cached", () => {
+    const hit = { ...line("b", 3, 2, 0), cached: "hit" };
+    const usage = { input_tokens: 6, output_tokens: 4, input_tokens_details: { cached_tokens: 3 } };
+    expect(checkBatch({ ...batch(2, 0, 2, usage), cached_lines: 1 }, ["a", "b"], [line("a"), hit], []).mismatches).toEqual([]);
+    expect(checkBatch({ ...batch(2, 0, 2, usage), cached_lines: 0 }, ["a", "b"], [line("a"), hit], []).mismatches).toEqual([
+      "cached_lines 0 != 1 lines marked cached",
+    ]);
+  });
+
   it("counts lost, duplicated and unasked-for lines", () => {
     const v = checkBatch(batch(3, 0, 4), ["a", "b", "c", "d"], [line("a"), line("a"), line("x")], []);
     expect(v.lost).toBe(3);

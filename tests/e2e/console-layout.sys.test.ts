@@ -96,6 +96,20 @@ describe.skipIf(!haveChromium)("the console's pages as a first visitor sees them
     await page.close();
   });
 
+  it("says how many of a batch's lines were answered from cache, and nothing of it where none was", async () => {
+    const same = completionJsonl(4, { prefix: "same", model: LONG_NAME, maxTokens: 4, prompt: () => "Once upon a time, one story:" });
+    const repeats = await waitForBatch(svc.baseUrl, (await create(same, "repeats.jsonl")).id);
+    expect(repeats, JSON.stringify(repeats.errors)).toMatchObject({ status: "completed", cached_lines: 3 });
+    const page = await open(1280, `#batch/${repeats.id}`);
+    await page.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, repeats.id);
+    expect(await page.locator("#b-cached").innerText()).toBe("3 of 4 answered from cache");
+    await page.close();
+    const plain = await open(1280, `#batch/${ids.done}`);
+    await plain.waitForFunction((id) => document.getElementById("b-id")?.textContent === id, ids.done);
+    expect(await shown(plain, "#b-cached")).toBe(false);
+    await plain.close();
+  });
+
   it("reads a batch refused at validation as refused: no request ran, its problems by line, no failed line", async () => {
     const batch = await waitForBatch(svc.baseUrl, ids.refused);
     expect(batch).toMatchObject({ status: "failed", request_counts: { completed: 0, failed: 0, total: 0 } });

@@ -24,7 +24,8 @@ const began = Math.floor(Date.now() / 1000) - 5;
 
 async function start(env: Record<string, string> = {}): Promise<ServerProcess> {
   const modelsFile = path.join(bed.dir, "models.yaml");
-  const price = `{ input_per_million: ${PRICE.input}, output_per_million: ${PRICE.output}, batch_discount: ${PRICE.discount} }`;
+  // Cached input at the input rate: the bill below counts tokens, whatever the engine's prefix reuse read.
+  const price = `{ input_per_million: ${PRICE.input}, cached_input_per_million: ${PRICE.input}, output_per_million: ${PRICE.output}, batch_discount: ${PRICE.discount} }`;
   writeFileSync(modelsFile, `models:\n  - { name: chat, local: { path: "${await ensureGeneratedModel()}" }, price: ${price} }\n`);
   return bed.start({ KEYS_FILE: keysFile, MODELS_FILE: modelsFile, MODEL_PATH: "", ...env });
 }

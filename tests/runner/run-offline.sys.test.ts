@@ -613,7 +613,7 @@ describe("npm run batch (the command line)", () => {
       [
         "models:",
         `  - { name: hourly, ${local}, price: { spot_per_hour: 3.6, dedicated_per_hour: 36 } }`,
-        `  - { name: tokens, ${local}, price: { currency: EUR, input_per_million: 1000000, output_per_million: 2000000 } }`,
+        `  - { name: tokens, ${local}, price: { currency: EUR, input_per_million: 1000000, cached_input_per_million: 1000000, output_per_million: 2000000 } }`,
       ].join("\n"),
     );
     const input = path.join(dir, "priced.jsonl");
