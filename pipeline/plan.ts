@@ -6,7 +6,6 @@ import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import { canonicalBody, isDeterministic } from "../cache/rule.js";
 import { type Endpoint, type InferenceBackend, type InferenceRequest, READS_ONLY } from "../openai/backend.js";
-import { promptOpening } from "../openai/prompt-opening.js";
 import { parseRequest } from "../parse/request.js";
 import { readJsonlLines } from "./jsonl.js";
 import { answers, DEFAULT_CHAT_TOKENS, DEFAULT_COMPLETION_TOKENS, lineTokens, type TokenCounter } from "./token-estimate.js";
@@ -53,6 +52,13 @@ export interface PlanCounts {
   model?: string;
 }
 
+interface Opening {
+  text: string;
+  model: string | undefined;
+  /** The request's prompt tokens. */
+  tokens: number;
+}
+
 interface Distinct {
   promptTokens: number;
   generated: number;
@@ -75,7 +81,7 @@ export async function planFile(source: string | Readable, opts: PlanOptions): Pr
   };
   // One entry per distinct request, by the sha256 of its model and canonical form: memory flat in the lines' size.
   const seen = new Map<string, Distinct>();
-  const openings: Array<{ text: string; model: string | undefined }> = [];
+  const openings: Opening[] = [];
   for await (const line of readJsonlLines(source, { maxLineBytes: opts.maxLineBytes })) {
     if (line.tooLong || line.text.trim() === "") continue;
     counts.lines++;
@@ -110,7 +116,7 @@ export async function planFile(source: string | Readable, opts: PlanOptions): Pr
       continue;
     }
     counts.work += d.generated + d.promptTokens * PROMPT_TOKEN_WEIGHT;
-    openings.push({ text: promptOpening(request.body as Record<string, unknown>).slice(0, OPENING_CHARS), model });
+    openings.push({ text: openingText(request.body as Record<string, unknown>).slice(0, OPENING_CHARS), model, tokens: d.promptTokens });
   }
   counts.shared_prefix_tokens = sharedPrefixTokens(openings, opts.countTokens);
   counts.work = Math.max(0, counts.work - counts.shared_prefix_tokens * PROMPT_TOKEN_WEIGHT);
@@ -164,7 +170,7 @@ export function generationBound(endpoint: Endpoint, body: Record<string, unknown
  * and every request after the first of a family copies that much instead of evaluating it (at least the engine's
  * copy threshold). An estimate from the requests' texts, counted by the tokenizer where it is loaded.
  */
-function sharedPrefixTokens(openings: Array<{ text: string; model: string | undefined }>, count?: TokenCounter): number {
+function sharedPrefixTokens(openings: Opening[], count?: TokenCounter): number {
   const sorted = openings.sort((a, b) => ((a.model ?? "") + a.text < (b.model ?? "") + b.text ? -1 : 1));
   let spared = 0;
   for (let i = 1; i < sorted.length; i++) {
@@ -174,9 +180,30 @@ function sharedPrefixTokens(openings: Array<{ text: string; model: string | unde
     if (chars === 0) continue;
     const prefix = b.text.slice(0, chars);
     const tokens = count?.(b.model ?? "", prefix) ?? Math.floor(chars / CHARS_PER_TOKEN);
-    if (tokens >= MIN_SHARED_TOKENS) spared += tokens;
+    // A request never spares its whole prompt: its last token is evaluated to begin its answer.
+    if (tokens >= MIN_SHARED_TOKENS) spared += Math.min(tokens, b.tokens - 1);
   }
   return spared;
+}
+
+/** A prompt's text in the order a template writes it (tools, instructions, each message's role and text), unquoted. */
+function openingText(body: Record<string, unknown>): string {
+  const parts: string[] = [];
+  if (body.tools !== undefined) parts.push(JSON.stringify(body.tools));
+  for (const k of ["system", "instructions"]) if (body[k] !== undefined) parts.push(partsText(body[k]));
+  if (Array.isArray(body.messages))
+    for (const m of body.messages as Array<{ role?: unknown; content?: unknown }>) parts.push(`${String(m?.role)}\n${partsText(m?.content)}`);
+  const prompt = body.prompt ?? body.input ?? body.query ?? body.text_1;
+  if (prompt !== undefined) parts.push(partsText(prompt));
+  return parts.join("\n");
+}
+
+/** Text, or the texts of content parts, joined; anything else as its JSON. */
+function partsText(v: unknown): string {
+  if (typeof v === "string") return v;
+  if (Array.isArray(v) && v.every((p) => typeof (p as { text?: unknown })?.text === "string"))
+    return v.map((p) => (p as { text: string }).text).join("\n");
+  return JSON.stringify(v ?? "");
 }
 
 function commonPrefix(a: string, b: string): number {
