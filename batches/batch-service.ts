@@ -4,10 +4,10 @@
 // one process's).
 
 import { checkInputFile } from "../domain/batch-object.js";
+import type { BatchPlan } from "../domain/batch-plan.js";
 import type { OutputLines } from "../domain/batch-reads.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { GoneError, InvalidRequestError, NotFoundError } from "../domain/errors.js";
-import type { BatchPlan } from "../domain/batch-plan.js";
 import type { Batch } from "../domain/objects.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, Owner, Page } from "../domain/ports.js";
 import type { RetryFilter } from "../domain/retry.js";
@@ -15,8 +15,8 @@ import type { BatchRow } from "../state/ports.js";
 import { Admission, type ClusterBatchServiceDeps } from "./admission.js";
 import { clientView } from "./client-view.js";
 import { createInlineBatch, inlineInputName } from "./inline-batches.js";
-import { planBatch } from "./plan.js";
 import { readOutput } from "./output-reads.js";
+import { planBatch } from "./plan.js";
 import { removeBatch } from "./remove-batch.js";
 import { retryFailedLines } from "./retry-batches.js";
 

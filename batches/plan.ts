@@ -63,7 +63,15 @@ export async function planBatch(deps: PlanDeps, input: CreateBatchInput): Promis
     countTokens: deps.countTokens,
   });
   const now = deps.now();
-  const batch = newBatchObject({ id: "batch_plan", ...input, inputFileId: input.input_file_id, created: now, windowSeconds, validation, registry });
+  const batch = newBatchObject({
+    id: "batch_plan",
+    ...input,
+    inputFileId: input.input_file_id,
+    created: now,
+    windowSeconds,
+    validation,
+    registry,
+  });
   if (batch.status === "failed") throw invalidFile(batch);
   const model = batch.model ?? "";
   const spec = registry.get(model);

@@ -34,7 +34,9 @@ export const BatchPlanSchema = z
       work_per_second: z.number().openapi({ description: "Generated-token equivalents per second (a prompt token is 1/8 of one)." }),
       measured_batches: count.openapi({ description: "Finished batches of the model it was measured from; 0: the default rate." }),
     }),
-    queue_ahead: z.object({ batches: count, lines: count }).openapi({ description: "Batches of the model queued or running, and their lines not yet done." }),
+    queue_ahead: z
+      .object({ batches: count, lines: count })
+      .openapi({ description: "Batches of the model queued or running, and their lines not yet done." }),
     projected_cost: z
       .object({ currency: z.string(), amount: z.number(), basis: z.enum(["tokens", "pool_hours"]) })
       .nullable()

@@ -135,12 +135,7 @@ function parseLine(text: string, opts: PlanOptions): { request: InferenceRequest
 }
 
 /** A request's prompt tokens (the backend's count where it has one, else the estimate) and its generation bound. */
-function measure(
-  request: InferenceRequest,
-  backend: InferenceBackend | undefined,
-  opts: PlanOptions,
-  counts: PlanCounts,
-): Distinct {
+function measure(request: InferenceRequest, backend: InferenceBackend | undefined, opts: PlanOptions, counts: PlanCounts): Distinct {
   const body = request.body as Record<string, unknown>;
   let promptTokens: number | undefined;
   try {
@@ -192,7 +187,8 @@ function openingText(body: Record<string, unknown>): string {
   if (body.tools !== undefined) parts.push(JSON.stringify(body.tools));
   for (const k of ["system", "instructions"]) if (body[k] !== undefined) parts.push(partsText(body[k]));
   if (Array.isArray(body.messages))
-    for (const m of body.messages as Array<{ role?: unknown; content?: unknown }>) parts.push(`${String(m?.role)}\n${partsText(m?.content)}`);
+    for (const m of body.messages as Array<{ role?: unknown; content?: unknown }>)
+      parts.push(`${String(m?.role)}\n${partsText(m?.content)}`);
   const prompt = body.prompt ?? body.input ?? body.query ?? body.text_1;
   if (prompt !== undefined) parts.push(partsText(prompt));
   return parts.join("\n");

@@ -141,7 +141,8 @@ function planArgs(values: ReturnType<typeof parseOptions>["values"], baseDir: st
   const plan = values.plan as string;
   if (isDatasetMode(values)) return { kind: "usage", message: "--plan is for batch files: a dataset job is planned by --dry-run" };
   for (const flag of ["input-file", "output-file", "error-file", "retry-failed", "overwrite"] as const)
-    if (values[flag] !== undefined) return { kind: "usage", message: `--plan <file> runs and writes nothing: --${flag} does not go with it` };
+    if (values[flag] !== undefined)
+      return { kind: "usage", message: `--plan <file> runs and writes nothing: --${flag} does not go with it` };
   return { kind: "plan", args: { input: /^https?:\/\//i.test(plan) ? plan : path.resolve(baseDir, plan), engine } };
 }
 

@@ -42,7 +42,10 @@ export async function planRunFile(o: PlanFileOptions): Promise<RunPlan> {
 
 /** The plan of a local batch file of `endpoint`'s lines. */
 export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFileOptions, "input">): Promise<RunPlan> {
-  const validation = await validateBatchFile(file, endpoint, { maxRequests: o.config.maxRequestsPerBatch, maxLineBytes: o.config.maxLineBytes });
+  const validation = await validateBatchFile(file, endpoint, {
+    maxRequests: o.config.maxRequestsPerBatch,
+    maxLineBytes: o.config.maxLineBytes,
+  });
   if (!validation.ok) throw new InvalidFileError(validation);
   const registry = await loadRegistry(o.config, o.logger, { ...o.modelHint, signal: o.signal });
   const spec = registry.resolve(validation.model);

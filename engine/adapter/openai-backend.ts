@@ -96,10 +96,16 @@ export class LlamaBackend implements InferenceBackend {
         return this.engine.chatPromptTokens(body.messages.map(toEngineMessage), toolsParams(body)?.functions ?? []);
       }
       case "/v1/completions":
-        return promptsOf(request.body as CompletionBody).reduce((n, p) => n + (typeof p === "string" ? this.engine.countTokens(p) : p.length), 0);
+        return promptsOf(request.body as CompletionBody).reduce(
+          (n, p) => n + (typeof p === "string" ? this.engine.countTokens(p) : p.length),
+          0,
+        );
       case "/v1/embeddings": {
         const input = (request.body as EmbeddingBody).input;
-        return (Array.isArray(input) ? input : [input]).reduce<number>((n, t) => n + (typeof t === "string" ? this.engine.countTokens(t) : 0), 0);
+        return (Array.isArray(input) ? input : [input]).reduce<number>(
+          (n, t) => n + (typeof t === "string" ? this.engine.countTokens(t) : 0),
+          0,
+        );
       }
       default:
         return undefined;

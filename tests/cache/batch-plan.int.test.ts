@@ -28,7 +28,15 @@ const chatLine = (id: string, content: string, extra: Record<string, unknown> = 
     custom_id: id,
     method: "POST",
     url: "/v1/chat/completions",
-    body: { model: "m", messages: [{ role: "system", content: "You answer briefly." }, { role: "user", content }], max_tokens: 8, ...extra },
+    body: {
+      model: "m",
+      messages: [
+        { role: "system", content: "You answer briefly." },
+        { role: "user", content },
+      ],
+      max_tokens: 8,
+      ...extra,
+    },
   });
 
 async function upload(key: string, lines: string[]) {
@@ -70,7 +78,14 @@ describe("a batch's plan", () => {
     const before = await queueAndEngine();
     const cold = await plan("teamA", form(f.id));
     expect(cold.status).toBe(200);
-    expect(cold.body).toMatchObject({ object: "batch.plan", lines: 5, invalid_lines: 0, distinct_requests: 4, cached_lines: 1, tokenizer: "model" });
+    expect(cold.body).toMatchObject({
+      object: "batch.plan",
+      lines: 5,
+      invalid_lines: 0,
+      distinct_requests: 4,
+      cached_lines: 1,
+      tokenizer: "model",
+    });
     expect(cold.body.max_output_tokens).toBe(5 * 8);
     expect(await queueAndEngine()).toEqual(before);
 
@@ -116,7 +131,11 @@ describe("a batch's plan", () => {
     expect(refused.body.error.message).toContain("line 2");
     expect(refused.body.error.message).toContain("1 more");
 
-    const noAuth = await fetch(`${svc.baseUrl}/v1/batches/plan`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+    const noAuth = await fetch(`${svc.baseUrl}/v1/batches/plan`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
     expect(noAuth.status).toBe(401);
   }, 120_000);
 });

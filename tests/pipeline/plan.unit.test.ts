@@ -40,7 +40,11 @@ const file = [
 ].join("\n");
 
 const plan = (on: boolean) =>
-  planFile(Readable.from([Buffer.from(file)]), { endpoint: "/v1/chat/completions", backendFor: () => backend, cache: { on, scope: "team" } });
+  planFile(Readable.from([Buffer.from(file)]), {
+    endpoint: "/v1/chat/completions",
+    backendFor: () => backend,
+    cache: { on, scope: "team" },
+  });
 
 describe("a batch file's plan", () => {
   it("collapses deterministic repeats, counts remembered answers as cached, and never collapses sampled lines", async () => {
@@ -65,7 +69,11 @@ describe("a batch file's plan", () => {
   });
 
   it("estimates from characters where no backend counts, and says so", async () => {
-    const p = await planFile(Readable.from([Buffer.from(file)]), { endpoint: "/v1/chat/completions", backendFor: () => undefined, cache: { on: true, scope: "s" } });
+    const p = await planFile(Readable.from([Buffer.from(file)]), {
+      endpoint: "/v1/chat/completions",
+      backendFor: () => undefined,
+      cache: { on: true, scope: "s" },
+    });
     expect(p.tokenizer).toBe("estimate");
     expect(p.cached_lines).toBe(1);
     expect(p.input_tokens).toBeGreaterThan(0);
