@@ -111,6 +111,31 @@ describe("a batch's plan", () => {
     expect(off.body).toMatchObject({ distinct_requests: 5, cached_lines: 0 });
   }, 240_000);
 
+  it("projects from the rate measured on the batches this deployment finished (logged against a real run)", async () => {
+    const sampled = (tag: string) =>
+      Array.from({ length: 300 }, (_, i) => chatLine(`${tag}${i}`, `Line ${i} of ${tag}: go on.`, { temperature: 1, max_tokens: 48 }));
+    const first = await client("teamA").batches.create(form((await upload("teamA", sampled("a"))).id) as never);
+    const ran = await waitForClientBatch(client("teamA"), first.id, 180_000);
+    expect(ran.status).toBe("completed");
+    const ranSeconds = (ran.completed_at ?? 0) - (ran.in_progress_at ?? 0);
+
+    const second = await upload("teamA", sampled("b"));
+    const p = await plan("teamA", form(second.id));
+    expect(p.status).toBe(200);
+    // A batch that ran under two whole seconds says too little of a rate to be measured from.
+    if (ranSeconds >= 2) expect(p.body.throughput.measured_batches).toBeGreaterThanOrEqual(1);
+    else expect(p.body.throughput.measured_batches).toBe(0);
+    expect(p.body.queue_ahead).toEqual({ batches: 0, lines: 0 });
+    const started = Date.now();
+    const b = await client("teamA").batches.create(form(second.id) as never);
+    const done = await waitForClientBatch(client("teamA"), b.id, 180_000);
+    expect(done.status).toBe("completed");
+    console.log(
+      `projected_seconds ${p.body.projected_seconds} (rate ${p.body.throughput.work_per_second}/s from ${p.body.throughput.measured_batches} ` +
+        `batches, the first ran ${ranSeconds} s) vs the same-shaped batch's real ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
+  }, 400_000);
+
   it("is refused as a create is: another key's file, an unknown field, a bad window, a file that would fail", async () => {
     const f = await upload("teamA", [chatLine("a", "hi")]);
     const theirs = await plan("teamB", form(f.id));

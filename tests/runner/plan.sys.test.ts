@@ -27,7 +27,15 @@ const chat = (id: string, content: string) =>
     custom_id: id,
     method: "POST",
     url: "/v1/chat/completions",
-    body: { model: "m", messages: [{ role: "system", content: "Answer in a word." }, { role: "user", content }], max_tokens: 6, temperature: 0 },
+    body: {
+      model: "m",
+      messages: [
+        { role: "system", content: "Answer in a word." },
+        { role: "user", content },
+      ],
+      max_tokens: 6,
+      temperature: 0,
+    },
   });
 
 const cli = (argv: string[]) =>
@@ -42,13 +50,23 @@ const cli = (argv: string[]) =>
 describe("the runner's --plan", () => {
   it("prints the plan, writes and runs nothing, and counts the prompt tokens a run then reports", async () => {
     const input = path.join(dir, "in.jsonl");
-    writeFileSync(input, `${["first question", "second one", "a third, longer question to count"].map((c, i) => chat(`r${i}`, c)).join("\n")}\n`);
+    writeFileSync(
+      input,
+      `${["first question", "second one", "a third, longer question to count"].map((c, i) => chat(`r${i}`, c)).join("\n")}\n`,
+    );
     const before = readdirSync(dir);
     const r = await cli(["--plan", input]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("Nothing was run.");
     const plan = JSON.parse(r.stdout.slice(r.stdout.indexOf("{")));
-    expect(plan).toMatchObject({ object: "batch.plan", lines: 3, distinct_requests: 3, cached_lines: 0, max_output_tokens: 18, tokenizer: "model" });
+    expect(plan).toMatchObject({
+      object: "batch.plan",
+      lines: 3,
+      distinct_requests: 3,
+      cached_lines: 0,
+      max_output_tokens: 18,
+      tokenizer: "model",
+    });
     expect(readdirSync(dir)).toEqual(before);
 
     const started = Date.now();
