@@ -1,5 +1,6 @@
-// The runner's plan of a batch file (`--plan`): validated as a run validates it, its lines counted by the model's own tokenizer (the model is loaded; no request runs), and
-// its time projected at the default rate, with no queue ahead of it on one machine.
+// The runner's plan of a batch file (`--plan`): validated as a run validates it, its lines counted by the model's
+// own tokenizer (the model is loaded; no request runs), and its time projected at the default rate, with no queue
+// ahead of it on one machine.
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
