@@ -15,7 +15,7 @@ export const PROMPT_TOKEN_WEIGHT = 1 / 8;
 /** The engine copies a shared opening of at least this many tokens (engine/pool/prefix-share.ts). */
 const MIN_SHARED_TOKENS = 8;
 /** Openings are compared up to this many characters: what a plan holds per distinct request. */
-const OPENING_CHARS = 4096;
+const OPENING_CHARS = 1024;
 const CHARS_PER_TOKEN = 4;
 
 export interface PlanOptions {
