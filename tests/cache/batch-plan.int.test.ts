@@ -136,6 +136,33 @@ describe("a batch's plan", () => {
     );
   }, 400_000);
 
+  it("counts a Responses file as the chat it runs as, and a completions file by its prompts", async () => {
+    const cases = [
+      {
+        endpoint: "/v1/responses",
+        body: (i: number) => ({ model: "m", instructions: "Be brief.", input: `Question ${i}?`, max_output_tokens: 16, temperature: 0 }),
+      },
+      {
+        endpoint: "/v1/completions",
+        body: (i: number) => ({ model: "m", prompt: [`One ${i}`, `Two ${i}`], max_tokens: 4, temperature: 0 }),
+      },
+    ];
+    for (const c of cases) {
+      const lines = [0, 1, 2].map((i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: c.endpoint, body: c.body(i) }));
+      const f = await upload("teamB", lines);
+      const p = await plan("teamB", form(f.id, { endpoint: c.endpoint }));
+      expect(p.status, JSON.stringify(p.body)).toBe(200);
+      expect(p.body.tokenizer).toBe("model");
+      const b = await client("teamB").batches.create(form(f.id, { endpoint: c.endpoint }) as never);
+      const done = await waitForClientBatch(client("teamB"), b.id, 120_000);
+      expect(done.status).toBe("completed");
+      const used = done.usage!.input_tokens;
+      expect(Math.abs(p.body.input_tokens - used), `${c.endpoint}: plan ${p.body.input_tokens}, usage ${used}`).toBeLessThanOrEqual(
+        Math.max(1, used * 0.01),
+      );
+    }
+  }, 240_000);
+
   it("is refused as a create is: another key's file, an unknown field, a bad window, a file that would fail", async () => {
     const f = await upload("teamA", [chatLine("a", "hi")]);
     const theirs = await plan("teamB", form(f.id));
