@@ -220,6 +220,11 @@ function batchServices(base: PlaneBase, served: ServedModels | undefined) {
     webhooks: base.webhooks,
     keys,
     countTokens: (model, text) => models.countTokens(model, text),
+    planning: {
+      backendOf: (name) => models.backends().find((b) => b.name === name)?.backend,
+      cacheOn: config.resultCache.enabled,
+      cacheScopeOf: (owner) => keys.cacheScopeOf(owner),
+    },
   });
   const datasets = new DatasetBatchService({
     files,

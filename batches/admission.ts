@@ -30,6 +30,7 @@ import { inDir } from "../stores/in-dir.js";
 import { queueRoom } from "../tenancy/fair-share.js";
 import { batchLimits, failOverLimit } from "../tenancy/key-limits.js";
 import { checkCacheMetadata } from "./cache-metadata.js";
+import type { PlanDeps } from "./plan.js";
 import { type WebhookTargets, webhookEvent } from "./webhooks.js";
 
 const QUEUE_FULL_RETRY_AFTER_SECONDS = 30;
@@ -67,6 +68,8 @@ export interface ClusterBatchServiceDeps {
   logger: pino.Logger;
   now: () => number;
   metrics?: BatchMetrics;
+  /** What a plan (plan.ts) reads beside the above: the backends up here, and the result cache's use. */
+  planning?: Pick<PlanDeps, "backendOf" | "cacheOn" | "cacheScopeOf">;
   /**
    * Each batch keeps its own copy of its requests, <batch_id>/input.jsonl (one machine's layout): deleting the
    * upload can never touch a batch. Otherwise batches read their input file's content where it is.

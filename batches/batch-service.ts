@@ -4,6 +4,7 @@
 // one process's).
 
 import { checkInputFile } from "../domain/batch-object.js";
+import type { BatchPlan } from "../domain/batch-plan.js";
 import type { OutputLines } from "../domain/batch-reads.js";
 import { isEnding, isFinal, transition } from "../domain/batch-state.js";
 import { GoneError, InvalidRequestError, NotFoundError } from "../domain/errors.js";
@@ -15,6 +16,7 @@ import { Admission, type ClusterBatchServiceDeps } from "./admission.js";
 import { clientView } from "./client-view.js";
 import { createInlineBatch, inlineInputName } from "./inline-batches.js";
 import { readOutput } from "./output-reads.js";
+import { planBatch } from "./plan.js";
 import { removeBatch } from "./remove-batch.js";
 import { retryFailedLines } from "./retry-batches.js";
 
@@ -44,6 +46,12 @@ export class ClusterBatchService implements BatchService {
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
     return this.view(await this.admission.admit({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
+  }
+
+  plan(input: CreateBatchInput): Promise<BatchPlan> {
+    this.admission.checkOpen();
+    const { planning, ...deps } = this.deps;
+    return planBatch({ ...deps, ...planning, cacheOn: planning?.cacheOn ?? false }, input);
   }
 
   /** A batch as clients read it (batches/client-view.ts). */

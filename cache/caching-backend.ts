@@ -33,13 +33,14 @@ interface Shared {
   hit: boolean;
 }
 
-const PASSED_ON = ["lineOrder", "prepareRun", "countTokens", "stats", "preemptions"] as const;
+const PASSED_ON = ["lineOrder", "prepareRun", "countTokens", "promptTokens", "stats", "preemptions"] as const;
 
 export class CachingBackend implements InferenceBackend {
   readonly info: BackendInfo;
   lineOrder?: InferenceBackend["lineOrder"];
   prepareRun?: InferenceBackend["prepareRun"];
   countTokens?: InferenceBackend["countTokens"];
+  promptTokens?: InferenceBackend["promptTokens"];
   stats?: InferenceBackend["stats"];
   preemptions?: InferenceBackend["preemptions"];
   /** Computations under way by scope and key, each with the signal of the request that runs it. */
@@ -86,6 +87,23 @@ export class CachingBackend implements InferenceBackend {
 
   close(): Promise<void> {
     return this.inner.close();
+  }
+
+  /**
+   * Whether a repeat of this request would be answered from the store now: deterministic, the cache used, and an
+   * answer stored in the scope. A plan asks it, so a read that fails is a no, never an error.
+   */
+  async remembered(request: InferenceRequest, options: Pick<ExecuteOptions, "cacheScope" | "useCache"> = {}): Promise<boolean> {
+    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
+    if (identity === null) return false;
+    const has = this.opts.cache.has;
+    const scope = options.cacheScope ?? OPEN_SCOPE;
+    const key = cacheKey(identity, request);
+    try {
+      return has ? await has.call(this.opts.cache, scope, key) : (await this.opts.cache.get(scope, key)) !== undefined;
+    } catch {
+      return false;
+    }
   }
 
   /**
@@ -223,6 +241,7 @@ export function withCacheOptions(backend: InferenceBackend, cache: Pick<ExecuteO
     execute: (request, signal, options) => backend.execute(request, signal, { ...cache, ...options }),
     close: () => backend.close(),
   };
+  if (backend.remembered) view.remembered = (request, options) => backend.remembered!(request, { ...cache, ...options });
   for (const name of PASSED_ON) {
     const method = backend[name] as ((...args: never[]) => unknown) | undefined;
     if (method) (view as unknown as Record<string, unknown>)[name] = method.bind(backend);

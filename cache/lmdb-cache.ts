@@ -80,6 +80,14 @@ export class LmdbResultCache implements ResultCache {
     return answer;
   }
 
+  /** A read-only get: an entry fresh and whole, with no hit counted, no recency refreshed and nothing removed. */
+  async has(scope: string, key: string): Promise<boolean> {
+    checkScopeAndKey(scope, key);
+    const k = entryKey(scope, key);
+    const meta = this.meta.get(k);
+    return meta !== undefined && !this.expired(meta) && openAnswer(this.data.get(k)) !== undefined;
+  }
+
   async put(scope: string, key: string, answer: StoredAnswer): Promise<void> {
     checkScopeAndKey(scope, key);
     const k = entryKey(scope, key);

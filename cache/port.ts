@@ -32,6 +32,11 @@ export interface ResultCacheLimits {
 export interface ResultCache {
   /** The answer stored under (scope, key), fresh and whole; undefined on a miss (absent, expired, corrupt). */
   get(scope: string, key: string): Promise<StoredAnswer | undefined>;
+  /**
+   * Whether (scope, key) holds a fresh, whole answer, read without counting a hit or refreshing its recency (a plan
+   * asks). Absent: a store answers it by get.
+   */
+  has?(scope: string, key: string): Promise<boolean>;
   /** Stores an answer, replacing one under the same (scope, key), and evicts what the bound no longer holds. */
   put(scope: string, key: string, answer: StoredAnswer): Promise<void>;
   /** Removes a scope's entries, or every entry: how many. */

@@ -1,5 +1,6 @@
 // The batch commands the routes give the control plane: create (from a file, or inline lines), cancel, retry,
 // delete. Reads are in batch-reads.ts, the console's views in batch-views.ts.
+import type { BatchPlan } from "./batch-plan.js";
 import type { Batch, BatchEndpoint } from "./objects.js";
 import type { ExpiresAfter, Owner } from "./port-types.js";
 import type { RetryFilter } from "./retry.js";
@@ -32,6 +33,8 @@ export interface CreateInlineBatchInput {
 export interface BatchCommands {
   create(input: CreateBatchInput): Promise<Batch>;
   createInline(input: CreateInlineBatchInput): Promise<Batch>;
+  /** What a create of these fields would ask and cost, refused as the create would be; nothing is queued or run. */
+  plan(input: CreateBatchInput): Promise<BatchPlan>;
   cancel(id: string, owner: Owner): Promise<Batch>;
   /**
    * Pauses a batch that has not ended (it claims nothing; what runs checkpoints and goes back to the queue), or

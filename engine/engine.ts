@@ -24,6 +24,7 @@ import {
   RequestError,
   type SamplingParams,
   type SchedulingStats,
+  type ToolFunction,
 } from "./types.js";
 
 /** OpenAI's default max_tokens for /v1/completions. */
@@ -209,6 +210,13 @@ export class LlamaEngine implements Engine {
   countTokens(text: string): number {
     this.ensureOpen();
     return tokenizePrompt(this.parts.model, text).length;
+  }
+
+  /** The tokens chat() would evaluate for these messages: the template rendered as it renders it, nothing run. */
+  chatPromptTokens(messages: ChatMessage[], functions: readonly ToolFunction[] = []): number {
+    this.ensureOpen();
+    const { model, chatFormat } = this.parts;
+    return renderChat(model, chatFormat, messages, chatFormat.tools ? functions : []).tokens.length;
   }
 
   close(): Promise<void> {

@@ -230,6 +230,8 @@ export interface Engine {
   /** Each (query, document) pair's relevance, 0 to 1; `param` names the line's field a pair comes from. */
   rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal, borrower?: Borrower): Promise<RankResult>;
   countTokens(text: string): number;
+  /** Tokens of a chat's prompt as chat() renders it (template, tools shown), without running it. */
+  chatPromptTokens(messages: ChatMessage[], functions?: readonly ToolFunction[]): number;
   /** Token ids as text, special tokens written as their text (a token-id prompt echoed). */
   detokenize(tokens: readonly number[]): string;
   /** Vocabulary size and whether a token ends generation (for logit_bias and token-id prompts). */

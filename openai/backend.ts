@@ -168,6 +168,13 @@ export interface InferenceBackend {
   prepareRun?(shape: RunShape): Promise<void>;
   /** Tokens in `text` by the model's tokenizer, where this process has it (a local model). */
   countTokens?(text: string): number;
+  /** The tokens a request's prompt will be evaluated as (a chat's template included), counted without running it. */
+  promptTokens?(request: InferenceRequest): number | undefined;
+  /**
+   * Whether the result cache holds an answer for this request in this scope now (cache/caching-backend.ts): read
+   * without computing or refreshing anything, for a plan.
+   */
+  remembered?(request: InferenceRequest, options?: Pick<ExecuteOptions, "cacheScope" | "useCache">): Promise<boolean>;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
   /** Present on the local engine: batch lines that gave their sequence to an interactive request since start. */

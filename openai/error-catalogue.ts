@@ -71,6 +71,11 @@ export const ERROR_CATALOGUE = {
     ...request,
     when: "A stop rule in the batch's `metadata` is malformed, `max_cost` names a model with no price, or `cache` is neither `on` nor `off`.",
   },
+  invalid_input_file: {
+    ...request,
+    when: "A batch's plan (`POST /v1/batches/plan`) names a file a create would take and fail at once; the message names its first fault and how many more there are.",
+    how: "Fix the file (its faults are those a created batch's `errors` would list) and upload it again.",
+  },
   invalid_multipart: { ...request, when: "A multipart upload is malformed (a part too large or too many fields)." },
   invalid_api_key_id: { ...request, when: "An admin's `api_key_id` filter names no key of the keys file." },
   invalid_dataset: { ...request, when: "A dataset batch's table cannot be read, or its template names a column it lacks." },

@@ -48,6 +48,7 @@ class OverChat implements InferenceBackend {
   countTokens?: PassedOn["countTokens"];
   stats?: PassedOn["stats"];
   preemptions?: PassedOn["preemptions"];
+  promptTokens?: InferenceBackend["promptTokens"];
 
   constructor(
     private readonly inner: InferenceBackend,
@@ -59,6 +60,17 @@ class OverChat implements InferenceBackend {
       const method = inner[name] as ((...args: never[]) => unknown) | undefined;
       if (method) (this as Record<string, unknown>)[name] = method.bind(inner);
     }
+    // A dialect's request is counted as the chat it runs as; one that does not translate is not counted.
+    const count = inner.promptTokens?.bind(inner);
+    if (count)
+      this.promptTokens = (request) => {
+        if (request.endpoint !== this.dialect.endpoint) return count(request);
+        try {
+          return count(this.translate(request.body).chat);
+        } catch {
+          return undefined;
+        }
+      };
   }
 
   check(request: InferenceRequest): void {

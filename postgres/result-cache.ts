@@ -49,6 +49,15 @@ export class PgResultCache implements ResultCache {
     return answer;
   }
 
+  /** A read-only get (a plan asks): fresh and whole, with no hit counted, no recency refreshed and nothing removed. */
+  async has(scope: string, key: string): Promise<boolean> {
+    checkScopeAndKey(scope, key);
+    const { rows } = await this.db.query("SELECT answer, stored_at FROM result_cache WHERE scope = $1 AND key = $2", [scope, key]);
+    if (rows.length === 0) return false;
+    const expired = this.limits.ttlSeconds > 0 && this.now() - Number(rows[0].stored_at) >= this.limits.ttlSeconds * 1000;
+    return !expired && openAnswer(rows[0].answer as Buffer) !== undefined;
+  }
+
   async put(scope: string, key: string, answer: StoredAnswer): Promise<void> {
     checkScopeAndKey(scope, key);
     const sealed = sealAnswer(answer);

@@ -31,6 +31,7 @@ export interface RunnerArgs {
 export type ParsedArgs =
   | { kind: "run"; args: RunnerArgs }
   | { kind: "dataset"; args: DatasetArgs<EngineArgs> }
+  | { kind: "plan"; args: { input: string; engine: EngineArgs } }
   | { kind: "help" }
   | { kind: "usage"; message: string };
 
@@ -59,6 +60,8 @@ Options:
                                 a local output and error file (requests there, by custom_id, are skipped)
       --retry-failed            run again the requests in the error file (moved aside to
                                 <errors>.retried); requests in the output are never rerun
+      --plan <path|url>         print what the batch file would ask (distinct requests, prompt tokens by
+                                the model's tokenizer, generation bounds, time, cost) and run nothing
       --pool <spot|dedicated>   the pool whose hourly price (a models file's price) the run is
                                 costed at in the summary (default: dedicated, a machine of your own)
   -h, --help                    this text
@@ -103,6 +106,7 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
   if (values.help) return { kind: "help" };
   const engine = engineArgs(values, baseDir);
   if ("message" in engine) return { kind: "usage", message: engine.message };
+  if (values.plan !== undefined) return planArgs(values, baseDir, engine);
   if (isDatasetMode(values)) {
     if (values["error-file"])
       return { kind: "usage", message: "--error-file is for batch files: a dataset job keeps failed rows in its output" };
@@ -130,6 +134,16 @@ export function parseRunnerArgs(argv: string[], baseDir = process.cwd()): Parsed
     return { kind: "usage", message: "the input, output and error files must be three different places" };
   }
   return { kind: "run", args };
+}
+
+/** --plan <file>: the file itself is the input, and nothing is written, so the flags of a run's files are refused. */
+function planArgs(values: ReturnType<typeof parseOptions>["values"], baseDir: string, engine: EngineArgs): ParsedArgs {
+  const plan = values.plan as string;
+  if (isDatasetMode(values)) return { kind: "usage", message: "--plan is for batch files: a dataset job is planned by --dry-run" };
+  for (const flag of ["input-file", "output-file", "error-file", "retry-failed", "overwrite"] as const)
+    if (values[flag] !== undefined)
+      return { kind: "usage", message: `--plan <file> runs and writes nothing: --${flag} does not go with it` };
+  return { kind: "plan", args: { input: /^https?:\/\//i.test(plan) ? plan : path.resolve(baseDir, plan), engine } };
 }
 
 /** The flags a batch file and a dataset job share: the model, the engine's shape, --overwrite and --pool. */
@@ -189,6 +203,7 @@ const parseOptions = (argv: string[]) =>
       overwrite: { type: "boolean" },
       "retry-failed": { type: "boolean" },
       pool: { type: "string" },
+      plan: { type: "string" },
       help: { type: "boolean", short: "h" },
       ...DATASET_OPTIONS,
     },

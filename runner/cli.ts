@@ -3,7 +3,7 @@ import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
 import { InputError } from "./run-file.js";
-import { runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
+import { describeRefusal, runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
 
 /** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included); `onRunning` as the requests begin. */
 export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise<number> {
@@ -16,7 +16,7 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     process.stderr.write(`error: ${parsed.message}\n\n${USAGE}\n`);
     return 2;
   }
-  const engine = parsed.kind === "dataset" ? parsed.args.engine : parsed.args;
+  const engine = parsed.kind === "dataset" || parsed.kind === "plan" ? parsed.args.engine : parsed.args;
   let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), engine);
@@ -41,6 +41,17 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     ...(onRunning ? { onRunning } : {}),
   };
   try {
+    if (parsed.kind === "plan") {
+      const { formatPlan, planRunFile } = await import("./plan-file.js");
+      try {
+        process.stdout.write(formatPlan(await planRunFile({ input: parsed.args.input, config, logger, signal: stop })));
+        return 0;
+      } catch (err) {
+        if (!(err instanceof InputError) || stop.aborted) throw err;
+        process.stderr.write(describeRefusal(err, undefined, parsed.args.input).replace("nothing was run", "nothing was planned"));
+        return USAGE_EXIT;
+      }
+    }
     if (parsed.kind === "dataset") {
       const { runDataset } = await import("./run-dataset.js");
       return await runDataset(parsed.args, deps);

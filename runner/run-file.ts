@@ -347,7 +347,7 @@ async function interrupted(run: RunState): Promise<RunSummary> {
 }
 
 /** The endpoint named by the first line; validation then holds every other line to it. */
-async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpoint> {
+export async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpoint> {
   for await (const line of readJsonlLines(file, { maxLineBytes })) {
     if (line.tooLong || line.text.trim() === "") continue;
     try {

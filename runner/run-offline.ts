@@ -176,7 +176,7 @@ function showEvents(deps: OfflineRunDeps, options: RunFileOptions) {
 }
 
 /** Input refused before anything ran, as the terminal shows it. */
-function describeRefusal(err: InputError, label: string | undefined, input: string): string {
+export function describeRefusal(err: InputError, label: string | undefined, input: string): string {
   if (err instanceof InvalidFileError) return describeInvalid(label ?? input, err.validation);
   if (err instanceof ModelNotServedError) return `${label ?? displayLocation(input)}: ${err.message}\n`;
   return `${err.message}\n`;

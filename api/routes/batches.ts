@@ -4,6 +4,7 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { Router } from "express";
 import { z } from "zod";
+import { BatchPlanSchema } from "../../domain/batch-plan.js";
 import { BatchSchema, listOf } from "../../domain/objects.js";
 import type { BatchService } from "../../domain/ports.js";
 import type { Organization } from "../../domain/usage.js";
@@ -63,6 +64,12 @@ function openAiRoutes(router: Router, batches: BatchService, deps: RouterDeps): 
     }
     const body = parseRequest(CreateBatchBody, req.body ?? {});
     res.json(await batches.create({ ...body, owner }));
+  });
+
+  // Our extension: what a create of the same fields would ask and cost, with nothing queued or run.
+  router.post("/v1/batches/plan", async (req, res) => {
+    const body = parseRequest(CreateBatchBody, req.body ?? {});
+    res.json(await batches.plan({ ...body, owner: ownerFrom(res) }));
   });
 
   router.get("/v1/batches", async (req, res) => {
@@ -156,6 +163,7 @@ const ResultsListSchema = z.object({ object: z.literal("list"), data: z.array(Ba
 
 export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void {
   registerCreatePath(r, ctx);
+  registerPlanPath(r);
   registerReadAndCancelPaths(r);
   registerPausePaths(r, ctx);
   registerRetryPath(r);
@@ -195,6 +203,34 @@ function registerCreatePath(r: OpenAPIRegistry, ctx: DocContext): void {
         },
       },
       responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
+    }),
+  );
+}
+
+function registerPlanPath(r: OpenAPIRegistry): void {
+  r.registerPath(
+    keyedRoute({
+      method: "post",
+      path: "/v1/batches/plan",
+      tags: ["Batches"],
+      summary: "Plan a batch before creating it",
+      description:
+        "Extension. The fields of a create (OpenAI's file form), refused as a create would refuse them (a file that would fail " +
+        "validation is a 400 `invalid_input_file` naming its first fault; another key's file is a 404). Answers the lines, the " +
+        "distinct requests, the lines the result cache answers, the prompt tokens by the model's tokenizer, the generation " +
+        "bounds, the projected time behind the queue and the cost. Nothing is queued or run (docs/cache.md).",
+      request: {
+        body: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: CreateBatchBody,
+              example: { input_file_id: "file-3c9d1e2f4a5b6c7d8e9f0a1b", endpoint: "/v1/chat/completions", completion_window: "24h" },
+            },
+          },
+        },
+      },
+      responses: { 200: jsonResponse(BatchPlanSchema, "The plan."), ...errorResponses(400, 401, 404, 503) },
     }),
   );
 }

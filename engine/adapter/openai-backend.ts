@@ -85,6 +85,33 @@ export class LlamaBackend implements InferenceBackend {
     return this.engine.countTokens(text);
   }
 
+  /**
+   * The tokens the request's prompt will be evaluated as, counted as execute() renders it (a chat's template and
+   * tools included), nothing run; undefined where it is not counted here (rerank and score pairs).
+   */
+  promptTokens(request: InferenceRequest): number | undefined {
+    switch (request.endpoint) {
+      case "/v1/chat/completions": {
+        const body = request.body as ChatBody;
+        return this.engine.chatPromptTokens(body.messages.map(toEngineMessage), toolsParams(body)?.functions ?? []);
+      }
+      case "/v1/completions":
+        return promptsOf(request.body as CompletionBody).reduce(
+          (n, p) => n + (typeof p === "string" ? this.engine.countTokens(p) : p.length),
+          0,
+        );
+      case "/v1/embeddings": {
+        const input = (request.body as EmbeddingBody).input;
+        return (Array.isArray(input) ? input : [input]).reduce<number>(
+          (n, t) => n + (typeof t === "string" ? this.engine.countTokens(t) : 0),
+          0,
+        );
+      }
+      default:
+        return undefined;
+    }
+  }
+
   check(request: InferenceRequest): void {
     checkRequest(this.engine, request, this.info.model);
   }

@@ -110,6 +110,18 @@ describe("the caching backend", () => {
     expect((await cache.stats()).entries).toBe(0);
   });
 
+  it("tells a plan whether an answer is remembered, in its scope, without computing or counting a hit", async () => {
+    expect(await backend.remembered(greedy("abc"), { cacheScope: "alice" })).toBe(false);
+    await backend.execute(greedy("abc"), undefined, { cacheScope: "alice" });
+    expect(await backend.remembered(greedy("abc", { n: 1 }), { cacheScope: "alice" })).toBe(true);
+    expect(await backend.remembered(greedy("abc"), { cacheScope: "bob" })).toBe(false);
+    expect(await backend.remembered(greedy("abc"), { cacheScope: "alice", useCache: false })).toBe(false);
+    const sampled = parseRequest("/v1/completions", { model: "m", prompt: "abc", temperature: 0.8 });
+    expect(await backend.remembered(sampled, { cacheScope: "alice" })).toBe(false);
+    expect(inner.computed).toBe(1);
+    expect((await cache.stats()).hits).toBe(0);
+  });
+
   it("keeps scopes apart: another scope's identical request computes", async () => {
     await backend.execute(greedy("abc"), undefined, { cacheScope: "alice" });
     expect((await backend.execute(greedy("abc"), undefined, { cacheScope: "bob" })).cached).toBeUndefined();

@@ -46,6 +46,20 @@ export function resultCacheContract(name: string, skip: boolean, harness: () => 
       };
     });
 
+    it("has: whether a fresh whole answer is held, in its scope only, with no hit counted and nothing refreshed", async () => {
+      const c = await open({ maxBytes: 1 << 30, ttlSeconds: 60 });
+      await c.put("alice", "k1", answer("hello"));
+      expect(await c.has!("alice", "k1")).toBe(true);
+      expect(await c.has!("bob", "k1")).toBe(false);
+      expect(await c.has!("alice", "k2")).toBe(false);
+      expect(await c.stats()).toMatchObject({ hits: 0, misses: 0 });
+      await h.corrupt("alice", "k1");
+      expect(await c.has!("alice", "k1")).toBe(false);
+      await c.put("alice", "k3", answer("later"));
+      clock += 61_000;
+      expect(await c.has!("alice", "k3")).toBe(false);
+    });
+
     it("answers what was put, under its scope and key only; a miss is undefined; stats count both", async () => {
       const c = await open();
       expect(await c.get("alice", "k1")).toBeUndefined();

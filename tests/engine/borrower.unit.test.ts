@@ -27,6 +27,7 @@ function poolEngine() {
     },
     rank: async () => ({ scores: [], promptTokens: 0 }),
     countTokens: () => 1,
+    chatPromptTokens: () => 1,
     detokenize: () => "",
     vocabularySize: 10,
     isEndOfGeneration: () => false,

@@ -65,6 +65,7 @@ export function observe(engine: Engine): Observed {
       return engine.rank(pairs, param, signal, counted(pairs[0]?.[1] ?? "", borrower));
     },
     countTokens: (text) => engine.countTokens(text),
+    chatPromptTokens: (messages, functions) => engine.chatPromptTokens(messages, functions),
     detokenize: (tokens) => engine.detokenize(tokens),
     get vocabularySize() {
       return engine.vocabularySize;

@@ -36,6 +36,7 @@ function counting(inner: Engine) {
     embed: (inputs, signal, borrower) => inner.embed(inputs, signal, borrower),
     rank: (pairs, param, signal, borrower) => inner.rank(pairs, param, signal, borrower),
     countTokens: (t) => inner.countTokens(t),
+    chatPromptTokens: (m, f) => inner.chatPromptTokens(m, f),
     detokenize: (t) => inner.detokenize(t),
     get vocabularySize() {
       return inner.vocabularySize;
