@@ -20,7 +20,7 @@ import { createPool } from "../postgres/db.js";
 import { PgResultCache } from "../postgres/result-cache.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
-import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
+import { blobStoreFor, embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
 
 export interface Service {
   app: express.Express;
@@ -210,7 +210,13 @@ async function openResultCache(config: Config, logger: pino.Logger): Promise<Bac
 function sharedCache(url: string, config: Config, log: pino.Logger) {
   const pool = createPool(url, log, 4);
   const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
-  const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, () => pool.end());
+  // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).
+  const blobs = blobStoreFor(config);
+  const release = async () => {
+    blobs.close?.();
+    await pool.end();
+  };
+  const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, release, { blobs });
   return { cache, sidecar: path.join(config.batchDir, "cache", "model-digests.json"), maxBytes };
 }
 
