@@ -363,8 +363,16 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
 async function openCache(run: RunState): Promise<BackendCache | undefined> {
   const { config } = run.o;
   if (!config.resultCache.enabled) return undefined;
-  const opened = await openEmbeddedCache(config.batchDir, config.resultCache);
   const log = run.o.logger ?? silent();
+  // A cache that cannot be opened (BATCH_DIR not writable) costs the run its reuse, not the run.
+  const opened = await openEmbeddedCache(config.batchDir, config.resultCache).catch((err: Error) => {
+    log.warn(
+      { dir: config.batchDir, err: err.message },
+      "the result cache cannot be opened: every request computes (--no-cache says so quietly)",
+    );
+    return undefined;
+  });
+  if (!opened) return undefined;
   return {
     ...opened,
     onOutcome: (outcome) => {

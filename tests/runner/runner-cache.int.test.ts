@@ -97,4 +97,19 @@ describe("the runner's result cache", () => {
     expect(readFileSync(opts.output, "utf8").trim().split("\n")).toHaveLength(4);
     expect((await runFile({ ...opts, logger, overwrite: true })).cached).toBe(4);
   });
+
+  it("a BATCH_DIR where no cache can be opened (a file) costs the run its reuse, not the run", async () => {
+    const input = path.join(dir, "plain.jsonl");
+    const body = { model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 2, temperature: 0 };
+    writeFileSync(input, `${JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/chat/completions", body })}\n`);
+    const notADir = path.join(dir, "plain.jsonl");
+    const summary = await runFile({
+      input,
+      output: path.join(dir, "plain.out.jsonl"),
+      errors: path.join(dir, "plain.err.jsonl"),
+      config: { ...config, batchDir: notADir },
+      logger: pino({ level: "silent" }),
+    });
+    expect(summary).toMatchObject({ stopped: "done", completed: 1, cached: 0 });
+  });
 });
