@@ -6,11 +6,13 @@ import path from "node:path";
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
+import { purgeOf } from "../api/routes/cache.js";
 import { type BackendCache, createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import { DEFAULT_MAX_BYTES_CEILING, openEmbeddedCache } from "../cache/open.js";
 import type { Config } from "../config/config.js";
+import { KeyRing } from "../config/keys.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
@@ -18,7 +20,7 @@ import { createPool } from "../postgres/db.js";
 import { PgResultCache } from "../postgres/result-cache.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
-import { embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
+import { blobStoreFor, embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
 
 export interface Service {
   app: express.Express;
@@ -114,6 +116,7 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     logger,
     metrics,
     api: config.cluster.role !== "worker",
+    ...(results ? { resultCachePurge: purgeOf(results.cache, new KeyRing(config.keys)) } : {}),
   });
   let closed: Promise<void> | undefined;
   return {
@@ -150,8 +153,9 @@ async function openModels(config: Config, logger: pino.Logger, options: ServiceO
         fetch: !apiOnly,
         onDownload: options.onDownload,
       });
-  const results = await openResultCache(config, apiOnly, logger, metrics);
-  const models = await createRouter(config, registry, logger, process.env, results).catch(async (err) => {
+  // An API server runs no model, but purges the cache its workers share (DELETE /v1/cache).
+  const results = await openResultCache(config, logger, metrics);
+  const models = await createRouter(config, registry, logger, process.env, apiOnly ? undefined : results).catch(async (err) => {
     await results?.cache.close();
     throw err;
   });
@@ -194,8 +198,8 @@ function startSeries(metrics: Metrics, plane: ControlPlane): Series {
  * The result cache (RESULT_CACHE on) where models run (docs/cache.md): LMDB in BATCH_DIR/cache/, or in the distributed
  * mode the table every worker shares (its default bound the ceiling: the database's disk is not this process's).
  */
-async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Logger, metrics: Metrics): Promise<BackendCache | undefined> {
-  if (!config.resultCache.enabled || apiOnly) return undefined;
+async function openResultCache(config: Config, logger: pino.Logger, metrics: Metrics): Promise<BackendCache | undefined> {
+  if (!config.resultCache.enabled) return undefined;
   const log = logger.child({ component: "result-cache" });
   const url = config.cluster.databaseUrl;
   const opened = url ? sharedCache(url, config, log) : await openEmbeddedCache(config.batchDir, config.resultCache);
@@ -211,7 +215,13 @@ async function openResultCache(config: Config, apiOnly: boolean, logger: pino.Lo
 function sharedCache(url: string, config: Config, log: pino.Logger) {
   const pool = createPool(url, log, 4);
   const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
-  const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, () => pool.end());
+  // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).
+  const blobs = blobStoreFor(config);
+  const release = async () => {
+    blobs.close?.();
+    await pool.end();
+  };
+  const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, release, { blobs });
   return { cache, sidecar: path.join(config.batchDir, "cache", "model-digests.json"), maxBytes };
 }
 

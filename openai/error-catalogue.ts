@@ -77,7 +77,11 @@ export const ERROR_CATALOGUE = {
     how: "Fix the file (its faults are those a created batch's `errors` would list) and upload it again.",
   },
   invalid_multipart: { ...request, when: "A multipart upload is malformed (a part too large or too many fields)." },
-  invalid_api_key_id: { ...request, when: "An admin's `api_key_id` filter names no key of the keys file." },
+  invalid_api_key_id: { ...request, when: "An admin's `api_key_id` filter (or `DELETE /v1/cache`'s) names no key of the keys file." },
+  result_cache_off: {
+    ...request,
+    when: "`DELETE /v1/cache` on a deployment whose result cache is off (`RESULT_CACHE=off`): it remembers nothing to purge.",
+  },
   invalid_dataset: { ...request, when: "A dataset batch's table cannot be read, or its template names a column it lacks." },
   invalid_dataset_job: { ...request, when: "A dataset batch's job fields are malformed." },
   request_too_large: {

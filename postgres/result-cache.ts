@@ -1,5 +1,9 @@
 // The ResultCache in PostgreSQL, shared by every worker of the distributed mode: one table of sealed answers in
 // least-recently-used order, and one row of totals that every write locks, so the byte bound holds across workers.
+// An answer over SPILL_BYTES is an object of the blob store (S3 in the distributed mode) under result-cache/, its row
+// holding the object's key and checksum; a missing or corrupt object is a miss.
+import { createHash, randomBytes } from "node:crypto";
+import { Readable } from "node:stream";
 import type pg from "pg";
 import {
   type CacheStats,
@@ -10,10 +14,24 @@ import {
   type StoredAnswer,
   sealAnswer,
 } from "../cache/port.js";
+import type { BlobStore } from "../stores/blob-store.js";
 import { type Db, inTransaction } from "./db.js";
 
 /** Oldest entries looked at per round of eviction. */
 const EVICT_ROUND = 64;
+
+/** Sealed answers larger than this go to the blob store, not into the row. */
+export const SPILL_BYTES = 64 * 1024;
+/** Where in the blob store spilled answers live. */
+export const SPILL_PREFIX = "result-cache/";
+
+/** The blob store large answers go to, and from what size (default SPILL_BYTES). */
+export interface CacheSpill {
+  blobs: BlobStore;
+  overBytes?: number;
+}
+
+const sha256 = (b: Buffer) => createHash("sha256").update(b).digest();
 
 export class PgResultCache implements ResultCache {
   private hits = 0;
@@ -27,16 +45,20 @@ export class PgResultCache implements ResultCache {
     private readonly now: () => number = Date.now,
     /** What closes the connections when the cache has its own (the pool is otherwise the caller's). */
     private readonly release?: () => Promise<void>,
+    private readonly spill?: CacheSpill,
   ) {}
 
   async get(scope: string, key: string): Promise<StoredAnswer | undefined> {
     checkScopeAndKey(scope, key);
-    const { rows } = await this.db.query("SELECT answer, stored_at FROM result_cache WHERE scope = $1 AND key = $2", [scope, key]);
+    const { rows } = await this.db.query("SELECT answer, blob_key, blob_sum, stored_at FROM result_cache WHERE scope = $1 AND key = $2", [
+      scope,
+      key,
+    ]);
     if (rows.length === 0) return this.miss();
     const expired = this.limits.ttlSeconds > 0 && this.now() - Number(rows[0].stored_at) >= this.limits.ttlSeconds * 1000;
-    const answer = expired ? undefined : openAnswer(rows[0].answer as Buffer);
+    const answer = expired ? undefined : openAnswer(await this.sealedOf(rows[0]));
     if (!answer) {
-      await inTransaction(this.db, (c) => this.remove(c, "scope = $1 AND key = $2", [scope, key]));
+      await this.removing((c, gone) => this.remove(c, "scope = $1 AND key = $2", [scope, key], gone));
       if (expired) this.evictions++;
       return this.miss();
     }
@@ -63,22 +85,30 @@ export class PgResultCache implements ResultCache {
     const sealed = sealAnswer(answer);
     const bytes = sealed.byteLength + Buffer.byteLength(scope) + Buffer.byteLength(key);
     if (bytes > this.limits.maxBytes) return;
-    this.evictions += await inTransaction(this.db, async (c) => {
-      await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
-      await this.remove(c, "scope = $1 AND key = $2", [scope, key]);
-      await c.query(
-        "INSERT INTO result_cache (scope, key, bytes, stored_at, used_seq, answer) VALUES ($1, $2, $3, $4, nextval('result_cache_seq'), $5)",
-        [scope, key, bytes, this.now(), sealed],
-      );
-      await c.query("UPDATE result_cache_totals SET entries = entries + 1, bytes = bytes + $1 WHERE id = 1", [bytes]);
-      return this.evict(c);
-    });
+    // The object first, under a name of its own: a row never names an object that was not whole when it was written.
+    const object = this.spill && sealed.byteLength > (this.spill.overBytes ?? SPILL_BYTES) ? await this.putObject(sealed) : undefined;
+    try {
+      this.evictions += await this.removing(async (c, gone) => {
+        await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
+        await this.remove(c, "scope = $1 AND key = $2", [scope, key], gone);
+        await c.query(
+          `INSERT INTO result_cache (scope, key, bytes, stored_at, used_seq, answer, blob_key, blob_sum)
+           VALUES ($1, $2, $3, $4, nextval('result_cache_seq'), $5, $6, $7)`,
+          [scope, key, bytes, this.now(), object ? null : sealed, object ?? null, object ? sha256(sealed) : null],
+        );
+        await c.query("UPDATE result_cache_totals SET entries = entries + 1, bytes = bytes + $1 WHERE id = 1", [bytes]);
+        return this.evict(c, gone);
+      });
+    } catch (err) {
+      if (object) await this.spill?.blobs.delete(object).catch(() => undefined);
+      throw err;
+    }
   }
 
   async purge(scope?: string): Promise<number> {
-    return inTransaction(this.db, async (c) => {
+    return this.removing(async (c, gone) => {
       await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
-      return scope === undefined ? this.remove(c, "true", []) : this.remove(c, "scope = $1", [scope]);
+      return scope === undefined ? this.remove(c, "true", [], gone) : this.remove(c, "scope = $1", [scope], gone);
     });
   }
 
@@ -98,20 +128,53 @@ export class PgResultCache implements ResultCache {
     return undefined;
   }
 
-  /** Within a transaction: the rows `where` matches gone, and the totals with them; how many. */
-  private async remove(c: pg.PoolClient, where: string, values: unknown[]): Promise<number> {
+  /** A transaction that removes rows, then (committed) the objects of the removed rows it collected in `gone`. */
+  private async removing<T>(work: (c: pg.PoolClient, gone: string[]) => Promise<T>): Promise<T> {
+    const gone: string[] = [];
+    const result = await inTransaction(this.db, (c) => work(c, gone));
+    // An object left by a failed delete is an orphan under result-cache/, never an answer: no row names it.
+    await Promise.all(gone.map((k) => this.spill?.blobs.delete(k).catch(() => undefined)));
+    return result;
+  }
+
+  private async putObject(sealed: Buffer): Promise<string> {
+    const name = `${SPILL_PREFIX}${randomBytes(16).toString("hex")}`;
+    await this.spill!.blobs.put(name, Readable.from([sealed]));
+    return name;
+  }
+
+  /** A row's sealed answer: its column, or its object whose bytes match the row's checksum (else undefined). */
+  private async sealedOf(row: { answer: Buffer | null; blob_key: string | null; blob_sum: Buffer | null }): Promise<Buffer | undefined> {
+    if (!row.blob_key) return row.answer ?? undefined;
+    const blobs = this.spill?.blobs;
+    const opened = await blobs?.open(row.blob_key).catch(() => undefined);
+    if (!opened || !row.blob_sum) return undefined;
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of opened.content) chunks.push(chunk as Buffer);
+    } catch {
+      return undefined;
+    }
+    const bytes = Buffer.concat(chunks);
+    return sha256(bytes).equals(row.blob_sum) ? bytes : undefined;
+  }
+
+  /** Within a transaction: the rows `where` matches gone (their objects' keys added to `gone`), and the totals with them; how many. */
+  private async remove(c: pg.PoolClient, where: string, values: unknown[], gone: string[]): Promise<number> {
     const { rows } = await c.query(
-      `WITH gone AS (DELETE FROM result_cache WHERE ${where} RETURNING bytes)
-       SELECT count(*)::bigint AS n, coalesce(sum(bytes), 0)::bigint AS b FROM gone`,
+      `WITH gone AS (DELETE FROM result_cache WHERE ${where} RETURNING bytes, blob_key)
+       SELECT count(*)::bigint AS n, coalesce(sum(bytes), 0)::bigint AS b,
+              coalesce(array_agg(blob_key) FILTER (WHERE blob_key IS NOT NULL), '{}') AS keys FROM gone`,
       values,
     );
+    gone.push(...(rows[0].keys as string[]));
     const [n, b] = [Number(rows[0].n), Number(rows[0].b)];
     if (n > 0) await c.query("UPDATE result_cache_totals SET entries = entries - $1, bytes = bytes - $2 WHERE id = 1", [n, b]);
     return n;
   }
 
   /** Within the put's transaction (the totals locked): the least recently used gone until the bound holds, and a few aged ones. */
-  private async evict(c: pg.PoolClient): Promise<number> {
+  private async evict(c: pg.PoolClient, gone: string[]): Promise<number> {
     let removed = 0;
     for (;;) {
       const total = Number((await c.query("SELECT bytes FROM result_cache_totals WHERE id = 1")).rows[0].bytes);
@@ -125,7 +188,7 @@ export class PgResultCache implements ResultCache {
       });
       // Only a prefix of the order is evicted for the bound: an aged entry behind a fresh one goes too, cheaply.
       if (victims.length === 0) return removed;
-      for (const v of victims) removed += await this.remove(c, "scope = $1 AND key = $2", [v.scope, v.key]);
+      for (const v of victims) removed += await this.remove(c, "scope = $1 AND key = $2", [v.scope, v.key], gone);
       if (total - this.limits.maxBytes <= 0 || oldest.rows.length < EVICT_ROUND) return removed;
     }
   }

@@ -26,6 +26,8 @@ export interface RunnerArgs {
   retryFailed?: boolean;
   /** Whose hourly price the run's time is costed at, when the models file prices pool hours (default dedicated). */
   pool?: "spot" | "dedicated";
+  /** Every request computes: the result cache (BATCH_DIR/cache/) is neither read nor filled, as RESULT_CACHE=off. */
+  noCache?: boolean;
 }
 
 export type ParsedArgs =
@@ -64,6 +66,8 @@ Options:
                                 the model's tokenizer, generation bounds, time, cost) and run nothing
       --pool <spot|dedicated>   the pool whose hourly price (a models file's price) the run is
                                 costed at in the summary (default: dedicated, a machine of your own)
+      --no-cache                compute every request: the result cache in BATCH_DIR/cache/ is
+                                neither read nor filled (as RESULT_CACHE=off)
   -h, --help                    this text
 ${DATASET_USAGE}
 
@@ -169,6 +173,7 @@ function engineArgs(values: ReturnType<typeof parseOptions>["values"], baseDir: 
   if (values["models-file"]) args.modelsFile = path.resolve(baseDir, values["models-file"]);
   if (args.model && args.modelsFile) return { message: "--model and --models-file exclude each other: name the GGUF in the models file" };
   if (values.overwrite) args.overwrite = true;
+  if (values["no-cache"]) args.noCache = true;
   const pool = values.pool;
   if (pool !== undefined) {
     if (pool !== "spot" && pool !== "dedicated") return { message: `--pool must be spot or dedicated, got '${pool}'` };
@@ -201,6 +206,7 @@ const parseOptions = (argv: string[]) =>
       contexts: { type: "string" },
       "context-size": { type: "string" },
       overwrite: { type: "boolean" },
+      "no-cache": { type: "boolean" },
       "retry-failed": { type: "boolean" },
       pool: { type: "string" },
       plan: { type: "string" },

@@ -20,6 +20,8 @@ export interface RemoteRun {
   endpoint: Endpoint;
   remote: { url: string; apiKey?: string };
   pollMs?: number;
+  /** --no-cache: the server's batch is created with `metadata.cache: "off"` (every line computes there). */
+  noCache?: boolean;
 }
 
 interface Batch {
@@ -125,7 +127,8 @@ async function submitOrFollow(r: Remote): Promise<Batch> {
   form.set("purpose", "batch");
   form.set("file", await openAsBlob(run.requests), "requests.jsonl");
   const file = await call<{ id: string }>("POST", "/files", form);
-  const batch = await call<Batch>("POST", "/batches", { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" });
+  const create = { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" };
+  const batch = await call<Batch>("POST", "/batches", run.noCache ? { ...create, metadata: { cache: "off" } } : create);
   await writeJsonAtomic(run.stateFile, { ...state, remoteBatch: batch.id });
   deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
   return batch;

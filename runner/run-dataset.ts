@@ -159,7 +159,10 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
   const output = `${place.work}/output.jsonl`;
   const errors = `${place.work}/errors.jsonl`;
   const code = args.remote
-    ? await runRemoteBatch({ requests, output, errors, stateFile: place.record, endpoint: job.endpoint, remote: args.remote }, deps)
+    ? await runRemoteBatch(
+        { requests, output, errors, stateFile: place.record, endpoint: job.endpoint, remote: args.remote, noCache: args.engine.noCache },
+        deps,
+      )
     : await runHere(o, { requests, output, errors, rows }, args, deps);
   if (code !== 0) return code;
   const pass = await joinAnswers(job, o.tables, o.input, {

@@ -5,9 +5,11 @@ import { mkdir, mkdtemp, rename, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pino from "pino";
-import { createRouter, loadRegistry } from "../backends/build.js";
+import { type BackendCache, createRouter, loadRegistry } from "../backends/build.js";
 import type { Price } from "../backends/price.js";
 import type { ModelRegistry } from "../backends/registry.js";
+import { withCacheOptions } from "../cache/caching-backend.js";
+import { openEmbeddedCache } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import { isEndpoint, type TokenUsage } from "../openai/backend.js";
 import { readJsonlLines } from "../pipeline/jsonl.js";
@@ -88,7 +90,15 @@ export interface RunSummary {
   price?: Price;
   /** Why the run stopped early (an abort). */
   aborted?: AbortReason;
+  /** Requests of this run answered without computing: from the result cache, or as a repeat of another line. */
+  cached: number;
 }
+
+/**
+ * The runner's scope in the result cache (BATCH_DIR/cache/, the server's embedded store): its own, as no key runs it,
+ * so its answers serve its runs and no server caller, and a server's keys' answers none of its runs.
+ */
+export const RUNNER_SCOPE = "runner";
 
 /** Input a run cannot take, found before anything runs; a fault while it runs is any other error. */
 export class InputError extends Error {
@@ -138,6 +148,8 @@ interface RunState {
   earlier?: DoneScan;
   /** The requests began running: what stops them now is the run's drain, which ends in its own summary. */
   ran?: boolean;
+  /** Requests of this run answered from the result cache or as a repeat. */
+  cached: number;
 }
 
 /**
@@ -152,7 +164,7 @@ export async function runFile(options: RunFileOptions): Promise<RunSummary> {
     output: local("output.jsonl", options.output),
     errors: local("errors.jsonl", options.errors),
   };
-  const run: RunState = { o: options, work, started: Date.now(), files, total: 0 };
+  const run: RunState = { o: options, work, started: Date.now(), files, total: 0, cached: 0 };
   try {
     return await runPhases(run);
   } catch (err) {
@@ -235,6 +247,7 @@ function ended(run: RunState, stopped: RunSummary["stopped"]): RunSummary {
     output: null,
     errors: null,
     seconds: (Date.now() - run.started) / 1000,
+    cached: run.cached,
   };
 }
 
@@ -298,10 +311,14 @@ async function prepareFiles(run: RunState): Promise<void> {
 async function runOnModel(run: RunState, registry: ModelRegistry, model: string): Promise<RunBatchResult> {
   const { o, files, earlier } = run;
   const endpoint = run.endpoint!;
-  const router = await createRouter(o.config, registry, o.logger ?? silent());
+  const results = await openCache(run);
+  const router = await createRouter(o.config, registry, o.logger ?? silent(), process.env, results).catch(async (err) => {
+    await results?.cache.close();
+    throw err;
+  });
   try {
     const lease = await router.acquire(model, o.signal);
-    const backend = lease.backend;
+    const backend = results ? withCacheOptions(lease.backend, { cacheScope: RUNNER_SCOPE }) : lease.backend;
     if (!backend.info.endpoints.includes(endpoint)) {
       throw new InputError(
         `${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})`,
@@ -338,7 +355,31 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
     return result;
   } finally {
     await router.close();
+    await results?.cache.close();
   }
+}
+
+/** The server's embedded result cache (BATCH_DIR/cache/), unless RESULT_CACHE is off (the runner's --no-cache). */
+async function openCache(run: RunState): Promise<BackendCache | undefined> {
+  const { config } = run.o;
+  if (!config.resultCache.enabled) return undefined;
+  const log = run.o.logger ?? silent();
+  // A cache that cannot be opened (BATCH_DIR not writable) costs the run its reuse, not the run.
+  const opened = await openEmbeddedCache(config.batchDir, config.resultCache).catch((err: Error) => {
+    log.warn(
+      { dir: config.batchDir, err: err.message },
+      "the result cache cannot be opened: every request computes (--no-cache says so quietly)",
+    );
+    return undefined;
+  });
+  if (!opened) return undefined;
+  return {
+    ...opened,
+    onOutcome: (outcome) => {
+      if (outcome === "hit" || outcome === "duplicate") run.cached++;
+    },
+    onStoreError: (err) => log.warn({ err }, "the result cache failed a read or a write: the request computed"),
+  };
 }
 
 /** The summary of a run stopped before its requests ran: what the files hold from before. */

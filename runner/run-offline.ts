@@ -83,6 +83,7 @@ export function withArgs(config: Config, args: EngineArgs): Config {
       contextSize: args.contextSize ?? config.engine.contextSize,
     },
     pipeline: { ...config.pipeline, concurrency: args.concurrency ?? config.pipeline.concurrency },
+    resultCache: { ...config.resultCache, enabled: config.resultCache.enabled && !args.noCache },
   };
 }
 
@@ -198,11 +199,12 @@ export function describeSummary(s: RunSummary, view: RunView & { rates: RunRates
   const aborted = s.stopped === "interrupted";
   const head = aborted ? `interrupted after ${done} requests` : `${done} requests`;
   const reused = earlier > 0 ? ` (${earlier} from the earlier run)` : "";
+  const cached = s.cached > 0 ? `, ${s.cached} of this run's answered from the cache` : "";
   const { rates } = view;
   const thisRun = `this run: ${done - earlier} requests in ${formatDuration(rates.seconds)}, ${rates.requestsPerSecond.toFixed(1)} req/s`;
   const unit = s.endpoint ? tokenUnit(tokenKind(s.endpoint)) : "tok/s";
   return [
-    `${head}${reused}${s.endpoint ? ` (${s.endpoint})` : ""} in ${formatDuration(s.seconds)}: ${s.completed} completed, ${s.failed} failed`,
+    `${head}${reused}${s.endpoint ? ` (${s.endpoint})` : ""} in ${formatDuration(s.seconds)}: ${s.completed} completed, ${s.failed} failed${cached}`,
     `tokens: ${s.usage.promptTokens} prompt, ${s.usage.completionTokens} completion (${thisRun}, ${Math.round(rates.tokensPerSecond)} ${unit})`,
     ...(s.price ? [costLine(s.price, view.pool ?? "dedicated", s.seconds, s.usage, was)] : []),
     ...(view.resultFiles === false

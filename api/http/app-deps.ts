@@ -11,6 +11,12 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { SeriesPoint } from "../../metrics/series.js";
 import type { BackendInfo, BackendStats } from "../../openai/backend.js";
 
+/**
+ * Forgets remembered answers: those an owner's requests read (its key's scope; null: the open API's), or with no
+ * owner every one; how many.
+ */
+export type ResultCachePurge = (owner?: string | null) => Promise<number>;
+
 export interface AppDeps {
   config: Pick<Config, "keys" | "host" | "maxFileBytes" | "maxLineBytes" | "batchDir" | "corsOrigins">;
   files: FileStore;
@@ -19,6 +25,8 @@ export interface AppDeps {
   views: BatchViews;
   /** Usage, costs and keys, for admin keys (GET /v1/organization/...). */
   organization?: Organization;
+  /** The result cache's purge (DELETE /v1/cache); absent where the cache is off. */
+  resultCachePurge?: ResultCachePurge;
   /** Dataset jobs (POST /v1/dataset_batches, GET /v1/batches/{id}/table). */
   datasets?: DatasetBatches;
   /** Synchronous requests (POST /v1/chat/completions and the other endpoints); absent where no model is served. */

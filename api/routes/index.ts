@@ -1,6 +1,7 @@
 // The routes behind a key, in the order the app mounts them and the OpenAPI document lists them. The open routes
 // (health, readiness, documentation, the console's files, metrics) are mounted before the key check in app.ts.
 import { batchesRoutes } from "./batches.js";
+import { cacheRoutes } from "./cache.js";
 import { consoleRoutes } from "./console.js";
 import { datasetsRoutes } from "./dataset-jobs.js";
 import { filesRoutes } from "./files.js";
@@ -25,4 +26,5 @@ export const KEYED_ROUTES: readonly RouteModule[] = [
   statusPageRoutes,
   consoleRoutes,
   organizationRoutes,
+  cacheRoutes,
 ];

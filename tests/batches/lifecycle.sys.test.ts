@@ -75,6 +75,8 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "009_worker_url",
       "010_worker_catalogue",
       "011_result_cache",
+      "012_cached_lines",
+      "013_result_cache_blobs",
     ]);
   });
 

@@ -21,7 +21,9 @@ const exec = promisify(execFile);
 let dir: string;
 let srv: FileServer;
 let config: Config;
-const engineEnv = { THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1" };
+// Every line computes: the interruptions below land while lines generate, which answers remembered by an earlier run
+// (the children's BATCH_DIR is the machine's) would not (the runner's cache: tests/runner/runner-cache.int.test.ts).
+const engineEnv = { THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1", RESULT_CACHE: "off" };
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), "obi-runner-"));

@@ -1,0 +1,115 @@
+// The runner's result cache on the generated model: a dataset job run again computes only its changed rows, another
+// output of the same job computes nothing, --no-cache computes everything, and a model file rewritten under the same
+// path is another model (no stale answer).
+import { readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import pino from "pino";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Config, loadConfig } from "../../config/config.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
+import { runFile } from "../../runner/run-file.js";
+import { datasetCli } from "../helpers/dataset-cli.js";
+import { scratchDir } from "../helpers/scratch.js";
+import { readTable } from "../helpers/tables.js";
+
+const scratch = scratchDir("runner-cache");
+let dir: string;
+let model: string;
+let config: Config;
+const ROWS = 50;
+
+beforeAll(async () => {
+  dir = path.dirname(await scratch.write("", "keep"));
+  model = path.join(dir, "model.gguf");
+  await writeGeneratedModel(model, { preset: "tiny", seed: 1 });
+  // The cache beside this test's own BATCH_DIR: no other run's answers.
+  config = loadConfig({ MODEL_PATH: model, BATCH_DIR: dir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" });
+});
+
+const batch = (...argv: string[]) => datasetCli(dir, config, ...argv);
+
+function writeRows(changed: number[] = []) {
+  const rows = Array.from({ length: ROWS }, (_, i) => `${i},${changed.includes(i) ? `changed text ${i}` : `the text of row ${i}`}`);
+  writeFileSync(path.join(dir, "rows.csv"), `id,text\n${rows.join("\n")}\n`);
+}
+
+function writeJob(output: string) {
+  const job = path.join(dir, "label.yaml");
+  writeFileSync(
+    job,
+    ["input: rows.csv", "prompt: 'Label: {{text}}'", "params: { max_tokens: 4, temperature: 0 }", `output: ${output}`].join("\n"),
+  );
+  return job;
+}
+
+/** "…, 49 of this run's answered from the cache" in the summary, or 0 where it says none. */
+const cachedOf = (stdout: string) => Number(/(\d+) of this run's answered from the cache/.exec(stdout)?.[1] ?? 0);
+
+describe("the runner's result cache", () => {
+  it("a dataset job again: unchanged computes nothing, 2% changed computes those rows, another -o nothing, --no-cache all", async () => {
+    writeRows();
+    const first = await batch("--job", writeJob("out.csv"));
+    expect(first.code, first.stderr).toBe(0);
+    expect(cachedOf(first.stdout)).toBe(0);
+    const answers = (await readTable(path.join(dir, "out.csv"))).rows;
+    expect(answers).toHaveLength(ROWS);
+
+    const again = await batch("--job", writeJob("out.csv"), "--overwrite");
+    expect(again.code, again.stderr).toBe(0);
+    expect(cachedOf(again.stdout)).toBe(ROWS);
+    expect((await readTable(path.join(dir, "out.csv"))).rows).toEqual(answers);
+
+    writeRows([7]);
+    const changed = await batch("--job", writeJob("out.csv"), "--overwrite");
+    expect(changed.code, changed.stderr).toBe(0);
+    expect(cachedOf(changed.stdout)).toBe(ROWS - 1);
+
+    const other = await batch("--job", writeJob("other.parquet"));
+    expect(other.code, other.stderr).toBe(0);
+    const computed = /(\d+) requests/.exec(other.stdout);
+    // Joined from the job's record, or run with every answer from the cache: no row computes either way.
+    if (computed) expect(cachedOf(other.stdout)).toBe(Number(computed[1]));
+    expect((await readTable(path.join(dir, "other.parquet"))).rows).toHaveLength(ROWS);
+
+    const off = await batch("--job", writeJob("out.csv"), "--overwrite", "--no-cache");
+    expect(off.code, off.stderr).toBe(0);
+    expect(cachedOf(off.stdout)).toBe(0);
+    expect(off.stdout).toMatch(new RegExp(`${ROWS} requests`));
+  });
+
+  it("a model file rewritten under the same path is another model: its first run answers nothing from the cache", async () => {
+    const input = path.join(dir, "lines.jsonl");
+    const line = (i: number) =>
+      JSON.stringify({
+        custom_id: `r${i}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: "m", messages: [{ role: "user", content: `say ${i}` }], max_tokens: 4, temperature: 0 },
+      });
+    writeFileSync(input, `${[0, 1, 2, 3].map(line).join("\n")}\n`);
+    const opts = { input, output: path.join(dir, "lines.out.jsonl"), errors: path.join(dir, "lines.err.jsonl"), config };
+    const logger = pino({ level: "silent" });
+    expect((await runFile({ ...opts, logger, overwrite: true })).cached).toBe(0);
+    expect((await runFile({ ...opts, logger, overwrite: true })).cached).toBe(4);
+    await writeGeneratedModel(model, { preset: "tiny", seed: 2 });
+    const after = await runFile({ ...opts, logger, overwrite: true });
+    expect(after).toMatchObject({ completed: 4, cached: 0 });
+    expect(readFileSync(opts.output, "utf8").trim().split("\n")).toHaveLength(4);
+    expect((await runFile({ ...opts, logger, overwrite: true })).cached).toBe(4);
+  });
+
+  it("a BATCH_DIR where no cache can be opened (a file) costs the run its reuse, not the run", async () => {
+    const input = path.join(dir, "plain.jsonl");
+    const body = { model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 2, temperature: 0 };
+    writeFileSync(input, `${JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/chat/completions", body })}\n`);
+    const notADir = path.join(dir, "plain.jsonl");
+    const summary = await runFile({
+      input,
+      output: path.join(dir, "plain.out.jsonl"),
+      errors: path.join(dir, "plain.err.jsonl"),
+      config: { ...config, batchDir: notADir },
+      logger: pino({ level: "silent" }),
+    });
+    expect(summary).toMatchObject({ stopped: "done", completed: 1, cached: 0 });
+  });
+});
