@@ -1,0 +1,75 @@
+// A batch file whose lines name a base model and its LoRA adapters: one engine serves them all, so it is admitted
+// as one batch, its lines grouped by model into a copy the batch keeps (each shard one model, each adapter's lines on
+// its own contexts), the client's file untouched. Any other file goes through the admission as it is.
+import { rm, writeFile } from "node:fs/promises";
+import { createInterface } from "node:readline";
+import type { ModelRegistry } from "../backends/registry.js";
+import { newBatchId } from "../domain/ids.js";
+import type { Batch } from "../domain/objects.js";
+import type { CreateBatchInput } from "../domain/ports.js";
+import { planModelShards } from "../pipeline/shards.js";
+import { inDir } from "../stores/in-dir.js";
+import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
+
+/** Where the grouped copy of a batch's input is kept, beside its other objects. */
+const groupedKey = (id: string) => `${id}/input-by-model.jsonl`;
+
+/**
+ * The file's lines grouped by model, in order of first appearance, when they name several models all of one family
+ * (a base and its adapters); undefined otherwise, or when a line is not a request object (validation says so).
+ */
+export async function familyGroups(
+  deps: Pick<ClusterBatchServiceDeps, "blobs" | "registry">,
+  key: string,
+): Promise<Array<{ model: string; lines: string[] }> | undefined> {
+  const registry: ModelRegistry = deps.registry;
+  if (!registry.models.some((m) => m.parent !== undefined)) return undefined;
+  const blob = await deps.blobs.open(key);
+  if (!blob) return undefined;
+  const groups = new Map<string, string[]>();
+  const roots = new Set<string>();
+  for await (const text of createInterface({ input: blob.content, crlfDelay: Number.POSITIVE_INFINITY })) {
+    let model: unknown;
+    try {
+      model = (JSON.parse(text) as { body?: { model?: unknown } })?.body?.model;
+    } catch {
+      blob.content.destroy();
+      return undefined;
+    }
+    const spec = typeof model === "string" ? registry.resolve(model) : undefined;
+    if (!spec) {
+      blob.content.destroy();
+      return undefined;
+    }
+    roots.add(spec.parent ?? spec.name);
+    const group = groups.get(spec.name) ?? groups.set(spec.name, []).get(spec.name)!;
+    group.push(`${text}\n`);
+  }
+  if (groups.size < 2 || roots.size !== 1) return undefined;
+  return [...groups].map(([model, lines]) => ({ model, lines }));
+}
+
+/** Admits the batch over its lines grouped by model; the client's file stays its input_file_id. */
+export async function admitGrouped(
+  deps: ClusterBatchServiceDeps,
+  admission: Admission,
+  input: CreateBatchInput,
+  groups: Array<{ model: string; lines: string[] }>,
+): Promise<Batch> {
+  const id = newBatchId();
+  const key = groupedKey(id);
+  const local = admission.scratchFile();
+  try {
+    await inDir(deps.scratchDir, () => writeFile(local, groups.flatMap((g) => g.lines).join("")));
+    await deps.blobs.putFile(key, local);
+  } finally {
+    await rm(local, { force: true });
+  }
+  const plan = planModelShards(groups, deps.limits.shardSize);
+  try {
+    return await admission.admit({ ...input, id, inputFileId: input.input_file_id, inputKey: key, plan, mixedModels: true });
+  } catch (err) {
+    await deps.blobs.delete(key).catch(() => undefined);
+    throw err;
+  }
+}
