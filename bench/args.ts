@@ -13,6 +13,7 @@ export const PARTS = [
   "distributed",
   "datasets",
   "lanes",
+  "adapters",
 ] as const;
 export type Part = (typeof PARTS)[number];
 

@@ -1,6 +1,8 @@
 // The one table `npm run bench` prints: every measured run, then each goal (docs/performance.md, "How to measure")
 // with its ratio, met or missed, or no result where a side of the ratio did not do the work the other did (a
 // baseline that generated one token is no baseline), and how long each part took.
+
+import type { AdaptersResult } from "./adapters.js";
 import type { DatasetsResult } from "./datasets.js";
 import type { DistributedResult } from "./distributed.js";
 import type { EmbeddingsResult, PrefixResult } from "./engine-extras.js";
@@ -36,6 +38,7 @@ export interface BenchResults {
   embeddings: (EmbeddingsResult & { model: string }) | null;
   datasets?: DatasetsResult | null;
   lanes?: LanesResult | null;
+  adapters?: AdaptersResult | null;
   gpu: { backendLog: string | null; ready: unknown; note: string };
   targets: Target[];
   notes: string[];
@@ -313,6 +316,15 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
     });
   }
   targets.push(...laneTargets(res.lanes));
+  const a = res.adapters;
+  if (a)
+    targets.push({
+      id: "adapters",
+      what: `${a.model}: ${a.lines} lines over ${a.adapters} LoRA adapters interleaved in one batch vs ${a.adapters} batches of one adapter each`,
+      measured: `${a.separateSeconds.toFixed(2)} s / ${a.mixedSeconds.toFixed(2)} s = ${a.ratio.toFixed(2)}x`,
+      goal: ">= 0.85x",
+      met: a.ratio >= 0.85,
+    });
   const d = res.distributed;
   if (d && d.runs.length > 0) {
     const worst = Math.max(...d.runs.map((r) => r.cpuMsPerRequest));

@@ -2,7 +2,6 @@
 // under `adapters` refused naming the field, an adapter that does not fit its base refused at start in one line
 // naming both, and the router holding the base while an adapter is in use (backends that record their lifecycle;
 // tests/engine/lora.int.test.ts and tests/e2e/lora-adapters.int.test.ts run them on real engines).
-import { writeFileSync } from "node:fs";
 import path from "node:path";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
@@ -116,10 +115,10 @@ describe("the router and adapters", () => {
     const events: string[] = [];
     const base: ModelSpec = { name: "base", aliases: [], backend: { kind: "local", path: "/m/base.gguf" } };
     const adapter: ModelSpec = {
-      ...base,
       name: "lora",
+      aliases: [],
       parent: "base",
-      backend: { ...base.backend, adapter: { path: "/m/l.gguf", scale: 1 } },
+      backend: { kind: "local", path: "/m/base.gguf", adapter: { path: "/m/l.gguf", scale: 1 } },
     };
     const fake = (name: string) =>
       ({ info: { model: name }, close: async () => void events.push(`close ${name}`) }) as unknown as InferenceBackend;
@@ -130,8 +129,14 @@ describe("the router and adapters", () => {
       log: () => {},
       factory: {
         footprint: async () => 10,
-        local: async (spec) => (events.push(`load ${spec.name}`), fake(spec.name)),
-        adapter: (spec, over) => (events.push(`adapter ${spec.name} over ${over.info.model}`), fake(spec.name)),
+        local: async (spec) => {
+          events.push(`load ${spec.name}`);
+          return fake(spec.name);
+        },
+        adapter: (spec, over) => {
+          events.push(`adapter ${spec.name} over ${over.info.model}`);
+          return fake(spec.name);
+        },
         upstream: () => {
           throw new Error("none");
         },
