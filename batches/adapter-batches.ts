@@ -14,9 +14,29 @@ import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
 /** Where the grouped copy of a batch's input is kept, beside its other objects. */
 const groupedKey = (id: string) => `${id}/input-by-model.jsonl`;
 
+/** Each line's model as the registry names it; undefined at a line that is not a request naming a served model. */
+async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: string, registry: ModelRegistry) {
+  const blob = await deps.blobs.open(key);
+  if (!blob) return;
+  try {
+    for await (const text of createInterface({ input: blob.content, crlfDelay: Number.POSITIVE_INFINITY })) {
+      let model: unknown;
+      try {
+        model = (JSON.parse(text) as { body?: { model?: unknown } })?.body?.model;
+      } catch {
+        model = undefined;
+      }
+      yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined };
+    }
+  } finally {
+    blob.content.destroy();
+  }
+}
+
 /**
  * The file's lines grouped by model, in order of first appearance, when they name several models all of one family
- * (a base and its adapters); undefined otherwise, or when a line is not a request object (validation says so).
+ * (a base and its adapters); undefined otherwise, or when a line is not a request naming a model (validation says
+ * so). A first pass keeps only the models, so a file of one model is never held in memory.
  */
 export async function familyGroups(
   deps: Pick<ClusterBatchServiceDeps, "blobs" | "registry">,
@@ -24,28 +44,21 @@ export async function familyGroups(
 ): Promise<Array<{ model: string; lines: string[] }> | undefined> {
   const registry: ModelRegistry = deps.registry;
   if (!registry.models.some((m) => m.parent !== undefined)) return undefined;
-  const blob = await deps.blobs.open(key);
-  if (!blob) return undefined;
-  const groups = new Map<string, string[]>();
+  const names = new Set<string>();
   const roots = new Set<string>();
-  for await (const text of createInterface({ input: blob.content, crlfDelay: Number.POSITIVE_INFINITY })) {
-    let model: unknown;
-    try {
-      model = (JSON.parse(text) as { body?: { model?: unknown } })?.body?.model;
-    } catch {
-      blob.content.destroy();
-      return undefined;
-    }
-    const spec = typeof model === "string" ? registry.resolve(model) : undefined;
-    if (!spec) {
-      blob.content.destroy();
-      return undefined;
-    }
+  for await (const { spec } of modelsOf(deps, key, registry)) {
+    if (!spec) return undefined;
+    names.add(spec.name);
     roots.add(spec.parent ?? spec.name);
+    if (roots.size > 1) return undefined;
+  }
+  if (names.size < 2) return undefined;
+  const groups = new Map<string, string[]>();
+  for await (const { text, spec } of modelsOf(deps, key, registry)) {
+    if (!spec) return undefined;
     const group = groups.get(spec.name) ?? groups.set(spec.name, []).get(spec.name)!;
     group.push(`${text}\n`);
   }
-  if (groups.size < 2 || roots.size !== 1) return undefined;
   return [...groups].map(([model, lines]) => ({ model, lines }));
 }
 
