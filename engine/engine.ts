@@ -1,4 +1,5 @@
-// The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
+// The Engine over node-llama-cpp: one model, its generation contexts (up to four) of N sequences in all, a few
+// embedding contexts.
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
