@@ -1,4 +1,8 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 // Three tiers (tests/README.md), named in each file's name as `<name>.<tier>.test.ts`:
 // - unit: neither a model nor a process; seconds;
@@ -8,6 +12,27 @@ import { defineConfig } from "vitest/config";
 // tests/tiers.unit.test.ts fails on a test file with no tier, or a unit file that loads a model or starts a process.
 const TIERS = { unit: "unit", integration: "int", system: "sys" } as const;
 
+const root = path.dirname(fileURLToPath(import.meta.url));
+/** Each file's seconds in a whole run, kept by `OBI_WRITE_DURATIONS=1 npm test` (testkit/timing-reporter.ts). */
+const DURATIONS_FILE = path.join(root, "tests/file-durations.json");
+const durations: Record<string, number> = existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
+
+/**
+ * The longest files start first, so that none begins while the other worker has nothing left to do. Vitest orders
+ * so from its own cache, which a fresh clone (CI's) lacks: there it orders by file size, and a short file that
+ * kills a process a dozen times runs for minutes. A file not yet timed starts first, as vitest's would, unless it
+ * is a unit file (seconds).
+ */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const seconds = (f: TestSpecification) => {
+      const file = path.relative(root, f.moduleId).split(path.sep).join("/");
+      return durations[file] ?? (file.endsWith(".unit.test.ts") ? 0 : 1e9);
+    };
+    return [...files].sort((a, b) => seconds(b) - seconds(a) || a.moduleId.localeCompare(b.moduleId));
+  }
+}
+
 export default defineConfig({
   test: {
     // Each integration file loads a real model; two cores cannot run many at once.
@@ -15,6 +40,9 @@ export default defineConfig({
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     execArgv: ["--expose-gc"],
     testTimeout: 60_000,
+    // Each tier's time and the ten slowest files after every run (testkit/timing-reporter.ts).
+    reporters: ["default", "./testkit/timing-reporter.ts"],
+    sequence: { sequencer: LongestFirst },
     hookTimeout: 60_000,
     projects: Object.entries(TIERS).map(([name, tag]) => ({
       extends: true,

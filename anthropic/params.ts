@@ -1,7 +1,7 @@
 // The Messages API's request (`params` of a Message Batches request), field for field as Anthropic's API and
 // @anthropic-ai/sdk define it. A field Anthropic does not define is refused (unknown_parameter); blocks and
 // tools this deployment cannot serve pass the schema and are refused by name where they are translated
-// (openai/messages.ts), so the error says why rather than "invalid type".
+// (anthropic/messages.ts), so the error says why rather than "invalid type".
 import { z } from "zod";
 
 const cacheControl = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() }).nullish();

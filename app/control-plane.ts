@@ -100,28 +100,43 @@ function shardRuns(kind: "parts" | "in-place", deps: ShardRunDeps & { blobs: Blo
   return (shard) => new InPlaceShardRun(local, shard);
 }
 
-/** The batch service, the status, the maintenance and this process's workers over `state`. */
-export async function buildControlPlane(deps: {
+type PlaneDeps = {
   config: Config;
   models: ModelRouter;
   logger: pino.Logger;
   state: PlaneState;
   metrics?: BatchMetrics & LaneMetrics;
   now?: () => number;
-}): Promise<ControlPlane> {
+};
+
+/** What the plane's parts share: the settings, the state, this process's scratch space, the keys and their quota. */
+interface PlaneBase {
+  config: Config;
+  models: ModelRouter;
+  state: PlaneState;
+  metrics?: BatchMetrics & LaneMetrics;
+  logger: pino.Logger;
+  now: () => number;
+  id: string;
+  scratchDir: string;
+  scratch: ScratchSpace;
+  keys: KeyRing;
+  quota: StorageQuota;
+  /** The state's file records behind the quota. */
+  files: FileRecords;
+  webhooks?: WebhookTargets;
+  newRun: StartShardRun;
+}
+
+function planeBase(deps: PlaneDeps): PlaneBase {
   const { config, models, metrics, state } = deps;
-  const { ports, blobs } = state;
   const { cluster } = config;
-  const now = deps.now ?? unixNow;
   const logger = deps.logger.child({ component: "cluster" });
   const id = processId(config);
   const scratchDir = path.join(config.batchDir, "scratch", id.replace(/[^A-Za-z0-9_.-]/g, "_"));
-  const { batches, queue, workers, events: bus } = ports;
-  const webhooks = webhookTargets(config);
   const keys = new KeyRing(config.keys);
   // Every file stored for a key, whatever made it, is held to the key's storage bound, and so are its uploads' parts.
-  const quota = new StorageQuota({ files: ports.files, limitOf: (owner) => keys.of(owner)?.fileStorageBytes });
-  const files = quota.guard(ports.files);
+  const quota = new StorageQuota({ files: state.ports.files, limitOf: (owner) => keys.of(owner)?.fileStorageBytes });
   // A killed process's scratch folder goes once it is stale: a few leases untouched, and never under a minute.
   const scratch = new ScratchSpace({
     root: path.dirname(scratchDir),
@@ -130,8 +145,8 @@ export async function buildControlPlane(deps: {
     logger,
   });
   const newRun = shardRuns(state.runs ?? "parts", {
-    queue: meteredQueue(queue, metrics, models.registry),
-    blobs,
+    queue: meteredQueue(state.ports.queue, metrics, models.registry),
+    blobs: state.blobs,
     scratchDir,
     checkpointSeconds: cluster.checkpointSeconds,
     leaseSeconds: cluster.leaseSeconds,
@@ -141,30 +156,60 @@ export async function buildControlPlane(deps: {
     logger,
     onStorageFault: (err) => scratch.noteFault(err),
   });
-  // The distributed mode names batches by what the live workers serve; an API server with no models of its own
-  // takes theirs.
-  const served = cluster.databaseUrl
-    ? new ServedModels({
-        registry: models.registry,
-        followWorkers: followsWorkers(config),
-        workers,
-        leaseSeconds: cluster.leaseSeconds,
-        logger,
-      })
-    : undefined;
-  await served?.start();
+  const webhooks = webhookTargets(config);
+  const files = quota.guard(state.ports.files);
+  return {
+    config,
+    models,
+    state,
+    metrics,
+    logger,
+    now: deps.now ?? unixNow,
+    id,
+    scratchDir,
+    scratch,
+    keys,
+    quota,
+    files,
+    webhooks,
+    newRun,
+  };
+}
+
+/**
+ * The distributed mode names batches by what the live workers serve; an API server with no models of its own takes
+ * theirs. The embedded mode has none.
+ */
+async function servedModels(base: PlaneBase): Promise<ServedModels | undefined> {
+  const { cluster } = base.config;
+  if (!cluster.databaseUrl) return undefined;
+  const served = new ServedModels({
+    registry: base.models.registry,
+    followWorkers: followsWorkers(base.config),
+    workers: base.state.ports.workers,
+    leaseSeconds: cluster.leaseSeconds,
+    logger: base.logger,
+  });
+  await served.start();
+  return served;
+}
+
+/** What a client's batch requests reach: the batch service, dataset jobs over it, usage and the console's views. */
+function batchServices(base: PlaneBase, served: ServedModels | undefined) {
+  const { config, models, state, logger, now, metrics, keys, files, scratchDir } = base;
+  const { batches, queue, events } = state.ports;
   const service = new ClusterBatchService({
     limits: {
       maxQueueDepth: config.maxQueueDepth,
       maxRequestsPerBatch: config.maxRequestsPerBatch,
       maxLineBytes: config.maxLineBytes,
-      shardSize: state.shardSize ?? cluster.shardSize,
+      shardSize: state.shardSize ?? config.cluster.shardSize,
     },
-    events: bus,
+    events,
     batches,
     queue,
     files,
-    blobs,
+    blobs: state.blobs,
     registry: models.registry,
     served,
     scratchDir,
@@ -172,7 +217,7 @@ export async function buildControlPlane(deps: {
     now,
     metrics,
     ownInput: state.ownInput,
-    webhooks,
+    webhooks: base.webhooks,
     keys,
     countTokens: (model, text) => models.countTokens(model, text),
   });
@@ -185,94 +230,126 @@ export async function buildControlPlane(deps: {
     sizes: { maxLineBytes: config.maxLineBytes, maxFileBytes: config.maxFileBytes },
   });
   const organization = new ClusterOrganization({ batches, keys, registry: models.registry, now });
-  const inference: SyncInference | undefined =
-    cluster.role === "api"
-      ? undefined
-      : new SyncLanes(models, config.lanes, {
-          accounts: new SyncAccounts({
-            batches,
-            limitOf: (owner, model) => keys.limitOf(owner, model),
-            now,
-            onError: (err) => logger.warn({ err }, "synchronous requests' usage not written yet; retrying"),
-          }),
-          countTokens: (model, text) => models.countTokens(model, text),
-          metrics,
-          atRisk: (model) => maintenance.modelAtRisk(model),
-          logger,
-        });
   const views = new ClusterBatchViews({
     batches,
     queue,
     files,
-    blobs,
+    blobs: state.blobs,
     registry: models.registry,
     now,
     keyIdOf: (owner) => keys.idOf(owner),
   });
-  const uploads = new BlobUploads({
-    blobs,
-    // Its parts were counted as they came: completing them into a file adds nothing.
-    files: ports.files,
-    quota,
-    scratchDir: path.join(scratchDir, "uploads"),
-    maxFileBytes: config.maxFileBytes,
-    now,
+  return { service, datasets, organization, views };
+}
+
+/** Synchronous requests on this process's models, held to each key's limits; an API server (ROLE=api) runs none. */
+function syncInference(base: PlaneBase, atRisk: (model: string) => boolean): SyncInference | undefined {
+  const { config, models, logger, now, keys } = base;
+  if (config.cluster.role === "api") return undefined;
+  return new SyncLanes(models, config.lanes, {
+    accounts: new SyncAccounts({
+      batches: base.state.ports.batches,
+      limitOf: (owner, model) => keys.limitOf(owner, model),
+      now,
+      onError: (err) => logger.warn({ err }, "synchronous requests' usage not written yet; retrying"),
+    }),
+    countTokens: (model, text) => models.countTokens(model, text),
+    metrics: base.metrics,
+    atRisk,
+    logger,
   });
-  const status = new ClusterStatus({
-    workers,
-    events: bus,
+}
+
+function blobUploads(base: PlaneBase): BlobUploads {
+  return new BlobUploads({
+    blobs: base.state.blobs,
+    // Its parts were counted as they came: completing them into a file adds nothing.
+    files: base.state.ports.files,
+    quota: base.quota,
+    scratchDir: path.join(base.scratchDir, "uploads"),
+    maxFileBytes: base.config.maxFileBytes,
+    now: base.now,
+  });
+}
+
+function clusterStatus({ config, state }: PlaneBase): ClusterStatus {
+  return new ClusterStatus({
+    workers: state.ports.workers,
+    events: state.ports.events,
     maxQueueDepth: config.maxQueueDepth,
-    leaseSeconds: cluster.leaseSeconds,
+    leaseSeconds: config.cluster.leaseSeconds,
     preemptCooldownSeconds: config.pools.spot.preemptCooldownSeconds,
     listWorkers: state.workers === undefined,
   });
-  const leader = ports.maintenance(`maintenance:${id}`, cluster.leaseSeconds);
-  const maintenance = new Maintenance({
+}
+
+/** The cluster's housekeeping under one lease: expiry, webhooks, uploads, stale workers, SLA yields. */
+function maintenanceOf(base: PlaneBase, uploads: BlobUploads): Maintenance {
+  const { config, state, id, logger, now, metrics } = base;
+  const { cluster } = config;
+  const leader = state.ports.maintenance(`maintenance:${id}`, cluster.leaseSeconds);
+  return new Maintenance({
     ...leader,
-    events: bus,
-    blobs,
-    newRun,
+    events: state.ports.events,
+    blobs: state.blobs,
+    newRun: base.newRun,
     leaseSeconds: cluster.leaseSeconds,
     id: `maintenance:${id}`,
     collectIntervalSeconds: config.collectIntervalSeconds,
     expirySeconds: config.fileExpirySeconds,
-    webhooks,
+    webhooks: base.webhooks,
     webhookRetrySeconds: config.webhooks.retrySeconds,
     uploads,
-    workers,
+    workers: state.ports.workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
     ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
-    reads: queue,
+    reads: state.ports.queue,
     logger,
     now,
     metrics,
   });
-  const stops = new StopWatch({
-    batches,
-    events: bus,
+}
+
+function stopWatch({ state, models, keys, metrics, logger }: PlaneBase): StopWatch {
+  return new StopWatch({
+    batches: state.ports.batches,
+    events: state.ports.events,
     registry: models.registry,
     defaults: (owner) => keys.of(owner)?.stopRules ?? {},
     metrics,
     logger,
   });
-  const specs = state.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
-  // Only a process that answers synchronous requests (not ROLE=api) is named to the API servers.
-  let advertised: string | null = cluster.workerUrl || null;
-  const pool = specs.map(
+}
+
+/** This process's workers: the state's list where it names them (embedded), else one by the settings, none for ROLE=api. */
+function workerSpecs({ config, state, id }: PlaneBase) {
+  const { cluster } = config;
+  return state.workers ?? (cluster.role === "api" ? [] : [{ id, pool: cluster.workerPool, capacity: cluster.workerCapacity }]);
+}
+
+function newWorkers(
+  base: PlaneBase,
+  specs: ReturnType<typeof workerSpecs>,
+  stops: StopWatch,
+  advertised: () => string | null,
+): ClusterWorker[] {
+  const { config, models, state, logger, now, metrics, keys } = base;
+  const { queue, batches, workers, events } = state.ports;
+  return specs.map(
     (w) =>
       new ClusterWorker({
         id: w.id,
         pool: w.pool,
         capacity: w.capacity,
         serves: w.serves,
-        url: () => advertised,
+        url: advertised,
         queue,
         batches,
         workers,
-        events: bus,
+        events,
         models,
-        newRun,
-        leaseSeconds: cluster.leaseSeconds,
+        newRun: base.newRun,
+        leaseSeconds: config.cluster.leaseSeconds,
         urgentSeconds: config.slaUrgentSeconds,
         weights: keys.weights(),
         cancelGraceSeconds: config.cancelGraceSeconds,
@@ -284,7 +361,13 @@ export async function buildControlPlane(deps: {
         metrics,
       }),
   );
-  const events = ports.subscribe((e) => {
+}
+
+/** Workers and maintenance hear the state's events; the scratch space, the maintenance and the workers start. */
+async function startParts(base: PlaneBase, pool: ClusterWorker[], maintenance: Maintenance, specs: ReturnType<typeof workerSpecs>) {
+  const { config, state, scratch, logger } = base;
+  const { cluster } = config;
+  const events = state.ports.subscribe((e) => {
     for (const w of pool) w.onEvent(e);
     if ((e.type === "shard_done" || e.type === "stop") && maintenance.leader) void maintenance.tick();
   });
@@ -300,6 +383,27 @@ export async function buildControlPlane(deps: {
     },
     "control plane ready",
   );
+  return events;
+}
+
+/** The batch service, the status, the maintenance and this process's workers over `state`. */
+export async function buildControlPlane(deps: PlaneDeps): Promise<ControlPlane> {
+  const base = planeBase(deps);
+  const { config, models, state, scratch, files } = base;
+  const { cluster } = config;
+  const { ports, blobs } = state;
+  const served = await servedModels(base);
+  const { service, datasets, organization, views } = batchServices(base, served);
+  const inference = syncInference(base, (model) => maintenance.modelAtRisk(model));
+  const uploads = blobUploads(base);
+  const status = clusterStatus(base);
+  const maintenance = maintenanceOf(base, uploads);
+  const stops = stopWatch(base);
+  const specs = workerSpecs(base);
+  // Only a process that answers synchronous requests (not ROLE=api) is named to the API servers.
+  let advertised: string | null = cluster.workerUrl || null;
+  const pool = newWorkers(base, specs, stops, () => advertised);
+  const events = await startParts(base, pool, maintenance, specs);
   let closed: Promise<void> | undefined;
   let drained: Promise<void> | undefined;
   const drain = (opts: { graceMs: number }) => {
@@ -317,7 +421,9 @@ export async function buildControlPlane(deps: {
     status,
     inference,
     syncTargets:
-      cluster.role === "api" ? new WorkerTargets({ registry: models.registry, workers, leaseSeconds: cluster.leaseSeconds }) : undefined,
+      cluster.role === "api"
+        ? new WorkerTargets({ registry: models.registry, workers: ports.workers, leaseSeconds: cluster.leaseSeconds })
+        : undefined,
     worker: pool[0],
     maintenance,
     drain,
@@ -330,7 +436,7 @@ export async function buildControlPlane(deps: {
       await ports.ping();
       await blobs.ping();
     },
-    totals: () => batches.totals(),
+    totals: () => ports.batches.totals(),
     storage: () => scratch.state,
     storageFault: (err) => void scratch.noteFault(err),
     close(opts = { graceMs: CLOSE_GRACE_MS }) {

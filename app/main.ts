@@ -15,7 +15,23 @@ import { StartupStatus } from "./starting.js";
 /** Beyond the drain and checkpoint: flushing state and releasing the model. */
 const SHUTDOWN_SLACK_MS = 15_000;
 
+type ServerCommand = ReturnType<typeof parseServerArgs>;
+type Service = Awaited<ReturnType<typeof buildService>>;
+type OnStop = (signal: NodeJS.Signals, again: boolean) => void;
+
 async function main() {
+  const command = readCommand();
+  if (!command) return;
+  const config = configOrExit();
+  const logger = createLogger(config.logLevel);
+  if (command.kind === "migrate" || command.kind === "migrate-down") return await migrate(config, logger, command);
+  logKeys(config, logger);
+  if (command.kind === "fetch-models") return await fetchModels(config, logger);
+  await serve(config, logger);
+}
+
+/** The command line's command; a usage error exits 2, and --help prints the settings and flags (null: done). */
+function readCommand(): Exclude<ServerCommand, { kind: "usage" | "help" }> | null {
   const command = parseServerArgs(
     process.argv.slice(2),
     eachSetting().map((s) => s.setting.env),
@@ -26,12 +42,17 @@ async function main() {
   }
   if (command.kind === "help") {
     console.log(`${settingsHelp()}\n\n${SERVER_FLAGS_HELP}`);
-    return;
+    return null;
   }
-  let config: ReturnType<typeof loadConfig>;
+  return command;
+}
+
+/** The settings, validated; a bad one exits 1 with one line naming it. */
+function configOrExit(): Config {
   try {
-    config = loadConfig();
+    const config = loadConfig();
     checkPaths(config);
+    return config;
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`offline-batch-inference: ${err.message}`);
@@ -39,25 +60,30 @@ async function main() {
     }
     throw err;
   }
-  const logger = createLogger(config.logLevel);
-  if (command.kind === "migrate" || command.kind === "migrate-down") {
-    // The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false), or its
-    // reverse before going back to an older release.
-    if (!config.cluster.databaseUrl) {
-      console.error("offline-batch-inference: --migrate needs DATABASE_URL (the one-process mode has no schema)");
-      process.exit(1);
-    }
-    const target = command.kind === "migrate-down" ? command.target : undefined;
-    try {
-      const done = await migrateSchema(config.cluster.databaseUrl, logger, target);
-      if (target === undefined) logger.info({ applied: done }, done.length > 0 ? "migrations applied" : "the schema is current");
-      else logger.info({ reverted: done, to: target }, done.length > 0 ? "migrations reverted" : "nothing newer to revert");
-    } catch (err) {
-      console.error(`offline-batch-inference: ${(err as Error).message}`);
-      process.exit(1);
-    }
-    return;
+}
+
+/**
+ * The migration job (Kubernetes runs it before the processes, which then start with MIGRATE=false), or its reverse
+ * before going back to an older release.
+ */
+async function migrate(config: Config, logger: pino.Logger, command: Extract<ServerCommand, { kind: "migrate" | "migrate-down" }>) {
+  if (!config.cluster.databaseUrl) {
+    console.error("offline-batch-inference: --migrate needs DATABASE_URL (the one-process mode has no schema)");
+    process.exit(1);
   }
+  const target = command.kind === "migrate-down" ? command.target : undefined;
+  try {
+    const done = await migrateSchema(config.cluster.databaseUrl, logger, target);
+    if (target === undefined) logger.info({ applied: done }, done.length > 0 ? "migrations applied" : "the schema is current");
+    else logger.info({ reverted: done, to: target }, done.length > 0 ? "migrations reverted" : "nothing newer to revert");
+  } catch (err) {
+    console.error(`offline-batch-inference: ${(err as Error).message}`);
+    process.exit(1);
+  }
+}
+
+/** Whether the API asks for keys, said at the start: an open API is warned of. */
+function logKeys(config: Config, logger: pino.Logger) {
   if (config.keys.length === 0) {
     logger.warn(
       isLoopback(config.host)
@@ -68,10 +94,13 @@ async function main() {
     const admins = config.keys.filter((k) => k.admin).map((k) => k.id);
     logger.info({ keys: config.keys.length, admins }, "API key authentication on");
   }
-  if (command.kind === "fetch-models") return await fetchModels(config, logger);
+}
+
+/** Listens at once, answering `starting` while the service is built, then serves it until a stop signal. */
+async function serve(config: Config, logger: pino.Logger) {
   // A stop during the start (a model load of minutes) ends the process at once: nothing runs yet to drain or
   // checkpoint (and node as a container's pid 1 would otherwise ignore SIGTERM until the load ends).
-  let running: ((signal: NodeJS.Signals, again: boolean) => void) | undefined;
+  let running: OnStop | undefined;
   onStopSignals((signal, again) => {
     if (running) return running(signal, again);
     logger.info({ signal }, "stopped while starting: exiting");
@@ -91,6 +120,12 @@ async function main() {
   server.off("request", status.answer);
   server.on("request", service.app);
   logger.info({ host: config.host, port, batchDir: config.batchDir }, `listening on http://${config.host}:${port} (docs at /docs)`);
+  advertise(config, logger, service, port);
+  running = stopping(config, logger, server, service);
+}
+
+/** Tells the API servers where this process's workers take synchronous requests, warning where only this machine can reach it. */
+function advertise(config: Config, logger: pino.Logger, service: Service, port: number) {
   const advertised = `http://${reachableHost(config.host)}:${port}`;
   service.controlPlane.advertise(advertised);
   const { cluster } = config;
@@ -99,8 +134,11 @@ async function main() {
       { advertised },
       `this worker tells the API servers to send it synchronous requests at ${advertised}: only those on this machine can; on several machines set HOST=0.0.0.0 (API_KEYS makes it the default) or WORKER_URL`,
     );
+}
 
-  running = (signal, again) => {
+/** What a stop signal does once the service runs: drain (SIGTERM), then shut down; a second signal exits at once. */
+function stopping(config: Config, logger: pino.Logger, server: Server, service: Service): OnStop {
+  return (signal, again) => {
     const code = 128 + (os.constants.signals[signal] ?? 15);
     if (again) {
       // State files are only ever replaced by rename and result lines are whole single writes, so
@@ -124,32 +162,33 @@ async function main() {
         { signal, grace_seconds: config.shutdownGraceSeconds },
         "shutting down: no new connections or batches, requests in flight may finish, then running batches are checkpointed (a second signal exits at once)",
       );
-      stop(graceMs);
+      shutDown(logger, server, service, graceMs);
     }, drainMs);
   };
+}
 
-  function stop(graceMs: number) {
-    server.close();
-    server.closeIdleConnections?.();
-    // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
-    setTimeout(
-      () => {
-        logger.error("shutdown did not finish in time: exiting");
-        process.exit(1);
-      },
-      2 * graceMs + SHUTDOWN_SLACK_MS,
-    ).unref();
-    service
-      .close({ graceMs })
-      .then(() => {
-        logger.info("shutdown complete");
-        process.exit(0);
-      })
-      .catch((err) => {
-        logger.error({ err }, "shutdown failed");
-        process.exit(1);
-      });
-  }
+/** Closes the server and the service, and exits: 0 once closed, 1 on a failure or past the bound. */
+function shutDown(logger: pino.Logger, server: Server, service: Service, graceMs: number) {
+  server.close();
+  server.closeIdleConnections?.();
+  // Whatever hangs (a stuck disk, the native engine), the process still ends in bounded time.
+  setTimeout(
+    () => {
+      logger.error("shutdown did not finish in time: exiting");
+      process.exit(1);
+    },
+    2 * graceMs + SHUTDOWN_SLACK_MS,
+  ).unref();
+  service
+    .close({ graceMs })
+    .then(() => {
+      logger.info("shutdown complete");
+      process.exit(0);
+    })
+    .catch((err) => {
+      logger.error({ err }, "shutdown failed");
+      process.exit(1);
+    });
 }
 
 /** The HTTP server, listening with its limits, its answers `starting` until the service takes them over; or exit 1 with one line. */

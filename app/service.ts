@@ -62,20 +62,7 @@ export async function buildService(config: Config, logger: pino.Logger, options:
 async function compose(config: Config, logger: pino.Logger, options: ServiceOptions, unlock: () => void): Promise<Service> {
   const { openState = defaultState, beforeWork } = options;
   const apiOnly = config.cluster.role === "api";
-  // An API server runs no model, so what loading one would warn about (a generated model) is not its concern; one
-  // given no models at all takes its workers' (batches/served-models.ts).
-  const registry = followsWorkers(config)
-    ? new ModelRegistry([])
-    : await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {
-        fetch: !apiOnly,
-        onDownload: options.onDownload,
-      });
-  const models = await createRouter(config, registry, logger);
-  for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
-    logger.warn(
-      { ...over, maxLineBytes: config.maxLineBytes },
-      "a full-context prompt of this model may be longer than MAX_LINE_BYTES: such a request or batch line is refused; raise MAX_LINE_BYTES",
-    );
+  const { registry, models } = await openModels(config, logger, options);
   // Each process of the distributed mode labels its samples, so a sum over them keeps who counted what.
   const metrics = createMetrics(config.cluster.databaseUrl ? { labels: { process: processId(config) } } : {});
   let backend: InferenceBackend | undefined;
@@ -94,25 +81,9 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
     throw err;
   }
   watchModelBackends(metrics, models);
-  const { status, maintenance } = controlPlane;
-  metrics.watch({
-    queueStats: () => status.queueStats(),
-    poolStatus: () => status.poolStatus(),
-    leader: () => maintenance.leader,
-    totals: () => controlPlane.totals(),
-    keyName: (owner) => controlPlane.organization.keyId(owner) ?? "-",
-    enqueued: async () => {
-      const keys = await controlPlane.organization.keys();
-      return keys.flatMap((k) => Object.entries(k.enqueued_tokens).map(([model, tokens]) => ({ key: k.id, model, tokens })));
-    },
-  });
   const plane = controlPlane;
-  const series = new Series({
-    totals: () => metrics.totals(),
-    queueDepth: async () => (await plane.status.queueStats()).depth,
-    pools: () => Promise.resolve(plane.status.poolStatus()),
-  });
-  series.start();
+  watchPlane(metrics, plane);
+  const series = startSeries(metrics, plane);
   let draining = false;
   const app = createApp({
     config,
@@ -158,6 +129,54 @@ async function compose(config: Config, logger: pino.Logger, options: ServiceOpti
       return closed;
     },
   };
+}
+
+/**
+ * The model registry and its router. An API server runs no model, so what loading one would warn about (a generated
+ * model) is not its concern; one given no models at all takes its workers' (batches/served-models.ts).
+ */
+async function openModels(config: Config, logger: pino.Logger, options: ServiceOptions) {
+  const apiOnly = config.cluster.role === "api";
+  const registry = followsWorkers(config)
+    ? new ModelRegistry([])
+    : await loadRegistry(config, apiOnly ? logger.child({}, { level: "error" }) : logger, {
+        fetch: !apiOnly,
+        onDownload: options.onDownload,
+      });
+  const models = await createRouter(config, registry, logger);
+  for (const over of promptsOverLimit(registry, config.engine.contextSize, config.maxLineBytes))
+    logger.warn(
+      { ...over, maxLineBytes: config.maxLineBytes },
+      "a full-context prompt of this model may be longer than MAX_LINE_BYTES: such a request or batch line is refused; raise MAX_LINE_BYTES",
+    );
+  return { registry, models };
+}
+
+/** /metrics reads the control plane's queue, pools, leadership, totals and keys at scrape time. */
+function watchPlane(metrics: Metrics, plane: ControlPlane): void {
+  const { status, maintenance } = plane;
+  metrics.watch({
+    queueStats: () => status.queueStats(),
+    poolStatus: () => status.poolStatus(),
+    leader: () => maintenance.leader,
+    totals: () => plane.totals(),
+    keyName: (owner) => plane.organization.keyId(owner) ?? "-",
+    enqueued: async () => {
+      const keys = await plane.organization.keys();
+      return keys.flatMap((k) => Object.entries(k.enqueued_tokens).map(([model, tokens]) => ({ key: k.id, model, tokens })));
+    },
+  });
+}
+
+/** The recent history of totals, queue depth and pools the console draws, sampled from now on. */
+function startSeries(metrics: Metrics, plane: ControlPlane): Series {
+  const series = new Series({
+    totals: () => metrics.totals(),
+    queueDepth: async () => (await plane.status.queueStats()).depth,
+    pools: () => Promise.resolve(plane.status.poolStatus()),
+  });
+  series.start();
+  return series;
 }
 
 /** The primary model is up before the service says it is ready; the others come up when a batch needs them. */

@@ -4,6 +4,7 @@
 // downloaded into MODELS_DIR here, at start, before anything loads it.
 import { readFile } from "node:fs/promises";
 import type pino from "pino";
+import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
 import { LlamaBackend } from "../engine/adapter/openai-backend.js";
@@ -14,7 +15,8 @@ import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
 import { loraMismatch } from "../engine/load/lora-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
-import { overChat } from "../openai/over-chat.js";
+import type { InferenceBackend } from "../openai/backend.js";
+import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
 import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
@@ -26,6 +28,9 @@ const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm star
 
 /** Share of VRAM (with a GPU) or RAM local models may take together when MODEL_MEMORY_MB is not set. */
 export const DEFAULT_MODEL_MEMORY_SHARE = 0.75;
+
+/** Responses and Anthropic's Messages lines run over a backend's chat endpoint, where it does not serve them itself. */
+const servedOverChat = (backend: InferenceBackend) => overChat(backend, [RESPONSES_DIALECT, MESSAGES_DIALECT]);
 
 type BackendConfig = Pick<Config, "modelPath" | "modelsFile" | "modelMemoryMb" | "modelIdleSeconds" | "engine">;
 type FetchConfig = Pick<Config, "modelsDir" | "hfEndpoint" | "hfToken">;
@@ -199,8 +204,7 @@ export async function createRouter(
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
         engines.set(spec.name, engine);
-        // Responses lines run over the backend's chat endpoint.
-        const backend = overChat(new LlamaBackend(engine, spec.name));
+        const backend = servedOverChat(new LlamaBackend(engine, spec.name));
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },
@@ -208,11 +212,13 @@ export async function createRouter(
         const engine = engines.get(spec.parent!);
         const adapter = spec.backend.adapter!;
         if (!engine?.withAdapter) throw new Error(`its base '${spec.parent}' is not loaded here`);
-        return overChat(new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name));
+        return servedOverChat(
+          new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
+        );
       },
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;
-        const backend = overChat(
+        const backend = servedOverChat(
           new UpstreamBackend({
             name: spec.name,
             baseUrls: u.baseUrls,

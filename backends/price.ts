@@ -3,6 +3,7 @@
 // for a batch's `cost`, /metrics and the runner's summary.
 import { z } from "zod";
 import { strictObject } from "../config/known-keys.js";
+import type { Lane } from "../openai/backend.js";
 
 const money = z.number().min(0);
 
@@ -75,7 +76,7 @@ export interface Work {
  * What `work` in `pool` costs; a pool-hour price needs the pool (null: no slot was held, so nothing is owed). Batch
  * work (batch lines, flex requests) takes a token price's batch discount; interactive work pays the whole.
  */
-export function costOf(price: Price, pool: "spot" | "dedicated" | null, work: Work, lane: "batch" | "interactive" = "batch"): number {
+export function costOf(price: Price, pool: "spot" | "dedicated" | null, work: Work, lane: Lane = "batch"): number {
   if (price.basis === "pool_hours") {
     if (pool === null) return 0;
     return (work.seconds / 3600) * (pool === "spot" ? price.spotPerHour : price.dedicatedPerHour);

@@ -83,6 +83,18 @@ export interface AdmitInput extends Omit<CreateBatchInput, "input_file_id"> {
   plan?: ShardPlan[];
 }
 
+type Validation = Awaited<ReturnType<typeof validateBatchFile>>;
+
+/** A spend limit needs a price: a batch whose model has none cannot take metadata.max_cost. */
+function checkCostKnown(rules: ReturnType<typeof stopRulesOf>, batch: Batch, registry: ModelRegistry): void {
+  if (rules.maxCost !== undefined && batch.model && !registry.get(batch.model)?.price)
+    throw new InvalidRequestError(
+      `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
+      "invalid_metadata",
+      "metadata.max_cost",
+    );
+}
+
 export class Admission {
   private closing = false;
 
@@ -100,16 +112,9 @@ export class Admission {
 
   /** Validates, plans and records the batch; a refusal (a full queue, a failing store) leaves none of it behind. */
   async admit(input: AdmitInput): Promise<Batch> {
-    const { limits, batches, logger, now } = this.deps;
-    const windowSeconds = parseCompletionWindow(input.completion_window);
-    const rules = stopRulesOf(input.metadata);
-    const defaults = input.default_params && Object.keys(input.default_params).length > 0 ? input.default_params : undefined;
-    const endpoint = servedEndpoint(input.endpoint);
-    if (defaults) checkDefaultParams(endpoint, defaults);
-    this.checkOpen();
-    const full = await this.queueRefusal(input.owner);
-    if (full) throw full;
-    const registry = (await this.deps.served?.forBatch()) ?? this.deps.registry;
+    const { limits, now } = this.deps;
+    const ask = await this.preflight(input);
+    const { endpoint, defaults, registry } = ask;
     // The input is read once, validated as it streams in. It is kept in scratch space only when the batch may
     // need splitting into shards, which takes a second pass to find the boundaries.
     const blob = await this.deps.blobs.open(input.inputKey);
@@ -132,86 +137,133 @@ export class Admission {
       // The storage failing to deliver the input is the storage's fault, not a fault of the file.
       if (readError) throw readError;
       const id = input.id ?? newBatchId();
-      const batch = newBatchObject({ id, ...input, created: now(), windowSeconds, validation: v, registry });
+      const batch = newBatchObject({ id, ...input, created: now(), windowSeconds: ask.windowSeconds, validation: v, registry });
       // The model's defaults go under the lines' and the batch's, for the parameters this endpoint takes.
       const fromModel = modelDefaults ? defaultsFor(endpoint, batch.model ? registry.get(batch.model)?.defaults : undefined) : {};
       const applied = { ...fromModel, ...defaults };
-      if (local && Object.keys(fromModel).length > 0 && batch.status === "validating") {
-        const again = this.scratchFile();
-        try {
-          await this.download(createReadStream(local), again, fromModel);
-        } finally {
-          await rm(local, { force: true });
-          local = again;
-        }
-      }
+      if (local && Object.keys(fromModel).length > 0 && batch.status === "validating") local = await this.rewrite(local, fromModel);
       if (Object.keys(applied).length > 0) batch.default_params = applied;
-      if (rules.maxCost !== undefined && batch.model && !registry.get(batch.model)?.price)
-        throw new InvalidRequestError(
-          `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
-          "invalid_metadata",
-          "metadata.max_cost",
-        );
-      // Without a local copy every request fits one shard (a batch holds at most MAX_REQUESTS_PER_BATCH).
-      const shardSize = limits.shardSize;
-      const shards =
-        batch.status !== "validating"
-          ? []
-          : input.plan
-            ? input.plan
-            : local && v.total > shardSize
-              ? await planShards(local, shardSize)
-              : [oneShard({ total: v.total, bytes: batch.default_params && local ? (await stat(local)).size : blob.size })];
-      const own = this.deps.ownInput || batch.default_params !== undefined;
-      const inputKey = own ? batchKeys(id).input : input.inputKey;
-      // A batch refused from here on (a full queue, a full or failing disk) leaves none of its parts behind.
-      const refuse = async (err: unknown) => {
-        if (own) await this.deps.blobs.deletePrefix(`${id}/`).catch(() => undefined);
-        return err;
-      };
-      let admitted: boolean;
-      try {
-        if (batch.default_params && local) await this.deps.blobs.putFile(inputKey, local);
-        else if (this.deps.ownInput && (await this.deps.blobs.copy(input.inputKey, inputKey)) === undefined)
-          throw new NotFoundError("file", input.inputFileId, "input_file_id");
-        const record = (shards: ShardPlan[], limited: boolean) =>
-          batches.insert({
-            batch,
-            owner: input.owner,
-            inputKey,
-            outputExpiresAfter: input.output_expires_after,
-            shards,
-            maxQueued: limits.maxQueueDepth,
-            webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
-            ...(limited
-              ? batchLimits(v.enqueuedTokens ?? {}, v.model, input.owner, registry, this.deps.keys?.limitOf.bind(this.deps.keys))
-              : {}),
-          });
-        try {
-          admitted = await record(shards, batch.status === "validating");
-        } catch (err) {
-          if (!(err instanceof TokenLimitReached)) throw err;
-          // As OpenAI ends a batch over its organization's limit: failed, with nothing run.
-          failOverLimit(batch, err, this.deps.keys?.idOf(input.owner) ?? null, now());
-          shards.length = 0;
-          admitted = await record([], false);
-        }
-      } catch (err) {
-        throw await refuse(err);
-      }
-      // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
-      if (!admitted) throw await refuse((await this.queueRefusal(input.owner)) ?? queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS));
-      if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
-      else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
-      logger.info(
-        { batch_id: id, status: batch.status, total: v.total, shards: shards.length, errors: v.errorCount, deadline_at: batch.deadline_at },
-        batch.status === "validating" ? "batch accepted and queued" : "batch failed validation",
-      );
+      checkCostKnown(ask.rules, batch, registry);
+      const shards = await this.shardsOf(batch, input, v.total, local, blob.size);
+      await this.record({ input, batch, shards, local, validation: v, registry });
+      await this.announce(batch, v, shards.length);
       return batch;
     } finally {
       blob.content.destroy();
       if (local) await rm(local, { force: true });
     }
+  }
+
+  /** What is checked before the input is read: the create's fields, that this process takes batches, the queue's room. */
+  private async preflight(input: AdmitInput) {
+    const windowSeconds = parseCompletionWindow(input.completion_window);
+    const rules = stopRulesOf(input.metadata);
+    const defaults = input.default_params && Object.keys(input.default_params).length > 0 ? input.default_params : undefined;
+    const endpoint = servedEndpoint(input.endpoint);
+    if (defaults) checkDefaultParams(endpoint, defaults);
+    this.checkOpen();
+    const full = await this.queueRefusal(input.owner);
+    if (full) throw full;
+    const registry = (await this.deps.served?.forBatch()) ?? this.deps.registry;
+    return { windowSeconds, rules, defaults, endpoint, registry };
+  }
+
+  /** The local copy again with the model's defaults under each line's body; the first copy goes, whatever happens. */
+  private async rewrite(local: string, defaults: Record<string, unknown>): Promise<string> {
+    const again = this.scratchFile();
+    try {
+      await this.download(createReadStream(local), again, defaults);
+    } catch (err) {
+      await rm(again, { force: true });
+      throw err;
+    } finally {
+      await rm(local, { force: true });
+    }
+    return again;
+  }
+
+  /** Its shards: none for a batch that failed validation, the plan given, else cut from the local copy by SHARD_SIZE. */
+  private async shardsOf(
+    batch: Batch,
+    input: AdmitInput,
+    total: number,
+    local: string | undefined,
+    blobSize: number,
+  ): Promise<ShardPlan[]> {
+    // Without a local copy every request fits one shard (a batch holds at most MAX_REQUESTS_PER_BATCH).
+    const shardSize = this.deps.limits.shardSize;
+    if (batch.status !== "validating") return [];
+    if (input.plan) return input.plan;
+    if (local && total > shardSize) return await planShards(local, shardSize);
+    return [oneShard({ total, bytes: batch.default_params && local ? (await stat(local)).size : blobSize })];
+  }
+
+  /**
+   * Stores the batch's own input where it keeps one, and records the batch with its shards against the queue's depth
+   * and the key's limits (over them: the batch ends failed, its shards emptied). A refusal removes what was stored.
+   */
+  private async record(a: {
+    input: AdmitInput;
+    batch: Batch;
+    shards: ShardPlan[];
+    local: string | undefined;
+    validation: Validation;
+    registry: ModelRegistry;
+  }): Promise<void> {
+    const { input, batch, shards, local } = a;
+    const { blobs, now } = this.deps;
+    const own = this.deps.ownInput || batch.default_params !== undefined;
+    const inputKey = own ? batchKeys(batch.id).input : input.inputKey;
+    // A batch refused from here on (a full queue, a full or failing disk) leaves none of its parts behind.
+    const refuse = async (err: unknown) => {
+      if (own) await blobs.deletePrefix(`${batch.id}/`).catch(() => undefined);
+      return err;
+    };
+    let admitted: boolean;
+    try {
+      if (batch.default_params && local) await blobs.putFile(inputKey, local);
+      else if (this.deps.ownInput && (await blobs.copy(input.inputKey, inputKey)) === undefined)
+        throw new NotFoundError("file", input.inputFileId, "input_file_id");
+      const insert = (shards: ShardPlan[], limited: boolean) =>
+        this.deps.batches.insert({
+          batch,
+          owner: input.owner,
+          inputKey,
+          outputExpiresAfter: input.output_expires_after,
+          shards,
+          maxQueued: this.deps.limits.maxQueueDepth,
+          webhook: webhookEvent(batch, input.owner, this.deps.webhooks, now()) ?? null,
+          ...(limited ? this.keyLimits(a.validation, input.owner, a.registry) : {}),
+        });
+      try {
+        admitted = await insert(shards, batch.status === "validating");
+      } catch (err) {
+        if (!(err instanceof TokenLimitReached)) throw err;
+        // As OpenAI ends a batch over its organization's limit: failed, with nothing run.
+        failOverLimit(batch, err, this.deps.keys?.idOf(input.owner) ?? null, now());
+        shards.length = 0;
+        admitted = await insert([], false);
+      }
+    } catch (err) {
+      throw await refuse(err);
+    }
+    // Checked before the work above (a cheap early answer) and again here, atomically across API servers.
+    if (!admitted) throw await refuse((await this.queueRefusal(input.owner)) ?? queueFull(QUEUE_FULL_RETRY_AFTER_SECONDS));
+  }
+
+  /** The key's enqueued-token limits the batch is recorded against. */
+  private keyLimits(v: Validation, owner: Owner, registry: ModelRegistry) {
+    return batchLimits(v.enqueuedTokens ?? {}, v.model, owner, registry, this.deps.keys?.limitOf.bind(this.deps.keys));
+  }
+
+  /** A recorded batch: the workers are told there is work (a failed one is counted as ended), and the log says which. */
+  private async announce(batch: Batch, v: Validation, shards: number): Promise<void> {
+    if (batch.status === "failed") this.deps.metrics?.batchEnded(batch);
+    else await this.deps.events.publish({ type: "work" }).catch(() => undefined);
+    this.deps.logger.info(
+      { batch_id: batch.id, status: batch.status, total: v.total, shards, errors: v.errorCount, deadline_at: batch.deadline_at },
+      batch.status === "validating" ? "batch accepted and queued" : "batch failed validation",
+    );
   }
 
   /** The refusal (429 queue_full) of a batch the queue has no room for: full, or its key holding its share. */

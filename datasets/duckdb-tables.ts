@@ -89,7 +89,31 @@ export async function warmUp(): Promise<void> {
   }
 }
 
+/** One open adapter: its database, the connection its statements run on, and the views its inputs read. */
+interface Duck {
+  db: DuckDBInstance;
+  admin: DuckDBConnection;
+  opts: DuckTablesOptions;
+  views: number;
+  /** The view each opened input reads, and how a fault reading it is told (its where's, on a server). */
+  opened: WeakMap<TableInput, { view: string; fault: (err: unknown) => never }>;
+}
+
 export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
+  const duck: Duck = { ...(await openDatabase(opts)), opts, views: 0, opened: new WeakMap() };
+  return {
+    open: (spec) => openInput(duck, spec),
+    write: (input, spec) => writeTable(duck, input, spec),
+    outputTypes,
+    async close() {
+      duck.admin.closeSync();
+      duck.db.closeSync();
+    },
+  };
+}
+
+/** The in-memory database with its bounds, and, for a server's clients, confined to the temp folder and locked so. */
+async function openDatabase(opts: DuckTablesOptions) {
   const db = await DuckDBInstance.create(":memory:", {
     memory_limit: opts.memoryLimit ?? "256MB",
     threads: "1",
@@ -111,133 +135,135 @@ export async function openDuckTables(opts: DuckTablesOptions): Promise<Tables> {
     await admin.run("SET enable_external_access = false");
     await admin.run("SET lock_configuration = true");
   }
-  let views = 0;
-  /** The view each opened input reads, and how a fault reading it is told (its where's, on a server). */
-  const opened = new WeakMap<TableInput, { view: string; fault: (err: unknown) => never }>();
+  return { db, admin };
+}
 
-  async function open(spec: InputSpec): Promise<TableInput> {
-    const { files, format } = await resolveFiles(admin, spec.input);
-    const clientSql = opts.confine === true;
-    const source = await (format === ".arrow"
-      ? arrowSql(files, path.join(opts.tempDir, `arrow-${views + 1}`))
-      : readerSql(admin, files, format)
-    ).catch((err) => {
-      throw datasetError(err, { spec, files, stage: "file", clientSql, limitNames: opts.limitNames });
-    });
-    const view = `job_input_${++views}`;
-    const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
-    const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
-    let fileColumns: Column[] | undefined;
-    const failed = (stage: Stage) => (err: unknown) => {
-      throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames, columns: fileColumns });
-    };
-    const run = (sql: string, stage: Stage) => bounded(admin, opts, () => admin.runAndReadAll(sql)).catch(failed(stage));
-    // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
-    await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
-    if (spec.where !== undefined) {
-      fileColumns = (await run(`DESCRIBE ${view}_file`, "file"))
-        .getRowObjectsJS()
-        .map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
-      const names = fileColumns.map((c) => c.name);
-      // The where is read once to render the requests and once to join the answers back by place, and it is SQL
-      // from a client on a server: it may use the row's own values and nothing else.
-      await checkWhere(admin, spec.where, names).catch(failed("where"));
-    }
-    await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
-    const described = await run(`DESCRIBE ${view}`, "where");
-    const columns: Column[] = described.getRowObjectsJS().map((r) => ({ name: String(r.column_name), type: String(r.column_type) }));
-    const input: TableInput = {
-      files,
-      columns,
-      async *rows() {
-        const conn = await db.connect();
-        try {
-          const result = await bounded(conn, opts, () => conn.stream(`SELECT * FROM ${view}`)).catch(failed("rows"));
-          // Each chunk's wait is bounded, not the consumer's time between chunks.
-          const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
-          for (;;) {
-            const next = await bounded(conn, opts, () => chunks.next()).catch(failed("rows"));
-            if (next.done) break;
-            yield next.value.map(toRow);
-          }
-        } finally {
-          conn.closeSync();
-        }
-      },
-      async count() {
-        const r = await run(`SELECT count(*) AS n FROM ${view}`, "rows");
-        return Number(r.getRowsJS()[0][0]);
-      },
-    };
-    opened.set(input, { view, fault: failed("rows") });
-    return input;
+const describedColumns = (r: { getRowObjectsJS(): Record<string, JS>[] }): Column[] =>
+  r.getRowObjectsJS().map((row) => ({ name: String(row.column_name), type: String(row.column_type) }));
+
+/** An input as a view over its files (and its where and limit), its columns read; its rows are read on demand. */
+async function openInput(duck: Duck, spec: InputSpec): Promise<TableInput> {
+  const { admin, opts } = duck;
+  const { files, format } = await resolveFiles(admin, spec.input);
+  const clientSql = opts.confine === true;
+  const source = await (format === ".arrow"
+    ? arrowSql(files, path.join(opts.tempDir, `arrow-${duck.views + 1}`))
+    : readerSql(admin, files, format)
+  ).catch((err) => {
+    throw datasetError(err, { spec, files, stage: "file", clientSql, limitNames: opts.limitNames });
+  });
+  const view = `job_input_${++duck.views}`;
+  const where = spec.where === undefined ? "" : ` ${whereClause(spec.where)}`;
+  const limit = spec.limit === undefined ? "" : ` LIMIT ${spec.limit}`;
+  let fileColumns: Column[] | undefined;
+  const failed = (stage: Stage) => (err: unknown) => {
+    throw datasetError(err, { spec, files, stage, clientSql, limitNames: opts.limitNames, columns: fileColumns });
+  };
+  const run = (sql: string, stage: Stage) => bounded(admin, opts, () => admin.runAndReadAll(sql)).catch(failed(stage));
+  // The file is opened on its own first, so that a fault is named where it lies: the file's, or the where's.
+  await run(`CREATE VIEW ${view}_file AS SELECT * FROM ${source}`, "file");
+  if (spec.where !== undefined) {
+    fileColumns = describedColumns(await run(`DESCRIBE ${view}_file`, "file"));
+    const names = fileColumns.map((c) => c.name);
+    // The where is read once to render the requests and once to join the answers back by place, and it is SQL
+    // from a client on a server: it may use the row's own values and nothing else.
+    await checkWhere(admin, spec.where, names).catch(failed("where"));
   }
-
-  async function write(input: TableInput, spec: WriteSpec): Promise<number> {
-    const ext = extOf(spec.output);
-    if (!(OUTPUT_FORMATS as readonly string[]).includes(ext))
-      throw new DatasetError(`${spec.output}: unknown output format '${ext}' (${OUTPUT_FORMATS.join(", ")})`);
-    const types = new Map(input.columns.map((c) => [c.name, c.type]));
-    const flat = ext === ".csv" || ext === ".tsv";
-    // CSV has no lists or structs: they go in as JSON text, as a vector does.
-    const keep = spec.keep.map((name) =>
-      flat && nested(types.get(name) ?? "") ? `to_json(i.${ident(name)}) AS ${ident(name)}` : `i.${ident(name)}`,
-    );
-    const results = spec.columns.map((c) =>
-      flat && nested(sqlType(c.type, ext))
-        ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
-        : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
-    );
-    const from = opened.get(input);
-    if (!from) throw new Error("write() takes a TableInput that this adapter opened");
-    const select = `SELECT ${[...keep, ...results].join(", ")} FROM ${from.view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
-    const options =
-      ext === ".parquet"
-        ? `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`
-        : ext === ".csv"
-          ? "FORMAT csv, HEADER true"
-          : ext === ".tsv"
-            ? "FORMAT csv, HEADER true, DELIMITER '\\t'"
-            : "FORMAT json";
-    const temp = `${spec.output}.tmp-${process.pid}${ext}`;
-    // A run killed mid-write left its part under a name no reader takes for the table: cleared before the next.
-    const stale = `${path.basename(spec.output)}.tmp-`;
-    for (const f of await readdir(path.dirname(spec.output)).catch(() => [])) {
-      if (f.startsWith(stale)) await rm(path.join(path.dirname(spec.output), f), { force: true });
-    }
-    try {
-      // The input's where runs again here, so the write is a step as bounded as the reads.
-      const out = await bounded(admin, opts, () => admin.run(`COPY (${select}) TO ${literal(temp)} (${options})`));
-      const rows = Number(out.rowsChanged);
-      await rename(temp, spec.output);
-      return rows;
-    } catch (err) {
-      await rm(temp, { force: true });
-      if (err instanceof StepLimit || (opts.confine && isOutOfMemory(err))) from.fault(err);
-      throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
-    }
-  }
-
-  function outputTypes(input: TableInput, spec: Omit<WriteSpec, "results">): Column[] {
-    const ext = extOf(spec.output);
-    const flat = ext === ".csv" || ext === ".tsv";
-    const types = new Map(input.columns.map((c) => [c.name, c.type]));
-    const as = (type: string) => (flat && nested(type) ? "JSON" : type);
-    return [
-      ...spec.keep.map((name) => ({ name, type: as(types.get(name) ?? "") })),
-      ...spec.columns.map((c) => ({ name: c.as ?? c.name, type: as(sqlType(c.type, ext)) })),
-    ];
-  }
-
-  return {
-    open,
-    write,
-    outputTypes,
-    async close() {
-      admin.closeSync();
-      db.closeSync();
+  await run(`CREATE VIEW ${view} AS SELECT * FROM ${view}_file${where}${limit}`, "where");
+  const columns = describedColumns(await run(`DESCRIBE ${view}`, "where"));
+  const input: TableInput = {
+    files,
+    columns,
+    rows: () => viewRows(duck, view, failed("rows")),
+    async count() {
+      const r = await run(`SELECT count(*) AS n FROM ${view}`, "rows");
+      return Number(r.getRowsJS()[0][0]);
     },
   };
+  duck.opened.set(input, { view, fault: failed("rows") });
+  return input;
+}
+
+/** A view's rows in chunks, on a connection of their own, each chunk's wait bounded (not the consumer's time between chunks). */
+async function* viewRows(duck: Duck, view: string, failed: (err: unknown) => never): AsyncGenerator<Row[]> {
+  const { db, opts } = duck;
+  const conn = await db.connect();
+  try {
+    const result = await bounded(conn, opts, () => conn.stream(`SELECT * FROM ${view}`)).catch(failed);
+    const chunks = result.yieldRowObjectJs()[Symbol.asyncIterator]();
+    for (;;) {
+      const next = await bounded(conn, opts, () => chunks.next()).catch(failed);
+      if (next.done) break;
+      yield next.value.map(toRow);
+    }
+  } finally {
+    conn.closeSync();
+  }
+}
+
+/** The kept columns beside the results, COPY'd to a temp name in the output's folder and renamed into place. */
+async function writeTable(duck: Duck, input: TableInput, spec: WriteSpec): Promise<number> {
+  const { admin, opts } = duck;
+  const ext = extOf(spec.output);
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(ext))
+    throw new DatasetError(`${spec.output}: unknown output format '${ext}' (${OUTPUT_FORMATS.join(", ")})`);
+  const from = duck.opened.get(input);
+  if (!from) throw new Error("write() takes a TableInput that this adapter opened");
+  const select = `SELECT ${outputColumns(input, spec, ext).join(", ")} FROM ${from.view} i POSITIONAL JOIN ${resultsSource(spec, ext)} r`;
+  const temp = `${spec.output}.tmp-${process.pid}${ext}`;
+  await clearStaleParts(spec.output);
+  try {
+    // The input's where runs again here, so the write is a step as bounded as the reads.
+    const out = await bounded(admin, opts, () => admin.run(`COPY (${select}) TO ${literal(temp)} (${copyOptions(ext)})`));
+    const rows = Number(out.rowsChanged);
+    await rename(temp, spec.output);
+    return rows;
+  } catch (err) {
+    await rm(temp, { force: true });
+    if (err instanceof StepLimit || (opts.confine && isOutOfMemory(err))) from.fault(err);
+    throw new DatasetError(`${spec.output}: ${firstLine(err)}`);
+  }
+}
+
+/** The select list of a write: the input's kept columns (`i`), then the results' (`r`). CSV has no lists or structs: they go in as JSON text, as a vector does. */
+function outputColumns(input: TableInput, spec: WriteSpec, ext: string): string[] {
+  const types = new Map(input.columns.map((c) => [c.name, c.type]));
+  const flat = ext === ".csv" || ext === ".tsv";
+  const keep = spec.keep.map((name) =>
+    flat && nested(types.get(name) ?? "") ? `to_json(i.${ident(name)}) AS ${ident(name)}` : `i.${ident(name)}`,
+  );
+  const results = spec.columns.map((c) =>
+    flat && nested(sqlType(c.type, ext))
+      ? `to_json(r.${ident(c.name)}) AS ${ident(c.as ?? c.name)}`
+      : `r.${ident(c.name)} AS ${ident(c.as ?? c.name)}`,
+  );
+  return [...keep, ...results];
+}
+
+function copyOptions(ext: string): string {
+  if (ext === ".parquet") return `FORMAT parquet, ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`;
+  if (ext === ".csv") return "FORMAT csv, HEADER true";
+  if (ext === ".tsv") return "FORMAT csv, HEADER true, DELIMITER '\\t'";
+  return "FORMAT json";
+}
+
+/** A run killed mid-write left its part under a name no reader takes for the table: cleared before the next. */
+async function clearStaleParts(output: string): Promise<void> {
+  const stale = `${path.basename(output)}.tmp-`;
+  for (const f of await readdir(path.dirname(output)).catch(() => [])) {
+    if (f.startsWith(stale)) await rm(path.join(path.dirname(output), f), { force: true });
+  }
+}
+
+function outputTypes(input: TableInput, spec: Omit<WriteSpec, "results">): Column[] {
+  const ext = extOf(spec.output);
+  const flat = ext === ".csv" || ext === ".tsv";
+  const types = new Map(input.columns.map((c) => [c.name, c.type]));
+  const as = (type: string) => (flat && nested(type) ? "JSON" : type);
+  return [
+    ...spec.keep.map((name) => ({ name, type: as(types.get(name) ?? "") })),
+    ...spec.columns.map((c) => ({ name: c.as ?? c.name, type: as(sqlType(c.type, ext)) })),
+  ];
 }
 
 function sqlType(type: ColumnType, ext: string): string {

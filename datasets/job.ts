@@ -6,7 +6,7 @@ import YAML from "yaml";
 import { z } from "zod";
 import { nearestKey, strictObject } from "../config/known-keys.js";
 import { ENDPOINTS, type Endpoint } from "../openai/backend.js";
-import { bodySchemaFor } from "../openai/parse.js";
+import { bodySchemaFor } from "../parse/request.js";
 import { OUTPUT_FORMATS } from "./tables.js";
 
 /** A job that cannot run as written: one line, naming the field. */

@@ -8,7 +8,7 @@ import { readFile, rename, stat } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
 import { nearestKey } from "../config/known-keys.js";
 import { RequestError } from "../openai/errors.js";
-import { parseRequest } from "../openai/parse.js";
+import { parseRequest } from "../parse/request.js";
 import type { Job } from "./job.js";
 import { JobError, notInTable, parametersOf } from "./job.js";
 import { type Column, DatasetError, type TableInput } from "./tables.js";

@@ -5,7 +5,7 @@
 import { costOf, roundMoney } from "../backends/price.js";
 import type { ModelRegistry } from "../backends/registry.js";
 import type { Batch, Cost } from "./objects.js";
-import type { ServedTier } from "./sync-inference.js";
+import { LANE_OF_TIER, type ServedTier } from "./sync-inference.js";
 
 /** The cost of a batch's work, or of synchronous requests served in `tier`. */
 export function batchCost(
@@ -18,7 +18,7 @@ export function batchCost(
   const { input_tokens, output_tokens, input_tokens_details } = batch.usage;
   const tokens = { inputTokens: input_tokens, cachedTokens: input_tokens_details.cached_tokens, outputTokens: output_tokens };
   if (price.basis === "tokens") {
-    const amount = roundMoney(costOf(price, null, { seconds: 0, ...tokens }, tier === "default" ? "interactive" : "batch"));
+    const amount = roundMoney(costOf(price, null, { seconds: 0, ...tokens }, tier ? LANE_OF_TIER[tier] : "batch"));
     return { currency: price.currency, amount, basis: "tokens", spot: null, dedicated: null };
   }
   const spot = costOf(price, "spot", { seconds: batch.engine_seconds.spot, ...tokens });

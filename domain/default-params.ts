@@ -6,7 +6,7 @@
 import type { Endpoint } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { tooDeepAt } from "../openai/json-depth.js";
-import { parseRequest } from "../openai/parse.js";
+import { parseRequest } from "../parse/request.js";
 import { InvalidRequestError } from "./errors.js";
 
 /** What a line's body must say itself: its content and its model are never defaults. */

@@ -1,12 +1,19 @@
 // Synchronous inference: a client's request answered on the connection it holds open, by the same models,
-// validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane (the
-// default tier) is served before waiting batch work, up to a share of the model's sequences; the flex tier waits
-// with the batches. Either lane, once its queue is full, is refused with a Retry-After (UnavailableError).
-import type { Endpoint, TokenUsage } from "../openai/backend.js";
+// validation and engine as batch lines, beside the batches. Two lanes share each model: the interactive lane
+// (service tier default) is served before waiting batch work, up to a share of the model's sequences; a request of
+// service tier flex runs in the batch lane, with the batches. Either lane's room, once its queue is full, refuses
+// with a Retry-After (UnavailableError).
+import type { Endpoint, Lane, TokenUsage } from "../openai/backend.js";
 import type { Owner } from "./ports.js";
 
 /** The tier that served a request, as OpenAI's responses name it. */
 export type ServedTier = "default" | "flex";
+
+/** The lane a synchronous request runs in, by the service tier it was served at (docs/architecture.md, "Glossary"). */
+export const LANE_OF_TIER: Readonly<Record<ServedTier, Lane>> = { default: "interactive", flex: "batch" };
+
+/** The service tier a synchronous request of each lane was served at: what answers, 429s and /metrics' `tier` say. */
+export const TIER_OF_LANE: Readonly<Record<Lane, ServedTier>> = { interactive: "default", batch: "flex" };
 
 export interface SyncRequest {
   owner: Owner;

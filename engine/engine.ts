@@ -1,4 +1,5 @@
-// The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
+// The Engine over node-llama-cpp: one model, its generation contexts (up to four) of N sequences in all, a few
+// embedding contexts.
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
@@ -14,6 +15,8 @@ import { generateWithTools } from "./generate/tool-calls.js";
 import type { KvChoice } from "./pool/kv-choice.js";
 import { adapterSource, type LoraPools } from "./pool/lora-pools.js";
 import {
+  BATCH_WORK,
+  type Borrower,
   type ChatMessage,
   type EmbeddingResult,
   type Engine,
@@ -56,18 +59,35 @@ export class LlamaEngine implements Engine {
     this.info = Object.freeze({ ...parts.info });
   }
 
-  async complete(prompt: string | readonly number[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
+  async complete(
+    prompt: string | readonly number[],
+    params: SamplingParams = {},
+    signal?: AbortSignal,
+    borrower: Borrower = BATCH_WORK,
+  ): Promise<GenerationResult> {
     this.ensureOpen();
     const { model } = this.parts;
     const text = typeof prompt === "string" ? model.tokenize(prompt, true) : null;
     const tokens = text ? withBos(model, [...text]) : this.checkedTokens(prompt as readonly number[]);
     // A beginning-of-sequence token the tokenizer added is not in the prompt's text.
     const added = text ? tokens.length - text.length : 0;
-    return this.generate(tokens, params, DEFAULT_COMPLETION_MAX_TOKENS, { stopStrings: [], stopTokens: new Set(), added }, signal);
+    return this.generate(
+      tokens,
+      params,
+      DEFAULT_COMPLETION_MAX_TOKENS,
+      { stopStrings: [], stopTokens: new Set(), added },
+      signal,
+      borrower,
+    );
   }
 
   /** Without maxTokens the answer may fill the rest of the sequence's context, which bounds it. */
-  async chat(messages: ChatMessage[], params: SamplingParams = {}, signal?: AbortSignal): Promise<GenerationResult> {
+  async chat(
+    messages: ChatMessage[],
+    params: SamplingParams = {},
+    signal?: AbortSignal,
+    borrower: Borrower = BATCH_WORK,
+  ): Promise<GenerationResult> {
     this.ensureOpen();
     const { model, chatFormat } = this.parts;
     const syntax = chatFormat.tools;
@@ -78,12 +98,12 @@ export class LlamaEngine implements Engine {
     }
     // With tool_choice "none" the functions are still shown, as OpenAI does, where the template can show them.
     const rendered = renderChat(model, chatFormat, messages, syntax ? (tools?.functions ?? []) : []);
-    if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal);
+    if (!calling || !syntax) return this.generate(rendered.tokens, plain, null, rendered, signal, borrower);
     // A tool call is known only once the answer is whole: nothing is streamed while tools may be called, and the
     // answer's phases are several generations, whose prompts are not the request's.
     const { onText: _, onPrompt: __, ...quiet } = plain;
     return generateWithTools(model, syntax, rendered, { ...quiet, tools }, (tokens, p, stops) =>
-      this.generate(tokens, p, null, stops, signal),
+      this.generate(tokens, p, null, stops, signal, borrower),
     );
   }
 
@@ -96,16 +116,16 @@ export class LlamaEngine implements Engine {
   }
 
   scheduling(): SchedulingStats {
-    const s = this.parts.kv.stats();
+    const stats = this.parts.kv.stats();
     return {
-      steps: s.steps,
-      sequences: s.sequences,
-      evaluatedTokens: s.tokens,
-      microBatches: s.microBatches,
-      prefixCopies: s.copies,
-      copiedTokens: s.copiedTokens,
-      preemptions: s.yields,
-      reevaluatedTokens: s.reevaluated,
+      steps: stats.steps,
+      sequences: stats.sequences,
+      evaluatedTokens: stats.tokens,
+      microBatches: stats.microBatches,
+      prefixCopies: stats.copies,
+      copiedTokens: stats.copiedTokens,
+      preemptions: stats.yields,
+      reevaluatedTokens: stats.reevaluated,
       kvSwitches: this.parts.kv.switches.toUnified + this.parts.kv.switches.toStreams,
       kvUnified: this.parts.kv.current.kvUnified,
     };
@@ -156,7 +176,8 @@ export class LlamaEngine implements Engine {
     params: SamplingParams,
     defaultMaxTokens: number | null,
     stops: { stopStrings: string[]; stopTokens: ReadonlySet<Token>; added?: number },
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    borrower: Borrower,
   ): Promise<GenerationResult> {
     const sampling = resolveSampling(params, defaultMaxTokens);
     const grammar = params.format ? await this.grammarFor(params.format) : null;
@@ -174,24 +195,29 @@ export class LlamaEngine implements Engine {
       addedTokens: stops.added ?? 0,
     };
     try {
-      return await this.parts.kv.run((pool) => generate(pool, this.parts.model, req, signal));
+      return await this.parts.kv.run((pool) => generate({ pool, model: this.parts.model, req, signal, borrower }));
     } finally {
       this.parts.samplerMemory.released();
     }
   }
 
-  async embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult> {
+  async embed(inputs: string[], signal?: AbortSignal, borrower: Borrower = BATCH_WORK): Promise<EmbeddingResult> {
     this.ensureOpen();
     if (!this.parts.embedder) {
       throw new RequestError(`The model ${this.info.modelId} cannot compute embeddings.`, "embeddings_unsupported", false);
     }
-    return this.parts.embedder.embed(inputs, signal);
+    return this.parts.embedder.embed(inputs, borrower, signal);
   }
 
-  async rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult> {
+  async rank(
+    pairs: ReadonlyArray<readonly [string, string]>,
+    param: string,
+    signal?: AbortSignal,
+    borrower: Borrower = BATCH_WORK,
+  ): Promise<RankResult> {
     this.ensureOpen();
     if (!this.parts.ranker) throw cannotRank(this.info.modelId);
-    return this.parts.ranker.rank(pairs, param, signal);
+    return this.parts.ranker.rank(pairs, param, borrower, signal);
   }
 
   detokenize(tokens: readonly number[]): string {

@@ -57,7 +57,20 @@ export async function createEngine(opts: EngineOptions): Promise<Engine> {
   return engine;
 }
 
-async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<EngineOptions["log"]>): Promise<Engine> {
+/** How the engine lays out its work before the model loads: the build, the contexts, the KV cache mode and the threads. */
+interface Plan {
+  onGpu: boolean;
+  reproducible: boolean;
+  build: ReturnType<typeof loadedBuild>;
+  patched: boolean;
+  contexts: number;
+  kvMode: boolean | "auto";
+  threads: number;
+}
+
+type Log = NonNullable<EngineOptions["log"]>;
+
+function planOf(llama: Llama, opts: EngineOptions): Plan {
   const onGpu = llama.gpu !== false;
   const reproducible = opts.reproducible ?? false;
   const build = loadedBuild(llama);
@@ -69,11 +82,12 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     contexts > 1 && !(opts.threads >= 1)
       ? threadsPerContext(llama.cpuMathCores, contexts)
       : chooseThreads({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.threads });
-  // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
-  llama.maxThreads = Math.max(threadBudget(threads, llama.cpuMathCores), contexts * threads);
-  const model = await loadModel(llama, opts.modelPath, log, opts.gpuLayers, opts.signal);
-  opts.signal?.throwIfAborted();
-  // On CPU with one context, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts).
+  return { onGpu, reproducible, build, patched, contexts, kvMode, threads };
+}
+
+/** On CPU with one context, unless a count was asked for, large decodes take every core (threads.ts, step-threads.ts). */
+function stepThreadsOf(llama: Llama, model: LlamaModel, opts: EngineOptions, plan: Plan, log: Log): StepThreads | null {
+  const { onGpu, contexts, threads } = plan;
   const cores = Math.floor(llama.cpuMathCores);
   const perStep =
     !onGpu && contexts === 1 && !(opts.threads >= 1) && cores > threads
@@ -90,26 +104,25 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     cpuMathCores: llama.cpuMathCores,
     gpu: llama.gpu,
   });
+  return perStep;
+}
 
-  if (model.trainContextSize > 0 && opts.contextSize > model.trainContextSize) {
-    log("contextSize exceeds the model's training context; answers past it degrade", {
-      contextSize: opts.contextSize,
-      trainContextSize: model.trainContextSize,
-    });
-  }
+/** The generation contexts' sequence pool, warmed up, and the KV cache choice over it (a second layout made on demand). */
+async function sequencePool(llama: Llama, model: LlamaModel, opts: EngineOptions, plan: Plan, perStep: StepThreads | null, log: Log) {
+  const { reproducible, contexts, kvMode } = plan;
   const auto = !(opts.sequences >= 1) && !reproducible;
   if (reproducible && opts.sequences > 1) log("REPRODUCIBLE: one sequence, whatever SEQUENCES says", { sequences: opts.sequences });
   const poolOptions: SequencePoolOptions = {
-    sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize, contexts, patched) : opts.sequences,
+    sequences: reproducible ? 1 : auto ? await autoSequences(llama, model, opts.contextSize, contexts, plan.patched) : opts.sequences,
     auto,
     contexts,
     contextSize: opts.contextSize,
-    threads: perStep?.contextThreads ?? threads,
+    threads: perStep?.contextThreads ?? plan.threads,
     onStep: perStep ? (tokens) => perStep.step(tokens) : undefined,
     onIdle: perStep ? () => perStep.idle() : undefined,
     // On GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster); narrower heads ran long
     // prompts slower with it (docs/performance.md, "The engine's defaults").
-    flashAttention: onGpu || headSize(model) >= 32 ? "auto" : false,
+    flashAttention: plan.onGpu || headSize(model) >= 32 ? "auto" : false,
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     prefixCopy: opts.prefixCopy ?? true,
     log,
@@ -121,29 +134,52 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
     return made;
   };
   const pool = await makePool(kvMode === true);
-  const kv = new KvChoice(pool, kvMode === "auto" ? makePool : null, log);
-  // Embeddings and a reranker's pairs run on as many contexts each.
-  const sideContexts = chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: onGpu, requested: opts.embeddingContexts });
+  return { pool, kv: new KvChoice(pool, kvMode === "auto" ? makePool : null, log), poolOptions, warmUp };
+}
+
+/** Embeddings and a reranker's pairs, on as many contexts each; a model that cannot do one says so and goes on without. */
+async function sideContexts(llama: Llama, model: LlamaModel, opts: EngineOptions, plan: Plan, log: Log) {
+  const sides = { contexts: chooseEmbeddingContexts({ cpuCount: llama.cpuMathCores, gpu: plan.onGpu, requested: opts.embeddingContexts }) };
+  const options = { ...sides, contextSize: opts.contextSize, threads: plan.threads };
   let embedder: Embedder | null = null;
   try {
-    embedder = await Embedder.create(model, { contexts: sideContexts, contextSize: opts.contextSize, threads });
+    embedder = await Embedder.create(model, options);
   } catch (err) {
     // Some models (encoder-decoder) cannot embed; generation still works and embed() says why.
     log("embeddings unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
   }
   let ranker: Ranker | null = null;
   try {
-    ranker = await Ranker.create(model, { contexts: sideContexts, contextSize: opts.contextSize, threads });
+    ranker = await Ranker.create(model, options);
   } catch (err) {
     log("ranking unavailable for this model", { error: err instanceof Error ? err.message : String(err) });
   }
+  return { embedder, ranker };
+}
+
+async function assemble(llama: Llama, opts: EngineOptions, log: Log): Promise<Engine> {
+  const plan = planOf(llama, opts);
+  const { reproducible, build, threads, kvMode } = plan;
+  // The budget all contexts share: concurrent embedding and generation split it instead of oversubscribing cores.
+  llama.maxThreads = Math.max(threadBudget(threads, llama.cpuMathCores), plan.contexts * threads);
+  const model = await loadModel(llama, opts.modelPath, log, opts.gpuLayers, opts.signal);
+  opts.signal?.throwIfAborted();
+  const perStep = stepThreadsOf(llama, model, opts, plan, log);
+  if (model.trainContextSize > 0 && opts.contextSize > model.trainContextSize) {
+    log("contextSize exceeds the model's training context; answers past it degrade", {
+      contextSize: opts.contextSize,
+      trainContextSize: model.trainContextSize,
+    });
+  }
+  const { pool, kv, poolOptions, warmUp } = await sequencePool(llama, model, opts, plan, perStep, log);
+  const { embedder, ranker } = await sideContexts(llama, model, opts, plan, log);
   const collect = fullCollection();
   if (!collect)
     log("node runs without --expose-gc: node-llama-cpp's sampler buffers are freed only when V8 collects on its own, so memory may grow", {
       samplerBytesPerRequest: samplerBytes(model),
     });
   const chatFormat = chooseChatFormat(model);
-  const engine = new LlamaEngine({
+  return new LlamaEngine({
     llama,
     model,
     kv,
@@ -161,7 +197,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
       threads,
-      threadsLargeSteps: maxThreads,
+      threadsLargeSteps: perStep?.maxThreads ?? threads,
       sequences: pool.size,
       contexts: pool.contexts.length,
       contextSize: pool.contextSize,
@@ -176,7 +212,6 @@ async function assemble(llama: Llama, opts: EngineOptions, log: NonNullable<Engi
       kvUnified: kvMode,
     },
   });
-  return engine;
 }
 
 /**

@@ -1,5 +1,6 @@
 // The one interface the rest of the service sees of the inference engine.
 // Nothing outside engine/ imports node-llama-cpp; everything goes through this.
+import type { Lane } from "../openai/backend.js";
 
 export interface SamplingParams {
   maxTokens?: number;
@@ -197,14 +198,37 @@ export interface SchedulingStats {
   kvUnified: boolean;
 }
 
+/**
+ * Who asks the engine's pools (sequences, embedding and ranking contexts) for an item, passed with the request down
+ * to each pool it waits on: its lane, whether it keeps the lane's reserve, and who is told once a pool lends it one.
+ */
+export interface Borrower {
+  lane: Lane;
+  /**
+   * The interactive lane: the pools keep an item free for the lane's next request while it is warm (engine/pool/pool.ts),
+   * true when absent; false while a batch of the model is at risk of its deadline (ExecuteOptions.keepReserve).
+   */
+  keepReserve?: boolean;
+  /** Told as a pool lends the request an item: it has begun on the engine (ExecuteOptions.onBegin); may be told again. */
+  onBegin?: () => void;
+}
+
+/** Batch work that nobody is told the beginning of: what a call that names no borrower is. */
+export const BATCH_WORK: Borrower = Object.freeze({ lane: "batch" });
+
 export interface Engine {
   readonly info: EngineInfo;
-  /** A text prompt, or token ids as they are (no beginning-of-sequence token added). */
-  complete(prompt: string | readonly number[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
-  chat(messages: ChatMessage[], params: SamplingParams, signal?: AbortSignal): Promise<GenerationResult>;
-  embed(inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  /** A text prompt, or token ids as they are (no beginning-of-sequence token added). `borrower`: BATCH_WORK when absent. */
+  complete(
+    prompt: string | readonly number[],
+    params: SamplingParams,
+    signal?: AbortSignal,
+    borrower?: Borrower,
+  ): Promise<GenerationResult>;
+  chat(messages: ChatMessage[], params: SamplingParams, signal?: AbortSignal, borrower?: Borrower): Promise<GenerationResult>;
+  embed(inputs: string[], signal?: AbortSignal, borrower?: Borrower): Promise<EmbeddingResult>;
   /** Each (query, document) pair's relevance, 0 to 1; `param` names the line's field a pair comes from. */
-  rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult>;
+  rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal, borrower?: Borrower): Promise<RankResult>;
   countTokens(text: string): number;
   /** Token ids as text, special tokens written as their text (a token-id prompt echoed). */
   detokenize(tokens: readonly number[]): string;

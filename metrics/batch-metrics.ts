@@ -42,7 +42,6 @@ export interface BatchTotals {
 }
 
 export function createBatchMetrics(kinds: MetricKinds, now?: () => number): BatchMetrics & BatchTotals {
-  const tokenRate = new RateWindow(TOKEN_RATE_WINDOW_SECONDS, now);
   const total = { completionTokens: 0, requests: 0 };
   const { counter } = kinds;
   const webhooks = counter("webhook_deliveries_total", "Webhook delivery attempts by outcome (delivered, failed, gave_up).", ["outcome"]);
@@ -71,14 +70,7 @@ export function createBatchMetrics(kinds: MetricKinds, now?: () => number): Batc
     ["status"],
     TIME_TO_FINISH_BUCKETS,
   );
-  const requests = counter("batch_requests_total", "Requests (batch lines) run, by endpoint and outcome.", ["endpoint", "outcome"]);
-  const promptTokens = counter("prompt_tokens_total", "Prompt tokens processed.", ["endpoint"]);
-  const completionTokens = counter("completion_tokens_total", "Completion tokens generated.", ["endpoint"]);
-  kinds.liveGauge(
-    "engine_tokens_per_second",
-    `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
-    (g) => g.set(tokenRate.rate()),
-  );
+  const trackProgress = progressCounters(kinds, total, now);
   return {
     batchEnded(b) {
       // Counted where the batch ended (the cluster's totals come from the state).
@@ -103,24 +95,46 @@ export function createBatchMetrics(kinds: MetricKinds, now?: () => number): Batc
       if (seconds > 0) engineSeconds.inc(labels, seconds);
       if (cost && cost.amount > 0) spent.inc({ ...labels, currency: cost.currency }, cost.amount);
     },
-    trackProgress(endpoint, base) {
-      let last = base;
-      return (p) => {
-        const done = p.completed - last.completed;
-        const failed = p.failed - last.failed;
-        const prompt = p.usage.promptTokens - last.usage.promptTokens;
-        const completion = p.usage.completionTokens - last.usage.completionTokens;
-        if (done + failed > 0) total.requests += done + failed;
-        if (done > 0) requests.inc({ endpoint, outcome: "completed" }, done);
-        if (failed > 0) requests.inc({ endpoint, outcome: "failed" }, failed);
-        if (prompt > 0) promptTokens.inc({ endpoint }, prompt);
-        if (completion > 0) {
-          completionTokens.inc({ endpoint }, completion);
-          tokenRate.add(completion);
-          total.completionTokens += completion;
-        }
-        last = p;
-      };
-    },
+    trackProgress,
+  };
+}
+
+/**
+ * Requests run and tokens processed, counted from each batch run's progress as it goes (the delta since the last
+ * report), with the completion-token rate over a recent window.
+ */
+function progressCounters(
+  kinds: MetricKinds,
+  total: { completionTokens: number; requests: number },
+  now?: () => number,
+): BatchMetrics["trackProgress"] {
+  const tokenRate = new RateWindow(TOKEN_RATE_WINDOW_SECONDS, now);
+  const { counter } = kinds;
+  const requests = counter("batch_requests_total", "Requests (batch lines) run, by endpoint and outcome.", ["endpoint", "outcome"]);
+  const promptTokens = counter("prompt_tokens_total", "Prompt tokens processed.", ["endpoint"]);
+  const completionTokens = counter("completion_tokens_total", "Completion tokens generated.", ["endpoint"]);
+  kinds.liveGauge(
+    "engine_tokens_per_second",
+    `Completion tokens generated per second, averaged over the last ${TOKEN_RATE_WINDOW_SECONDS} seconds.`,
+    (g) => g.set(tokenRate.rate()),
+  );
+  return (endpoint, base) => {
+    let last = base;
+    return (p) => {
+      const done = p.completed - last.completed;
+      const failed = p.failed - last.failed;
+      const prompt = p.usage.promptTokens - last.usage.promptTokens;
+      const completion = p.usage.completionTokens - last.usage.completionTokens;
+      if (done + failed > 0) total.requests += done + failed;
+      if (done > 0) requests.inc({ endpoint, outcome: "completed" }, done);
+      if (failed > 0) requests.inc({ endpoint, outcome: "failed" }, failed);
+      if (prompt > 0) promptTokens.inc({ endpoint }, prompt);
+      if (completion > 0) {
+        completionTokens.inc({ endpoint }, completion);
+        tokenRate.add(completion);
+        total.completionTokens += completion;
+      }
+      last = p;
+    };
   };
 }

@@ -33,50 +33,68 @@ export interface ClusterMetrics {
   watch(status: GaugeSource): void;
 }
 
+/** The cluster's figures, from the leader only (none elsewhere). */
+type ClusterSource = () => GaugeSource | undefined;
+
 /** `tenants`: where each key's series go (served to admin keys only), apart from the cluster's. */
 export function createClusterMetrics(kinds: MetricKinds, tenants: MetricKinds = kinds): ClusterMetrics {
   let status: GaugeSource | undefined;
-  /** The cluster's figures, from the leader only (none elsewhere). */
-  const cluster = () => (status && status.leader?.() !== false ? status : undefined);
-
-  /**
-   * A counter of the cluster's totals, read from the state at scrape time by the maintenance's leader (elsewhere it
-   * has no sample): a process that exits or loses the lease loses no count, and a sum over processes counts once.
-   */
-  const fromTotals = (
-    name: string,
-    help: string,
-    labelNames: string[],
-    labelsOf: (total: string, source: GaugeSource) => Record<string, string> | undefined,
-    registers = kinds.registers,
-  ) => {
-    const seen = new Map<string, number>();
-    return new client.Counter({
-      name: `${PREFIX}${name}`,
-      help,
-      labelNames,
-      registers,
-      async collect() {
-        const source = cluster();
-        if (!source?.totals) {
-          this.reset();
-          seen.clear();
-          return;
-        }
-        for (const [total, value] of Object.entries(await source.totals())) {
-          const labels = labelsOf(total, source);
-          if (!labels) continue;
-          const added = value - (seen.get(total) ?? 0);
-          if (added > 0) this.inc(labels, added);
-          seen.set(total, value);
-        }
-      },
-    });
+  const cluster: ClusterSource = () => (status && status.leader?.() !== false ? status : undefined);
+  totalsCounters(kinds, tenants, cluster);
+  queueGauges(kinds, tenants, cluster);
+  poolGauges(kinds, cluster);
+  return {
+    watch(s) {
+      status = s;
+    },
   };
-  /** The totals named `prefix` and a value, that value as `label`. */
-  const byPrefix = (label: string, prefix: string) => (total: string) =>
-    total.startsWith(prefix) ? { [label]: total.slice(prefix.length) } : undefined;
+}
+
+/**
+ * A counter of the cluster's totals, read from the state at scrape time by the maintenance's leader (elsewhere it
+ * has no sample): a process that exits or loses the lease loses no count, and a sum over processes counts once.
+ */
+function fromTotals(
+  cluster: ClusterSource,
+  registers: client.Registry[],
+  name: string,
+  help: string,
+  labelNames: string[],
+  labelsOf: (total: string, source: GaugeSource) => Record<string, string> | undefined,
+) {
+  const seen = new Map<string, number>();
+  return new client.Counter({
+    name: `${PREFIX}${name}`,
+    help,
+    labelNames,
+    registers,
+    async collect() {
+      const source = cluster();
+      if (!source?.totals) {
+        this.reset();
+        seen.clear();
+        return;
+      }
+      for (const [total, value] of Object.entries(await source.totals())) {
+        const labels = labelsOf(total, source);
+        if (!labels) continue;
+        const added = value - (seen.get(total) ?? 0);
+        if (added > 0) this.inc(labels, added);
+        seen.set(total, value);
+      }
+    },
+  });
+}
+
+/** The totals named `prefix` and a value, that value as `label`. */
+const byPrefix = (label: string, prefix: string) => (total: string) =>
+  total.startsWith(prefix) ? { [label]: total.slice(prefix.length) } : undefined;
+
+/** Tokens by key, batches by status, requests by outcome, deadlines met or missed: counters of the state's totals. */
+function totalsCounters(kinds: MetricKinds, tenants: MetricKinds, cluster: ClusterSource): void {
   fromTotals(
+    cluster,
+    tenants.registers,
     "key_tokens_total",
     "Tokens of ended batches by key (its id, never its secret), model and kind (input, cached, output); the leader's count.",
     ["key", "model", "kind"],
@@ -85,26 +103,35 @@ export function createClusterMetrics(kinds: MetricKinds, tenants: MetricKinds = 
       if (!m) return undefined;
       return { key: m[1] === "-" ? "-" : (source.keyName?.(m[1]) ?? keyIdOfOwner(m[1])), model: m[2], kind: m[3] };
     },
-    tenants.registers,
   );
   fromTotals(
+    cluster,
+    kinds.registers,
     "batches_total",
     "Batches that reached a final status (the cluster's, from the leader).",
     ["status"],
     byPrefix("status", "batches:"),
   );
   fromTotals(
+    cluster,
+    kinds.registers,
     "requests_total",
     "Requests of ended batches, by outcome (the cluster's, from the leader).",
     ["outcome"],
     byPrefix("outcome", "requests:"),
   );
   fromTotals(
+    cluster,
+    kinds.registers,
     "sla_deadlines_total",
     "Batches that finished before their deadline (met) or expired at it (missed); the cluster's, from the leader.",
     ["result"],
     byPrefix("result", "deadlines:"),
   );
+}
+
+/** What waits: each key's enqueued tokens, the queue's depth and its bound. */
+function queueGauges(kinds: MetricKinds, tenants: MetricKinds, cluster: ClusterSource): void {
   tenants.liveGauge(
     "key_enqueued_tokens",
     "Estimated tokens of each key's open batches, by model: what its enqueued-token limits count (the leader's figure).",
@@ -132,6 +159,10 @@ export function createClusterMetrics(kinds: MetricKinds, tenants: MetricKinds = 
     queue((q) => q.max_depth),
     ["scope"],
   );
+}
+
+/** Each simulated GPU pool's slots and those in use. */
+function poolGauges(kinds: MetricKinds, cluster: ClusterSource): void {
   const perPool = (read: (p: PoolGauges) => number) => async (g: client.Gauge) => {
     g.reset();
     for (const p of (await cluster()?.poolStatus()) ?? []) g.set({ pool: p.name }, read(p));
@@ -148,9 +179,4 @@ export function createClusterMetrics(kinds: MetricKinds, tenants: MetricKinds = 
     perPool((p) => p.in_use),
     ["pool"],
   );
-  return {
-    watch(s) {
-      status = s;
-    },
-  };
 }

@@ -1,15 +1,14 @@
 // The port every inference backend implements: it receives a validated OpenAI request body for one endpoint
 // and answers with that endpoint's OpenAI response body. The pipeline and the control plane see only this;
 // how a backend computes (node-llama-cpp in-process, an upstream HTTP server) stays behind it.
-import type { MessagesParams } from "../anthropic/params.js";
 import type { ChatBody, CompletionBody, EmbeddingBody } from "./bodies.js";
 import type { RankRequest } from "./rank.js";
 import type { ResponseBody } from "./response-bodies.js";
 
 /**
  * The endpoints every backend serves (Responses and Anthropic's Messages over chat), in OpenAI's order, then
- * Anthropic's, then the ranking ones vLLM's run_batch takes (openai/rank.ts; a model that cannot rank refuses
- * their lines): the one list of them.
+ * Anthropic's (whose body anthropic/ defines and checks), then the ranking ones vLLM's run_batch takes
+ * (openai/rank.ts; a model that cannot rank refuses their lines): the one list of them.
  */
 export const ENDPOINTS = [
   "/v1/responses",
@@ -22,6 +21,10 @@ export const ENDPOINTS = [
 ] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 export const isEndpoint = (v: unknown): v is Endpoint => (ENDPOINTS as readonly unknown[]).includes(v);
+/** The endpoints whose bodies another folder's schema checks: Anthropic's Messages (anthropic/params.ts). */
+export type ForeignEndpoint = "/v1/messages";
+/** The endpoints whose bodies this folder defines (openai/parse.ts checks them). */
+export type OpenAIEndpoint = Exclude<Endpoint, ForeignEndpoint>;
 /** Endpoints whose lines generate no tokens: they read their input and answer vectors or scores. */
 export const READS_ONLY: readonly Endpoint[] = ["/v1/embeddings", "/v1/rerank", "/v1/score"];
 
@@ -35,7 +38,8 @@ export type InferenceRequest =
   | { endpoint: "/v1/completions"; body: CompletionBody }
   | { endpoint: "/v1/embeddings"; body: EmbeddingBody }
   | { endpoint: "/v1/responses"; body: ResponseBody }
-  | { endpoint: "/v1/messages"; body: MessagesParams }
+  /** A body its own folder's schema checked (parse/request.ts), whose fields are that folder's to read. */
+  | { endpoint: ForeignEndpoint; body: Record<string, unknown> }
   | RankRequest;
 
 export interface TokenUsage {
@@ -104,8 +108,9 @@ export interface LinePreference {
 }
 
 /**
- * Who waits for a request: a client holding a connection open ("interactive"), or a batch, and a synchronous call at
- * the flex tier, which waits with the batches ("batch").
+ * Where a request waits for a backend's capacity, named for who waits for it (docs/architecture.md, "Glossary"):
+ * "interactive", a client holding a connection open (a synchronous request of the default service tier); "batch",
+ * nobody at a connection (a batch's line, a dataset job's row, a synchronous request of the flex service tier).
  */
 export type Lane = "interactive" | "batch";
 
@@ -113,10 +118,10 @@ export interface ExecuteOptions {
   /** "batch" when absent. */
   lane?: Lane;
   /**
-   * For the interactive lane: whether the engine keeps a sequence free for the lane's next request (true when
-   * absent). False while a batch of the model is at risk of its deadline: the batches take that sequence back.
+   * For the interactive lane: whether the engine keeps a sequence free for the lane's next request, its reserve (true
+   * when absent). False while a batch of the model is at risk of its deadline: the batches take that sequence back.
    */
-  reserve?: boolean;
+  keepReserve?: boolean;
   /**
    * Told a chat or completion request's answer as it is generated, per choice (the `index` of its final body), where
    * the backend can: the pieces of a choice begin its final text, and the final body holds whatever is not told.

@@ -1,45 +1,36 @@
-// Serves /v1/responses and /v1/messages over a backend's /v1/chat/completions (openai/responses.ts and
-// openai/messages.ts translate each way), so every backend that serves chat serves those lines too, with the
-// same checks, and every refusal names the field of the request as it was written.
-import type { MessagesParams } from "../anthropic/params.js";
+// Serves request shapes other than chat (OpenAI's /v1/responses; another folder's, Anthropic's /v1/messages) over a
+// backend's /v1/chat/completions, each by a Dialect that translates each way, so every backend that serves chat
+// serves those lines too, with the same checks, and every refusal names the field of the request as it was written.
 import type { BackendInfo, BackendResult, Endpoint, ExecuteOptions, InferenceBackend, InferenceRequest } from "./backend.js";
 import { RequestError } from "./errors.js";
-import { messagesParam, toAnthropicMessage, toChatFromMessages } from "./messages.js";
 import { parseRequest } from "./parse.js";
 import type { ResponseBody } from "./response-bodies.js";
 import { responsesParam, toChatBody, toResponseObject } from "./responses.js";
 
-type Completion = Parameters<typeof toResponseObject>[1] & Parameters<typeof toAnthropicMessage>[0];
-
-/** One request shape served over chat: how it becomes a chat body, and how the completion becomes its answer. */
-interface Dialect {
+/**
+ * One request shape served over chat: how its (already checked) body becomes a chat body, with the chat-side
+ * parameter named as the request wrote it, and how the chat completion becomes its answer.
+ */
+export interface Dialect {
   endpoint: Endpoint;
   toChat(body: never): { chat: unknown; topK?: number; rename(param: string): string | null };
-  answer(body: never, completion: Completion, result: BackendResult): Record<string, unknown>;
+  answer(body: never, completion: never, result: BackendResult): Record<string, unknown>;
 }
 
-const RESPONSES: Dialect = {
+/** OpenAI's Responses API over chat (openai/responses.ts translates each way). */
+export const RESPONSES_DIALECT: Dialect = {
   endpoint: "/v1/responses",
   toChat(body: ResponseBody) {
     const { chat, origins } = toChatBody(body);
     return { chat, rename: (p) => responsesParam(p, origins) };
   },
-  answer: (body: ResponseBody, completion) => toResponseObject(body, completion),
+  answer: (body: ResponseBody, completion: Parameters<typeof toResponseObject>[1]) => toResponseObject(body, completion),
 };
 
-const MESSAGES: Dialect = {
-  endpoint: "/v1/messages",
-  toChat(body: MessagesParams) {
-    const { chat, topK, origins } = toChatFromMessages(body);
-    return { chat, topK, rename: (p) => messagesParam(p, origins) };
-  },
-  answer: (_body, completion, result) => toAnthropicMessage(completion, result),
-};
-
-/** The backend, serving Responses and Messages lines too where it serves chat and not them itself. */
-export function overChat(inner: InferenceBackend): InferenceBackend {
+/** The backend, serving each dialect's lines too where it serves chat and not that endpoint itself. */
+export function overChat(inner: InferenceBackend, dialects: readonly Dialect[]): InferenceBackend {
   let backend = inner;
-  for (const dialect of [RESPONSES, MESSAGES]) {
+  for (const dialect of dialects) {
     const { endpoints } = backend.info;
     if (endpoints.includes("/v1/chat/completions") && !endpoints.includes(dialect.endpoint)) backend = new OverChat(backend, dialect);
   }

@@ -1,9 +1,9 @@
 // A request body checked against its endpoint's schema, as OpenAI answers a bad request: a 400 whose
-// `param` names the field at fault.
+// `param` names the field at fault. OpenAI's endpoints here; an endpoint whose body another folder defines is
+// checked by the same rules with that folder's schema (parse/request.ts composes both).
 import type { z } from "zod";
-import { MessagesParamsSchema } from "../anthropic/params.js";
 import { checkAnswerSize } from "./answer-size.js";
-import type { Endpoint, InferenceRequest } from "./backend.js";
+import type { Endpoint, InferenceRequest, OpenAIEndpoint } from "./backend.js";
 import { ChatBodySchema, CompletionBodySchema, EmbeddingBodySchema } from "./bodies.js";
 import { RequestError } from "./errors.js";
 import { checkNesting } from "./json-depth.js";
@@ -11,31 +11,28 @@ import { RerankBodySchema, ScoreBodySchema } from "./rank.js";
 import { ResponseBodySchema } from "./response-bodies.js";
 import { describeIssue } from "./zod-errors.js";
 
-export function bodySchemaFor(endpoint: Endpoint): z.ZodType {
-  switch (endpoint) {
-    case "/v1/chat/completions":
-      return ChatBodySchema;
-    case "/v1/completions":
-      return CompletionBodySchema;
-    case "/v1/embeddings":
-      return EmbeddingBodySchema;
-    case "/v1/responses":
-      return ResponseBodySchema;
-    case "/v1/messages":
-      return MessagesParamsSchema;
-    case "/v1/rerank":
-      return RerankBodySchema;
-    case "/v1/score":
-      return ScoreBodySchema;
-  }
-}
+const SCHEMAS: Readonly<Record<OpenAIEndpoint, z.ZodType>> = {
+  "/v1/chat/completions": ChatBodySchema,
+  "/v1/completions": CompletionBodySchema,
+  "/v1/embeddings": EmbeddingBodySchema,
+  "/v1/responses": ResponseBodySchema,
+  "/v1/rerank": RerankBodySchema,
+  "/v1/score": ScoreBodySchema,
+};
+
+/** The schema of an endpoint's body; none for a string that names no endpoint (parseBody refuses it). */
+export const bodySchemaFor = (endpoint: OpenAIEndpoint): z.ZodType =>
+  (Object.hasOwn(SCHEMAS, endpoint) ? SCHEMAS[endpoint] : undefined) as z.ZodType;
 
 /**
  * Throws a non-retryable RequestError (invalid_request, unknown_parameter, missing_required_parameter, or
  * nesting_too_deep before anything walks the body).
  */
-export function parseRequest(endpoint: Endpoint, body: unknown): InferenceRequest {
-  const schema = bodySchemaFor(endpoint);
+export const parseRequest = (endpoint: OpenAIEndpoint, body: unknown): InferenceRequest =>
+  parseBody(endpoint, bodySchemaFor(endpoint), body);
+
+/** A body checked against `schema`, its endpoint's, whichever folder defines it; refused as parseRequest refuses. */
+export function parseBody(endpoint: Endpoint, schema: z.ZodType | undefined, body: unknown): InferenceRequest {
   if (!schema) throw new RequestError(`Unsupported endpoint '${String(endpoint)}'.`, "invalid_url", false);
   checkNesting(body);
   const r = schema.safeParse(body);

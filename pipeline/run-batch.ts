@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { BackendResult, Endpoint, InferenceBackend, InferenceRequest } from "../openai/backend.js";
 import { RequestError } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
-import { parseRequest } from "../openai/parse.js";
+import { parseRequest } from "../parse/request.js";
 import { callOffUnbegun, NotBegun } from "./call-off.js";
 import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";

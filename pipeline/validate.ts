@@ -156,7 +156,7 @@ function checkLine(
     });
     return { model };
   }
-  // A body nested past the bound is its line's own 400 when it runs (openai/parse.ts); estimating its tokens would
+  // A body nested past the bound is its line's own 400 when it runs (parse/request.ts); estimating its tokens would
   // walk it first, so it reserves none.
   return tooDeepAt(body) ? { model } : { model, body: body as Record<string, unknown> };
 }

@@ -51,7 +51,9 @@ Options:
       --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
-      --contexts <n>            generation contexts decoding at once (default: two per CPU core, at most 4)
+      --contexts <n>            generation contexts decoding at once (default on CPU: one per core with
+                                the patched engine, two per core with the prebuilt one, at most 4;
+                                one on a GPU)
       --context-size <n>        tokens per sequence, at least 64 (default: CONTEXT_SIZE)
       --overwrite               start afresh; without it, a run continues the results already in
                                 a local output and error file (requests there, by custom_id, are skipped)

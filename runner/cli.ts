@@ -2,7 +2,8 @@
 import { ConfigError, checkPaths, loadConfig } from "../config/config.js";
 import { parseRunnerArgs, USAGE } from "./args.js";
 import { createCliLogger } from "./cli-log.js";
-import { InputError, runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
+import { InputError } from "./run-file.js";
+import { runOffline, USAGE_EXIT, withArgs } from "./run-offline.js";
 
 /** Runs the command line; `stop` is aborted by Ctrl-C (at any moment, loading included); `onRunning` as the requests begin. */
 export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise<number> {

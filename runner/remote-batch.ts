@@ -42,11 +42,12 @@ export function apiBase(url: string): string {
   return u.toString().replace(/\/+$/, "");
 }
 
-export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Promise<number> {
-  const base = apiBase(run.remote.url);
-  const headers: Record<string, string> = run.remote.apiKey ? { authorization: `Bearer ${run.remote.apiKey}` } : {};
-  const call = async <T>(method: string, route: string, body?: FormData | object): Promise<T> => {
-    const init: RequestInit = { method, headers: { ...headers }, signal: deps.signal };
+type Call = <T>(method: string, route: string, body?: FormData | object) => Promise<T>;
+
+/** The server's API: a call's JSON answer, or an error with the server's message (OpenAI's shape, else its text). */
+function apiClient(base: string, headers: Record<string, string>, signal?: AbortSignal): Call {
+  return async <T>(method: string, route: string, body?: FormData | object): Promise<T> => {
+    const init: RequestInit = { method, headers: { ...headers }, ...(signal ? { signal } : {}) };
     if (body instanceof FormData) init.body = body;
     else if (body) {
       init.body = JSON.stringify(body);
@@ -66,37 +67,27 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
     }
     return JSON.parse(text) as T;
   };
+}
 
-  const state = ((await readJsonFile(run.stateFile)) ?? {}) as { remoteBatch?: string };
+/** Where a stage's batch runs on a server, and what has been read of its output so far. */
+interface Remote {
+  run: RemoteRun;
+  deps: OfflineRunDeps;
+  base: string;
+  headers: Record<string, string>;
+  call: Call;
   /** Output lines appended while the batch ran; null: the server has no output reads. */
-  let outputRead: number | null | undefined;
+  outputRead?: number | null;
+}
+
+export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Promise<number> {
+  const base = apiBase(run.remote.url);
+  const headers: Record<string, string> = run.remote.apiKey ? { authorization: `Bearer ${run.remote.apiKey}` } : {};
+  const r: Remote = { run, deps, base, headers, call: apiClient(base, headers, deps.signal) };
   let batch: Batch;
   try {
-    if (state.remoteBatch) {
-      batch = await call<Batch>("GET", `/batches/${state.remoteBatch}`);
-      deps.stderr.write(`following ${batch.id} on ${base} (${batch.status})\n`);
-    } else {
-      const form = new FormData();
-      form.set("purpose", "batch");
-      form.set("file", await openAsBlob(run.requests), "requests.jsonl");
-      const file = await call<{ id: string }>("POST", "/files", form);
-      batch = await call<Batch>("POST", "/batches", { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" });
-      await writeJsonAtomic(run.stateFile, { ...state, remoteBatch: batch.id });
-      deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
-    }
-    let shown = "";
-    await writeFile(run.output, "");
-    while (!FINAL.has(batch.status)) {
-      await sleep(run.pollMs ?? 2000, undefined, { signal: deps.signal });
-      batch = await call<Batch>("GET", `/batches/${batch.id}`);
-      await follow(batch.id);
-      const c = batch.request_counts;
-      const paused = batch.paused_at ? " (paused: it goes on once resumed, POST /v1/batches/{id}/resume)" : "";
-      const sofar = outputRead === undefined ? "" : `; ${outputRead} results so far in ${run.output}`;
-      const line = `${batch.id}: ${batch.status}${paused}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}${sofar}`;
-      if (line !== shown) deps.stderr.write(`${line}\n`);
-      shown = line;
-    }
+    batch = await submitOrFollow(r);
+    batch = await waitForEnd(r, batch);
   } catch (err) {
     if (deps.signal?.aborted) {
       deps.stderr.write(`stopped following; the batch runs on: run the same command again to follow it and join its results\n`);
@@ -112,36 +103,75 @@ export async function runRemoteBatch(run: RemoteRun, deps: OfflineRunDeps): Prom
   }
   try {
     // Downloaded whole (streamed to disk): its lines start with those read while it ran, in the same order.
-    await saveContent(batch.output_file_id, run.output);
-    await saveContent(batch.error_file_id, run.errors);
+    await saveContent(r, batch.output_file_id, run.output);
+    await saveContent(r, batch.error_file_id, run.errors);
   } catch (err) {
     deps.stderr.write(`error: ${(err as Error).message}\n`);
     return 1;
   }
   return 0;
+}
 
-  /**
-   * Appends the output lines committed since the last read (whole lines only). A server without output reads
-   * (404) is not asked again.
-   */
-  async function follow(id: string): Promise<void> {
-    if (outputRead === null) return;
-    const res = await fetch(`${base}/batches/${id}/output?after=${outputRead ?? 0}`, { headers, signal: deps.signal }).catch(
-      () => undefined,
-    );
-    if (res?.status === 404 || res?.status === 405) outputRead = null;
-    if (!res?.ok) return;
-    const text = await res.text().catch(() => "");
-    const whole = text.slice(0, text.lastIndexOf("\n") + 1);
-    await appendFile(run.output, whole);
-    outputRead = (outputRead ?? 0) + whole.split("\n").length - 1;
+/** The batch this stage submitted before (its id kept in the state), else the request lines submitted now. */
+async function submitOrFollow(r: Remote): Promise<Batch> {
+  const { run, deps, call, base } = r;
+  const state = ((await readJsonFile(run.stateFile)) ?? {}) as { remoteBatch?: string };
+  if (state.remoteBatch) {
+    const batch = await call<Batch>("GET", `/batches/${state.remoteBatch}`);
+    deps.stderr.write(`following ${batch.id} on ${base} (${batch.status})\n`);
+    return batch;
   }
+  const form = new FormData();
+  form.set("purpose", "batch");
+  form.set("file", await openAsBlob(run.requests), "requests.jsonl");
+  const file = await call<{ id: string }>("POST", "/files", form);
+  const batch = await call<Batch>("POST", "/batches", { input_file_id: file.id, endpoint: run.endpoint, completion_window: "24h" });
+  await writeJsonAtomic(run.stateFile, { ...state, remoteBatch: batch.id });
+  deps.stderr.write(`submitted ${batch.id} to ${base}\n`);
+  return batch;
+}
 
-  /** A result file streamed to disk, never whole in memory; none is an empty file. */
-  async function saveContent(id: string | null | undefined, file: string): Promise<void> {
-    if (!id) return writeFile(file, "");
-    const res = await fetch(`${base}/files/${id}/content`, { headers, signal: deps.signal });
-    if (!res.ok || !res.body) throw new Error(`GET ${base}/files/${id}/content: HTTP ${res.status}`);
-    await pipeline(Readable.fromWeb(res.body as import("node:stream/web").ReadableStream), createWriteStream(file));
+/** Polls the batch to its end, a line on stderr each time its state changes, its output read as it fills. */
+async function waitForEnd(r: Remote, start: Batch): Promise<Batch> {
+  const { run, deps, call } = r;
+  let batch = start;
+  let shown = "";
+  await writeFile(run.output, "");
+  while (!FINAL.has(batch.status)) {
+    await sleep(run.pollMs ?? 2000, undefined, { signal: deps.signal });
+    batch = await call<Batch>("GET", `/batches/${batch.id}`);
+    await follow(r, batch.id);
+    const c = batch.request_counts;
+    const paused = batch.paused_at ? " (paused: it goes on once resumed, POST /v1/batches/{id}/resume)" : "";
+    const sofar = r.outputRead === undefined ? "" : `; ${r.outputRead} results so far in ${run.output}`;
+    const line = `${batch.id}: ${batch.status}${paused}${c ? `, ${c.completed + c.failed} of ${c.total} done (${c.failed} failed)` : ""}${sofar}`;
+    if (line !== shown) deps.stderr.write(`${line}\n`);
+    shown = line;
   }
+  return batch;
+}
+
+/**
+ * Appends the output lines committed since the last read (whole lines only). A server without output reads
+ * (404) is not asked again.
+ */
+async function follow(r: Remote, id: string): Promise<void> {
+  if (r.outputRead === null) return;
+  const res = await fetch(`${r.base}/batches/${id}/output?after=${r.outputRead ?? 0}`, { headers: r.headers, signal: r.deps.signal }).catch(
+    () => undefined,
+  );
+  if (res?.status === 404 || res?.status === 405) r.outputRead = null;
+  if (!res?.ok) return;
+  const text = await res.text().catch(() => "");
+  const whole = text.slice(0, text.lastIndexOf("\n") + 1);
+  await appendFile(r.run.output, whole);
+  r.outputRead = (r.outputRead ?? 0) + whole.split("\n").length - 1;
+}
+
+/** A result file streamed to disk, never whole in memory; none is an empty file. */
+async function saveContent(r: Remote, id: string | null | undefined, file: string): Promise<void> {
+  if (!id) return writeFile(file, "");
+  const res = await fetch(`${r.base}/files/${id}/content`, { headers: r.headers, signal: r.deps.signal });
+  if (!res.ok || !res.body) throw new Error(`GET ${r.base}/files/${id}/content: HTTP ${res.status}`);
+  await pipeline(Readable.fromWeb(res.body as import("node:stream/web").ReadableStream), createWriteStream(file));
 }

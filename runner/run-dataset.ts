@@ -25,7 +25,7 @@ import {
   writtenOutput,
 } from "./dataset-work.js";
 import { runRemoteBatch } from "./remote-batch.js";
-import { type OfflineRunDeps, runOffline } from "./run-offline.js";
+import { modelHint, type OfflineRunDeps, printedRun } from "./run-offline.js";
 
 export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
   const { stderr } = deps;
@@ -160,17 +160,7 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
   const errors = `${place.work}/errors.jsonl`;
   const code = args.remote
     ? await runRemoteBatch({ requests, output, errors, stateFile: place.record, endpoint: job.endpoint, remote: args.remote }, deps)
-    : (
-        await runOffline(
-          { ...args.engine, input: requests, output, errors, ...(args.retryFailed ? { retryFailed: true } : {}) },
-          {
-            ...deps,
-            config: { ...deps.config, maxRequestsPerBatch: Math.max(deps.config.maxRequestsPerBatch, rows) },
-            resultFiles: false,
-            inputLabel: o.label,
-          },
-        )
-      ).exitCode;
+    : await runHere(o, { requests, output, errors, rows }, args, deps);
   if (code !== 0) return code;
   const pass = await joinAnswers(job, o.tables, o.input, {
     columns: o.columns,
@@ -195,6 +185,33 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
       `${o.name}: kept the working folder ${place.work}${pass.failed > 0 ? ` for --retry-failed (${pass.failed} rows failed)` : ""}; remove it once done\n`,
     );
   return 0;
+}
+
+/**
+ * The request lines run here, on the endpoint the job names and with no limit on their count but the table's: the
+ * summary leaves out the working files (the table is the job's output), and problems name the table.
+ */
+async function runHere(
+  o: Opened,
+  files: { requests: string; output: string; errors: string; rows: number },
+  args: DatasetArgs<EngineArgs>,
+  deps: OfflineRunDeps,
+): Promise<number> {
+  const e = args.engine;
+  const options = {
+    input: files.requests,
+    output: files.output,
+    errors: files.errors,
+    config: deps.config,
+    logger: deps.logger,
+    endpoint: o.job.endpoint,
+    maxRequests: files.rows,
+    overwrite: !!e.overwrite,
+    retryFailed: !!args.retryFailed,
+    modelHint: modelHint(deps.config, e),
+  };
+  const view = { label: o.label, resultFiles: false, ...(e.pool ? { pool: e.pool } : {}) };
+  return (await printedRun(options, deps, view)).exitCode;
 }
 
 /**

@@ -1,23 +1,32 @@
-// One offline run: fetch the input if it is a URL, validate it as POST /v1/batches would, bring up
-// the engine as the server does, run every line through the same pipeline, deliver the results.
-import { mkdir, mkdtemp, rename, rm, stat } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
+// One offline run as the command line shows it: runFile (run-file.ts) with its progress drawn on stderr, its summary
+// printed on stdout and its outcome turned into an exit status.
 import type pino from "pino";
-import { createRouter, loadRegistry } from "../backends/build.js";
 import { costOf, type Price, roundMoney } from "../backends/price.js";
-import type { ModelRegistry } from "../backends/registry.js";
 import type { Config } from "../config/config.js";
-import { isEndpoint, READS_ONLY, type TokenUsage } from "../openai/backend.js";
-import { readJsonlLines } from "../pipeline/jsonl.js";
-import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
-import { runBatchFile } from "../pipeline/run-batch.js";
-import type { AbortReason, Endpoint, RunBatchResult, ValidationResult } from "../pipeline/types.js";
-import { validateBatchFile } from "../pipeline/validate.js";
+import { READS_ONLY, type TokenUsage } from "../openai/backend.js";
+import type { Endpoint, ValidationResult } from "../pipeline/types.js";
 import type { EngineArgs, RunnerArgs } from "./args.js";
-import { createProgressReporter, formatDuration, type ProgressStream, type RunRates, type TokenKind, tokenUnit } from "./progress.js";
-import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
+import {
+  createProgressReporter,
+  formatDuration,
+  type ProgressReporter,
+  type ProgressStream,
+  type RunRates,
+  type TokenKind,
+  tokenUnit,
+} from "./progress.js";
+import { displayLocation, type HttpRetry } from "./remote.js";
+import {
+  InputError,
+  InvalidFileError,
+  ModelNotServedError,
+  type RunEvent,
+  type RunFileOptions,
+  type RunSummary,
+  runFile,
+} from "./run-file.js";
 
+/** What the command line runs with: its settings and where it prints. */
 export interface OfflineRunDeps {
   /** Engine and pipeline settings (from the environment and config/model_config.yaml). */
   config: Config;
@@ -32,24 +41,29 @@ export interface OfflineRunDeps {
   progressIntervalMs?: number;
   /** The command line that runs this again (printed after an interrupt: a second run resumes). */
   resumeCommand?: string;
-  /** False where the caller reports its own files (a dataset job's table): the summary leaves out the result files. */
-  resultFiles?: boolean;
-  /** How problems name the input, where the caller made it from another file (a dataset job's table). */
-  inputLabel?: string;
   /** Told when the requests begin running (the model is up): a stop from then on is the run's drain. */
   onRunning?: () => void;
 }
 
-export interface OfflineRunResult {
-  /** 0 ran (even if some requests failed), 1 invalid input, 130 interrupted. */
-  exitCode: number;
-  endpoint?: Endpoint;
-  validation?: ValidationResult;
-  result?: RunBatchResult;
+/** How a run is shown, beyond what OfflineRunDeps says. */
+export interface RunView {
+  /** How problems name the input (default: the input's location). */
+  label?: string;
+  /** False where the caller reports its own files (a dataset job's table): the summary leaves out the result files. */
+  resultFiles?: boolean;
+  /** Whose hourly price the summary's cost uses. */
+  pool?: "spot" | "dedicated";
 }
 
-/** Why a run stopped at a Ctrl-C: nothing more is written, and running again resumes. */
-const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };
+export interface OfflineRunResult {
+  /** 0 ran (even if some requests failed), 2 input it cannot take, 130 interrupted. */
+  exitCode: number;
+  /** Absent where the input was refused. */
+  summary?: RunSummary;
+}
+
+/** The exit status of input the runner cannot take (a flag, a file, a job, a dataset, a model it does not serve). */
+export const USAGE_EXIT = 2;
 
 /** Problems listed on the terminal; the rest are counted. */
 const SHOWN_ERRORS = 20;
@@ -72,284 +86,100 @@ export function withArgs(config: Config, args: EngineArgs): Config {
   };
 }
 
+/** The command line's run of a batch file: its flags as runFile's options, shown as `npm run batch` shows it. */
 export async function runOffline(args: RunnerArgs, deps: OfflineRunDeps): Promise<OfflineRunResult> {
-  const work = await mkdtemp(path.join(os.tmpdir(), "obi-run-"));
-  const started = Date.now();
-  const run: RunState = { args, deps, work, started };
-  try {
-    return await runPhases(run);
-  } catch (err) {
-    // A Ctrl-C before the requests run (a download, the model's load) ends the same way as one during the run.
-    if (deps.signal?.aborted && !run.ran) return await interrupted(run);
-    throw err;
-  } finally {
-    await rm(work, { recursive: true, force: true });
-  }
+  const options: RunFileOptions = {
+    input: args.input,
+    output: args.output,
+    errors: args.errors,
+    config: deps.config,
+    logger: deps.logger,
+    overwrite: !!args.overwrite,
+    retryFailed: !!args.retryFailed,
+    modelHint: modelHint(deps.config, args),
+  };
+  return await printedRun(options, deps, args.pool ? { pool: args.pool } : {});
 }
 
-/** What a run has learnt so far, for the summary an interruption prints whenever it comes. */
-interface RunState {
-  args: RunnerArgs;
-  deps: OfflineRunDeps;
-  work: string;
-  started: number;
-  endpoint?: Endpoint;
-  validation?: ValidationResult;
-  reused?: DoneScan;
-  /** The requests began running: what stops them now is the run's drain, which ends in its own summary. */
-  ran?: boolean;
-}
-
-async function runPhases(run: RunState): Promise<OfflineRunResult> {
-  const { args, deps } = run;
-  const { config, stderr, stdout, signal } = deps;
-  const input = isUrl(args.input) ? path.join(run.work, "input.jsonl") : path.resolve(args.input);
-  if (isUrl(args.input)) {
-    const bytes = await download(args.input, input, { retry: deps.httpRetry, signal });
-    stderr.write(`downloaded ${displayLocation(args.input)} (${bytes} bytes)\n`);
-  } else {
-    await assertFile(input);
-  }
-
-  const endpoint = await detectEndpoint(input, config.maxLineBytes);
-  run.endpoint = endpoint;
-  const validation = await validateBatchFile(input, endpoint, {
-    maxRequests: config.maxRequestsPerBatch,
-    maxLineBytes: config.maxLineBytes,
-  });
-  run.validation = validation;
-  if (!validation.ok) {
-    stderr.write(describeInvalid(deps.inputLabel ?? args.input, validation));
-    return { exitCode: USAGE_EXIT, endpoint, validation };
-  }
-  if (signal?.aborted) return await interrupted(run);
-
-  const output = isUrl(args.output) ? path.join(run.work, "output.jsonl") : path.resolve(args.output);
-  const errors = isUrl(args.errors) ? path.join(run.work, "errors.jsonl") : path.resolve(args.errors);
-  const files = { input, output, errors };
-  const reused = await earlierResults(args, files, deps);
-  if (typeof reused === "number") return { exitCode: reused, endpoint, validation };
-  if (reused) run.reused = reused;
-
-  const registry = await loadRegistry(config, deps.logger, {
+/** How a model that cannot be found is told to be given: by --model where the flag named it. */
+export function modelHint(config: Config, args: EngineArgs): { hint: string; setting: string } {
+  return {
     hint: "--model hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 (or MODEL_PATH=...)",
     setting: config.modelPath === args.model ? "--model" : "MODEL_PATH",
-    signal: deps.signal,
-  });
-  const spec = registry.resolve(validation.model);
-  if (!spec) {
-    const named =
-      validation.model === undefined ? "the requests name no model" : `the model '${validation.model}' is not in the models file`;
-    stderr.write(`${deps.inputLabel ?? displayLocation(args.input)}: ${named}; it serves ${registry.names.join(", ")}\n`);
-    return { exitCode: USAGE_EXIT, endpoint, validation };
-  }
-  if (reused && reused.done.size >= validation.total) {
-    // Every request already has its result: nothing to run, so no model is loaded (the lines' model was checked above).
-    stdout.write(
-      `nothing to run: all ${validation.total} requests of ${displayLocation(args.input)} already have a result ` +
-        `(${reused.completed} completed, ${reused.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
-    );
-    return { exitCode: 0, endpoint, validation };
-  }
-  if (signal?.aborted) return await interrupted(run);
-
-  const ran = await runOnModel(run, files, registry, spec.name);
-  if (typeof ran === "number") return { exitCode: ran, endpoint, validation };
-  const { result, rates } = ran;
-  const seconds = (Date.now() - run.started) / 1000;
-  // Each file appears with its first line: a run where no request completed has no output file.
-  const hasOutput = await exists(output);
-  const hasErrors = await exists(errors);
-  // What finished is delivered even after a Ctrl-C (a second one quits at once).
-  if (hasOutput && isUrl(args.output)) await upload(output, args.output, { retry: deps.httpRetry });
-  if (hasErrors && isUrl(args.errors)) await upload(errors, args.errors, { retry: deps.httpRetry });
-  stdout.write(
-    summary({
-      args,
-      endpoint,
-      result,
-      seconds,
-      hasOutput,
-      hasErrors,
-      reused: reused?.done.size ?? 0,
-      reusedUsage: reused?.usage,
-      price: spec.price,
-      rates,
-      resume: deps.resumeCommand,
-      resultFiles: deps.resultFiles ?? true,
-    }),
-  );
-  return { exitCode: result.aborted ? 130 : 0, endpoint, validation, result };
-}
-
-/**
- * What an earlier run of this input left (null: nothing, a fresh run); or an exit code where the run stops here
- * (nothing to retry, another file's results in the output). Nothing is changed yet (prepareFiles does, as the run
- * begins), so a run that never begins (a model that fails to load, a Ctrl-C) leaves the files as they were.
- */
-async function earlierResults(
-  args: RunnerArgs,
-  files: { input: string; output: string; errors: string },
-  deps: OfflineRunDeps,
-): Promise<DoneScan | null | number> {
-  const { stderr, config } = deps;
-  const { input, output, errors } = files;
-  if (args.retryFailed && !(await exists(errors))) {
-    stderr.write(`nothing to retry: ${displayLocation(args.errors)} does not exist (no request failed)\n`);
-    return 0;
-  }
-  // The failed lines are run again, so only the output's count as done.
-  const reused = args.overwrite ? null : await resumable(input, output, args.retryFailed ? null : errors, config.maxLineBytes);
-  if (reused && "foreign" in reused) {
-    stderr.write(
-      `${displayLocation(args.output)} holds results for requests that are not in ${displayLocation(args.input)} ` +
-        `(such as '${reused.foreign}'): pass --overwrite to replace them\n`,
-    );
-    return USAGE_EXIT;
-  }
-  if (reused && reused.done.size > 0) {
-    stderr.write(
-      `continuing: ${reused.done.size} requests already in the output${args.retryFailed ? "" : " and error"} files are skipped (--overwrite starts afresh)\n`,
-    );
-  }
-  return reused;
-}
-
-/**
- * The result files made ready as the requests begin: --retry-failed moves the error file aside (its lines run again),
- * a fresh run removes earlier results; the output and the error file then appear with their first line.
- */
-async function prepareFiles(run: RunState, files: { output: string; errors: string }): Promise<void> {
-  const { args, deps } = run;
-  await mkdir(path.dirname(files.output), { recursive: true });
-  if (args.retryFailed) {
-    await rename(files.errors, `${files.errors}.retried`);
-    deps.stderr.write(`retrying the failed requests of ${displayLocation(args.errors)} (kept as ${path.basename(files.errors)}.retried)\n`);
-  } else if (!run.reused) {
-    await rm(files.output, { force: true });
-    await rm(files.errors, { force: true });
-  }
-}
-
-/**
- * Brings the model up and runs the lines on it. A Ctrl-C while the model loads stops the load; one while the lines
- * run is the run's drain: no request begins any more, and those computing finish and are written.
- */
-async function runOnModel(
-  run: RunState,
-  files: { input: string; output: string; errors: string },
-  registry: ModelRegistry,
-  model: string,
-): Promise<{ result: RunBatchResult; rates: RunRates } | number> {
-  const { deps, validation, reused } = run;
-  const { config, stderr, signal } = deps;
-  const endpoint = run.endpoint!;
-  const total = validation!.total;
-  const router = await createRouter(config, registry, deps.logger);
-  try {
-    const lease = await router.acquire(model, signal);
-    const backend = lease.backend;
-    if (!backend.info.endpoints.includes(endpoint)) {
-      stderr.write(`${endpoint} is not served by this backend (it serves ${backend.info.endpoints.join(", ")})\n`);
-      return USAGE_EXIT;
-    }
-    run.ran = true;
-    deps.onRunning?.();
-    await prepareFiles(run, files);
-    stderr.write(`running ${total} requests (${endpoint}) on ${backend.info.model}: ${backend.info.summary}\n`);
-    const progress = createProgressReporter({
-      total,
-      stream: stderr,
-      intervalMs: deps.progressIntervalMs,
-      tokens: tokenKind(endpoint),
-      ...(reused
-        ? { base: { done: reused.done.size, completionTokens: reused.usage.completionTokens, promptTokens: reused.usage.promptTokens } }
-        : {}),
-    });
-    const result = await runBatchFile({
-      inputPath: files.input,
-      outputPath: files.output,
-      errorPath: files.errors,
-      endpoint,
-      backend,
-      batchSize: config.pipeline.batchSize,
-      concurrency: config.pipeline.concurrency,
-      order: config.pipeline.order,
-      // Nothing cuts a request short: a second Ctrl-C ends the process, and a resume cuts a torn last line.
-      ...(signal ? { drain: signal } : {}),
-      ...(reused ? { done: reused.done, base: reused } : {}),
-      onProgress: (p) => progress.update(p),
-    });
-    const rates = progress.finish(result);
-    lease.release();
-    return { result, rates };
-  } finally {
-    await router.close();
-  }
-}
-
-/** The summary of a run stopped before its requests ran: what the files hold from before, and how to resume. */
-async function interrupted(run: RunState): Promise<OfflineRunResult> {
-  const { args, deps, reused } = run;
-  const result: RunBatchResult = {
-    completed: reused?.completed ?? 0,
-    failed: reused?.failed ?? 0,
-    usage: reused?.usage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 },
-    aborted: INTERRUPTED,
   };
-  const seconds = (Date.now() - run.started) / 1000;
-  deps.stdout.write(
-    summary({
-      args,
-      endpoint: run.endpoint,
-      result,
-      seconds,
-      // Nothing was written: the files are what an earlier run left (a URL is written only at a run's end).
-      hasOutput: !isUrl(args.output) && (await exists(args.output)),
-      hasErrors: !isUrl(args.errors) && (await exists(args.errors)),
-      reused: reused?.done.size ?? 0,
-      reusedUsage: reused?.usage,
-      rates: { seconds: 0, requestsPerSecond: 0, tokensPerSecond: 0 },
-      resume: deps.resumeCommand,
-      resultFiles: deps.resultFiles ?? true,
-    }),
-  );
-  return { exitCode: 130, endpoint: run.endpoint, validation: run.validation, result };
 }
 
-/** The endpoint named by the first line; validation then holds every other line to it. */
-/** The exit status of input the runner cannot take (a flag, a file, a job, a dataset, a model it does not serve). */
-export const USAGE_EXIT = 2;
-
-/** Input the runner cannot take, found as it runs: exit USAGE_EXIT, as a bad flag is. */
-export class InputError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "InputError";
+/**
+ * runFile with its progress on stderr and its summary on stdout. Input it cannot take is told on stderr (exit
+ * USAGE_EXIT), except a missing input file, which is thrown as the command line's other errors are.
+ */
+export async function printedRun(options: RunFileOptions, deps: OfflineRunDeps, view: RunView = {}): Promise<OfflineRunResult> {
+  const shown = showEvents(deps, options);
+  let summary: RunSummary;
+  try {
+    summary = await runFile({
+      ...options,
+      ...(deps.signal ? { signal: deps.signal } : {}),
+      ...(deps.httpRetry ? { httpRetry: deps.httpRetry } : {}),
+      onEvent: shown.onEvent,
+    });
+  } catch (err) {
+    if (!(err instanceof InputError) || err.reason === "no_input") throw err;
+    deps.stderr.write(describeRefusal(err, view.label, options.input));
+    return { exitCode: USAGE_EXIT };
   }
-}
-
-async function detectEndpoint(file: string, maxLineBytes: number): Promise<Endpoint> {
-  for await (const line of readJsonlLines(file, { maxLineBytes })) {
-    if (line.tooLong || line.text.trim() === "") continue;
-    try {
-      const url = (JSON.parse(line.text) as { url?: unknown })?.url;
-      if (isEndpoint(url)) return url;
-    } catch {
-      // Validation reports the line.
-    }
-    break;
+  if (summary.stopped === "nothing_to_retry") {
+    deps.stderr.write(`nothing to retry: ${displayLocation(options.errors)} does not exist (no request failed)\n`);
+  } else if (summary.stopped === "nothing_to_run") {
+    deps.stdout.write(
+      `nothing to run: all ${summary.total} requests of ${displayLocation(options.input)} already have a result ` +
+        `(${summary.completed} completed, ${summary.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
+    );
+  } else {
+    deps.stdout.write(describeSummary(summary, { ...view, rates: shown.rates(), resume: deps.resumeCommand }));
   }
-  return "/v1/chat/completions";
+  return { exitCode: summary.stopped === "interrupted" ? 130 : 0, summary };
 }
 
-async function assertFile(file: string): Promise<void> {
-  const s = await stat(file).catch(() => null);
-  if (!s?.isFile()) throw new InputError(`no such input file: ${file}`);
+/** A run's events as the command line shows them: a line for each step, the progress bar while the requests run. */
+function showEvents(deps: OfflineRunDeps, options: RunFileOptions) {
+  const { stderr } = deps;
+  let progress: ProgressReporter | undefined;
+  let rates: RunRates = { seconds: 0, requestsPerSecond: 0, tokensPerSecond: 0 };
+  const onEvent = (e: RunEvent) => {
+    options.onEvent?.(e);
+    if (e.type === "downloaded") stderr.write(`downloaded ${displayLocation(e.from)} (${e.bytes} bytes)\n`);
+    else if (e.type === "continuing")
+      stderr.write(
+        `continuing: ${e.requests} requests already in the output${e.retryFailed ? "" : " and error"} files are skipped (--overwrite starts afresh)\n`,
+      );
+    else if (e.type === "retrying") stderr.write(`retrying the failed requests of ${displayLocation(e.errors)} (kept as ${e.keptAs})\n`);
+    else if (e.type === "running") {
+      deps.onRunning?.();
+      stderr.write(`running ${e.total} requests (${e.endpoint}) on ${e.model}: ${e.backend}\n`);
+      const base = e.earlier && {
+        done: e.earlier.requests,
+        completionTokens: e.earlier.usage.completionTokens,
+        promptTokens: e.earlier.usage.promptTokens,
+      };
+      progress = createProgressReporter({
+        total: e.total,
+        stream: stderr,
+        intervalMs: deps.progressIntervalMs,
+        tokens: tokenKind(e.endpoint),
+        ...(base ? { base } : {}),
+      });
+    } else if (e.type === "progress") progress?.update(e.progress);
+    else if (e.type === "ran" && progress) rates = progress.finish(e.progress);
+  };
+  return { onEvent, rates: () => rates };
 }
 
-async function exists(file: string): Promise<boolean> {
-  return (await stat(file).catch(() => null)) !== null;
+/** Input refused before anything ran, as the terminal shows it. */
+function describeRefusal(err: InputError, label: string | undefined, input: string): string {
+  if (err instanceof InvalidFileError) return describeInvalid(label ?? input, err.validation);
+  if (err instanceof ModelNotServedError) return `${label ?? displayLocation(input)}: ${err.message}\n`;
+  return `${err.message}\n`;
 }
 
 function describeInvalid(input: string, v: ValidationResult): string {
@@ -360,42 +190,25 @@ function describeInvalid(input: string, v: ValidationResult): string {
   return `error: ${displayLocation(input)} is not a valid batch file (${problems}); nothing was run:\n${lines.join("\n")}\n`;
 }
 
-function summary(s: {
-  args: RunnerArgs;
-  /** Unknown where the run stopped before reading its input. */
-  endpoint?: Endpoint;
-  result: RunBatchResult;
-  seconds: number;
-  hasOutput: boolean;
-  hasErrors: boolean;
-  reused: number;
-  /** The earlier run's tokens: the rate and the cost count only this run's. */
-  reusedUsage?: TokenUsage;
-  /** The model's price in the models file. */
-  price?: Price;
-  /** The progress bar's final rates, which the summary repeats so that the two agree. */
-  rates: RunRates;
-  /** The command that runs this one again, which resumes after what it wrote. */
-  resume?: string;
-  resultFiles: boolean;
-}): string {
-  const { result: r, seconds } = s;
-  const done = r.completed + r.failed;
-  const reused = s.reused > 0 ? ` (${s.reused} from the earlier run)` : "";
-  const was = s.reusedUsage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 };
-  const head = r.aborted ? `interrupted after ${done} requests` : `${done} requests`;
-  const thisRun = `this run: ${done - s.reused} requests in ${formatDuration(s.rates.seconds)}, ${s.rates.requestsPerSecond.toFixed(1)} req/s`;
+/** The summary on stdout: counts, tokens and this run's rates (the progress bar's, so that the two agree), cost, files. */
+export function describeSummary(s: RunSummary, view: RunView & { rates: RunRates; resume?: string | undefined }): string {
+  const done = s.completed + s.failed;
+  const earlier = s.earlier?.requests ?? 0;
+  const was = s.earlier?.usage ?? { promptTokens: 0, cachedTokens: 0, completionTokens: 0 };
+  const aborted = s.stopped === "interrupted";
+  const head = aborted ? `interrupted after ${done} requests` : `${done} requests`;
+  const reused = earlier > 0 ? ` (${earlier} from the earlier run)` : "";
+  const { rates } = view;
+  const thisRun = `this run: ${done - earlier} requests in ${formatDuration(rates.seconds)}, ${rates.requestsPerSecond.toFixed(1)} req/s`;
+  const unit = s.endpoint ? tokenUnit(tokenKind(s.endpoint)) : "tok/s";
   return [
-    `${head}${reused}${s.endpoint ? ` (${s.endpoint})` : ""} in ${formatDuration(seconds)}: ${r.completed} completed, ${r.failed} failed`,
-    `tokens: ${r.usage.promptTokens} prompt, ${r.usage.completionTokens} completion (${thisRun}, ${Math.round(s.rates.tokensPerSecond)} ${s.endpoint ? tokenUnit(tokenKind(s.endpoint)) : "tok/s"})`,
-    ...(s.price ? [costLine(s.price, s.args.pool ?? "dedicated", seconds, r.usage, was)] : []),
-    ...(s.resultFiles
-      ? [
-          `output: ${s.hasOutput ? displayLocation(s.args.output) : "none"}`,
-          `errors: ${s.hasErrors ? displayLocation(s.args.errors) : "none"}`,
-        ]
-      : []),
-    ...(r.aborted && s.resume ? [`resume with: ${s.resume}`] : []),
+    `${head}${reused}${s.endpoint ? ` (${s.endpoint})` : ""} in ${formatDuration(s.seconds)}: ${s.completed} completed, ${s.failed} failed`,
+    `tokens: ${s.usage.promptTokens} prompt, ${s.usage.completionTokens} completion (${thisRun}, ${Math.round(rates.tokensPerSecond)} ${unit})`,
+    ...(s.price ? [costLine(s.price, view.pool ?? "dedicated", s.seconds, s.usage, was)] : []),
+    ...(view.resultFiles === false
+      ? []
+      : [`output: ${s.output ? displayLocation(s.output) : "none"}`, `errors: ${s.errors ? displayLocation(s.errors) : "none"}`]),
+    ...(aborted && view.resume ? [`resume with: ${view.resume}`] : []),
     "",
   ].join("\n");
 }
@@ -414,35 +227,6 @@ function costLine(price: Price, pool: "spot" | "dedicated", seconds: number, usa
       ? `${seconds.toFixed(1)} s of a ${pool} slot at ${pool === "spot" ? price.spotPerHour : price.dedicatedPerHour} ${price.currency}/hour`
       : `${work.inputTokens} input (${work.cachedTokens} cached) and ${work.outputTokens} output tokens at ${price.inputPerMillion} (cached ${price.cachedInputPerMillion}) in, ${price.outputPerMillion} out ${price.currency} per million`;
   return `cost: ${amount} ${price.currency} (${basis})`;
-}
-
-/**
- * What an earlier run of this input left in a local output: its results (a torn last line cut first), or the
- * first custom_id there that the input does not hold (another file's results: not mixed in). Null when
- * there is nothing to continue (no output yet, or a URL output, which is written whole at the end).
- */
-async function resumable(
-  input: string,
-  output: string,
-  errors: string | null,
-  maxLineBytes: number,
-): Promise<DoneScan | { foreign: string } | null> {
-  if (!(await exists(output)) && !(errors && (await exists(errors)))) return null;
-  await repairTornTail(output);
-  if (errors) await repairTornTail(errors);
-  const scan = await scanDone(output, errors);
-  if (scan.done.size === 0) return scan;
-  const ids = new Set<string>();
-  for await (const line of readJsonlLines(input, { maxLineBytes })) {
-    try {
-      const id = (JSON.parse(line.text) as { custom_id?: unknown })?.custom_id;
-      if (typeof id === "string") ids.add(id);
-    } catch {
-      // Validation already passed; nothing to learn from a line that is not JSON.
-    }
-  }
-  for (const id of scan.done) if (!ids.has(id)) return { foreign: id };
-  return scan;
 }
 
 /** The tokens a run's rate counts: the prompt's where its requests generate none (embeddings, rerank, score). */

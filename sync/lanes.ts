@@ -1,18 +1,25 @@
 // The `SyncInference` port in a process that serves its models: a synchronous request checked as a batch line of
-// its endpoint is (sync-request.ts), then admitted to its lane for that model (lane-gate.ts) and run on the model's
-// backend. The interactive lane (the default tier) holds at most a share of the model's sequences at once and is
-// served before the batches' waiting lines (engine/pool/lane.ts); the flex tier runs as batch work does. Its requests
-// count against their key's limits and usage as batch lines do (sync-accounts.ts).
+// its endpoint is (request.ts), then let into its lane's room for that model (lane-room.ts) and run on the model's
+// backend, told its lane. The interactive lane (service tier default) holds at most a share of the model's sequences
+// at once and is served before the batches' waiting lines (engine/pool/pool.ts); the batch lane (service tier flex)
+// waits with them. Its requests count against their key's limits and usage as batch lines do (tenancy/sync-accounts.ts).
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
-import type { LaneView, ServedTier, SyncAnswer, SyncInference, SyncRequest } from "../domain/sync-inference.js";
+import {
+  LANE_OF_TIER,
+  type LaneView,
+  type ServedTier,
+  type SyncAnswer,
+  type SyncInference,
+  type SyncRequest,
+} from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
-import type { InferenceBackend } from "../openai/backend.js";
+import type { InferenceBackend, Lane } from "../openai/backend.js";
 import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
 import type { SyncAccounts } from "../tenancy/sync-accounts.js";
-import { Gate } from "./lane-gate.js";
-import { domainError, parse, refused, tierOf, withTier } from "./request.js";
+import { LaneRoom } from "./lane-room.js";
+import { domainError, parse, tierOf, withDomainErrors, withTier } from "./request.js";
 
 export interface LaneSettings {
   interactiveMaxShare: number;
@@ -38,7 +45,7 @@ export interface SyncLanesDeps {
 }
 
 export class SyncLanes implements SyncInference {
-  private readonly gates = new Map<string, Gate>();
+  private readonly rooms = new Map<string, LaneRoom>();
   /** Aborted at shutdown: each request still running ends with shutting_down (a stream, with its error event). */
   private readonly stopping = new AbortController();
 
@@ -48,20 +55,20 @@ export class SyncLanes implements SyncInference {
     private readonly deps: SyncLanesDeps = {},
   ) {
     deps.metrics?.watchLanes(() =>
-      [...this.gates.values()].map((g) => ({ tier: g.tier, model: g.model, running: g.running, waiting: g.waiting })),
+      [...this.rooms.values()].map((r) => ({ tier: r.tier, model: r.model, running: r.running, waiting: r.waiting })),
     );
   }
 
   lanes(): LaneView[] {
-    return [...this.gates.values()].map((g) => ({
-      tier: g.tier,
-      model: g.model,
-      running: g.running,
-      room: g.room(),
-      waiting: g.waiting,
-      queue_max: g.queueMax,
-      served: g.served,
-      refused: g.refused,
+    return [...this.rooms.values()].map((r) => ({
+      tier: r.tier,
+      model: r.model,
+      running: r.running,
+      room: r.size(),
+      waiting: r.waiting,
+      queue_max: r.queueMax,
+      served: r.served,
+      refused: r.refused,
     }));
   }
 
@@ -88,6 +95,7 @@ export class SyncLanes implements SyncInference {
   private async serve({ owner, endpoint, body, signal, stream }: SyncRequest): Promise<SyncAnswer> {
     const request = parse(endpoint, body, stream !== undefined);
     const tier = tierOf(body);
+    const lane = LANE_OF_TIER[tier];
     const named = (body as { model?: unknown }).model;
     const spec = this.models.registry.resolve(typeof named === "string" ? named : undefined);
     if (!spec) throw new ModelNotFoundError(String(named), this.models.registry.names);
@@ -98,38 +106,36 @@ export class SyncLanes implements SyncInference {
     let release: (() => void) | undefined;
     try {
       const { backend } = lease;
-      refused(() => backend.check(request));
+      withDomainErrors(() => backend.check(request));
       const tokens = lineTokens(endpoint, body as Record<string, unknown>, this.deps.countTokens);
-      release = await this.counted(tier, spec.name, signal, async () => this.deps.accounts?.hold(owner, spec.name, tokens));
-      const gate = this.gate(spec.name, tier, backend);
-      const givenBack = tier === "default" && this.givenBack(gate);
+      release = await this.failureCounted(tier, spec.name, signal, async () => this.deps.accounts?.hold(owner, spec.name, tokens));
+      const room = this.room(spec.name, lane, backend);
+      const batchAtRisk = lane === "interactive" && this.batchAtRisk(room);
       const started = performance.now();
-      await this.counted(tier, spec.name, signal, () => gate.enter(signal));
+      await this.failureCounted(tier, spec.name, signal, () => room.enter(signal));
       try {
         stream?.begin({ model: backend.info.model, tier });
-        const lane = tier === "default" ? "interactive" : "batch";
         let first: number | undefined;
         const onText = (index: number, text: string) => {
           first ??= performance.now();
           stream?.text(index, text);
         };
         const admitted = performance.now();
-        const result = await this.counted(tier, spec.name, signal, () =>
-          backend
-            .execute(request, signal, { lane, onText, onPrompt: stream && ((u) => stream.prompt(u)), reserve: !givenBack })
-            .catch((err) => {
-              throw domainError(err);
-            }),
+        const onPrompt = stream && ((u: Parameters<typeof stream.prompt>[0]) => stream.prompt(u));
+        const result = await this.failureCounted(tier, spec.name, signal, () =>
+          backend.execute(request, signal, { lane, keepReserve: !batchAtRisk, onText, onPrompt }).catch((err) => {
+            throw domainError(err);
+          }),
         );
         this.metrics?.laneRequest(tier, spec.name, "completed");
-        gate.served++;
+        room.served++;
         this.observe(tier, spec.name, started, first, result.usage.completionTokens);
         // Engine time as a batch line's: its share of the engine while it held a sequence; an upstream's is none.
         const held = backend.info.kind === "local" ? (performance.now() - admitted) / 1000 / Math.max(1, backend.info.concurrency) : 0;
         this.deps.accounts?.record({ owner, model: spec.name, endpoint, tier, usage: result.usage, seconds: held });
         return { body: withTier(endpoint, result.body, tier), tier, usage: result.usage };
       } finally {
-        gate.leave();
+        room.leave();
       }
     } finally {
       release?.();
@@ -137,24 +143,31 @@ export class SyncLanes implements SyncInference {
     }
   }
 
-  /** Whether the interactive lane has given its share back to an at-risk batch; each change is logged and counted. */
-  private givenBack(gate: Gate): boolean {
-    const now = this.deps.atRisk?.(gate.model) ?? false;
-    if (now !== gate.givenBack) {
-      gate.givenBack = now;
+  /**
+   * Whether a batch of the room's model is at risk of its deadline, so the interactive lane gives its share back;
+   * each change is logged and counted.
+   */
+  private batchAtRisk(room: LaneRoom): boolean {
+    const now = this.deps.atRisk?.(room.model) ?? false;
+    if (now !== room.batchAtRisk) {
+      room.batchAtRisk = now;
       if (now) {
-        this.metrics?.laneTakeback(gate.model);
+        this.metrics?.laneTakeback(room.model);
         this.deps.logger?.warn(
-          { model: gate.model },
+          { model: room.model, lane: room.lane },
           "a batch is at risk of its deadline: the interactive lane gives back its share (one request at a time, no sequence held for it)",
         );
-      } else this.deps.logger?.info({ model: gate.model }, "no batch at risk any more: the interactive lane has its share again");
+      } else
+        this.deps.logger?.info(
+          { model: room.model, lane: room.lane },
+          "no batch at risk any more: the interactive lane has its share again",
+        );
     }
     return now;
   }
 
   /** `work`, its failure counted as the request's outcome: a full lane refused it, its client left, or it failed. */
-  private async counted<T>(tier: ServedTier, model: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  private async failureCounted<T>(tier: ServedTier, model: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (err) {
@@ -175,19 +188,19 @@ export class SyncLanes implements SyncInference {
     this.metrics?.laneLatency(tier, model, (first - started) / 1000, tokens > 1 ? (end - first) / 1000 / (tokens - 1) : undefined);
   }
 
-  /** The model's gate for the tier; its room follows the backend's concurrency as it stands. */
-  private gate(model: string, tier: ServedTier, backend: InferenceBackend): Gate {
-    const key = `${tier}\u0000${model}`;
-    let gate = this.gates.get(key);
-    if (!gate) {
+  /** The model's room in the lane; its size follows the backend's concurrency as it stands. */
+  private room(model: string, lane: Lane, backend: InferenceBackend): LaneRoom {
+    const key = `${lane}\u0000${model}`;
+    let room = this.rooms.get(key);
+    if (!room) {
       const { interactiveMaxShare, interactiveQueueMax, flexQueueMax } = this.settings;
       const share = () => Math.max(1, Math.floor(backend.info.concurrency * interactiveMaxShare));
-      gate =
-        tier === "default"
-          ? new Gate(tier, model, () => (this.deps.atRisk?.(model) ? 1 : share()), interactiveQueueMax)
-          : new Gate(tier, model, () => Math.max(1, backend.info.concurrency), flexQueueMax);
-      this.gates.set(key, gate);
+      room =
+        lane === "interactive"
+          ? new LaneRoom(lane, model, () => (this.deps.atRisk?.(model) ? 1 : share()), interactiveQueueMax)
+          : new LaneRoom(lane, model, () => Math.max(1, backend.info.concurrency), flexQueueMax);
+      this.rooms.set(key, room);
     }
-    return gate;
+    return room;
   }
 }

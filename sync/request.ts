@@ -1,14 +1,15 @@
 // A synchronous request's body checked as a batch line of its endpoint is, and refusals mapped to the control
 // plane's errors: `stream` and `stream_options` are the route's to honour (a batch line refuses them), so they are
 // checked here and left out of what the backend sees; so is `service_tier` where the endpoint's body has no such
-// field. Split from sync-lanes.ts, which admits and runs the request.
+// field. lanes.ts admits and runs the request.
+
+import { SYNC_SERVICE_TIER } from "../anthropic/messages.js";
 import { InvalidRequestError, UnavailableError } from "../domain/errors.js";
 import { type ServedTier, STREAMED } from "../domain/sync-inference.js";
 import type { Endpoint, InferenceRequest } from "../openai/backend.js";
 import { HarmlessFields } from "../openai/bodies.js";
 import { RequestError } from "../openai/errors.js";
-import { SYNC_SERVICE_TIER } from "../openai/messages.js";
-import { parseRequest } from "../openai/parse.js";
+import { parseRequest } from "../parse/request.js";
 
 /** The tier a body asks for: flex, or the default for everything else OpenAI names ("auto", "priority", "scale"). */
 export function tierOf(body: unknown): ServedTier {
@@ -35,12 +36,13 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
   if (b.stream === true && !STREAMED.includes(endpoint))
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
-  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null) return refused(() => parseRequest(endpoint, body));
+  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null)
+    return withDomainErrors(() => parseRequest(endpoint, body));
   if (endpoint === "/v1/messages") {
     // Its stream is a boolean, which Anthropic's schema checks; it has no stream options.
     const { stream: _, ...rest } = b;
-    if (typeof b.stream !== "boolean" && b.stream !== undefined) return refused(() => parseRequest(endpoint, body));
-    return refused(() => parseRequest(endpoint, rest));
+    if (typeof b.stream !== "boolean" && b.stream !== undefined) return withDomainErrors(() => parseRequest(endpoint, body));
+    return withDomainErrors(() => parseRequest(endpoint, rest));
   }
   const { stream, stream_options, ...rest } = b;
   if (stream !== undefined && stream !== null && typeof stream !== "boolean")
@@ -51,7 +53,7 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
     // A response's stream has no usage chunk to ask for: its completed event carries the usage.
     checkStreamOptions(stream_options, endpoint === "/v1/responses" ? ["include_obfuscation"] : ["include_usage", "include_obfuscation"]);
   }
-  return refused(() => parseRequest(endpoint, rest));
+  return withDomainErrors(() => parseRequest(endpoint, rest));
 }
 
 /**
@@ -70,10 +72,10 @@ function requireModel(endpoint: Endpoint, body: unknown): void {
 const MODEL_REQUIRED: readonly Endpoint[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"];
 
 /** OpenAI's stream options: include_usage (chat, completions), and include_obfuscation (whose padding this service never adds). */
-function checkStreamOptions(o: unknown, known: readonly string[]): void {
-  if (typeof o !== "object" || o === null || Array.isArray(o))
+function checkStreamOptions(options: unknown, known: readonly string[]): void {
+  if (typeof options !== "object" || options === null || Array.isArray(options))
     throw new InvalidRequestError("Invalid type for 'stream_options': expected an object.", "invalid_type", "stream_options");
-  const unknown = Object.keys(o).find((k) => !known.includes(k));
+  const unknown = Object.keys(options).find((k) => !known.includes(k));
   if (unknown !== undefined)
     throw new InvalidRequestError(
       `Unrecognized stream option '${unknown}': stream_options takes ${known.join(" and ")}.`,
@@ -81,7 +83,7 @@ function checkStreamOptions(o: unknown, known: readonly string[]): void {
       `stream_options.${unknown}`,
     );
   for (const k of known) {
-    const v = (o as Record<string, unknown>)[k];
+    const v = (options as Record<string, unknown>)[k];
     if (v !== undefined && typeof v !== "boolean")
       throw new InvalidRequestError(`Invalid type for 'stream_options.${k}': expected a boolean.`, "invalid_type", `stream_options.${k}`);
   }
@@ -94,7 +96,8 @@ export function domainError(err: unknown): unknown {
   return new InvalidRequestError(err.message, err.code, err.param);
 }
 
-export function refused<T>(work: () => T): T {
+/** `work` (a check or a parse), what it throws as the control plane's errors (domainError). */
+export function withDomainErrors<T>(work: () => T): T {
   try {
     return work();
   } catch (err) {

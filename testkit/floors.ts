@@ -18,8 +18,9 @@ export const FLOORS: readonly (readonly string[])[] = [
   ["stores", "metrics", "datasets"],
   ["backends", "pipeline"],
   ["engine", "upstream"],
-  ["openai"],
+  ["parse"],
   ["anthropic"],
+  ["openai"],
   ["config"],
 ];
 

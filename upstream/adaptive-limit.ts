@@ -7,6 +7,7 @@
 // Bounded by the configured min and max. Waiters are served in order, an interactive request's (a client holds
 // its connection open) ahead of every batch line's.
 import Denque from "denque";
+import type { Lane } from "../openai/backend.js";
 
 export interface LimitOptions {
   min: number;
@@ -76,9 +77,10 @@ export class AdaptiveLimit {
 
   /**
    * Waits for room; returns the start time to hand back to `release`. Rejects with the signal's reason on abort.
-   * `interactive`: waits ahead of the batch lines.
+   * The interactive lane waits ahead of the batch lane.
    */
-  async acquire(signal?: AbortSignal, interactive = false): Promise<number> {
+  async acquire(signal?: AbortSignal, lane: Lane = "batch"): Promise<number> {
+    const interactive = lane === "interactive";
     signal?.throwIfAborted();
     if (this.inFlight < this.limit && this.waiters.isEmpty()) {
       this.inFlight++;

@@ -15,6 +15,7 @@ import type {
   ExecuteOptions,
   InferenceBackend,
   InferenceRequest,
+  Lane,
   LinePreference,
   TokenUsage,
 } from "../openai/backend.js";
@@ -51,7 +52,7 @@ export interface UpstreamStats extends BackendStats {
 
 /** How a request is sent: in which lane, and who is told when it begins (ExecuteOptions). */
 interface Sending {
-  interactive?: boolean;
+  lane?: Lane;
   onBegin?: () => void;
 }
 
@@ -161,17 +162,17 @@ export class UpstreamBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    const interactive = options?.lane === "interactive";
+    const lane = options?.lane ?? "batch";
     this.check(request);
     this.counters.requests++;
     // top_k, which OpenAI's chat does not define, goes as vLLM's and llama-server's extension of it.
     const topK = request.endpoint === "/v1/chat/completions" && request.topK ? { top_k: request.topK } : {};
-    const sending = { interactive, onBegin: options?.onBegin };
+    const sending: Sending = { lane, onBegin: options?.onBegin };
     if (request.endpoint === "/v1/rerank" || request.endpoint === "/v1/score") return this.rank(request, signal, sending);
     const { slots } = await this.prefixRouting();
     // llama-server places an embedding's inputs itself (it takes no id_slot), so those are not pinned; nor is an
     // interactive request, which would wait there behind its family's batch lines.
-    if (!slots || request.endpoint === "/v1/embeddings" || interactive)
+    if (!slots || request.endpoint === "/v1/embeddings" || lane === "interactive")
       return this.sendWithRetries(request, JSON.stringify({ ...request.body, ...topK, model: this.opts.model }), signal, sending);
     const family = slots.familyOf(request.body as Record<string, unknown>);
     const slot = await slots.acquire(family, signal);
@@ -230,10 +231,10 @@ export class UpstreamBackend implements InferenceBackend {
     request: InferenceRequest,
     payload: string,
     signal?: AbortSignal,
-    { interactive = false, onBegin }: Sending = {},
+    { lane = "batch", onBegin }: Sending = {},
   ): Promise<BackendResult> {
     for (let attempt = 1; ; attempt++) {
-      const startedAt = await this.limit.acquire(signal, interactive);
+      const startedAt = await this.limit.acquire(signal, lane);
       onBegin?.();
       const url = this.urls.pick();
       let outcome: Outcome = "error";

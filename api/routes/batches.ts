@@ -39,10 +39,20 @@ function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
   }
 }
 
-export function batchesRouter(batches: BatchService, deps: { organization?: Organization } = {}): Router {
-  const router = Router();
-  const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
+type RouterDeps = { organization?: Organization };
 
+const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
+
+export function batchesRouter(batches: BatchService, deps: RouterDeps = {}): Router {
+  const router = Router();
+  openAiRoutes(router, batches, deps);
+  controlRoutes(router, batches, deps);
+  outputRoutes(router, batches);
+  return router;
+}
+
+/** OpenAI's routes: create (its file form, or our inline form), list, retrieve, cancel. */
+function openAiRoutes(router: Router, batches: BatchService, deps: RouterDeps): void {
   router.post("/v1/batches", async (req, res) => {
     const owner = ownerFrom(res);
     if (isInlineBatchBody(req.body)) {
@@ -71,7 +81,10 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
     const id = batchId(req.params.batch_id);
     res.json(await batches.cancel(id, await ownBatchScope(batches, res, id, "cancel")));
   });
+}
 
+/** Our extensions that steer a batch: pause and resume (one batch, or many at once) and retry. */
+function controlRoutes(router: Router, batches: BatchService, deps: RouterDeps): void {
   // Our extension: the owner (or an admin) holds a long batch and lets it go on where it stopped; or every batch
   // of a key or a model at once.
   for (const action of ["pause", "resume"] as const) {
@@ -92,7 +105,10 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
     const filter = parseRequest(RetryBatchBody, req.body ?? {});
     res.json(await batches.retry(id, await ownBatchScope(batches, res, id, "retry"), filter));
   });
+}
 
+/** Our extensions that read a batch's results while it runs and after. */
+function outputRoutes(router: Router, batches: BatchService): void {
   // Our extension: the output committed so far, from a line on, in the order the output file will have.
   router.get("/v1/batches/:batch_id/output", async (req, res) => {
     const id = batchId(req.params.batch_id);
@@ -119,8 +135,6 @@ export function batchesRouter(batches: BatchService, deps: { organization?: Orga
     }
     await (format === "jsonl" ? sendJsonl(res, lines) : sendJsonlAsList(res, lines));
   });
-
-  return router;
 }
 
 // --- OpenAPI ---
@@ -137,6 +151,14 @@ const BatchOutputLineSchema = z
 const ResultsListSchema = z.object({ object: z.literal("list"), data: z.array(BatchOutputLineSchema) }).openapi("BatchResults");
 
 export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void {
+  registerCreatePath(r, ctx);
+  registerReadAndCancelPaths(r);
+  registerPausePaths(r, ctx);
+  registerRetryPath(r);
+  registerOutputPaths(r);
+}
+
+function registerCreatePath(r: OpenAPIRegistry, ctx: DocContext): void {
   r.registerPath(
     keyedRoute({
       method: "post",
@@ -171,6 +193,9 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       responses: { 200: jsonResponse(BatchSchema, "The batch, usually still `validating`."), ...errorResponses(400, 401, 404, 429, 503) },
     }),
   );
+}
+
+function registerReadAndCancelPaths(r: OpenAPIRegistry): void {
   r.registerPath(
     keyedRoute({
       method: "get",
@@ -202,6 +227,9 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       responses: { 200: jsonResponse(BatchSchema, "The batch, `cancelling` or `cancelled`."), ...errorResponses(401, 403, 404) },
     }),
   );
+}
+
+function registerPausePaths(r: OpenAPIRegistry, ctx: DocContext): void {
   for (const action of ["pause", "resume"] as const)
     r.registerPath(
       keyedRoute({
@@ -244,6 +272,9 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       responses: { 200: jsonResponse(BatchSchema, "The batch, `paused_at` null."), ...errorResponses(400, 401, 404) },
     }),
   );
+}
+
+function registerRetryPath(r: OpenAPIRegistry): void {
   r.registerPath(
     keyedRoute({
       method: "post",
@@ -265,6 +296,9 @@ export function registerBatchesPaths(r: OpenAPIRegistry, ctx: DocContext): void 
       },
     }),
   );
+}
+
+function registerOutputPaths(r: OpenAPIRegistry): void {
   r.registerPath(
     keyedRoute({
       method: "get",

@@ -1,5 +1,5 @@
 // Anthropic's Message Batches API (/v1/messages/batches) over the same batches: a create writes each request
-// as a /v1/messages line of an inline batch (openai/messages.ts serves it over chat), so the queue, the pools,
+// as a /v1/messages line of an inline batch (anthropic/messages.ts serves it over chat), so the queue, the pools,
 // the checkpoints and the exactly-once guarantees are the OpenAI batches'. Reads show the batch in Anthropic's
 // shapes; errors on these routes are Anthropic's envelope (api/http/error-handler.ts).
 
@@ -55,64 +55,82 @@ const CreateMessageBatchBody = z
   })
   .openapi("CreateMessageBatch");
 
-export function messageBatchesRouter(deps: {
+interface MessageBatchDeps {
   batches: BatchService;
   views: BatchViews;
   files: FileStore;
   /** Admin keys read every key's message batches, as they read every key's batches (teams.md). */
   organization?: Pick<Organization, "ownerOf">;
-}): Router {
-  const { batches, views, files } = deps;
+}
+
+/** Message batches as Anthropic shows them, read from the batches they are: found, counted, paged, their results. */
+class MessageBatchReads {
+  /** Ended batches' tallies (they never change). */
+  private readonly ended = new Map<string, Omit<RequestCounts, "processing">>();
+
+  constructor(private readonly deps: MessageBatchDeps) {}
+
   /** Whose batches a read covers: the key's own, or an admin's every key's (undefined). */
-  const scopeOf = (res: Response) => readScope(res, undefined, deps.organization);
-  const router = Router();
-  const ended = new Map<string, Omit<RequestCounts, "processing">>();
+  scopeOf(res: Response) {
+    return readScope(res, undefined, this.deps.organization);
+  }
 
   /** Only /v1/messages batches are message batches; another batch's id is not found here. */
-  const messageBatch = async (id: unknown, owner: Owner | undefined): Promise<Batch> => {
+  async find(id: unknown, owner: Owner | undefined): Promise<Batch> {
     const batchId = parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
-    const batch = await batches.get(batchId, owner);
+    const batch = await this.deps.batches.get(batchId, owner);
     if (!batch || batch.endpoint !== ENDPOINT)
       throw new ApiError(404, `No message batch found with id '${messageBatchId(batchId)}'.`, "not_found_error");
     return batch;
-  };
+  }
+
+  /** A message batch the caller may change or read the results of: its own key's (an admin's of another: 403). */
+  async own(res: Response, id: unknown, action: string) {
+    const batch = await this.find(id, this.scopeOf(res));
+    return { batch, owner: await ownBatchScope(this.deps.batches, res, batch.id, action) };
+  }
+
+  /** A deleted batch's tallies go with it. */
+  forget(id: string) {
+    this.ended.delete(id);
+  }
 
   /** Anthropic's tallies once a batch has ended: what a cancel or an expiry left unrun is told apart from errors. */
-  const countsOf = async (b: Batch, owner: Owner | undefined) => {
+  private async countsOf(b: Batch, owner: Owner | undefined) {
     if (!isFinal(b.status)) return null;
-    const cached = ended.get(b.id);
+    const cached = this.ended.get(b.id);
     if (cached) return cached;
     const { completed = 0, failed = 0 } = b.request_counts ?? {};
     const counts = { succeeded: completed, errored: failed, canceled: 0, expired: 0 };
     // A file that failed validation ran nothing (and counted nothing): every request is errored.
     if (b.errors?.data.length) {
       counts.errored = 0;
-      for await (const _ of validationFailures(b, owner)) counts.errored++;
+      for await (const _ of this.validationFailures(b, owner)) counts.errored++;
     } else if (failed > 0 && (b.status === "cancelled" || b.status === "expired")) {
       const unrun = b.status === "cancelled" ? "canceled" : "expired";
-      for await (const line of resultLines([b.error_file_id], owner)) if (line.result.type === unrun) counts[unrun]++;
+      for await (const line of this.resultLines([b.error_file_id], owner)) if (line.result.type === unrun) counts[unrun]++;
       counts.errored -= counts[unrun];
     }
-    if (ended.size >= COUNTS_CACHE) ended.delete(ended.keys().next().value!);
-    ended.set(b.id, counts);
+    if (this.ended.size >= COUNTS_CACHE) this.ended.delete(this.ended.keys().next().value!);
+    this.ended.set(b.id, counts);
     return counts;
-  };
+  }
 
   /** The lines of these result files (output, error) as Anthropic's result lines. */
-  async function* resultLines(ids: Array<string | null>, owner: Owner | undefined) {
+  private async *resultLines(ids: Array<string | null>, owner: Owner | undefined) {
     for (const id of ids) {
-      const file = id ? await files.open(id, owner) : undefined;
+      const file = id ? await this.deps.files.open(id, owner) : undefined;
       if (file) for await (const text of readCompleteJsonLines(file.content)) yield toResultLine(JSON.parse(text));
     }
   }
 
   /** A file that failed validation: each request errored with its line's reason (or the file's). */
-  async function* validationFailures(b: Batch, owner: Owner | undefined) {
+  private async *validationFailures(b: Batch, owner: Owner | undefined) {
     const byLine = new Map((b.errors?.data ?? []).map((e) => [e.line ?? 0, e.message ?? "Invalid request."]));
     const first = b.errors?.data[0]?.message ?? "The batch failed validation.";
     // Over its key's enqueued-token limit: a rate limit, as Anthropic's types say it, not a bad request.
     const status = b.errors?.data[0]?.code === "token_limit_exceeded" ? 429 : 400;
-    const input = await files.open(b.input_file_id, owner);
+    const input = await this.deps.files.open(b.input_file_id, owner);
     if (!input) return;
     let n = 0;
     for await (const text of readCompleteJsonLines(input.content)) {
@@ -124,31 +142,38 @@ export function messageBatchesRouter(deps: {
     }
   }
 
-  const show = async (req: Request, b: Batch, owner: Owner | undefined) => {
+  /** An ended batch's results as JSONL lines: each request's errored line if the file failed validation. */
+  async *results(batch: Batch, owner: Owner | undefined) {
+    const lines = batch.errors?.data.length
+      ? this.validationFailures(batch, owner)
+      : this.resultLines([batch.output_file_id, batch.error_file_id], owner);
+    for await (const line of lines) yield JSON.stringify(line);
+  }
+
+  async show(req: Request, b: Batch, owner: Owner | undefined) {
     // Behind a proxy that terminates TLS, the address the client used is the one it forwarded.
     const proto = req.get("x-forwarded-proto")?.split(",")[0].trim() || req.protocol;
     const host = req.get("x-forwarded-host")?.split(",")[0].trim() || req.get("host");
     const url = `${proto}://${host}${ANTHROPIC_PREFIX}/batches/${messageBatchId(b.id)}/results`;
-    return toMessageBatch(b, url, await countsOf(b, owner));
-  };
+    return toMessageBatch(b, url, await this.countsOf(b, owner));
+  }
 
-  router.post(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
-    const owner = ownerFrom(res);
-    const { requests } = parseRequest(CreateMessageBatchBody, req.body ?? {});
-    const lines = requests.map((r) => ({ custom_id: r.custom_id, method: "POST" as const, url: ENDPOINT, body: r.params }));
-    const batch = await batches.createInline({ endpoint: ENDPOINT, completion_window: "24h", lines, owner, mixedModels: true });
-    res.json(await show(req, batch, owner));
-  });
+  /** A page of message batches, newest first, after `after_id` or just newer than `before_id`. */
+  async page(q: z.infer<typeof AnthropicPageQuery>, owner: Owner | undefined) {
+    if (q.before_id) return this.pageBefore(q.before_id, q.limit, owner);
+    const after = q.after_id && (await this.find(q.after_id, owner)).id;
+    return this.deps.views.search({ endpoint: ENDPOINT, after, limit: q.limit, owner });
+  }
 
   /**
    * The page just newer than `before` (Anthropic's before_id), still newest first; has_more says whether newer
    * ones remain. Batches are kept newest first only, so this reads forward from the newest to `before`.
    */
-  const pageBefore = async (beforeId: string, limit: number, owner: Owner | undefined) => {
-    const before = (await messageBatch(beforeId, owner)).id;
+  private async pageBefore(beforeId: string, limit: number, owner: Owner | undefined) {
+    const before = (await this.find(beforeId, owner)).id;
     const newer: Batch[] = [];
     scan: for (let after: string | undefined; ; ) {
-      const page = await batches.list({ after, limit: 100, owner });
+      const page = await this.deps.batches.list({ after, limit: 100, owner });
       for (const b of page.data) {
         if (b.id === before) break scan;
         if (b.endpoint === ENDPOINT) newer.push(b);
@@ -157,59 +182,51 @@ export function messageBatchesRouter(deps: {
       after = page.data.at(-1)?.id;
     }
     return { data: newer.slice(-limit), has_more: newer.length > limit };
-  };
+  }
+}
+
+export function messageBatchesRouter(deps: MessageBatchDeps): Router {
+  const { batches } = deps;
+  const reads = new MessageBatchReads(deps);
+  const router = Router();
+
+  router.post(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
+    const owner = ownerFrom(res);
+    const { requests } = parseRequest(CreateMessageBatchBody, req.body ?? {});
+    const lines = requests.map((r) => ({ custom_id: r.custom_id, method: "POST" as const, url: ENDPOINT, body: r.params }));
+    const batch = await batches.createInline({ endpoint: ENDPOINT, completion_window: "24h", lines, owner, mixedModels: true });
+    res.json(await reads.show(req, batch, owner));
+  });
 
   router.get(`${ANTHROPIC_PREFIX}/batches`, async (req, res) => {
-    const owner = scopeOf(res);
-    const q = parseRequest(AnthropicPageQuery, req.query);
-    const page = q.before_id
-      ? await pageBefore(q.before_id, q.limit, owner)
-      : await views.search({
-          endpoint: ENDPOINT,
-          after: q.after_id && (await messageBatch(q.after_id, owner)).id,
-          limit: q.limit,
-          owner,
-        });
-    const data = await Promise.all(page.data.map((b) => show(req, b, owner)));
+    const owner = reads.scopeOf(res);
+    const page = await reads.page(parseRequest(AnthropicPageQuery, req.query), owner);
+    const data = await Promise.all(page.data.map((b) => reads.show(req, b, owner)));
     res.json({ data, has_more: page.has_more, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
   });
 
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
-    const owner = scopeOf(res);
-    res.json(await show(req, await messageBatch(req.params.batch_id, owner), owner));
+    const owner = reads.scopeOf(res);
+    res.json(await reads.show(req, await reads.find(req.params.batch_id, owner), owner));
   });
 
-  /** A message batch the caller may change or read the results of: its own key's (an admin's of another: 403). */
-  const ownMessageBatch = async (res: Response, id: unknown, action: string) => {
-    const batch = await messageBatch(id, scopeOf(res));
-    return { batch, owner: await ownBatchScope(batches, res, batch.id, action) };
-  };
-
   router.post(`${ANTHROPIC_PREFIX}/batches/:batch_id/cancel`, async (req, res) => {
-    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "cancel");
-    res.json(await show(req, await batches.cancel(batch.id, owner), owner));
+    const { batch, owner } = await reads.own(res, req.params.batch_id, "cancel");
+    res.json(await reads.show(req, await batches.cancel(batch.id, owner), owner));
   });
 
   router.delete(`${ANTHROPIC_PREFIX}/batches/:batch_id`, async (req, res) => {
-    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "delete");
+    const { batch, owner } = await reads.own(res, req.params.batch_id, "delete");
     // The service refuses a batch still running (batch_not_finished), as Anthropic does.
     await batches.delete(batch.id, owner);
-    ended.delete(batch.id);
+    reads.forget(batch.id);
     res.json({ id: messageBatchId(batch.id), type: "message_batch_deleted" });
   });
 
   router.get(`${ANTHROPIC_PREFIX}/batches/:batch_id/results`, async (req, res) => {
-    const { batch, owner } = await ownMessageBatch(res, req.params.batch_id, "read the results of");
+    const { batch, owner } = await reads.own(res, req.params.batch_id, "read the results of");
     if (!isFinal(batch.status)) throw badRequest(`Message batch '${batch.id}' has not ended yet; its results are not available.`, null);
-    await sendJsonl(
-      res,
-      (async function* () {
-        const lines = batch.errors?.data.length
-          ? validationFailures(batch, owner)
-          : resultLines([batch.output_file_id, batch.error_file_id], owner);
-        for await (const line of lines) yield JSON.stringify(line);
-      })(),
-    );
+    await sendJsonl(res, reads.results(batch, owner));
   });
 
   return router;

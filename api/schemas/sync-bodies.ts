@@ -1,11 +1,11 @@
 // The synchronous endpoints' request bodies as the OpenAPI document shows them: each endpoint's own schema (the one
-// a batch line of it is checked with, openai/parse.ts), with `stream` and `stream_options` as the synchronous route
+// a batch line of it is checked with, parse/request.ts), with `stream` and `stream_options` as the synchronous route
 // takes them, and an example that runs as it is on the deployment that serves the document.
 import { extendZodWithOpenApi } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import { STREAMED } from "../../domain/sync-inference.js";
 import type { Endpoint } from "../../openai/backend.js";
-import { bodySchemaFor } from "../../openai/parse.js";
+import { bodySchemaFor } from "../../parse/request.js";
 
 extendZodWithOpenApi(z);
 

@@ -16,9 +16,8 @@ import { hexId } from "../../openai/ids.js";
 import { type RankRequest, rankBody, rankPairs } from "../../openai/rank.js";
 import { cannotRank } from "../errors.js";
 import { threadsText } from "../load/threads.js";
-import { telling } from "../pool/begin.js";
-import { inLane } from "../pool/lane.js";
 import {
+  type Borrower,
   type ChatMessage,
   type Choice,
   type Engine,
@@ -90,22 +89,20 @@ export class LlamaBackend implements InferenceBackend {
     checkRequest(this.engine, request, this.info.model);
   }
 
-  execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    return inLane(options?.lane, () => telling(options?.onBegin, () => this.run(request, signal, options)), options?.reserve ?? true);
-  }
-
-  private async run(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
+  async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
+    // Passed with the request to every pool it waits on (engine/pool/pool.ts).
+    const borrower: Borrower = { lane: options.lane ?? "batch", keepReserve: options.keepReserve ?? true, onBegin: options.onBegin };
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":
-          return await this.chat(request.body, request.topK, signal, options);
+          return await this.chat(request.body, request.topK, signal, options, borrower);
         case "/v1/completions":
-          return await this.complete(request.body, signal, options?.onText);
+          return await this.complete(request.body, signal, options.onText, borrower);
         case "/v1/embeddings":
-          return await this.embed(request.body, signal);
+          return await this.embed(request.body, signal, borrower);
         case "/v1/rerank":
         case "/v1/score":
-          return await this.rank(request, signal);
+          return await this.rank(request, signal, borrower);
         default:
           throw notServed(request.endpoint);
       }
@@ -123,10 +120,16 @@ export class LlamaBackend implements InferenceBackend {
 
   // --- execution ---
 
-  private async chat(body: ChatBody, topK: number | undefined, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
+  private async chat(
+    body: ChatBody,
+    topK: number | undefined,
+    signal: AbortSignal | undefined,
+    options: ExecuteOptions,
+    borrower: Borrower,
+  ): Promise<BackendResult> {
     const params = sampling(body, body.max_completion_tokens ?? body.max_tokens);
-    if (options?.onText) params.onText = options.onText;
-    if (options?.onPrompt) params.onPrompt = options.onPrompt;
+    if (options.onText) params.onText = options.onText;
+    if (options.onPrompt) params.onPrompt = options.onPrompt;
     if (topK) params.topK = topK;
     if (params.maxTokens !== undefined) params.maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     if (body.logprobs) params.logprobs = body.top_logprobs ?? 0;
@@ -136,7 +139,7 @@ export class LlamaBackend implements InferenceBackend {
       params.format = { type: "json_schema", schema: format.json_schema.schema };
     const tools = toolsParams(body);
     if (tools) params.tools = tools;
-    const r = await this.engine.chat(body.messages.map(toEngineMessage), params, signal);
+    const r = await this.engine.chat(body.messages.map(toEngineMessage), params, signal, borrower);
     return {
       body: {
         id: `chatcmpl-${hexId()}`,
@@ -165,7 +168,12 @@ export class LlamaBackend implements InferenceBackend {
   }
 
   /** An array prompt runs prompt by prompt (one sequence per request keeps the concurrency bound honest). */
-  private async complete(body: CompletionBody, signal?: AbortSignal, onText?: ExecuteOptions["onText"]): Promise<BackendResult> {
+  private async complete(
+    body: CompletionBody,
+    signal: AbortSignal | undefined,
+    onText: ExecuteOptions["onText"],
+    borrower: Borrower,
+  ): Promise<BackendResult> {
     const prompts = promptsOf(body);
     const params = sampling(body, body.max_tokens);
     if (params.maxTokens !== undefined) params.maxTokensParam = "max_tokens";
@@ -185,7 +193,7 @@ export class LlamaBackend implements InferenceBackend {
           onText(offset + i, opened.has(i) ? text : echoed + text);
           opened.add(i);
         };
-      const r = await this.engine.complete(prompt, params, signal);
+      const r = await this.engine.complete(prompt, params, signal, borrower);
       usage.promptTokens += r.promptTokens;
       usage.completionTokens += r.completionTokens;
       usage.cachedTokens += r.cachedPromptTokens;
@@ -213,19 +221,19 @@ export class LlamaBackend implements InferenceBackend {
     };
   }
 
-  private async rank(request: RankRequest, signal?: AbortSignal): Promise<BackendResult> {
+  private async rank(request: RankRequest, signal: AbortSignal | undefined, borrower: Borrower): Promise<BackendResult> {
     // The engine knows the model by its file; the client by the name it is served under.
     if (!this.engine.info.ranking) throw cannotRank(this.info.model);
-    const r = await this.engine.rank(rankPairs(request), PROMPT_FIELD[request.endpoint], signal);
+    const r = await this.engine.rank(rankPairs(request), PROMPT_FIELD[request.endpoint], signal, borrower);
     return {
       body: rankBody(request, this.info.model, r.scores, r.promptTokens),
       usage: { promptTokens: r.promptTokens, completionTokens: 0, cachedTokens: 0 },
     };
   }
 
-  private async embed(body: EmbeddingBody, signal?: AbortSignal): Promise<BackendResult> {
+  private async embed(body: EmbeddingBody, signal: AbortSignal | undefined, borrower: Borrower): Promise<BackendResult> {
     const inputs = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
-    const r = await this.engine.embed(inputs, signal);
+    const r = await this.engine.embed(inputs, signal, borrower);
     return {
       body: {
         object: "list",

@@ -3,7 +3,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
 import { asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "../errors.js";
 import { ResourcePool } from "../pool/pool.js";
-import type { EmbeddingResult } from "../types.js";
+import type { Borrower, EmbeddingResult } from "../types.js";
 import { withBos } from "./tokens.js";
 
 export interface EmbedderOptions {
@@ -48,7 +48,7 @@ export class Embedder {
     return tokens;
   }
 
-  async embed(inputs: readonly string[], signal?: AbortSignal): Promise<EmbeddingResult> {
+  async embed(inputs: readonly string[], borrower: Borrower, signal?: AbortSignal): Promise<EmbeddingResult> {
     if (!Array.isArray(inputs) || inputs.length === 0) throw invalidRequest("input must be a non-empty list of strings.");
     const tokenized = inputs.map((input, i) => {
       if (typeof input !== "string" || input === "") throw invalidRequest(`input[${i}] must be a non-empty string.`);
@@ -63,14 +63,14 @@ export class Embedder {
     const embeddings: number[][] = tokenized.map(() => []);
     let next = 0;
     const worker = async () => {
-      for (let i = next++; i < tokenized.length; i = next++) embeddings[i] = await this.embedOne(tokenized[i], signal);
+      for (let i = next++; i < tokenized.length; i = next++) embeddings[i] = await this.embedOne(tokenized[i], borrower, signal);
     };
     await Promise.all(Array.from({ length: Math.min(this.contexts.length, tokenized.length) }, worker));
     return { embeddings, promptTokens: tokenized.reduce((n, t) => n + t.length, 0) };
   }
 
-  private embedOne(tokens: Token[], signal?: AbortSignal): Promise<number[]> {
-    return this.pool.use(signal, async (context) => normalize((await context.getEmbeddingFor(tokens)).vector), asEngineError);
+  private embedOne(tokens: Token[], borrower: Borrower, signal?: AbortSignal): Promise<number[]> {
+    return this.pool.use(borrower, signal, async (context) => normalize((await context.getEmbeddingFor(tokens)).vector), asEngineError);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 // The generation loop shared by completions and chat: one sequence, one prompt, token by token, `n` times.
 // A direct sequence.evaluate loop rather than LlamaCompletion: it measured as fast or faster for many short
-// parallel requests (engine/README.md), counts real tokens, never truncates or shifts the prompt behind our
+// parallel requests, counts real tokens, never truncates or shifts the prompt behind our
 // back, and keeps the sequence's cache for the next request's shared prefix (and for the next of n choices).
 import { randomInt } from "node:crypto";
 import {
@@ -17,7 +17,15 @@ import {
 import { completionTooLong } from "../../openai/errors.js";
 import { abortError, asEngineError, contextLengthExceeded, invalidRequest, throwIfAborted } from "../errors.js";
 import type { SequencePool } from "../pool/sequence-pool.js";
-import type { Choice, FinishReason, GeneratedTokenLogprob, GenerationResult, PromptTokenLogprob, SamplingParams } from "../types.js";
+import type {
+  Borrower,
+  Choice,
+  FinishReason,
+  GeneratedTokenLogprob,
+  GenerationResult,
+  PromptTokenLogprob,
+  SamplingParams,
+} from "../types.js";
 import { type TokenScores, tokenLogprobs } from "./logprobs.js";
 import { scorePrompt } from "./prompt-logprobs.js";
 import { findStop } from "./stops.js";
@@ -97,12 +105,18 @@ export function resolveSampling(params: SamplingParams, defaultMaxTokens: number
   };
 }
 
-export async function generate(
-  pool: SequencePool,
-  model: LlamaModel,
-  req: GenerationRequest,
-  signal?: AbortSignal,
-): Promise<GenerationResult> {
+/** One generation: the pool it runs on, the model, the request, and who waits for it. */
+export interface GenerationRun {
+  pool: SequencePool;
+  model: LlamaModel;
+  req: GenerationRequest;
+  signal?: AbortSignal;
+  /** Its lane and who hears it begin, told to the pool at each lend (a batch line that yields is lent anew). */
+  borrower: Borrower;
+}
+
+export async function generate(run: GenerationRun): Promise<GenerationResult> {
+  const { pool, model, req, signal, borrower } = run;
   const promptTokens = req.tokens.length;
   if (promptTokens === 0) throw invalidRequest("The prompt is empty.");
   // Evaluated tokens are the prompt plus all but the last generated token: this never overflows the sequence.
@@ -120,7 +134,7 @@ export async function generate(
   }
 
   // The sequence may change: a batch line gives its own to an interactive request and resumes on another.
-  const lease: Lease = { sequence: await pool.acquire(req.tokens, signal) };
+  const lease: Lease = { sequence: await pool.acquire(req.tokens, borrower, signal) };
   let failed = false;
   try {
     let promptLogprobs: PromptTokenLogprob[] | undefined;
@@ -143,7 +157,7 @@ export async function generate(
       }
       throwIfAborted(signal);
       const onText = req.onText && ((text: string) => req.onText?.(i, text));
-      choices.push(await generateChoice(pool, lease, model, req, cached, maxTokens, (req.seed + i) % 2 ** 32, signal, onText));
+      choices.push(await generateChoice({ ...run, lease, cached, maxTokens, seed: (req.seed + i) % 2 ** 32, onText }));
     }
     const completionTokens = choices.reduce((sum, c) => sum + c.completionTokens, 0);
     const result: GenerationResult = { ...choices[0], promptTokens, completionTokens, cachedPromptTokens, choices };
@@ -162,50 +176,25 @@ interface Lease {
   sequence: LlamaContextSequence | null;
 }
 
-async function generateChoice(
-  pool: SequencePool,
-  lease: Lease,
-  model: LlamaModel,
-  req: GenerationRequest,
-  cached: number,
-  maxTokens: number,
-  seed: number,
-  signal?: AbortSignal,
-  onText?: (text: string) => void,
-): Promise<Choice> {
-  // The history the detokenizer sees, so a word-initial token keeps its leading space.
-  const history = req.tokens.slice(-8);
+/** One of a generation's n choices. */
+interface ChoiceRun extends GenerationRun {
+  lease: Lease;
+  /** Leading prompt tokens the sequence's cache holds already. */
+  cached: number;
+  maxTokens: number;
+  seed: number;
+  /** Told the choice's answer as it becomes safe to show (no stop string can take it back). */
+  onText?: (text: string) => void;
+}
+
+async function generateChoice(run: ChoiceRun): Promise<Choice> {
+  const { pool, lease, model, req, signal, maxTokens } = run;
   const generated: Token[] = [];
   const logprobs: GeneratedTokenLogprob[] | undefined = req.logprobs === null ? undefined : [];
-  let text = "";
-  let pending: Token[] = [];
+  const answer = new AnswerText(model, req, run.onText);
   let finishReason: FinishReason = "length";
-  let stoppedBy: string | undefined;
-  /** Characters of `text` told to onText so far. */
-  let sent = 0;
-  const send = (upTo: number) => {
-    if (upTo <= sent) return;
-    onText?.(text.slice(sent, upTo));
-    sent = upTo;
-  };
-  /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
-  const flush = (piece = model.detokenize(pending, false, history)) => {
-    const checkedUpTo = text.length;
-    text += piece;
-    history.push(...pending);
-    pending = [];
-    const hit = findStop(text, req.stopStrings, checkedUpTo);
-    if (!hit) {
-      if (onText) send(text.length - heldBack(text, req.stopStrings, req.trimTrailingWhitespace));
-      return false;
-    }
-    text = text.slice(0, hit.index);
-    stoppedBy = hit.stop;
-    return true;
-  };
-
-  const options = choiceOptions(model, req, generated, seed, pool);
-  let input = req.tokens.slice(cached);
+  const options = choiceOptions(model, req, generated, run.seed, pool);
+  let input = req.tokens.slice(run.cached);
   for (let sequence = lease.sequence!; ; ) {
     let yielded = false;
     let first = true;
@@ -215,19 +204,13 @@ async function generateChoice(
       first = false;
       if (logprobs && scores) {
         const before = [...req.tokens.slice(-8), ...generated.slice(-8)].slice(-8);
-        logprobs.push({ ...tokenLogprobs(model, before, token, scores, req.logprobs ?? 0), offset: text.length });
+        logprobs.push({ ...tokenLogprobs(model, before, token, scores, req.logprobs ?? 0), offset: answer.text.length });
       }
       generated.push(token);
       let stopped = model.isEogToken(token) || req.stopTokens.has(token);
-      if (!stopped) {
-        pending.push(token);
-        const piece = model.detokenize(pending, false, history);
-        const partial = piece.endsWith(REPLACEMENT_CHAR) && pending.length < MAX_PARTIAL_TOKENS;
-        stopped = !partial && flush(piece);
-      } else {
-        // The end-of-turn token is not part of the answer.
-        logprobs?.pop();
-      }
+      if (!stopped) stopped = answer.push(token);
+      // The end-of-turn token is not part of the answer.
+      else logprobs?.pop();
       if (stopped) finishReason = "stop";
       yielded = !stopped && generated.length < maxTokens && !signal?.aborted && pool.mustYield(sequence);
       if (stopped || generated.length >= maxTokens || signal?.aborted || yielded) {
@@ -238,25 +221,95 @@ async function generateChoice(
       }
     }
     if (!yielded) break;
-    // The tokens stay the line's: on the sequence it gets back they are evaluated again with the prompt (or copied
-    // where a sibling holds the prompt), and generation goes on from the last one.
-    const sofar = [...req.tokens, ...generated];
-    lease.sequence = null;
-    sequence = await pool.resume(sequence, sofar, signal);
-    lease.sequence = sequence;
-    const kept = await pool.prepare(sequence, sofar);
-    pool.reevaluated(sofar.length - 1 - kept);
-    input = sofar.slice(kept);
+    ({ sequence, input } = await resumeOnAnother(run, sequence, generated));
   }
   if (finishReason === "length" && generated.length < maxTokens && signal?.aborted) throw abortError(signal);
-  if (pending.length > 0 && flush()) finishReason = "stop";
-  if (req.trimTrailingWhitespace) text = text.trimEnd();
-  send(text.length);
+  if (answer.finish()) finishReason = "stop";
+  const { text, stoppedBy } = answer;
   const choice: Choice = { text, completionTokens: generated.length, finishReason };
   if (stoppedBy !== undefined) choice.stoppedBy = stoppedBy;
   // Tokens that began past a stop string's cut are not part of the answer.
   if (logprobs) choice.logprobs = logprobs.filter((l) => l.offset < text.length || l.offset === 0);
   return choice;
+}
+
+/**
+ * A yielding batch line gives its sequence to the interactive request waiting and goes on once the pool lends it
+ * another, in its own lane. The tokens stay the line's: on the sequence it gets back they are evaluated again with
+ * the prompt (or copied where a sibling holds the prompt), and generation goes on from the last one.
+ */
+async function resumeOnAnother(
+  { pool, lease, req, borrower, signal }: ChoiceRun,
+  sequence: LlamaContextSequence,
+  generated: readonly Token[],
+): Promise<{ sequence: LlamaContextSequence; input: Token[] }> {
+  const sofar = [...req.tokens, ...generated];
+  lease.sequence = null;
+  const next = await pool.resume(sequence, sofar, borrower, signal);
+  lease.sequence = next;
+  const kept = await pool.prepare(next, sofar);
+  pool.reevaluated(sofar.length - 1 - kept);
+  return { sequence: next, input: sofar.slice(kept) };
+}
+
+/**
+ * A choice's answer as its tokens come: detokenized with the tokens before them (so a word-initial token keeps its
+ * leading space), cut before a stop string, and told to onText as far as no stop string can take it back.
+ */
+class AnswerText {
+  text = "";
+  stoppedBy: string | undefined;
+  private pending: Token[] = [];
+  private readonly history: Token[];
+  /** Characters of `text` told to onText so far. */
+  private sent = 0;
+
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly req: GenerationRequest,
+    private readonly onText?: (text: string) => void,
+  ) {
+    this.history = req.tokens.slice(-8);
+  }
+
+  /** A generated token that is not an end token; true when it completes a stop string. */
+  push(token: Token): boolean {
+    this.pending.push(token);
+    const piece = this.model.detokenize(this.pending, false, this.history);
+    const partial = piece.endsWith(REPLACEMENT_CHAR) && this.pending.length < MAX_PARTIAL_TOKENS;
+    return !partial && this.flush(piece);
+  }
+
+  /** The answer is whole: what is pending is appended (true when that completes a stop string), then all of it told. */
+  finish(): boolean {
+    const stopped = this.pending.length > 0 && this.flush();
+    if (this.req.trimTrailingWhitespace) this.text = this.text.trimEnd();
+    this.send(this.text.length);
+    return stopped;
+  }
+
+  /** Append the pending tokens' text; true when that completes a stop string (the text is then cut before it). */
+  private flush(piece = this.model.detokenize(this.pending, false, this.history)): boolean {
+    const checkedUpTo = this.text.length;
+    this.text += piece;
+    this.history.push(...this.pending);
+    this.pending = [];
+    const { stopStrings, trimTrailingWhitespace } = this.req;
+    const hit = findStop(this.text, stopStrings, checkedUpTo);
+    if (!hit) {
+      if (this.onText) this.send(this.text.length - heldBack(this.text, stopStrings, trimTrailingWhitespace));
+      return false;
+    }
+    this.text = this.text.slice(0, hit.index);
+    this.stoppedBy = hit.stop;
+    return true;
+  }
+
+  private send(upTo: number): void {
+    if (upTo <= this.sent) return;
+    this.onText?.(this.text.slice(this.sent, upTo));
+    this.sent = upTo;
+  }
 }
 
 /**

@@ -4,7 +4,7 @@
 import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import { asEngineError, contextLengthExceeded, throwIfAborted } from "../errors.js";
 import { ResourcePool } from "../pool/pool.js";
-import type { RankResult } from "../types.js";
+import type { Borrower, RankResult } from "../types.js";
 
 export class Ranker {
   private readonly pool: ResourcePool<LlamaRankingContext>;
@@ -32,7 +32,12 @@ export class Ranker {
     return new Ranker(contexts, opts.contextSize);
   }
 
-  async rank(pairs: ReadonlyArray<readonly [string, string]>, param: string, signal?: AbortSignal): Promise<RankResult> {
+  async rank(
+    pairs: ReadonlyArray<readonly [string, string]>,
+    param: string,
+    borrower: Borrower,
+    signal?: AbortSignal,
+  ): Promise<RankResult> {
     const lengths = pairs.map(([query, document], i) => {
       const n = this.contexts[0].calculateInputLength(query, document);
       // node-llama-cpp needs one cell to spare.
@@ -46,14 +51,14 @@ export class Ranker {
     const scores: number[] = pairs.map(() => 0);
     let next = 0;
     const worker = async () => {
-      for (let i = next++; i < pairs.length; i = next++) scores[i] = await this.rankOne(pairs[i][0], pairs[i][1], signal);
+      for (let i = next++; i < pairs.length; i = next++) scores[i] = await this.rankOne(pairs[i][0], pairs[i][1], borrower, signal);
     };
     await Promise.all(Array.from({ length: Math.min(this.contexts.length, pairs.length) }, worker));
     return { scores, promptTokens: lengths.reduce((a, b) => a + b, 0) };
   }
 
-  private rankOne(query: string, document: string, signal?: AbortSignal): Promise<number> {
-    return this.pool.use(signal, (context) => context.rank(query, document), asEngineError);
+  private rankOne(query: string, document: string, borrower: Borrower, signal?: AbortSignal): Promise<number> {
+    return this.pool.use(borrower, signal, (context) => context.rank(query, document), asEngineError);
   }
 
   async close(): Promise<void> {

@@ -26,102 +26,148 @@ export async function generateWithTools(
   params: SamplingParams & { tools: ToolsParams },
   run: Phase,
 ): Promise<GenerationResult> {
-  const { tools, maxTokens: budget, ...sampling } = params;
-  const promptTokens = rendered.tokens.length;
-  let tokens = rendered.tokens;
-  let completionTokens = 0;
-  let cachedPromptTokens: number | null = null;
-  const calls: ToolCall[] = [];
-
-  const remaining = () => (budget == null ? undefined : budget - completionTokens);
-  /** One sampled stretch of the answer; its text is added by the caller (or dropped, then counted by it). */
-  const phase = async (p: SamplingParams, trigger?: string, cap = Number.POSITIVE_INFINITY) => {
-    const maxTokens = Math.min(remaining() ?? cap, cap);
-    const stops = { stopStrings: [...rendered.stopStrings, ...(trigger ? [trigger] : [])], stopTokens: rendered.stopTokens };
-    const r = await run(tokens, { ...sampling, ...p, ...(Number.isFinite(maxTokens) ? { maxTokens } : {}) }, stops);
-    // A phase's prompt may hold the parts already written of the answer: only the request's own prompt counts.
-    cachedPromptTokens ??= Math.min(r.cachedPromptTokens, promptTokens);
-    return r;
-  };
-  const tokenize = (text: LlamaText | string) => LlamaText(text).tokenize(model.tokenizer);
-  /** Adds tokens to the answer and the prompt of the next phase. */
-  const append = (added: Token[]) => {
-    tokens = [...tokens, ...added];
-    completionTokens += added.length;
-  };
-  /** Writes a fixed part for the model; false when the token budget has no room for it. */
-  const write = (text: LlamaText | string) => {
-    const added = tokenize(text);
-    const left = remaining();
-    if (left !== undefined && added.length > left) return false;
-    append(added);
-    return true;
-  };
-  const finish = (finishReason: FinishReason, text: string): GenerationResult => {
-    const choice: Choice = { text, completionTokens, finishReason };
-    if (calls.length > 0) choice.toolCalls = calls;
-    return { ...choice, promptTokens, cachedPromptTokens: cachedPromptTokens ?? 0, choices: [choice] };
-  };
-
-  let content = "";
+  const { tools } = params;
+  const answer = new ToolAnswer(model, rendered, params, run);
   if (tools.choice === "auto") {
-    const r = await phase({}, syntax.trigger);
-    if (r.stoppedBy !== syntax.trigger) {
-      completionTokens += r.completionTokens;
-      return finish(r.finishReason, r.text);
-    }
-    content = r.text.trimEnd();
-    if (content !== "") append(tokenize(content));
+    const ended = await answer.textUntil(syntax.trigger);
+    if (ended) return ended;
   }
-  const names = tools.functions.map((f) => f.name);
-  /** As OpenAI returns a call the budget cut: what was written of it, with finish_reason length. */
-  const cut = (name: string, args: string) => {
-    if (name !== "") calls.push({ name, arguments: args });
-    return finish("length", content);
-  };
   for (;;) {
+    const ended = await answer.call(syntax, tools);
+    if (ended) return ended;
+    if (!tools.parallel || typeof tools.choice === "object" || answer.calls.length >= MAX_CALLS) break;
+    if (!(await answer.another(syntax))) break;
+  }
+  return answer.finish("tool_calls");
+}
+
+/** One answer as it grows: its tokens (the next phase's prompt), what it has spent of the budget, its calls. */
+class ToolAnswer {
+  readonly calls: ToolCall[] = [];
+  private tokens: Token[];
+  private completionTokens = 0;
+  private cachedPromptTokens: number | null = null;
+  private content = "";
+  private readonly promptTokens: number;
+  private readonly budget: number | null | undefined;
+  private readonly sampling: SamplingParams;
+
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly rendered: RenderedChat,
+    params: SamplingParams & { tools: ToolsParams },
+    private readonly run: Phase,
+  ) {
+    const { tools: _, maxTokens, ...sampling } = params;
+    this.budget = maxTokens;
+    this.sampling = sampling;
+    this.promptTokens = rendered.tokens.length;
+    this.tokens = rendered.tokens;
+  }
+
+  /** auto: free text until the model writes the call trigger; the finished answer when it ends its turn without one. */
+  async textUntil(trigger: string): Promise<GenerationResult | null> {
+    const r = await this.phase({}, trigger);
+    if (r.stoppedBy !== trigger) {
+      this.completionTokens += r.completionTokens;
+      return this.finish(r.finishReason, r.text);
+    }
+    this.content = r.text.trimEnd();
+    if (this.content !== "") this.append(this.tokenize(this.content));
+    return null;
+  }
+
+  /** One call: prefix, name, arguments, suffix. The answer, ended, when the budget cuts it; null when the call is whole. */
+  async call(syntax: ToolSyntax, tools: ToolsParams): Promise<GenerationResult | null> {
     // Nothing of a call is written yet: there is none to report.
-    if (!write(syntax.prefix)) return finish("length", content);
+    if (!this.write(syntax.prefix)) return this.finish("length");
     let name: string;
     if (typeof tools.choice === "object") {
       name = tools.choice.name;
       // The request named the function, so the call is known even when its name does not fit the budget.
-      if (!write(name)) return cut(name, "");
+      if (!this.write(name)) return this.cut(name, "");
     } else {
-      const r = await phase({ format: { type: "one_of", values: names } });
+      const names = tools.functions.map((f) => f.name);
+      const r = await this.phase({ format: { type: "one_of", values: names } });
       name = r.text;
-      append(tokenize(name));
+      this.append(this.tokenize(name));
       // The budget ran out inside the name: the name as far as it was written.
-      if (!names.includes(name)) return cut(name, "");
+      if (!names.includes(name)) return this.cut(name, "");
     }
-    if (!write(syntax.paramsPrefix)) return cut(name, "");
+    if (!this.write(syntax.paramsPrefix)) return this.cut(name, "");
     const parameters = tools.functions.find((f) => f.name === name)?.parameters;
     let args = "{}";
     if (parameters) {
       // An empty schema ({}) takes any arguments object.
       const format =
         Object.keys(parameters).length === 0 ? { type: "json_object" as const } : { type: "json_schema" as const, schema: parameters };
-      const r = await phase({ format });
+      const r = await this.phase({ format });
       args = r.text;
-      append(tokenize(args));
-      if (r.finishReason === "length") {
-        // As OpenAI does, a call cut by the budget is returned with the arguments written so far.
-        calls.push({ name, arguments: args });
-        return finish("length", content);
-      }
-    } else if (!write(args)) return cut(name, "");
-    calls.push({ name, arguments: args });
-    if (!write(syntax.suffix)) return finish("length", content);
-    if (!tools.parallel || typeof tools.choice === "object" || calls.length >= MAX_CALLS) break;
+      this.append(this.tokenize(args));
+      // As OpenAI does, a call cut by the budget is returned with the arguments written so far.
+      if (r.finishReason === "length") return this.cut(name, args);
+    } else if (!this.write(args)) return this.cut(name, "");
+    this.calls.push({ name, arguments: args });
+    if (!this.write(syntax.suffix)) return this.finish("length");
+    return null;
+  }
+
+  /** parallel: the model decides, unconstrained, whether another call follows (true, its separator written) or its turn ends. */
+  async another(syntax: ToolSyntax): Promise<boolean> {
     // Room for the separator and the trigger, and a little for a model that spaces them its own way.
-    const cap = LlamaText([syntax.betweenCalls, syntax.trigger]).tokenize(model.tokenizer).length + 4;
-    const next = await phase({}, syntax.trigger, cap);
+    const cap = LlamaText([syntax.betweenCalls, syntax.trigger]).tokenize(this.model.tokenizer).length + 4;
+    const next = await this.phase({}, syntax.trigger, cap);
     if (next.stoppedBy !== syntax.trigger) {
       // The model ended its turn (or wrote text after its calls, which a tool-call answer has no place for).
-      completionTokens += next.completionTokens;
-      break;
+      this.completionTokens += next.completionTokens;
+      return false;
     }
-    if (!write(syntax.betweenCalls)) break;
+    return this.write(syntax.betweenCalls);
   }
-  return finish("tool_calls", content);
+
+  finish(finishReason: FinishReason, text = this.content): GenerationResult {
+    const choice: Choice = { text, completionTokens: this.completionTokens, finishReason };
+    if (this.calls.length > 0) choice.toolCalls = this.calls;
+    return { ...choice, promptTokens: this.promptTokens, cachedPromptTokens: this.cachedPromptTokens ?? 0, choices: [choice] };
+  }
+
+  /** As OpenAI returns a call the budget cut: what was written of it, with finish_reason length. */
+  private cut(name: string, args: string): GenerationResult {
+    if (name !== "") this.calls.push({ name, arguments: args });
+    return this.finish("length");
+  }
+
+  private remaining() {
+    return this.budget == null ? undefined : this.budget - this.completionTokens;
+  }
+
+  /** One sampled stretch of the answer; its text is added by the caller (or dropped, then counted by it). */
+  private async phase(p: SamplingParams, trigger?: string, cap = Number.POSITIVE_INFINITY) {
+    const maxTokens = Math.min(this.remaining() ?? cap, cap);
+    const { stopStrings, stopTokens } = this.rendered;
+    const stops = { stopStrings: [...stopStrings, ...(trigger ? [trigger] : [])], stopTokens };
+    const r = await this.run(this.tokens, { ...this.sampling, ...p, ...(Number.isFinite(maxTokens) ? { maxTokens } : {}) }, stops);
+    // A phase's prompt may hold the parts already written of the answer: only the request's own prompt counts.
+    this.cachedPromptTokens ??= Math.min(r.cachedPromptTokens, this.promptTokens);
+    return r;
+  }
+
+  private tokenize(text: LlamaText | string) {
+    return LlamaText(text).tokenize(this.model.tokenizer);
+  }
+
+  /** Adds tokens to the answer and the prompt of the next phase. */
+  private append(added: Token[]) {
+    this.tokens = [...this.tokens, ...added];
+    this.completionTokens += added.length;
+  }
+
+  /** Writes a fixed part for the model; false when the token budget has no room for it. */
+  private write(text: LlamaText | string) {
+    const added = this.tokenize(text);
+    const left = this.remaining();
+    if (left !== undefined && added.length > left) return false;
+    this.append(added);
+    return true;
+  }
 }

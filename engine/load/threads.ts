@@ -77,7 +77,7 @@ export function stepThreads(cores: number, spare: number, parameters: number, to
  * embedding contexts). Normally the per-context count: a second context computing beside the first would
  * oversubscribe the cores its threads meet on. A single-threaded context has no such barrier, so on a
  * machine with a core to spare two of them may compute at once: two embedding contexts then embed 1.8x as
- * fast as one on 2 cores, where with a budget of 1 they took turns (engine/README.md).
+ * fast as one on 2 cores, where with a budget of 1 they took turns.
  */
 export function threadBudget(threads: number, cpuCount: number): number {
   const cores = Number.isFinite(cpuCount) ? Math.floor(cpuCount) : 1;

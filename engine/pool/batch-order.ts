@@ -10,7 +10,7 @@
 //   The sequences split into groups decoded in turn: 8 sequences averaged 3.7 per step. Waiting those
 //   few hops (the strategy returns nothing, and node-llama-cpp's loop comes straight back) brings every
 //   sequence of the last step into the next: 8.0 per step, measured.
-// Measurements in engine/README.md. The batch item carries no sequence id, so each sequence tags its
+// Measurements in docs/performance.md. The batch item carries no sequence id, so each sequence tags its
 // tokens through `evaluationPriority`, which only prioritization strategies read.
 import type { BatchItem, CustomBatchingPrioritizationStrategy, EvaluationPriority, PrioritizedBatchItem } from "node-llama-cpp";
 import { microBatches } from "./micro-batches.js";

@@ -8,10 +8,10 @@
 // line to end: batch lines run in step and end together, so that wait is most of a line's length. Past the reserve,
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
+// Each acquire is told its borrower (engine/types.ts): its lane, whether it keeps the reserve, who hears it begin.
 import Denque from "denque";
 import { abortError, engineClosed } from "../errors.js";
-import { beginListener } from "./begin.js";
-import { interactiveNow, reserveWanted } from "./lane.js";
+import type { Borrower } from "../types.js";
 
 interface Waiter<T> {
   resolve: (item: T) => void;
@@ -21,7 +21,7 @@ interface Waiter<T> {
   affinity?: Affinity<T>;
   /** Times a later waiter was served first while this one was the oldest. */
   passedOver: number;
-  /** Of the interactive lane (lane.ts): it waits ahead of every batch waiter, in FIFO order among its own. */
+  /** Of the interactive lane: it waits ahead of every batch waiter, in FIFO order among its own. */
   interactive: boolean;
   /** A batch line that gave its item to an interactive request: it waits ahead of the batch lines not begun. */
   resumed: boolean;
@@ -43,6 +43,16 @@ export const MAX_PASSED_OVER = 32;
 
 /** Picks which free item a request gets, by index into `free`. */
 export type Chooser<T> = (free: readonly T[]) => number;
+
+/** How a borrower picks among items, beside its lane. */
+export interface Preference<T> {
+  /** With several free, which one (default: the one released last, whose state is the most likely to be reused). */
+  choose?: Chooser<T>;
+  /** While it waits, how well each released item suits it (see release). */
+  affinity?: Affinity<T>;
+  /** A batch line taking an item back after giving one to an interactive request: it waits ahead of the other batch work. */
+  resumed?: boolean;
+}
 
 /** How long the interactive lane stays warm after its last request: its reserve is kept free that long. */
 export const WARM_MS = 10_000;
@@ -99,8 +109,13 @@ export class ResourcePool<T> {
    * Runs `work` on an item taken from the pool (as acquire takes it) and gives the item back however it ends;
    * what `work` throws comes out through `mapError` (the engine's errors).
    */
-  async use<R>(signal: AbortSignal | undefined, work: (item: T) => Promise<R>, mapError: (err: unknown) => unknown = (e) => e): Promise<R> {
-    const item = await this.acquire(signal);
+  async use<R>(
+    borrower: Borrower,
+    signal: AbortSignal | undefined,
+    work: (item: T) => Promise<R>,
+    mapError: (err: unknown) => unknown = (e) => e,
+  ): Promise<R> {
+    const item = await this.acquire(borrower, signal);
     try {
       if (signal?.aborted) throw abortError(signal);
       return await work(item);
@@ -112,17 +127,16 @@ export class ResourcePool<T> {
   }
 
   /**
-   * Take an item. With several free, `choose` picks one (default: the one released last, whose state is
-   * the most likely to be reused). Rejects with an AbortError if `signal` aborts while waiting. While it waits,
-   * `affinity` scores each released item for it (see release). `resumed`: a batch line taking an item back after
-   * giving one to an interactive request waits ahead of the other batch work.
+   * Take an item for `borrower`, in its lane; its onBegin is told as the item is lent. Rejects with an AbortError if
+   * `signal` aborts while waiting.
    */
-  acquire(signal?: AbortSignal, choose?: Chooser<T>, affinity?: Affinity<T>, resumed = false): Promise<T> {
+  acquire(borrower: Borrower, signal?: AbortSignal, { choose, affinity, resumed = false }: Preference<T> = {}): Promise<T> {
     if (this.closed) return Promise.reject(engineClosed());
     if (signal?.aborted) return Promise.reject(abortError(signal));
-    const interactive = interactiveNow();
-    const begins = beginListener();
-    if (interactive && reserveWanted()) this.warm();
+    const interactive = borrower.lane === "interactive";
+    const keepsReserve = interactive && borrower.keepReserve !== false;
+    const begins = borrower.onBegin;
+    if (keepsReserve) this.warm();
     if (this.free.length > (interactive ? 0 : this.held)) {
       const index = choose ? choose(this.free) : this.free.length - 1;
       const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);
@@ -141,7 +155,7 @@ export class ResourcePool<T> {
         passedOver: 0,
         interactive,
         resumed: resumed && !interactive,
-        preempts: interactive && reserveWanted(),
+        preempts: keepsReserve,
         resolve: (item) => {
           signal?.removeEventListener("abort", onAbort);
           // Told as the item is lent, before the waiter's code runs: a caller never calls off a request that has it.

@@ -16,7 +16,7 @@ import type { LlamaContextSequence, Token } from "node-llama-cpp";
 
 /**
  * Below this many tokens gained a copy is not worth waiting for (see above): short shared openings copied beside
- * generating sequences made whole runs slower, long ones gain as much at 128 (engine/README.md, "Prefix families").
+ * generating sequences made whole runs slower, long ones gain as much at 128 (docs/performance.md).
  */
 export const MIN_COPY_TOKENS = 128;
 

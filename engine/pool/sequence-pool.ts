@@ -4,12 +4,12 @@
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
 // so the requests in flight on a context are decoded together (continuous batching) without any work here.
 // Several contexts decode at the same time, each on its own thread(s): on a CPU that is how every core
-// computes without ggml's per-node barrier between threads (engine/README.md, "Contexts").
+// computes without ggml's per-node barrier between threads (docs/performance.md, the engine's defaults).
 import type { EvaluationPriority, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { Borrower } from "../types.js";
 import { type BatchOrder, sequenceTag } from "./batch-order.js";
 import { createGenerationContexts, type GenerationContextOptions } from "./generation-contexts.js";
 import { canQueueKvOps } from "./kv-ops.js";
-import { interactiveNow } from "./lane.js";
 import { ResourcePool } from "./pool.js";
 import { copyPrefix, reusePrefix } from "./prefix-copy.js";
 import { canCopyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "./prefix-share.js";
@@ -96,7 +96,7 @@ export class SequencePool {
   /** How full the decodes have been (batch-order.ts): steps, sequences in them, turns spent waiting, passes. */
   get batchStats(): Readonly<BatchOrder["stats"]> {
     const sum = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0 };
-    for (const o of this.orders) for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += o.stats[k];
+    for (const order of this.orders) for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += order.stats[k];
     return sum;
   }
 
@@ -110,15 +110,14 @@ export class SequencePool {
   }
 
   /**
-   * Lend a sequence for a request whose prompt is `tokens`. With several free, the one whose cached tokens
+   * Lend `borrower` a sequence, in its lane, for a prompt of `tokens`. With several free, the one whose cached tokens
    * share the longest prefix with the prompt is taken, so repeated system prompts and few-shot headers are
    * evaluated once; with none free, a released sequence goes to the waiting request it shares most with.
    */
-  async acquire(tokens: readonly Token[], signal?: AbortSignal, resumed = false): Promise<LlamaContextSequence> {
+  async acquire(tokens: readonly Token[], borrower: Borrower, signal?: AbortSignal, resumed = false): Promise<LlamaContextSequence> {
     const memo = new WeakMap<object, number>();
-    const sequence = await this.pool.acquire(
-      signal,
-      (free) => {
+    const sequence = await this.pool.acquire(borrower, signal, {
+      choose: (free) => {
         const index = this.choice.pick(free, this.prefixReuse ? tokens : [], memo);
         // Claimed at once, so a request picking right after this one sees this prompt coming on this context.
         if (this.prefixCopy) this.choice.claim(free[index], tokens);
@@ -126,12 +125,12 @@ export class SequencePool {
       },
       // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most with its cache,
       // or with what its context's other sequences hold (a copy away).
-      this.prefixReuse && tokens.length > 0 ? (s) => this.choice.affinity(s, tokens, memo) : undefined,
+      affinity: this.prefixReuse && tokens.length > 0 ? (s) => this.choice.affinity(s, tokens, memo) : undefined,
       resumed,
-    );
+    });
     if (this.prefixCopy && !this.choice.claims.isClaimed(sequence)) this.choice.claim(sequence, tokens);
     this.choice.load(sequence, 1);
-    if (!interactiveNow()) this.batchLent.set(sequence, { at: this.lends++, generating: false });
+    if (borrower.lane === "batch") this.batchLent.set(sequence, { at: this.lends++, generating: false });
     return sequence;
   }
 
@@ -157,9 +156,14 @@ export class SequencePool {
    * Gives a yielding line's sequence back (to the interactive request waiting) and lends it another once one is
    * free, ahead of the batch lines not begun; `tokens` are its prompt and what it generated so far.
    */
-  async resume(sequence: LlamaContextSequence, tokens: readonly Token[], signal?: AbortSignal): Promise<LlamaContextSequence> {
+  async resume(
+    sequence: LlamaContextSequence,
+    tokens: readonly Token[],
+    borrower: Borrower,
+    signal?: AbortSignal,
+  ): Promise<LlamaContextSequence> {
     await this.release(sequence);
-    return this.acquire(tokens, signal, true);
+    return this.acquire(tokens, borrower, signal, true);
   }
 
   /** A resumed line evaluated these tokens again (its cache went to the interactive request). */

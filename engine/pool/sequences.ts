@@ -2,7 +2,7 @@
 //
 // With the batch order of batch-order.ts, more sequences per decode pay off as soon as the model is more
 // than a toy: on 2 CPU cores the 8-layer, 512-wide generated model went from 326 tokens/s at 8 sequences
-// to 563 at 32 and 546 at 64, while stories260K stayed flat (5,000-5,500) from 8 to 64 (engine/README.md).
+// to 563 at 32 and 546 at 64 (docs/performance.md), while stories260K stayed flat (5,000-5,500) from 8 to 64.
 // Each sequence holds its own KV cache of the full context size, so the count is halved while the
 // context would take more than a share of the machine's memory.
 

@@ -1,5 +1,7 @@
-// A 50,000-line batch over three worker processes and an API server process, on real PostgreSQL and S3: upload and
-// validation within 5 s, each process's memory flat while it runs (medians of the run's quarters) (no process holds the batch), each request once.
+// A 50,000-line batch over three worker processes and an API server process, on real PostgreSQL and S3: accepted
+// (uploaded, validated, every line counted) before any worker runs a line of it, each process's memory flat while it
+// runs (medians of the run's quarters) (no process holds the batch), each request once. How long the acceptance
+// takes is the bench's to measure (`npm run bench -- --only scale`), not this test's.
 import { readFileSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -33,7 +35,7 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
-  it("uploads and validates in under 5 s and runs with every process's memory flat", async () => {
+  it("accepts the whole file before a worker runs a line of it and runs with every process's memory flat", async () => {
     const api = await start({ ROLE: "api", MAX_REQUESTS_PER_BATCH: String(N) });
     const workers = [];
     for (let i = 0; i < 3; i++)
@@ -53,7 +55,10 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     const acceptMs = Date.now() - t0;
     expect(batch.status).toBe("validating");
     expect(batch.request_counts?.total).toBe(N);
-    expect(acceptMs).toBeLessThan(5_000);
+    // Accepted before it runs: the create answered with every line counted and none done, and the workers start the
+    // batch only after it was created, so the acceptance waited on nothing a worker does.
+    expect(batch.request_counts).toEqual({ completed: 0, failed: 0, total: N });
+    expect(batch.in_progress_at ?? null).toBeNull();
 
     const samples = new Map<number, number[]>();
     const sample = setInterval(() => {
@@ -71,6 +76,7 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     clearInterval(sample);
     expect(done.status).toBe("completed");
     expect(done.request_counts).toEqual({ completed: N, failed: 0, total: N });
+    expect(done.in_progress_at).toBeGreaterThanOrEqual(batch.created_at);
     const { output, ids } = await downloadResults(api, done);
     expect(output.length).toBe(N);
     expect(new Set(ids).size).toBe(N);

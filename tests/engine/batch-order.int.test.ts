@@ -4,6 +4,7 @@
 import type { BatchItem, PrioritizedBatchItem, Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import { BatchOrder, MAX_WAIT_TURNS, planBatch, sequenceTag } from "../../engine/pool/batch-order.js";
+import { BATCH_WORK } from "../../engine/types.js";
 
 const item = (sequence: number, tokens: number): BatchItem => ({
   tokens: Array.from({ length: tokens }, (_, i) => i as BatchItem["tokens"][number]),
@@ -129,7 +130,7 @@ describe("node-llama-cpp's side of the tag contract", () => {
         stopTokens: new Set<Token>(),
         ...PLAIN,
       };
-      await Promise.all(Array.from({ length: 8 }, () => generate(pool, model, req)));
+      await Promise.all(Array.from({ length: 8 }, () => generate({ pool, model, req, borrower: BATCH_WORK })));
       // Every item carried a tag 1-8 (else the order would have marked itself untagged), and steps held all 8.
       const order = (pool as unknown as { orders: BatchOrder[] }).orders[0];
       expect(order.untagged).toBe(false);

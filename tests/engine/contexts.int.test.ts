@@ -5,6 +5,7 @@ import { tokenizePrompt } from "../../engine/generate/tokens.js";
 import { createEngine, type Engine } from "../../engine/index.js";
 import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { SequencePool } from "../../engine/pool/sequence-pool.js";
+import { BATCH_WORK } from "../../engine/types.js";
 import { testModelPath } from "../../testkit/model.js";
 import { prompt } from "../../testkit/workload.js";
 
@@ -63,18 +64,18 @@ describe("SequencePool over several contexts", () => {
     try {
       expect(pool.contexts.map((c) => c.totalSequences)).toEqual([2, 2]);
       const tokens = tokenizePrompt(model, `${prompt(1)} ${"and the sun was warm ".repeat(4)}`);
-      const a = await pool.acquire(tokens);
-      const b = await pool.acquire(tokenizePrompt(model, "The big red truck drove down the hill to the farm."));
+      const a = await pool.acquire(tokens, BATCH_WORK);
+      const b = await pool.acquire(tokenizePrompt(model, "The big red truck drove down the hill to the farm."), BATCH_WORK);
       expect(a.context).not.toBe(b.context);
       // The same family: it joins the context where its prefix is being evaluated, to copy it (prefix-share.ts).
-      const family = await pool.acquire(tokens);
+      const family = await pool.acquire(tokens, BATCH_WORK);
       expect(family.context).toBe(a.context);
       await pool.release(family);
       // A prompt already in a free sequence's cache goes to that sequence, whatever its context's load.
       await a.evaluateWithoutGeneratingNewTokens(tokens);
       pool.evaluated(a);
       await pool.release(a);
-      const c = await pool.acquire(tokens);
+      const c = await pool.acquire(tokens, BATCH_WORK);
       expect(c).toBe(a);
       await Promise.all([pool.release(b), pool.release(c)]);
     } finally {

@@ -4,8 +4,7 @@
 // past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
-import { inLane } from "../../engine/pool/lane.js";
-import type { Engine } from "../../engine/types.js";
+import type { Borrower, Engine } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
 import { parseRequest } from "../../openai/parse.js";
 import { openTestEngine } from "../../testkit/model.js";
@@ -27,6 +26,9 @@ afterAll(async () => {
 });
 
 /** Bans the model's end tokens: an answer runs its whole maxTokens. */
+/** A synchronous request of the default service tier, as the adapter passes it to the engine. */
+const INTERACTIVE: Borrower = { lane: "interactive" };
+
 const noEnd = (e: Engine) =>
   new Map(Array.from({ length: e.vocabularySize }, (_, t) => t).flatMap((t) => (e.isEndOfGeneration(t) ? [[t, -100] as const] : [])));
 
@@ -113,7 +115,7 @@ describe("lanes", () => {
       [0, 1].map(() => ({ temperature: 0, maxTokens: 200, logitBias: noEnd(two) })),
     );
     const before = two.scheduling();
-    const answer = await inLane("interactive", () => two.complete("Once upon a time", { temperature: 0, maxTokens: 4 }));
+    const answer = await two.complete("Once upon a time", { temperature: 0, maxTokens: 4 }, undefined, INTERACTIVE);
     finished.push("interactive");
     expect(answer.completionTokens).toBe(4);
     const lines = await results;
@@ -137,7 +139,7 @@ describe("lanes", () => {
     ];
     const { streamed, results } = await busy(two, lines);
     const before = two.scheduling().preemptions;
-    await inLane("interactive", () => two.complete("Once upon a time", { temperature: 0, maxTokens: 2 }));
+    await two.complete("Once upon a time", { temperature: 0, maxTokens: 2 }, undefined, INTERACTIVE);
     const [json, sampled] = await results;
     expect(two.scheduling().preemptions - before).toBe(1);
     const items = JSON.parse(json.text) as unknown[];

@@ -8,6 +8,7 @@ import { tokenizePrompt } from "../../engine/generate/tokens.js";
 import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { loadedBuild } from "../../engine/load/native.js";
 import { SequencePool } from "../../engine/pool/sequence-pool.js";
+import { BATCH_WORK } from "../../engine/types.js";
 import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 
@@ -59,7 +60,9 @@ describe("lockstep decoding", () => {
   it("keeps every generating sequence in each decode", async () => {
     const before = { ...pool.batchStats };
     const results = await Promise.all(
-      Array.from({ length: SEQUENCES }, (_, i) => generate(pool, model, request(`Once upon a time, there was a child number ${i}`, 32))),
+      Array.from({ length: SEQUENCES }, (_, i) =>
+        generate({ pool, model, req: request(`Once upon a time, there was a child number ${i}`, 32), borrower: BATCH_WORK }),
+      ),
     );
     const steps = pool.batchStats.steps - before.steps;
     const sequences = pool.batchStats.sequences - before.sequences;
@@ -85,7 +88,7 @@ describe("a request waiting for a sequence", () => {
     const text = (i: number) => `${COLOURS[i]} fox number ${i} jumped over the lazy dog and ran away home`;
     const first = decodes.length;
     const before = pool.batchStats.microBatches;
-    await Promise.all(limits.map((n, i) => generate(pool, model, request(text(i), n))));
+    await Promise.all(limits.map((n, i) => generate({ pool, model, req: request(text(i), n), borrower: BATCH_WORK })));
     const run = decodes.slice(first);
     // Up to the decode the last prompt joined. After it the last requests run down, each ending when its own limit
     // says: a sequence that ends before those after it leaves a gap that is not a hand-over's.

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 let engine: Engine;

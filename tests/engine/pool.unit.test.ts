@@ -1,17 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { telling } from "../../engine/pool/begin.js";
-import { inLane } from "../../engine/pool/lane.js";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool/pool.js";
-import { RequestError } from "../../engine/types.js";
+import { BATCH_WORK, type Borrower, RequestError } from "../../engine/types.js";
+import type { Lane } from "../../openai/backend.js";
 import { callOffUnbegun } from "../../pipeline/call-off.js";
+
+const INTERACTIVE: Borrower = { lane: "interactive" };
 
 describe("ResourcePool", () => {
   it("hands out free items, then serves waiters first come, first served", async () => {
     const pool = new ResourcePool(["a"]);
-    const first = await pool.acquire();
+    const first = await pool.acquire(BATCH_WORK);
     const order: string[] = [];
     const waiting = [1, 2, 3].map((n) =>
-      pool.acquire().then((item) => {
+      pool.acquire(BATCH_WORK).then((item) => {
         order.push(`${n}:${item}`);
         return item;
       }),
@@ -27,20 +28,11 @@ describe("ResourcePool", () => {
   it("tells a request's begin listener as it is lent an item, at once or when one is released, and never if it gives up waiting", async () => {
     const pool = new ResourcePool(["a"]);
     const told: string[] = [];
-    const held = await telling(
-      () => told.push("first"),
-      () => pool.acquire(),
-    );
+    const held = await pool.acquire({ lane: "batch", onBegin: () => told.push("first") });
     expect(told).toEqual(["first"]);
     const controller = new AbortController();
-    const gaveUp = telling(
-      () => told.push("gave up"),
-      () => pool.acquire(controller.signal),
-    );
-    const waiting = telling(
-      () => told.push("second"),
-      () => pool.acquire(),
-    );
+    const gaveUp = pool.acquire({ lane: "batch", onBegin: () => told.push("gave up") }, controller.signal);
+    const waiting = pool.acquire({ lane: "batch", onBegin: () => told.push("second") });
     controller.abort();
     await expect(gaveUp).rejects.toMatchObject({ name: "AbortError" });
     expect(told).toEqual(["first"]);
@@ -52,15 +44,15 @@ describe("ResourcePool", () => {
 
   it("says whether a live request waits, so a released item would go to it at once", async () => {
     const pool = new ResourcePool(["a"]);
-    const held = await pool.acquire();
+    const held = await pool.acquire(BATCH_WORK);
     expect(pool.contended).toBe(false);
     const controller = new AbortController();
-    const aborted = pool.acquire(controller.signal);
+    const aborted = pool.acquire(BATCH_WORK, controller.signal);
     expect(pool.contended).toBe(true);
     controller.abort();
     await expect(aborted).rejects.toMatchObject({ name: "AbortError" });
     expect(pool.contended).toBe(false);
-    const waiting = pool.acquire();
+    const waiting = pool.acquire(BATCH_WORK);
     expect(pool.contended).toBe(true);
     pool.release(held);
     expect(pool.contended).toBe(false);
@@ -69,16 +61,16 @@ describe("ResourcePool", () => {
 
   it("lets the chooser pick among free items", async () => {
     const pool = new ResourcePool(["x", "yy", "zzz"]);
-    expect(await pool.acquire(undefined, (free) => free.findIndex((s) => s.length === 2))).toBe("yy");
+    expect(await pool.acquire(BATCH_WORK, undefined, { choose: (free) => free.findIndex((s) => s.length === 2) })).toBe("yy");
     expect(pool.available).toBe(2);
   });
 
   it("rejects an aborted waiter with an AbortError and skips it on release", async () => {
     const pool = new ResourcePool([1]);
-    const held = await pool.acquire();
+    const held = await pool.acquire(BATCH_WORK);
     const controller = new AbortController();
-    const aborted = pool.acquire(controller.signal);
-    const next = pool.acquire();
+    const aborted = pool.acquire(BATCH_WORK, controller.signal);
+    const next = pool.acquire(BATCH_WORK);
     controller.abort();
     await expect(aborted).rejects.toMatchObject({ name: "AbortError" });
     pool.release(held);
@@ -87,7 +79,7 @@ describe("ResourcePool", () => {
 
   it("rejects at once when the signal is already aborted", async () => {
     const pool = new ResourcePool([1]);
-    await expect(pool.acquire(AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+    await expect(pool.acquire(BATCH_WORK, AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
     expect(pool.available).toBe(1);
   });
 
@@ -96,24 +88,24 @@ describe("ResourcePool", () => {
     const drain = new AbortController();
     const reason = { code: "shutdown", message: "Interrupted." };
     // One try of a run's request on the pool, as the pipeline makes it (pipeline/call-off.ts).
-    const request = (work: (signal: AbortSignal) => Promise<string>) =>
-      callOffUnbegun(drain.signal, new AbortController().signal, (signal, onBegin) => telling(onBegin, () => work(signal)));
+    const request = (work: (signal: AbortSignal, borrower: Borrower) => Promise<string>) =>
+      callOffUnbegun(drain.signal, new AbortController().signal, (signal, onBegin) => work(signal, { lane: "batch", onBegin }));
     // A request that began (it was lent "a"), then gave its item up (to an interactive request, say) and waits anew.
     let handOver!: () => void;
     const handed = new Promise<void>((r) => {
       handOver = r;
     });
-    const resuming = request(async (signal) => {
-      const item = await pool.acquire(signal);
+    const resuming = request(async (signal, borrower) => {
+      const item = await pool.acquire(borrower, signal);
       await handed;
       pool.release(item);
-      return pool.acquire(signal, undefined, undefined, true);
+      return pool.acquire(borrower, signal, { resumed: true });
     });
-    const taking = pool.acquire();
-    const waiting = request((signal) => pool.acquire(signal));
+    const taking = pool.acquire(BATCH_WORK);
+    const waiting = request((signal, borrower) => pool.acquire(borrower, signal));
     handOver();
     const held = await taking;
-    const unrelated = pool.acquire();
+    const unrelated = pool.acquire(BATCH_WORK);
     drain.abort(reason);
     await expect(waiting).rejects.toMatchObject({ name: "NotBegun", cause: reason });
     // Once drained, nothing of the run begins, even with an item free.
@@ -122,27 +114,27 @@ describe("ResourcePool", () => {
     pool.release("a");
     expect(await unrelated).toBe("a");
     pool.release("a");
-    await expect(request((signal) => pool.acquire(signal))).rejects.toMatchObject({ name: "NotBegun", cause: reason });
+    await expect(request((signal, borrower) => pool.acquire(borrower, signal))).rejects.toMatchObject({ name: "NotBegun", cause: reason });
     expect(pool.available).toBe(1);
   });
 
   it("fails waiters and new requests once closed", async () => {
     const pool = new ResourcePool([1]);
-    await pool.acquire();
-    const waiter = pool.acquire();
+    await pool.acquire(BATCH_WORK);
+    const waiter = pool.acquire(BATCH_WORK);
     pool.close();
     await expect(waiter).rejects.toBeInstanceOf(RequestError);
-    await expect(pool.acquire()).rejects.toMatchObject({ code: "engine_closed", retryable: true });
+    await expect(pool.acquire(BATCH_WORK)).rejects.toMatchObject({ code: "engine_closed", retryable: true });
   });
 
   it("gives a released item to the waiter it suits best, the oldest on a tie", async () => {
     const pool = new ResourcePool(["abc", "xyz"]);
-    const x = await pool.acquire(undefined, (free) => free.indexOf("xyz"));
-    const a = await pool.acquire();
+    const x = await pool.acquire(BATCH_WORK, undefined, { choose: (free) => free.indexOf("xyz") });
+    const a = await pool.acquire(BATCH_WORK);
     const shared = (prompt: string) => (item: string) => [...item].findIndex((c, i) => prompt[i] !== c) >>> 0;
     const got: string[] = [];
     const wait = (name: string, prompt: string) =>
-      pool.acquire(undefined, undefined, shared(prompt)).then((item) => got.push(`${name}:${item}`));
+      pool.acquire(BATCH_WORK, undefined, { affinity: shared(prompt) }).then((item) => got.push(`${name}:${item}`));
     const first = wait("first", "qqq");
     const second = wait("second", "xyq");
     const third = wait("third", "abq");
@@ -158,12 +150,12 @@ describe("ResourcePool", () => {
 
   it("serves the oldest waiter once it has been passed over MAX_PASSED_OVER times", async () => {
     const pool = new ResourcePool(["held"]);
-    await pool.acquire();
+    await pool.acquire(BATCH_WORK);
     let oldestServed = false;
-    void pool.acquire(undefined, undefined, () => 0).then(() => (oldestServed = true));
+    void pool.acquire(BATCH_WORK, undefined, { affinity: () => 0 }).then(() => (oldestServed = true));
     const served: number[] = [];
     for (let i = 0; i <= MAX_PASSED_OVER; i++) {
-      void pool.acquire(undefined, undefined, () => 1).then(() => served.push(i));
+      void pool.acquire(BATCH_WORK, undefined, { affinity: () => 1 }).then(() => served.push(i));
     }
     for (let i = 0; i <= MAX_PASSED_OVER; i++) pool.release("item");
     await new Promise((r) => setImmediate(r));
@@ -173,8 +165,9 @@ describe("ResourcePool", () => {
 
   it("use gives the item back however the work ends, its error mapped", async () => {
     const pool = new ResourcePool(["only"]);
-    expect(await pool.use(undefined, async (item) => `${item}!`)).toBe("only!");
+    expect(await pool.use(BATCH_WORK, undefined, async (item) => `${item}!`)).toBe("only!");
     const failed = pool.use(
+      BATCH_WORK,
       undefined,
       async () => {
         throw new Error("boom");
@@ -185,20 +178,19 @@ describe("ResourcePool", () => {
     expect(pool.available).toBe(1);
     const stop = new AbortController();
     stop.abort();
-    await expect(pool.use(stop.signal, async () => "never")).rejects.toThrow();
+    await expect(pool.use(BATCH_WORK, stop.signal, async () => "never")).rejects.toThrow();
     expect(pool.available).toBe(1);
   });
 
   it("serves the interactive lane's waiters before the batch lane's, first come first served within each", async () => {
     const pool = new ResourcePool(["a"]);
-    const held = await pool.acquire();
+    const held = await pool.acquire(BATCH_WORK);
     const order: string[] = [];
-    const wait = (name: string, lane: "interactive" | "batch", affinity?: () => number) =>
-      inLane(lane, async () => {
-        const item = await pool.acquire(undefined, undefined, affinity);
-        order.push(name);
-        pool.release(item);
-      });
+    const wait = async (name: string, lane: Lane, affinity?: () => number) => {
+      const item = await pool.acquire({ lane }, undefined, { affinity });
+      order.push(name);
+      pool.release(item);
+    };
     // A batch line whose prompt the item suits best still waits behind interactive requests that came later.
     const all = [
       wait("batch 1", "batch", () => 10),
@@ -215,18 +207,23 @@ describe("ResourcePool", () => {
   it("keeps its reserve free of batch work while the interactive lane is warm, then gives it back", async () => {
     const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
     // Cold: the batches take every item.
-    const cold = [await pool.acquire(), await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    const cold = [
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+    ];
     for (const item of cold) pool.release(item);
     // An interactive request warms the lane: from then on one item stays free for the next.
-    pool.release(await inLane("interactive", () => pool.acquire()));
-    const batch = [await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    pool.release(await pool.acquire(INTERACTIVE));
+    const batch = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
     let fourth: string | undefined;
-    const waiting = pool.acquire().then((item) => (fourth = item));
+    const waiting = pool.acquire(BATCH_WORK).then((item) => (fourth = item));
     await new Promise((r) => setTimeout(r, 20));
     expect(fourth).toBeUndefined();
     expect(pool.available).toBe(1);
     // The next interactive request starts at once, on the reserve; its release refills the reserve, not the batch.
-    const interactive = await inLane("interactive", () => pool.acquire());
+    const interactive = await pool.acquire(INTERACTIVE);
     pool.release(interactive);
     await new Promise((r) => setTimeout(r, 20));
     expect(fourth).toBeUndefined();
@@ -234,7 +231,7 @@ describe("ResourcePool", () => {
     pool.release(batch[0]);
     expect(await waiting).toBe(batch[0]);
     // Once the lane is cold, the reserve goes to batch work again.
-    const fifth = pool.acquire();
+    const fifth = pool.acquire(BATCH_WORK);
     await new Promise((r) => setTimeout(r, 260));
     expect(await fifth).toBe(interactive);
     expect(pool.available).toBe(0);
@@ -242,33 +239,33 @@ describe("ResourcePool", () => {
 
   it("keeps nothing free for a request that gives the reserve back (a batch at risk)", async () => {
     const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
-    pool.release(await inLane("interactive", () => pool.acquire(), false));
-    const all = [await pool.acquire(), await pool.acquire(), await pool.acquire(), await pool.acquire()];
+    pool.release(await pool.acquire({ lane: "interactive", keepReserve: false }));
+    const all = [
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+    ];
     expect(all).toHaveLength(4);
     expect(pool.available).toBe(0);
   });
 
   it("counts the interactive requests a batch line should give way to, and puts a resumed line ahead of the rest", async () => {
     const pool = new ResourcePool(["a"]);
-    const held = await pool.acquire();
+    const held = await pool.acquire(BATCH_WORK);
     const order: string[] = [];
-    const wait = (name: string, lane: "interactive" | "batch", opts: { resumed?: boolean; reserve?: boolean; signal?: AbortSignal } = {}) =>
-      inLane(
-        lane,
-        async () => {
-          const item = await pool.acquire(opts.signal, undefined, undefined, opts.resumed);
-          order.push(name);
-          pool.release(item);
-        },
-        opts.reserve ?? true,
-      );
+    const wait = async (name: string, lane: Lane, opts: { resumed?: boolean; keepReserve?: boolean; signal?: AbortSignal } = {}) => {
+      const item = await pool.acquire({ lane, keepReserve: opts.keepReserve }, opts.signal, { resumed: opts.resumed });
+      order.push(name);
+      pool.release(item);
+    };
     const gone = new AbortController();
     const all = [
       wait("batch", "batch"),
       wait("resumed", "batch", { resumed: true }),
       wait("interactive", "interactive"),
       // A request that gives the reserve back (a batch at risk) takes no batch line's item.
-      wait("at risk", "interactive", { reserve: false }),
+      wait("at risk", "interactive", { keepReserve: false }),
       wait("gone", "interactive", { signal: gone.signal }).catch(() => order.push("aborted")),
     ];
     expect(pool.preempting).toBe(2);

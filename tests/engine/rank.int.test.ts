@@ -10,7 +10,7 @@ import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 import { openTestEngine } from "../../testkit/model.js";
 import { runLine } from "../helpers/test-engine.js";
 

@@ -9,6 +9,7 @@ import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { ALL_CORES_STEP_WORK } from "../../engine/load/threads.js";
 import { SequencePool } from "../../engine/pool/sequence-pool.js";
 import { parametersPerToken, StepThreads } from "../../engine/pool/step-threads.js";
+import { BATCH_WORK } from "../../engine/types.js";
 import { testModelPath } from "../../testkit/model.js";
 import { PLAIN } from "./plain-request.js";
 
@@ -71,7 +72,7 @@ describe("StepThreads", () => {
     try {
       const tokens = tokenizePrompt(model, "Once upon a time, there was a little girl named Lily who loved");
       expect(tokens.length).toBeGreaterThanOrEqual(8);
-      const r = await generate(pool, model, {
+      const req = {
         tokens,
         maxTokens: 4,
         temperature: 0,
@@ -79,9 +80,10 @@ describe("StepThreads", () => {
         topK: 0,
         seed: 1,
         stopStrings: [],
-        stopTokens: new Set(),
+        stopTokens: new Set<never>(),
         ...PLAIN,
-      });
+      };
+      const r = await generate({ pool, model, req, borrower: BATCH_WORK });
       expect(r.completionTokens).toBe(4);
       // The prompt step, then one step per generated token but the last; a step's threads are read back at the next.
       expect(steps.map((s) => s.tokens)).toEqual([tokens.length, 1, 1, 1]);

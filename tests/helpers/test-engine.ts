@@ -1,9 +1,8 @@
 // The real engine the pipeline integration tests run on, plus a wrapper that counts calls (and those that began:
 // took a sequence) and can inject transient failures in front of it (the engine itself is never replaced).
-import { beginListener, telling } from "../../engine/pool/begin.js";
-import { type Engine, RequestError } from "../../engine/types.js";
+import { BATCH_WORK, type Borrower, type Engine, RequestError } from "../../engine/types.js";
 import type { BackendResult, Endpoint, InferenceBackend } from "../../openai/backend.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 import { openTestEngine } from "../../testkit/model.js";
 
 export const testEngine = openTestEngine;
@@ -28,15 +27,17 @@ export function observe(engine: Engine): Observed {
     }
     calls.push(what);
   };
-  // The engine's own begin listener (the pipeline's) is still told.
-  const counted = <T>(what: string, work: () => Promise<T>): Promise<T> => {
-    const outer = beginListener();
+  // The borrower the call came with (the pipeline's, told when its line begins) is still told.
+  const counted = (what: string, borrower: Borrower = BATCH_WORK): Borrower => {
     let once = false;
-    return telling(() => {
-      if (!once) begun.push(what);
-      once = true;
-      outer?.();
-    }, work);
+    return {
+      ...borrower,
+      onBegin: () => {
+        if (!once) begun.push(what);
+        once = true;
+        borrower.onBegin?.();
+      },
+    };
   };
   return {
     get info() {
@@ -47,21 +48,21 @@ export function observe(engine: Engine): Observed {
     failNext: (n) => {
       failures = n;
     },
-    complete: async (prompt, params, signal) => {
+    complete: async (prompt, params, signal, borrower) => {
       gate(String(prompt));
-      return counted(String(prompt), () => engine.complete(prompt, params, signal));
+      return engine.complete(prompt, params, signal, counted(String(prompt), borrower));
     },
-    chat: async (messages, params, signal) => {
+    chat: async (messages, params, signal, borrower) => {
       gate(messages.at(-1)?.content ?? "");
-      return counted(String(messages.at(-1)?.content ?? ""), () => engine.chat(messages, params, signal));
+      return engine.chat(messages, params, signal, counted(String(messages.at(-1)?.content ?? ""), borrower));
     },
-    embed: async (inputs, signal) => {
+    embed: async (inputs, signal, borrower) => {
       gate(inputs[0] ?? "");
-      return counted(inputs[0] ?? "", () => engine.embed(inputs, signal));
+      return engine.embed(inputs, signal, counted(inputs[0] ?? "", borrower));
     },
-    rank: async (pairs, param, signal) => {
+    rank: async (pairs, param, signal, borrower) => {
       gate(pairs[0]?.[1] ?? "");
-      return counted(pairs[0]?.[1] ?? "", () => engine.rank(pairs, param, signal));
+      return engine.rank(pairs, param, signal, counted(pairs[0]?.[1] ?? "", borrower));
     },
     countTokens: (text) => engine.countTokens(text),
     detokenize: (tokens) => engine.detokenize(tokens),

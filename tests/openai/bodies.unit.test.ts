@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { Endpoint } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 
 const refusal = (endpoint: Endpoint, body: unknown) => {
   try {

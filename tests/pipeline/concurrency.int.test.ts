@@ -24,17 +24,17 @@ function counting(inner: Engine) {
     get info() {
       return inner.info;
     },
-    complete: async (prompt, params, signal) => {
+    complete: async (prompt, params, signal, borrower) => {
       max = Math.max(max, ++now);
       try {
-        return await inner.complete(prompt, params, signal);
+        return await inner.complete(prompt, params, signal, borrower);
       } finally {
         now--;
       }
     },
-    chat: (m, p, s) => inner.chat(m, p, s),
-    embed: (i, s) => inner.embed(i, s),
-    rank: (p, n, s) => inner.rank(p, n, s),
+    chat: (messages, params, signal, borrower) => inner.chat(messages, params, signal, borrower),
+    embed: (inputs, signal, borrower) => inner.embed(inputs, signal, borrower),
+    rank: (pairs, param, signal, borrower) => inner.rank(pairs, param, signal, borrower),
     countTokens: (t) => inner.countTokens(t),
     detokenize: (t) => inner.detokenize(t),
     get vocabularySize() {

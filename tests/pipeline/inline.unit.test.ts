@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bodySchemaFor } from "../../openai/parse.js";
+import { bodySchemaFor } from "../../parse/request.js";
 import { BatchLineSchema } from "../../pipeline/batch-line.js";
 import { InlineBatchBodySchema, InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 

@@ -6,10 +6,11 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
 import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
+import { type RunEvent, type RunSummary, runFile } from "../../runner/run-file.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -152,7 +153,7 @@ describe("offline runner", () => {
     const out = path.join(dir, "results", "out.jsonl");
     const r = await run(args(input, out));
     expect(r.exitCode).toBe(0);
-    expect(r.endpoint).toBe("/v1/chat/completions");
+    expect(r.summary).toMatchObject({ stopped: "done", endpoint: "/v1/chat/completions", total: 4, completed: 3, failed: 1 });
     const ok = rows(readFileSync(out, "utf8"));
     expect(ok.map((x) => x.custom_id).sort()).toEqual(["a", "b", "c"]);
     for (const x of ok) {
@@ -229,7 +230,7 @@ describe("offline runner", () => {
     const again2 = await run(args(input, out));
     expect(again2.exitCode).toBe(0);
     expect(again2.stdout).toMatch(/^nothing to run: all 3 requests of .* already have a result \(2 completed, 1 failed\)/);
-    expect(again2.result).toBeUndefined();
+    expect(again2.summary).toMatchObject({ stopped: "nothing_to_run", total: 3, completed: 2, failed: 1 });
 
     rmSync(errors);
     const none = await run(args(input, out, ["--retry-failed"]));
@@ -262,6 +263,45 @@ describe("offline runner", () => {
     expect(r.stdout).toMatch(/output: http:\/\/127\.0\.0\.1:\d+\/out\/results\.jsonl\?…/);
   });
 
+  it("runFile, the library, runs a file and returns its summary and events, printing nothing", async () => {
+    const input = path.join(dir, "library.jsonl");
+    writeFileSync(input, `${[chat("a", "Once upon a time"), chat("b", "The cat"), chat("huge", "word ".repeat(2000))].join("\n")}\n`);
+    const output = path.join(dir, "library-out.jsonl");
+    const printed: string[] = [];
+    const capture = (chunk: unknown) => {
+      printed.push(String(chunk));
+      return true;
+    };
+    const out = vi.spyOn(process.stdout, "write").mockImplementation(capture);
+    const err = vi.spyOn(process.stderr, "write").mockImplementation(capture);
+    const events: RunEvent[] = [];
+    let summary: RunSummary;
+    try {
+      summary = await runFile({
+        input,
+        output,
+        errors: `${output}.errors`,
+        config,
+        endpoint: "/v1/chat/completions",
+        onEvent: (e) => events.push(e),
+      });
+    } finally {
+      out.mockRestore();
+      err.mockRestore();
+    }
+    expect(printed).toEqual([]);
+    expect(summary).toMatchObject({ stopped: "done", endpoint: "/v1/chat/completions", total: 3, completed: 2, failed: 1, earlier: null });
+    expect(summary).toMatchObject({ output, errors: `${output}.errors` });
+    expect(summary.usage.completionTokens).toBeGreaterThan(0);
+    expect(
+      rows(readFileSync(output, "utf8"))
+        .map((x) => x.custom_id)
+        .sort(),
+    ).toEqual(["a", "b"]);
+    expect(events.map((e) => e.type).filter((t) => t !== "progress")).toEqual(["running", "ran"]);
+    expect(events.find((e) => e.type === "running")).toMatchObject({ total: 3, endpoint: "/v1/chat/completions", earlier: null });
+  });
+
   it("runs embeddings files, taking the endpoint from the lines", async () => {
     const input = path.join(dir, "emb.jsonl");
     const line = (id: string, text: string) =>
@@ -269,7 +309,7 @@ describe("offline runner", () => {
     writeFileSync(input, [line("e1", "hello"), line("e2", "world")].join("\n"));
     const out = path.join(dir, "emb-out.jsonl");
     const r = await run(args(input, out));
-    expect(r.endpoint).toBe("/v1/embeddings");
+    expect(r.summary?.endpoint).toBe("/v1/embeddings");
     const got = rows(readFileSync(out, "utf8"));
     expect(got).toHaveLength(2);
     expect(got[0].response.body.data[0].embedding.length).toBeGreaterThan(0);

@@ -102,8 +102,15 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
   }, 240_000);
 
   it("starts a key's one batch within a shard of another key's queue across two workers", async () => {
-    // Workers in this process, so that the order their engines start the lines in can be read.
     for (const c of workerChildren) if (c.child.exitCode === null && c.child.signalCode === null) await kill9(c);
+    // The other key's queue is made while no worker runs, so it is a queue when the one comes however fast the
+    // machine runs the lines; then the workers start (in this process, so that the order their engines start the
+    // lines in can be read), and the one comes once they are at work.
+    const many: Array<{ id: string; tag: string }> = [];
+    for (let i = 0; i < 12; i++) {
+      const input = await upload(apiB.baseUrl, "team-c", 4, 48, `m${i}`);
+      many.push({ id: (await createBatch(apiB.baseUrl, input, auth["team-c"])).body.id, tag: `m${i}` });
+    }
     const workers = [
       await startNode(shared, { ...COMMON, ROLE: "worker", KEYS_FILE: file, WORKER_ID: "n1", WORKER_CAPACITY: "1" }),
       await startNode(shared, { ...COMMON, ROLE: "worker", KEYS_FILE: file, WORKER_ID: "n2", WORKER_CAPACITY: "1" }),
@@ -113,14 +120,10 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
       const at = workers.flatMap((w) => w.calls.at.filter((_, i) => w.calls.bodies[i].includes(`story ${tag} `)));
       return at.length > 0 ? Math.min(...at) : Number.POSITIVE_INFINITY;
     };
-    const many: Array<{ id: string; tag: string }> = [];
-    // More batches than the workers can start while the rest upload, so a queue is left when the one comes.
-    for (let i = 0; i < 18; i++) {
-      const input = await upload(apiB.baseUrl, "team-c", 4, 48, `m${i}`);
-      many.push({ id: (await createBatch(apiB.baseUrl, input, auth["team-c"])).body.id, tag: `m${i}` });
-    }
+    await expect.poll(() => many.filter((m) => firstCall(m.tag) < Number.POSITIVE_INFINITY).length, { timeout: 60_000 }).toBeGreaterThan(0);
+    const oneInput = await upload(apiB.baseUrl, "team-b", 2, 16, "one");
     const cameAt = Date.now();
-    const one = (await createBatch(apiB.baseUrl, await upload(apiB.baseUrl, "team-b", 2, 16, "one"), auth["team-b"])).body;
+    const one = (await createBatch(apiB.baseUrl, oneInput, auth["team-b"])).body;
     expect((await final(apiB.baseUrl, "team-b", one.id)).status).toBe("completed");
     const startedBy = (t: number) => many.filter((m) => firstCall(m.tag) < t).length;
     expect(many.length - startedBy(cameAt)).toBeGreaterThanOrEqual(5);

@@ -80,7 +80,7 @@ describe("AdaptiveLimit", () => {
     const order: string[] = [];
     const served: number[] = [];
     const wait = (name: string, interactive: boolean) =>
-      l.limit.acquire(undefined, interactive).then((s) => {
+      l.limit.acquire(undefined, interactive ? "interactive" : "batch").then((s) => {
         order.push(name);
         served.push(s);
       });

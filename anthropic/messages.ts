@@ -2,12 +2,13 @@
 // backend's chat: the Messages params become the chat body that asks for the same answer, and the chat
 // completion becomes Anthropic's `message`. What the translation cannot carry is refused by its Messages name,
 // and a refusal from the chat backend names the Messages field it came from (stop as stop_sequences...).
-import type { ContentBlockParam, MessageParam, MessagesParams } from "../anthropic/params.js";
-import type { BackendResult } from "./backend.js";
-import type { ChatBody, ChatMessageBody } from "./bodies.js";
-import { type Origins, type ParamNames, renamedParam } from "./chat-origins.js";
-import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "./errors.js";
-import { hexId } from "./ids.js";
+
+import type { BackendResult } from "../openai/backend.js";
+import type { ChatBody, ChatMessageBody } from "../openai/bodies.js";
+import { type Origins, type ParamNames, renamedParam } from "../openai/chat-origins.js";
+import { invalidParameter, RequestError, unsupportedParameter, unsupportedValue } from "../openai/errors.js";
+import { hexId } from "../openai/ids.js";
+import type { ContentBlockParam, MessageParam, MessagesParams } from "./params.js";
 
 /** Fields Anthropic defines that need services a local batch backend does not have. */
 const UNSUPPORTED: Array<[keyof MessagesParams, string]> = [

@@ -2,7 +2,7 @@
 // tells the answer, the block's stop, each tool_use block whole (its input as one `input_json_delta`), then
 // `message_delta` (stop reason and usage) and `message_stop`, as @anthropic-ai/sdk's MessageStream accumulates them.
 // The text told and the closing events add up to the final message's content.
-import type { TokenUsage } from "./backend.js";
+import type { TokenUsage } from "../openai/backend.js";
 import { SYNC_SERVICE_TIER } from "./messages.js";
 
 type Json = Record<string, any>;

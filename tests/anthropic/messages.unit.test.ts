@@ -1,9 +1,9 @@
 // The Messages <-> chat translation: which chat request Anthropic's params become, how refusals are named in
 // Messages terms, and the `message` built from a chat completion (stop reasons, cached tokens, cut tool calls).
 import { describe, expect, it } from "vitest";
+import { messagesParam, toAnthropicMessage, toChatFromMessages } from "../../anthropic/messages.js";
 import type { MessagesParams } from "../../anthropic/params.js";
-import { messagesParam, toAnthropicMessage, toChatFromMessages } from "../../openai/messages.js";
-import { parseRequest } from "../../openai/parse.js";
+import { parseRequest } from "../../parse/request.js";
 
 const params = (p: object) => parseRequest("/v1/messages", { model: "m", max_tokens: 10, ...p }).body as MessagesParams;
 

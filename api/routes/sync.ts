@@ -5,10 +5,10 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { type Response, Router } from "express";
 import { z } from "zod";
+import { type MessageEvents, messageEvents } from "../../anthropic/message-events.js";
 import { STREAMED, type SyncInference, type SyncRequest, type SyncStream, type SyncTargets } from "../../domain/sync-inference.js";
 import { ENDPOINTS, type Endpoint, type TokenUsage } from "../../openai/backend.js";
 import { hexId } from "../../openai/ids.js";
-import { type MessageEvents, messageEvents } from "../../openai/message-events.js";
 import { type ResponseEvents, responseEvents, responseSkeleton } from "../../openai/response-events.js";
 import { type ChunkStream, chunkStream, type StreamedEndpoint } from "../../openai/stream-chunks.js";
 import { anthropicErrorBody } from "../anthropic.js";
@@ -112,7 +112,7 @@ function responsesFormat(body: unknown): StreamFormat {
   };
 }
 
-/** Anthropic's named events (openai/message-events.ts); `message_stop` ends it. */
+/** Anthropic's named events (anthropic/message-events.ts); `message_stop` ends it. */
 function anthropicFormat(): StreamFormat {
   let events: MessageEvents | undefined;
   return {

@@ -1,7 +1,7 @@
 // Anthropic's streamed message: message_start with the prompt's usage, the text told as deltas of one text block,
 // then what was not told, each tool_use block whole, and message_delta with the stop reason and the usage.
 import { describe, expect, it } from "vitest";
-import { messageEvents } from "../../openai/message-events.js";
+import { messageEvents } from "../../anthropic/message-events.js";
 
 describe("messageEvents", () => {
   it("opens with message_start, tells text, closes with the rest, the tool use blocks, message_delta and message_stop", () => {

@@ -1,0 +1,11 @@
+// Prints the test files one of CI's later passes runs, one a line: `no-shared` (those whose model changes when
+// ../shared is hidden) or `prebuilt` (the engine's tests on the default build), chosen by testkit/test-passes.ts.
+import { defaultBuildFiles, sharedModelFiles } from "../testkit/test-passes.js";
+
+const passes: Record<string, () => string[]> = { "no-shared": sharedModelFiles, prebuilt: defaultBuildFiles };
+const pass = passes[process.argv[2] ?? ""];
+if (!pass) {
+  console.error(`usage: tsx scripts/test-passes.ts ${Object.keys(passes).join("|")}`);
+  process.exit(2);
+}
+console.log(pass().join("\n"));
