@@ -7,16 +7,17 @@ import { readFile } from "node:fs/promises";
 import type pino from "pino";
 import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
 import { CachingBackend, type CachingOptions } from "../cache/caching-backend.js";
-import { fileDigest, localIdentity, upstreamIdentity } from "../cache/model-identity.js";
+import { adapterIdentity, fileDigest, localIdentity, upstreamIdentity } from "../cache/model-identity.js";
 import type { ResultCache } from "../cache/port.js";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
 import { LlamaBackend } from "../engine/adapter/openai-backend.js";
-import { createEngine } from "../engine/index.js";
+import { createEngine, type Engine } from "../engine/index.js";
 import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
 import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
+import { loraMismatch } from "../engine/load/lora-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
 import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
@@ -100,7 +101,7 @@ export async function loadRegistry(
     throw err;
   }
   for (const m of registry.models) {
-    if (m.backend.kind !== "local") continue;
+    if (m.backend.kind !== "local" || m.parent !== undefined) continue;
     if (m.backend.generatedPreset) {
       await ensureGeneratedModel({ preset: m.backend.generatedPreset });
       logger.warn({ model: m.name }, `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`);
@@ -112,7 +113,25 @@ export async function loadRegistry(
       });
     }
   }
+  await checkAdapters(registry, config.modelsFile, options.fetch !== false);
   return registry;
+}
+
+/** Each adapter on its base's file (fetched by now), refused in one line naming both where it does not fit. */
+async function checkAdapters(registry: ModelRegistry, source: string, local: boolean): Promise<void> {
+  for (const m of registry.models) {
+    if (m.parent === undefined || m.backend.kind !== "local" || !m.backend.adapter) continue;
+    const base = registry.get(m.parent)!.backend as LocalSpec["backend"];
+    m.backend.path = base.path;
+    // An API server loads nothing: the workers check what they serve.
+    if (!local) continue;
+    const why = await loraMismatch(base.path, m.backend.adapter.path);
+    if (why) {
+      throw new ConfigError(
+        `MODELS_FILE=${source}: adapter '${m.name}' (${m.backend.adapter.path}) does not fit its base '${m.parent}' (${base.path}): ${why}`,
+      );
+    }
+  }
 }
 
 /** A download's file in MODELS_DIR, its progress logged; a failure is one ConfigError line. */
@@ -140,7 +159,7 @@ async function fetchOne(ref: string, config: FetchConfig, logger: pino.Logger, o
  */
 async function memoryBudget(config: BackendConfig, registry: ModelRegistry, logger: pino.Logger): Promise<number> {
   if (config.modelMemoryMb > 0) return config.modelMemoryMb * 2 ** 20;
-  const locals = registry.models.filter((m) => m.backend.kind === "local").length;
+  const locals = registry.models.filter((m) => m.backend.kind === "local" && m.parent === undefined).length;
   const device = locals > 1 ? await deviceMemory(config.engine.gpu) : { kind: "ram" as const, bytes: usableRam() };
   const bytes = device.bytes * DEFAULT_MODEL_MEMORY_SHARE;
   if (locals > 1) logger.info({ device: device.kind, budget_mb: Math.round(bytes / 2 ** 20) }, "local models share a memory budget");
@@ -195,11 +214,16 @@ export async function createRouter(
     threads: spec.backend.threads ?? config.engine.threads,
   });
   const log = logger.child({ component: "models" });
+  const budget = await memoryBudget(config, registry, log);
+  // Each loaded base's engine, which its adapters are served by.
+  const engines = new Map<string, Engine>();
+  /** Each local model's result-cache identity, which its adapters' identities build on. */
+  const identities = new Map<string, Promise<string | null> | string>();
   return new ModelRouter({
     registry,
-    memoryBudgetBytes: await memoryBudget(config, registry, log),
+    memoryBudgetBytes: budget,
     // One model has nothing to make room for: it stays loaded.
-    idleUnloadMs: registry.models.length > 1 ? config.modelIdleSeconds * 1000 : 0,
+    idleUnloadMs: registry.models.filter((m) => m.parent === undefined).length > 1 ? config.modelIdleSeconds * 1000 : 0,
     log: (msg, fields) => log.info(fields ?? {}, msg),
     factory: {
       footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
@@ -223,13 +247,35 @@ export async function createRouter(
           prefixCopy: config.engine.prefixCopy,
           build: config.engine.build,
           kvUnified: config.engine.kvUnified,
+          // Adapters' contexts take what the budget leaves beside the base (one adapter's always fit).
+          adapterMemoryBytes: Math.max(0, budget - (await estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }))),
           signal,
           log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
         });
+        engines.set(spec.name, engine);
         const local = servedOverChat(new LlamaBackend(engine, spec.name));
-        const backend = cached(local, digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "", resultCache);
+        const identity = digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "";
+        identities.set(spec.name, identity);
+        const backend = cached(local, identity, resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
+      },
+      adapter(spec) {
+        const engine = engines.get(spec.parent!);
+        const adapter = spec.backend.adapter!;
+        if (!engine?.withAdapter) throw new Error(`its base '${spec.parent}' is not loaded here`);
+        const served = servedOverChat(
+          new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
+        );
+        // An adapter's answers are its base's identity with the adapter file's content and scale; unhashable: computed.
+        const base = identities.get(spec.parent!);
+        const identity =
+          resultCache && base
+            ? Promise.all([base, fileDigest(adapter.path, resultCache.sidecar).catch(() => null)]).then(
+                ([b, a]) => b && a && adapterIdentity(b, a, adapter.scale),
+              )
+            : "";
+        return cached(served, identity, resultCache);
       },
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;

@@ -23,6 +23,8 @@ export interface LocalBackendSpec {
   contexts?: number;
   threads?: number;
   gpuLayers?: number | "auto";
+  /** A LoRA adapter applied over the model of `path` (the base's file; the base is the spec's `parent`). */
+  adapter?: { path: string; scale: number };
 }
 
 export interface UpstreamBackendSpec {
@@ -54,6 +56,8 @@ export interface ModelSpec {
   price?: Price;
   /** Request parameters its batches' lines take unless the line or the batch's `default_params` set them. */
   defaults?: Record<string, unknown>;
+  /** A LoRA adapter's base model (its name): served by the base's engine, on contexts of its own. */
+  parent?: string;
 }
 
 export class ModelsFileError extends Error {
@@ -146,6 +150,14 @@ export function promptsOverLimit(
 }
 
 const positive = z.number().int().min(1);
+const AdapterSchema = strictObject({
+  name: z.string().min(1),
+  aliases: z.array(z.string().min(1)).optional(),
+  path: z.string().min(1),
+  scale: z.number().finite().optional(),
+  price: PriceSchema.optional(),
+  defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
+});
 const LocalSchema = strictObject({
   path: z.string().min(1).optional(),
   /** The project's own random-weights model of this preset, which every clone can make (npm run gen-model). */
@@ -155,6 +167,8 @@ const LocalSchema = strictObject({
   contexts: positive.optional(),
   threads: positive.optional(),
   gpu_layers: z.union([z.number().int().min(0), z.literal("auto")]).optional(),
+  /** LoRA adapters of this model, each served under its own name. */
+  adapters: z.array(AdapterSchema).optional(),
 });
 const UpstreamSchema = strictObject({
   base_urls: z.array(z.url({ protocol: /^https?$/ })).min(1),
@@ -258,11 +272,42 @@ export function parseModelsFile(text: string, source: string, env: Record<string
       },
     };
   });
+  const withAdapters = models.flatMap((spec, i) => [spec, ...adapterSpecs(parsed.data.models[i]!.local?.adapters, spec, dir, source)]);
   try {
-    return new ModelRegistry(models, parsed.data.default_model);
+    return new ModelRegistry(withAdapters, parsed.data.default_model);
   } catch (err) {
     throw new ModelsFileError(`${source}: ${(err as Error).message}`);
   }
+}
+
+/**
+ * A local model's adapters as models of their own: the base's engine settings, the adapter's file and scale, its own
+ * price and defaults where given, else the base's (usage, limits and costs count them under the adapter's name).
+ */
+function adapterSpecs(
+  adapters: Array<z.output<typeof AdapterSchema>> | undefined,
+  base: ModelSpec,
+  dir: string,
+  source: string,
+): ModelSpec[] {
+  if (!adapters || base.backend.kind !== "local") return [];
+  const backend = base.backend;
+  return adapters.map((a, i) => {
+    const where = `${source}: model '${base.name}': local.adapters.${i}.path`;
+    const file = localPath(a.path, dir, where);
+    if (parseModelRef(file).kind !== "file") throw new ModelsFileError(`${where}: an adapter must be a local .gguf file`);
+    const price = a.price ? priceFrom(a.price) : base.price;
+    const defaults = a.defaults && Object.keys(a.defaults).length > 0 ? a.defaults : base.defaults;
+    return {
+      name: a.name,
+      aliases: a.aliases ?? [],
+      parent: base.name,
+      ...(price ? { price } : {}),
+      ...(defaults ? { defaults } : {}),
+      ...(base.generated ? { generated: true } : {}),
+      backend: { ...backend, adapter: { path: file, scale: a.scale ?? 1 } },
+    };
+  });
 }
 
 /** A file relative to the models file; a download's reference kept for the fetch, once it is known to be one. */
@@ -279,7 +324,7 @@ function localPath(p: string, dir: string, where: string): string {
  * defaults, and the one that answers names no model has; never a path, a URL or a key.
  */
 export interface ModelCatalogue {
-  models: Array<Pick<ModelSpec, "name" | "aliases" | "generated" | "price" | "defaults"> & { kind: "local" | "upstream" }>;
+  models: Array<Pick<ModelSpec, "name" | "aliases" | "generated" | "price" | "defaults" | "parent"> & { kind: "local" | "upstream" }>;
   fallback?: string;
 }
 
@@ -294,6 +339,7 @@ export function catalogueOf(registry: ModelRegistry, only?: readonly string[]): 
       ...(m.generated ? { generated: true } : {}),
       ...(m.price ? { price: m.price } : {}),
       ...(m.defaults ? { defaults: m.defaults } : {}),
+      ...(m.parent ? { parent: m.parent } : {}),
     }));
   const fallback = registry.fallback !== undefined && models.some((m) => m.name === registry.fallback) ? registry.fallback : undefined;
   return { models, ...(fallback ? { fallback } : {}) };

@@ -2,7 +2,9 @@
 // stay. Local models load on demand and unload after a while unused, within a memory budget: a model that does
 // not fit waits until idle models are unloaded (least recently used first) or, when none can be, until one
 // becomes idle. A model that fails to load fails the batches that asked for it (ModelLoadError), not the others;
-// the next batch for it tries again.
+// the next batch for it tries again. A LoRA adapter (a spec with a `parent`) is served by its base's backend: it
+// holds the base as one more user while a batch uses it, and takes no memory of the budget beyond what the base's
+// engine gives its adapters' contexts.
 import type { InferenceBackend } from "../openai/backend.js";
 import type { LocalBackendSpec, ModelRegistry, ModelSpec, UpstreamBackendSpec } from "./registry.js";
 
@@ -13,6 +15,8 @@ export interface BackendFactory {
   /** `signal` aborts when the router closes: the load stops, and what it brought up is closed. */
   local(spec: LocalSpec, signal: AbortSignal): Promise<InferenceBackend>;
   upstream(spec: UpstreamSpec): InferenceBackend;
+  /** A LoRA adapter's backend, over its base's (`base`, loaded and held while the adapter is in use). */
+  adapter?(spec: LocalSpec, base: InferenceBackend): InferenceBackend;
   /** Bytes a local model will take once loaded (engine/load/footprint.ts). */
   footprint(spec: LocalSpec): Promise<number>;
 }
@@ -44,6 +48,8 @@ interface Entry {
   bytes: number;
   lastUsed: number;
   idleTimer?: NodeJS.Timeout;
+  /** An adapter's hold on its base while it is up. */
+  baseLease?: ModelLease;
 }
 
 export interface ModelStatus {
@@ -155,6 +161,7 @@ export class ModelRouter {
     if (entry.backend) return entry.backend;
     if (entry.loading) return entry.loading;
     const { spec } = entry;
+    if (spec.parent !== undefined) return this.bringUpAdapter(entry);
     if (spec.backend.kind === "upstream") {
       entry.backend = this.opts.factory.upstream(spec as UpstreamSpec);
       entry.state = "loaded";
@@ -186,11 +193,37 @@ export class ModelRouter {
     return entry.loading;
   }
 
+  private bringUpAdapter(entry: Entry): Promise<InferenceBackend> {
+    const { spec } = entry;
+    entry.loading = (async () => {
+      entry.state = "loading";
+      let lease: ModelLease | undefined;
+      try {
+        lease = await this.acquire(spec.parent!, this.closing.signal);
+        if (!this.opts.factory.adapter) throw new Error("this service cannot serve adapters");
+        entry.backend = this.opts.factory.adapter(spec as LocalSpec, lease.backend);
+        entry.baseLease = lease;
+        entry.state = "loaded";
+        return entry.backend;
+      } catch (err) {
+        lease?.release();
+        entry.state = "unloaded";
+        throw new ModelLoadError(spec.name, err);
+      } finally {
+        entry.loading = undefined;
+      }
+    })();
+    return entry.loading;
+  }
+
   /** Unloads idle local models, least recently used first, until `bytes` more fit; else waits for one to go idle. */
   private async makeRoom(entry: Entry, bytes: number): Promise<void> {
     for (;;) {
       if (this.closed) throw new Error("the service is shutting down");
-      const others = [...this.entries.values()].filter((e) => e !== entry && e.spec.backend.kind === "local");
+      // Adapters hold no memory of their own here (their base's engine bounds their contexts).
+      const others = [...this.entries.values()].filter(
+        (e) => e !== entry && e.spec.backend.kind === "local" && e.spec.parent === undefined,
+      );
       const used = others.reduce((s, e) => s + e.bytes, 0);
       // The room is taken in the same turn as the check, so two loads cannot both count on it.
       if (used + bytes <= this.opts.memoryBudgetBytes) {
@@ -226,6 +259,8 @@ export class ModelRouter {
   private release(entry: Entry) {
     entry.users = Math.max(0, entry.users - 1);
     if (entry.users > 0 || entry.spec.backend.kind !== "local") return;
+    // An adapter's view costs nothing to make again: it lets its base go at once, which then idles as a base does.
+    if (entry.baseLease) return void this.unload(entry);
     this.wakeRoomWaiters();
     if (this.opts.idleUnloadMs > 0 && entry.state === "loaded") {
       entry.idleTimer = setTimeout(() => {
@@ -246,6 +281,12 @@ export class ModelRouter {
     entry.backend = undefined;
     entry.state = "unloaded";
     entry.bytes = 0;
+    const lease = entry.baseLease;
+    entry.baseLease = undefined;
+    if (lease) {
+      await backend.close();
+      return lease.release();
+    }
     if (entry.spec.backend.kind === "local") this.opts.log("model unloaded", { model: entry.spec.name });
     await backend.close();
   }

@@ -1,5 +1,5 @@
 // Runs a claimed shard where its results are kept: in files of the local blob store, appended as requests finish,
-// as one machine has always run a batch. Every whole line on disk is done and is never run again, however the
+// as one machine runs a batch. Every whole line on disk is done and is never run again, however the
 // last run ended (kill -9 included); counts are committed once the lines they count are on stable storage (the
 // files are flushed every 200 ms), and a run recounts the files as it starts: what its predecessor wrote but never
 // counted is committed then, and what a power cut took from the files (lines written, never flushed) is uncounted

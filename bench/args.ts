@@ -14,6 +14,7 @@ export const PARTS = [
   "datasets",
   "lanes",
   "cache",
+  "adapters",
 ] as const;
 export type Part = (typeof PARTS)[number];
 

@@ -1,6 +1,7 @@
 // The one table `npm run bench` prints: every measured run, then each goal (docs/performance.md, "How to measure")
 // with its ratio, met or missed, or no result where a side of the ratio did not do the work the other did (a
 // baseline that generated one token is no baseline), and how long each part took.
+import type { AdaptersResult } from "./adapters.js";
 import type { CacheResult } from "./cache.js";
 import type { DatasetsResult } from "./datasets.js";
 import type { DistributedResult } from "./distributed.js";
@@ -38,6 +39,7 @@ export interface BenchResults {
   datasets?: DatasetsResult | null;
   lanes?: LanesResult | null;
   cache?: CacheResult | null;
+  adapters?: AdaptersResult | null;
   gpu: { backendLog: string | null; ready: unknown; note: string };
   targets: Target[];
   notes: string[];
@@ -317,6 +319,15 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
   }
   targets.push(...laneTargets(res.lanes));
   targets.push(...cacheTargets(res.cache));
+  const a = res.adapters;
+  if (a)
+    targets.push({
+      id: "adapters",
+      what: `${a.model}: ${a.lines} lines over ${a.adapters} LoRA adapters interleaved in one batch vs ${a.adapters} batches of one adapter each`,
+      measured: `${a.separateSeconds.toFixed(2)} s / ${a.mixedSeconds.toFixed(2)} s = ${a.ratio.toFixed(2)}x`,
+      goal: ">= 0.85x",
+      met: a.ratio >= 0.85,
+    });
   const d = res.distributed;
   if (d && d.runs.length > 0) {
     const worst = Math.max(...d.runs.map((r) => r.cpuMsPerRequest));

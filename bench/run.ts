@@ -10,6 +10,7 @@ import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { llamaServerBinary } from "../testkit/llama-server.js";
 import { POSTGRES_BIN } from "../testkit/postgres.js";
 import { repoRoot } from "../testkit/repo-root.js";
+import { compareAdapters } from "./adapters.js";
 import { BenchUsageError, benchArgs, type Part, USAGE } from "./args.js";
 import { measureCache } from "./cache.js";
 import { throughputChart } from "./chart.js";
@@ -95,6 +96,7 @@ const results: Omit<BenchResults, "targets"> = {
   datasets: null,
   lanes: null,
   cache: null,
+  adapters: null,
   gpu: { backendLog: null, ready: null, note: "" },
   notes,
 };
@@ -245,6 +247,13 @@ await part("cache", async () => {
     log,
   );
   if (!results.cache.store.lookups.some((l) => l.store === "postgres")) notes.push(results.cache.store.note ?? "");
+});
+
+await part("adapters", async () => {
+  const m = values.quick
+    ? { name: "generated tiny", path: await ensureGeneratedModel() }
+    : { name: "generated small", path: await ensureGeneratedModel({ preset: "small" }) };
+  results.adapters = await compareAdapters(m, { lines: values.quick ? 128 : 512, maxTokens: 32, runs: values.quick ? 1 : 2 }, log);
 });
 
 results.machine.loadAverageAtEnd = os.loadavg().map((v) => +v.toFixed(2));

@@ -63,6 +63,10 @@ export interface EngineBuildIdentity {
 /** A local model's identity: its content's digest and the build that runs it. */
 export const localIdentity = (digest: string, engine: EngineBuildIdentity) => canonicalJson({ kind: "local", sha256: digest, engine });
 
+/** A LoRA adapter's identity: its base's, its file's content and the scale it is applied at. */
+export const adapterIdentity = (base: string, digest: string, scale: number) =>
+  canonicalJson({ kind: "adapter", base, sha256: digest, scale });
+
 /** An upstream model's identity: where it is served and under which name (its base URLs in any order). */
 export const upstreamIdentity = (baseUrls: readonly string[], model: string) =>
   canonicalJson({ kind: "upstream", baseUrls: [...baseUrls].map((u) => u.replace(/\/+$/, "")).sort(), model });

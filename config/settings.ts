@@ -329,7 +329,7 @@ export const SETTINGS = {
         .number({ error: "must be a number in (0, 1]" })
         .gt(0, { error: "must be a number in (0, 1]" })
         .max(1, { error: "must be a number in (0, 1]" }),
-      help: "of a model's sequences, the share synchronous requests at the default tier may hold at once (at least one); the batches keep the rest",
+      help: "of a model's concurrency (on the local engine twice its sequences, so 0.5 is as many requests as it has sequences), the share synchronous requests at the default tier may hold at once (at least one)",
     }),
     interactiveQueueMax: setting({
       env: "INTERACTIVE_QUEUE_MAX",

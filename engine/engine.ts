@@ -1,4 +1,5 @@
-// The Engine over node-llama-cpp: one model, one generation context of N sequences, a few embedding contexts.
+// The Engine over node-llama-cpp: one model, its generation contexts (up to four) of N sequences in all, a few
+// embedding contexts.
 import { type Llama, type LlamaModel, LlamaText, type Token } from "node-llama-cpp";
 import type { RunShape } from "../openai/backend.js";
 import { unsupportedParameter, unsupportedValue } from "../openai/errors.js";
@@ -12,6 +13,7 @@ import type { SamplerMemory } from "./generate/sampler-memory.js";
 import { tokenizePrompt, withBos } from "./generate/tokens.js";
 import { generateWithTools } from "./generate/tool-calls.js";
 import type { KvChoice } from "./pool/kv-choice.js";
+import { adapterSource, type LoraPools } from "./pool/lora-pools.js";
 import {
   BATCH_WORK,
   type Borrower,
@@ -20,6 +22,7 @@ import {
   type Engine,
   type EngineInfo,
   type GenerationResult,
+  type LoraAdapter,
   type RankResult,
   RequestError,
   type SamplingParams,
@@ -34,7 +37,9 @@ export interface LlamaEngineParts {
   llama: Llama;
   model: LlamaModel;
   /** The sequence pool, made again with the KV cache a run suits where KV_UNIFIED is auto (kv-choice.ts). */
-  kv: KvChoice;
+  kv: Pick<KvChoice, "run" | "prepare" | "stats" | "switches" | "current" | "close">;
+  /** The LoRA adapters' contexts (lora-pools.ts); absent on an adapter's view, whose model is the base engine's. */
+  lora?: LoraPools;
   /** Null when the model cannot embed (see createEngine). */
   embedder: Embedder | null;
   /** Null when the model has no classification head (engine/generate/rank.ts). */
@@ -125,6 +130,21 @@ export class LlamaEngine implements Engine {
       kvSwitches: this.parts.kv.switches.toUnified + this.parts.kv.switches.toStreams,
       kvUnified: this.parts.kv.current.kvUnified,
     };
+  }
+
+  withAdapter(adapter: LoraAdapter): LlamaEngine {
+    this.ensureOpen();
+    const { lora, kv, info } = this.parts;
+    if (!lora) throw new Error("an adapter's view serves no other adapter");
+    // Embeddings and ranking run on the base's own contexts, without the adapter: the view refuses them.
+    return new LlamaEngine({
+      ...this.parts,
+      kv: adapterSource(lora, adapter, kv as KvChoice),
+      lora: undefined,
+      embedder: null,
+      ranker: null,
+      info: { ...info, modelId: adapter.name, embeddingDimensions: 0, ranking: false },
+    });
   }
 
   /** Sets the KV cache up for a batch run of this shape (kv-choice.ts); waits for nothing else. */
@@ -221,8 +241,10 @@ export class LlamaEngine implements Engine {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const { kv, embedder, ranker, model, llama } = this.parts;
-      await Promise.allSettled([kv.close(), embedder?.close(), ranker?.close()]);
+      const { kv, embedder, ranker, model, llama, lora } = this.parts;
+      // An adapter's view owns nothing: the base's engine closes the adapters' contexts and the model.
+      if (!lora) return;
+      await Promise.allSettled([kv.close(), embedder?.close(), ranker?.close(), lora.close()]);
       await model.dispose();
       await llama.dispose();
     })();

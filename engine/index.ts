@@ -1,16 +1,19 @@
 // The engine's front door: createEngine brings up llama.cpp, the model and its contexts from EngineOptions.
+import { stat } from "node:fs/promises";
 import { basename } from "node:path";
-import type { Llama, LlamaModel } from "node-llama-cpp";
+import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { LlamaEngine } from "./engine.js";
 import { chooseChatFormat } from "./generate/chat.js";
 import { Embedder } from "./generate/embed.js";
 import { Grammars } from "./generate/grammars.js";
 import { Ranker } from "./generate/rank.js";
 import { fullCollection, SamplerMemory, samplerBytes, vocabularySize } from "./generate/sampler-memory.js";
+import { estimateFootprint } from "./load/footprint.js";
 import { loadLlama, loadModel } from "./load/load.js";
 import { loadedBuild } from "./load/native.js";
 import { chooseContexts, chooseEmbeddingContexts, chooseThreads, threadBudget, threadsPerContext, threadsText } from "./load/threads.js";
 import { KvChoice } from "./pool/kv-choice.js";
+import { LoraPools } from "./pool/lora-pools.js";
 import { SequencePool, type SequencePoolOptions } from "./pool/sequence-pool.js";
 import { autoSequences } from "./pool/sequences.js";
 import { parametersPerToken, StepThreads } from "./pool/step-threads.js";
@@ -131,7 +134,7 @@ async function sequencePool(llama: Llama, model: LlamaModel, opts: EngineOptions
     return made;
   };
   const pool = await makePool(kvMode === true);
-  return { pool, kv: new KvChoice(pool, kvMode === "auto" ? makePool : null, log) };
+  return { pool, kv: new KvChoice(pool, kvMode === "auto" ? makePool : null, log), poolOptions, warmUp };
 }
 
 /** Embeddings and a reranker's pairs, on as many contexts each; a model that cannot do one says so and goes on without. */
@@ -168,7 +171,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: Log): Promise<En
       trainContextSize: model.trainContextSize,
     });
   }
-  const { pool, kv } = await sequencePool(llama, model, opts, plan, perStep, log);
+  const { pool, kv, poolOptions, warmUp } = await sequencePool(llama, model, opts, plan, perStep, log);
   const { embedder, ranker } = await sideContexts(llama, model, opts, plan, log);
   const collect = fullCollection();
   if (!collect)
@@ -184,6 +187,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: Log): Promise<En
     ranker,
     chatFormat,
     samplerMemory: new SamplerMemory(samplerBytes(model), collect),
+    lora: adapterPools(model, { ...poolOptions, threads, onStep: undefined, onIdle: undefined, kvUnified: kvMode === true }, warmUp, opts),
     grammars: new Grammars(llama),
     vocabularySize: vocabularySize(model),
     info: {
@@ -207,5 +211,31 @@ async function assemble(llama: Llama, opts: EngineOptions, log: Log): Promise<En
       build,
       kvUnified: kvMode,
     },
+  });
+}
+
+/**
+ * The adapters' pools: each as many sequences as the base's, on its own contexts of the same model (its own threads,
+ * not the base's per-step count, which follows one pool's steps). Each is counted as its KV cache and its file.
+ */
+function adapterPools(model: LlamaModel, poolOptions: SequencePoolOptions, warmUp: Token[], opts: EngineOptions): LoraPools {
+  const log = opts.log ?? (() => {});
+  return new LoraPools({
+    async make(adapter) {
+      const made = await SequencePool.create(model, { ...poolOptions, lora: adapter });
+      await made.warmUp(warmUp);
+      return made;
+    },
+    async bytesOf(adapter) {
+      const { contextSize, sequences, contexts = 1 } = poolOptions;
+      const [whole, weights, own] = await Promise.all([
+        estimateFootprint({ path: opts.modelPath, contextSize, sequences, contexts }),
+        stat(opts.modelPath).then((s) => s.size),
+        stat(adapter.path).then((s) => s.size),
+      ]);
+      return whole - weights + own;
+    },
+    budgetBytes: opts.adapterMemoryBytes ?? Number.POSITIVE_INFINITY,
+    log,
   });
 }

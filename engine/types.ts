@@ -240,6 +240,11 @@ export interface Engine {
   scheduling(): SchedulingStats;
   /** Told what a batch run holds before its first line; resolves once the engine is set up for it. */
   prepareRun(shape: RunShape): Promise<void>;
+  /**
+   * The same engine answering with a LoRA adapter applied (contexts of its own over the same weights); closing the
+   * view leaves the engine open. Absent on a view itself.
+   */
+  withAdapter?(adapter: LoraAdapter): Engine;
   close(): Promise<void>;
 }
 
@@ -247,6 +252,16 @@ export interface Engine {
 export { RequestError } from "../openai/errors.js";
 
 import type { RunShape } from "../openai/backend.js";
+
+/** A LoRA adapter served over its base model's weights (engine/pool/lora-pools.ts). */
+export interface LoraAdapter {
+  /** The name it is served under. */
+  name: string;
+  /** Its GGUF (llama.cpp's LoRA format). */
+  path: string;
+  /** How strongly it applies (llama.cpp's scale; 1 as trained). */
+  scale: number;
+}
 
 export interface EngineOptions {
   /** Absolute path of a .gguf file. */
@@ -289,4 +304,6 @@ export interface EngineOptions {
   llamaDebugLog?: boolean;
   /** Stops the load (a Ctrl-C, a shutdown): createEngine then rejects with the signal's reason and keeps nothing. */
   signal?: AbortSignal;
+  /** What the LoRA adapters' contexts may take together (lora-pools.ts); default unbounded. One adapter's always fit. */
+  adapterMemoryBytes?: number;
 }

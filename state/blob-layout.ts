@@ -1,4 +1,4 @@
-// Where a batch's objects live in the blob store: under its id, as BATCH_DIR/<batch_id>/ has always held a batch's
+// Where a batch's objects live in the blob store: under its id, as BATCH_DIR/<batch_id>/ holds a batch's
 // files on one machine, so one layout serves a folder and a bucket alike.
 import { createHash } from "node:crypto";
 import type { ClaimedShard } from "./ports.js";

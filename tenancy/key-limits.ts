@@ -1,7 +1,8 @@
-// Where a key's enqueued-token limits are checked, for batches and synchronous requests alike: a batch's estimate
-// by the model that serves each line, the limits its key has on those models, the check the state applies
-// atomically with the batch's insert (embedded/ and postgres/ hold the key's open batches), and the failed batch
-// OpenAI answers when a batch passes one.
+// Where a batch is checked against its key's enqueued-token limits: its estimate by the model that serves each line,
+// the limits its key has on those models, the comparison the state applies atomically with the batch's insert
+// (embedded/ and postgres/ sum what the key's open batches hold), and the failed batch OpenAI answers when a batch
+// passes one. A synchronous request is checked beside it, in sync-accounts.ts, against the same open batches and
+// the key's other running requests.
 import type { ModelRegistry } from "../backends/registry.js";
 import { transition } from "../domain/batch-state.js";
 import type { Batch } from "../domain/objects.js";

@@ -1,7 +1,8 @@
 // GET /v1/models and /v1/models/{id} in OpenAI's shapes: the registry's models, by name. A name finds a model
 // exactly when a batch line naming it would run: by its name, an alias, or any name at all where one model answers
 // every name (the one-model form, or a models file's default_model). The object found is the model that serves the
-// name (its `id` the registry's name, as batches report it); the list shows each model once, aliases never.
+// name (its `id` the registry's name, as batches report it); the list shows each model once, aliases never. A LoRA
+// adapter names its base in `parent`, as vLLM lists adapters (`root` is the model itself: no path is shown).
 // An Anthropic client (its SDK sends anthropic-version) gets Anthropic's Models API shapes on the same paths.
 
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
@@ -25,6 +26,8 @@ const modelObject = (m: ModelSpec, created: number) => ({
   object: "model" as const,
   created,
   owned_by: m.backend.kind === "upstream" ? "upstream" : "local",
+  root: m.name,
+  parent: m.parent ?? null,
 });
 
 /** Anthropic's ModelInfo, for an Anthropic client (api/anthropic.ts isAnthropicRequest). */
@@ -87,6 +90,11 @@ const ModelSchema = z
     object: z.literal("model"),
     created: z.number().int(),
     owned_by: z.string().openapi({ description: "`local` (a GGUF in this service) or `upstream` (an OpenAI-compatible server)." }),
+    root: z.string().openapi({ description: "Extension, as vLLM: the model itself (its id)." }),
+    parent: z
+      .string()
+      .nullable()
+      .openapi({ description: "Extension, as vLLM: a LoRA adapter's base model (its id); null for any other model.", example: null }),
   })
   .openapi("Model");
 

@@ -1,7 +1,7 @@
 // The generation contexts a sequence pool lends from: N sequences spread evenly over the contexts, each context
 // with its batch order; when the count is automatic and memory is short, fewer sequences are tried, halving.
 import { InsufficientMemoryError, type LlamaContext, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
-import type { EngineOptions } from "../types.js";
+import type { EngineOptions, LoraAdapter } from "../types.js";
 import { BatchOrder } from "./batch-order.js";
 
 export interface GenerationContextOptions {
@@ -19,6 +19,8 @@ export interface GenerationContextOptions {
   flashAttention: boolean | "auto";
   /** One KV stream for all sequences of a context (the patched build only; native.ts). */
   kvUnified?: boolean;
+  /** A LoRA adapter every context applies (node-llama-cpp sets adapters per context). */
+  lora?: LoraAdapter;
   log: NonNullable<EngineOptions["log"]>;
 }
 
@@ -50,6 +52,7 @@ export async function createGenerationContexts(model: LlamaModel, opts: Generati
             batching: { itemPrioritizationStrategy: order.strategy },
             // Read by the patched build only (native.ts); the prebuilt addon ignores it.
             ...(opts.kvUnified ? { experimentalKvUnified: true } : {}),
+            ...(opts.lora ? { lora: { adapters: [{ filePath: opts.lora.path, scale: opts.lora.scale }] } } : {}),
           }),
         );
         orders.push(order);

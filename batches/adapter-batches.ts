@@ -1,0 +1,88 @@
+// A batch file whose lines name a base model and its LoRA adapters: one engine serves them all, so it is admitted
+// as one batch, its lines grouped by model into a copy the batch keeps (each shard one model, each adapter's lines on
+// its own contexts), the client's file untouched. Any other file goes through the admission as it is.
+import { rm, writeFile } from "node:fs/promises";
+import { createInterface } from "node:readline";
+import type { ModelRegistry } from "../backends/registry.js";
+import { newBatchId } from "../domain/ids.js";
+import type { Batch } from "../domain/objects.js";
+import type { CreateBatchInput } from "../domain/ports.js";
+import { planModelShards } from "../pipeline/shards.js";
+import { inDir } from "../stores/in-dir.js";
+import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
+
+/** Where the grouped copy of a batch's input is kept, beside its other objects. */
+const groupedKey = (id: string) => `${id}/input-by-model.jsonl`;
+
+/** Each line's model as the registry names it; undefined at a line that is not a request naming a served model. */
+async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: string, registry: ModelRegistry) {
+  const blob = await deps.blobs.open(key);
+  if (!blob) return;
+  try {
+    for await (const text of createInterface({ input: blob.content, crlfDelay: Number.POSITIVE_INFINITY })) {
+      let model: unknown;
+      try {
+        model = (JSON.parse(text) as { body?: { model?: unknown } })?.body?.model;
+      } catch {
+        model = undefined;
+      }
+      yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined };
+    }
+  } finally {
+    blob.content.destroy();
+  }
+}
+
+/**
+ * The file's lines grouped by model, in order of first appearance, when they name several models all of one family
+ * (a base and its adapters); undefined otherwise, or when a line is not a request naming a model (validation says
+ * so). A first pass keeps only the models, so a file of one model is never held in memory.
+ */
+export async function familyGroups(
+  deps: Pick<ClusterBatchServiceDeps, "blobs" | "registry">,
+  key: string,
+): Promise<Array<{ model: string; lines: string[] }> | undefined> {
+  const registry: ModelRegistry = deps.registry;
+  if (!registry.models.some((m) => m.parent !== undefined)) return undefined;
+  const names = new Set<string>();
+  const roots = new Set<string>();
+  for await (const { spec } of modelsOf(deps, key, registry)) {
+    if (!spec) return undefined;
+    names.add(spec.name);
+    roots.add(spec.parent ?? spec.name);
+    if (roots.size > 1) return undefined;
+  }
+  if (names.size < 2) return undefined;
+  const groups = new Map<string, string[]>();
+  for await (const { text, spec } of modelsOf(deps, key, registry)) {
+    if (!spec) return undefined;
+    const group = groups.get(spec.name) ?? groups.set(spec.name, []).get(spec.name)!;
+    group.push(`${text}\n`);
+  }
+  return [...groups].map(([model, lines]) => ({ model, lines }));
+}
+
+/** Admits the batch over its lines grouped by model; the client's file stays its input_file_id. */
+export async function admitGrouped(
+  deps: ClusterBatchServiceDeps,
+  admission: Admission,
+  input: CreateBatchInput,
+  groups: Array<{ model: string; lines: string[] }>,
+): Promise<Batch> {
+  const id = newBatchId();
+  const key = groupedKey(id);
+  const local = admission.scratchFile();
+  try {
+    await inDir(deps.scratchDir, () => writeFile(local, groups.flatMap((g) => g.lines).join("")));
+    await deps.blobs.putFile(key, local);
+  } finally {
+    await rm(local, { force: true });
+  }
+  const plan = planModelShards(groups, deps.limits.shardSize);
+  try {
+    return await admission.admit({ ...input, id, inputFileId: input.input_file_id, inputKey: key, plan, mixedModels: true });
+  } catch (err) {
+    await deps.blobs.delete(key).catch(() => undefined);
+    throw err;
+  }
+}
