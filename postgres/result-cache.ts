@@ -31,6 +31,19 @@ export interface CacheSpill {
   overBytes?: number;
 }
 
+/** Puts written in one transaction at most. */
+const PUT_GROUP = 256;
+
+interface PendingPut {
+  scope: string;
+  key: string;
+  bytes: number;
+  sealed: Buffer;
+  object?: string;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest();
 
 export class PgResultCache implements ResultCache {
@@ -38,6 +51,8 @@ export class PgResultCache implements ResultCache {
   private misses = 0;
   private evictions = 0;
   private readonly touches = new Set<Promise<unknown>>();
+  private readonly pending: PendingPut[] = [];
+  private flushing: Promise<void> | undefined;
 
   constructor(
     private readonly db: Db,
@@ -87,22 +102,60 @@ export class PgResultCache implements ResultCache {
     if (bytes > this.limits.maxBytes) return;
     // The object first, under a name of its own: a row never names an object that was not whole when it was written.
     const object = this.spill && sealed.byteLength > (this.spill.overBytes ?? SPILL_BYTES) ? await this.putObject(sealed) : undefined;
-    try {
-      this.evictions += await this.removing(async (c, gone) => {
-        await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
-        await this.remove(c, "scope = $1 AND key = $2", [scope, key], gone);
-        await c.query(
-          `INSERT INTO result_cache (scope, key, bytes, stored_at, used_seq, answer, blob_key, blob_sum)
-           VALUES ($1, $2, $3, $4, nextval('result_cache_seq'), $5, $6, $7)`,
-          [scope, key, bytes, this.now(), object ? null : sealed, object ?? null, object ? sha256(sealed) : null],
-        );
-        await c.query("UPDATE result_cache_totals SET entries = entries + 1, bytes = bytes + $1 WHERE id = 1", [bytes]);
-        return this.evict(c, gone);
-      });
-    } catch (err) {
-      if (object) await this.spill?.blobs.delete(object).catch(() => undefined);
-      throw err;
+    await new Promise<void>((resolve, reject) => {
+      this.pending.push({ scope, key, bytes, sealed, object, resolve, reject });
+      this.flushing ??= this.flush();
+    });
+  }
+
+  /**
+   * Writes what was put, a transaction per group, one group at a time: every write locks the totals row (the bound
+   * holds across workers), so the puts that arrived during one transaction share the next (a group commit), rather
+   * than each line of a busy batch taking its turn at the lock.
+   */
+  private async flush(): Promise<void> {
+    while (this.pending.length > 0) {
+      const group = this.pending.splice(0, PUT_GROUP);
+      try {
+        this.evictions += await this.removing((c, gone) => this.writeGroup(c, group, gone));
+        for (const p of group) p.resolve();
+      } catch (err) {
+        for (const p of group) {
+          if (p.object) await this.spill?.blobs.delete(p.object).catch(() => undefined);
+          p.reject(err);
+        }
+      }
     }
+    this.flushing = undefined;
+  }
+
+  /** Within a transaction: the group's entries replace any under the same keys, the totals follow, the bound is kept. */
+  private async writeGroup(c: pg.PoolClient, group: PendingPut[], gone: string[]): Promise<number> {
+    // The last put of a key in the group is the one kept, as if they had been written one after the other.
+    const last = [...new Map(group.map((p) => [`${p.scope}\u0000${p.key}`, p])).values()];
+    const scopes = last.map((p) => p.scope);
+    const keys = last.map((p) => p.key);
+    await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
+    await this.remove(c, "(scope, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))", [scopes, keys], gone);
+    await c.query(
+      `INSERT INTO result_cache (scope, key, bytes, stored_at, used_seq, answer, blob_key, blob_sum)
+       SELECT s, k, b, $4, nextval('result_cache_seq'), a, o, h
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $5::bytea[], $6::text[], $7::bytea[]) AS t(s, k, b, a, o, h)`,
+      [
+        scopes,
+        keys,
+        last.map((p) => p.bytes),
+        this.now(),
+        last.map((p) => (p.object ? null : p.sealed)),
+        last.map((p) => p.object ?? null),
+        last.map((p) => (p.object ? sha256(p.sealed) : null)),
+      ],
+    );
+    const bytes = last.reduce((n, p) => n + p.bytes, 0);
+    await c.query("UPDATE result_cache_totals SET entries = entries + $1, bytes = bytes + $2 WHERE id = 1", [last.length, bytes]);
+    // Objects of puts the group replaced before they were written are no row's: gone with the rest.
+    for (const p of group) if (p.object && !last.includes(p)) gone.push(p.object);
+    return this.evict(c, gone);
   }
 
   async purge(scope?: string): Promise<number> {
@@ -119,6 +172,7 @@ export class PgResultCache implements ResultCache {
   }
 
   async close(): Promise<void> {
+    await this.flushing;
     await Promise.all(this.touches);
     await this.release?.();
   }

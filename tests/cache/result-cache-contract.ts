@@ -80,6 +80,18 @@ export function resultCacheContract(name: string, skip: boolean, harness: () => 
       expect((await c.stats()).entries).toBe(1);
     });
 
+    it("takes many puts at once, some of one key: each key held once, the last put of it kept, the totals exact", async () => {
+      const c = await open();
+      const keys = Array.from({ length: 300 }, (_, i) => `k${i}`);
+      await Promise.all([...keys.map((k) => c.put("alice", k, answer(k))), c.put("alice", "k7", answer("again"))]);
+      expect(await c.get("alice", "k7")).toEqual(answer("again"));
+      expect(await c.get("alice", "k299")).toEqual(answer("k299"));
+      expect((await c.stats()).entries).toBe(300);
+      // The totals are the rows': removing every row leaves none of the bytes counted.
+      expect(await c.purge()).toBe(300);
+      expect(await c.stats()).toMatchObject({ entries: 0, bytes: 0 });
+    });
+
     it("purges one scope's entries, leaving the others, or every entry", async () => {
       const c = await open();
       await c.put("alice", "k1", answer("a1"));
