@@ -1,11 +1,12 @@
 // The runner's plan of a batch file (`--plan`): validated as a run validates it, its lines counted by the model's
-// own tokenizer (the model is loaded; no request runs), and its time projected at the default rate, with no queue
-// ahead of it on one machine.
+// own tokenizer (the model is loaded; no request runs), the lines BATCH_DIR's result cache would answer counted as
+// cached, and its time projected at the default rate, with no queue ahead of it on one machine.
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import { createRouter, loadRegistry } from "../backends/build.js";
+import { openEmbeddedCache } from "../cache/open.js";
 import { DEFAULT_WORK_PER_SECOND, planCost } from "../batches/plan.js";
 import type { Config } from "../config/config.js";
 import type { BatchPlan } from "../domain/batch-plan.js";
@@ -13,7 +14,7 @@ import { planFile } from "../pipeline/plan.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
 import { download, isUrl } from "./remote.js";
-import { detectEndpoint, InputError, InvalidFileError, ModelNotServedError } from "./run-file.js";
+import { detectEndpoint, InputError, InvalidFileError, ModelNotServedError, RUNNER_SCOPE } from "./run-file.js";
 
 /** A runner's plan: the API's, without a completion window (an offline run has no deadline). */
 export type RunPlan = Omit<BatchPlan, "deadline_at_risk" | "queue_ahead">;
@@ -50,7 +51,11 @@ export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFi
   const registry = await loadRegistry(o.config, o.logger, { ...o.modelHint, signal: o.signal });
   const spec = registry.resolve(validation.model);
   if (!spec) throw new ModelNotServedError(validation.model, registry.names);
-  const router = await createRouter(o.config, registry, o.logger);
+  // The answers a run would read are the runner's in BATCH_DIR's cache: the plan counts them as cached lines.
+  const results = o.config.resultCache.enabled
+    ? await openEmbeddedCache(o.config.batchDir, o.config.resultCache).catch(() => undefined)
+    : undefined;
+  const router = await createRouter(o.config, registry, o.logger, process.env, results);
   try {
     const lease = await router.acquire(spec.name, o.signal);
     const backend = lease.backend;
@@ -58,7 +63,7 @@ export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFi
       endpoint,
       backendFor: () => backend,
       countTokens: backend.countTokens && ((_, text) => backend.countTokens!(text)),
-      cache: { on: false, scope: "open" },
+      cache: { on: results !== undefined, scope: RUNNER_SCOPE },
       maxLineBytes: o.config.maxLineBytes,
     });
     lease.release();
@@ -76,6 +81,7 @@ export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFi
     };
   } finally {
     await router.close();
+    await results?.cache.close();
   }
 }
 

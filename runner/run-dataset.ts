@@ -2,8 +2,9 @@
 // the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
 // table. A stage's working files sit in a folder named after the job (dataset-work.ts), removed once the output is
 // whole; the output itself appears only whole, by rename.
-import { mkdir, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
+import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
 import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
 import { jobHash, loadHook, type Postprocess, type Preprocess, writeRequests } from "../datasets/requests.js";
@@ -12,6 +13,7 @@ import { DatasetError, type TableInput, type Tables } from "../datasets/tables.j
 import type { EngineArgs } from "./args.js";
 import type { DatasetArgs } from "./dataset-args.js";
 import { previewJob } from "./dataset-preview.js";
+import { formatPlan, planLocal } from "./plan-file.js";
 import {
   earlierOutput,
   hasResults,
@@ -43,7 +45,7 @@ export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRun
       stderr.write(`${name}: reads ${job.input}, which the stage before writes; not shown by --dry-run\n`);
       continue;
     }
-    const run = args.dryRun ? dryRun(job, deps) : runStage(job, name, args, deps);
+    const run = args.dryRun ? dryRun(job, args, deps) : runStage(job, name, args, deps);
     const code = await run.catch((err) => {
       // Input the runner cannot take is a usage error (2), as a bad flag is; a read stopped at a limit is not.
       if (err instanceof JobError) return fail(stderr, err.message, 2);
@@ -60,9 +62,14 @@ function fail(stderr: { write(t: string): unknown }, message: string, code: numb
   return code;
 }
 
-/** A dry run reads the input and renders its first rows; it leaves nothing behind, not even a working folder. */
-async function dryRun(job: Job, deps: OfflineRunDeps): Promise<number> {
-  const tables = await openDuckTables({ tempDir: os.tmpdir() });
+/**
+ * A dry run reads the input, renders its first rows, and plans the whole job as `--plan` plans a batch file (its
+ * rows rendered into a temporary file, counted with the model's tokenizer, the answers the cache holds counted as
+ * cached): it runs nothing and leaves nothing behind, not even a working folder.
+ */
+async function dryRun(job: Job, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const temp = await mkdtemp(path.join(os.tmpdir(), "obi-dry-run-"));
+  const tables = await openDuckTables({ tempDir: temp });
   try {
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;
@@ -70,10 +77,27 @@ async function dryRun(job: Job, deps: OfflineRunDeps): Promise<number> {
     const hash = await jobHash(job, input.files);
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
     if (job.postprocess) await loadHook<Postprocess>(job.postprocess, "postprocess");
-    deps.stdout.write(await previewJob(job, tables, input, { hash, label, columns, ...(preprocess ? { preprocess } : {}) }));
+    const pre = preprocess ? { preprocess } : {};
+    deps.stdout.write(await previewJob(job, tables, input, { hash, label, columns, ...pre }));
+    if (args.remote) {
+      deps.stdout.write(`plan: POST /v1/batches/plan on ${args.remote.url} plans it where it would run\n`);
+      return 0;
+    }
+    const requests = path.join(temp, "requests.jsonl");
+    const sizes = { maxLineBytes: deps.config.maxLineBytes, maxFileBytes: Number.POSITIVE_INFINITY };
+    const rows = await writeRequests(job, input, requests, { hash, label, sizes, ...pre });
+    const config = { ...deps.config, maxRequestsPerBatch: Math.max(rows, 1) };
+    const plan = await planLocal(requests, job.endpoint, {
+      config,
+      logger: deps.logger,
+      modelHint: modelHint(deps.config, args.engine),
+      ...(deps.signal ? { signal: deps.signal } : {}),
+    });
+    deps.stdout.write(formatPlan(plan));
     return 0;
   } finally {
     await tables.close();
+    await rm(temp, { recursive: true, force: true });
   }
 }
 

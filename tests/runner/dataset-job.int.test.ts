@@ -1,7 +1,8 @@
 // Dataset jobs on the real engine through the runner: each input format to each output format with the types
 // kept, every row present in input order (a failed row with its error), embeddings as a vector column, a JSON
 // schema's fields as columns, stages, --dry-run, and the bad inputs that stop a job before anything runs.
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
@@ -12,11 +13,14 @@ import { parquetFrom, readTable } from "../helpers/tables.js";
 
 const scratch = scratchDir("dataset-job");
 let config: Config;
+/** The same, on a BATCH_DIR of its own: its result cache holds only what this file's plans and runs put there. */
+let planConfig: Config;
 let dir: string;
 
 beforeAll(async () => {
   config = loadConfig({ MODEL_PATH: await testModelPath(), THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1" });
   dir = path.dirname(await scratch.write("", "keep"));
+  planConfig = { ...config, batchDir: mkdtempSync(path.join(os.tmpdir(), "obi-plan-batches-")) };
 });
 
 /** The runner as `npm run batch -- <argv>` runs it in `dir`, with its output captured. */
@@ -338,5 +342,76 @@ describe("dataset jobs", () => {
     expect(existsSync(path.join(dir, "m.parquet"))).toBe(false);
     // A job refused before it ran leaves nothing behind: no working folder, no record.
     expect(readdirSync(dir).sort()).toEqual([...before, "models.yaml", "q.csv"].sort());
+  });
+});
+
+describe("--dry-run", () => {
+  it("previews the first three requests compactly, what they share once, the columns in one vocabulary, and plans the job", async () => {
+    writeFileSync(path.join(dir, "dry.csv"), 'id,q\n1,a\n2,""\n3,c\n4,d\n');
+    const schema = {
+      type: "json_schema",
+      json_schema: {
+        name: "verdict",
+        strict: true,
+        schema: { type: "object", properties: { label: { type: "string" }, score: { type: "integer" } }, required: ["label", "score"] },
+      },
+    };
+    const before = readdirSync(dir).sort();
+    const dry = (out: string) =>
+      datasetCli(
+        dir,
+        planConfig,
+        "-i",
+        "dry.csv",
+        "-o",
+        out,
+        "--prompt",
+        "Say {{q}}",
+        "--response-format",
+        JSON.stringify(schema),
+        "--params",
+        '{"max_tokens":16,"temperature":0}',
+        "--dry-run",
+      );
+    const r = await dry("dry.parquet");
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/dry\.csv: 4 rows, each a request to \/v1\/chat\/completions; the first 3:$/);
+    expect(lines[1]).toBe('  row 1: {"messages":[{"role":"user","content":"Say a"}]}');
+    // A quoted empty field is an empty string, which a template takes.
+    expect(lines[2]).toBe('  row 2: {"messages":[{"role":"user","content":"Say "}]}');
+    expect(lines.slice(4, 8)).toEqual([
+      "  and in each of them:",
+      expect.stringMatching(/^ {4}response_format: \{"type":"json_schema","json_schema":\{"name":"verdict",.*\}$/),
+      "    max_tokens: 16",
+      "    temperature: 0",
+    ]);
+    expect(r.stdout.match(/"verdict"/g)).toHaveLength(1);
+    expect(lines.slice(8, 19)).toEqual([
+      "dry.parquet will hold 10 columns:",
+      "  id                 BIGINT   (input)",
+      "  q                  VARCHAR  (input)",
+      "  label              VARCHAR",
+      "  score              BIGINT",
+      "  finish_reason      VARCHAR",
+      "  prompt_tokens      BIGINT",
+      "  completion_tokens  BIGINT",
+      "  cached_tokens      BIGINT",
+      "  error_code         VARCHAR",
+      "  error_message      VARCHAR",
+    ]);
+    // The plan, as --plan gives a batch file's: the rows counted by the model's own tokenizer, nothing run.
+    expect(lines[19]).toMatch(
+      /^plan: 4 lines on \S+, 4 distinct requests, 0 cached; \d+ prompt tokens \(the model's tokenizer\), at most 64 generated; about \d+ s\. Nothing was run\.$/,
+    );
+    const plan = JSON.parse(lines.slice(20).join("\n"));
+    expect(plan).toMatchObject({ object: "batch.plan", lines: 4, distinct_requests: 4, cached_lines: 0, tokenizer: "model" });
+    expect(readdirSync(dir).sort()).toEqual([...before]);
+    // Once the job has run, its answers are in the cache: planned again (into another format), every row is cached.
+    const flags = ["--prompt", "Say {{q}}", "--response-format", JSON.stringify(schema), "--params", '{"max_tokens":16,"temperature":0}'];
+    const ran = await datasetCli(dir, planConfig, "-i", "dry.csv", "-o", "dry.parquet", ...flags);
+    expect(ran.code, ran.stderr).toBe(0);
+    const again = await dry("dry.csv.jsonl");
+    expect(again.stdout).toMatch(/^plan: 4 lines on \S+, 4 distinct requests, 4 cached;/m);
   });
 });

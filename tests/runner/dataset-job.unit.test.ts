@@ -1,5 +1,5 @@
 // Dataset jobs through the runner up to the point a model would load: the job's errors (its flags checked as a job
-// file's fields are), and --dry-run's preview. Nothing here loads a model or runs a request.
+// file's fields are). Nothing here loads a model or runs a request (--dry-run plans with the model: dataset-job.int).
 import { readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -49,61 +49,5 @@ describe("a dataset job's errors", () => {
     expect(r).toMatchObject({ code: 2, stdout: "" });
     expect(r.stderr.trim()).toMatch(/^error: job: model: \/v1\/messages names the model in every request: set model \(--job-model\)$/);
     expect(readdirSync(dir).filter((f) => f.startsWith("m-out"))).toEqual([]);
-  });
-});
-
-describe("--dry-run", () => {
-  it("previews the first three requests compactly, what they share once, and the columns in one vocabulary", async () => {
-    writeFileSync(path.join(dir, "dry.csv"), 'id,q\n1,a\n2,""\n3,c\n4,d\n');
-    const schema = {
-      type: "json_schema",
-      json_schema: {
-        name: "verdict",
-        strict: true,
-        schema: { type: "object", properties: { label: { type: "string" }, score: { type: "integer" } }, required: ["label", "score"] },
-      },
-    };
-    const before = readdirSync(dir).sort();
-    const r = await batch(
-      "-i",
-      "dry.csv",
-      "-o",
-      "dry.parquet",
-      "--prompt",
-      "Say {{q}}",
-      "--response-format",
-      JSON.stringify(schema),
-      "--params",
-      '{"max_tokens":16,"temperature":0}',
-      "--dry-run",
-    );
-    expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.trimEnd().split("\n");
-    expect(lines.length, r.stdout).toBeLessThanOrEqual(20);
-    expect(lines[0]).toMatch(/dry\.csv: 4 rows, each a request to \/v1\/chat\/completions; the first 3:$/);
-    expect(lines[1]).toBe('  row 1: {"messages":[{"role":"user","content":"Say a"}]}');
-    // A quoted empty field is an empty string, which a template takes.
-    expect(lines[2]).toBe('  row 2: {"messages":[{"role":"user","content":"Say "}]}');
-    expect(lines.slice(4, 8)).toEqual([
-      "  and in each of them:",
-      expect.stringMatching(/^ {4}response_format: \{"type":"json_schema","json_schema":\{"name":"verdict",.*\}$/),
-      "    max_tokens: 16",
-      "    temperature: 0",
-    ]);
-    expect(r.stdout.match(/"verdict"/g)).toHaveLength(1);
-    expect(lines.slice(8)).toEqual([
-      "dry.parquet will hold 10 columns:",
-      "  id                 BIGINT   (input)",
-      "  q                  VARCHAR  (input)",
-      "  label              VARCHAR",
-      "  score              BIGINT",
-      "  finish_reason      VARCHAR",
-      "  prompt_tokens      BIGINT",
-      "  completion_tokens  BIGINT",
-      "  cached_tokens      BIGINT",
-      "  error_code         VARCHAR",
-      "  error_message      VARCHAR",
-    ]);
-    expect(readdirSync(dir).sort()).toEqual([...before]);
   });
 });
