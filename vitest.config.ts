@@ -54,6 +54,8 @@ export default defineConfig({
         // Unit files load no model and start no process, so they share each worker's modules rather than import
         // the service's code once per file (most of the tier's time went to imports).
         isolate: name !== "unit",
+        // The processes system tests start run the product compiled once per run (testkit/entry.ts).
+        ...(name === "system" ? { globalSetup: ["./testkit/build-setup.ts"] } : {}),
       },
     })),
   },

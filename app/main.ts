@@ -1,4 +1,6 @@
-// Entry point: validate config, build the service, listen, and shut down cleanly on signals.
+// Entry point: validate config, build the service, listen, and shut down cleanly on signals. The service's modules
+// (the engine, the stores, the tables) are imported only once the settings hold and the port is taken, so a mistake
+// in the settings, --help and the one-off commands answer without loading them.
 import { createServer, type RequestListener, type Server } from "node:http";
 import os from "node:os";
 import type pino from "pino";
@@ -7,8 +9,7 @@ import { type Config, ConfigError, checkPaths, isLoopbackHost as isLoopback, loa
 import { eachSetting, settingsHelp } from "../config/settings.js";
 import { parseServerArgs, SERVER_FLAGS_HELP } from "./args.js";
 import { createLogger } from "./logger.js";
-import { migrateSchema } from "./plane-state.js";
-import { buildService, fetchModels } from "./service.js";
+import type { Service } from "./service.js";
 import { onStopSignals } from "./signals.js";
 import { StartupStatus } from "./starting.js";
 
@@ -16,7 +17,6 @@ import { StartupStatus } from "./starting.js";
 const SHUTDOWN_SLACK_MS = 15_000;
 
 type ServerCommand = ReturnType<typeof parseServerArgs>;
-type Service = Awaited<ReturnType<typeof buildService>>;
 type OnStop = (signal: NodeJS.Signals, again: boolean) => void;
 
 async function main() {
@@ -26,7 +26,7 @@ async function main() {
   const logger = createLogger(config.logLevel);
   if (command.kind === "migrate" || command.kind === "migrate-down") return await migrate(config, logger, command);
   logKeys(config, logger);
-  if (command.kind === "fetch-models") return await fetchModels(config, logger);
+  if (command.kind === "fetch-models") return await (await import("./fetch-models.js")).fetchModels(config, logger);
   await serve(config, logger);
 }
 
@@ -73,6 +73,7 @@ async function migrate(config: Config, logger: pino.Logger, command: Extract<Ser
   }
   const target = command.kind === "migrate-down" ? command.target : undefined;
   try {
+    const { migrateSchema } = await import("./plane-state.js");
     const done = await migrateSchema(config.cluster.databaseUrl, logger, target);
     if (target === undefined) logger.info({ applied: done }, done.length > 0 ? "migrations applied" : "the schema is current");
     else logger.info({ reverted: done, to: target }, done.length > 0 ? "migrations reverted" : "nothing newer to revert");
@@ -116,6 +117,7 @@ async function serve(config: Config, logger: pino.Logger) {
     { host: config.host, port },
     `starting on http://${config.host}:${port}: /health answers already, /ready says what the start waits for (a download's progress, the model's load)`,
   );
+  const { buildService } = await import("./service.js");
   const service = await buildService(config, logger, { onDownload: status.onDownload });
   server.off("request", status.answer);
   server.on("request", service.app);

@@ -256,11 +256,3 @@ function apiRoleInfo(registry: ModelRegistry): BackendInfo {
     summary: "requests run on the workers",
   };
 }
-
-/**
- * `--fetch-models`: downloads what MODEL_PATH or the models file names into MODELS_DIR and exits, loading nothing
- * (a Kubernetes init container fills the models volume so).
- */
-export async function fetchModels(config: Config, logger: pino.Logger): Promise<void> {
-  await loadRegistry(config, logger);
-}

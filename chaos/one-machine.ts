@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { repoRoot } from "../testkit/repo-root.js";
+import { entryShell } from "../testkit/entry.js";
 import { batchLines, follow, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
 import { describeSchedule, type Fault, type FaultMenu, planFaults, runFaults, type ScheduleResult, scheduleResult } from "./nemesis.js";
@@ -50,7 +50,6 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
   let proc: ServiceProcess | undefined;
   let banked = 0;
   let seen = 0;
-  const main = path.join(repoRoot, "app/main.ts");
   const inside = (...p: string[]) => path.join(`/proc/${proc!.child.pid}/root`, dir, ...p);
   const start = async () => {
     banked += seen;
@@ -59,7 +58,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
       { BATCH_DIR: dir, MODEL_PATH: o.modelPath, THREADS: "1", SEQUENCES: "2", CONTEXT_SIZE: "512" },
       {
         command: "unshare",
-        args: ["-m", "sh", "-c", `mount -o loop "${image}" "${dir}" && exec "${process.execPath}" --expose-gc --import tsx "${main}"`],
+        args: ["-m", "sh", "-c", `mount -o loop "${image}" "${dir}" && exec ${entryShell("app/main.ts", ["--expose-gc"])}`],
       },
     );
   };

@@ -1,7 +1,7 @@
 // The service as the nemesis sees it: a real process (app/main.ts, as `npm start` runs it) that can be killed,
 // frozen and started again, whose /metrics are read while it lives.
 import { type ChildProcess, spawn } from "node:child_process";
-import path from "node:path";
+import { entryArgs } from "../testkit/entry.js";
 import { repoRoot } from "../testkit/repo-root.js";
 
 export interface ServiceProcess {
@@ -16,8 +16,7 @@ export async function startService(
   env: Record<string, string>,
   opts: { command?: string; args?: string[]; timeoutMs?: number } = {},
 ): Promise<ServiceProcess> {
-  const main = path.join(repoRoot, "app/main.ts");
-  const child = spawn(opts.command ?? process.execPath, opts.args ?? ["--expose-gc", "--import", "tsx", main], {
+  const child = spawn(opts.command ?? process.execPath, opts.args ?? entryArgs("app/main.ts", ["--expose-gc"]), {
     cwd: repoRoot,
     env: { ...process.env, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", SHUTDOWN_DRAIN_SECONDS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],

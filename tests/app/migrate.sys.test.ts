@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../app/logger.js";
 import { buildService } from "../../app/service.js";
 import { loadConfig } from "../../config/config.js";
+import { entryArgs } from "../../testkit/entry.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE, startPostgres, type TestPostgres } from "../../testkit/postgres.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { testServiceEnv } from "../helpers/service.js";
@@ -54,7 +55,7 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
     }
   };
   const migrateJob = async () =>
-    promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", "--migrate"], {
+    promisify(execFile)(process.execPath, [...entryArgs("app/main.ts"), "--migrate"], {
       cwd: repoRoot,
       env: { ...process.env, ...(await env({})) },
     });
@@ -76,7 +77,7 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
   }, 120_000);
 
   it("runs at every rollout: the init containers of several new pods migrating at once each succeed, and apply each migration once", async () => {
-    await promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", "--migrate-down", "none"], {
+    await promisify(execFile)(process.execPath, [...entryArgs("app/main.ts"), "--migrate-down", "none"], {
       cwd: repoRoot,
       env: { ...process.env, ...(await env({})) },
     });
@@ -95,7 +96,7 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
       .sort();
     expect(down).toEqual(shipped);
     const job = async (args: string[]) =>
-      promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", ...args], {
+      promisify(execFile)(process.execPath, [...entryArgs("app/main.ts"), ...args], {
         cwd: repoRoot,
         env: { ...process.env, ...(await env({})) },
       });
@@ -126,7 +127,7 @@ describe.skipIf(!POSTGRES_BIN)("the migration job", () => {
   }, 120_000);
 
   it("says what --migrate needs without a database", async () => {
-    const res = await promisify(execFile)(process.execPath, ["--import", "tsx", "app/main.ts", "--migrate"], {
+    const res = await promisify(execFile)(process.execPath, [...entryArgs("app/main.ts"), "--migrate"], {
       cwd: repoRoot,
       env: { ...process.env, ...(await env({ DATABASE_URL: "" })), ROLE: "all" },
     }).catch((e) => e);

@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { entryArgs } from "../../testkit/entry.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { type ServerProcess, startMain } from "../helpers/process.js";
@@ -28,14 +29,10 @@ afterAll(async () => {
 
 /** `npm run batch -- --job <example> [...more]` on a copy of examples/datasets. */
 async function runExample(copy: string, job: string, more: string[] = []) {
-  return exec(
-    process.execPath,
-    ["--expose-gc", "--import", "tsx", path.join(repoRoot, "runner/main.ts"), "--job", path.join(copy, job), ...more],
-    {
-      cwd: repoRoot,
-      env: { ...process.env, ...env, LOG_LEVEL: "warn" },
-    },
-  );
+  return exec(process.execPath, [...entryArgs("runner/main.ts", ["--expose-gc"]), "--job", path.join(copy, job), ...more], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env, LOG_LEVEL: "warn" },
+  });
 }
 
 const rowsOf = async (file: string) => (await readTable(file)).rows;

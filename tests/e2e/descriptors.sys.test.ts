@@ -7,7 +7,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { repoRoot } from "../../testkit/repo-root.js";
+import { entryShell } from "../../testkit/entry.js";
 import { completionJsonl } from "../../testkit/workload.js";
 import { createBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { spawnServer, untilListening } from "../helpers/process.js";
@@ -18,12 +18,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("descriptors kept in reserve", () => {
   it("a running batch completes while silent clients try to take every descriptor", async () => {
-    const main = path.join(repoRoot, "app/main.ts");
     const env = { ...(await serverEnv(dir)), SEQUENCES: "2", HTTP_IDLE_TIMEOUT_SECONDS: "3", PIPELINE_BATCH_SIZE: "4" };
-    const s = await untilListening(
-      spawnServer("sh", ["-c", `ulimit -n 256 && exec "${process.execPath}" --import tsx "${main}"`], env),
-      60_000,
-    );
+    const s = await untilListening(spawnServer("sh", ["-c", `ulimit -n 256 && exec ${entryShell("app/main.ts")}`], env), 60_000);
     const sockets: net.Socket[] = [];
     try {
       const base = s.baseUrl;

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { until } from "../../testkit/batch-client.js";
-import { repoRoot } from "../../testkit/repo-root.js";
+import { entryShell } from "../../testkit/entry.js";
 import { completionJsonl } from "../../testkit/workload.js";
 import { createBatch, getBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
 import { spawnServer, untilListening } from "../helpers/process.js";
@@ -25,8 +25,7 @@ const N = 200;
 
 describe.skipIf(!canMount)("a full disk, through the real process on a small tmpfs", () => {
   it("pauses a running batch, answers 507 to uploads and creates, and goes on once space is freed", async () => {
-    const main = path.join(repoRoot, "app/main.ts");
-    const mount = `mount -t tmpfs -o size=8m obi-full "${dir}" && exec "${process.execPath}" --import tsx "${main}"`;
+    const mount = `mount -t tmpfs -o size=8m obi-full "${dir}" && exec ${entryShell("app/main.ts")}`;
     const s = await untilListening(spawnServer("unshare", ["-r", "-m", "sh", "-c", mount], await serverEnv(dir)), 60_000);
     // The tmpfs as the server sees it: its mount namespace, reached through its root.
     const inside = (...p: string[]) => path.join(`/proc/${s.child.pid}/root`, dir, ...p);

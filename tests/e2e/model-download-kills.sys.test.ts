@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedModel } from "../../engine/load/generated-model.js";
-import { repoRoot } from "../../testkit/repo-root.js";
+import { entryArgs } from "../../testkit/entry.js";
 import { type ModelHost, startModelHost } from "../helpers/model-host.js";
 import { type SpawnedProcess, spawnServer } from "../helpers/process.js";
 
@@ -52,7 +52,7 @@ function random(s: number) {
 }
 
 function fetchModels(modelsDir: string, ref: string): SpawnedProcess {
-  const p = spawnServer(process.execPath, ["--import", "tsx", path.join(repoRoot, "app/main.ts"), "--fetch-models"], {
+  const p = spawnServer(process.execPath, [...entryArgs("app/main.ts"), "--fetch-models"], {
     MODEL_PATH: ref,
     MODELS_DIR: modelsDir,
     HF_ENDPOINT: host.url,

@@ -5,7 +5,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { repoRoot } from "../../testkit/repo-root.js";
+import { entryShell } from "../../testkit/entry.js";
 import { type ServerProcess, spawnServer, untilListening } from "./process.js";
 import { serverEnv } from "./server-testbed.js";
 
@@ -48,8 +48,7 @@ export function loopDisk(name: string, sizeMb = 64): LoopDisk {
     image,
     skip,
     async start(env = {}) {
-      const main = path.join(repoRoot, "app/main.ts");
-      const cmd = `mount -o loop "${image}" "${dir}" && exec "${process.execPath}" --import tsx "${main}"`;
+      const cmd = `mount -o loop "${image}" "${dir}" && exec ${entryShell("app/main.ts")}`;
       return untilListening(spawnServer("unshare", ["-m", "sh", "-c", cmd], { ...(await serverEnv(dir)), SEQUENCES: "2", ...env }), 60_000);
     },
     inside,

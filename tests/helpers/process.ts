@@ -1,6 +1,6 @@
-// Runs `app/main.ts` as a real child process, the way `npm start` does.
+// Runs `app/main.ts` as a real child process: the compiled build of the run (testkit/entry.ts), as `npm run start:prod` does.
 import { type ChildProcess, spawn } from "node:child_process";
-import path from "node:path";
+import { entryArgs } from "../../testkit/entry.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
 export interface ServerProcess {
@@ -13,7 +13,7 @@ export interface ServerProcess {
 export type SpawnedProcess = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
 export function spawnMain(env: Record<string, string>, args: string[] = []): SpawnedProcess {
-  return spawnServer(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "app/main.ts"), ...args], env);
+  return spawnServer(process.execPath, [...entryArgs("app/main.ts", ["--expose-gc"]), ...args], env);
 }
 
 /** The server started some other way (through npm, or a shell that lowers a limit first), its output kept. */

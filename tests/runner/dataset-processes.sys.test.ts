@@ -10,6 +10,7 @@ import { loadConfig } from "../../config/config.js";
 import { parseRunnerArgs } from "../../runner/args.js";
 import { runDataset } from "../../runner/run-dataset.js";
 import { withArgs } from "../../runner/run-offline.js";
+import { entryArgs } from "../../testkit/entry.js";
 import { testModelPath } from "../../testkit/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { repoRoot } from "../../testkit/repo-root.js";
@@ -70,7 +71,7 @@ describe("a dataset job killed with -9", () => {
   it("finishes on the next run with every row exactly once, in input order", async () => {
     const input = writeStories("stories.csv", 60);
     const output = path.join(dir, "stories.jsonl");
-    const argv = ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), "-i", input, "-o", output];
+    const argv = [...entryArgs("runner/main.ts"), "-i", input, "-o", output];
     const job = ["--endpoint", "/v1/completions", "--prompt", "{{opening}}", "--params", '{"max_tokens":48,"temperature":0}'];
     const child = spawn(process.execPath, [...argv, ...job], {
       cwd: repoRoot,
@@ -116,7 +117,7 @@ describe("5,000 rows of a Parquet with a text column, nulls, lists and ids past 
     );
     const output = path.join(dir, "held-out.parquet");
     const job = ["--endpoint", "/v1/completions", "--prompt", "{{text}}", "--params", '{"max_tokens":4,"temperature":0}'];
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), "-i", input, "-o", output, ...job], {
+    const child = spawn(process.execPath, [...entryArgs("runner/main.ts"), "-i", input, "-o", output, ...job], {
       cwd: repoRoot,
       env: { ...process.env, ...engineEnv, MODEL_PATH: await testModelPath() },
       stdio: "ignore",

@@ -12,6 +12,7 @@ import { ensureGeneratedModel, writeGeneratedModel } from "../../engine/load/gen
 import { parseRunnerArgs, type RunnerArgs } from "../../runner/args.js";
 import { type RunEvent, type RunSummary, runFile } from "../../runner/run-file.js";
 import { runOffline, withArgs } from "../../runner/run-offline.js";
+import { entryArgs } from "../../testkit/entry.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { type FileServer, startFileServer } from "../helpers/file-server.js";
@@ -348,7 +349,7 @@ describe("offline runner", () => {
 
 describe("npm run batch (the command line)", () => {
   const cli = (argv: string[], env: Record<string, string> = {}) =>
-    exec(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+    exec(process.execPath, [...entryArgs("runner/main.ts"), ...argv], {
       cwd: repoRoot,
       env: { ...process.env, ...engineEnv, ...env },
     }).then(
@@ -424,7 +425,7 @@ describe("npm run batch (the command line)", () => {
 
   /** The runner as `npm run batch` starts it, its output kept; `exited` resolves with its exit code. */
   const spawnCli = (argv: string[], env: Record<string, string>, opts: { detached?: boolean } = {}) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+    const child = spawn(process.execPath, [...entryArgs("runner/main.ts"), ...argv], {
       cwd: repoRoot,
       env: { ...process.env, ...engineEnv, ...env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -495,7 +496,9 @@ describe("npm run batch (the command line)", () => {
     expect(existsSync(out)).toBe(false);
     expect(run.out.stdout).toMatch(/^output: none$/m);
     expect(run.out.stdout).toContain(
-      `resume with: node --import ${import.meta.resolve("tsx")} ${path.join(repoRoot, "runner/main.ts")} -i ${input} -o ${out}`,
+      `resume with: node ${entryArgs("runner/main.ts")
+        .map((a) => (a === "tsx" ? import.meta.resolve("tsx") : a))
+        .join(" ")} -i ${input} -o ${out}`,
     );
   });
 
@@ -545,17 +548,7 @@ describe("npm run batch (the command line)", () => {
       host.stallAfter(300_000);
       const child = spawn(
         process.execPath,
-        [
-          "--import",
-          "tsx",
-          path.join(repoRoot, "runner/main.ts"),
-          "-i",
-          input,
-          "-o",
-          path.join(dir, "dl-0.jsonl"),
-          "--model",
-          "hf:Owner/Tiny-GGUF:Q8_0",
-        ],
+        [...entryArgs("runner/main.ts"), "-i", input, "-o", path.join(dir, "dl-0.jsonl"), "--model", "hf:Owner/Tiny-GGUF:Q8_0"],
         {
           cwd: repoRoot,
           env: { ...process.env, ...engineEnv, ...env },

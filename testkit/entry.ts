@@ -1,0 +1,42 @@
+// How tests start the product's entry points as processes (app/main.ts, runner/main.ts, scripts/keys.ts): as the
+// JavaScript compiled once at the start of a run (vitest's global setup for the system tier, `buildForTests`), the
+// way the production image runs it (`npm run start:prod`), else through tsx, the way `npm start` runs it. A run starts
+// hundreds of processes, and each one through tsx spent a second or more of a core compiling and resolving through
+// its loader. OBI_TEST_TSX=1 starts every process through tsx.
+import { execFile } from "node:child_process";
+import { existsSync, rmSync } from "node:fs";
+import path from "node:path";
+import { promisify } from "node:util";
+import { repoRoot } from "./repo-root.js";
+
+/** Inside the repository, so the compiled code finds its dependencies in node_modules as the sources do. */
+export const TEST_BUILD_DIR = path.join(repoRoot, "node_modules/.cache/obi-test-build");
+/** Set by the global setup once the build is whole; a process started without it (`npm run chaos`) uses tsx. */
+const BUILT = "OBI_TEST_BUILD";
+
+/** node's arguments that run `script` (a path from the repository's root, `.ts`), with `nodeArgs` before it. */
+export function entryArgs(script: string, nodeArgs: string[] = []): string[] {
+  const js = path.join(TEST_BUILD_DIR, script.replace(/\.ts$/, ".js"));
+  if (process.env[BUILT] === TEST_BUILD_DIR && !process.env.OBI_TEST_TSX && existsSync(js)) return [...nodeArgs, js];
+  return [...nodeArgs, "--import", "tsx", path.join(repoRoot, script)];
+}
+
+/**
+ * The product's sources compiled without type checking (`npm run lint` checks types) into TEST_BUILD_DIR with the
+ * assets the build reads beside itself: a few seconds, on every run, so a process never runs stale code.
+ */
+export async function buildForTests(): Promise<void> {
+  if (process.env.OBI_TEST_TSX) return;
+  rmSync(TEST_BUILD_DIR, { recursive: true, force: true });
+  const run = promisify(execFile);
+  const tsc = path.join(repoRoot, "node_modules/typescript/bin/tsc");
+  const opts = { cwd: repoRoot, maxBuffer: 16 << 20 };
+  await run(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", TEST_BUILD_DIR, "--noCheck", "--sourceMap", "false"], opts);
+  await run(process.execPath, ["scripts/copy-build-assets.mjs", TEST_BUILD_DIR], opts);
+  process.env[BUILT] = TEST_BUILD_DIR;
+}
+
+/** The same as a shell's words (for a test that runs it under `sh -c`: a mount first, a lowered limit). */
+export function entryShell(script: string, nodeArgs: string[] = []): string {
+  return [process.execPath, ...entryArgs(script, nodeArgs)].map((a) => `"${a}"`).join(" ");
+}
