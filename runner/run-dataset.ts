@@ -13,7 +13,6 @@ import { DatasetError, type TableInput, type Tables } from "../datasets/tables.j
 import type { EngineArgs } from "./args.js";
 import type { DatasetArgs } from "./dataset-args.js";
 import { previewJob } from "./dataset-preview.js";
-import { formatPlan, planLocal } from "./plan-file.js";
 import {
   earlierOutput,
   hasResults,
@@ -26,6 +25,7 @@ import {
   tidy,
   writtenOutput,
 } from "./dataset-work.js";
+import { formatPlan, planLocal } from "./plan-file.js";
 import { runRemoteBatch } from "./remote-batch.js";
 import { modelHint, type OfflineRunDeps, printedRun } from "./run-offline.js";
 

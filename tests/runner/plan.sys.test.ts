@@ -9,6 +9,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../config/config.js";
 import { runFile } from "../../runner/run-file.js";
+import { entryArgs } from "../../testkit/entry.js";
 import { testModelPath } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 
@@ -39,7 +40,7 @@ const chat = (id: string, content: string) =>
   });
 
 const cli = (argv: string[]) =>
-  exec(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+  exec(process.execPath, [...entryArgs("runner/main.ts"), ...argv], {
     cwd: repoRoot,
     env: { ...process.env, ...engineEnv, MODEL_PATH: modelPath },
   }).then(
