@@ -57,7 +57,11 @@ describe("the runner's result cache", () => {
     const again = await batch("--job", writeJob("out.csv"), "--overwrite");
     expect(again.code, again.stderr).toBe(0);
     expect(cachedOf(again.stdout)).toBe(ROWS);
-    expect((await readTable(path.join(dir, "out.csv"))).rows).toEqual(answers);
+    // The same answers; each now reports its whole prompt cached, where the first run reported what the engine's
+    // prefix reuse saved.
+    const reread = (await readTable(path.join(dir, "out.csv"))).rows;
+    expect(reread.map(({ result_cached_tokens: _c, ...r }) => r)).toEqual(answers.map(({ result_cached_tokens: _c, ...r }) => r));
+    for (const r of reread) expect(r.result_cached_tokens).toBe(r.result_prompt_tokens);
 
     writeRows([7]);
     const changed = await batch("--job", writeJob("out.csv"), "--overwrite");
