@@ -199,6 +199,51 @@ function cached(backend: InferenceBackend, identity: Promise<string | null> | st
   return new CachingBackend(backend, { cache: cache.cache, identity, onOutcome: cache.onOutcome, onStoreError: cache.onStoreError });
 }
 
+/** A LoRA adapter served by its loaded base's engine; its answers cached under its base's identity, its file and scale. */
+function adapterBackend(
+  spec: LocalSpec,
+  engines: Map<string, Engine>,
+  identities: Map<string, Promise<string | null> | string>,
+  resultCache: BackendCache | undefined,
+): InferenceBackend {
+  const engine = engines.get(spec.parent!);
+  const adapter = spec.backend.adapter!;
+  if (!engine?.withAdapter) throw new Error(`its base '${spec.parent}' is not loaded here`);
+  const served = servedOverChat(
+    new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
+  );
+  // An adapter file that cannot be hashed leaves the adapter uncached: its requests compute.
+  const base = identities.get(spec.parent!);
+  const identity =
+    resultCache && base
+      ? Promise.all([base, fileDigest(adapter.path, resultCache.sidecar).catch(() => null)]).then(
+          ([b, a]) => b && a && adapterIdentity(b, a, adapter.scale),
+        )
+      : "";
+  return cached(served, identity, resultCache);
+}
+
+/** An upstream model over HTTP, its answers cached under its base URLs and model name. */
+function upstreamBackend(
+  spec: UpstreamSpec,
+  env: Record<string, string | undefined>,
+  resultCache: BackendCache | undefined,
+): InferenceBackend {
+  const u = spec.backend;
+  const upstream = new UpstreamBackend({
+    name: spec.name,
+    baseUrls: u.baseUrls,
+    model: u.model,
+    apiKey: u.apiKeyEnv ? env[u.apiKeyEnv] : undefined,
+    minInFlight: u.minInFlight,
+    maxInFlight: u.maxInFlight,
+    timeoutSeconds: u.timeoutSeconds,
+    maxAttempts: u.maxAttempts,
+    prefixRouting: u.prefixRouting,
+  });
+  return cached(servedOverChat(upstream), upstreamIdentity(u.baseUrls, u.model), resultCache);
+}
+
 /** The router over the registry's models: local ones as node-llama-cpp engines, upstream ones over HTTP. */
 export async function createRouter(
   config: BackendConfig,
@@ -260,42 +305,9 @@ export async function createRouter(
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },
-      adapter(spec) {
-        const engine = engines.get(spec.parent!);
-        const adapter = spec.backend.adapter!;
-        if (!engine?.withAdapter) throw new Error(`its base '${spec.parent}' is not loaded here`);
-        const served = servedOverChat(
-          new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
-        );
-        // An adapter's answers are its base's identity with the adapter file's content and scale; unhashable: computed.
-        const base = identities.get(spec.parent!);
-        const identity =
-          resultCache && base
-            ? Promise.all([base, fileDigest(adapter.path, resultCache.sidecar).catch(() => null)]).then(
-                ([b, a]) => b && a && adapterIdentity(b, a, adapter.scale),
-              )
-            : "";
-        return cached(served, identity, resultCache);
-      },
+      adapter: (spec) => adapterBackend(spec, engines, identities, resultCache),
       upstream(spec: UpstreamSpec) {
-        const u = spec.backend;
-        const backend = cached(
-          servedOverChat(
-            new UpstreamBackend({
-              name: spec.name,
-              baseUrls: u.baseUrls,
-              model: u.model,
-              apiKey: u.apiKeyEnv ? env[u.apiKeyEnv] : undefined,
-              minInFlight: u.minInFlight,
-              maxInFlight: u.maxInFlight,
-              timeoutSeconds: u.timeoutSeconds,
-              maxAttempts: u.maxAttempts,
-              prefixRouting: u.prefixRouting,
-            }),
-          ),
-          upstreamIdentity(u.baseUrls, u.model),
-          resultCache,
-        );
+        const backend = upstreamBackend(spec, env, resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },

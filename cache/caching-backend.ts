@@ -192,11 +192,13 @@ export function freshIds(body: Record<string, unknown>): Record<string, unknown>
 
 /**
  * A body whose usage says all its prompt was cached: `prompt_tokens_details.cached_tokens` (chat, completions) or
- * `input_tokens_details.cached_tokens` (Responses), as OpenAI reports a cached prompt. Others are left as they are.
+ * `input_tokens_details.cached_tokens` (Responses), as OpenAI reports a cached prompt; an Anthropic message's
+ * `cache_read_input_tokens`. Others are left as they are.
  */
 export function cachedUsage(body: Record<string, unknown>): Record<string, unknown> {
   const u = body.usage as Record<string, unknown> | undefined;
   if (!u || typeof u !== "object") return body;
+  if (body.type === "message") return cachedMessageUsage(body, u);
   const [tokens, details] =
     body.object === "response"
       ? ["input_tokens", "input_tokens_details"]
@@ -206,6 +208,17 @@ export function cachedUsage(body: Record<string, unknown>): Record<string, unkno
   if (!tokens || !details || typeof u[tokens] !== "number") return body;
   const had = u[details] && typeof u[details] === "object" ? (u[details] as object) : {};
   u[details] = { ...had, cached_tokens: u[tokens] };
+  return body;
+}
+
+/**
+ * An Anthropic message's usage with all its prompt read from the cache: Anthropic counts `input_tokens` apart from
+ * `cache_read_input_tokens`, so the whole prompt moves to the latter, as message_start tells a streamed hit.
+ */
+function cachedMessageUsage(body: Record<string, unknown>, u: Record<string, unknown>): Record<string, unknown> {
+  const n = (k: string) => (typeof u[k] === "number" ? (u[k] as number) : 0);
+  const prompt = n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens");
+  body.usage = { ...u, input_tokens: 0, cache_read_input_tokens: prompt, cache_creation_input_tokens: 0 };
   return body;
 }
 

@@ -64,17 +64,17 @@ export class LmdbResultCache implements ResultCache {
     const meta = this.meta.get(k);
     if (!meta) return this.miss();
     if (this.expired(meta)) {
-      await this.root.transaction(() => this.removeEntry(k));
+      await this.write(() => this.removeEntry(k));
       this.evictions++;
       return this.miss();
     }
     const answer = openAnswer(this.data.get(k));
     if (!answer) {
-      await this.root.transaction(() => this.removeEntry(k));
+      await this.write(() => this.removeEntry(k));
       return this.miss();
     }
     this.hits++;
-    const touch = this.root.transaction(() => this.touch(k)).catch(() => undefined);
+    const touch = this.write(() => this.touch(k)).catch(() => undefined);
     this.touches.add(touch);
     void touch.finally(() => this.touches.delete(touch));
     return answer;
@@ -95,14 +95,14 @@ export class LmdbResultCache implements ResultCache {
     const bytes = sealed.byteLength + Buffer.byteLength(k);
     // An answer larger than the whole bound is not kept: it would evict everything and then itself.
     if (bytes > this.limits.maxBytes) return;
-    const evicted = await this.root.transaction(() => {
+    const evicted = await this.write(() => {
       this.removeEntry(k);
       const t = this.totals();
       const seq = t.seq + 1;
-      this.data.put(k, sealed);
-      this.meta.put(k, { seq, bytes, at: this.now() });
-      this.lru.put(seq, k);
-      this.sums.put(TOTALS, { entries: t.entries + 1, bytes: t.bytes + bytes, seq });
+      this.data.putSync(k, sealed);
+      this.meta.putSync(k, { seq, bytes, at: this.now() });
+      this.lru.putSync(seq, k);
+      this.sums.putSync(TOTALS, { entries: t.entries + 1, bytes: t.bytes + bytes, seq });
       return this.evict();
     });
     this.evictions += evicted;
@@ -111,13 +111,13 @@ export class LmdbResultCache implements ResultCache {
   async purge(scope?: string): Promise<number> {
     if (scope === undefined) {
       const n = this.totals().entries;
-      await this.root.transaction(() => {
+      await this.write(() => {
         for (const db of [this.meta, this.data, this.lru] as Database<unknown, never>[]) db.clearSync();
-        this.sums.put(TOTALS, { entries: 0, bytes: 0, seq: this.totals().seq });
+        this.sums.putSync(TOTALS, { entries: 0, bytes: 0, seq: this.totals().seq });
       });
       return n;
     }
-    return this.root.transaction(() => {
+    return this.write(() => {
       const keys = [...this.meta.getKeys({ start: entryKey(scope, ""), end: `${scope}\u0001` })];
       for (const k of keys) this.removeEntry(k);
       return keys.length;
@@ -139,6 +139,19 @@ export class LmdbResultCache implements ResultCache {
     return undefined;
   }
 
+  /**
+   * A write transaction. A failed commit (a full or read-only disk) rejects the caller's promise only: lmdb also
+   * rejects a promise of its own (the error's commitError) that nobody awaits, which would end the process.
+   */
+  private async write<T>(work: () => T): Promise<T> {
+    try {
+      return await this.root.transaction(work);
+    } catch (err) {
+      (err as { commitError?: Promise<unknown> }).commitError?.catch(() => undefined);
+      throw err;
+    }
+  }
+
   private expired(meta: EntryMeta): boolean {
     return this.limits.ttlSeconds > 0 && this.now() - meta.at >= this.limits.ttlSeconds * 1000;
   }
@@ -155,7 +168,7 @@ export class LmdbResultCache implements ResultCache {
     this.data.removeSync(k);
     this.lru.removeSync(meta.seq);
     const t = this.totals();
-    this.sums.put(TOTALS, { entries: t.entries - 1, bytes: t.bytes - meta.bytes, seq: t.seq });
+    this.sums.putSync(TOTALS, { entries: t.entries - 1, bytes: t.bytes - meta.bytes, seq: t.seq });
     return true;
   }
 
@@ -166,9 +179,9 @@ export class LmdbResultCache implements ResultCache {
     const t = this.totals();
     const seq = t.seq + 1;
     this.lru.removeSync(meta.seq);
-    this.lru.put(seq, k);
-    this.meta.put(k, { ...meta, seq });
-    this.sums.put(TOTALS, { ...t, seq });
+    this.lru.putSync(seq, k);
+    this.meta.putSync(k, { ...meta, seq });
+    this.sums.putSync(TOTALS, { ...t, seq });
   }
 
   /** Within a write transaction: the least recently used entries removed past the bound, and a few aged ones. */

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { CachingBackend, freshIds } from "../../cache/caching-backend.js";
+import { CachingBackend, cachedUsage, freshIds } from "../../cache/caching-backend.js";
 import { LmdbResultCache } from "../../cache/lmdb-cache.js";
 import type { BackendResult, InferenceBackend, InferenceRequest } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
@@ -196,5 +196,18 @@ describe("the caching backend", () => {
     expect(fresh.created).toBeGreaterThan(1_700_000_000);
     expect({ ...fresh, id: body.id, created: 5 }).toEqual(body);
     expect(body.created).toBe(5);
+  });
+
+  it("says a remembered Anthropic message read its whole prompt from the cache, as Anthropic counts it", () => {
+    const message = {
+      type: "message",
+      usage: { input_tokens: 12, cache_read_input_tokens: 10, cache_creation_input_tokens: 0, output_tokens: 5 },
+    };
+    expect(cachedUsage(message).usage).toEqual({
+      input_tokens: 0,
+      cache_read_input_tokens: 22,
+      cache_creation_input_tokens: 0,
+      output_tokens: 5,
+    });
   });
 });

@@ -29,7 +29,9 @@ const anthropicBatch = (base: string) =>
 
 describe.skipIf(disk.skip !== undefined)("disk faults under the real process", () => {
   it("read-only: every write answers 503 storage_unavailable with Retry-After, reads go on, a graceful stop exits 0", async () => {
-    const s = await disk.start();
+    // `mount -o remount,ro` is refused while a file is open for writing, as the result cache's LMDB file is (a disk
+    // the kernel makes read-only after an error has no such check): the cache is off here.
+    const s = await disk.start({ RESULT_CACHE: "off" });
     try {
       const file = await uploadJsonl(s.baseUrl, completionJsonl(3, { prefix: "ro" }));
       disk.remount(s, "ro");

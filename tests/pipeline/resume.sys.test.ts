@@ -46,7 +46,13 @@ describe("scanDone", () => {
 
   it("reads missing files as empty", async () => {
     const s = await scanDone(await scratch.file(), await scratch.file());
-    expect(s).toEqual({ done: new Set(), completed: 0, failed: 0, usage: { promptTokens: 0, completionTokens: 0, cachedTokens: 0 } });
+    expect(s).toEqual({
+      done: new Set(),
+      completed: 0,
+      failed: 0,
+      usage: { promptTokens: 0, completionTokens: 0, cachedTokens: 0 },
+      cached: { lines: 0, outputTokens: 0 },
+    });
   });
 });
 
