@@ -44,7 +44,9 @@ export class CachingBackend implements InferenceBackend {
   stats?: InferenceBackend["stats"];
   preemptions?: InferenceBackend["preemptions"];
   /** Computations under way by scope and key, each with the signal of the request that runs it. */
-  private readonly inFlight = new Map<string, { answer: Promise<Shared>; signal?: AbortSignal }>();
+  private readonly inFlight = new Map<string, { answer: Promise<Shared>; signal?: AbortSignal; computed?: boolean }>();
+  /** Answers being stored: a close waits for them. */
+  private readonly storing = new Set<Promise<unknown>>();
 
   constructor(
     private readonly inner: InferenceBackend,
@@ -73,9 +75,11 @@ export class CachingBackend implements InferenceBackend {
     for (;;) {
       const running = this.inFlight.get(flight);
       if (!running) break;
+      // An answer computed before this request came (being stored now) is a hit, as it will be once stored.
+      const before = running.computed === true;
       try {
         const shared = await abortable(running.answer, signal);
-        return this.told(shared.answer, shared.hit ? "hit" : "duplicate", options);
+        return this.told(shared.answer, shared.hit || before ? "hit" : "duplicate", options);
       } catch (err) {
         // The computation was called off by its own caller, not this one: this request computes it anew.
         if (signal?.aborted || !running.signal?.aborted) throw err;
@@ -85,7 +89,8 @@ export class CachingBackend implements InferenceBackend {
     return this.lead(request, signal, options, scope, key, flight);
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await Promise.all(this.storing);
     return this.inner.close();
   }
 
@@ -99,6 +104,7 @@ export class CachingBackend implements InferenceBackend {
     const has = this.opts.cache.has;
     const scope = options.cacheScope ?? OPEN_SCOPE;
     const key = cacheKey(identity, request);
+    if (this.inFlight.get(`${scope}\u0000${key}`)?.computed) return true;
     try {
       return has ? await has.call(this.opts.cache, scope, key) : (await this.opts.cache.get(scope, key)) !== undefined;
     } catch {
@@ -129,15 +135,38 @@ export class CachingBackend implements InferenceBackend {
     // Awaited by the duplicates only, if any: a failure is reported to this caller below.
     shared.catch(() => undefined);
     this.inFlight.set(flight, { answer: shared, signal });
+    const land = () => {
+      if (this.inFlight.get(flight)?.answer === shared) this.inFlight.delete(flight);
+    };
+    let storing = false;
     try {
       const { answer, hit } = await shared;
       if (hit) return this.told(answer, "hit", options);
       this.opts.onOutcome?.("computed", this.info.model);
-      await this.opts.cache.put(scope, key, answer).catch((err) => this.opts.onStoreError?.(err));
+      storing = true;
+      const entry = this.inFlight.get(flight);
+      if (entry?.answer === shared) entry.computed = true;
+      this.store(scope, key, answer, land);
       return (await computed) as BackendResult;
     } finally {
-      if (this.inFlight.get(flight)?.answer === shared) this.inFlight.delete(flight);
+      if (!storing) land();
     }
+  }
+
+  /**
+   * The answer stored behind the caller's back: the caller has its answer as soon as it is computed, so a batch's
+   * line is written (and a pause, a stop or a checkpoint waits for it) as it would be with no cache. Duplicates
+   * arriving meanwhile still share it (it stays in flight until stored); a close waits for every store.
+   */
+  private store(scope: string, key: string, answer: StoredAnswer, landed: () => void): void {
+    const put = this.opts.cache
+      .put(scope, key, answer)
+      .catch((err) => this.opts.onStoreError?.(err))
+      .finally(() => {
+        landed();
+        this.storing.delete(put);
+      });
+    this.storing.add(put);
   }
 
   private async read(scope: string, key: string): Promise<StoredAnswer | undefined> {
