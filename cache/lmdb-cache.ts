@@ -33,6 +33,24 @@ const SWEEP_PER_PUT = 16;
 
 const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`;
 
+/** Whether the process already leaves lmdb's own rejections of a failed commit alone. */
+let commitFailuresGuarded = false;
+
+/**
+ * When a commit fails (a full or read-only disk), lmdb (3.5.6) rejects the caller's promise, which a put turns into a
+ * miss, and also promises of its own that nothing can await: each would end the process. Those, recognised by
+ * lmdb's write module in their stack, are dropped here; any other unhandled rejection still ends the process, as
+ * Node's default does.
+ */
+function guardCommitFailures(): void {
+  if (commitFailuresGuarded) return;
+  commitFailuresGuarded = true;
+  process.on("unhandledRejection", (reason) => {
+    if (reason instanceof Error && /[\\/]lmdb[\\/]write\.js/.test(reason.stack ?? "")) return;
+    throw reason;
+  });
+}
+
 export class LmdbResultCache implements ResultCache {
   private readonly root: RootDatabase;
   private readonly meta: Database<EntryMeta, string>;
@@ -51,6 +69,7 @@ export class LmdbResultCache implements ResultCache {
     private readonly now: () => number = Date.now,
   ) {
     mkdirSync(dir, { recursive: true });
+    guardCommitFailures();
     this.root = open({ path: dir, compression: false });
     this.meta = this.root.openDB({ name: "meta" });
     this.data = this.root.openDB({ name: "data", encoding: "binary" });
