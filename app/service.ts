@@ -11,6 +11,7 @@ import { type BackendCache, createRouter, type DownloadStatus, loadRegistry } fr
 import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
 import { DEFAULT_MAX_BYTES_CEILING, openEmbeddedCache } from "../cache/open.js";
+import type { ResultCache } from "../cache/port.js";
 import type { Config } from "../config/config.js";
 import { KeyRing } from "../config/keys.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
@@ -42,6 +43,11 @@ export interface ServiceOptions {
    * PostgreSQL and the blob store DATABASE_URL and S3_* name.
    */
   openState?: (config: Config, logger: pino.Logger, models: ModelRouter) => Promise<PlaneState>;
+  /**
+   * Opens the result cache where RESULT_CACHE is on. By default it follows the config: LMDB in BATCH_DIR/cache/, or
+   * PostgreSQL's table with DATABASE_URL. A state opened elsewhere (one process's memory) brings its own.
+   */
+  openCache?: (config: Config) => Promise<OpenedCache>;
   /** Each model download's progress, while the models are fetched at start (the start-up /ready shows it). */
   onDownload?: (status: DownloadStatus) => void;
   /** Sees the model router once the primary model is up and before any worker can claim (tests count engine calls). */
@@ -154,7 +160,7 @@ async function openModels(config: Config, logger: pino.Logger, options: ServiceO
         onDownload: options.onDownload,
       });
   // An API server runs no model, but purges the cache its workers share (DELETE /v1/cache).
-  const results = await openResultCache(config, logger, metrics);
+  const results = await openResultCache(config, logger, metrics, options.openCache);
   const models = await createRouter(config, registry, logger, process.env, apiOnly ? undefined : results).catch(async (err) => {
     await results?.cache.close();
     throw err;
@@ -198,11 +204,20 @@ function startSeries(metrics: Metrics, plane: ControlPlane): Series {
  * The result cache (RESULT_CACHE on) where models run (docs/cache.md): LMDB in BATCH_DIR/cache/, or in the distributed
  * mode the table every worker shares (its default bound the ceiling: the database's disk is not this process's).
  */
-async function openResultCache(config: Config, logger: pino.Logger, metrics: Metrics): Promise<BackendCache | undefined> {
+async function openResultCache(
+  config: Config,
+  logger: pino.Logger,
+  metrics: Metrics,
+  open?: ServiceOptions["openCache"],
+): Promise<BackendCache | undefined> {
   if (!config.resultCache.enabled) return undefined;
   const log = logger.child({ component: "result-cache" });
   const url = config.cluster.databaseUrl;
-  const opened = url ? sharedCache(url, config, log) : await openEmbeddedCache(config.batchDir, config.resultCache);
+  const opened = open
+    ? await open(config)
+    : url
+      ? sharedCache(url, config, log)
+      : await openEmbeddedCache(config.batchDir, config.resultCache);
   log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
   metrics.watchResultCache(() => opened.cache.stats());
   return {
@@ -212,7 +227,14 @@ async function openResultCache(config: Config, logger: pino.Logger, metrics: Met
   };
 }
 
-function sharedCache(url: string, config: Config, log: pino.Logger) {
+/** A result cache and where the model files' digests are remembered beside it. */
+export interface OpenedCache {
+  cache: ResultCache;
+  sidecar: string;
+  maxBytes: number;
+}
+
+function sharedCache(url: string, config: Config, log: pino.Logger): OpenedCache {
   const pool = createPool(url, log, 4);
   const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
   // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).

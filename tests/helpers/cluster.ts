@@ -8,6 +8,7 @@ import { afterAll, beforeAll } from "vitest";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service, type ServiceOptions } from "../../app/service.js";
 import type { ModelRouter } from "../../backends/router.js";
+import { openEmbeddedCache } from "../../cache/open.js";
 import { loadConfig } from "../../config/config.js";
 import { unixNow } from "../../domain/clock.js";
 import { MemoryState, memoryPorts, openStateFiles } from "../../embedded/index.js";
@@ -33,7 +34,7 @@ export interface TestNode {
  * state `shared.env` points at, or on what `openState` opens (memoryState's: one process's memory).
  */
 export async function startNode(
-  shared: Pick<SharedState, "env">,
+  shared: Pick<SharedState, "env"> & Pick<ServiceOptions, "openCache">,
   env: Record<string, string>,
   openState?: ServiceOptions["openState"],
 ): Promise<TestNode> {
@@ -42,6 +43,7 @@ export async function startNode(
   const calls: EngineCalls = { bodies: [], at: [] };
   const node = await buildService(config, createLogger(config.logLevel), {
     openState,
+    ...(shared.openCache ? { openCache: shared.openCache } : {}),
     beforeWork: (models) => recordCalls(models, calls),
   });
   const server = node.app.listen(0, "127.0.0.1");
@@ -144,6 +146,8 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
   /** The settings of the distributed mode: its DATABASE_URL is never dialled (the state is this process's). */
   env: Record<string, string>;
   open: NonNullable<ServiceOptions["openState"]>;
+  /** The result cache every node of this process shares, as the workers share PostgreSQL's (LMDB in the folder). */
+  openCache: NonNullable<ServiceOptions["openCache"]>;
   dir: string;
   blobs: FsBlobStore;
   reopen(): Promise<void>;
@@ -153,7 +157,14 @@ export function memoryState(opts: { inPlace?: boolean } = {}): {
   const blobs = new FsBlobStore(dir);
   let state: Promise<MemoryState> | undefined;
   const load = () => (opts.inPlace ? openStateFiles(dir, createLogger("silent")) : Promise.resolve(new MemoryState()));
+  let cache: ReturnType<typeof openEmbeddedCache> | undefined;
   return {
+    // One store for every node, each node's close leaving it open for the others (the folder goes with close()).
+    openCache: async (config) => {
+      cache ??= openEmbeddedCache(dir, config.resultCache);
+      const opened = await cache;
+      return { ...opened, cache: Object.assign(Object.create(opened.cache), { close: async () => {} }) };
+    },
     env: { DATABASE_URL: "postgresql://in-process.invalid/memory" },
     dir,
     blobs,
