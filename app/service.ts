@@ -218,6 +218,7 @@ async function openResultCache(
     : url
       ? sharedCache(url, config, log)
       : await openEmbeddedCache(config.batchDir, config.resultCache);
+  if (opened.damaged) log.warn(opened.damaged);
   log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
   metrics.watchResultCache(() => opened.cache.stats());
   return {
@@ -232,6 +233,8 @@ export interface OpenedCache {
   cache: ResultCache;
   sidecar: string;
   maxBytes: number;
+  /** Why the store was found unreadable after an unclean stop and started empty (cache/lmdb-check.ts). */
+  damaged?: string;
 }
 
 function sharedCache(url: string, config: Config, log: pino.Logger): OpenedCache {

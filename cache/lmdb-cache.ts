@@ -3,6 +3,7 @@
 // entries, so the bound and the entries never disagree after a crash.
 import { mkdirSync } from "node:fs";
 import { type Database, open, type RootDatabase } from "lmdb";
+import { checkAfterUncleanStop, LMDB_OPTIONS, markOpen, unmarkOpen } from "./lmdb-check.js";
 import {
   type CacheStats,
   checkScopeAndKey,
@@ -62,15 +63,19 @@ export class LmdbResultCache implements ResultCache {
   private evictions = 0;
   /** Recency updates of hits, not awaited by the reader: a close waits for them. */
   private readonly touches = new Set<Promise<unknown>>();
+  /** Why the environment was found unreadable and started again empty (lmdb-check.ts), if it was. */
+  readonly damaged: string | undefined;
 
   constructor(
-    dir: string,
+    private readonly dir: string,
     private readonly limits: ResultCacheLimits,
     private readonly now: () => number = Date.now,
   ) {
+    this.damaged = checkAfterUncleanStop(dir);
     mkdirSync(dir, { recursive: true });
     guardCommitFailures();
-    this.root = open({ path: dir, compression: false });
+    this.root = open({ path: dir, ...LMDB_OPTIONS });
+    markOpen(dir);
     this.meta = this.root.openDB({ name: "meta" });
     this.data = this.root.openDB({ name: "data", encoding: "binary" });
     this.lru = this.root.openDB({ name: "lru" });
@@ -151,6 +156,7 @@ export class LmdbResultCache implements ResultCache {
   async close(): Promise<void> {
     await Promise.all(this.touches);
     await this.root.close();
+    unmarkOpen(this.dir);
   }
 
   private miss(): undefined {

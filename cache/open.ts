@@ -25,9 +25,6 @@ export async function cacheBound(dir: string, maxBytes: number): Promise<number>
 export async function openEmbeddedCache(batchDir: string, settings: ResultCacheSettings) {
   const dir = path.join(batchDir, "cache");
   const maxBytes = await cacheBound(batchDir, settings.maxBytes);
-  return {
-    cache: new LmdbResultCache(path.join(dir, "answers"), { maxBytes, ttlSeconds: settings.ttlSeconds }),
-    sidecar: path.join(dir, "model-digests.json"),
-    maxBytes,
-  };
+  const cache = new LmdbResultCache(path.join(dir, "answers"), { maxBytes, ttlSeconds: settings.ttlSeconds });
+  return { cache, sidecar: path.join(dir, "model-digests.json"), maxBytes, damaged: cache.damaged };
 }

@@ -373,6 +373,7 @@ async function openCache(run: RunState): Promise<BackendCache | undefined> {
     return undefined;
   });
   if (!opened) return undefined;
+  if (opened.damaged) log.warn(opened.damaged);
   return {
     ...opened,
     onOutcome: (outcome) => {

@@ -1,0 +1,67 @@
+// The embedded cache after an unclean stop: an environment left open (a kill, a crash, a power cut) is read whole by a
+// child before this process opens it; a torn one (which would end this process with SIGSEGV or SIGBUS, not an error)
+// is removed and the cache starts empty; an intact one keeps its answers; a clean stop leaves nothing to check.
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { LmdbResultCache } from "../../cache/lmdb-cache.js";
+import type { StoredAnswer } from "../../cache/port.js";
+
+const root = mkdtempSync(path.join(os.tmpdir(), "obi-lmdb-check-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const limits = { maxBytes: 1 << 30, ttlSeconds: 0 };
+const answer = (i: number): StoredAnswer => ({
+  body: { text: `answer ${i} `.repeat(40) },
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+});
+
+/** An environment with 200 answers, closed, then marked open again as a process that never closed it leaves it. */
+async function leftOpen(name: string): Promise<string> {
+  const dir = path.join(root, name);
+  const cache = new LmdbResultCache(dir, limits);
+  for (let i = 0; i < 200; i++) await cache.put("s", `k${i}`, answer(i));
+  await cache.close();
+  expect(existsSync(path.join(dir, "in-use"))).toBe(false);
+  writeFileSync(path.join(dir, "in-use"), "1\n");
+  return dir;
+}
+
+const tears: Record<string, (file: string) => void> = {
+  "its meta pages zeroed": (file) => {
+    const fd = openSync(file, "r+");
+    writeSync(fd, Buffer.alloc(16384));
+    closeSync(fd);
+  },
+  "cut short": (file) => truncateSync(file, 8192),
+  "overwritten with garbage": (file) => {
+    const fd = openSync(file, "r+");
+    writeSync(fd, Buffer.alloc(statSync(file).size, 0x5a));
+    closeSync(fd);
+  },
+};
+
+describe("the embedded result cache after an unclean stop", () => {
+  it("keeps an intact environment's answers, and a clean stop leaves nothing to check", async () => {
+    const dir = await leftOpen("intact");
+    const cache = new LmdbResultCache(dir, limits);
+    expect(cache.damaged).toBeUndefined();
+    expect(await cache.get("s", "k7")).toEqual(answer(7));
+    expect((await cache.stats()).entries).toBe(200);
+    expect(existsSync(path.join(dir, "in-use"))).toBe(true);
+    await cache.close();
+    expect(existsSync(path.join(dir, "in-use"))).toBe(false);
+  });
+
+  it.each(Object.keys(tears))("starts empty, and says so, from an environment %s", async (how) => {
+    const dir = await leftOpen(how.replace(/\W+/g, "-"));
+    tears[how](path.join(dir, "data.mdb"));
+    const cache = new LmdbResultCache(dir, limits);
+    expect(cache.damaged).toMatch(/left unreadable by an unclean stop \(.+\): it starts empty/);
+    expect(await cache.get("s", "k7")).toBeUndefined();
+    await cache.put("s", "again", answer(1));
+    expect(await cache.get("s", "again")).toEqual(answer(1));
+    expect((await cache.stats()).entries).toBe(1);
+    await cache.close();
+  });
+});
