@@ -13,7 +13,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 const limits = { maxBytes: 1 << 30, ttlSeconds: 0 };
 const answer = (i: number): StoredAnswer => ({
   body: { text: `answer ${i} `.repeat(40) },
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  usage: { promptTokens: 1, completionTokens: 1, cachedTokens: 0 },
 });
 
 /** An environment with 200 answers, closed, then marked open again as a process that never closed it leaves it. */
