@@ -17,7 +17,6 @@ import { loraMismatch } from "../engine/load/lora-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
-import { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
@@ -178,6 +177,8 @@ export async function createRouter(
   const budget = await memoryBudget(config, registry, log);
   // Each loaded base's engine, which its adapters are served by.
   const engines = new Map<string, Engine>();
+  // Its HTTP client is imported only where an upstream is served.
+  const upstreams = registry.models.some((m) => m.backend.kind === "upstream") ? await import("../upstream/backend.js") : null;
   return new ModelRouter({
     registry,
     memoryBudgetBytes: budget,
@@ -219,7 +220,7 @@ export async function createRouter(
       upstream(spec: UpstreamSpec) {
         const u = spec.backend;
         const backend = servedOverChat(
-          new UpstreamBackend({
+          new upstreams!.UpstreamBackend({
             name: spec.name,
             baseUrls: u.baseUrls,
             model: u.model,
