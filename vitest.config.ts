@@ -51,9 +51,10 @@ export default defineConfig({
         name,
         include: [`tests/**/*.${tag}.test.ts`],
         env: { OBI_TEST_TIER: name },
-        // Unit files load no model and start no process, so they share each worker's modules rather than import
-        // the service's code once per file (most of the tier's time went to imports).
-        isolate: name !== "unit",
+        // Unit and integration files share each worker's modules rather than import the service's code (and
+        // node-llama-cpp's binding) once per file: most of the unit tier's time went to imports, and a third of the
+        // integration tier's CPU. A file that needs a module graph of its own (a fresh binding) is a system file.
+        isolate: name === "system",
         // The processes system tests start run the product compiled once per run (testkit/entry.ts).
         ...(name === "system" ? { globalSetup: ["./testkit/build-setup.ts"] } : {}),
       },

@@ -11,7 +11,6 @@ import { openPgPorts } from "../postgres/index.js";
 import type { ClusterPorts } from "../state/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
-import { S3BlobStore } from "../stores/s3-blob-store.js";
 
 export type WorkerSpec = { id: string; pool: "spot" | "dedicated" | null; capacity: number; serves?: string[] };
 
@@ -66,9 +65,11 @@ export async function embeddedState(config: Config, models: ModelRouter, logger:
   return { ports, blobs, runs: "in-place", ownInput: true, shardSize: Number.MAX_SAFE_INTEGER, workers };
 }
 
-export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensureBucket?(): Promise<string> } {
+/** The blob store the settings name; S3's client is imported only where S3 is (it is a tenth of a second of a start). */
+export async function blobStoreFor(config: Config): Promise<BlobStore & { close?(): void; ensureBucket?(): Promise<string> }> {
   const { s3 } = config;
   if (!s3.bucket) return new FsBlobStore(config.batchDir);
+  const { S3BlobStore } = await import("../stores/s3-blob-store.js");
   return new S3BlobStore({
     bucket: s3.bucket,
     prefix: s3.prefix,
@@ -86,7 +87,7 @@ export function blobStoreFor(config: Config): BlobStore & { close?(): void; ensu
  * (one clear error otherwise).
  */
 export async function openSharedState(config: Config, logger: pino.Logger, now: () => number = unixNow): Promise<PlaneState> {
-  const blobs = blobStoreFor(config);
+  const blobs = await blobStoreFor(config);
   const ports = await openPgPorts({
     url: config.cluster.databaseUrl,
     blobs,

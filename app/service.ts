@@ -216,7 +216,7 @@ async function openResultCache(
   const opened = open
     ? await open(config)
     : url
-      ? sharedCache(url, config, log)
+      ? await sharedCache(url, config, log)
       : await openEmbeddedCache(config.batchDir, config.resultCache);
   if (opened.damaged) log.warn(opened.damaged);
   log.info({ max_bytes: opened.maxBytes, ttl_seconds: config.resultCache.ttlSeconds }, "result cache open");
@@ -237,11 +237,11 @@ export interface OpenedCache {
   damaged?: string;
 }
 
-function sharedCache(url: string, config: Config, log: pino.Logger): OpenedCache {
+async function sharedCache(url: string, config: Config, log: pino.Logger): Promise<OpenedCache> {
+  // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).
+  const blobs = await blobStoreFor(config);
   const pool = createPool(url, log, 4);
   const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
-  // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).
-  const blobs = blobStoreFor(config);
   const release = async () => {
     blobs.close?.();
     await pool.end();

@@ -22,7 +22,7 @@ import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/l
 import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
-import { UpstreamBackend } from "../upstream/backend.js";
+import type { UpstreamBackend } from "../upstream/backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
@@ -225,12 +225,13 @@ function adapterBackend(
 
 /** An upstream model over HTTP, its answers cached under its base URLs and model name. */
 function upstreamBackend(
+  Upstream: typeof UpstreamBackend,
   spec: UpstreamSpec,
   env: Record<string, string | undefined>,
   resultCache: BackendCache | undefined,
 ): InferenceBackend {
   const u = spec.backend;
-  const upstream = new UpstreamBackend({
+  const upstream = new Upstream({
     name: spec.name,
     baseUrls: u.baseUrls,
     model: u.model,
@@ -264,6 +265,8 @@ export async function createRouter(
   const engines = new Map<string, Engine>();
   /** Each local model's result-cache identity, which its adapters' identities build on. */
   const identities = new Map<string, Promise<string | null> | string>();
+  // Its HTTP client is imported only where an upstream is served.
+  const upstreams = registry.models.some((m) => m.backend.kind === "upstream") ? await import("../upstream/backend.js") : null;
   return new ModelRouter({
     registry,
     memoryBudgetBytes: budget,
@@ -307,7 +310,7 @@ export async function createRouter(
       },
       adapter: (spec) => adapterBackend(spec, engines, identities, resultCache),
       upstream(spec: UpstreamSpec) {
-        const backend = upstreamBackend(spec, env, resultCache);
+        const backend = upstreamBackend(upstreams!.UpstreamBackend, spec, env, resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");
         return backend;
       },

@@ -1,4 +1,4 @@
-// The service as the nemesis sees it: a real process (app/main.ts, as `npm start` runs it) that can be killed,
+// The service as the nemesis sees it: a real process (app/main.ts, started as testkit/entry.ts says) that can be killed,
 // frozen and started again, whose /metrics are read while it lives.
 import { type ChildProcess, spawn } from "node:child_process";
 import { entryArgs } from "../testkit/entry.js";

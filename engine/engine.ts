@@ -244,6 +244,7 @@ export class LlamaEngine implements Engine {
       const { kv, embedder, ranker, model, llama, lora } = this.parts;
       // An adapter's view owns nothing: the base's engine closes the adapters' contexts and the model.
       if (!lora) return;
+      this.parts.samplerMemory.close();
       await Promise.allSettled([kv.close(), embedder?.close(), ranker?.close(), lora.close()]);
       await model.dispose();
       await llama.dispose();

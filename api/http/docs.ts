@@ -1,7 +1,6 @@
 // /openapi.json and Swagger UI at /docs. The UI's assets come from the swagger-ui-dist package on
 // disk (no CDN), so the page works on a machine without internet.
 import { Router } from "express";
-import swaggerUi from "swagger-ui-express";
 
 export function docsRouter(document: object): Router {
   const router = Router();
@@ -17,8 +16,18 @@ export function docsRouter(document: object): Router {
     // Relative, so it stays right behind a reverse proxy that mounts the service under a prefix.
     res.redirect(301, `docs/${query}`);
   });
-  // serveFiles (not `serve` + a module-level doc): each app instance serves its own document.
-  router.use("/docs", swaggerUi.serveFiles(document), swaggerUi.setup(document, { customSiteTitle: "Offline batch inference API" }));
+  // Imported on the first visit: the UI's package is a tenth of a second of every start, and most never show it.
+  let ui: Promise<Router> | null = null;
+  router.use("/docs", (req, res, next) => {
+    ui ??= swaggerUiRouter(document);
+    ui.then((r) => r(req, res, next), next);
+  });
 
   return router;
+}
+
+async function swaggerUiRouter(document: object): Promise<Router> {
+  const { default: swaggerUi } = await import("swagger-ui-express");
+  // serveFiles (not `serve` + a module-level doc): each app instance serves its own document.
+  return Router().use(swaggerUi.serveFiles(document), swaggerUi.setup(document, { customSiteTitle: "Offline batch inference API" }));
 }

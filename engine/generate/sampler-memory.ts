@@ -5,7 +5,8 @@
 // sampler chain but not that buffer: it goes with the JS wrapper, when V8 collects it. A request leaves
 // little JS garbage, so V8 sees no reason to collect: measured, 1,500 1-token requests on a 32,000-token
 // model grew the process by 475 MB, and 50,000 on stories260K (512 tokens) by ~200 MB. So the engine
-// counts what may be waiting and asks for a full collection (a few ms) once it passes a threshold.
+// counts what may be waiting and asks for a full collection (a few ms) once it passes a threshold, or once no
+// evaluation has finished for a second (a worker whose batch ended gives the memory back).
 //
 // The cause, in node-llama-cpp's addon (llama/addon/AddonSampler.cpp): `tokenCandidates`, a vector sized to the
 // vocabulary, is a member that `dispose()` leaves allocated; only the destructor frees it, when V8 finalizes the
@@ -18,27 +19,48 @@ import type { LlamaModel } from "node-llama-cpp";
 
 /** Bytes of sampler buffers allowed to wait for the collector. */
 export const SAMPLER_GARBAGE_LIMIT = 64 * 2 ** 20;
+/** How long no evaluation finishes before what waits is collected: a finished batch gives its memory back. */
+export const SAMPLER_IDLE_MS = 1000;
 /** sizeof(llama_token_data): id, logit, probability. */
 const BYTES_PER_CANDIDATE = 12;
 
 export class SamplerMemory {
   private waiting = 0;
+  private idle: NodeJS.Timeout | null = null;
   collections = 0;
 
   constructor(
     private readonly bytesPerRequest: number,
     private readonly collect: (() => void) | null,
     private readonly limit = SAMPLER_GARBAGE_LIMIT,
+    private readonly idleMs = SAMPLER_IDLE_MS,
   ) {}
 
   /** One evaluation finished: its sampler's buffer now waits for the collector. */
   released(): void {
     if (!this.collect) return;
     this.waiting += this.bytesPerRequest;
-    if (this.waiting < this.limit) return;
+    if (this.waiting >= this.limit) {
+      this.collectNow();
+      return;
+    }
+    // Without this, a process that ends its work below the limit keeps up to the limit in dead buffers while idle.
+    // One timer, pushed back on every release: a full collection per request would stall a busy process.
+    this.idle ??= setTimeout(() => this.collectNow(), this.idleMs).unref();
+    this.idle.refresh();
+  }
+
+  /** Stops the idle collection (the engine closes). */
+  close(): void {
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
+  }
+
+  private collectNow(): void {
+    this.close();
     this.waiting = 0;
     this.collections++;
-    this.collect();
+    this.collect!();
   }
 }
 

@@ -33,7 +33,7 @@ describe.skipIf(!POSTGRES_BIN)("the PostgreSQL result cache's large answers in S
     shared = await startSharedState();
     db = createPool(shared.env.DATABASE_URL, silent);
     await migrate(db, silent);
-    const store = blobStoreFor(loadConfig(shared.env));
+    const store = await blobStoreFor(loadConfig(shared.env));
     await store.ensureBucket?.();
     blobs = store;
   }, 120_000);

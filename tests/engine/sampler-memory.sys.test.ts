@@ -17,6 +17,25 @@ describe("SamplerMemory", () => {
     expect(memory.collections).toBe(2);
   });
 
+  it("collects what waits once no evaluation has finished for a while, and only once", async () => {
+    let collected = 0;
+    const memory = new SamplerMemory(100, () => collected++, 1000, 50);
+    for (let i = 0; i < 3; i++) memory.released();
+    expect(collected).toBe(0);
+    await new Promise((r) => setTimeout(r, 30));
+    memory.released();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(collected).toBe(0);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(collected).toBe(1);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(collected).toBe(1);
+    memory.released();
+    memory.close();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(collected).toBe(1);
+  });
+
   it("does nothing where no collection can be asked for", () => {
     const memory = new SamplerMemory(100, null, 10);
     expect(() => memory.released()).not.toThrow();

@@ -110,7 +110,7 @@ export async function closeCluster(nodes: readonly TestNode[], shared: Pick<Shar
 }
 
 /**
- * The service as a child process on the shared state (`app/main.ts`, as `npm start` runs it), with a temp BATCH_DIR
+ * The service as a child process on the shared state (`app/main.ts`, compiled as testkit/entry.ts starts it), with a temp BATCH_DIR
  * recorded in `dirs` for the caller to remove; resolves once it listens.
  */
 export async function startChild(shared: SharedState, env: Record<string, string>, dirs: string[]): Promise<ServerProcess> {

@@ -2,7 +2,9 @@
 // logs each micro-batch's KV streams as it places them, consecutive ids within one micro-batch, so a break in the
 // run of ids starts the next. The engine's count must equal the log's, on both builds, for decodes that mix
 // generating sequences with prompt tails of unequal lengths on scattered sequences. An upgrade of node-llama-cpp
-// that changes llama.cpp's rule fails here.
+// that changes llama.cpp's rule fails here. In the system tier, whose files each run in a fresh module graph: an
+// integration file shares its worker's node-llama-cpp with the files before it, and llama.cpp's log reaches only
+// the first Llama of a binding (see below).
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../engine/index.js";
 import { NO_PATCHED_BUILD, testModelPath } from "../../testkit/model.js";
