@@ -1,18 +1,19 @@
 // The runner's plan of a batch file (`--plan`): validated as a run validates it, its lines counted by the model's
 // own tokenizer (the model is loaded; no request runs), the lines BATCH_DIR's result cache would answer counted as
-// cached, and its time projected at the default rate, with no queue ahead of it on one machine.
+// cached, and its time projected at the model's rate over its last runs here (runner/rates.ts), with no queue ahead.
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type pino from "pino";
 import { createRouter, loadRegistry } from "../backends/build.js";
-import { DEFAULT_WORK_PER_SECOND, planCost } from "../batches/plan.js";
+import { planCost } from "../batches/plan.js";
 import { openEmbeddedCache } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import type { BatchPlan } from "../domain/batch-plan.js";
 import { planFile } from "../pipeline/plan.js";
 import type { Endpoint } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
+import { measuredRunnerRate } from "./rates.js";
 import { download, isUrl } from "./remote.js";
 import { detectEndpoint, InputError, InvalidFileError, ModelNotServedError, RUNNER_SCOPE } from "./run-file.js";
 
@@ -67,7 +68,8 @@ export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFi
       maxLineBytes: o.config.maxLineBytes,
     });
     lease.release();
-    const own = counts.work / DEFAULT_WORK_PER_SECOND;
+    const rate = await measuredRunnerRate(o.config.batchDir, spec.name);
+    const own = counts.work / rate.workPerSecond;
     const seconds = Math.ceil(own);
     const { work: _, cached_input_tokens: __, cached_output_tokens: ___, model: ____, ...shown } = counts;
     return {
@@ -76,7 +78,7 @@ export async function planLocal(file: string, endpoint: Endpoint, o: Omit<PlanFi
       ...shown,
       projected_seconds: seconds,
       projected_finish_at: Math.floor(Date.now() / 1000) + seconds,
-      throughput: { work_per_second: DEFAULT_WORK_PER_SECOND, measured_batches: 0 },
+      throughput: { work_per_second: Math.round(rate.workPerSecond * 100) / 100, measured_batches: rate.runs },
       projected_cost: spec.price ? planCost(spec.price, counts, own) : null,
     };
   } finally {

@@ -17,6 +17,7 @@ import { type DoneScan, repairTornTail, scanDone } from "../pipeline/resume.js";
 import { runBatchFile } from "../pipeline/run-batch.js";
 import type { AbortReason, Endpoint, Progress, RunBatchResult, ValidationResult } from "../pipeline/types.js";
 import { validateBatchFile } from "../pipeline/validate.js";
+import { recordRate, runWork } from "./rates.js";
 import { displayLocation, download, type HttpRetry, isUrl, upload } from "./remote.js";
 
 export interface RunFileOptions {
@@ -336,6 +337,7 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
       backend: summary,
       earlier: earlier ? toEarlier(earlier) : null,
     });
+    const began = Date.now();
     const result = await runBatchFile({
       inputPath: files.input,
       outputPath: files.output,
@@ -351,6 +353,8 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
       onProgress: (progress) => o.onEvent?.({ type: "progress", progress }),
     });
     o.onEvent?.({ type: "ran", progress: result });
+    // A plan's rate is this machine's: a record it cannot write costs the next plan its accuracy, not this run.
+    await recordRate(o.config.batchDir, name, runWork(result, earlier ?? undefined), (Date.now() - began) / 1000).catch(() => undefined);
     lease.release();
     return result;
   } finally {

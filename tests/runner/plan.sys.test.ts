@@ -87,6 +87,29 @@ describe("the runner's --plan", () => {
     );
   }, 180_000);
 
+  it("projects at the rate the model's runs measured on this machine", async () => {
+    const input = path.join(dir, "rated.jsonl");
+    writeFileSync(input, `${chat("a", "hi")}\n`);
+    const batchDir = mkdtempSync(path.join(dir, "rated-"));
+    const env = { ...process.env, ...engineEnv, MODEL_PATH: modelPath, BATCH_DIR: batchDir };
+    const plan = async () => {
+      const r = await exec(process.execPath, [...entryArgs("runner/main.ts"), "--plan", input], { cwd: repoRoot, env });
+      return JSON.parse(r.stdout.slice(r.stdout.indexOf("{")));
+    };
+    const first = await plan();
+    expect(first.throughput).toEqual({ work_per_second: 100, measured_batches: 0 });
+    // Two runs of this model measured 30 and 50 work per second; one of another model and one too short are not its.
+    const runs = [
+      { work: 300, seconds: 10 },
+      { work: 500, seconds: 10 },
+      { work: 9999, seconds: 1 },
+    ];
+    writeFileSync(path.join(batchDir, "runner-rates.json"), JSON.stringify({ [first.model]: runs, other: [{ work: 1, seconds: 5 }] }));
+    const second = await plan();
+    expect(second.throughput).toEqual({ work_per_second: 40, measured_batches: 2 });
+    expect(second.projected_seconds).toBeGreaterThanOrEqual(Math.floor(first.projected_seconds * 2.5));
+  }, 180_000);
+
   it("refuses the flags of a run beside it, and an invalid file with its line errors", async () => {
     const input = path.join(dir, "plan-only.jsonl");
     writeFileSync(input, `${chat("a", "hi")}\n`);
