@@ -35,8 +35,9 @@ class LongestFirst extends BaseSequencer {
 
 export default defineConfig({
   test: {
-    // Each integration file loads a real model; two cores cannot run many at once.
-    maxWorkers: 2,
+    // One more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
+    // start, a download's pace), and two workers left the CPU a quarter idle. Many more would only contend.
+    maxWorkers: 3,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     execArgv: ["--expose-gc"],
     testTimeout: 60_000,
