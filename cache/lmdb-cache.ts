@@ -3,7 +3,7 @@
 // entries, so the bound and the entries never disagree after a crash.
 import { mkdirSync } from "node:fs";
 import { type Database, open, type RootDatabase } from "lmdb";
-import { checkAfterUncleanStop, LMDB_OPTIONS, markOpen, unmarkOpen } from "./lmdb-check.js";
+import { checkBeforeOpen, LMDB_OPTIONS, markOpen, unmarkOpen } from "./lmdb-check.js";
 import {
   type CacheStats,
   checkScopeAndKey,
@@ -71,7 +71,7 @@ export class LmdbResultCache implements ResultCache {
     private readonly limits: ResultCacheLimits,
     private readonly now: () => number = Date.now,
   ) {
-    this.damaged = checkAfterUncleanStop(dir);
+    this.damaged = checkBeforeOpen(dir);
     mkdirSync(dir, { recursive: true });
     guardCommitFailures();
     this.root = open({ path: dir, ...LMDB_OPTIONS });

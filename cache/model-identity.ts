@@ -8,8 +8,13 @@ import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { canonicalJson } from "./rule.js";
 
-/** What names a version of a file without reading it: a rewrite changes its mtime or size, a replacement its inode. */
-const versionOf = (s: { dev: number; ino: number; size: number; mtimeMs: number }) => `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}`;
+/**
+ * What names a version of a file without reading it: a replacement changes its inode, a rewrite its size or times.
+ * The change time too, which no program sets: a copy in place that keeps the size and restores the mtime (`cp -p`,
+ * `rsync --inplace -t`) still moves it.
+ */
+const versionOf = (s: { dev: number; ino: number; size: number; mtimeMs: number; ctimeMs: number }) =>
+  `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
 
 /** Sidecar writes one at a time in this process: each reads, adds and replaces the whole file. */
 let sidecarChain: Promise<unknown> = Promise.resolve();

@@ -40,7 +40,7 @@ const int = (min: number, max?: { value: number; error: string }) => {
     max ? number.max(max.value, { error: max.error }) : number,
   );
 };
-const bool = () => z.boolean({ error: "must be true or false" });
+const bool = () => z.boolean({ error: "must be true or false (or on/off, yes/no, 1/0)" });
 
 /** true/false (also 1/0, yes/no, on/off); anything else is left for the schema to refuse. */
 function booleanSetting(v: unknown): unknown {

@@ -1,6 +1,9 @@
-// The embedded cache after an unclean stop: an environment left open (a kill, a crash, a power cut) is read whole by a
-// child before this process opens it; a torn one (which would end this process with SIGSEGV or SIGBUS, not an error)
-// is removed and the cache starts empty; an intact one keeps its answers; a clean stop leaves nothing to check.
+// The embedded cache's store before it is opened: one left open (a kill, a crash, a power cut) or written to since its
+// clean close is read whole by a child first; a torn one (which would end this process with SIGSEGV or SIGBUS, or
+// fail its start with MDB_CORRUPTED) is removed and the cache starts empty; an intact one keeps its answers; a
+// clean stop leaves only a stamp to compare.
+
+import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -16,13 +19,19 @@ const answer = (i: number): StoredAnswer => ({
   usage: { promptTokens: 1, completionTokens: 1, cachedTokens: 0 },
 });
 
-/** An environment with 200 answers, closed, then marked open again as a process that never closed it leaves it. */
-async function leftOpen(name: string): Promise<string> {
+/** An environment with 200 answers, closed cleanly. */
+async function filled(name: string): Promise<string> {
   const dir = path.join(root, name);
   const cache = new LmdbResultCache(dir, limits);
   for (let i = 0; i < 200; i++) await cache.put("s", `k${i}`, answer(i));
   await cache.close();
   expect(existsSync(path.join(dir, "in-use"))).toBe(false);
+  return dir;
+}
+
+/** The same, then marked open again as a process that never closed it leaves it. */
+async function leftOpen(name: string): Promise<string> {
+  const dir = await filled(name);
   writeFileSync(path.join(dir, "in-use"), "1\n");
   return dir;
 }
@@ -34,6 +43,11 @@ const tears: Record<string, (file: string) => void> = {
     closeSync(fd);
   },
   "cut short": (file) => truncateSync(file, 8192),
+  "its pages after the meta pages scribbled on": (file) => {
+    const fd = openSync(file, "r+");
+    for (let at = 8192; at < statSync(file).size; at += 4096) writeSync(fd, randomBytes(200), 0, 200, at + 16);
+    closeSync(fd);
+  },
   "overwritten with garbage": (file) => {
     const fd = openSync(file, "r+");
     writeSync(fd, Buffer.alloc(statSync(file).size, 0x5a));
@@ -41,7 +55,7 @@ const tears: Record<string, (file: string) => void> = {
   },
 };
 
-describe("the embedded result cache after an unclean stop", () => {
+describe("the embedded result cache's store before it is opened", () => {
   it("keeps an intact environment's answers, and a clean stop leaves nothing to check", async () => {
     const dir = await leftOpen("intact");
     const cache = new LmdbResultCache(dir, limits);
@@ -51,13 +65,26 @@ describe("the embedded result cache after an unclean stop", () => {
     expect(existsSync(path.join(dir, "in-use"))).toBe(true);
     await cache.close();
     expect(existsSync(path.join(dir, "in-use"))).toBe(false);
+    // Closed cleanly and unchanged: nothing read beforehand (a stamp compared), its answers there.
+    const again = new LmdbResultCache(dir, limits);
+    expect(again.damaged).toBeUndefined();
+    expect((await again.stats()).entries).toBe(200);
+    await again.close();
   });
 
-  it.each(Object.keys(tears))("starts empty, and says so, from an environment %s", async (how) => {
-    const dir = await leftOpen(how.replace(/\W+/g, "-"));
+  it.each(
+    Object.keys(tears).flatMap((how) => [
+      [how, "left open"],
+      [how, "closed cleanly"],
+    ]),
+  )("starts empty, and says so, from an environment %s, %s", async (how, stop) => {
+    const name = `${how}-${stop}`.replace(/\W+/g, "-");
+    const dir = stop === "left open" ? await leftOpen(name) : await filled(name);
     tears[how](path.join(dir, "data.mdb"));
     const cache = new LmdbResultCache(dir, limits);
-    expect(cache.damaged).toMatch(/left unreadable by an unclean stop \(.+\): it starts empty/);
+    expect(cache.damaged).toMatch(
+      /could not be read \((reading it ended with SIG[A-Z]+|.*(Error|MDB_).*)\): it was removed and starts empty/,
+    );
     expect(await cache.get("s", "k7")).toBeUndefined();
     await cache.put("s", "again", answer(1));
     expect(await cache.get("s", "again")).toEqual(answer(1));

@@ -1,7 +1,7 @@
 // A model's identity: a local file by its content, remembered per version of the file in a sidecar (a restart reads
 // nothing again), a file changed under the same path another identity; an upstream by its base URLs and name.
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -27,6 +27,20 @@ describe("a model's identity", () => {
     writeFileSync(file, "weights two");
     utimesSync(file, new Date(), new Date(Date.now() + 5000));
     expect(await fileDigest(file, sidecar)).toBe(sha("weights two"));
+  });
+
+  it("changes for a copy in place that keeps the size and restores the modification time (cp -p, rsync --inplace -t)", async () => {
+    const file = path.join(root, "in-place.gguf");
+    const sidecar = path.join(root, "in-place.json");
+    const when = 1_700_000_000;
+    writeFileSync(file, "weights AAAA");
+    utimesSync(file, when, when);
+    expect(await fileDigest(file, sidecar)).toBe(sha("weights AAAA"));
+    await new Promise((r) => setTimeout(r, 20));
+    writeFileSync(file, "weights BBBB");
+    utimesSync(file, when, when);
+    expect(statSync(file).mtimeMs).toBe(when * 1000);
+    expect(await fileDigest(file, sidecar)).toBe(sha("weights BBBB"));
   });
 
   it("rebuilds a sidecar that cannot be read instead of trusting it", async () => {
