@@ -24,7 +24,7 @@ describe("configuration mistakes", () => {
   it.each([
     [{ THREADS: "abc" }, "invalid configuration: THREADS=abc: must be a whole number >= 0"],
     [{ SEQUENCES: "-1" }, "invalid configuration: SEQUENCES=-1: must be a whole number >= 0"],
-    [{ REPRODUCIBLE: "maybe" }, "invalid configuration: REPRODUCIBLE=maybe: must be true or false"],
+    [{ REPRODUCIBLE: "maybe" }, "invalid configuration: REPRODUCIBLE=maybe: must be true or false (or on/off, yes/no, 1/0)"],
     [{ MODEL_PATH: "/nonexistent/model.gguf" }, "MODEL_PATH=/nonexistent/model.gguf: no such file; it must be a .gguf file"],
   ])("%j: one line naming it, exit 1", async (env, message) => {
     const { code, lines } = await failure(env);
