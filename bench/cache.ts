@@ -142,7 +142,8 @@ async function paired(
 
 /** A fresh server (a fresh BATCH_DIR, so an empty cache) warmed by a 4-line batch that leaves nothing in the cache. */
 async function warmServer(modelPath: string, env: Record<string, string>, maxTokens: number): Promise<BenchServer> {
-  const server = await startServer(modelPath, env);
+  // The cache on, as a user's server has it, unless `env` turns it off (startServer's default is off).
+  const server = await startServer(modelPath, { RESULT_CACHE: "on", ...env });
   await timedBatch(server, "warm-up", repeatLines(4, 0, maxTokens, "warm"), { cache: "off" }).catch(async (err) => {
     await server.stop();
     throw err;

@@ -72,7 +72,9 @@ export interface BenchServer {
 
 /**
  * Starts the server with `MODEL_PATH` and whatever `env` adds, on a free port of 127.0.0.1 with a fresh
- * BATCH_DIR (where results go, not a performance setting), and resolves once it listens.
+ * BATCH_DIR (where results go, not a performance setting), and resolves once it listens. The result cache is off
+ * unless `env` turns it on: a bench that runs the same lines twice (best of two, a peer's side and ours) would
+ * otherwise time the cache's answers, not the engine's (the cache part measures it on purpose).
  */
 export async function startServer(modelPath: string, env: Record<string, string> = {}, timeoutMs = 120_000): Promise<BenchServer> {
   const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-bench-"));
@@ -88,7 +90,16 @@ export async function startServer(modelPath: string, env: Record<string, string>
     ],
     {
       cwd: repoRoot,
-      env: { ...base, MODEL_PATH: modelPath, HOST: "127.0.0.1", PORT: "0", SHUTDOWN_DRAIN_SECONDS: "0", BATCH_DIR: batchDir, ...env },
+      env: {
+        ...base,
+        MODEL_PATH: modelPath,
+        HOST: "127.0.0.1",
+        PORT: "0",
+        SHUTDOWN_DRAIN_SECONDS: "0",
+        BATCH_DIR: batchDir,
+        RESULT_CACHE: "off",
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
