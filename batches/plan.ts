@@ -25,10 +25,26 @@ import { checkCacheMetadata } from "./cache-metadata.js";
  * a small model's on a few CPU cores. Every finished batch of the model replaces it by what was measured.
  */
 export const DEFAULT_WORK_PER_SECOND = 100;
-/** The finished batches a model's rate is measured over, newest first. */
-const MEASURED_BATCHES = 20;
-/** A batch that ran for less than this says little about a rate (times are whole seconds). */
-const MIN_MEASURED_SECONDS = 2;
+/** The finished batches (or runner runs) a model's rate is measured over, the newest. */
+export const MEASURED_RUNS = 20;
+/** A run that took less than this says little about a rate (a batch's times are whole seconds). */
+export const MIN_MEASURED_SECONDS = 2;
+
+/** A run's work (generated-token equivalents, pipeline/plan.ts) and the seconds it took. */
+export interface MeasuredRun {
+  work: number;
+  seconds: number;
+}
+
+/** The rate over runs: their work over their seconds, the runs too short skipped; the default where none is left. */
+export function rateOver(runs: readonly MeasuredRun[]): { workPerSecond: number; runs: number } {
+  const kept = runs.filter((r) => r.seconds >= MIN_MEASURED_SECONDS && r.work >= 0);
+  const work = kept.reduce((a, r) => a + r.work, 0);
+  const seconds = kept.reduce((a, r) => a + r.seconds, 0);
+  return kept.length > 0 && work > 0
+    ? { workPerSecond: work / seconds, runs: kept.length }
+    : { workPerSecond: DEFAULT_WORK_PER_SECOND, runs: 0 };
+}
 
 export interface PlanDeps {
   files: FileRecords;
@@ -144,18 +160,19 @@ function invalidFile(batch: Batch): InvalidRequestError {
  * tokens weighted as a line's cost is, pipeline/plan.ts); the default until one has finished.
  */
 export async function measuredRate(batches: BatchRecords, model: string): Promise<{ workPerSecond: number; batches: number }> {
-  const page = await batches.search({ status: "completed", model, limit: MEASURED_BATCHES, owner: undefined });
-  let work = 0;
-  let seconds = 0;
-  let n = 0;
-  for (const { batch } of page.data) {
-    const ran = (batch.completed_at ?? batch.finalizing_at ?? 0) - (batch.in_progress_at ?? 0);
-    if (!batch.in_progress_at || ran < MIN_MEASURED_SECONDS || !batch.usage) continue;
-    work += batch.usage.output_tokens + batch.usage.input_tokens * PROMPT_TOKEN_WEIGHT;
-    seconds += ran;
-    n++;
-  }
-  return n > 0 && work > 0 ? { workPerSecond: work / seconds, batches: n } : { workPerSecond: DEFAULT_WORK_PER_SECOND, batches: 0 };
+  const page = await batches.search({ status: "completed", model, limit: MEASURED_RUNS, owner: undefined });
+  const runs = page.data.flatMap(({ batch }) =>
+    batch.in_progress_at && batch.usage
+      ? [
+          {
+            work: batch.usage.output_tokens + batch.usage.input_tokens * PROMPT_TOKEN_WEIGHT,
+            seconds: (batch.completed_at ?? batch.finalizing_at ?? 0) - batch.in_progress_at,
+          },
+        ]
+      : [],
+  );
+  const rate = rateOver(runs);
+  return { workPerSecond: rate.workPerSecond, batches: rate.runs };
 }
 
 /** The model's batches queued or running (any key's: they share its engine), and their lines not yet done. */

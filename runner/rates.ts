@@ -3,31 +3,23 @@
 // plan counts them: pipeline/plan.ts) over the seconds its lines ran (the model's load not included). A plan
 // (`--plan`, a dataset job's `--dry-run`) projects at the rate of the model's last runs, as the server's plan does
 // from its finished batches; before any, at the default rate.
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { DEFAULT_WORK_PER_SECOND } from "../batches/plan.js";
+import { MEASURED_RUNS, type MeasuredRun, MIN_MEASURED_SECONDS, rateOver } from "../batches/plan.js";
 import type { TokenUsage } from "../openai/backend.js";
 import { PROMPT_TOKEN_WEIGHT } from "../pipeline/plan.js";
 import type { CachedWork, Progress } from "../pipeline/types.js";
+import { readJsonFile, writeJsonAtomic } from "../stores/atomic-json.js";
 
 const FILE = "runner-rates.json";
-/** The runs a model's rate is measured over, newest last. */
-const KEPT_RUNS = 20;
-/** A run shorter than this says little about a rate. */
-const MIN_SECONDS = 2;
-
-interface RunRate {
-  work: number;
-  seconds: number;
-}
-type Rates = Record<string, RunRate[]>;
+type Rates = Record<string, MeasuredRun[]>;
 
 async function read(batchDir: string): Promise<Rates> {
   try {
-    const parsed = JSON.parse(await readFile(path.join(batchDir, FILE), "utf8")) as unknown;
+    const parsed = await readJsonFile(path.join(batchDir, FILE));
     return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Rates) : {};
   } catch {
-    // None yet, or torn: the default rate until a run records one.
+    // Torn: the default rate until a run records one.
     return {};
   }
 }
@@ -46,21 +38,16 @@ export function runWork(result: Progress, base: Progress | undefined): number {
 
 /** Records a run's rate (none for a run too short or that computed nothing). */
 export async function recordRate(batchDir: string, model: string, work: number, seconds: number): Promise<void> {
-  if (seconds < MIN_SECONDS || work <= 0) return;
+  if (seconds < MIN_MEASURED_SECONDS || work <= 0) return;
   const rates = await read(batchDir);
   const runs = Array.isArray(rates[model]) ? rates[model] : [];
-  rates[model] = [...runs, { work, seconds }].slice(-KEPT_RUNS);
+  rates[model] = [...runs, { work, seconds }].slice(-MEASURED_RUNS);
   await mkdir(batchDir, { recursive: true });
-  const tmp = path.join(batchDir, `${FILE}.${process.pid}.tmp`);
-  await writeFile(tmp, `${JSON.stringify(rates)}\n`);
-  await rename(tmp, path.join(batchDir, FILE));
+  await writeJsonAtomic(path.join(batchDir, FILE), rates);
 }
 
-/** The model's rate over its recorded runs, else the default. */
+/** The model's rate over its recorded runs (batches/plan.ts's rule), else the default. */
 export async function measuredRunnerRate(batchDir: string, model: string): Promise<{ workPerSecond: number; runs: number }> {
   const runs = (await read(batchDir))[model];
-  const valid = Array.isArray(runs) ? runs.filter((r) => r && r.work > 0 && r.seconds >= MIN_SECONDS) : [];
-  const work = valid.reduce((a, r) => a + r.work, 0);
-  const seconds = valid.reduce((a, r) => a + r.seconds, 0);
-  return valid.length > 0 ? { workPerSecond: work / seconds, runs: valid.length } : { workPerSecond: DEFAULT_WORK_PER_SECOND, runs: 0 };
+  return rateOver(Array.isArray(runs) ? runs.filter((r) => r && r.work > 0 && Number.isFinite(r.seconds)) : []);
 }
