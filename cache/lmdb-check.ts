@@ -7,7 +7,7 @@
 // that keeps the size, within a few ms of the close, can keep the modification time too: the kernel's clock for file
 // times is coarse).
 import { spawnSync } from "node:child_process";
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
 import path from "node:path";
 
 /** How every process opens the environment. safeRestore: after a crash, the last transaction flushed to disk, not the
@@ -20,6 +20,9 @@ const DATA = "data.mdb";
 /** Reading a whole cache takes seconds per gigabyte; a child stuck longer is taken as unreadable. */
 const CHECK_TIMEOUT_MS = 10 * 60_000;
 
+/** The child's exit code where it read the whole store but could not write its copy (a full disk). */
+const NOT_COPIED = 3;
+
 /**
  * Opens the environment read-only, reads every key and value of every table, then writes a compacted copy (only the
  * pages in use: a torn free page, which no read reaches but a later write would, is left behind).
@@ -30,8 +33,17 @@ const root = open({ path: process.argv[2], ...JSON.parse(process.argv[3]), readO
 const names = [...root.getKeys()].filter((k) => typeof k === "string");
 for (const db of [root, ...names.map((name) => root.openDB({ name, encoding: "binary" }))])
   for (const { value } of db.getRange({})) if (value === undefined) throw new Error("an entry without its value");
-await root.backup(process.argv[4], true);
+let copied = true;
+try {
+  (await import("node:fs")).mkdirSync(process.argv[4]);
+  await root.backup(process.argv[4], true);
+} catch (err) {
+  // Only room or a read-only disk keeps the store as read; any other failure of the copy is a torn store's.
+  if (!/ENOSPC|EDQUOT|EROFS|No space|quota|read-only/i.test(String(err?.code) + " " + err?.message)) throw err;
+  copied = false;
+}
 await root.close();
+process.exitCode = copied ? 0 : ${NOT_COPIED};
 `;
 
 /** The data file's size and modification time, or null where there is none. */
@@ -65,7 +77,6 @@ export function checkBeforeOpen(dir: string): string | undefined {
   // The child writes the copy into a folder of its own, as data.mdb.
   const copy = path.join(dir, "compact");
   rmSync(copy, { recursive: true, force: true });
-  mkdirSync(copy);
   const child = spawnSync(process.execPath, ["--input-type=module", "-e", READ_ALL, lmdb, dir, JSON.stringify(LMDB_OPTIONS), copy], {
     stdio: ["ignore", "ignore", "pipe"],
     timeout: CHECK_TIMEOUT_MS,
@@ -76,6 +87,11 @@ export function checkBeforeOpen(dir: string): string | undefined {
     renameSync(path.join(copy, DATA), path.join(dir, DATA));
     rmSync(copy, { recursive: true, force: true });
     rmSync(path.join(dir, "lock.mdb"), { force: true });
+    return undefined;
+  }
+  // Read whole, but no room for the copy: the store stays as it is (a full disk keeps its cache and its start).
+  if (child.status === NOT_COPIED) {
+    rmSync(copy, { recursive: true, force: true });
     return undefined;
   }
   rmSync(dir, { recursive: true, force: true });
