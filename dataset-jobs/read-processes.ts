@@ -89,6 +89,17 @@ async function memoryKb(pid: number): Promise<{ rss: number; data: number } | un
   return { rss: kb("VmRSS"), data: kb("VmData") };
 }
 
+/** `child` killed, once it has exited. */
+function ended(child: ChildProcess): Promise<void> {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  const exit = new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.once("error", () => resolve());
+  });
+  child.kill("SIGKILL");
+  return exit;
+}
+
 export class DatasetReadProcesses {
   private spare: ChildProcess | undefined;
   private spareTimer: NodeJS.Timeout | undefined;
@@ -113,7 +124,9 @@ export class DatasetReadProcesses {
     } finally {
       gone?.removeEventListener("abort", end);
       this.live.delete(child);
-      child.kill("SIGKILL");
+      // Its answer may come before its end: the read is over once its memory is given back, so the reads that may
+      // run at once (DATASET_READS) never hold more than their share between them.
+      await ended(child);
       // Started once the read is over: starting node takes a core for half a second, which the read would share.
       this.startSpare();
     }

@@ -69,12 +69,12 @@ describe.skipIf(!linux)("a dataset read's memory and time, bounded in a process 
         /^where: it needed more memory or scratch disk than one dataset read may take here \(DATASET_READ_MEMORY_MB=512, DATASET_SCRATCH_MB=\d+\), so it was stopped \(a costly where\?\)$/,
       );
     }
+    // A read's process has ended when its read is answered; at most the one started ahead for the next read is up.
+    expect(readProcessesOf(server.child.pid!).length).toBeLessThanOrEqual(1);
     // In the server's own process each of these took gigabytes (range: 4.7 GB resident): here none reached it.
     expect(statusMb(server.child.pid!, "VmHWM")).toBeLessThan(1024);
     const done = await pollBatch(base, batch, isFinal, { timeoutMs: 120_000 });
     expect(done).toMatchObject({ status: "completed", request_counts: { total: 8, completed: 8, failed: 0 } });
-    // A read's process ends with its read; at most the one started ahead for the next read is left.
-    expect(readProcessesOf(server.child.pid!).length).toBeLessThanOrEqual(1);
     const ok = await createFromDataset(base, input, { prompt: "{{review_text}}", where: "lang = 'en'", params: { max_tokens: 2 } });
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
   });
