@@ -211,6 +211,12 @@ export interface Borrower {
   keepReserve?: boolean;
   /** Told as a pool lends the request an item: it has begun on the engine (ExecuteOptions.onBegin); may be told again. */
   onBegin?: () => void;
+  /**
+   * Whose cached prompts its prompt may reuse (ExecuteOptions.cacheScope): a sequence's KV cache serves only the scope
+   * whose prompt it holds, so no key sees another's prompts in its cached token counts or its timing. Absent: one
+   * scope of its own.
+   */
+  cacheScope?: string;
 }
 
 /** Batch work that nobody is told the beginning of: what a call that names no borrower is. */

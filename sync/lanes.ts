@@ -5,6 +5,7 @@
 // waits with them. Its requests count against their key's limits and usage as batch lines do (tenancy/sync-accounts.ts).
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
+import { OPEN_SCOPE } from "../cache/caching-backend.js";
 import { ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
 import {
   LANE_OF_TIER,
@@ -129,7 +130,8 @@ export class SyncLanes implements SyncInference {
           keepReserve: !batchAtRisk,
           onText,
           onPrompt,
-          cacheScope: this.deps.cacheScope?.(owner) ?? undefined,
+          // An open API's one scope, as its batches have: a synchronous prompt reuses what its batches cached.
+          cacheScope: this.deps.cacheScope?.(owner) ?? OPEN_SCOPE,
           useCache: !noCache,
         };
         const result = await this.failureCounted(tier, spec.name, signal, () =>

@@ -118,7 +118,12 @@ export class LlamaBackend implements InferenceBackend {
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
     // Passed with the request to every pool it waits on (engine/pool/pool.ts).
-    const borrower: Borrower = { lane: options.lane ?? "batch", keepReserve: options.keepReserve ?? true, onBegin: options.onBegin };
+    const borrower: Borrower = {
+      lane: options.lane ?? "batch",
+      keepReserve: options.keepReserve ?? true,
+      onBegin: options.onBegin,
+      cacheScope: options.cacheScope,
+    };
     try {
       switch (request.endpoint) {
         case "/v1/chat/completions":

@@ -140,7 +140,7 @@ export async function generate(run: GenerationRun): Promise<GenerationResult> {
     let promptLogprobs: PromptTokenLogprob[] | undefined;
     if (scored !== null) {
       // Every position's logits are read, so nothing comes from a cache; the generation then evaluates the last token.
-      await pool.prepareWhole(lease.sequence!);
+      await pool.prepareWhole(lease.sequence!, borrower.cacheScope);
       const priority = pool.batchTag(lease.sequence!);
       promptLogprobs = await scorePrompt(lease.sequence!, model, req.tokens, scored, req.addedTokens ?? 0, priority);
       throwIfAborted(signal);
@@ -150,7 +150,7 @@ export async function generate(run: GenerationRun): Promise<GenerationResult> {
     // The choices take turns on one sequence: each after the first finds the prompt in the cache, so the prompt
     // is evaluated once whatever n is (only its last token again, for the first new token's logits).
     for (let i = 0; i < (maxTokens === 0 ? 0 : req.n); i++) {
-      const cached = await pool.prepare(lease.sequence!, req.tokens);
+      const cached = await pool.prepare(lease.sequence!, req.tokens, borrower.cacheScope);
       if (i === 0) {
         cachedPromptTokens = promptLogprobs ? 0 : cached;
         req.onPrompt?.({ promptTokens, cachedTokens: cachedPromptTokens });
@@ -247,7 +247,7 @@ async function resumeOnAnother(
   lease.sequence = null;
   const next = await pool.resume(sequence, sofar, borrower, signal);
   lease.sequence = next;
-  const kept = await pool.prepare(next, sofar);
+  const kept = await pool.prepare(next, sofar, borrower.cacheScope);
   pool.reevaluated(sofar.length - 1 - kept);
   return { sequence: next, input: sofar.slice(kept) };
 }

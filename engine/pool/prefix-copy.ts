@@ -3,18 +3,22 @@
 // prompt shares, so only the rest is evaluated.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import { queueCopy, queueTruncate } from "./kv-ops.js";
-import { cachedPrefix, copyState } from "./prefix-share.js";
+import { type CacheScope, cachedPrefix, copyState, UNKNOWN_HOLDER } from "./prefix-share.js";
 import type { SequenceChoice } from "./sequence-choice.js";
 
-/** Copies a sibling's longer prefix into `sequence`; says how much its own cache held before, when it did. */
+/**
+ * Copies a sibling's longer prefix of `scope` into `sequence`; says how much its own cache held for `scope` before,
+ * when it did.
+ */
 export async function copyPrefix(
   choice: SequenceChoice,
   sequence: LlamaContextSequence,
   tokens: readonly Token[],
+  scope: CacheScope,
   queued: boolean,
 ): Promise<{ before: number } | undefined> {
-  const before = cachedPrefix(sequence, tokens);
-  const donor = choice.donorFor(sequence, tokens, before);
+  const before = choice.claims.visiblePrefix(sequence, tokens, scope);
+  const donor = choice.donorFor(sequence, tokens, before, scope);
   if (!donor) {
     choice.claims.waiting(sequence, false);
     return undefined;
@@ -23,19 +27,28 @@ export async function copyPrefix(
   // Its copy and its own tail now go into the next decode, as a prompt evaluated whole would.
   choice.claims.waiting(sequence, false);
   if (sequence.disposed || donor.sequence.disposed) return undefined;
+  // What the donor's cells hold now, for this scope: its decoded tokens (a donor freed meanwhile may hold less, and
+  // one called off before its prompt still holds whoever's came before).
+  const held = choice.claims.visiblePrefix(donor.sequence, tokens, scope);
   if (queued) {
-    // What the donor's cells hold now: its decoded tokens (a donor freed meanwhile may hold less).
-    const upTo = Math.min(cachedPrefix(donor.sequence, tokens), tokens.length - 1);
+    const upTo = Math.min(held, tokens.length - 1);
     if (upTo - before < choice.minCopy) return undefined;
     queueCopy(sequence, donor.sequence, upTo);
+    choice.claims.hold(sequence, scope);
     return { before };
   }
+  const upTo = Math.min(held, donor.shared, tokens.length - 1);
+  if (upTo - before < choice.minCopy) return undefined;
+  let copied = false;
   try {
-    if (await copyState(sequence, donor.sequence, Math.min(donor.shared, tokens.length - 1))) return { before };
+    copied = await copyState(sequence, donor.sequence, upTo);
   } catch {
     // The cache is left as the copy made it; reusePrefix erases whatever does not match the prompt.
   }
-  return undefined;
+  // The copy waited for the context's lock: a donor lent to another scope meanwhile gave that scope's cells.
+  const still = choice.claims.visiblePrefix(donor.sequence, tokens, scope) >= upTo;
+  choice.claims.hold(sequence, copied && still ? scope : UNKNOWN_HOLDER);
+  return copied && still ? { before } : undefined;
 }
 
 /**

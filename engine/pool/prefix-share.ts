@@ -37,8 +37,18 @@ export const MIN_QUEUED_COPY_TOKENS = 8;
  */
 export const MIN_CHAINED_COPY_GAIN = 64;
 
+/**
+ * Whose prompts a sequence's cache may serve (Borrower.cacheScope): a key's, or those of the keys sharing a cache.
+ * Undefined is one scope of its own (a caller that names none: the runner, the tests).
+ */
+export type CacheScope = string | undefined;
+
+/** Held by a sequence whose cache may hold anyone's tokens (a copy that went wrong): it serves no scope. */
+export const UNKNOWN_HOLDER = "\u0000unknown";
+
 interface Claim {
   tokens: readonly Token[];
+  scope: CacheScope;
   /** Claims are numbered: a request only waits for an earlier one, so no two wait for each other. */
   order: number;
   evaluated: boolean;
@@ -81,14 +91,26 @@ export class PrefixClaims {
   private readonly claims = new Map<LlamaContextSequence, Claim>();
   /** Stands for an unclaimed sequence's cache until it is claimed again (a memo key: see bestDonor). */
   private readonly idle = new Map<LlamaContextSequence, object>();
+  /** The scope whose prompt each sequence's cache holds: its tokens serve no other scope's prompt. */
+  private readonly holders = new Map<LlamaContextSequence, CacheScope>();
   private next = 0;
 
-  claim(sequence: LlamaContextSequence, tokens: readonly Token[]): void {
+  claim(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): void {
     this.drop(sequence);
     let resolve!: () => void;
     const ready = new Promise<void>((r) => (resolve = r));
-    this.claims.set(sequence, { tokens, order: this.next++, evaluated: false, waiting: false, ready, resolve });
+    this.claims.set(sequence, { tokens, scope, order: this.next++, evaluated: false, waiting: false, ready, resolve });
     this.idle.delete(sequence);
+  }
+
+  /** The sequence's cache now holds (or is cut to nothing but) `scope`'s prompt. */
+  hold(sequence: LlamaContextSequence, scope: CacheScope): void {
+    this.holders.set(sequence, scope);
+  }
+
+  /** How many leading tokens of `tokens` the sequence's cache holds for `scope`: none where it holds another's. */
+  visiblePrefix(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): number {
+    return this.holders.get(sequence) === scope ? cachedPrefix(sequence, tokens) : 0;
   }
 
   isClaimed(sequence: LlamaContextSequence): boolean {
@@ -120,13 +142,16 @@ export class PrefixClaims {
 
   /**
    * How much of `tokens` a sequence among `others` holds or will hold: an unclaimed sequence by its cache, a
-   * claimed one by its prompt. With `asker`, only prompts claimed before the asker's (or already evaluated) count.
+   * claimed one by its prompt, in `scope` alone (another scope's prompt is never copied into this one's sequence, so
+   * no key learns from a cached token count or a faster answer what another key asked). With `asker`, only prompts
+   * claimed before the asker's (or already evaluated) count.
    * `memo` (one per prompt) keeps each comparison until that sequence is claimed or freed again: a waiting request
    * is scored against every freed sequence's context, and long shared prompts are long to compare.
    */
   bestDonor(
     tokens: readonly Token[],
     others: readonly LlamaContextSequence[],
+    scope: CacheScope,
     asker?: LlamaContextSequence,
     memo?: WeakMap<object, number>,
   ): Donor | undefined {
@@ -137,6 +162,7 @@ export class PrefixClaims {
     for (const other of others) {
       if (other === asker || other.disposed) continue;
       const claim = this.claims.get(other);
+      if ((claim ? claim.scope : this.holders.get(other)) !== scope) continue;
       if (claim && !claim.evaluated && mine !== undefined && claim.order > mine) continue;
       const key = claim ?? this.idleKey(other);
       let shared = memo?.get(key);

@@ -12,7 +12,7 @@ import { createGenerationContexts, type GenerationContextOptions } from "./gener
 import { canQueueKvOps } from "./kv-ops.js";
 import { ResourcePool } from "./pool.js";
 import { copyPrefix, reusePrefix } from "./prefix-copy.js";
-import { canCopyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "./prefix-share.js";
+import { type CacheScope, canCopyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "./prefix-share.js";
 import { SequenceChoice } from "./sequence-choice.js";
 
 export interface SequencePoolOptions extends GenerationContextOptions {
@@ -116,19 +116,20 @@ export class SequencePool {
    */
   async acquire(tokens: readonly Token[], borrower: Borrower, signal?: AbortSignal, resumed = false): Promise<LlamaContextSequence> {
     const memo = new WeakMap<object, number>();
+    const scope = borrower.cacheScope;
     const sequence = await this.pool.acquire(borrower, signal, {
       choose: (free) => {
-        const index = this.choice.pick(free, this.prefixReuse ? tokens : [], memo);
+        const index = this.choice.pick(free, this.prefixReuse ? tokens : [], scope, memo);
         // Claimed at once, so a request picking right after this one sees this prompt coming on this context.
-        if (this.prefixCopy) this.choice.claim(free[index], tokens);
+        if (this.prefixCopy) this.choice.claim(free[index], tokens, scope);
         return index;
       },
       // A busy batch waits for sequences: a freed one goes to the waiting prompt that shares most with its cache,
       // or with what its context's other sequences hold (a copy away).
-      affinity: this.prefixReuse && tokens.length > 0 ? (s) => this.choice.affinity(s, tokens, memo) : undefined,
+      affinity: this.prefixReuse && tokens.length > 0 ? (s) => this.choice.affinity(s, tokens, scope, memo) : undefined,
       resumed,
     });
-    if (this.prefixCopy && !this.choice.claims.isClaimed(sequence)) this.choice.claim(sequence, tokens);
+    if (this.prefixCopy && !this.choice.claims.isClaimed(sequence)) this.choice.claim(sequence, tokens, scope);
     this.choice.load(sequence, 1);
     if (borrower.lane === "batch") this.batchLent.set(sequence, { at: this.lends++, generating: false });
     return sequence;
@@ -195,12 +196,15 @@ export class SequencePool {
   }
 
   /**
-   * Make a lent sequence ready for `tokens`; returns how many leading tokens need no evaluation. When another
-   * sequence of the context holds (or is evaluating) a longer prefix of them, that prefix is copied from it.
+   * Make a lent sequence ready for `tokens` of `scope` (Borrower.cacheScope); returns how many leading tokens need no
+   * evaluation. When another sequence of the context holds (or is evaluating) a longer prefix of them for the same
+   * scope, that prefix is copied from it. A cache that holds another scope's prompt is emptied.
    */
-  async prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<number> {
-    const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, this.queuedKvOps) : undefined;
-    const keep = await reusePrefix(sequence, this.prefixReuse ? tokens : [], this.queuedKvOps);
+  async prepare(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
+    const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, scope, this.queuedKvOps) : undefined;
+    const mine = this.prefixReuse && this.choice.claims.visiblePrefix(sequence, tokens, scope) > 0;
+    const keep = await reusePrefix(sequence, mine ? tokens : [], this.queuedKvOps);
+    this.choice.claims.hold(sequence, scope);
     if (copied && keep > copied.before) {
       this.copyStats.copies++;
       this.copyStats.tokens += keep - copied.before;
@@ -212,8 +216,9 @@ export class SequencePool {
    * Make a lent sequence ready to evaluate its prompt whole, every position's logits read (a scored prompt,
    * prompt-logprobs.ts): its cache is emptied and nothing is copied, since no cached position has logits left.
    */
-  async prepareWhole(sequence: LlamaContextSequence): Promise<void> {
+  async prepareWhole(sequence: LlamaContextSequence, scope: CacheScope): Promise<void> {
     await reusePrefix(sequence, [], this.queuedKvOps);
+    this.choice.claims.hold(sequence, scope);
   }
 
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */

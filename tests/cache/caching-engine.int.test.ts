@@ -123,4 +123,18 @@ describe("the result cache on the real engine", () => {
     expect(off.count("hit")).toBe(0);
     await cache.close();
   }, 120_000);
+
+  it("keeps the engine's cached prompts to their scope as it keeps answers: another key's same prompt is evaluated whole", async () => {
+    const prompt = "The vault opens with the words blue seven river, said the keeper, and nobody else may know them.";
+    const sampled = { model: "m", messages: [{ role: "user", content: prompt }], temperature: 1, max_tokens: 4 };
+    const run = async (name: string, cacheScope: string) => {
+      const backend = withCacheOptions(llama, { cacheScope, useCache: false });
+      return (await runBatch(name, "/v1/chat/completions", [sampled], backend)).byId.get("r0")!.usage;
+    };
+    const first = await run("scope-a1", "owner:a");
+    expect(first.prompt_tokens_details.cached_tokens).toBe(0);
+    // Its cached token count (or its speed) would tell key b what key a asked.
+    expect((await run("scope-b", "owner:b")).prompt_tokens_details.cached_tokens).toBe(0);
+    expect((await run("scope-a2", "owner:a")).prompt_tokens_details.cached_tokens).toBe(first.prompt_tokens - 1);
+  }, 120_000);
 });
