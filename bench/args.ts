@@ -38,6 +38,7 @@ const OPTIONS = {
   "dataset-pairs": { type: "string" },
   "lanes-slots": { type: "string" },
   "lanes-rate": { type: "string" },
+  "lanes-model": { type: "string" },
   "cache-lines": { type: "string" },
   "cache-rounds": { type: "string" },
   "cache-rows": { type: "string" },
@@ -67,6 +68,7 @@ on 2 cores, --quick ${DURATION.quick}; each run prints how long each part took.
   --dataset-pairs <n>       pairs of dataset job and JSONL runs
   --lanes-slots <n>         llama-server's slots beside the service in the lanes part (default 16)
   --lanes-rate <n>          interactive requests a second in the lanes part (default 1)
+  --lanes-model <m>         the lanes part's model: small (default) or qwen2.5-0.5b, generated, or stories
   --cache-lines <n>         lines of each batch in the cache part (default 2000)
   --cache-rounds <n>        batches of each side of its batch rows, in turn, each side's fastest kept (default 2)
   --cache-rows <n>          rows of its dataset job (default 10000)
@@ -92,6 +94,7 @@ export interface BenchArgs {
   datasetPairs?: number;
   lanesSlots: number;
   lanesRate: number;
+  lanesModel: LanesModel;
   cacheLines?: number;
   cacheRounds?: number;
   cacheRows?: number;
@@ -163,8 +166,18 @@ export function benchArgs(argv: string[]): BenchArgs | "help" {
     datasetPairs: v["dataset-pairs"] === undefined ? undefined : whole("dataset-pairs", v["dataset-pairs"]),
     lanesSlots: v["lanes-slots"] === undefined ? 16 : whole("lanes-slots", v["lanes-slots"]),
     lanesRate: v["lanes-rate"] === undefined ? 1 : positive("lanes-rate", v["lanes-rate"]),
+    lanesModel: lanesModel(v["lanes-model"]),
     ...cacheArgs(v),
   };
+}
+
+export const LANES_MODELS = ["small", "qwen2.5-0.5b", "stories"] as const;
+export type LanesModel = (typeof LANES_MODELS)[number];
+
+function lanesModel(value: string | undefined): LanesModel {
+  if (value === undefined) return "small";
+  if ((LANES_MODELS as readonly string[]).includes(value)) return value as LanesModel;
+  throw new BenchUsageError(`--lanes-model takes one of ${LANES_MODELS.join(", ")}, not ${JSON.stringify(value)}`);
 }
 
 /** The cache part's sizes, where given. */

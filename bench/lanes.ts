@@ -17,6 +17,8 @@ export interface LanesPlan {
   /** Interactive requests a second, and the tokens each generates. */
   rate: number;
   interactiveTokens: number;
+  /** Sentences before each interactive prompt's own opening: its length in the model's tokens (promptTokens says). */
+  promptSentences: number;
   /** Interactive requests sent to the idle service (the baseline's time to first token). */
   idleRequests: number;
   /** llama-server's slots (the batch is fed at one fewer), and its threads. */
@@ -41,22 +43,38 @@ export interface LanesResult {
   peer: { idle: LaneRun; alone: LaneRun; mixed: LaneRun };
 }
 
-/** A ~200-token story prompt for interactive request `i`, each different. */
-function interactivePrompt(i: number): string {
-  const text = Array.from({ length: 6 }, (_, k) => SENTENCES[(i + k * 3) % SENTENCES.length]).join(" ");
+/** A story prompt of `sentences` sentences and an opening for interactive request `i`, each different. */
+function interactivePrompt(i: number, sentences: number): string {
+  const text = Array.from({ length: sentences }, (_, k) => SENTENCES[(i + k * 3) % SENTENCES.length]).join(" ");
   return `${text} ${prompt(1000 + i)}`;
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
-/** Time to the first streamed text of a completions request, in ms. */
-async function firstToken(baseUrl: string, i: number, tokens: number): Promise<number> {
-  const started = performance.now();
-  const res = await fetch(`${baseUrl}/v1/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "m", prompt: interactivePrompt(i), max_tokens: tokens, temperature: 0, stream: true }),
+/** llama-server closes a kept-alive connection after some requests, at times as the next goes out on it: sent again, once. */
+function againOnClosed(send: () => Promise<Response>): Promise<Response> {
+  return send().catch((err) => {
+    if ((err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
+    return send();
   });
+}
+
+/** Time to the first streamed text of a completions request, in ms. */
+async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: number): Promise<number> {
+  const started = performance.now();
+  const res = await againOnClosed(() =>
+    fetch(`${baseUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "m",
+        prompt: interactivePrompt(i, plan.promptSentences),
+        max_tokens: tokens,
+        temperature: 0,
+        stream: true,
+      }),
+    }),
+  );
   if (!res.ok || !res.body) throw new Error(`interactive request: HTTP ${res.status} ${await res.text()}`);
   let first: number | undefined;
   let buffered = "";
@@ -84,7 +102,7 @@ async function interactiveClient(baseUrl: string, plan: LanesPlan, opts: { count
   const waits: Array<Promise<number>> = [];
   const started = performance.now();
   for (let i = 0; !done && (opts.count === undefined || i < opts.count); i++) {
-    waits.push(firstToken(baseUrl, i, plan.interactiveTokens));
+    waits.push(firstToken(baseUrl, plan, i, plan.interactiveTokens));
     const next = started + ((i + 1) * 1000) / plan.rate;
     const pause = new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
     await (opts.until ? Promise.race([pause, opts.until]) : pause);
@@ -101,10 +119,10 @@ function batchLines(plan: LanesPlan) {
 }
 
 /** The batch through the service, and beside it (with `rate`) the interactive client. */
-async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
+export async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
   const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
   try {
-    await firstToken(server.baseUrl, 0, 4);
+    await firstToken(server.baseUrl, plan, 0, 4);
     const lines = batchLines(plan);
     const file = path.join(server.batchDir, "lanes.jsonl");
     await writeBatchFile(file, lines);
@@ -131,7 +149,7 @@ async function preemptions(baseUrl: string): Promise<number> {
 async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun> {
   const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
   try {
-    await firstToken(server.baseUrl, 0, 4);
+    await firstToken(server.baseUrl, plan, 0, 4);
     return { linesPerSecond: null, batchSeconds: null, ttft: await interactiveClient(server.baseUrl, plan, { count: plan.idleRequests }) };
   } finally {
     await server.stop();
@@ -139,10 +157,10 @@ async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun>
 }
 
 /** llama-server: the batch fed at slots - 1 in flight (one slot kept for the interactive client), the client beside it. */
-async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
+export async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
   const server = await startLlamaServer(binary, modelPath, { parallel: plan.slots, threads: plan.threads, ctxPerSlot: 512 });
   try {
-    await firstToken(server.baseUrl, 0, 4);
+    await firstToken(server.baseUrl, plan, 0, 4);
     if (mode === "idle")
       return {
         linesPerSecond: null,
@@ -154,11 +172,13 @@ async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode:
     let next = 0;
     const feed = async () => {
       for (let i = next++; i < requests.length; i = next++) {
-        const res = await fetch(`${server.baseUrl}${requests[i].url}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(requests[i].body),
-        });
+        const send = () =>
+          fetch(`${server.baseUrl}${requests[i].url}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(requests[i].body),
+          });
+        const res = await againOnClosed(send);
         if (!res.ok) throw new Error(`llama-server: HTTP ${res.status} ${await res.text()}`);
         await res.json();
       }
@@ -167,6 +187,8 @@ async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode:
     const ttft = mode === "mixed" ? await interactiveClient(server.baseUrl, plan, { until: ended }) : null;
     const seconds = ((await ended) - t0) / 1000;
     return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft };
+  } catch (err) {
+    throw new Error(`llama-server ${mode}: ${(err as Error).message}; its log ends:\n${server.log().slice(-1500)}`);
   } finally {
     await server.stop();
   }
@@ -200,18 +222,18 @@ export async function compareLanes(
       }
     : { idle: none, alone: none, mixed: none };
   for (const [k, r] of Object.entries(peer)) show(`llama-server -np ${plan.slots}, ${k}`, r);
-  const probe = await promptTokens(model.path);
+  const probe = await promptTokens(model.path, plan);
   return { model: model.name, plan, promptTokens: probe, service, peer };
 }
 
 /** The interactive prompts' length in the model's tokens, as the service counts them. */
-async function promptTokens(modelPath: string): Promise<number> {
+async function promptTokens(modelPath: string, plan: LanesPlan): Promise<number> {
   const server = await startServer(modelPath);
   try {
     const res = await fetch(`${server.baseUrl}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "m", prompt: interactivePrompt(1), max_tokens: 1 }),
+      body: JSON.stringify({ model: "m", prompt: interactivePrompt(1, plan.promptSentences), max_tokens: 1 }),
     });
     return ((await res.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
   } finally {

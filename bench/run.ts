@@ -208,7 +208,12 @@ await part("datasets", async () => {
 });
 
 await part("lanes", async () => {
-  const m = storiesPath ? { name: "stories260K", path: storiesPath } : { name: "generated tiny", path: await ensureGeneratedModel() };
+  const stories = values.lanesModel === "stories" && storiesPath;
+  if (values.lanesModel === "stories" && !storiesPath) notes.push("stories260K is not in ../shared/models: the lanes part ran on small.");
+  const preset = values.lanesModel === "stories" ? "small" : values.lanesModel;
+  const m = stories
+    ? { name: "stories260K", path: storiesPath }
+    : { name: `${preset} (generated)`, path: await ensureGeneratedModel({ preset }) };
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here: the lanes part ran the service only.");
   results.lanes = await compareLanes(
@@ -219,6 +224,8 @@ await part("lanes", async () => {
       lineTokens: 128,
       rate: values.lanesRate,
       interactiveTokens: 64,
+      // About 200 prompt tokens either way: stories260K's tokens are about two characters, a generated model's one.
+      promptSentences: stories ? 6 : 2,
       idleRequests: values.quick ? 10 : 30,
       slots: values.lanesSlots,
       threads: 1,

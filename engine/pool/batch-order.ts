@@ -70,16 +70,24 @@ function tagsIntact(items: readonly BatchItem[], sequences: number): boolean {
   return true;
 }
 
-/** The batching strategy of one context: sequence order, and lockstep across steps. */
+/**
+ * The batching strategy of one context: sequence order, and lockstep across steps. A prompt of the interactive
+ * lane waiting for its first token goes into a step of its own, at once: beside a full batch a step of the batch's
+ * sequences takes tens of milliseconds, and the first token would wait for one more of them after the one in flight.
+ */
 export class BatchOrder {
   /** Sequences decoded in the last step whose requests go on: the next step waits for them. */
   private readonly lastStep = new Set<EvaluationPriority>();
+  /** Sequences of the interactive lane whose first token has not come yet. */
+  private readonly urgent = new Set<EvaluationPriority>();
   private turns = 0;
   /**
    * Decodes planned, the sequences and tokens in them, turns spent waiting, and the passes over the weights
    * llama.cpp cuts them into (micro-batches.ts; counted while the tags are intact): how well the batching works.
    */
   readonly stats = { steps: 0, sequences: 0, tokens: 0, waitTurns: 0, microBatches: 0 };
+  /** Steps given to interactive prompts alone. */
+  urgentSteps = 0;
   /** Set once an item came with a tag this order never gave (see sequenceTag): no lockstep from then on. */
   untagged = false;
 
@@ -95,13 +103,15 @@ export class BatchOrder {
 
   readonly strategy: CustomBatchingPrioritizationStrategy = ({ items, size }) => {
     if (this.sequences > 0 && !this.untagged && !tagsIntact(items, this.sequences)) this.untagged = true;
-    if (!this.untagged && this.turns < MAX_WAIT_TURNS && this.missing(items)) {
+    const urgent = this.urgent.size > 0 && !this.untagged ? items.filter((i) => this.urgent.has(i.evaluationPriority)) : [];
+    if (urgent.length === 0 && !this.untagged && this.turns < MAX_WAIT_TURNS && this.missing(items)) {
       this.turns++;
       this.stats.waitTurns++;
       return [];
     }
     this.turns = 0;
-    const planned = planBatch(items, size);
+    if (urgent.length > 0) this.urgentSteps++;
+    const planned = planBatch(urgent.length > 0 ? urgent : items, size);
     this.stats.steps++;
     this.stats.sequences += planned.length;
     this.lastStep.clear();
@@ -122,6 +132,13 @@ export class BatchOrder {
   /** The sequence's request is over: no step waits for its next token. */
   leave(tag: EvaluationPriority): void {
     this.lastStep.delete(tag);
+    this.urgent.delete(tag);
+  }
+
+  /** An interactive request on the sequence waits for its first token (true), or has it (false). */
+  urge(tag: EvaluationPriority, waiting: boolean): void {
+    if (waiting) this.urgent.add(tag);
+    else this.urgent.delete(tag);
   }
 
   private missing(items: readonly BatchItem[]): boolean {

@@ -132,6 +132,7 @@ export class SequencePool {
     if (this.prefixCopy && !this.choice.claims.isClaimed(sequence)) this.choice.claim(sequence, tokens, scope);
     this.choice.load(sequence, 1);
     if (borrower.lane === "batch") this.batchLent.set(sequence, { at: this.lends++, generating: false });
+    else this.orderOf.get(sequence)?.urge(this.batchTag(sequence), true);
     return sequence;
   }
 
@@ -175,6 +176,7 @@ export class SequencePool {
   /** The sequence's prompt has been evaluated (its first token came): others may copy it now. */
   evaluated(sequence: LlamaContextSequence): void {
     this.choice.claims.evaluated(sequence);
+    this.orderOf.get(sequence)?.urge(this.batchTag(sequence), false);
     const lent = this.batchLent.get(sequence);
     if (lent) lent.generating = true;
   }
@@ -224,6 +226,7 @@ export class SequencePool {
   /** Return a sequence. A sequence whose evaluation failed midway is wiped: its cache may not match its tokens. */
   async release(sequence: LlamaContextSequence, failed = false): Promise<void> {
     this.finished(sequence);
+    this.orderOf.get(sequence)?.urge(this.batchTag(sequence), false);
     this.choice.claims.drop(sequence);
     this.batchLent.delete(sequence);
     this.yielding.delete(sequence);

@@ -67,6 +67,22 @@ describe("BatchOrder", () => {
     expect(order.strategy({ items: [item(0, 1)], size: 512 })).toHaveLength(1);
   });
 
+  it("decodes an interactive prompt waiting for its first token in a step of its own, at once, then with the rest", () => {
+    const order = new BatchOrder(undefined, 4);
+    order.strategy({ items: [item(0, 1), item(1, 1), item(2, 1)], size: 512 });
+    order.urge(sequenceTag(3), true);
+    // Sequence 1 of the last step has not queued its token yet: the prompt does not wait for it, nor share its step.
+    const items = [item(0, 1), item(3, 80), item(2, 1)];
+    expect(shape(items, order.strategy({ items, size: 512 }))).toEqual([[1, 80]]);
+    expect(order.urgentSteps).toBe(1);
+    // Its first token came: it is one sequence of the batch's steps again.
+    order.urge(sequenceTag(3), false);
+    expect(order.strategy({ items: [item(0, 1), item(1, 1), item(2, 1), item(3, 1)], size: 512 })).toHaveLength(4);
+    order.urge(sequenceTag(2), true);
+    order.leave(sequenceTag(2));
+    expect(order.strategy({ items: [item(0, 1), item(1, 1), item(2, 1), item(3, 1)], size: 512 })).toHaveLength(4);
+  });
+
   it("falls back to plain ordering, never waiting, once an item carries a tag it never gave", () => {
     const order = new BatchOrder(undefined, 2);
     order.strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
