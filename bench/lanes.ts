@@ -51,12 +51,18 @@ function interactivePrompt(i: number, sentences: number): string {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
-/** llama-server closes a kept-alive connection after some requests, at times as the next goes out on it: sent again, once. */
-function againOnClosed(send: () => Promise<Response>): Promise<Response> {
-  return send().catch((err) => {
-    if ((err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
-    return send();
-  });
+/**
+ * llama-server closes an idle kept-alive connection after 5 s, and one reused just then fails as "other side closed"
+ * before the request is read; many such are pooled after the interactive client's streams. Sent again on another.
+ */
+async function againOnClosed(send: () => Promise<Response>, tries = 5): Promise<Response> {
+  for (let i = 1; ; i++) {
+    try {
+      return await send();
+    } catch (err) {
+      if (i >= tries || (err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
+    }
+  }
 }
 
 /** Time to the first streamed text of a completions request, in ms. */
@@ -158,7 +164,10 @@ async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun>
 
 /** llama-server: the batch fed at slots - 1 in flight (one slot kept for the interactive client), the client beside it. */
 export async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
-  const server = await startLlamaServer(binary, modelPath, { parallel: plan.slots, threads: plan.threads, ctxPerSlot: 512 });
+  // Its HTTP threads default to slots + 2, and a connection past them is closed: the interactive requests beside the
+  // batch's 15 (at 4 a second, a score of them streaming at once) need more.
+  const http = ["--threads-http", String(plan.slots + 64)];
+  const server = await startLlamaServer(binary, modelPath, { parallel: plan.slots, threads: plan.threads, ctxPerSlot: 512 }, http);
   try {
     await firstToken(server.baseUrl, plan, 0, 4);
     if (mode === "idle")
@@ -184,7 +193,12 @@ export async function peerRun(binary: string, modelPath: string, plan: LanesPlan
       }
     };
     const ended = Promise.all(Array.from({ length: Math.max(1, plan.slots - 1) }, feed)).then(() => performance.now());
-    const ttft = mode === "mixed" ? await interactiveClient(server.baseUrl, plan, { until: ended }) : null;
+    // A feed's failure is thrown below, with the server's log, not as an unhandled rejection while the client runs.
+    const over = ended.then(
+      () => undefined,
+      () => undefined,
+    );
+    const ttft = mode === "mixed" ? await interactiveClient(server.baseUrl, plan, { until: over }) : null;
     const seconds = ((await ended) - t0) / 1000;
     return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft };
   } catch (err) {
