@@ -40,6 +40,31 @@ const int = (min: number, max?: { value: number; error: string }) => {
     max ? number.max(max.value, { error: max.error }) : number,
   );
 };
+/** Units a byte size may be written in: decimal (kB, MB, GB, TB) and binary (KiB, MiB, GiB, TiB), as `df -H`/`-h`. */
+const BYTE_UNITS: Record<string, number> = {
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+};
+/** A byte count: a whole number, or a number with a unit ("512MB", "10 GiB", "1.5GB"). */
+const bytes = (min: number) => {
+  const error = `must be a whole number of bytes >= ${min}, or a size such as 512MB or 10GiB`;
+  return z.preprocess(
+    (v) => {
+      if (typeof v !== "string") return v;
+      const m = /^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$/i.exec(v);
+      const unit = m && BYTE_UNITS[(m[2] || "b").toLowerCase()];
+      return m && unit ? Math.round(Number(m[1]) * unit) : v;
+    },
+    z.number({ error }).int({ error }).min(min, { error }),
+  );
+};
 const bool = () => z.boolean({ error: "must be true or false (or on/off, yes/no, 1/0)" });
 
 /** true/false (also 1/0, yes/no, on/off); anything else is left for the schema to refuse. */
@@ -146,9 +171,19 @@ export const SETTINGS = {
     schema: int(1),
     help: "queued batches before 429 (shared between keys: docs/teams.md)",
   }),
-  maxFileBytes: setting({ env: "MAX_FILE_BYTES", default: 200 * 1024 * 1024, schema: int(1), help: "largest upload" }),
+  maxFileBytes: setting({
+    env: "MAX_FILE_BYTES",
+    default: 200 * 1024 * 1024,
+    schema: bytes(1),
+    help: "largest upload, in bytes (or with a unit: 512MB, 1GiB)",
+  }),
   maxRequestsPerBatch: setting({ env: "MAX_REQUESTS_PER_BATCH", default: 50_000, schema: int(1), help: "lines per batch file" }),
-  maxLineBytes: setting({ env: "MAX_LINE_BYTES", default: 1024 * 1024, schema: int(1), help: "longest line in a batch file" }),
+  maxLineBytes: setting({
+    env: "MAX_LINE_BYTES",
+    default: 1024 * 1024,
+    schema: bytes(1),
+    help: "longest line in a batch file, in bytes (or with a unit: 4MiB)",
+  }),
   apiKeys: setting({
     env: "API_KEYS",
     default: "",
@@ -553,8 +588,8 @@ export const SETTINGS = {
     maxBytes: setting({
       env: "RESULT_CACHE_MAX_BYTES",
       default: 0,
-      schema: int(0),
-      help: "the bytes remembered answers may hold together, the least recently used evicted past it (0: a twentieth of the size of BATCH_DIR's disk, at most 20 GiB)",
+      schema: bytes(0),
+      help: "the bytes remembered answers may hold together (or with a unit: 10GB, 10GiB), the least recently used evicted past it (0: a twentieth of the size of BATCH_DIR's disk, at most 20 GiB)",
     }),
     ttlSeconds: setting({
       env: "RESULT_CACHE_TTL",

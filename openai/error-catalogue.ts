@@ -51,7 +51,7 @@ export const ERROR_CATALOGUE = {
   },
   missing_required_parameter: {
     ...lineAndSync,
-    when: "A required field is absent (a chat body's `messages`, Anthropic's `max_tokens`, a tool's `input_schema`); `param` names it.",
+    when: "A required field is absent (a chat body's `messages`, Anthropic's `max_tokens`, a tool's `input_schema`, a batch create's `input_file_id`, an upload's `purpose`); `param` names it.",
   },
   unsupported_parameter: {
     ...lineAndSync,

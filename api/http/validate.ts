@@ -23,7 +23,7 @@ export function fromZodError(error: z.ZodError, input?: unknown): ApiError {
     param !== null &&
     (issue.code === "invalid_type" || issue.code === "invalid_value") &&
     valueAt(input, issue.path) === undefined;
-  if (missing) return badRequest(`Missing required parameter: '${param}'.`, param);
+  if (missing) return badRequest(`Missing required parameter: '${param}'.`, param, "missing_required_parameter");
   // zod's own words for a field a strict body does not take, as OpenAI says it (a schema that words its own is left so).
   if (issue.code === "unrecognized_keys" && issue.message.startsWith("Unrecognized key")) {
     const { message, param: key } = describeIssue(error, input);

@@ -42,6 +42,9 @@ function linesOf(inline: Parameters<typeof inlineToLines>[0]) {
 
 type RouterDeps = { organization?: Organization };
 
+/** Paths beside the batch ids that take POST alone. */
+const POST_ONLY = ["plan", "pause", "resume"] as const;
+
 const batchId = (id: unknown) => parseId("batch", BATCH_ID_PATTERN, batchIdFrom(id));
 
 export function batchesRouter(batches: BatchService, deps: RouterDeps = {}): Router {
@@ -78,6 +81,9 @@ function openAiRoutes(router: Router, batches: BatchService, deps: RouterDeps): 
   });
 
   router.get("/v1/batches/:batch_id", async (req, res) => {
+    // Our POST-only extensions under /v1/batches/ are no batch ids: a GET of one is told which method it takes.
+    const action = POST_ONLY.find((a) => a === req.params.batch_id);
+    if (action) throw new ApiError(404, `Invalid URL (GET /v1/batches/${action}): it takes POST.`, "invalid_request_error", "unknown_url");
     const id = batchId(req.params.batch_id);
     const batch = await batches.get(id, readScope(res, undefined, deps.organization));
     if (!batch) throw notFound("batch", id);

@@ -40,7 +40,8 @@ export function inferenceRouter(deps: InferenceRouteDeps): Router {
       if (deps.targets) return forwardSync(deps.targets, endpoint, req, res, gone.signal);
       const inference = deps.inference;
       if (!inference) throw new Error("a synchronous route with neither models nor workers");
-      const noCache = /\bno-(cache|store)\b/i.test(req.get("cache-control") ?? "");
+      // Pragma is HTTP/1.0's Cache-Control, which a client may send alone (RFC 9111, 5.4).
+      const noCache = /\bno-(cache|store)\b/i.test(req.get("cache-control") ?? "") || /\bno-cache\b/i.test(req.get("pragma") ?? "");
       const request = { owner: ownerFrom(res), endpoint, body: req.body, signal: gone.signal, noCache };
       if (req.body?.stream === true && isStreamed(endpoint)) {
         const format =

@@ -71,6 +71,10 @@ describe("POST /v1/batches (file form)", () => {
     expect(res.status).toBe(404);
     expect(res.body.error.code).toBe("results_not_ready");
     expect((await request(app()).get("/v1/batches/batch_000000000000000000000000/results")).body.error.code).toBe("not_found");
+    // A POST-only path of ours read with GET is said as that, not as a batch id not found.
+    const plan = await request(app()).get("/v1/batches/plan");
+    expect(plan.status).toBe(404);
+    expect(plan.body.error).toMatchObject({ code: "unknown_url", message: "Invalid URL (GET /v1/batches/plan): it takes POST." });
   });
 
   it("says a completed batch's results were deleted with its output file, not that they are not ready yet", async () => {

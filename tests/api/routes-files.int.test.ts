@@ -57,7 +57,11 @@ describe("POST /v1/files", () => {
       .post("/v1/files")
       .attach("file", Buffer.from(jsonl(1)), "a.jsonl");
     expect(noPurpose.status).toBe(400);
-    expect(noPurpose.body.error).toMatchObject({ param: "purpose", message: "Missing required parameter: 'purpose'." });
+    expect(noPurpose.body.error).toMatchObject({
+      param: "purpose",
+      code: "missing_required_parameter",
+      message: "Missing required parameter: 'purpose'.",
+    });
     const wrong = await request(app())
       .post("/v1/files")
       .field("purpose", "fine-tune")

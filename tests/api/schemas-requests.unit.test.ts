@@ -24,7 +24,7 @@ function rejection(schema: Parameters<typeof parseRequest>[0], input: unknown) {
   } catch (err) {
     expect(err).toBeInstanceOf(ApiError);
     const e = err as ApiError;
-    return { status: e.status, param: e.param, message: e.message };
+    return { status: e.status, param: e.param, code: e.code, message: e.message };
   }
   throw new Error("expected a rejection");
 }
@@ -98,6 +98,7 @@ describe("endpoint and input_file_id", () => {
   it("names the missing parameter", () => {
     expect(rejection(CreateBatchBody, {})).toMatchObject({
       param: "input_file_id",
+      code: "missing_required_parameter",
       message: "Missing required parameter: 'input_file_id'.",
     });
     expect(rejection(CreateBatchBody, { input_file_id: fileForm.input_file_id })).toMatchObject({ param: "endpoint" });

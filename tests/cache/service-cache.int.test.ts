@@ -78,6 +78,23 @@ describe("the result cache in the service", () => {
     expect(refused.error).toMatchObject({ code: "invalid_metadata", param: "metadata.cache" });
   }, 180_000);
 
+  it("answers a synchronous repeat from the store, unless its request says no-cache (Cache-Control, or HTTP/1.0's Pragma)", async () => {
+    const ask = async (headers: Record<string, string> = {}) => {
+      const res = await fetch(`${svc.baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "Once more" }], temperature: 0, max_tokens: 6 }),
+      });
+      expect(res.status).toBe(200);
+      const usage = ((await res.json()) as any).usage;
+      return usage.prompt_tokens_details.cached_tokens === usage.prompt_tokens ? "cache" : "computed";
+    };
+    expect(await ask()).toBe("computed");
+    expect(await ask()).toBe("cache");
+    expect(await ask({ "cache-control": "no-cache" })).toBe("computed");
+    expect(await ask({ pragma: "no-cache" })).toBe("computed");
+  }, 120_000);
+
   it("opens no store with RESULT_CACHE=off", async () => {
     const off = await startTestService({ RESULT_CACHE: "off" });
     try {

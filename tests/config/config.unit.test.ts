@@ -147,9 +147,19 @@ describe("loadConfig", () => {
     ["PORT", "0x1F40"],
     ["THREADS", "1e1"],
     ["SPOT_CAPACITY", "+2"],
-    ["MAX_FILE_BYTES", "1_000"],
   ])("refuses %s=%j: a whole number is decimal digits", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(`invalid configuration: ${name}=${value}: must be a whole number >= `);
+  });
+
+  it("reads a byte size as a whole number or with a unit, decimal or binary, and names both forms when it cannot", () => {
+    expect(loadConfig({ RESULT_CACHE_MAX_BYTES: "10GB" }).resultCache.maxBytes).toBe(10e9);
+    expect(loadConfig({ RESULT_CACHE_MAX_BYTES: "10 GiB" }).resultCache.maxBytes).toBe(10 * 2 ** 30);
+    expect(loadConfig({ MAX_FILE_BYTES: "1.5mb" }).maxFileBytes).toBe(1_500_000);
+    expect(loadConfig({ MAX_LINE_BYTES: " 4096 " }).maxLineBytes).toBe(4096);
+    for (const value of ["1_000", "10 gigs", "-1GB", "0x10", ""])
+      expect(() => loadConfig({ MAX_FILE_BYTES: value })).toThrow(
+        `invalid configuration: MAX_FILE_BYTES=${value}: must be a whole number of bytes >= 1, or a size such as 512MB or 10GiB`,
+      );
   });
 
   it("reads whole numbers from decimal digits, spaces around them allowed, and from YAML numbers", () => {
