@@ -226,9 +226,10 @@ export class PgDb implements Db {
   }
 
   query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    const begun = performance.now();
     return this.pool.query(text, values).then(
       (r) => {
-        this.outage?.ok();
+        this.outage?.ok(begun);
         return r;
       },
       (err) => {
@@ -238,9 +239,10 @@ export class PgDb implements Db {
   }
 
   connect(): Promise<pg.PoolClient> {
+    const begun = performance.now();
     return this.pool.connect().then(
       (c) => {
-        this.outage?.ok();
+        this.outage?.ok(begun);
         return c;
       },
       (err) => {

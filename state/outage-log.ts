@@ -4,6 +4,8 @@ import type pino from "pino";
 
 export class OutageLog {
   private since: number | undefined;
+  /** When the outage was said, on the monotonic clock: what a try begun before it says is no news (ok). */
+  private saidAt = 0;
   private tries = 0;
 
   constructor(
@@ -18,15 +20,21 @@ export class OutageLog {
     this.tries++;
     if (this.since !== undefined) return;
     this.since = Date.now();
+    this.saidAt = performance.now();
     this.logger.warn(
       { ...fields, err: (err as Error | undefined)?.message },
       this.say?.down ?? `${this.what} failed; retrying (said again when it works)`,
     );
   }
 
-  /** How long the outage that just ended lasted (ms), or 0 when there was none. */
-  ok(): number {
+  /**
+   * How long the outage that just ended lasted (ms), or 0 when there was none. `begun` (performance.now()): when
+   * the try that worked began; one begun before the outage was said (a query on a connection the database was
+   * still closing) does not end it, or the log would say it ended and began again.
+   */
+  ok(begun?: number): number {
     if (this.since === undefined) return 0;
+    if (begun !== undefined && begun < this.saidAt) return 0;
     const ms = Date.now() - this.since;
     this.logger.info({ down_ms: ms, tries: this.tries }, this.say?.up ?? `${this.what} works again`);
     this.since = undefined;

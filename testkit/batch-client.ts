@@ -137,7 +137,14 @@ export async function outputSince(
   opts: { headers?: Headers; signal?: AbortSignal; limit?: number; status?: (s: string) => void } = {},
 ): Promise<string[] | undefined> {
   const limit = opts.limit ? `&limit=${opts.limit}` : "";
-  const res = await fetch(`${baseUrl}/v1/batches/${id}/output?after=${after}${limit}`, { headers: opts.headers, signal: opts.signal });
+  const url = `${baseUrl}/v1/batches/${id}/output?after=${after}${limit}`;
+  const get = () => fetch(url, { headers: opts.headers, signal: opts.signal });
+  // A kept-alive connection the server closed idle (Node's 5 s) just as this went out on it fails before any answer:
+  // a GET is sent again on another, as a browser does.
+  const res = await get().catch((err) => {
+    if ((err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
+    return get();
+  });
   if (res.status !== 200 || !res.body) return undefined;
   opts.status?.(res.headers.get("x-batch-status") ?? "");
   let text = "";
