@@ -110,7 +110,12 @@ export class PrefixClaims {
 
   /** How many leading tokens of `tokens` the sequence's cache holds for `scope`: none where it holds another's. */
   visiblePrefix(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): number {
-    return this.holders.get(sequence) === scope ? cachedPrefix(sequence, tokens) : 0;
+    return this.holds(sequence, scope) ? cachedPrefix(sequence, tokens) : 0;
+  }
+
+  /** Whether the sequence's cache holds `scope`'s prompt (or nothing yet said to be anyone's, for no scope). */
+  holds(sequence: LlamaContextSequence, scope: CacheScope): boolean {
+    return this.holders.get(sequence) === scope;
   }
 
   isClaimed(sequence: LlamaContextSequence): boolean {

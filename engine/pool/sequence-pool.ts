@@ -204,7 +204,8 @@ export class SequencePool {
    */
   async prepare(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
     const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, scope, this.queuedKvOps) : undefined;
-    const mine = this.prefixReuse && this.choice.claims.visiblePrefix(sequence, tokens, scope) > 0;
+    // Whose cache it is needs no comparison of tokens: reusePrefix compares them once.
+    const mine = this.prefixReuse && this.choice.claims.holds(sequence, scope);
     const keep = await reusePrefix(sequence, mine ? tokens : [], this.queuedKvOps);
     this.choice.claims.hold(sequence, scope);
     if (copied && keep > copied.before) {
