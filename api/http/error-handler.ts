@@ -116,10 +116,15 @@ export function sendApiError(req: Parameters<RequestHandler>[0], res: Parameters
   res.set(error.headers).status(error.status).json(body);
 }
 
-/** The last middleware: unknown routes. OpenAI answers "Invalid URL (METHOD /path)". */
+/** OpenAI's answer to a route it does not serve: "Invalid URL (METHOD /path)", with what to do where we know. */
+export function unknownUrl(method: string, path: string, hint?: string): ApiError {
+  const shown = path.length > 200 ? `${path.slice(0, 200)}...` : path;
+  return new ApiError(404, `Invalid URL (${method} ${shown})${hint ? `: ${hint}` : ""}`, "invalid_request_error", "unknown_url");
+}
+
+/** The last middleware: unknown routes. */
 export const unknownRoute: RequestHandler = (req, res) => {
-  const path = req.path.length > 200 ? `${req.path.slice(0, 200)}...` : req.path;
-  sendApiError(req, res, new ApiError(404, `Invalid URL (${req.method} ${path})`, "invalid_request_error", "unknown_url"));
+  sendApiError(req, res, unknownUrl(req.method, req.path));
 };
 
 export function errorHandler(opts: { maxFileBytes: number; onStorageFault?: (err: unknown) => void }): ErrorRequestHandler {

@@ -11,6 +11,7 @@ import type { Organization } from "../../domain/usage.js";
 import { InlineBatchError, inlineToLines } from "../../pipeline/inline.js";
 import { ApiError, badRequest, notFound } from "../errors.js";
 import { ownBatchScope, ownerFrom, readScope } from "../http/auth.js";
+import { unknownUrl } from "../http/error-handler.js";
 import { sendJsonl, sendJsonlAsList } from "../http/jsonl-response.js";
 import { listObject } from "../http/list.js";
 import { errorResponses, jsonResponse, keyedRoute } from "../http/openapi-paths.js";
@@ -83,7 +84,7 @@ function openAiRoutes(router: Router, batches: BatchService, deps: RouterDeps): 
   router.get("/v1/batches/:batch_id", async (req, res) => {
     // Our POST-only extensions under /v1/batches/ are no batch ids: a GET of one is told which method it takes.
     const action = POST_ONLY.find((a) => a === req.params.batch_id);
-    if (action) throw new ApiError(404, `Invalid URL (GET /v1/batches/${action}): it takes POST.`, "invalid_request_error", "unknown_url");
+    if (action) throw unknownUrl("GET", `/v1/batches/${action}`, "it takes POST.");
     const id = batchId(req.params.batch_id);
     const batch = await batches.get(id, readScope(res, undefined, deps.organization));
     if (!batch) throw notFound("batch", id);
