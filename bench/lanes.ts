@@ -4,6 +4,7 @@
 // serves the same mix: llama-server with the batch fed at its slots minus one in flight, the client beside it.
 // Every figure comes from one run of this part, on one model, one process at a time.
 import path from "node:path";
+import { againOnClosedSocket } from "../testkit/closed-socket.js";
 import { type PeerRequest, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { SENTENCES } from "./peer.js";
@@ -51,19 +52,8 @@ function interactivePrompt(i: number, sentences: number): string {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
-/**
- * llama-server closes an idle kept-alive connection after 5 s, and one reused just then fails as "other side closed"
- * before the request is read; many such are pooled after the interactive client's streams. Sent again on another.
- */
-async function againOnClosed(send: () => Promise<Response>, tries = 5): Promise<Response> {
-  for (let i = 1; ; i++) {
-    try {
-      return await send();
-    } catch (err) {
-      if (i >= tries || (err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
-    }
-  }
-}
+/** llama-server's requests: many connections pooled after the interactive streams, so several tries. */
+const againOnClosed = (send: () => Promise<Response>) => againOnClosedSocket(send, 5);
 
 /** Time to the first streamed text of a completions request, in ms. */
 async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: number): Promise<number> {

@@ -5,6 +5,7 @@ import { openAsBlob } from "node:fs";
 import path from "node:path";
 import { isFinal as isFinalStatus } from "../domain/batch-state.js";
 import type { BatchStatus } from "../domain/objects.js";
+import { againOnClosedSocket } from "./closed-socket.js";
 
 export type Headers = Record<string, string>;
 
@@ -138,13 +139,8 @@ export async function outputSince(
 ): Promise<string[] | undefined> {
   const limit = opts.limit ? `&limit=${opts.limit}` : "";
   const url = `${baseUrl}/v1/batches/${id}/output?after=${after}${limit}`;
-  const get = () => fetch(url, { headers: opts.headers, signal: opts.signal });
-  // A kept-alive connection the server closed idle (Node's 5 s) just as this went out on it fails before any answer:
-  // a GET is sent again on another, as a browser does.
-  const res = await get().catch((err) => {
-    if ((err as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw err;
-    return get();
-  });
+  // A GET is sent again once on another connection, as a browser does.
+  const res = await againOnClosedSocket(() => fetch(url, { headers: opts.headers, signal: opts.signal }));
   if (res.status !== 200 || !res.body) return undefined;
   opts.status?.(res.headers.get("x-batch-status") ?? "");
   let text = "";
