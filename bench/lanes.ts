@@ -115,7 +115,7 @@ function batchLines(plan: LanesPlan) {
 }
 
 /** The batch through the service, and beside it (with `rate`) the interactive client. */
-export async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
+async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
   const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
   try {
     await firstToken(server.baseUrl, plan, 0, 4);
@@ -153,7 +153,7 @@ async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun>
 }
 
 /** llama-server: the batch fed at slots - 1 in flight (one slot kept for the interactive client), the client beside it. */
-export async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
+async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode: "idle" | "alone" | "mixed"): Promise<LaneRun> {
   // Its HTTP threads default to slots + 2, and a connection past them is closed: the interactive requests beside the
   // batch's 15 (at 4 a second, a score of them streaming at once) need more.
   const http = ["--threads-http", String(plan.slots + 64)];
