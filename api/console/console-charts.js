@@ -34,6 +34,9 @@ const compact = new Intl.NumberFormat(undefined, { notation: "compact", maximumF
 /** Measures labels in the axis's own font. */
 const measure = /** @type {CanvasRenderingContext2D} */ (document.createElement("canvas").getContext("2d"));
 
+/** The widest time labels of this locale ("10:58 AM", "22:58"): what the value axis leaves room for. */
+const TIME_SAMPLES = [10, 22].map((h) => hhmm(new Date(2000, 0, 1, h, 58).getTime() / 1000));
+
 /** Tick steps of a count (batches queued, slots in use): whole numbers only, never "0.5 slots". */
 const WHOLE = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
 
@@ -54,8 +57,11 @@ const valueAxis = (box, whole) => ({
     // uPlot sizes its axes again until they settle: after two rounds, keep the size it has.
     if (cycle > 2 || !labels) return axis._size ?? 40;
     measure.font = axis.font[0];
-    const widest = Math.max(0, ...labels.map((l) => measure.measureText(l).width)) / devicePixelRatio;
-    return Math.ceil(widest + axis.ticks.size + axis.gap + 4);
+    const width = (/** @type {string} */ l) => measure.measureText(l).width / devicePixelRatio;
+    const widest = Math.max(0, ...labels.map(width));
+    // A time label is centred on its time; the oldest may sit at the plot's left edge, half of it over this axis.
+    const halfTime = Math.max(...TIME_SAMPLES.map(width)) / 2;
+    return Math.ceil(Math.max(widest + axis.ticks.size + axis.gap, halfTime) + 4);
   },
 });
 
