@@ -12,6 +12,12 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 // tests/tiers.unit.test.ts fails on a test file with no tier, or a unit file that loads a model or starts a process.
 const TIERS = { unit: "unit", integration: "int", system: "sys" } as const;
 
+/**
+ * System files that need a module graph of their own: a binding no Llama used before (llama.cpp's log reaches only
+ * a binding's first Llama). They run in a project of their own, named after the tier (testkit/timing-reporter.ts).
+ */
+const OWN_MODULE_GRAPH = ["tests/engine/micro-batches-llama.sys.test.ts"];
+
 const root = path.dirname(fileURLToPath(import.meta.url));
 /** Each file's seconds in a whole run, kept by `OBI_WRITE_DURATIONS=1 npm test` (testkit/timing-reporter.ts). */
 const DURATIONS_FILE = path.join(root, "tests/file-durations.json");
@@ -35,9 +41,9 @@ class LongestFirst extends BaseSequencer {
 
 export default defineConfig({
   test: {
-    // One more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
-    // start, a download's pace), and two workers left the CPU a quarter idle. Many more would only contend.
-    maxWorkers: 3,
+    // Two more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
+    // start, a download's pace), and three workers left the CPU a seventh idle. Many more would only contend.
+    maxWorkers: 4,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     execArgv: ["--expose-gc"],
     testTimeout: 60_000,
@@ -45,20 +51,29 @@ export default defineConfig({
     reporters: ["default", "./testkit/timing-reporter.ts"],
     sequence: { sequencer: LongestFirst },
     hookTimeout: 60_000,
-    projects: Object.entries(TIERS).map(([name, tag]) => ({
-      extends: true,
-      // OBI_TEST_TIER lets the testkit refuse a model to a unit test (testkit/model.ts).
-      test: {
-        name,
-        include: [`tests/**/*.${tag}.test.ts`],
-        env: { OBI_TEST_TIER: name },
-        // Unit and integration files share each worker's modules rather than import the service's code (and
-        // node-llama-cpp's binding) once per file: most of the unit tier's time went to imports, and a third of the
-        // integration tier's CPU. A file that needs a module graph of its own (a fresh binding) is a system file.
-        isolate: name === "system",
-        // The processes system tests start run the product compiled once per run (testkit/entry.ts).
-        ...(name === "system" ? { globalSetup: ["./testkit/build-setup.ts"] } : {}),
+    projects: [
+      ...Object.entries(TIERS).map(([name, tag]) => ({
+        extends: true,
+        // OBI_TEST_TIER lets the testkit refuse a model to a unit test (testkit/model.ts).
+        test: {
+          name,
+          include: [`tests/**/*.${tag}.test.ts`],
+          exclude: OWN_MODULE_GRAPH,
+          env: { OBI_TEST_TIER: name },
+          // Files share each worker's modules rather than import the service's code, node-llama-cpp's binding, the
+          // clients and the testkit once per file: most of the unit tier's time went to imports, a third of the
+          // integration tier's CPU, and a second of a core per system file. So a file closes what it opens and
+          // restores what it sets.
+          isolate: false,
+          // The processes system tests start run the product compiled once per run (testkit/entry.ts).
+          ...(name === "system" ? { globalSetup: ["./testkit/build-setup.ts"] } : {}),
+        },
+      })),
+      {
+        extends: true,
+        // The system files that need a module graph of their own, each in a fresh one.
+        test: { name: "system-own-graph", include: OWN_MODULE_GRAPH, env: { OBI_TEST_TIER: "system" }, isolate: true },
       },
-    })),
+    ],
   },
 });

@@ -1,6 +1,8 @@
-// A few short schedules of `npm run chaos` in every test run: the nemesis over real processes (PostgreSQL, an S3
-// server, two API servers and two workers behind TCP proxies; the embedded service on a loop-mounted ext4), every
-// batch judged by the checker. The long campaign (50 + 20 schedules) prints docs/reliability.md's table.
+// A short schedule of each kind of `npm run chaos` in every test run: the nemesis over real processes (PostgreSQL, an
+// S3 server, two API servers and two workers behind TCP proxies; the embedded service on a loop-mounted ext4), every
+// batch judged by the checker. One each, as the faults the next seeds draw (a PostgreSQL restart, S3 cut off, a full
+// or read-only disk) have tests of their own (tests/distributed/process-deaths, tests/e2e/disk-faults-*). The long
+// campaign (50 + 20 schedules) prints docs/reliability.md's table.
 import { describe, expect, it } from "vitest";
 import { distributedCampaign } from "../../chaos/distributed.js";
 import { describeFault, describeSchedule, planFaults, type ScheduleResult } from "../../chaos/nemesis.js";
@@ -34,16 +36,16 @@ describe("the nemesis's schedules", () => {
 });
 
 describe.skipIf(!POSTGRES_BIN)("chaos: distributed schedules", () => {
-  it(`lose, duplicate and miscount nothing (seeds ${SEED}, ${SEED + 1})`, async () => {
-    const results = await distributedCampaign({ schedules: 2, seed: SEED, modelPath: await testModelPath(), log: console.log });
+  it(`lose, duplicate and miscount nothing (seed ${SEED})`, async () => {
+    const results = await distributedCampaign({ schedules: 1, seed: SEED, modelPath: await testModelPath(), log: console.log });
     expectClean(results);
-    expect(results.flatMap((r) => r.faults)).toHaveLength(6);
+    expect(results.flatMap((r) => r.faults)).toHaveLength(3);
   }, 600_000);
 });
 
 describe.skipIf(noLoop !== undefined)("chaos: one-machine schedules", () => {
   it(`lose, duplicate and miscount nothing (seed ${SEED + 10_000})`, async () => {
-    const results = await oneMachineCampaign({ schedules: 2, seed: SEED + 10_000, modelPath: await testModelPath(), log: console.log });
+    const results = await oneMachineCampaign({ schedules: 1, seed: SEED + 10_000, modelPath: await testModelPath(), log: console.log });
     expectClean(results);
   }, 600_000);
 });

@@ -41,7 +41,7 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
     const sizes = [800, 500, 650, 400];
     const batches = [];
     for (const [i, n] of sizes.entries()) {
-      const file = await uploadJsonl(api.baseUrl, completionJsonl(n, { prefix: `ch${i}`, maxTokens: 64 }));
+      const file = await uploadJsonl(api.baseUrl, completionJsonl(n, { prefix: `ch${i}`, maxTokens: 32 }));
       batches.push(
         await openaiClient(api).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }),
       );
