@@ -53,7 +53,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     projects: [
       ...Object.entries(TIERS).map(([name, tag]) => ({
-        extends: true,
+        extends: true as const,
         // OBI_TEST_TIER lets the testkit refuse a model to a unit test (testkit/model.ts).
         test: {
           name,
@@ -70,7 +70,7 @@ export default defineConfig({
         },
       })),
       {
-        extends: true,
+        extends: true as const,
         // The system files that need a module graph of their own, each in a fresh one.
         test: { name: "system-own-graph", include: OWN_MODULE_GRAPH, env: { OBI_TEST_TIER: "system" }, isolate: true },
       },

@@ -25,15 +25,18 @@ export const isFinal = (b: { status: string }) => isFinalStatus(b.status as Batc
 
 /**
  * Calls `probe` every `everyMs` until it gives something other than undefined, and returns that; past `timeoutMs`
- * it throws, saying `what` it waited for and what the probe last saw.
+ * it throws, saying `what` it waited for and what the probe last saw. With `upToMs`, each wait is half as long again
+ * as the last, up to that: for a state that once reached stays (a batch ended), whose long waits would otherwise
+ * spend a core on polls.
  */
 export async function until<T>(
   what: string,
   probe: () => T | undefined | Promise<T | undefined>,
-  opts: { timeoutMs?: number; everyMs?: number; seen?: () => unknown } = {},
+  opts: { timeoutMs?: number; everyMs?: number; upToMs?: number; seen?: () => unknown } = {},
 ): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
-  for (;;) {
+  const first = opts.everyMs ?? 50;
+  for (let every = first; ; every = Math.min(every * 1.5, Math.max(first, opts.upToMs ?? first))) {
     const got = await probe();
     if (got !== undefined) return got;
     if (Date.now() > deadline) {
@@ -42,7 +45,7 @@ export async function until<T>(
         `timed out after ${opts.timeoutMs ?? 30_000} ms waiting for ${what}${seen === undefined ? "" : `: ${JSON.stringify(seen)}`}`,
       );
     }
-    await new Promise((r) => setTimeout(r, opts.everyMs ?? 50));
+    await new Promise((r) => setTimeout(r, every));
   }
 }
 

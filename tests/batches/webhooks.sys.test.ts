@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import OpenAI, { toFile } from "openai";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../testkit/batch-client.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { completionJsonl } from "../../testkit/workload.js";
 import { closeCluster, type SharedState, startNode, startSharedState, type TestNode } from "../helpers/cluster.js";
@@ -76,7 +77,11 @@ describe.skipIf(!POSTGRES_BIN)("webhooks (distributed mode)", () => {
     const db = new pg.Client({ connectionString: shared.env.DATABASE_URL });
     await db.connect();
     try {
-      const { rows } = await db.query("SELECT id, webhook FROM batches WHERE id = ANY($1)", [[a, b]]);
+      // The row records a delivery once the receiver has answered it, so a moment after the receiver saw it.
+      const rows = await until("both deliveries recorded", async () => {
+        const found = (await db.query("SELECT id, webhook FROM batches WHERE id = ANY($1)", [[a, b]])).rows;
+        return found.length === 2 && found.every((r) => r.webhook?.attempts > 0) ? found : undefined;
+      });
       for (const r of rows) expect(r.webhook).toMatchObject({ attempts: 1, last_status: 200, gave_up: false });
       for (const r of rows) expect(r.webhook.delivered_at).toBeGreaterThan(0);
     } finally {

@@ -64,9 +64,15 @@ export function openaiClient(svc: Pick<TestService, "baseUrl">): OpenAI {
   return new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
 }
 
-/** Polls until the batch reaches a final status. */
+/** How a wait for a final status polls. */
+const FINAL_POLLS = { everyMs: 100, upToMs: 500 };
+
+/**
+ * Polls until the batch reaches a final status: every 100 ms at first, less often as it runs on (a poll is a request
+ * to the service under test, and a suite waits thousands of seconds for batches).
+ */
 export const waitForBatch = (baseUrl: string, id: string, timeoutMs = 60_000, headers: Record<string, string> = {}): Promise<any> =>
-  pollBatch(baseUrl, id, isFinal, { timeoutMs, headers, everyMs: 100 });
+  pollBatch(baseUrl, id, isFinal, { timeoutMs, headers, ...FINAL_POLLS });
 
 /** Polls through the official client until the batch reaches a final status; returns it as the client types it. */
 export const waitForClientBatch = (client: OpenAI, id: string, timeoutMs = 60_000) =>
@@ -76,5 +82,5 @@ export const waitForClientBatch = (client: OpenAI, id: string, timeoutMs = 60_00
       const b = await client.batches.retrieve(id);
       return isFinal(b) ? b : undefined;
     },
-    { everyMs: 100, timeoutMs },
+    { ...FINAL_POLLS, timeoutMs },
   );
