@@ -42,7 +42,7 @@ class LongestFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     // Two more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
-    // start, a download's pace), and three workers left the CPU a seventh idle. Many more would only contend.
+    // start, a download's pace), which the others' work fills. Five workers were slower: the CPU is then all taken.
     maxWorkers: 4,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     execArgv: ["--expose-gc"],

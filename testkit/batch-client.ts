@@ -36,7 +36,8 @@ export async function until<T>(
 ): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   const first = opts.everyMs ?? 50;
-  for (let every = first; ; every = Math.min(every * 1.5, Math.max(first, opts.upToMs ?? first))) {
+  const longest = Math.max(first, opts.upToMs ?? first);
+  for (let every = first; ; every = Math.min(every * 1.5, longest)) {
     const got = await probe();
     if (got !== undefined) return got;
     if (Date.now() > deadline) {
