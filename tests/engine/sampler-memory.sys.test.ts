@@ -2,7 +2,7 @@
 import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { fullCollection, SamplerMemory, samplerBytes } from "../../engine/generate/sampler-memory.js";
 import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { testModelPath } from "../../testkit/model.js";
@@ -17,23 +17,29 @@ describe("SamplerMemory", () => {
     expect(memory.collections).toBe(2);
   });
 
-  it("collects what waits once no evaluation has finished for a while, and only once", async () => {
-    let collected = 0;
-    const memory = new SamplerMemory(100, () => collected++, 1000, 50);
-    for (let i = 0; i < 3; i++) memory.released();
-    expect(collected).toBe(0);
-    await new Promise((r) => setTimeout(r, 30));
-    memory.released();
-    await new Promise((r) => setTimeout(r, 30));
-    expect(collected).toBe(0);
-    await new Promise((r) => setTimeout(r, 60));
-    expect(collected).toBe(1);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(collected).toBe(1);
-    memory.released();
-    memory.close();
-    await new Promise((r) => setTimeout(r, 100));
-    expect(collected).toBe(1);
+  it("collects what waits once no evaluation has finished for a while, and only once", () => {
+    // The clock is faked: on a saturated machine a real 30 ms sleep can last past the 50 ms idle limit.
+    vi.useFakeTimers();
+    try {
+      let collected = 0;
+      const memory = new SamplerMemory(100, () => collected++, 1000, 50);
+      for (let i = 0; i < 3; i++) memory.released();
+      expect(collected).toBe(0);
+      vi.advanceTimersByTime(30);
+      memory.released();
+      vi.advanceTimersByTime(30);
+      expect(collected).toBe(0);
+      vi.advanceTimersByTime(20);
+      expect(collected).toBe(1);
+      vi.advanceTimersByTime(100);
+      expect(collected).toBe(1);
+      memory.released();
+      memory.close();
+      vi.advanceTimersByTime(100);
+      expect(collected).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("does nothing where no collection can be asked for", () => {
