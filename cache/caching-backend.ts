@@ -33,6 +33,16 @@ interface Shared {
   hit: boolean;
 }
 
+/** A computation under way, with the signal of the request that runs it. */
+interface InFlight {
+  answer: Promise<Shared>;
+  signal?: AbortSignal;
+  /** Its answer was computed (not read from the store): it is being stored. */
+  computed?: boolean;
+  /** Settles once the answer is stored, or was not to be (a hit, a failure). */
+  stored: Promise<void>;
+}
+
 const PASSED_ON = ["lineOrder", "prepareRun", "countTokens", "promptTokens", "stats", "preemptions"] as const;
 
 export class CachingBackend implements InferenceBackend {
@@ -43,8 +53,8 @@ export class CachingBackend implements InferenceBackend {
   promptTokens?: InferenceBackend["promptTokens"];
   stats?: InferenceBackend["stats"];
   preemptions?: InferenceBackend["preemptions"];
-  /** Computations under way by scope and key, each with the signal of the request that runs it. */
-  private readonly inFlight = new Map<string, { answer: Promise<Shared>; signal?: AbortSignal; computed?: boolean }>();
+  /** Computations under way by scope and key. */
+  private readonly inFlight = new Map<string, InFlight>();
   /** Answers being stored: a close waits for them. */
   private readonly storing = new Set<Promise<unknown>>();
 
@@ -79,6 +89,7 @@ export class CachingBackend implements InferenceBackend {
       const before = running.computed === true;
       try {
         const shared = await abortable(running.answer, signal);
+        if (options.waitForStore) await running.stored;
         return this.told(shared.answer, shared.hit || before ? "hit" : "duplicate", options);
       } catch (err) {
         // The computation was called off by its own caller, not this one: this request computes it anew.
@@ -134,7 +145,8 @@ export class CachingBackend implements InferenceBackend {
     })();
     // Awaited by the duplicates only, if any: a failure is reported to this caller below.
     shared.catch(() => undefined);
-    this.inFlight.set(flight, { answer: shared, signal });
+    let stored = () => {};
+    this.inFlight.set(flight, { answer: shared, signal, stored: new Promise<void>((r) => (stored = r)) });
     const land = () => {
       if (this.inFlight.get(flight)?.answer === shared) this.inFlight.delete(flight);
     };
@@ -146,19 +158,26 @@ export class CachingBackend implements InferenceBackend {
       storing = true;
       const entry = this.inFlight.get(flight);
       if (entry?.answer === shared) entry.computed = true;
-      this.store(scope, key, answer, land);
+      const put = this.store(scope, key, answer, () => {
+        land();
+        stored();
+      });
+      if (options.waitForStore) await put;
       return (await computed) as BackendResult;
     } finally {
-      if (!storing) land();
+      if (!storing) {
+        land();
+        stored();
+      }
     }
   }
 
   /**
-   * The answer stored behind the caller's back: the caller has its answer as soon as it is computed, so a batch's
-   * line is written (and a pause, a stop or a checkpoint waits for it) as it would be with no cache. Duplicates
-   * arriving meanwhile still share it (it stays in flight until stored); a close waits for every store.
+   * The answer stored behind the caller's back, unless it waits for the store (ExecuteOptions.waitForStore): a
+   * request answered at once has its answer as soon as it is computed. Duplicates arriving meanwhile still share it
+   * (it stays in flight until stored); a close waits for every store. A store that fails is reported, never thrown.
    */
-  private store(scope: string, key: string, answer: StoredAnswer, landed: () => void): void {
+  private store(scope: string, key: string, answer: StoredAnswer, landed: () => void): Promise<unknown> {
     const put = this.opts.cache
       .put(scope, key, answer)
       .catch((err) => this.opts.onStoreError?.(err))
@@ -167,6 +186,7 @@ export class CachingBackend implements InferenceBackend {
         this.storing.delete(put);
       });
     this.storing.add(put);
+    return put;
   }
 
   private async read(scope: string, key: string): Promise<StoredAnswer | undefined> {

@@ -152,6 +152,11 @@ export interface ExecuteOptions {
   cacheScope?: string;
   /** False: the request neither reads nor fills the result cache, nor joins an identical one in flight. */
   useCache?: boolean;
+  /**
+   * True: the caller keeps the answer on disk (a batch's line), so a computed answer is returned only once the result
+   * cache holds it. Else a crash between the line and the store would leave the line's repeats to compute it again.
+   */
+  waitForStore?: boolean;
 }
 
 export interface InferenceBackend {

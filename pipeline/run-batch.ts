@@ -243,7 +243,7 @@ function attempt(
   drain: AbortSignal | undefined,
   onBegin: () => void,
 ): Promise<BackendResult> {
-  const execute = (s: AbortSignal, begun: () => void) => backend.execute(request, s, { onBegin: begun });
+  const execute = (s: AbortSignal, begun: () => void) => backend.execute(request, s, { onBegin: begun, waitForStore: true });
   return drain ? callOffUnbegun(drain, signal, execute, onBegin) : execute(signal, onBegin);
 }
 

@@ -5,8 +5,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { CachingBackend, cachedUsage, freshIds } from "../../cache/caching-backend.js";
+import { CachingBackend, cachedUsage, freshIds, OPEN_SCOPE } from "../../cache/caching-backend.js";
+import { cacheKey } from "../../cache/key.js";
 import { LmdbResultCache } from "../../cache/lmdb-cache.js";
+import type { ResultCache } from "../../cache/port.js";
 import type { BackendResult, InferenceBackend, InferenceRequest } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
 import { parseRequest } from "../../openai/parse.js";
@@ -97,6 +99,41 @@ describe("the caching backend", () => {
     expect((hit.body.usage as { prompt_tokens_details?: unknown }).prompt_tokens_details).toEqual({
       cached_tokens: rs[0].usage.promptTokens,
     });
+    expect(inner.computed).toBe(1);
+  });
+
+  it("answers a caller that keeps its answer on disk (a batch line) only once the answer is stored, its duplicates too", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const slow: ResultCache = {
+      get: (scope, key) => cache.get(scope, key),
+      put: async (scope, key, answer) => {
+        await gate;
+        await cache.put(scope, key, answer);
+      },
+      purge: (scope) => cache.purge(scope),
+      stats: () => cache.stats(),
+      close: () => cache.close(),
+    };
+    const held = new CachingBackend(inner, { cache: slow, identity: "model-a" });
+    inner.hold();
+    const answered: string[] = [];
+    const ask = (name: string, waitForStore: boolean) =>
+      held.execute(greedy("abc"), undefined, { waitForStore }).then((r) => {
+        answered.push(name);
+        return r;
+      });
+    const pending = [ask("line", true), ask("repeat", true), ask("interactive", false)];
+    inner.release();
+    await new Promise((r) => setTimeout(r, 20));
+    // Only the one that does not keep its answer has it; the lines wait for the store.
+    expect(answered).toEqual(["interactive"]);
+    expect(await slow.get(OPEN_SCOPE, cacheKey("model-a", greedy("abc")))).toBeUndefined();
+    release();
+    const rs = await Promise.all(pending);
+    expect(answered.sort()).toEqual(["interactive", "line", "repeat"]);
+    expect(rs.map((r) => r.cached)).toEqual([undefined, "duplicate", "duplicate"]);
+    expect(await cache.get(OPEN_SCOPE, cacheKey("model-a", greedy("abc")))).toBeDefined();
     expect(inner.computed).toBe(1);
   });
 
