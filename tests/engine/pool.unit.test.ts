@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool/pool.js";
 import { BATCH_WORK, type Borrower, RequestError } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
@@ -205,6 +205,11 @@ describe("ResourcePool", () => {
   });
 
   it("keeps its reserve free of batch work while the interactive lane is warm, then gives it back", async () => {
+    // The clock is faked: on a saturated machine two real 20 ms sleeps could outlast the lane's 200 ms warmth.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
     // Cold: the batches take every item.
     const cold = [
@@ -219,20 +224,20 @@ describe("ResourcePool", () => {
     const batch = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
     let fourth: string | undefined;
     const waiting = pool.acquire(BATCH_WORK).then((item) => (fourth = item));
-    await new Promise((r) => setTimeout(r, 20));
+    await vi.advanceTimersByTimeAsync(20);
     expect(fourth).toBeUndefined();
     expect(pool.available).toBe(1);
     // The next interactive request starts at once, on the reserve; its release refills the reserve, not the batch.
     const interactive = await pool.acquire(INTERACTIVE);
     pool.release(interactive);
-    await new Promise((r) => setTimeout(r, 20));
+    await vi.advanceTimersByTimeAsync(20);
     expect(fourth).toBeUndefined();
     // A batch line that ends passes its item on to the waiting one: the reserve is whole.
     pool.release(batch[0]);
     expect(await waiting).toBe(batch[0]);
     // Once the lane is cold, the reserve goes to batch work again.
     const fifth = pool.acquire(BATCH_WORK);
-    await new Promise((r) => setTimeout(r, 260));
+    await vi.advanceTimersByTimeAsync(260);
     expect(await fifth).toBe(interactive);
     expect(pool.available).toBe(0);
   });
