@@ -92,6 +92,18 @@ export function resultCacheContract(name: string, skip: boolean, harness: () => 
       expect(await c.stats()).toMatchObject({ entries: 0, bytes: 0 });
     });
 
+    it("answers many gets at once, across scopes, hits, misses and a corrupt entry each its own", async () => {
+      const c = await open();
+      const keys = Array.from({ length: 300 }, (_, i) => `k${i}`);
+      await Promise.all(keys.filter((_, i) => i % 3 !== 0).map((k) => c.put("alice", k, answer(k))));
+      await c.put("bob", "k0", answer("bob's"));
+      await h.corrupt("alice", "k1");
+      const got = await Promise.all([...keys.map((k) => c.get("alice", k)), c.get("bob", "k0"), c.get("bob", "k2")]);
+      expect(got.slice(0, 300)).toEqual(keys.map((k, i) => (i % 3 === 0 || i === 1 ? undefined : answer(k))));
+      expect(got.slice(300)).toEqual([answer("bob's"), undefined]);
+      expect(await c.stats()).toMatchObject({ entries: 200, hits: 200, misses: 102 });
+    });
+
     it("purges one scope's entries, leaving the others, or every entry", async () => {
       const c = await open();
       await c.put("alice", "k1", answer("a1"));
