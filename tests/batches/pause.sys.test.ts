@@ -56,7 +56,7 @@ async function standingStill(base: string, id: string): Promise<{ completed: num
  * in flight wait for a sequence. Lines of 128 tokens: a few finish in the moment a pause takes to land.
  */
 const WAITING = { SEQUENCES: "2", PIPELINE_CONCURRENCY: "40" };
-const WAITING_LINES = 120;
+const WAITING_LINES = 80;
 
 async function longRunning(base: string, prefix: string): Promise<string> {
   const file = await uploadJsonl(base, completionJsonl(WAITING_LINES, { prefix, maxTokens: 128 }));

@@ -54,7 +54,7 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
     for (let i = 0; i < 3; i++)
       workers.push(await start({ ROLE: "worker", WORKER_ID: `scale-${i}`, WORKER_CAPACITY: "1", SEQUENCES: "8" }));
     // A first, smaller batch warms every process up (JIT, heap, pools), so what follows measures the steady state.
-    const warm = await uploadJsonl(api.baseUrl, completionJsonl(6_000, { prefix: "w", maxTokens: 1 }));
+    const warm = await uploadJsonl(api.baseUrl, completionJsonl(3_000, { prefix: "w", maxTokens: 1 }));
     const warmed = await openaiClient(api).batches.create({
       input_file_id: warm.id,
       endpoint: "/v1/completions",
