@@ -24,7 +24,7 @@ let lastRead: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function start(base: string, prefix: string, headers: Record<string, string> = {}): Promise<string> {
-  const file = await uploadJsonl(base, completionJsonl(LINES, { prefix, maxTokens: 48 }), headers);
+  const file = await uploadJsonl(base, completionJsonl(LINES, { prefix, maxTokens: 32 }), headers);
   const res = await fetch(`${base}/v1/batches`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
