@@ -130,6 +130,9 @@ export class LmdbResultCache implements ResultCache {
       return this.evict();
     });
     this.evictions += evicted;
+    // Committed is not yet durable: lmdb flushes after the commit, and a reopen after a crash (safeRestore) goes back
+    // to the last flushed transaction. A batch's line waits for this put, so it must be the flush.
+    await this.root.flushed;
   }
 
   async purge(scope?: string): Promise<number> {

@@ -37,7 +37,10 @@ export interface ResultCache {
    * asks). Absent: a store answers it by get.
    */
   has?(scope: string, key: string): Promise<boolean>;
-  /** Stores an answer, replacing one under the same (scope, key), and evicts what the bound no longer holds. */
+  /**
+   * Stores an answer, replacing one under the same (scope, key), and evicts what the bound no longer holds. Resolves
+   * once the answer is durable: a store reopened after a crash holds it.
+   */
   put(scope: string, key: string, answer: StoredAnswer): Promise<void>;
   /** Removes a scope's entries, or every entry: how many. */
   purge(scope?: string): Promise<number>;

@@ -1,5 +1,6 @@
 // The ResultCache in PostgreSQL, shared by every worker of the distributed mode: one table of sealed answers in
 // least-recently-used order, and one row of totals that every write locks, so the byte bound holds across workers.
+// Lookups and stores each go in groups: one query (or transaction) for those that arrived while the last one ran.
 // An answer over SPILL_BYTES is an object of the blob store (S3 in the distributed mode) under result-cache/, its row
 // holding the object's key and checksum; a missing or corrupt object is a miss.
 import { createHash, randomBytes } from "node:crypto";
