@@ -147,8 +147,11 @@ export class CachingBackend implements InferenceBackend {
     shared.catch(() => undefined);
     let stored = () => {};
     this.inFlight.set(flight, { answer: shared, signal, stored: new Promise<void>((r) => (stored = r)) });
+    // Out of flight once stored, or once there is nothing to store (a hit, a failure): the duplicates waiting for the
+    // store are let go with it.
     const land = () => {
       if (this.inFlight.get(flight)?.answer === shared) this.inFlight.delete(flight);
+      stored();
     };
     let storing = false;
     try {
@@ -158,17 +161,11 @@ export class CachingBackend implements InferenceBackend {
       storing = true;
       const entry = this.inFlight.get(flight);
       if (entry?.answer === shared) entry.computed = true;
-      const put = this.store(scope, key, answer, () => {
-        land();
-        stored();
-      });
+      const put = this.store(scope, key, answer, land);
       if (options.waitForStore) await put;
       return (await computed) as BackendResult;
     } finally {
-      if (!storing) {
-        land();
-        stored();
-      }
+      if (!storing) land();
     }
   }
 

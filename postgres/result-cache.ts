@@ -65,6 +65,8 @@ interface PendingPut {
 }
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest();
+/** One entry's scope and key as one string, to match rows with what was asked. */
+const entryOf = (e: { scope: string; key: string }) => `${e.scope}\u0000${e.key}`;
 
 export class PgResultCache implements ResultCache {
   private hits = 0;
@@ -119,8 +121,8 @@ export class PgResultCache implements ResultCache {
            WHERE (scope, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
           [group.map((r) => r.scope), group.map((r) => r.key)],
         );
-        const found = new Map((rows as FoundRow[]).map((r) => [`${r.scope}\u0000${r.key}`, r]));
-        for (const r of group) r.resolve(found.get(`${r.scope}\u0000${r.key}`));
+        const found = new Map((rows as FoundRow[]).map((r) => [entryOf(r), r]));
+        for (const r of group) r.resolve(found.get(entryOf(r)));
         if (rows.length > 0) this.touch(rows);
       } catch (err) {
         for (const r of group) r.reject(err);
@@ -188,7 +190,7 @@ export class PgResultCache implements ResultCache {
   /** Within a transaction: the group's entries replace any under the same keys, the totals follow, the bound is kept. */
   private async writeGroup(c: pg.PoolClient, group: PendingPut[], gone: string[]): Promise<number> {
     // The last put of a key in the group is the one kept, as if they had been written one after the other.
-    const last = [...new Map(group.map((p) => [`${p.scope}\u0000${p.key}`, p])).values()];
+    const last = [...new Map(group.map((p) => [entryOf(p), p])).values()];
     const scopes = last.map((p) => p.scope);
     const keys = last.map((p) => p.key);
     await c.query("SELECT 1 FROM result_cache_totals WHERE id = 1 FOR UPDATE");
