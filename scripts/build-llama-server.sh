@@ -25,13 +25,14 @@ for tool in git $($cached_only || echo cmake g++); do
 done
 
 commit=$(git bundle list-heads "$bundle" | awk '{print $1; exit}')
-# The one engine patch that fixes llama.cpp for a CPU rather than adding to it: a native build on a CPU with
-# AVX512-FP16 otherwise runs attention over heads shorter than 128 in scalar code, and the peer should get the
-# same kernels as the engine, not a slower llama.cpp.
-cpu_patch=engine/native/llama.cpp-avx512fp16.patch
+# The engine patches that fix llama.cpp for a CPU rather than add to it: a native build on a CPU with AVX512-FP16
+# otherwise runs attention over heads shorter than 128 in scalar code, and on a CPU with AMX (built by GCC 12) dies
+# of SIGILL at its first matrix product. The peer gets the same kernels as the engine, not a slower or broken llama.cpp.
+cpu_patches="engine/native/llama.cpp-avx512fp16.patch engine/native/llama.cpp-amx-tile-config.patch"
 root=${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference
 [ "$target" = llama-server ] && root=${LLAMA_SERVER_CACHE:-$root/llama-server} || root=$root/$target
-cache=$root/${commit:0:12}-$(sha256sum <"$cpu_patch" | cut -c1-8)
+# shellcheck disable=SC2086 # the list splits into its files
+cache=$root/${commit:0:12}-$(cat $cpu_patches | sha256sum | cut -c1-8)
 binary=$cache/bin/$target
 if [ -x "$binary" ]; then echo "$binary"; exit 0; fi
 if $cached_only; then echo "build-llama-server: no cached build at $binary" >&2; exit 3; fi
@@ -39,7 +40,7 @@ if $cached_only; then echo "build-llama-server: no cached build at $binary" >&2;
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git clone --quiet "$bundle" "$work/src" >&2
-git -C "$work/src" apply "$PWD/$cpu_patch" >&2
+for p in $cpu_patches; do git -C "$work/src" apply "$PWD/$p" >&2; done
 # GGML_NATIVE: the peer gets its best build for this CPU; curl off: it must not reach for model hubs.
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2

@@ -19,12 +19,16 @@ export type EngineBuildChoice = "auto" | EngineBuild;
 export const PATCH_FILE = fileURLToPath(new URL("../native/node-llama-cpp-3.22.1.patch", import.meta.url));
 /**
  * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, a
- * unified cache that keeps each sequence's cells together in 64-cell blocks, and FP32 vector paths for FP16 data on
- * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code).
+ * unified cache that keeps each sequence's cells together in 64-cell blocks, FP32 vector paths for FP16 data on
+ * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code), and an AMX tile
+ * config the compiler keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode).
  */
-export const LLAMA_PATCH_FILES = ["llama.cpp-flash-attn-sparse.patch", "llama.cpp-kv-blocks.patch", "llama.cpp-avx512fp16.patch"].map((f) =>
-  fileURLToPath(new URL(`../native/${f}`, import.meta.url)),
-);
+export const LLAMA_PATCH_FILES = [
+  "llama.cpp-flash-attn-sparse.patch",
+  "llama.cpp-kv-blocks.patch",
+  "llama.cpp-avx512fp16.patch",
+  "llama.cpp-amx-tile-config.patch",
+].map((f) => fileURLToPath(new URL(`../native/${f}`, import.meta.url)));
 /** The cmake option scripts/build-engine.sh sets to the same key. */
 export const PATCH_CMAKE_OPTION = "OBI_ENGINE_PATCH";
 

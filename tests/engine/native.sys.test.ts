@@ -1,5 +1,5 @@
 // Which node-llama-cpp build the engine loads (engine/load/native.ts) and what the build script says where it cannot
-// build: one line, and the prebuilt engine stays.
+// build: one line, and the prebuilt engine stays; and that each build present runs on this CPU.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, symlinkSync } from "node:fs";
 import os from "node:os";
@@ -7,7 +7,12 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../config/config.js";
 import { buildSelection, defaultBuildChoice, missingPatchedBuild, PATCH_CMAKE_OPTION, patchKey } from "../../engine/load/native.js";
+import { entryArgs } from "../../testkit/entry.js";
+import { NO_PATCHED_BUILD } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+
+const patchedBuilt = spawnSync("bash", [path.join(repoRoot, "scripts/build-engine.sh"), "--cached"]).status === 0;
+if (!patchedBuilt) console.warn(NO_PATCHED_BUILD);
 
 describe("the engine's build choice", () => {
   it("keys the patched build by the patch's hash, and asks for nothing of the kind when only the prebuilt is wanted", () => {
@@ -55,4 +60,27 @@ describe("scripts/build-engine.sh without a compiler", () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^build-engine: cmake is not installed .*the prebuilt engine stays$/);
   });
+});
+
+// A native build compiles the kernels of the CPU it is built on, some of which a compiler can get wrong only there:
+// GCC 12 emptied the AMX tile config (engine/native/llama.cpp-amx-tile-config.patch), and every step of more than one
+// token on a quantized model then died of SIGILL. Each build runs such steps in a process of its own.
+describe.each([
+  ["prebuilt", false],
+  ["patched", !patchedBuilt],
+] as const)("the %s build on this CPU", (build, skip) => {
+  it.skipIf(skip)(
+    "runs steps of several tokens on a quantized model (Q8_0) to their end",
+    () => {
+      const run = spawnSync(process.execPath, entryArgs("tests/engine/quantized-step.ts", ["--expose-gc"]).concat(build), {
+        cwd: repoRoot,
+        encoding: "utf8",
+        timeout: 120_000,
+      });
+      const why = run.signal === "SIGILL" ? "it died of SIGILL: a kernel this CPU cannot run" : run.stderr;
+      expect(run.status, why).toBe(0);
+      expect(JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "")).toEqual({ build, tokens: [4, 4, 4, 4] });
+    },
+    150_000,
+  );
 });
