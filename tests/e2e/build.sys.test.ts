@@ -36,7 +36,8 @@ describe("the compiled build", () => {
     const dist = path.join(out, "dist");
     await run(
       process.execPath,
-      [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--sourceMap", "false"],
+      // Without type checking, which `npm run lint` does: the JavaScript emitted is the same, for a third of the CPU.
+      [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--noCheck", "--sourceMap", "false"],
       { cwd: repoRoot },
     );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
@@ -84,5 +85,5 @@ describe("the compiled build", () => {
       child.kill("SIGTERM");
     }
     expect(await exited).toBe(0);
-  });
+  }, 180_000);
 });
