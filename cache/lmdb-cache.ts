@@ -129,10 +129,8 @@ export class LmdbResultCache implements ResultCache {
       this.sums.putSync(TOTALS, { entries: t.entries + 1, bytes: t.bytes + bytes, seq });
       return this.evict();
     });
+    // Committed is flushed (LMDB_OPTIONS: no overlapping sync), so a batch's line that waits for this put is durable.
     this.evictions += evicted;
-    // Committed is not yet durable: lmdb flushes after the commit, and a reopen after a crash (safeRestore) goes back
-    // to the last flushed transaction. A batch's line waits for this put, so it must be the flush.
-    await this.root.flushed;
   }
 
   async purge(scope?: string): Promise<number> {

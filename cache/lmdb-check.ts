@@ -10,10 +10,14 @@ import { spawnSync } from "node:child_process";
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
 import path from "node:path";
 
-/** How every process opens the environment. safeRestore: after a crash, the last transaction flushed to disk, not the
- * last committed (lmdb's overlapping sync trusts the latter while the OS's boot id is unchanged, and a disk that
- * failed without a reboot then hands back pages never written). */
-export const LMDB_OPTIONS = { compression: false, safeRestore: true } as const;
+/**
+ * How every process opens the environment. overlappingSync off: a commit resolves once it is flushed to disk, so a
+ * put that resolved is durable, and a write that fails (a full disk) rejects its own caller. With lmdb's default
+ * overlapping sync a commit resolves before its flush, and the `flushed` promise follows the newest write's flush,
+ * which lmdb (3.5.6, write.js) never resolves when that write fails: a batch's line waiting on it for its answer could
+ * wait forever on a full disk. safeRestore: after a crash, the last transaction flushed to disk.
+ */
+export const LMDB_OPTIONS = { compression: false, overlappingSync: false, safeRestore: true } as const;
 /** Written by a clean close (the data file's size and modification time then), removed by an open. */
 const STAMP = "closed";
 const DATA = "data.mdb";

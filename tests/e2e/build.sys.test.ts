@@ -36,8 +36,17 @@ describe("the compiled build", () => {
     const dist = path.join(out, "dist");
     await run(
       process.execPath,
-      // Without type checking, which `npm run lint` does: the JavaScript emitted is the same, for a third of the CPU.
-      [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", dist, "--noCheck", "--sourceMap", "false"],
+      // Without type checking, which `npm run lint` does: the JavaScript emitted is the same, for 8 CPU-s rather than 19.
+      [
+        path.join(repoRoot, "node_modules/typescript/bin/tsc"),
+        "-p",
+        "tsconfig.build.json",
+        "--outDir",
+        dist,
+        "--noCheck",
+        "--sourceMap",
+        "false",
+      ],
       { cwd: repoRoot },
     );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
