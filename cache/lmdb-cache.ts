@@ -119,6 +119,7 @@ export class LmdbResultCache implements ResultCache {
     const bytes = sealed.byteLength + Buffer.byteLength(k);
     // An answer larger than the whole bound is not kept: it would evict everything and then itself.
     if (bytes > this.limits.maxBytes) return;
+    // Resolved once committed, which is flushed (LMDB_OPTIONS: no overlapping sync): a line that waits for it is durable.
     const evicted = await this.write(() => {
       this.removeEntry(k);
       const t = this.totals();
@@ -129,7 +130,6 @@ export class LmdbResultCache implements ResultCache {
       this.sums.putSync(TOTALS, { entries: t.entries + 1, bytes: t.bytes + bytes, seq });
       return this.evict();
     });
-    // Committed is flushed (LMDB_OPTIONS: no overlapping sync), so a batch's line that waits for this put is durable.
     this.evictions += evicted;
   }
 

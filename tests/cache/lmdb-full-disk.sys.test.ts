@@ -7,20 +7,17 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { entryShell } from "../../testkit/entry.js";
+import { canMountTmpfs, onPrivateTmpfs } from "../helpers/private-tmpfs.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-cache-full-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-// Unprivileged user and mount namespaces give a private tmpfs; some kernels and containers refuse them.
-const canMount =
-  spawnSync("unshare", ["-r", "-m", "sh", "-c", `mount -t tmpfs -o size=1m probe "${dir}"`], { stdio: "ignore" }).status === 0;
-if (!canMount)
-  console.warn("lmdb-full-disk.test: skipped, `unshare -r -m` cannot mount a tmpfs here (util-linux or user namespaces missing)");
+const canMount = canMountTmpfs(dir, "lmdb-full-disk.test");
 
 describe.skipIf(!canMount)("the embedded result cache on a disk that fills", () => {
   it("settles every put, stored or refused, and stores some before the disk is full", () => {
-    const child = entryShell("tests/cache/full-disk-puts.ts");
-    const run = spawnSync("unshare", ["-r", "-m", "sh", "-c", `mount -t tmpfs -o size=2m obi "${dir}" && exec ${child} "${dir}/cache"`], {
+    const child = `${entryShell("tests/cache/full-disk-puts.ts")} "${dir}/cache"`;
+    const run = spawnSync("unshare", onPrivateTmpfs(dir, "2m", child), {
       encoding: "utf8",
       timeout: 60_000,
     });

@@ -1,7 +1,6 @@
 // The real server process on a small tmpfs of its own (a mount namespace made by `unshare`, so no root and
 // nothing left mounted): the disk fills while a batch runs. The batch pauses with what it wrote, uploads and
 // creates answer 507 storage_full, and once space is freed the batch goes on and completes every request once.
-import { spawnSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,23 +9,21 @@ import { until } from "../../testkit/batch-client.js";
 import { entryShell } from "../../testkit/entry.js";
 import { completionJsonl } from "../../testkit/workload.js";
 import { createBatch, getBatch, pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { canMountTmpfs, onPrivateTmpfs } from "../helpers/private-tmpfs.js";
 import { spawnServer, untilListening } from "../helpers/process.js";
 import { serverEnv } from "../helpers/server-testbed.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "obi-full-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-// Unprivileged user and mount namespaces are needed for a private tmpfs; some kernels and containers refuse them.
-const canMount =
-  spawnSync("unshare", ["-r", "-m", "sh", "-c", `mount -t tmpfs -o size=1m probe "${dir}"`], { stdio: "ignore" }).status === 0;
-if (!canMount) console.warn("disk-full.test: skipped, `unshare -r -m` cannot mount a tmpfs here (util-linux or user namespaces missing)");
+const canMount = canMountTmpfs(dir, "disk-full.test");
 
 const N = 200;
 
 describe.skipIf(!canMount)("a full disk, through the real process on a small tmpfs", () => {
   it("pauses a running batch, answers 507 to uploads and creates, and goes on once space is freed", async () => {
-    const mount = `mount -t tmpfs -o size=8m obi-full "${dir}" && exec ${entryShell("app/main.ts")}`;
-    const s = await untilListening(spawnServer("unshare", ["-r", "-m", "sh", "-c", mount], await serverEnv(dir)), 60_000);
+    const mount = onPrivateTmpfs(dir, "8m", entryShell("app/main.ts"));
+    const s = await untilListening(spawnServer("unshare", mount, await serverEnv(dir)), 60_000);
     // The tmpfs as the server sees it: its mount namespace, reached through its root.
     const inside = (...p: string[]) => path.join(`/proc/${s.child.pid}/root`, dir, ...p);
     const filler = inside("filler");
