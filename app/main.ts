@@ -4,7 +4,7 @@
 import { createServer, type RequestListener, type Server } from "node:http";
 import os from "node:os";
 import type pino from "pino";
-import { applyServerLimits, defaultMaxConnections } from "../api/http/server.js";
+import { applyServerLimits } from "../api/http/server.js";
 import { type Config, ConfigError, checkPaths, isLoopbackHost as isLoopback, loadConfig } from "../config/config.js";
 import { eachSetting, settingsHelp } from "../config/settings.js";
 import { parseServerArgs, SERVER_FLAGS_HELP } from "./args.js";
@@ -196,8 +196,7 @@ function shutDown(logger: pino.Logger, server: Server, service: Service, graceMs
 /** The HTTP server, listening with its limits, its answers `starting` until the service takes them over; or exit 1 with one line. */
 async function listenFirst(config: Config, logger: pino.Logger, answer: RequestListener): Promise<Server> {
   const server = createServer(answer);
-  const { maxConnections, ...timeouts } = config.http;
-  applyServerLimits(server, { ...timeouts, maxConnections: maxConnections || defaultMaxConnections() });
+  applyServerLimits(server, config.http);
   const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
     server.once("error", resolve);
     server.listen(config.port, config.host, () => {

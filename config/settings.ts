@@ -617,6 +617,12 @@ export const SETTINGS = {
       schema: int(1),
       help: "a socket with no traffic for this long is closed",
     }),
+    keepAliveSeconds: setting({
+      env: "HTTP_KEEP_ALIVE_SECONDS",
+      default: 75,
+      schema: int(1),
+      help: "an answered connection waits this long for its next request (longer than clients and proxies keep theirs)",
+    }),
     maxConnections: setting({
       env: "MAX_CONNECTIONS",
       default: 0,

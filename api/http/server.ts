@@ -1,5 +1,5 @@
 // The listening server's limits: how long a client may take to send its headers or its whole request, how
-// long a silent socket stays open, how many connections are held at once (so descriptors stay in reserve for
+// long a silent socket stays open, how long an answered one waits for its next request, how many connections are held at once (so descriptors stay in reserve for
 // the batch files), and an OpenAI-shaped body on the errors Node's own HTTP parser answers.
 import { readFileSync } from "node:fs";
 import { type Server, STATUS_CODES } from "node:http";
@@ -11,6 +11,9 @@ export interface ServerLimits {
   requestTimeoutSeconds: number;
   /** A socket with no traffic for this long is closed, whether or not a request began on it. */
   idleTimeoutSeconds: number;
+  /** An answered connection waits this long for its next request. */
+  keepAliveSeconds: number;
+  /** 0: half the descriptor limit. */
   maxConnections: number;
 }
 
@@ -34,7 +37,11 @@ export function applyServerLimits(server: Server, limits: ServerLimits): void {
   server.requestTimeout = limits.requestTimeoutSeconds * 1000;
   // Node's own default (0) lets a socket that never sends a byte stay open for good.
   server.timeout = limits.idleTimeoutSeconds * 1000;
-  server.maxConnections = limits.maxConnections;
+  // Node's default (5 s) equals httpx's and is within a second of what undici takes from the hint: a client sending on
+  // a connection the server is closing in the same moment (a busy event loop makes it likely) reads ECONNRESET. Longer
+  // than clients and load balancers keep an idle connection, it is theirs to close.
+  server.keepAliveTimeout = limits.keepAliveSeconds * 1000;
+  server.maxConnections = limits.maxConnections || defaultMaxConnections();
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
 }
 

@@ -4,6 +4,7 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultMaxConnections } from "../../api/http/server.js";
+import { until } from "../../testkit/batch-client.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { serverTestbed } from "../helpers/server-testbed.js";
 
@@ -64,6 +65,26 @@ describe("HTTP limits on the server process", () => {
     expect(extra.afterMs).toBeLessThan(1_500);
     await Promise.all(held.map((h) => h.closed));
     expect((await fetch(`${s.baseUrl}/health`)).status).toBe(200);
+  });
+
+  it("keeps an answered connection open longer than clients and proxies keep theirs, past the idle limit", async () => {
+    const { socket, closed } = rawSocket();
+    let received = "";
+    socket.on("data", (d) => (received += d.toString()));
+    const ask = async () => {
+      received = "";
+      socket.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      await until("an answer", () => (/\r\n\r\n.*\}$/s.test(received) ? true : undefined), { seen: () => received });
+      return received;
+    };
+    // The hint the official Node client reads, and longer than httpx keeps a connection (5 s) or a load balancer (60 s):
+    // the client closes an idle connection first, never the server in the moment a request is sent on it.
+    expect(await ask()).toMatch(/^HTTP\/1\.1 200 .*\r\nKeep-Alive: timeout=75\r\n/is);
+    // Between answers the keep-alive time applies, not the limit on a silent socket (2 s here).
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await ask()).toMatch(/^HTTP\/1\.1 200 /);
+    socket.destroy();
+    await closed;
   });
 
   it("defaults the cap to half the descriptor limit", () => {

@@ -1,7 +1,6 @@
 // Nodes (API servers, workers) of the real service in the distributed mode, started in this process on the shared
 // state of testkit/shared-state.ts (a throwaway PostgreSQL and an S3 protocol server).
 import { mkdtempSync, rmSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll } from "vitest";
@@ -16,7 +15,7 @@ import { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { testModelPath } from "../../testkit/model.js";
 import { type SharedState, startSharedState } from "../../testkit/shared-state.js";
 import { type ServerProcess, startMain } from "./process.js";
-import { openaiClient, testServiceEnv } from "./service.js";
+import { listenOnLoopback, openaiClient, testServiceEnv } from "./service.js";
 
 export interface TestNode {
   node: Service;
@@ -46,9 +45,7 @@ export async function startNode(
     ...(shared.openCache ? { openCache: shared.openCache } : {}),
     beforeWork: (models) => recordCalls(models, calls),
   });
-  const server = node.app.listen(0, "127.0.0.1");
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-  const { port } = server.address() as AddressInfo;
+  const { server, port } = await listenOnLoopback(node.app, config);
   node.controlPlane.advertise(`http://127.0.0.1:${port}`);
   let closed: Promise<void> | undefined;
   return {

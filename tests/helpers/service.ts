@@ -1,10 +1,12 @@
 // Starts the real service (real engine, real stores, real worker) on 127.0.0.1 with a temp BATCH_DIR.
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import type pino from "pino";
+import { applyServerLimits } from "../../api/http/server.js";
 import { createLogger } from "../../app/logger.js";
 import { buildService, type Service } from "../../app/service.js";
 import { type Config, loadConfig } from "../../config/config.js";
@@ -41,9 +43,7 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
   const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...env });
   const built = await buildService(config, opts.logger ?? createLogger(config.logLevel));
   const service = { ...built, backend: built.backend! };
-  const server = service.app.listen(0, "127.0.0.1");
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-  const { port } = server.address() as AddressInfo;
+  const { server, port } = await listenOnLoopback(service.app, config);
   return {
     service,
     config,
@@ -57,6 +57,15 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
       if (!env.BATCH_DIR) rmSync(batchDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Serves `app` on a free loopback port with the limits app/main.ts sets, so in-process tests meet the server clients do. */
+export async function listenOnLoopback(app: RequestListener, config: Config): Promise<{ server: Server; port: number }> {
+  const server = createServer(app);
+  applyServerLimits(server, config.http);
+  server.listen(0, "127.0.0.1");
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  return { server, port: (server.address() as AddressInfo).port };
 }
 
 /** The official `openai` client pointed at the test service (no retries: a test sees every answer). */
