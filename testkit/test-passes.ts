@@ -1,5 +1,6 @@
-// Which test files CI runs again after `npm test`: those whose model changes when ../shared is hidden, and the
-// engine's tests whose build is the default one, found from the files' imports rather than kept by hand.
+// Which test files CI runs again after `npm test`: those whose model changes when ../shared is hidden and where
+// the model is what is tested, and the engine's tests whose build is the default one, found from the files'
+// imports rather than kept by hand.
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { importEdges } from "./floors.js";
@@ -43,6 +44,17 @@ export function sharedModelFiles(): string[] {
     return result;
   };
   return testFiles().filter(reaches);
+}
+
+/**
+ * The pass without ../shared: of the files whose model changes, those where the model is what is tested. The
+ * integration tier runs the engine in process on it; a file that reads ../shared itself picks models by name or
+ * skips without them. A system file that reaches ../shared only through a helper starting the service runs the
+ * service over whatever model it is given (its HTTP, its stores, its processes): `npm test` ran it, and the
+ * generated model changes none of what it checks, so the pass leaves it out (three quarters of the pass's time).
+ */
+export function noSharedFiles(): string[] {
+  return sharedModelFiles().filter((f) => tierOf(f) === "int" || readsSharedItself(f));
 }
 
 /** The engine's tests that load the default build (ENGINE_BUILD): those that name their builds ran each already. */

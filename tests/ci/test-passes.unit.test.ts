@@ -1,6 +1,6 @@
 // CI's later passes are chosen by a rule (testkit/test-passes.ts), not a list: this keeps the rule honest, so a
-// file that reads ../shared runs again without it, and an engine test on the default build runs again on the
-// prebuilt one.
+// file whose model is what it tests runs again without ../shared, and an engine test on the default build runs
+// again on the prebuilt one.
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -8,6 +8,7 @@ import { repoRoot } from "../../testkit/repo-root.js";
 import {
   defaultBuildFiles,
   NAMES_ITS_BUILDS,
+  noSharedFiles,
   readsSharedItself,
   SHARED_PICKS,
   sharedModelFiles,
@@ -15,7 +16,8 @@ import {
 } from "../../testkit/test-passes.js";
 
 const text = (file: string) => readFileSync(path.join(repoRoot, file), "utf8");
-const noShared = new Set(sharedModelFiles());
+const reaching = new Set(sharedModelFiles());
+const noShared = new Set(noSharedFiles());
 
 /** testkit/model.ts's exported functions, each with its body (up to the next export or doc comment). */
 function modelExports(): Map<string, string> {
@@ -31,14 +33,26 @@ describe("the pass without ../shared", () => {
     expect(direct.filter((f) => !noShared.has(f))).toEqual([]);
   });
 
-  it("runs every test file that imports a helper which reads it", () => {
+  it("finds the files that reach it through a helper, and runs those of the integration tier", () => {
     const helpers = ["tests/helpers/service.ts", "tests/helpers/cluster.ts", "tests/helpers/embedded-plane.ts"];
     for (const helper of helpers) expect(readsSharedItself(helper), helper).toBe(true);
     const importers = testFiles().filter((f) =>
       helpers.some((h) => new RegExp(`from "[./]+/helpers/${path.basename(h, ".ts")}\\.js"`).test(text(f))),
     );
     expect(importers.length).toBeGreaterThan(20);
-    expect(importers.filter((f) => !noShared.has(f))).toEqual([]);
+    expect(importers.filter((f) => !reaching.has(f))).toEqual([]);
+    const integration = [...reaching].filter((f) => f.endsWith(".int.test.ts"));
+    expect(integration.length).toBeGreaterThan(20);
+    expect(integration.filter((f) => !noShared.has(f))).toEqual([]);
+  });
+
+  it("leaves out only system files that meet ../shared through a helper, not by a read of their own", () => {
+    const left = [...reaching].filter((f) => !noShared.has(f));
+    expect(left.length).toBeGreaterThan(0);
+    for (const f of left) {
+      expect(f, "a system file").toMatch(/\.sys\.test\.ts$/);
+      expect(readsSharedItself(f), f).toBe(false);
+    }
   });
 
   it("knows every function of testkit/model.ts that picks ../shared's model, and only those", () => {
