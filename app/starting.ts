@@ -4,7 +4,8 @@
 // service is not up yet, on the port the service then serves.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { starting } from "../api/errors.js";
-import { type DownloadStatus, formatBytes, progressLine } from "../backends/build.js";
+// From the downloader itself, not backends/build.js, which loads the engine: this page answers while it loads.
+import { type DownloadStatus, formatBytes, progressLine } from "../engine/load/model-download.js";
 
 export class StartupStatus {
   private readonly downloads = new Map<string, DownloadStatus>();

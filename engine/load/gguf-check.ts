@@ -1,7 +1,7 @@
 // Whether a file is a whole GGUF model, from its header alone: the magic, a header node-llama-cpp can read, and
 // every tensor's data within the file (a file cut short fails here in one line, not in llama.cpp's loader).
 import { open, stat } from "node:fs/promises";
-import { type GgufTensorInfo, readGgufFileInfo } from "node-llama-cpp";
+import type { GgufTensorInfo } from "node-llama-cpp";
 
 /** A model file that cannot be used; the message is one line that names the file. */
 export class ModelFileError extends Error {
@@ -89,6 +89,8 @@ export async function checkGgufFile(file: string, opts: { label?: string; expect
   }
   if (size < 4 || head.toString("latin1", 0, 4) !== "GGUF")
     throw new ModelFileError(`${label}: is not a GGUF model (it begins with ${opening(head.subarray(0, Math.min(size, 32)))})`);
+  // Imported here: the downloader, and the start page that reports it, load before the engine (app/starting.ts).
+  const { readGgufFileInfo } = await import("node-llama-cpp");
   let tensors: readonly GgufTensorInfo[];
   try {
     const info = await readGgufFileInfo(file, { readTensorInfo: true, logWarnings: false, spliceSplitFiles: false });

@@ -129,4 +129,32 @@ describe("configuration mistakes", () => {
     expect(code).toBe(2);
     expect(lines).toEqual([`offline-batch-inference: ${message}`]);
   });
+
+  it("answers --help and a mistake in its settings without loading the engine", async () => {
+    // A module hook that says when node-llama-cpp (a second of a core to import) is loaded.
+    const hook = path.join(dir, "engine-loads.mjs");
+    writeFileSync(
+      hook,
+      [
+        'import { register } from "node:module";',
+        'import { isMainThread } from "node:worker_threads";',
+        "if (isMainThread) register(import.meta.url);",
+        "let said = false;",
+        "export async function load(url, context, next) {",
+        '  if (!said && url.includes("/node_modules/node-llama-cpp/")) { said = true; process.stderr.write("ENGINE LOADED\\n"); }',
+        "  return next(url, context);",
+        "}",
+      ].join("\n"),
+    );
+    const traced = { NODE_OPTIONS: `--import ${hook}` };
+    const help = await failure(traced, ["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.lines.join("\n")).toMatch(/MODEL_PATH/);
+    const mistake = await failure({ ...traced, THREADS: "abc" });
+    expect(mistake.said).toBe("offline-batch-inference: invalid configuration: THREADS=abc: must be a whole number >= 0");
+    for (const run of [help, mistake]) expect(run.lines).not.toContain("ENGINE LOADED");
+    // The hook does see it where the engine is needed: the one-off download command checks the model with it.
+    const fetch = await failure({ ...traced, MODEL_PATH: await testModelPath() }, ["--fetch-models"]);
+    expect(fetch.lines, fetch.lines.join("\n")).toContain("ENGINE LOADED");
+  });
 });
