@@ -1,6 +1,7 @@
 // The listening server's limits: how long a client may take to send its headers or its whole request, how
-// long a silent socket stays open, how long an answered one waits for its next request, how many connections are held at once (so descriptors stay in reserve for
-// the batch files), and an OpenAI-shaped body on the errors Node's own HTTP parser answers.
+// long a silent socket stays open, how long an answered one waits for its next request, how many connections
+// are held at once (so descriptors stay in reserve for the batch files), and an OpenAI-shaped body on the errors
+// Node's own HTTP parser answers.
 import { readFileSync } from "node:fs";
 import { type Server, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 
 /** Whether `dir` can take such a mount here; where not, `test` is warned as skipped. */
 export function canMountTmpfs(dir: string, test: string): boolean {
-  const ok = spawnSync("unshare", ["-r", "-m", "sh", "-c", `mount -t tmpfs -o size=1m probe "${dir}"`], { stdio: "ignore" }).status === 0;
+  const ok = spawnSync("unshare", onPrivateTmpfs(dir, "1m", "true"), { stdio: "ignore" }).status === 0;
   if (!ok) console.warn(`${test}: skipped, \`unshare -r -m\` cannot mount a tmpfs here (util-linux or user namespaces missing)`);
   return ok;
 }
