@@ -74,6 +74,7 @@ for (const contexts of list(values.contexts))
           tokensPerSecond: Math.round(generated / seconds),
           cachedPromptTokens: cached,
           decodes: after.steps - before.steps,
+          sequencesPerDecode: +((after.sequences - before.sequences) / Math.max(1, after.steps - before.steps)).toFixed(1),
           microBatches: after.microBatches - before.microBatches,
           evaluatedTokens: after.evaluatedTokens - before.evaluatedTokens,
           prefixCopies: after.prefixCopies - before.prefixCopies,

@@ -283,6 +283,15 @@ export function targetsOf(res: Omit<BenchResults, "targets">): Target[] {
       ),
     );
   }
+  for (const r of res.scheduling)
+    if (r.ceiling)
+      targets.push({
+        id: `ceiling ${r.workload}`,
+        what: `${r.model}: the service's time against the kernels' ceiling (llama-batched-bench, ${r.ceiling.families} families of ${r.ceiling.lines} lines, ${r.ceiling.shared} shared tokens, ${r.ceiling.tails} tail tokens)`,
+        measured: `${r.ceiling.seconds.toFixed(2)} s / ${r.service.seconds.toFixed(2)} s = ${Math.round(100 * r.ceiling.ratio)}%`,
+        goal: ">= 85%",
+        met: r.ceiling.ratio >= 0.85,
+      });
   for (const t of res.throughput) targets.push(...throughputTargets(t));
   const s = res.scale;
   if (s) {

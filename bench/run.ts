@@ -13,6 +13,7 @@ import { repoRoot } from "../testkit/repo-root.js";
 import { compareAdapters } from "./adapters.js";
 import { BenchUsageError, benchArgs, type Part, USAGE } from "./args.js";
 import { measureCache } from "./cache.js";
+import { batchedBenchBinary } from "./ceiling.js";
 import { throughputChart } from "./chart.js";
 import { compareDatasets } from "./datasets.js";
 import { measureDistributed } from "./distributed.js";
@@ -121,15 +122,26 @@ await part("peer", async () => {
 await part("scheduling", async () => {
   const binary = llamaServerBinary(log);
   if (!binary) notes.push("llama-server could not be built here: the scheduling comparison was skipped.");
-  else
+  else {
+    const families = plan.scheduling.some((s) => s.cases.some((c) => c.workload.name.startsWith("families")));
+    const batchedBench = families ? batchedBenchBinary(log) : null;
+    if (families && batchedBench === null) notes.push("llama-batched-bench could not be built here: the families rows have no ceiling.");
     for (const s of plan.scheduling)
       for (const c of s.cases)
         results.scheduling.push(
-          await compareScheduling(binary, s.model.name, await modelPath(s.model), c, s.grid, log, s.ablations, {
-            pairs: values.frontPairs,
-            slots: values.frontSlots,
-          }),
+          await compareScheduling(
+            binary,
+            s.model.name,
+            await modelPath(s.model),
+            c,
+            s.grid,
+            log,
+            s.ablations,
+            { pairs: values.frontPairs, slots: values.frontSlots },
+            batchedBench,
+          ),
         );
+  }
 });
 
 await part("upstream", async () => {

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { evaluatedPromptTokens, type PeerConfig, type PeerRun, runPeer, startLlamaServer, sweepPeer } from "../testkit/llama-server.js";
+import { type Ceiling, familyShape, kernelCeiling } from "./ceiling.js";
 import { runService, type ServiceRun, type Workload } from "./peer.js";
 
 export interface SchedulingRow {
@@ -26,6 +27,8 @@ export interface SchedulingRow {
   prebuilt?: ServiceRun;
   /** The service in front of llama-server's best configuration, and that configuration fed directly beside it. */
   inFront?: InFront;
+  /** Prompt families only, where llama-batched-bench is built: the kernels' ceiling, and it over the service's time. */
+  ceiling?: Ceiling & { ratio: number };
   goal: number;
 }
 
@@ -80,6 +83,7 @@ export async function compareScheduling(
   log: (line: string) => void,
   ablations = true,
   front: FrontOptions = { pairs: 1 },
+  batchedBench: string | null = null,
 ): Promise<SchedulingRow> {
   const w = c.workload;
   log(`\n${model}, ${w.name} (${w.what}): llama-server swept, the service at its defaults, then with each part off`);
@@ -88,6 +92,7 @@ export async function compareScheduling(
   log(
     `  service: ${service.seconds.toFixed(2)} s, ${service.cachedTokens} cached prompt tokens: ${(best.seconds / service.seconds).toFixed(2)}x`,
   );
+  const ceiling = batchedBench && w.name.startsWith("families") ? await ceilingOf(batchedBench, modelPath, w, service, log) : undefined;
   const prebuilt = service.build === "patched" ? await runService(modelPath, w, 1, { ENGINE_BUILD: "prebuilt" }) : undefined;
   if (prebuilt) log(`  ENGINE_BUILD=prebuilt: ${prebuilt.seconds.toFixed(2)} s, ${prebuilt.cachedTokens} cached`);
   const inFront = await compareInFront(binary, modelPath, w, best, front, c.sharesPrefixes, log);
@@ -108,8 +113,20 @@ export async function compareScheduling(
     withoutCopy,
     prebuilt,
     inFront,
+    ceiling,
     goal: c.goal,
   };
+}
+
+async function ceilingOf(binary: string, modelPath: string, w: Workload, service: ServiceRun, log: (line: string) => void) {
+  const ceiling = kernelCeiling(binary, modelPath, await familyShape(modelPath, w));
+  const ratio = ceiling.seconds / service.seconds;
+  log(
+    `  the kernels' ceiling (llama-batched-bench -npp ${ceiling.shared} -ntg ${ceiling.maxTokens} -npl ${ceiling.lines} -pps -kvu ` +
+      `-t ${ceiling.threads}): ${ceiling.familySeconds.toFixed(2)} s a family, ${ceiling.promptPerSecond.toFixed(0)} prompt tokens/s; ` +
+      `${ceiling.families} families + ${ceiling.tails} tail tokens = ${ceiling.seconds.toFixed(2)} s: the service at ${(100 * ratio).toFixed(0)}%`,
+  );
+  return { ...ceiling, ratio };
 }
 
 /**
@@ -212,6 +229,7 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
     "in front of llama-server / fed directly (planned feed)",
     "order off",
     "copies off",
+    "kernels' ceiling: service at",
     "cached prompt tokens: llama-server / service",
   ];
   const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
@@ -227,6 +245,7 @@ export function schedulingTable(rows: readonly SchedulingRow[]): string {
         r.inFront ? inFrontCell(r.inFront, r.best.parallel) : "-",
         s(r.withoutOrder),
         s(r.withoutCopy),
+        r.ceiling ? `${r.ceiling.seconds.toFixed(1)} s: **${Math.round(100 * r.ceiling.ratio)}%**` : "-",
         `${pct(r.best.cachedTokens, r.best.promptTokens)} / ${pct(r.service.cachedTokens, r.service.promptTokens)}`,
       ].join(" | ")} |`,
     );

@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { RunRecord } from "../../bench/records.js";
 import { type BenchResults, formatTable, targetsOf, unsoundPair } from "../../bench/report.js";
+import type { SchedulingRow } from "../../bench/scheduling.js";
 import type { ThroughputResult } from "../../bench/throughput.js";
 
 const run = (label: string, requests: number, generated: number, seconds: number): RunRecord => ({
@@ -96,5 +97,25 @@ describe("the bench's goals", () => {
     const r = results(throughput(run("d", 3, 192, 40)));
     const table = formatTable({ ...r, targets: targetsOf(r), partSeconds: { peer: 1510, lanes: 300 } });
     expect(table).toContain("Time by part: peer 1510 s, lanes 300 s");
+  });
+
+  it("judges a families row against the kernels' ceiling: 85% of it or more", () => {
+    const base = results(throughput(run("node-llama-cpp defaults", 40, 40 * 64, 8)));
+    const shape = { families: 8, lines: 64, shared: 402, tails: 14_000, maxTokens: 37, threads: 2, promptPerSecond: 3_800 };
+    const row = (service: number, ceiling: number) =>
+      ({
+        model: "small",
+        workload: "families-8",
+        service: { seconds: service },
+        ceiling: { ...shape, familySeconds: 1.7, seconds: ceiling, ratio: ceiling / service },
+      }) as unknown as SchedulingRow;
+    const judged = (service: number, ceiling: number) =>
+      targetsOf({ ...base, scheduling: [row(service, ceiling)] }).find((t) => t.id === "ceiling families-8")!;
+    expect(judged(18.9, 17.2)).toMatchObject({ met: true, measured: "17.20 s / 18.90 s = 91%", goal: ">= 85%" });
+    expect(judged(21.3, 15.1).met).toBe(false);
+    // No ceiling (the tool not built, or not a families workload): no goal.
+    expect(targetsOf({ ...base, scheduling: [{ ...row(18.9, 17.2), ceiling: undefined }] }).some((t) => t.id.startsWith("ceiling"))).toBe(
+      false,
+    );
   });
 });
