@@ -31,7 +31,8 @@ export interface LaneRun {
   /** The batch's lines a second (null: no batch ran). */
   linesPerSecond: number | null;
   batchSeconds: number | null;
-  ttft: { p50Ms: number; p99Ms: number; n: number } | null;
+  /** Over the requests answered; `refused`: those the server turned away (429 or 503: its queue was full). */
+  ttft: { p50Ms: number; p99Ms: number; n: number; refused?: number } | null;
   /** The service's batch lines that gave their sequence to an interactive request (its /metrics). */
   preemptions?: number;
 }
@@ -55,8 +56,8 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
 /** llama-server's requests: many connections pooled after the interactive streams, so several tries. */
 const againOnClosed = (send: () => Promise<Response>) => againOnClosedSocket(send, 5);
 
-/** Time to the first streamed text of a completions request, in ms. */
-async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: number): Promise<number> {
+/** Time to the first streamed text of a completions request, in ms; null where the server turned it away. */
+async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: number): Promise<number | null> {
   const started = performance.now();
   const res = await againOnClosed(() =>
     fetch(`${baseUrl}/v1/completions`, {
@@ -71,6 +72,11 @@ async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: n
       }),
     }),
   );
+  // A full queue's refusal is the server shedding load as it should; the run goes on and counts it.
+  if (res.status === 429 || res.status === 503) {
+    await res.body?.cancel();
+    return null;
+  }
   if (!res.ok || !res.body) throw new Error(`interactive request: HTTP ${res.status} ${await res.text()}`);
   let first: number | undefined;
   let buffered = "";
@@ -95,16 +101,26 @@ async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: n
 async function interactiveClient(baseUrl: string, plan: LanesPlan, opts: { count?: number; until?: Promise<unknown> }) {
   let done = false;
   void opts.until?.then(() => (done = true));
-  const waits: Array<Promise<number>> = [];
+  const waits: Array<Promise<number | null>> = [];
   const started = performance.now();
   for (let i = 0; !done && (opts.count === undefined || i < opts.count); i++) {
-    waits.push(firstToken(baseUrl, plan, i, plan.interactiveTokens));
+    const wait = firstToken(baseUrl, plan, i, plan.interactiveTokens);
+    // Handled here so that a failure ends the run through Promise.all below (and its server is stopped), not as an
+    // unhandled rejection while later requests are still being sent.
+    wait.catch(() => {});
+    waits.push(wait);
     const next = started + ((i + 1) * 1000) / plan.rate;
     const pause = new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
     await (opts.until ? Promise.race([pause, opts.until]) : pause);
   }
-  const sorted = (await Promise.all(waits)).sort((a, b) => a - b);
-  return { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), n: sorted.length };
+  const all = await Promise.all(waits);
+  const sorted = all.filter((ms): ms is number => ms !== null).sort((a, b) => a - b);
+  return {
+    p50Ms: percentile(sorted, 50) ?? Number.NaN,
+    p99Ms: percentile(sorted, 99) ?? Number.NaN,
+    n: sorted.length,
+    refused: all.length - sorted.length,
+  };
 }
 
 function batchLines(plan: LanesPlan) {
@@ -209,7 +225,7 @@ export async function compareLanes(
   );
   const show = (what: string, r: LaneRun) =>
     log(
-      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
+      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
     );
   const service = {
     idle: await serviceIdle(model.path, plan),

@@ -224,7 +224,9 @@ export function formatTable(res: BenchResults): string {
             "-",
             "-",
             "-",
-            r.ttft ? `TTFT p50 ${n(r.ttft.p50Ms)} ms, p99 ${n(r.ttft.p99Ms)} ms (${r.ttft.n})` : `${n(r.batchSeconds!, 2)} s`,
+            r.ttft
+              ? `TTFT p50 ${n(r.ttft.p50Ms)} ms, p99 ${n(r.ttft.p99Ms)} ms (${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""})`
+              : `${n(r.batchSeconds!, 2)} s`,
           ]);
   rows.push(...cacheRows(res.cache));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
@@ -409,14 +411,17 @@ function laneTargets(l: LanesResult | null | undefined): Target[] {
   if (!l?.service.mixed.ttft || !l.service.idle.ttft) return [];
   const { idle, alone, mixed } = l.service;
   const p99 = mixed.ttft!.p99Ms;
+  // A request turned away never got its first token: the goal is missed whatever the others' p99.
+  const refused = mixed.ttft!.refused ?? 0;
+  const refusedText = refused > 0 ? `; ${refused} of ${mixed.ttft!.n + refused} refused (queue full)` : "";
   const out: Target[] = [
     {
       id: "lanes ttft",
       what: `${l.model}: interactive p99 time to first token beside a ${l.plan.lines}-line batch vs on the idle service`,
-      measured: `${p99.toFixed(0)} ms against ${idle.ttft!.p99Ms.toFixed(0)} ms idle (${(p99 / idle.ttft!.p99Ms).toFixed(2)}x)`,
+      measured: `${p99.toFixed(0)} ms against ${idle.ttft!.p99Ms.toFixed(0)} ms idle (${(p99 / idle.ttft!.p99Ms).toFixed(2)}x)${refusedText}`,
       // A step of the batch in flight when a request comes is waited for whatever the lane does: the 50 ms.
       goal: `<= 2x idle + 50 ms (${(2 * idle.ttft!.p99Ms + 50).toFixed(0)} ms)`,
-      met: p99 <= 2 * idle.ttft!.p99Ms + 50,
+      met: refused === 0 && p99 <= 2 * idle.ttft!.p99Ms + 50,
     },
     {
       id: "lanes batch",
@@ -431,9 +436,9 @@ function laneTargets(l: LanesResult | null | undefined): Target[] {
     out.push({
       id: "lanes peer",
       what: `${l.model}: interactive p99 time to first token under the same mix, service vs llama-server -np ${l.plan.slots} (batch at ${l.plan.slots - 1} in flight)`,
-      measured: `${p99.toFixed(0)} ms vs ${peer.p99Ms.toFixed(0)} ms`,
+      measured: `${p99.toFixed(0)} ms vs ${peer.p99Ms.toFixed(0)} ms${refusedText}${peer.refused ? `; llama-server refused ${peer.refused}` : ""}`,
       goal: "below llama-server's",
-      met: p99 < peer.p99Ms,
+      met: refused <= (peer.refused ?? 0) && p99 < peer.p99Ms,
     });
   return out;
 }

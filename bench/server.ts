@@ -70,6 +70,12 @@ export interface BenchServer {
   kill9(): Promise<void>;
 }
 
+/** Servers still running: a bench that dies (an uncaught error) takes them with it rather than leave them working. */
+const running = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
+
 /**
  * Starts the server with `MODEL_PATH` and whatever `env` adds, on a free port of 127.0.0.1 with a fresh
  * BATCH_DIR (where results go, not a performance setting), and resolves once it listens. The result cache is off
@@ -106,7 +112,9 @@ export async function startServer(modelPath: string, env: Record<string, string>
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
+  running.add(child);
   const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  void exited.then(() => running.delete(child));
   const stop = async () => {
     if (child.exitCode === null) child.kill("SIGTERM");
     await exited;

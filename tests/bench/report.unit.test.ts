@@ -1,6 +1,7 @@
 // The bench's table of goals: a ratio stands only between runs that did the same work, so a baseline that generated
 // one token in 22.5 s gives no result (it printed "MET ... 7066.8x"), and each part's time is printed.
 import { describe, expect, it } from "vitest";
+import type { LanesResult } from "../../bench/lanes.js";
 import type { RunRecord } from "../../bench/records.js";
 import { type BenchResults, formatTable, targetsOf, unsoundPair } from "../../bench/report.js";
 import type { SchedulingRow } from "../../bench/scheduling.js";
@@ -117,5 +118,40 @@ describe("the bench's goals", () => {
     expect(targetsOf({ ...base, scheduling: [{ ...row(18.9, 17.2), ceiling: undefined }] }).some((t) => t.id.startsWith("ceiling"))).toBe(
       false,
     );
+  });
+
+  it("misses the lanes' TTFT goal when requests were turned away, whatever the answered ones' p99", () => {
+    const base = results(throughput(run("node-llama-cpp defaults", 40, 40 * 64, 8)));
+    const plan = {
+      lines: 128,
+      lineTokens: 128,
+      rate: 4,
+      interactiveTokens: 64,
+      promptSentences: 2,
+      idleRequests: 10,
+      slots: 16,
+      threads: 1,
+    };
+    const lanes = (refused: number): LanesResult => ({
+      model: "qwen",
+      plan,
+      promptTokens: 200,
+      service: {
+        idle: { linesPerSecond: null, batchSeconds: null, ttft: { p50Ms: 100, p99Ms: 200, n: 10, refused: 0 } },
+        alone: { linesPerSecond: 2, batchSeconds: 64, ttft: null },
+        mixed: { linesPerSecond: 1.8, batchSeconds: 71, ttft: { p50Ms: 150, p99Ms: 300, n: 200, refused } },
+      },
+      peer: {
+        idle: { linesPerSecond: null, batchSeconds: null, ttft: { p50Ms: 100, p99Ms: 200, n: 10 } },
+        alone: { linesPerSecond: 1, batchSeconds: 128, ttft: null },
+        mixed: { linesPerSecond: 0.5, batchSeconds: 256, ttft: { p50Ms: 9000, p99Ms: 20000, n: 300 } },
+      },
+    });
+    const ttft = (refused: number) => targetsOf({ ...base, lanes: lanes(refused) }).find((t) => t.id === "lanes ttft")!;
+    expect(ttft(0).met).toBe(true);
+    expect(ttft(12)).toMatchObject({ met: false });
+    expect(ttft(12).measured).toContain("12 of 212 refused");
+    const peer = targetsOf({ ...base, lanes: lanes(12) }).find((t) => t.id === "lanes peer")!;
+    expect(peer.met).toBe(false);
   });
 });

@@ -83,7 +83,10 @@ describe("the caching backend", () => {
   it("runs identical greedy requests in flight once, each answered with its own id; a later one is a hit", async () => {
     inner.hold();
     const pending = [greedy("abc"), greedy("abc", { temperature: 0.0, n: 1 }), greedy("abc")].map((r) => backend.execute(r));
-    await new Promise((r) => setTimeout(r, 10));
+    // Held until the first has reached the model (its cache lookup can take longer than a moment on a loaded
+    // machine), and a moment more for the other two, which started beside it, to find it in flight.
+    while (inner.computed === 0) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 20));
     inner.release();
     const rs = await Promise.all(pending);
     expect(inner.computed).toBe(1);

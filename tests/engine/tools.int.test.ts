@@ -109,6 +109,31 @@ describe("tools on a template with a function-calling format", () => {
     expect(body.usage.completion_tokens).toBeLessThanOrEqual(5);
   });
 
+  it("the generated template: node-llama-cpp's search for a built-in wrapper ends on the Jinja one the engine takes at once", async () => {
+    const llama = await getLlama({ build: "never", gpu: false });
+    const model = await llama.loadModel({ modelPath: await ensureGeneratedModel() });
+    try {
+      const taken = chooseChatFormat(model);
+      const searched = chooseChatFormat(model, "auto");
+      expect(taken.wrapper.wrapperName).toBe("JinjaTemplate");
+      expect(searched.wrapper.wrapperName).toBe(taken.wrapper.wrapperName);
+      expect(taken.tools?.trigger).toBe(searched.tools?.trigger);
+      const history = [
+        { role: "system" as const, content: "Be brief." },
+        { role: "user" as const, content: "Weather in Paris?" },
+        { role: "assistant" as const, content: "", toolCalls: [{ id: "c1", name: "get_weather", arguments: '{"city":"Paris"}' }] },
+        { role: "tool" as const, content: '{"celsius": 21}', toolCallId: "c1" },
+      ];
+      const functions = [{ name: "get_weather", parameters: weather }];
+      const render = (f: typeof taken) => renderChat(model, f, history, functions);
+      expect(render(taken).tokens).toEqual(render(searched).tokens);
+      expect(render(taken).stopStrings).toEqual(render(searched).stopStrings);
+    } finally {
+      await model.dispose();
+      await llama.dispose();
+    }
+  });
+
   it("renders earlier calls and their results back in the template's syntax", async () => {
     const llama = await getLlama({ build: "never", gpu: false });
     const model = await llama.loadModel({ modelPath: await ensureGeneratedModel() });
