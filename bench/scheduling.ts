@@ -118,8 +118,15 @@ export async function compareScheduling(
   };
 }
 
+/** The row's ceiling; a tool that fails leaves the row without one (said in the log), not the part without its rows. */
 async function ceilingOf(binary: string, modelPath: string, w: Workload, service: ServiceRun, log: (line: string) => void) {
-  const ceiling = kernelCeiling(binary, modelPath, await familyShape(modelPath, w));
+  let ceiling: Ceiling;
+  try {
+    ceiling = kernelCeiling(binary, modelPath, await familyShape(modelPath, w));
+  } catch (err) {
+    log(`  the kernels' ceiling: not measured (${(err as Error).message.split("\n")[0]})`);
+    return undefined;
+  }
   const ratio = ceiling.seconds / service.seconds;
   log(
     `  the kernels' ceiling (llama-batched-bench -npp ${ceiling.shared} -ntg ${ceiling.maxTokens} -npl ${ceiling.lines} -pps -kvu ` +

@@ -226,10 +226,12 @@ describe("dataset batches over HTTP", () => {
     expect(JSON.parse(logged[0]).duckdb).toMatch(/Could not convert string 'Great, "really"\./);
   });
 
-  it("runs so many dataset reads at once and answers a flood of them 429 with a Retry-After", async () => {
+  it("runs so many dataset reads at once and answers a flood of them 429 with a Retry-After", { timeout: 180_000 }, async () => {
     const input = await upload(REVIEWS, "reviews.csv");
-    // A where that takes DuckDB half a second and keeps no row: each create is a 400, and creates nothing.
-    const job = { prompt: "{{id}}", where: "levenshtein(repeat(review_text, 1500), repeat(lang, 2500)) < 0" };
+    // A where that keeps DuckDB busy a few tenths of a second and keeps no row: each create is a 400, and creates
+    // nothing. The fourteen arrive together, so the first reads are still running when the last come. Ten reads two
+    // at a time on a loaded 2-core machine took over 60 s with a where eight times as costly.
+    const job = { prompt: "{{id}}", where: "levenshtein(repeat(review_text, 500), repeat(lang, 1000)) < 0" };
     const body = { input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h", job };
     const answers = await Promise.all(
       Array.from({ length: 14 }, () =>
