@@ -5,9 +5,8 @@
 // each preamble is evaluated once, no line waits for a sequence, every step holds a whole family.
 import { execFileSync } from "node:child_process";
 import os from "node:os";
-import path from "node:path";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
-import { repoRoot } from "../testkit/repo-root.js";
+import { llamaCppTool } from "../testkit/llama-server.js";
 import type { Workload } from "./peer.js";
 
 /** A family workload's shape in the model's own tokens. */
@@ -34,13 +33,8 @@ export interface Ceiling extends FamilyShape {
 
 /** The cached llama-batched-bench, built on first use (`cachedOnly`: never built); null when there is none. */
 export function batchedBenchBinary(log: (line: string) => void, cachedOnly = false): string | null {
-  const flags = ["--batched-bench", ...(cachedOnly ? ["--cached"] : [])];
   try {
-    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh"), ...flags], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    return out.trim().split("\n").at(-1) ?? null;
+    return llamaCppTool(["--batched-bench", ...(cachedOnly ? ["--cached"] : [])]);
   } catch (err) {
     log(`  llama-batched-bench: cannot be built here (${(err as Error).message.split("\n")[0]})`);
     return null;

@@ -32,15 +32,22 @@ export interface PeerRun extends PeerConfig {
   cachedTokens?: number;
 }
 
+/** scripts/build-llama-server.sh with `flags`: the path of the tool it built or found (its last line); throws when it cannot. */
+export function llamaCppTool(flags: readonly string[] = []): string {
+  const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh"), ...flags], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  const last = out.trim().split("\n").at(-1);
+  if (!last) throw new Error("build-llama-server.sh printed no path");
+  return last;
+}
+
 /** The cached llama-server binary, built on first use (about 11 minutes); null when it cannot be built here. */
 export function llamaServerBinary(log: (line: string) => void): string | null {
   try {
     log("  llama-server: building or finding the cached build (scripts/build-llama-server.sh)");
-    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh")], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    return out.trim().split("\n").at(-1) ?? null;
+    return llamaCppTool();
   } catch (err) {
     log(`  llama-server: cannot be built here (${(err as Error).message.split("\n")[0]})`);
     return null;
@@ -50,11 +57,7 @@ export function llamaServerBinary(log: (line: string) => void): string | null {
 /** The cached build's path, or null when there is none (never builds: for tests, which skip without it). */
 export function cachedLlamaServer(): string | null {
   try {
-    const out = execFileSync("bash", [path.join(repoRoot, "scripts/build-llama-server.sh"), "--cached"], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    return out.trim().split("\n").at(-1) || null;
+    return llamaCppTool(["--cached"]);
   } catch {
     return null;
   }
