@@ -4,6 +4,7 @@
 // downloaded into MODELS_DIR here, at start, before anything loads it.
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import path from "node:path";
 import type pino from "pino";
 import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
 import { CachingBackend, type CachingOptions } from "../cache/caching-backend.js";
@@ -11,18 +12,19 @@ import { adapterIdentity, fileDigest, localIdentity, upstreamIdentity } from "..
 import type { ResultCache } from "../cache/port.js";
 import { type Config, ConfigError } from "../config/config.js";
 import { modelRefName, parseModelRef } from "../config/model-ref.js";
-import { LlamaBackend } from "../engine/adapter/openai-backend.js";
-import { createEngine, type Engine } from "../engine/index.js";
+import type { LlamaBackend } from "../engine/adapter/openai-backend.js";
+import type { Engine } from "../engine/index.js";
 import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
 import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
-import { loraMismatch } from "../engine/load/lora-check.js";
 import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
 import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
 import type { UpstreamBackend } from "../upstream/backend.js";
+import { engineRecordKey, readEngineRecord, writeEngineRecord } from "./engine-record.js";
+import { LazyBackend } from "./lazy-backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
 
@@ -125,6 +127,7 @@ async function checkAdapters(registry: ModelRegistry, source: string, local: boo
     m.backend.path = base.path;
     // An API server loads nothing: the workers check what they serve.
     if (!local) continue;
+    const { loraMismatch } = await import("../engine/load/lora-check.js");
     const why = await loraMismatch(base.path, m.backend.adapter.path);
     if (why) {
       throw new ConfigError(
@@ -166,6 +169,24 @@ async function memoryBudget(config: BackendConfig, registry: ModelRegistry, logg
   return bytes;
 }
 
+/** The engine's modules, once a local model has loaded them. */
+let engineModules: { createEngine: typeof import("../engine/index.js").createEngine; LlamaBackend: typeof LlamaBackend } | undefined;
+
+/**
+ * The engine's modules, imported when a local model first loads rather than with this file: node-llama-cpp takes
+ * most of a second to import, which a run answered wholly from the result cache need not pay.
+ */
+async function loadEngineModules() {
+  if (!engineModules) {
+    const [{ createEngine }, { LlamaBackend }] = await Promise.all([
+      import("../engine/index.js"),
+      import("../engine/adapter/openai-backend.js"),
+    ]);
+    engineModules = { createEngine, LlamaBackend };
+  }
+  return engineModules;
+}
+
 /** The result cache every backend is wrapped with (RESULT_CACHE on), and where local models' digests are remembered. */
 export interface BackendCache {
   cache: ResultCache;
@@ -173,6 +194,11 @@ export interface BackendCache {
   sidecar: string;
   onOutcome?: CachingOptions["onOutcome"];
   onStoreError?: CachingOptions["onStoreError"];
+  /**
+   * A local model may wait for its first request the cache cannot answer before it loads, where the engine it
+   * loads is on record (backends/engine-record.ts): a run whose every line is remembered loads no model.
+   */
+  lazyLoad?: boolean;
 }
 
 const nodeLlamaCppVersion = () =>
@@ -210,7 +236,7 @@ function adapterBackend(
   const adapter = spec.backend.adapter!;
   if (!engine?.withAdapter) throw new Error(`its base '${spec.parent}' is not loaded here`);
   const served = servedOverChat(
-    new LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
+    new engineModules!.LlamaBackend(engine.withAdapter({ name: spec.name, path: adapter.path, scale: adapter.scale }), spec.name),
   );
   // An adapter file that cannot be hashed leaves the adapter uncached: its requests compute.
   const base = identities.get(spec.parent!);
@@ -245,6 +271,147 @@ function upstreamBackend(
   return cached(servedOverChat(upstream), upstreamIdentity(u.baseUrls, u.model), resultCache);
 }
 
+/** What a local model's engine is built from, besides its own spec: the settings, the shared maps, the cache. */
+interface LocalContext {
+  config: BackendConfig;
+  log: pino.Logger;
+  budget: number;
+  registry: ModelRegistry;
+  /** Each loaded base's engine, which its adapters are served by. */
+  engines: Map<string, Engine>;
+  /** Each local model's result-cache identity, which its adapters' identities build on. */
+  identities: Map<string, Promise<string | null> | string>;
+  resultCache: BackendCache | undefined;
+}
+
+/** The engine settings a local model asks for: its own, else the service's. */
+function engineSettings(config: BackendConfig, spec: LocalSpec) {
+  return {
+    contextSize: spec.backend.contextSize ?? config.engine.contextSize,
+    sequences: spec.backend.sequences ?? config.engine.sequences,
+    contexts: spec.backend.contexts ?? config.engine.contexts,
+    threads: spec.backend.threads ?? config.engine.threads,
+  };
+}
+
+/** A local model's engine brought up and served, and its answers' identity (a promise while its file is hashed). */
+async function loadLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal, digest: Promise<string | null> | undefined) {
+  const { config, log } = ctx;
+  const own = engineSettings(config, spec);
+  const { createEngine, LlamaBackend } = await loadEngineModules();
+  const footprint = await estimateFootprint({ path: spec.backend.path, ...own });
+  const engine = await createEngine({
+    modelPath: spec.backend.path,
+    generatedModel: spec.generated ?? false,
+    gpu: config.engine.gpu,
+    gpuLayers: spec.backend.gpuLayers,
+    ...own,
+    embeddingContexts: config.engine.embeddingContexts,
+    reproducible: config.engine.reproducible,
+    prefixCopy: config.engine.prefixCopy,
+    build: config.engine.build,
+    kvUnified: config.engine.kvUnified,
+    // Adapters' contexts take what the budget leaves beside the base (one adapter's always fit).
+    adapterMemoryBytes: Math.max(0, ctx.budget - footprint),
+    signal,
+    log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
+  });
+  ctx.engines.set(spec.name, engine);
+  const local = servedOverChat(new LlamaBackend(engine, spec.name));
+  const identity = digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "";
+  return { local, identity, footprint };
+}
+
+/** The key of a local model's engine record: what it asks of the engine, as asked (backends/engine-record.ts). */
+function recordKey(ctx: LocalContext, spec: LocalSpec, digest: string): string {
+  const { engine } = ctx.config;
+  const asked = {
+    name: spec.name,
+    path: spec.backend.path,
+    generated: spec.generated ?? false,
+    gpuLayers: spec.backend.gpuLayers ?? null,
+    ...engineSettings(ctx.config, spec),
+    engine: { ...engine, contextSize: undefined, sequences: undefined, contexts: undefined, threads: undefined },
+    patchKey: patchKey(),
+  };
+  return engineRecordKey(digest, asked);
+}
+
+/**
+ * A local model's engine record, where its load may wait (the cache allows it, the model has no adapters) and the
+ * record is of an engine on CPU (on a GPU the layers offloaded depend on the memory free at load).
+ */
+async function lazyRecord(ctx: LocalContext, spec: LocalSpec) {
+  const cache = ctx.resultCache;
+  if (!cache?.lazyLoad || ctx.registry.models.some((m) => m.parent === spec.name)) return undefined;
+  const digest = await fileDigest(spec.backend.path, cache.sidecar).catch(() => null);
+  if (!digest) return undefined;
+  const key = recordKey(ctx, spec, digest);
+  const file = recordsFile(cache);
+  const record = await readEngineRecord(file, key);
+  return record && record.info.settings.gpu === false ? { cache, key, file, record } : undefined;
+}
+
+/** A local model served by an engine loaded at its first request the result cache cannot answer; undefined: it loads now. */
+async function lazyLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal, digest: Promise<string | null>) {
+  const found = await lazyRecord(ctx, spec);
+  if (!found) return undefined;
+  const { cache, key, file, record } = found;
+  const lazy = new LazyBackend(record.info, async () => {
+    const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
+    const actual = await identity;
+    if (actual === record.identity) return local;
+    // Loaded on what the record did not capture (a driver installed): the answers it computes are not this key's.
+    if (actual) await writeEngineRecord(file, key, { identity: actual, info: local.info, footprint }).catch(() => undefined);
+    await local.close();
+    throw new Error(
+      `model '${spec.name}': the engine that came up is not the one the result cache recorded for it (its build, GPU or chat template changed): run the failed requests again`,
+    );
+  });
+  ctx.identities.set(spec.name, record.identity);
+  ctx.log.info(
+    { model: spec.name, backend: record.info },
+    "backend ready: the model loads at its first request the result cache cannot answer",
+  );
+  return cached(lazy, record.identity, cache);
+}
+
+/** What a local model will take in memory: its engine record's figure where its load may wait, else its file's estimate. */
+async function localFootprint(ctx: LocalContext, spec: LocalSpec): Promise<number> {
+  const found = await lazyRecord(ctx, spec);
+  return found?.record.footprint ?? estimateFootprint({ path: spec.backend.path, ...engineSettings(ctx.config, spec) });
+}
+
+/** Where the engine records are kept: beside the model digests' sidecar. */
+const recordsFile = (cache: BackendCache) => path.join(path.dirname(cache.sidecar), "engines.json");
+
+/** A local model's engine, loaded now or at its first request the cache cannot answer. */
+async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal): Promise<InferenceBackend> {
+  const cache = ctx.resultCache;
+  // Hashed while the model loads; a request that may be cached waits for it (a once-per-file cost, remembered).
+  // A file that cannot be hashed leaves its model uncached, said once; its requests compute.
+  const digest = cache
+    ? fileDigest(spec.backend.path, cache.sidecar).catch((err) => {
+        ctx.log.warn({ model: spec.name, err: (err as Error).message }, "the model file cannot be hashed: its answers are not cached");
+        return null;
+      })
+    : undefined;
+  const lazy = digest ? await lazyLocal(ctx, spec, signal, digest) : undefined;
+  if (lazy) return lazy;
+  const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
+  ctx.identities.set(spec.name, identity);
+  // What came up is recorded, so that a later run answered wholly from the cache need not load it.
+  if (cache && digest)
+    void Promise.all([digest, identity])
+      .then(async ([d, id]) => {
+        if (d && id) await writeEngineRecord(recordsFile(cache), recordKey(ctx, spec, d), { identity: id, info: local.info, footprint });
+      })
+      .catch(() => undefined);
+  const backend = cached(local, identity, cache);
+  ctx.log.info({ model: spec.name, backend: backend.info }, "backend ready");
+  return backend;
+}
+
 /** The router over the registry's models: local ones as node-llama-cpp engines, upstream ones over HTTP. */
 export async function createRouter(
   config: BackendConfig,
@@ -253,62 +420,28 @@ export async function createRouter(
   env: Record<string, string | undefined> = process.env,
   resultCache?: BackendCache,
 ): Promise<ModelRouter> {
-  const engineFor = (spec: LocalSpec) => ({
-    contextSize: spec.backend.contextSize ?? config.engine.contextSize,
-    sequences: spec.backend.sequences ?? config.engine.sequences,
-    contexts: spec.backend.contexts ?? config.engine.contexts,
-    threads: spec.backend.threads ?? config.engine.threads,
-  });
   const log = logger.child({ component: "models" });
-  const budget = await memoryBudget(config, registry, log);
-  // Each loaded base's engine, which its adapters are served by.
-  const engines = new Map<string, Engine>();
-  /** Each local model's result-cache identity, which its adapters' identities build on. */
-  const identities = new Map<string, Promise<string | null> | string>();
+  const ctx: LocalContext = {
+    config,
+    log,
+    budget: await memoryBudget(config, registry, log),
+    registry,
+    engines: new Map(),
+    identities: new Map(),
+    resultCache,
+  };
   // Its HTTP client is imported only where an upstream is served.
   const upstreams = registry.models.some((m) => m.backend.kind === "upstream") ? await import("../upstream/backend.js") : null;
   return new ModelRouter({
     registry,
-    memoryBudgetBytes: budget,
+    memoryBudgetBytes: ctx.budget,
     // One model has nothing to make room for: it stays loaded.
     idleUnloadMs: registry.models.filter((m) => m.parent === undefined).length > 1 ? config.modelIdleSeconds * 1000 : 0,
     log: (msg, fields) => log.info(fields ?? {}, msg),
     factory: {
-      footprint: (spec) => estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }),
-      async local(spec, signal) {
-        // Hashed while the model loads; a request that may be cached waits for it (a once-per-file cost, remembered).
-        // A file that cannot be hashed leaves its model uncached, said once; its requests compute.
-        const digest = resultCache
-          ? fileDigest(spec.backend.path, resultCache.sidecar).catch((err) => {
-              log.warn({ model: spec.name, err: (err as Error).message }, "the model file cannot be hashed: its answers are not cached");
-              return null;
-            })
-          : undefined;
-        const engine = await createEngine({
-          modelPath: spec.backend.path,
-          generatedModel: spec.generated ?? false,
-          gpu: config.engine.gpu,
-          gpuLayers: spec.backend.gpuLayers,
-          ...engineFor(spec),
-          embeddingContexts: config.engine.embeddingContexts,
-          reproducible: config.engine.reproducible,
-          prefixCopy: config.engine.prefixCopy,
-          build: config.engine.build,
-          kvUnified: config.engine.kvUnified,
-          // Adapters' contexts take what the budget leaves beside the base (one adapter's always fit).
-          adapterMemoryBytes: Math.max(0, budget - (await estimateFootprint({ path: spec.backend.path, ...engineFor(spec) }))),
-          signal,
-          log: (msg, fields) => log.info({ model: spec.name, ...fields }, msg),
-        });
-        engines.set(spec.name, engine);
-        const local = servedOverChat(new LlamaBackend(engine, spec.name));
-        const identity = digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "";
-        identities.set(spec.name, identity);
-        const backend = cached(local, identity, resultCache);
-        log.info({ model: spec.name, backend: backend.info }, "backend ready");
-        return backend;
-      },
-      adapter: (spec) => adapterBackend(spec, engines, identities, resultCache),
+      footprint: (spec) => localFootprint(ctx, spec),
+      local: (spec, signal) => localBackend(ctx, spec, signal),
+      adapter: (spec) => adapterBackend(spec, ctx.engines, ctx.identities, resultCache),
       upstream(spec: UpstreamSpec) {
         const backend = upstreamBackend(upstreams!.UpstreamBackend, spec, env, resultCache);
         log.info({ model: spec.name, backend: backend.info }, "backend ready");

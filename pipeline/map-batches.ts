@@ -50,7 +50,7 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
   opts.signal?.addEventListener("abort", forward, { once: true });
 
   const iterator = source[Symbol.asyncIterator]();
-  const inFlight = new Set<Promise<void>>();
+  const inFlight = callsInFlight();
   let delivery: Promise<void> = Promise.resolve();
   let failure: { error: unknown } | undefined;
   // After onResult failed once, outcomes have nowhere to go; after a source failure they still do.
@@ -82,7 +82,6 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
       inner.abort(error);
     });
     inFlight.add(task);
-    void task.finally(() => inFlight.delete(task));
   };
 
   try {
@@ -93,7 +92,7 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
         if (batch.length < batchSize && !stopped()) exhausted = true;
         if (batch.length === 0) break;
       }
-      while (inFlight.size >= concurrency && !stopped()) await Promise.race(inFlight);
+      while (inFlight.size >= concurrency && !stopped()) await inFlight.oneSettles();
       if (stopped()) break;
       start(batch.shift()!);
     }
@@ -101,7 +100,7 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
     fail(error);
   }
   try {
-    await Promise.all(inFlight);
+    await Promise.all(inFlight.calls);
     await delivery;
   } finally {
     // Only now: a stop that comes while the last calls are in flight (after a drain, say) must still reach them.
@@ -115,6 +114,31 @@ export async function mapBatches<T, R>(source: AsyncIterable<T>, opts: MapBatche
   // A drain that came after the last item started stopped nothing.
   const aborted = inner.signal.aborted || (opts.drain?.aborted === true && !(exhausted && batch.length === 0));
   return { aborted, unstarted: aborted ? batch : [] };
+}
+
+/**
+ * The calls in flight, and a wait for the next of them to settle. A race over every call in flight would attach
+ * `concurrency` reactions for each item started; this is one.
+ */
+function callsInFlight() {
+  const calls = new Set<Promise<void>>();
+  let wake: (() => void) | undefined;
+  return {
+    calls,
+    get size() {
+      return calls.size;
+    },
+    add(call: Promise<void>) {
+      calls.add(call);
+      void call.finally(() => {
+        calls.delete(call);
+        const w = wake;
+        wake = undefined;
+        w?.();
+      });
+    },
+    oneSettles: () => new Promise<void>((resolve) => (wake = resolve)),
+  };
 }
 
 /** Up to `size` items; fewer only at the end of the source or on a stop. */

@@ -380,6 +380,8 @@ async function openCache(run: RunState): Promise<BackendCache | undefined> {
   if (opened.damaged) log.warn(opened.damaged);
   return {
     ...opened,
+    // A re-run answered wholly from the cache loads no model.
+    lazyLoad: true,
     onOutcome: (outcome) => {
       if (outcome === "hit" || outcome === "duplicate") run.cached++;
     },

@@ -1,7 +1,6 @@
 // How much memory local models may share: the GPU's VRAM when llama.cpp finds one (models are offloaded there),
 // else the machine's RAM. Probing loads llama.cpp's bindings once and lets them go again.
 import os from "node:os";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import type { EngineOptions } from "../types.js";
 
 export interface DeviceMemory {
@@ -21,6 +20,8 @@ export function usableRam(): number {
 export async function deviceMemory(gpu: EngineOptions["gpu"]): Promise<DeviceMemory> {
   if (gpu !== false) {
     try {
+      // Imported here, not with the file: usableRam is wanted where node-llama-cpp need not be loaded at all.
+      const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
       const llama = await getLlama({ build: "never", skipDownload: true, gpu, logLevel: LlamaLogLevel.error, progressLogs: false });
       try {
         if (llama.gpu !== false) return { kind: "vram", bytes: (await llama.getVramState()).total };

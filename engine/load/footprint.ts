@@ -3,7 +3,6 @@
 // token), the latter capped as the engine caps automatically sized sequences (sequences.ts). Used to decide
 // which local models fit at once; an estimate, so the budget it is held to should leave some room.
 import { stat } from "node:fs/promises";
-import { readGgufFileInfo } from "node-llama-cpp";
 import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "../pool/sequences.js";
 import { usableRam } from "./device-memory.js";
 
@@ -26,6 +25,8 @@ export async function estimateFootprint(input: FootprintInput): Promise<number> 
       throw new Error(`Model file not found or not readable: ${input.path}`);
     },
   );
+  // Imported here, not with the file: a model served from its engine's record never loads node-llama-cpp.
+  const { readGgufFileInfo } = await import("node-llama-cpp");
   const info = await readGgufFileInfo(input.path, { readTensorInfo: false });
   const meta = info.metadata as Record<string, any> & { general?: { architecture?: string } };
   const arch = meta[meta.general?.architecture ?? ""] ?? {};

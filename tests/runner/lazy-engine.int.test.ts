@@ -1,0 +1,88 @@
+// The runner's model waits for its first request the result cache cannot answer: a run answered wholly from the
+// cache loads no model, one with a changed line loads it then and answers that line as a run without the cache does,
+// and an engine record that no longer matches the engine fails the lines that needed it and is mended for the next run.
+import { readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import pino from "pino";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Config, loadConfig } from "../../config/config.js";
+import { writeGeneratedModel } from "../../engine/load/generated-model.js";
+import { runFile } from "../../runner/run-file.js";
+import { scratchDir } from "../helpers/scratch.js";
+
+const scratch = scratchDir("lazy-engine");
+let dir: string;
+let config: Config;
+const LINES = 12;
+
+beforeAll(async () => {
+  dir = path.dirname(await scratch.write("", "keep"));
+  const model = path.join(dir, "model.gguf");
+  await writeGeneratedModel(model, { preset: "tiny", seed: 3 });
+  config = loadConfig({ MODEL_PATH: model, BATCH_DIR: dir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" });
+});
+
+const line = (i: number, text: string) =>
+  JSON.stringify({
+    custom_id: `r${i}`,
+    method: "POST",
+    url: "/v1/completions",
+    body: { model: "m", prompt: text, max_tokens: 4, temperature: 0 },
+  });
+
+function writeInput(changed: number[] = []): string {
+  const input = path.join(dir, "in.jsonl");
+  const lines = Array.from({ length: LINES }, (_, i) => line(i, changed.includes(i) ? `another text ${i}` : `the text of line ${i}`));
+  writeFileSync(input, `${lines.join("\n")}\n`);
+  return input;
+}
+
+/** A run of the input with the log's messages kept: "model loaded" says the engine came up. */
+async function run(input: string, extra: Partial<Config> = {}) {
+  const messages: string[] = [];
+  const logger = pino({ level: "info" }, { write: (s: string) => messages.push((JSON.parse(s) as { msg: string }).msg) });
+  const output = path.join(dir, "out.jsonl");
+  const errors = path.join(dir, "err.jsonl");
+  const summary = await runFile({ input, output, errors, config: { ...config, ...extra }, logger, overwrite: true });
+  const read = (f: string | null) => (f ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean) : []);
+  const texts = Object.fromEntries(
+    read(summary.output).map((l) => {
+      const { custom_id, response } = JSON.parse(l) as { custom_id: string; response: { body: { choices: Array<{ text: string }> } } };
+      return [custom_id, response.body.choices[0].text];
+    }),
+  );
+  return { summary, loaded: messages.includes("model loaded"), texts, errorLines: read(summary.errors) };
+}
+
+describe("the runner's lazy model", () => {
+  it("loads no model for a run the cache answers whole, and loads it for a changed line, answering it as an uncached run", async () => {
+    const first = await run(writeInput());
+    expect(first).toMatchObject({ loaded: true, summary: { completed: LINES, cached: 0 } });
+
+    const again = await run(writeInput());
+    expect(again).toMatchObject({ loaded: false, summary: { completed: LINES, cached: LINES } });
+    expect(again.texts).toEqual(first.texts);
+
+    const changed = await run(writeInput([5]));
+    expect(changed).toMatchObject({ loaded: true, summary: { completed: LINES, failed: 0, cached: LINES - 1 } });
+    const uncached = await run(writeInput([5]), { resultCache: { ...config.resultCache, enabled: false } });
+    expect(uncached.summary).toMatchObject({ completed: LINES, cached: 0 });
+    expect(changed.texts).toEqual(uncached.texts);
+  });
+
+  it("an engine record that no longer matches the engine fails the lines that needed it, and is mended", async () => {
+    await run(writeInput());
+    const file = path.join(dir, "cache", "engines.json");
+    const records = JSON.parse(readFileSync(file, "utf8")) as Record<string, { identity: string }>;
+    // As if the engine changed since the record was written: every line's key is another, so each needs the engine.
+    for (const r of Object.values(records)) r.identity = r.identity.replace('"build":"', '"build":"other-');
+    writeFileSync(file, JSON.stringify(records));
+
+    const stale = await run(writeInput());
+    expect(stale).toMatchObject({ loaded: true, summary: { completed: 0, failed: LINES } });
+    expect(stale.errorLines[0]).toContain("is not the one the result cache recorded for it");
+
+    const mended = await run(writeInput());
+    expect(mended).toMatchObject({ loaded: false, summary: { completed: LINES, cached: LINES } });
+  });
+});
