@@ -2,6 +2,7 @@
 // a line answered from the store never reaches this backend, so a run whose every line is remembered loads no model.
 // It says of itself what the engine said the last time it came up (backends/engine-record.ts); a request's checks,
 // which need the engine, run once it is loaded, before the request does.
+import { abortable } from "../cache/caching-backend.js";
 import type { BackendInfo, BackendResult, ExecuteOptions, InferenceBackend, InferenceRequest, RunShape } from "../openai/backend.js";
 
 export class LazyBackend implements InferenceBackend {
@@ -26,7 +27,8 @@ export class LazyBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options?: ExecuteOptions): Promise<BackendResult> {
-    const backend = await this.backend();
+    // A request called off while the model loads (a drain, Ctrl-C) stops waiting; the load goes on for the others.
+    const backend = await abortable(this.backend(), signal);
     backend.check(request);
     return backend.execute(request, signal, options);
   }

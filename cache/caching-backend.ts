@@ -214,7 +214,7 @@ export class CachingBackend implements InferenceBackend {
 const WORD_START = /(?<=\s)(?=\S)/;
 
 /** Waits for `p`, or rejects as soon as `signal` aborts (the shared computation goes on for the others). */
-function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
+export function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return p;
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {

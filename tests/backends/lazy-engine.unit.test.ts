@@ -87,6 +87,19 @@ describe("LazyBackend", () => {
     expect(inner.closed).toBe(true);
   });
 
+  it("a request called off while the model loads stops waiting; the load goes on for the next", async () => {
+    let finish: (b: InferenceBackend) => void = () => undefined;
+    const lazy = new LazyBackend(info, () => new Promise<InferenceBackend>((r) => (finish = r)));
+    const stop = new AbortController();
+    const waiting = lazy.execute(completion("a"), stop.signal);
+    stop.abort(new Error("drained"));
+    await expect(waiting).rejects.toThrow("drained");
+    expect(lazy.isLoaded).toBe(false);
+    const next = lazy.execute(completion("b"));
+    finish(new Inner());
+    expect((await next).body).toEqual({ echo: completion("b").body });
+  });
+
   it("closes without loading, and a load that fails fails each request that needed it", async () => {
     let loads = 0;
     const never = new LazyBackend(info, async () => {
