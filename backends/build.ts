@@ -26,7 +26,7 @@ import type { UpstreamBackend } from "../upstream/backend.js";
 import { engineRecordKey, readEngineRecord, writeEngineRecord } from "./engine-record.js";
 import { LazyBackend } from "./lazy-backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
-import { type LocalSpec, ModelRouter, type UpstreamSpec } from "./router.js";
+import { type LocalSpec, ModelLoadError, ModelRouter, type UpstreamSpec } from "./router.js";
 
 export { type DownloadStatus, formatBytes, progressLine } from "../engine/load/model-download.js";
 
@@ -199,6 +199,10 @@ export interface BackendCache {
    * loads is on record (backends/engine-record.ts): a run whose every line is remembered loads no model.
    */
   lazyLoad?: boolean;
+  /** A lazy load that failed: told before the requests waiting for it hear of it, so a run can stop first. */
+  onLazyLoadFailure?: (err: Error) => void;
+  /** A lazy load done: how long it took. */
+  onLazyLoaded?: (ms: number) => void;
 }
 
 const nodeLlamaCppVersion = () =>
@@ -282,6 +286,8 @@ interface LocalContext {
   /** Each local model's result-cache identity, which its adapters' identities build on. */
   identities: Map<string, Promise<string | null> | string>;
   resultCache: BackendCache | undefined;
+  /** Each local model's engine record, looked up once (backends/engine-record.ts). */
+  records: Map<string, ReturnType<typeof findRecord>>;
 }
 
 /** The engine settings a local model asks for: its own, else the service's. */
@@ -337,19 +343,26 @@ function recordKey(ctx: LocalContext, spec: LocalSpec, digest: string): string {
   return engineRecordKey(digest, asked);
 }
 
-/**
- * A local model's engine record, where its load may wait (the cache allows it, the model has no adapters) and the
- * record is of an engine on CPU (on a GPU the layers offloaded depend on the memory free at load).
- */
-async function lazyRecord(ctx: LocalContext, spec: LocalSpec) {
+/** A local model's engine record, where its load may wait: the cache allows it and the model has no adapters. */
+function lazyRecord(ctx: LocalContext, spec: LocalSpec) {
+  let found = ctx.records.get(spec.name);
+  if (!found) {
+    found = findRecord(ctx, spec);
+    ctx.records.set(spec.name, found);
+  }
+  return found;
+}
+
+async function findRecord(ctx: LocalContext, spec: LocalSpec) {
   const cache = ctx.resultCache;
   if (!cache?.lazyLoad || ctx.registry.models.some((m) => m.parent === spec.name)) return undefined;
   const digest = await fileDigest(spec.backend.path, cache.sidecar).catch(() => null);
   if (!digest) return undefined;
   const key = recordKey(ctx, spec, digest);
   const file = recordsFile(cache);
-  const record = await readEngineRecord(file, key);
-  return record && record.info.settings.gpu === false ? { cache, key, file, record } : undefined;
+  const { record, damaged } = await readEngineRecord(file, key, digest);
+  if (damaged) ctx.log.warn({ file }, `the engine records ${damaged}: the model loads at once, and the file is written anew`);
+  return record ? { cache, key, file, record } : undefined;
 }
 
 /** A local model served by an engine loaded at its first request the result cache cannot answer; undefined: it loads now. */
@@ -358,15 +371,23 @@ async function lazyLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
   if (!found) return undefined;
   const { cache, key, file, record } = found;
   const lazy = new LazyBackend(record.info, async () => {
-    const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
-    const actual = await identity;
-    if (actual === record.identity) return local;
-    // Loaded on what the record did not capture (a driver installed): the answers it computes are not this key's.
-    if (actual) await writeEngineRecord(file, key, { identity: actual, info: local.info, footprint }).catch(() => undefined);
-    await local.close();
-    throw new Error(
-      `model '${spec.name}': the engine that came up is not the one the result cache recorded for it (its build, GPU or chat template changed): run the failed requests again`,
-    );
+    const started = performance.now();
+    try {
+      const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
+      const actual = await identity;
+      cache.onLazyLoaded?.(performance.now() - started);
+      if (actual === record.identity) return local;
+      // Loaded on what the record did not capture (a driver installed): its answers are not under this key.
+      if (actual) await writeEngineRecord(file, key, { identity: actual, info: local.info, footprint }).catch(() => undefined);
+      await local.close();
+      throw new Error(
+        "the engine that came up is not the one the result cache recorded for this model file (its build, GPU or chat template changed); the record is replaced: run again",
+      );
+    } catch (err) {
+      const failed = new ModelLoadError(spec.name, err);
+      cache.onLazyLoadFailure?.(failed);
+      throw failed;
+    }
   });
   ctx.identities.set(spec.name, record.identity);
   ctx.log.info(
@@ -406,7 +427,9 @@ async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSig
       .then(async ([d, id]) => {
         if (d && id) await writeEngineRecord(recordsFile(cache), recordKey(ctx, spec, d), { identity: id, info: local.info, footprint });
       })
-      .catch(() => undefined);
+      .catch((err: Error) =>
+        ctx.log.warn({ err: err.message }, "the engine record cannot be written: a run answered wholly from the cache will load the model"),
+      );
   const backend = cached(local, identity, cache);
   ctx.log.info({ model: spec.name, backend: backend.info }, "backend ready");
   return backend;
@@ -429,6 +452,7 @@ export async function createRouter(
     engines: new Map(),
     identities: new Map(),
     resultCache,
+    records: new Map(),
   };
   // Its HTTP client is imported only where an upstream is served.
   const upstreams = registry.models.some((m) => m.backend.kind === "upstream") ? await import("../upstream/backend.js") : null;

@@ -6,9 +6,10 @@
 // record, and the engine loads to make it.
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { z } from "zod";
 import { canonicalJson } from "../cache/rule.js";
 import type { BackendInfo } from "../openai/backend.js";
 
@@ -61,32 +62,69 @@ export function engineRecordKey(digest: string, settings: Readonly<Record<string
     arch: process.arch,
     devices: GPU_DEVICES.filter((d) => existsSync(d)),
   };
-  const inputs = { v: 1, digest, settings, nodeLlamaCpp, binaries: binaries(), machine };
+  // This product's version too: how it picks an engine's settings (its chat wrapper, say) may change with it.
+  const product = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+  const inputs = { v: 1, digest, settings, product, nodeLlamaCpp, binaries: binaries(), machine };
   return createHash("sha256").update(canonicalJson(inputs)).digest("hex");
 }
 
 type Records = Record<string, EngineRecord & { at: number }>;
 
-async function readRecords(file: string): Promise<Records> {
+/** The file's records, or why it holds none that can be read (absent is no reason: nothing was recorded yet). */
+async function readRecords(file: string): Promise<{ records: Records; damaged?: string }> {
+  let text: string;
   try {
-    const v = JSON.parse(await readFile(file, "utf8")) as unknown;
-    return v && typeof v === "object" && !Array.isArray(v) ? (v as Records) : {};
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === "ENOENT" ? { records: {} } : { records: {}, damaged: `cannot be read (${code ?? (err as Error).message})` };
+  }
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (v && typeof v === "object" && !Array.isArray(v)) return { records: v as Records };
   } catch {
-    return {};
+    // Told below, as a file of the wrong shape is.
+  }
+  return { records: {}, damaged: "is not a JSON object of records" };
+}
+
+/** A record as this product writes it: anything else (a hand edit, a torn copy) is no record, and the model loads. */
+const RECORD = z.object({
+  identity: z.string(),
+  footprint: z.number().nonnegative(),
+  info: z
+    .object({
+      model: z.string().min(1),
+      kind: z.literal("local"),
+      endpoints: z.array(z.string()).min(1),
+      concurrency: z.number().int().positive(),
+      generatedModel: z.boolean(),
+      settings: z.looseObject({ gpu: z.literal(false) }),
+      summary: z.string(),
+    })
+    .loose(),
+});
+
+/** Whether an identity is of the model whose content is `digest`: a record never answers for another file. */
+function identityOf(identity: string, digest: string): boolean {
+  try {
+    const v = JSON.parse(identity) as { kind?: unknown; sha256?: unknown };
+    return v.kind === "local" && v.sha256 === digest;
+  } catch {
+    return false;
   }
 }
 
-/** The record kept under `key`, if a whole one is. */
-export async function readEngineRecord(file: string, key: string): Promise<EngineRecord | undefined> {
-  const r = (await readRecords(file))[key];
-  const whole =
-    r &&
-    typeof r.identity === "string" &&
-    typeof r.footprint === "number" &&
-    r.info &&
-    typeof r.info === "object" &&
-    Array.isArray(r.info.endpoints);
-  return whole ? { identity: r.identity, info: r.info, footprint: r.footprint } : undefined;
+/**
+ * The record kept under `key` for the model whose content is `digest`, if a whole one of an engine on CPU is (on a
+ * GPU the layers offloaded depend on the memory free at load); `damaged` says why the file could not be read.
+ */
+export async function readEngineRecord(file: string, key: string, digest: string): Promise<{ record?: EngineRecord; damaged?: string }> {
+  const { records, damaged } = await readRecords(file);
+  const parsed = RECORD.safeParse(records[key]);
+  if (!parsed.success || !identityOf(parsed.data.identity, digest)) return damaged ? { damaged } : {};
+  const { identity, info, footprint } = parsed.data;
+  return { record: { identity, info: info as unknown as BackendInfo, footprint } };
 }
 
 /** Record writes one at a time in this process: each reads, adds and replaces the whole file. */
@@ -95,7 +133,7 @@ let chain: Promise<unknown> = Promise.resolve();
 /** Keeps `record` under `key` (replacing the file whole, so a reader never sees half of it). */
 export function writeEngineRecord(file: string, key: string, record: EngineRecord): Promise<void> {
   const write = chain.then(async () => {
-    const all = await readRecords(file);
+    const { records: all } = await readRecords(file);
     all[key] = { ...record, at: Date.now() };
     const kept = Object.fromEntries(
       Object.entries(all)
@@ -104,8 +142,13 @@ export function writeEngineRecord(file: string, key: string, record: EngineRecor
     );
     await mkdir(path.dirname(file), { recursive: true });
     const tmp = `${file}.${process.pid}.tmp`;
-    await writeFile(tmp, JSON.stringify(kept, null, 1));
-    await rename(tmp, file);
+    try {
+      await writeFile(tmp, JSON.stringify(kept, null, 1));
+      await rename(tmp, file);
+    } catch (err) {
+      await rm(tmp, { force: true }).catch(() => undefined);
+      throw err;
+    }
   });
   chain = write.catch(() => undefined);
   return write;

@@ -29,11 +29,14 @@ export function rowOf(id: string, hash: string): number | undefined {
 }
 
 /**
- * What makes the job's requests what they are: the template and parameters, the filter, and the input files as they
- * stand (size and time). Changing any of them starts afresh; `postprocess`, `keep` and the output format do not.
+ * What makes the job's requests and answers what they are: the template and parameters, the filter, the input files
+ * as they stand (size and time), and what serves them where the caller says (`servedBy`). Changing any of them starts
+ * afresh; `postprocess`, `keep` and the output format do not.
  */
-export async function jobHash(job: Job, files: readonly string[]): Promise<string> {
+export async function jobHash(job: Job, files: readonly string[], servedBy?: string): Promise<string> {
   const h = createHash("sha256");
+  // What answers the rows, where the caller knows it: answers of another model are not this job's.
+  if (servedBy !== undefined) h.update(`served by ${servedBy}\n`);
   const { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit } = job;
   h.update(JSON.stringify({ endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit }));
   for (const f of files) {

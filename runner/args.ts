@@ -45,7 +45,8 @@ Runs an OpenAI batch file (one request per line) through the engine, with no ser
 Options:
   -i, --input-file <path|url>   the batch file (OpenAI batch JSONL: custom_id, method, url, body)
   -o, --output-file <path|url>  where the results go, one OpenAI batch output line per request
-      --error-file <path|url>   where failed requests' lines go (default: <output>.errors.jsonl)
+      --error-file <path|url>   where failed requests' lines go (default: the output's name with
+                                .errors.jsonl for .jsonl: out.jsonl -> out.errors.jsonl)
       --model <model>           the GGUF model: a file, hf:<owner>/<repo>[:<quant>] or an https:// URL
                                 of a .gguf, downloaded once into MODELS_DIR (default: $MODEL_PATH,
                                 else the generated test model)

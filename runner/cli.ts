@@ -37,7 +37,7 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     stderr: process.stderr,
     stdout: process.stdout,
     signal: stop,
-    resumeCommand: commandLine(process.argv.slice(2)),
+    resumeCommand: resumeCommand(parsed.kind, process.argv.slice(2)),
     ...(onRunning ? { onRunning } : {}),
   };
   try {
@@ -62,6 +62,15 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
     return err instanceof InputError ? USAGE_EXIT : 1;
   }
+}
+
+/**
+ * The command that resumes an interrupted run: a batch file's continues the lines its files hold, which --overwrite
+ * would throw away. A dataset job's keeps it, since its earlier output is refused without it; its answers are in
+ * the result cache.
+ */
+export function resumeCommand(kind: string, argv: string[]): string {
+  return commandLine(kind === "dataset" ? argv : argv.filter((a) => a !== "--overwrite"));
 }
 
 /** This command as the user could type it again: `npm run batch -- ...` under npm, else node and the script. */

@@ -1,5 +1,5 @@
 // The runner's measured throughput, per model, in BATCH_DIR/runner-rates.json: each run that computed for a couple of
-// seconds or more records the work it computed (generated tokens, plus prompt tokens evaluated at their weight, as a
+// seconds or more, the result cache answering at most a tenth of its lines, records the work it computed (generated tokens, plus prompt tokens evaluated at their weight, as a
 // plan counts them: pipeline/plan.ts) over the seconds its lines ran (the model's load not included). A plan
 // (`--plan`, a dataset job's `--dry-run`) projects at the rate of the model's last runs, as the server's plan does
 // from its finished batches; before any, at the default rate.

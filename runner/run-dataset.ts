@@ -28,6 +28,7 @@ import {
 import { formatPlan, planLocal } from "./plan-file.js";
 import { runRemoteBatch } from "./remote-batch.js";
 import { modelHint, type OfflineRunDeps, printedRun } from "./run-offline.js";
+import { servedBy } from "./served-by.js";
 
 export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
   const { stderr } = deps;
@@ -74,7 +75,7 @@ async function dryRun(job: Job, args: DatasetArgs<EngineArgs>, deps: OfflineRunD
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;
     const columns = outputColumns(job, input.columns, label);
-    const hash = await jobHash(job, input.files);
+    const hash = await jobHash(job, input.files, await servedBy(deps.config, args.remote?.url));
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
     if (job.postprocess) await loadHook<Postprocess>(job.postprocess, "postprocess");
     const pre = preprocess ? { preprocess } : {};
@@ -128,11 +129,12 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     const label = input.files.length === 1 ? input.files[0] : job.input;
     const columns = outputColumns(job, input.columns, label);
     if (columns.note) deps.stderr.write(`${name}: ${columns.note}\n`);
-    const hash = await jobHash(job, input.files);
+    const hash = await jobHash(job, input.files, await servedBy(deps.config, args.remote?.url));
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
     const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
     const o: Opened = { job, name, place, tables, input, label, columns, hash, postHash: await postprocessHash(job) };
     if (postprocess) o.postprocess = postprocess;
+    const before = await readState(place.record);
     const state = await stateOf(o, args);
     const written = await writtenOutput(state, job.output);
     if (written?.current && written.postprocess === o.postHash && !args.retryFailed) {
@@ -140,11 +142,15 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
       return 0;
     }
     if (!written && !args.engine.overwrite && (await exists(job.output)))
-      throw new DatasetError(`${job.output}: exists and is not this job's: --overwrite replaces it`);
+      throw new DatasetError(
+        before?.outputs?.[job.output]
+          ? `${job.output}: was written by an earlier version of this job (its input or model changed since): --overwrite replaces it`
+          : `${job.output}: exists and is not this job's: --overwrite replaces it`,
+      );
     const answers = await hasResults(place.work);
     const earlier = answers ? undefined : await earlierOutput(state, o.postHash);
     if (args.retryFailed && !answers && earlier) return nothingToRetry(o, earlier, deps);
-    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps, args.remote?.url);
+    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps);
     // A job with no answer yet has nothing to retry: its rows run as new.
     return await runAndJoin(o, preprocess, { ...args, retryFailed: args.retryFailed && answers }, deps);
   } finally {
@@ -166,7 +172,7 @@ async function stateOf(o: Opened, args: DatasetArgs<EngineArgs>): Promise<StageS
   }
   if (args.engine.overwrite) return undefined;
   throw new DatasetError(
-    `${o.place.work}: holds the results of another version of this job (its input changed since): --overwrite starts afresh`,
+    `${o.place.work}: holds the results of another version of this job (its input or model changed since): --overwrite starts afresh`,
   );
 }
 
@@ -260,7 +266,6 @@ async function joinFromEarlier(
   state: StageState,
   earlier: { file: string; written: { columns: NamedColumn[]; answered: number; failed: number } },
   deps: OfflineRunDeps,
-  remote?: string,
 ): Promise<number> {
   const named = await joinEarlier(o.job, o.tables, o.input, {
     columns: o.columns,
@@ -269,11 +274,7 @@ async function joinFromEarlier(
     earlier: earlier.written.columns,
   });
   await record(o, { columns: named, answered: earlier.written.answered, failed: earlier.written.failed }, false);
-  // The job's key is its file and input, not where it runs: with --remote, say the answers are not the server's.
-  const why = remote
-    ? `no row ran again: the answers are an earlier run's of this job, not asked of ${remote}, whose model may differ; --overwrite runs them there`
-    : "no row ran again";
-  deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (${why})\n`);
+  deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (no row ran again)\n`);
   return 0;
 }
 

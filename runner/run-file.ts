@@ -135,6 +135,8 @@ export class ModelNotServedError extends InputError {
 
 /** Why a run stopped at an abort: nothing more is written, and running again resumes. */
 const INTERRUPTED: AbortReason = { code: "shutdown", message: "Interrupted." };
+/** The drain of a run whose model, loaded at its first miss, could not come up: its unrun lines resume later. */
+const MODEL_DOWN: AbortReason = { code: "shutdown", message: "The model could not be loaded." };
 
 const NO_USAGE: TokenUsage = { promptTokens: 0, cachedTokens: 0, completionTokens: 0 };
 
@@ -312,7 +314,20 @@ async function prepareFiles(run: RunState): Promise<void> {
 async function runOnModel(run: RunState, registry: ModelRegistry, model: string): Promise<RunBatchResult> {
   const { o, files, earlier } = run;
   const endpoint = run.endpoint!;
-  const results = await openCache(run);
+  // A model loaded at its first miss that cannot come up stops the run as an interrupt does (what ran is kept,
+  // the rest resumes), and the run then fails as a load at start would.
+  const modelDown = new AbortController();
+  let loadFailure: Error | undefined;
+  // A model loaded at a miss loads within the lines' time, which the rate leaves out as it does a load at start.
+  let lazyLoadMs = 0;
+  const results = await openCache(run, {
+    onLazyLoaded: (ms) => (lazyLoadMs = ms),
+    onLazyLoadFailure: (err) => {
+      loadFailure ??= err;
+      modelDown.abort(MODEL_DOWN);
+    },
+  });
+  const drain = o.signal ? AbortSignal.any([o.signal, modelDown.signal]) : modelDown.signal;
   const router = await createRouter(o.config, registry, o.logger ?? silent(), process.env, results).catch(async (err) => {
     await results?.cache.close();
     throw err;
@@ -348,13 +363,17 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
       concurrency: o.config.pipeline.concurrency,
       order: o.config.pipeline.order,
       // Nothing cuts a request short: a second Ctrl-C ends the process, and a resume cuts a torn last line.
-      ...(o.signal ? { drain: o.signal } : {}),
+      drain,
       ...(earlier ? { done: earlier.done, base: earlier } : {}),
       onProgress: (progress) => o.onEvent?.({ type: "progress", progress }),
     });
+    if (loadFailure) throw loadFailure;
     o.onEvent?.({ type: "ran", progress: result });
     // A plan's rate is this machine's: a record it cannot write costs the next plan its accuracy, not this run.
-    await recordRate(o.config.batchDir, name, runWork(result, earlier ?? undefined), (Date.now() - began) / 1000).catch(() => undefined);
+    if (measuresTheModel(result, earlier ?? undefined))
+      await recordRate(o.config.batchDir, name, runWork(result, earlier ?? undefined), (Date.now() - began - lazyLoadMs) / 1000).catch(
+        () => undefined,
+      );
     lease.release();
     return result;
   } finally {
@@ -363,8 +382,18 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
   }
 }
 
+/**
+ * Whether a run's time measures the model: not where the cache answered more than a tenth of its lines, whose
+ * reading takes time the model's computing does not.
+ */
+function measuresTheModel(result: RunBatchResult, earlier: Progress | undefined): boolean {
+  const lines = result.completed + result.failed - (earlier ? earlier.completed + earlier.failed : 0);
+  const cached = (result.cached?.lines ?? 0) - (earlier?.cached?.lines ?? 0);
+  return cached <= lines / 10;
+}
+
 /** The server's embedded result cache (BATCH_DIR/cache/), unless RESULT_CACHE is off (the runner's --no-cache). */
-async function openCache(run: RunState): Promise<BackendCache | undefined> {
+async function openCache(run: RunState, lazy: Pick<BackendCache, "onLazyLoaded" | "onLazyLoadFailure">): Promise<BackendCache | undefined> {
   const { config } = run.o;
   if (!config.resultCache.enabled) return undefined;
   const log = run.o.logger ?? silent();
@@ -382,6 +411,7 @@ async function openCache(run: RunState): Promise<BackendCache | undefined> {
     ...opened,
     // A re-run answered wholly from the cache loads no model.
     lazyLoad: true,
+    ...lazy,
     onOutcome: (outcome) => {
       if (outcome === "hit" || outcome === "duplicate") run.cached++;
     },

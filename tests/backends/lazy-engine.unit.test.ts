@@ -29,18 +29,30 @@ describe("engine records", () => {
     expect(engineRecordKey("d1", { contextSize: 2048 })).not.toBe(a);
   });
 
-  it("read back whole, a damaged file is no record and is replaced, and the oldest go past 64", async () => {
+  it("read back whole; a damaged file, a hand-edited record or another model's identity is no record", async () => {
     const file = path.join(mkdtempSync(path.join(tmpdir(), "engine-records-")), "engines.json");
-    expect(await readEngineRecord(file, "k")).toBeUndefined();
+    const identity = (digest: string) => JSON.stringify({ kind: "local", sha256: digest, engine: {} });
+    const rec = { identity: identity("d1"), info, footprint: 5 };
+    expect(await readEngineRecord(file, "k", "d1")).toEqual({});
     writeFileSync(file, '{"k": {"identity": "x"');
-    expect(await readEngineRecord(file, "k")).toBeUndefined();
-    await writeEngineRecord(file, "k", { identity: "id-k", info, footprint: 5 });
-    expect(await readEngineRecord(file, "k")).toEqual({ identity: "id-k", info, footprint: 5 });
-    writeFileSync(file, JSON.stringify({ k: { identity: "id-k", info } }));
-    expect(await readEngineRecord(file, "k")).toBeUndefined();
-    for (let i = 0; i < 70; i++) await writeEngineRecord(file, `k${i}`, { identity: `id${i}`, info, footprint: i });
-    expect(await readEngineRecord(file, "k0")).toBeUndefined();
-    expect(await readEngineRecord(file, "k69")).toMatchObject({ identity: "id69" });
+    expect(await readEngineRecord(file, "k", "d1")).toEqual({ damaged: "is not a JSON object of records" });
+    await writeEngineRecord(file, "k", rec);
+    expect(await readEngineRecord(file, "k", "d1")).toEqual({ record: rec });
+    // The same record read for another file's content: it never answers for it.
+    expect(await readEngineRecord(file, "k", "d2")).toEqual({});
+    for (const edit of [
+      { footprint: undefined },
+      { info: { ...info, settings: null } },
+      { info: { ...info, endpoints: [] } },
+      { info: { ...info, concurrency: 0 } },
+      { info: { ...info, settings: { gpu: "cuda" } } },
+    ]) {
+      writeFileSync(file, JSON.stringify({ k: { ...rec, ...edit } }));
+      expect(await readEngineRecord(file, "k", "d1")).toEqual({});
+    }
+    for (let i = 0; i < 70; i++) await writeEngineRecord(file, `k${i}`, { ...rec, footprint: i });
+    expect(await readEngineRecord(file, "k0", "d1")).toEqual({});
+    expect(await readEngineRecord(file, "k69", "d1")).toMatchObject({ record: { footprint: 69 } });
   });
 });
 

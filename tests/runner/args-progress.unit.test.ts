@@ -1,7 +1,7 @@
 // The runner's flags and its progress display (a fake clock; nothing here measures speed).
 import { describe, expect, it } from "vitest";
 import { defaultErrorFile, parseRunnerArgs, USAGE } from "../../runner/args.js";
-import { commandLine, portableOptions } from "../../runner/cli.js";
+import { commandLine, portableOptions, resumeCommand } from "../../runner/cli.js";
 import { createProgressReporter, formatDuration } from "../../runner/progress.js";
 import { USAGE_EXIT } from "../../runner/run-offline.js";
 
@@ -154,6 +154,11 @@ describe("runner progress", () => {
     expect(out[0]).toBe("progress: 40/100 (40%) 10.0 req/s 500 prompt tok/s ETA 6.0s\n");
     const rates = p.finish({ completed: 100, failed: 0, usage: { ...usage, promptTokens: 5_000 } });
     expect(rates.tokensPerSecond).toBe(2_000);
+  });
+
+  it("resumes a batch file without --overwrite, which would start it afresh; a dataset job keeps it", () => {
+    expect(resumeCommand("run", ["-i", "a.jsonl", "--overwrite", "-o", "b.jsonl"])).toMatch(/ -i a\.jsonl -o b\.jsonl$/);
+    expect(resumeCommand("dataset", ["-i", "a.csv", "--overwrite"])).toMatch(/ -i a\.csv --overwrite$/);
   });
 
   it("prints the command that resumes, as the user typed it", () => {

@@ -1,7 +1,7 @@
 // The runner's model waits for its first request the result cache cannot answer: a run answered wholly from the
 // cache loads no model, one with a changed line loads it then and answers that line as a run without the cache does,
-// and an engine record that no longer matches the engine fails the lines that needed it and is mended for the next run.
-import { readFileSync, writeFileSync } from "node:fs";
+// and an engine record that no longer matches the engine stops the run as a failed load would, mended for the next.
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -38,12 +38,12 @@ function writeInput(changed: number[] = []): string {
 }
 
 /** A run of the input with the log's messages kept: "model loaded" says the engine came up. */
-async function run(input: string, extra: Partial<Config> = {}) {
+async function run(input: string, extra: Partial<Config> = {}, overwrite = true) {
   const messages: string[] = [];
   const logger = pino({ level: "info" }, { write: (s: string) => messages.push((JSON.parse(s) as { msg: string }).msg) });
   const output = path.join(dir, "out.jsonl");
   const errors = path.join(dir, "err.jsonl");
-  const summary = await runFile({ input, output, errors, config: { ...config, ...extra }, logger, overwrite: true });
+  const summary = await runFile({ input, output, errors, config: { ...config, ...extra }, logger, overwrite });
   const read = (f: string | null) => (f ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean) : []);
   const texts = Object.fromEntries(
     read(summary.output).map((l) => {
@@ -70,7 +70,7 @@ describe("the runner's lazy model", () => {
     expect(changed.texts).toEqual(uncached.texts);
   });
 
-  it("an engine record that no longer matches the engine fails the lines that needed it, and is mended", async () => {
+  it("an engine record that no longer matches the engine stops the run as a failed load, is mended, and the run resumes", async () => {
     await run(writeInput());
     const file = path.join(dir, "cache", "engines.json");
     const records = JSON.parse(readFileSync(file, "utf8")) as Record<string, { identity: string }>;
@@ -78,11 +78,12 @@ describe("the runner's lazy model", () => {
     for (const r of Object.values(records)) r.identity = r.identity.replace('"build":"', '"build":"other-');
     writeFileSync(file, JSON.stringify(records));
 
-    const stale = await run(writeInput());
-    expect(stale).toMatchObject({ loaded: true, summary: { completed: 0, failed: LINES } });
-    expect(stale.errorLines[0]).toContain("is not the one the result cache recorded for it");
+    await expect(run(writeInput())).rejects.toThrow(/The model 'm.*' could not be loaded: the engine that came up is not the one/);
+    // Nothing was written for the lines that waited for it: the run resumes them.
+    for (const f of ["out.jsonl", "err.jsonl"])
+      expect(existsSync(path.join(dir, f)) ? readFileSync(path.join(dir, f), "utf8").trim() : "").toBe("");
 
-    const mended = await run(writeInput());
-    expect(mended).toMatchObject({ loaded: false, summary: { completed: LINES, cached: LINES } });
+    const resumed = await run(writeInput(), {}, false);
+    expect(resumed).toMatchObject({ loaded: false, summary: { completed: LINES, failed: 0, cached: LINES } });
   });
 });

@@ -102,6 +102,33 @@ describe("the runner's result cache", () => {
     expect((await runFile({ ...opts, logger, overwrite: true })).cached).toBe(4);
   });
 
+  it("a dataset job's output from another model file is not current: the job says so, and --overwrite runs it on the new one", async () => {
+    writeRows();
+    const job = writeJob("by-model.csv");
+    await writeGeneratedModel(model, { preset: "tiny", seed: 4 });
+    const first = await batch("--job", job);
+    expect(first.code, first.stderr).toBe(0);
+    const before = (await readTable(path.join(dir, "by-model.csv"))).rows;
+    await writeGeneratedModel(model, { preset: "tiny", seed: 5 });
+    const stale = await batch("--job", job);
+    expect(stale.code).toBe(2);
+    expect(stale.stderr).toContain("was written by an earlier version of this job (its input or model changed since)");
+    // Another output computes on the new model; the old one, replaced, then reads those answers from the cache.
+    const runs = [
+      { argv: ["--job", job, "-o", "by-model.parquet"], cached: 0 },
+      { argv: ["--job", job, "--overwrite"], cached: ROWS },
+    ];
+    for (const { argv, cached } of runs) {
+      const again = await batch(...argv);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).not.toContain("joined from");
+      expect(cachedOf(again.stdout)).toBe(cached);
+    }
+    const after = (await readTable(path.join(dir, "by-model.csv"))).rows;
+    expect(typeof before[0].result_text).toBe("string");
+    expect(after.map((r) => r.result_text)).not.toEqual(before.map((r) => r.result_text));
+  });
+
   it("a BATCH_DIR where no cache can be opened (a file) costs the run its reuse, not the run", async () => {
     const input = path.join(dir, "plain.jsonl");
     const body = { model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 2, temperature: 0 };
