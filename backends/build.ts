@@ -361,7 +361,7 @@ async function findRecord(ctx: LocalContext, spec: LocalSpec) {
   const key = recordKey(ctx, spec, digest);
   const file = recordsFile(cache);
   const { record, damaged } = await readEngineRecord(file, key, digest);
-  if (damaged) ctx.log.warn({ file }, `the engine records ${damaged}: the model loads at once, and the file is written anew`);
+  if (damaged) ctx.log.warn({ file }, `${file} ${damaged}: the model loads at once, and the file is written anew`);
   return record ? { cache, key, file, record } : undefined;
 }
 
@@ -376,6 +376,12 @@ async function lazyLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
       const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
       const actual = await identity;
       cache.onLazyLoaded?.(performance.now() - started);
+      // The file may have been replaced since the run began: what loaded must still be the content hashed then.
+      const now = await fileDigest(spec.backend.path, cache.sidecar).catch(() => null);
+      if (now !== (await digest)) {
+        await local.close();
+        throw new Error("the model file changed while the run used it: run again");
+      }
       if (actual === record.identity) return local;
       // Loaded on what the record did not capture (a driver installed): its answers are not under this key.
       if (actual) await writeEngineRecord(file, key, { identity: actual, info: local.info, footprint }).catch(() => undefined);
@@ -428,7 +434,10 @@ async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSig
         if (d && id) await writeEngineRecord(recordsFile(cache), recordKey(ctx, spec, d), { identity: id, info: local.info, footprint });
       })
       .catch((err: Error) =>
-        ctx.log.warn({ err: err.message }, "the engine record cannot be written: a run answered wholly from the cache will load the model"),
+        ctx.log.warn(
+          { err: err.message },
+          `${recordsFile(cache)} cannot be written (${err.message}): a run answered wholly from the cache will load the model`,
+        ),
       );
   const backend = cached(local, identity, cache);
   ctx.log.info({ model: spec.name, backend: backend.info }, "backend ready");

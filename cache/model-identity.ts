@@ -16,16 +16,6 @@ import { canonicalJson } from "./rule.js";
 const versionOf = (s: { dev: number; ino: number; size: number; mtimeMs: number; ctimeMs: number }) =>
   `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
 
-/** A file's version (its real path, device, inode, size and times), or null where it cannot be read: no hashing. */
-export async function fileVersion(file: string): Promise<string | null> {
-  try {
-    const real = await realpath(file);
-    return `${real}|${versionOf(await stat(real))}`;
-  } catch {
-    return null;
-  }
-}
-
 /** Sidecar writes one at a time in this process: each reads, adds and replaces the whole file. */
 let sidecarChain: Promise<unknown> = Promise.resolve();
 

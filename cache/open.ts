@@ -21,10 +21,13 @@ export async function cacheBound(dir: string, maxBytes: number): Promise<number>
   return Math.max(1 << 20, Math.min(DEFAULT_MAX_BYTES_CEILING, Math.floor(disk * DEFAULT_DISK_SHARE)));
 }
 
+/** Where model files' digests are remembered (cache/model-identity.ts), beside the embedded store. */
+export const digestsFile = (batchDir: string) => path.join(batchDir, "cache", "model-digests.json");
+
 /** The embedded store and the sidecar of model digests beside it, under BATCH_DIR/cache/. */
 export async function openEmbeddedCache(batchDir: string, settings: ResultCacheSettings) {
   const dir = path.join(batchDir, "cache");
   const maxBytes = await cacheBound(batchDir, settings.maxBytes);
   const cache = new LmdbResultCache(path.join(dir, "answers"), { maxBytes, ttlSeconds: settings.ttlSeconds });
-  return { cache, sidecar: path.join(dir, "model-digests.json"), maxBytes, damaged: cache.damaged };
+  return { cache, sidecar: digestsFile(batchDir), maxBytes, damaged: cache.damaged };
 }

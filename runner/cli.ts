@@ -37,7 +37,7 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     stderr: process.stderr,
     stdout: process.stdout,
     signal: stop,
-    resumeCommand: resumeCommand(parsed.kind, process.argv.slice(2)),
+    resumeCommand: (began: boolean) => resumeCommand(parsed.kind, process.argv.slice(2), began),
     ...(onRunning ? { onRunning } : {}),
   };
   try {
@@ -65,12 +65,13 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
 }
 
 /**
- * The command that resumes an interrupted run: a batch file's continues the lines its files hold, which --overwrite
- * would throw away. A dataset job's keeps it, since its earlier output is refused without it; its answers are in
- * the result cache.
+ * The command that resumes an interrupted run. A batch file's whose requests began continues the lines its files
+ * hold, which --overwrite would throw away; before they began, its files are an earlier run's, and --overwrite still
+ * has them to replace. A dataset job's keeps it, since its earlier output is refused without it; its answers are in
+ * the result cache (a sampled row's are not: it runs again).
  */
-export function resumeCommand(kind: string, argv: string[]): string {
-  return commandLine(kind === "dataset" ? argv : argv.filter((a) => a !== "--overwrite"));
+export function resumeCommand(kind: string, argv: string[], began = true): string {
+  return commandLine(kind === "dataset" || !began ? argv : argv.filter((a) => a !== "--overwrite"));
 }
 
 /** This command as the user could type it again: `npm run batch -- ...` under npm, else node and the script. */

@@ -32,6 +32,8 @@ export interface StageState {
   outputs?: Record<string, WrittenOutput>;
   /** The version of the answers last joined into an output. */
   version?: number;
+  /** Outputs written by earlier versions of the job (its input or model since changed): named so when refused. */
+  earlierOutputs?: string[];
 }
 
 export interface StagePlace {

@@ -143,7 +143,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     }
     if (!written && !args.engine.overwrite && (await exists(job.output)))
       throw new DatasetError(
-        before?.outputs?.[job.output]
+        before?.outputs?.[job.output] || earlierOutputs(before).includes(job.output)
           ? `${job.output}: was written by an earlier version of this job (its input or model changed since): --overwrite replaces it`
           : `${job.output}: exists and is not this job's: --overwrite replaces it`,
       );
@@ -164,10 +164,11 @@ async function stateOf(o: Opened, args: DatasetArgs<EngineArgs>): Promise<StageS
   const state = await readState(o.place.record);
   if (!state || state.hash === o.hash) return state;
   // A batch a server runs has no answer here until it ends: another version's batch is never followed.
+  // The record stays until this version writes its own (runAndJoin): a run refused or failed before then leaves the
+  // earlier version's outputs known as the job's.
   if (!(await hasResults(o.place.work)) && !state.remoteBatch) {
     await rm(o.place.work, { recursive: true, force: true });
     await mkdir(o.place.work);
-    await rm(o.place.record, { force: true });
     return undefined;
   }
   if (args.engine.overwrite) return undefined;
@@ -184,7 +185,10 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
   const sizes = { maxLineBytes: deps.config.maxLineBytes, maxFileBytes: Number.POSITIVE_INFINITY };
   const rows = await writeRequests(job, o.input, requests, { hash: o.hash, label: o.label, sizes, ...(preprocess ? { preprocess } : {}) });
   const state = await readState(place.record);
-  await saveState(place.record, { ...(state?.hash === o.hash ? state : {}), hash: o.hash, rows });
+  await saveState(
+    place.record,
+    state?.hash === o.hash ? { ...state, rows } : { hash: o.hash, rows, earlierOutputs: earlierOutputs(state) },
+  );
   deps.stderr.write(`${o.name}: ${rows} rows of ${o.label} -> ${job.output} (working files in ${place.work})\n`);
   const output = `${place.work}/output.jsonl`;
   const errors = `${place.work}/errors.jsonl`;
@@ -286,6 +290,10 @@ async function record(o: Opened, w: { columns: NamedColumn[]; answered: number; 
   const entry = { size: s.size, mtimeMs: s.mtimeMs, postprocess: o.postHash, version, ...w };
   await saveState(o.place.record, { ...state, version, outputs: { ...state.outputs, [o.job.output]: entry } });
 }
+
+/** The outputs a record knows as the job's, of its version and of earlier ones. */
+const earlierOutputs = (state: StageState | undefined): string[] =>
+  state ? [...new Set([...Object.keys(state.outputs ?? {}), ...(state.earlierOutputs ?? [])])] : [];
 
 async function exists(file: string): Promise<boolean> {
   return (await stat(file).catch(() => null)) !== null;

@@ -93,6 +93,8 @@ export interface RunSummary {
   aborted?: AbortReason;
   /** Requests of this run answered without computing: from the result cache, or as a repeat of another line. */
   cached: number;
+  /** Whether its requests began: the files were reset then where `overwrite` said so, and a resume continues them. */
+  began: boolean;
 }
 
 /**
@@ -251,6 +253,7 @@ function ended(run: RunState, stopped: RunSummary["stopped"]): RunSummary {
     errors: null,
     seconds: (Date.now() - run.started) / 1000,
     cached: run.cached,
+    began: run.ran === true,
   };
 }
 

@@ -40,7 +40,7 @@ export interface OfflineRunDeps {
   httpRetry?: HttpRetry;
   progressIntervalMs?: number;
   /** The command line that runs this again (printed after an interrupt: a second run resumes). */
-  resumeCommand?: string;
+  resumeCommand?: string | ((began: boolean) => string);
   /** Told when the requests begin running (the model is up): a stop from then on is the run's drain. */
   onRunning?: () => void;
 }
@@ -137,7 +137,13 @@ export async function printedRun(options: RunFileOptions, deps: OfflineRunDeps, 
         `(${summary.completed} completed, ${summary.failed} failed); --overwrite runs them again, --retry-failed reruns the failed\n`,
     );
   } else {
-    deps.stdout.write(describeSummary(summary, { ...view, rates: shown.rates(), resume: deps.resumeCommand }));
+    deps.stdout.write(
+      describeSummary(summary, {
+        ...view,
+        rates: shown.rates(),
+        resume: typeof deps.resumeCommand === "function" ? deps.resumeCommand(summary.began) : deps.resumeCommand,
+      }),
+    );
   }
   return { exitCode: summary.stopped === "interrupted" ? 130 : 0, summary };
 }

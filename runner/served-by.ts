@@ -1,10 +1,12 @@
 // What answers a dataset job's rows when the runner runs it: the server it is sent to, else the model files the
-// runner loads, each by its version (path, inode, size and times; not its content, which would be read in full).
-// A job's record keeps its outputs under this, so an output written from another model's answers is not current.
+// runner loads, each by its content (its sha256, hashed once per version of the file and remembered beside the
+// result cache, as the cache's own key does: a file moved or touched is the same model). A job's record keeps its
+// outputs under this, so an output written from another model's answers is not current.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parse } from "yaml";
-import { fileVersion } from "../cache/model-identity.js";
+import { fileDigest } from "../cache/model-identity.js";
+import { digestsFile } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import { parseModelRef } from "../config/model-ref.js";
 
@@ -19,15 +21,16 @@ function pathsIn(value: unknown, found: string[] = []): string[] {
   return found;
 }
 
-/** A model reference's version: a file's as it stands, a download's reference (its file is named after it). */
-async function refVersion(ref: string, base: string): Promise<string> {
+/** A model reference's content: a file's digest, a download's reference (its file is named after it). */
+async function refContent(ref: string, base: string, sidecar: string): Promise<string> {
   if (parseModelRef(ref).kind !== "file") return ref;
-  return (await fileVersion(path.resolve(base, ref))) ?? `${ref} (unreadable)`;
+  return fileDigest(path.resolve(base, ref), sidecar).catch(() => `${ref} (unreadable)`);
 }
 
-export async function servedBy(config: Pick<Config, "modelPath" | "modelsFile">, remote?: string): Promise<string> {
+export async function servedBy(config: Pick<Config, "modelPath" | "modelsFile" | "batchDir">, remote?: string): Promise<string> {
   if (remote) return `server ${remote}`;
-  if (config.modelPath) return `model ${await refVersion(config.modelPath, process.cwd())}`;
+  const sidecar = digestsFile(config.batchDir);
+  if (config.modelPath) return `model ${await refContent(config.modelPath, process.cwd(), sidecar)}`;
   if (!config.modelsFile) return "the generated model";
   const text = await readFile(config.modelsFile, "utf8").catch(() => "");
   let files: string[] = [];
@@ -37,6 +40,6 @@ export async function servedBy(config: Pick<Config, "modelPath" | "modelsFile">,
     // A models file that does not parse stops the run later, with its own error.
   }
   const base = path.dirname(path.resolve(config.modelsFile));
-  const versions = await Promise.all(files.map((f) => refVersion(f, base)));
+  const versions = await Promise.all(files.map((f) => refContent(f, base, sidecar)));
   return `models file ${text}\n${versions.join("\n")}`;
 }

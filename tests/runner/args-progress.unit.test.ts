@@ -159,6 +159,8 @@ describe("runner progress", () => {
   it("resumes a batch file without --overwrite, which would start it afresh; a dataset job keeps it", () => {
     expect(resumeCommand("run", ["-i", "a.jsonl", "--overwrite", "-o", "b.jsonl"])).toMatch(/ -i a\.jsonl -o b\.jsonl$/);
     expect(resumeCommand("dataset", ["-i", "a.csv", "--overwrite"])).toMatch(/ -i a\.csv --overwrite$/);
+    // Stopped before its requests began: the earlier run's files are still there for --overwrite to replace.
+    expect(resumeCommand("run", ["-i", "a.jsonl", "--overwrite"], false)).toMatch(/ -i a\.jsonl --overwrite$/);
   });
 
   it("prints the command that resumes, as the user typed it", () => {

@@ -5,8 +5,12 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
+import { createRouter } from "../../backends/build.js";
+import { singleModelRegistry } from "../../backends/registry.js";
+import { openEmbeddedCache } from "../../cache/open.js";
 import { type Config, loadConfig } from "../../config/config.js";
 import { writeGeneratedModel } from "../../engine/load/generated-model.js";
+import { parseRequest } from "../../parse/request.js";
 import { runFile } from "../../runner/run-file.js";
 import { scratchDir } from "../helpers/scratch.js";
 
@@ -85,5 +89,27 @@ describe("the runner's lazy model", () => {
 
     const resumed = await run(writeInput(), {}, false);
     expect(resumed).toMatchObject({ loaded: false, summary: { completed: LINES, failed: 0, cached: LINES } });
+  });
+
+  it("a model file replaced after the run began is not loaded under the content hashed then: the load fails, nothing is stored", async () => {
+    await run(writeInput());
+    const registry = singleModelRegistry(config.modelPath, false);
+    const opened = await openEmbeddedCache(config.batchDir, config.resultCache);
+    const router = await createRouter(config, registry, pino({ level: "silent" }), process.env, { ...opened, lazyLoad: true });
+    try {
+      const lease = await router.acquire(registry.names[0]);
+      await writeGeneratedModel(config.modelPath, { preset: "tiny", seed: 6 });
+      const request = parseRequest("/v1/completions", { model: "m", prompt: "a line no run asked", max_tokens: 4, temperature: 0 });
+      await expect(lease.backend.execute(request)).rejects.toThrow("the model file changed while the run used it");
+      lease.release();
+    } finally {
+      await router.close();
+      await opened.cache.close();
+    }
+    // The new file's first run computes every line, as a run without the cache does.
+    const fresh = await run(writeInput());
+    const uncached = await run(writeInput(), { resultCache: { ...config.resultCache, enabled: false } });
+    expect(fresh).toMatchObject({ loaded: true, summary: { completed: LINES, cached: 0 } });
+    expect(fresh.texts).toEqual(uncached.texts);
   });
 });

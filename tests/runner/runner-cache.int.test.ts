@@ -113,6 +113,10 @@ describe("the runner's result cache", () => {
     const stale = await batch("--job", job);
     expect(stale.code).toBe(2);
     expect(stale.stderr).toContain("was written by an earlier version of this job (its input or model changed since)");
+    // Refused, the job's record is as it was: the first model again (the same content) finds its output complete.
+    await writeGeneratedModel(model, { preset: "tiny", seed: 4 });
+    expect((await batch("--job", job)).stderr).toContain("is complete already");
+    await writeGeneratedModel(model, { preset: "tiny", seed: 5 });
     // Another output computes on the new model; the old one, replaced, then reads those answers from the cache.
     const runs = [
       { argv: ["--job", job, "-o", "by-model.parquet"], cached: 0 },
