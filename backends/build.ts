@@ -427,8 +427,9 @@ async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSig
   if (lazy) return lazy;
   const { local, identity, footprint } = await loadLocal(ctx, spec, signal, digest);
   ctx.identities.set(spec.name, identity);
-  // What came up is recorded, so that a later run answered wholly from the cache need not load it.
-  if (cache && digest)
+  // What came up is recorded, so that a later run answered wholly from the cache need not load it (the runner's: a
+  // server loads its models at start).
+  if (cache?.lazyLoad && digest)
     void Promise.all([digest, identity])
       .then(async ([d, id]) => {
         if (d && id) await writeEngineRecord(recordsFile(cache), recordKey(ctx, spec, d), { identity: id, info: local.info, footprint });

@@ -2,6 +2,9 @@
 // seconds and the maintenance ticks every second: a database down for a minute would otherwise fill the log).
 import type pino from "pino";
 
+/** How long after an outage was said a try that works is still no news of its end. */
+const SETTLE_MS = 1_000;
+
 export class OutageLog {
   private since: number | undefined;
   /** When the outage was said, on the monotonic clock: what a try begun before it says is no news (ok). */
@@ -34,7 +37,9 @@ export class OutageLog {
    */
   ok(begun?: number): number {
     if (this.since === undefined) return 0;
-    if (begun !== undefined && begun < this.saidAt) return 0;
+    // A database going down ends its connections one at a time: a query on one it has not reached yet may still
+    // answer just after another failed. Only a try begun a moment after the outage was said can end it.
+    if (begun !== undefined && begun < this.saidAt + SETTLE_MS) return 0;
     const ms = Date.now() - this.since;
     this.logger.info({ down_ms: ms, tries: this.tries }, this.say?.up ?? `${this.what} works again`);
     this.since = undefined;

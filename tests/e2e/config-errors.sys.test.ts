@@ -1,5 +1,6 @@
 // Configuration mistakes on the real server process: one line naming the setting as the user set it, its
 // value and what is allowed, exit 1, before the model loads.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -153,8 +154,11 @@ describe("configuration mistakes", () => {
     const mistake = await failure({ ...traced, THREADS: "abc" });
     expect(mistake.said).toBe("offline-batch-inference: invalid configuration: THREADS=abc: must be a whole number >= 0");
     for (const run of [help, mistake]) expect(run.lines).not.toContain("ENGINE LOADED");
-    // The hook does see it where the engine is needed: the one-off download command checks the model with it.
-    const fetch = await failure({ ...traced, MODEL_PATH: await testModelPath() }, ["--fetch-models"]);
-    expect(fetch.lines, fetch.lines.join("\n")).toContain("ENGINE LOADED");
+    // The hook does see it where it is loaded.
+    const seen = spawnSync(process.execPath, ["--input-type=module", "-e", 'await import("node-llama-cpp")'], {
+      env: { ...process.env, ...traced },
+      encoding: "utf8",
+    });
+    expect(seen.stderr).toContain("ENGINE LOADED");
   });
 });
