@@ -2,7 +2,6 @@
 // the service in either mode: without DATABASE_URL everything in one process on BATCH_DIR; with it one ROLE of
 // the distributed mode. app/main.ts listens on what it builds; integration tests drive it through supertest.
 
-import path from "node:path";
 import type express from "express";
 import type pino from "pino";
 import { createApp } from "../api/http/app.js";
@@ -10,7 +9,7 @@ import { purgeOf } from "../api/routes/cache.js";
 import { type BackendCache, createRouter, type DownloadStatus, loadRegistry } from "../backends/build.js";
 import { ModelRegistry, promptsOverLimit } from "../backends/registry.js";
 import type { ModelRouter } from "../backends/router.js";
-import { DEFAULT_MAX_BYTES_CEILING, openEmbeddedCache } from "../cache/open.js";
+import { DEFAULT_MAX_BYTES_CEILING, digestsFile, openEmbeddedCache } from "../cache/open.js";
 import type { ResultCache } from "../cache/port.js";
 import type { Config } from "../config/config.js";
 import { KeyRing } from "../config/keys.js";
@@ -247,7 +246,7 @@ async function sharedCache(url: string, config: Config, log: pino.Logger): Promi
     await pool.end();
   };
   const cache = new PgResultCache(pool, { maxBytes, ttlSeconds: config.resultCache.ttlSeconds }, Date.now, release, { blobs });
-  return { cache, sidecar: path.join(config.batchDir, "cache", "model-digests.json"), maxBytes };
+  return { cache, sidecar: digestsFile(config.batchDir), maxBytes };
 }
 
 /** The primary model is up before the service says it is ready; the others come up when a batch needs them. */

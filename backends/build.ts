@@ -2,7 +2,6 @@
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
 // local model of MODEL_PATH (or the generated model), which answers to every name. A model named by hf: or a URL is
 // downloaded into MODELS_DIR here, at start, before anything loads it.
-import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
@@ -23,7 +22,7 @@ import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
 import type { UpstreamBackend } from "../upstream/backend.js";
-import { engineRecordKey, readEngineRecord, writeEngineRecord } from "./engine-record.js";
+import { engineRecordKey, nodeLlamaCppVersion, readEngineRecord, writeEngineRecord } from "./engine-record.js";
 import { LazyBackend } from "./lazy-backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelLoadError, ModelRouter, type UpstreamSpec } from "./router.js";
@@ -205,9 +204,6 @@ export interface BackendCache {
   onLazyLoaded?: (ms: number) => void;
 }
 
-const nodeLlamaCppVersion = () =>
-  (JSON.parse(readFileSync(new URL("../package.json", import.meta.resolve("node-llama-cpp")), "utf8")) as { version: string }).version;
-
 /** What changes a local backend's answers besides its weights, from what it says of itself. */
 function engineIdentity(backend: InferenceBackend) {
   const s = backend.info.settings;
@@ -362,13 +358,14 @@ async function findRecord(ctx: LocalContext, spec: LocalSpec) {
   const file = recordsFile(cache);
   const { record, damaged } = await readEngineRecord(file, key, digest);
   if (damaged) ctx.log.warn({ file }, `${file} ${damaged}: the model loads at once, and the file is written anew`);
-  return record ? { cache, key, file, record } : undefined;
+  // Without a record, where a load then writes one.
+  return { cache, key, file, record };
 }
 
 /** A local model served by an engine loaded at its first request the result cache cannot answer; undefined: it loads now. */
 async function lazyLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal, digest: Promise<string | null>) {
   const found = await lazyRecord(ctx, spec);
-  if (!found) return undefined;
+  if (!found?.record) return undefined;
   const { cache, key, file, record } = found;
   const lazy = new LazyBackend(record.info, async () => {
     const started = performance.now();
@@ -406,7 +403,7 @@ async function lazyLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
 /** What a local model will take in memory: its engine record's figure where its load may wait, else its file's estimate. */
 async function localFootprint(ctx: LocalContext, spec: LocalSpec): Promise<number> {
   const found = await lazyRecord(ctx, spec);
-  return found?.record.footprint ?? estimateFootprint({ path: spec.backend.path, ...engineSettings(ctx.config, spec) });
+  return found?.record?.footprint ?? estimateFootprint({ path: spec.backend.path, ...engineSettings(ctx.config, spec) });
 }
 
 /** Where the engine records are kept: beside the model digests' sidecar. */
@@ -429,15 +426,16 @@ async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSig
   ctx.identities.set(spec.name, identity);
   // What came up is recorded, so that a later run answered wholly from the cache need not load it (the runner's: a
   // server loads its models at start).
-  if (cache?.lazyLoad && digest)
-    void Promise.all([digest, identity])
-      .then(async ([d, id]) => {
-        if (d && id) await writeEngineRecord(recordsFile(cache), recordKey(ctx, spec, d), { identity: id, info: local.info, footprint });
+  const found = await lazyRecord(ctx, spec);
+  if (found)
+    void Promise.resolve(identity)
+      .then(async (id) => {
+        if (id) await writeEngineRecord(found.file, found.key, { identity: id, info: local.info, footprint });
       })
       .catch((err: Error) =>
         ctx.log.warn(
           { err: err.message },
-          `${recordsFile(cache)} cannot be written (${err.message}): a run answered wholly from the cache will load the model`,
+          `${found.file} cannot be written (${err.message}): a run answered wholly from the cache will load the model`,
         ),
       );
   const backend = cached(local, identity, cache);

@@ -30,6 +30,10 @@ const GPU_DEVICES = ["/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd", "/dev/dri"];
 /** node-llama-cpp's folder. */
 const packageRoot = () => path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "..");
 
+/** The version of node-llama-cpp installed. */
+export const nodeLlamaCppVersion = () =>
+  (JSON.parse(readFileSync(path.join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
+
 /** Each binary node-llama-cpp may load here: its local builds (by file version) and its prebuilt packages (by version). */
 function binaries(): string[] {
   const seen: string[] = [];
@@ -56,7 +60,7 @@ function binaries(): string[] {
  * version, the binaries it chooses from and the GPU devices of this machine.
  */
 export function engineRecordKey(digest: string, settings: Readonly<Record<string, unknown>>): string {
-  const nodeLlamaCpp = (JSON.parse(readFileSync(path.join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
+  const nodeLlamaCpp = nodeLlamaCppVersion();
   const machine = {
     platform: process.platform,
     arch: process.arch,

@@ -143,7 +143,7 @@ async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, d
     }
     if (!written && !args.engine.overwrite && (await exists(job.output)))
       throw new DatasetError(
-        before?.outputs?.[job.output] || earlierOutputs(before).includes(job.output)
+        earlierOutputs(before).includes(job.output)
           ? `${job.output}: was written by an earlier version of this job (its input or model changed since): --overwrite replaces it`
           : `${job.output}: exists and is not this job's: --overwrite replaces it`,
       );

@@ -4,22 +4,11 @@
 // outputs under this, so an output written from another model's answers is not current.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { parse } from "yaml";
+import { parseModelsFile } from "../backends/registry.js";
 import { fileDigest } from "../cache/model-identity.js";
 import { digestsFile } from "../cache/open.js";
 import type { Config } from "../config/config.js";
 import { parseModelRef } from "../config/model-ref.js";
-
-/** Every string under a key named `path` in a models file: its models' and adapters' files. */
-function pathsIn(value: unknown, found: string[] = []): string[] {
-  if (Array.isArray(value)) for (const v of value) pathsIn(v, found);
-  else if (value && typeof value === "object")
-    for (const [k, v] of Object.entries(value)) {
-      if (k === "path" && typeof v === "string") found.push(v);
-      else pathsIn(v, found);
-    }
-  return found;
-}
 
 /** A model reference's content: a file's digest, a download's reference (its file is named after it). */
 async function refContent(ref: string, base: string, sidecar: string): Promise<string> {
@@ -33,13 +22,16 @@ export async function servedBy(config: Pick<Config, "modelPath" | "modelsFile" |
   if (config.modelPath) return `model ${await refContent(config.modelPath, process.cwd(), sidecar)}`;
   if (!config.modelsFile) return "the generated model";
   const text = await readFile(config.modelsFile, "utf8").catch(() => "");
+  // Read as the run reads it (paths resolved beside the file): one it cannot read stops the run later, with its error.
   let files: string[] = [];
   try {
-    files = pathsIn(parse(text));
+    const models = parseModelsFile(text, config.modelsFile, process.env).models;
+    files = models.flatMap((m) =>
+      m.backend.kind === "local" ? [m.backend.path, ...(m.backend.adapter ? [m.backend.adapter.path] : [])] : [],
+    );
   } catch {
-    // A models file that does not parse stops the run later, with its own error.
+    // Its content alone then names it.
   }
-  const base = path.dirname(path.resolve(config.modelsFile));
-  const versions = await Promise.all(files.map((f) => refContent(f, base, sidecar)));
-  return `models file ${text}\n${versions.join("\n")}`;
+  const contents = await Promise.all(files.map((f) => refContent(f, process.cwd(), sidecar)));
+  return `models file ${text}\n${contents.join("\n")}`;
 }
