@@ -7,6 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { ensureBuilt, entryArgs } from "../testkit/entry.js";
 import { repoRoot } from "../testkit/repo-root.js";
 import { completionLines, writeBatchFile } from "../testkit/workload.js";
 import type { CacheStoreResult } from "./cache-store.js";
@@ -56,7 +57,11 @@ export interface CacheResult {
   /** Each side's fastest batch; ratio = off's seconds ÷ on's (above 1: the cache's side is faster). */
   repeats: { on: CacheRun; off: CacheRun; ratio: number };
   noRepeats: { on: CacheRun; off: CacheRun; ratio: number };
-  dataset: { first: RunnerRun; unchanged: RunnerRun; changed: RunnerRun; reuse: boolean };
+  /**
+   * The runner compiled, as the image runs it (`node dist/runner/main.js`); `unchangedTsx` the unchanged re-run through
+   * tsx, as `npm run batch` runs it in a checkout.
+   */
+  dataset: { first: RunnerRun; unchanged: RunnerRun; unchangedTsx?: RunnerRun; changed: RunnerRun; reuse: boolean };
   store: CacheStoreResult;
 }
 
@@ -184,11 +189,19 @@ async function batchRows(modelPath: string, plan: CachePlan, log: (line: string)
 /** The bench's environment without the cache's settings, which would otherwise decide the runs' sides. */
 const ownEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RESULT_CACHE")));
 
-/** One runner process (npm run batch): its wall time and what it printed. */
-function runRunner(argv: string[], env: Record<string, string>): Promise<{ seconds: number; stdout: string }> {
+/** How a runner process is started: compiled (testkit/entry.ts's build, as the image runs it) or through tsx. */
+type Via = "compiled" | "tsx";
+
+const runnerArgs = (via: Via) =>
+  via === "compiled"
+    ? entryArgs("runner/main.ts", ["--expose-gc"])
+    : ["--expose-gc", "--import", "tsx", path.join(repoRoot, "runner/main.ts")];
+
+/** One runner process: its wall time and what it printed. */
+function runRunner(argv: string[], env: Record<string, string>, via: Via): Promise<{ seconds: number; stdout: string }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "runner/main.ts"), ...argv], {
+    const child = spawn(process.execPath, [...runnerArgs(via), ...argv], {
       cwd: repoRoot,
       env: { ...ownEnv(), LOG_LEVEL: "warn", ...env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -224,20 +237,22 @@ async function datasetRows(modelPath: string, plan: CachePlan, log: (line: strin
   const params = JSON.stringify({ max_tokens: plan.jobMaxTokens, temperature: 0 });
   const argv = ["-i", input, "-o", path.join(dir, "labels.parquet"), "--endpoint", "/v1/completions"];
   argv.push("--prompt", "Label this ticket: {{body}}", "--params", params, "--overwrite");
-  const run = async (label: string): Promise<RunnerRun> => {
-    const r = await runRunner(argv, env);
+  const run = async (label: string, via: Via = "compiled"): Promise<RunnerRun> => {
+    const r = await runRunner(argv, env, via);
     const summary = /this run: [^\n]*?\)?$/m.exec(r.stdout)?.[0].replace(/\)$/, "") ?? r.stdout.trim().split("\n").at(-1) ?? "";
     log(`  ${label}: ${r.seconds.toFixed(2)} s (${summary})`);
     return { label, seconds: r.seconds, summary };
   };
   try {
+    await ensureBuilt();
     await writeTable(input, plan.rows, 0);
     const first = await run(`${plan.rows} rows, first run`);
     const unchanged = await run(`${plan.rows} rows, run again unchanged`);
+    const unchangedTsx = await run(`${plan.rows} rows, run again unchanged, through tsx`, "tsx");
     await writeTable(input, plan.rows, Math.round(1 / plan.changedShare));
     const changed = await run(`${plan.rows} rows, ${plan.changedShare * 100}% of them changed`);
     // A re-run that took half the first run's time or more computed its rows again: the runner reused nothing.
-    return { first, unchanged, changed, reuse: unchanged.seconds < first.seconds / 2 };
+    return { first, unchanged, unchangedTsx, changed, reuse: unchanged.seconds < first.seconds / 2 };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -497,11 +497,16 @@ function cacheRows(c: CacheResult | null | undefined): string[][] {
     batch(c.noRepeats.on, `: ${n(c.noRepeats.on.seconds / c.noRepeats.off.seconds, 3)}x the time`),
     job(c.dataset.first),
     job(c.dataset.unchanged),
+    ...(c.dataset.unchangedTsx ? [job(c.dataset.unchangedTsx)] : []),
     job(c.dataset.changed),
     ...c.store.rss.map(store),
     ...c.store.lookups.map(lookups),
   ];
 }
+
+/** The unchanged re-run through tsx (`npm run batch` in a checkout), where it was measured. */
+const tsxNote = (d: CacheResult["dataset"]) =>
+  d.unchangedTsx ? `; through tsx ${d.unchangedTsx.seconds.toFixed(2)} s = ${(d.first.seconds / d.unchangedTsx.seconds).toFixed(1)}x` : "";
 
 /** The growth of the resident set the embedded store may cause from its fewest answers to its most. */
 export const CACHE_RSS_GROWTH_MIB = 64;
@@ -538,8 +543,8 @@ export function cacheTargets(c: CacheResult | null | undefined): Target[] {
   const rerun = d.first.seconds / d.unchanged.seconds;
   out.push({
     id: "cache rerun",
-    what: `${c.model}: a ${c.plan.rows}-row dataset job run again unchanged vs its first run`,
-    measured: `${d.first.seconds.toFixed(2)} s / ${d.unchanged.seconds.toFixed(2)} s = ${rerun.toFixed(1)}x`,
+    what: `${c.model}: a ${c.plan.rows}-row dataset job run again unchanged vs its first run (the runner compiled, as the image runs it)`,
+    measured: `${d.first.seconds.toFixed(2)} s / ${d.unchanged.seconds.toFixed(2)} s = ${rerun.toFixed(1)}x${tsxNote(d)}`,
     goal: ">= 50x",
     ...(d.reuse ? { met: rerun >= 50 } : { met: null, unsound: noReuse }),
   });

@@ -123,6 +123,17 @@ export class CachingBackend implements InferenceBackend {
     }
   }
 
+  /** A hit answered at once (InferenceBackend.answerFromCache): the store's answer, else undefined. */
+  async answerFromCache(
+    request: InferenceRequest,
+    options: Pick<ExecuteOptions, "cacheScope" | "useCache"> = {},
+  ): Promise<BackendResult | undefined> {
+    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
+    if (identity === null) return undefined;
+    const stored = await this.read(options.cacheScope ?? OPEN_SCOPE, cacheKey(identity, request));
+    return stored && this.told(stored, "hit", {});
+  }
+
   /**
    * The first of identical requests: reads the store, else computes and stores, while the others wait for it. It is
    * in flight from before its read, so a duplicate arriving during the read waits rather than computing too.
@@ -301,6 +312,7 @@ export function withCacheOptions(backend: InferenceBackend, cache: Pick<ExecuteO
     close: () => backend.close(),
   };
   if (backend.remembered) view.remembered = (request, options) => backend.remembered!(request, { ...cache, ...options });
+  if (backend.answerFromCache) view.answerFromCache = (request, options) => backend.answerFromCache!(request, { ...cache, ...options });
   for (const name of PASSED_ON) {
     const method = backend[name] as ((...args: never[]) => unknown) | undefined;
     if (method) (view as unknown as Record<string, unknown>)[name] = method.bind(backend);

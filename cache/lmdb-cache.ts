@@ -20,6 +20,8 @@ interface EntryMeta {
   bytes: number;
   /** When it was stored (ms since the epoch): its age for the TTL. */
   at: number;
+  /** When a read last made it the most recent (ms since the epoch); absent: never since it was stored. */
+  used?: number;
 }
 
 interface Totals {
@@ -31,6 +33,12 @@ interface Totals {
 const TOTALS = "totals";
 /** Expired entries removed at most per put, oldest first, so a put costs little however many have aged. */
 const SWEEP_PER_PUT = 16;
+/**
+ * A read makes its entry the most recent at most this often, as memcached bumps an item at most once a minute: a
+ * minute is nothing to an order that evicts over days, and a move costs four writes. A batch run again at once, or a
+ * line repeated within it, reads without writing.
+ */
+const RECENT_FOR_MS = 60_000;
 
 const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`;
 
@@ -63,6 +71,8 @@ export class LmdbResultCache implements ResultCache {
   private evictions = 0;
   /** Recency updates of hits, not awaited by the reader: a close waits for them. */
   private readonly touches = new Set<Promise<unknown>>();
+  /** Entries read since the last recency update was begun: one transaction makes them all recent. */
+  private readonly toTouch = new Set<string>();
   /** Why the environment was found unreadable and started again empty (lmdb-check.ts), if it was. */
   readonly damaged: string | undefined;
 
@@ -98,9 +108,7 @@ export class LmdbResultCache implements ResultCache {
       return this.miss();
     }
     this.hits++;
-    const touch = this.write(() => this.touch(k)).catch(() => undefined);
-    this.touches.add(touch);
-    void touch.finally(() => this.touches.delete(touch));
+    if (this.stale(meta)) this.touchSoon(k);
     return answer;
   }
 
@@ -198,15 +206,38 @@ export class LmdbResultCache implements ResultCache {
     return true;
   }
 
+  /** Whether a read entry was stored or made recent long enough ago to be made recent again. */
+  private stale(meta: EntryMeta): boolean {
+    return this.now() - (meta.used ?? meta.at) >= RECENT_FOR_MS;
+  }
+
+  /** The entry made recent in the next recency transaction, which the reads of one tick share. */
+  private touchSoon(k: string): void {
+    if (this.toTouch.size === 0) {
+      const touch = Promise.resolve()
+        .then(() => {
+          const keys = [...this.toTouch];
+          this.toTouch.clear();
+          return this.write(() => {
+            for (const key of keys) this.touch(key);
+          });
+        })
+        .catch(() => undefined);
+      this.touches.add(touch);
+      void touch.finally(() => this.touches.delete(touch));
+    }
+    this.toTouch.add(k);
+  }
+
   /** Within a write transaction: the entry made the most recently used (gone since the read: nothing). */
   private touch(k: string): void {
     const meta = this.meta.get(k);
-    if (!meta) return;
+    if (!meta || !this.stale(meta)) return;
     const t = this.totals();
     const seq = t.seq + 1;
     this.lru.removeSync(meta.seq);
     this.lru.putSync(seq, k);
-    this.meta.putSync(k, { ...meta, seq });
+    this.meta.putSync(k, { ...meta, seq, used: this.now() });
     this.sums.putSync(TOTALS, { ...t, seq });
   }
 

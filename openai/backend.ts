@@ -180,6 +180,15 @@ export interface InferenceBackend {
    * without computing or refreshing anything, for a plan.
    */
   remembered?(request: InferenceRequest, options?: Pick<ExecuteOptions, "cacheScope" | "useCache">): Promise<boolean>;
+  /**
+   * The answer the result cache holds for this request now, told as a hit (ids of its own, its prompt counted as
+   * cached), or undefined: it must run. Computes nothing and waits for no computation, so a batch answers its
+   * remembered lines without a turn on the backend (pipeline/run-batch.ts). A store that fails is a miss.
+   */
+  answerFromCache?(
+    request: InferenceRequest,
+    options?: Pick<ExecuteOptions, "cacheScope" | "useCache">,
+  ): Promise<BackendResult | undefined>;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
   /** Present on the local engine: batch lines that gave their sequence to an interactive request since start. */

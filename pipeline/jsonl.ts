@@ -113,7 +113,7 @@ export interface JsonlAppender {
  * most the last line (see resume.ts repairTornTail).
  */
 export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
-  const stream: WriteStream = createWriteStream(path, { flags: "a" });
+  const stream: WriteStream = createWriteStream(path, { flags: "a", highWaterMark: 1 << 20 });
   // Lines handed to the stream, and lines the file has (their write done): a sync waits for the second to reach
   // the first as it was when the sync began.
   let issued = 0;

@@ -27,7 +27,12 @@ interface BatchRequest {
   unparseable?: string;
   /** Set once it began on the backend: a failure then is the run's, not a refusal. */
   begun?: boolean;
+  /** Its body parsed and checked, where the result cache was asked for it first. */
+  request?: InferenceRequest;
 }
+
+/** Lines looked up in the result cache together: a store across a network answers them at once, not in turn. */
+const LOOKUP_CHUNK = 64;
 
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
   const { backend, endpoint, signal } = opts;
@@ -37,12 +42,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const concurrency = opts.concurrency > 0 ? opts.concurrency : (backend?.info.concurrency ?? 1);
   // Every request in flight listens for the drain while it waits for its turn on the backend: not a leak.
   if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
-  const progress: Progress = {
-    completed: opts.base?.completed ?? 0,
-    failed: opts.base?.failed ?? 0,
-    usage: { ...(opts.base?.usage ?? emptyUsage()) },
-    cached: { lines: opts.base?.cached?.lines ?? 0, outputTokens: opts.base?.cached?.outputTokens ?? 0 },
-  };
+  const progress = progressFrom(opts.base);
   const tally = new Tally();
   const snapshot = (): Progress => ({ ...snapshotOf(progress), sample: { ...tally.sample } });
   const output = lazyAppender(opts.outputPath);
@@ -51,7 +51,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   // syncEveryMs once what it counts is on stable storage.
   const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
   const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
-  const source = readRequests(await linesOf(opts), opts.done ?? new Set<string>());
+  const source = await requestsOf(opts, (req, result) => onResult(req, { ok: true, value: result }));
 
   const writeFailure = async (line: object) => {
     await errors.append(line);
@@ -107,6 +107,26 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       await Promise.all([output.close(), errors.close()]);
     }
   }
+}
+
+/** Where a run resumes counting from: what its earlier runs counted, or nothing. */
+const progressFrom = (base: RunBatchOptions["base"]): Progress => ({
+  completed: base?.completed ?? 0,
+  failed: base?.failed ?? 0,
+  usage: { ...(base?.usage ?? emptyUsage()) },
+  cached: { lines: base?.cached?.lines ?? 0, outputTokens: base?.cached?.outputTokens ?? 0 },
+});
+
+/** The run's requests, blank and done lines left out; those the result cache answers are `answered` as they are read. */
+async function requestsOf(
+  opts: RunBatchOptions,
+  answered: (req: BatchRequest, result: BackendResult) => Promise<void>,
+): Promise<AsyncGenerator<BatchRequest>> {
+  const { backend, endpoint, signal, drain } = opts;
+  const lines = readRequests(await linesOf(opts), opts.done ?? new Set<string>());
+  if (!backend?.answerFromCache) return lines;
+  const stopped = () => signal?.aborted === true || drain?.aborted === true;
+  return answeredFromCache(lines, cacheLookup(backend, endpoint), stopped, answered);
 }
 
 /** The lines in the order they start: the default defers to the backend's preference (an upstream's prefix routing). */
@@ -216,6 +236,50 @@ async function* readRequests(lines: AsyncIterable<SourceLine>, done: ReadonlySet
   }
 }
 
+/**
+ * The line's answer where the result cache holds it, read without a turn on the backend; undefined where it must
+ * run (a miss, or a body that fails its parse or check, whose 400 the run then writes).
+ */
+function cacheLookup(backend: InferenceBackend, endpoint: Endpoint) {
+  return async (req: BatchRequest): Promise<BackendResult | undefined> => {
+    if (req.unparseable) return undefined;
+    try {
+      const request = parseRequest(endpoint, req.body);
+      backend.check(request);
+      req.request = request;
+    } catch {
+      return undefined;
+    }
+    return backend.answerFromCache!(req.request);
+  };
+}
+
+/**
+ * The lines the result cache answers, written as they are read (`answered`), a chunk's lookups at once; the rest
+ * go on to run. Once the run stops, nothing more is answered: a cancel's lines are cancelled, a drain's resume.
+ */
+async function* answeredFromCache(
+  lines: AsyncIterable<BatchRequest>,
+  lookup: (req: BatchRequest) => Promise<BackendResult | undefined>,
+  stopped: () => boolean,
+  answered: (req: BatchRequest, result: BackendResult) => Promise<void>,
+): AsyncGenerator<BatchRequest> {
+  const chunk: BatchRequest[] = [];
+  const settle = async function* (reqs: BatchRequest[]) {
+    const results = stopped() ? [] : await Promise.all(reqs.map(lookup));
+    for (const [i, req] of reqs.entries()) {
+      const result = results[i];
+      if (result && !stopped()) await answered(req, result);
+      else yield req;
+    }
+  };
+  for await (const req of lines) {
+    chunk.push(req);
+    if (chunk.length >= LOOKUP_CHUNK) yield* settle(chunk.splice(0));
+  }
+  yield* settle(chunk);
+}
+
 /** Parse, check, run: the first two throw the line's own 400, which is never retried. */
 async function runRequest(
   backend: InferenceBackend,
@@ -227,7 +291,7 @@ async function runRequest(
   onBegin: () => void,
 ): Promise<BackendResult> {
   if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
-  const request = parseRequest(endpoint, req.body);
+  const request = req.request ?? parseRequest(endpoint, req.body);
   backend.check(request);
   return withRetry(() => attempt(backend, request, signal, drain, onBegin), retry, signal, drain);
 }

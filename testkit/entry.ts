@@ -36,6 +36,12 @@ export async function buildForTests(): Promise<void> {
   process.env[BUILT] = TEST_BUILD_DIR;
 }
 
+/** The build, made unless this process already has one whole (a test run's, which other files are using). */
+export async function ensureBuilt(): Promise<void> {
+  if (process.env[BUILT] === TEST_BUILD_DIR && existsSync(TEST_BUILD_DIR)) return;
+  await buildForTests();
+}
+
 /** The same as a shell's words (for a test that runs it under `sh -c`: a mount first, a lowered limit). */
 export function entryShell(script: string, nodeArgs: string[] = []): string {
   return [process.execPath, ...entryArgs(script, nodeArgs)].map((a) => `"${a}"`).join(" ");

@@ -13,6 +13,7 @@ import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import type { Engine } from "../../engine/types.js";
 import type { Endpoint, InferenceBackend } from "../../openai/backend.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
+import type { RunBatchOptions } from "../../pipeline/types.js";
 import { openGeneratedEngine } from "../../testkit/model.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "obi-cache-engine-"));
@@ -33,7 +34,13 @@ afterAll(async () => {
 });
 
 /** A batch over `backend`: its lines' answers by custom_id, in the output file. */
-async function runBatch(name: string, endpoint: Endpoint, bodies: object[], backend: InferenceBackend) {
+async function runBatch(
+  name: string,
+  endpoint: Endpoint,
+  bodies: object[],
+  backend: InferenceBackend,
+  extra: Partial<RunBatchOptions> = {},
+) {
   const dir = path.join(root, name);
   const input = path.join(`${dir}-input.jsonl`);
   writeFileSync(input, bodies.map((body, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: endpoint, body })).join("\n"));
@@ -45,6 +52,7 @@ async function runBatch(name: string, endpoint: Endpoint, bodies: object[], back
     backend,
     batchSize: 8,
     concurrency: 8,
+    ...extra,
   });
   const lines = readFileSync(`${dir}-output.jsonl`, "utf8")
     .trim()
@@ -102,6 +110,63 @@ describe("the result cache on the real engine", () => {
       prompt_tokens_details: { ...was.prompt_tokens_details, cached_tokens: was.prompt_tokens },
     });
     await reopened.close();
+  }, 120_000);
+
+  it("answers remembered lines as they are read, not behind a line computing; a bad body still fails; a cancelled run answers none", async () => {
+    const cache = new LmdbResultCache(path.join(root, "store-read"), limits);
+    const bodies = [greedy("A lamp in the window"), greedy("A door in the wall")];
+    await runBatch("read-1", "/v1/chat/completions", bodies, cachingOver(cache).backend);
+    let asked = 0;
+    const counting: InferenceBackend = {
+      info: llama.info,
+      check: (request) => llama.check(request),
+      execute: (request, signal, options) => {
+        asked++;
+        return llama.execute(request, signal, options);
+      },
+      close: async () => {},
+    };
+    const backend = new CachingBackend(counting, { cache, identity });
+    const bad = { model: "m", messages: "not a list", temperature: 0 };
+    // One line at a time, in the file's order: the new line first, which computes while the others are answered.
+    const fresh = greedy("A bell in the tower");
+    const lines4 = [fresh, ...bodies, bodies[0], bad];
+    const second = await runBatch("read-2", "/v1/chat/completions", lines4, backend, { concurrency: 1, order: "file" });
+    expect(second.result).toMatchObject({ completed: 4, failed: 1, cached: { lines: 3 } });
+    expect(asked).toBe(1);
+    const errors = readFileSync(path.join(root, "read-2-errors.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(errors).toMatchObject([{ custom_id: "r4", response: { status_code: 400 } }]);
+    const lines = readFileSync(path.join(root, "read-2-output.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    // In the order they ended: the remembered lines did not wait for the one computing.
+    expect(lines.map((l) => [l.custom_id, l.cached ?? null])).toEqual([
+      ["r1", "hit"],
+      ["r2", "hit"],
+      ["r3", "hit"],
+      ["r0", null],
+    ]);
+
+    // A run cancelled before its first line: every line cancelled, none answered from the store.
+    const cancelled = new AbortController();
+    cancelled.abort({ code: "batch_cancelled", message: "cancelled" });
+    const input = path.join(root, "read-2-input.jsonl");
+    const result = await runBatchFile({
+      inputPath: input,
+      outputPath: path.join(root, "read-3-output.jsonl"),
+      errorPath: path.join(root, "read-3-errors.jsonl"),
+      endpoint: "/v1/chat/completions",
+      backend,
+      batchSize: 8,
+      concurrency: 8,
+      signal: cancelled.signal,
+    });
+    expect(result).toMatchObject({ completed: 0, failed: 5, aborted: { code: "batch_cancelled" } });
+    await cache.close();
   }, 120_000);
 
   it("collapses repeated embedding lines, and computes everything for a batch that turns the cache off", async () => {

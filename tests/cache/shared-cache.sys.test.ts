@@ -35,6 +35,14 @@ function outcomes(service: Service) {
       else seen.computed++;
       return r;
     };
+    // A batch's remembered lines are read without a turn on the backend (pipeline/run-batch.ts).
+    const fromCache = backend.answerFromCache?.bind(backend);
+    if (!fromCache) continue;
+    backend.answerFromCache = async (req, options) => {
+      const r = await fromCache(req, options);
+      if (r) seen.cached++;
+      return r;
+    };
   }
   return seen;
 }

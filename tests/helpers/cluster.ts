@@ -70,11 +70,24 @@ export interface EngineCalls {
   at: number[];
 }
 
-/** The requests that began on a worker node's engine, by the prompt each carries. */
+/** The requests that began on a worker node's engine, or that its result cache answered, by the prompt each carries. */
 export const countCalls = (node: TestNode): string[] => node.calls.bodies;
 
 function recordCalls(models: ModelRouter, calls: EngineCalls): void {
+  const record = (req: object) => {
+    calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
+    calls.at.push(Date.now());
+  };
   for (const { backend } of models.backends()) {
+    // A line the result cache answers as it is read takes no turn on the engine: counted as it is answered, as a
+    // remembered answer told through execute counts as it begins.
+    const fromCache = backend.answerFromCache?.bind(backend);
+    if (fromCache)
+      backend.answerFromCache = async (req, options) => {
+        const answer = await fromCache(req, options);
+        if (answer) record(req);
+        return answer;
+      };
     const execute = backend.execute.bind(backend);
     // Counted as it begins (takes a sequence): a line called off while it waited for one did not run.
     backend.execute = (req, signal, options) => {
@@ -82,10 +95,7 @@ function recordCalls(models: ModelRouter, calls: EngineCalls): void {
       return execute(req, signal, {
         ...options,
         onBegin: () => {
-          if (!begun) {
-            calls.bodies.push(JSON.stringify((req as { body?: unknown }).body ?? req));
-            calls.at.push(Date.now());
-          }
+          if (!begun) record(req);
           begun = true;
           options?.onBegin?.();
         },

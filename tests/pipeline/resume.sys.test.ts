@@ -89,6 +89,8 @@ describe("repairTornTail", () => {
       child.stdout.once("data", () => resolve());
       child.once("exit", (code) => reject(new Error(`writer exited early with ${code}`)));
     });
+    // Lines wait in the stream's buffer (up to a MiB) until written: killed once more than a hundred are in the file.
+    while ((await stat(p)).size < 101 * 3020) await new Promise((r) => setTimeout(r, 5));
     child.kill("SIGKILL");
     await new Promise((r) => child.once("exit", r));
     await repairTornTail(p);

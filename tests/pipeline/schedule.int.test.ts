@@ -149,6 +149,17 @@ describe("plannedLines", () => {
     expect(got.map((l) => l.lineNo)).toEqual([3, 6, 1, 4]);
     expect(got.map((l) => l.text)).toEqual([line("b", 400), line("c", 64), line("a", 16), "not json"]);
   });
+
+  it("reads a file too large to hold again (over 32 MiB) line by line at its offsets, alike", async () => {
+    const line = (id: string, max_tokens: number, prompt = "é ü 😀") => JSON.stringify({ custom_id: id, body: { prompt, max_tokens } });
+    const big = line("big", 1, "x".repeat(33 << 20));
+    const path = await scratch.write(`\uFEFF${line("a", 16)}\r\n${big}\n${line("b", 400)}\r\n\n${line("c", 64)}`, "large.jsonl");
+    const got: Array<{ lineNo: number; text: string }> = [];
+    for await (const l of plannedLines(path, "/v1/completions", () => true)) got.push(l);
+    // The long prompt weighs most.
+    expect(got.map((l) => l.lineNo)).toEqual([2, 3, 5, 1]);
+    expect(got.map((l) => l.text)).toEqual([big, line("b", 400), line("c", 64), line("a", 16)]);
+  });
 });
 
 describe("a run's shape", () => {
