@@ -129,6 +129,8 @@ export class LmdbResultCache implements ResultCache {
     if (bytes > this.limits.maxBytes) return;
     // Resolved once committed, which is flushed (LMDB_OPTIONS: no overlapping sync): a line that waits for it is durable.
     const evicted = await this.write(() => {
+      // What was read before this put is more recent than what it evicts.
+      this.touchRead();
       this.removeEntry(k);
       const t = this.totals();
       const seq = t.seq + 1;
@@ -211,22 +213,23 @@ export class LmdbResultCache implements ResultCache {
     return this.now() - (meta.used ?? meta.at) >= RECENT_FOR_MS;
   }
 
-  /** The entry made recent in the next recency transaction, which the reads of one tick share. */
+  /** The entry made recent in the next recency transaction, which the reads until the next turn of the loop share. */
   private touchSoon(k: string): void {
     if (this.toTouch.size === 0) {
-      const touch = Promise.resolve()
-        .then(() => {
-          const keys = [...this.toTouch];
-          this.toTouch.clear();
-          return this.write(() => {
-            for (const key of keys) this.touch(key);
-          });
-        })
+      const touch = new Promise((tick) => setImmediate(tick))
+        .then(() => (this.toTouch.size > 0 ? this.write(() => this.touchRead()) : undefined))
         .catch(() => undefined);
       this.touches.add(touch);
       void touch.finally(() => this.touches.delete(touch));
     }
     this.toTouch.add(k);
+  }
+
+  /** Within a write transaction: the entries read since the last one made the most recently used. */
+  private touchRead(): void {
+    const keys = [...this.toTouch];
+    this.toTouch.clear();
+    for (const key of keys) this.touch(key);
   }
 
   /** Within a write transaction: the entry made the most recently used (gone since the read: nothing). */
