@@ -7,6 +7,7 @@ import type { BackendResult, Endpoint, InferenceBackend, InferenceRequest } from
 import { RequestError } from "../openai/errors.js";
 import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../parse/request.js";
+import { AnsweredAhead } from "./answered-ahead.js";
 import { callOffUnbegun, NotBegun } from "./call-off.js";
 import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
@@ -27,12 +28,7 @@ interface BatchRequest {
   unparseable?: string;
   /** Set once it began on the backend: a failure then is the run's, not a refusal. */
   begun?: boolean;
-  /** Its body parsed and checked, where the result cache was asked for it first. */
-  request?: InferenceRequest;
 }
-
-/** Lines looked up in the result cache together: a store across a network answers them at once, not in turn. */
-const LOOKUP_CHUNK = 64;
 
 export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResult> {
   const { backend, endpoint, signal } = opts;
@@ -51,8 +47,6 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   // syncEveryMs once what it counts is on stable storage.
   const durable = opts.syncEveryMs ? groupSyncs(opts.syncEveryMs, [output, errors], snapshot, opts.onProgress) : undefined;
   const reportProgress = () => (durable ? durable.dirty() : opts.onProgress?.(snapshot()));
-  const source = await requestsOf(opts, (req, result) => onResult(req, { ok: true, value: result }));
-
   const writeFailure = async (line: object) => {
     await errors.append(line);
     progress.failed++;
@@ -78,6 +72,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     }
   };
 
+  const { source, ahead } = await requestsOf(opts, (req, result) => onResult(req, { ok: true, value: result }));
   try {
     const run = await mapBatches(source, {
       batchSize: opts.batchSize,
@@ -100,6 +95,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
     return { ...snapshotOf(progress), aborted: reason };
   } finally {
     await source.return(undefined);
+    await ahead?.close();
     // What was written is flushed (and reported) before the files close; a sync that fails fails the run.
     try {
       await durable?.close();
@@ -117,16 +113,27 @@ const progressFrom = (base: RunBatchOptions["base"]): Progress => ({
   cached: { lines: base?.cached?.lines ?? 0, outputTokens: base?.cached?.outputTokens ?? 0 },
 });
 
-/** The run's requests, blank and done lines left out; those the result cache answers are `answered` as they are read. */
+/**
+ * The run's requests, blank and done lines left out. Where the backend has a result cache, a reader answers the lines
+ * it holds ahead of the pipeline (`answered`), and the requests are the others (pipeline/answered-ahead.ts).
+ */
 async function requestsOf(
   opts: RunBatchOptions,
   answered: (req: BatchRequest, result: BackendResult) => Promise<void>,
-): Promise<AsyncGenerator<BatchRequest>> {
+): Promise<{ source: AsyncGenerator<BatchRequest>; ahead?: AnsweredAhead<BatchRequest> }> {
   const { backend, endpoint, signal, drain } = opts;
-  const lines = readRequests(await linesOf(opts), opts.done ?? new Set<string>());
-  if (!backend?.answerFromCache) return lines;
-  const stopped = () => signal?.aborted === true || drain?.aborted === true;
-  return answeredFromCache(lines, cacheLookup(backend, endpoint), stopped, answered);
+  const done = opts.done ?? new Set<string>();
+  const lines = readRequests(await linesOf(opts), done);
+  if (!backend?.answerFromCache) return { source: lines };
+  const lookup = cacheLookup(backend, endpoint);
+  const answer = async (req: BatchRequest) => {
+    const result = await lookup(req);
+    if (result) await answered(req, result);
+    return result !== undefined;
+  };
+  const ahead = new AnsweredAhead<BatchRequest>(answer, () => signal?.aborted === true || drain?.aborted === true);
+  ahead.start(readRequests(readJsonlLines(opts.inputPath), done));
+  return { source: ahead.toRun(lines), ahead };
 }
 
 /** The lines in the order they start: the default defers to the backend's preference (an upstream's prefix routing). */
@@ -243,41 +250,15 @@ async function* readRequests(lines: AsyncIterable<SourceLine>, done: ReadonlySet
 function cacheLookup(backend: InferenceBackend, endpoint: Endpoint) {
   return async (req: BatchRequest): Promise<BackendResult | undefined> => {
     if (req.unparseable) return undefined;
+    let request: InferenceRequest;
     try {
-      const request = parseRequest(endpoint, req.body);
+      request = parseRequest(endpoint, req.body);
       backend.check(request);
-      req.request = request;
     } catch {
       return undefined;
     }
-    return backend.answerFromCache!(req.request);
+    return backend.answerFromCache!(request);
   };
-}
-
-/**
- * The lines the result cache answers, written as they are read (`answered`), a chunk's lookups at once; the rest
- * go on to run. Once the run stops, nothing more is answered: a cancel's lines are cancelled, a drain's resume.
- */
-async function* answeredFromCache(
-  lines: AsyncIterable<BatchRequest>,
-  lookup: (req: BatchRequest) => Promise<BackendResult | undefined>,
-  stopped: () => boolean,
-  answered: (req: BatchRequest, result: BackendResult) => Promise<void>,
-): AsyncGenerator<BatchRequest> {
-  const chunk: BatchRequest[] = [];
-  const settle = async function* (reqs: BatchRequest[]) {
-    const results = stopped() ? [] : await Promise.all(reqs.map(lookup));
-    for (const [i, req] of reqs.entries()) {
-      const result = results[i];
-      if (result && !stopped()) await answered(req, result);
-      else yield req;
-    }
-  };
-  for await (const req of lines) {
-    chunk.push(req);
-    if (chunk.length >= LOOKUP_CHUNK) yield* settle(chunk.splice(0));
-  }
-  yield* settle(chunk);
 }
 
 /** Parse, check, run: the first two throw the line's own 400, which is never retried. */
@@ -291,7 +272,7 @@ async function runRequest(
   onBegin: () => void,
 ): Promise<BackendResult> {
   if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
-  const request = req.request ?? parseRequest(endpoint, req.body);
+  const request = parseRequest(endpoint, req.body);
   backend.check(request);
   return withRetry(() => attempt(backend, request, signal, drain, onBegin), retry, signal, drain);
 }

@@ -1,0 +1,115 @@
+// A run's remembered lines answered ahead of the pipeline: a reader goes through the whole file once, a chunk's
+// lookups at a time, and writes each line the result cache holds as it finds it, while the pipeline runs the other
+// lines in their planned order, however busy the backend is. Each line is looked up once, by whichever of the two
+// reaches it first, so none is both answered and run.
+import { setImmediate as nextTurn } from "node:timers/promises";
+
+/** Lines looked up together: a store across a network answers them at once, not in turn. */
+const LOOKUP_CHUNK = 64;
+
+const UNSEEN = 0;
+const PENDING = 1;
+const ANSWERED = 2;
+const MISSED = 3;
+
+export class AnsweredAhead<L extends { lineNo: number }> {
+  /** Each line's state by its number: a byte a line, so a file of millions costs megabytes. */
+  private states = new Uint8Array(1024);
+  private readonly pending = new Map<number, Promise<boolean>>();
+  private reading: Promise<void> = Promise.resolve();
+  private closing = false;
+  private failure: { error: unknown } | undefined;
+
+  /**
+   * `answer` writes the line's answer where the cache holds it (true), else does nothing (false); after `stopped`
+   * says the run stopped, no line is looked up any more.
+   */
+  constructor(
+    private readonly answer: (line: L) => Promise<boolean>,
+    private readonly stopped: () => boolean,
+  ) {}
+
+  /** Starts the reader over the file's lines, in any order (the file's own: the cheapest to read). */
+  start(lines: AsyncIterable<L>): void {
+    this.reading = this.read(lines).catch((error) => {
+      this.failure ??= { error };
+    });
+  }
+
+  /** The pipeline's lines (`lines`, in their planned order) without those answered from the cache. */
+  async *toRun(lines: AsyncIterable<L>): AsyncGenerator<L> {
+    for await (const line of lines) {
+      if (this.failure) throw this.failure.error;
+      if (!(await this.answered(line))) yield line;
+    }
+    await this.reading;
+    if (this.failure) throw this.failure.error;
+  }
+
+  /** Stops the reader and waits for the lookups under way (their answers written), so the files may close. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.reading;
+    await Promise.allSettled([...this.pending.values()]);
+    if (this.failure) throw this.failure.error;
+  }
+
+  /** Whether the line was answered from the cache: looked up now if the reader has not reached it. */
+  private answered(line: L): Promise<boolean> {
+    const state = this.stateOf(line.lineNo);
+    if (state === ANSWERED) return Promise.resolve(true);
+    if (state === MISSED) return Promise.resolve(false);
+    return state === PENDING ? this.pending.get(line.lineNo)! : this.lookUp(line);
+  }
+
+  private lookUp(line: L): Promise<boolean> {
+    const n = line.lineNo;
+    this.setState(n, PENDING);
+    const settle = (state: number) => {
+      this.setState(n, state);
+      this.pending.delete(n);
+    };
+    const asked = this.stopped() ? Promise.resolve(false) : this.answer(line);
+    // A lookup that failed (its answer could not be written) leaves the line unanswered; the failure fails the run.
+    const found = asked.then(
+      (hit) => {
+        settle(hit ? ANSWERED : MISSED);
+        return hit;
+      },
+      (err) => {
+        settle(MISSED);
+        throw err;
+      },
+    );
+    this.pending.set(n, found);
+    return found;
+  }
+
+  private async read(lines: AsyncIterable<L>): Promise<void> {
+    let chunk: Promise<boolean>[] = [];
+    for await (const line of lines) {
+      if (this.closing || this.stopped() || this.failure) break;
+      if (this.stateOf(line.lineNo) !== UNSEEN) continue;
+      chunk.push(this.lookUp(line));
+      if (chunk.length < LOOKUP_CHUNK) continue;
+      await Promise.all(chunk);
+      chunk = [];
+      // The backend's callbacks and the pipeline's lines get their turn between chunks.
+      await nextTurn();
+    }
+    await Promise.all(chunk);
+  }
+
+  private stateOf(n: number): number {
+    return n < this.states.length ? this.states[n] : UNSEEN;
+  }
+
+  private setState(n: number, state: number): void {
+    if (n >= this.states.length) {
+      const grown = new Uint8Array(Math.max(n + 1, this.states.length * 2));
+      grown.set(this.states);
+      this.states = grown;
+    }
+    this.states[n] = state;
+  }
+}
