@@ -74,13 +74,12 @@ export class CachingBackend implements InferenceBackend {
   }
 
   async execute(request: InferenceRequest, signal?: AbortSignal, options: ExecuteOptions = {}): Promise<BackendResult> {
-    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
-    if (identity === null) {
+    const place = await this.placeOf(request, options);
+    if (!place) {
       this.opts.onOutcome?.("bypass", this.info.model);
       return this.inner.execute(request, signal, options);
     }
-    const scope = options.cacheScope ?? OPEN_SCOPE;
-    const key = cacheKey(identity, request);
+    const { scope, key } = place;
     const flight = `${scope}\u0000${key}`;
     for (;;) {
       const running = this.inFlight.get(flight);
@@ -110,11 +109,10 @@ export class CachingBackend implements InferenceBackend {
    * answer stored in the scope. A plan asks it, so a read that fails is a no, never an error.
    */
   async remembered(request: InferenceRequest, options: Pick<ExecuteOptions, "cacheScope" | "useCache"> = {}): Promise<boolean> {
-    const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
-    if (identity === null) return false;
+    const place = await this.placeOf(request, options);
+    if (!place) return false;
     const has = this.opts.cache.has;
-    const scope = options.cacheScope ?? OPEN_SCOPE;
-    const key = cacheKey(identity, request);
+    const { scope, key } = place;
     if (this.inFlight.get(`${scope}\u0000${key}`)?.computed) return true;
     try {
       return has ? await has.call(this.opts.cache, scope, key) : (await this.opts.cache.get(scope, key)) !== undefined;
@@ -128,10 +126,21 @@ export class CachingBackend implements InferenceBackend {
     request: InferenceRequest,
     options: Pick<ExecuteOptions, "cacheScope" | "useCache"> = {},
   ): Promise<BackendResult | undefined> {
+    const place = await this.placeOf(request, options);
+    const stored = place && (await this.read(place.scope, place.key));
+    return stored ? this.told(stored, "hit", {}) : undefined;
+  }
+
+  /**
+   * Where the request's answer is kept: its scope and key; null where it is not shared (sampled, the cache turned off
+   * for it, or the model's identity unknown).
+   */
+  private async placeOf(
+    request: InferenceRequest,
+    options: Pick<ExecuteOptions, "cacheScope" | "useCache">,
+  ): Promise<{ scope: string; key: string } | null> {
     const identity = options.useCache === false || !isDeterministic(request) ? null : await this.opts.identity;
-    if (identity === null) return undefined;
-    const stored = await this.read(options.cacheScope ?? OPEN_SCOPE, cacheKey(identity, request));
-    return stored && this.told(stored, "hit", {});
+    return identity === null ? null : { scope: options.cacheScope ?? OPEN_SCOPE, key: cacheKey(identity, request) };
   }
 
   /**
