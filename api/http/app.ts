@@ -1,7 +1,7 @@
 // The Express app: middleware order, route mounting, errors. No listening here (app/main.ts does that).
 import express from "express";
 import { ENDPOINTS } from "../../openai/backend.js";
-import { buildOpenApiDocument } from "../openapi.js";
+import { lazyOpenApiDocument, openApiRegistry, registeredRoutes } from "../openapi.js";
 import { consoleAssetsRouter, readConsolePage } from "../routes/console.js";
 import { KEYED_ROUTES } from "../routes/index.js";
 import { metricsRouter } from "../routes/metrics.js";
@@ -28,7 +28,8 @@ export function createApp(deps: AppDeps): express.Express {
   const service = readServiceInfo();
   // The examples name the model a request gets by default here, so Swagger UI's "Try it out" runs them as they are.
   const model = deps.registry.resolve(undefined)?.name ?? deps.registry.models[0]?.name;
-  const document = buildOpenApiDocument({ version: service.version, model });
+  const registry = openApiRegistry({ model });
+  const document = lazyOpenApiDocument(registry, service.version);
   const app = express();
   app.disable("x-powered-by");
 
@@ -57,7 +58,7 @@ export function createApp(deps: AppDeps): express.Express {
   // The key is checked before any body is read, so an unauthenticated body is never buffered or parsed; then its
   // type, so that only JSON is parsed (and multipart only reaches the routes that take files).
   const auth = requireApiKey(config.keys);
-  const bodyType = requireBodyType(takesFiles(document));
+  const bodyType = requireBodyType(takesFiles(registeredRoutes(registry)));
   const json = (limit: number) => express.json({ limit });
   const createBody = json(Math.min(config.maxFileBytes, MAX_JSON_BODY_BYTES));
   // A synchronous request is validated and run as a batch line of its endpoint, and takes what one may hold.

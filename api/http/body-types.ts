@@ -1,5 +1,5 @@
 // A request body's media type, checked before a byte of it is read: JSON wherever a route reads a body, and
-// multipart/form-data only where the OpenAPI document says the route takes files. A browser sends text/plain, a
+// multipart/form-data only where the OpenAPI registry says the route takes files. A browser sends text/plain, a
 // form's urlencoded body and multipart to another origin without asking first, so a JSON route that parsed them
 // would take a write from any web page; anything else is a 415 saying what to send.
 import type { Request, RequestHandler } from "express";
@@ -12,21 +12,22 @@ const MULTIPART_TYPE = "multipart/form-data";
 export const hasBody = (req: Pick<Request, "headers">): boolean =>
   req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 
-interface PathsDocument {
-  paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } } | undefined>>;
+/** A documented route, as the OpenAPI registry holds it (api/openapi.ts). */
+export interface DocumentedRoute {
+  method: string;
+  path: string;
+  request?: { body?: { content?: Record<string, unknown> } };
 }
 
 /** The routes whose documented request body is multipart/form-data: the uploads. */
-export function takesFiles(document: PathsDocument): (req: Pick<Request, "method" | "path">) => boolean {
-  const routes = Object.entries(document.paths ?? {}).flatMap(([path, operations]) =>
-    Object.entries(operations)
-      .filter(([, op]) => op?.requestBody?.content?.[MULTIPART_TYPE] !== undefined)
-      .map(([method]) => {
-        const pattern = path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}/]+\}/g, "[^/]+");
-        return { method: method.toUpperCase(), path: new RegExp(`^${pattern}$`) };
-      }),
-  );
-  return (req) => routes.some((r) => r.method === req.method && r.path.test(req.path));
+export function takesFiles(routes: readonly DocumentedRoute[]): (req: Pick<Request, "method" | "path">) => boolean {
+  const matchers = routes
+    .filter((r) => r.request?.body?.content?.[MULTIPART_TYPE] !== undefined)
+    .map((r) => {
+      const pattern = r.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}/]+\}/g, "[^/]+");
+      return { method: r.method.toUpperCase(), path: new RegExp(`^${pattern}$`) };
+    });
+  return (req) => matchers.some((r) => r.method === req.method && r.path.test(req.path));
 }
 
 const unsupported = (wanted: string, got: string | undefined) =>

@@ -2,11 +2,12 @@
 // disk (no CDN), so the page works on a machine without internet.
 import { Router } from "express";
 
-export function docsRouter(document: object): Router {
+/** `document`: the OpenAPI document, built on the first request that shows it. */
+export function docsRouter(document: () => object): Router {
   const router = Router();
 
   router.get("/openapi.json", (_req, res) => {
-    res.json(document);
+    res.json(document());
   });
 
   // The page loads its assets by relative URL ("./swagger-ui.css"), which only resolve under "/docs/".
@@ -19,7 +20,7 @@ export function docsRouter(document: object): Router {
   // Imported on the first visit: the UI's package is a tenth of a second of every start, and most never show it.
   let ui: Promise<Router> | null = null;
   router.use("/docs", (req, res, next) => {
-    ui ??= swaggerUiRouter(document);
+    ui ??= swaggerUiRouter(document());
     ui.then((r) => r(req, res, next), next);
   });
 

@@ -1,13 +1,13 @@
 // The body-type check on its own: JSON routes read application/json only, file routes multipart only, and a
-// request with no body passes whatever it says; the file routes come from the OpenAPI document.
+// request with no body passes whatever it says; the file routes come from the OpenAPI registry.
 import express from "express";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { requireBodyType, takesFiles } from "../../api/http/body-types.js";
 import { errorHandler } from "../../api/http/error-handler.js";
-import { buildOpenApiDocument } from "../../api/openapi.js";
+import { openApiRegistry, registeredRoutes } from "../../api/openapi.js";
 
-const files = takesFiles(buildOpenApiDocument({ version: "test" }));
+const files = takesFiles(registeredRoutes(openApiRegistry()));
 
 function app() {
   const a = express();
@@ -26,7 +26,7 @@ const expect415 = (res: request.Response) => {
   expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_media_type", param: null });
 };
 
-describe("the routes that take files, read from the OpenAPI document", () => {
+describe("the routes that take files, read from the OpenAPI registry", () => {
   it("are the file upload and an upload's parts, and nothing else", () => {
     const at = (method: string, path: string) => files({ method, path } as express.Request);
     expect(at("POST", "/v1/files")).toBe(true);

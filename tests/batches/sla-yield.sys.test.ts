@@ -25,7 +25,7 @@ async function submit(api: TestNode, n: number, marker: string, window: string, 
 
 /** Two long batches on both slots, then an urgent one: it overtakes them, and nothing runs twice. */
 async function overtake(api: TestNode, workers: TestNode[], prefix: string) {
-  const long = [await submit(api, 400, `${prefix}a`, "24h", 64), await submit(api, 400, `${prefix}b`, "24h", 64)];
+  const long = [await submit(api, 200, `${prefix}a`, "24h", 48), await submit(api, 200, `${prefix}b`, "24h", 48)];
   const client = openaiClient(api);
   await expect
     .poll(async () => (await Promise.all(long.map((b) => client.batches.retrieve(b.id)))).every((b) => b.request_counts!.completed > 0), {
@@ -41,7 +41,7 @@ async function overtake(api: TestNode, workers: TestNode[], prefix: string) {
   expect(u.deadline_met).toBe(true);
   // The spot batch yielded (its pool then moved, or stayed spot once the slot came back); nothing ran twice.
   const calls = workers.flatMap((w) => w.calls.bodies);
-  expect([ran(calls, `${prefix}a`), ran(calls, `${prefix}b`), ran(calls, `${prefix}u`)]).toEqual([400, 400, 8]);
+  expect([ran(calls, `${prefix}a`), ran(calls, `${prefix}b`), ran(calls, `${prefix}u`)]).toEqual([200, 200, 8]);
   const texts = await Promise.all(workers.map(async (w) => (await fetch(`${w.baseUrl}/metrics`)).text()));
   expect(texts.reduce((n, t) => n + metric(t, "obi_sla_yields_total"), 0)).toBe(1);
   expect(texts.some((t) => /obi_sla_yields_total\{[^}]*pool="spot"[^}]*\} 1/.test(t))).toBe(true);

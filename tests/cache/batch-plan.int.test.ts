@@ -113,7 +113,7 @@ describe("a batch's plan", () => {
 
   it("projects from the rate measured on the batches this deployment finished (logged against a real run)", async () => {
     const sampled = (tag: string) =>
-      Array.from({ length: 300 }, (_, i) => chatLine(`${tag}${i}`, `Line ${i} of ${tag}: go on.`, { temperature: 1, max_tokens: 48 }));
+      Array.from({ length: 150 }, (_, i) => chatLine(`${tag}${i}`, `Line ${i} of ${tag}: go on.`, { temperature: 1, max_tokens: 48 }));
     const first = await client("teamA").batches.create(form((await upload("teamA", sampled("a"))).id) as never);
     const ran = await waitForClientBatch(client("teamA"), first.id, 180_000);
     expect(ran.status).toBe("completed");
