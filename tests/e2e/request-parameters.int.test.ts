@@ -1,4 +1,4 @@
-// A labelling batch as users send it, through the real service and the official `openai` client: 500 lines
+// A labelling batch as users send it, through the real service and the official `openai` client: 200 lines
 // with a JSON schema, lines using logprobs, n and penalties, and bad lines that fail alone with the field
 // named. Every output line is read with the SDK's own types.
 import { Ajv } from "ajv";
@@ -25,7 +25,7 @@ const schema = {
   required: ["sentiment", "topic"],
   additionalProperties: false,
 };
-const LABELLED = 500;
+const LABELLED = 200;
 const line = (id: string, body: object) =>
   JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "any", max_tokens: 150, ...body } });
 const label = (i: number) =>
@@ -110,6 +110,6 @@ describe("request parameters through the service", () => {
       expect(error, id).toMatchObject({ type: "invalid_request_error", param, code });
       expect(error.message.length).toBeGreaterThan(10);
     }
-    // The batch may take the two minutes its wait allows (500 lines on a loaded machine): the default 60 s cut it short.
+    // The batch may take the two minutes its wait allows (its lines on a loaded machine): the default 60 s cut it short.
   }, 180_000);
 });

@@ -132,8 +132,16 @@ describe("synchronous endpoints", () => {
     await new Promise((r) => setTimeout(r, 150));
     gone.abort();
     expect(await first).toBeInstanceOf(OpenAI.APIUserAbortError);
-    // The interactive lane here has room for one and no queue: a request still running would make this a 429.
-    await new Promise((r) => setTimeout(r, 100));
+    // The interactive lane here has room for one and no queue: a request still running would make this a 429. Its
+    // room is given back as the server sees the connection close: within moments, where the story would take many
+    // seconds (a loaded machine sees the close later than an idle one).
+    const running = async () => {
+      const text = await (await fetch(`${full.baseUrl}/metrics`)).text();
+      const gauge = /^obi_sync_lane_running\{[^}]*tier="default"[^}]*\} (\S+)$/m.exec(text);
+      if (!gauge) throw new Error("/metrics has no obi_sync_lane_running for the default tier");
+      return Number(gauge[1]);
+    };
+    await expect.poll(running, { timeout: 5_000, interval: 50 }).toBe(0);
     const next = await c.chat.completions.create({ ...long, max_tokens: 4 });
     expect(next.choices[0].message.role).toBe("assistant");
   });
