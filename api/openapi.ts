@@ -64,5 +64,5 @@ export function lazyOpenApiDocument(registry: OpenAPIRegistry, version?: string)
 
 /** The routes a registry documents, with their request bodies' media types (what takesFiles reads). */
 export function registeredRoutes(registry: OpenAPIRegistry): DocumentedRoute[] {
-  return registry.definitions.flatMap((d) => (d.type === "route" ? [d.route as DocumentedRoute] : []));
+  return registry.definitions.flatMap((d) => (d.type === "route" ? [d.route] : []));
 }
