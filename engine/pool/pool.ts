@@ -5,7 +5,10 @@
 // how often the oldest waiter is passed over. A request of the interactive lane waits ahead of the batch lane's,
 // and while that lane is warm (a request of it came within the last WARM_MS) a pool given a reserve keeps that
 // many items free of batch work, so the next interactive request starts at once instead of waiting for a batch
-// line to end: batch lines run in step and end together, so that wait is most of a line's length. Past the reserve,
+// line to end: batch lines run in step and end together, so that wait is most of a line's length. The reserve is made
+// of the items the lane gave back last (`laneKept`), so it keeps their state too: a sequence's cache holds the lane's
+// last prompts, and the next request of the same family (a system prompt, a chat's history) evaluates only what is new,
+// as it would on an idle engine; batch work takes the items the lane needs least. Past the reserve,
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
 // at its next token; that line then waits ahead of the batch lines not begun.
 // Each acquire is told its borrower (engine/types.ts): its lane, whether it keeps the reserve, who hears it begin.
@@ -58,7 +61,10 @@ export interface Preference<T> {
 export const WARM_MS = 10_000;
 
 export class ResourcePool<T> {
+  /** Items nobody holds, each lane's in the order they came back: batch work's, then the interactive lane's (`laneKept`). */
   private readonly free: T[];
+  /** Free items the interactive lane gave back last: the reserve is made of them while the lane is warm. */
+  private readonly laneKept = new Set<T>();
   private readonly waiters = new Denque<Waiter<T>>();
   private closed = false;
   private warmUntil = 0;
@@ -86,7 +92,7 @@ export class ResourcePool<T> {
     clearTimeout(this.cooling);
     this.cooling = setTimeout(() => {
       this.warmUntil = 0;
-      for (let n = this.free.length; n > 0 && this.contended; n--) this.release(this.free.pop()!);
+      for (let n = this.free.length; n > 0 && this.contended; n--) this.release(this.take(this.free.length - 1));
     }, this.warmMs + 1).unref();
   }
 
@@ -137,9 +143,11 @@ export class ResourcePool<T> {
     const keepsReserve = interactive && borrower.keepReserve !== false;
     const begins = borrower.onBegin;
     if (keepsReserve) this.warm();
-    if (this.free.length > (interactive ? 0 : this.held)) {
-      const index = choose ? choose(this.free) : this.free.length - 1;
-      const [item] = this.free.splice(index >= 0 && index < this.free.length ? index : this.free.length - 1, 1);
+    // Batch work chooses among the free items past the reserve: those the lane gave back longest ago, or never.
+    const open = this.free.length - (interactive ? 0 : this.held);
+    if (open > 0) {
+      const index = choose ? choose(interactive ? this.free : this.free.slice(0, open)) : open - 1;
+      const item = this.take(index >= 0 && index < open ? index : open - 1);
       begins?.();
       return Promise.resolve(item);
     }
@@ -196,26 +204,45 @@ export class ResourcePool<T> {
   }
 
   /**
-   * Give an item back: to the waiter it suits best (the oldest on a tie, and the oldest anyway once it has been
-   * passed over MAX_PASSED_OVER times), else to the free list.
+   * Give an item back, `lane` the lane that used it: to the waiter it suits best (the oldest on a tie, and the oldest
+   * anyway once it has been passed over MAX_PASSED_OVER times), else to the free list.
    */
-  release(item: T): void {
+  release(item: T, lane: Borrower["lane"] = "batch"): void {
     if (this.closed) return;
     while (!this.waiters.isEmpty() && this.waiters.peekFront()!.done) this.waiters.shift();
     if (this.waiters.isEmpty()) {
-      this.free.push(item);
+      this.putFree(item, lane);
       return;
     }
-    const index = this.bestWaiter(item);
-    // The reserve refills first: batch work gets an item only while the reserve stays whole.
-    if (!this.waiters.peekAt(index)!.interactive && this.free.length < this.held) {
-      this.free.push(item);
-      return;
+    let index = this.bestWaiter(item);
+    // The reserve refills first: batch work gets an item only while the reserve stays whole. An item the lane gave
+    // back joins the reserve, and batch work gets the free item the lane needs least instead (the first: one batch
+    // work gave back longest ago, else the one the lane gave back longest ago).
+    if (!this.waiters.peekAt(index)!.interactive && (this.free.length < this.held || (lane === "interactive" && this.held > 0))) {
+      this.putFree(item, lane);
+      if (this.free.length <= this.held) return;
+      item = this.take(0);
+      index = this.bestWaiter(item);
     }
     const waiter = index === 0 ? this.waiters.shift()! : this.waiters.removeOne(index)!;
     if (index > 0) this.waiters.peekFront()!.passedOver++;
     this.settle(waiter);
     waiter.resolve(item);
+  }
+
+  /** A free item, last of those its lane gave back: the interactive lane's after batch work's. */
+  private putFree(item: T, lane: Borrower["lane"]): void {
+    if (lane === "interactive") {
+      this.laneKept.add(item);
+      this.free.push(item);
+    } else this.free.splice(this.free.length - this.laneKept.size, 0, item);
+  }
+
+  /** Takes the free item at `index` out of the free list. */
+  private take(index: number): T {
+    const [item] = this.free.splice(index, 1);
+    this.laneKept.delete(item);
+    return item;
   }
 
   /** Index of the live waiter `item` goes to; the front one is live. */
@@ -249,6 +276,7 @@ export class ResourcePool<T> {
       this.settle(waiter);
       waiter.reject(engineClosed());
     }
+    this.laneKept.clear();
     return this.free.splice(0);
   }
 }

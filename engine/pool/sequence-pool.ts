@@ -25,10 +25,13 @@ export interface SequencePoolOptions extends GenerationContextOptions {
 }
 
 /**
- * Sequences kept free for the interactive lane while it is warm (pool.ts): llama-server fed at its slots minus one
- * keeps one so; with fewer than four sequences the batches would give up too much of the engine for it.
+ * Sequences kept free for the interactive lane while it is warm (pool.ts): one in sixteen, at least one, as
+ * llama-server fed at its slots minus one keeps one. They are the sequences the lane gave back last, so they hold its
+ * recent prompts: beside a full batch of 64 sequences, four kept the prompts of five families of requests a second
+ * apart, and most requests evaluated only their own tail, where with one nearly every request evaluated its whole
+ * prompt (docs/performance.md). With fewer than four sequences the batches would give up too much of the engine.
  */
-export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? 1 : 0);
+export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? Math.max(1, Math.floor(sequences / 16)) : 0);
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
   private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();
@@ -229,6 +232,7 @@ export class SequencePool {
     this.finished(sequence);
     this.orderOf.get(sequence)?.urge(this.batchTag(sequence), false);
     this.choice.claims.drop(sequence);
+    const lane = this.batchLent.has(sequence) ? "batch" : "interactive";
     this.batchLent.delete(sequence);
     this.yielding.delete(sequence);
     if (failed && !sequence.disposed) {
@@ -239,7 +243,7 @@ export class SequencePool {
       }
     }
     this.choice.load(sequence, -1);
-    this.pool.release(sequence);
+    this.pool.release(sequence, failed ? "batch" : lane);
     if (this.pool.available === this.sequences.length) this.onIdle?.();
   }
 

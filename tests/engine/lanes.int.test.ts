@@ -1,6 +1,7 @@
 // The interactive lane on the real engine: with every sequence busy and batch lines waiting, a request of the
 // interactive lane takes the next sequence freed, ahead of the batch lines that waited longer; and with four
-// sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line;
+// sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line, and
+// the one kept is the one the lane gave back last, which holds its last prompt;
 // past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
@@ -105,6 +106,23 @@ describe("lanes", () => {
     expect(finished).toEqual(["warm-up", "interactive"]);
     await Promise.all(batch);
     expect(finished).toHaveLength(10);
+  });
+
+  it("keeps the lane's last prompt in its reserve: the next request of its family beside a full batch evaluates only its tail", async () => {
+    const family = `${"The little dog ran across the green field to find his red ball. ".repeat(4)}Then`;
+    const ask = (tail: string) => four.complete(`${family} ${tail}`, { temperature: 0, maxTokens: 2 }, undefined, INTERACTIVE);
+    const first = await ask("the cat sat.");
+    // Eight long lines for four sequences: the three the reserve leaves run batch lines, and eight more wait.
+    const { results } = await busy(
+      four,
+      Array.from({ length: 3 }, () => ({ temperature: 0, maxTokens: 120, logitBias: noEnd(four) })),
+    );
+    const waiting = Array.from({ length: 8 }, (_, i) => four.complete(`Once upon a time, waiting ${i}`, { temperature: 0, maxTokens: 40 }));
+    const second = await ask("the bird sang.");
+    // The family's prompt was evaluated once: the second request found all of it but its own tail cached.
+    expect(first.cachedPromptTokens).toBeLessThan(first.promptTokens * 0.1);
+    expect(second.cachedPromptTokens).toBeGreaterThan(first.promptTokens * 0.8);
+    await Promise.all([results, ...waiting]);
   });
 
   it("has a batch line give its sequence to an interactive request at its next token; the line keeps every token", async () => {

@@ -242,6 +242,37 @@ describe("ResourcePool", () => {
     expect(pool.available).toBe(0);
   });
 
+  it("makes its reserve of the items the interactive lane gave back last, and gives batch work the others", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d", "e"], 2, 60_000);
+    const first = await pool.acquire(INTERACTIVE);
+    const second = await pool.acquire(INTERACTIVE);
+    expect([first, second]).toEqual(["e", "d"]);
+    // Three free, two of them the reserve: batch work takes one; the next batch line waits.
+    expect(await pool.acquire(BATCH_WORK)).toBe("a");
+    const waiting = pool.acquire(BATCH_WORK);
+    // The lane's item joins the reserve, and the waiting line gets the free item the lane never used.
+    pool.release(first, "interactive");
+    expect(await waiting).toBe("b");
+    pool.release(second, "interactive");
+    // Batch work takes the items batch work gave back, the last first, and leaves the lane's, which came back later.
+    pool.release("a");
+    expect(await pool.acquire(BATCH_WORK)).toBe("a");
+    expect(await pool.acquire(BATCH_WORK)).toBe("c");
+    expect(pool.available).toBe(2);
+    // The lane chooses among all free items, and finds its own.
+    expect(await pool.acquire(INTERACTIVE, undefined, { choose: (free) => free.indexOf("e") })).toBe("e");
+    // Past the reserve, batch work takes what batch work gave back.
+    pool.release("b");
+    pool.release("e", "interactive");
+    expect(await pool.acquire(BATCH_WORK)).toBe("b");
+    expect(pool.available).toBe(2);
+    // With only the lane's items free, a line waiting when the lane gives one more back gets its oldest, "d".
+    const line = pool.acquire(BATCH_WORK);
+    pool.release("c", "interactive");
+    expect(await line).toBe("d");
+    expect(pool.available).toBe(2);
+  });
+
   it("keeps nothing free for a request that gives the reserve back (a batch at risk)", async () => {
     const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
     pool.release(await pool.acquire({ lane: "interactive", keepReserve: false }));
