@@ -26,12 +26,14 @@ export interface SequencePoolOptions extends GenerationContextOptions {
 
 /**
  * Sequences kept free for the interactive lane while it is warm (pool.ts): one in sixteen, at least one, as
- * llama-server fed at its slots minus one keeps one. They are the sequences the lane gave back last, so they hold its
- * recent prompts: beside a full batch of 64 sequences, four kept the prompts of five families of requests a second
- * apart, and most requests evaluated only their own tail, where with one nearly every request evaluated its whole
- * prompt (docs/performance.md). With fewer than four sequences the batches would give up too much of the engine.
+ * llama-server fed at its slots minus one keeps one, and at most four, the most measured. They are the sequences the
+ * lane gave back last, so they hold its recent prompts: beside a full batch of 64 sequences, four kept the prompts of
+ * five families of requests a second apart, and most requests evaluated only their own tail, where with one nearly
+ * every request evaluated its whole prompt (docs/performance.md). With fewer than four sequences the batches would
+ * give up too much of the engine.
  */
-export const interactiveReserve = (sequences: number): number => (sequences >= 4 ? Math.max(1, Math.floor(sequences / 16)) : 0);
+export const interactiveReserve = (sequences: number): number =>
+  sequences >= 4 ? Math.min(4, Math.max(1, Math.floor(sequences / 16))) : 0;
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
   private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();

@@ -1,5 +1,6 @@
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool/pool.js";
+import { interactiveReserve } from "../../engine/pool/sequence-pool.js";
 import { BATCH_WORK, type Borrower, RequestError } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
 import { callOffUnbegun } from "../../pipeline/call-off.js";
@@ -271,6 +272,10 @@ describe("ResourcePool", () => {
     pool.release("c", "interactive");
     expect(await line).toBe("d");
     expect(pool.available).toBe(2);
+  });
+
+  it("sizes the interactive reserve of a sequence pool at one sequence in sixteen, from one at four to four", () => {
+    expect([1, 3, 4, 16, 32, 63, 64, 128, 512].map(interactiveReserve)).toEqual([0, 0, 1, 1, 2, 3, 4, 4, 4]);
   });
 
   it("keeps nothing free for a request that gives the reserve back (a batch at risk)", async () => {
