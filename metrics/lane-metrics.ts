@@ -6,7 +6,7 @@ import type { MetricKinds } from "./kinds.js";
 const FIRST_TOKEN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PER_TOKEN_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
-export type LaneOutcome = "completed" | "refused" | "failed" | "disconnected";
+export type LaneOutcome = "completed" | "refused" | "invalid" | "failed" | "disconnected";
 
 export interface LaneState {
   tier: string;
@@ -32,7 +32,7 @@ export function createLaneMetrics(kinds: MetricKinds): LaneMetrics {
   let preemptions: () => Array<{ model: string; count: number }> = () => [];
   const requests = kinds.counter(
     "sync_requests_total",
-    "Synchronous requests by tier (default, flex), model and outcome (completed, refused with a 429, failed, disconnected).",
+    "Synchronous requests by tier (default, flex), model and outcome (completed, refused with a 429, invalid with a 400, failed, disconnected).",
     ["tier", "model", "outcome"],
   );
   const firstToken = kinds.histogram(

@@ -6,7 +6,7 @@
 import type { Logger } from "pino";
 import type { ModelRouter } from "../backends/router.js";
 import { OPEN_SCOPE } from "../cache/caching-backend.js";
-import { ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
+import { InvalidRequestError, ModelNotFoundError, shuttingDown, UnavailableError } from "../domain/errors.js";
 import {
   LANE_OF_TIER,
   type LaneView,
@@ -17,6 +17,7 @@ import {
 } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { InferenceBackend, Lane } from "../openai/backend.js";
+import { RequestError } from "../openai/errors.js";
 import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
 import type { SyncAccounts } from "../tenancy/sync-accounts.js";
 import { LaneRoom } from "./lane-room.js";
@@ -179,7 +180,10 @@ export class SyncLanes implements SyncInference {
     return now;
   }
 
-  /** `work`, its failure counted as the request's outcome: a full lane refused it, its client left, or it failed. */
+  /**
+   * `work`, its failure counted as the request's outcome: a full lane refused it, its client left, the request was at
+   * fault (a 400: a context overflow, a parameter the model refuses), or it failed.
+   */
   private async failureCounted<T>(tier: ServedTier, model: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
     try {
       return await work();
@@ -188,7 +192,9 @@ export class SyncLanes implements SyncInference {
         ? "disconnected"
         : err instanceof UnavailableError && (err.code === "resource_unavailable" || err.code === "token_limit_exceeded")
           ? "refused"
-          : "failed";
+          : (err instanceof RequestError && !err.retryable && !err.upstream) || err instanceof InvalidRequestError
+            ? "invalid"
+            : "failed";
       this.metrics?.laneRequest(tier, model, outcome);
       throw err;
     }

@@ -20,6 +20,16 @@ const chat = "/v1/chat/completions" as const;
 const base = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
 describe("chat bodies", () => {
+  it("refuses a body that is not a JSON object by what it is, not by a field it lacks", () => {
+    expect(refusal(chat, [1, 2, 3])).toEqual({
+      code: "invalid_request",
+      param: null,
+      message: "The request body must be a JSON object, not an array.",
+    });
+    expect(refusal(chat, "hi").message).toBe("The request body must be a JSON object, not a string.");
+    expect(refusal("/v1/embeddings", null).message).toBe("The request body must be a JSON object, not null.");
+  });
+
   it("accepts every documented field that changes nothing as metadata", () => {
     const body = {
       ...base,

@@ -60,5 +60,13 @@ describe("the interactive lane's share", () => {
     risky = false;
     await ask();
     expect(interactive().room).toBe(4);
+    // A prompt past the context is the request's fault: a 400 counted as invalid, not as the service failing.
+    const long = { model: "m", prompt: "Once upon a time ".repeat(400), max_tokens: 8 };
+    await expect(lanes.run({ owner: null, endpoint: "/v1/completions", body: long, signal: new AbortController().signal })).rejects.toThrow(
+      /tokens long/,
+    );
+    const outcomes = (await registry.getSingleMetric("obi_sync_requests_total")!.get()).values.map((v) => v.labels.outcome);
+    expect(outcomes).toContain("invalid");
+    expect(outcomes).not.toContain("failed");
   });
 });
