@@ -17,7 +17,6 @@ import {
 } from "../domain/sync-inference.js";
 import type { LaneMetrics } from "../metrics/lane-metrics.js";
 import type { InferenceBackend, Lane } from "../openai/backend.js";
-import { RequestError } from "../openai/errors.js";
 import { lineTokens, type TokenCounter } from "../pipeline/token-estimate.js";
 import type { SyncAccounts } from "../tenancy/sync-accounts.js";
 import { LaneRoom } from "./lane-room.js";
@@ -181,8 +180,9 @@ export class SyncLanes implements SyncInference {
   }
 
   /**
-   * `work`, its failure counted as the request's outcome: a full lane refused it, its client left, the request was at
-   * fault (a 400: a context overflow, a parameter the model refuses), or it failed.
+   * `work` (which throws the control plane's errors: domainError), its failure counted as the request's outcome: a
+   * full lane refused it, its client left, the request was at fault (a 400: a context overflow, a parameter the model
+   * refuses), or it failed.
    */
   private async failureCounted<T>(tier: ServedTier, model: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
     try {
@@ -192,7 +192,7 @@ export class SyncLanes implements SyncInference {
         ? "disconnected"
         : err instanceof UnavailableError && (err.code === "resource_unavailable" || err.code === "token_limit_exceeded")
           ? "refused"
-          : (err instanceof RequestError && !err.retryable && !err.upstream) || err instanceof InvalidRequestError
+          : err instanceof InvalidRequestError
             ? "invalid"
             : "failed";
       this.metrics?.laneRequest(tier, model, outcome);
