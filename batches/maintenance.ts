@@ -73,8 +73,8 @@ export class Maintenance {
   private readonly outage: OutageLog;
 
   private readonly sender: WebhookSender | undefined;
-  /** Shards asked to yield, with when (ms): each is asked once while it gets there. */
-  private readonly yielding = new Map<string, number>();
+  /** Shards asked to yield (`batch/idx`), with when (ms) and the urgent shard they yield to: each is asked once. */
+  private readonly yielding = new Map<string, { at: number; for: string }>();
   /** Batches already told to be at risk (once each, while this process leads). */
   private readonly atRisk = new Set<string>();
   /** The models of the open batches whose projection passes their deadline, as of the last SLA tick. */
@@ -185,9 +185,10 @@ export class Maintenance {
     const [progress, workers] = await Promise.all([queue.slaSnapshot(), this.deps.workers?.live(leaseSeconds) ?? []]);
     const snapshot = { ...progress, workers };
     const since = Date.now() - Math.max(YIELD_PATIENCE_MS, 2 * sla.yieldGraceMs);
-    for (const [k, t] of this.yielding) if (t < since) this.yielding.delete(k);
-    for (const y of chooseYields(snapshot, at, sla.urgentSeconds, new Set(this.yielding.keys()))) {
-      this.yielding.set(`${y.victim.batchId}/${y.victim.idx}`, Date.now());
+    for (const [k, y] of this.yielding) if (y.at < since) this.yielding.delete(k);
+    const pending = new Map([...this.yielding].map(([k, y]) => [k, y.for]));
+    for (const y of chooseYields(snapshot, at, sla.urgentSeconds, pending)) {
+      this.yielding.set(`${y.victim.batchId}/${y.victim.idx}`, { at: Date.now(), for: `${y.for.batchId}/${y.for.idx}` });
       logger.warn(
         { batch_id: y.for.batchId, deadline_at: y.for.deadlineAt, yielding: y.victim },
         "an urgent batch waits with every slot taken: a less urgent shard yields to it at its next checkpoint",

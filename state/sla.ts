@@ -50,9 +50,16 @@ export interface Yield {
 /**
  * Which running shards yield now: one for each urgent shard that waits with no free slot among the workers that
  * serve its model, taken from a batch that is not urgent on such a worker, spot before dedicated, then the latest
- * deadline. `pending` are victims already asked (still running): each counts for one waiting urgent shard.
+ * deadline. `pending` maps each victim already asked to the urgent shard it was asked for (`batch/idx` both): that
+ * shard is provided for while it waits, whether its victim still drains or has yielded and the workers' counts
+ * have not caught up (they are read apart from the shards), and a victim is never asked twice.
  */
-export function chooseYields(s: SlaSnapshot, now: number, urgentSeconds: number, pending: ReadonlySet<string> = new Set()): Yield[] {
+export function chooseYields(
+  s: SlaSnapshot,
+  now: number,
+  urgentSeconds: number,
+  pending: ReadonlyMap<string, string> = new Map(),
+): Yield[] {
   const urgent = (x: SlaShard) => isUrgent(x, now, urgentSeconds);
   const workers = new Map(s.workers.map((w) => [w.id, w]));
   const serves = (w: SlaWorker | undefined, model: string) => w !== undefined && !w.preempted && w.models.includes(model);
@@ -66,14 +73,11 @@ export function chooseYields(s: SlaSnapshot, now: number, urgentSeconds: number,
       return pa - pb || b.deadlineAt - a.deadlineAt;
     });
   const taken = new Set<string>();
-  let asked = [...pending].filter((k) => running.some((r) => key(r) === k)).length;
+  const providedFor = new Set(pending.values());
   const out: Yield[] = [];
   for (const w of waiting) {
     if (s.workers.some((x) => serves(x, w.model) && x.inUse < x.capacity)) continue;
-    if (asked > 0) {
-      asked--;
-      continue;
-    }
+    if (providedFor.has(key(w))) continue;
     const victim = running.find((r) => !taken.has(key(r)) && !pending.has(key(r)) && serves(workers.get(r.workerId!), w.model));
     if (!victim) continue;
     taken.add(key(victim));

@@ -39,7 +39,22 @@ describe("chooseYields", () => {
       },
     ]);
     // Asked already and still running: not asked again, and no second victim for the same waiting shard.
-    expect(chooseYields(s, NOW, 600, new Set(["long-spot/0"]))).toEqual([]);
+    expect(chooseYields(s, NOW, 600, new Map([["long-spot/0", "urgent/0"]]))).toEqual([]);
+  });
+
+  it("asks no second victim while the first has yielded and the workers' counts still show its slot taken", () => {
+    // The shards are read apart from the workers: the victim is queued again, its worker still counted busy.
+    const workers = [worker("ded", "dedicated"), worker("spot", "spot")];
+    const yielded = [
+      shard("long-ded", "running", "ded", DAY),
+      shard("long-spot", "queued", null, DAY),
+      shard("urgent", "queued", null, 120),
+    ];
+    const pending = new Map([["long-spot/0", "urgent/0"]]);
+    expect(chooseYields(snap(yielded, workers), NOW, 600, pending)).toEqual([]);
+    // Another urgent shard, not provided for, gets its own victim; once the first is running, it is not waiting.
+    const more = [...yielded, shard("urgent", "queued", null, 120, 1)];
+    expect(chooseYields(snap(more, workers), NOW, 600, pending).map((y) => [y.victim.batchId, y.for.idx])).toEqual([["long-ded", 1]]);
   });
 
   it("yields nothing while a slot is free, for work that is not urgent, or from urgent work; dedicated when no spot", () => {
