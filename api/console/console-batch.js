@@ -34,16 +34,31 @@ function fact(dl, name, value) {
 /** The page's heading: the batch's, or the sentence that says why there is none. */
 export const batchHeading = () => (shown ? $("b-title") : $("b-missing-title"));
 
-/** @param {string} id */
-export async function refreshBatch(id) {
+/** Refreshes are numbered as asked; the page shows none older than one it shows, or than an action's result. */
+let asked = 0;
+let shownUpTo = 0;
+
+/**
+ * A batch's page, refreshed. An answer to a refresh asked before a newer one was shown, or before an action's own
+ * refresh (`afterAction`), describes the batch as it was: a poll that did not see a pause would take the action's
+ * result away, and the badge back.
+ * @param {string} id
+ * @param {boolean} [afterAction]
+ */
+export async function refreshBatch(id, afterAction = false) {
+  const mine = ++asked;
+  if (afterAction) shownUpTo = mine - 1;
   /** @type {Inspection} */
   let d;
   try {
     d = await api(`console/api/batches/${encodeURIComponent(id)}`);
   } catch (err) {
+    if (mine <= shownUpTo) return;
     if (!(err instanceof ApiError) || (err.status !== 401 && err.status !== 404)) throw err;
     return showMissing(id, err.status);
   }
+  if (mine <= shownUpTo) return;
+  shownUpTo = mine;
   showFound(d);
   const b = d.batch;
   $("b-id").textContent = b.id;
@@ -497,7 +512,7 @@ $("b-cancel").addEventListener("click", () =>
     if (!yes) return;
     const b = await api(`${batchPath(d.batch.id)}/cancel`, { method: "POST" });
     say(`Cancel sent: the batch is ${b.status.replace("_", " ")}.`, "", b);
-    await refreshBatch(d.batch.id);
+    await refreshBatch(d.batch.id, true);
     // The Cancel button is disabled now: focus goes to what it did.
     $("b-action-result").focus();
   }),
@@ -513,7 +528,7 @@ for (const action of ["pause", "resume"])
         "",
         b,
       );
-      await refreshBatch(d.batch.id);
+      await refreshBatch(d.batch.id, true);
       // The button pressed is gone now: focus moves to the one that undoes it, not to the page's start.
       $(action === "pause" ? "b-resume" : "b-pause").focus();
     }),

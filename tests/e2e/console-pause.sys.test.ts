@@ -14,6 +14,41 @@ const SHOTS = process.env.CONSOLE_SCREENSHOTS ?? path.join(os.tmpdir(), "obi-scr
 const bed = consoleBed("pz");
 const open = (width: number, hash = "") => bed.open(width, hash);
 
+/**
+ * The batch page's next poll, answered by the service at once and held from the page until `release`, which
+ * resolves once the page has dealt with the answer (the poll loop asks again only after it has).
+ */
+async function holdNextPoll(page: Page) {
+  const pattern = `**/console/api/batches/${bed.id}`;
+  let letGo!: () => void;
+  const released = new Promise<void>((r) => {
+    letGo = r;
+  });
+  let held!: () => void;
+  const isHeld = new Promise<void>((r) => {
+    held = r;
+  });
+  let holding = true;
+  await page.route(pattern, async (route) => {
+    if (!holding) return route.continue();
+    holding = false;
+    // Answered now, before what the test does next; delivered to the page when released.
+    const response = await route.fetch();
+    held();
+    await released;
+    await route.fulfill({ response });
+  });
+  await isHeld;
+  return {
+    async release() {
+      const next = page.waitForRequest((r) => r.url().endsWith(`/console/api/batches/${bed.id}`) && r.method() === "GET");
+      letGo();
+      await next;
+      await page.unroute(pattern);
+    },
+  };
+}
+
 const shown = (page: Page, sel: string) => page.locator(sel).evaluate((e) => !e.classList.contains("hidden"));
 
 describe.skipIf(!haveChromium)("pause and resume in the console", () => {
@@ -24,10 +59,15 @@ describe.skipIf(!haveChromium)("pause and resume in the console", () => {
     expect(await shown(page, "#b-pause")).toBe(true);
     expect(await shown(page, "#b-resume")).toBe(false);
     // From the keyboard: the button pressed goes away, and focus moves to the one that undoes it, not to <body>.
+    // A poll asked before the pause answers after it: the page keeps what the pause said.
+    const stale = await holdNextPoll(page);
     await page.focus("#b-pause");
     await page.keyboard.press("Enter");
     await page.waitForFunction(() => /Paused:/.test(document.getElementById("b-action-result")?.textContent ?? ""));
     await page.waitForFunction(() => document.getElementById("b-status")?.textContent === "in progress · paused");
+    await stale.release();
+    expect(await page.locator("#b-action-result").textContent()).toMatch(/^Paused:/);
+    expect(await page.locator("#b-status").textContent()).toBe("in progress · paused");
     expect(await shown(page, "#b-pause")).toBe(false);
     expect(await shown(page, "#b-resume")).toBe(true);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe("b-resume");
