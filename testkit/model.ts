@@ -30,9 +30,9 @@ export async function testModelName(): Promise<string> {
   return basename(await testModelPath()).replace(/\.gguf$/i, "");
 }
 
-/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context (unless told otherwise). */
+/** The real engine as the integration tests run it: CPU, 1 thread, 4 sequences, a small context, the machine's contexts (unless told otherwise). */
 export async function openTestEngine(
-  options: { sequences?: number; contextSize?: number } = {},
+  options: { sequences?: number; contextSize?: number; contexts?: number } = {},
 ): Promise<import("../engine/types.js").Engine> {
   const { createEngine } = await import("../engine/index.js");
   return createEngine({
@@ -42,6 +42,7 @@ export async function openTestEngine(
     threads: 1,
     sequences: options.sequences ?? 4,
     contextSize: options.contextSize ?? 512,
+    ...(options.contexts ? { contexts: options.contexts } : {}),
     embeddingContexts: 1,
   });
 }

@@ -219,6 +219,9 @@ async function generateChoice(run: ChoiceRun): Promise<Choice> {
         pool.finished(sequence);
         break;
       }
+      // The lane's cut waits for the context's lock on the prebuilt build: the next token waits for the cut.
+      const hold = pool.hold(sequence);
+      if (hold) await hold;
     }
     if (!yielded) break;
     ({ sequence, input } = await resumeOnAnother(run, sequence, generated));

@@ -1,5 +1,6 @@
 // Generation contexts with N sequences in all, lent to requests one sequence each: the contexts are made by
-// generation-contexts.ts, a sequence chosen by sequence-choice.ts and made ready by prefix-copy.ts; here, the lending,
+// generation-contexts.ts, a sequence chosen by sequence-choice.ts and made ready by prefix-copy.ts (an interactive
+// request's copy or cut with its context paused on the prebuilt build, context-pause.ts); here, the lending,
 // the interactive lane's preemption of batch lines, and the batch order's tags.
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
 // so the requests in flight on a context are decoded together (continuous batching) without any work here.
@@ -8,6 +9,7 @@
 import type { EvaluationPriority, LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import type { Borrower } from "../types.js";
 import { type BatchOrder, sequenceTag } from "./batch-order.js";
+import { ContextPauses } from "./context-pause.js";
 import { createGenerationContexts, type GenerationContextOptions } from "./generation-contexts.js";
 import { canQueueKvOps } from "./kv-ops.js";
 import { ResourcePool } from "./pool.js";
@@ -54,6 +56,7 @@ export class SequencePool {
   /** Sequences lent to batch work, in the order they were lent, and whether their first token came. */
   private readonly batchLent = new Map<LlamaContextSequence, { at: number; generating: boolean }>();
   private readonly yielding = new Set<LlamaContextSequence>();
+  private readonly pauses = new ContextPauses();
   private lends = 0;
 
   private constructor(
@@ -205,9 +208,32 @@ export class SequencePool {
   /**
    * Make a lent sequence ready for `tokens` of `scope` (Borrower.cacheScope); returns how many leading tokens need no
    * evaluation. When another sequence of the context holds (or is evaluating) a longer prefix of them for the same
-   * scope, that prefix is copied from it. A cache that holds another scope's prompt is emptied.
+   * scope, that prefix is copied from it. A cache that holds another scope's prompt is emptied. On the prebuilt build
+   * an interactive request's copy and cut pause the context's other sequences (`cutting`).
    */
   async prepare(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
+    return this.cutting(sequence, () => this.ready(sequence, tokens, scope));
+  }
+
+  /**
+   * Resolves when `sequence` may queue its next token: at once (undefined) unless an interactive request's copy or
+   * cut waits for its context's lock (`cutting`). A generating sequence awaits it between tokens (generate.ts).
+   */
+  hold(sequence: LlamaContextSequence): Promise<void> | undefined {
+    return this.pauses.hold(sequence.context);
+  }
+
+  /**
+   * An interactive request's copy or cut on the prebuilt build takes the context's lock: it runs with the context
+   * paused (context-pause.ts), so it does not wait for the batch lines generating there to end. Batch lines' own
+   * changes wait as before: pausing the batch at every line's start would cost it a decode each time.
+   */
+  private cutting<T>(sequence: LlamaContextSequence, change: () => Promise<T>): Promise<T> {
+    if (this.queuedKvOps || this.batchLent.has(sequence) || sequence.nextTokenIndex === 0) return change();
+    return this.pauses.during(sequence.context, change);
+  }
+
+  private async ready(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
     const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, scope, this.queuedKvOps) : undefined;
     // Whose cache it is needs no comparison of tokens: reusePrefix compares them once.
     const mine = this.prefixReuse && this.choice.claims.holds(sequence, scope);
@@ -225,7 +251,7 @@ export class SequencePool {
    * prompt-logprobs.ts): its cache is emptied and nothing is copied, since no cached position has logits left.
    */
   async prepareWhole(sequence: LlamaContextSequence, scope: CacheScope): Promise<void> {
-    await reusePrefix(sequence, [], this.queuedKvOps);
+    await this.cutting(sequence, () => reusePrefix(sequence, [], this.queuedKvOps));
     this.choice.claims.hold(sequence, scope);
   }
 

@@ -2,7 +2,8 @@
 // interactive lane takes the next sequence freed, ahead of the batch lines that waited longer; and with four
 // sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line, and
 // the one kept is the one the lane gave back last, which holds its last prompt;
-// past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated.
+// past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated. On
+// either build the cut of the lane's cache comes within about a decode beside generating batch lines.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Borrower, Engine } from "../../engine/types.js";
@@ -123,6 +124,46 @@ describe("lanes", () => {
     expect(first.cachedPromptTokens).toBeLessThan(first.promptTokens * 0.1);
     expect(second.cachedPromptTokens).toBeGreaterThan(first.promptTokens * 0.8);
     await Promise.all([results, ...waiting]);
+  });
+
+  it("cuts the lane's cache beside a generating batch at once, on either build: the batch pauses for it, not it for the batch", async () => {
+    // One context, so the batch lines generate on the context whose lock the cut takes on the prebuilt build.
+    const one = await openTestEngine({ sequences: 4, contextSize: 1024, contexts: 1 });
+    try {
+      const family = `${"The little dog ran across the green field to find his red ball. ".repeat(4)}Then`;
+      await one.complete(`${family} the cat sat.`, { temperature: 0, maxTokens: 2 }, undefined, INTERACTIVE);
+      let batchTokens = 0;
+      const lines = Array.from({ length: 3 }, (_, i) =>
+        one.complete(
+          `Once upon a time, line ${i}`,
+          { temperature: 0, maxTokens: 300, logitBias: noEnd(one), onText: () => batchTokens++ },
+          undefined,
+        ),
+      );
+      while (batchTokens < 30) await new Promise((r) => setTimeout(r, 5));
+      const before = batchTokens;
+      let during = -1;
+      const second = await one.complete(
+        `${family} the bird sang.`,
+        {
+          temperature: 0,
+          maxTokens: 2,
+          onText: () => {
+            if (during < 0) during = batchTokens - before;
+          },
+        },
+        undefined,
+        INTERACTIVE,
+      );
+      // Its cache was cut to the family's prompt (the lock taken), and the three lines made a few tokens meanwhile:
+      // waiting for them to pause of themselves took seconds, hundreds of their tokens.
+      expect(second.cachedPromptTokens).toBeGreaterThan(second.promptTokens * 0.8);
+      expect(during).toBeGreaterThanOrEqual(0);
+      expect(during).toBeLessThan(3 * 8);
+      await Promise.all(lines);
+    } finally {
+      await one.close();
+    }
   });
 
   it("has a batch line give its sequence to an interactive request at its next token; the line keeps every token", async () => {
