@@ -219,7 +219,7 @@ async function generateChoice(run: ChoiceRun): Promise<Choice> {
         pool.finished(sequence);
         break;
       }
-      // The lane's cut waits for the context's lock on the prebuilt build: the next token waits for the cut.
+      // A sibling's copy or cut takes the context's lock on the prebuilt build: the next token waits for it.
       const hold = pool.hold(sequence);
       if (hold) await hold;
     }

@@ -1,6 +1,6 @@
 // Generation contexts with N sequences in all, lent to requests one sequence each: the contexts are made by
-// generation-contexts.ts, a sequence chosen by sequence-choice.ts and made ready by prefix-copy.ts (an interactive
-// request's copy or cut with its context paused on the prebuilt build, context-pause.ts); here, the lending,
+// generation-contexts.ts, a sequence chosen by sequence-choice.ts and made ready by prefix-copy.ts (with its context
+// paused on the prebuilt build, context-pause.ts); here, the lending,
 // the interactive lane's preemption of batch lines, and the batch order's tags.
 // node-llama-cpp gathers the pending tokens of all sequences of a context into one decode per step,
 // so the requests in flight on a context are decoded together (continuous batching) without any work here.
@@ -13,7 +13,7 @@ import { ContextPauses } from "./context-pause.js";
 import { createGenerationContexts, type GenerationContextOptions } from "./generation-contexts.js";
 import { canQueueKvOps } from "./kv-ops.js";
 import { ResourcePool } from "./pool.js";
-import { copyPrefix, reusePrefix } from "./prefix-copy.js";
+import { copyPrefix, type Locked, reusePrefix } from "./prefix-copy.js";
 import { type CacheScope, canCopyState, MIN_COPY_TOKENS, MIN_QUEUED_COPY_TOKENS } from "./prefix-share.js";
 import { SequenceChoice } from "./sequence-choice.js";
 
@@ -209,35 +209,14 @@ export class SequencePool {
    * Make a lent sequence ready for `tokens` of `scope` (Borrower.cacheScope); returns how many leading tokens need no
    * evaluation. When another sequence of the context holds (or is evaluating) a longer prefix of them for the same
    * scope, that prefix is copied from it. A cache that holds another scope's prompt is emptied. On the prebuilt build
-   * an interactive request's copy and cut pause the context's other sequences (`cutting`).
+   * the copy and the cut pause the context's other sequences (`locked`).
    */
   async prepare(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
-    return this.cutting(sequence, () => this.ready(sequence, tokens, scope));
-  }
-
-  /**
-   * Resolves when `sequence` may queue its next token: at once (undefined) unless an interactive request's copy or
-   * cut waits for its context's lock (`cutting`). A generating sequence awaits it between tokens (generate.ts).
-   */
-  hold(sequence: LlamaContextSequence): Promise<void> | undefined {
-    return this.pauses.hold(sequence.context);
-  }
-
-  /**
-   * An interactive request's copy or cut on the prebuilt build takes the context's lock: it runs with the context
-   * paused (context-pause.ts), so it does not wait for the batch lines generating there to end. Batch lines' own
-   * changes wait as before: pausing the batch at every line's start would cost it a decode each time.
-   */
-  private cutting<T>(sequence: LlamaContextSequence, change: () => Promise<T>): Promise<T> {
-    if (this.queuedKvOps || this.batchLent.has(sequence) || sequence.nextTokenIndex === 0) return change();
-    return this.pauses.during(sequence.context, change);
-  }
-
-  private async ready(sequence: LlamaContextSequence, tokens: readonly Token[], scope: CacheScope): Promise<number> {
-    const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, scope, this.queuedKvOps) : undefined;
+    const locked = this.locked(sequence);
+    const copied = this.prefixCopy ? await copyPrefix(this.choice, sequence, tokens, scope, this.queuedKvOps, locked) : undefined;
     // Whose cache it is needs no comparison of tokens: reusePrefix compares them once.
     const mine = this.prefixReuse && this.choice.claims.holds(sequence, scope);
-    const keep = await reusePrefix(sequence, mine ? tokens : [], this.queuedKvOps);
+    const keep = await reusePrefix(sequence, mine ? tokens : [], this.queuedKvOps, locked);
     this.choice.claims.hold(sequence, scope);
     if (copied && keep > copied.before) {
       this.copyStats.copies++;
@@ -247,11 +226,31 @@ export class SequencePool {
   }
 
   /**
+   * Resolves when `sequence` may queue its next token: at once (undefined) unless a copy or cut on another of its
+   * context's sequences waits for the context's lock (`locked`). A generating sequence awaits it between tokens
+   * (generate.ts).
+   */
+  hold(sequence: LlamaContextSequence): Promise<void> | undefined {
+    return this.pauses.hold(sequence.context);
+  }
+
+  /**
+   * A copy or a cut on the prebuilt build takes the context's lock: it runs with the context paused
+   * (context-pause.ts), so it does not wait for the lines generating there to end. That holds the batch for about a
+   * decode at each line's start, where waiting left each new line's sequence idle until the context's lines all
+   * ended: prebuilt, 256 varied lines ran in 70 s against 77-96 s, families-8 in 14.5 s against 21 s (copies came in
+   * time), uniform lines the same (bench/engine-cli.ts, 4 contexts of 16 sequences).
+   */
+  private locked(sequence: LlamaContextSequence): Locked {
+    return (change) => this.pauses.during(sequence.context, change);
+  }
+
+  /**
    * Make a lent sequence ready to evaluate its prompt whole, every position's logits read (a scored prompt,
    * prompt-logprobs.ts): its cache is emptied and nothing is copied, since no cached position has logits left.
    */
   async prepareWhole(sequence: LlamaContextSequence, scope: CacheScope): Promise<void> {
-    await this.cutting(sequence, () => reusePrefix(sequence, [], this.queuedKvOps));
+    await reusePrefix(sequence, [], this.queuedKvOps, this.locked(sequence));
     this.choice.claims.hold(sequence, scope);
   }
 
@@ -265,7 +264,7 @@ export class SequencePool {
     this.yielding.delete(sequence);
     if (failed && !sequence.disposed) {
       try {
-        await sequence.clearHistory();
+        await this.locked(sequence)(() => sequence.clearHistory());
       } catch {
         // Still lent out below: the next request erases whatever does not match its prompt anyway.
       }
