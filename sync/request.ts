@@ -36,7 +36,8 @@ export function parse(endpoint: Endpoint, body: unknown, streamed: boolean): Inf
   if (b.stream === true && !STREAMED.includes(endpoint))
     throw new InvalidRequestError(`${endpoint} answers whole here: stream is not served for it.`, "unsupported_value", "stream");
   if (b.stream === true && !streamed) throw new Error("a streamed request came without its stream");
-  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null)
+  // A body that is not an object is refused as such there (an array's entries are not its fields).
+  if (!STREAMED.includes(endpoint) || typeof body !== "object" || body === null || Array.isArray(body))
     return withDomainErrors(() => parseRequest(endpoint, body));
   if (endpoint === "/v1/messages") {
     // Its stream is a boolean, which Anthropic's schema checks; it has no stream options.

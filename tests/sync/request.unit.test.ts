@@ -71,6 +71,16 @@ describe("parse", () => {
     expect(parse("/v1/rerank", { query: "q", documents: ["d"] }, false).body).not.toHaveProperty("model");
   });
 
+  it("refuses a body that is not a JSON object as such on every endpoint, as a batch line's", () => {
+    for (const endpoint of ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/v1/embeddings"] as Endpoint[])
+      for (const [body, kind] of [
+        [[1, 2, 3], "an array"],
+        ["hi", "a string"],
+        [7, "a number"],
+      ] as const)
+        expect(() => parse(endpoint, body, false), `${endpoint} ${kind}`).toThrow(`The request body must be a JSON object, not ${kind}.`);
+  });
+
   it("takes a streamed response's stream_options (include_obfuscation, as openai-node types them), out of what the backend sees", () => {
     const body = { model: "m", input: "x", stream: true, stream_options: { include_obfuscation: false } };
     expect(parse("/v1/responses", body, true).body).toEqual({ model: "m", input: "x" });
