@@ -122,8 +122,15 @@ export const storageQuotaExceeded = (limit: number, stored: number, adding: numb
     null,
   );
 
-export const shuttingDown = (retryAfterSeconds: number) =>
-  new UnavailableError("The service is shutting down and accepts no new batches; retry shortly.", "shutting_down", retryAfterSeconds);
+/** The service stops: refusing a new batch or request, or ending a request it was running (`stopped`). */
+export const shuttingDown = (retryAfterSeconds: number, what: "batches" | "requests" | "stopped" = "batches") =>
+  new UnavailableError(
+    what === "stopped"
+      ? "The service is shutting down and stopped this request before it ended; retry shortly."
+      : `The service is shutting down and accepts no new ${what}; retry shortly.`,
+    "shutting_down",
+    retryAfterSeconds,
+  );
 
 /** A synchronous request would take its key's enqueued tokens on the model past the key's limit. */
 export const syncTokenLimit = (model: string, limit: number, enqueued: number, requested: number) =>

@@ -34,8 +34,7 @@ export const parseRequest = (endpoint: OpenAIEndpoint, body: unknown): Inference
 /** A body checked against `schema`, its endpoint's, whichever folder defines it; refused as parseRequest refuses. */
 export function parseBody(endpoint: Endpoint, schema: z.ZodType | undefined, body: unknown): InferenceRequest {
   if (!schema) throw new RequestError(`Unsupported endpoint '${String(endpoint)}'.`, "invalid_url", false);
-  if (typeof body !== "object" || body === null || Array.isArray(body))
-    throw new RequestError(`The request body must be a JSON object, not ${kindOf(body)}.`, "invalid_request", false);
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new RequestError(notAnObject(body), "invalid_request", false);
   checkNesting(body);
   const r = schema.safeParse(body);
   if (!r.success) {
@@ -49,5 +48,8 @@ export function parseBody(endpoint: Endpoint, schema: z.ZodType | undefined, bod
 }
 
 /** What a JSON value is, as an error names it: "an array", "a string", "null". */
+/** What a body that is not a JSON object is told, naming what it is. */
+export const notAnObject = (body: unknown): string => `The request body must be a JSON object, not ${kindOf(body)}.`;
+
 const kindOf = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : value === undefined ? "nothing" : `a ${typeof value}`;

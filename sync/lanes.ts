@@ -80,18 +80,18 @@ export class SyncLanes implements SyncInference {
   }
 
   async run(request: SyncRequest): Promise<SyncAnswer> {
-    if (this.stopping.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
+    if (this.stopping.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS, "requests");
     try {
       return await this.serve({ ...request, signal: AbortSignal.any([request.signal, this.stopping.signal]) });
     } catch (err) {
-      if (this.stopping.signal.aborted && !request.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS);
+      if (this.stopping.signal.aborted && !request.signal.aborted) throw shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS, "stopped");
       throw err;
     }
   }
 
   /** Refuses new requests, ends those running with shutting_down, and writes the usage not yet written. */
   async close(): Promise<void> {
-    this.stopping.abort(shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS));
+    this.stopping.abort(shuttingDown(SHUTDOWN_RETRY_AFTER_SECONDS, "stopped"));
     await this.deps.accounts?.close();
   }
 

@@ -12,6 +12,7 @@ import {
   storageUnavailable,
   UnavailableError,
 } from "../../domain/errors.js";
+import { notAnObject } from "../../openai/parse.js";
 import { exhaustedErrno, isStorageFault } from "../../stores/errors.js";
 import { anthropicErrorBody, isAnthropicRequest } from "../anthropic.js";
 import { ApiError, badRequest, fileTooLarge, internalError, storageExhausted } from "../errors.js";
@@ -23,6 +24,8 @@ interface HttpError {
   status?: number;
   /** body-parser's: the bytes the route takes. */
   limit?: number;
+  /** body-parser's: the text that failed to parse. */
+  body?: unknown;
   statusCode?: number;
   type?: string;
   expose?: boolean;
@@ -57,17 +60,29 @@ function fromMulter(err: MulterError, maxFileBytes: number): ApiError {
   return badRequest(`Invalid multipart upload: ${message}.`, param, "invalid_multipart");
 }
 
+function jsonScalar(body: unknown): { ok: true; value: unknown } | { ok: false } {
+  if (typeof body !== "string" || body.length > 1024) return { ok: false };
+  try {
+    return { ok: true, value: JSON.parse(body) };
+  } catch {
+    return { ok: false };
+  }
+}
+
 function fromHttpError(err: HttpError): ApiError | undefined {
   const status = err.status ?? err.statusCode;
   if (typeof status !== "number" || status < 400 || status >= 500) return undefined;
   switch (err.type) {
-    case "entity.parse.failed":
+    case "entity.parse.failed": {
+      // The JSON parser takes objects and arrays only: a scalar is valid JSON, refused for what it is.
+      const scalar = jsonScalar(err.body);
       return new ApiError(
         400,
-        "We could not parse the JSON body of your request. Send valid JSON.",
+        scalar.ok ? notAnObject(scalar.value) : "We could not parse the JSON body of your request. Send valid JSON.",
         "invalid_request_error",
-        "invalid_json",
+        scalar.ok ? "invalid_request" : "invalid_json",
       );
+    }
     case "entity.too.large":
       return new ApiError(
         413,

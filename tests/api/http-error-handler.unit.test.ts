@@ -87,6 +87,19 @@ describe("error handler", () => {
     expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_json" });
   });
 
+  it("refuses a JSON body that is a string, a number or null for what it is, not as unparsable", async () => {
+    for (const [body, kind] of [
+      ['"hello"', "a string"],
+      [" 42", "a number"],
+      ["null", "null"],
+    ]) {
+      const res = await request(a).post("/json").set("content-type", "application/json").send(body);
+      expect(res.status).toBe(400);
+      expectOpenAiError(res.body);
+      expect(res.body.error).toMatchObject({ code: "invalid_request", message: `The request body must be a JSON object, not ${kind}.` });
+    }
+  });
+
   it("answers an oversized JSON body with 413", async () => {
     const res = await request(a)
       .post("/json")

@@ -130,7 +130,7 @@ describe("synchronous requests' accounts", () => {
         expect(during.service_tier).toBe("flex");
         const ended = (await begun.rest()) as any;
         expect(ended).toBeInstanceOf(OpenAI.APIError);
-        expect(ended.message).toMatch(/shutting down/);
+        expect(ended.message).toMatch(/shutting down and stopped this request before it ended/);
         expect(begun.pieces).toBeGreaterThan(3);
         expect(await s.exited).toBe(0);
       },
