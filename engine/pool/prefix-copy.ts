@@ -7,8 +7,8 @@ import { type CacheScope, cachedPrefix, copyState, UNKNOWN_HOLDER } from "./pref
 import type { SequenceChoice } from "./sequence-choice.js";
 
 /**
- * Makes a change that takes node-llama-cpp's context lock (the prebuilt build's copies and cuts); the pool's pauses
- * the context meanwhile (context-pause.ts).
+ * Makes a change that takes node-llama-cpp's context lock (the prebuilt build's copies and cuts); the pool's own
+ * pauses the context meanwhile (context-pause.ts).
  */
 export type Locked = <T>(change: () => Promise<T>) => Promise<T>;
 const unpaused: Locked = (change) => change();
