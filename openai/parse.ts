@@ -47,9 +47,9 @@ export function parseBody(endpoint: Endpoint, schema: z.ZodType | undefined, bod
   return request;
 }
 
-/** What a JSON value is, as an error names it: "an array", "a string", "null". */
 /** What a body that is not a JSON object is told, naming what it is. */
 export const notAnObject = (body: unknown): string => `The request body must be a JSON object, not ${kindOf(body)}.`;
 
+/** What a JSON value is, as an error names it: "an array", "a string", "null". */
 const kindOf = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : value === undefined ? "nothing" : `a ${typeof value}`;
