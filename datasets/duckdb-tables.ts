@@ -376,7 +376,11 @@ async function readerSql(conn: DuckDBConnection, files: string[], format: string
   return `(SELECT ${typed.join(", ")} FROM ${read})`;
 }
 
-/** `work` on `conn`, interrupted once it has taken `stepLimitMs`; then a StepLimit. Its start and end are told to `onStep`. */
+/**
+ * `work` on `conn`, interrupted once it has taken `stepLimitMs`; then a StepLimit. Its start and end are told to
+ * `onStep`. A step that was interrupted is a StepLimit even when it resolves: a stream DuckDB stopped can end as an
+ * empty result, not an error, and a read would then pass for one that found no rows.
+ */
 async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work: () => Promise<T>): Promise<T> {
   const limitMs = opts.stepLimitMs;
   let stopped = false;
@@ -387,14 +391,17 @@ async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work:
       }, limitMs)
     : undefined;
   opts.onStep?.(true);
+  let out: T;
   try {
-    return await work();
+    out = await work();
   } catch (err) {
     throw stopped && limitMs ? new StepLimit(limitMs, opts.limitNames?.time) : err;
   } finally {
     clearTimeout(timer);
     opts.onStep?.(false);
   }
+  if (stopped && limitMs) throw new StepLimit(limitMs, opts.limitNames?.time);
+  return out;
 }
 
 /** A DuckDB value as a template cell: 64-bit integers as numbers where exact, dates as ISO text, bytes as base64. */
