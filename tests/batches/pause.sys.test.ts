@@ -250,11 +250,15 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
 
   it("pauses and resumes racing the shards' checkpoints (every second), and still runs each line once", async () => {
     const id = await running(nodes.api.baseUrl, "race", RACE_LINES);
+    const moves: string[] = [];
+    const t0 = Date.now();
     // Pauses land before, during and after checkpoints: offsets spread over more than a checkpoint's period.
     for (const wait of [0, 130, 470, 810, 1_090, 260, 990, 640]) {
       await post(nodes.api.baseUrl, `/v1/batches/${id}/pause`);
+      moves.push(`paused ${Date.now() - t0}`);
       await sleep(wait);
       await post(nodes.api.baseUrl, `/v1/batches/${id}/resume`);
+      moves.push(`resumed ${Date.now() - t0}`);
       await sleep(1_000 - (wait % 1_000));
     }
     const done = await waitForBatch(nodes.api.baseUrl, id, 180_000);
@@ -262,9 +266,14 @@ describe("pause and resume (distributed mode: an API server and a worker)", () =
     expect(done.request_counts).toEqual({ total: RACE_LINES, completed: RACE_LINES, failed: 0 });
     const { ids } = await downloadResults(nodes.api, done);
     expect(ids).toEqual([...customIds("race", RACE_LINES)].sort());
-    // A request in flight at a pause finishes and is kept: none reaches the engine twice.
-    const calls = countCalls(nodes.worker).filter((b) => b.includes("story race "));
-    expect(calls).toHaveLength(RACE_LINES);
+    // A request in flight at a pause finishes and is kept: none reaches the engine twice. Failing, the message says
+    // when each line that began twice began (ms from the first pause), beside the pauses and resumes.
+    const { bodies, at } = nodes.worker.calls;
+    const began = new Map<string, number[]>();
+    for (const [i, b] of bodies.entries()) if (b.includes("story race ")) began.set(b, [...(began.get(b) ?? []), at[i] - t0]);
+    const twice = [...began].filter(([, times]) => times.length > 1).map(([b, times]) => `${/story race \d+/.exec(b)} at ${times}`);
+    expect(twice, moves.join(", ")).toEqual([]);
+    expect(began.size).toBe(RACE_LINES);
   }, 240_000);
 
   it("a batch paused then cancelled is not paused", () => cancelsUnpaused(nodes.api.baseUrl, "dend"), 240_000);
