@@ -8,14 +8,15 @@
 // With one KV stream per sequence (node-llama-cpp sets kv_unified off) the copy is of the whole stream, done by
 // llama.cpp at the start of the context's next decode; the tokens past the shared prefix are then erased.
 //
-// The memory copy is cheap (a few MB for a small model); the wait is not. The copy takes node-llama-cpp's
-// context lock, which its dispatch loop holds for as long as any sequence of the context has a decode queued,
-// so a copy beside sequences that are generating waits until they pause: 1.3-3 s each, measured on `small`.
-// Hence the threshold below.
+// The memory copy is cheap (a few MB for a small model); the wait is not. On the prebuilt build the copy takes
+// node-llama-cpp's context lock, which its dispatch loop holds for as long as any sequence of the context has a
+// decode queued: the context is paused for it (context-pause.ts), so it waits about a decode and holds the context's
+// other sequences that long. Hence the threshold below, chosen while such a copy still waited 1.3-3 s for the
+// generating sequences to end (docs/performance.md).
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 
 /**
- * Below this many tokens gained a copy is not worth waiting for (see above): short shared openings copied beside
+ * Below this many tokens gained a copy is not worth its wait (see above): short shared openings copied beside
  * generating sequences made whole runs slower, long ones gain as much at 128 (docs/performance.md).
  */
 export const MIN_COPY_TOKENS = 128;
