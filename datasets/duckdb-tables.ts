@@ -390,17 +390,19 @@ async function bounded<T>(conn: DuckDBConnection, opts: DuckTablesOptions, work:
         conn.interrupt();
       }, limitMs)
     : undefined;
+  // Only the timer sets `stopped`, so a step it stopped had a limit.
+  const overran = () => new StepLimit(limitMs as number, opts.limitNames?.time);
   opts.onStep?.(true);
   let out: T;
   try {
     out = await work();
   } catch (err) {
-    throw stopped && limitMs ? new StepLimit(limitMs, opts.limitNames?.time) : err;
+    throw stopped ? overran() : err;
   } finally {
     clearTimeout(timer);
     opts.onStep?.(false);
   }
-  if (stopped && limitMs) throw new StepLimit(limitMs, opts.limitNames?.time);
+  if (stopped) throw overran();
   return out;
 }
 
