@@ -163,8 +163,11 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     const page = await open(1280, "#lanes");
     await page.waitForSelector("tr.lane", { timeout: 15_000 });
     expect(await page.locator("#no-lanes").isHidden()).toBe(true);
-    const rows = await page.locator("tr.lane").allInnerTexts();
-    const row = (tier: RegExp) => rows.find((r) => tier.test(r))?.split("\t") ?? [];
+    // Each cell's text, not the row's innerText: that is tab-separated only while the row is laid out as a table's.
+    const rows = await page.$$eval("tr.lane", (trs) =>
+      trs.map((tr) => Array.from((tr as HTMLTableRowElement).cells, (c) => c.textContent ?? "")),
+    );
+    const row = (tier: RegExp) => rows.find((cells) => tier.test(cells[1])) ?? [];
     const interactive = row(/interactive/);
     expect(interactive[0]).toBe(await testModelName());
     expect(interactive[2]).toMatch(/^\d+ \/ [1-9]\d*$/);
