@@ -148,6 +148,7 @@ export class ClusterWorker {
         urgentSeconds: this.deps.urgentSeconds,
         now: this.deps.now(),
         takeLapsed: Date.now() >= this.lapsedAfter,
+        holding: [...this.running.values()].map((r) => r.run.shard),
         weights: this.deps.weights,
       })
       .then(async (shards) => {

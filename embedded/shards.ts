@@ -42,13 +42,17 @@ export class MemoryWorkQueue implements WorkQueue {
       isUrgent({ submittedAt: e.batch.submitted_at, deadlineAt: e.batch.deadline_at }, o.now, o.urgentSeconds);
     const otherFree = this.freeSlotsOutside(o.pool, o.leaseSeconds);
     const held = this.heldBack(o);
+    const holding = new Set((o.holding ?? []).map(shardKey));
     const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
     for (const e of this.state.batches.values()) {
       if (e.stopReason || e.batch.paused_at || !RUNNABLE.includes(e.batch.status)) continue;
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits || held.has(e.batch.id)) continue;
-      for (const s of e.shards) if (o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
+      for (const s of e.shards) {
+        const mine = holding.has(shardKey({ batchId: e.batch.id, idx: s.idx }));
+        if (!mine && o.models.includes(s.model) && this.claimable(s, o.takeLapsed ?? true)) picks.push({ e, s, urgent: u });
+      }
     }
     const tags = startTags(picks, (p) => p.e.owner, this.state.shares);
     picks.sort(

@@ -96,6 +96,8 @@ export class PgWorkQueue implements WorkQueue {
              AND (s.state = 'queued' OR (s.state = 'running' AND $8::boolean AND ${LAPSED("$4")}))
              AND ($2::text IS NULL OR CASE WHEN ${URGENT} THEN $2 = 'dedicated' OR ${OTHER_FREE} <= 0 ELSE $2 = 'spot' OR ${OTHER_FREE} <= 0 END)
              AND NOT EXISTS (SELECT 1 FROM held WHERE held.batch_id = s.batch_id)
+             AND NOT EXISTS (SELECT 1 FROM unnest($11::text[], $12::int[]) AS mine(batch_id, idx)
+               WHERE mine.batch_id = s.batch_id AND mine.idx = s.idx)
            ORDER BY ${URGENT} DESC, jsonb_array_length(s.parts) > 0 DESC, CASE WHEN ${URGENT} THEN b.deadline_at END,
              greatest(coalesce(ks.vtime, 0), (SELECT v FROM clock)), b.seq, s.idx
            LIMIT $7 FOR UPDATE OF s SKIP LOCKED)
@@ -114,6 +116,8 @@ export class PgWorkQueue implements WorkQueue {
           o.takeLapsed ?? true,
           weights.map(([k]) => k),
           weights.map(([, w]) => w),
+          (o.holding ?? []).map((h) => h.batchId),
+          (o.holding ?? []).map((h) => h.idx),
         ],
       );
       if (rows.length > 0) {

@@ -216,6 +216,11 @@ export interface ClaimOptions {
    * says false for a lease after it is back: the others were likely cut off too, and renew theirs meanwhile.
    */
   takeLapsed?: boolean;
+  /**
+   * The shards this worker runs now: never claimed again by it, whatever their lease says. Its heartbeat came late
+   * (a loaded machine), not its run ended; the heartbeat renews them, and a second run of the same lines is waste.
+   */
+  holding?: ReadonlyArray<Pick<ClaimedShard, "batchId" | "idx">>;
   /** The keys' share weights by owner (tenancy/fair-share.ts; "" for no owner); 1 where absent. */
   weights?: Readonly<Record<string, number>>;
 }

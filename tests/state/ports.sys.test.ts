@@ -238,6 +238,16 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await queue.claim(claimOpts(TAKER))).toEqual([]);
   });
 
+  it.skipIf(skip)("never hands a worker a shard it says it runs, however late its heartbeat; another worker takes it", async () => {
+    const { queue } = ports;
+    await batch(1);
+    const [held] = await queue.claim(claimOpts({ workerId: "slow", leaseSeconds: SHORT_LEASE }));
+    await lapse();
+    expect(await queue.claim(claimOpts({ workerId: "slow", leaseSeconds: SHORT_LEASE, holding: [held] }))).toEqual([]);
+    const [taken] = await queue.claim(claimOpts({ ...TAKER, holding: [{ batchId: held.batchId, idx: held.idx + 1 }] }));
+    expect([taken.idx, taken.epoch]).toEqual([held.idx, held.epoch + 1]);
+  });
+
   it.skipIf(skip)("forgets workers not heard from within the retention, and lists only live ones", async () => {
     const { workers } = ports;
     await workers.register({ id: "gone", pool: "spot", capacity: 1, models: ["m"], running: [] });
