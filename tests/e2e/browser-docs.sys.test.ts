@@ -25,8 +25,8 @@ afterAll(async () => {
 
 const shots = path.join(os.tmpdir(), "obi-screens");
 
-// One page for the file: Swagger UI takes 4 s of Chromium's CPU to render this document, and each case leaves the
-// operations it opened closed again. Its wait is long because four files share two cores in CI.
+// One page for the file: Swagger UI takes about 4 s to load and render this document on an idle machine, and each
+// case leaves the operations it opened closed again. Its wait is long because four files share two cores in CI.
 let docs: Promise<Page> | undefined;
 function openDocs(): Promise<Page> {
   docs ??= (async () => {
