@@ -32,6 +32,65 @@ export function el(tag, cls, text) {
   return e;
 }
 
+/**
+ * A table row of labelled cells: on a phone each row is a card of labelled fields, as a batch is.
+ * @param {string} cls
+ * @param {Array<[HTMLElement, string]>} cells
+ */
+export function labelledRow(cls, cells) {
+  const tr = el("tr", cls);
+  for (const [td, label] of cells) {
+    td.dataset.label = label;
+    tr.append(td);
+  }
+  return tr;
+}
+
+/**
+ * A table's rows updated in place, by key: a cell is replaced only when what it shows changed, and a row is moved
+ * only when the order did, so a focused link and a selection survive every refresh.
+ * @template T
+ * @param {HTMLElement} body
+ * @param {T[]} items
+ * @param {(item: T) => string} keyOf
+ * @param {(item: T) => HTMLElement} rowOf
+ * @param {(tr: HTMLElement, fresh: HTMLElement, item: T) => void} [sync] how a kept row takes the fresh one's content
+ */
+export function keyedRows(body, items, keyOf, rowOf, sync = syncCells) {
+  const old = new Map([...body.children].map((tr) => [/** @type {HTMLElement} */ (tr).dataset.rowKey, tr]));
+  /** @type {Element | null} */
+  let prev = null;
+  for (const item of items) {
+    const key = keyOf(item);
+    const fresh = rowOf(item);
+    fresh.dataset.rowKey = key;
+    let tr = old.get(key);
+    if (tr) {
+      old.delete(key);
+      sync(/** @type {HTMLElement} */ (tr), fresh, item);
+    } else tr = fresh;
+    /** @type {ChildNode | null} */
+    const slot = prev ? prev.nextSibling : body.firstChild;
+    if (slot !== tr) body.insertBefore(tr, slot);
+    prev = tr;
+  }
+  for (const tr of old.values()) tr.remove();
+}
+
+/**
+ * A kept row given the fresh one's attributes and the cells whose content changed.
+ * @param {HTMLElement} tr
+ * @param {HTMLElement} fresh
+ */
+function syncCells(tr, fresh) {
+  for (const { name, value } of fresh.attributes) if (tr.getAttribute(name) !== value) tr.setAttribute(name, value);
+  [...fresh.children].forEach((cell, i) => {
+    const cur = tr.children[i];
+    if (!cur) tr.append(cell);
+    else if (cur.outerHTML !== cell.outerHTML) cur.replaceWith(cell);
+  });
+}
+
 /** @param {number} s seconds */
 export function duration(s) {
   s = Math.abs(Math.round(s));

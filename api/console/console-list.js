@@ -1,7 +1,7 @@
 // @ts-check
 // The home page's batch list: rows updated in place (keyed by batch id), cards on a phone; the pools, models and
 // lanes beside it are console-panels.js's, and each row's progress console-progress.js's.
-import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, stamp } from "./console-api.js";
+import { $, api, clock, duration, el, endedAt, FINAL, hideEmpty, keyedRows, labelledRow, stamp } from "./console-api.js";
 import { renderLanes, renderModels, renderPools } from "./console-panels.js";
 import { counts, metadataText, meter, pausedNow, progressParts, rateOf, refusal, setMeter } from "./console-progress.js";
 
@@ -107,9 +107,6 @@ function modelCell(name) {
  * @param {number} now
  */
 function batchRow(b, now) {
-  const tr = el("tr", "batch");
-  tr.dataset.id = b.id;
-  tr.dataset.status = b.status;
   const id = el("td", "id");
   const link = /** @type {HTMLAnchorElement} */ (el("a", "open"));
   link.href = `#batch/${b.id}`;
@@ -125,8 +122,7 @@ function batchRow(b, now) {
     const text = (reason.line ? `line ${reason.line}: ` : "") + reason.message;
     status.appendChild(el("div", "muted reason wrap", text.length > 90 ? `${text.slice(0, 89)}…` : text));
   }
-  /** @type {Array<[HTMLElement, string]>} */
-  const cells = [
+  const tr = labelledRow("batch", [
     [id, "Batch"],
     [el("td", "key-col", b.api_key_id === undefined ? "" : (b.api_key_id ?? "open API")), "Key"],
     [modelCell(b.model || "—"), "Model"],
@@ -136,34 +132,25 @@ function batchRow(b, now) {
     [deadlineCell(b, now), "Deadline"],
     [slaCell(b), "SLA"],
     [timesCell(b), "Times"],
-  ];
-  for (const [td, label] of cells) td.dataset.label = label;
-  tr.append(...cells.map(([td]) => td));
+  ]);
+  tr.dataset.id = b.id;
+  tr.dataset.status = b.status;
   return tr;
 }
 
 /**
- * The rows are updated in place, keyed by batch id: a cell is replaced only when what it shows changed, and a row is
- * moved only when the order did, so a focused link and a selected id survive every poll, and the bars glide.
+ * The rows updated in place by batch id (keyedRows), a progress cell keeping its bar, so the bars glide.
  * @param {Batch[]} batches
  * @param {number} now
  */
 export function renderRows(batches, now) {
-  const body = $("batch-rows");
-  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
-  let prev = null;
-  for (const b of batches) {
-    const fresh = batchRow(b, now);
-    let tr = old.get(b.id);
-    if (tr) {
-      old.delete(b.id);
-      syncRow(tr, fresh, b);
-    } else tr = fresh;
-    const slot = prev ? prev.nextSibling : body.firstChild;
-    if (slot !== tr) body.insertBefore(tr, slot);
-    prev = tr;
-  }
-  for (const tr of old.values()) tr.remove();
+  keyedRows(
+    $("batch-rows"),
+    batches,
+    (b) => b.id,
+    (b) => batchRow(b, now),
+    syncRow,
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 // @ts-check
 // The home page's panels beside the batch list: the simulated pools' cards, the models with their upstreams, and the
 // synchronous lanes.
-import { $, clock, duration, el, hideEmpty, mb } from "./console-api.js";
+import { $, clock, duration, el, hideEmpty, keyedRows, labelledRow, mb } from "./console-api.js";
 import { meter } from "./console-progress.js";
 
 /**
@@ -71,53 +71,46 @@ export function renderPools(pools, now) {
  * @param {any[]} upstreams
  */
 export function renderModels(models, upstreams) {
-  $("model-rows").replaceChildren(
-    ...models.map((/** @type {any} */ m) => {
-      const tr = el("tr", "model");
-      tr.dataset.model = m.name;
-      /** @type {Array<[HTMLElement, string]>} */
-      const cells = [
+  keyedRows(
+    $("model-rows"),
+    models,
+    (m) => m.name,
+    (m) => {
+      const tr = labelledRow("model", [
         [el("td", "wrap name", m.name), "Model"],
         [el("td", "", m.kind), "Kind"],
         [el("td", "", m.state), "State"],
         [el("td", "", m.kind === "local" ? mb(m.bytes) : "—"), "Memory"],
         [el("td", "", m.batches), "Batches now"],
-      ];
-      // On a phone each model is a card of labelled fields, as a batch is: a long name wraps instead of overflowing.
-      for (const [td, label] of cells) td.dataset.label = label;
-      tr.append(...cells.map(([td]) => td));
+      ]);
+      tr.dataset.model = m.name;
       return tr;
-    }),
+    },
   );
   const select = $("f-model");
   const have = new Set([...select.options].map((o) => o.value));
   for (const m of models) if (!have.has(m.name)) select.appendChild(new Option(m.name, m.name));
   $("no-upstreams").classList.toggle("hidden", upstreams.length > 0);
   hideEmpty("upstream-table", upstreams.length);
-  $("upstream-rows").replaceChildren(
-    ...upstreams.map((/** @type {any} */ u) => {
-      const tr = el("tr", "upstream");
-      const errors =
-        Object.entries(u.errors || {})
-          .map(([k, v]) => `${k}: ${v}`)
-          .join(", ") || "none";
-      /** @type {Array<[HTMLElement, string]>} */
-      const cells = [
-        [el("td", "", u.model), "Model"],
-        [el("td", "", u.limit), "Adaptive limit"],
-        [el("td", "", u.in_flight), "In flight"],
-        [el("td", "", u.waiting), "Waiting"],
-        [el("td", "", `${u.latency_ms} ms`), "Latency"],
-        [el("td", "", u.requests), "Requests"],
-        [el("td", "", u.retries), "Retries"],
-        [el("td", "wrap", errors), "Errors"],
-      ];
-      // On a phone each upstream is a card of labelled fields, as a batch is.
-      for (const [td, label] of cells) td.dataset.label = label;
-      tr.append(...cells.map(([td]) => td));
-      return tr;
-    }),
-  );
+  keyedRows($("upstream-rows"), upstreams, (u) => u.model, upstreamRow);
+}
+
+/** @param {any} u */
+function upstreamRow(u) {
+  const errors =
+    Object.entries(u.errors || {})
+      .map(([k, v]) => `${k}: ${v}`)
+      .join(", ") || "none";
+  return labelledRow("upstream", [
+    [el("td", "", u.model), "Model"],
+    [el("td", "", u.limit), "Adaptive limit"],
+    [el("td", "", u.in_flight), "In flight"],
+    [el("td", "", u.waiting), "Waiting"],
+    [el("td", "", `${u.latency_ms} ms`), "Latency"],
+    [el("td", "", u.requests), "Requests"],
+    [el("td", "", u.retries), "Retries"],
+    [el("td", "wrap", errors), "Errors"],
+  ]);
 }
 
 /**
@@ -127,22 +120,21 @@ export function renderModels(models, upstreams) {
 export function renderLanes(lanes) {
   $("no-lanes").classList.toggle("hidden", lanes.length > 0);
   hideEmpty("lane-table", lanes.length);
-  $("lane-rows").replaceChildren(
-    ...lanes.map((/** @type {any} */ l) => {
-      const tr = el("tr", "lane");
-      tr.dataset.lane = `${l.model} ${l.tier}`;
-      /** @type {Array<[HTMLElement, string]>} */
-      const cells = [
+  keyedRows(
+    $("lane-rows"),
+    lanes,
+    (l) => `${l.model} ${l.tier}`,
+    (l) => {
+      const tr = labelledRow("lane", [
         [el("td", "", l.model), "Model"],
         [el("td", "", l.tier === "flex" ? "flex (with the batches)" : "interactive (default)"), "Tier"],
         [el("td", "", `${l.running} / ${l.room}`), "Running / room"],
         [el("td", "", `${l.waiting} / ${l.queue_max}`), "Waiting / queue"],
         [el("td", "", l.served), "Served"],
         [el("td", "", l.refused), "Refused (429)"],
-      ];
-      for (const [td, label] of cells) td.dataset.label = label;
-      tr.append(...cells.map(([td]) => td));
+      ]);
+      tr.dataset.lane = `${l.model} ${l.tier}`;
       return tr;
-    }),
+    },
   );
 }

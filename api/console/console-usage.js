@@ -2,7 +2,7 @@
 // The usage view for admin keys: each key's requests, tokens and cost over the last 30 days, read from the
 // organization usage and costs APIs (the same figures FinOps tools read), and what it has enqueued against its
 // limits now. Hidden for a key that is not an admin's (those APIs answer 403).
-import { $, api, el } from "./console-api.js";
+import { $, api, el, keyedRows, labelledRow } from "./console-api.js";
 
 const DAYS = 30;
 
@@ -65,12 +65,13 @@ export async function refreshUsage() {
     ...keys.data,
     ...(open ? [{ id: "—", name: "open API (no key)", weight: "—", enqueued_tokens: {}, enqueued_token_limits: {} }] : []),
   ];
-  $("usage-rows").replaceChildren(
-    ...rows.map((/** @type {any} */ k) => {
+  keyedRows(
+    $("usage-rows"),
+    rows,
+    (k) => k.id,
+    (k) => {
       const u = used.get(k.id) ?? {};
-      const tr = el("tr", "usage");
-      tr.dataset.key = k.id;
-      const cells = [
+      const tr = labelledRow("usage", [
         [el("td", "", k.name ?? (k.admin ? `${k.id} (admin)` : k.id)), "Key"],
         [el("td", "", k.weight), "Share"],
         [el("td", "", enqueuedText(k.enqueued_tokens, k.enqueued_token_limits)), "Enqueued / limit"],
@@ -79,10 +80,9 @@ export async function refreshUsage() {
         [el("td", "num", num(u.cached)), "Cached"],
         [el("td", "num", num(u.output)), "Output tokens"],
         [el("td", "num", `${(spent.get(k.id)?.amount ?? 0).toFixed(4)} ${currency.toUpperCase()}`), "Cost"],
-      ];
-      for (const [td, label] of cells) /** @type {HTMLElement} */ (td).dataset.label = /** @type {string} */ (label);
-      tr.append(...cells.map(([td]) => /** @type {HTMLElement} */ (td)));
+      ]);
+      tr.dataset.key = k.id;
       return tr;
-    }),
+    },
   );
 }

@@ -91,7 +91,7 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     await page.close();
   }, 60_000);
 
-  it("keeps focus and a selection through five refreshes: rows are updated in place", async () => {
+  it("keeps focus and a selection through refreshes: the batches' and the models' rows are updated in place", async () => {
     const page = await open(1280);
     const link = `tr.batch[data-id="${ids.long}"] a.open`;
     await page.waitForSelector(link);
@@ -104,13 +104,28 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
       getSelection()!.addRange(range);
     }, link);
     const stamp = async () => page.locator("#live").innerText();
-    for (let refreshes = 0, last = await stamp(); refreshes < 5; ) {
-      await page.waitForTimeout(300);
-      const now = await stamp();
-      if (now !== last) [refreshes, last] = [refreshes + 1, now];
-    }
+    const refreshes = async (n: number) => {
+      for (let seen = 0, last = await stamp(); seen < n; ) {
+        await page.waitForTimeout(300);
+        const now = await stamp();
+        if (now !== last) [seen, last] = [seen + 1, now];
+      }
+    };
+    await refreshes(5);
     expect(await page.evaluate((sel) => document.activeElement === document.querySelector(sel), link)).toBe(true);
     expect(await page.evaluate(() => getSelection()!.toString())).toBe(ids.long);
+    // The models' table alike: the row is the same element after the refreshes, its selected name still selected.
+    await page.evaluate(() => {
+      const row = document.querySelector("tr.model") as HTMLTableRowElement & { kept?: boolean };
+      row.kept = true;
+      const range = document.createRange();
+      range.selectNodeContents(row.cells[0]);
+      getSelection()!.removeAllRanges();
+      getSelection()!.addRange(range);
+    });
+    await refreshes(3);
+    expect(await page.evaluate(() => (document.querySelector("tr.model") as HTMLElement & { kept?: boolean }).kept)).toBe(true);
+    expect(await page.evaluate(() => getSelection()!.toString())).toBe(await testModelName());
     await page.close();
   }, 60_000);
 
