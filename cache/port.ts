@@ -30,7 +30,10 @@ export interface ResultCacheLimits {
 }
 
 export interface ResultCache {
-  /** The answer stored under (scope, key), fresh and whole; undefined on a miss (absent, expired, corrupt). */
+  /**
+   * The answer stored under (scope, key), fresh and whole; undefined on a miss (absent, expired, corrupt). Each call's
+   * answer is its caller's own object, which it may change.
+   */
   get(scope: string, key: string): Promise<StoredAnswer | undefined>;
   /**
    * Whether (scope, key) holds a fresh, whole answer, read without counting a hit or refreshing its recency (a plan

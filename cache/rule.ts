@@ -78,12 +78,21 @@ export function canonicalBody(request: InferenceRequest): string {
   return canonicalJson({ endpoint: request.endpoint, body: top, ...extra });
 }
 
-/** JSON with object keys sorted at every depth and null members dropped; -0 written as 0, as JSON does. */
+/**
+ * JSON with object keys sorted at every depth and null members dropped; -0 written as 0, as JSON does. Built by
+ * concatenation: it runs on every line a cache looks up, and arrays of entries cost a re-run a tenth of its lookups.
+ */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v != null)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  if (Array.isArray(value)) {
+    let items = "";
+    for (let i = 0; i < value.length; i++) items += `${i ? "," : ""}${value[i] === undefined ? "null" : canonicalJson(value[i])}`;
+    return `[${items}]`;
+  }
+  let members = "";
+  for (const k of Object.keys(value).sort()) {
+    const v = (value as Record<string, unknown>)[k];
+    if (v != null) members += `${members ? "," : ""}${JSON.stringify(k)}:${canonicalJson(v)}`;
+  }
+  return `{${members}}`;
 }

@@ -89,7 +89,11 @@ export async function runTask(task: ReadTask, onStep: (running: boolean) => void
     const columns = outputColumns(job, input.columns, filename, asField);
     if (task.kind === "render") {
       const hash = await jobHash(job, input.files);
-      const rows = await writeRequests(job, input, path.join(task.work, "requests.jsonl"), { hash, label: filename, sizes: task.sizes });
+      const { rows } = await writeRequests(job, input, path.join(task.work, "requests.jsonl"), {
+        hash,
+        label: filename,
+        sizes: task.sizes,
+      });
       return { hash, rows };
     }
     const { rows, hash, output, errors, earlier, work } = task;

@@ -167,17 +167,32 @@ export interface RequestSizes {
 /** "row 3", or where a where filters, "row 3 of those the where keeps": the number a user can find again. */
 const rowName = (job: Job, n: number) => (job.where === undefined ? `row ${n}` : `row ${n} of those the where keeps`);
 
-/** Writes one request line per row to `file` (by a temporary name, renamed when whole); returns the rows. */
-export async function writeRequests(job: Job, input: TableInput, file: string, opts: RenderOptions): Promise<number> {
+/** What writeRequests wrote: its lines, each checked as the endpoint checks a request. */
+export interface WrittenRequests {
+  rows: number;
+  /** The model the first line naming one names (none: the default model's). */
+  model?: string;
+  /** Lines name models other than `model`. */
+  mixedModels: boolean;
+}
+
+/** Writes one request line per row to `file` (by a temporary name, renamed when whole). */
+export async function writeRequests(job: Job, input: TableInput, file: string, opts: RenderOptions): Promise<WrittenRequests> {
   const temp = `${file}.tmp`;
   const out = createWriteStream(temp, { highWaterMark: 1 << 20 });
   let n = 0;
   let bytes = 0;
+  let model: string | undefined;
+  let mixedModels = false;
   const maxFileBytes = opts.sizes?.maxFileBytes ?? Number.POSITIVE_INFINITY;
   try {
-    for await (const lines of requestLines(job, input, opts)) {
-      for (const line of lines) {
+    for await (const rows of renderedRows(job, input, opts)) {
+      for (const { line, model: named } of rows) {
         n++;
+        if (named !== undefined) {
+          model ??= named;
+          mixedModels ||= named !== model;
+        }
         bytes += Buffer.byteLength(line) + 1;
         // Refused here, naming the setting, rather than as a batch that fails its validation once created.
         if (bytes > maxFileBytes)
@@ -192,14 +207,19 @@ export async function writeRequests(job: Job, input: TableInput, file: string, o
   }
   if (n === 0) throw new DatasetError(`${opts.label}: no rows${job.where ? ` match the where '${job.where}'` : ""}`);
   await rename(temp, file);
-  return n;
+  return { rows: n, ...(model !== undefined ? { model } : {}), mixedModels };
 }
 
 /** The request lines, a chunk of rows at a time (a promise per row cost as much as rendering it). */
 export async function* requestLines(job: Job, input: TableInput, opts: RenderOptions): AsyncGenerator<string[]> {
+  for await (const rows of renderedRows(job, input, opts)) yield rows.map((r) => r.line);
+}
+
+/** Each row's request line and the model its body names, a chunk of rows at a time. */
+async function* renderedRows(job: Job, input: TableInput, opts: RenderOptions): AsyncGenerator<Array<{ line: string; model?: string }>> {
   let n = 0;
   for await (const chunk of input.rows()) {
-    const lines: string[] = [];
+    const lines: Array<{ line: string; model?: string }> = [];
     for (const row of chunk) {
       n++;
       const rowAt = `${opts.label}: ${rowName(job, n)}`;
@@ -217,7 +237,7 @@ export async function* requestLines(job: Job, input: TableInput, opts: RenderOpt
         throw new DatasetError(
           `${rowAt}: its request is ${size} bytes, more than MAX_LINE_BYTES (${opts.sizes.maxLineBytes}), the longest line a batch takes`,
         );
-      lines.push(line);
+      lines.push(typeof body.model === "string" ? { line, model: body.model } : { line });
       if (opts.max !== undefined && n >= opts.max) break;
     }
     if (lines.length) yield lines;

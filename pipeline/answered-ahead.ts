@@ -1,7 +1,8 @@
 // A run's remembered lines answered ahead of the pipeline: a reader goes through the whole file once, a chunk's
-// lookups at a time, and writes each line the result cache holds as it finds it, while the pipeline runs the other
-// lines in their planned order, however busy the backend is. Each line is looked up once, by whichever of the two
-// reaches it first, so none is both answered and run.
+// lookups at a time, and writes each line the result cache holds as it finds it, however busy the backend is. The
+// pipeline plans the other lines once the reader is through (a re-run answered whole plans and reads nothing more);
+// a line it reaches first is looked up then. Each line is looked up once, by whichever of the two reaches it first,
+// so none is both answered and run.
 import { setImmediate as nextTurn } from "node:timers/promises";
 
 /** Lines looked up together: a store across a network answers them at once, not in turn. */
@@ -44,6 +45,16 @@ export class AnsweredAhead<L extends { lineNo: number }> {
     }
     await this.reading;
     if (this.failure) throw this.failure.error;
+  }
+
+  /** Settles once the reader has been through the file (or stopped); a failure is told by toRun and close. */
+  readThrough(): Promise<void> {
+    return this.reading;
+  }
+
+  /** Whether the line was answered from the cache already (a line not looked up yet is not). */
+  isAnswered(lineNo: number): boolean {
+    return this.stateOf(lineNo) === ANSWERED;
   }
 
   /** Stops the reader and waits for the lookups under way (their answers written), so the files may close. */

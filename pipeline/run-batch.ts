@@ -123,8 +123,7 @@ async function requestsOf(
 ): Promise<{ source: AsyncGenerator<BatchRequest>; ahead?: AnsweredAhead<BatchRequest> }> {
   const { backend, endpoint, signal, drain } = opts;
   const done = opts.done ?? new Set<string>();
-  const lines = readRequests(await linesOf(opts), done);
-  if (!backend?.answerFromCache) return { source: lines };
+  if (!backend?.answerFromCache) return { source: readRequests(await linesOf(opts), done) };
   const lookup = cacheLookup(backend, endpoint);
   const answer = async (req: BatchRequest) => {
     const result = await lookup(req);
@@ -133,11 +132,22 @@ async function requestsOf(
   };
   const ahead = new AnsweredAhead<BatchRequest>(answer, () => signal?.aborted === true || drain?.aborted === true);
   ahead.start(readRequests(readJsonlLines(opts.inputPath), done));
+  // Planned once the reader is through the file, so the plan holds only what the cache could not answer.
+  const lines = readRequests(afterThat(ahead.readThrough(), await linesOf(opts, (lineNo) => ahead.isAnswered(lineNo))), done);
   return { source: ahead.toRun(lines), ahead };
 }
 
-/** The lines in the order they start: the default defers to the backend's preference (an upstream's prefix routing). */
-async function linesOf(opts: RunBatchOptions): Promise<AsyncIterable<SourceLine>> {
+/** `lines`, begun once `first` settles. */
+async function* afterThat<T>(first: Promise<void>, lines: AsyncIterable<T>): AsyncGenerator<T> {
+  await first;
+  yield* lines;
+}
+
+/**
+ * The lines in the order they start: the default defers to the backend's preference (an upstream's prefix routing).
+ * `skip`: lines left out of the plan by their number.
+ */
+async function linesOf(opts: RunBatchOptions, skip?: (lineNo: number) => boolean): Promise<AsyncIterable<SourceLine>> {
   const { backend, done } = opts;
   const order = (opts.order ?? "cost") === "cost" ? ((await backend?.lineOrder?.()) ?? { order: "cost" }) : { order: opts.order! };
   if (order.order === "file") return readJsonlLines(opts.inputPath);
@@ -145,8 +155,7 @@ async function linesOf(opts: RunBatchOptions): Promise<AsyncIterable<SourceLine>
     opts.inputPath,
     opts.endpoint,
     (value) => !done?.has((value as { custom_id?: unknown } | null)?.custom_id as string),
-    order,
-    backend?.prepareRun ? (shape) => backend.prepareRun!(shape) : undefined,
+    { preference: order, ...(backend?.prepareRun ? { onShape: (shape) => backend.prepareRun!(shape) } : {}), ...(skip ? { skip } : {}) },
   );
 }
 

@@ -199,6 +199,14 @@ export class OrderPlanner {
 
 export type SourceLine = Pick<JsonlLine, "lineNo" | "text">;
 
+export interface PlanOptions {
+  preference?: LinePreference;
+  /** Told what the run holds once it is planned; the first line waits for it to resolve. */
+  onShape?: (shape: RunShape) => Promise<void>;
+  /** Lines left out by their number before they are read as JSON (answered already, from the result cache). */
+  skip?: (lineNo: number) => boolean;
+}
+
 /**
  * The file's non-blank lines in the planned order. `keep` says from a parsed line whether it still has to run
  * (a resumed run's done custom_ids do not); the file is read twice, the second time line by line at its offsets.
@@ -207,11 +215,9 @@ export async function* plannedLines(
   path: string,
   endpoint: Endpoint,
   keep: (value: unknown) => boolean,
-  preference: LinePreference = { order: "cost" },
-  /** Told what the run holds once it is planned; the first line waits for it to resolve. */
-  onShape?: (shape: RunShape) => Promise<void>,
+  { preference = { order: "cost" }, onShape, skip }: PlanOptions = {},
 ): AsyncGenerator<SourceLine> {
-  const planner = await scan(path, endpoint, keep);
+  const planner = await scan(path, endpoint, keep, skip);
   const plan = planner.plan(preference.order === "interleave" ? "interleave" : "cost", preference.lanes);
   await onShape?.(planner.shape());
   const reader = await openLines(path);
@@ -252,10 +258,15 @@ async function openLines(path: string): Promise<{ read(start: number, length: nu
   };
 }
 
-async function scan(path: string, endpoint: Endpoint, keep: (value: unknown) => boolean): Promise<OrderPlanner> {
+async function scan(
+  path: string,
+  endpoint: Endpoint,
+  keep: (value: unknown) => boolean,
+  skip?: (lineNo: number) => boolean,
+): Promise<OrderPlanner> {
   const planner = new OrderPlanner();
   for await (const line of readJsonlLines(path)) {
-    if (line.text.trim() === "") continue;
+    if (skip?.(line.lineNo) || line.text.trim() === "") continue;
     let value: unknown;
     try {
       value = JSON.parse(line.text);

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { openDuckTables } from "../datasets/duckdb-tables.js";
 import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
-import { jobHash, loadHook, type Postprocess, type Preprocess, writeRequests } from "../datasets/requests.js";
+import { jobHash, loadHook, type Postprocess, type Preprocess, type WrittenRequests, writeRequests } from "../datasets/requests.js";
 import { joinAnswers, joinEarlier, type NamedColumn, type OutputColumns, outputColumns } from "../datasets/stage.js";
 import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
 import type { EngineArgs } from "./args.js";
@@ -86,7 +86,7 @@ async function dryRun(job: Job, args: DatasetArgs<EngineArgs>, deps: OfflineRunD
     }
     const requests = path.join(temp, "requests.jsonl");
     const sizes = { maxLineBytes: deps.config.maxLineBytes, maxFileBytes: Number.POSITIVE_INFINITY };
-    const rows = await writeRequests(job, input, requests, { hash, label, sizes, ...pre });
+    const { rows } = await writeRequests(job, input, requests, { hash, label, sizes, ...pre });
     const config = { ...deps.config, maxRequestsPerBatch: Math.max(rows, 1) };
     const plan = await planLocal(requests, job.endpoint, {
       config,
@@ -183,7 +183,13 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
   const requests = `${place.work}/requests.jsonl`;
   // A row past MAX_LINE_BYTES is named here, by its row, rather than as a line of an invalid batch file.
   const sizes = { maxLineBytes: deps.config.maxLineBytes, maxFileBytes: Number.POSITIVE_INFINITY };
-  const rows = await writeRequests(job, o.input, requests, { hash: o.hash, label: o.label, sizes, ...(preprocess ? { preprocess } : {}) });
+  const written = await writeRequests(job, o.input, requests, {
+    hash: o.hash,
+    label: o.label,
+    sizes,
+    ...(preprocess ? { preprocess } : {}),
+  });
+  const { rows } = written;
   const state = await readState(place.record);
   await saveState(
     place.record,
@@ -197,7 +203,7 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
         { requests, output, errors, stateFile: place.record, endpoint: job.endpoint, remote: args.remote, noCache: args.engine.noCache },
         deps,
       )
-    : await runHere(o, { requests, output, errors, rows }, args, deps);
+    : await runHere(o, { requests, output, errors, written }, args, deps);
   if (code !== 0) return code;
   const pass = await joinAnswers(job, o.tables, o.input, {
     columns: o.columns,
@@ -230,11 +236,12 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
  */
 async function runHere(
   o: Opened,
-  files: { requests: string; output: string; errors: string; rows: number },
+  files: { requests: string; output: string; errors: string; written: WrittenRequests },
   args: DatasetArgs<EngineArgs>,
   deps: OfflineRunDeps,
 ): Promise<number> {
   const e = args.engine;
+  const { rows, model, mixedModels } = files.written;
   const options = {
     input: files.requests,
     output: files.output,
@@ -242,7 +249,10 @@ async function runHere(
     config: deps.config,
     logger: deps.logger,
     endpoint: o.job.endpoint,
-    maxRequests: files.rows,
+    maxRequests: rows,
+    // Each line was made here and checked as its endpoint checks a request: the file is not read again to validate
+    // it, unless its lines name several models, which validation refuses as a batch does.
+    ...(mixedModels ? {} : { validated: { total: rows, ...(model !== undefined ? { model } : {}) } }),
     overwrite: !!e.overwrite,
     retryFailed: !!args.retryFailed,
     modelHint: modelHint(deps.config, e),

@@ -34,6 +34,11 @@ export interface RunFileOptions {
   endpoint?: Endpoint;
   /** The most requests the file may hold (default config.maxRequestsPerBatch). */
   maxRequests?: number;
+  /**
+   * What the caller knows of a file it made and checked line by line (a dataset job's request lines): how many
+   * requests it holds and the model they name. The file is then not read once more to be validated.
+   */
+  validated?: { total: number; model?: string };
   /** Start afresh: without it, a run continues after the results a local output and error file hold. */
   overwrite?: boolean;
   /** Run again the error file's requests (it is kept as `<errors>.retried`). */
@@ -186,11 +191,7 @@ async function runPhases(run: RunState): Promise<RunSummary> {
   await fetchInput(run);
   const endpoint = o.endpoint ?? (await detectEndpoint(files.input, o.config.maxLineBytes));
   run.endpoint = endpoint;
-  const validation = await validateBatchFile(files.input, endpoint, {
-    maxRequests: o.maxRequests ?? o.config.maxRequestsPerBatch,
-    maxLineBytes: o.config.maxLineBytes,
-  });
-  if (!validation.ok) throw new InvalidFileError(validation);
+  const validation = o.validated ?? (await validated(files.input, endpoint, o));
   run.total = validation.total;
   if (o.signal?.aborted) return await interrupted(run);
 
@@ -225,6 +226,16 @@ async function runPhases(run: RunState): Promise<RunSummary> {
     ...(spec.price ? { price: spec.price } : {}),
     ...(result.aborted ? { aborted: result.aborted } : {}),
   };
+}
+
+/** The file validated as POST /v1/batches validates one; InvalidFileError where it is not. */
+async function validated(file: string, endpoint: Endpoint, o: RunFileOptions): Promise<{ total: number; model?: string }> {
+  const validation = await validateBatchFile(file, endpoint, {
+    maxRequests: o.maxRequests ?? o.config.maxRequestsPerBatch,
+    maxLineBytes: o.config.maxLineBytes,
+  });
+  if (!validation.ok) throw new InvalidFileError(validation);
+  return validation;
 }
 
 async function fetchInput(run: RunState): Promise<void> {

@@ -11,6 +11,7 @@ import { LmdbResultCache } from "../../cache/lmdb-cache.js";
 import type { ResultCache } from "../../cache/port.js";
 import type { BackendResult, InferenceBackend, InferenceRequest } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
+import { hexId } from "../../openai/ids.js";
 import { parseRequest } from "../../openai/parse.js";
 
 /** Answers a completion with its prompt reversed, after its caller lets it (so requests can be held in flight). */
@@ -48,7 +49,7 @@ class ReversingBackend implements InferenceBackend {
     const text = [...prompt].reverse().join("");
     return {
       body: {
-        id: `cmpl-${Math.random().toString(16).slice(2, 14)}`,
+        id: `cmpl-${hexId(6)}`,
         object: "text_completion",
         created: 1,
         model: "rev",
@@ -228,14 +229,13 @@ describe("the caching backend", () => {
     expect(prompts).toEqual([5]);
   });
 
-  it("gives a copied body fresh ids and times, leaving the rest as computed", () => {
-    const body = { id: "chatcmpl-0123456789abcdef01234567", created: 5, object: "chat.completion", choices: [{ index: 0 }] };
-    const fresh = freshIds(body);
+  it("gives a body fresh ids and times, leaving the rest as computed", () => {
+    const computed = { id: "chatcmpl-0123456789abcdef01234567", created: 5, object: "chat.completion", choices: [{ index: 0 }] };
+    const fresh = freshIds(structuredClone(computed));
     expect(fresh.id).toMatch(/^chatcmpl-[0-9a-f]{24}$/);
-    expect(fresh.id).not.toBe(body.id);
+    expect(fresh.id).not.toBe(computed.id);
     expect(fresh.created).toBeGreaterThan(1_700_000_000);
-    expect({ ...fresh, id: body.id, created: 5 }).toEqual(body);
-    expect(body.created).toBe(5);
+    expect({ ...fresh, id: computed.id, created: 5 }).toEqual(computed);
   });
 
   it("says a remembered Anthropic message read its whole prompt from the cache, as Anthropic counts it", () => {

@@ -212,6 +212,22 @@ describe("a dataset's request lines and what a batch takes", () => {
       },
     );
 
+  it("says how many lines it wrote and the model they name: the first named, and whether others name another", async () => {
+    const sizes = { maxLineBytes: 10_000, maxFileBytes: 100_000 };
+    const written = async (j: Job, rs: Row[]) =>
+      writeRequests(j, input(rs), await scratch.file("models.jsonl"), { hash: "0123456789ab", label: "in.csv", sizes });
+    expect(await written(job({ prompt: "{{text}}" }), rows)).toEqual({ rows: 3, mixedModels: false });
+    expect(await written(job({ prompt: "{{text}}", model: "m" }), rows)).toEqual({ rows: 3, model: "m", mixedModels: false });
+    const named = [
+      { text: "a", m: null },
+      { text: "b", m: "x" },
+      { text: "c", m: "x" },
+    ];
+    const byRow = job({ prompt: "{{text}}", params_from: { model: "m" } });
+    expect(await written(byRow, named)).toEqual({ rows: 3, model: "x", mixedModels: false });
+    expect(await written(byRow, [...named, { text: "d", m: "y" }])).toEqual({ rows: 4, model: "x", mixedModels: true });
+  });
+
   it("refuses a row whose request passes MAX_LINE_BYTES, naming the row as a user counts it and the setting", async () => {
     expect(await write(job({ prompt: "{{text}}" }), { maxLineBytes: 1_000, maxFileBytes: 10_000 })).toMatch(
       /^in\.csv: row 3: its request is \d+ bytes, more than MAX_LINE_BYTES \(1000\), the longest line a batch takes$/,

@@ -150,6 +150,18 @@ describe("plannedLines", () => {
     expect(got.map((l) => l.text)).toEqual([line("b", 400), line("c", 64), line("a", 16), "not json"]);
   });
 
+  it("leaves out the lines skip names by number, before reading them (a line that is not JSON too)", async () => {
+    const line = (id: string, max_tokens: number) => JSON.stringify({ custom_id: id, body: { prompt: "p", max_tokens } });
+    const path = await scratch.write(`${line("a", 16)}\nnot json\n${line("b", 400)}\n${line("c", 64)}\n`, "skipped.jsonl");
+    const shapes: unknown[] = [];
+    const got: number[] = [];
+    const skip = (n: number) => n === 2 || n === 3;
+    for await (const l of plannedLines(path, "/v1/completions", () => true, { skip, onShape: async (s) => void shapes.push(s) }))
+      got.push(l.lineNo);
+    expect(got).toEqual([4, 1]);
+    expect(shapes).toEqual([{ lines: 2, familyLines: 0 }]);
+  });
+
   it("reads a file too large to hold again (over 32 MiB) line by line at its offsets, alike", async () => {
     const line = (id: string, max_tokens: number, prompt = "é ü 😀") => JSON.stringify({ custom_id: id, body: { prompt, max_tokens } });
     const big = line("big", 1, "x".repeat(33 << 20));
@@ -176,17 +188,14 @@ describe("a run's shape", () => {
     const path = await scratch.write(jsonl(lines), "shape.jsonl");
     const shapes: unknown[] = [];
     const got: number[] = [];
-    const source = plannedLines(
-      path,
-      "/v1/completions",
-      (v) => (v as { custom_id?: string }).custom_id !== "done",
-      { order: "cost" },
-      async (shape) => {
+    const source = plannedLines(path, "/v1/completions", (v) => (v as { custom_id?: string }).custom_id !== "done", {
+      preference: { order: "cost" },
+      onShape: async (shape) => {
         // The first line waits for this to resolve.
         expect(got).toEqual([]);
         shapes.push(shape);
       },
-    );
+    });
     for await (const l of source) got.push(l.lineNo);
     // Lines too short to hash do not count as a family, and done lines are not part of the run.
     expect(shapes).toEqual([{ lines: 6, familyLines: 3 }]);

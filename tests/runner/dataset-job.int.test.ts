@@ -341,6 +341,25 @@ describe("dataset jobs", () => {
     expect(existsSync(path.join(dir, "m.parquet"))).toBe(false);
     // A job refused before it ran leaves nothing behind: no working folder, no record.
     expect(readdirSync(dir).sort()).toEqual([...before, "models.yaml", "q.csv"].sort());
+    // Rows naming two models are refused as a batch file naming two is, before anything runs.
+    writeFileSync(path.join(dir, "two.csv"), "q,m\nx,tiny\ny,other\n");
+    const two = await batch(
+      "-i",
+      "two.csv",
+      "-o",
+      "two.parquet",
+      "--prompt",
+      "{{q}}",
+      "--params-from",
+      '{"model":"m"}',
+      "--models-file",
+      models,
+    );
+    expect(two.code).toBe(2);
+    expect(two.stderr).toMatch(
+      /line 2: mismatched_model: All requests in a batch must use the same model: this line names 'other', earlier lines 'tiny'/,
+    );
+    expect(existsSync(path.join(dir, "two.parquet"))).toBe(false);
   });
 });
 
