@@ -229,7 +229,7 @@ async function writeTable(file: string, rows: number, changedEvery: number): Pro
   db.closeSync();
 }
 
-/** The dataset job three times in one folder: first, again unchanged, again with a share of its rows changed. */
+/** The dataset job in one folder: first, again unchanged (three times), again with a share of its rows changed. */
 async function datasetRows(modelPath: string, plan: CachePlan, log: (line: string) => void): Promise<CacheResult["dataset"]> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "obi-bench-cache-job-"));
   const input = path.join(dir, "tickets.parquet");
@@ -247,7 +247,10 @@ async function datasetRows(modelPath: string, plan: CachePlan, log: (line: strin
     await ensureBuilt();
     await writeTable(input, plan.rows, 0);
     const first = await run(`${plan.rows} rows, first run`);
-    const unchanged = await run(`${plan.rows} rows, run again unchanged`);
+    // A re-run lasts about two seconds, which one busy moment of the machine moves by a tenth: the median of three.
+    const reruns: RunnerRun[] = [];
+    for (let i = 1; i <= 3; i++) reruns.push(await run(`${plan.rows} rows, run again unchanged (${i} of 3)`));
+    const unchanged = reruns.sort((a, b) => a.seconds - b.seconds)[1];
     const unchangedTsx = await run(`${plan.rows} rows, run again unchanged, through tsx`, "tsx");
     await writeTable(input, plan.rows, Math.round(1 / plan.changedShare));
     const changed = await run(`${plan.rows} rows, ${plan.changedShare * 100}% of them changed`);

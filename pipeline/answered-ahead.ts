@@ -19,6 +19,8 @@ export class AnsweredAhead<L extends { lineNo: number }> {
   private readonly pending = new Map<number, Promise<boolean>>();
   private reading: Promise<void> = Promise.resolve();
   private closing = false;
+  /** The reader went through the whole file and answered every line of it. */
+  private answeredEvery = false;
   private failure: { error: unknown } | undefined;
 
   /**
@@ -50,6 +52,11 @@ export class AnsweredAhead<L extends { lineNo: number }> {
   /** Settles once the reader has been through the file (or stopped); a failure is told by toRun and close. */
   readThrough(): Promise<void> {
     return this.reading;
+  }
+
+  /** Whether the reader, through the file, answered every line: none is left to run. */
+  answeredAll(): boolean {
+    return this.answeredEvery;
   }
 
   /** Whether the line was answered from the cache already (a line not looked up yet is not). */
@@ -98,17 +105,25 @@ export class AnsweredAhead<L extends { lineNo: number }> {
 
   private async read(lines: AsyncIterable<L>): Promise<void> {
     let chunk: Promise<boolean>[] = [];
+    let all = true;
     for await (const line of lines) {
-      if (this.closing || this.stopped() || this.failure) break;
-      if (this.stateOf(line.lineNo) !== UNSEEN) continue;
+      if (this.closing || this.stopped() || this.failure) {
+        all = false;
+        break;
+      }
+      const state = this.stateOf(line.lineNo);
+      if (state !== UNSEEN) {
+        all &&= state !== MISSED;
+        continue;
+      }
       chunk.push(this.lookUp(line));
       if (chunk.length < LOOKUP_CHUNK) continue;
-      await Promise.all(chunk);
+      all = (await Promise.all(chunk)).every(Boolean) && all;
       chunk = [];
       // The backend's callbacks and the pipeline's lines get their turn between chunks.
       await nextTurn();
     }
-    await Promise.all(chunk);
+    this.answeredEvery = (await Promise.all(chunk)).every(Boolean) && all;
   }
 
   private stateOf(n: number): number {

@@ -132,15 +132,14 @@ async function requestsOf(
   };
   const ahead = new AnsweredAhead<BatchRequest>(answer, () => signal?.aborted === true || drain?.aborted === true);
   ahead.start(readRequests(readJsonlLines(opts.inputPath), done));
-  // Planned once the reader is through the file, so the plan holds only what the cache could not answer.
-  const lines = readRequests(afterThat(ahead.readThrough(), await linesOf(opts, (lineNo) => ahead.isAnswered(lineNo))), done);
-  return { source: ahead.toRun(lines), ahead };
+  return { source: ahead.toRun(readRequests(unanswered(opts, ahead), done)), ahead };
 }
 
-/** `lines`, begun once `first` settles. */
-async function* afterThat<T>(first: Promise<void>, lines: AsyncIterable<T>): AsyncGenerator<T> {
-  await first;
-  yield* lines;
+/** The lines planned once the reader is through the file: those the cache did not answer (none: nothing is read). */
+async function* unanswered(opts: RunBatchOptions, ahead: AnsweredAhead<BatchRequest>): AsyncGenerator<SourceLine> {
+  await ahead.readThrough();
+  if (ahead.answeredAll()) return;
+  yield* await linesOf(opts, (lineNo) => ahead.isAnswered(lineNo));
 }
 
 /**

@@ -1,6 +1,6 @@
 // The reader that answers remembered lines ahead of the pipeline (pipeline/answered-ahead.ts): each line looked up
-// once whichever side reaches it first, the pipeline given exactly the lines not answered, a stop that ends the
-// lookups, and a failed answer that fails the run.
+// once whichever side reaches it first, the pipeline given exactly the lines not answered, what it says once through
+// the file, a stop that ends the lookups, and a failed answer that fails the run.
 import { describe, expect, it } from "vitest";
 import { AnsweredAhead } from "../../pipeline/answered-ahead.js";
 
@@ -57,6 +57,28 @@ describe("AnsweredAhead", () => {
     for (let i = 0; answered.length < 500 && i < 2000; i++) await new Promise((r) => setTimeout(r, 1));
     expect(answered).toHaveLength(500);
     await ahead.close();
+  });
+
+  it("says once through the file whether it answered every line, and which it answered", async () => {
+    const through = async (hit: (n: number) => boolean, stopAt = Number.POSITIVE_INFINITY) => {
+      let stop = false;
+      const ahead = new AnsweredAhead<Line>(
+        async (l) => {
+          if (l.lineNo >= stopAt) stop = true;
+          return hit(l.lineNo);
+        },
+        () => stop,
+      );
+      ahead.start(slowly(lines(200)));
+      await ahead.readThrough();
+      const answered = lines(200).filter((l) => ahead.isAnswered(l.lineNo)).length;
+      await ahead.close();
+      return { all: ahead.answeredAll(), answered };
+    };
+    expect(await through(() => true)).toEqual({ all: true, answered: 200 });
+    expect(await through((n) => n !== 150)).toEqual({ all: false, answered: 199 });
+    // A reader stopped before the end did not answer every line, whatever it found.
+    expect((await through(() => true, 100)).all).toBe(false);
   });
 
   it("looks nothing up once the run stopped: the pipeline gets the rest to end as it ends them", async () => {
