@@ -50,17 +50,23 @@ const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`;
 /** Whether the process already leaves lmdb's own rejections of a failed commit alone. */
 let commitFailuresGuarded = false;
 
+/** lmdb's write code in a stack: its ES module, or the commit functions of the CommonJS bundle this file loads. */
+const LMDB_WRITE = /[\\/]lmdb[\\/]write\.js|\b(?:rejectCommit|resolveWrites) \([^)]*[\\/]lmdb[\\/]dist[\\/]index\.cjs/;
+
+/** Whether an unhandled rejection is one of lmdb's own for a commit that failed (guardCommitFailures). */
+export const isLmdbCommitFailure = (reason: unknown): boolean => reason instanceof Error && LMDB_WRITE.test(reason.stack ?? "");
+
 /**
  * When a commit fails (a full or read-only disk), lmdb (3.5.6) rejects the caller's promise, which a put turns into a
  * miss, and also promises of its own that nothing can await: each would end the process. Those, recognised by
- * lmdb's write module in their stack, are dropped here; any other unhandled rejection still ends the process, as
+ * lmdb's write code in their stack, are dropped here; any other unhandled rejection still ends the process, as
  * Node's default does.
  */
 function guardCommitFailures(): void {
   if (commitFailuresGuarded) return;
   commitFailuresGuarded = true;
   process.on("unhandledRejection", (reason) => {
-    if (reason instanceof Error && /[\\/]lmdb[\\/]write\.js/.test(reason.stack ?? "")) return;
+    if (isLmdbCommitFailure(reason)) return;
     throw reason;
   });
 }

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../testkit/batch-client.js";
 import { testModelPath } from "../../testkit/model.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
 import { completionJsonl } from "../../testkit/workload.js";
@@ -69,6 +70,12 @@ describe.skipIf(!POSTGRES_BIN)("the models the live workers serve", () => {
     writeFileSync(models, `models:\n  - { name: tiny, aliases: [small-one], local: { path: ${await testModelPath()} } }\n`);
     const worker = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "sm-models", MODEL_PATH: "", MODELS_FILE: models });
     nodes.push(worker);
+    // The last test's worker was killed: until its record lapses it is live, and, serving one model, takes any name.
+    const listed = async () => ((await (await fetch(`${api.baseUrl}/v1/models`)).json()) as any).data.map((m: any) => m.id);
+    await until("only this worker's models listed", async () => ((await listed()).join() === "tiny" ? true : undefined), {
+      timeoutMs: 30_000,
+      everyMs: 200,
+    });
     const refused = (await (await create(api, "gpt-4o", "sm2")).json()) as any;
     expect(refused.status).toBe("failed");
     expect(refused.errors.data[0]).toMatchObject({

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { open } from "lmdb";
 import { afterAll, describe, expect, it } from "vitest";
-import { LmdbResultCache } from "../../cache/lmdb-cache.js";
+import { isLmdbCommitFailure, LmdbResultCache } from "../../cache/lmdb-cache.js";
 import type { StoredAnswer } from "../../cache/port.js";
 import { resultCacheContract } from "./result-cache-contract.js";
 
@@ -63,5 +63,27 @@ describe("the embedded store's recency", () => {
     expect(await again.get("s", "c")).toBeUndefined();
     expect(await again.get("s", "b")).toEqual(answer("b"));
     await again.close();
+  });
+});
+
+describe("lmdb's own rejections of a failed commit", () => {
+  it("are told apart by lmdb's write code in their stack, in either of its builds, and nothing else is", () => {
+    const failed = (stack: string) => Object.assign(new Error("Commit failed (see commitError for details)"), { stack });
+    const at = (frames: string[]) => ["Error: Commit failed (see commitError for details)", ...frames.map((f) => `    at ${f}`)].join("\n");
+    // As the process printed them on a full disk: the CommonJS bundle this store loads, and lmdb's ES modules.
+    expect(
+      isLmdbCommitFailure(
+        failed(
+          at([
+            "rejectCommit (/app/node_modules/lmdb/dist/index.cjs:773:17)",
+            "resolveWrites (/app/node_modules/lmdb/dist/index.cjs:735:40)",
+          ]),
+        ),
+      ),
+    ).toBe(true);
+    expect(isLmdbCommitFailure(failed(at(["rejectCommit (file:///app/node_modules/lmdb/write.js:600:3)"])))).toBe(true);
+    expect(isLmdbCommitFailure(failed(at(["get (/app/node_modules/lmdb/dist/index.cjs:1700:3)"])))).toBe(false);
+    expect(isLmdbCommitFailure(failed(at(["put (/app/cache/lmdb-cache.js:90:3)"])))).toBe(false);
+    expect(isLmdbCommitFailure("Commit failed")).toBe(false);
   });
 });
