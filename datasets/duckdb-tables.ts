@@ -1,7 +1,6 @@
 // The table port over DuckDB (@duckdb/node-api): Parquet, CSV/TSV and JSON rows read in chunks with a SQL `where`,
 // and the output written by COPY as the input's columns beside the results file, joined by position (both are in
 // input order), so neither side is ever sorted or held whole. Why DuckDB: docs/datasets.md.
-
 import { readdir, rename, rm, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -20,12 +19,11 @@ import {
   type Tables,
   type WriteSpec,
 } from "./tables.js";
+import type { Cell, Row } from "./template.js";
 
 // Required, not imported: an import of this CommonJS package has Node scan each of its 180 files for their export
 // names before running them, which doubled its load (0.2 s against 0.1 s), a share of every dataset job's start.
 const { DuckDBInstance } = createRequire(import.meta.url)("@duckdb/node-api") as typeof import("@duckdb/node-api");
-
-import type { Cell, Row } from "./template.js";
 
 export interface DuckTablesOptions {
   /** Where DuckDB may spill when a write outgrows its memory. */
