@@ -4,6 +4,7 @@
 // serves the same mix: llama-server with the batch fed at its slots minus one in flight, the client beside it.
 // Every figure comes from one run of this part, on one model, one process at a time.
 import path from "node:path";
+import { Agent } from "undici";
 import { againOnClosedSocket } from "../testkit/closed-socket.js";
 import { type PeerRequest, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
@@ -53,6 +54,15 @@ function interactivePrompt(i: number, sentences: number): string {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
+/**
+ * No bound on the wait for an answer's headers or its next bytes: a server loaded past what it can serve (four
+ * requests a second at the qwen2.5-0.5b size) keeps requests queued for minutes, and fetch's default of five
+ * minutes ended the run there instead of measuring it.
+ */
+const patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+/** fetch through `patient`: Node's fetch takes undici's `dispatcher`, which the DOM's RequestInit type lacks. */
+const patientFetch = (url: string, init: RequestInit) => fetch(url, { ...init, dispatcher: patient } as RequestInit);
+
 /** llama-server's requests: many connections pooled after the interactive streams, so several tries. */
 const againOnClosed = (send: () => Promise<Response>) => againOnClosedSocket(send, 5);
 
@@ -60,7 +70,7 @@ const againOnClosed = (send: () => Promise<Response>) => againOnClosedSocket(sen
 async function firstToken(baseUrl: string, plan: LanesPlan, i: number, tokens: number): Promise<number | null> {
   const started = performance.now();
   const res = await againOnClosed(() =>
-    fetch(`${baseUrl}/v1/completions`, {
+    patientFetch(`${baseUrl}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
@@ -188,7 +198,7 @@ async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode:
     const feed = async () => {
       for (let i = next++; i < requests.length; i = next++) {
         const send = () =>
-          fetch(`${server.baseUrl}${requests[i].url}`, {
+          patientFetch(`${server.baseUrl}${requests[i].url}`, {
             method: "POST",
             headers: { "content-type": "application/json" },
             body: JSON.stringify(requests[i].body),

@@ -10,7 +10,9 @@
 // last prompts, and the next request of the same family (a system prompt, a chat's history) evaluates only what is new,
 // as it would on an idle engine; batch work takes the items the lane needs least. Past the reserve,
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
-// at its next token; that line then waits ahead of the batch lines not begun.
+// at its next token; that line then waits ahead of the batch lines not begun. A pool given a batch floor never lets
+// the lane hold more than all but that many items while batch work waits: requests past it wait behind the batch,
+// so interactive load that fills the machine slows a batch and never stops it.
 // Each acquire is told its borrower (engine/types.ts): its lane, whether it keeps the reserve, who hears it begin.
 import Denque from "denque";
 import { abortError, engineClosed } from "../errors.js";
@@ -60,6 +62,14 @@ export interface Preference<T> {
 /** How long the interactive lane stays warm after its last request: its reserve is kept free that long. */
 export const WARM_MS = 10_000;
 
+export interface PoolOptions {
+  /** Items kept free of batch work while the interactive lane is warm (for `warmMs` after its last request). */
+  reserve?: number;
+  warmMs?: number;
+  /** Items batch work keeps while it waits: the interactive lane holds at most the others then. */
+  batchFloor?: number;
+}
+
 export class ResourcePool<T> {
   /** Items nobody holds, each lane's in the order they came back: batch work's, then the interactive lane's (`laneKept`). */
   private readonly free: T[];
@@ -70,19 +80,24 @@ export class ResourcePool<T> {
   private warmUntil = 0;
   private cooling: NodeJS.Timeout | undefined;
   private preemptors = 0;
+  /** Items lent to the interactive lane now. */
+  private readonly laneLent = new Set<T>();
+  private readonly reserve: number;
+  private readonly warmMs: number;
+  /** The most items the interactive lane holds while batch work waits. */
+  private readonly laneCap: number;
 
-  /** `reserve`: the items kept free of batch work while the interactive lane is warm (for `warmMs` after its last request). */
-  constructor(
-    items: readonly T[],
-    private readonly reserve = 0,
-    private readonly warmMs = WARM_MS,
-  ) {
+  constructor(items: readonly T[], { reserve = 0, warmMs = WARM_MS, batchFloor = 0 }: PoolOptions = {}) {
     this.free = [...items];
+    this.reserve = reserve;
+    this.warmMs = warmMs;
+    this.laneCap = Math.max(1, items.length - batchFloor);
   }
 
-  /** Free items batch work may not take now. */
+  /** Free items batch work may not take now: no more than the lane could still take under its cap. */
   private get held(): number {
-    return this.reserve > 0 && performance.now() < this.warmUntil ? this.reserve : 0;
+    if (this.reserve === 0 || performance.now() >= this.warmUntil) return 0;
+    return Math.max(0, Math.min(this.reserve, this.laneCap - this.laneLent.size));
   }
 
   /** An interactive request came: the reserve is kept for warmMs more, then handed to the batches' waiters. */
@@ -92,17 +107,30 @@ export class ResourcePool<T> {
     clearTimeout(this.cooling);
     this.cooling = setTimeout(() => {
       this.warmUntil = 0;
-      for (let n = this.free.length; n > 0 && this.contended; n--) this.release(this.take(this.free.length - 1));
+      this.lendSpare();
     }, this.warmMs + 1).unref();
+  }
+
+  /** Free items past those held go to the waiters, those the lane needs least first: the lane cooled. */
+  private lendSpare(): void {
+    for (let n = this.free.length - this.held; n > 0 && this.contended; n--) this.release(this.take(0));
+  }
+
+  /** Whether the interactive lane holds its most while batch work waits: its next request waits behind the batch. */
+  private get laneFull(): boolean {
+    return this.laneLent.size >= this.laneCap && this.firstWaiter((w) => !w.interactive) < this.waiters.length;
   }
 
   get available(): number {
     return this.free.length;
   }
 
-  /** Interactive requests waiting that a batch line should give its item to (sequence-pool.ts, mustYield). */
+  /**
+   * Interactive requests waiting that a batch line should give its item to (sequence-pool.ts, mustYield): no more
+   * than the lane may still take under its cap.
+   */
   get preempting(): number {
-    return this.preemptors;
+    return Math.min(this.preemptors, Math.max(0, this.laneCap - this.laneLent.size));
   }
 
   /** Whether a request waits for an item: the next one released goes to it at once. */
@@ -144,10 +172,11 @@ export class ResourcePool<T> {
     const begins = borrower.onBegin;
     if (keepsReserve) this.warm();
     // Batch work chooses among the free items past the reserve: those the lane gave back longest ago, or never.
-    const open = this.free.length - (interactive ? 0 : this.held);
+    const open = interactive ? (this.laneFull ? 0 : this.free.length) : this.free.length - this.held;
     if (open > 0) {
       const index = choose ? choose(interactive ? this.free : this.free.slice(0, open)) : open - 1;
       const item = this.take(index >= 0 && index < open ? index : open - 1);
+      if (interactive) this.laneLent.add(item);
       begins?.();
       return Promise.resolve(item);
     }
@@ -209,12 +238,13 @@ export class ResourcePool<T> {
    */
   release(item: T, lane: Borrower["lane"] = "batch"): void {
     if (this.closed) return;
+    this.laneLent.delete(item);
     while (!this.waiters.isEmpty() && this.waiters.peekFront()!.done) this.waiters.shift();
     if (this.waiters.isEmpty()) {
       this.putFree(item, lane);
       return;
     }
-    let index = this.bestWaiter(item);
+    let [index, first] = this.bestWaiter(item);
     // The reserve refills first: batch work gets an item only while the reserve stays whole. An item the lane gave
     // back joins the reserve, and batch work gets the free item the lane needs least instead (the first: one batch
     // work gave back longest ago, else the one the lane gave back longest ago).
@@ -222,11 +252,12 @@ export class ResourcePool<T> {
       this.putFree(item, lane);
       if (this.free.length <= this.held) return;
       item = this.take(0);
-      index = this.bestWaiter(item);
+      [index, first] = this.bestWaiter(item);
     }
+    if (index > first) this.waiters.peekAt(first)!.passedOver++;
     const waiter = index === 0 ? this.waiters.shift()! : this.waiters.removeOne(index)!;
-    if (index > 0) this.waiters.peekFront()!.passedOver++;
     this.settle(waiter);
+    if (waiter.interactive) this.laneLent.add(item);
     waiter.resolve(item);
   }
 
@@ -245,16 +276,22 @@ export class ResourcePool<T> {
     return item;
   }
 
-  /** Index of the live waiter `item` goes to; the front one is live. */
-  private bestWaiter(item: T): number {
-    const oldest = this.waiters.peekFront()!;
+  /**
+   * Index of the live waiter `item` goes to, and of the first live waiter it was chosen among (the front one, which is
+   * live, unless the interactive lane is at its cap: then the first batch waiter, if any).
+   */
+  private bestWaiter(item: T): [index: number, first: number] {
+    const atCap = this.laneLent.size >= this.laneCap;
+    const batchFirst = atCap ? this.firstWaiter((w) => !w.interactive) : 0;
+    const first = batchFirst < this.waiters.length ? batchFirst : 0;
+    const oldest = this.waiters.peekAt(first)!;
     // An interactive request is served before any batch work, whatever a batch line's prompt shares, and a batch
     // line that gave its item to one before the lines not begun.
-    if (oldest.passedOver >= MAX_PASSED_OVER || rank(oldest) < BATCH) return 0;
-    let best = 0;
+    if (oldest.passedOver >= MAX_PASSED_OVER || rank(oldest) < BATCH) return [first, first];
+    let best = first;
     let bestScore = oldest.affinity?.(item) ?? 0;
-    const end = Math.min(this.waiters.length, AFFINITY_WINDOW);
-    for (let i = 1; i < end; i++) {
+    const end = Math.min(this.waiters.length, first + AFFINITY_WINDOW);
+    for (let i = first + 1; i < end; i++) {
       const w = this.waiters.peekAt(i)!;
       if (w.done || !w.affinity) continue;
       const score = w.affinity(item);
@@ -263,7 +300,7 @@ export class ResourcePool<T> {
         bestScore = score;
       }
     }
-    return best;
+    return [best, first];
   }
 
   /** Refuse new requests and fail the waiting ones; items still out are not tracked further. */
@@ -277,6 +314,7 @@ export class ResourcePool<T> {
       waiter.reject(engineClosed());
     }
     this.laneKept.clear();
+    this.laneLent.clear();
     return this.free.splice(0);
   }
 }

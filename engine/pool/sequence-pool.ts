@@ -36,6 +36,13 @@ export interface SequencePoolOptions extends GenerationContextOptions {
  */
 export const interactiveReserve = (sequences: number): number =>
   sequences >= 4 ? Math.min(4, Math.max(1, Math.floor(sequences / 16))) : 0;
+/**
+ * Sequences batch work keeps while its lines wait, however many interactive requests come (pool.ts): a quarter, at
+ * least one of two or more. Requests that would fill the machine otherwise took every sequence, and a batch beside
+ * them finished no line (docs/performance.md, the lanes at the qwen2.5-0.5b size).
+ */
+export const batchFloor = (sequences: number): number => (sequences >= 2 ? Math.max(1, Math.floor(sequences / 4)) : 0);
+
 export class SequencePool {
   private readonly pool: ResourcePool<LlamaContextSequence>;
   private readonly tags = new Map<LlamaContextSequence, EvaluationPriority>();
@@ -70,7 +77,7 @@ export class SequencePool {
     private readonly onIdle?: () => void,
   ) {
     this.kvUnified = kvUnified;
-    this.pool = new ResourcePool(sequences, interactiveReserve(sequences.length));
+    this.pool = new ResourcePool(sequences, { reserve: interactiveReserve(sequences.length), batchFloor: batchFloor(sequences.length) });
     this.queuedKvOps = canQueueKvOps(sequences[0]);
     this.prefixCopy = prefixReuse && prefixCopy && sequences.length > 1 && (this.queuedKvOps || canCopyState(sequences[0]));
     this.minCopy = this.queuedKvOps ? MIN_QUEUED_COPY_TOKENS : MIN_COPY_TOKENS;

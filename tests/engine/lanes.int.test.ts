@@ -2,7 +2,8 @@
 // interactive lane takes the next sequence freed, ahead of the batch lines that waited longer; and with four
 // sequences or more, once the lane is warm, one sequence is kept free for it, so it never waits for a batch line, and
 // the one kept is the one the lane gave back last, which holds its last prompt;
-// past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated. On
+// past that, a batch line gives its sequence up at its next token and resumes after, keeping what it generated, while
+// the batch keeps its floor of sequences. On
 // either build the cut of the lane's cache comes within about a decode beside generating batch lines.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
@@ -186,6 +187,32 @@ describe("lanes", () => {
     for (const [i, line] of lines.entries()) {
       expect(line.completionTokens).toBe(200);
       expect(line.finishReason).toBe("length");
+      expect(line.text).toBe(streamed[i]);
+    }
+  });
+
+  it("leaves the batch its floor of sequences: of two requests beside two lines, one takes a line's sequence, the other waits", async () => {
+    // Two sequences keep one for batch work while its lines wait (the line that gave way is one): without that floor
+    // both lines gave their sequences to the two requests and the batch made no token until one ended.
+    const { streamed, results } = await busy(
+      two,
+      [0, 1].map(() => ({ temperature: 0, maxTokens: 200, logitBias: noEnd(two) })),
+    );
+    const before = two.scheduling().preemptions;
+    const batchChars = () => streamed.reduce((n, text) => n + text.length, 0);
+    const atStart = batchChars();
+    const ask = () => two.complete("Once upon a time", { temperature: 0, maxTokens: 30, logitBias: noEnd(two) }, undefined, INTERACTIVE);
+    const requests = [ask(), ask()];
+    const first = await Promise.race(requests);
+    const grown = batchChars() - atStart;
+    const answers = await Promise.all(requests);
+    const lines = await results;
+    expect(two.scheduling().preemptions - before).toBe(1);
+    expect(first.completionTokens).toBe(30);
+    expect(grown).toBeGreaterThanOrEqual(20);
+    expect(answers.map((a) => a.completionTokens)).toEqual([30, 30]);
+    for (const [i, line] of lines.entries()) {
+      expect(line.completionTokens).toBe(200);
       expect(line.text).toBe(streamed[i]);
     }
   });

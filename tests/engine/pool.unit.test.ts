@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { MAX_PASSED_OVER, ResourcePool } from "../../engine/pool/pool.js";
-import { interactiveReserve } from "../../engine/pool/sequence-pool.js";
+import { batchFloor, interactiveReserve } from "../../engine/pool/sequence-pool.js";
 import { BATCH_WORK, type Borrower, RequestError } from "../../engine/types.js";
 import type { Lane } from "../../openai/backend.js";
 import { callOffUnbegun } from "../../pipeline/call-off.js";
@@ -211,7 +211,7 @@ describe("ResourcePool", () => {
     onTestFinished(() => {
       vi.useRealTimers();
     });
-    const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
+    const pool = new ResourcePool(["a", "b", "c", "d"], { reserve: 1, warmMs: 200 });
     // Cold: the batches take every item.
     const cold = [
       await pool.acquire(BATCH_WORK),
@@ -244,7 +244,7 @@ describe("ResourcePool", () => {
   });
 
   it("makes its reserve of the items the interactive lane gave back last, and gives batch work the others", async () => {
-    const pool = new ResourcePool(["a", "b", "c", "d", "e"], 2, 60_000);
+    const pool = new ResourcePool(["a", "b", "c", "d", "e"], { reserve: 2, warmMs: 60_000 });
     const first = await pool.acquire(INTERACTIVE);
     const second = await pool.acquire(INTERACTIVE);
     expect([first, second]).toEqual(["e", "d"]);
@@ -279,7 +279,7 @@ describe("ResourcePool", () => {
   });
 
   it("keeps nothing free for a request that gives the reserve back (a batch at risk)", async () => {
-    const pool = new ResourcePool(["a", "b", "c", "d"], 1, 200);
+    const pool = new ResourcePool(["a", "b", "c", "d"], { reserve: 1, warmMs: 200 });
     pool.release(await pool.acquire({ lane: "interactive", keepReserve: false }));
     const all = [
       await pool.acquire(BATCH_WORK),
@@ -292,8 +292,9 @@ describe("ResourcePool", () => {
   });
 
   it("counts the interactive requests a batch line should give way to, and puts a resumed line ahead of the rest", async () => {
-    const pool = new ResourcePool(["a"]);
-    const held = await pool.acquire(BATCH_WORK);
+    // Two items, both lent to batch lines: two lines could give way.
+    const pool = new ResourcePool(["a", "b"]);
+    const held = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
     const order: string[] = [];
     const wait = async (name: string, lane: Lane, opts: { resumed?: boolean; keepReserve?: boolean; signal?: AbortSignal } = {}) => {
       const item = await pool.acquire({ lane, keepReserve: opts.keepReserve }, opts.signal, { resumed: opts.resumed });
@@ -313,9 +314,63 @@ describe("ResourcePool", () => {
     gone.abort();
     await new Promise((r) => setImmediate(r));
     expect(pool.preempting).toBe(1);
-    pool.release(held);
+    for (const item of held) pool.release(item);
     await Promise.all(all);
     expect(pool.preempting).toBe(0);
     expect(order).toEqual(["aborted", "interactive", "at risk", "resumed", "batch"]);
+  });
+
+  it("leaves batch work its floor while its lines wait: the lane's requests past the rest wait behind them", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d"], { batchFloor: 1 });
+    const lines = [
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+      await pool.acquire(BATCH_WORK),
+    ];
+    const got: string[] = [];
+    const ask = (name: string, borrower: Borrower) =>
+      pool.acquire(borrower).then((item) => {
+        got.push(name);
+        return item;
+      });
+    const requests = [1, 2, 3, 4].map((n) => ask(`request ${n}`, INTERACTIVE));
+    const waitingLine = ask("line", BATCH_WORK);
+    // Four requests wait, but the lane may take three of the four items: three lines are asked to give way.
+    expect(pool.preempting).toBe(3);
+    for (const item of lines.slice(0, 3)) pool.release(item);
+    await Promise.all(requests.slice(0, 3));
+    expect(pool.preempting).toBe(0);
+    // The lane holds all but the floor: a line's item goes to the line waiting, not to the fourth request.
+    pool.release(lines[3]);
+    expect(await waitingLine).toBe(lines[3]);
+    expect(got).toEqual(["request 1", "request 2", "request 3", "line"]);
+    // A request that ends passes its item to the next request; with no batch work waiting, the lane may take all.
+    pool.release(await requests[0], "interactive");
+    expect(await requests[3]).toBe(lines[0]);
+    pool.release(await waitingLine);
+    expect(await ask("request 5", INTERACTIVE)).toBe(lines[3]);
+    expect(pool.available).toBe(0);
+  });
+
+  it("keeps no more of its reserve free than the lane may take, and at its cap serves waiting lines first", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d"], { reserve: 2, warmMs: 60_000, batchFloor: 3 });
+    pool.release(await pool.acquire(INTERACTIVE), "interactive");
+    // The lane is warm but may hold one item while batch work waits: one is kept free, not two.
+    const lines = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
+    expect(pool.available).toBe(1);
+    const waiting = pool.acquire(BATCH_WORK);
+    const request = await pool.acquire(INTERACTIVE);
+    expect(request).toBe("d");
+    // At its cap, with lines waiting, the lane's next request waits behind them; its own item comes back to it.
+    const next = pool.acquire(INTERACTIVE);
+    pool.release(lines[0]);
+    expect(await waiting).toBe(lines[0]);
+    pool.release(request, "interactive");
+    expect(await next).toBe(request);
+  });
+
+  it("sizes a sequence pool's batch floor at a quarter of its sequences, at least one of two", () => {
+    expect([1, 2, 3, 4, 7, 8, 16, 64].map(batchFloor)).toEqual([0, 1, 1, 1, 1, 2, 4, 16]);
   });
 });
