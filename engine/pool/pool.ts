@@ -10,9 +10,10 @@
 // last prompts, and the next request of the same family (a system prompt, a chat's history) evaluates only what is new,
 // as it would on an idle engine; batch work takes the items the lane needs least. Past the reserve,
 // an interactive request waiting is counted (`preempting`), and the sequence pool has a batch line give its item up
-// at its next token; that line then waits ahead of the batch lines not begun. A pool given a batch floor leaves batch
-// work that many items: no line gives way once the lane holds the others, and while batch work waits the lane's
-// requests past them wait behind it, so interactive load that fills the machine slows a batch and never stops it.
+// at its next token; that line then waits ahead of the batch lines not begun. A pool given a batch floor caps the lane
+// at the other items: no line gives way once the lane holds them, and while batch work waits the lane's requests
+// past them wait behind it and its items go to it, so interactive load that fills the machine slows a batch and never
+// stops it.
 // Each acquire is told its borrower (engine/types.ts): its lane, whether it keeps the reserve, who hears it begin.
 import Denque from "denque";
 import { abortError, engineClosed } from "../errors.js";

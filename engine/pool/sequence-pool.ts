@@ -37,8 +37,8 @@ export interface SequencePoolOptions extends GenerationContextOptions {
 export const interactiveReserve = (sequences: number): number =>
   sequences >= 4 ? Math.min(4, Math.max(1, Math.floor(sequences / 16))) : 0;
 /**
- * Sequences batch work keeps while its lines wait, however many interactive requests come (pool.ts): a quarter, at
- * least one of two or more. Requests that would fill the machine otherwise took every sequence, and a batch beside
+ * Sequences the interactive lane leaves batch work, however many of its requests come (pool.ts): a quarter, at least
+ * one of two or more. Requests that would fill the machine otherwise took every sequence, and a batch beside
  * them finished no line (docs/performance.md, the lanes at the qwen2.5-0.5b size).
  */
 export const batchFloor = (sequences: number): number => (sequences >= 2 ? Math.max(1, Math.floor(sequences / 4)) : 0);
@@ -179,8 +179,12 @@ export class SequencePool {
     borrower: Borrower,
     signal?: AbortSignal,
   ): Promise<LlamaContextSequence> {
+    // Waiting before the sequence goes back: should the lane have reached its cap while this line was yielding, the
+    // sequence comes back to this line (a resumed line waits ahead of the batch), not to a request past the cap.
+    const next = this.acquire(tokens, borrower, signal, true);
+    next.catch(() => undefined);
     await this.release(sequence);
-    return this.acquire(tokens, borrower, signal, true);
+    return next;
   }
 
   /** A resumed line evaluated these tokens again (its cache went to the interactive request). */

@@ -357,7 +357,10 @@ describe("ResourcePool", () => {
     const pool = new ResourcePool(["a", "b", "c", "d"], { reserve: 2, warmMs: 60_000, batchFloor: 3 });
     pool.release(await pool.acquire(INTERACTIVE), "interactive");
     // The lane is warm but may hold one item while batch work waits: one is kept free, not two.
-    const lines = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
+    const lines: string[] = [];
+    for (let i = 0; i < 3; i++) void pool.acquire(BATCH_WORK).then((item) => lines.push(item));
+    await new Promise((r) => setImmediate(r));
+    expect(lines).toHaveLength(3);
     expect(pool.available).toBe(1);
     const waiting = pool.acquire(BATCH_WORK);
     const request = await pool.acquire(INTERACTIVE);
@@ -368,6 +371,29 @@ describe("ResourcePool", () => {
     expect(await waiting).toBe(lines[0]);
     pool.release(request, "interactive");
     expect(await next).toBe(request);
+  });
+
+  it("gives a line that gave way its item back when the lane reached its cap while it was giving way", async () => {
+    const pool = new ResourcePool(["a", "b", "c", "d"], { batchFloor: 1 });
+    const requests = [await pool.acquire(INTERACTIVE), await pool.acquire(INTERACTIVE)];
+    const [first, second] = [await pool.acquire(BATCH_WORK), await pool.acquire(BATCH_WORK)];
+    const third = pool.acquire(INTERACTIVE);
+    const fourth = pool.acquire(INTERACTIVE);
+    // Two requests wait, and the lane may take one more item: one line is asked to give way.
+    expect(pool.preempting).toBe(1);
+    // Before that line gives its item back, the other line ends and its item brings the lane to its cap.
+    pool.release(first);
+    expect(await third).toBe(first);
+    // The line waits again before giving its item back (SequencePool.resume): the item comes back to it.
+    const back = pool.acquire(BATCH_WORK, undefined, { resumed: true });
+    pool.release(second);
+    expect(await back).toBe(second);
+    let served = false;
+    void fourth.then(() => (served = true));
+    await new Promise((r) => setImmediate(r));
+    expect(served).toBe(false);
+    pool.release(requests[0], "interactive");
+    expect(await fourth).toBe(requests[0]);
   });
 
   it("sizes a sequence pool's batch floor at a quarter of its sequences, at least one of two", () => {
