@@ -152,6 +152,9 @@ async function completesUnpaused(base: string, prefix: string) {
       completion_window: "24h",
     });
     await until("it runs", async () => ((await get(base, created.id)).status === "validating" ? undefined : true), { everyMs: 10 });
+    // Each try waits longer before its pause (0, 100, 200, 400, 800 ms): on a loaded machine the line may take that
+    // long to begin after the batch runs, and a pause before it begins sends it back unrun.
+    await sleep(attempt === 0 ? 0 : 50 * 2 ** attempt);
     const res = await post(base, `/v1/batches/${created.id}/pause`);
     if (res.status !== 200) continue;
     paused = await res.json();
