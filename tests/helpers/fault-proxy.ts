@@ -26,6 +26,8 @@ export interface FaultProxyOptions {
 export interface FaultProxy {
   baseUrl: string;
   counts: Record<Fault | "forwarded", number>;
+  /** When each POST arrived (performance.now()): a retry's wait is the gap between two. */
+  posts: number[];
   /** Change the fault rate (0 stops the faults). */
   setRate(rate: number): void;
   close(): Promise<void>;
@@ -51,10 +53,12 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
     up.end(body);
   };
 
+  const posts: number[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c) => chunks.push(c));
     req.on("end", () => {
+      if (req.method === "POST") posts.push(performance.now());
       const body = Buffer.concat(chunks);
       const injected = counts["429-retry-after"] + counts["429"] + counts["503"] + counts.reset + counts.slow;
       // Only the inference calls (POST) are faulted: the service's GETs of the server's own routes (/props, /models)
@@ -87,6 +91,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     counts,
+    posts,
     setRate(r) {
       rate = r;
     },
