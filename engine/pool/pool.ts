@@ -67,7 +67,7 @@ export interface PoolOptions {
   /** Items kept free of batch work while the interactive lane is warm (for `warmMs` after its last request). */
   reserve?: number;
   warmMs?: number;
-  /** Items batch work keeps while it waits: the interactive lane holds at most the others then. */
+  /** Items the interactive lane leaves batch work: no batch line gives way once the lane holds the others. */
   batchFloor?: number;
 }
 
@@ -98,7 +98,17 @@ export class ResourcePool<T> {
   /** Free items batch work may not take now: no more than the lane could still take under its cap. */
   private get held(): number {
     if (this.reserve === 0 || performance.now() >= this.warmUntil) return 0;
-    return Math.max(0, Math.min(this.reserve, this.laneCap - this.laneLent.size));
+    return Math.min(this.reserve, this.laneRoom);
+  }
+
+  /** Items the interactive lane may still take under its cap. */
+  private get laneRoom(): number {
+    return Math.max(0, this.laneCap - this.laneLent.size);
+  }
+
+  /** Where the first live batch waiter is (the end when there is none). */
+  private firstBatchWaiter(): number {
+    return this.firstWaiter((w) => !w.interactive);
   }
 
   /** An interactive request came: the reserve is kept for warmMs more, then handed to the batches' waiters. */
@@ -119,7 +129,7 @@ export class ResourcePool<T> {
 
   /** Whether the interactive lane holds its most while batch work waits: its next request waits behind the batch. */
   private get laneFull(): boolean {
-    return this.laneLent.size >= this.laneCap && this.firstWaiter((w) => !w.interactive) < this.waiters.length;
+    return this.laneRoom === 0 && this.firstBatchWaiter() < this.waiters.length;
   }
 
   get available(): number {
@@ -131,7 +141,7 @@ export class ResourcePool<T> {
    * than the lane may still take under its cap.
    */
   get preempting(): number {
-    return Math.min(this.preemptors, Math.max(0, this.laneCap - this.laneLent.size));
+    return Math.min(this.preemptors, this.laneRoom);
   }
 
   /** Whether a request waits for an item: the next one released goes to it at once. */
@@ -282,8 +292,7 @@ export class ResourcePool<T> {
    * live, unless the interactive lane is at its cap: then the first batch waiter, if any).
    */
   private bestWaiter(item: T): [index: number, first: number] {
-    const atCap = this.laneLent.size >= this.laneCap;
-    const batchFirst = atCap ? this.firstWaiter((w) => !w.interactive) : 0;
+    const batchFirst = this.laneRoom === 0 ? this.firstBatchWaiter() : 0;
     const first = batchFirst < this.waiters.length ? batchFirst : 0;
     const oldest = this.waiters.peekAt(first)!;
     // An interactive request is served before any batch work, whatever a batch line's prompt shares, and a batch
