@@ -5,6 +5,7 @@
 import { stat } from "node:fs/promises";
 import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "../pool/sequences.js";
 import { usableRam } from "./device-memory.js";
+import { readGgufHeader } from "./gguf-header.js";
 
 /** Compute buffers and the runtime beside the weights and the KV cache. */
 const OVERHEAD_BYTES = 64 * 2 ** 20;
@@ -25,9 +26,7 @@ export async function estimateFootprint(input: FootprintInput): Promise<number> 
       throw new Error(`Model file not found or not readable: ${input.path}`);
     },
   );
-  // Imported here, not with the file: a model served from its engine's record never loads node-llama-cpp.
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const info = await readGgufFileInfo(input.path, { readTensorInfo: false });
+  const info = await readGgufHeader(input.path);
   const meta = info.metadata as Record<string, any> & { general?: { architecture?: string } };
   const arch = meta[meta.general?.architecture ?? ""] ?? {};
   const heads = first(arch.attention?.head_count) ?? 1;

@@ -2,6 +2,7 @@
 // every tensor's data within the file (a file cut short fails here in one line, not in llama.cpp's loader).
 import { open, stat } from "node:fs/promises";
 import type { GgufTensorInfo } from "node-llama-cpp";
+import { readGgufHeader } from "./gguf-header.js";
 
 /** A model file that cannot be used; the message is one line that names the file. */
 export class ModelFileError extends Error {
@@ -89,11 +90,10 @@ export async function checkGgufFile(file: string, opts: { label?: string; expect
   }
   if (size < 4 || head.toString("latin1", 0, 4) !== "GGUF")
     throw new ModelFileError(`${label}: is not a GGUF model (it begins with ${opening(head.subarray(0, Math.min(size, 32)))})`);
-  // Imported here: the downloader, and the start page that reports it, load before the engine (app/starting.ts).
-  const { readGgufFileInfo } = await import("node-llama-cpp");
   let tensors: readonly GgufTensorInfo[];
   try {
-    const info = await readGgufFileInfo(file, { readTensorInfo: true, logWarnings: false, spliceSplitFiles: false });
+    // This part alone: a download checks each part of a split model as it arrives.
+    const info = await readGgufHeader(file, "this");
     tensors = info.tensorInfo ?? [];
   } catch (err) {
     throw new ModelFileError(`${label}: its GGUF header cannot be read (${oneLine(err)}); the file is damaged or cut short`);

@@ -1,7 +1,8 @@
 // Whether a LoRA adapter fits its base model, from both GGUF headers alone: a LoRA adapter (general.type adapter,
 // adapter.type lora) of the base's architecture, whose every `<name>.lora_a` / `.lora_b` pair adapts a matrix the base
 // has, of its inputs and outputs (llama.cpp's adapter loader checks the same, deep in a load, with a log line only).
-import { type GgufFileInfo, readGgufFileInfo } from "node-llama-cpp";
+import type { GgufFileInfo } from "node-llama-cpp";
+import { readGgufHeader } from "./gguf-header.js";
 
 interface Header {
   arch: string;
@@ -13,7 +14,7 @@ interface Header {
 async function header(file: string): Promise<Header> {
   let info: GgufFileInfo;
   try {
-    info = await readGgufFileInfo(file, { readTensorInfo: true, logWarnings: false });
+    info = await readGgufHeader(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new Error(code ? `cannot be read (${code})` : `is not a GGUF file (${(err as Error).message})`);
