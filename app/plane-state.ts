@@ -6,8 +6,6 @@ import type { ModelRouter } from "../backends/router.js";
 import type { Config } from "../config/config.js";
 import { unixNow } from "../domain/clock.js";
 import { memoryPorts, openStateFiles } from "../embedded/index.js";
-import { createPool, migrate, migrateDown } from "../postgres/db.js";
-import { openPgPorts } from "../postgres/index.js";
 import type { ClusterPorts } from "../state/ports.js";
 import type { BlobStore } from "../stores/blob-store.js";
 import { FsBlobStore } from "../stores/fs-blob-store.js";
@@ -36,6 +34,7 @@ export interface PlaneState {
  * those newer than it (`main --migrate-down <version>`).
  */
 export async function migrateSchema(url: string, logger: pino.Logger, downTo?: string): Promise<string[]> {
+  const { createPool, migrate, migrateDown } = await import("../postgres/db.js");
   const pool = createPool(url, logger, 1);
   try {
     return downTo === undefined ? await migrate(pool, logger) : await migrateDown(pool, logger, downTo);
@@ -88,6 +87,8 @@ export async function blobStoreFor(config: Config): Promise<BlobStore & { close?
  */
 export async function openSharedState(config: Config, logger: pino.Logger, now: () => number = unixNow): Promise<PlaneState> {
   const blobs = await blobStoreFor(config);
+  // Imported here, as S3's client is: the embedded mode, the default, never loads PostgreSQL's.
+  const { openPgPorts } = await import("../postgres/index.js");
   const ports = await openPgPorts({
     url: config.cluster.databaseUrl,
     blobs,

@@ -16,8 +16,6 @@ import { KeyRing } from "../config/keys.js";
 import { createMetrics, type Metrics } from "../metrics/metrics.js";
 import { Series } from "../metrics/series.js";
 import { type BackendInfo, ENDPOINTS, type InferenceBackend } from "../openai/backend.js";
-import { createPool } from "../postgres/db.js";
-import { PgResultCache } from "../postgres/result-cache.js";
 import { lockBatchDir } from "./batch-dir-lock.js";
 import { buildControlPlane, type ControlPlane, followsWorkers, processId } from "./control-plane.js";
 import { blobStoreFor, embeddedState, openSharedState, type PlaneState } from "./plane-state.js";
@@ -239,6 +237,7 @@ export interface OpenedCache {
 async function sharedCache(url: string, config: Config, log: pino.Logger): Promise<OpenedCache> {
   // Large answers go to the blob store the batches' files are in (S3, or BATCH_DIR as a shared folder).
   const blobs = await blobStoreFor(config);
+  const [{ createPool }, { PgResultCache }] = await Promise.all([import("../postgres/db.js"), import("../postgres/result-cache.js")]);
   const pool = createPool(url, log, 4);
   const maxBytes = config.resultCache.maxBytes || DEFAULT_MAX_BYTES_CEILING;
   const release = async () => {
