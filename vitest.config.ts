@@ -45,7 +45,12 @@ export default defineConfig({
     // start, a download's pace), which the others' work fills. Five workers were slower: the CPU is then all taken.
     maxWorkers: 4,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
-    execArgv: ["--expose-gc"],
+    // V8 optimizes a function after eight times the work it waits by default: the run is CPU-bound on 2 cores, and
+    // most of a test process's life is its start (modules loaded, a few requests), where the optimizing compiler
+    // spent about a sixth of the CPU on functions that then ran a few times. A service's start to /ready took 1.9 s
+    // of CPU with it against 2.2 s without; eight integration and system files 85-88 s against 95-109 s. The
+    // processes the tests start are given it too (testkit/entry.ts).
+    execArgv: ["--expose-gc", "--interrupt-budget=540672"],
     testTimeout: 60_000,
     // Each tier's time and the ten slowest files after every run (testkit/timing-reporter.ts).
     reporters: ["default", "./testkit/timing-reporter.ts"],

@@ -14,8 +14,15 @@ export const TEST_BUILD_DIR = path.join(repoRoot, "node_modules/.cache/obi-test-
 /** Set by the global setup once the build is whole; a process started without it (`npm run chaos`) uses tsx. */
 const BUILT = "OBI_TEST_BUILD";
 
+/**
+ * V8's optimization budget of the test run's workers (vitest.config.ts says why), passed on to the processes they
+ * start; a process not started by a test (the bench's) runs with V8's defaults, as users run it.
+ */
+const inheritedV8Flags = () => process.execArgv.filter((a) => a.startsWith("--interrupt-budget="));
+
 /** node's arguments that run `script` (a path from the repository's root, `.ts`), with `nodeArgs` before it. */
 export function entryArgs(script: string, nodeArgs: string[] = []): string[] {
+  nodeArgs = [...inheritedV8Flags(), ...nodeArgs];
   const js = path.join(TEST_BUILD_DIR, script.replace(/\.ts$/, ".js"));
   if (process.env[BUILT] === TEST_BUILD_DIR && !process.env.OBI_TEST_TSX && existsSync(js)) return [...nodeArgs, js];
   return [...nodeArgs, "--import", "tsx", path.join(repoRoot, script)];
