@@ -45,11 +45,11 @@ export default defineConfig({
     // start, a download's pace), which the others' work fills. Five workers were slower: the CPU is then all taken.
     maxWorkers: 4,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
-    // V8 optimizes a function after eight times the work it waits by default: the run is CPU-bound on 2 cores, and
-    // most of a test process's life is its start (modules loaded, a few requests), where the optimizing compiler
-    // spent about a sixth of the CPU on functions that then ran a few times. A service's start to /ready took 1.9 s
-    // of CPU with it against 2.2 s without; eight integration and system files 85-88 s against 95-109 s. The
-    // processes the tests start are given it too (testkit/entry.ts).
+    // V8 waits for eight times the work it waits by default (--interrupt-budget, 67,584 in Node 20's V8) before its
+    // optimizing compiler takes a function: the run is CPU-bound on 2 cores, and most of a test process's life is
+    // its start (modules loaded, a few requests), where that compiler spent about a sixth of the CPU on functions
+    // then run a few times. A service's start to /ready took 1.9 s of CPU with it against 2.2 s without; the unit
+    // and integration tiers 248 s against 289 s. The processes tests start get it too (testkit/entry.ts).
     execArgv: ["--expose-gc", "--interrupt-budget=540672"],
     testTimeout: 60_000,
     // Each tier's time and the ten slowest files after every run (testkit/timing-reporter.ts).

@@ -5,6 +5,7 @@
 import { stat } from "node:fs/promises";
 import { CONTEXT_MEMORY_SHARE, DEFAULT_SEQUENCES } from "../pool/sequences.js";
 import { usableRam } from "./device-memory.js";
+import { checkGgufFile } from "./gguf-check.js";
 import { readGgufHeader } from "./gguf-header.js";
 
 /** Compute buffers and the runtime beside the weights and the KV cache. */
@@ -26,6 +27,9 @@ export async function estimateFootprint(input: FootprintInput): Promise<number> 
       throw new Error(`Model file not found or not readable: ${input.path}`);
     },
   );
+  // Checked first, so a damaged file fails in the check's one line rather than in a parse error from here; the header
+  // the check reads is the one read below (gguf-header.ts), and the engine's load checks it again for nothing.
+  await checkGgufFile(input.path);
   const info = await readGgufHeader(input.path);
   const meta = info.metadata as Record<string, any> & { general?: { architecture?: string } };
   const arch = meta[meta.general?.architecture ?? ""] ?? {};

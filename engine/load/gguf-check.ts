@@ -92,7 +92,7 @@ export async function checkGgufFile(file: string, opts: { label?: string; expect
     throw new ModelFileError(`${label}: is not a GGUF model (it begins with ${opening(head.subarray(0, Math.min(size, 32)))})`);
   let tensors: readonly GgufTensorInfo[];
   try {
-    // This part alone: a download checks each part of a split model as it arrives.
+    // This file alone: its tensors are checked against its own size, which needs no other part of a split model.
     const info = await readGgufHeader(file, "this");
     tensors = info.tensorInfo ?? [];
   } catch (err) {

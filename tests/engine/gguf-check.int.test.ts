@@ -1,8 +1,10 @@
 // The GGUF check against the native library: its table of GGML type sizes is llama.cpp's own, the shared test model
-// passes it, and a file cut short or not a GGUF is refused in one line before llama.cpp is asked to load it.
+// passes it, and a file cut short or not a GGUF is refused in one line before llama.cpp is asked to load it, or its
+// memory footprint estimated.
 import { readFile } from "node:fs/promises";
 import { GgmlType } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { estimateFootprint } from "../../engine/load/footprint.js";
 import { checkGgufFile, GGML_TYPE_SIZES, ModelFileError } from "../../engine/load/gguf-check.js";
 import { loadLlama, loadModel } from "../../engine/load/load.js";
 import { testModelPath } from "../../testkit/model.js";
@@ -38,5 +40,16 @@ describe("checkGgufFile", () => {
     expect((err as Error).message).not.toContain("\n");
     const page = await scratch.write("<!DOCTYPE html><title>404</title>", "page.gguf");
     await expect(loadModel(llama, page, () => {})).rejects.toThrow(/: is not a GGUF model \(it begins with '<!DOCTYPE html><title>40'\)$/);
+  });
+
+  it("comes before a model's memory footprint, which a damaged file fails in the same one line", async () => {
+    const bytes = await readFile(await testModelPath());
+    const cut = await scratch.write(bytes.subarray(0, bytes.length - 1000), "cut-footprint.gguf");
+    const sizes = { contextSize: 256, sequences: 2, contexts: 1 };
+    await expect(estimateFootprint({ path: cut, ...sizes })).rejects.toThrow(ModelFileError);
+    await expect(estimateFootprint({ path: cut, ...sizes })).rejects.toThrow(/: is cut short: its tensors need \d+ bytes/);
+    const page = await scratch.write("<!DOCTYPE html><title>404</title>", "page-footprint.gguf");
+    await expect(estimateFootprint({ path: page, ...sizes })).rejects.toThrow(/: is not a GGUF model/);
+    expect(await estimateFootprint({ path: await testModelPath(), ...sizes })).toBeGreaterThan(bytes.length);
   });
 });

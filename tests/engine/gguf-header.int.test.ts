@@ -1,6 +1,6 @@
 // A GGUF header read once per version of a file while a start needs it: the same read for every caller, a file
 // changed under its path read anew, a failed read not kept, and a split model's part read alone when asked.
-import { copyFile, readFile, writeFile } from "node:fs/promises";
+import { copyFile, readFile, utimes, writeFile } from "node:fs/promises";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { HEADER_KEPT_MS, readGgufHeader } from "../../engine/load/gguf-header.js";
 import { testModelPath } from "../../testkit/model.js";
@@ -32,15 +32,26 @@ describe("readGgufHeader", () => {
     const bytes = await readFile(await testModelPath());
     await writeFile(model, bytes);
     const before = await readGgufHeader(model);
-    // The same header with a tensor's data one byte longer: another size, so another version of the file.
+    // One byte more at its end: another size, so another version of the file.
     await writeFile(model, Buffer.concat([bytes, Buffer.alloc(1)]));
-    const after = await readGgufHeader(model);
-    expect(after).not.toBe(before);
+    const longer = await readGgufHeader(model);
+    expect(longer).not.toBe(before);
+    // Its last byte changed in place, its size kept: another modification time.
+    const changed = Buffer.concat([bytes, Buffer.from([1])]);
+    await writeFile(model, changed);
+    const later = new Date(Date.now() + 5_000);
+    await utimes(model, later, later);
+    expect(await readGgufHeader(model)).not.toBe(longer);
   });
 
   it("keeps no failed read: a file that was not a GGUF is read once it is one", async () => {
     const model = await scratch.write("<!DOCTYPE html><title>404</title>", "later.gguf");
-    await expect(readGgufHeader(model)).rejects.toThrow();
+    const first = await readGgufHeader(model).catch((e: unknown) => e);
+    const second = await readGgufHeader(model).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(Error);
+    // Read again, the file unchanged: the failure is the second read's own, not the first one kept.
+    expect(second).toBeInstanceOf(Error);
+    expect(second).not.toBe(first);
     await copyFile(await testModelPath(), model);
     expect((await readGgufHeader(model)).tensorInfo?.length).toBeGreaterThan(0);
   });
