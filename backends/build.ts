@@ -17,7 +17,7 @@ import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
 import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
-import { type DownloadStatus, fetchModel, ModelDownloadError } from "../engine/load/model-download.js";
+import type { DownloadStatus } from "../engine/load/model-download.js";
 import { patchKey } from "../engine/load/native.js";
 import type { InferenceBackend } from "../openai/backend.js";
 import { overChat, RESPONSES_DIALECT } from "../openai/over-chat.js";
@@ -27,7 +27,7 @@ import { LazyBackend } from "./lazy-backend.js";
 import { type ModelRegistry, ModelsFileError, parseModelsFile, singleModelRegistry } from "./registry.js";
 import { type LocalSpec, ModelLoadError, ModelRouter, type UpstreamSpec } from "./router.js";
 
-export { type DownloadStatus, formatBytes, progressLine } from "../engine/load/model-download.js";
+export type { DownloadStatus } from "../engine/load/model-download.js";
 
 /** How the warning tells a user to pick a real model; the runner names its --model flag instead. */
 const SERVER_HINT = "MODEL_PATH=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q8_0 npm start";
@@ -139,6 +139,8 @@ async function checkAdapters(registry: ModelRegistry, source: string, local: boo
 /** A download's file in MODELS_DIR, its progress logged; a failure is one ConfigError line. */
 async function fetchOne(ref: string, config: FetchConfig, logger: pino.Logger, options: RegistryOptions): Promise<string> {
   const log = logger.child({ component: "models" });
+  // Loaded for a download only: with its lock-file library it costs a start about 17 ms that a local file never needs.
+  const { fetchModel, ModelDownloadError } = await import("../engine/load/model-download.js");
   try {
     return await fetchModel(ref, {
       dir: config.modelsDir,

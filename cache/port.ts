@@ -1,8 +1,8 @@
 // The ResultCache port: answers remembered by scope and key, bounded in bytes (least recently used go first) and in
 // age, each stored with its checksum so a corrupt or cut entry reads as a miss, never as a wrong answer. Two
 // implementations: cache/lmdb-cache.ts (embedded, beside BATCH_DIR) and postgres/result-cache.ts (shared by workers).
-import { createHash } from "node:crypto";
 import type { TokenUsage } from "../openai/backend.js";
+import { sha256 } from "./digest.js";
 
 /** What a backend answered, as it is remembered: the body as it was sent, its usage and its stops. */
 export interface StoredAnswer {
@@ -56,7 +56,7 @@ const SUM_BYTES = 32;
 /** An answer as stored: the sha256 of its JSON, then the JSON. */
 export function sealAnswer(answer: StoredAnswer): Buffer {
   const json = Buffer.from(JSON.stringify(answer), "utf8");
-  return Buffer.concat([createHash("sha256").update(json).digest(), json]);
+  return Buffer.concat([sha256(json), json]);
 }
 
 /** The answer of a sealed entry, or undefined when its checksum does not hold (a torn write, a flipped byte). */
@@ -64,7 +64,7 @@ export function openAnswer(sealed: Uint8Array | undefined | null): StoredAnswer 
   if (!sealed || sealed.byteLength <= SUM_BYTES) return undefined;
   const buf = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
   const json = buf.subarray(SUM_BYTES);
-  if (!createHash("sha256").update(json).digest().equals(buf.subarray(0, SUM_BYTES))) return undefined;
+  if (!sha256(json).equals(buf.subarray(0, SUM_BYTES))) return undefined;
   try {
     const a = JSON.parse(json.toString("utf8")) as StoredAnswer;
     return a && typeof a.body === "object" && a.body !== null && typeof a.usage === "object" ? a : undefined;

@@ -36,8 +36,11 @@ function nearSetting(name: string, names: EnvNames, aliases: Map<string, string>
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of [...names.settings, ...READ_BESIDES, ...aliases.keys()]) {
-    const d = distance(name, candidate);
     const within = Math.min(name.length, candidate.length) <= 4 ? 1 : 2;
+    // Names whose lengths differ by more are further apart than that: every start checks each variable of its
+    // environment against every setting, and measuring them all cost it 10 ms.
+    if (Math.abs(name.length - candidate.length) > within) continue;
+    const d = distance(name, candidate);
     if (d <= within && d < bestDistance) [best, bestDistance] = [aliases.get(candidate) ?? candidate, d];
   }
   return best;

@@ -107,20 +107,24 @@ export interface JsonlAppender {
   close(): Promise<void>;
 }
 
+/** Appended text handed to the file as soon as it reaches this many characters, else at the end of the turn. */
+const BATCH_CHARS = 1 << 18;
+
 /**
- * Opens `path` for appending (created if missing). Every value becomes exactly one
- * `JSON.stringify(value) + "\n"` string handed to a single write call, so a crash can tear at
- * most the last line (see resume.ts repairTornTail).
+ * Opens `path` for appending (created if missing). Every value becomes one `JSON.stringify(value) + "\n"`, and the
+ * lines appended in one turn of the event loop are handed to the file together, in one write: lines written one
+ * by one cost a re-run answered from the cache a tenth of its time in small buffers and callbacks. A crash can
+ * still tear at most the last line (see resume.ts repairTornTail).
  */
 export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
   const stream: WriteStream = createWriteStream(path, { flags: "a", highWaterMark: 1 << 20 });
-  // Lines handed to the stream, and lines the file has (their write done): a sync waits for the second to reach
-  // the first as it was when the sync began.
+  // Lines appended, and lines the file has (their write done): a sync waits for the second to reach the first as
+  // it was when the sync began.
   let issued = 0;
   let written = 0;
   const waiters: Array<{ upTo: number; done: () => void }> = [];
-  const onWritten = () => {
-    written++;
+  const onWritten = (lines: number) => {
+    written += lines;
     for (let i = waiters.length - 1; i >= 0; i--)
       if (waiters[i].upTo <= written) {
         waiters[i].done();
@@ -138,6 +142,18 @@ export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
   let closed = false;
   // Shared by every append that finds the stream full, so waiting writers add one listener, not one each.
   let draining: Promise<void> | undefined;
+  // The lines appended since the last hand-over, and whether one is due at the end of this turn.
+  let batch = "";
+  let batchLines = 0;
+  let due = false;
+  const handOver = () => {
+    due = false;
+    if (batchLines === 0 || failure) return;
+    const lines = batchLines;
+    stream.write(batch, () => onWritten(lines));
+    batch = "";
+    batchLines = 0;
+  };
   return {
     async append(value) {
       if (failure) throw failure;
@@ -145,7 +161,14 @@ export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
       const line = JSON.stringify(value);
       if (line === undefined) throw new TypeError("cannot append a value that JSON cannot represent");
       issued++;
-      if (!stream.write(`${line}\n`, onWritten)) {
+      batch += `${line}\n`;
+      batchLines++;
+      if (batch.length >= BATCH_CHARS) handOver();
+      else if (!due) {
+        due = true;
+        setImmediate(handOver);
+      }
+      if (stream.writableNeedDrain) {
         draining ??= drained(stream).finally(() => (draining = undefined));
         await draining;
       }
@@ -153,6 +176,7 @@ export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
     },
     async sync() {
       const upTo = issued;
+      handOver();
       if (written < upTo && !failure) await new Promise<void>((done) => waiters.push({ upTo, done }));
       if (failure) throw failure;
       const fd = (stream as unknown as { fd: number }).fd;
@@ -160,6 +184,7 @@ export async function openJsonlAppender(path: string): Promise<JsonlAppender> {
     },
     async close() {
       if (closed) return;
+      handOver();
       closed = true;
       if (!stream.destroyed) {
         const done = once(stream, "close");

@@ -40,7 +40,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress = progressFrom(opts.base);
   const tally = new Tally();
-  const snapshot = (): Progress => ({ ...snapshotOf(progress), sample: { ...tally.sample } });
+  const snapshot = (): Progress => Object.assign(snapshotOf(progress), { sample: { ...tally.sample } });
   const output = lazyAppender(opts.outputPath);
   const errors = lazyAppender(opts.errorPath);
   // Called after every request (a copy, so the caller may keep it; the caller throttles any slow work), or with
@@ -124,7 +124,7 @@ async function requestsOf(
   const { backend, endpoint, signal, drain } = opts;
   const done = opts.done ?? new Set<string>();
   if (!backend?.answerFromCache) return { source: readRequests(await linesOf(opts), done) };
-  const lookup = cacheLookup(backend, endpoint);
+  const lookup = cacheLookup(backend, endpoint, opts.bodiesChecked === true);
   const answer = async (req: BatchRequest) => {
     const result = await lookup(req);
     if (result) await answered(req, result);
@@ -255,12 +255,12 @@ async function* readRequests(lines: AsyncIterable<SourceLine>, done: ReadonlySet
  * The line's answer where the result cache holds it, read without a turn on the backend; undefined where it must
  * run (a miss, or a body that fails its parse or check, whose 400 the run then writes).
  */
-function cacheLookup(backend: InferenceBackend, endpoint: Endpoint) {
+function cacheLookup(backend: InferenceBackend, endpoint: Endpoint, bodiesChecked: boolean) {
   return async (req: BatchRequest): Promise<BackendResult | undefined> => {
     if (req.unparseable) return undefined;
     let request: InferenceRequest;
     try {
-      request = parseRequest(endpoint, req.body);
+      request = bodiesChecked ? ({ endpoint, body: req.body } as InferenceRequest) : parseRequest(endpoint, req.body);
       backend.check(request);
     } catch {
       return undefined;

@@ -17,11 +17,16 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
     return 2;
   }
   const engine = parsed.kind === "dataset" || parsed.kind === "plan" ? parsed.args.engine : parsed.args;
+  // A dataset job's module (DuckDB's with it) is loaded, and its database begun, before the settings are read:
+  // DuckDB starts in a thread of its own (35-55 ms) meanwhile.
+  const dataset = parsed.kind === "dataset" ? await startDataset(parsed.args.dryRun, stop) : undefined;
+  if (typeof dataset === "number") return dataset;
   let config: ReturnType<typeof withArgs>;
   try {
     config = withArgs(loadConfig(), engine);
     checkPaths(config, engine.model ? "--model" : "MODEL_PATH");
   } catch (err) {
+    if (dataset?.begun) dataset.module.discardDatabase(dataset.begun);
     if (err instanceof ConfigError) {
       process.stderr.write(`error: ${err.message}\n`);
       return 2;
@@ -52,15 +57,30 @@ export async function runCli(stop: AbortSignal, onRunning?: () => void): Promise
         return USAGE_EXIT;
       }
     }
-    if (parsed.kind === "dataset") {
-      const { runDataset } = await import("./run-dataset.js");
-      return await runDataset(parsed.args, deps);
-    }
+    if (parsed.kind === "dataset") return await dataset!.module.runDataset(parsed.args, deps, dataset!.begun);
     return (await runOffline(parsed.args, deps)).exitCode;
   } catch (err) {
-    if (stop.aborted) return 130;
-    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
-    return err instanceof InputError ? USAGE_EXIT : 1;
+    return failed(err, stop);
+  }
+}
+
+/** A run's failure as the terminal tells it, and its exit status. */
+function failed(err: unknown, stop: AbortSignal): number {
+  if (stop.aborted) return 130;
+  process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+  return err instanceof InputError ? USAGE_EXIT : 1;
+}
+
+/** The dataset job's module, and its database begun unless the job is a dry run; an exit status where it fails to load. */
+async function startDataset(dryRun: boolean, stop: AbortSignal) {
+  try {
+    const module = await import("./run-dataset.js");
+    const begun = dryRun ? undefined : module.beginDatabase();
+    // A failure to begin is told where the database is taken.
+    begun?.catch(() => undefined);
+    return { module, begun };
+  } catch (err) {
+    return failed(err, stop);
   }
 }
 

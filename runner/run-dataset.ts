@@ -5,7 +5,7 @@
 import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { openDuckTables } from "../datasets/duckdb-tables.js";
+import { type BegunDatabase, discardDatabase, openDuckTables } from "../datasets/duckdb-tables.js";
 import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
 import { jobHash, loadHook, type Postprocess, type Preprocess, type WrittenRequests, writeRequests } from "../datasets/requests.js";
 import { joinAnswers, joinEarlier, type NamedColumn, type OutputColumns, outputColumns } from "../datasets/stage.js";
@@ -30,7 +30,25 @@ import { runRemoteBatch } from "./remote-batch.js";
 import { modelHint, type OfflineRunDeps, printedRun } from "./run-offline.js";
 import { servedBy } from "./served-by.js";
 
-export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+export { beginDatabase, discardDatabase } from "../datasets/duckdb-tables.js";
+
+/** `begun`: a database begun for the job (beginDatabase), its first stage's; one no stage takes is closed here. */
+export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps, begun?: BegunDatabase): Promise<number> {
+  let spare = begun;
+  const take = () => {
+    const b = spare;
+    spare = undefined;
+    return b;
+  };
+  try {
+    return await runStages(args, deps, take);
+  } finally {
+    const left = take();
+    if (left) discardDatabase(left);
+  }
+}
+
+async function runStages(args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps, take: () => BegunDatabase | undefined): Promise<number> {
   const { stderr } = deps;
   let jobs: Job[];
   try {
@@ -46,7 +64,7 @@ export async function runDataset(args: DatasetArgs<EngineArgs>, deps: OfflineRun
       stderr.write(`${name}: reads ${job.input}, which the stage before writes; not shown by --dry-run\n`);
       continue;
     }
-    const run = args.dryRun ? dryRun(job, args, deps) : runStage(job, name, args, deps);
+    const run = args.dryRun ? dryRun(job, args, deps) : runStage(job, name, args, deps, take);
     const code = await run.catch((err) => {
       // Input the runner cannot take is a usage error (2), as a bad flag is; a read stopped at a limit is not.
       if (err instanceof JobError) return fail(stderr, err.message, 2);
@@ -116,14 +134,21 @@ interface Opened {
   postHash: string | null;
 }
 
-async function runStage(job: Job, name: string, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+async function runStage(
+  job: Job,
+  name: string,
+  args: DatasetArgs<EngineArgs>,
+  deps: OfflineRunDeps,
+  take: () => BegunDatabase | undefined,
+): Promise<number> {
   const place = stagePlace(job);
   if (args.engine.overwrite) {
     await rm(place.work, { recursive: true, force: true });
     await rm(place.record, { force: true });
   }
   await mkdir(place.work, { recursive: true });
-  const tables = await openDuckTables({ tempDir: place.work });
+  const begun = take();
+  const tables = await openDuckTables({ tempDir: place.work, ...(begun ? { begun } : {}) });
   try {
     const input = await tables.open(job);
     const label = input.files.length === 1 ? input.files[0] : job.input;

@@ -35,8 +35,9 @@ export interface RunFileOptions {
   /** The most requests the file may hold (default config.maxRequestsPerBatch). */
   maxRequests?: number;
   /**
-   * What the caller knows of a file it made and checked line by line (a dataset job's request lines): how many
-   * requests it holds and the model they name. The file is then not read once more to be validated.
+   * What the caller knows of a file it made and checked line by line, each body as parseRequest checks it (a dataset
+   * job's request lines): how many requests it holds and the model they name. The file is then not read once more
+   * to be validated, and its bodies are not checked again before the result cache is asked.
    */
   validated?: { total: number; model?: string };
   /** Start afresh: without it, a run continues after the results a local output and error file hold. */
@@ -379,6 +380,8 @@ async function runOnModel(run: RunState, registry: ModelRegistry, model: string)
       // Nothing cuts a request short: a second Ctrl-C ends the process, and a resume cuts a torn last line.
       drain,
       ...(earlier ? { done: earlier.done, base: earlier } : {}),
+      // A file its maker checked line by line had each body checked as a request is.
+      ...(o.validated ? { bodiesChecked: true } : {}),
       onProgress: (progress) => o.onEvent?.({ type: "progress", progress }),
     });
     if (loadFailure) throw loadFailure;

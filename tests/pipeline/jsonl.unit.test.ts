@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { Readable } from "node:stream";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { type JsonlLine, openJsonlAppender, readCompleteJsonLines, readJsonlLines } from "../../pipeline/jsonl.js";
 import { scratchDir } from "../helpers/scratch.js";
 
@@ -112,6 +112,19 @@ describe("openJsonlAppender", () => {
       .split("\n")
       .map((l) => JSON.parse(l).i);
     expect(got).toEqual(Array.from({ length: 500 }, (_, i) => i));
+  });
+
+  it("writes a turn's lines together and in order, without waiting for a sync or a close; a sync waits for all", async () => {
+    const p = await scratch.file();
+    const w = await openJsonlAppender(p);
+    for (let i = 0; i < 3; i++) void w.append({ i });
+    await w.sync();
+    expect(await readFile(p, "utf8")).toBe('{"i":0}\n{"i":1}\n{"i":2}\n');
+    await w.append({ i: 3 });
+    await vi.waitFor(async () => expect(await readFile(p, "utf8")).toBe('{"i":0}\n{"i":1}\n{"i":2}\n{"i":3}\n'));
+    void w.append({ i: 4 });
+    await w.close();
+    expect((await readFile(p, "utf8")).endsWith('{"i":3}\n{"i":4}\n')).toBe(true);
   });
 
   it("refuses values JSON cannot hold and appends after close", async () => {
