@@ -61,13 +61,23 @@ const IGNORED: Partial<Record<InferenceRequest["endpoint"], readonly string[]>> 
   "/v1/embeddings": ["user"],
 };
 
+/** Each endpoint's ignored fields with `model`, made once: a re-run asks for them on every line. */
+const IGNORED_SETS = new Map<string, ReadonlySet<string>>();
+const ignoredOn = (endpoint: InferenceRequest["endpoint"]): ReadonlySet<string> => {
+  const made = IGNORED_SETS.get(endpoint);
+  if (made) return made;
+  const set = new Set(["model", ...(IGNORED[endpoint] ?? [])]);
+  IGNORED_SETS.set(endpoint, set);
+  return set;
+};
+
 /**
  * The request as one JSON text: object keys sorted at every depth, null and absent alike, defaults dropped at the top,
  * `model` dropped (the key names the model that serves, by its identity). Numbers are JSON's own (0 and 0.0 and -0
  * read alike); arrays keep their order, which is meaning (messages, documents).
  */
 export function canonicalBody(request: InferenceRequest): string {
-  const ignored = new Set(["model", ...(IGNORED[request.endpoint] ?? [])]);
+  const ignored = ignoredOn(request.endpoint);
   const top: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(request.body as Record<string, unknown>)) {
     if (v == null || ignored.has(k)) continue;
