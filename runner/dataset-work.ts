@@ -2,11 +2,12 @@
 // the folder holds the request and result lines while the job runs, and goes once the output is whole; the record
 // remembers the outputs written from the job's answers, so that another format of them is joined from one.
 import { createHash } from "node:crypto";
-import { readFile, rm, stat } from "node:fs/promises";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Job } from "../datasets/job.js";
 import { jobKey } from "../datasets/requests.js";
 import type { NamedColumn } from "../datasets/stage.js";
+import { DatasetError } from "../datasets/tables.js";
 import { readJsonFile, writeJsonAtomic } from "../stores/atomic-json.js";
 
 /** An output written whole from the job's answers, as it was then: a later change makes it the user's file. */
@@ -41,6 +42,36 @@ export interface StagePlace {
   work: string;
   /** `.<input>.<key>.json` beside the output. */
   record: string;
+}
+
+/**
+ * How long the lock of a run that ended without releasing it (a kill -9) holds, as proper-lockfile counts it: a run
+ * finding the lock held tries again for a little longer than this, so it takes over a dead run's lock by itself.
+ */
+export const STAGE_LOCK_STALE_MS = 5_000;
+const STAGE_LOCK_TRIES = { retries: 7, factor: 1, minTimeout: 1_000, maxTimeout: 1_000 };
+
+/**
+ * The stage's working folder held for this run (`<work>.lock` beside it): a second run of the job, or of its input
+ * and template to another output in the same folder, waits a few seconds for the first to end and is then refused,
+ * rather than computing every row again beside it and failing at its join. Released by the function it returns;
+ * `onLost` hears of a lock another run took over (this one stalled past the stale time).
+ */
+export async function holdStage(place: StagePlace, onLost: (err: Error) => void): Promise<() => Promise<void>> {
+  const { lock } = await import("proper-lockfile");
+  await mkdir(path.dirname(place.work), { recursive: true });
+  try {
+    return await lock(place.work, {
+      realpath: false,
+      retries: STAGE_LOCK_TRIES,
+      stale: STAGE_LOCK_STALE_MS,
+      update: 1_000,
+      onCompromised: onLost,
+    });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ELOCKED") throw err;
+    throw new DatasetError(`${place.work}: another run of this job is under way (it holds ${place.work}.lock): wait for it to end`);
+  }
 }
 
 /** Where a job's working folder and record lie: named after the input and the job's key, beside the output. */

@@ -16,6 +16,7 @@ import { previewJob } from "./dataset-preview.js";
 import {
   earlierOutput,
   hasResults,
+  holdStage,
   postprocessHash,
   readState,
   type StagePlace,
@@ -129,6 +130,8 @@ interface Opened {
   input: TableInput;
   label: string;
   columns: OutputColumns;
+  /** What answers the rows (servedBy), part of the hash. */
+  served: string;
   hash: string;
   postprocess?: Postprocess;
   postHash: string | null;
@@ -142,6 +145,22 @@ async function runStage(
   take: () => BegunDatabase | undefined,
 ): Promise<number> {
   const place = stagePlace(job);
+  const release = await holdStage(place, (err) => deps.stderr.write(`${name}: warning: the job's lock was lost (${err.message})\n`));
+  try {
+    return await runHeld(job, name, place, args, deps, take);
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
+
+async function runHeld(
+  job: Job,
+  name: string,
+  place: StagePlace,
+  args: DatasetArgs<EngineArgs>,
+  deps: OfflineRunDeps,
+  take: () => BegunDatabase | undefined,
+): Promise<number> {
   if (args.engine.overwrite) {
     await rm(place.work, { recursive: true, force: true });
     await rm(place.record, { force: true });
@@ -154,10 +173,11 @@ async function runStage(
     const label = input.files.length === 1 ? input.files[0] : job.input;
     const columns = outputColumns(job, input.columns, label);
     if (columns.note) deps.stderr.write(`${name}: ${columns.note}\n`);
-    const hash = await jobHash(job, input.files, await servedBy(deps.config, args.remote?.url));
+    const served = await servedBy(deps.config, args.remote?.url);
+    const hash = await jobHash(job, input.files, served);
     const preprocess = job.preprocess ? await loadHook<Preprocess>(job.preprocess, "preprocess") : undefined;
     const postprocess = job.postprocess ? await loadHook<Postprocess>(job.postprocess, "postprocess") : undefined;
-    const o: Opened = { job, name, place, tables, input, label, columns, hash, postHash: await postprocessHash(job) };
+    const o: Opened = { job, name, place, tables, input, label, columns, served, hash, postHash: await postprocessHash(job) };
     if (postprocess) o.postprocess = postprocess;
     const before = await readState(place.record);
     const state = await stateOf(o, args);
@@ -230,15 +250,17 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
       )
     : await runHere(o, { requests, output, errors, written }, args, deps);
   if (code !== 0) return code;
-  const pass = await joinAnswers(job, o.tables, o.input, {
-    columns: o.columns,
-    rows,
-    hash: o.hash,
-    output,
-    errors,
-    work: place.work,
-    ...(o.postprocess ? { postprocess: o.postprocess } : {}),
-  });
+  const pass = await joinedUnchanged(o, () =>
+    joinAnswers(job, o.tables, o.input, {
+      columns: o.columns,
+      rows,
+      hash: o.hash,
+      output,
+      errors,
+      work: place.work,
+      ...(o.postprocess ? { postprocess: o.postprocess } : {}),
+    }),
+  );
   // Only a retry changes answers an output already holds: the outputs written before it are then stale.
   await record(o, { columns: pass.named, answered: pass.completed, failed: pass.failed }, args.retryFailed);
   const errorColumn = o.columns.results.find((c) => c.name === "error_code")?.as ?? "error_code";
@@ -306,15 +328,35 @@ async function joinFromEarlier(
   earlier: { file: string; written: { columns: NamedColumn[]; answered: number; failed: number } },
   deps: OfflineRunDeps,
 ): Promise<number> {
-  const named = await joinEarlier(o.job, o.tables, o.input, {
-    columns: o.columns,
-    rows: state.rows,
-    from: earlier.file,
-    earlier: earlier.written.columns,
-  });
+  const named = await joinedUnchanged(o, () =>
+    joinEarlier(o.job, o.tables, o.input, {
+      columns: o.columns,
+      rows: state.rows,
+      from: earlier.file,
+      earlier: earlier.written.columns,
+    }),
+  );
   await record(o, { columns: named, answered: earlier.written.answered, failed: earlier.written.failed }, false);
   deps.stdout.write(`${o.name}: wrote ${o.job.output}: ${state.rows} rows, joined from ${earlier.file} (no row ran again)\n`);
   return 0;
+}
+
+/**
+ * A join of answers to the input, as long as the input is the one the job read (its files' sizes and times, as its
+ * hash counts them): answers are joined by their row's place, so those of an input replaced meanwhile would sit
+ * beside other rows. An output written from one that changed during the join is removed.
+ */
+async function joinedUnchanged<T>(o: Opened, join: () => Promise<T>): Promise<T> {
+  const changed = async () => (await jobHash(o.job, o.input.files, o.served).catch(() => "")) !== o.hash;
+  const refusal = (what: string) =>
+    new DatasetError(
+      `${o.label}: changed while ${what} (its size or modification time is not what the job read): run the job again with --overwrite (the rows answered so far are in the result cache)`,
+    );
+  if (await changed()) throw refusal("the job ran, so its answers were not joined to it");
+  const joined = await join();
+  if (!(await changed())) return joined;
+  await rm(o.job.output, { force: true });
+  throw refusal(`its answers were joined to it, so ${o.job.output} was removed`);
 }
 
 /** The output, written whole, into the stage's record; `fresh` answers (a retry's) are a new version of them. */

@@ -6,7 +6,10 @@ import { runDataset } from "../../runner/run-dataset.js";
 import { withArgs } from "../../runner/run-offline.js";
 
 /** The runner's dataset form run in `dir` on `config`: its exit code and what it printed. */
-export async function datasetCli(dir: string, config: Config, ...argv: string[]) {
+export const datasetCli = (dir: string, config: Config, ...argv: string[]) => datasetRun(dir, config, argv);
+
+/** The same, with `onRunning` told as its requests begin. */
+export async function datasetRun(dir: string, config: Config, argv: string[], onRunning?: () => void) {
   const parsed = parseRunnerArgs(argv, dir);
   if (parsed.kind !== "dataset") throw new Error(JSON.stringify(parsed));
   let stdout = "";
@@ -16,6 +19,7 @@ export async function datasetCli(dir: string, config: Config, ...argv: string[])
     logger: pino({ level: "silent" }),
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
+    ...(onRunning ? { onRunning } : {}),
   });
   return { code, stdout, stderr };
 }
