@@ -34,6 +34,8 @@ export function pgClientConfig(url: string): pg.ClientConfig {
   };
 }
 
+const unheard = () => undefined;
+
 export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool {
   const pool = new pg.Pool({ ...pgClientConfig(url), max });
   // An idle client losing its connection (a database restart) must not crash the process: the pool replaces it.
@@ -47,21 +49,13 @@ export function createPool(url: string, logger: pino.Logger, max = 10): pg.Pool 
     lastSaid = Date.now();
     unsaid = 0;
   });
+  // A checked-out client whose server goes away (a restart) emits "error" too, and unheard that ends the process.
+  // It is heard from the moment the pool hands it over: a server shutting down may end a new connection in the very
+  // packet that made it ready, before the caller's continuation runs. Its next query fails with it anyway, and the
+  // pool then drops the client.
+  pool.on("acquire", (client) => client.on("error", unheard));
+  pool.on("release", (_err, client) => client.off("error", unheard));
   return pool;
-}
-
-/**
- * Holds a checked-out client until the returned release: a client whose server goes away (a restart) emits "error"
- * between queries, and unheard that ends the process. The next query fails with it anyway, and the pool then
- * drops the client.
- */
-function hold(client: pg.PoolClient): () => void {
-  const lost = () => undefined;
-  client.on("error", lost);
-  return () => {
-    client.off("error", lost);
-    client.release();
-  };
 }
 
 /** The versions this build ships (`001_initial`...), in order. */
@@ -88,13 +82,12 @@ export async function checkMigrated(pool: pg.Pool): Promise<void> {
 /** Runs `work` on one connection under the migration lock, so processes migrating at once take turns. */
 async function underMigrationLock<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  const release = hold(client);
   try {
     await client.query("SELECT pg_advisory_lock($1)", [LOCKS.migrate]);
     return await work(client);
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [LOCKS.migrate]).catch(() => undefined);
-    release();
+    client.release();
   }
 }
 
@@ -157,7 +150,10 @@ export async function migrateDown(pool: pg.Pool, logger: pino.Logger, target: st
   });
 }
 
-/** What the ports query: the pool, or the pool as the maintenance's leader writes through it (leader-lease.ts). */
+/**
+ * What the ports query: a pool of createPool's (its clients heard while checked out), or that pool as the
+ * maintenance's leader writes through it (leader-lease.ts).
+ */
 export interface Db {
   query(text: string, values?: unknown[]): Promise<pg.QueryResult>;
   connect(): Promise<pg.PoolClient>;
@@ -168,7 +164,6 @@ export interface Db {
 /** Runs `work` in one transaction. */
 export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
-  const release = hold(client);
   try {
     await client.query("BEGIN");
     await db.fence?.(client);
@@ -179,7 +174,7 @@ export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => 
     await client.query("ROLLBACK").catch(() => undefined);
     throw inDomain(err);
   } finally {
-    release();
+    client.release();
   }
 }
 
