@@ -54,6 +54,8 @@ export default defineConfig({
     testTimeout: 60_000,
     // Each tier's time and the ten slowest files after every run (testkit/timing-reporter.ts).
     reporters: ["default", "./testkit/timing-reporter.ts"],
+    // Each file's CPU, for the reporter's summary (testkit/file-cpu.ts).
+    setupFiles: ["./testkit/file-cpu.ts"],
     sequence: { sequencer: LongestFirst },
     hookTimeout: 60_000,
     projects: [

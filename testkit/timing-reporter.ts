@@ -1,5 +1,6 @@
-// A vitest reporter that ends every run with each tier's wall time and the ten slowest test files, so a slow test
-// is seen the run it lands (vitest.config.ts adds it beside the default reporter).
+// A vitest reporter that ends every run with each tier's wall time and CPU, the ten slowest test files and the ten
+// that used the most CPU, so a slow test is seen the run it lands (vitest.config.ts adds it beside the default
+// reporter).
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
@@ -15,11 +16,16 @@ export interface FileTime {
   ms: number;
   /** When it ended, in ms since the epoch. */
   endedAt: number;
+  /** Its CPU and its processes' (testkit/file-cpu.ts); absent where it was not measured. */
+  cpuMs?: number;
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
-/** The summary's lines: per tier its files, wall span (first file's start to last file's end) and summed file time. */
+/**
+ * The summary's lines: per tier its files, wall span (first file's start to last file's end), summed file time and
+ * summed CPU; then the slowest files, and the files that used the most CPU.
+ */
 export function timingSummary(files: readonly FileTime[], slowest = 10): string[] {
   if (files.length === 0) return [];
   const lines = ["Time by tier (wall: first file's start to last file's end; tiers overlap in one run):"];
@@ -27,13 +33,21 @@ export function timingSummary(files: readonly FileTime[], slowest = 10): string[
     const own = files.filter((f) => f.tier === tier);
     const wall = Math.max(...own.map((f) => f.endedAt)) - Math.min(...own.map((f) => f.endedAt - f.ms));
     const sum = own.reduce((a, f) => a + f.ms, 0);
+    const cpu = own.some((f) => f.cpuMs !== undefined) ? `  CPU ${seconds(own.reduce((a, f) => a + (f.cpuMs ?? 0), 0))}` : "";
     lines.push(
-      `  ${tier.padEnd(12)} ${String(own.length).padStart(4)} files  wall ${seconds(wall).padStart(9)}  files summed ${seconds(sum)}`,
+      `  ${tier.padEnd(12)} ${String(own.length).padStart(4)} files  wall ${seconds(wall).padStart(9)}  files summed ${seconds(sum).padStart(9)}${cpu}`,
     );
   }
-  lines.push(`The ${Math.min(slowest, files.length)} slowest files:`);
-  for (const f of [...files].sort((a, b) => b.ms - a.ms).slice(0, slowest))
-    lines.push(`  ${seconds(f.ms).padStart(9)}  ${f.tier.padEnd(12)} ${f.file}`);
+  const ranked = (title: string, ms: (f: FileTime) => number) => [
+    `The ${Math.min(slowest, files.length)} ${title}:`,
+    ...[...files]
+      .sort((a, b) => ms(b) - ms(a))
+      .slice(0, slowest)
+      .map((f) => `  ${seconds(ms(f)).padStart(9)}  ${f.tier.padEnd(12)} ${f.file}`),
+  ];
+  lines.push(...ranked("slowest files", (f) => f.ms));
+  if (files.some((f) => f.cpuMs !== undefined))
+    lines.push(...ranked("files that used the most CPU (theirs and their processes')", (f) => f.cpuMs ?? 0));
   return lines;
 }
 
@@ -50,7 +64,8 @@ function fileTime(module: TestModule, endedAt: number): FileTime {
   const ms = d.environmentSetupDuration + d.prepareDuration + d.collectDuration + d.setupDuration + d.duration;
   // A tier's projects are named after it: "system-own-graph" is the system tier's.
   const tier = (module.project.name || "default").split("-")[0]!;
-  return { file: module.relativeModuleId, tier, ms, endedAt };
+  const { cpuMs } = module.meta();
+  return { file: module.relativeModuleId, tier, ms, endedAt, ...(cpuMs !== undefined ? { cpuMs } : {}) };
 }
 
 export default class TimingReporter implements Reporter {
