@@ -210,9 +210,14 @@ export class PgResultCache implements ResultCache {
       ],
     );
     const bytes = last.reduce((n, p) => n + p.bytes, 0);
-    await c.query("UPDATE result_cache_totals SET entries = entries + $1, bytes = bytes + $2 WHERE id = 1", [last.length, bytes]);
+    const { rows } = await c.query(
+      "UPDATE result_cache_totals SET entries = entries + $1, bytes = bytes + $2 WHERE id = 1 RETURNING bytes",
+      [last.length, bytes],
+    );
     // Objects of puts the group replaced before they were written are no row's: gone with the rest.
     for (const p of group) if (p.object && !last.includes(p)) gone.push(p.object);
+    // Under the bound with no age limit, nothing is evicted: the transaction, which holds every writer's lock, ends here.
+    if (Number(rows[0].bytes) <= this.limits.maxBytes && !(this.limits.ttlSeconds > 0)) return 0;
     return this.evict(c, gone);
   }
 

@@ -52,7 +52,8 @@ Options:
                                 else the generated test model)
       --models-file <path.yaml> a models file (as MODELS_FILE): the lines' "model" picks a local or
                                 upstream model from it (examples/models.yaml)
-      --concurrency <n>         requests in flight at once (default: the engine's parallel sequences)
+      --concurrency <n>         requests in flight at once (default: twice the engine's sequences,
+                                four times that with the result cache on)
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
       --contexts <n>            generation contexts decoding at once (default on CPU: one per core with

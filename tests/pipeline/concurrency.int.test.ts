@@ -1,6 +1,11 @@
 // The run's default concurrency is the backend's; the local one keeps a request waiting for every sequence:
-// twice the engine's sequences.
+// twice the engine's sequences. Over a result cache, whose lines wait for their answers' store, four times that.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CachingBackend } from "../../cache/caching-backend.js";
+import { LmdbResultCache } from "../../cache/lmdb-cache.js";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
@@ -73,5 +78,34 @@ describe("default concurrency", () => {
     });
     expect(r.completed).toBe(24);
     expect(c.max()).toBe(2 * engine.info.sequences);
+  });
+
+  it("a run over the result cache keeps four times that in flight: a line waits for its answer's store", async () => {
+    const n = 8 * engine.info.sequences + 8;
+    const lines = Array.from({ length: n }, (_, i) => ({
+      custom_id: `c${i}`,
+      method: "POST",
+      url: "/v1/completions",
+      body: { prompt: `Once upon a time ${i}`, max_tokens: 8, temperature: 0 },
+    }));
+    const dir = mkdtempSync(path.join(tmpdir(), "obi-concurrency-cache-"));
+    const cache = new LmdbResultCache(dir, { maxBytes: 1 << 26, ttlSeconds: 0 });
+    const c = counting(engine);
+    try {
+      const r = await runBatchFile({
+        inputPath: await scratch.write(jsonl(lines), "cached-in.jsonl"),
+        outputPath: await scratch.file("cached-out.jsonl"),
+        errorPath: await scratch.file("cached-err.jsonl"),
+        endpoint: "/v1/completions",
+        backend: new CachingBackend(new LlamaBackend(c.engine), { cache, identity: Promise.resolve("concurrency-test") }),
+        batchSize: 64,
+        concurrency: 0,
+      });
+      expect(r.completed).toBe(n);
+      expect(c.max()).toBe(8 * engine.info.sequences);
+    } finally {
+      await cache.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
