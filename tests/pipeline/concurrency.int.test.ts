@@ -9,7 +9,8 @@ import { LmdbResultCache } from "../../cache/lmdb-cache.js";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
-import { jsonl, scratchDir } from "../helpers/scratch.js";
+import { completionJsonl } from "../../testkit/workload.js";
+import { scratchDir } from "../helpers/scratch.js";
 import { testEngine } from "../helpers/test-engine.js";
 
 const scratch = scratchDir("concurrency");
@@ -60,15 +61,9 @@ describe("default concurrency", () => {
   });
 
   it("a run left at 0 keeps twice the engine's sequences in flight", async () => {
-    const lines = Array.from({ length: 24 }, (_, i) => ({
-      custom_id: `r${i}`,
-      method: "POST",
-      url: "/v1/completions",
-      body: { prompt: `Once upon a time ${i}`, max_tokens: 8, temperature: 0 },
-    }));
     const c = counting(engine);
     const r = await runBatchFile({
-      inputPath: await scratch.write(jsonl(lines), "in.jsonl"),
+      inputPath: await scratch.write(completionJsonl(24, { prefix: "r" }), "in.jsonl"),
       outputPath: await scratch.file("out.jsonl"),
       errorPath: await scratch.file("err.jsonl"),
       endpoint: "/v1/completions",
@@ -82,18 +77,12 @@ describe("default concurrency", () => {
 
   it("a run over the result cache keeps four times that in flight: a line waits for its answer's store", async () => {
     const n = 8 * engine.info.sequences + 8;
-    const lines = Array.from({ length: n }, (_, i) => ({
-      custom_id: `c${i}`,
-      method: "POST",
-      url: "/v1/completions",
-      body: { prompt: `Once upon a time ${i}`, max_tokens: 8, temperature: 0 },
-    }));
     const dir = mkdtempSync(path.join(tmpdir(), "obi-concurrency-cache-"));
     const cache = new LmdbResultCache(dir, { maxBytes: 1 << 26, ttlSeconds: 0 });
     const c = counting(engine);
     try {
       const r = await runBatchFile({
-        inputPath: await scratch.write(jsonl(lines), "cached-in.jsonl"),
+        inputPath: await scratch.write(completionJsonl(n, { prefix: "c" }), "cached-in.jsonl"),
         outputPath: await scratch.file("cached-out.jsonl"),
         errorPath: await scratch.file("cached-err.jsonl"),
         endpoint: "/v1/completions",
