@@ -86,6 +86,7 @@ export class CachingBackend implements InferenceBackend {
       if (!running) break;
       // An answer computed before this request came (being stored now) is a hit, as it will be once stored.
       const before = running.computed === true;
+      options.onBackendDone?.();
       try {
         const shared = await abortable(running.answer, signal);
         if (options.waitForStore) await running.stored;
@@ -183,6 +184,7 @@ export class CachingBackend implements InferenceBackend {
       const entry = this.inFlight.get(flight);
       if (entry?.answer === shared) entry.computed = true;
       const put = this.store(scope, key, answer, land);
+      options.onBackendDone?.();
       if (options.waitForStore) await put;
       return (await computed) as BackendResult;
     } finally {

@@ -157,6 +157,12 @@ export interface ExecuteOptions {
    * cache holds it. Else a crash between the line and the store would leave the line's repeats to compute it again.
    */
   waitForStore?: boolean;
+  /**
+   * Told once the request needs no more of the backend's work: its answer is known (before the store the caller
+   * waits for), or it waits for an identical request's. A caller that bounds how many requests compute at once lets
+   * the next one begin (pipeline/compute-gate.ts).
+   */
+  onBackendDone?: () => void;
 }
 
 export interface InferenceBackend {

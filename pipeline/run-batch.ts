@@ -9,6 +9,7 @@ import { hexId } from "../openai/ids.js";
 import { parseRequest } from "../parse/request.js";
 import { AnsweredAhead } from "./answered-ahead.js";
 import { callOffUnbegun, NotBegun } from "./call-off.js";
+import { ComputeGate } from "./compute-gate.js";
 import { type JsonlAppender, openJsonlAppender, readJsonlLines } from "./jsonl.js";
 import { mapBatches, type Outcome } from "./map-batches.js";
 import { plannedLines, type SourceLine } from "./schedule.js";
@@ -36,6 +37,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   const retry = opts.retry ?? DEFAULT_RETRY;
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
   const concurrency = opts.concurrency > 0 ? opts.concurrency : inFlightFor(backend);
+  const tries: Tries = { backend: backend!, endpoint, retry, drain: opts.drain, gate: computeGate(opts, backend) };
   // Every request in flight listens for the drain while it waits for its turn on the backend: not a leak.
   if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress = progressFrom(opts.base);
@@ -80,7 +82,7 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
       signal,
       drain: opts.drain,
       onResult,
-      fn: (req, sig) => runRequest(backend!, endpoint, req, retry, sig, opts.drain, () => tally.began(req)),
+      fn: (req, sig) => runRequest(tries, req, sig, () => tally.began(req)),
     });
     if (!run.aborted && sentBack === 0) return snapshotOf(progress);
     // Drained (signal untouched): the requests in flight finished. A drain for a shutdown leaves the rest to
@@ -118,6 +120,15 @@ const STORING_IN_FLIGHT = 4;
 function inFlightFor(backend: InferenceBackend | undefined): number {
   const own = backend?.info.concurrency ?? 1;
   return backend?.answerFromCache ? own * STORING_IN_FLIGHT : own;
+}
+
+/**
+ * Where a run keeps more lines in flight than the backend computes (above), those computing are bounded to the
+ * backend's concurrency; the rest wait their turn in the run, not in the backend's wait list (compute-gate.ts).
+ */
+function computeGate(opts: RunBatchOptions, backend: InferenceBackend | undefined): ComputeGate | undefined {
+  if (opts.concurrency > 0 || !backend?.answerFromCache) return undefined;
+  return new ComputeGate(backend.info.concurrency);
 }
 
 /** Where a run resumes counting from: what its earlier runs counted, or nothing. */
@@ -284,20 +295,22 @@ function cacheLookup(backend: InferenceBackend, endpoint: Endpoint, bodiesChecke
   };
 }
 
+/** What every line's tries share in a run. */
+interface Tries {
+  backend: InferenceBackend;
+  endpoint: Endpoint;
+  retry: { attempts: number; baseDelayMs: number };
+  drain: AbortSignal | undefined;
+  /** Bounds the lines computing at once, where more are in flight (computeGate). */
+  gate: ComputeGate | undefined;
+}
+
 /** Parse, check, run: the first two throw the line's own 400, which is never retried. */
-async function runRequest(
-  backend: InferenceBackend,
-  endpoint: Endpoint,
-  req: BatchRequest,
-  retry: { attempts: number; baseDelayMs: number },
-  signal: AbortSignal,
-  drain: AbortSignal | undefined,
-  onBegin: () => void,
-): Promise<BackendResult> {
+async function runRequest(tries: Tries, req: BatchRequest, signal: AbortSignal, onBegin: () => void): Promise<BackendResult> {
   if (req.unparseable) throw new RequestError(req.unparseable, "invalid_request", false);
-  const request = parseRequest(endpoint, req.body);
-  backend.check(request);
-  return withRetry(() => attempt(backend, request, signal, drain, onBegin), retry, signal, drain);
+  const request = parseRequest(tries.endpoint, req.body);
+  tries.backend.check(request);
+  return withRetry(() => attempt(tries, request, signal, onBegin), tries.retry, signal, tries.drain);
 }
 
 /**
@@ -305,13 +318,19 @@ async function runRequest(
  * sequence, an upstream's room) when the drain comes is called off, and the line goes back unrun (call-off.ts).
  */
 function attempt(
-  backend: InferenceBackend,
+  { backend, drain, gate }: Tries,
   request: InferenceRequest,
   signal: AbortSignal,
-  drain: AbortSignal | undefined,
   onBegin: () => void,
 ): Promise<BackendResult> {
-  const execute = (s: AbortSignal, begun: () => void) => backend.execute(request, s, { onBegin: begun, waitForStore: true });
+  const execute = async (s: AbortSignal, begun: () => void) => {
+    const release = await gate?.acquire(s);
+    try {
+      return await backend.execute(request, s, { onBegin: begun, waitForStore: true, ...(release ? { onBackendDone: release } : {}) });
+    } finally {
+      release?.();
+    }
+  };
   return drain ? callOffUnbegun(drain, signal, execute, onBegin) : execute(signal, onBegin);
 }
 

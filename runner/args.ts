@@ -53,7 +53,7 @@ Options:
       --models-file <path.yaml> a models file (as MODELS_FILE): the lines' "model" picks a local or
                                 upstream model from it (examples/models.yaml)
       --concurrency <n>         requests in flight at once (default: twice the engine's sequences,
-                                four times that with the result cache on)
+                                four times that with the result cache on, twice the sequences computing)
       --threads <n>             CPU threads for llama.cpp, per context (default: chosen from the machine)
       --sequences <n>           parallel sequences, over all contexts (default: chosen from the model)
       --contexts <n>            generation contexts decoding at once (default on CPU: one per core with

@@ -122,16 +122,21 @@ describe("the caching backend", () => {
     const held = new CachingBackend(inner, { cache: slow, identity: "model-a" });
     inner.hold();
     const answered: string[] = [];
+    // Told when the backend's part is done: the repeats at once (they compute nothing), the line once computed.
+    const done: string[] = [];
     const ask = (name: string, waitForStore: boolean) =>
-      held.execute(greedy("abc"), undefined, { waitForStore }).then((r) => {
+      held.execute(greedy("abc"), undefined, { waitForStore, onBackendDone: () => done.push(name) }).then((r) => {
         answered.push(name);
         return r;
       });
     const pending = [ask("line", true), ask("repeat", true), ask("interactive", false)];
+    await new Promise((r) => setTimeout(r, 20));
+    expect(done).toEqual(["repeat", "interactive"]);
     inner.release();
     await new Promise((r) => setTimeout(r, 20));
-    // Only the one that does not keep its answer has it; the lines wait for the store.
+    // Only the one that does not keep its answer has it; the lines wait for the store, the line no longer computing.
     expect(answered).toEqual(["interactive"]);
+    expect(done).toEqual(["repeat", "interactive", "line"]);
     expect(await slow.get(OPEN_SCOPE, cacheKey("model-a", greedy("abc")))).toBeUndefined();
     release();
     const rs = await Promise.all(pending);

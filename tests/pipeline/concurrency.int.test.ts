@@ -1,11 +1,13 @@
 // The run's default concurrency is the backend's; the local one keeps a request waiting for every sequence:
-// twice the engine's sequences. Over a result cache, whose lines wait for their answers' store, four times that.
+// twice the engine's sequences. Over a result cache, whose lines wait for their answers' store, four times that in
+// flight, of which the engine's concurrency computes at once.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CachingBackend } from "../../cache/caching-backend.js";
 import { LmdbResultCache } from "../../cache/lmdb-cache.js";
+import type { ResultCache } from "../../cache/port.js";
 import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
@@ -75,10 +77,13 @@ describe("default concurrency", () => {
     expect(c.max()).toBe(2 * engine.info.sequences);
   });
 
-  it("a run over the result cache keeps four times that in flight: a line waits for its answer's store", async () => {
+  it("a run over the result cache keeps four times that in flight, and computes only twice the sequences at once", async () => {
     const n = 8 * engine.info.sequences + 8;
     const dir = mkdtempSync(path.join(tmpdir(), "obi-concurrency-cache-"));
     const cache = new LmdbResultCache(dir, { maxBytes: 1 << 26, ttlSeconds: 0 });
+    // The stores are held until as many lines wait on theirs as the run keeps in flight: the engine must have gone on
+    // computing the next lines meanwhile, without ever computing more than its concurrency at once.
+    const held = heldStores(cache, 8 * engine.info.sequences);
     const c = counting(engine);
     try {
       const r = await runBatchFile({
@@ -86,15 +91,39 @@ describe("default concurrency", () => {
         outputPath: await scratch.file("cached-out.jsonl"),
         errorPath: await scratch.file("cached-err.jsonl"),
         endpoint: "/v1/completions",
-        backend: new CachingBackend(new LlamaBackend(c.engine), { cache, identity: Promise.resolve("concurrency-test") }),
+        backend: new CachingBackend(new LlamaBackend(c.engine), { cache: held.cache, identity: Promise.resolve("concurrency-test") }),
         batchSize: 64,
         concurrency: 0,
       });
       expect(r.completed).toBe(n);
-      expect(c.max()).toBe(8 * engine.info.sequences);
+      expect(held.maxWaiting()).toBe(8 * engine.info.sequences);
+      expect(c.max()).toBe(2 * engine.info.sequences);
+      expect((await cache.stats()).entries).toBe(n);
     } finally {
       await cache.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
 });
+
+/** `inner` with each store held until `until` stores wait at once; then every store goes through. */
+function heldStores(inner: ResultCache, until: number) {
+  let waiting = 0;
+  let maxWaiting = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  const cache: ResultCache = {
+    get: (scope, key) => inner.get(scope, key),
+    put: async (scope, key, answer) => {
+      maxWaiting = Math.max(maxWaiting, ++waiting);
+      if (waiting >= until) open();
+      await opened;
+      waiting--;
+      return inner.put(scope, key, answer);
+    },
+    purge: (scope) => inner.purge(scope),
+    stats: () => inner.stats(),
+    close: () => inner.close(),
+  };
+  return { cache, maxWaiting: () => maxWaiting };
+}
