@@ -8,11 +8,11 @@ import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { CachingBackend, cachedUsage, freshIds, OPEN_SCOPE } from "../../cache/caching-backend.js";
 import { cacheKey } from "../../cache/key.js";
 import { LmdbResultCache } from "../../cache/lmdb-cache.js";
-import type { ResultCache } from "../../cache/port.js";
 import type { BackendResult, InferenceBackend, InferenceRequest } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
 import { hexId } from "../../openai/ids.js";
 import { parseRequest } from "../../openai/parse.js";
+import { heldPuts } from "../helpers/held-puts.js";
 
 /** Answers a completion with its prompt reversed, after its caller lets it (so requests can be held in flight). */
 class ReversingBackend implements InferenceBackend {
@@ -109,16 +109,7 @@ describe("the caching backend", () => {
   it("answers a caller that keeps its answer on disk (a batch line) only once the answer is stored, its duplicates too", async () => {
     let release = () => {};
     const gate = new Promise<void>((r) => (release = r));
-    const slow: ResultCache = {
-      get: (scope, key) => cache.get(scope, key),
-      put: async (scope, key, answer) => {
-        await gate;
-        await cache.put(scope, key, answer);
-      },
-      purge: (scope) => cache.purge(scope),
-      stats: () => cache.stats(),
-      close: () => cache.close(),
-    };
+    const slow = heldPuts(cache, () => gate);
     const held = new CachingBackend(inner, { cache: slow, identity: "model-a" });
     inner.hold();
     const answered: string[] = [];

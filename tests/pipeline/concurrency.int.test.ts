@@ -12,6 +12,7 @@ import { LlamaBackend } from "../../engine/adapter/openai-backend.js";
 import type { Engine } from "../../engine/types.js";
 import { runBatchFile } from "../../pipeline/run-batch.js";
 import { completionJsonl } from "../../testkit/workload.js";
+import { heldPuts } from "../helpers/held-puts.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { testEngine } from "../helpers/test-engine.js";
 
@@ -112,18 +113,11 @@ function heldStores(inner: ResultCache, until: number) {
   let maxWaiting = 0;
   let open!: () => void;
   const opened = new Promise<void>((r) => (open = r));
-  const cache: ResultCache = {
-    get: (scope, key) => inner.get(scope, key),
-    put: async (scope, key, answer) => {
-      maxWaiting = Math.max(maxWaiting, ++waiting);
-      if (waiting >= until) open();
-      await opened;
-      waiting--;
-      return inner.put(scope, key, answer);
-    },
-    purge: (scope) => inner.purge(scope),
-    stats: () => inner.stats(),
-    close: () => inner.close(),
-  };
+  const cache = heldPuts(inner, async () => {
+    maxWaiting = Math.max(maxWaiting, ++waiting);
+    if (waiting >= until) open();
+    await opened;
+    waiting--;
+  });
   return { cache, maxWaiting: () => maxWaiting };
 }
