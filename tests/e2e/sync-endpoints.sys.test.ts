@@ -135,17 +135,19 @@ describe("synchronous endpoints", () => {
     // The interactive lane here has room for one and no queue: a request still running would make this a 429. Its
     // room is given back as the server sees the connection close: within moments, where the story would take many
     // seconds (a loaded machine sees the close later than an idle one).
-    const running = async () => {
-      const text = await (await fetch(`${full.baseUrl}/metrics`)).text();
-      const gauge = /^obi_sync_lane_running\{[^}]*tier="default"[^}]*\} (\S+)$/m.exec(text);
-      if (!gauge) throw new Error("/metrics has no obi_sync_lane_running for the default tier");
-      return Number(gauge[1]);
-    };
-    await expect.poll(running, { timeout: 5_000, interval: 50 }).toBe(0);
+    await expect.poll(() => defaultLaneRunning(full), { timeout: 5_000, interval: 50 }).toBe(0);
     const next = await c.chat.completions.create({ ...long, max_tokens: 4 });
     expect(next.choices[0].message.role).toBe("assistant");
   });
 });
+
+/** How many requests the default tier's interactive lane of `service` runs now, as its /metrics says. */
+async function defaultLaneRunning(service: TestService): Promise<number> {
+  const text = await (await fetch(`${service.baseUrl}/metrics`)).text();
+  const gauge = /^obi_sync_lane_running\{[^}]*tier="default"[^}]*\} (\S+)$/m.exec(text);
+  if (!gauge) throw new Error("/metrics has no obi_sync_lane_running for the default tier");
+  return Number(gauge[1]);
+}
 
 /** A streamed chat's chunks as the openai client parses them. */
 async function chunksOf(stream: AsyncIterable<OpenAI.ChatCompletionChunk>): Promise<OpenAI.ChatCompletionChunk[]> {
@@ -332,8 +334,9 @@ describe("streaming", () => {
     let pieces = 0;
     for await (const _ of stream) if (++pieces === 3) break;
     expect(pieces).toBe(3);
-    // The interactive lane here has room for one and no queue: a stream still generating would make this a 429.
-    await new Promise((r) => setTimeout(r, 100));
+    // The interactive lane here has room for one and no queue: a stream still generating would make this a 429. Its
+    // room is given back as the server sees the connection close, later on a loaded machine than on an idle one.
+    await expect.poll(() => defaultLaneRunning(full), { timeout: 5_000, interval: 50 }).toBe(0);
     const next = await c.chat.completions.create({ model: "any", messages: user("Hi"), max_tokens: 4 });
     expect(next.choices[0].message.role).toBe("assistant");
     // The metrics agree: nothing runs or waits in the lane, and the requests that left are counted as such.
