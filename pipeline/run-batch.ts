@@ -36,8 +36,8 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
   if (!backend && !signal?.aborted) throw new Error("runBatchFile: a run without a backend must be aborted");
   const retry = opts.retry ?? DEFAULT_RETRY;
   // Concurrent runs share the backend's own wait list (the engine's is FIFO), so each gets its turn.
-  const concurrency = opts.concurrency > 0 ? opts.concurrency : inFlightFor(backend);
-  const tries: Tries = { backend: backend!, endpoint, retry, drain: opts.drain, gate: computeGate(opts, backend) };
+  const { concurrency, gate } = inFlightFor(opts.concurrency, backend);
+  const tries: Tries = { backend: backend!, endpoint, retry, drain: opts.drain, gate };
   // Every request in flight listens for the drain while it waits for its turn on the backend: not a leak.
   if (opts.drain) setMaxListeners(Math.max(getMaxListeners(opts.drain), concurrency + 10), opts.drain);
   const progress = progressFrom(opts.base);
@@ -116,19 +116,15 @@ export async function runBatchFile(opts: RunBatchOptions): Promise<RunBatchResul
  */
 const STORING_IN_FLIGHT = 4;
 
-/** The lines a run keeps in flight unless told (PIPELINE_CONCURRENCY): the backend's concurrency, more where it stores. */
-function inFlightFor(backend: InferenceBackend | undefined): number {
-  const own = backend?.info.concurrency ?? 1;
-  return backend?.answerFromCache ? own * STORING_IN_FLIGHT : own;
-}
-
 /**
- * Where a run keeps more lines in flight than the backend computes (above), those computing are bounded to the
- * backend's concurrency; the rest wait their turn in the run, not in the backend's wait list (compute-gate.ts).
+ * The lines a run keeps in flight: as many as it is told (PIPELINE_CONCURRENCY), else the backend's concurrency, more
+ * where it stores. Those more lines compute no more at once than the backend's concurrency: the rest wait their turn
+ * in the run, not in the backend's wait list (compute-gate.ts).
  */
-function computeGate(opts: RunBatchOptions, backend: InferenceBackend | undefined): ComputeGate | undefined {
-  if (opts.concurrency > 0 || !backend?.answerFromCache) return undefined;
-  return new ComputeGate(backend.info.concurrency);
+function inFlightFor(told: number, backend: InferenceBackend | undefined): { concurrency: number; gate?: ComputeGate } {
+  if (told > 0) return { concurrency: told };
+  const own = backend?.info.concurrency ?? 1;
+  return backend?.answerFromCache ? { concurrency: own * STORING_IN_FLIGHT, gate: new ComputeGate(own) } : { concurrency: own };
 }
 
 /** Where a run resumes counting from: what its earlier runs counted, or nothing. */

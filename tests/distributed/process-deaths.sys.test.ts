@@ -17,6 +17,7 @@ import {
   type TestNode,
 } from "../helpers/cluster.js";
 import { pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { metricSample } from "../helpers/metric-sample.js";
 import type { ServerProcess } from "../helpers/process.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
@@ -113,13 +114,11 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode under failures", () => {
     expect(ran(calls, "k1")).toBe(160);
     // The totals live in the database: whichever process took the lease over (the other API server or the
     // worker) exports them, the killed one's counts included, and it alone (a sum over processes counts once).
-    const value = (text: string, name: string, label: string) =>
-      Number(new RegExp(`^${name}\\{${label}[^}]*\\} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
     const texts = await Promise.all([api, w].map(async (n) => (await fetch(`${n.baseUrl}/metrics`)).text()));
     const leaders = texts.filter((t) => /^obi_batches_total\{/m.test(t));
     expect(leaders).toHaveLength(1);
-    expect(value(leaders[0], "obi_batches_total", 'status="completed"')).toBeGreaterThanOrEqual(1);
-    expect(value(leaders[0], "obi_requests_total", 'outcome="completed"')).toBeGreaterThanOrEqual(160);
+    expect(metricSample(leaders[0], "obi_batches_total", 'status="completed"')).toBeGreaterThanOrEqual(1);
+    expect(metricSample(leaders[0], "obi_requests_total", 'outcome="completed"')).toBeGreaterThanOrEqual(160);
   }, 180_000);
 
   it("pause, kill -9 of the worker, resume: the paused batch stays put, then another worker finishes it, each line once", async () => {

@@ -12,6 +12,7 @@ import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { pythonWith } from "../../testkit/python.js";
 import { repoRoot } from "../../testkit/repo-root.js";
 import { NEVER_ENDS } from "../helpers/long-stream.js";
+import { metricSample } from "../helpers/metric-sample.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 let svc: TestService;
@@ -148,7 +149,7 @@ describe("synchronous endpoints", () => {
 /** `service`'s /metrics now: a sample's value by its name and a pattern of its first labels (NaN where none matches). */
 async function metricsOf(service: TestService): Promise<(name: string, labels: string) => number> {
   const text = await (await fetch(`${service.baseUrl}/metrics`)).text();
-  return (name, labels) => Number(new RegExp(`^${name}\\{${labels}[^}]*\\} (\\S+)$`, "m").exec(text)?.[1]);
+  return (name, labels) => metricSample(text, name, labels);
 }
 
 /** How many requests the default tier's interactive lane of `service` runs now. */
