@@ -327,7 +327,7 @@ async function loadLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
 }
 
 /** The key of a local model's engine record: what it asks of the engine, as asked (backends/engine-record.ts). */
-function recordKey(ctx: LocalContext, spec: LocalSpec, digest: string): string {
+function recordKey(ctx: Pick<LocalContext, "config">, spec: LocalSpec, digest: string): string {
   const { engine } = ctx.config;
   const asked = {
     name: spec.name,
@@ -351,7 +351,7 @@ function lazyRecord(ctx: LocalContext, spec: LocalSpec) {
   return found;
 }
 
-async function findRecord(ctx: LocalContext, spec: LocalSpec) {
+async function findRecord(ctx: Pick<LocalContext, "config" | "registry" | "resultCache" | "log">, spec: LocalSpec) {
   const cache = ctx.resultCache;
   if (!cache?.lazyLoad || ctx.registry.models.some((m) => m.parent === spec.name)) return undefined;
   const digest = await fileDigest(spec.backend.path, cache.sidecar).catch(() => null);
@@ -443,6 +443,32 @@ async function localBackend(ctx: LocalContext, spec: LocalSpec, signal: AbortSig
   const backend = cached(local, identity, cache);
   ctx.log.info({ model: spec.name, backend: backend.info }, "backend ready");
   return backend;
+}
+
+/**
+ * Each model's identity in the result cache as a run keys its answers, known without loading anything: a local
+ * model's from its engine record, an upstream's from its URLs and name. Undefined where one is not (no record yet,
+ * a model with adapters, a file that cannot be hashed): what is keyed on them all then has no key.
+ */
+export async function knownIdentities(
+  config: BackendConfig,
+  registry: ModelRegistry,
+  cache: BackendCache,
+  logger: pino.Logger,
+): Promise<Record<string, string> | undefined> {
+  const ctx = { config, registry, resultCache: { ...cache, lazyLoad: true }, log: logger };
+  const identities: Record<string, string> = {};
+  for (const spec of registry.models) {
+    if (spec.backend.kind === "upstream") {
+      identities[spec.name] = upstreamIdentity(spec.backend.baseUrls, spec.backend.model);
+      continue;
+    }
+    // An adapter's identity builds on its loaded base's: a base with adapters keeps no record.
+    const found = spec.parent === undefined ? await findRecord(ctx, spec as LocalSpec) : undefined;
+    if (!found?.record) return undefined;
+    identities[spec.name] = found.record.identity;
+  }
+  return identities;
 }
 
 /** The router over the registry's models: local ones as node-llama-cpp engines, upstream ones over HTTP. */

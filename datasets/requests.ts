@@ -37,14 +37,19 @@ export async function jobHash(job: Job, files: readonly string[], servedBy?: str
   const h = createHash("sha256");
   // What answers the rows, where the caller knows it: answers of another model are not this job's.
   if (servedBy !== undefined) h.update(`served by ${servedBy}\n`);
-  const { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit } = job;
-  h.update(JSON.stringify({ endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit }));
+  h.update(JSON.stringify(requestFields(job)));
   for (const f of files) {
     const s = await stat(f);
     h.update(`\n${f}\t${s.size}\t${s.mtimeMs}`);
   }
   if (job.preprocess) h.update(await readFile(job.preprocess));
   return h.digest("hex").slice(0, 12);
+}
+
+/** The job's fields that make its rows' requests from their columns, and so with the rows, its answers. */
+export function requestFields(job: Job) {
+  const { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit } = job;
+  return { endpoint, model, messages, prompt, body, params, paramsFrom, responseFormat, where, limit };
 }
 
 /**

@@ -6,7 +6,7 @@ import path from "node:path";
 import type { Job } from "./job.js";
 import { checkColumns, type Postprocess } from "./requests.js";
 import { type ResultColumn, type ResultsPass, resultColumns, writeResults } from "./results.js";
-import { type Column, DatasetError, type TableInput, type Tables } from "./tables.js";
+import { type Column, DatasetError, type TableInput, type Tables, type WriteSpec } from "./tables.js";
 
 /** A result column and its name in the output. */
 export interface NamedColumn extends ResultColumn {
@@ -98,13 +98,31 @@ export async function joinAnswers(
 ): Promise<ResultsPass & { named: NamedColumn[] }> {
   const results = path.join(s.work, "results.jsonl");
   const pass = await writeResults(job, { ...s, target: results, input });
+  return { ...pass, named: await joinResults(job, tables, input, { columns: s.columns, rows: s.rows, results, of: pass.columns }) };
+}
+
+/**
+ * Writes `job.output` from a file of result columns (`results`: one JSON object per row, in input order, holding
+ * the columns `of`): the kept columns beside them, named as the output names them.
+ */
+export async function joinResults(
+  job: Job,
+  tables: Tables,
+  input: TableInput,
+  s: { columns: OutputColumns; rows: number; results: string; of: readonly ResultColumn[] },
+): Promise<NamedColumn[]> {
   const { keep } = s.columns;
-  const named = pass.columns.map((c) => s.columns.results.find((r) => r.name === c.name) ?? { ...c, as: c.name });
+  const named = s.of.map((c) => s.columns.results.find((r) => r.name === c.name) ?? { ...c, as: c.name });
   refusePostprocessClash(job, keep, named);
+  await writeAll(job, tables, input, s.rows, { keep, results: s.results, columns: named, output: job.output });
+  return named;
+}
+
+/** The output written, every row of it, into a folder made for it if need be. */
+async function writeAll(job: Job, tables: Tables, input: TableInput, rows: number, spec: WriteSpec): Promise<void> {
   await mkdir(path.dirname(job.output), { recursive: true });
-  const written = await tables.write(input, { keep, results, columns: named, output: job.output });
-  if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
-  return { ...pass, named };
+  const written = await tables.write(input, spec);
+  if (written !== rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${rows}`);
 }
 
 /**
@@ -120,10 +138,8 @@ export async function joinEarlier(
 ): Promise<NamedColumn[]> {
   const named = s.earlier.map((c) => ({ ...c, as: s.columns.results.find((r) => r.name === c.name)?.as ?? c.name }));
   refusePostprocessClash(job, s.columns.keep, named);
-  await mkdir(path.dirname(job.output), { recursive: true });
   const columns = s.earlier.map((c, i) => ({ name: c.as, type: c.type, as: named[i].as }));
-  const written = await tables.write(input, { keep: s.columns.keep, results: s.from, resultsTable: true, columns, output: job.output });
-  if (written !== s.rows) throw new DatasetError(`${job.output}: wrote ${written} rows of ${s.rows}`);
+  await writeAll(job, tables, input, s.rows, { keep: s.columns.keep, results: s.from, resultsTable: true, columns, output: job.output });
   return named;
 }
 

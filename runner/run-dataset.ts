@@ -2,15 +2,16 @@
 // the offline runner, or on a server through OpenAI's Files and Batches API), and the answers joined back into the
 // table. A stage's working files sit in a folder named after the job (dataset-work.ts), removed once the output is
 // whole; the output itself appears only whole, by rename.
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { type BegunDatabase, discardDatabase, openDuckTables } from "../datasets/duckdb-tables.js";
 import { checkFlags, type Job, JobError, planStages, readJobFile } from "../datasets/job.js";
 import { jobHash, loadHook, type Postprocess, type Preprocess, type WrittenRequests, writeRequests } from "../datasets/requests.js";
-import { joinAnswers, joinEarlier, type NamedColumn, type OutputColumns, outputColumns } from "../datasets/stage.js";
+import { joinAnswers, joinEarlier, joinResults, type NamedColumn, type OutputColumns, outputColumns } from "../datasets/stage.js";
 import { DatasetError, type TableInput, type Tables } from "../datasets/tables.js";
 import type { EngineArgs } from "./args.js";
+import { type JobAnswers, type JobSource, jobSource, recallAnswers, rememberAnswers, rememberable } from "./dataset-answers.js";
 import type { DatasetArgs } from "./dataset-args.js";
 import { previewJob } from "./dataset-preview.js";
 import {
@@ -135,6 +136,8 @@ interface Opened {
   hash: string;
   postprocess?: Postprocess;
   postHash: string | null;
+  /** What its answers are of, where they may be remembered whole (runner/dataset-answers.ts). */
+  source?: JobSource;
 }
 
 async function runStage(
@@ -195,9 +198,16 @@ async function runHeld(
     const answers = await hasResults(place.work);
     const earlier = answers ? undefined : await earlierOutput(state, o.postHash);
     if (args.retryFailed && !answers && earlier) return nothingToRetry(o, earlier, deps);
-    if (earlier && state && !args.retryFailed) return await joinFromEarlier(o, state, earlier, deps);
+    // --no-cache asks for every row computed: another output's answers would be reuse too.
+    if (earlier && state && !args.retryFailed && !args.engine.noCache) return await joinFromEarlier(o, state, earlier, deps);
     // A job with no answer yet has nothing to retry: its rows run as new.
-    return await runAndJoin(o, preprocess, { ...args, retryFailed: args.retryFailed && answers }, deps);
+    const asked = { ...args, retryFailed: args.retryFailed && answers };
+    if (rememberable(job, deps.config, asked)) {
+      o.source = await jobSource(job, input.files, served, deps.config.batchDir).catch(() => undefined);
+      const remembered = o.source && !answers && (await recallAnswers(o.source, deps.config, deps.logger));
+      if (remembered) return await joinRemembered(o, remembered, args, deps);
+    }
+    return await runAndJoin(o, preprocess, asked, deps);
   } finally {
     await tables.close();
     await tidy(place);
@@ -263,17 +273,53 @@ async function runAndJoin(o: Opened, preprocess: Preprocess | undefined, args: D
   );
   // Only a retry changes answers an output already holds: the outputs written before it are then stale.
   await record(o, { columns: pass.named, answered: pass.completed, failed: pass.failed }, args.retryFailed);
+  if (o.source && pass.failed === 0 && !args.remote) {
+    const results = { requests, results: `${place.work}/results.jsonl`, columns: pass.columns, rows };
+    await rememberAnswers(o.source, results, deps.config, deps.logger);
+  }
   const errorColumn = o.columns.results.find((c) => c.name === "error_code")?.as ?? "error_code";
   deps.stdout.write(
     `${o.name}: wrote ${job.output}: ${rows} rows (${pass.completed} answered, ${pass.failed} with an error in ${errorColumn})\n`,
   );
-  if (pass.failed === 0 && !args.keepWork) {
+  return finish(o, pass.failed, args, deps);
+}
+
+/** The working folder removed once every row is answered, unless --keep-work keeps it. */
+async function finish(o: Opened, failed: number, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const { place } = o;
+  if (failed === 0 && !args.keepWork) {
     await rm(place.work, { recursive: true, force: true });
     deps.stderr.write(`${o.name}: removed the working folder ${place.work} (--keep-work keeps it)\n`);
   } else
     deps.stderr.write(
-      `${o.name}: kept the working folder ${place.work}${pass.failed > 0 ? ` for --retry-failed (${pass.failed} rows failed)` : ""}; remove it once done\n`,
+      `${o.name}: kept the working folder ${place.work}${failed > 0 ? ` for --retry-failed (${failed} rows failed)` : ""}; remove it once done\n`,
     );
+  return 0;
+}
+
+/** A job whose answers the result cache holds whole: its results joined to the input, nothing rendered or run. */
+async function joinRemembered(o: Opened, answers: JobAnswers, args: DatasetArgs<EngineArgs>, deps: OfflineRunDeps): Promise<number> {
+  const { job, place } = o;
+  const { rows, usage } = answers;
+  const state = await readState(place.record);
+  await saveState(
+    place.record,
+    state?.hash === o.hash ? { ...state, rows } : { hash: o.hash, rows, earlierOutputs: earlierOutputs(state) },
+  );
+  deps.stderr.write(
+    `${o.name}: ${rows} rows of ${o.label} -> ${job.output}: every answer is in the result cache, from a run of this job on the same input and model (--no-cache computes them)\n`,
+  );
+  const results = `${place.work}/results.jsonl`;
+  await writeFile(results, answers.results);
+  const named = await joinedUnchanged(o, () =>
+    joinResults(job, o.tables, o.input, { columns: o.columns, rows, results, of: answers.columns }),
+  );
+  await record(o, { columns: named, answered: rows, failed: 0 }, false);
+  deps.stdout.write(
+    `${o.name}: wrote ${job.output}: ${rows} rows (${rows} answered from the result cache: ${usage.promptTokens} prompt tokens, all cached, and ${usage.completionTokens} completion tokens)\n`,
+  );
+  await rm(place.work, { recursive: true, force: true });
+  if (args.keepWork) deps.stderr.write(`${o.name}: no request was written or run, so the working folder held nothing to keep\n`);
   return 0;
 }
 

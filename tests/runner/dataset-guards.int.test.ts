@@ -1,7 +1,8 @@
 // A dataset job guarded against what happens beside it: a second run of the job while one is under way waits for it
 // (it would compute every row again and fail at its join), and is refused once it has waited a few seconds; an
 // input replaced while the job runs is not joined to answers of the rows it had before.
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
@@ -17,7 +18,9 @@ let config: Config;
 let dir: string;
 
 beforeAll(async () => {
-  config = loadConfig({ MODEL_PATH: await testModelPath(), THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" });
+  // A BATCH_DIR of its own, and so a result cache: a job another run of this file answered is not answered whole.
+  const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-dataset-batches-"));
+  config = loadConfig({ MODEL_PATH: await testModelPath(), BATCH_DIR: batchDir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" });
   dir = path.dirname(await scratch.write("", "keep"));
 });
 

@@ -18,7 +18,10 @@ let planConfig: Config;
 let dir: string;
 
 beforeAll(async () => {
-  config = loadConfig({ MODEL_PATH: await testModelPath(), THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256", EMBEDDING_CONTEXTS: "1" });
+  // A BATCH_DIR of its own, and so a result cache: a job another run of this file answered is not answered whole.
+  const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-dataset-batches-"));
+  const settings = { MODEL_PATH: await testModelPath(), BATCH_DIR: batchDir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" };
+  config = loadConfig({ ...settings, EMBEDDING_CONTEXTS: "1" });
   dir = path.dirname(await scratch.write("", "keep"));
   planConfig = { ...config, batchDir: mkdtempSync(path.join(os.tmpdir(), "obi-plan-batches-")) };
 });

@@ -1,7 +1,7 @@
 // The runner's result cache on the generated model: a dataset job run again computes only its changed rows, another
 // output of the same job computes nothing, --no-cache computes everything, and a model file rewritten under the same
 // path is another model (no stale answer).
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -42,8 +42,14 @@ function writeJob(output: string) {
   return job;
 }
 
-/** "…, 49 of this run's answered from the cache" in the summary, or 0 where it says none. */
-const cachedOf = (stdout: string) => Number(/(\d+) of this run's answered from the cache/.exec(stdout)?.[1] ?? 0);
+/**
+ * "…, 49 of this run's answered from the cache" in a run's summary, or "50 answered from the result cache" where the
+ * job's answers were remembered whole; 0 where it says neither.
+ */
+const cachedOf = (stdout: string) =>
+  Number(/(\d+) of this run's answered from the cache|(\d+) answered from the result cache/.exec(stdout)?.slice(1).find(Boolean) ?? 0);
+/** The job was answered whole: one read of the cache, no row's request rendered or run. */
+const wholeFromCache = (stdout: string) => /rows \(\d+ answered from the result cache/.test(stdout);
 
 describe("the runner's result cache", () => {
   it("a dataset job again: unchanged computes nothing, 2% changed computes those rows, another -o nothing, --no-cache all", async () => {
@@ -54,9 +60,13 @@ describe("the runner's result cache", () => {
     const answers = (await readTable(path.join(dir, "out.csv"))).rows;
     expect(answers).toHaveLength(ROWS);
 
-    const again = await batch("--job", writeJob("out.csv"), "--overwrite");
+    const again = await batch("--job", writeJob("out.csv"), "--overwrite", "--keep-work");
     expect(again.code, again.stderr).toBe(0);
     expect(cachedOf(again.stdout)).toBe(ROWS);
+    expect(wholeFromCache(again.stdout), again.stdout).toBe(true);
+    // Nothing was rendered or run: no working file is left to keep.
+    expect(again.stderr).toContain("no request was written or run, so the working folder held nothing to keep");
+    expect(readdirSync(dir).filter((f) => f.endsWith(".work"))).toEqual([]);
     // The same answers; each now reports its whole prompt cached, where the first run reported what the engine's
     // prefix reuse saved.
     const reread = (await readTable(path.join(dir, "out.csv"))).rows;
@@ -67,6 +77,7 @@ describe("the runner's result cache", () => {
     const changed = await batch("--job", writeJob("out.csv"), "--overwrite");
     expect(changed.code, changed.stderr).toBe(0);
     expect(cachedOf(changed.stdout)).toBe(ROWS - 1);
+    expect(wholeFromCache(changed.stdout)).toBe(false);
 
     const other = await batch("--job", writeJob("other.parquet"));
     expect(other.code, other.stderr).toBe(0);
@@ -75,10 +86,63 @@ describe("the runner's result cache", () => {
     if (computed) expect(cachedOf(other.stdout)).toBe(Number(computed[1]));
     expect((await readTable(path.join(dir, "other.parquet"))).rows).toHaveLength(ROWS);
 
-    const off = await batch("--job", writeJob("out.csv"), "--overwrite", "--no-cache");
-    expect(off.code, off.stderr).toBe(0);
-    expect(cachedOf(off.stdout)).toBe(0);
-    expect(off.stdout).toMatch(new RegExp(`${ROWS} requests`));
+    // --no-cache computes: neither the cache nor another output of the job answers a row.
+    for (const output of ["out.csv", "third.csv"]) {
+      const off = await batch("--job", writeJob(output), "--overwrite", "--no-cache");
+      expect(off.code, off.stderr).toBe(0);
+      expect(cachedOf(off.stdout)).toBe(0);
+      expect(off.stdout).toMatch(new RegExp(`${ROWS} requests`));
+      expect(off.stdout).not.toContain("joined from");
+    }
+  });
+
+  it("a job is answered whole only where each row's answer would be: a sampled row, a module of its own or a failed row leave it row by row", async () => {
+    writeRows();
+    const job = (name: string, lines: string[]) => {
+      const file = path.join(dir, `${name}.yaml`);
+      writeFileSync(file, ["input: rows.csv", "prompt: 'Say: {{text}}'", `output: ${name}.csv`, ...lines].join("\n"));
+      return file;
+    };
+    // One row in fifty samples (its temperature from its column): every other row is remembered, the job is not whole.
+    const temps = Array.from({ length: ROWS }, (_, i) => `${i},row ${i},${i === 3 ? 0.7 : 0}`);
+    writeFileSync(path.join(dir, "temps.csv"), `id,text,temp\n${temps.join("\n")}\n`);
+    const sampled = path.join(dir, "sampled.yaml");
+    writeFileSync(
+      sampled,
+      [
+        "input: temps.csv",
+        "prompt: 'Say: {{text}}'",
+        "output: sampled.csv",
+        "params: { max_tokens: 4 }",
+        "params_from: { temperature: temp }",
+      ].join("\n"),
+    );
+    writeFileSync(path.join(dir, "post.mjs"), "export default (row, response) => ({ length: response.choices[0].text.length });\n");
+    const post = job("post", ["params: { max_tokens: 4, temperature: 0 }", "postprocess: post.mjs"]);
+    // One row's prompt longer than the context: it fails, every time.
+    const texts = Array.from({ length: ROWS }, (_, i) => `${i},${i === 5 ? "word ".repeat(400) : `row ${i}`}`);
+    writeFileSync(path.join(dir, "long.csv"), `id,text\n${texts.join("\n")}\n`);
+    const long = path.join(dir, "long.yaml");
+    writeFileSync(
+      long,
+      ["input: long.csv", "prompt: 'Say: {{text}}'", "output: long.csv.out.csv", "params: { max_tokens: 4, temperature: 0 }"].join("\n"),
+    );
+    for (const [file, cached] of [
+      [sampled, ROWS - 1],
+      [post, ROWS],
+      [long, ROWS - 1],
+    ] as const) {
+      expect((await batch("--job", file)).code).toBe(0);
+      const again = await batch("--job", file, "--overwrite");
+      expect(again.code, again.stderr).toBe(0);
+      expect(wholeFromCache(again.stdout), file).toBe(false);
+      expect(cachedOf(again.stdout), file).toBe(cached);
+    }
+    // --no-cache neither reads nor remembers: the run after it is still answered whole, from before.
+    const plain = job("plain", ["params: { max_tokens: 4, temperature: 0 }"]);
+    expect(wholeFromCache((await batch("--job", plain)).stdout)).toBe(false);
+    expect(wholeFromCache((await batch("--job", plain, "--overwrite", "--no-cache")).stdout)).toBe(false);
+    expect(wholeFromCache((await batch("--job", plain, "--overwrite")).stdout)).toBe(true);
   });
 
   it("a model file rewritten under the same path is another model: its first run answers nothing from the cache", async () => {
