@@ -2,11 +2,19 @@
 // lookups at a time, and writes each line the result cache holds as it finds it, however busy the backend is. The
 // pipeline plans the other lines once the reader is through (a re-run answered whole plans and reads nothing more);
 // a line it reaches first is looked up then. Each line is looked up once, by whichever of the two reaches it first,
-// so none is both answered and run.
+// so none is both answered and run. A file the cache barely knows is not read ahead: once the reader has looked up
+// a few chunks and found almost nothing, it gives up, and the pipeline starts; the backend still looks each line up
+// as it runs it (cache/caching-backend.ts), so a remembered line met later is answered all the same.
 import { setImmediate as nextTurn } from "node:timers/promises";
 
 /** Lines looked up together: a store across a network answers them at once, not in turn. */
 const LOOKUP_CHUNK = 64;
+/**
+ * The reader gives up after this many lookups where fewer than one in GIVE_UP_SHARE found an answer: reading on would
+ * hold the pipeline's start for a lookup of every line, which the backend makes again as it runs each.
+ */
+const GIVE_UP_AFTER = 4 * LOOKUP_CHUNK;
+const GIVE_UP_SHARE = 16;
 
 const UNSEEN = 0;
 const PENDING = 1;
@@ -21,6 +29,8 @@ export class AnsweredAhead<L extends { lineNo: number }> {
   private closing = false;
   /** The reader went through the whole file and answered every line of it. */
   private answeredEvery = false;
+  /** The reader stopped early, finding too few answers: the lines it did not reach are not looked up here. */
+  private gaveUp = false;
   private failure: { error: unknown } | undefined;
 
   /**
@@ -76,7 +86,7 @@ export class AnsweredAhead<L extends { lineNo: number }> {
   private answered(line: L): Promise<boolean> {
     const state = this.stateOf(line.lineNo);
     if (state === ANSWERED) return Promise.resolve(true);
-    if (state === MISSED) return Promise.resolve(false);
+    if (state === MISSED || (state === UNSEEN && this.gaveUp)) return Promise.resolve(false);
     return state === PENDING ? this.pending.get(line.lineNo)! : this.lookUp(line);
   }
 
@@ -106,6 +116,7 @@ export class AnsweredAhead<L extends { lineNo: number }> {
   private async read(lines: AsyncIterable<L>): Promise<void> {
     let chunk: Promise<boolean>[] = [];
     let all = true;
+    const found = { lookups: 0, answers: 0 };
     for await (const line of lines) {
       if (this.closing || this.stopped() || this.failure) {
         all = false;
@@ -118,8 +129,16 @@ export class AnsweredAhead<L extends { lineNo: number }> {
       }
       chunk.push(this.lookUp(line));
       if (chunk.length < LOOKUP_CHUNK) continue;
-      all = (await Promise.all(chunk)).every(Boolean) && all;
+      const hits = await Promise.all(chunk);
+      all = hits.every(Boolean) && all;
       chunk = [];
+      found.lookups += hits.length;
+      found.answers += hits.filter(Boolean).length;
+      if (found.lookups >= GIVE_UP_AFTER && found.answers * GIVE_UP_SHARE < found.lookups) {
+        this.gaveUp = true;
+        all = false;
+        break;
+      }
       // The backend's callbacks and the pipeline's lines get their turn between chunks.
       await nextTurn();
     }

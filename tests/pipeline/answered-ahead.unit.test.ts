@@ -1,6 +1,7 @@
 // The reader that answers remembered lines ahead of the pipeline (pipeline/answered-ahead.ts): each line looked up
-// once whichever side reaches it first, the pipeline given exactly the lines not answered, what it says once through
-// the file, a stop that ends the lookups, and a failed answer that fails the run.
+// once whichever side reaches it first, the pipeline given exactly the lines not answered, a reader that gives up on
+// a file the cache barely knows, what it says once through the file, a stop that ends the lookups, and a failed
+// answer that fails the run.
 import { describe, expect, it } from "vitest";
 import { AnsweredAhead } from "../../pipeline/answered-ahead.js";
 
@@ -42,6 +43,44 @@ describe("AnsweredAhead", () => {
     expect([...answered].sort((a, b) => a - b)).toEqual(all.filter((l) => l.lineNo % 3 === 0).map((l) => l.lineNo));
     expect([...asked.values()].every((n) => n === 1)).toBe(true);
     expect(asked.size).toBe(300);
+  });
+
+  it("gives up reading ahead of a file the cache barely knows: the pipeline gets every line, the rest not looked up here", async () => {
+    const asked: number[] = [];
+    const ahead = new AnsweredAhead<Line>(
+      async (l) => {
+        asked.push(l.lineNo);
+        return l.lineNo === 7;
+      },
+      () => false,
+    );
+    const all = lines(1000);
+    ahead.start(slowly(all));
+    await ahead.readThrough();
+    expect(ahead.answeredAll()).toBe(false);
+    // Four chunks of 64 looked up, one answer among them: the reader stopped there.
+    expect(asked).toHaveLength(256);
+    const toRun = await collect(ahead.toRun(slowly(all)));
+    await ahead.close();
+    expect(toRun).toEqual(all.filter((l) => l.lineNo !== 7).map((l) => l.lineNo));
+    expect(asked).toHaveLength(256);
+  });
+
+  it("reads on where the cache knows a file, even after a first stretch of new lines", async () => {
+    let asked = 0;
+    const ahead = new AnsweredAhead<Line>(
+      async (l) => {
+        asked++;
+        return l.lineNo > 100;
+      },
+      () => false,
+    );
+    const all = lines(1000);
+    ahead.start(slowly(all));
+    const toRun = await collect(ahead.toRun(slowly(all)));
+    await ahead.close();
+    expect(toRun).toEqual(all.slice(0, 100).map((l) => l.lineNo));
+    expect(asked).toBe(1000);
   });
 
   it("answers lines the pipeline has not reached: the reader runs ahead of a pipeline that is not pulling", async () => {
