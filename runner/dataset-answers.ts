@@ -4,7 +4,7 @@
 // (cache/rule.ts, the rule each row's answer is remembered by) and which has no module of its own (a preprocess or
 // postprocess may change what no key sees) is remembered so. Its rows are told as hits are: all of their prompt
 // tokens cached.
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import type pino from "pino";
 import { knownIdentities, loadRegistry } from "../backends/build.js";
 import { sha256Hex } from "../cache/digest.js";
@@ -22,7 +22,7 @@ import { RUNNER_SCOPE } from "./run-file.js";
 /** What the entry's body says it is; its version changes with the result columns' making. */
 const KIND = "dataset.results";
 const VERSION = 1;
-/** A job whose results pass this is not remembered whole: its rows' answers still are. */
+/** A job whose requests or results pass this is not remembered whole: its rows' answers still are. */
 const MAX_RESULTS_BYTES = 64 * 1024 * 1024;
 
 /** A job's answers as remembered: its result columns, one JSON object per row in input order. */
@@ -72,16 +72,22 @@ export async function rememberAnswers(
   config: Config,
   logger: pino.Logger,
 ): Promise<void> {
-  const requests = await readFile(files.requests, "utf8");
-  if (requests.length > MAX_RESULTS_BYTES || !everyDeterministic(source.job, requests)) return;
+  await remember(source, files, config, logger).catch((err: Error) =>
+    logger.warn({ err: err.message }, "the job's answers could not be remembered whole: each row's still is"),
+  );
+}
+
+async function remember(source: JobSource, files: Parameters<typeof rememberAnswers>[1], config: Config, logger: pino.Logger) {
+  const sizes = await Promise.all([files.requests, files.results].map((f) => stat(f).then((s) => s.size)));
+  if (sizes.some((size) => size > MAX_RESULTS_BYTES)) return;
+  if (!everyDeterministic(source.job, await readFile(files.requests, "utf8"))) return;
   const told = toldAsHits(await readFile(files.results, "utf8"));
-  if (told.text.length > MAX_RESULTS_BYTES) return;
   await withCache(config, logger, async (opened) => {
     const key = await keyOf(source, config, opened, logger);
     if (!key) return;
     const body = { object: KIND, version: VERSION, rows: files.rows, columns: files.columns, results: told.text };
     await opened.cache.put(RUNNER_SCOPE, key, { body, usage: { ...told.usage, cachedTokens: told.usage.promptTokens } });
-  }).catch((err: Error) => logger.warn({ err: err.message }, "the job's answers could not be remembered whole: each row's still is"));
+  });
 }
 
 type Opened = Awaited<ReturnType<typeof openEmbeddedCache>>;
