@@ -84,7 +84,7 @@ export function datasetArgs<E>(
   text("preprocess", "preprocess");
   text("postprocess", "postprocess");
   text("result-prefix", "result_prefix");
-  if (typeof values.keep === "string") flags.keep = values.keep.split(",").map((s) => s.trim());
+  if (typeof values.keep === "string") flags.keep = listOf(values.keep);
   if (typeof values.limit === "string") {
     const n = Number(values.limit);
     if (!Number.isInteger(n) || n < 1) return { kind: "usage", message: `--limit must be an integer >= 1, got '${values.limit}'` };
@@ -125,4 +125,16 @@ export function datasetArgs<E>(
       return { kind: "usage", message: "--retry-failed runs here: on a server, retry the batch (POST /v1/batches/{id}/retry)" };
   } else if (values["api-key"] !== undefined) return { kind: "usage", message: "--api-key goes with --remote" };
   return { kind: "dataset", args };
+}
+
+/** A list flag: names separated by commas, or a JSON array as the job file would hold it (checked as the file's field is). */
+function listOf(text: string): unknown {
+  if (text.trim().startsWith("[")) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // Not JSON after all: a name that begins with a bracket.
+    }
+  }
+  return text.split(",").map((s) => s.trim());
 }

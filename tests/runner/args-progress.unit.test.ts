@@ -35,6 +35,16 @@ describe("runner flags", () => {
     expect(parseRunnerArgs(["-h"])).toEqual({ kind: "help" });
   });
 
+  it("takes a dataset job's --keep as names separated by commas or as a JSON array, as the job file holds it", () => {
+    const keepOf = (value: string) => {
+      const parsed = parseRunnerArgs(["-i", "a.csv", "-o", "b.csv", "--prompt", "{{text}}", "--keep", value], "/w");
+      return parsed.kind === "dataset" ? parsed.args.flags.keep : parsed;
+    };
+    expect(keepOf("id, text")).toEqual(["id", "text"]);
+    expect(keepOf('["id","text"]')).toEqual(["id", "text"]);
+    expect(keepOf("[draft]")).toEqual(["[draft]"]);
+  });
+
   it("derives the error file from the output, keeping a URL's query", () => {
     expect(defaultErrorFile("results/out.jsonl")).toBe("results/out.errors.jsonl");
     expect(defaultErrorFile("out")).toBe("out.errors.jsonl");
