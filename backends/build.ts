@@ -2,7 +2,7 @@
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
 // local model of MODEL_PATH (or the generated model), which answers to every name. A model named by hf: or a URL is
 // downloaded into MODELS_DIR here, at start, before anything loads it.
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
@@ -10,7 +10,7 @@ import { CachingBackend, type CachingOptions } from "../cache/caching-backend.js
 import { adapterIdentity, fileDigest, localIdentity, upstreamIdentity } from "../cache/model-identity.js";
 import type { ResultCache } from "../cache/port.js";
 import { type Config, ConfigError } from "../config/config.js";
-import { modelRefName, parseModelRef } from "../config/model-ref.js";
+import { modelFileName, modelRefName, parseModelRef } from "../config/model-ref.js";
 import type { LlamaBackend } from "../engine/adapter/openai-backend.js";
 import type { Engine } from "../engine/index.js";
 import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
@@ -45,8 +45,11 @@ export interface RegistryOptions {
   env?: Record<string, string | undefined>;
   /** How the generated model's warning names the way to a real one. */
   hint?: string;
-  /** False where no model runs here (an API server): downloads' references are kept, nothing is fetched. */
-  fetch?: boolean;
+  /**
+   * False where no model runs here (an API server): downloads' references are kept, nothing is fetched. "present":
+   * nothing is fetched either, but a download already in MODELS_DIR stands for its reference.
+   */
+  fetch?: boolean | "present";
   /** What the one-line errors tell the user to set to a local file instead (MODEL_PATH, --model). */
   setting?: string;
   /** Each download's progress (the start-up /ready). */
@@ -64,8 +67,7 @@ export async function resolveModelPath(
     const ref = parseModelRef(config.modelPath);
     if (ref.kind === "file") return { path: config.modelPath, generated: false };
     const name = modelRefName(ref);
-    if (options.fetch === false) return { path: config.modelPath, generated: false, name };
-    return { path: await fetchOne(config.modelPath, config, logger, options), generated: false, name };
+    return { path: await modelFile(config.modelPath, config, logger, options), generated: false, name };
   }
   const generated = await ensureGeneratedModel();
   logger.warn(
@@ -108,13 +110,13 @@ export async function loadRegistry(
       logger.warn({ model: m.name }, `model '${m.name}' is the project's GENERATED model with RANDOM weights: its outputs are gibberish`);
     } else if (options.fetch !== false && parseModelRef(m.backend.path).kind !== "file") {
       // Every download at start, one after another: a batch never waits for one, and a bad reference stops the start.
-      m.backend.path = await fetchOne(m.backend.path, config, logger, {
+      m.backend.path = await modelFile(m.backend.path, config, logger, {
         ...options,
         setting: `the path of model '${m.name}' in MODELS_FILE`,
       });
     }
   }
-  await checkAdapters(registry, config.modelsFile, options.fetch !== false);
+  await checkAdapters(registry, config.modelsFile, options.fetch !== false && options.fetch !== "present");
   return registry;
 }
 
@@ -134,6 +136,17 @@ async function checkAdapters(registry: ModelRegistry, source: string, local: boo
       );
     }
   }
+}
+
+/** A download's reference as a file, as `options.fetch` allows: fetched, already present, or kept as given. */
+async function modelFile(ref: string, config: FetchConfig, logger: pino.Logger, options: RegistryOptions): Promise<string> {
+  if (options.fetch === false) return ref;
+  if (options.fetch !== "present") return fetchOne(ref, config, logger, options);
+  const parsed = parseModelRef(ref);
+  if (parsed.kind === "file") return ref;
+  // Where fetchModel (engine/load/model-download.ts) puts it.
+  const file = path.join(config.modelsDir, modelFileName(parsed));
+  return (await stat(file).catch(() => null))?.isFile() ? file : ref;
 }
 
 /** A download's file in MODELS_DIR, its progress logged; a failure is one ConfigError line. */

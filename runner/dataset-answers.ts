@@ -106,7 +106,7 @@ async function withCache<T>(config: Config, logger: pino.Logger, use: (opened: O
 async function keyOf(source: JobSource, config: Config, opened: Opened, logger: pino.Logger): Promise<string | undefined> {
   const quiet = logger.child({}, { level: "silent" });
   // Nothing is fetched: a model not downloaded yet has no record, so no key.
-  const registry = await loadRegistry(config, quiet, { fetch: false });
+  const registry = await loadRegistry(config, quiet, { fetch: "present" });
   const identities = await knownIdentities(config, registry, opened, quiet);
   if (!identities) return undefined;
   const { job, inputs, served } = source;

@@ -55,10 +55,19 @@ describe("a models file naming downloads", () => {
     expect(api.get("tiny")?.backend).toMatchObject({ path: "hf:Owner/Tiny-GGUF:Q8_0" });
     expect(host.requests).toEqual([]);
     const seen: string[] = [];
+    // "present" fetches nothing: a reference not downloaded yet stays one.
+    expect((await loadRegistry(config, quiet, { fetch: "present" })).get("tiny")?.backend).toMatchObject({
+      path: "hf:Owner/Tiny-GGUF:Q8_0",
+    });
+    expect(host.requests).toEqual([]);
     const registry = await loadRegistry(config, quiet, { onDownload: (s) => seen.push(s.state) });
     const local = registry.get("tiny")?.backend as { path: string };
     expect(path.dirname(local.path)).toBe(modelsDir);
     expect(seen.at(-1)).toBe("done");
+    // Once downloaded, "present" finds it where the download put it, still asking the host nothing.
+    const asked = host.requests.length;
+    expect((await loadRegistry(config, quiet, { fetch: "present" })).get("tiny")?.backend).toMatchObject({ path: local.path });
+    expect(host.requests).toHaveLength(asked);
   });
 
   it("stops with one line naming the model when its download's host cannot be reached", async () => {

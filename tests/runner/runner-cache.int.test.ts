@@ -9,6 +9,7 @@ import { type Config, loadConfig } from "../../config/config.js";
 import { writeGeneratedModel } from "../../engine/load/generated-model.js";
 import { runFile } from "../../runner/run-file.js";
 import { datasetCli } from "../helpers/dataset-cli.js";
+import { startModelHost } from "../helpers/model-host.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { readTable } from "../helpers/tables.js";
 
@@ -143,6 +144,28 @@ describe("the runner's result cache", () => {
     expect(wholeFromCache((await batch("--job", plain)).stdout)).toBe(false);
     expect(wholeFromCache((await batch("--job", plain, "--overwrite", "--no-cache")).stdout)).toBe(false);
     expect(wholeFromCache((await batch("--job", plain, "--overwrite")).stdout)).toBe(true);
+  });
+
+  it("a job over a model named by a download reference is answered whole too, the download found where it was put", async () => {
+    const host = await startModelHost();
+    try {
+      host.put("/Owner/Tiny-GGUF/resolve/main/tiny-q8_0.gguf", readFileSync(model));
+      host.manifest("Owner", "Tiny-GGUF", "Q8_0", "tiny-q8_0.gguf");
+      const modelsDir = path.join(dir, "downloads");
+      const hub = { ...config, modelPath: "hf:Owner/Tiny-GGUF:Q8_0", modelsDir, hfEndpoint: host.url };
+      writeRows();
+      const job = writeJob("hub.csv");
+      const first = await datasetCli(dir, hub, "--job", job);
+      expect(first.code, first.stderr).toBe(0);
+      expect(wholeFromCache(first.stdout)).toBe(false);
+      const asked = host.requests.length;
+      const again = await datasetCli(dir, hub, "--job", job, "--overwrite");
+      expect(again.code, again.stderr).toBe(0);
+      expect(wholeFromCache(again.stdout), again.stdout).toBe(true);
+      expect(host.requests).toHaveLength(asked);
+    } finally {
+      await host.close();
+    }
   });
 
   it("a model file rewritten under the same path is another model: its first run answers nothing from the cache", async () => {
