@@ -53,6 +53,7 @@ export class CachingBackend implements InferenceBackend {
   promptTokens?: InferenceBackend["promptTokens"];
   stats?: InferenceBackend["stats"];
   preemptions?: InferenceBackend["preemptions"];
+  readonly storesRemotely: boolean;
   /** Computations under way by scope and key. */
   private readonly inFlight = new Map<string, InFlight>();
   /** Answers being stored: a close waits for them. */
@@ -63,6 +64,7 @@ export class CachingBackend implements InferenceBackend {
     private readonly opts: CachingOptions,
   ) {
     this.info = inner.info;
+    this.storesRemotely = opts.cache.remote === true;
     for (const name of PASSED_ON) {
       const method = inner[name] as ((...args: never[]) => unknown) | undefined;
       if (method) (this as Record<string, unknown>)[name] = method.bind(inner);
@@ -327,6 +329,7 @@ export function withCacheOptions(backend: InferenceBackend, cache: Pick<ExecuteO
   };
   if (backend.remembered) view.remembered = (request, options) => backend.remembered!(request, { ...cache, ...options });
   if (backend.answerFromCache) view.answerFromCache = (request, options) => backend.answerFromCache!(request, { ...cache, ...options });
+  if (backend.storesRemotely) view.storesRemotely = true;
   for (const name of PASSED_ON) {
     const method = backend[name] as ((...args: never[]) => unknown) | undefined;
     if (method) (view as unknown as Record<string, unknown>)[name] = method.bind(backend);

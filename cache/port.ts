@@ -31,6 +31,11 @@ export interface ResultCacheLimits {
 
 export interface ResultCache {
   /**
+   * Its commits cross a network (PostgreSQL's): a line waits longer for its answer's store than on a local flush,
+   * and a run keeps more lines in flight over it (pipeline/run-batch.ts).
+   */
+  readonly remote?: boolean;
+  /**
    * The answer stored under (scope, key), fresh and whole; undefined on a miss (absent, expired, corrupt). Each call's
    * answer is its caller's own object, which it may change.
    */

@@ -345,7 +345,7 @@ export const SETTINGS = {
       yaml: "pipeline.concurrency",
       default: 0,
       schema: int(0),
-      help: "requests in flight per batch (0: the backend's own, twice the engine's sequences, and four times that where the result cache stores each answer before its line is written, of which the backend's own compute at once)",
+      help: "requests in flight per batch (0: the backend's own, twice the engine's sequences, and four times that where the result cache stores each answer across a network (PostgreSQL's) before its line is written, of which the backend's own compute at once)",
     }),
     order: setting({
       env: "BATCH_ORDER",

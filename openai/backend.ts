@@ -195,6 +195,8 @@ export interface InferenceBackend {
     request: InferenceRequest,
     options?: Pick<ExecuteOptions, "cacheScope" | "useCache">,
   ): Promise<BackendResult | undefined>;
+  /** Present with answerFromCache: the result cache's commits cross a network (ResultCache.remote). */
+  storesRemotely?: boolean;
   /** Present on backends that drive an upstream: what /metrics shows per backend. */
   stats?(): BackendStats;
   /** Present on the local engine: batch lines that gave their sequence to an interactive request since start. */

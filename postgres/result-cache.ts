@@ -69,6 +69,7 @@ const sha256 = (b: Buffer) => createHash("sha256").update(b).digest();
 const entryOf = (e: { scope: string; key: string }) => `${e.scope}\u0000${e.key}`;
 
 export class PgResultCache implements ResultCache {
+  readonly remote = true;
   private hits = 0;
   private misses = 0;
   private evictions = 0;

@@ -1,6 +1,7 @@
 // The run's default concurrency is the backend's; the local one keeps a request waiting for every sequence:
-// twice the engine's sequences. Over a result cache, whose lines wait for their answers' store, four times that in
-// flight, of which the engine's concurrency computes at once.
+// twice the engine's sequences, over the embedded result cache too. Over a cache that commits across a network,
+// whose lines wait longer for their answers' store, four times that in flight, of which the engine's concurrency
+// computes at once.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -78,37 +79,43 @@ describe("default concurrency", () => {
     expect(c.max()).toBe(2 * engine.info.sequences);
   });
 
-  it("a run over the result cache keeps four times that in flight, and computes only twice the sequences at once", async () => {
-    const n = 8 * engine.info.sequences + 8;
-    const dir = mkdtempSync(path.join(tmpdir(), "obi-concurrency-cache-"));
-    const cache = new LmdbResultCache(dir, { maxBytes: 1 << 26, ttlSeconds: 0 });
-    // The stores are held until as many lines wait on theirs as the run keeps in flight: the engine must have gone on
-    // computing the next lines meanwhile, without ever computing more than its concurrency at once.
-    const held = heldStores(cache, 8 * engine.info.sequences);
-    const c = counting(engine);
-    try {
-      const r = await runBatchFile({
-        inputPath: await scratch.write(completionJsonl(n, { prefix: "c" }), "cached-in.jsonl"),
-        outputPath: await scratch.file("cached-out.jsonl"),
-        errorPath: await scratch.file("cached-err.jsonl"),
-        endpoint: "/v1/completions",
-        backend: new CachingBackend(new LlamaBackend(c.engine), { cache: held.cache, identity: Promise.resolve("concurrency-test") }),
-        batchSize: 64,
-        concurrency: 0,
-      });
-      expect(r.completed).toBe(n);
-      expect(held.maxWaiting()).toBe(8 * engine.info.sequences);
-      expect(c.max()).toBe(2 * engine.info.sequences);
-      expect((await cache.stats()).entries).toBe(n);
-    } finally {
-      await cache.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  it.each([
+    { store: "the embedded result cache", remote: false, multiple: 2 },
+    { store: "a result cache across a network", remote: true, multiple: 8 },
+  ])(
+    "a run over $store keeps $multiple times the sequences in flight, and computes only twice them at once",
+    async ({ remote, multiple }) => {
+      const n = 8 * engine.info.sequences + 8;
+      const dir = mkdtempSync(path.join(tmpdir(), "obi-concurrency-cache-"));
+      const cache = new LmdbResultCache(dir, { maxBytes: 1 << 26, ttlSeconds: 0 });
+      // The stores are held until as many lines wait on theirs as the run keeps in flight: where that is more than the
+      // engine computes, it must have gone on computing the next lines meanwhile, never more than its concurrency at once.
+      const held = heldStores(cache, multiple * engine.info.sequences, remote);
+      const c = counting(engine);
+      try {
+        const r = await runBatchFile({
+          inputPath: await scratch.write(completionJsonl(n, { prefix: "c" }), "cached-in.jsonl"),
+          outputPath: await scratch.file("cached-out.jsonl"),
+          errorPath: await scratch.file("cached-err.jsonl"),
+          endpoint: "/v1/completions",
+          backend: new CachingBackend(new LlamaBackend(c.engine), { cache: held.cache, identity: Promise.resolve("concurrency-test") }),
+          batchSize: 64,
+          concurrency: 0,
+        });
+        expect(r.completed).toBe(n);
+        expect(held.maxWaiting()).toBe(multiple * engine.info.sequences);
+        expect(c.max()).toBe(2 * engine.info.sequences);
+        expect((await cache.stats()).entries).toBe(n);
+      } finally {
+        await cache.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
-/** `inner` with each store held until `until` stores wait at once; then every store goes through. */
-function heldStores(inner: ResultCache, until: number) {
+/** `inner` with each store held until `until` stores wait at once, then every store goes through; `remote` as said. */
+function heldStores(inner: ResultCache, until: number, remote: boolean) {
   let waiting = 0;
   let maxWaiting = 0;
   let open!: () => void;
@@ -119,5 +126,5 @@ function heldStores(inner: ResultCache, until: number) {
     await opened;
     waiting--;
   });
-  return { cache, maxWaiting: () => maxWaiting };
+  return { cache: { ...cache, remote }, maxWaiting: () => maxWaiting };
 }
