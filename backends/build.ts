@@ -10,7 +10,7 @@ import { CachingBackend, type CachingOptions } from "../cache/caching-backend.js
 import { adapterIdentity, fileDigest, localIdentity, upstreamIdentity } from "../cache/model-identity.js";
 import type { ResultCache } from "../cache/port.js";
 import { type Config, ConfigError } from "../config/config.js";
-import { modelFileName, modelRefName, parseModelRef } from "../config/model-ref.js";
+import { downloadedFile, modelRefName, parseModelRef } from "../config/model-ref.js";
 import type { LlamaBackend } from "../engine/adapter/openai-backend.js";
 import type { Engine } from "../engine/index.js";
 import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
@@ -144,8 +144,7 @@ async function modelFile(ref: string, config: FetchConfig, logger: pino.Logger, 
   if (options.fetch !== "present") return fetchOne(ref, config, logger, options);
   const parsed = parseModelRef(ref);
   if (parsed.kind === "file") return ref;
-  // Where fetchModel (engine/load/model-download.ts) puts it.
-  const file = path.join(config.modelsDir, modelFileName(parsed));
+  const file = downloadedFile(config.modelsDir, parsed);
   return (await stat(file).catch(() => null))?.isFile() ? file : ref;
 }
 

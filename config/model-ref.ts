@@ -2,6 +2,7 @@
 // (hf:<owner>/<repo>[:<quant>] or hf:<owner>/<repo>/<file>.gguf) or an http(s) URL of a .gguf (with the file's sha256
 // as #sha256=<hex> where the user knows it), and the file name a download of it is kept under in MODELS_DIR.
 import { createHash } from "node:crypto";
+import path from "node:path";
 
 export type ModelRef =
   | { kind: "file"; path: string }
@@ -112,3 +113,6 @@ export function modelRefName(ref: Exclude<ModelRef, { kind: "file" }>): string {
   if (ref.kind === "hf") return ref.uri.slice(3);
   return decodeURIComponent(new URL(ref.url).pathname.split("/").pop()!).replace(/\.gguf$/i, "");
 }
+
+/** Where a download is kept: its file (modelFileName) in `modelsDir`, whether it is there yet or not. */
+export const downloadedFile = (modelsDir: string, ref: Exclude<ModelRef, { kind: "file" }>) => path.join(modelsDir, modelFileName(ref));

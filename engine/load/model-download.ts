@@ -8,7 +8,7 @@ import { mkdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/pr
 import os from "node:os";
 import path from "node:path";
 import { lock } from "proper-lockfile";
-import { describeModelRef, type ModelRef, modelFileName, parseModelRef } from "../../config/model-ref.js";
+import { describeModelRef, downloadedFile, type ModelRef, modelFileName, parseModelRef } from "../../config/model-ref.js";
 import { checkGgufFile, ModelFileError } from "./gguf-check.js";
 import { type RemoteFile, resolveSource, SourceError, SplitModelError, UnreachableError } from "./model-source.js";
 import { discard, RECORD_SUFFIX, transfer } from "./model-transfer.js";
@@ -69,7 +69,7 @@ export async function fetchModel(refText: string, opts: FetchModelOptions): Prom
   const ref = parseModelRef(refText);
   if (ref.kind === "file") return path.resolve(ref.path);
   const name = modelFileName(ref);
-  const target = path.join(opts.dir, name);
+  const target = downloadedFile(opts.dir, ref);
   const label = describeModelRef(ref);
   if (await isFile(target)) {
     await checkGgufFile(target, { label: `${label} (${target})` }).catch((err: Error) => {
