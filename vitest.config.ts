@@ -41,9 +41,10 @@ class LongestFirst extends BaseSequencer {
 
 export default defineConfig({
   test: {
-    // Two more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
-    // start, a download's pace), which the others' work fills. Five workers were slower: the CPU is then all taken.
-    maxWorkers: 4,
+    // One more than the cores: much of a system file's time is spent waiting (on a lease to lapse, a process to
+    // start, a download's pace), which the others' work fills. With four the CPU was already all taken, and the
+    // files' processes then spent more of it switching: the suite took longer (tests/README.md).
+    maxWorkers: 3,
     // As npm start runs node: the engine frees node-llama-cpp's sampler buffers through global.gc (engine/generate/sampler-memory.ts).
     // V8 waits for eight times the work it waits by default (--interrupt-budget, 67,584 in Node 20's V8) before its
     // optimizing compiler takes a function: the run is CPU-bound on 2 cores, and most of a test process's life is

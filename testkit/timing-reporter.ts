@@ -80,5 +80,8 @@ export default class TimingReporter implements Reporter {
     const lines = timingSummary(files);
     if (lines.length > 0) console.log(`\n${lines.join("\n")}`);
     if (process.env.OBI_WRITE_DURATIONS === "1") writeDurations(files);
+    // Every file's time and CPU, for comparing two runs file by file.
+    const all = process.env.OBI_TIMES_FILE;
+    if (all) writeFileSync(all, `${JSON.stringify(files, null, 1)}\n`);
   }
 }
