@@ -11,6 +11,11 @@ import { uploadJsonl } from "../helpers/http-batches.js";
 import { openaiClient, startTestService, type TestService, waitForBatch } from "../helpers/service.js";
 
 const LINES = 200;
+/**
+ * Lines of 48 tokens, or 24 in one process: there a pause lands within a poll of the tenth line, while a worker's
+ * counts move by its checkpoints (every second), and the batch must still be running when they show.
+ */
+const EMBEDDED_TOKENS = 24;
 /** The checkpoint race's batch: long enough to run through its eight pauses. */
 const RACE_LINES = 300;
 /** The distributed mode's settings: shards of 100 lines, checkpoints every second. */
@@ -20,8 +25,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const post = (base: string, path: string) => fetch(`${base}${path}`, { method: "POST" });
 const get = async (base: string, id: string) => (await (await fetch(`${base}/v1/batches/${id}`)).json()) as any;
 
-async function running(base: string, prefix: string, lines = LINES): Promise<string> {
-  const file = await uploadJsonl(base, completionJsonl(lines, { prefix, maxTokens: 48 }));
+async function running(base: string, prefix: string, lines = LINES, maxTokens = 48): Promise<string> {
+  const file = await uploadJsonl(base, completionJsonl(lines, { prefix, maxTokens }));
   const batch = await openaiClient({ baseUrl: base }).batches.create({
     input_file_id: file.id,
     endpoint: "/v1/completions",
@@ -55,13 +60,14 @@ async function standingStill(base: string, id: string): Promise<{ completed: num
 
 /**
  * Many lines in flight per sequence: 40 of them on the engine's 2, so that nearly all of a running batch's lines
- * in flight wait for a sequence. Lines of 128 tokens: a few finish in the moment a pause takes to land.
+ * in flight wait for a sequence. Lines of 128 tokens: a few finish in the moment a pause takes to land. In one process
+ * a pause's count is what is committed at once, so lines of 64 leave it as clear.
  */
 const WAITING = { SEQUENCES: "2", PIPELINE_CONCURRENCY: "40" };
 const WAITING_LINES = 80;
 
-async function longRunning(base: string, prefix: string): Promise<string> {
-  const file = await uploadJsonl(base, completionJsonl(WAITING_LINES, { prefix, maxTokens: 128 }));
+async function longRunning(base: string, prefix: string, maxTokens = 128): Promise<string> {
+  const file = await uploadJsonl(base, completionJsonl(WAITING_LINES, { prefix, maxTokens }));
   const batch = await openaiClient({ baseUrl: base }).batches.create({
     input_file_id: file.id,
     endpoint: "/v1/completions",
@@ -72,8 +78,8 @@ async function longRunning(base: string, prefix: string): Promise<string> {
 }
 
 /** Paused: the lines generating finish, the 38 or so waiting for a sequence do not; resumed, each runs once. */
-async function pauseHoldsWaiting(base: string, prefix: string) {
-  const id = await longRunning(base, prefix);
+async function pauseHoldsWaiting(base: string, prefix: string, maxTokens?: number) {
+  const id = await longRunning(base, prefix, maxTokens);
   const at = (await (await post(base, `/v1/batches/${id}/pause`)).json()).request_counts.completed;
   const held = await standingStill(base, id);
   expect(held.completed - at).toBeLessThan(20);
@@ -97,8 +103,8 @@ async function cancelHoldsWaiting(base: string, prefix: string) {
 }
 
 /** Pauses, sees the counts stand still, resumes, and checks the whole run. */
-async function pauseAndResume(base: string, prefix: string) {
-  const id = await running(base, prefix);
+async function pauseAndResume(base: string, prefix: string, maxTokens?: number) {
+  const id = await running(base, prefix, LINES, maxTokens);
   const res = await post(base, `/v1/batches/${id}/pause`);
   expect(res.status).toBe(200);
   const paused = await res.json();
@@ -187,7 +193,7 @@ describe("pause and resume (embedded mode)", () => {
   afterAll(() => svc?.close());
 
   it("holds a running batch and lets it go on where it stopped", async () => {
-    await pauseAndResume(svc.baseUrl, "emb");
+    await pauseAndResume(svc.baseUrl, "emb", EMBEDDED_TOKENS);
     expect((await post(svc.baseUrl, "/v1/batches/batch_00000000000000000000dead/pause")).status).toBe(404);
   }, 240_000);
 
@@ -197,7 +203,7 @@ describe("pause and resume (embedded mode)", () => {
   }, 240_000);
 
   it("pauses and resumes every batch of a model at once", async () => {
-    const id = await running(svc.baseUrl, "many");
+    const id = await running(svc.baseUrl, "many", LINES, EMBEDDED_TOKENS);
     const { model } = await get(svc.baseUrl, id);
     const many = (action: string, body: unknown) =>
       fetch(`${svc.baseUrl}/v1/batches/${action}`, {
@@ -225,7 +231,11 @@ describe("a pause or a cancel lets only the lines generating finish (embedded mo
   }, 120_000);
   afterAll(() => svc?.close());
 
-  it("paused: the lines waiting for a sequence go back unrun, and run once on resume", () => pauseHoldsWaiting(svc.baseUrl, "ew"), 240_000);
+  it(
+    "paused: the lines waiting for a sequence go back unrun, and run once on resume",
+    () => pauseHoldsWaiting(svc.baseUrl, "ew", 64),
+    240_000,
+  );
   it("cancelled: the lines waiting for a sequence end cancelled, unrun", () => cancelHoldsWaiting(svc.baseUrl, "ec"), 240_000);
 });
 

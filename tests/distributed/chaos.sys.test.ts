@@ -38,7 +38,7 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
   it(`every batch completes with each custom_id once (seed ${SEED})`, async () => {
     const rand = rng(SEED);
     for (let i = 0; i < 3; i++) workers[i] = await worker(i);
-    const sizes = [800, 500, 650, 400];
+    const sizes = [600, 375, 490, 300];
     const batches = [];
     for (const [i, n] of sizes.entries()) {
       const file = await uploadJsonl(api.baseUrl, completionJsonl(n, { prefix: `ch${i}`, maxTokens: 32 }));

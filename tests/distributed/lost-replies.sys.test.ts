@@ -88,12 +88,12 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose repl
       const prefix = `lp${mode[0]}`;
       const { proxy } = await proxiedWorker(`partitioned-${mode}`);
       const dropped = proxy.dropReplyTo(COMMIT_SQL, 15_000, mode);
-      const b = await submit(700, prefix);
+      const b = await submit(350, prefix);
       await dropped;
       // Another worker, on the database directly, takes the shard over once the lease lapses.
       const successor = await startNode(shared, { ...COMMON, ROLE: "worker", WORKER_ID: "successor" });
       cleanup.push(() => successor.close({ graceMs: 0 }));
-      const { batch, v } = await verdict(b.id, prefix, 700);
+      const { batch, v } = await verdict(b.id, prefix, 350);
       expect(batch.status).toBe("completed");
       expect(v, describeVerdict(v)).toEqual({ batch: b.id, lost: 0, duplicated: 0, mismatches: [] });
       expect(successor.calls.bodies.filter((x) => x.includes(`story ${prefix} `)).length).toBeGreaterThan(0);

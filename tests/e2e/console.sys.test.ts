@@ -25,7 +25,8 @@ async function create(jsonl: string, metadata: Record<string, string>, filename:
 
 beforeAll(async () => {
   if (!haveChromium) return;
-  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+  // One context: the long batch need only run, and so it takes one core at most from the rest of the run.
+  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", CONTEXTS: "1" });
   browser = await launchChromium();
   ids.done = (await create(completionJsonl(4, { prefix: "ok", maxTokens: 4 }), { project: "nightly-eval" }, "eval-set.jsonl")).id;
   await waitForBatch(svc.baseUrl, ids.done);

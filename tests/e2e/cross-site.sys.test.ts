@@ -23,7 +23,8 @@ let id = "";
 
 beforeAll(async () => {
   if (!haveChromium) return;
-  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+  // One context: the long batch need only run, and so it takes one core at most from the rest of the run.
+  svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", CONTEXTS: "1" });
   browser = await launchChromium([`--host-resolver-rules=MAP ${REBOUND} 127.0.0.1`]);
   const file = await uploadJsonl(svc.baseUrl, completionJsonl(2000, { prefix: "xs", maxTokens: 256 }), {}, "nightly.jsonl");
   id = (await openaiClient(svc).batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" })).id;

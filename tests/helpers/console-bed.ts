@@ -20,7 +20,8 @@ export function consoleBed(prefix: string): ConsoleBed {
   const bed = { id: "" } as { svc: TestService; id: string; browser: Browser };
   beforeAll(async () => {
     if (!haveChromium) return;
-    bed.svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0" });
+    // One context: the long batch need only run, and so it takes one core at most from the rest of the run.
+    bed.svc = await startTestService({ SPOT_CAPACITY: "1", DEDICATED_CAPACITY: "0", CONTEXTS: "1" });
     bed.browser = await launchChromium();
     const file = await uploadJsonl(bed.svc.baseUrl, completionJsonl(2000, { prefix, maxTokens: 256 }), {}, "overnight.jsonl");
     const client = openaiClient(bed.svc);

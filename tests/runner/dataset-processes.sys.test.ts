@@ -232,7 +232,7 @@ describe("--remote against the service", () => {
     const server = await earlyBed.start({ SEQUENCES: "2" });
     const output = path.join(dir, "early.jsonl");
     const argv = ["-i", writeStories("early.csv", 400), "-o", output, "--remote", server.baseUrl, "--prompt", "{{opening}}", "--keep-work"];
-    const job = runner([...argv, "--params", '{"max_tokens":64}']);
+    const job = runner([...argv, "--params", '{"max_tokens":32}']);
     const partial = () => path.join(placeOf("early", "work"), "output.jsonl");
     let early: string[] = [];
     let settled = false;
