@@ -2,7 +2,7 @@
 // offline runner (runner/), so both route a batch's `model` the same way: MODELS_FILE when set, else the one
 // local model of MODEL_PATH (or the generated model), which answers to every name. A model named by hf: or a URL is
 // downloaded into MODELS_DIR here, at start, before anything loads it.
-import { readFile, stat } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type pino from "pino";
 import { MESSAGES_DIALECT } from "../anthropic/dialect.js";
@@ -14,6 +14,7 @@ import { downloadedFile, modelRefName, parseModelRef } from "../config/model-ref
 import type { LlamaBackend } from "../engine/adapter/openai-backend.js";
 import type { Engine } from "../engine/index.js";
 import { deviceMemory, usableRam } from "../engine/load/device-memory.js";
+import { isFile } from "../engine/load/files.js";
 import { estimateFootprint } from "../engine/load/footprint.js";
 import { ensureGeneratedModel } from "../engine/load/generated-model.js";
 import { ModelFileError } from "../engine/load/gguf-check.js";
@@ -145,7 +146,7 @@ async function modelFile(ref: string, config: FetchConfig, logger: pino.Logger, 
   const parsed = parseModelRef(ref);
   if (parsed.kind === "file") return ref;
   const file = downloadedFile(config.modelsDir, parsed);
-  return (await stat(file).catch(() => null))?.isFile() ? file : ref;
+  return (await isFile(file)) ? file : ref;
 }
 
 /** A download's file in MODELS_DIR, its progress logged; a failure is one ConfigError line. */

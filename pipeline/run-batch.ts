@@ -126,9 +126,7 @@ const STORING_IN_FLIGHT = 4;
 function inFlightFor(told: number, backend: InferenceBackend | undefined): { concurrency: number; gate?: ComputeGate } {
   if (told > 0) return { concurrency: told };
   const own = backend?.info.concurrency ?? 1;
-  return backend?.answerFromCache && backend.storesRemotely
-    ? { concurrency: own * STORING_IN_FLIGHT, gate: new ComputeGate(own) }
-    : { concurrency: own };
+  return backend?.storesRemotely ? { concurrency: own * STORING_IN_FLIGHT, gate: new ComputeGate(own) } : { concurrency: own };
 }
 
 /** Where a run resumes counting from: what its earlier runs counted, or nothing. */

@@ -1,12 +1,13 @@
 // The project's own random-weights model: written once per preset/seed/content version into a
 // cache directory, so the service and tests run on a machine that has no model at all.
 import { createHash, randomUUID } from "node:crypto";
-import { mkdir, rename, stat, unlink } from "node:fs/promises";
+import { mkdir, rename, unlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { buildLlamaModel, GENERATOR_VERSION } from "../gguf/llama-model.js";
 import { DEFAULT_PRESET, getPreset, type ModelPreset, PRESET_NAMES, type PresetName } from "../gguf/presets.js";
 import { encodeHeader, writeGgufFile } from "../gguf/writer.js";
+import { isFile } from "./files.js";
 
 export { DEFAULT_PRESET, PRESET_NAMES as GENERATED_MODEL_PRESETS, type PresetName };
 
@@ -73,12 +74,4 @@ function checkSeed(seed: number): number {
     throw new Error(`seed must be an integer in [0, 2^32), got ${seed}`);
   }
   return seed;
-}
-
-async function isFile(file: string): Promise<boolean> {
-  try {
-    return (await stat(file)).isFile();
-  } catch {
-    return false;
-  }
 }

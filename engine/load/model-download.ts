@@ -4,11 +4,12 @@
 // file), and only then renamed into place. The models folder so holds whole, checked files only: a kill mid-download
 // leaves the staging copy, which the next start resumes.
 import { randomUUID } from "node:crypto";
-import { mkdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, utimes, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { lock } from "proper-lockfile";
 import { describeModelRef, downloadedFile, type ModelRef, modelFileName, parseModelRef } from "../../config/model-ref.js";
+import { isFile } from "./files.js";
 import { checkGgufFile, ModelFileError } from "./gguf-check.js";
 import { type RemoteFile, resolveSource, SourceError, SplitModelError, UnreachableError } from "./model-source.js";
 import { discard, RECORD_SUFFIX, transfer } from "./model-transfer.js";
@@ -326,14 +327,6 @@ function formatSeconds(s: number): string {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-}
-
-async function isFile(p: string): Promise<boolean> {
-  try {
-    return (await stat(p)).isFile();
-  } catch {
-    return false;
-  }
 }
 
 const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split("\n")[0].slice(0, 300);
