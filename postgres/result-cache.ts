@@ -174,6 +174,8 @@ export class PgResultCache implements ResultCache {
    */
   private async flush(): Promise<void> {
     while (this.pending.length > 0) {
+      // Reads made recent before this put are so when it evicts: the touch is not awaited by the get, but is here.
+      await Promise.all(this.touches);
       const group = this.pending.splice(0, PUT_GROUP);
       try {
         this.evictions += await this.removing((c, gone) => this.writeGroup(c, group, gone));
