@@ -220,7 +220,7 @@ export interface BackendCache {
 }
 
 /** What changes a local backend's answers besides its weights, from what it says of itself. */
-function engineIdentity(backend: InferenceBackend) {
+export function engineIdentity(backend: InferenceBackend, flashAttention: boolean | "auto") {
   const s = backend.info.settings;
   const build = String(s.engineBuild);
   const settings = {
@@ -230,6 +230,8 @@ function engineIdentity(backend: InferenceBackend) {
     gpu: s.gpu,
     gpuLayers: s.gpuLayers,
     chatWrapper: s.chatWrapper,
+    // Only where FLASH_ATTENTION is set: the default's answers keep the keys they were stored under before it existed.
+    ...(flashAttention === "auto" ? {} : { flashAttention }),
   };
   return { nodeLlamaCpp: nodeLlamaCppVersion(), build, patchKey: build === "patched" ? patchKey() : null, settings };
 }
@@ -328,6 +330,7 @@ async function loadLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
     prefixCopy: config.engine.prefixCopy,
     build: config.engine.build,
     kvUnified: config.engine.kvUnified,
+    flashAttention: config.engine.flashAttention,
     // Adapters' contexts take what the budget leaves beside the base (one adapter's always fit).
     adapterMemoryBytes: Math.max(0, ctx.budget - footprint),
     signal,
@@ -335,7 +338,7 @@ async function loadLocal(ctx: LocalContext, spec: LocalSpec, signal: AbortSignal
   });
   ctx.engines.set(spec.name, engine);
   const local = servedOverChat(new LlamaBackend(engine, spec.name));
-  const identity = digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local))) : "";
+  const identity = digest ? digest.then((d) => d && localIdentity(d, engineIdentity(local, config.engine.flashAttention))) : "";
   return { local, identity, footprint };
 }
 

@@ -76,6 +76,10 @@ function booleanSetting(v: unknown): unknown {
   return v;
 }
 
+/** "auto", or a boolean spelt as booleanSetting reads it. */
+const autoOrBooleanSetting = (v: unknown) => (String(v).trim().toLowerCase() === "auto" ? "auto" : booleanSetting(v));
+const autoOrBoolean = z.union([z.boolean(), z.literal("auto")], { error: "must be auto, true or false" });
+
 /** An origin as a browser sends it in `Origin`: http(s), a host and an optional port; no path, no wildcard. */
 const isOrigin = (o: string) => /^https?:\/\/[^/?#*@\s]+\/?$/i.test(o) && URL.canParse(o);
 const originList = () =>
@@ -319,9 +323,17 @@ export const SETTINGS = {
       env: "KV_UNIFIED",
       yaml: "engine.kv_unified",
       default: "auto" as boolean | "auto",
-      schema: z.union([z.boolean(), z.literal("auto")], { error: "must be auto, true or false" }),
-      read: (v: unknown) => (String(v).trim().toLowerCase() === "auto" ? "auto" : booleanSetting(v)),
+      schema: autoOrBoolean,
+      read: autoOrBooleanSetting,
       help: "one KV cache for all sequences of a context (patched build only): true, false (a stream per sequence), or auto, chosen per batch run: unified where at least half its lines open like another line (a shared prefix is then stored once and copied for free, 1.2-1.5x faster), a stream per sequence for lines that share nothing (where unified took about 1.4x as long)",
+    }),
+    flashAttention: setting({
+      env: "FLASH_ATTENTION",
+      yaml: "engine.flash_attention",
+      default: "auto" as boolean | "auto",
+      schema: autoOrBoolean,
+      read: autoOrBooleanSetting,
+      help: "llama.cpp's flash attention: auto (on GPU, and on CPU for attention heads 32 wide or more, llama.cpp decides; off for narrower heads, where long prompts ran slower with it), true (on), false (off)",
     }),
     prefixCopy: setting({
       env: "PREFIX_COPY",

@@ -35,6 +35,16 @@ function headSize(model: LlamaModel): number {
   return Number(arch.attention?.key_length ?? (arch.embedding_length && heads ? arch.embedding_length / heads : 0));
 }
 
+/**
+ * As asked, else: on GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster); narrower
+ * heads ran long prompts slower with it (docs/performance.md, "The engine's defaults").
+ */
+function flashAttentionOf(opts: EngineOptions, plan: Plan, model: LlamaModel): boolean | "auto" {
+  const asked = opts.flashAttention ?? "auto";
+  if (asked !== "auto") return asked;
+  return plan.onGpu || headSize(model) >= 32 ? "auto" : false;
+}
+
 export async function createEngine(opts: EngineOptions): Promise<Engine> {
   const log = opts.log ?? (() => {});
   if (!Number.isInteger(opts.contextSize) || opts.contextSize < 16) {
@@ -120,9 +130,7 @@ async function sequencePool(llama: Llama, model: LlamaModel, opts: EngineOptions
     threads: perStep?.contextThreads ?? plan.threads,
     onStep: perStep ? (tokens) => perStep.step(tokens) : undefined,
     onIdle: perStep ? () => perStep.idle() : undefined,
-    // On GPU, and on CPU for heads of 32 and wider, llama.cpp decides (there it is faster); narrower heads ran long
-    // prompts slower with it (docs/performance.md, "The engine's defaults").
-    flashAttention: plan.onGpu || headSize(model) >= 32 ? "auto" : false,
+    flashAttention: flashAttentionOf(opts, plan, model),
     prefixReuse: !reproducible && (opts.prefixReuse ?? true),
     prefixCopy: opts.prefixCopy ?? true,
     log,
@@ -210,6 +218,7 @@ async function assemble(llama: Llama, opts: EngineOptions, log: Log): Promise<En
       prefixCopy: pool.prefixCopy,
       build,
       kvUnified: kvMode,
+      flashAttention: poolOptions.flashAttention,
     },
   });
 }

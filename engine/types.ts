@@ -171,6 +171,8 @@ export interface EngineInfo {
   build: "prebuilt" | "patched";
   /** One KV cache for all sequences of a context (the patched build only); "auto": chosen per batch run. */
   kvUnified: boolean | "auto";
+  /** What llama.cpp's contexts were asked for flash attention: on, off, or "auto" (llama.cpp decides). */
+  flashAttention: boolean | "auto";
 }
 
 /** What the generation contexts have done since the engine started (counters). */
@@ -298,6 +300,11 @@ export interface EngineOptions {
    * batch run by whether its lines share openings (kv-choice.ts).
    */
   kvUnified?: boolean | "auto";
+  /**
+   * llama.cpp's flash attention: true or false as asked; "auto" (default) lets llama.cpp decide on GPU and on CPU
+   * for heads 32 wide or more, and leaves it off for narrower heads (engine/index.ts).
+   */
+  flashAttention?: boolean | "auto";
   /**
    * Every request computed alone and from scratch (one sequence, no prefix cache), so a seeded request gives
    * the same answer whatever else runs: llama.cpp's arithmetic differs slightly between a token decoded alone

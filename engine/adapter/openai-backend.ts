@@ -67,6 +67,7 @@ export class LlamaBackend implements InferenceBackend {
         contexts: e.contexts,
         engineBuild: e.build,
         kvUnified: e.kvUnified,
+        flashAttention: e.flashAttention,
       },
     });
   }

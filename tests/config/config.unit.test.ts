@@ -16,6 +16,14 @@ describe("loadConfig", () => {
     for (const v of ["false", "0", "no", "off"]) expect(loadConfig({ REPRODUCIBLE: v }).engine.reproducible, v).toBe(false);
   });
 
+  it("reads FLASH_ATTENTION as auto (the default), or on and off as true/false words, and refuses anything else", () => {
+    expect(loadConfig({}).engine.flashAttention).toBe("auto");
+    expect(loadConfig({ FLASH_ATTENTION: " Auto " }).engine.flashAttention).toBe("auto");
+    expect(loadConfig({ FLASH_ATTENTION: "on" }).engine.flashAttention).toBe(true);
+    expect(loadConfig({ FLASH_ATTENTION: "false" }).engine.flashAttention).toBe(false);
+    expect(() => loadConfig({ FLASH_ATTENTION: "fast" })).toThrow("FLASH_ATTENTION=fast: must be auto, true or false");
+  });
+
   it("listens on loopback while the API has no keys, on every interface with keys, and where HOST says in either case", () => {
     expect(loadConfig({}).host).toBe("127.0.0.1");
     expect(loadConfig({ API_KEYS: "k1" }).host).toBe("0.0.0.0");

@@ -37,6 +37,9 @@ describe("engine info", () => {
     expect(info.chatWrapper).toBeTruthy();
     if (!info.hasChatTemplate) expect(info.chatWrapper).toBe("General");
     if (info.gpu === false) expect(info.gpuLayers).toBe(0);
+    // Not asked: off for stories260K's 8-wide heads on CPU (engine/index.ts), else llama.cpp's choice.
+    const narrow = info.gpu === false && info.modelId === "stories260K";
+    expect(info.flashAttention).toBe(narrow ? false : "auto");
   });
 });
 
@@ -231,9 +234,11 @@ describe("a context size node-llama-cpp rounds up", () => {
       sequences: 2,
       contextSize: 64,
       embeddingContexts: 1,
+      flashAttention: true,
     });
     try {
       expect(small.info.contextSize).toBe(64);
+      expect(small.info.flashAttention).toBe(true);
       // Longer than 64 tokens, shorter than 256: it fitted before.
       const err = await small.complete("Once upon a time ".repeat(20), greedy(4)).catch((e: unknown) => e);
       expect(err).toMatchObject({ code: "context_length_exceeded", retryable: false });

@@ -33,6 +33,8 @@ export async function testServiceEnv(batchDir: string): Promise<Record<string, s
     SEQUENCES: "4",
     CONTEXT_SIZE: "512",
     EMBEDDING_CONTEXTS: "1",
+    // As the processes tests start have it (vitest.config.ts).
+    FLASH_ATTENTION: process.env.FLASH_ATTENTION ?? "auto",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
   };
 }
