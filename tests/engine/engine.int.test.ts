@@ -37,9 +37,9 @@ describe("engine info", () => {
     expect(info.chatWrapper).toBeTruthy();
     if (!info.hasChatTemplate) expect(info.chatWrapper).toBe("General");
     if (info.gpu === false) expect(info.gpuLayers).toBe(0);
-    // Not asked: off for stories260K's 8-wide heads on CPU (engine/index.ts), else llama.cpp's choice.
-    const narrow = info.gpu === false && info.modelId === "stories260K";
-    expect(info.flashAttention).toBe(narrow ? false : "auto");
+    // Not asked: off for heads under 32 wide on CPU (stories260K's are 8), else llama.cpp's choice (engine/index.ts).
+    if (info.gpu === false && info.modelId === "stories260K") expect(info.flashAttention).toBe(false);
+    else expect([false, "auto"]).toContain(info.flashAttention);
   });
 });
 
