@@ -31,14 +31,15 @@ export interface PlanFileOptions {
 
 /** The plan of a batch file; InputError for a file a run would refuse (nothing is run either way). */
 export async function planRunFile(o: PlanFileOptions): Promise<RunPlan> {
-  const work = await mkdtemp(path.join(os.tmpdir(), "obi-plan-"));
+  // A folder only for a file at a URL: a plan of a local file leaves nothing behind even when it is killed.
+  const work = isUrl(o.input) ? await mkdtemp(path.join(os.tmpdir(), "obi-plan-")) : undefined;
   try {
-    const file = isUrl(o.input) ? path.join(work, "input.jsonl") : o.input;
-    if (isUrl(o.input)) await download(o.input, file, { signal: o.signal });
+    const file = work ? path.join(work, "input.jsonl") : o.input;
+    if (work) await download(o.input, file, { signal: o.signal });
     else if (!(await stat(file).catch(() => null))?.isFile()) throw new InputError(`no such input file: ${file}`);
     return await planLocal(file, await detectEndpoint(file, o.config.maxLineBytes), o);
   } finally {
-    await rm(work, { recursive: true, force: true });
+    if (work) await rm(work, { recursive: true, force: true });
   }
 }
 

@@ -151,7 +151,6 @@ const NO_USAGE: TokenUsage = { promptTokens: 0, cachedTokens: 0, completionToken
 /** What a run has learnt so far, for the summary an abort returns whenever it comes. */
 interface RunState {
   o: RunFileOptions;
-  work: string;
   started: number;
   files: { input: string; output: string; errors: string };
   endpoint?: Endpoint;
@@ -168,14 +167,16 @@ interface RunState {
  * take (nothing is changed then); an abort returns a summary with `stopped: "interrupted"`, and running again continues.
  */
 export async function runFile(options: RunFileOptions): Promise<RunSummary> {
-  const work = await mkdtemp(path.join(os.tmpdir(), "obi-run-"));
-  const local = (name: string, location: string) => (isUrl(location) ? path.join(work, name) : path.resolve(location));
+  // A folder only for the files at URLs: a run on local files leaves nothing behind even when it is killed.
+  const remote = [options.input, options.output, options.errors].some(isUrl);
+  const work = remote ? await mkdtemp(path.join(os.tmpdir(), "obi-run-")) : undefined;
+  const local = (name: string, location: string) => (work && isUrl(location) ? path.join(work, name) : path.resolve(location));
   const files = {
     input: local("input.jsonl", options.input),
     output: local("output.jsonl", options.output),
     errors: local("errors.jsonl", options.errors),
   };
-  const run: RunState = { o: options, work, started: Date.now(), files, total: 0, cached: 0 };
+  const run: RunState = { o: options, started: Date.now(), files, total: 0, cached: 0 };
   try {
     return await runPhases(run);
   } catch (err) {
@@ -183,7 +184,7 @@ export async function runFile(options: RunFileOptions): Promise<RunSummary> {
     if (options.signal?.aborted && !run.ran) return await interrupted(run);
     throw err;
   } finally {
-    await rm(work, { recursive: true, force: true });
+    if (work) await rm(work, { recursive: true, force: true });
   }
 }
 

@@ -1,27 +1,24 @@
 // The model registry through the real service: MODELS_FILE with two local models (and one that cannot load),
 // GET /v1/models with the official client, batches routed by their `model`, unknown models refused.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { testModelPath } from "../../testkit/model.js";
 import { completionJsonl, customIds } from "../../testkit/workload.js";
 import { createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
+import { scratchDir } from "../helpers/scratch.js";
 import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
+const scratch = scratchDir("obi-models");
 let svc: TestService;
 beforeAll(async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-models-"));
-  const file = path.join(dir, "models.yaml");
-  writeFileSync(
-    file,
+  const file = await scratch.write(
     [
       "models:",
       `  - { name: first, aliases: [Qwen/Qwen2.5-0.5B-Instruct], local: { path: ${await testModelPath()}, sequences: 2 } }`,
       `  - { name: second, local: { path: ${await ensureGeneratedModel()}, sequences: 2, context_size: 256 } }`,
       "  - { name: broken, local: { path: ./missing.gguf } }",
     ].join("\n"),
+    "models.yaml",
   );
   svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file });
 });

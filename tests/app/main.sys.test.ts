@@ -1,6 +1,5 @@
 // The server's start as `npm start` runs it: the port is held before the model loads, and answered meanwhile; a
 // worker of the distributed mode says when the address it gives the API servers reaches only its own machine.
-import { rmSync } from "node:fs";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
@@ -26,18 +25,16 @@ async function freePort(): Promise<number> {
 
 describe.skipIf(!POSTGRES_BIN)("a worker of the distributed mode", () => {
   let shared: SharedState | undefined;
-  const dirs: string[] = [];
   afterAll(async () => {
     for (const p of running) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await shared?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
   it("warns at start when it would tell the API servers a loopback address, and not when told WORKER_URL", async () => {
     shared = await startSharedState();
-    const loopback = await startChild(shared, { ROLE: "worker", WORKER_ID: "on-loopback" }, dirs);
+    const loopback = await startChild(shared, { ROLE: "worker", WORKER_ID: "on-loopback" });
     running.push(loopback);
-    const told = await startChild(shared, { ROLE: "worker", WORKER_ID: "told", WORKER_URL: "http://10.0.0.7:8000" }, dirs);
+    const told = await startChild(shared, { ROLE: "worker", WORKER_ID: "told", WORKER_URL: "http://10.0.0.7:8000" });
     running.push(told);
     const warning = new RegExp(
       `this worker tells the API servers to send it synchronous requests at ${loopback.baseUrl}: only those on this machine can; on several machines set HOST=0\\.0\\.0\\.0 \\(API_KEYS makes it the default\\) or WORKER_URL`,

@@ -1,8 +1,7 @@
 // A local model's engine record and the backend that loads at its first request: the record's key follows what
 // decides the engine, a damaged file reads as no record, the oldest go past the bound; the backend loads once, runs
 // its checks after the load, hands on a run's shape told before it, and a load that fails fails each request.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { engineRecordKey, readEngineRecord, writeEngineRecord } from "../../backends/engine-record.js";
@@ -10,6 +9,7 @@ import { LazyBackend } from "../../backends/lazy-backend.js";
 import type { BackendInfo, BackendResult, InferenceBackend, InferenceRequest, RunShape } from "../../openai/backend.js";
 import { RequestError } from "../../openai/errors.js";
 import { parseRequest } from "../../openai/parse.js";
+import { tempDir } from "../helpers/scratch.js";
 
 const info: BackendInfo = {
   model: "m",
@@ -22,6 +22,7 @@ const info: BackendInfo = {
 };
 
 describe("engine records", () => {
+  const records = tempDir("engine-records");
   it("are keyed by the model's content and the settings asked for", () => {
     const a = engineRecordKey("d1", { contextSize: 1024 });
     expect(engineRecordKey("d1", { contextSize: 1024 })).toBe(a);
@@ -30,7 +31,7 @@ describe("engine records", () => {
   });
 
   it("read back whole; a damaged file, a hand-edited record or another model's identity is no record", async () => {
-    const file = path.join(mkdtempSync(path.join(tmpdir(), "engine-records-")), "engines.json");
+    const file = path.join(records, "engines.json");
     const identity = (digest: string) => JSON.stringify({ kind: "local", sha256: digest, engine: {} });
     const rec = { identity: identity("d1"), info, footprint: 5 };
     expect(await readEngineRecord(file, "k", "d1")).toEqual({});

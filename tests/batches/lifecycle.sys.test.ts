@@ -1,9 +1,6 @@
 // The distributed mode's batch lifecycle on real PostgreSQL and S3: deadlines, cancels reaching the workers within
 // a second, a worker's SIGTERM handing its shards back at once, a model that cannot load, the queue's bound, and
 // the schema migrated once by processes starting together.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { testModelPath } from "../../testkit/model.js";
@@ -20,10 +17,12 @@ import {
   type TestNode,
 } from "../helpers/cluster.js";
 import { pollBatch, uploadJsonl } from "../helpers/http-batches.js";
+import { scratchDir } from "../helpers/scratch.js";
 import { openaiClient, waitForBatch } from "../helpers/service.js";
 
 if (!POSTGRES_BIN) console.warn(SKIP_POSTGRES_NOTE);
 
+const scratch = scratchDir("obi-models");
 const COMMON = { SHARD_SIZE: "20", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "30", CANCEL_GRACE_SECONDS: "0", COLLECT_INTERVAL_SECONDS: "1" };
 
 describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
@@ -190,16 +189,14 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
   }, 120_000);
 
   it("a model that cannot load fails its batch with the reason; the queue's bound answers 429", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-models-"));
-    const file = path.join(dir, "models.yaml");
-    writeFileSync(
-      file,
+    const file = await scratch.write(
       [
         "default_model: good",
         "models:",
         `  - { name: good, local: { path: ${await testModelPath()} } }`,
         "  - { name: broken, local: { path: ./missing.gguf } }",
       ].join("\n"),
+      "models.yaml",
     );
     const apiModels = await node({ ROLE: "api", MODELS_FILE: file, MODEL_PATH: "" });
     const worker = await node({ ROLE: "worker", WORKER_ID: "l-models", MODELS_FILE: file, MODEL_PATH: "" });

@@ -1,7 +1,6 @@
 // Whatever dies when: three worker processes, one killed with -9 and restarted every few seconds at random moments
 // (mid-claim, mid-checkpoint, mid-finish), over four batches at once. Every batch completes with each custom_id
 // exactly once and completed + failed == total. Seeded, so a failure replays.
-import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rng } from "../../testkit/fuzz.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -19,10 +18,9 @@ const COMMON = { SHARD_SIZE: "25", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "3" }
 describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => {
   let shared: SharedState;
   let api: TestNode;
-  const dirs: string[] = [];
   const workers: ServerProcess[] = [];
 
-  const worker = (i: number) => startChild(shared, { ...COMMON, ROLE: "worker", WORKER_ID: `chaos-${i}` }, dirs);
+  const worker = (i: number) => startChild(shared, { ...COMMON, ROLE: "worker", WORKER_ID: `chaos-${i}` });
 
   beforeAll(async () => {
     shared = await startSharedState();
@@ -32,7 +30,6 @@ describe.skipIf(!POSTGRES_BIN)("chaos: workers killed at random moments", () => 
     for (const w of workers) if (w.child.exitCode === null) w.child.kill("SIGKILL");
     await api?.close();
     await shared?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
   it(`every batch completes with each custom_id once (seed ${SEED})`, async () => {

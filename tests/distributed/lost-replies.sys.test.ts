@@ -2,7 +2,6 @@
 // whose checkpoint commit lands but whose reply is lost, with and without a partition long enough for another
 // worker to take the shard over. Every batch is judged by the checker (chaos/checker.ts): each custom_id once, the
 // counts and usage equal to the files.
-import { rmSync } from "node:fs";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkBatch, describeVerdict } from "../../chaos/checker.js";
@@ -31,7 +30,6 @@ const COMMIT_SQL = "checkpoints = checkpoints + 1";
 describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose reply is lost", () => {
   let shared: SharedState;
   let api: TestNode;
-  const dirs: string[] = [];
   let cleanup: Array<() => Promise<unknown>> = [];
 
   beforeAll(async () => {
@@ -45,16 +43,16 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a checkpoint commit whose repl
   afterAll(async () => {
     await api?.close();
     await shared?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
   async function proxiedWorker(id: string): Promise<{ proxy: TcpProxy; worker: ServerProcess }> {
     const proxy = await startTcpProxy({ host: "127.0.0.1", port: shared.pg.port });
-    const worker = await startChild(
-      shared,
-      { ...COMMON, ROLE: "worker", WORKER_ID: id, DATABASE_URL: throughProxy(shared.env.DATABASE_URL, proxy) },
-      dirs,
-    );
+    const worker = await startChild(shared, {
+      ...COMMON,
+      ROLE: "worker",
+      WORKER_ID: id,
+      DATABASE_URL: throughProxy(shared.env.DATABASE_URL, proxy),
+    });
     cleanup.push(async () => {
       worker.child.kill("SIGKILL");
       await worker.exited;
@@ -170,7 +168,6 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a database outage longer than 
 
 describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", () => {
   let shared: SharedState;
-  const dirs: string[] = [];
   const nodes: TestNode[] = [];
   let leader: ServerProcess | undefined;
 
@@ -183,11 +180,10 @@ describe.skipIf(!POSTGRES_BIN)("distributed mode: a frozen maintenance leader", 
       leader.child.kill("SIGKILL");
     }
     await closeCluster(nodes, shared);
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
   it("loses the lease within LEASE_SECONDS: another process finalizes, and the old leader steps down when it wakes", async () => {
-    const first = await startChild(shared, { ...COMMON, ROLE: "api", WORKER_ID: "frozen" }, dirs);
+    const first = await startChild(shared, { ...COMMON, ROLE: "api", WORKER_ID: "frozen" });
     leader = first;
     for (let i = 0; i < 200 && !/now runs the maintenance/.test(first.output()); i++) await new Promise((r) => setTimeout(r, 50));
     expect(first.output()).toMatch(/now runs the maintenance/);

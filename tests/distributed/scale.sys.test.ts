@@ -2,7 +2,7 @@
 // (uploaded, validated, every line counted) before any worker runs a line of it, no process holding the batch (the
 // API's memory flat while it runs, what each worker holds idle the same after it as before), each request once. How long the acceptance
 // takes is the bench's to measure (`npm run bench -- --only scale`), not this test's.
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SAMPLER_IDLE_MS } from "../../engine/generate/sampler-memory.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -32,9 +32,8 @@ async function idleMemory(workers: ServerProcess[]): Promise<Array<{ rss: number
 describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
   let shared: SharedState;
   const procs: ServerProcess[] = [];
-  const dirs: string[] = [];
   async function start(env: Record<string, string>) {
-    const p = await startChild(shared, env, dirs);
+    const p = await startChild(shared, env);
     procs.push(p);
     return p;
   }
@@ -45,7 +44,6 @@ describe.skipIf(!POSTGRES_BIN)("a 50,000-line batch over three workers", () => {
   afterAll(async () => {
     for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await shared?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
   it("accepts the whole file before a worker runs a line of it and no process keeps its lines", async () => {

@@ -13,6 +13,7 @@ const patched = (await engineBuilds()).includes("patched");
 if (!patched) console.warn(NO_PATCHED_BUILD);
 
 const engines: Engine[] = [];
+const scratch = scratchDir("kv-auto");
 async function make(opts: { sequences: number; prefixCopy?: boolean; prefixReuse?: boolean; kvUnified?: boolean | "auto" }) {
   const engine = await createEngine({
     modelPath: await testModelPath(),
@@ -127,7 +128,6 @@ describe.skipIf(!patched)("queued KV changes on the patched build", () => {
   });
 
   it("KV_UNIFIED auto: a run of prefix families gets a unified cache, a run of lines apart streams, answers unchanged", async () => {
-    const scratch = scratchDir("kv-auto");
     const line = (prompt: string, i: number) => ({ custom_id: `l${i}`, method: "POST", url: "/v1/completions", body: { prompt, ...wire } });
     const wire = { temperature: 0, max_tokens: 6 };
     const runs = {

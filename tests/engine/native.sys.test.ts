@@ -1,7 +1,7 @@
 // Which node-llama-cpp build the engine loads (engine/load/native.ts) and what the build script says where it cannot
 // build: one line, and the prebuilt engine stays; and that each build present runs on this CPU.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, symlinkSync } from "node:fs";
+import { symlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -10,6 +10,7 @@ import { buildSelection, defaultBuildChoice, missingPatchedBuild, PATCH_CMAKE_OP
 import { entryArgs } from "../../testkit/entry.js";
 import { NO_PATCHED_BUILD } from "../../testkit/model.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+import { tempDir } from "../helpers/scratch.js";
 
 const patchedBuilt = spawnSync("bash", [path.join(repoRoot, "scripts/build-engine.sh"), "--cached"]).status === 0;
 if (!patchedBuilt) console.warn(NO_PATCHED_BUILD);
@@ -43,9 +44,9 @@ describe("the engine's build choice", () => {
 });
 
 describe("scripts/build-engine.sh without a compiler", () => {
+  const bin = tempDir("obi-nocc");
   it("exits 1 with one line naming what is missing, and leaves the prebuilt engine", () => {
     // A PATH with what the script needs before it builds, and no cmake.
-    const bin = mkdtempSync(path.join(os.tmpdir(), "obi-nocc-"));
     for (const tool of ["bash", "node", "dirname", "cat"]) {
       const found = spawnSync("bash", ["-c", `command -v ${tool}`], { encoding: "utf8" }).stdout.trim();
       if (found) symlinkSync(found, path.join(bin, tool));

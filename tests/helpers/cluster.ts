@@ -117,13 +117,19 @@ export async function closeCluster(nodes: readonly TestNode[], shared: Pick<Shar
 }
 
 /**
- * The service as a child process on the shared state (`app/main.ts`, compiled as testkit/entry.ts starts it), with a temp BATCH_DIR
- * recorded in `dirs` for the caller to remove; resolves once it listens.
+ * The service as a child process on the shared state (`app/main.ts`, compiled as testkit/entry.ts starts it), on a temp
+ * BATCH_DIR removed once it exits, however it ends; resolves once it listens.
  */
-export async function startChild(shared: SharedState, env: Record<string, string>, dirs: string[]): Promise<ServerProcess> {
+export async function startChild(shared: SharedState, env: Record<string, string>): Promise<ServerProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "obi-child-"));
-  dirs.push(dir);
-  return startMain({ ...shared.env, BATCH_DIR: dir, MODEL_PATH: await testModelPath(), THREADS: "1", ...env }, 60_000);
+  const removeDir = () => rmSync(dir, { recursive: true, force: true });
+  const started = startMain({ ...shared.env, BATCH_DIR: dir, MODEL_PATH: await testModelPath(), THREADS: "1", ...env }, 60_000);
+  const child = await started.catch((err: unknown) => {
+    removeDir();
+    throw err;
+  });
+  void child.exited.then(removeDir);
+  return child;
 }
 
 /** A finished batch's result lines, output and error files downloaded with the official client. */

@@ -1,4 +1,5 @@
 // Per-test scratch directories, removed after the test file.
+import { mkdtempSync, rmSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -23,6 +24,13 @@ export function scratchDir(prefix: string) {
       return p;
     },
   };
+}
+
+/** A directory made now and removed after the test file (call it where a hook can be declared: not inside a test). */
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), `${prefix}-`));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 export const jsonl = (values: unknown[]) => values.map((v) => `${JSON.stringify(v)}\n`).join("");

@@ -1,11 +1,11 @@
 // planShards: whole lines by byte range, SHARD_SIZE requests each, whatever the line endings and sizes.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { oneShard, planShards } from "../../pipeline/shards.js";
+import { tempDir } from "../helpers/scratch.js";
 
-const dir = mkdtempSync(path.join(os.tmpdir(), "obi-shards-"));
+const dir = tempDir("obi-shards");
 function file(content: string | Buffer): string {
   const p = path.join(dir, `f-${Math.random().toString(36).slice(2)}.jsonl`);
   writeFileSync(p, content);

@@ -1,8 +1,7 @@
 // A dataset job guarded against what happens beside it: a second run of the job while one is under way waits for it
 // (it would compute every row again and fail at its join), and is refused once it has waited a few seconds; an
 // input replaced while the job runs is not joined to answers of the rows it had before.
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
@@ -11,15 +10,15 @@ import { parseRunnerArgs } from "../../runner/args.js";
 import { holdStage, stagePlace } from "../../runner/dataset-work.js";
 import { testModelPath } from "../../testkit/model.js";
 import { datasetRun } from "../helpers/dataset-cli.js";
-import { scratchDir } from "../helpers/scratch.js";
+import { scratchDir, tempDir } from "../helpers/scratch.js";
 
 const scratch = scratchDir("dataset-guards");
+const batchDir = tempDir("obi-dataset-batches");
 let config: Config;
 let dir: string;
 
 beforeAll(async () => {
   // A BATCH_DIR of its own, and so a result cache: a job another run of this file answered is not answered whole.
-  const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-dataset-batches-"));
   config = loadConfig({ MODEL_PATH: await testModelPath(), BATCH_DIR: batchDir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" });
   dir = path.dirname(await scratch.write("", "keep"));
 });

@@ -1,17 +1,18 @@
 // Dataset jobs on the real engine through the runner: each input format to each output format with the types
 // kept, every row present in input order (a failed row with its error), embeddings as a vector column, a JSON
 // schema's fields as columns, stages, --dry-run, and the bad inputs that stop a job before anything runs.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../config/config.js";
 import { testModelPath } from "../../testkit/model.js";
 import { datasetCli } from "../helpers/dataset-cli.js";
-import { scratchDir } from "../helpers/scratch.js";
+import { scratchDir, tempDir } from "../helpers/scratch.js";
 import { parquetFrom, readTable } from "../helpers/tables.js";
 
 const scratch = scratchDir("dataset-job");
+const batchDir = tempDir("obi-dataset-batches");
+const planBatchDir = tempDir("obi-plan-batches");
 let config: Config;
 /** The same, on a BATCH_DIR of its own: its result cache holds only what this file's plans and runs put there. */
 let planConfig: Config;
@@ -19,11 +20,10 @@ let dir: string;
 
 beforeAll(async () => {
   // A BATCH_DIR of its own, and so a result cache: a job another run of this file answered is not answered whole.
-  const batchDir = mkdtempSync(path.join(os.tmpdir(), "obi-dataset-batches-"));
   const settings = { MODEL_PATH: await testModelPath(), BATCH_DIR: batchDir, THREADS: "1", SEQUENCES: "4", CONTEXT_SIZE: "256" };
   config = loadConfig({ ...settings, EMBEDDING_CONTEXTS: "1" });
   dir = path.dirname(await scratch.write("", "keep"));
-  planConfig = { ...config, batchDir: mkdtempSync(path.join(os.tmpdir(), "obi-plan-batches-")) };
+  planConfig = { ...config, batchDir: planBatchDir };
 });
 
 /** The runner as `npm run batch -- <argv>` runs it in `dir`, with its output captured. */

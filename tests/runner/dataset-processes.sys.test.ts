@@ -257,11 +257,10 @@ describe("--remote against the service", () => {
 
 describe.skipIf(!POSTGRES_BIN)("--remote against the distributed mode", () => {
   let shared: SharedState;
-  const dirs: string[] = [];
   let server: ServerProcess;
   beforeAll(async () => {
     shared = await startSharedState();
-    server = await startChild(shared, { SEQUENCES: "2", CONTEXT_SIZE: "512", SHARD_SIZE: "5" }, dirs);
+    server = await startChild(shared, { SEQUENCES: "2", CONTEXT_SIZE: "512", SHARD_SIZE: "5" });
   }, 120_000);
   afterAll(async () => {
     server?.child.kill("SIGKILL");

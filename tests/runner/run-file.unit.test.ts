@@ -70,6 +70,19 @@ describe("runFile", () => {
     expect(events).toEqual([{ type: "continuing", requests: 3, retryFailed: false }]);
   });
 
+  it("makes no folder of its own for local files, so a run killed leaves nothing in TMPDIR (here one that is not there)", async () => {
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = path.join(dir, "no-such-folder");
+    try {
+      const f = files("local", [line("a")]);
+      writeFileSync(f.output, `${result("a", true)}\n`);
+      expect(await runFile({ ...f, config })).toMatchObject({ stopped: "nothing_to_run" });
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    }
+  });
+
   it("says there is nothing to retry where no error file exists", async () => {
     const f = files("retry", [line("a")]);
     expect(await runFile({ ...f, config, retryFailed: true })).toMatchObject({

@@ -21,7 +21,6 @@ const said = (p: ServerProcess, text: string) => lines(p).filter((l) => l.msg?.i
 
 describe.skipIf(!POSTGRES_BIN)("a database outage in the log", () => {
   let shared: SharedState | undefined;
-  const dirs: string[] = [];
   const children: ServerProcess[] = [];
   afterAll(async () => {
     for (const c of children) if (c.child.exitCode === null) c.child.kill("SIGKILL");
@@ -33,7 +32,7 @@ describe.skipIf(!POSTGRES_BIN)("a database outage in the log", () => {
     const s = shared;
     // Started together, as a deployment starts them: one of them leads the maintenance, the others do not.
     const [api, other, worker] = await Promise.all(
-      [{ ROLE: "api" }, { ROLE: "api" }, { ROLE: "worker" }].map((env) => startChild(s, { ...COMMON, ...env }, dirs)),
+      [{ ROLE: "api" }, { ROLE: "api" }, { ROLE: "worker" }].map((env) => startChild(s, { ...COMMON, ...env })),
     );
     children.push(api, other, worker);
     await sleep(3_000);

@@ -24,7 +24,6 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
   let worker: ServerProcess;
   let frozen: ServerProcess | undefined;
   let client: OpenAI;
-  const dirs: string[] = [];
   const waitForWorker = () =>
     until(
       "a worker to take synchronous requests",
@@ -37,7 +36,7 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
     shared = await startSharedState();
     const model = await ensureGeneratedModel();
     api = await startNode(shared, { ...COMMON, ROLE: "api", MODEL_PATH: model });
-    worker = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model }, dirs);
+    worker = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model });
     client = new OpenAI({ baseURL: `${api.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
     // The worker names its URL in its first heartbeat row once it listens.
     await waitForWorker();
@@ -122,7 +121,7 @@ describe.skipIf(!POSTGRES_BIN)("synchronous requests in the distributed mode", (
 
   it("ends a stream whose worker freezes once its heartbeat lapses", async () => {
     const model = await ensureGeneratedModel();
-    frozen = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model }, dirs);
+    frozen = await startChild(shared, { ...COMMON, ROLE: "worker", WORKER_POOL: "spot", MODEL_PATH: model });
     await waitForWorker();
     const stream = await client.completions.create({
       model: "any",

@@ -19,7 +19,6 @@ const COMMON = { SHARD_SIZE: "40", CHECKPOINT_SECONDS: "1", LEASE_SECONDS: "4", 
 
 describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
   let shared: SharedState;
-  const dirs: string[] = [];
   const children: ServerProcess[] = [];
   const keysDir = mkdtempSync(path.join(os.tmpdir(), "obi-keys-"));
   const { file, auth } = writeKeysFile(keysDir, [
@@ -36,7 +35,7 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
   let apiB: ServerProcess;
 
   async function child(env: Record<string, string>): Promise<ServerProcess> {
-    const p = await startChild(shared, { ...COMMON, KEYS_FILE: file, ...env }, dirs);
+    const p = await startChild(shared, { ...COMMON, KEYS_FILE: file, ...env });
     children.push(p);
     return p;
   }
@@ -62,7 +61,7 @@ describe.skipIf(!POSTGRES_BIN)("many keys on the distributed mode", () => {
     for (const n of nodes) await n.close({ graceMs: 0 });
     for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) await kill9(c);
     await shared?.close();
-    for (const d of [...dirs, keysDir]) rmSync(d, { recursive: true, force: true });
+    rmSync(keysDir, { recursive: true, force: true });
   }, 60_000);
 
   it("admits a key's concurrent creates on two API servers up to its limit, and fails the rest with token_limit_exceeded", async () => {

@@ -1,9 +1,7 @@
 // The upstream backend against a real OpenAI-compatible server: llama.cpp's own llama-server, built from the
 // source node-llama-cpp ships (scripts/build-llama-server.sh; .ci/run builds it once and caches it). Faults
 // come from a proxy in front of it (tests/helpers/fault-proxy.ts). Skipped, with a note, where no build exists.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { writeFileSync } from "node:fs";
 import Anthropic from "@anthropic-ai/sdk";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +13,7 @@ import { completionJsonl, customIds } from "../../testkit/workload.js";
 import type { UpstreamStats } from "../../upstream/backend.js";
 import { type FaultProxy, startFaultProxy } from "../helpers/fault-proxy.js";
 import { accountIds, createBatch, getBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
+import { scratchDir } from "../helpers/scratch.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const binary = cachedLlamaServer();
@@ -23,6 +22,7 @@ if (!binary)
 
 let upstream: Awaited<ReturnType<typeof startLlamaServer>>;
 const services: TestService[] = [];
+const scratch = scratchDir("obi-upstream");
 const proxies: FaultProxy[] = [];
 
 beforeAll(async () => {
@@ -37,9 +37,7 @@ afterAll(async () => {
 
 /** A service whose models file holds `models` (YAML lines under `models:`). */
 async function serviceWith(models: string[], env: Record<string, string> = {}): Promise<TestService> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-upstream-"));
-  const file = path.join(dir, "models.yaml");
-  writeFileSync(file, ["models:", ...models.map((m) => `  - ${m}`)].join("\n"));
+  const file = await scratch.write(["models:", ...models.map((m) => `  - ${m}`)].join("\n"), "models.yaml");
   const svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file, ...env });
   services.push(svc);
   return svc;
@@ -154,8 +152,7 @@ describe.skipIf(!binary)("upstream backend on a real llama-server", () => {
     try {
       const logs: string[] = [];
       const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(line) });
-      const dir = mkdtempSync(path.join(os.tmpdir(), "obi-upstream-key-"));
-      const file = path.join(dir, "models.yaml");
+      const file = await scratch.file("models.yaml");
       const models = (env: string) =>
         `models:\n  - { name: remote, upstream: { base_urls: ["${guarded.baseUrl}/v1"], model: m, api_key_env: ${env}, max_attempts: 1 } }\n`;
       process.env.OBI_TEST_UPSTREAM_KEY = key;

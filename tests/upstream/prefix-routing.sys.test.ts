@@ -1,14 +1,12 @@
 // Prefix routing in front of an upstream (upstream/slot-affinity.ts): the slot pinning itself, and a real
 // llama-server fed a batch of prompt families, whose own per-request timings say how many prompt tokens it
 // evaluated. Skipped, with a note, where no llama-server build exists (bash scripts/build-llama-server.sh).
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cachedLlamaServer, drivePlanned, evaluatedPromptTokens, plannedRuns, startLlamaServer } from "../../testkit/llama-server.js";
 import { testModelPath } from "../../testkit/model.js";
 import { resolveRouting, SlotAffinity, slotsFromProps } from "../../upstream/slot-affinity.js";
 import { createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
+import { scratchDir } from "../helpers/scratch.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const body = (family: string, i: number) => ({ prompt: `${family.repeat(70)} question ${i}` });
@@ -158,6 +156,7 @@ if (!binary)
 
 let upstream: Awaited<ReturnType<typeof startLlamaServer>>;
 const services: TestService[] = [];
+const scratch = scratchDir("obi-routing");
 beforeAll(async () => {
   if (!binary) return;
   upstream = await startLlamaServer(binary, await testModelPath(), { parallel: 4, threads: 1, ctxPerSlot: 512 });
@@ -168,12 +167,10 @@ afterAll(async () => {
 });
 
 async function serviceRouting(routing: string): Promise<TestService> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "obi-routing-"));
-  const file = path.join(dir, "models.yaml");
   const extra = routing === "auto" ? "" : `, prefix_routing: ${routing}`;
-  writeFileSync(
-    file,
+  const file = await scratch.write(
     `models:\n  - { name: remote, upstream: { base_urls: ["${upstream.baseUrl}/v1"], model: m, max_in_flight: 4${extra} } }\n`,
+    "models.yaml",
   );
   const svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file });
   services.push(svc);
