@@ -69,16 +69,21 @@ const bool = () => z.boolean({ error: "must be true or false (or on/off, yes/no,
 
 /** true/false (also 1/0, yes/no, on/off); anything else is left for the schema to refuse. */
 function booleanSetting(v: unknown): unknown {
-  if (typeof v === "boolean") return v;
+  // A YAML list or map is left for the schema to refuse: [true] is no boolean, though its text is "true".
+  if (typeof v === "boolean" || (typeof v === "object" && v !== null)) return v;
   const s = String(v).trim().toLowerCase();
   if (["true", "1", "yes", "on"].includes(s)) return true;
   if (["false", "0", "no", "off", ""].includes(s)) return false;
   return v;
 }
 
-/** "auto", or a boolean spelt as booleanSetting reads it. */
-const autoOrBooleanSetting = (v: unknown) => (String(v).trim().toLowerCase() === "auto" ? "auto" : booleanSetting(v));
-const autoOrBoolean = z.union([z.boolean(), z.literal("auto")], { error: "must be auto, true or false" });
+/** "auto", or a boolean spelt as booleanSetting reads it; empty (a variable set to nothing) is the default, auto. */
+function autoOrBooleanSetting(v: unknown): unknown {
+  if (typeof v === "object" && v !== null) return v;
+  const s = String(v).trim().toLowerCase();
+  return s === "auto" || s === "" ? "auto" : booleanSetting(v);
+}
+const autoOrBoolean = z.union([z.boolean(), z.literal("auto")], { error: "must be auto, true or false (or on/off, yes/no, 1/0)" });
 
 /** An origin as a browser sends it in `Origin`: http(s), a host and an optional port; no path, no wildcard. */
 const isOrigin = (o: string) => /^https?:\/\/[^/?#*@\s]+\/?$/i.test(o) && URL.canParse(o);

@@ -21,7 +21,26 @@ describe("loadConfig", () => {
     expect(loadConfig({ FLASH_ATTENTION: " Auto " }).engine.flashAttention).toBe("auto");
     expect(loadConfig({ FLASH_ATTENTION: "on" }).engine.flashAttention).toBe(true);
     expect(loadConfig({ FLASH_ATTENTION: "false" }).engine.flashAttention).toBe(false);
-    expect(() => loadConfig({ FLASH_ATTENTION: "fast" })).toThrow("FLASH_ATTENTION=fast: must be auto, true or false");
+    expect(() => loadConfig({ FLASH_ATTENTION: "fast" })).toThrow("FLASH_ATTENTION=fast: must be auto, true or false (or on/off");
+    // Set to nothing (`FLASH_ATTENTION: ${FA}` with FA unset): the default, not off.
+    expect(loadConfig({ FLASH_ATTENTION: "" }).engine.flashAttention).toBe("auto");
+    expect(loadConfig({ KV_UNIFIED: " " }).engine.kvUnified).toBe("auto");
+  });
+
+  it("refuses a YAML list or map where a true/false or auto setting belongs, though its text would read as one", () => {
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), "obi-yaml-lists-")), "settings.yaml");
+    try {
+      for (const [yaml, message] of [
+        ["engine:\n  flash_attention: [true]\n", "engine.flash_attention: [true]"],
+        ["engine:\n  kv_unified: [[auto]]\n", 'engine.kv_unified: [["auto"]]'],
+        ["engine:\n  prefix_copy: [false]\n", "engine.prefix_copy: [false]"],
+      ]) {
+        writeFileSync(file, yaml);
+        expect(() => loadConfig({ MODEL_CONFIG: file }), yaml).toThrow(message);
+      }
+    } finally {
+      rmSync(path.dirname(file), { recursive: true, force: true });
+    }
   });
 
   it("listens on loopback while the API has no keys, on every interface with keys, and where HOST says in either case", () => {
