@@ -1,6 +1,5 @@
 // Configuration is read and validated once, failing with one message that names the setting.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import YAML from "yaml";
@@ -8,6 +7,10 @@ import { ConfigError, checkPaths, DEFAULT_MODEL_CONFIG as DEFAULT_CONFIG, loadCo
 import { eachSetting, settingsHelp, settingsTable } from "../../config/settings.js";
 import { readDocTable } from "../../testkit/doc-tables.js";
 import { repoRoot } from "../../testkit/repo-root.js";
+import { tempDir } from "../helpers/scratch.js";
+
+/** The folder of the settings files and paths these tests write, removed after them. */
+const dir = tempDir("obi-config");
 
 describe("loadConfig", () => {
   it("defaults REPRODUCIBLE to false and reads true/false words", () => {
@@ -28,18 +31,14 @@ describe("loadConfig", () => {
   });
 
   it("refuses a YAML list or map where a true/false or auto setting belongs, though its text would read as one", () => {
-    const file = path.join(mkdtempSync(path.join(os.tmpdir(), "obi-yaml-lists-")), "settings.yaml");
-    try {
-      for (const [yaml, message] of [
-        ["engine:\n  flash_attention: [true]\n", "engine.flash_attention: [true]"],
-        ["engine:\n  kv_unified: [[auto]]\n", 'engine.kv_unified: [["auto"]]'],
-        ["engine:\n  prefix_copy: [false]\n", "engine.prefix_copy: [false]"],
-      ]) {
-        writeFileSync(file, yaml);
-        expect(() => loadConfig({ MODEL_CONFIG: file }), yaml).toThrow(message);
-      }
-    } finally {
-      rmSync(path.dirname(file), { recursive: true, force: true });
+    const file = path.join(dir, "lists.yaml");
+    for (const [yaml, message] of [
+      ["engine:\n  flash_attention: [true]\n", "engine.flash_attention: [true]"],
+      ["engine:\n  kv_unified: [[auto]]\n", 'engine.kv_unified: [["auto"]]'],
+      ["engine:\n  prefix_copy: [false]\n", "engine.prefix_copy: [false]"],
+    ]) {
+      writeFileSync(file, yaml);
+      expect(() => loadConfig({ MODEL_CONFIG: file }), yaml).toThrow(message);
     }
   });
 
@@ -234,20 +233,14 @@ describe("loadConfig", () => {
   });
 
   it("names the YAML key and file when the mistake is in MODEL_CONFIG", () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
-    try {
-      const file = path.join(dir, "c.yaml");
-      writeFileSync(file, "engine:\n  threads: many\n");
-      expect(() => loadConfig({ MODEL_CONFIG: file })).toThrow(`engine.threads: "many" in ${file}: must be a whole number >= 0`);
-      // The environment wins over the file, and is what the message names.
-      expect(() => loadConfig({ MODEL_CONFIG: file, THREADS: "x" })).toThrow("THREADS=x:");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const file = path.join(dir, "c.yaml");
+    writeFileSync(file, "engine:\n  threads: many\n");
+    expect(() => loadConfig({ MODEL_CONFIG: file })).toThrow(`engine.threads: "many" in ${file}: must be a whole number >= 0`);
+    // The environment wins over the file, and is what the message names.
+    expect(() => loadConfig({ MODEL_CONFIG: file, THREADS: "x" })).toThrow("THREADS=x:");
   });
 
   it("refuses a key of MODEL_CONFIG that no setting has, naming it and the nearest that does", () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
     const refused = (yaml: string) => {
       const file = path.join(dir, "c.yaml");
       writeFileSync(file, yaml);
@@ -259,23 +252,19 @@ describe("loadConfig", () => {
       }
       throw new Error(`accepted:\n${yaml}`);
     };
-    try {
-      expect(refused("engine: {thread: 2}\n")).toBe("invalid configuration: unknown key 'engine.thread' (did you mean 'engine.threads'?)");
-      // A setting put in the wrong section, or spelt as its variable, is found where it belongs.
-      expect(refused("threads: 2\n")).toBe("invalid configuration: unknown key 'threads' (did you mean 'engine.threads'?)");
-      expect(refused("pipeline:\n  CONCURRENCY: 4\n")).toBe(
-        "invalid configuration: unknown key 'pipeline.CONCURRENCY' (did you mean 'pipeline.concurrency'?)",
-      );
-      expect(refused("pools:\n  spot: {capacty: 1}\n")).toBe(
-        "invalid configuration: unknown key 'pools.spot.capacty' (did you mean 'pools.spot.capacity'?)",
-      );
-      expect(refused("sla: 5\nbogus: 1\n")).toBe(
-        "invalid configuration: sla: must be a map of settings (urgent_seconds, yield); " +
-          "unknown key 'bogus' (valid keys: model, engine, pipeline, lanes, pools, sla)",
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    expect(refused("engine: {thread: 2}\n")).toBe("invalid configuration: unknown key 'engine.thread' (did you mean 'engine.threads'?)");
+    // A setting put in the wrong section, or spelt as its variable, is found where it belongs.
+    expect(refused("threads: 2\n")).toBe("invalid configuration: unknown key 'threads' (did you mean 'engine.threads'?)");
+    expect(refused("pipeline:\n  CONCURRENCY: 4\n")).toBe(
+      "invalid configuration: unknown key 'pipeline.CONCURRENCY' (did you mean 'pipeline.concurrency'?)",
+    );
+    expect(refused("pools:\n  spot: {capacty: 1}\n")).toBe(
+      "invalid configuration: unknown key 'pools.spot.capacty' (did you mean 'pools.spot.capacity'?)",
+    );
+    expect(refused("sla: 5\nbogus: 1\n")).toBe(
+      "invalid configuration: sla: must be a map of settings (urgent_seconds, yield); " +
+        "unknown key 'bogus' (valid keys: model, engine, pipeline, lanes, pools, sla)",
+    );
   });
 });
 
@@ -313,16 +302,11 @@ describe("the settings, declared once", () => {
       );
     const yamlKeys = new Set(settings.flatMap((s) => (s.setting.yaml ? [s.setting.yaml] : [])));
     for (const key of leaves(file)) expect(yamlKeys.has(key), key).toBe(true);
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-yaml-"));
-    try {
-      writeFileSync(path.join(dir, "c.yaml"), "engine:\n  context_size: 2048\npools:\n  spot:\n    preempt_cooldown_seconds: 7\n");
-      const c = loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml") });
-      expect(c.engine.contextSize).toBe(2048);
-      expect(c.pools.spot.preemptCooldownSeconds).toBe(7);
-      expect(loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml"), CONTEXT_SIZE: "512" }).engine.contextSize).toBe(512);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    writeFileSync(path.join(dir, "c.yaml"), "engine:\n  context_size: 2048\npools:\n  spot:\n    preempt_cooldown_seconds: 7\n");
+    const c = loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml") });
+    expect(c.engine.contextSize).toBe(2048);
+    expect(c.pools.spot.preemptCooldownSeconds).toBe(7);
+    expect(loadConfig({ MODEL_CONFIG: path.join(dir, "c.yaml"), CONTEXT_SIZE: "512" }).engine.contextSize).toBe(512);
   });
 
   it("refuses a distributed-only setting without DATABASE_URL, naming it", () => {
@@ -334,18 +318,13 @@ describe("the settings, declared once", () => {
 
 describe("checkPaths", () => {
   it("refuses a MODEL_PATH that is not a file, except on an API server, which loads no model", () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "obi-paths-"));
-    try {
-      const missing = path.join(dir, "model.gguf");
-      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing })).toThrow(
-        `MODEL_PATH=${missing}: no such file; it must be a .gguf file`,
-      );
-      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "worker" } })).toThrow(/no such file/);
-      // The Kubernetes ConfigMap gives every pod the workers' MODEL_PATH; the API pods do not mount the models.
-      expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "api" } })).not.toThrow();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const missing = path.join(dir, "model.gguf");
+    expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing })).toThrow(
+      `MODEL_PATH=${missing}: no such file; it must be a .gguf file`,
+    );
+    expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "worker" } })).toThrow(/no such file/);
+    // The Kubernetes ConfigMap gives every pod the workers' MODEL_PATH; the API pods do not mount the models.
+    expect(() => checkPaths({ batchDir: dir, modelsDir: dir, modelPath: missing, cluster: { role: "api" } })).not.toThrow();
   });
 });
 
