@@ -28,7 +28,7 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  */
 export function timingSummary(files: readonly FileTime[], slowest = 10): string[] {
   if (files.length === 0) return [];
-  const lines = ["Time by tier (wall: first file's start to last file's end; tiers overlap in one run):"];
+  const lines = ["Time by tier (wall: first file's start to last file's end; one tier's last files overlap the next one's first):"];
   for (const tier of [...new Set(files.map((f) => f.tier))].sort()) {
     const own = files.filter((f) => f.tier === tier);
     const wall = Math.max(...own.map((f) => f.endedAt)) - Math.min(...own.map((f) => f.endedAt - f.ms));

@@ -54,3 +54,21 @@ it("times only files that exist in tests/file-durations.json, which vitest.confi
   ).toEqual([]);
   for (const seconds of Object.values(durations)) expect(seconds).toBeGreaterThanOrEqual(0);
 });
+
+it("orders a run tier by tier (system, integration, unit), each longest first, so a worker keeps its modules", async () => {
+  const { LongestFirst } = await import("../../vitest.config.js");
+  const durations = JSON.parse(readFileSync(path.join(repoRoot, "tests/file-durations.json"), "utf8")) as Record<string, number>;
+  const tierOf = { unit: "unit", int: "integration", sys: "system" } as Record<string, string>;
+  const files = [...Object.keys(durations), "tests/not-yet-timed.sys.test.ts"].map((file) => ({
+    moduleId: path.join(repoRoot, file),
+    project: { name: tierOf[file.split(".").at(-3)!]! },
+  }));
+  const sorted = (await new LongestFirst({} as never).sort(files as never)).map((s) => path.relative(repoRoot, s.moduleId));
+  const tiers = sorted.map((f) => tierOf[f.split(".").at(-3)!]);
+  expect([...new Set(tiers)]).toEqual(["system", "integration", "unit"]);
+  // Each tier's runs in one stretch, a file not yet timed first, then by the seconds in tests/file-durations.json.
+  expect(tiers.filter((t, i) => t !== tiers[i - 1])).toEqual(["system", "integration", "unit"]);
+  expect(sorted[0]).toBe("tests/not-yet-timed.sys.test.ts");
+  for (let i = 2; i < sorted.length; i++)
+    if (tiers[i] === tiers[i - 1]) expect(durations[sorted[i]!]).toBeLessThanOrEqual(durations[sorted[i - 1]!]!);
+});
