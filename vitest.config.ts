@@ -1,8 +1,5 @@
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { BaseSequencer, type TestSpecification } from "vitest/node";
+import { LongestFirst } from "./testkit/test-order.js";
 
 // Three tiers (tests/README.md), named in each file's name as `<name>.<tier>.test.ts`:
 // - unit: neither a model nor a process; seconds;
@@ -25,35 +22,6 @@ const OWN_MODULE_GRAPH = ["tests/engine/micro-batches-llama.sys.test.ts"];
  * it in this process, keep the default rule.
  */
 const TEST_ENV = { FLASH_ATTENTION: "true" };
-
-const root = path.dirname(fileURLToPath(import.meta.url));
-/** Each file's seconds in a whole run, kept by `OBI_WRITE_DURATIONS=1 npm test` (testkit/timing-reporter.ts). */
-const DURATIONS_FILE = path.join(root, "tests/file-durations.json");
-const durations: Record<string, number> = existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
-
-/** The projects in the order their files run: see LongestFirst. */
-const TIER_ORDER = ["system", "system-own-graph", "integration", "unit"];
-
-/**
- * One tier after another (system, then integration, then unit), each longest file first. Vitest (4.1) keeps a
- * worker, and the modules it imported, for the next file only when that file is of the same project; otherwise it
- * ends the worker and starts another, which imports the testkit, the clients and the engine again. Interleaved by
- * length alone, the tiers started about a hundred workers in a run (import summed 122 s against 44 s in one; the
- * whole run 745 s against 700 s). The system files still fill both cores among themselves, and the tail is short
- * files. Longest first so that none begins while another worker has nothing left to do: vitest orders so from its
- * own cache, which a fresh clone (CI's) lacks. A file not yet timed starts first in its tier, unless it is a unit
- * file (seconds).
- */
-export class LongestFirst extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const seconds = (f: TestSpecification) => {
-      const file = path.relative(root, f.moduleId).split(path.sep).join("/");
-      return durations[file] ?? (file.endsWith(".unit.test.ts") ? 0 : 1e9);
-    };
-    const tier = (f: TestSpecification) => TIER_ORDER.indexOf(f.project.name);
-    return [...files].sort((a, b) => tier(a) - tier(b) || seconds(b) - seconds(a) || a.moduleId.localeCompare(b.moduleId));
-  }
-}
 
 export default defineConfig({
   test: {

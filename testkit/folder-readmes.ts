@@ -85,7 +85,8 @@ export function importsLine(folder: string, edges: readonly ImportEdge[]): strin
   const names = (folders: Set<string>) =>
     [...folders]
       .sort((a, b) => order.indexOf(a) - order.indexOf(b))
-      .map((f) => `\`${f}/\``)
+      // A root file (vitest.config.ts) is named as it is, a folder with its slash.
+      .map((f) => (order.includes(f) ? `\`${f}/\`` : `\`${f}\``))
       .join(", ") || "nothing";
   const imports = new Set(edges.filter((e) => top(e.from) === folder && top(e.to) !== folder).map((e) => top(e.to)));
   const importedBy = new Set(edges.filter((e) => top(e.to) === folder && top(e.from) !== folder).map((e) => top(e.from)));

@@ -2,12 +2,8 @@
 // that used the most CPU, so a slow test is seen the run it lands (vitest.config.ts adds it beside the default
 // reporter).
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import path from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
-import { repoRoot } from "./repo-root.js";
-
-/** Each file's seconds, which vitest.config.ts's sequencer starts longest first (a fresh clone has no vitest cache). */
-const DURATIONS_FILE = path.join(repoRoot, "tests/file-durations.json");
+import { DURATIONS_FILE } from "./test-order.js";
 
 export interface FileTime {
   file: string;

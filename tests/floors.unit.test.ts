@@ -19,7 +19,7 @@ describe("the house plan", () => {
     expect(misplacedImports(edges)).toEqual([]);
   });
 
-  it("would fail on a back-arrow, a sibling import and a folder with no floor", () => {
+  it("would fail on a back-arrow, a sibling import and a folder with no floor, and lets the root's config import below", () => {
     expect(misplacedImports([{ from: "engine/pool/pool.ts", to: "api/errors.js" }])).toEqual([
       "engine/pool/pool.ts -> api/errors.js: api/ is above engine/",
     ]);
@@ -29,8 +29,12 @@ describe("the house plan", () => {
     expect(misplacedImports([{ from: "newfolder/a.ts", to: "openai/backend.js" }])).toEqual([
       "newfolder/a.ts -> openai/backend.js: newfolder/ has no floor",
     ]);
+    expect(misplacedImports([{ from: "testkit/x.ts", to: "vitest.config.js" }])).toEqual([
+      "testkit/x.ts -> vitest.config.js: ./ has no floor",
+    ]);
     expect(
       misplacedImports([
+        { from: "vitest.config.ts", to: "testkit/test-order.js" },
         { from: "app/service.ts", to: "domain/ports.js" },
         { from: "api/x.ts", to: "api/y.js" },
       ]),
