@@ -42,8 +42,19 @@ export async function testServiceEnv(batchDir: string): Promise<Record<string, s
 /** `opts.logger` replaces the service's logger (to read its lines in a test). */
 export async function startTestService(env: Record<string, string> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
   const batchDir = env.BATCH_DIR ?? mkdtempSync(path.join(os.tmpdir(), "obi-test-"));
-  const config = loadConfig({ ...(await testServiceEnv(batchDir)), ...env });
-  const built = await buildService(config, opts.logger ?? createLogger(config.logLevel));
+  const removeOwnDir = () => {
+    if (!env.BATCH_DIR) rmSync(batchDir, { recursive: true, force: true });
+  };
+  let config: Config;
+  let built: Awaited<ReturnType<typeof buildService>>;
+  try {
+    config = loadConfig({ ...(await testServiceEnv(batchDir)), ...env });
+    built = await buildService(config, opts.logger ?? createLogger(config.logLevel));
+  } catch (err) {
+    // A test that expects the start to fail gets no close(): the folder made for it goes here.
+    removeOwnDir();
+    throw err;
+  }
   const service = { ...built, backend: built.backend! };
   const { server, port } = await listenOnLoopback(service.app, config);
   return {
@@ -56,7 +67,7 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
       server.closeAllConnections();
       await closing;
       await service.close({ graceMs: 2_000 });
-      if (!env.BATCH_DIR) rmSync(batchDir, { recursive: true, force: true });
+      removeOwnDir();
     },
   };
 }
