@@ -7,6 +7,10 @@ import { repoRoot } from "./repo-root.js";
 /** Each file's seconds in a whole run, kept by `OBI_WRITE_DURATIONS=1 npm test` (testkit/timing-reporter.ts). */
 export const DURATIONS_FILE = path.join(repoRoot, "tests/file-durations.json");
 
+/** The seconds in DURATIONS_FILE by file (relative to the repository, `/`-separated); none where it is absent. */
+export const readDurations = (): Record<string, number> =>
+  existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
+
 /** The projects (vitest.config.ts) in the order their files run. */
 const TIER_ORDER = ["system", "system-own-graph", "integration", "unit"];
 
@@ -21,7 +25,7 @@ const TIER_ORDER = ["system", "system-own-graph", "integration", "unit"];
  * file (seconds).
  */
 export class LongestFirst extends BaseSequencer {
-  private readonly durations: Record<string, number> = existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
+  private readonly durations = readDurations();
 
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const seconds = (f: TestSpecification) => {

@@ -1,9 +1,9 @@
 // A vitest reporter that ends every run with each tier's wall time and CPU, the ten slowest test files and the ten
 // that used the most CPU, so a slow test is seen the run it lands (vitest.config.ts adds it beside the default
 // reporter).
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import type { Reporter, TestModule } from "vitest/node";
-import { DURATIONS_FILE } from "./test-order.js";
+import { DURATIONS_FILE, readDurations } from "./test-order.js";
 
 export interface FileTime {
   file: string;
@@ -49,7 +49,7 @@ export function timingSummary(files: readonly FileTime[], slowest = 10): string[
 
 /** Merged into what the file holds, so a run of some files updates theirs and keeps the others'. */
 function writeDurations(files: readonly FileTime[]): void {
-  const kept: Record<string, number> = existsSync(DURATIONS_FILE) ? JSON.parse(readFileSync(DURATIONS_FILE, "utf8")) : {};
+  const kept = readDurations();
   for (const f of files) kept[f.file] = Math.round(f.ms / 100) / 10;
   const sorted = Object.fromEntries(Object.entries(kept).sort(([a], [b]) => a.localeCompare(b)));
   writeFileSync(DURATIONS_FILE, `${JSON.stringify(sorted, null, 2)}\n`);

@@ -1,11 +1,10 @@
 // The summary every run ends with (testkit/timing-reporter.ts): each tier's wall time and the slowest files first;
 // and the files' times the sequencer orders by.
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { expect, it } from "vitest";
 import { childrenMs, cpuMs } from "../../testkit/file-cpu.js";
 import { repoFiles, repoRoot } from "../../testkit/repo-root.js";
-import { LongestFirst } from "../../testkit/test-order.js";
+import { LongestFirst, readDurations } from "../../testkit/test-order.js";
 import { type FileTime, timingSummary } from "../../testkit/timing-reporter.js";
 
 it("gives each tier its wall span, summed time and CPU, and lists the slowest files and the most CPU, most first", () => {
@@ -46,7 +45,7 @@ it("counts the CPU of this process and of the processes it waited for", () => {
 });
 
 it("times only files that exist in tests/file-durations.json, which testkit/test-order.ts starts longest first", () => {
-  const durations = JSON.parse(readFileSync(path.join(repoRoot, "tests/file-durations.json"), "utf8")) as Record<string, number>;
+  const durations = readDurations();
   const files = new Set(repoFiles("tests", (name) => name.endsWith(".test.ts")));
   expect(Object.keys(durations).length).toBeGreaterThan(50);
   expect(
@@ -57,7 +56,7 @@ it("times only files that exist in tests/file-durations.json, which testkit/test
 });
 
 it("orders a run tier by tier (system, integration, unit), each longest first, so a worker keeps its modules", async () => {
-  const durations = JSON.parse(readFileSync(path.join(repoRoot, "tests/file-durations.json"), "utf8")) as Record<string, number>;
+  const durations = readDurations();
   const tierOf = { unit: "unit", int: "integration", sys: "system" } as Record<string, string>;
   const files = [...Object.keys(durations), "tests/not-yet-timed.sys.test.ts"].map((file) => ({
     moduleId: path.join(repoRoot, file),
