@@ -20,13 +20,15 @@ export const PATCH_FILE = fileURLToPath(new URL("../native/node-llama-cpp-3.22.1
 /**
  * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, a
  * unified cache that keeps each sequence's cells together in 64-cell blocks, FP32 vector paths for FP16 data on
- * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code), and an AMX tile
- * config the compiler keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode).
+ * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code), scalar FP16
+ * conversions in one instruction on x86 (not a table and a bit-by-bit rounding), and an AMX tile config the compiler
+ * keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode).
  */
 export const LLAMA_PATCH_FILES = [
   "llama.cpp-flash-attn-sparse.patch",
   "llama.cpp-kv-blocks.patch",
   "llama.cpp-avx512fp16.patch",
+  "llama.cpp-f16c-scalar.patch",
   "llama.cpp-amx-tile-config.patch",
 ].map((f) => fileURLToPath(new URL(`../native/${f}`, import.meta.url)));
 /** The cmake option scripts/build-engine.sh sets to the same key. */
