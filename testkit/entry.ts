@@ -29,11 +29,11 @@ export function entryArgs(script: string, nodeArgs: string[] = []): string[] {
 }
 
 /**
- * The product's sources as `npm run build` compiles them (tsconfig.build.json's files) into TEST_BUILD_DIR, with the
- * assets the build reads beside itself: on every run, so a process never runs stale code. esbuild strips the types
- * file by file, which `isolatedModules` makes the same as tsc's output; tsc took about 8 s of a core for it, without
- * type checking, and the tier's first files waited on it (`npm run lint` checks types, and
- * tests/e2e/build.sys.test.ts runs `npm run build` itself).
+ * The product as `npm run build` makes it, into TEST_BUILD_DIR: tsconfig.build.json's files compiled one by one, the
+ * assets the build reads beside itself, and the entry points bundled over them (scripts/bundle-entries.mjs); on every
+ * run, so a process never runs stale code. esbuild strips the types file by file, which `isolatedModules` makes the
+ * same as tsc's output; tsc took about 8 s of a core for it, without type checking, and the tier's first files waited
+ * on it (`npm run lint` checks types, and tests/e2e/build.sys.test.ts compiles with tsc itself).
  */
 export async function buildForTests(): Promise<void> {
   if (process.env.OBI_TEST_TSX) return;
@@ -53,7 +53,9 @@ export async function buildForTests(): Promise<void> {
     tsconfig,
     logLevel: "error",
   });
-  await promisify(execFile)(process.execPath, ["scripts/copy-build-assets.mjs", TEST_BUILD_DIR], { cwd: repoRoot });
+  const node = (script: string) => promisify(execFile)(process.execPath, [script, TEST_BUILD_DIR], { cwd: repoRoot });
+  await node("scripts/copy-build-assets.mjs");
+  await node("scripts/bundle-entries.mjs");
   process.env[BUILT] = TEST_BUILD_DIR;
 }
 

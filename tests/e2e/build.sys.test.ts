@@ -1,7 +1,7 @@
 // `npm run build` output runs as the production image runs it: node dist/app/main.js, no tsx, a dataset's reads in
 // processes started from the compiled code too.
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
@@ -50,10 +50,18 @@ describe("the compiled build", () => {
       { cwd: repoRoot },
     );
     await run(process.execPath, ["scripts/copy-build-assets.mjs", dist], { cwd: repoRoot });
+    await run(process.execPath, ["scripts/bundle-entries.mjs", dist], { cwd: repoRoot });
 
     // The distributed mode's schema travels with the build, and a dataset read's process its entry.
     expect(existsSync(path.join(dist, "dataset-jobs/read-child.js"))).toBe(true);
     expect(existsSync(path.join(dist, "postgres/migrations/001_initial.sql"))).toBe(true);
+    // The entry points are bundles, node-llama-cpp inside them: none of the build imports it from node_modules.
+    const built = readdirSync(dist, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js"));
+    expect(readFileSync(path.join(dist, "app/main.js"), "utf8")).toMatch(/from "\.\.\/chunks\//);
+    const fromPackage = built.filter(
+      (f) => f.startsWith("chunks/") && /from "node-llama-cpp"/.test(readFileSync(path.join(dist, f), "utf8")),
+    );
+    expect(fromPackage).toEqual([]);
     const help = await run(process.execPath, [path.join(dist, "runner/main.js"), "--help"]);
     expect(help.stdout).toMatch(/--input-file/);
 
