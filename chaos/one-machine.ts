@@ -3,9 +3,10 @@
 // (read-only) and cut its power (EXT4_IOC_SHUTDOWN, then fsck) as well as kill -9 and SIGSTOP the process. Needs root
 // and e2fsprogs: `available()` says why not where they are missing.
 import { execFileSync, spawnSync } from "node:child_process";
-import { appendFileSync, closeSync, fsyncSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { syncDir } from "../stores/durable.js";
 import { entryShell } from "../testkit/entry.js";
 import { batchLines, follow, judge, submit } from "./client.js";
 import type { CampaignOptions } from "./distributed.js";
@@ -144,12 +145,7 @@ export async function oneMachineCampaign(o: CampaignOptions): Promise<ScheduleRe
         // power cut right after it, and the next schedule would start on a full disk.
         return async () => {
           rmSync(filler, { force: true });
-          const fd = openSync(inside(), "r");
-          try {
-            fsyncSync(fd);
-          } finally {
-            closeSync(fd);
-          }
+          await syncDir(inside());
         };
       }
       // A remount read-only is refused while the batch's result files are open for writing ("busy"): the disk
