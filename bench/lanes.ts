@@ -1,6 +1,7 @@
 // The two lanes under load: a batch runs while a client sends interactive requests at a fixed rate (streamed
 // completions, ~200 prompt tokens, 64 generated), and the interactive requests' time to first token and the
-// batch's throughput are measured, against the same batch alone and the same client on the idle service. The peer
+// batch's throughput are measured, against the same batch alone and the same client on the idle service; then the
+// batch once more with those requests as lines of it, which bounds what any scheduling could leave the batch. The peer
 // serves the same mix: llama-server with the batch fed at its slots minus one in flight, the client beside it.
 // Every figure comes from one run of this part, on one model, one process at a time.
 import path from "node:path";
@@ -38,11 +39,24 @@ export interface LaneRun {
   preemptions?: number;
 }
 
+/**
+ * The interactive requests' own work, done as lines of the batch: what each costs the machine with nobody waiting
+ * for it, and so the most of its pace a batch can keep beside `rate` of them a second, whatever the scheduling.
+ */
+export interface LanesWork {
+  /** The requests, as lines of the batch: as many as came during the batch beside them, at most as many as its lines. */
+  requests: number;
+  batchSeconds: number;
+  /** 1 - rate x (batchSeconds - the batch alone's) / requests; below 0 where the requests alone ask more than the machine does. */
+  bound: number;
+}
+
 export interface LanesResult {
   model: string;
   plan: LanesPlan;
   promptTokens: number;
   service: { idle: LaneRun; alone: LaneRun; mixed: LaneRun };
+  work?: LanesWork;
   peer: { idle: LaneRun; alone: LaneRun; mixed: LaneRun };
 }
 
@@ -140,12 +154,29 @@ function batchLines(plan: LanesPlan) {
   }));
 }
 
-/** The batch through the service, and beside it (with `rate`) the interactive client. */
-async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean): Promise<LaneRun> {
+/** The batch's lines with `requests` interactive requests as lines among them, spread evenly as they would come. */
+function linesWithRequests(plan: LanesPlan, requests: number) {
+  const lines = batchLines(plan);
+  const mixed: Array<ReturnType<typeof batchLines>[number]> = [];
+  let r = 0;
+  lines.forEach((line, i) => {
+    mixed.push(line);
+    for (; r < requests && r * lines.length < (i + 1) * requests; r++)
+      mixed.push({
+        ...line,
+        custom_id: `request-${r}`,
+        body: { prompt: interactivePrompt(r, plan.promptSentences), max_tokens: plan.interactiveTokens, temperature: 0, seed: 7 },
+      });
+  });
+  return mixed;
+}
+
+/** The batch through the service, and beside it (with `rate`) the interactive client; `requests`: those as lines of it. */
+async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boolean, requests = 0): Promise<LaneRun> {
   const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
   try {
     await firstToken(server.baseUrl, plan, 0, 4);
-    const lines = batchLines(plan);
+    const lines = linesWithRequests(plan, requests);
     const file = path.join(server.batchDir, "lanes.jsonl");
     await writeBatchFile(file, lines);
     const t0 = performance.now();
@@ -156,7 +187,7 @@ async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boole
     if (final.status !== "completed" || final.request_counts.failed > 0)
       throw new Error(`lanes batch ended ${final.status} ${JSON.stringify(final.request_counts)}`);
     const seconds = (seenAt - t0) / 1000;
-    return { linesPerSecond: plan.lines / seconds, batchSeconds: seconds, ttft, preemptions: await preemptions(server.baseUrl) };
+    return { linesPerSecond: lines.length / seconds, batchSeconds: seconds, ttft, preemptions: await preemptions(server.baseUrl) };
   } finally {
     await server.stop();
   }
@@ -243,6 +274,11 @@ export async function compareLanes(
     mixed: await serviceRun(model.path, plan, true),
   };
   for (const [k, r] of Object.entries(service)) show(`service, ${k}`, r);
+  const work = await requestsWork(model.path, plan, service);
+  if (work)
+    log(
+      `  service, the ${work.requests} requests as lines of the batch: ${work.batchSeconds.toFixed(2)} s; the batch keeps at most ${work.bound.toFixed(2)}x of its pace beside them`,
+    );
   const none: LaneRun = { linesPerSecond: null, batchSeconds: null, ttft: null };
   const peer = binary
     ? {
@@ -253,7 +289,18 @@ export async function compareLanes(
     : { idle: none, alone: none, mixed: none };
   for (const [k, r] of Object.entries(peer)) show(`llama-server -np ${plan.slots}, ${k}`, r);
   const probe = await promptTokens(model.path, plan);
-  return { model: model.name, plan, promptTokens: probe, service, peer };
+  return { model: model.name, plan, promptTokens: probe, service, work, peer };
+}
+
+/** The requests that came during the batch beside them, run as lines of it (LanesWork). */
+async function requestsWork(modelPath: string, plan: LanesPlan, service: LanesResult["service"]): Promise<LanesWork | undefined> {
+  // Past the batch's own lines the run would only take longer: a machine loaded past what it serves (four requests a
+  // second at the qwen2.5-0.5b size) saw thousands come.
+  const requests = Math.min(plan.lines, (service.mixed.ttft?.n ?? 0) + (service.mixed.ttft?.refused ?? 0));
+  if (requests === 0 || service.alone.batchSeconds === null) return undefined;
+  const run = await serviceRun(modelPath, plan, false, requests);
+  const perRequest = (run.batchSeconds! - service.alone.batchSeconds) / requests;
+  return { requests, batchSeconds: run.batchSeconds!, bound: 1 - plan.rate * perRequest };
 }
 
 /** The interactive prompts' length in the model's tokens, as the service counts them. */

@@ -228,6 +228,18 @@ export function formatTable(res: BenchResults): string {
               ? `TTFT p50 ${n(r.ttft.p50Ms)} ms, p99 ${n(r.ttft.p99Ms)} ms (${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""})`
               : `${n(r.batchSeconds!, 2)} s`,
           ]);
+  if (l?.work)
+    rows.push([
+      l.model,
+      `lanes: service, batch + the ${l.work.requests} requests as its lines`,
+      n(l.plan.lines + l.work.requests),
+      "-",
+      n((l.plan.lines + l.work.requests) / l.work.batchSeconds, 1),
+      "-",
+      "-",
+      "-",
+      `${n(l.work.batchSeconds, 2)} s: the batch keeps at most ${n(l.work.bound, 2)}x`,
+    ]);
   rows.push(...cacheRows(res.cache));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i >= 2 && i <= 7 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ");
@@ -406,6 +418,10 @@ function throughputTargets(t: ThroughputResult): Target[] {
   ];
 }
 
+/** The most the batch could keep beside the requests: their own work done as its lines (lanes.ts, LanesWork). */
+const workText = (l: LanesResult) =>
+  l.work ? `; the requests' own work leaves it at most ${l.work.bound.toFixed(2)}x (${l.work.requests} requests as batch lines)` : "";
+
 /** The lanes part's goals: interactive p99 TTFT under load within 2x idle and below llama-server's; the batch within 15 %. */
 function laneTargets(l: LanesResult | null | undefined): Target[] {
   if (!l?.service.mixed.ttft || !l.service.idle.ttft) return [];
@@ -426,7 +442,7 @@ function laneTargets(l: LanesResult | null | undefined): Target[] {
     {
       id: "lanes batch",
       what: `${l.model}: the batch's throughput beside ${l.plan.rate} interactive request(s)/s vs alone`,
-      measured: `${mixed.linesPerSecond!.toFixed(1)} / ${alone.linesPerSecond!.toFixed(1)} lines/s = ${(mixed.linesPerSecond! / alone.linesPerSecond!).toFixed(2)}x`,
+      measured: `${mixed.linesPerSecond!.toFixed(1)} / ${alone.linesPerSecond!.toFixed(1)} lines/s = ${(mixed.linesPerSecond! / alone.linesPerSecond!).toFixed(2)}x${workText(l)}`,
       goal: ">= 0.85x",
       met: mixed.linesPerSecond! >= 0.85 * alone.linesPerSecond!,
     },

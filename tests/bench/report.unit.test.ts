@@ -153,5 +153,12 @@ describe("the bench's goals", () => {
     expect(ttft(12).measured).toContain("12 of 212 refused");
     const peer = targetsOf({ ...base, lanes: lanes(12) }).find((t) => t.id === "lanes peer")!;
     expect(peer.met).toBe(false);
+    // The requests' own work as batch lines: the most the batch could keep, said beside the goal and as a row.
+    const work = { ...lanes(0), work: { requests: 284, batchSeconds: 99.5, bound: 0.7 } };
+    const batch = targetsOf({ ...base, lanes: work }).find((t) => t.id === "lanes batch")!;
+    expect(batch).toMatchObject({ met: true, goal: ">= 0.85x" });
+    expect(batch.measured).toContain("the requests' own work leaves it at most 0.70x (284 requests as batch lines)");
+    const table = formatTable({ ...base, lanes: work, targets: targetsOf({ ...base, lanes: work }), partSeconds: {} });
+    expect(table).toMatch(/lanes: service, batch \+ the 284 requests as its lines \|\s+412 .*99\.50 s: the batch keeps at most 0\.70x/);
   });
 });
