@@ -430,6 +430,7 @@ function workNote(l: LanesResult, ratio: number): string {
 function laneTargets(l: LanesResult | null | undefined): Target[] {
   if (!l?.service.mixed.ttft || !l.service.idle.ttft) return [];
   const { idle, alone, mixed } = l.service;
+  const ratio = mixed.linesPerSecond! / alone.linesPerSecond!;
   const p99 = mixed.ttft!.p99Ms;
   // A request turned away never got its first token: the goal is missed whatever the others' p99.
   const refused = mixed.ttft!.refused ?? 0;
@@ -446,7 +447,7 @@ function laneTargets(l: LanesResult | null | undefined): Target[] {
     {
       id: "lanes batch",
       what: `${l.model}: the batch's throughput beside ${l.plan.rate} interactive request(s)/s vs alone`,
-      measured: `${mixed.linesPerSecond!.toFixed(1)} / ${alone.linesPerSecond!.toFixed(1)} lines/s = ${(mixed.linesPerSecond! / alone.linesPerSecond!).toFixed(2)}x${workNote(l, mixed.linesPerSecond! / alone.linesPerSecond!)}`,
+      measured: `${mixed.linesPerSecond!.toFixed(1)} / ${alone.linesPerSecond!.toFixed(1)} lines/s = ${ratio.toFixed(2)}x${workNote(l, ratio)}`,
       goal: ">= 0.85x",
       met: mixed.linesPerSecond! >= 0.85 * alone.linesPerSecond!,
     },
