@@ -11,7 +11,7 @@ import { type PeerRequest, startLlamaServer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
 import { type LanesWork, workText } from "./lanes-work.js";
 import { SENTENCES } from "./peer.js";
-import { startServer } from "./server.js";
+import { engineBuild, startServer } from "./server.js";
 import { createBatch, uploadFile, waitForTimedBatch } from "./timed-batches.js";
 
 export interface LanesPlan {
@@ -38,6 +38,8 @@ export interface LaneRun {
   ttft: { p50Ms: number; p99Ms: number; n: number; refused?: number } | null;
   /** The service's batch lines that gave their sequence to an interactive request (its /metrics). */
   preemptions?: number;
+  /** The service's engine build (patched or prebuilt): ENGINE_BUILD=auto falls back to prebuilt without a word here. */
+  build?: string;
 }
 
 export interface LanesResult {
@@ -176,7 +178,13 @@ async function serviceRun(modelPath: string, plan: LanesPlan, interactive: boole
     if (final.status !== "completed" || final.request_counts.failed > 0)
       throw new Error(`lanes batch ended ${final.status} ${JSON.stringify(final.request_counts)}`);
     const seconds = (seenAt - t0) / 1000;
-    return { linesPerSecond: lines.length / seconds, batchSeconds: seconds, ttft, preemptions: await preemptions(server.baseUrl) };
+    return {
+      linesPerSecond: lines.length / seconds,
+      batchSeconds: seconds,
+      ttft,
+      preemptions: await preemptions(server.baseUrl),
+      build: await engineBuild(server.baseUrl),
+    };
   } finally {
     await server.stop();
   }
@@ -192,7 +200,8 @@ async function serviceIdle(modelPath: string, plan: LanesPlan): Promise<LaneRun>
   const server = await startServer(modelPath, { ...JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") });
   try {
     await firstToken(server.baseUrl, plan, 0, 4);
-    return { linesPerSecond: null, batchSeconds: null, ttft: await interactiveClient(server.baseUrl, plan, { count: plan.idleRequests }) };
+    const ttft = await interactiveClient(server.baseUrl, plan, { count: plan.idleRequests });
+    return { linesPerSecond: null, batchSeconds: null, ttft, build: await engineBuild(server.baseUrl) };
   } finally {
     await server.stop();
   }
@@ -255,7 +264,7 @@ export async function compareLanes(
   );
   const show = (what: string, r: LaneRun) =>
     log(
-      `  ${what}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
+      `  ${what}${r.build ? ` (${r.build} build)` : ""}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
     );
   const service = {
     idle: await serviceIdle(model.path, plan),
@@ -263,6 +272,9 @@ export async function compareLanes(
     mixed: await serviceRun(model.path, plan, true),
   };
   for (const [k, r] of Object.entries(service)) show(`service, ${k}`, r);
+  const builds = new Set(Object.values(service).map((r) => r.build));
+  if (builds.size > 1)
+    log(`  the service's runs did not all run one engine build (${[...builds].join(", ")}): their ratios compare builds`);
   const work = await requestsWork(model.path, plan, service).catch((err) => {
     // An estimate beside the figures measured: its failure is said, and the rest of the part kept.
     log(`  service, the requests as lines of the batch: failed (${(err as Error).message}); no estimate`);

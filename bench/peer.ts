@@ -8,7 +8,7 @@
 import path from "node:path";
 import { type PeerRequest, type PeerRun, sweepPeer } from "../testkit/llama-server.js";
 import { completionLines, prompt, writeBatchFile } from "../testkit/workload.js";
-import { startServer } from "./server.js";
+import { engineBuild, startServer } from "./server.js";
 import { batchEnd, createBatch, uploadFile, waitForTimedBatch } from "./timed-batches.js";
 
 export type WorkloadName =
@@ -174,10 +174,9 @@ async function runServiceOnce(modelPath: string, w: Workload, env: Record<string
     for (const b of batches)
       if (b.status !== "completed" || b.request_counts.failed > 0)
         throw new Error(`service batch ${b.id} ended ${b.status} ${JSON.stringify(b.request_counts)}`);
-    const ready = (await (await fetch(`${server.baseUrl}/ready`)).json()) as { backend?: { settings?: { engineBuild?: string } } };
     return {
       seconds,
-      build: ready.backend?.settings?.engineBuild,
+      build: await engineBuild(server.baseUrl),
       generated: batches.reduce((s, b) => s + (b.usage?.output_tokens ?? 0), 0),
       promptTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens ?? 0), 0),
       cachedTokens: batches.reduce((s, b) => s + (b.usage?.input_tokens_details?.cached_tokens ?? 0), 0),

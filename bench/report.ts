@@ -218,7 +218,7 @@ export function formatTable(res: BenchResults): string {
         if (r.linesPerSecond !== null || r.ttft)
           rows.push([
             l.model,
-            `lanes: ${who}, ${mode === "idle" ? "interactive client alone" : mode === "alone" ? "batch alone" : `batch + ${l.plan.rate} interactive/s`}`,
+            `lanes: ${who}${r.build ? ` (${r.build})` : ""}, ${mode === "idle" ? "interactive client alone" : mode === "alone" ? "batch alone" : `batch + ${l.plan.rate} interactive/s`}`,
             r.linesPerSecond === null ? "-" : n(l.plan.lines),
             "-",
             r.linesPerSecond === null ? "-" : n(r.linesPerSecond, 1),

@@ -146,6 +146,13 @@ export async function startServer(modelPath: string, env: Record<string, string>
   }
 }
 
+/** The engine build the server runs ("patched" or "prebuilt", its /ready), or undefined where its backend is not local. */
+export async function engineBuild(baseUrl: string): Promise<string | undefined> {
+  const ready = (await (await fetch(`${baseUrl}/ready`)).json()) as { backend?: { settings?: { engineBuild?: unknown } } };
+  const build = ready.backend?.settings?.engineBuild;
+  return typeof build === "string" ? build : undefined;
+}
+
 /** Samples a process's resident memory every `everyMs` until stopped; keeps the largest value seen. */
 export function sampleMemory(read: () => MemorySample | undefined, everyMs = 50) {
   let max = 0;

@@ -139,7 +139,7 @@ describe("the bench's goals", () => {
       service: {
         idle: { linesPerSecond: null, batchSeconds: null, ttft: { p50Ms: 100, p99Ms: 200, n: 10, refused: 0 } },
         alone: { linesPerSecond: 2, batchSeconds: 64, ttft: null },
-        mixed: { linesPerSecond: 1.8, batchSeconds: 71, ttft: { p50Ms: 150, p99Ms: 300, n: 200, refused } },
+        mixed: { linesPerSecond: 1.8, batchSeconds: 71, ttft: { p50Ms: 150, p99Ms: 300, n: 200, refused }, build: "patched" },
       },
       peer: {
         idle: { linesPerSecond: null, batchSeconds: null, ttft: { p50Ms: 100, p99Ms: 200, n: 10 } },
@@ -166,6 +166,8 @@ describe("the bench's goals", () => {
     );
     expect(batch.measured).toContain("measured above it: the runs' pace differed");
     const table = formatTable({ ...base, lanes: work(73.6), targets: [], partSeconds: {} });
+    // Which engine build a run was on is said in its row: ENGINE_BUILD=auto falls back to prebuilt silently.
+    expect(table).toContain("lanes: service (patched), batch + 4 interactive/s");
     expect(table).toMatch(/lanes: service, batch \+ the 128 requests as its lines \|\s+256 .*73\.60 s: their own work leaves/);
     // Requests that ask more than the machine: no share is left, said as such rather than as a negative ratio.
     const over = targetsOf({ ...base, lanes: work(104) }).find((t) => t.id === "lanes batch")!;
