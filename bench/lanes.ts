@@ -253,6 +253,17 @@ async function peerRun(binary: string, modelPath: string, plan: LanesPlan, mode:
   }
 }
 
+/** One run's figures as the log says them: the batch's time and pace, the requests' first tokens. */
+function runText(r: LaneRun): string {
+  const parts: string[] = [];
+  if (r.linesPerSecond !== null) parts.push(`batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`);
+  if (r.ttft) {
+    const refused = r.ttft.refused ? `, ${r.ttft.refused} refused` : "";
+    parts.push(`TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}${refused}`);
+  }
+  return parts.join(" ") + (r.preemptions ? `, ${r.preemptions} batch lines gave way` : "");
+}
+
 export async function compareLanes(
   binary: string | null,
   model: { name: string; path: string },
@@ -262,10 +273,7 @@ export async function compareLanes(
   log(
     `\nlanes on ${model.name}: ${plan.lines} lines x ${plan.lineTokens} tokens, with ${plan.rate} interactive request(s)/s (${plan.interactiveTokens} tokens, streamed) beside it`,
   );
-  const show = (what: string, r: LaneRun) =>
-    log(
-      `  ${what}${r.build ? ` (${r.build} build)` : ""}: ${r.linesPerSecond === null ? "" : `batch ${r.batchSeconds!.toFixed(2)} s (${r.linesPerSecond.toFixed(1)} lines/s)`}${r.ttft ? ` TTFT p50 ${r.ttft.p50Ms.toFixed(0)} ms, p99 ${r.ttft.p99Ms.toFixed(0)} ms over ${r.ttft.n}${r.ttft.refused ? `, ${r.ttft.refused} refused` : ""}` : ""}${r.preemptions ? `, ${r.preemptions} batch lines gave way` : ""}`,
-    );
+  const show = (what: string, r: LaneRun) => log(`  ${what}${r.build ? ` (${r.build} build)` : ""}: ${runText(r)}`);
   const service = {
     idle: await serviceIdle(model.path, plan),
     alone: await serviceRun(model.path, plan, false),
