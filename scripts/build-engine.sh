@@ -20,7 +20,7 @@ esac
 nlc=node_modules/node-llama-cpp
 patch_file=engine/native/node-llama-cpp-3.22.1.patch
 # Applied to the unpacked llama.cpp source (llama/llama.cpp), which exists only once unpack_source has run.
-llama_patch_files="engine/native/llama.cpp-flash-attn-sparse.patch engine/native/llama.cpp-kv-blocks.patch engine/native/llama.cpp-avx512fp16.patch engine/native/llama.cpp-f16c-scalar.patch engine/native/llama.cpp-amx-tile-config.patch"
+llama_patch_files="engine/native/llama.cpp-flash-attn-sparse.patch engine/native/llama.cpp-kv-blocks.patch engine/native/llama.cpp-avx512fp16.patch engine/native/llama.cpp-f16c-scalar.patch engine/native/llama.cpp-amx-tile-config.patch engine/native/llama.cpp-huge-pages.patch"
 [ -d "$nlc" ] || { echo "build-engine: $nlc is missing (run npm ci first)" >&2; exit 1; }
 version=$(node -p "require('./$nlc/package.json').version")
 [ "$version" = 3.22.1 ] || { echo "build-engine: the patch is for node-llama-cpp 3.22.1, not $version" >&2; exit 1; }

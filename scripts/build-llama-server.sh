@@ -28,8 +28,9 @@ commit=$(git bundle list-heads "$bundle" | awk '{print $1; exit}')
 # The engine patches that fix llama.cpp for a CPU rather than add to it: a native build on a CPU with AVX512-FP16
 # otherwise runs attention over heads shorter than 128 in scalar code, on x86 its scalar loops convert FP16 through a
 # table and a bit-by-bit rounding, and on a CPU with AMX (built by GCC 12) it dies of SIGILL at its first matrix
-# product. The peer gets the same kernels as the engine, not a slower or broken llama.cpp.
-cpu_patches="engine/native/llama.cpp-avx512fp16.patch engine/native/llama.cpp-f16c-scalar.patch engine/native/llama.cpp-amx-tile-config.patch"
+# product; on Linux its large buffers (the KV cache) go on transparent huge pages. The peer gets the same kernels and
+# memory as the engine, not a slower or broken llama.cpp.
+cpu_patches="engine/native/llama.cpp-avx512fp16.patch engine/native/llama.cpp-f16c-scalar.patch engine/native/llama.cpp-amx-tile-config.patch engine/native/llama.cpp-huge-pages.patch"
 root=${XDG_CACHE_HOME:-$HOME/.cache}/offline-batch-inference
 [ "$target" = llama-server ] && root=${LLAMA_SERVER_CACHE:-$root/llama-server} || root=$root/$target
 # shellcheck disable=SC2086 # the list splits into its files

@@ -21,8 +21,9 @@ export const PATCH_FILE = fileURLToPath(new URL("../native/node-llama-cpp-3.22.1
  * The patches to the llama.cpp node-llama-cpp ships, built with the other: CPU flash attention over sparse masks, a
  * unified cache that keeps each sequence's cells together in 64-cell blocks, FP32 vector paths for FP16 data on
  * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code), scalar FP16
- * conversions in one instruction on x86 (not a table and a bit-by-bit rounding), and an AMX tile config the compiler
- * keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode).
+ * conversions in one instruction on x86 (not a table and a bit-by-bit rounding), an AMX tile config the compiler
+ * keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode), and large CPU buffers (the
+ * KV cache) on transparent huge pages on Linux (a context is made in tens of milliseconds, not most of a second).
  */
 export const LLAMA_PATCH_FILES = [
   "llama.cpp-flash-attn-sparse.patch",
@@ -30,6 +31,7 @@ export const LLAMA_PATCH_FILES = [
   "llama.cpp-avx512fp16.patch",
   "llama.cpp-f16c-scalar.patch",
   "llama.cpp-amx-tile-config.patch",
+  "llama.cpp-huge-pages.patch",
 ].map((f) => fileURLToPath(new URL(`../native/${f}`, import.meta.url)));
 /** The cmake option scripts/build-engine.sh sets to the same key. */
 export const PATCH_CMAKE_OPTION = "OBI_ENGINE_PATCH";

@@ -1,7 +1,7 @@
 // Which node-llama-cpp build the engine loads (engine/load/native.ts) and what the build script says where it cannot
 // build: one line, and the prebuilt engine stays; and that each build present runs on this CPU.
 import { spawnSync } from "node:child_process";
-import { symlinkSync } from "node:fs";
+import { existsSync, symlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -65,13 +65,17 @@ describe("scripts/build-engine.sh without a compiler", () => {
 
 // A native build compiles the kernels of the CPU it is built on, some of which a compiler can get wrong only there:
 // GCC 12 emptied the AMX tile config (engine/native/llama.cpp-amx-tile-config.patch), and every step of more than one
-// token on a quantized model then died of SIGILL. Each build runs such steps in a process of its own.
+// token on a quantized model then died of SIGILL. Each build runs such steps in a process of its own. The same process
+// says whether its KV cache carries the huge-page advice (engine/native/llama.cpp-huge-pages.patch): the patched
+// build's does, the prebuilt one's does not; a kernel without transparent huge pages refuses it, and is not asked.
+const thp = existsSync("/sys/kernel/mm/transparent_hugepage/enabled");
+if (!thp) console.warn("this kernel has no transparent huge pages: the huge-page advice is not checked");
 describe.each([
   ["prebuilt", false],
   ["patched", !patchedBuilt],
 ] as const)("the %s build on this CPU", (build, skip) => {
   it.skipIf(skip)(
-    "runs steps of several tokens on a quantized model (Q8_0) to their end",
+    "runs steps of several tokens on a quantized model (Q8_0) to their end, its KV cache advised onto huge pages or not",
     () => {
       const run = spawnSync(process.execPath, entryArgs("tests/engine/quantized-step.ts", ["--expose-gc"]).concat(build), {
         cwd: repoRoot,
@@ -80,7 +84,10 @@ describe.each([
       });
       const why = run.signal === "SIGILL" ? "it died of SIGILL: a kernel this CPU cannot run" : run.stderr;
       expect(run.status, why).toBe(0);
-      expect(JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "")).toEqual({ build, tokens: [4, 4, 4, 4] });
+      const said = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "") as { build: string; tokens: number[]; advised: number };
+      expect({ build: said.build, tokens: said.tokens }).toEqual({ build, tokens: [4, 4, 4, 4] });
+      if (thp && build === "patched") expect(said.advised).toBeGreaterThanOrEqual(1);
+      if (thp && build === "prebuilt") expect(said.advised).toBe(0);
     },
     150_000,
   );
