@@ -23,7 +23,7 @@ export const PATCH_FILE = fileURLToPath(new URL("../native/node-llama-cpp-3.22.1
  * CPUs with AVX512-FP16 (where the native build otherwise leaves short vectors to scalar code), scalar FP16
  * conversions in one instruction on x86 (not a table and a bit-by-bit rounding), an AMX tile config the compiler
  * keeps (without it a native build on a CPU with AMX dies of SIGILL at its first decode), and large CPU buffers (the
- * KV cache) on transparent huge pages on Linux (a context is made in tens of milliseconds, not most of a second).
+ * KV cache) on transparent huge pages on Linux (a context made again takes tens of milliseconds, not most of a second).
  */
 export const LLAMA_PATCH_FILES = [
   "llama.cpp-flash-attn-sparse.patch",

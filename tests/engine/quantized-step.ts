@@ -1,6 +1,6 @@
 // Child process for native.sys.test.ts: one build (argv[2]) runs steps of several tokens on the generated `small`
 // model (Q8_0 weights, whose products such steps take through the CPU's widest matrix kernels), and prints which
-// build it loaded, what it answered, and how many of its anonymous mappings of 32 MiB or more (its KV cache of 64 MiB)
+// build it loaded, what it answered, and how many of its mappings of 32 MiB or more (its KV cache of 64 MiB)
 // carry the huge-page advice ("hg" in /proc/self/smaps' VmFlags) that engine/native/llama.cpp-huge-pages.patch
 // gives. The advice, not the pages: whether the kernel found huge pages depends on its memory, the advice only on
 // the build. A kernel this CPU cannot run ends it with SIGILL.
