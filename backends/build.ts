@@ -129,8 +129,11 @@ async function checkAdapters(registry: ModelRegistry, source: string, local: boo
     m.backend.path = base.path;
     // An API server loads nothing: the workers check what they serve.
     if (!local) continue;
-    const { loraMismatch } = await import("../engine/load/lora-check.js");
-    const why = await loraMismatch(base.path, m.backend.adapter.path);
+    const { AdapterFileError, loraMismatch } = await import("../engine/load/lora-check.js");
+    const why = await loraMismatch(base.path, m.backend.adapter.path).catch((err: Error) => {
+      if (!(err instanceof AdapterFileError)) throw err;
+      throw new ConfigError(`MODELS_FILE=${source}: adapter '${m.name}': ${err.message}`);
+    });
     if (why) {
       throw new ConfigError(
         `MODELS_FILE=${source}: adapter '${m.name}' (${m.backend.adapter.path}) does not fit its base '${m.parent}' (${base.path}): ${why}`,

@@ -4,6 +4,7 @@
 import { rm, writeFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import type { ModelRegistry } from "../backends/registry.js";
+import { InvalidRequestError } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch } from "../domain/objects.js";
 import type { CreateBatchInput } from "../domain/ports.js";
@@ -14,19 +15,24 @@ import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
 /** Where the grouped copy of a batch's input is kept, beside its other objects. */
 const groupedKey = (id: string) => `${id}/input-by-model.jsonl`;
 
-/** Each line's model as the registry names it; undefined at a line that is not a request naming a served model. */
+/**
+ * Each line's model as the registry names it (undefined where it names none the registry serves), and whether the
+ * line is a request that names no model at all.
+ */
 async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: string, registry: ModelRegistry) {
   const blob = await deps.blobs.open(key);
   if (!blob) return;
   try {
     for await (const text of createInterface({ input: blob.content, crlfDelay: Number.POSITIVE_INFINITY })) {
-      let model: unknown;
+      let body: { model?: unknown } | undefined;
       try {
-        model = (JSON.parse(text) as { body?: { model?: unknown } })?.body?.model;
+        body = (JSON.parse(text) as { body?: { model?: unknown } })?.body;
       } catch {
-        model = undefined;
+        body = undefined;
       }
-      yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined };
+      const model = body?.model;
+      const unnamed = typeof body === "object" && body !== null && model === undefined;
+      yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined, unnamed };
     }
   } finally {
     blob.content.destroy();
@@ -35,8 +41,9 @@ async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: stri
 
 /**
  * The file's lines grouped by model, in order of first appearance, when they name several models all of one family
- * (a base and its adapters); undefined otherwise, or when a line is not a request naming a model (validation says
- * so). A first pass keeps only the models, so a file of one model is never held in memory.
+ * (a base and its adapters); undefined otherwise, or when a line is not a request naming a served model (validation
+ * says so). A first pass keeps only the models, so a file of one model is never held in memory. Where lines name
+ * a family and one names no model, there is no batch model for it to fall back on: refused, naming the line.
  */
 export async function familyGroups(
   deps: Pick<ClusterBatchServiceDeps, "blobs" | "registry">,
@@ -46,13 +53,28 @@ export async function familyGroups(
   if (!registry.models.some((m) => m.parent !== undefined)) return undefined;
   const names = new Set<string>();
   const roots = new Set<string>();
-  for await (const { spec } of modelsOf(deps, key, registry)) {
-    if (!spec) return undefined;
+  let line = 0;
+  let unnamedLine: number | undefined;
+  let unserved = false;
+  for await (const { spec, unnamed } of modelsOf(deps, key, registry)) {
+    line++;
+    if (unnamed) unnamedLine ??= line;
+    if (!spec) {
+      unserved ||= !unnamed;
+      continue;
+    }
     names.add(spec.name);
     roots.add(spec.parent ?? spec.name);
     if (roots.size > 1) return undefined;
   }
-  if (names.size < 2) return undefined;
+  if (names.size < 2 || unserved) return undefined;
+  if (unnamedLine !== undefined) {
+    throw new InvalidRequestError(
+      `Line ${unnamedLine} names no model: in a batch over a base model and its adapters (${[...names].join(", ")}) every line names its own.`,
+      "missing_required_parameter",
+      "body.model",
+    );
+  }
   const groups = new Map<string, string[]>();
   for await (const { text, spec } of modelsOf(deps, key, registry)) {
     if (!spec) return undefined;

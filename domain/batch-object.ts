@@ -52,6 +52,7 @@ export function newBatchObject(a: {
   // Where lines may name several models, each must be served.
   const unserved = v.ok ? v.models?.find((m) => !a.registry.resolve(m.model)) : undefined;
   if (unserved) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(unserved.model, unserved.line, a.registry)] };
+  v = unknownOverMismatch(v, a.registry);
   const deadline = a.created + a.windowSeconds;
   const batch: Batch = {
     id: a.id,
@@ -110,6 +111,19 @@ function modelNotFound(model: string | undefined, line: number | undefined, regi
     line: line ?? 1,
     param: "body.model",
   };
+}
+
+/**
+ * Lines naming two models, one of them not served here (a misspelt adapter beside its base): the name is what is
+ * wrong, so model_not_found says so in place of the mismatch.
+ */
+function unknownOverMismatch(v: ValidationResult, registry: ModelRegistry): ValidationResult {
+  if (v.ok || !v.errors.some((e) => e.code === "mismatched_model")) return v;
+  const unknown = v.models?.find((m) => !registry.resolve(m.model));
+  if (!unknown) return v;
+  const kept = v.errors.filter((e) => e.code !== "mismatched_model");
+  const errors = [modelNotFound(unknown.model, unknown.line, registry), ...kept];
+  return { ...v, errors, errorCount: v.errorCount - (v.errors.length - kept.length) + 1 };
 }
 
 function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {

@@ -40,7 +40,7 @@ export interface ValidationResult {
   /** The `model` named by the lines (the first one seen), if any, and the line naming it first. */
   model?: string;
   modelLine?: number;
-  /** Every model named, each with the line naming it first (where lines may name several: `oneModel: false`). */
+  /** Every model named, each with the line naming it first. */
   models?: Array<{ model: string; line: number }>;
   /** The lines' estimated tokens (prompt and the most each may generate), by the model each names ("": none). */
   enqueuedTokens?: Record<string, number>;

@@ -98,7 +98,7 @@ export async function validateBatchFile(
   }
   const result: ValidationResult = { ok: errorCount === 0, total, errors, errorCount, enqueuedTokens: Object.fromEntries(enqueued) };
   if (model !== undefined) [result.model, result.modelLine] = [model, modelLine];
-  if (limits.oneModel === false) result.models = [...named].map(([m, line]) => ({ model: m, line }));
+  result.models = [...named].map(([m, line]) => ({ model: m, line }));
   return result;
 }
 

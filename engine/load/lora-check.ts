@@ -28,13 +28,16 @@ async function header(file: string): Promise<Header> {
 
 const shape = (h: Header) => `${h.arch || "no architecture"}${h.width ? `, ${h.width} wide` : ""}`;
 
-/** Why the adapter at `adapterPath` cannot apply to the model at `basePath`; undefined when it fits. */
+/** The adapter's own file is missing or not GGUF: a wrong path, not an adapter that misfits its base. */
+export class AdapterFileError extends Error {}
+
+/** Why the adapter at `adapterPath` cannot apply to the model at `basePath`; undefined when it fits. Throws AdapterFileError. */
 export async function loraMismatch(basePath: string, adapterPath: string): Promise<string | undefined> {
   let adapter: Header;
   try {
     adapter = await header(adapterPath);
   } catch (err) {
-    return `the adapter ${(err as Error).message}`;
+    throw new AdapterFileError(`${adapterPath} ${(err as Error).message}`);
   }
   const base = await header(basePath);
   const general = adapter.meta.general as { type?: string } | undefined;

@@ -2,6 +2,7 @@
 // under `adapters` refused naming the field, an adapter that does not fit its base refused at start in one line
 // naming both, and the router holding the base while an adapter is in use (backends that record their lifecycle;
 // tests/engine/lora.int.test.ts and tests/e2e/lora-adapters.int.test.ts run them on real engines).
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
@@ -58,6 +59,11 @@ describe("adapters in the models file", () => {
     expect(() => parseModelsFile(unnamed, "models.yaml", {})).toThrow(/models\.0\.local\.adapters\.0\.name/);
     const taken = FILE.replace("name: summary-v1", "name: base");
     expect(() => parseModelsFile(taken, "models.yaml", {})).toThrow(/the name 'base' is given to two models/);
+    for (const scale of [1e308, -11])
+      expect(() => parseModelsFile(FILE.replace("scale: 0.5", `scale: ${scale}`), "models.yaml", {})).toThrow(
+        /local\.adapters\.0\.scale: must be between -10 and 10 \(1 applies it as trained\)/,
+      );
+    expect(() => parseModelsFile(FILE.replace("scale: 0.5", "scale: -1"), "models.yaml", {})).not.toThrow();
     const remote = FILE.replace("/abs/summary.gguf", "hf:Owner/Repo:Q8_0");
     expect(() => parseModelsFile(remote, "models.yaml", {})).toThrow(/local\.adapters\.1\.path: an adapter must be a local \.gguf file/);
   });
@@ -85,7 +91,7 @@ describe("an adapter against its base's header", () => {
       "it adapts blk.0.attn_q.weight as 128 inputs by 128 outputs, the base's is 64 by 64 (llama, 64 wide)",
     );
     expect(await loraMismatch(base, base)).toMatch(/^it is not a LoRA adapter/);
-    expect(await loraMismatch(base, `${base}.missing`)).toBe("the adapter cannot be read (ENOENT)");
+    await expect(loraMismatch(base, `${base}.missing`)).rejects.toThrow(`${base}.missing cannot be read (ENOENT)`);
   });
 
   it("a mismatched adapter stops the start with one line naming both", async () => {
@@ -107,6 +113,13 @@ describe("an adapter against its base's header", () => {
       /^MODELS_FILE=.*models\.yaml: adapter 'wide-v1' \(.*wide\.gguf\) does not fit its base 'tiny' \(.*base2\.gguf\): it adapts blk\.0\.attn_q\.weight as 128 inputs by 128 outputs, the base's is 64 by 64 \(llama, 64 wide\)$/,
     );
     expect((err as Error).message).not.toContain("\n");
+
+    // A wrong path is said as one, not as a misfit.
+    const typo = await scratch.write(readFileSync(file, "utf8").replace("wide.gguf", "wdie.gguf"), "typo.yaml");
+    const missing = await loadRegistry(loadConfig({ MODELS_FILE: typo }), pino({ level: "silent" })).catch((e: Error) => e);
+    expect(String((missing as Error).message)).toMatch(
+      /^MODELS_FILE=.*typo\.yaml: adapter 'wide-v1': .*wdie\.gguf cannot be read \(ENOENT\)$/,
+    );
   });
 });
 

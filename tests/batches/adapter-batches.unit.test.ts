@@ -1,6 +1,7 @@
 // Which batch files are one batch over a base model and its adapters: lines of a base and its adapters are grouped by
 // model (in order of first appearance, each line as written); one model, two bases, a line naming no served model or
-// a line that is not JSON leave the file to the admission's validation as it is.
+// a line that is not JSON leave the file to the admission's validation as it is; a line naming no model beside a
+// base and its adapters is refused.
 import path from "node:path";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
@@ -48,5 +49,16 @@ describe("a batch file over a base and its adapters", () => {
     expect(await groupsOf([line("0", "a1"), line("1")])).toBeUndefined();
     expect(await groupsOf([line("0", "a1"), line("1", "gpt-4o")])).toBeUndefined();
     expect(await groupsOf([line("0", "a1"), "{not json", line("2", "base")])).toBeUndefined();
+    // A misspelt adapter beside its base: validation names it (model_not_found).
+    expect(await groupsOf([line("0", "base"), line("1", "a3"), line("2", "a1")])).toBeUndefined();
+  });
+
+  it("is refused, naming the line, when a line names no model beside a base and its adapters", async () => {
+    const refused = groupsOf([line("0", "a1"), line("1", "base"), line("2")]);
+    await expect(refused).rejects.toMatchObject({
+      code: "missing_required_parameter",
+      param: "body.model",
+      message: "Line 3 names no model: in a batch over a base model and its adapters (a1, base) every line names its own.",
+    });
   });
 });

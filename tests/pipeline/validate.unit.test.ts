@@ -27,7 +27,16 @@ describe("validateBatchFile", () => {
   it("accepts a good file and reports its total and model", async () => {
     const r = await validate(jsonl([chatLine("a"), chatLine("b")]));
     // Each line: "hi" (1 token at 4 characters a token), a message's 4, and a chat's 1,024 with no max_tokens.
-    expect(r).toEqual({ ok: true, total: 2, errors: [], errorCount: 0, model: "m", modelLine: 1, enqueuedTokens: { m: 2058 } });
+    expect(r).toEqual({
+      ok: true,
+      total: 2,
+      errors: [],
+      errorCount: 0,
+      model: "m",
+      modelLine: 1,
+      models: [{ model: "m", line: 1 }],
+      enqueuedTokens: { m: 2058 },
+    });
   });
 
   it("accepts all three endpoints' bodies, CRLF and a missing final newline", async () => {
