@@ -152,16 +152,13 @@ export function promptsOverLimit(
 const positive = z.number().int().min(1);
 /** The largest strength an adapter may be applied at, either way. */
 export const MAX_ADAPTER_SCALE = 10;
+const SCALE_RANGE = `must be between -${MAX_ADAPTER_SCALE} and ${MAX_ADAPTER_SCALE} (1 applies it as trained)`;
 const AdapterSchema = strictObject({
   name: z.string().min(1),
   aliases: z.array(z.string().min(1)).optional(),
   path: z.string().min(1),
   // Past this either way the adapter's product swamps the base's weights, and at the extreme overflows to NaN.
-  scale: z
-    .number()
-    .min(-MAX_ADAPTER_SCALE, { error: `must be between -${MAX_ADAPTER_SCALE} and ${MAX_ADAPTER_SCALE} (1 applies it as trained)` })
-    .max(MAX_ADAPTER_SCALE, { error: `must be between -${MAX_ADAPTER_SCALE} and ${MAX_ADAPTER_SCALE} (1 applies it as trained)` })
-    .optional(),
+  scale: z.number().min(-MAX_ADAPTER_SCALE, { error: SCALE_RANGE }).max(MAX_ADAPTER_SCALE, { error: SCALE_RANGE }).optional(),
   price: PriceSchema.optional(),
   defaults: z.record(z.string(), z.unknown(), { error: "must be a map of request parameters, such as temperature: 0" }).optional(),
 });

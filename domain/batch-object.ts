@@ -49,10 +49,7 @@ export function newBatchObject(a: {
   // The model is chosen by the name the lines give, whatever else is wrong with the file.
   const served = v.ok || v.model !== undefined ? a.registry.resolve(v.model) : undefined;
   if (v.ok && !served) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(v.model, v.modelLine, a.registry)] };
-  // Where lines may name several models, each must be served.
-  const unserved = v.ok ? v.models?.find((m) => !a.registry.resolve(m.model)) : undefined;
-  if (unserved) v = { ...v, ok: false, errorCount: 1, errors: [modelNotFound(unserved.model, unserved.line, a.registry)] };
-  v = unknownOverMismatch(v, a.registry);
+  v = unservedModel(v, a.registry);
   const deadline = a.created + a.windowSeconds;
   const batch: Batch = {
     id: a.id,
@@ -114,16 +111,18 @@ function modelNotFound(model: string | undefined, line: number | undefined, regi
 }
 
 /**
- * Lines naming two models, one of them not served here (a misspelt adapter beside its base): the name is what is
- * wrong, so model_not_found says so in place of the mismatch.
+ * A model the lines name that is not served here: where lines may name several models, each must be served; where
+ * they must name one, a misspelt name beside a served one (an adapter beside its base) is what is wrong, so
+ * model_not_found says so in place of the mismatch.
  */
-function unknownOverMismatch(v: ValidationResult, registry: ModelRegistry): ValidationResult {
-  if (v.ok || !v.errors.some((e) => e.code === "mismatched_model")) return v;
+function unservedModel(v: ValidationResult, registry: ModelRegistry): ValidationResult {
   const unknown = v.models?.find((m) => !registry.resolve(m.model));
   if (!unknown) return v;
+  const notFound = modelNotFound(unknown.model, unknown.line, registry);
+  if (v.ok) return { ...v, ok: false, errorCount: 1, errors: [notFound] };
   const kept = v.errors.filter((e) => e.code !== "mismatched_model");
-  const errors = [modelNotFound(unknown.model, unknown.line, registry), ...kept];
-  return { ...v, errors, errorCount: v.errorCount - (v.errors.length - kept.length) + 1 };
+  if (kept.length === v.errors.length) return v;
+  return { ...v, errors: [notFound, ...kept], errorCount: v.errorCount - (v.errors.length - kept.length) + 1 };
 }
 
 function validationErrors(v: ValidationResult): NonNullable<Batch["errors"]>["data"] {
