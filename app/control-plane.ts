@@ -308,6 +308,8 @@ function maintenanceOf(base: PlaneBase, uploads: BlobUploads): Maintenance {
     uploads,
     workers: state.ports.workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
+    // One process's workers serve what it serves for its whole life: nothing to wait for.
+    unservedGraceSeconds: cluster.databaseUrl ? cluster.unservedGraceSeconds : 0,
     ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
     reads: state.ports.queue,
     logger,

@@ -89,11 +89,14 @@ export interface AdmitInput extends Omit<CreateBatchInput, "input_file_id"> {
 
 type Validation = Awaited<ReturnType<typeof validateBatchFile>>;
 
-/** A spend limit needs a price: a batch whose model has none cannot take metadata.max_cost. */
-function checkCostKnown(rules: ReturnType<typeof stopRulesOf>, batch: Batch, registry: ModelRegistry): void {
-  if (rules.maxCost !== undefined && batch.model && !registry.get(batch.model)?.price)
+/** A spend limit needs a price: a batch with a model that has none (of the several its lines may name) cannot take metadata.max_cost. */
+function checkCostKnown(rules: ReturnType<typeof stopRulesOf>, batch: Batch, v: Validation, registry: ModelRegistry): void {
+  if (rules.maxCost === undefined) return;
+  const named = [batch.model, ...(v.models ?? []).map((m) => registry.resolve(m.model)?.name)];
+  const unpriced = named.find((model) => model && !registry.get(model)?.price);
+  if (unpriced)
     throw new InvalidRequestError(
-      `Invalid 'metadata.max_cost': the model '${batch.model}' has no price in the models file, so the batch's cost is unknown.`,
+      `Invalid 'metadata.max_cost': the model '${unpriced}' has no price in the models file, so the batch's cost is unknown.`,
       "invalid_metadata",
       "metadata.max_cost",
     );
@@ -147,7 +150,7 @@ export class Admission {
       const applied = { ...fromModel, ...defaults };
       if (local && Object.keys(fromModel).length > 0 && batch.status === "validating") local = await this.rewrite(local, fromModel);
       if (Object.keys(applied).length > 0) batch.default_params = applied;
-      checkCostKnown(ask.rules, batch, registry);
+      checkCostKnown(ask.rules, batch, v, registry);
       const shards = await this.shardsOf(batch, input, v.total, local, blob.size);
       await this.record({ input, batch, shards, local, validation: v, registry });
       await this.announce(batch, v, shards.length);

@@ -3,12 +3,14 @@
 // that dies, freezes or is cut off loses it within LEASE_SECONDS and another process takes over at its next tick,
 // so leadership moves within LEASE_SECONDS + 1 s. What the old holder still writes is refused (the lease's term is
 // checked in each write's transaction). Each tick, every step bounded in time: expire batches past their deadline,
-// put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards, finalize batches
+// put lapsed leases back in the queue, write the error lines of stopped batches' waiting shards (and of shards whose
+// model no live worker serves any more, close-out.ts), finalize batches
 // whose shards are all done, and (less often) remove expired files.
 
 import { OutageLog } from "../state/outage-log.js";
 import { type EventBus, type LeaderLock, LeaderLost, type WorkerRegistry, type WorkQueue } from "../state/ports.js";
 import { chooseYields, projectedFinish, type SlaBatch } from "../state/sla.js";
+import { closeOutShard, UnservedShards } from "./close-out.js";
 import { type FinalizeDeps, finalizeBatch } from "./finalize.js";
 import { CANCELLED, EXPIRED, FAILED, STOPPED_WHY } from "./reasons.js";
 import { removeBatch } from "./remove-batch.js";
@@ -45,6 +47,8 @@ export interface MaintenanceDeps extends FinalizeDeps {
   /** Workers' rows: forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's); the live ones the SLA weighs. */
   workers?: Pick<WorkerRegistry, "forget" | "live">;
   workerRetentionSeconds?: number;
+  /** How long shards of a model no live worker serves wait before their lines fail (close-out.ts); 0 at once. */
+  unservedGraceSeconds?: number;
   /** SLA enforcement (state/sla.ts): urgent batches make less urgent shards yield; at-risk deadlines are told. */
   sla?: { urgentSeconds: number; yieldGraceMs: number };
   /**
@@ -73,6 +77,7 @@ export class Maintenance {
   private readonly outage: OutageLog;
 
   private readonly sender: WebhookSender | undefined;
+  private readonly unserved: UnservedShards | undefined;
   /** Shards asked to yield (`batch/idx`), with when (ms) and the urgent shard they yield to: each is asked once. */
   private readonly yielding = new Map<string, { at: number; for: string }>();
   /** Batches already told to be at risk (once each, while this process leads). */
@@ -83,6 +88,8 @@ export class Maintenance {
 
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
+    const { workers, unservedGraceSeconds: graceSeconds = 300 } = deps;
+    if (workers) this.unserved = new UnservedShards({ ...deps, workers, graceSeconds });
     const { webhooks: targets, batches, logger, now, metrics } = deps;
     if (targets)
       this.sender = new WebhookSender({ batches, targets, retrySeconds: deps.webhookRetrySeconds ?? 72 * 3600, logger, now, metrics });
@@ -141,6 +148,7 @@ export class Maintenance {
     const reaped = Date.now() < this.reapAfter ? 0 : await within(STEP_MS.short, "reap", queue.reap(this.deps.leaseSeconds));
     if (reaped > 0) logger.warn({ shards: reaped }, "leases lapsed (a worker died or lost the database): shards back in the queue");
     await within(STEP_MS.short, "close out", this.closeOutStopped());
+    if (this.unserved) await within(STEP_MS.short, "unserved", this.unserved.closeOut());
     for (const id of await within(STEP_MS.short, "ready", batches.readyToFinish())) {
       if (!this.deps.lock.held) return;
       await within(STEP_MS.finalize, "finalize", finalizeBatch(this.deps, id)).catch((err) =>
@@ -229,23 +237,9 @@ export class Maintenance {
 
   /** A stopped batch's shards that no worker runs get their error lines here (every request accounted for). */
   private async closeOutStopped(): Promise<void> {
-    const { queue } = this.deps;
-    for (const shard of await queue.claimStopped(this.deps.id, this.deps.leaseSeconds, 20)) {
+    for (const shard of await this.deps.queue.claimStopped(this.deps.id, this.deps.leaseSeconds, 20)) {
       const reason = shard.stopReason === "cancelled" ? CANCELLED : shard.stopReason === "expired" ? EXPIRED : FAILED(STOPPED_WHY);
-      const stop = new AbortController();
-      stop.abort(reason);
-      try {
-        // Not metered: these lines record requests that never ran (the batch's counts and the totals have them).
-        await this.deps.newRun(shard).run(undefined, stop.signal);
-      } catch (err) {
-        // Where even the error lines cannot be written, the shard still ends: finalizing counts its unrun
-        // requests failed, so completed + failed == total holds.
-        this.deps.logger.error(
-          { err, batch_id: shard.batchId, shard: shard.idx },
-          "cannot write the error lines of a stopped batch; its unrun requests are counted failed",
-        );
-        await this.deps.queue.finish(shard);
-      }
+      await closeOutShard(this.deps, shard, reason);
     }
   }
 

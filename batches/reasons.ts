@@ -7,6 +7,11 @@ export const EXPIRED: AbortReason = { code: "batch_expired", message: "The batch
 /** Why a request of a batch ended `failed` (a stop rule, a shard that could not run) was not run: the batch's errors say. */
 export const STOPPED_WHY = "the batch was stopped (its errors say why); retry runs these lines again";
 export const FAILED = (why: string): AbortReason => ({ code: "batch_failed", message: `The batch failed before this request ran: ${why}` });
+/** A line of a model no live worker serves any more (taken out of the models file while its batch waited). */
+export const UNSERVED = (model: string): AbortReason => ({
+  code: "model_not_found",
+  message: `The model '${model}' is not served here now: no live worker serves it (was it taken out of the models file?). Retry these lines once it is served again.`,
+});
 export const SHUTDOWN: AbortReason = { code: "shutdown", message: "The service is shutting down; the batch resumes on restart." };
 /** Paused by its owner or an admin: a checkpoint like a preemption's, and it resumes where it stopped. */
 export const PAUSED: AbortReason = {

@@ -500,6 +500,13 @@ export const SETTINGS = {
       distributedOnly: true,
       help: "how long a worker not heard from keeps its row (then the maintenance forgets it)",
     }),
+    unservedGraceSeconds: setting({
+      env: "UNSERVED_GRACE_SECONDS",
+      default: 300,
+      schema: int(0),
+      distributedOnly: true,
+      help: "how long a waiting batch's lines of a model no live worker serves wait for one before they fail (model_not_found)",
+    }),
     workerCapacity: setting({
       env: "WORKER_CAPACITY",
       default: 2,

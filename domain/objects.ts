@@ -85,6 +85,19 @@ export const CostSchema = z
   });
 export type Cost = z.infer<typeof CostSchema>;
 
+export const ModelUsageSchema = z
+  .object({
+    request_counts: RequestCounts,
+    cached_lines: z.number().int().min(0),
+    usage: BatchUsage,
+    engine_seconds: EngineSecondsSchema,
+    cost: CostSchema.nullable().optional(),
+  })
+  .openapi("BatchModelUsage", {
+    description: "One model's share of a batch whose lines name several: its lines, their usage, engine time and cost at its own price.",
+  });
+export type ModelUsage = z.infer<typeof ModelUsageSchema>;
+
 export const BatchSchema = z
   .object({
     id: z.string(),
@@ -123,6 +136,9 @@ export const BatchSchema = z
     // Records written before engine time was kept read as none.
     engine_seconds: EngineSecondsSchema.default({ spot: 0, dedicated: 0 }),
     cost: CostSchema.nullable().optional(),
+    // Cost extension field, on a batch whose lines name several models (a base and its adapters): each model's
+    // counts, usage, engine time and cost, by model name; the batch's own figures are their sums.
+    usage_by_model: z.record(z.string(), ModelUsageSchema).optional(),
     // SLA extension fields: when the batch ends at its rate so far, and whether that is past its deadline (null
     // once it ended, and while estimating: until 20 lines, or 5% of a larger batch, and 30 s have run).
     projected_finish_at: z.number().int().nullable().optional(),

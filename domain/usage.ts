@@ -1,11 +1,12 @@
 // Usage and costs per key in the shapes of OpenAI's organization Usage and Costs APIs, from the batches' committed
 // usage: each batch that ended is one record (kept when the batch is deleted), counted in the bucket where it
 // ended, so the figures add up exactly to the batches' `usage`. Synchronous requests add records of their own, one
-// per key, model, endpoint and tier each minute (`batch: false`).
+// per key, model, endpoint and tier each minute (`batch: false`). A batch over several models is reported as each
+// model's share of it (its `usage_by_model`).
 import type { ModelRegistry } from "../backends/registry.js";
 import { READS_ONLY } from "../openai/backend.js";
 import { endedAt, isFinal } from "./batch-state.js";
-import { batchCost } from "./cost.js";
+import { workCost } from "./cost.js";
 import { InvalidRequestError } from "./errors.js";
 import type { Batch } from "./objects.js";
 import type { Owner } from "./ports.js";
@@ -26,6 +27,8 @@ export interface UsageRecord {
   /** Absent for a batch; false for synchronous requests, with the tier that served them. */
   batch?: false;
   serviceTier?: ServedTier;
+  /** A batch over several models: each model's share (the record's own figures are their sums). */
+  byModel?: Array<Pick<UsageRecord, "model" | "requests" | "usage" | "engine_seconds">>;
 }
 
 /** A batch's usage record once it has ended (undefined before). */
@@ -41,8 +44,22 @@ export function usageRecordOf(batch: Batch, owner: Owner): UsageRecord | undefin
     requests: batch.request_counts.completed,
     usage: batch.usage,
     engine_seconds: batch.engine_seconds,
+    ...(batch.usage_by_model && {
+      byModel: Object.entries(batch.usage_by_model).map(([model, m]) => ({
+        model,
+        requests: m.request_counts.completed,
+        usage: m.usage,
+        engine_seconds: m.engine_seconds,
+      })),
+    }),
   };
 }
+
+/** The records as the usage API counts them: a batch over several models as one record per model. */
+const perModel = (r: UsageRecord): UsageRecord[] =>
+  r.byModel
+    ? r.byModel.map(({ model, requests, usage, engine_seconds }) => ({ ...r, model, requests, usage, engine_seconds, byModel: undefined }))
+    : [r];
 
 export type UsageKind = "completions" | "embeddings" | "costs";
 
@@ -158,13 +175,15 @@ export function usagePage(
   const buckets = Math.ceil((q.end - q.start) / q.width);
   const shown = Math.min(buckets, q.limit);
   const data: UsageBucket[] = [];
-  const wanted = records.filter(
-    (r) =>
-      (q.kind === "costs" || (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
-      (q.batch === undefined || q.batch === (r.batch !== false)) &&
-      (!q.models || q.models.includes(r.model)) &&
-      (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
-  );
+  const wanted = records
+    .flatMap(perModel)
+    .filter(
+      (r) =>
+        (q.kind === "costs" || (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
+        (q.batch === undefined || q.batch === (r.batch !== false)) &&
+        (!q.models || q.models.includes(r.model)) &&
+        (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
+    );
   for (let i = 0; i < shown; i++) {
     const from = q.start + i * q.width;
     const to = from + q.width;
@@ -226,7 +245,7 @@ function costResult(records: UsageRecord[], registry: ModelRegistry, apiKeyId: u
   let value = 0;
   let currency = "usd";
   for (const r of records) {
-    const cost = batchCost(r, registry, r.serviceTier);
+    const cost = workCost(r.model, r, registry, r.serviceTier);
     if (!cost) continue;
     value += cost.amount;
     currency = cost.currency.toLowerCase();

@@ -9,7 +9,7 @@ import type { Batch, BatchStatus } from "../domain/objects.js";
 import { paginate } from "../domain/paginate.js";
 import type { Owner, Page } from "../domain/ports.js";
 import { type UsageRecord, usageRecordOf } from "../domain/usage.js";
-import { withCounts } from "../state/batch-doc.js";
+import { modelCountsOf, noCounts, withCounts } from "../state/batch-doc.js";
 import {
   type BatchRecords,
   type BatchRow,
@@ -28,7 +28,7 @@ const isOpen = (e: BatchEntry) => OPEN_STATUSES.includes(e.batch.status);
 export function rowOf(e: BatchEntry): BatchRow {
   const row: BatchRow = {
     // A copy: the caller holds a snapshot, never the live record (which keeps the schema's field order).
-    batch: structuredClone(withCounts(e.batch, e.counts)),
+    batch: structuredClone(withCounts(e.batch, e.counts, e.models)),
     owner: e.owner,
     seq: e.seq,
     stopReason: e.stopReason,
@@ -61,17 +61,7 @@ export class MemoryBatchRecords implements BatchRecords {
       stopReason: null,
       inputKey: a.inputKey,
       webhook: a.webhook ?? null,
-      counts: {
-        completed: 0,
-        failed: 0,
-        inputTokens: 0,
-        cachedTokens: 0,
-        outputTokens: 0,
-        cachedLines: 0,
-        cachedOutputTokens: 0,
-        spotSeconds: 0,
-        dedicatedSeconds: 0,
-      },
+      counts: noCounts(),
       shards: a.shards.map((s, idx) => ({
         idx,
         model: s.model ?? b.model ?? "",
@@ -87,6 +77,8 @@ export class MemoryBatchRecords implements BatchRecords {
         counted: { completed: 0, failed: 0, usage: { promptTokens: 0, cachedTokens: 0, completionTokens: 0 } },
       })),
     };
+    const models = modelCountsOf(a.shards, b.model);
+    if (models) entry.models = models;
     if (a.outputExpiresAfter) entry.outputExpiresAfter = { ...a.outputExpiresAfter };
     this.reserved.set(b.id, entry);
     try {
@@ -235,7 +227,7 @@ export class MemoryBatchRecords implements BatchRecords {
         const was = e.batch.status;
         if (change(row) === false) return undefined;
         // The counts are the checkpoints' to change; everything else in the document is the writer's.
-        const { request_counts, usage, ...rest } = structuredClone(row.batch);
+        const { request_counts, usage, usage_by_model: _, ...rest } = structuredClone(row.batch);
         const apply = (x: BatchEntry): BatchEntry => ({
           ...x,
           batch: { ...x.batch, ...rest, request_counts: { ...x.batch.request_counts, total: request_counts.total } },
@@ -287,6 +279,7 @@ export class MemoryBatchRecords implements BatchRecords {
     const e = this.state.batches.get(id);
     if (!e) return;
     e.counts.failed = Math.max(e.counts.failed, e.batch.request_counts.total - e.counts.completed);
+    for (const m of e.models ?? []) m.failed = Math.max(m.failed, m.total - m.completed);
     await this.state.savedBatch(id);
   }
 

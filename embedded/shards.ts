@@ -4,6 +4,7 @@
 // Kept in files, only the commit that records a part is durable on return: leases are requeued when the state is
 // opened again, and a shard's end is found again by its run (a run in place reads its files).
 
+import { addCommit } from "../state/batch-doc.js";
 import { extendOrder, type OrderEntry, type OutputOrder, orderedTotal, outputKeys } from "../state/output-order.js";
 import {
   type ClaimedShard,
@@ -22,6 +23,8 @@ import { charge, startTags } from "../tenancy/fair-share.js";
 import type { BatchEntry, MemoryState, ShardRecord } from "./state.js";
 
 const RUNNABLE = ["validating", "in_progress"];
+/** A batch whose shards are claimed to run: open, neither stopped nor paused. */
+const runs = (e: BatchEntry) => !e.stopReason && !e.batch.paused_at && RUNNABLE.includes(e.batch.status);
 
 export class MemoryWorkQueue implements WorkQueue {
   /**
@@ -45,7 +48,7 @@ export class MemoryWorkQueue implements WorkQueue {
     const holding = new Set((o.holding ?? []).map(shardKey));
     const picks: Array<{ e: BatchEntry; s: ShardRecord; urgent: boolean }> = [];
     for (const e of this.state.batches.values()) {
-      if (e.stopReason || e.batch.paused_at || !RUNNABLE.includes(e.batch.status)) continue;
+      if (!runs(e)) continue;
       const u = urgent(e);
       const fits = o.pool === null || (u ? o.pool === "dedicated" || otherFree <= 0 : o.pool === "spot" || otherFree <= 0);
       if (!fits || held.has(e.batch.id)) continue;
@@ -76,7 +79,7 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   async slaSnapshot(): Promise<Omit<SlaSnapshot, "workers">> {
-    const open = [...this.state.batches.values()].filter((e) => !e.stopReason && !e.batch.paused_at && RUNNABLE.includes(e.batch.status));
+    const open = [...this.state.batches.values()].filter(runs);
     return {
       shards: open.flatMap((e) =>
         e.shards
@@ -102,11 +105,25 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    return this.claimOutside(workerId, leaseSeconds, limit, (e) => e.stopReason !== null);
+  }
+
+  async claimUnserved(workerId: string, models: readonly string[], leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    return this.claimOutside(workerId, leaseSeconds, limit, (e, s) => runs(e) && models.includes(s.model));
+  }
+
+  /** Unfinished shards no worker holds that `wanted` picks, in submission order, claimed outside the pools. */
+  private claimOutside(
+    workerId: string,
+    leaseSeconds: number,
+    limit: number,
+    wanted: (e: BatchEntry, s: ShardRecord) => boolean,
+  ): ClaimedShard[] {
     const out: ClaimedShard[] = [];
     for (const e of [...this.state.batches.values()].sort((a, b) => a.seq - b.seq)) {
-      if (!e.stopReason) continue;
       for (const s of e.shards) {
-        if (out.length < limit && s.state !== "done" && this.claimable(s)) out.push(this.take(e, s, workerId, leaseSeconds, null));
+        if (out.length < limit && s.state !== "done" && wanted(e, s) && this.claimable(s))
+          out.push(this.take(e, s, workerId, leaseSeconds, null));
       }
     }
     this.state.saveSoon(...out.map((s) => s.batchId));
@@ -175,15 +192,9 @@ export class MemoryWorkQueue implements WorkQueue {
       };
     }
     s.leaseUntil = this.leaseEnd(leaseSeconds);
-    const n = e.counts;
-    n.completed += commit.completed;
-    n.failed += commit.failed;
-    n.inputTokens += commit.usage.promptTokens;
-    n.cachedTokens += commit.usage.cachedTokens;
-    n.outputTokens += commit.usage.completionTokens;
-    n.cachedLines = (n.cachedLines ?? 0) + (commit.cached?.lines ?? 0);
-    n.cachedOutputTokens = (n.cachedOutputTokens ?? 0) + (commit.cached?.outputTokens ?? 0);
-    if (pool && commit.seconds) n[pool === "spot" ? "spotSeconds" : "dedicatedSeconds"] += commit.seconds;
+    addCommit(e.counts, commit, pool);
+    const model = e.models?.find((m) => m.model === s.model);
+    if (model) addCommit(model, commit, pool);
   }
 
   async finish(c: ClaimedShard): Promise<CommitResult> {

@@ -60,7 +60,7 @@ export class StateFiles implements StateStore {
         return pruneEmpty(path.dirname(file), this.root);
       }
       // The batch as clients see it (live counts merged), so the record reads as the batch it is.
-      const doc = { version: VERSION, ...e, batch: withCounts(e.batch, e.counts) };
+      const doc = { version: VERSION, ...e, batch: withCounts(e.batch, e.counts, e.models) };
       await inDir(path.dirname(file), () => writeJsonAtomic(file, doc));
     });
   }
@@ -83,7 +83,7 @@ export class StateFiles implements StateStore {
       const entry = await this.read(this.batchDoc(e.name), (raw) => this.batchEntry(e.name, raw));
       if (!entry) continue;
       state.batches.set(entry.batch.id, entry);
-      state.addTotals(endTotals(null, withCounts(entry.batch, entry.counts), entry.owner));
+      state.addTotals(endTotals(null, withCounts(entry.batch, entry.counts, entry.models), entry.owner));
       seq = Math.max(seq, entry.seq);
     }
     const files: FileEntry[] = [];

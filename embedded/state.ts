@@ -6,7 +6,7 @@ import type { ModelCatalogue } from "../backends/registry.js";
 import type { FileObject } from "../domain/objects.js";
 import type { Owner, PoolStatus } from "../domain/ports.js";
 import type { UsageRecord } from "../domain/usage.js";
-import type { LiveCounts } from "../state/batch-doc.js";
+import type { LiveCounts, ModelCounts } from "../state/batch-doc.js";
 import type { OrderEntry } from "../state/output-order.js";
 import type { BatchRow, ClusterEvent, ShardCounts, ShardPart } from "../state/ports.js";
 
@@ -29,6 +29,8 @@ export interface ShardRecord {
 /** A batch's row, whose document's request_counts and usage are kept in `counts` (what checkpoints add to). */
 export interface BatchEntry extends BatchRow {
   counts: LiveCounts;
+  /** The same counts per model, for a batch whose shards name several (state/batch-doc.ts). */
+  models?: ModelCounts[];
   shards: ShardRecord[];
   /** Its output order (state/output-order.ts), absent until first read. */
   outputOrder?: OrderEntry[];

@@ -108,9 +108,9 @@ export const ERROR_CATALOGUE = {
   not_found: { ...request, status: 404, when: "No file, batch or upload has this id, or it belongs to another key." },
   model_not_found: {
     ...request,
-    places: ["http", "batch"],
+    places: ["http", "batch", "line"],
     status: 404,
-    when: "The model is not one this service serves (a batch whose lines name one fails with it).",
+    when: "The model is not one this service serves (a batch whose lines name one fails with it); on a line, its model stopped being served while the batch waited (taken out of the models file).",
   },
   results_not_ready: {
     ...request,

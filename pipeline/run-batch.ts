@@ -358,8 +358,8 @@ const isRequestFailure = (err: unknown) => err instanceof RequestError && !err.r
 
 function abortReasonOf(signal: AbortSignal): AbortReason {
   const r = signal.reason as Partial<AbortReason> | undefined;
-  if (r && (r.code === "batch_cancelled" || r.code === "batch_expired" || r.code === "batch_failed" || r.code === "shutdown")) {
-    return { code: r.code, message: typeof r.message === "string" ? r.message : r.code };
+  if (r && (["batch_cancelled", "batch_expired", "batch_failed", "model_not_found", "shutdown"] as unknown[]).includes(r.code)) {
+    return { code: r.code as AbortReason["code"], message: typeof r.message === "string" ? r.message : String(r.code) };
   }
   // An abort without our reason is treated as a stop to resume from, which loses nothing.
   return { code: "shutdown", message: "The run was stopped." };

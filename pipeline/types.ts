@@ -75,7 +75,7 @@ export interface LineSample {
  * code for every request that did not finish; "shutdown" writes nothing so a restart resumes where it stopped.
  */
 export interface AbortReason {
-  code: "batch_cancelled" | "batch_expired" | "batch_failed" | "shutdown";
+  code: "batch_cancelled" | "batch_expired" | "batch_failed" | "model_not_found" | "shutdown";
   message: string;
 }
 

@@ -7,7 +7,7 @@ import { InvalidRequestError } from "../domain/errors.js";
 import { type Batch, BatchSchema, type BatchStatus } from "../domain/objects.js";
 import type { Owner, Page } from "../domain/ports.js";
 import { type UsageRecord, usageRecordOf } from "../domain/usage.js";
-import { withCounts } from "../state/batch-doc.js";
+import { type LiveCounts, type ModelCounts, modelCountsOf, withCounts } from "../state/batch-doc.js";
 import {
   type BatchRecords,
   type BatchRow,
@@ -25,27 +25,31 @@ import { type Db, inTransaction, LOCKS } from "./db.js";
 const ENDED = `coalesce((doc->>'completed_at')::bigint, (doc->>'failed_at')::bigint, (doc->>'expired_at')::bigint,
   (doc->>'cancelled_at')::bigint)`;
 
-const COLUMNS = `id, seq, owner, status, stop_reason, input_key, output_expires_after, completed, failed, input_tokens,
-  cached_tokens, output_tokens, cached_lines, cached_output_tokens, spot_seconds, dedicated_seconds, doc, webhook`;
+const COUNTS =
+  "completed, failed, input_tokens, cached_tokens, output_tokens, cached_lines, cached_output_tokens, spot_seconds, dedicated_seconds";
+const OWN = `id, seq, owner, status, stop_reason, input_key, output_expires_after, ${COUNTS}, doc, webhook`;
+
+/** A batch row's columns (`b`: the alias its query gives batches), with its models' counts where it has several. */
+const columns = (b = "batches") =>
+  `${OWN.replace(/(\w+)/g, `${b}.$1`)}, (SELECT jsonb_agg(m ORDER BY m.ord) FROM batch_models m WHERE m.batch_id = ${b}.id) AS models`;
+const COLUMNS = columns();
+
+const countsOf = (r: any): LiveCounts => ({
+  completed: Number(r.completed),
+  failed: Number(r.failed),
+  inputTokens: Number(r.input_tokens),
+  cachedTokens: Number(r.cached_tokens),
+  outputTokens: Number(r.output_tokens),
+  cachedLines: Number(r.cached_lines),
+  cachedOutputTokens: Number(r.cached_output_tokens),
+  spotSeconds: Number(r.spot_seconds),
+  dedicatedSeconds: Number(r.dedicated_seconds),
+});
 
 function fromRow(r: any): BatchRow {
+  const models: ModelCounts[] | undefined = r.models?.map((m: any) => ({ model: m.model, total: Number(m.total), ...countsOf(m) }));
   // Parsed back through the schema: jsonb keeps keys in its own order, clients get OpenAI's.
-  const batch = BatchSchema.parse(
-    withCounts(
-      { ...r.doc, status: r.status },
-      {
-        completed: Number(r.completed),
-        failed: Number(r.failed),
-        inputTokens: Number(r.input_tokens),
-        cachedTokens: Number(r.cached_tokens),
-        outputTokens: Number(r.output_tokens),
-        cachedLines: Number(r.cached_lines),
-        cachedOutputTokens: Number(r.cached_output_tokens),
-        spotSeconds: Number(r.spot_seconds),
-        dedicatedSeconds: Number(r.dedicated_seconds),
-      },
-    ),
-  );
+  const batch = BatchSchema.parse(withCounts({ ...r.doc, status: r.status }, countsOf(r), models));
   const row: BatchRow = { batch, owner: r.owner, seq: Number(r.seq), stopReason: r.stop_reason, inputKey: r.input_key };
   if (r.output_expires_after) row.outputExpiresAfter = r.output_expires_after;
   if (r.webhook) row.webhook = r.webhook;
@@ -131,6 +135,13 @@ export class PgBatchRecords implements BatchRecords {
             a.shards.map((s) => s.total),
           ],
         );
+      const models = modelCountsOf(a.shards, b.model);
+      if (models)
+        await c.query(
+          `INSERT INTO batch_models (batch_id, model, ord, total)
+           SELECT $1, m, i, t FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS x(m, t, i)`,
+          [b.id, models.map((m) => m.model), models.map((m) => m.total)],
+        );
       // A batch whose file failed validation ends as it is recorded.
       await addTotals(c, endTotals(null, b, a.owner));
       return true;
@@ -184,7 +195,7 @@ export class PgBatchRecords implements BatchRecords {
                         WHERE lower(m.key) LIKE $${params.length} OR lower(m.value) LIKE $${params.length}))`,
     );
     const { rows } = await this.db.query(
-      `SELECT ${COLUMNS.replace(/(\w+)/g, "b.$1")}, f.object->>'filename' AS input_filename
+      `SELECT ${columns("b")}, f.object->>'filename' AS input_filename
          FROM batches b LEFT JOIN files f ON f.id = b.doc->>'input_file_id' AND f.owner IS NOT DISTINCT FROM b.owner
         WHERE (${param(q.owner === undefined)}::boolean OR b.owner IS NOT DISTINCT FROM $1) AND ($2::bigint IS NULL OR b.seq < $2)
           AND ($3::text IS NULL OR b.status = $3) AND ($4::text IS NULL OR b.model = $4) AND ($5::text IS NULL OR b.doc->>'endpoint' = $5)
@@ -237,7 +248,7 @@ export class PgBatchRecords implements BatchRecords {
       const row = fromRow(rows[0]);
       if (change(row) === false) return undefined;
       await addTotals(c, endTotals(rows[0].status, row.batch, row.owner));
-      const { request_counts, usage, ...rest } = row.batch;
+      const { request_counts, usage, usage_by_model: _, ...rest } = row.batch;
       await c.query("UPDATE batches SET status = $2, stop_reason = $3, doc = $4, webhook = $5 WHERE id = $1", [
         id,
         row.batch.status,
@@ -291,7 +302,8 @@ export class PgBatchRecords implements BatchRecords {
   /** completed + failed == total: requests with no result counted (a part lost to a crash) are failed. */
   async settleCounts(id: string): Promise<void> {
     await this.db.query(
-      `UPDATE batches SET failed = GREATEST(failed, (doc->'request_counts'->>'total')::bigint - completed) WHERE id = $1`,
+      `WITH m AS (UPDATE batch_models SET failed = GREATEST(failed, total - completed) WHERE batch_id = $1)
+       UPDATE batches SET failed = GREATEST(failed, (doc->'request_counts'->>'total')::bigint - completed) WHERE id = $1`,
       [id],
     );
   }

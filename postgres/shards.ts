@@ -139,16 +139,28 @@ export class PgWorkQueue implements WorkQueue {
    * Claims the unfinished shards of stopped batches that no worker holds, to write their error lines (maintenance
    * does this for a cancelled or expired batch whose shards were waiting).
    */
-  async claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+  claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    return this.claimOutside("b.stop_reason IS NOT NULL", [workerId, leaseSeconds, limit]);
+  }
+
+  claimUnserved(workerId: string, models: readonly string[], leaseSeconds: number, limit: number): Promise<ClaimedShard[]> {
+    return this.claimOutside(
+      "b.stop_reason IS NULL AND b.status IN ('validating', 'in_progress') AND (b.doc->>'paused_at') IS NULL AND s.model = ANY($4)",
+      [workerId, leaseSeconds, limit, models],
+    );
+  }
+
+  /** Unfinished shards no worker holds that `where` picks ($1 the worker, $2 its lease, $3 how many), claimed outside the pools. */
+  private async claimOutside(where: string, params: unknown[]): Promise<ClaimedShard[]> {
     const { rows } = await this.db.query(
       `WITH pick AS (
          SELECT s.batch_id, s.idx FROM shards s JOIN batches b ON b.id = s.batch_id
-         WHERE b.stop_reason IS NOT NULL AND s.state <> 'done' AND (s.state = 'queued' OR ${LAPSED("$2")})
+         WHERE ${where} AND s.state <> 'done' AND (s.state = 'queued' OR ${LAPSED("$2")})
          ORDER BY b.seq, s.idx LIMIT $3 FOR UPDATE OF s SKIP LOCKED)
        UPDATE shards s SET state = 'running', epoch = s.epoch + 1, worker_id = $1, lease_until = now() + make_interval(secs => $2)
        FROM pick, batches b WHERE s.batch_id = pick.batch_id AND s.idx = pick.idx AND b.id = s.batch_id
        RETURNING s.*, b.input_key, b.stop_reason, b.deadline_at, b.doc->>'endpoint' AS endpoint`,
-      [workerId, leaseSeconds, limit],
+      params,
     );
     return rows.map(claimed(null));
   }
@@ -190,7 +202,13 @@ export class PgWorkQueue implements WorkQueue {
            failed = failed + $7, input_tokens = input_tokens + $8, cached_tokens = cached_tokens + $9,
            output_tokens = output_tokens + $10, cached_lines = cached_lines + $14,
            cached_output_tokens = cached_output_tokens + $15, lease_until = now() + make_interval(secs => $11)
-         WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id)
+         WHERE batch_id = $1 AND idx = $2 AND epoch = $3 AND checkpoints = $4 AND state = 'running' RETURNING batch_id, model),
+       m AS (
+         UPDATE batch_models SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
+           cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10,
+           spot_seconds = spot_seconds + $12, dedicated_seconds = dedicated_seconds + $13,
+           cached_lines = cached_lines + $14, cached_output_tokens = cached_output_tokens + $15
+         WHERE (batch_id, model) = (SELECT batch_id, model FROM s))
        UPDATE batches SET completed = completed + $6, failed = failed + $7, input_tokens = input_tokens + $8,
          cached_tokens = cached_tokens + $9, output_tokens = output_tokens + $10,
          spot_seconds = spot_seconds + $12, dedicated_seconds = dedicated_seconds + $13,

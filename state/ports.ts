@@ -233,6 +233,11 @@ export interface WorkQueue {
   claim(o: ClaimOptions): Promise<ClaimedShard[]>;
   /** Unfinished shards of stopped batches that no worker holds (to write their error lines). */
   claimStopped(workerId: string, leaseSeconds: number, limit: number): Promise<ClaimedShard[]>;
+  /**
+   * Unfinished shards of `models` (none of which a live worker serves any more) in batches that run (not stopped,
+   * not paused) and that no worker holds: to write their lines' errors, so the batch ends.
+   */
+  claimUnserved(workerId: string, models: readonly string[], leaseSeconds: number, limit: number): Promise<ClaimedShard[]>;
   /** Renews leases; returns the shards no longer held, the stop reasons of their batches, and those paused. */
   heartbeat(workerId: string, shards: Array<Pick<ClaimedShard, "batchId" | "idx" | "epoch">>, leaseSeconds: number): Promise<Heartbeat>;
   /** Records a checkpoint's part and adds its counts to the batch, once, under the claimed epoch. */

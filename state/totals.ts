@@ -20,14 +20,15 @@ export function endTotals(was: BatchStatus | null, b: Batch, owner: Owner): Arra
     ["requests:failed", b.request_counts.failed],
   ];
   if (b.deadline_met !== null) out.push([`deadlines:${b.deadline_met ? "met" : "missed"}`, 1]);
-  if (b.model) {
-    const u = b.usage;
+  const byModel = b.usage_by_model ? Object.entries(b.usage_by_model).map(([model, m]) => [model, m.usage] as const) : [];
+  if (!b.usage_by_model && b.model) byModel.push([b.model, b.usage]);
+  for (const [model, u] of byModel) {
     const kinds = [
       ["input", u.input_tokens],
       ["cached", u.input_tokens_details.cached_tokens],
       ["output", u.output_tokens],
     ] as const;
-    for (const [kind, n] of kinds) if (n > 0) out.push([keyTokensName(owner, b.model, kind), n]);
+    for (const [kind, n] of kinds) if (n > 0) out.push([keyTokensName(owner, model, kind), n]);
   }
   return out;
 }

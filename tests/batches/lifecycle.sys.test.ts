@@ -76,6 +76,7 @@ describe.skipIf(!POSTGRES_BIN)("distributed batch lifecycle", () => {
       "011_result_cache",
       "012_cached_lines",
       "013_result_cache_blobs",
+      "014_batch_models",
     ]);
   });
 

@@ -102,6 +102,28 @@ describe("usage pages", () => {
     expect(page("completions", { start_time: String(T), group_by: "batch" }).data[0].results[0]).toMatchObject({ batch: true });
   });
 
+  it("counts a batch over several models as each model's share, in usage and in costs", () => {
+    const share = (model: string, requests: number, input: number, output: number) => {
+      const { usage, engine_seconds } = rec({ input, output });
+      return { model, requests, usage, engine_seconds };
+    };
+    const mixed = rec({ input: 3000, output: 300, requests: 3, byModel: [share("m1", 1, 1000, 100), share("m2", 2, 2000, 200)] });
+    const q = (kind: "completions" | "costs", o: Record<string, unknown>) =>
+      usagePage([mixed], parseUsageQuery(kind, { start_time: String(T), ...o }, T + 60), idOf, registry).data[0].results;
+    expect(q("completions", { group_by: "model" }).map((r) => [r.model, r.num_model_requests, r.input_tokens, r.output_tokens])).toEqual([
+      ["m1", 1, 1000, 100],
+      ["m2", 2, 2000, 200],
+    ]);
+    expect(q("completions", { models: "m2" }).map((r) => r.input_tokens)).toEqual([2000]);
+    // Ungrouped, the shares add up to the batch's own figures.
+    expect(q("completions", {})[0]).toMatchObject({ input_tokens: 3000, output_tokens: 300, num_model_requests: 3 });
+    // Each share at its own model's price: m1's 1,000 input and 100 output tokens; m2 has none.
+    expect(q("costs", { group_by: "line_item" }).map((r) => [r.line_item, (r.amount as { value: number }).value])).toEqual([
+      ["m1", 0.0012],
+      ["m2", 0],
+    ]);
+  });
+
   it("pages through buckets with limit and page", () => {
     const first = page("completions", { start_time: String(T), bucket_width: "1m", limit: "30" });
     expect(first.data).toHaveLength(30);

@@ -1,18 +1,21 @@
 // LoRA adapters through the real service: a models file lists a base with three adapters, GET /v1/models names each
 // adapter's parent, a batch mixing the base and the adapters answers every line as that model's batch alone does,
-// and a synchronous request to an adapter gets the adapter's answer.
+// with each model's usage and cost its own (at its own price, in the batch and in the usage report), and a
+// synchronous request to an adapter gets the adapter's answer.
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedLora } from "../../engine/load/generated-lora.js";
 import { ensureGeneratedModel } from "../../engine/load/generated-model.js";
 import { completionLines, jsonl } from "../../testkit/workload.js";
-import { createBatch, isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
+import { isFinal, pollBatch, resultLines, uploadJsonl } from "../helpers/http-batches.js";
 import { scratchDir } from "../helpers/scratch.js";
 import { openaiClient, startTestService, type TestService } from "../helpers/service.js";
 
 const ADAPTERS = ["sentiment-v2", "summary-v1", "labels-v3"];
 const MODELS = ["base", ...ADAPTERS];
+/** Output prices per million tokens: one adapter has its own, the others take the base's. */
+const OUTPUT_PRICE: Record<string, number> = { base: 2, "sentiment-v2": 20 };
 const scratch = scratchDir("lora-e2e");
 let svc: TestService;
 
@@ -26,12 +29,16 @@ beforeAll(async () => {
     [
       "models:",
       "  - name: base",
+      `    price: { input_per_million: 1, output_per_million: ${OUTPUT_PRICE.base} }`,
       "    local:",
       `      path: ${base}`,
       "      sequences: 4",
       "      context_size: 256",
       "      adapters:",
-      ...ADAPTERS.map((name) => `        - { name: ${name}, path: ./${name}.gguf, scale: 1.0 }`),
+      ...ADAPTERS.map(
+        (name) =>
+          `        - { name: ${name}, path: ./${name}.gguf, scale: 1.0${name in OUTPUT_PRICE ? `, price: { input_per_million: 1, output_per_million: ${OUTPUT_PRICE[name]} }` : ""} }`,
+      ),
     ].join("\n"),
   );
   svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file });
@@ -43,16 +50,30 @@ const PROMPTS = 4;
 const linesOf = (model: string, prefix: string) =>
   completionLines(PROMPTS, { model, prefix: `${prefix}-${model}`, prompt: (i) => `Once upon a time, story ${i}:` });
 
-async function runBatch(lines: object[]): Promise<Map<string, string>> {
+/** Runs the lines as one batch (every line computed, none read from the result cache): its answers, and the batch. */
+async function runBatch(lines: object[]): Promise<{ answers: Map<string, string>; batch: any }> {
   const file = await uploadJsonl(svc.baseUrl, jsonl(lines));
-  const created = await createBatch(svc.baseUrl, file.id);
-  expect(created.status).toBe(200);
-  const done = await pollBatch(svc.baseUrl, created.body.id, isFinal, 120_000);
-  expect(done.status, JSON.stringify(done.errors)).toBe("completed");
-  const { output, errors } = resultLines(svc.batchDir, created.body.id);
+  const created = await openaiClient(svc).batches.create({
+    input_file_id: file.id,
+    endpoint: "/v1/completions",
+    completion_window: "24h",
+    metadata: { cache: "off" },
+  });
+  const batch = await pollBatch(svc.baseUrl, created.id, isFinal, 120_000);
+  expect(batch.status, JSON.stringify(batch.errors)).toBe("completed");
+  const { output, errors } = resultLines(svc.batchDir, created.id);
   expect(errors).toEqual([]);
-  return new Map(output.map((l) => [l.custom_id, `${l.response.body.model}: ${l.response.body.choices[0].text}`]));
+  return { answers: new Map(output.map((l) => [l.custom_id, `${l.response.body.model}: ${l.response.body.choices[0].text}`])), batch };
 }
+
+/** A model's usage at its price in the models file: fresh input at 1, cached input at a tenth of that, output at its own. */
+const expectedCost = (model: string, u: any) =>
+  Math.round(
+    u.input_tokens -
+      u.input_tokens_details.cached_tokens +
+      u.input_tokens_details.cached_tokens / 10 +
+      u.output_tokens * (OUTPUT_PRICE[model] ?? OUTPUT_PRICE.base),
+  ) / 1e6;
 
 describe("LoRA adapters in the models file", () => {
   it("lists each adapter as a model whose parent is the base, as vLLM does", async () => {
@@ -61,16 +82,55 @@ describe("LoRA adapters in the models file", () => {
     expect(listed.map((m) => [m.id, m.parent])).toEqual([["base", null], ...ADAPTERS.map((a) => [a, "base"])]);
   });
 
-  it("a batch mixing the base and three adapters answers every line on its own model, as each model's batch alone", async () => {
+  it("a batch mixing the base and three adapters answers every line on its own model, as each model's batch alone, and counts each model's usage and cost", async () => {
+    const start = Math.floor(Date.now() / 1000) - 1;
     const alone = new Map<string, string>();
-    for (const m of MODELS) for (const [id, text] of await runBatch(linesOf(m, "alone"))) alone.set(id.replace(/^alone/, ""), text);
+    const aloneUsage = new Map<string, any>();
+    for (const m of MODELS) {
+      const { answers, batch } = await runBatch(linesOf(m, "alone"));
+      for (const [id, text] of answers) alone.set(id.replace(/^alone/, ""), text);
+      aloneUsage.set(m, batch.usage);
+      expect(batch.usage_by_model).toBeUndefined();
+    }
     // Interleaved: the base's line 0, each adapter's line 0, the base's line 1, ...
     const mixed = Array.from({ length: PROMPTS }, (_, i) => MODELS.map((m) => linesOf(m, "mixed")[i]!)).flat();
-    const answers = await runBatch(mixed);
+    const { answers, batch } = await runBatch(mixed);
     expect(answers.size).toBe(MODELS.length * PROMPTS);
     for (const [id, text] of answers) expect(text, id).toBe(alone.get(id.replace(/^mixed/, "")));
     // The adapters' answers are their own: none is the base's.
     for (const a of ADAPTERS) expect(alone.get(`-${a}-0`)).not.toBe(alone.get("-base-0")?.replace(/^base/, a));
+
+    // Each model's share: its lines, the tokens its batch alone took, its cost at its own price; the batch's are the sums.
+    const byModel = batch.usage_by_model;
+    expect(Object.keys(byModel)).toEqual(MODELS);
+    let cost = 0;
+    for (const m of MODELS) {
+      expect(byModel[m].request_counts, m).toEqual({ completed: PROMPTS, failed: 0, total: PROMPTS });
+      expect([byModel[m].usage.input_tokens, byModel[m].usage.output_tokens], m).toEqual([
+        aloneUsage.get(m).input_tokens,
+        aloneUsage.get(m).output_tokens,
+      ]);
+      expect(byModel[m].cost.amount, m).toBeCloseTo(expectedCost(m, byModel[m].usage), 6);
+      cost += byModel[m].cost.amount;
+    }
+    const sum = (f: (u: any) => number) => MODELS.reduce((n, m) => n + f(byModel[m].usage), 0);
+    expect([batch.usage.input_tokens, batch.usage.output_tokens]).toEqual([sum((u) => u.input_tokens), sum((u) => u.output_tokens)]);
+    expect(batch.cost.amount).toBeCloseTo(cost, 6);
+
+    // The usage report counts each model's share under that model: its batch alone and its lines of the mixed one.
+    const page: any = await (await fetch(`${svc.baseUrl}/v1/organization/usage/completions?start_time=${start}&group_by=model`)).json();
+    const results = page.data.flatMap((b: any) => b.results);
+    for (const m of MODELS) {
+      const mine = results.filter((r: any) => r.model === m);
+      expect(
+        mine.reduce((n: number, r: any) => n + r.num_model_requests, 0),
+        m,
+      ).toBe(2 * PROMPTS);
+      expect(
+        mine.reduce((n: number, r: any) => n + r.output_tokens, 0),
+        m,
+      ).toBe(aloneUsage.get(m).output_tokens + byModel[m].usage.output_tokens);
+    }
   });
 
   it("a synchronous request to an adapter gets the adapter's answer", async () => {

@@ -58,9 +58,10 @@ describe("the in-process state kept in files", () => {
     const first = await open();
     const a = newBatch(1, 20);
     const gone = newBatch(2, 10);
+    // Two models (a base and its adapter): the counts per model are kept with the batch's.
     const plan = [
-      { byteStart: 0, byteEnd: 50, total: 10 },
-      { byteStart: 50, byteEnd: 100, total: 10 },
+      { byteStart: 0, byteEnd: 50, total: 10, model: "m" },
+      { byteStart: 50, byteEnd: 100, total: 10, model: "a1" },
     ];
     await first.batches.insert({
       batch: a,
@@ -70,7 +71,7 @@ describe("the in-process state kept in files", () => {
       outputExpiresAfter: { anchor: "created_at", seconds: 7200 },
     });
     await first.batches.insert({ batch: gone, owner: "k1", inputKey: "files/in.jsonl", shards: plan.slice(0, 1) });
-    const [s0, s1] = await first.queue.claim(claimOpts());
+    const [s0, s1] = await first.queue.claim(claimOpts({ models: ["m", "a1"] }));
     expect([s0.batchId, s0.idx, s1.idx]).toEqual([a.id, 0, 1]);
     await first.queue.commit(s0, { part: { output: "p0-out", errors: "p0-err" }, completed: 9, failed: 1, usage }, 30);
     await first.queue.finish({ ...s0, checkpoints: 1 });
@@ -95,6 +96,10 @@ describe("the in-process state kept in files", () => {
     const second = await open();
     expect(await second.batches.get(a.id)).toEqual(before);
     expect(before.batch.request_counts).toEqual({ completed: 13, failed: 1, total: 20 });
+    expect(Object.entries(before.batch.usage_by_model!).map(([m, u]) => [m, u.request_counts, u.usage.output_tokens])).toEqual([
+      ["m", { completed: 9, failed: 1, total: 10 }, 4],
+      ["a1", { completed: 4, failed: 0, total: 10 }, 4],
+    ]);
     expect(before.outputExpiresAfter).toEqual({ anchor: "created_at", seconds: 7200 });
     expect(await second.batches.get(gone.id)).toBeUndefined();
     expect(await second.files.get(UP, "k1")).toEqual({ object: up, owner: "k1" });
@@ -104,7 +109,7 @@ describe("the in-process state kept in files", () => {
     ]);
     // The shard the dead process ran went back to the queue at open (epoch 2) and goes to the next claimer (3), its
     // part kept; the dead process's epoch can commit nothing.
-    const [again] = await second.queue.claim(claimOpts({ workerId: "w2" }));
+    const [again] = await second.queue.claim(claimOpts({ workerId: "w2", models: ["m", "a1"] }));
     expect([again.idx, again.epoch, again.checkpoints, again.parts]).toEqual([1, 3, 1, [{ output: "p1-out" }]]);
     expect(await second.queue.commit({ ...s1, checkpoints: 1 }, { part: {}, completed: 1, failed: 0, usage }, 30)).toBe("fenced");
     // Submission order goes on from where it was: a new batch lists first.

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { singleModelRegistry } from "../../backends/registry.js";
 import { newBatchObject } from "../../domain/batch-object.js";
+import type { UsageRecord } from "../../domain/usage.js";
 import type { ClaimOptions, ClusterPorts } from "../../state/ports.js";
 import type { FsBlobStore } from "../../stores/fs-blob-store.js";
 import { POSTGRES_BIN, SKIP_POSTGRES_NOTE } from "../../testkit/postgres.js";
@@ -35,7 +36,7 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
 
   async function batch(
     shards: number,
-    opts: { windowSeconds?: number; submittedAgo?: number; maxQueued?: number; owner?: string | null } = {},
+    opts: { windowSeconds?: number; submittedAgo?: number; maxQueued?: number; owner?: string | null; models?: string[] } = {},
   ): Promise<string> {
     const id = `batch_${String(++n).padStart(24, "0")}`;
     const submitted = now() - (opts.submittedAgo ?? 0);
@@ -50,7 +51,12 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
       validation: { ok: true, total: shards * 10, errors: [], errorCount: 0, model: "m" },
       registry: singleModelRegistry("/models/m.gguf", false),
     });
-    const plan = Array.from({ length: shards }, (_, i) => ({ byteStart: i * 100, byteEnd: (i + 1) * 100, total: 10 }));
+    const plan = Array.from({ length: shards }, (_, i) => ({
+      byteStart: i * 100,
+      byteEnd: (i + 1) * 100,
+      total: 10,
+      ...(opts.models && { model: opts.models[i] }),
+    }));
     const admitted = await ports.batches.insert({
       batch: b,
       owner: opts.owner ?? null,
@@ -301,6 +307,57 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     ]);
   });
 
+  it.skipIf(skip)(
+    "counts a batch over several models per model: each commit under its shard's model, a retry once, the settle per model, the usage record per model, kept past a delete",
+    async () => {
+      const { queue, batches } = ports;
+      const id = await batch(3, { models: ["m", "a1", "a1"] });
+      const claim = await queue.claim(claimOpts({ models: ["m", "a1"], limit: 3, pool: "spot" }));
+      const [m0, a1, a2] = [0, 1, 2].map((i) => claim.find((s) => s.idx === i)!);
+      expect([m0.model, a1.model, a2.model]).toEqual(["m", "a1", "a1"]);
+      const commit = (completed: number, failed: number, output: string) => ({ part: { output }, completed, failed, usage, seconds: 2 });
+      await queue.commit(m0, commit(6, 1, "m0"), 30);
+      await queue.commit(a1, commit(4, 0, "a1"), 30);
+      // Retried after its reply was lost: counted once, for its model as for the batch.
+      await queue.commit(a1, commit(4, 0, "a1"), 30);
+      await queue.commit(a2, { ...commit(3, 0, "a2"), cached: { lines: 1, outputTokens: 2 } }, 30);
+      for (const s of [m0, a1, a2]) expect(await queue.finish({ ...s, checkpoints: 1 })).toBe("committed");
+      await batches.settleCounts(id);
+      await batches.update(id, ["validating"], (r) => {
+        r.batch.status = "completed";
+        r.batch.completed_at = now();
+      });
+      const { batch: b } = (await batches.get(id))!;
+      expect(b.request_counts).toEqual({ completed: 13, failed: 17, total: 30 });
+      const byModel = b.usage_by_model!;
+      expect(Object.keys(byModel)).toEqual(["m", "a1"]);
+      expect(byModel.m.request_counts).toEqual({ completed: 6, failed: 4, total: 10 });
+      expect(byModel.a1.request_counts).toEqual({ completed: 7, failed: 13, total: 20 });
+      expect(byModel.a1.usage).toEqual({
+        input_tokens: 6,
+        input_tokens_details: { cached_tokens: 2 },
+        output_tokens: 4,
+        output_tokens_details: { reasoning_tokens: 0, cached_tokens: 2 },
+        total_tokens: 10,
+      });
+      expect([byModel.a1.cached_lines, byModel.a1.engine_seconds, byModel.m.engine_seconds]).toEqual([
+        1,
+        { spot: 4, dedicated: 0 },
+        { spot: 2, dedicated: 0 },
+      ]);
+      expect(b.usage.input_tokens).toBe(byModel.m.usage.input_tokens + byModel.a1.usage.input_tokens);
+      const records = async () => (await batches.usage({ start: 0, end: now() + 10 })).filter((r) => r.batchId === id);
+      const perModel = (rs: UsageRecord[]) => rs.flatMap((r) => r.byModel ?? []).map((m) => [m.model, m.requests, m.usage.output_tokens]);
+      const kept = await records();
+      expect(perModel(kept)).toEqual([
+        ["m", 6, 2],
+        ["a1", 7, 4],
+      ]);
+      await batches.remove(id);
+      expect(perModel(await records())).toEqual(perModel(kept));
+    },
+  );
+
   it.skipIf(skip)("spreads a batch's shards over idle workers of the pool before one worker takes a second", async () => {
     const { queue, workers } = ports;
     const id = await batch(3);
@@ -399,6 +456,30 @@ describe.each(IMPLEMENTATIONS)("the cluster ports on %s", (_name, skip, harness)
     expect(await queue.claim(claimOpts({ limit: 5 }))).toEqual([]);
     expect((await queue.claimStopped("maintenance", 30, 5)).map((x) => x.stopReason)).toEqual([]);
   });
+
+  it.skipIf(skip)(
+    "claims the waiting shards of an unserved model outside the pools: not those held, done, of other models, paused or stopped batches",
+    async () => {
+      const { queue, batches } = ports;
+      const id = await batch(3, { models: ["m", "gone", "gone"] });
+      const paused = await batch(1, { models: ["gone"] });
+      await batches.update(paused, ["validating"], (r) => {
+        r.batch.paused_at = now();
+      });
+      const stopped = await batch(1, { models: ["gone"] });
+      await batches.update(stopped, ["validating"], (r) => {
+        r.stopReason = "cancelled";
+      });
+      // One of them is held by a worker that still serves it (an older release, say).
+      const [held] = await queue.claim(claimOpts({ workerId: "old", models: ["gone"], limit: 1 }));
+      expect([held.batchId, held.idx]).toEqual([id, 1]);
+      const taken = await queue.claimUnserved("maintenance", ["gone"], 30, 10);
+      expect(taken.map((s) => [s.batchId, s.idx, s.model, s.pool, s.stopReason])).toEqual([[id, 2, "gone", null, null]]);
+      expect(await queue.claimUnserved("maintenance", ["gone"], 30, 10)).toEqual([]);
+      // The base's shard is for the workers.
+      expect((await queue.claim(claimOpts({ limit: 5 }))).map((s) => [s.batchId, s.idx])).toEqual([[id, 0]]);
+    },
+  );
 
   it.skipIf(skip)("keeps each worker's URL for synchronous requests with its row, null where it names none", async () => {
     const { workers } = ports;
