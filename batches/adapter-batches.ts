@@ -31,7 +31,8 @@ async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: stri
         body = undefined;
       }
       const model = body?.model;
-      const unnamed = typeof body === "object" && body !== null && model === undefined;
+      // A body that is not an object (an array, say) is validation's to refuse, as for any batch.
+      const unnamed = typeof body === "object" && body !== null && !Array.isArray(body) && model === undefined;
       yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined, unnamed };
     }
   } finally {

@@ -49,6 +49,9 @@ describe("a batch file over a base and its adapters", () => {
     expect(await groupsOf([line("0", "a1"), line("1")])).toBeUndefined();
     expect(await groupsOf([line("0", "a1"), line("1", "gpt-4o")])).toBeUndefined();
     expect(await groupsOf([line("0", "a1"), "{not json", line("2", "base")])).toBeUndefined();
+    // A body that is not an object: validation's invalid body, not a line naming no model.
+    const arrayBody = JSON.stringify({ custom_id: "1", method: "POST", url: "/v1/completions", body: [{ model: "a1" }] });
+    expect(await groupsOf([line("0", "a1"), arrayBody, line("2", "base")])).toBeUndefined();
     // A misspelt adapter beside its base: validation names it (model_not_found).
     expect(await groupsOf([line("0", "base"), line("1", "a3"), line("2", "a1")])).toBeUndefined();
   });
