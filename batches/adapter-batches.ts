@@ -7,10 +7,9 @@ import type { ModelRegistry } from "../backends/registry.js";
 import { InvalidRequestError } from "../domain/errors.js";
 import { newBatchId } from "../domain/ids.js";
 import type { Batch } from "../domain/objects.js";
-import type { CreateBatchInput } from "../domain/ports.js";
 import { planModelShards } from "../pipeline/shards.js";
 import { inDir } from "../stores/in-dir.js";
-import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
+import type { Admission, AdmitInput, ClusterBatchServiceDeps } from "./admission.js";
 
 /** Where the grouped copy of a batch's input is kept, beside its other objects. */
 const groupedKey = (id: string) => `${id}/input-by-model.jsonl`;
@@ -33,7 +32,7 @@ async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: stri
       const model = body?.model;
       // A body that is not an object (an array, say) is validation's to refuse, as for any batch.
       const unnamed = typeof body === "object" && body !== null && !Array.isArray(body) && model === undefined;
-      yield { text, spec: typeof model === "string" ? registry.resolve(model) : undefined, unnamed };
+      yield { text, written: model, spec: typeof model === "string" ? registry.resolve(model) : undefined, unnamed };
     }
   } finally {
     blob.content.destroy();
@@ -43,7 +42,7 @@ async function* modelsOf(deps: Pick<ClusterBatchServiceDeps, "blobs">, key: stri
 /**
  * The file's lines grouped by model, in order of first appearance, when they name several models all of one family
  * (a base and its adapters); undefined otherwise, or when a line is not a request naming a served model (validation
- * says so). A first pass keeps only the models, so a file of one model is never held in memory. Where lines name
+ * says so, as it does for one model written as its name and as an alias). A first pass keeps only the models, so a file of one model is never held in memory. Where lines name
  * a family and one names no model, there is no batch model for it to fall back on: refused, naming the line.
  */
 export async function familyGroups(
@@ -52,26 +51,28 @@ export async function familyGroups(
 ): Promise<Array<{ model: string; lines: string[] }> | undefined> {
   const registry: ModelRegistry = deps.registry;
   if (!registry.models.some((m) => m.parent !== undefined)) return undefined;
-  const names = new Set<string>();
+  // Each model as the lines write it: one written two ways (its name and an alias) is validation's mismatched_model.
+  const names = new Map<string, unknown>();
   const roots = new Set<string>();
   let line = 0;
   let unnamedLine: number | undefined;
   let unserved = false;
-  for await (const { spec, unnamed } of modelsOf(deps, key, registry)) {
+  for await (const { spec, unnamed, written } of modelsOf(deps, key, registry)) {
     line++;
     if (unnamed) unnamedLine ??= line;
     if (!spec) {
       unserved ||= !unnamed;
       continue;
     }
-    names.add(spec.name);
+    if ((names.get(spec.name) ?? written) !== written) return undefined;
+    names.set(spec.name, written);
     roots.add(spec.parent ?? spec.name);
     if (roots.size > 1) return undefined;
   }
   if (names.size < 2 || unserved) return undefined;
   if (unnamedLine !== undefined) {
     throw new InvalidRequestError(
-      `Line ${unnamedLine} names no model: in a batch over a base model and its adapters (${[...names].join(", ")}) every line names its own.`,
+      `Line ${unnamedLine} names no model: in a batch over a base model and its adapters (${[...names.keys()].join(", ")}) every line names its own.`,
       "missing_required_parameter",
       "body.model",
     );
@@ -85,11 +86,19 @@ export async function familyGroups(
   return [...groups].map(([model, lines]) => ({ model, lines }));
 }
 
-/** Admits the batch over its lines grouped by model; the client's file stays its input_file_id. */
-export async function admitGrouped(
+/**
+ * Admits a batch over the file at `inputKey` (a create's, a retry's): over its lines grouped by model where they name
+ * a base and its adapters, else over the file as it is. The file stays the batch's input_file_id either way.
+ */
+export async function admitFile(deps: ClusterBatchServiceDeps, admission: Admission, input: AdmitInput): Promise<Batch> {
+  const groups = await familyGroups(deps, input.inputKey);
+  return groups ? admitGrouped(deps, admission, input, groups) : admission.admit(input);
+}
+
+async function admitGrouped(
   deps: ClusterBatchServiceDeps,
   admission: Admission,
-  input: CreateBatchInput,
+  input: AdmitInput,
   groups: Array<{ model: string; lines: string[] }>,
 ): Promise<Batch> {
   const id = newBatchId();
@@ -103,9 +112,10 @@ export async function admitGrouped(
   }
   const plan = planModelShards(groups, deps.limits.shardSize);
   try {
-    return await admission.admit({ ...input, id, inputFileId: input.input_file_id, inputKey: key, plan, mixedModels: true });
+    return await admission.admit({ ...input, id, inputKey: key, plan, mixedModels: true });
   } catch (err) {
-    await deps.blobs.delete(key).catch(() => undefined);
+    // The refused batch's folder holds only this copy: it goes whole (an empty folder would read as a crash's leftover).
+    await deps.blobs.deletePrefix(`${id}/`).catch(() => undefined);
     throw err;
   }
 }

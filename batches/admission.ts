@@ -89,17 +89,20 @@ export interface AdmitInput extends Omit<CreateBatchInput, "input_file_id"> {
 
 type Validation = Awaited<ReturnType<typeof validateBatchFile>>;
 
-/** A spend limit needs a price: a batch with a model that has none (of the several its lines may name) cannot take metadata.max_cost. */
+/**
+ * A spend limit needs one figure for the batch's cost: refused where a model it names (of the several its lines may
+ * name) has no price, or where their prices are in different currencies or bases (domain/cost.ts).
+ */
 function checkCostKnown(rules: ReturnType<typeof stopRulesOf>, batch: Batch, v: Validation, registry: ModelRegistry): void {
   if (rules.maxCost === undefined) return;
-  const named = [batch.model, ...(v.models ?? []).map((m) => registry.resolve(m.model)?.name)];
-  const unpriced = named.find((model) => model && !registry.get(model)?.price);
-  if (unpriced)
-    throw new InvalidRequestError(
-      `Invalid 'metadata.max_cost': the model '${unpriced}' has no price in the models file, so the batch's cost is unknown.`,
-      "invalid_metadata",
-      "metadata.max_cost",
-    );
+  const named = [batch.model, ...(v.models ?? []).map((m) => registry.resolve(m.model)?.name)].filter((m) => m !== undefined);
+  const refuse = (why: string) => new InvalidRequestError(`Invalid 'metadata.max_cost': ${why}.`, "invalid_metadata", "metadata.max_cost");
+  const unpriced = named.find((model) => !registry.get(model)?.price);
+  if (unpriced) throw refuse(`the model '${unpriced}' has no price in the models file, so the batch's cost is unknown`);
+  const kindOf = ({ currency, basis }: { currency: string; basis: string }) =>
+    `${currency} per ${basis === "tokens" ? "token" : "pool hour"}`;
+  const kinds = new Set(named.map((model) => kindOf(registry.get(model)!.price!)));
+  if (kinds.size > 1) throw refuse(`its models are priced in ${[...kinds].join(" and ")}, so the batch's cost has no one figure`);
 }
 
 export class Admission {

@@ -12,7 +12,7 @@ import type { Batch } from "../domain/objects.js";
 import type { BatchService, CreateBatchInput, CreateInlineBatchInput, Owner, Page } from "../domain/ports.js";
 import type { RetryFilter } from "../domain/retry.js";
 import type { BatchRow } from "../state/ports.js";
-import { admitGrouped, familyGroups } from "./adapter-batches.js";
+import { admitFile } from "./adapter-batches.js";
 import { Admission, type ClusterBatchServiceDeps } from "./admission.js";
 import { clientView } from "./client-view.js";
 import { createInlineBatch, inlineInputName } from "./inline-batches.js";
@@ -47,9 +47,7 @@ export class ClusterBatchService implements BatchService {
   async create(input: CreateBatchInput): Promise<Batch> {
     const file = checkInputFile(await this.deps.files.keyOf(input.input_file_id, input.owner), input.input_file_id);
     // A base model and its adapters in one file: grouped by model (adapter-batches.ts).
-    const groups = await familyGroups(this.deps, file.key);
-    if (groups) return this.view(await admitGrouped(this.deps, this.admission, input, groups));
-    return this.view(await this.admission.admit({ ...input, inputFileId: input.input_file_id, inputKey: file.key }));
+    return this.view(await admitFile(this.deps, this.admission, { ...input, inputFileId: input.input_file_id, inputKey: file.key }));
   }
 
   plan(input: CreateBatchInput): Promise<BatchPlan> {

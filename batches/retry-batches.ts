@@ -10,6 +10,7 @@ import type { Batch } from "../domain/objects.js";
 import type { Owner } from "../domain/ports.js";
 import { errorCodeOf, type RetryFilter, retryMetadata, wantsRetry } from "../domain/retry.js";
 import { readCompleteJsonLines } from "../pipeline/jsonl.js";
+import { admitFile } from "./adapter-batches.js";
 import type { Admission, ClusterBatchServiceDeps } from "./admission.js";
 import { blobLines } from "./blob-lines.js";
 
@@ -54,7 +55,8 @@ export async function retryFailedLines(
     await pipeline(retriedLines(readCompleteJsonLines(input.content), wanted), createWriteStream(local));
     const obj = await files.adopt({ tmpPath: local, filename: `${id}_retry.jsonl`, purpose: "batch", owner });
     try {
-      return await admission.admit({
+      // A base and its adapters' lines are grouped by model again, as at the create.
+      return await admitFile(deps, admission, {
         owner,
         endpoint: servedEndpoint(batch.endpoint),
         completion_window: batch.completion_window,

@@ -35,11 +35,13 @@ export function workCost(model: string | undefined, work: Work, registry: ModelR
 }
 
 /**
- * The sum of several models' costs: those with a price, when they share a currency and a basis (null when none has
- * a price or they differ: there is no one figure, and each model's own is shown).
+ * The sum of several models' costs when each has one and they share a currency and a basis; else null (a model
+ * without a price makes the whole unknown, as for a batch of one model; two currencies have no one figure), while
+ * each model's own is still shown.
  */
 function sumCosts(costs: ReadonlyArray<Cost | null>): Cost | null {
-  const priced = costs.filter((c): c is Cost => c !== null);
+  if (costs.some((c) => c === null)) return null;
+  const priced = costs as Cost[];
   if (priced.length === 0 || priced.some((c) => c.currency !== priced[0].currency || c.basis !== priced[0].basis)) return null;
   const add = (f: (c: Cost) => number | null) => roundMoney(priced.reduce((n, c) => n + (f(c) ?? 0), 0));
   const byPool = priced[0].basis === "pool_hours";

@@ -175,15 +175,16 @@ export function usagePage(
   const buckets = Math.ceil((q.end - q.start) / q.width);
   const shown = Math.min(buckets, q.limit);
   const data: UsageBucket[] = [];
-  const wanted = records
-    .flatMap(perModel)
-    .filter(
-      (r) =>
-        (q.kind === "costs" || (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
-        (q.batch === undefined || q.batch === (r.batch !== false)) &&
-        (!q.models || q.models.includes(r.model)) &&
-        (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
-    );
+  // A model may be asked for by an alias; the records name it by its name.
+  const models = q.models?.map((n) => registry.models.find((m) => m.name === n || m.aliases.includes(n))?.name ?? n);
+  const wanted = records.flatMap(perModel).filter(
+    (r) =>
+      // What a model without a price did costs nothing: no cost result.
+      (q.kind === "costs" ? registry.get(r.model)?.price !== undefined : (q.kind === "embeddings") === readsOnly(r.endpoint)) &&
+      (q.batch === undefined || q.batch === (r.batch !== false)) &&
+      (!models || models.includes(r.model)) &&
+      (!q.apiKeyIds || q.apiKeyIds.includes(idOf(r.owner) ?? "")),
+  );
   for (let i = 0; i < shown; i++) {
     const from = q.start + i * q.width;
     const to = from + q.width;
@@ -210,7 +211,9 @@ function results(records: UsageRecord[], q: UsageQuery, idOf: (o: Owner) => stri
               : null;
   const groups = new Map<string, UsageRecord[]>();
   for (const r of records) {
-    const k = JSON.stringify(["api_key_id", "model", "line_item", "batch", "service_tier"].map((g) => by(g, r)));
+    // Costs in two currencies are never one sum: each currency is a result of its own.
+    const currency = q.kind === "costs" ? registry.get(r.model)?.price?.currency : undefined;
+    const k = JSON.stringify([...["api_key_id", "model", "line_item", "batch", "service_tier"].map((g) => by(g, r)), currency]);
     groups.set(k, [...(groups.get(k) ?? []), r]);
   }
   return [...groups.keys()].sort().map((k) => {
@@ -240,7 +243,7 @@ function results(records: UsageRecord[], q: UsageQuery, idOf: (o: Owner) => stri
   });
 }
 
-/** One cost result: the records priced one by one, summed (records of a model with no price cost nothing). */
+/** One cost result: the records (of one currency) priced one by one, summed. */
 function costResult(records: UsageRecord[], registry: ModelRegistry, apiKeyId: unknown, lineItem: unknown) {
   let value = 0;
   let currency = "usd";

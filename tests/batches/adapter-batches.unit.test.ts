@@ -52,6 +52,8 @@ describe("a batch file over a base and its adapters", () => {
     // A body that is not an object: validation's invalid body, not a line naming no model.
     const arrayBody = JSON.stringify({ custom_id: "1", method: "POST", url: "/v1/completions", body: [{ model: "a1" }] });
     expect(await groupsOf([line("0", "a1"), arrayBody, line("2", "base")])).toBeUndefined();
+    // One model by its name and an alias beside an adapter: validation's mismatched_model, as without the adapter.
+    expect(await groupsOf([line("0", "a2"), line("1", "two"), line("2", "base")])).toBeUndefined();
     // A misspelt adapter beside its base: validation names it (model_not_found).
     expect(await groupsOf([line("0", "base"), line("1", "a3"), line("2", "a1")])).toBeUndefined();
   });

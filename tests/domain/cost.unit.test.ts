@@ -41,20 +41,21 @@ const batch = (byModel: Record<string, ModelUsage>): Batch =>
 describe("a batch's cost over several models", () => {
   it("prices each model's share at its own price and sums them", () => {
     // base: 1M input at 1 + 1M output at 2; sent-v2: 1M output at 20 (a cached answer's output is not charged).
-    const b = batch({ base: share(1e6, 1e6), "sent-v2": share(0, 1.5e6, 0.5e6), free: share(1e6, 1e6) });
+    const b = batch({ base: share(1e6, 1e6), "sent-v2": share(0, 1.5e6, 0.5e6) });
     expect(batchCost(b, registry)).toEqual({ currency: "USD", amount: 23, basis: "tokens", spot: null, dedicated: null });
     const shown = priced(b, registry);
-    expect(Object.fromEntries(Object.entries(shown.usage_by_model!).map(([m, u]) => [m, u.cost?.amount ?? null]))).toEqual({
+    expect(Object.fromEntries(Object.entries(shown.usage_by_model!).map(([m, u]) => [m, u.cost?.amount]))).toEqual({
       base: 3,
       "sent-v2": 20,
-      free: null,
     });
     expect(shown.cost?.amount).toBe(23);
   });
 
-  it("has no one figure where the shares' currencies differ, and none where no model has a price", () => {
+  it("has no one figure where the shares' currencies differ, or where a model has no price (each model's own shown)", () => {
     expect(batchCost(batch({ base: share(1e6, 0), eur: share(1e6, 0) }), registry)).toBeNull();
     expect(batchCost(batch({ free: share(1e6, 0), other: share(1, 1) }), registry)).toBeNull();
+    const partly = priced(batch({ base: share(1e6, 0), free: share(1e6, 0) }), registry);
+    expect([partly.cost, partly.usage_by_model!.base.cost?.amount, partly.usage_by_model!.free.cost]).toEqual([null, 1, null]);
     // Without shares, the batch's own usage at its model's price.
     expect(batchCost({ model: "base", ...share(2e6, 0) }, registry)?.amount).toBe(2);
   });

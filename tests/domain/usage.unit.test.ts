@@ -13,7 +13,14 @@ const registry = new ModelRegistry(
       generated: false,
       price: { currency: "USD", basis: "tokens", inputPerMillion: 1, cachedInputPerMillion: 0.5, outputPerMillion: 2, batchDiscount: 0 },
     },
-    { name: "m2", aliases: [], backend: { kind: "local", path: "/m2.gguf" }, generated: false },
+    { name: "m2", aliases: ["m2-alias"], backend: { kind: "local", path: "/m2.gguf" }, generated: false },
+    {
+      name: "m3",
+      aliases: [],
+      backend: { kind: "local", path: "/m3.gguf" },
+      generated: false,
+      price: { currency: "EUR", basis: "tokens", inputPerMillion: 1, cachedInputPerMillion: 0.5, outputPerMillion: 2, batchDiscount: 0 },
+    },
   ] as never,
   "m1",
 );
@@ -73,7 +80,7 @@ describe("usage pages", () => {
     expect(e).toMatchObject({ object: "organization.usage.embeddings.result", input_tokens: 500, num_model_requests: 5 });
     const c = page("costs", { start_time: String(T), group_by: "line_item" }).data[0].results;
     expect(Object.keys(c[0]).sort()).toEqual(["object", "amount", "line_item", "project_id", "api_key_id"].sort());
-    // m1: 1,500 input tokens at 1 per million and 100 output at 2; m2 has no price.
+    // m1: 1,500 input tokens at 1 per million and 100 output at 2; m2 has no price, so no cost result.
     expect(c).toEqual([
       {
         object: "organization.costs.result",
@@ -82,7 +89,6 @@ describe("usage pages", () => {
         project_id: null,
         api_key_id: null,
       },
-      { object: "organization.costs.result", amount: { value: 0, currency: "usd" }, line_item: "m2", project_id: null, api_key_id: null },
     ]);
   });
 
@@ -98,6 +104,9 @@ describe("usage pages", () => {
     expect(p.data[1].results).toEqual([expect.objectContaining({ api_key_id: "team-b", input_tokens: 2000 })]);
     const one = page("completions", { start_time: String(T), bucket_width: "1h", api_key_ids: "team-b", models: "m2" });
     expect(one.data.flatMap((b) => b.results).map((r) => r.input_tokens)).toEqual([2000]);
+    // A model asked for by its alias.
+    const aliased = page("completions", { start_time: String(T), bucket_width: "1h", models: "m2-alias" });
+    expect(aliased.data.flatMap((b) => b.results).map((r) => r.input_tokens)).toEqual([2000]);
     expect(page("completions", { start_time: String(T), batch: "false" }).data[0].results).toEqual([]);
     expect(page("completions", { start_time: String(T), group_by: "batch" }).data[0].results[0]).toMatchObject({ batch: true });
   });
@@ -120,8 +129,19 @@ describe("usage pages", () => {
     // Each share at its own model's price: m1's 1,000 input and 100 output tokens; m2 has none.
     expect(q("costs", { group_by: "line_item" }).map((r) => [r.line_item, (r.amount as { value: number }).value])).toEqual([
       ["m1", 0.0012],
-      ["m2", 0],
     ]);
+  });
+
+  it("never adds two currencies: ungrouped costs are a result per currency", () => {
+    const both = [rec({ input: 1e6, output: 0 }), rec({ input: 2e6, output: 0, model: "m3" })];
+    const costs = usagePage(both, parseUsageQuery("costs", { start_time: String(T) }, T + 60), idOf, registry).data[0].results;
+    expect(costs.map((r) => r.amount)).toEqual(
+      expect.arrayContaining([
+        { value: 1, currency: "usd" },
+        { value: 2, currency: "eur" },
+      ]),
+    );
+    expect(costs).toHaveLength(2);
   });
 
   it("pages through buckets with limit and page", () => {

@@ -2,7 +2,7 @@
 // adapter's parent, a batch mixing the base and the adapters answers every line as that model's batch alone does,
 // with each model's usage and cost its own (at its own price, in the batch and in the usage report), and a
 // synchronous request to an adapter gets the adapter's answer.
-import { writeFileSync } from "node:fs";
+import { readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeGeneratedLora } from "../../engine/load/generated-lora.js";
@@ -14,6 +14,8 @@ import { openaiClient, startTestService, type TestService } from "../helpers/ser
 
 const ADAPTERS = ["sentiment-v2", "summary-v1", "labels-v3"];
 const MODELS = ["base", ...ADAPTERS];
+/** Listed with a price in another currency, and run by no batch here. */
+const EURO = "euro-v1";
 /** Output prices per million tokens: one adapter has its own, the others take the base's. */
 const OUTPUT_PRICE: Record<string, number> = { base: 2, "sentiment-v2": 20 };
 const scratch = scratchDir("lora-e2e");
@@ -23,7 +25,7 @@ beforeAll(async () => {
   const base = await ensureGeneratedModel();
   const file = await scratch.file("models.yaml");
   const dir = path.dirname(file);
-  for (const [i, name] of ADAPTERS.entries()) await writeGeneratedLora(base, path.join(dir, `${name}.gguf`), i + 2);
+  for (const [i, name] of [...ADAPTERS, EURO].entries()) await writeGeneratedLora(base, path.join(dir, `${name}.gguf`), i + 2);
   writeFileSync(
     file,
     [
@@ -39,6 +41,7 @@ beforeAll(async () => {
         (name) =>
           `        - { name: ${name}, path: ./${name}.gguf, scale: 1.0${name in OUTPUT_PRICE ? `, price: { input_per_million: 1, output_per_million: ${OUTPUT_PRICE[name]} }` : ""} }`,
       ),
+      `        - { name: ${EURO}, path: ./${EURO}.gguf, price: { currency: EUR, input_per_million: 1, output_per_million: 1 } }`,
     ].join("\n"),
   );
   svc = await startTestService({ MODEL_PATH: "", MODELS_FILE: file });
@@ -79,7 +82,7 @@ describe("LoRA adapters in the models file", () => {
   it("lists each adapter as a model whose parent is the base, as vLLM does", async () => {
     const listed: Array<{ id: string; parent?: string | null }> = [];
     for await (const m of openaiClient(svc).models.list()) listed.push(m as never);
-    expect(listed.map((m) => [m.id, m.parent])).toEqual([["base", null], ...ADAPTERS.map((a) => [a, "base"])]);
+    expect(listed.map((m) => [m.id, m.parent])).toEqual([["base", null], ...[...ADAPTERS, EURO].map((a) => [a, "base"])]);
   });
 
   it("a batch mixing the base and three adapters answers every line on its own model, as each model's batch alone, and counts each model's usage and cost", async () => {
@@ -131,6 +134,46 @@ describe("LoRA adapters in the models file", () => {
         m,
       ).toBe(aloneUsage.get(m).output_tokens + byModel[m].usage.output_tokens);
     }
+  });
+
+  it("retries a mixed batch's failed lines as one batch over their models", async () => {
+    // Lines asking for more tokens than the context holds fail on their own (context_length_exceeded).
+    const tooLong = (model: string) => linesOf(model, "long").map((l) => ({ ...l, body: { ...l.body, max_tokens: 1000 } }))[0]!;
+    const lines = [linesOf("base", "ok")[0]!, tooLong("base"), tooLong("sentiment-v2"), linesOf("summary-v1", "ok")[0]!];
+    const file = await uploadJsonl(svc.baseUrl, jsonl(lines));
+    const client = openaiClient(svc);
+    const first = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" });
+    const done = await pollBatch(svc.baseUrl, first.id, isFinal, 120_000);
+    expect(done.request_counts).toEqual({ completed: 2, failed: 2, total: 4 });
+    const retry = await fetch(`${svc.baseUrl}/v1/batches/${first.id}/retry`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(retry.status).toBe(200);
+    const again = await pollBatch(svc.baseUrl, ((await retry.json()) as { id: string }).id, isFinal, 120_000);
+    expect(again.status, JSON.stringify(again.errors)).toBe("completed");
+    expect(Object.entries(again.usage_by_model).map(([m, u]: [string, any]) => [m, u.request_counts])).toEqual([
+      ["base", { completed: 0, failed: 1, total: 1 }],
+      ["sentiment-v2", { completed: 0, failed: 1, total: 1 }],
+    ]);
+  });
+
+  it("refuses max_cost on a batch whose models are priced in different currencies, naming them", async () => {
+    const file = await uploadJsonl(svc.baseUrl, jsonl([linesOf("base", "eur")[0]!, linesOf(EURO, "eur")[0]!]));
+    const batchFolders = () => readdirSync(svc.batchDir).filter((n) => n.startsWith("batch_")).length;
+    const folders = batchFolders();
+    const res = await fetch(`${svc.baseUrl}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h", metadata: { max_cost: "1" } }),
+    });
+    const body = (await res.json()) as any;
+    expect(res.status, JSON.stringify(body)).toBe(400);
+    expect(body.error).toMatchObject({ code: "invalid_metadata", param: "metadata.max_cost" });
+    expect(body.error.message).toContain("USD per token and EUR per token");
+    // Nothing of the refused batch is left (a folder left behind would read as a crash's at the next start).
+    expect(batchFolders()).toBe(folders);
   });
 
   it("a synchronous request to an adapter gets the adapter's answer", async () => {
