@@ -30,6 +30,15 @@ function byKey(page, pick) {
 const num = (n) => (n ?? 0).toLocaleString();
 
 /**
+ * A key's cost in each currency it spent in ("0.0123 USD + 0.0040 EUR"); 0 where nothing priced ran.
+ * @param {Record<string, number> | undefined} byCurrency
+ */
+const costText = (byCurrency) =>
+  Object.entries(byCurrency ?? {})
+    .map(([currency, amount]) => `${amount.toFixed(4)} ${currency.toUpperCase()}`)
+    .join(" + ") || (0).toFixed(4);
+
+/**
  * Each model's enqueued tokens against its limit. `*` is not a model: it is the limit of each model the keys file
  * does not name, so a model under it reads against it, and it is said once for the models with nothing enqueued.
  * @param {Record<string, number>} tokens
@@ -57,8 +66,8 @@ export async function refreshUsage() {
     cached: r.input_cached_tokens,
     output: r.output_tokens,
   }));
-  const spent = byKey(costs, (r) => ({ amount: r.amount.value }));
-  const currency = costs.data.flatMap((/** @type {any} */ b) => b.results)[0]?.amount.currency ?? "";
+  // By currency: the costs API answers a result per currency, never one sum of two.
+  const spent = byKey(costs, (r) => ({ [r.amount.currency]: r.amount.value }));
   // What ran with no key (the API open: no keys configured, or before there were any) is its own row.
   const open = used.has("—") || spent.has("—") || keys.data.length === 0;
   const rows = [
@@ -79,7 +88,7 @@ export async function refreshUsage() {
         [el("td", "num", num(u.input)), "Input tokens"],
         [el("td", "num", num(u.cached)), "Cached"],
         [el("td", "num", num(u.output)), "Output tokens"],
-        [el("td", "num", `${(spent.get(k.id)?.amount ?? 0).toFixed(4)} ${currency.toUpperCase()}`), "Cost"],
+        [el("td", "num", costText(spent.get(k.id))), "Cost"],
       ]);
       tr.dataset.key = k.id;
       return tr;

@@ -169,6 +169,8 @@ describe.skipIf(!haveChromium)("the console in a browser", () => {
     expect(cells[0]).toBe("open API (no key)");
     // The finished batch's four requests at least (the usage API's figures under api_key_id: null).
     expect(Number(cells[3].replace(/\D/g, ""))).toBeGreaterThanOrEqual(4);
+    // The model has no price: nothing was spent.
+    expect(cells[7]).toBe("0.0000");
     await page.close();
   });
 
