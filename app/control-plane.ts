@@ -308,8 +308,11 @@ function maintenanceOf(base: PlaneBase, uploads: BlobUploads): Maintenance {
     uploads,
     workers: state.ports.workers,
     workerRetentionSeconds: cluster.workerRetentionSeconds,
-    // One process's workers serve what it serves for its whole life: nothing to wait for.
-    unservedGraceSeconds: cluster.databaseUrl ? cluster.unservedGraceSeconds : 0,
+    // One process's workers serve what it serves for its whole life: nothing to wait for, and a worker leaving
+    // at a shutdown does not make its models unserved.
+    unserved: cluster.databaseUrl
+      ? { graceSeconds: cluster.unservedGraceSeconds }
+      : { graceSeconds: 0, served: base.models.registry.names },
     ...(config.slaYield ? { sla: { urgentSeconds: config.slaUrgentSeconds, yieldGraceMs: config.shutdownGraceSeconds * 1000 } } : {}),
     reads: state.ports.queue,
     logger,

@@ -48,6 +48,11 @@ export class UnservedShards {
       workers: Pick<WorkerRegistry, "live">;
       leaseSeconds: number;
       graceSeconds: number;
+      /**
+       * What this process's own workers serve, where they are the only ones (the embedded mode): fixed for its life,
+       * so a worker that leaves at a shutdown never makes its models look unserved. Absent: the live workers'.
+       */
+      served?: readonly string[];
       /** Its name in the shards it claims. */
       id: string;
     },
@@ -58,7 +63,7 @@ export class UnservedShards {
     if (Date.now() - this.lookedAt < LOOK_MS) return;
     this.lookedAt = Date.now();
     const { queue, workers, leaseSeconds, logger } = this.deps;
-    const live = await workers.live(leaseSeconds);
+    const live = this.deps.served ? [{ models: this.deps.served }] : await workers.live(leaseSeconds);
     if (live.length === 0) return void this.since.clear();
     const served = new Set(live.flatMap((w) => w.models));
     const unserved = new Set((await queue.slaSnapshot()).shards.map((s) => s.model).filter((m) => !served.has(m)));

@@ -47,8 +47,11 @@ export interface MaintenanceDeps extends FinalizeDeps {
   /** Workers' rows: forgotten WORKER_RETENTION_SECONDS after their last heartbeat (a killed worker's); the live ones the SLA weighs. */
   workers?: Pick<WorkerRegistry, "forget" | "live">;
   workerRetentionSeconds?: number;
-  /** How long shards of a model no live worker serves wait before their lines fail (close-out.ts); 0 at once. */
-  unservedGraceSeconds?: number;
+  /**
+   * Shards of a model no worker serves (close-out.ts): how long they wait before their lines fail, and what is served
+   * where this process's workers are the only ones (else the live workers' models).
+   */
+  unserved?: { graceSeconds: number; served?: readonly string[] };
   /** SLA enforcement (state/sla.ts): urgent batches make less urgent shards yield; at-risk deadlines are told. */
   sla?: { urgentSeconds: number; yieldGraceMs: number };
   /**
@@ -88,8 +91,9 @@ export class Maintenance {
 
   constructor(private readonly deps: MaintenanceDeps) {
     this.outage = new OutageLog(deps.logger, "maintenance tick");
-    const { workers, unservedGraceSeconds: graceSeconds = 300 } = deps;
-    if (workers) this.unserved = new UnservedShards({ ...deps, workers, graceSeconds });
+    const { workers, unserved } = deps;
+    if (workers)
+      this.unserved = new UnservedShards({ ...deps, workers, graceSeconds: unserved?.graceSeconds ?? 300, served: unserved?.served });
     const { webhooks: targets, batches, logger, now, metrics } = deps;
     if (targets)
       this.sender = new WebhookSender({ batches, targets, retrySeconds: deps.webhookRetrySeconds ?? 72 * 3600, logger, now, metrics });

@@ -13,7 +13,7 @@ import { FsBlobStore } from "../../stores/fs-blob-store.js";
 
 const now = () => Math.floor(Date.now() / 1000);
 
-async function setUp(graceSeconds: number) {
+async function setUp(graceSeconds: number, served?: string[]) {
   const ports = memoryPorts({ state: new MemoryState(), blobs: new FsBlobStore("/nonexistent"), expirySeconds: 3600, now });
   const batch = newBatchObject({
     id: `batch_${"1".repeat(24)}`,
@@ -45,6 +45,7 @@ async function setUp(graceSeconds: number) {
     logger: pino({ level: "silent" }),
     leaseSeconds: 30,
     graceSeconds,
+    ...(served && { served }),
     id: "maintenance:test",
   });
   return { ports, unserved, ended };
@@ -96,5 +97,14 @@ describe("shards of a model no live worker serves", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("go by what the process serves where its workers are the only ones: none live (a shutdown) changes nothing", async () => {
+    const { unserved, ended } = await setUp(0, ["base", "base-alias"]);
+    await unserved.closeOut();
+    expect(ended.map(([s, r]) => [s.model, r.code])).toEqual([["gone-v1", "model_not_found"]]);
+    const all = await setUp(0, ["base", "gone-v1"]);
+    await all.unserved.closeOut();
+    expect(all.ended).toEqual([]);
   });
 });
