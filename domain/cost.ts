@@ -63,12 +63,11 @@ export function batchCost(
   return sumCosts(Object.entries(batch.usage_by_model).map(([model, work]) => workCost(model, work, registry)));
 }
 
-/** The batch as clients read it: with its cost, and each model's where it has several. */
+/** The batch as clients read it: with its cost, and each model's where it has several (each priced once). */
 export function priced(batch: Batch, registry: ModelRegistry): Batch {
-  const shown: Batch = { ...batch, cost: batchCost(batch, registry) };
-  if (batch.usage_by_model)
-    shown.usage_by_model = Object.fromEntries(
-      Object.entries(batch.usage_by_model).map(([model, work]) => [model, { ...work, cost: workCost(model, work, registry) }]),
-    );
-  return shown;
+  if (!batch.usage_by_model) return { ...batch, cost: workCost(batch.model, batch, registry) };
+  const byModel = Object.fromEntries(
+    Object.entries(batch.usage_by_model).map(([model, work]) => [model, { ...work, cost: workCost(model, work, registry) }]),
+  );
+  return { ...batch, cost: sumCosts(Object.values(byModel).map((m) => m.cost)), usage_by_model: byModel };
 }
